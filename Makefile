@@ -1,0 +1,29 @@
+# pgoutbox — run `make help` for the targets.
+GO        ?= go
+BIN       ?= bin
+PKGS      ?= ./...
+TESTFLAGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build the commands into ./bin.
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: vet
+vet: ## gofmt check and go vet.
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+.PHONY: test
+test: vet ## Vet, then run every test with the race detector (needs Postgres server binaries and kcat).
+	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+
+.PHONY: clean
+clean: ## Remove build output.
+	rm -rf $(BIN)

@@ -1,0 +1,124 @@
+// Package migrate applies the numbered, embedded SQL files of package sql.
+// Each component (outbox, inbox) calls Apply with its folder and the table it
+// targets; applied versions are recorded in public.pgoutbox_migration so that a
+// second call is a no-op, and a transaction-scoped advisory lock serialises
+// concurrent callers.
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Migration is one numbered SQL file.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Load reads the NNN_name.up.sql files of dir in fsys, sorted by version.
+func Load(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read migrations %s: %w", dir, err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".up.sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s/%s: name must start with a positive number and '_'", dir, name)
+		}
+		b, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", out[i-1].Name, out[i].Name, out[i].Version)
+		}
+	}
+	return out, nil
+}
+
+// Beginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// lockKey is the advisory lock every migration transaction takes first.
+const lockKey = 0x7067_6f75_7462 // "pgoutb"
+
+// Apply runs, in one transaction, every migration of component not yet
+// recorded for target. replace rewrites default names in the SQL text (for
+// example public.outbox to the configured table). It returns the versions it
+// applied, in order.
+func Apply(ctx context.Context, db Beginner, component, target string, migrations []Migration, replace *strings.Replacer) ([]int, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: begin: %w", component, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockKey)); err != nil {
+		return nil, fmt.Errorf("migrate %s: lock: %w", component, err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.pgoutbox_migration (
+		component  text        NOT NULL,
+		target     text        NOT NULL,
+		version    integer     NOT NULL,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (component, target, version))`); err != nil {
+		return nil, fmt.Errorf("migrate %s: create bookkeeping table: %w", component, err)
+	}
+	rows, err := tx.Query(ctx, `SELECT version FROM public.pgoutbox_migration WHERE component = $1 AND target = $2`, component, target)
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: read applied versions: %w", component, err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: read applied versions: %w", component, err)
+	}
+	applied := make(map[int]bool, len(done))
+	for _, v := range done {
+		applied[int(v)] = true
+	}
+	var ran []int
+	for _, m := range migrations {
+		if applied[m.Version] {
+			continue
+		}
+		sql := m.SQL
+		if replace != nil {
+			sql = replace.Replace(sql)
+		}
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return nil, fmt.Errorf("migrate %s %s for %s: %w", component, m.Name, target, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO public.pgoutbox_migration (component, target, version, name) VALUES ($1, $2, $3, $4)`,
+			component, target, m.Version, m.Name); err != nil {
+			return nil, fmt.Errorf("migrate %s: record %s: %w", component, m.Name, err)
+		}
+		ran = append(ran, m.Version)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("migrate %s: commit: %w", component, err)
+	}
+	return ran, nil
+}

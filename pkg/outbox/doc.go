@@ -1,0 +1,45 @@
+// Package outbox writes outbox rows inside the caller's own database
+// transaction, so a business change and the event announcing it commit or roll
+// back together. The relay (package relay, command relay) then publishes every
+// committed row to Kafka.
+//
+// # Writing
+//
+// Create a Writer once and call InsertTx (one message) or InsertManyTx (a
+// batch, sent with COPY) with the transaction that holds the business change:
+//
+//	w, err := outbox.NewWriter(&outbox.Config{})
+//	...
+//	tx, err := pool.Begin(ctx)
+//	...
+//	_, err = tx.Exec(ctx, `UPDATE payment SET status = 'completed' WHERE id = $1`, id)
+//	...
+//	_, err = w.InsertTx(ctx, tx, outbox.Message{
+//		AggregateType: "payment",
+//		AggregateID:   id,
+//		EventType:     "payment.completed",
+//		BusinessKey:   requestID,
+//		Payload:       []byte(`{"amount":1200}`),
+//	})
+//	...
+//	err = tx.Commit(ctx)
+//
+// # Message IDs
+//
+// A message without an ID gets a UUIDv7: time-ordered, so the primary-key index
+// stays append-only. The ID is the record's message-id header in Kafka and is
+// stable across every re-publish, which is what consumers deduplicate on.
+//
+// # Validation
+//
+// AggregateType, AggregateID, EventType and BusinessKey are required, and the
+// payload must be valid JSON unless Config.RawPayload says the payload column
+// is text or bytea. Errors wrap ErrInvalidMessage; use errors.Is.
+//
+// # Schema
+//
+// Migrate creates the outbox table (the same statements as
+// sql/outbox/*.up.sql, which a DBA may apply with psql -f instead). Note that
+// a jsonb payload is stored normalised (whitespace and key order as Postgres
+// prints jsonb); use a json, text or bytea column to keep the input bytes.
+package outbox

@@ -1,0 +1,81 @@
+package outbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// ErrInvalidMessage is wrapped by every validation error of InsertTx and
+// InsertManyTx.
+var ErrInvalidMessage = errors.New("invalid outbox message")
+
+// Message is one event to publish. It maps one-to-one to an outbox row.
+type Message struct {
+	// ID is the message ID, stable across re-publishes. A zero ID is replaced
+	// by a new UUIDv7.
+	ID uuid.UUID
+	// AggregateType routes the topic (default template outbox.{aggregate_type}).
+	// Required.
+	AggregateType string
+	// AggregateID is the Kafka key: one aggregate, one partition, commit order.
+	// Required.
+	AggregateID string
+	// EventType names the event, for example "payment.completed". Required.
+	EventType string
+	// BusinessKey is the idempotency key of the business operation (for
+	// example a payment request ID). Required.
+	BusinessKey string
+	// Payload is the record value. It must be valid JSON unless the writer
+	// was configured with RawPayload.
+	Payload []byte
+	// Headers are extra Kafka headers (trace context, correlation ID). They
+	// cannot override the relay's own headers. Optional.
+	Headers map[string]string
+	// Topic overrides the relay's topic template for this message. Optional.
+	Topic string
+}
+
+// validate checks m; index is the position in a batch, or -1.
+func (m *Message) validate(rawPayload bool, index int) error {
+	fail := func(format string, args ...any) error {
+		msg := fmt.Sprintf(format, args...)
+		if index >= 0 {
+			msg = fmt.Sprintf("message %d: %s", index, msg)
+		}
+		return fmt.Errorf("%w: %s", ErrInvalidMessage, msg)
+	}
+	switch {
+	case m.AggregateType == "":
+		return fail("aggregate type is required")
+	case m.AggregateID == "":
+		return fail("aggregate ID is required")
+	case m.EventType == "":
+		return fail("event type is required")
+	case m.BusinessKey == "":
+		return fail("business key is required")
+	case m.Payload == nil:
+		return fail("payload is required")
+	case !rawPayload && !json.Valid(m.Payload):
+		return fail("payload is not valid JSON (set Config.RawPayload for a text or bytea payload column)")
+	}
+	return nil
+}
+
+// headersJSON encodes the headers column; nil means SQL NULL.
+func (m *Message) headersJSON() ([]byte, error) {
+	if len(m.Headers) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(m.Headers)
+}
+
+// nullable maps "" to SQL NULL.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,45 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/migrate"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	pgsql "github.com/pgoutbox/pgoutbox/sql"
+)
+
+// Beginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Migrate creates or upgrades the outbox table (Config.Table, default
+// public.outbox) by applying the migrations in sql/outbox. It is idempotent
+// and safe to call concurrently; db is a *pgx.Conn or *pgxpool.Pool. It
+// returns the versions it applied.
+func Migrate(ctx context.Context, db Beginner, cfg *Config) ([]int, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	name := cfg.Table
+	if name == "" {
+		name = DefaultTable
+	}
+	table, err := pgname.Parse(name, "public")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	migrations, err := migrate.Load(pgsql.FS, "outbox")
+	if err != nil {
+		return nil, err
+	}
+	replace := strings.NewReplacer(
+		"public.outbox", table.Sanitize(),
+		"outbox_created_at_idx", `"`+strings.ReplaceAll(table.Name, `"`, `""`)+`_created_at_idx"`,
+	)
+	return migrate.Apply(ctx, db, "outbox", table.String(), migrations, replace)
+}

@@ -1,0 +1,302 @@
+package outbox_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type bundle struct {
+	db     *testenv.DB
+	writer *outbox.Writer
+}
+
+func setup(t *testing.T, cfg *outbox.Config) *bundle {
+	t.Helper()
+	db := testenv.NewDB(t)
+	if _, err := outbox.Migrate(context.Background(), db.Pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{db: db, writer: w}
+}
+
+func inTx(t *testing.T, db *testenv.DB, fn func(pgx.Tx) error) error {
+	t.Helper()
+	return pgx.BeginFunc(context.Background(), db.Pool, fn)
+}
+
+type storedRow struct {
+	ID                                                 uuid.UUID
+	AggregateType, AggregateID, EventType, BusinessKey string
+	Payload                                            []byte
+	Headers                                            []byte
+	Topic                                              *string
+}
+
+func readRow(t *testing.T, db *testenv.DB, table string, id uuid.UUID) storedRow {
+	t.Helper()
+	var r storedRow
+	err := db.Pool.QueryRow(context.Background(), `SELECT id, aggregate_type, aggregate_id, event_type, business_key,
+		payload::text::bytea, headers::text::bytea, topic FROM `+table+` WHERE id = $1`, id).
+		Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.EventType, &r.BusinessKey, &r.Payload, &r.Headers, &r.Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestInsertTxRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	// jsonb prints in its own canonical form; this payload is already in it,
+	// so the stored bytes must equal the input exactly. Non-ASCII included.
+	payload := []byte(`{"note": "Grüße, 東京 ✓", "amount": 1200, "currency": "EUR"}`)
+	msg := outbox.Message{
+		AggregateType: "payment",
+		AggregateID:   "pay-42",
+		EventType:     "payment.completed",
+		BusinessKey:   "req-7",
+		Payload:       payload,
+		Headers:       map[string]string{"traceparent": "00-abc-def-01"},
+		Topic:         "payments.v1",
+	}
+	var id uuid.UUID
+	err := inTx(t, b.db, func(tx pgx.Tx) error {
+		var err error
+		id, err = b.writer.InsertTx(ctx, tx, msg)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Version() != 7 {
+		t.Fatalf("generated ID %s is version %d, want 7", id, id.Version())
+	}
+	got := readRow(t, b.db, "public.outbox", id)
+	if got.AggregateType != "payment" || got.AggregateID != "pay-42" || got.EventType != "payment.completed" || got.BusinessKey != "req-7" {
+		t.Fatalf("stored row %+v", got)
+	}
+	if !bytes.Equal(got.Payload, payload) {
+		t.Fatalf("payload changed:\n got %q\nwant %q", got.Payload, payload)
+	}
+	var hdr map[string]string
+	if err := json.Unmarshal(got.Headers, &hdr); err != nil || hdr["traceparent"] != "00-abc-def-01" {
+		t.Fatalf("headers %s (%v)", got.Headers, err)
+	}
+	if got.Topic == nil || *got.Topic != "payments.v1" {
+		t.Fatalf("topic %v", got.Topic)
+	}
+}
+
+func TestInsertTxKeepsGivenIDAndNulls(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	want := uuid.MustParse("0190f0e0-0000-7000-8000-000000000001")
+	err := inTx(t, b.db, func(tx pgx.Tx) error {
+		id, err := b.writer.InsertTx(context.Background(), tx, outbox.Message{
+			ID: want, AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k", Payload: []byte(`{}`),
+		})
+		if err == nil && id != want {
+			err = fmt.Errorf("returned %s, want %s", id, want)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readRow(t, b.db, "public.outbox", want)
+	if got.Headers != nil || got.Topic != nil {
+		t.Fatalf("want NULL headers and topic, got %q %v", got.Headers, got.Topic)
+	}
+}
+
+func TestInsertManyTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	msgs := make([]outbox.Message, 1000)
+	for i := range msgs {
+		msgs[i] = outbox.Message{
+			AggregateType: "order",
+			AggregateID:   fmt.Sprintf("order-%d", i%37),
+			EventType:     "order.created",
+			BusinessKey:   fmt.Sprintf("bk-%d", i),
+			Payload:       []byte(fmt.Sprintf(`{"n": %d}`, i)),
+		}
+	}
+	var ids []uuid.UUID
+	err := inTx(t, b.db, func(tx pgx.Tx) error {
+		var err error
+		ids, err = b.writer.InsertManyTx(ctx, tx, msgs)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1000 {
+		t.Fatalf("%d IDs", len(ids))
+	}
+	seen := map[uuid.UUID]bool{}
+	for i, id := range ids {
+		if seen[id] || id == uuid.Nil {
+			t.Fatalf("ID %d (%s) duplicate or nil", i, id)
+		}
+		seen[id] = true
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM public.outbox`).Scan(&n); err != nil || n != 1000 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+	got := readRow(t, b.db, "public.outbox", ids[999])
+	if string(got.Payload) != `{"n": 999}` || got.BusinessKey != "bk-999" || got.AggregateID != "order-0" {
+		t.Fatalf("row 999: %+v", got)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	valid := outbox.Message{AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k", Payload: []byte(`{"x":1}`)}
+	tests := []struct {
+		name   string
+		modify func(*outbox.Message)
+		want   string
+	}{
+		{"aggregate type", func(m *outbox.Message) { m.AggregateType = "" }, "invalid outbox message: aggregate type is required"},
+		{"aggregate id", func(m *outbox.Message) { m.AggregateID = "" }, "invalid outbox message: aggregate ID is required"},
+		{"event type", func(m *outbox.Message) { m.EventType = "" }, "invalid outbox message: event type is required"},
+		{"business key", func(m *outbox.Message) { m.BusinessKey = "" }, "invalid outbox message: business key is required"},
+		{"nil payload", func(m *outbox.Message) { m.Payload = nil }, "invalid outbox message: payload is required"},
+		{"bad json", func(m *outbox.Message) { m.Payload = []byte(`{"x":`) }, "invalid outbox message: payload is not valid JSON (set Config.RawPayload for a text or bytea payload column)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := valid
+			tt.modify(&m)
+			err := inTx(t, b.db, func(tx pgx.Tx) error {
+				_, err := b.writer.InsertTx(context.Background(), tx, m)
+				return err
+			})
+			if !errors.Is(err, outbox.ErrInvalidMessage) || err.Error() != tt.want {
+				t.Fatalf("InsertTx: got %v, want %q", err, tt.want)
+			}
+			err = inTx(t, b.db, func(tx pgx.Tx) error {
+				_, err := b.writer.InsertManyTx(context.Background(), tx, []outbox.Message{valid, m})
+				return err
+			})
+			wantBatch := "invalid outbox message: message 1: " + tt.want[len("invalid outbox message: "):]
+			if !errors.Is(err, outbox.ErrInvalidMessage) || err.Error() != wantBatch {
+				t.Fatalf("InsertManyTx: got %v, want %q", err, wantBatch)
+			}
+		})
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM public.outbox`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("invalid messages wrote %d rows (%v)", n, err)
+	}
+}
+
+func TestRawPayloadByteaTable(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA billing; CREATE TABLE billing.events (
+		id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
+		business_key text NOT NULL, payload bytea NOT NULL, headers jsonb, topic text, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(&outbox.Config{Table: "billing.events", RawPayload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte{0x00, 0xff, 0xfe, '\n', 'x', 0x80}
+	var ids []uuid.UUID
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		id, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k1", Payload: payload})
+		ids = append(ids, id)
+		if err != nil {
+			return err
+		}
+		more, err := w.InsertManyTx(ctx, tx, []outbox.Message{{AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k2", Payload: payload}})
+		ids = append(ids, more...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		var got []byte
+		if err := db.Pool.QueryRow(ctx, `SELECT payload FROM billing.events WHERE id = $1`, id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, payload) {
+			t.Fatalf("payload %x, want %x", got, payload)
+		}
+	}
+}
+
+func TestMigrateIdempotentAndCustomTable(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := context.Background()
+	cfg := &outbox.Config{Table: "app.Events"}
+	if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA app`); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := outbox.Migrate(ctx, db.Pool, cfg)
+	if err != nil || len(applied) != 1 || applied[0] != 1 {
+		t.Fatalf("first Migrate: %v %v", applied, err)
+	}
+	applied, err = outbox.Migrate(ctx, db.Pool, cfg)
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("second Migrate applied %v (%v), want nothing", applied, err)
+	}
+	var idx string
+	if err := db.Pool.QueryRow(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = 'app' AND tablename = 'Events' AND indexname LIKE '%created_at%'`).Scan(&idx); err != nil || idx != "Events_created_at_idx" {
+		t.Fatalf("index %q (%v)", idx, err)
+	}
+	w, _ := outbox.NewWriter(cfg)
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k", Payload: []byte(`1`)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRollbackWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	tx, err := b.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.writer.InsertTx(ctx, tx, outbox.Message{AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM public.outbox`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows after rollback (%v)", n, err)
+	}
+}

@@ -1,0 +1,120 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+)
+
+// Config configures a Writer. The zero value is valid.
+type Config struct {
+	// Table is the outbox table, "table" or "schema.table". Defaults to
+	// "public.outbox".
+	Table string
+	// RawPayload declares the payload column text or bytea: payloads are then
+	// stored as given and not checked for JSON. Defaults to false (jsonb).
+	RawPayload bool
+}
+
+// Writer inserts outbox rows inside the caller's transaction. It is safe for
+// concurrent use.
+type Writer struct {
+	table      pgname.Table
+	rawPayload bool
+	insertSQL  string
+	columns    []string
+}
+
+// DefaultTable is the outbox table used when Config.Table is empty.
+const DefaultTable = "public.outbox"
+
+// NewWriter returns a Writer for cfg (nil means the defaults).
+func NewWriter(cfg *Config) (*Writer, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	name := cfg.Table
+	if name == "" {
+		name = DefaultTable
+	}
+	table, err := pgname.Parse(name, "public")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return &Writer{
+		table:      table,
+		rawPayload: cfg.RawPayload,
+		insertSQL: `INSERT INTO ` + table.Sanitize() +
+			` (id, aggregate_type, aggregate_id, event_type, business_key, payload, headers, topic)
+			  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		columns: []string{"id", "aggregate_type", "aggregate_id", "event_type", "business_key", "payload", "headers", "topic"},
+	}, nil
+}
+
+// InsertTx writes msg in tx and returns its message ID (generated when
+// msg.ID is zero). The row becomes visible to the relay when tx commits.
+func (w *Writer) InsertTx(ctx context.Context, tx pgx.Tx, msg Message) (uuid.UUID, error) {
+	row, err := w.row(&msg, -1)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if _, err := tx.Exec(ctx, w.insertSQL, row...); err != nil {
+		return uuid.Nil, fmt.Errorf("outbox: insert into %s: %w", w.table, err)
+	}
+	return msg.ID, nil
+}
+
+// InsertManyTx writes msgs in tx with COPY and returns their message IDs in
+// order. Nothing is written when any message is invalid.
+func (w *Writer) InsertManyTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([]uuid.UUID, error) {
+	rows := make([][]any, len(msgs))
+	ids := make([]uuid.UUID, len(msgs))
+	for i := range msgs {
+		m := msgs[i]
+		row, err := w.row(&m, i)
+		if err != nil {
+			return nil, err
+		}
+		rows[i], ids[i] = row, m.ID
+	}
+	if len(rows) == 0 {
+		return ids, nil
+	}
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{w.table.Schema, w.table.Name}, w.columns, pgx.CopyFromRows(rows))
+	if err != nil {
+		return nil, fmt.Errorf("outbox: copy into %s: %w", w.table, err)
+	}
+	if n != int64(len(rows)) {
+		return nil, fmt.Errorf("outbox: copy into %s: wrote %d of %d rows", w.table, n, len(rows))
+	}
+	return ids, nil
+}
+
+// row validates m, fills in its ID, and returns the column values in
+// w.columns order.
+func (w *Writer) row(m *Message, index int) ([]any, error) {
+	if err := m.validate(w.rawPayload, index); err != nil {
+		return nil, err
+	}
+	if m.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("outbox: generate message ID: %w", err)
+		}
+		m.ID = id
+	}
+	headers, err := m.headersJSON()
+	if err != nil {
+		return nil, fmt.Errorf("outbox: encode headers: %w", err)
+	}
+	var payload any = m.Payload
+	if !w.rawPayload {
+		// Sent as text so pgx encodes it for json and jsonb columns alike.
+		payload = string(m.Payload)
+	}
+	return []any{m.ID, m.AggregateType, m.AggregateID, m.EventType, m.BusinessKey, payload, headers, nullable(m.Topic)}, nil
+}

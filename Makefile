@@ -20,8 +20,13 @@ vet: ## gofmt check and go vet.
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+.PHONY: check-deploy
+check-deploy: ## Validate the Prometheus alert rules (promtool) and their unit tests.
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
+
 .PHONY: test
-test: vet ## Vet, then run every test with the race detector (needs Postgres server binaries and kcat).
+test: vet check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool).
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
 .PHONY: clean

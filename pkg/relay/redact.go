@@ -10,7 +10,7 @@ import (
 const redactedPassword = "xxxxx"
 
 // keywordPassword matches password=... in a keyword/value connection string,
-// quoted ('it”s' or 'it\'s') or not.
+// quoted (with doubled or backslash-escaped quotes) or not.
 var keywordPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.|'')*'|[^\s]*)`)
 
 // RedactURL returns the database URL or keyword/value connection string s

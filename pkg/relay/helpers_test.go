@@ -32,10 +32,16 @@ type bundle struct {
 var slotSeq atomic.Int64
 
 // setup creates a database with the outbox table, a broker, and a relay
-// config with a unique slot; modify adjusts the config.
-func setup(t *testing.T, modify func(*relay.Config)) *bundle {
+// config with a unique slot; modify adjusts the config; ddl runs first (to
+// create a variant table).
+func setup(t *testing.T, modify func(*relay.Config), ddl ...string) *bundle {
 	t.Helper()
 	db := testenv.NewDB(t)
+	for _, q := range ddl {
+		if _, err := db.Pool.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	k := testenv.NewKafka(t)
 	reg := prometheus.NewRegistry()
 	n := slotSeq.Add(1)

@@ -85,9 +85,12 @@ type running struct {
 	done   chan error
 }
 
-// start runs a relay on b.cfg until stop or the end of the test.
+// start runs a relay on b.cfg, with fresh metrics in b.reg, until stop or
+// the end of the test.
 func (b *bundle) start(t *testing.T) *running {
 	t.Helper()
+	b.reg = prometheus.NewRegistry()
+	b.cfg.Registerer = b.reg
 	r, err := relay.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)

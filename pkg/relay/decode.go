@@ -177,9 +177,9 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 	if len(data) == 0 {
 		return walItem{}, fmt.Errorf("%w: empty message", errProtocol)
 	}
-	msg, err := pglogrepl.Parse(data)
+	msg, err := parsePgoutput(data)
 	if err != nil {
-		return walItem{}, fmt.Errorf("%w: %w", errProtocol, err)
+		return walItem{}, err
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
@@ -222,6 +222,22 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 		return walItem{kind: walEvent, ev: d.messageEvent(m.Content)}, nil
 	}
 	return walItem{}, nil
+}
+
+// parsePgoutput is pglogrepl.Parse, which indexes past the end of some
+// malformed messages (found by FuzzDecode): a panic there is a protocol
+// error, not a crash.
+func parsePgoutput(data []byte) (msg pglogrepl.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg, err = nil, fmt.Errorf("%w: malformed %q message: %v", errProtocol, data[0], p)
+		}
+	}()
+	msg, err = pglogrepl.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errProtocol, err)
+	}
+	return msg, nil
 }
 
 // rowEvent builds the event of one inserted outbox row.

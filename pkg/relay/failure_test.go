@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -379,4 +380,25 @@ func (b *bundle) pendingInserts(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A record the broker rejects as too large (under MaxMessageBytes but over
+// the broker's message.max.bytes) is dead-lettered without its value; its
+// neighbours are published.
+func TestBrokerRejectsTooLarge(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	k := testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
+	b.cfg.Brokers = k.Brokers
+	b.kafka = k
+	b.start(t)
+	big := msg("a", 2)
+	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)
+	ids := b.insert(t, msg("a", 1), big, msg("a", 3))
+	recs := testenv.WaitForRecords(t, k.Brokers, "outbox.order", 2, 30*time.Second)
+	assertAllIDs(t, recs, []string{ids[0], ids[2]})
+	dlq := testenv.WaitForRecords(t, k.Brokers, "outbox.dlq", 1, 30*time.Second)
+	if len(dlq) != 1 || header(t, dlq[0], "message-id") != ids[1] || header(t, dlq[0], "dlq-reason") != relay.ReasonTooLarge || dlq[0].Value != nil {
+		t.Fatalf("dead letters: %+v", dlq)
+	}
 }

@@ -214,6 +214,10 @@ func (s *sink) writeSingly(ctx context.Context, batch []event, pending []int) ([
 	for k, i := range pending {
 		msgs := []kafka.Message{batch[i].msg}
 		if err := s.writeMessages(ctx, msgs); err != nil {
+			var werrs kafka.WriteErrors
+			if errors.As(err, &werrs) && len(werrs) == 1 && werrs[0] != nil {
+				err = werrs[0]
+			}
 			return pending[k:], err
 		}
 		s.countPublished(msgs, nil)

@@ -137,17 +137,17 @@ func TestEndToEnd(t *testing.T) {
 		w.seq = i
 	}
 
-	byTopic := map[string]int{}
-	for _, w := range wants {
-		byTopic[w.topic]++
+	byTopic := map[string][]string{}
+	for id, w := range wants {
+		byTopic[w.topic] = append(byTopic[w.topic], id)
 	}
 	if len(byTopic) != 2 {
 		t.Fatalf("topics %v", byTopic)
 	}
 	got := map[string]testenv.Record{}
 	lastSeq := map[string]int{} // aggregate -> seq of its last record
-	for topic, n := range byTopic {
-		recs := testenv.WaitForRecords(t, b.kafka.Brokers, topic, n, 90*time.Second)
+	for topic, ids := range byTopic {
+		recs := waitForIDs(t, b.kafka.Brokers, topic, ids, 90*time.Second)
 		for _, r := range recs {
 			id, _ := r.Header("message-id")
 			w, ok := wants[id]

@@ -82,8 +82,7 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	outage.Store(false)
 
-	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", len(ids), 60*time.Second)
-	assertAllIDs(t, recs, ids)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
 	waitFor(t, 30*time.Second, "confirmed position past the outage", func() (bool, error) {
 		return b.confirmedFlush(t) >= firstEnd, nil
 	})
@@ -93,7 +92,13 @@ func TestBrokerOutage(t *testing.T) {
 // assertAllIDs checks every ID appears in recs (duplicates allowed).
 func assertAllIDs(t *testing.T, recs []testenv.Record, ids []string) {
 	t.Helper()
-	seen := map[string]bool{}
+	if n := missingIDs(recs, ids); n > 0 {
+		t.Fatalf("%d of %d messages missing from Kafka", n, len(ids))
+	}
+}
+
+func missingIDs(recs []testenv.Record, ids []string) int {
+	seen := make(map[string]bool, len(recs))
 	for _, r := range recs {
 		id, _ := r.Header("message-id")
 		seen[id] = true
@@ -104,8 +109,24 @@ func assertAllIDs(t *testing.T, recs []testenv.Record, ids []string) {
 			missing++
 		}
 	}
-	if missing > 0 {
-		t.Fatalf("%d of %d messages missing from Kafka", missing, len(ids))
+	return missing
+}
+
+// waitForIDs reads topic with kcat until every ID is there (duplicates
+// allowed) and returns the records.
+func waitForIDs(t *testing.T, brokers []string, topic string, ids []string, timeout time.Duration) []testenv.Record {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		recs := testenv.WaitForRecords(t, brokers, topic, len(ids), time.Until(deadline))
+		n := missingIDs(recs, ids)
+		if n == 0 {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages missing from %s after %v", n, len(ids), topic, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -154,8 +175,7 @@ func TestLargeTransaction(t *testing.T) {
 	published := time.Since(committed)
 	// Measured before kcat's output is parsed in this process.
 	peak := vmHWM()
-	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.bulk", n, time.Minute)
-	assertAllIDs(t, recs, ids)
+	waitForIDs(t, b.kafka.Brokers, "outbox.bulk", ids, time.Minute)
 	t.Logf("200,000-row transaction: insert %v, commit to all acknowledged by Kafka %v; peak RSS of the test process (relay, test data, kfake; race detector if on) %s",
 		committed.Sub(start).Round(time.Millisecond), published.Round(time.Millisecond), peak)
 }
@@ -224,8 +244,7 @@ func TestBadRowsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 3, 30*time.Second)
-	assertAllIDs(t, recs, good)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 30*time.Second)
 	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", len(bad), 30*time.Second)
 	if len(dlq) != len(bad) {
 		t.Fatalf("%d dead-letter records, want %d", len(dlq), len(bad))
@@ -323,8 +342,7 @@ func TestReconnect(t *testing.T) {
 	if kills == 0 {
 		t.Fatal("no walsender terminated")
 	}
-	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", len(ids), 60*time.Second)
-	assertAllIDs(t, recs, ids)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
 	waitFor(t, 10*time.Second, "reconnects_total", func() (bool, error) {
 		return b.metric(t, "pgoutbox_relay_reconnects_total") >= 1, nil
 	})
@@ -359,8 +377,7 @@ func TestGracefulStop(t *testing.T) {
 		t.Fatalf("Run: %v, want nil", err)
 	}
 	b.start(t)
-	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", len(ids), 60*time.Second)
-	assertAllIDs(t, recs, ids)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
 }
 
 // pendingInserts counts the outbox inserts the slot would replay: those
@@ -395,8 +412,7 @@ func TestBrokerRejectsTooLarge(t *testing.T) {
 	big := msg("a", 2)
 	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)
 	ids := b.insert(t, msg("a", 1), big, msg("a", 3))
-	recs := testenv.WaitForRecords(t, k.Brokers, "outbox.order", 2, 30*time.Second)
-	assertAllIDs(t, recs, []string{ids[0], ids[2]})
+	waitForIDs(t, k.Brokers, "outbox.order", []string{ids[0], ids[2]}, 30*time.Second)
 	dlq := testenv.WaitForRecords(t, k.Brokers, "outbox.dlq", 1, 30*time.Second)
 	if len(dlq) != 1 || header(t, dlq[0], "message-id") != ids[1] || header(t, dlq[0], "dlq-reason") != relay.ReasonTooLarge || dlq[0].Value != nil {
 		t.Fatalf("dead letters: %+v", dlq)

@@ -409,8 +409,11 @@ func decodeBytea(text []byte) ([]byte, error) {
 }
 
 // parseHeaders reads a JSON object into string headers; non-string values
-// keep their JSON text.
+// keep their JSON text, and a JSON null means none.
 func parseHeaders(text []byte) (map[string]string, error) {
+	if string(text) == "null" { // a JSON null: no headers
+		return nil, nil
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(text, &raw); err != nil || raw == nil {
 		return nil, fmt.Errorf("not a JSON object: %q", truncate(text))

@@ -306,6 +306,10 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, 
 			case deref(walStatus) == "lost":
 				return 0, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
 			}
+			if deref(walStatus) == "unreserved" {
+				c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
+					"slot", c.Slot)
+			}
 			lsn, err := pglogrepl.ParseLSN(deref(confirmed))
 			if err != nil {
 				return 0, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, deref(confirmed), err)

@@ -309,13 +309,7 @@ func TestBadRowStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	badEnd := b.currentLSN(t)
-	var err2 error
-	select {
-	case err2 = <-run.done:
-		run.done <- err2
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not stop on the invalid row")
-	}
+	err2 := run.wait(t, 30*time.Second)
 	var inv *relay.InvalidEventError
 	if !errors.As(err2, &inv) || !errors.Is(err2, relay.ErrInvalidEvent) || !relay.Permanent(err2) {
 		t.Fatalf("Run: %v, want an InvalidEventError", err2)

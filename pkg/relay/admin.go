@@ -3,6 +3,14 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
 // SlotStatus describes the relay's slot and publication as the database
@@ -34,18 +42,252 @@ type SlotStatus struct {
 }
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
-// the outbox WITH (publish = 'insert')) and the slot (pgoutput).
+// the outbox WITH (publish = 'insert')) and the slot (pgoutput). An existing
+// publication that does not publish the table's inserts is an error wrapping
+// ErrPublicationMismatch; one that also publishes other tables or operations
+// is accepted with a warning, since the relay ignores what is not an outbox
+// insert.
 func Setup(ctx context.Context, cfg *Config) error {
-	return errors.New("relay: not implemented yet (contract skeleton)")
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx, &c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := outbox.Migrate(ctx, conn, &outbox.Config{Table: c.Table}); err != nil {
+		return fmt.Errorf("relay: create table %s: %w", c.Table, err)
+	}
+	c.NoCreate = false
+	if err := ensurePublication(ctx, conn, &c); err != nil {
+		return err
+	}
+	_, err = ensureSlot(ctx, conn, &c)
+	return err
 }
 
 // Status reads the slot and publication state from the database.
 func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
-	return nil, errors.New("relay: not implemented yet (contract skeleton)")
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := connect(ctx, &c)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	table, _ := pgname.Parse(c.Table, "public")
+	st := &SlotStatus{Slot: c.Slot, Publication: c.Publication, Table: table.String()}
+	var (
+		exists, active              *bool
+		confirmed, restart, walStat *string
+		lag, retained               *int64
+	)
+	err = conn.QueryRow(ctx, `
+		SELECT s.slot_name IS NOT NULL, s.active, s.active_pid,
+		       s.confirmed_flush_lsn::text, s.restart_lsn::text, pg_current_wal_lsn()::text,
+		       pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
+		       pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint,
+		       s.wal_status, s.safe_wal_size,
+		       EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2)
+		  FROM (SELECT 1) AS one
+		  LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, c.Slot, c.Publication).
+		Scan(&exists, &active, &st.ActivePID, &confirmed, &restart, &st.CurrentWALLSN, &lag, &retained,
+			&walStat, &st.SafeWALSize, &st.PublicationExists)
+	if err != nil {
+		return nil, fmt.Errorf("relay: read slot status: %w", err)
+	}
+	st.SlotExists = deref(exists)
+	st.Active = deref(active)
+	st.ConfirmedFlushLSN = deref(confirmed)
+	st.RestartLSN = deref(restart)
+	st.LagBytes = deref(lag)
+	st.RetainedWALBytes = deref(retained)
+	st.WALStatus = deref(walStat)
+	return st, nil
 }
 
 // Teardown drops the slot and the publication (not the table). An active
-// slot is an error.
+// slot is an error wrapping ErrSlotActive. Missing objects are not errors.
 func Teardown(ctx context.Context, cfg *Config) error {
-	return errors.New("relay: not implemented yet (contract skeleton)")
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx, &c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var pid *int32
+	err = conn.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, c.Slot).Scan(&pid)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
+	case pid != nil:
+		return fmt.Errorf("%w: slot %s is streamed by backend %d; stop the relay first", ErrSlotActive, c.Slot, *pid)
+	default:
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.Slot); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use
+				return fmt.Errorf("%w: slot %s: %s", ErrSlotActive, c.Slot, pgErr.Message)
+			}
+			if !(errors.As(err, &pgErr) && pgErr.Code == "42704") { // dropped meanwhile
+				return fmt.Errorf("relay: drop slot %s: %w", c.Slot, err)
+			}
+		}
+	}
+	if _, err := conn.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{c.Publication}.Sanitize()); err != nil {
+		return fmt.Errorf("relay: drop publication %s: %w", c.Publication, err)
+	}
+	return nil
+}
+
+// connect opens a normal (non-replication) connection.
+func connect(ctx context.Context, c *Config) (*pgx.Conn, error) {
+	pc, err := pgx.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return nil, permanent(fmt.Errorf("%w: database URL: %w", ErrConfig, err))
+	}
+	conn, err := pgx.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("relay: connect to database: %w", err)
+	}
+	return conn, nil
+}
+
+// connectReplication opens a logical replication connection
+// (replication=database).
+func connectReplication(ctx context.Context, c *Config) (*pgconn.PgConn, error) {
+	pc, err := pgconn.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return nil, permanent(fmt.Errorf("%w: database URL: %w", ErrConfig, err))
+	}
+	pc.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("relay: open replication connection: %w", err)
+	}
+	return conn, nil
+}
+
+// ensurePublication checks the publication and creates it when missing
+// (unless c.NoCreate).
+func ensurePublication(ctx context.Context, conn *pgx.Conn, c *Config) error {
+	table, _ := pgname.Parse(c.Table, "public")
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table.Sanitize()).Scan(&exists); err != nil {
+		return fmt.Errorf("relay: look up table %s: %w", table, err)
+	}
+	if !exists {
+		return fmt.Errorf("%w: %s (run relay setup)", ErrTableMissing, table)
+	}
+	for attempt := 0; ; attempt++ {
+		var (
+			allTables, ins, upd, del, trunc, hasTable bool
+			tables                                    int
+		)
+		err := conn.QueryRow(ctx, `
+			SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
+			       EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3),
+			       (SELECT count(*) FROM pg_publication_tables t WHERE t.pubname = p.pubname)
+			  FROM pg_publication p WHERE p.pubname = $1`, c.Publication, table.Schema, table.Name).
+			Scan(&allTables, &ins, &upd, &del, &trunc, &hasTable, &tables)
+		if err == nil {
+			switch {
+			case !hasTable:
+				return fmt.Errorf("%w: publication %s does not include table %s", ErrPublicationMismatch, c.Publication, table)
+			case !ins:
+				return fmt.Errorf("%w: publication %s does not publish inserts", ErrPublicationMismatch, c.Publication)
+			}
+			if allTables || tables > 1 || upd || del || trunc {
+				c.Logger.Warn("publication covers more than the outbox inserts; the relay ignores the rest but the server still decodes it",
+					"publication", c.Publication, "all_tables", allTables, "tables", tables,
+					"update", upd, "delete", del, "truncate", trunc)
+			}
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("relay: read publication %s: %w", c.Publication, err)
+		}
+		if c.NoCreate {
+			return fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrPublicationMissing, c.Publication)
+		}
+		_, err = conn.Exec(ctx, `CREATE PUBLICATION `+pgx.Identifier{c.Publication}.Sanitize()+
+			` FOR TABLE `+table.Sanitize()+` WITH (publish = 'insert')`)
+		var pgErr *pgconn.PgError
+		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
+			return fmt.Errorf("relay: create publication %s: %w", c.Publication, err)
+		}
+		if err == nil {
+			c.Logger.Info("created publication", "publication", c.Publication, "table", table.String())
+			return nil
+		}
+	}
+}
+
+// ensureSlot checks the slot and creates it when missing (unless
+// c.NoCreate). It returns the slot's confirmed flush position.
+func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, error) {
+	for attempt := 0; ; attempt++ {
+		var (
+			plugin, database, walStatus *string
+			sameDB                      bool
+			confirmed                   *string
+		)
+		err := conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text
+			FROM pg_replication_slots WHERE slot_name = $1`, c.Slot).Scan(&plugin, &database, &sameDB, &walStatus, &confirmed)
+		if err == nil {
+			switch {
+			case deref(plugin) != "pgoutput" || !sameDB:
+				return 0, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(plugin), deref(database))
+			case deref(walStatus) == "lost":
+				return 0, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
+			}
+			lsn, err := pglogrepl.ParseLSN(deref(confirmed))
+			if err != nil {
+				return 0, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, deref(confirmed), err)
+			}
+			return lsn, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
+		}
+		if c.NoCreate {
+			return 0, fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrSlotMissing, c.Slot)
+		}
+		if err := createSlot(ctx, c); err != nil {
+			var pgErr *pgconn.PgError
+			if !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
+				return 0, err
+			}
+		}
+	}
+}
+
+func createSlot(ctx context.Context, c *Config) error {
+	rc, err := connectReplication(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	res, err := pglogrepl.CreateReplicationSlot(ctx, rc, c.Slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+	if err != nil {
+		return fmt.Errorf("relay: create slot %s: %w", c.Slot, err)
+	}
+	c.Logger.Info("created replication slot", "slot", c.Slot, "consistent_point", res.ConsistentPoint)
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

@@ -2,11 +2,18 @@ package relay
 
 import (
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"log/slog"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
 // InvalidPolicy says what the relay does with a row it cannot publish
@@ -86,6 +93,10 @@ type Config struct {
 	// StatusInterval is the longest time between two standby status
 	// updates to the server. Defaults to 3s.
 	StatusInterval time.Duration
+	// ShutdownTimeout bounds how long a stopping relay waits for Kafka to
+	// acknowledge what is in flight before it confirms the final position
+	// and returns. Defaults to 10s.
+	ShutdownTimeout time.Duration
 
 	// PruneAfter deletes published outbox rows older than this, in small
 	// batches; zero disables pruning. Defaults to 0.
@@ -101,4 +112,130 @@ type Config struct {
 	// Registerer receives the relay's metrics (see the package doc). nil
 	// means the metrics are not registered anywhere.
 	Registerer prometheus.Registerer
+}
+
+// Defaults of the Config fields.
+const (
+	DefaultTable           = "public.outbox"
+	DefaultSlot            = "pgoutbox"
+	DefaultPublication     = "pgoutbox"
+	DefaultTopicTemplate   = "outbox.{aggregate_type}"
+	DefaultDeadLetterTopic = "outbox.dlq"
+	DefaultMaxMessageBytes = 1000000
+	DefaultBatchSize       = 5000
+	DefaultBatchTimeout    = 5 * time.Millisecond
+	DefaultWriteTimeout    = 10 * time.Second
+	DefaultRetryBackoff    = 100 * time.Millisecond
+	DefaultMaxRetryBackoff = 10 * time.Second
+	DefaultStatusInterval  = 3 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultPruneInterval   = time.Minute
+	DefaultPruneBatchSize  = 1000
+)
+
+// slotNamePattern is what Postgres accepts as a replication slot name.
+var slotNamePattern = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// withDefaults returns a copy of cfg with every zero field set to its
+// default, and validates it.
+func (cfg *Config) withDefaults() (Config, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	setDefault(&c.Table, DefaultTable)
+	setDefault(&c.Slot, DefaultSlot)
+	setDefault(&c.Publication, DefaultPublication)
+	setDefault(&c.TopicTemplate, DefaultTopicTemplate)
+	setDefault(&c.DeadLetterTopic, DefaultDeadLetterTopic)
+	setDefault(&c.OnInvalid, InvalidDeadLetter)
+	setDefault(&c.Compression, "none")
+	setDefault(&c.MaxMessageBytes, DefaultMaxMessageBytes)
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.BatchTimeout, DefaultBatchTimeout)
+	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
+	setDefault(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	setDefault(&c.StatusInterval, DefaultStatusInterval)
+	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&c.PruneInterval, DefaultPruneInterval)
+	setDefault(&c.PruneBatchSize, DefaultPruneBatchSize)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxRetryBackoff < c.RetryBackoff {
+		c.MaxRetryBackoff = c.RetryBackoff
+	}
+
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.DatabaseURL == "" {
+		bad("database URL is required")
+	}
+	if _, err := pgname.Parse(c.Table, "public"); err != nil {
+		bad("table: %v", err)
+	}
+	if !slotNamePattern.MatchString(c.Slot) {
+		bad("slot %q: want 1 to 63 characters of a-z, 0-9 and _", c.Slot)
+	}
+	if c.OnInvalid != InvalidDeadLetter && c.OnInvalid != InvalidStop {
+		bad("on-invalid %q: want %q or %q", c.OnInvalid, InvalidDeadLetter, InvalidStop)
+	}
+	if _, err := compressionCodec(c.Compression); err != nil {
+		bad("%v", err)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.WriteTimeout}, {"retry backoff", c.RetryBackoff},
+		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
+		{"prune after", c.PruneAfter}} {
+		if d.v < 0 {
+			bad("%s %v is negative", d.name, d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max message bytes", c.MaxMessageBytes}, {"batch size", c.BatchSize}, {"prune batch size", c.PruneBatchSize}} {
+		if n.v < 0 {
+			bad("%s %d is negative", n.name, n.v)
+		}
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// needBrokers is the extra check of the configurations that talk to Kafka.
+func (c *Config) needBrokers() error {
+	if len(c.Brokers) == 0 {
+		return fmt.Errorf("%w: brokers are required", ErrConfig)
+	}
+	return nil
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// compressionCodec maps Config.Compression to kafka-go's codec; nil is none.
+func compressionCodec(name string) (kafka.Compression, error) {
+	switch strings.ToLower(name) {
+	case "", "none":
+		return 0, nil
+	case "gzip":
+		return kafka.Gzip, nil
+	case "snappy":
+		return kafka.Snappy, nil
+	case "lz4":
+		return kafka.Lz4, nil
+	case "zstd":
+		return kafka.Zstd, nil
+	}
+	return 0, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", name)
 }

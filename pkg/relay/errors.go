@@ -1,0 +1,116 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/segmentio/kafka-go"
+)
+
+// Sentinel errors. Run, Setup, Status and Teardown wrap them with the
+// details; use errors.Is.
+var (
+	// ErrConfig means the Config is invalid.
+	ErrConfig = errors.New("relay: invalid configuration")
+	// ErrSlotMissing means the slot does not exist and NoCreate is set.
+	ErrSlotMissing = errors.New("relay: replication slot does not exist")
+	// ErrPublicationMissing means the publication does not exist and
+	// NoCreate is set.
+	ErrPublicationMissing = errors.New("relay: publication does not exist")
+	// ErrPublicationMismatch means the publication exists but does not
+	// publish inserts of the outbox table.
+	ErrPublicationMismatch = errors.New("relay: publication does not publish the outbox table's inserts")
+	// ErrSlotMismatch means a slot of that name exists with another output
+	// plugin or in another database.
+	ErrSlotMismatch = errors.New("relay: replication slot is not a pgoutput slot of this database")
+	// ErrSlotActive means another process streams the slot.
+	ErrSlotActive = errors.New("relay: replication slot is active")
+	// ErrSlotInvalidated means the server removed WAL the slot still
+	// needed (wal_status lost): events may be lost, the slot must be
+	// recreated by an operator.
+	ErrSlotInvalidated = errors.New("relay: replication slot invalidated (required WAL removed)")
+	// ErrTableMissing means the outbox table does not exist.
+	ErrTableMissing = errors.New("relay: outbox table does not exist")
+	// ErrTableColumns means the outbox table lacks a column the relay
+	// needs or has one of an unsupported type.
+	ErrTableColumns = errors.New("relay: outbox table columns unusable")
+	// ErrInvalidEvent is wrapped by the InvalidEventError that stops Run
+	// when Config.OnInvalid is InvalidStop.
+	ErrInvalidEvent = errors.New("relay: invalid outbox event")
+	// ErrKafkaAuth means the brokers refused the relay's credentials or
+	// permissions.
+	ErrKafkaAuth = errors.New("relay: kafka refused authentication or authorization")
+)
+
+// InvalidEventError names an event the relay could not publish, returned by
+// Run when Config.OnInvalid is InvalidStop.
+type InvalidEventError struct {
+	// MessageID is the event's message ID, or uuid.Nil when it has none.
+	MessageID uuid.UUID
+	// Reason is the invalid_events_total reason, for example "null-column".
+	Reason string
+	// Detail says what exactly is wrong.
+	Detail string
+}
+
+func (e *InvalidEventError) Error() string {
+	return fmt.Sprintf("relay: invalid outbox event %s (%s): %s", e.MessageID, e.Reason, e.Detail)
+}
+
+// Unwrap returns ErrInvalidEvent.
+func (e *InvalidEventError) Unwrap() error { return ErrInvalidEvent }
+
+// permanentError marks an error that reconnecting cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// Permanent reports whether err is one that retrying cannot fix: bad
+// configuration, refused credentials or privileges, a missing or
+// invalidated slot, unusable table columns, an invalid event under
+// InvalidStop.
+func Permanent(err error) bool {
+	var p *permanentError
+	if errors.As(err, &p) {
+		return true
+	}
+	for _, s := range []error{ErrConfig, ErrSlotMissing, ErrPublicationMissing, ErrPublicationMismatch, ErrSlotMismatch,
+		ErrSlotInvalidated, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28000", // invalid_authorization_specification (also pg_hba rejection)
+			"28P01", // invalid_password
+			"42501", // insufficient_privilege
+			"3D000", // invalid_catalog_name: database does not exist
+			"42704", // undefined_object: slot does not exist
+			"42P01", // undefined_table
+			"55000", // object_not_in_prerequisite_state: slot invalidated, wal_level too low
+			"0A000": // feature_not_supported
+			return true
+		}
+	}
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case kafka.SASLAuthenticationFailed, kafka.TopicAuthorizationFailed, kafka.ClusterAuthorizationFailed,
+			kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
+			return true
+		}
+	}
+	return false
+}

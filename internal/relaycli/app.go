@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // Exit codes returned by Run.
@@ -55,7 +57,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	line = strings.TrimPrefix(line, "relay: ")
 	fmt.Fprintf(stderr, "relay: %s\n", line)
 	var f failure
-	if errors.As(err, &f) {
+	if errors.As(err, &f) && !errors.Is(err, relay.ErrConfig) {
 		return ExitFailure
 	}
 	return ExitUsage

@@ -121,11 +121,13 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.StatusInterval = c.Duration(flagStatusInterval)
 	cfg.PruneInterval = c.Duration(flagPruneInterval)
 	cfg.PruneAfter = c.Duration(flagPruneAfter)
+	cfg.ShutdownTimeout = c.Duration(flagShutdownTimeout)
 	for flag, d := range map[string]int64{
-		flagBatchTimeout:   int64(cfg.BatchTimeout),
-		flagWriteTimeout:   int64(cfg.WriteTimeout),
-		flagStatusInterval: int64(cfg.StatusInterval),
-		flagPruneInterval:  int64(cfg.PruneInterval),
+		flagBatchTimeout:    int64(cfg.BatchTimeout),
+		flagWriteTimeout:    int64(cfg.WriteTimeout),
+		flagStatusInterval:  int64(cfg.StatusInterval),
+		flagPruneInterval:   int64(cfg.PruneInterval),
+		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
 	} {
 		if d <= 0 {
 			return nil, usagef("--%s: must be positive", flag)
@@ -173,7 +175,7 @@ func brokers(values []string) ([]string, error) {
 // logAttrs describes cfg for the start-up log line, without secrets.
 func logAttrs(cfg *relay.Config) []any {
 	return []any{
-		slog.String("database", redactURL(cfg.DatabaseURL)),
+		slog.String("database", relay.RedactURL(cfg.DatabaseURL)),
 		slog.String("brokers", strings.Join(cfg.Brokers, ",")),
 		slog.String("table", cfg.Table),
 		slog.String("slot", cfg.Slot),

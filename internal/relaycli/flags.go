@@ -2,9 +2,10 @@ package relaycli
 
 import (
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // Flag names. Each flag also reads the environment variable envVar(name).
@@ -26,6 +27,7 @@ const (
 	flagCompression     = "compression"
 	flagWriteTimeout    = "write-timeout"
 	flagStatusInterval  = "status-interval"
+	flagShutdownTimeout = "shutdown-timeout"
 	flagPruneAfter      = "prune-after"
 	flagPruneInterval   = "prune-interval"
 	flagPruneBatchSize  = "prune-batch-size"
@@ -64,11 +66,11 @@ func databaseFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagDatabaseURL, Category: catDatabase, EnvVars: envVar(flagDatabaseURL),
 			Usage: "Postgres URL or key=value string of the service database (required; its password is never printed)"},
-		&cli.StringFlag{Name: flagTable, Category: catDatabase, EnvVars: envVar(flagTable), Value: "public.outbox",
+		&cli.StringFlag{Name: flagTable, Category: catDatabase, EnvVars: envVar(flagTable), Value: relay.DefaultTable,
 			Usage: "outbox table, table or schema.table"},
-		&cli.StringFlag{Name: flagSlot, Category: catDatabase, EnvVars: envVar(flagSlot), Value: "pgoutbox",
+		&cli.StringFlag{Name: flagSlot, Category: catDatabase, EnvVars: envVar(flagSlot), Value: relay.DefaultSlot,
 			Usage: "logical replication slot"},
-		&cli.StringFlag{Name: flagPublication, Category: catDatabase, EnvVars: envVar(flagPublication), Value: "pgoutbox",
+		&cli.StringFlag{Name: flagPublication, Category: catDatabase, EnvVars: envVar(flagPublication), Value: relay.DefaultPublication,
 			Usage: "publication the slot decodes"},
 		&cli.StringFlag{Name: flagLogLevel, Category: catOps, EnvVars: envVar(flagLogLevel), Value: "info",
 			Usage: "log level: debug, info, warn or error"},
@@ -85,17 +87,17 @@ func runFlags() []cli.Flag {
 
 		&cli.StringSliceFlag{Name: flagBrokers, Category: catKafka, EnvVars: envVar(flagBrokers),
 			Usage: "Kafka bootstrap brokers, host:port, comma separated (required)"},
-		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: "outbox.{aggregate_type}",
+		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: relay.DefaultTopicTemplate,
 			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced"},
-		&cli.StringFlag{Name: flagDLQTopic, Category: catKafka, EnvVars: envVar(flagDLQTopic), Value: "outbox.dlq",
+		&cli.StringFlag{Name: flagDLQTopic, Category: catKafka, EnvVars: envVar(flagDLQTopic), Value: relay.DefaultDeadLetterTopic,
 			Usage: "dead-letter topic for rows that cannot be published (reason in headers)"},
-		&cli.StringFlag{Name: flagOnInvalid, Category: catKafka, EnvVars: envVar(flagOnInvalid), Value: "dlq",
+		&cli.StringFlag{Name: flagOnInvalid, Category: catKafka, EnvVars: envVar(flagOnInvalid), Value: string(relay.InvalidDeadLetter),
 			Usage: "what to do with a row that cannot be published: dlq (dead-letter it and go on) or stop (exit with an error, nothing acknowledged past it)"},
-		&cli.IntFlag{Name: flagMaxMessageBytes, Category: catKafka, EnvVars: envVar(flagMaxMessageBytes), Value: 1000000,
+		&cli.IntFlag{Name: flagMaxMessageBytes, Category: catKafka, EnvVars: envVar(flagMaxMessageBytes), Value: relay.DefaultMaxMessageBytes,
 			Usage: "largest record value sent; larger rows are invalid (keep it at or below the broker's message.max.bytes)"},
 		&cli.StringFlag{Name: flagCompression, Category: catKafka, EnvVars: envVar(flagCompression), Value: "none",
 			Usage: "compression codec: none, gzip, snappy, lz4 or zstd"},
-		&cli.DurationFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: 10 * time.Second,
+		&cli.DurationFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: relay.DefaultWriteTimeout,
 			Usage: "bound on one Kafka write attempt"},
 		&cli.BoolFlag{Name: flagTLS, Category: catKafka, EnvVars: envVar(flagTLS),
 			Usage: "connect to the brokers with TLS (implied by any --kafka-tls-* file)"},
@@ -114,18 +116,21 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagSASLPassword, Category: catKafka, EnvVars: envVar(flagSASLPassword),
 			Usage: "SASL password (prefer the environment variable; never logged)"},
 
-		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: 5000,
+		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},
-		&cli.DurationFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: 5 * time.Millisecond,
+		&cli.DurationFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: relay.DefaultBatchTimeout,
 			Usage: "how long a partial batch waits for more events"},
-		&cli.DurationFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: 3 * time.Second,
+		&cli.DurationFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: relay.DefaultStatusInterval,
 			Usage: "longest time between two standby status updates (acknowledgements) to Postgres"},
+
+		&cli.DurationFlag{Name: flagShutdownTimeout, Category: catBatching, EnvVars: envVar(flagShutdownTimeout), Value: relay.DefaultShutdownTimeout,
+			Usage: "on SIGINT/SIGTERM, how long to wait for Kafka to acknowledge what is in flight before confirming what was acknowledged and exiting"},
 
 		&cli.DurationFlag{Name: flagPruneAfter, Category: catPrune, EnvVars: envVar(flagPruneAfter),
 			Usage: "delete published outbox rows older than this (0 disables pruning)"},
-		&cli.DurationFlag{Name: flagPruneInterval, Category: catPrune, EnvVars: envVar(flagPruneInterval), Value: time.Minute,
+		&cli.DurationFlag{Name: flagPruneInterval, Category: catPrune, EnvVars: envVar(flagPruneInterval), Value: relay.DefaultPruneInterval,
 			Usage: "time between two prune passes"},
-		&cli.IntFlag{Name: flagPruneBatchSize, Category: catPrune, EnvVars: envVar(flagPruneBatchSize), Value: 1000,
+		&cli.IntFlag{Name: flagPruneBatchSize, Category: catPrune, EnvVars: envVar(flagPruneBatchSize), Value: relay.DefaultPruneBatchSize,
 			Usage: "most rows one prune statement deletes"},
 
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catOps, EnvVars: envVar(flagMetricsAddr), Value: DefaultMetricsAddr,

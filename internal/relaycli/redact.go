@@ -2,7 +2,6 @@ package relaycli
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
 )
 
@@ -16,7 +15,8 @@ const minSecretLen = 4
 
 // scrubber removes known secrets (the database and SASL passwords) from text
 // the CLI prints: the error line and every log record. It is the last line of
-// defence; the engine and pgx already avoid printing passwords.
+// defence; the engine (relay.RedactURL) and pgx already avoid printing
+// passwords.
 type scrubber struct {
 	secrets []string
 }
@@ -31,16 +31,13 @@ func (s *scrubber) add(secret string) {
 	}
 }
 
-// addURL registers the password of a URL or key=value connection string
-// that pgconn may not have parsed.
+// addURL registers the password of a URL that pgconn may not have parsed
+// (pgconn redacts key=value strings in its own parse errors).
 func (s *scrubber) addURL(conn string) {
 	if u, err := url.Parse(conn); err == nil && u.User != nil {
 		if pw, ok := u.User.Password(); ok {
 			s.add(pw)
 		}
-	}
-	for _, m := range kvPassword.FindAllStringSubmatch(conn, -1) {
-		s.add(strings.Trim(m[2], "'"))
 	}
 }
 
@@ -50,24 +47,4 @@ func (s *scrubber) String(in string) string {
 		in = strings.ReplaceAll(in, v, redacted)
 	}
 	return in
-}
-
-var kvPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s]+)`)
-
-// redactURL returns a connection string, URL or key=value form, with its
-// password replaced, for logs.
-func redactURL(conn string) string {
-	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
-		u, err := url.Parse(conn)
-		if err != nil {
-			return "(unparsable database URL)"
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", redacted)
-			u.RawQuery = q.Encode()
-		}
-		return u.Redacted()
-	}
-	return kvPassword.ReplaceAllString(conn, "${1}"+redacted)
 }

@@ -24,6 +24,10 @@ vet: ## gofmt check and go vet.
 test: vet ## Vet, then run every test with the race detector (needs Postgres server binaries and kcat).
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
+.PHONY: bench
+bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print events/s, peak RSS, raw ceiling (BENCHFLAGS="-n 100000").
+	$(GO) run ./test/bench/relaybench $(BENCHFLAGS)
+
 .PHONY: clean
 clean: ## Remove build output.
 	rm -rf $(BIN)

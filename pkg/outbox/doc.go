@@ -24,6 +24,17 @@
 //	...
 //	err = tx.Commit(ctx)
 //
+// # Logical messages
+//
+// EmitTx writes the same message into the WAL as a transactional logical
+// decoding message (pg_logical_emit_message with prefix "pgoutbox") instead
+// of a table row: no table, no bloat, no pruning. The relay publishes it
+// exactly like a row, in commit order with rows, and nothing when the
+// transaction rolls back. The content is versioned JSON with the payload
+// base64-encoded, so any payload bytes survive; DecodeLogicalMessage reads
+// it. A message exists only in the WAL, so it reaches Kafka only through a
+// slot that existed when its transaction committed (run relay setup first).
+//
 // # Message IDs
 //
 // A message without an ID gets a UUIDv7: time-ordered, so the primary-key index

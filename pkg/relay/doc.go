@@ -1,3 +1,133 @@
 // Package relay publishes committed outbox rows to Kafka at-least-once, in
 // commit order per aggregate, acknowledging the WAL only after Kafka did.
+//
+// A service writes its business change and an outbox row (package outbox)
+// in one transaction. The relay tails the outbox table through logical
+// replication and turns every committed row into one Kafka record. It never
+// reads the table itself, so rows may be deleted once published (see
+// Pruning).
+//
+//	cfg := &relay.Config{DatabaseURL: url, Brokers: []string{"kafka:9092"}}
+//	if err := relay.Setup(ctx, cfg); err != nil { ... } // table, publication, slot
+//	r, err := relay.New(cfg)
+//	...
+//	err = r.Run(ctx) // until ctx is cancelled
+//
+// # Pipeline
+//
+// Data flows one way: WAL -> decode -> batch -> Kafka -> acknowledgement ->
+// standby status update.
+//
+// The WAL reader streams the slot with pgoutput (proto_version 1, so
+// Postgres spills large transactions to disk instead of the relay holding
+// them; messages on) for the publication, which covers the outbox table
+// with publish = 'insert'. It caches relation messages and checks the
+// table's columns at start and at every relation message: a missing or
+// mistyped column ends Run with an error wrapping ErrTableColumns that names
+// each one. Payload columns of type jsonb, json and text are sent as their
+// text; bytea is sent as its raw bytes.
+//
+// Logical decoding messages with prefix "pgoutbox" (written by
+// outbox.Writer.EmitTx inside a transaction) are published exactly like
+// rows, in commit order with them; other prefixes are ignored.
+//
+// Decoded events go through a bounded queue to the Kafka writer, which sends
+// batches of up to BatchSize events (or what arrived within BatchTimeout)
+// with one write in flight, while the reader goes on decoding the next
+// batch. While the queue is full the reader still sends status updates, so
+// a slow broker never makes the server drop the connection.
+//
+// Each record is: topic from the row's topic column, else TopicTemplate
+// (default "outbox.{aggregate_type}"); key aggregate_id, partitioned with
+// murmur2 like the Java client; value the payload bytes; headers
+// message-id, business-key, event-type, aggregate-type, aggregate-id, then
+// the row's headers object (which cannot override those); timestamp the
+// transaction's commit time. Writes use acks=all.
+//
+// # Acknowledgement
+//
+// The slot's confirmed_flush_lsn is the single record of what was
+// published. The relay confirms the end LSN of a transaction only when
+// Kafka acknowledged every event of it and of every transaction before it
+// (the contiguous prefix; see internal/acktrack). Transactions with no
+// outbox event complete at once, but also only in order. Status updates set
+// the write, flush and apply positions explicitly; they go out at once when
+// the server asks, and at least every StatusInterval. When nothing is in
+// flight, the relay confirms the server's WAL end from its keepalives, so
+// an idle outbox does not pin WAL while other tables are busy.
+//
+// After any restart or reconnect, streaming resumes at confirmed_flush_lsn:
+// events of the transactions in flight at the time are published again
+// (consumers deduplicate on message-id, see package inbox); none is lost.
+//
+// Failed Kafka writes are retried with backoff from RetryBackoff up to
+// MaxRetryBackoff and nothing after them is acknowledged meanwhile. A lost
+// replication connection is re-opened with the same backoff. Permanent
+// errors end Run with one error naming the cause (Permanent reports them):
+// bad configuration, refused credentials or privileges, a missing slot or
+// publication with NoCreate, an invalidated slot, unusable table columns,
+// Kafka authentication or authorization failures.
+//
+// On cancellation Run stops reading, lets Kafka acknowledge what is in
+// flight (for at most ShutdownTimeout), confirms the final position and
+// returns nil.
+//
+// # Ordering
+//
+// Per aggregate, Kafka order equals commit order while nothing fails: one
+// write is in flight at a time, and equal keys map to one partition. A
+// write that fails is retried before anything later is sent; records a
+// retried batch had already delivered are not sent twice, but a replay
+// after a reconnect can repeat earlier records.
+//
+// # Invalid rows
+//
+// A row the relay cannot publish as it is never stalls the relay and is
+// never dropped silently. The reasons (the dlq-reason header and the
+// reason label) are: null-column (NULL in a required column), too-large
+// (record over MaxMessageBytes, or rejected by the broker as too large),
+// bad-value (a message ID that is not a UUID, bytea that does not decode),
+// unsupported-type (a value in a form the relay cannot read), bad-headers
+// (headers not a JSON object), bad-topic (not a legal topic name) and
+// bad-message (a pgoutbox logical message that does not parse).
+//
+// With OnInvalid = InvalidDeadLetter (the default) the event goes to
+// DeadLetterTopic (default "outbox.dlq") with its key and value (no value
+// for too-large), the headers dlq-reason, dlq-detail, original-topic (when
+// known) and message-id, plus its normal headers; it is counted in
+// pgoutbox_relay_invalid_events_total and logged at Warn with its message
+// ID. With InvalidStop, Run returns an *InvalidEventError naming the
+// message ID and reason, and the transaction holding it is not confirmed.
+//
+// # Metrics
+//
+// Registered on Config.Registerer when it is not nil:
+//
+//	pgoutbox_relay_events_published_total{topic}  counter: records acknowledged by Kafka
+//	pgoutbox_relay_publish_errors_total           counter: failed Kafka write attempts
+//	pgoutbox_relay_batch_size                     histogram: events per batch
+//	pgoutbox_relay_publish_duration_seconds       histogram: one Kafka write
+//	pgoutbox_relay_commit_to_ack_seconds          histogram: commit timestamp to Kafka acknowledgement
+//	pgoutbox_relay_confirmed_lsn                  gauge: last confirmed WAL position
+//	pgoutbox_relay_in_flight_events               gauge: events read and not yet acknowledged
+//	pgoutbox_relay_invalid_events_total{reason}   counter: invalid events, by reason
+//	pgoutbox_relay_reconnects_total               counter: replication reconnects
+//	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning
+//
+// # Pruning
+//
+// With PruneAfter > 0, Run deletes outbox rows older than PruneAfter every
+// PruneInterval, at most PruneBatchSize rows per statement. Deleting can
+// never lose an event: the relay reads inserts from the WAL, and the
+// publication does not publish deletes. The table cannot say which rows
+// are confirmed, though, so choose PruneAfter well above the longest
+// publish delay you tolerate if you want the table to double as an audit
+// trail of what was sent.
+//
+// # Administration
+//
+// Setup creates the table, the publication and the slot (idempotent);
+// Status reports the slot's positions, lag and WAL status; Teardown drops
+// the slot and the publication, refusing while the slot is active.
+// RedactURL strips the password from a database URL for logs.
 package relay

@@ -3,17 +3,29 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
 type Relay struct {
-	cfg   Config
-	ready atomic.Bool
+	cfg     Config
+	m       *metrics
+	ready   atomic.Bool
+	running atomic.Bool
 }
 
-// New validates cfg, fills in its defaults and returns a Relay. It does not
-// connect to anything; Run does.
+// New validates cfg, fills in its defaults, registers the metrics on
+// cfg.Registerer and returns a Relay. It does not connect to anything; Run
+// does.
 func New(cfg *Config) (*Relay, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -22,16 +34,187 @@ func New(cfg *Config) (*Relay, error) {
 	if err := c.needBrokers(); err != nil {
 		return nil, err
 	}
-	return &Relay{cfg: c}, nil
+	m := newMetrics()
+	if err := m.register(c.Registerer); err != nil {
+		return nil, fmt.Errorf("relay: register metrics: %w", err)
+	}
+	return &Relay{cfg: c, m: m}, nil
 }
 
 // Run streams the outbox until ctx is cancelled, then flushes what is in
 // flight, confirms the final position and returns nil. Permanent errors (bad
 // configuration, missing privileges, slot gone) end Run with an error naming
-// the cause; transient ones are retried with backoff.
+// the cause; transient ones are retried with backoff. Run may be called
+// once at a time.
 func (r *Relay) Run(ctx context.Context) error {
-	return errors.New("relay: engine not implemented yet")
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("relay: Run is already running")
+	}
+	defer r.running.Store(false)
+	sk := newSink(&r.cfg, r.m)
+	defer func() { _ = sk.close() }()
+
+	g, gctx := errgroup.WithContext(ctx)
+	if r.cfg.PruneAfter > 0 {
+		g.Go(func() error { r.prune(gctx); return nil })
+	}
+	g.Go(func() error { return r.replicate(gctx, ctx, sk) })
+	return g.Wait()
 }
 
 // Ready reports whether the relay is connected and streaming (for /readyz).
 func (r *Relay) Ready() bool { return r.ready.Load() }
+
+// replicate runs sessions, reconnecting with backoff after transient
+// failures. parent is Run's context: its end is a graceful stop.
+func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
+	log := r.cfg.Logger
+	backoff := r.cfg.RetryBackoff
+	for {
+		began := time.Now()
+		err := r.session(ctx, sk)
+		switch {
+		case Permanent(err):
+			log.Error("relay stopped", "error", err)
+			return err
+		case parent.Err() != nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		if time.Since(began) > time.Minute {
+			backoff = r.cfg.RetryBackoff
+		}
+		log.Warn("replication interrupted; reconnecting", "error", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			if parent.Err() != nil {
+				return nil
+			}
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, r.cfg.MaxRetryBackoff)
+		r.m.reconnects.Inc()
+	}
+}
+
+// session streams the slot over one replication connection. Everything in
+// memory (queue, tracker) lives and dies with it; the next session resumes
+// from the slot's confirmed position.
+func (r *Relay) session(ctx context.Context, sk *sink) error {
+	c := &r.cfg
+	start, err := preflight(ctx, c)
+	if err != nil {
+		return err
+	}
+	conn, err := connectReplication(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := startReplication(ctx, conn, c, start); err != nil {
+		return err
+	}
+	r.ready.Store(true)
+	defer r.ready.Store(false)
+	c.Logger.Info("streaming", "slot", c.Slot, "publication", c.Publication, "table", c.Table, "from", start.String())
+
+	tr := acktrack.New(uint64(start))
+	events := make(chan event, c.BatchSize)
+	readCtx, stopRead := context.WithCancelCause(ctx)
+	defer stopRead(nil)
+	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSink()
+	sinkDone := make(chan error, 1)
+	go func() {
+		err := sk.run(sinkCtx, events, tr)
+		if err != nil {
+			stopRead(err)
+		}
+		sinkDone <- err
+	}()
+
+	st := &stream{cfg: c, m: r.m, conn: conn, dec: newDecoder(c), tr: tr, events: events, stop: readCtx}
+	readErr := st.run()
+	close(events)
+
+	var stopErr *InvalidEventError
+	graceful := ctx.Err() != nil && context.Cause(readCtx) == context.Canceled || errors.As(readErr, &stopErr)
+	var sinkErr error
+	if graceful {
+		// Let Kafka acknowledge what is queued, within bounds.
+		timer := time.NewTimer(c.ShutdownTimeout)
+		select {
+		case sinkErr = <-sinkDone:
+		case <-timer.C:
+			c.Logger.Warn("shutdown timeout: abandoning unacknowledged events (they are read again after a restart)",
+				"in_flight", tr.InFlight())
+			stopSink()
+			sinkErr = <-sinkDone
+		}
+		timer.Stop()
+	} else {
+		stopSink()
+		sinkErr = <-sinkDone
+	}
+	// Confirm what Kafka acknowledged; on a broken connection this fails
+	// harmlessly.
+	if err := st.sendStatus(); err == nil && graceful {
+		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
+	}
+	if sinkErr != nil && !errors.Is(sinkErr, context.Canceled) {
+		return sinkErr
+	}
+	if graceful && stopErr == nil {
+		return nil
+	}
+	return readErr
+}
+
+// preflight checks (and creates, unless NoCreate) the publication and the
+// slot, checks the table's columns, and returns the slot's confirmed
+// position.
+func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
+	conn, err := connect(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := ensurePublication(ctx, conn, c); err != nil {
+		return 0, err
+	}
+	start, err := ensureSlot(ctx, conn, c)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkTable(ctx, conn, c); err != nil {
+		return 0, err
+	}
+	return start, nil
+}
+
+// checkTable validates the outbox table's columns from the catalog.
+func checkTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
+	table, _ := pgname.Parse(c.Table, "public")
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, table.Sanitize())
+	if err != nil {
+		return fmt.Errorf("relay: read columns of %s: %w", table, err)
+	}
+	var names []string
+	var types []uint32
+	for rows.Next() {
+		var n string
+		var t uint32
+		if err := rows.Scan(&n, &t); err != nil {
+			return err
+		}
+		names, types = append(names, n), append(types, t)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("relay: read columns of %s: %w", table, err)
+	}
+	_, err = checkColumns(table.String(), names, types)
+	return err
+}

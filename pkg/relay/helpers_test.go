@@ -1,0 +1,231 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// bundle is what a relay test works with.
+type bundle struct {
+	db     *testenv.DB
+	kafka  *testenv.Kafka
+	cfg    *relay.Config
+	reg    *prometheus.Registry
+	writer *outbox.Writer
+}
+
+var slotSeq atomic.Int64
+
+// setup creates a database with the outbox table, a broker, and a relay
+// config with a unique slot; modify adjusts the config; ddl runs first (to
+// create a variant table).
+func setup(t *testing.T, modify func(*relay.Config), ddl ...string) *bundle {
+	t.Helper()
+	db := testenv.NewDB(t)
+	for _, q := range ddl {
+		if _, err := db.Pool.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := testenv.NewKafka(t)
+	reg := prometheus.NewRegistry()
+	n := slotSeq.Add(1)
+	cfg := &relay.Config{
+		DatabaseURL:    db.URL,
+		Brokers:        k.Brokers,
+		Slot:           fmt.Sprintf("s_%d", n),
+		Publication:    fmt.Sprintf("p_%d", n),
+		StatusInterval: 200 * time.Millisecond,
+		Registerer:     reg,
+		Logger:         testLogger(t),
+	}
+	if modify != nil {
+		modify(cfg)
+	}
+	ctx := context.Background()
+	if _, err := outbox.Migrate(ctx, db.Pool, &outbox.Config{Table: cfg.Table}); err != nil {
+		t.Fatal(err)
+	}
+	if err := relay.Setup(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(&outbox.Config{Table: cfg.Table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{db: db, kafka: k, cfg: cfg, reg: reg, writer: w}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("RELAY_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// running is a relay started by start.
+type running struct {
+	relay  *relay.Relay
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a relay on b.cfg, with fresh metrics in b.reg, until stop or
+// the end of the test.
+func (b *bundle) start(t *testing.T) *running {
+	t.Helper()
+	b.reg = prometheus.NewRegistry()
+	b.cfg.Registerer = b.reg
+	r, err := relay.New(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{relay: r, cancel: cancel, done: make(chan error, 1)}
+	go func() { run.done <- r.Run(ctx) }()
+	t.Cleanup(func() { _ = run.stop(t) })
+	waitFor(t, 30*time.Second, "relay ready", func() (bool, error) {
+		select {
+		case err := <-run.done:
+			run.done <- err
+			return false, fmt.Errorf("Run returned early: %v", err)
+		default:
+		}
+		return r.Ready(), nil
+	})
+	return run
+}
+
+// stop cancels Run and returns its result.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return within 60s of cancel")
+		return nil
+	}
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// confirmedFlush reads the slot's confirmed_flush_lsn.
+func (b *bundle) confirmedFlush(t *testing.T) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// currentLSN reads pg_current_wal_lsn().
+func (b *bundle) currentLSN(t *testing.T) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	lsn, _ := pglogrepl.ParseLSN(s)
+	return lsn
+}
+
+// insert commits msgs in one transaction and returns their IDs.
+func (b *bundle) insert(t *testing.T, msgs ...outbox.Message) []string {
+	t.Helper()
+	var ids []string
+	err := pgx.BeginFunc(context.Background(), b.db.Pool, func(tx pgx.Tx) error {
+		got, err := b.writer.InsertManyTx(context.Background(), tx, msgs)
+		for _, id := range got {
+			ids = append(ids, id.String())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// msg is a small valid message for aggregate agg.
+func msg(agg string, n int) outbox.Message {
+	return outbox.Message{AggregateType: "order", AggregateID: agg, EventType: "order.created",
+		BusinessKey: fmt.Sprintf("bk-%s-%d", agg, n), Payload: []byte(fmt.Sprintf(`{"n": %d}`, n))}
+}
+
+// metric returns the value of a counter or gauge (summed over labels).
+func (b *bundle) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				total += m.Counter.GetValue()
+			case m.Gauge != nil:
+				total += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				total += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return total
+}
+
+// header returns the header of rec or fails.
+func header(t *testing.T, rec testenv.Record, key string) string {
+	t.Helper()
+	v, ok := rec.Header(key)
+	if !ok {
+		t.Fatalf("record %d@%d has no header %q (headers %v)", rec.Partition, rec.Offset, key, rec.Headers)
+	}
+	return v
+}
+
+var errStop = errors.New("stop")

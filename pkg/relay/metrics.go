@@ -1,0 +1,84 @@
+package relay
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the relay's Prometheus collectors; the package doc lists them.
+type metrics struct {
+	published       *prometheus.CounterVec
+	publishErrors   prometheus.Counter
+	batchSize       prometheus.Histogram
+	publishDuration prometheus.Histogram
+	commitToAck     prometheus.Histogram
+	confirmedLSN    prometheus.Gauge
+	inFlight        prometheus.Gauge
+	invalid         *prometheus.CounterVec
+	reconnects      prometheus.Counter
+	pruned          prometheus.Counter
+
+	mu      sync.Mutex
+	byTopic map[string]prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	const ns, sub = "pgoutbox", "relay"
+	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	return &metrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "events_published_total",
+			Help: "Events acknowledged by Kafka, by topic (dead-letter records count under the dead-letter topic)."}, []string{"topic"}),
+		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "publish_errors_total",
+			Help: "Failed Kafka write attempts (each is retried)."}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "batch_size",
+			Help: "Events per Kafka write.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
+		publishDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "publish_duration_seconds",
+			Help: "Duration of one Kafka write attempt.", Buckets: latency}),
+		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "commit_to_ack_seconds",
+			Help: "Time from an event's transaction commit to its Kafka acknowledgement.", Buckets: latency}),
+		confirmedLSN: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "confirmed_lsn",
+			Help: "WAL position last confirmed to the server (as a number)."}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight_events",
+			Help: "Events read from the WAL and not yet acknowledged by Kafka."}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "invalid_events_total",
+			Help: "Events that could not be published as they are, by reason (dead-lettered, or stopping the relay)."}, []string{"reason"}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnects_total",
+			Help: "Replication connections re-established after a failure."}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pruned_rows_total",
+			Help: "Outbox rows deleted by pruning."}),
+		byTopic: make(map[string]prometheus.Counter),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.published, m.publishErrors, m.batchSize, m.publishDuration, m.commitToAck,
+		m.confirmedLSN, m.inFlight, m.invalid, m.reconnects, m.pruned}
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for i, c := range m.collectors() {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors()[:i] {
+				reg.Unregister(done)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// publishedTo returns the counter of topic, caching the child.
+func (m *metrics) publishedTo(topic string) prometheus.Counter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byTopic[topic]
+	if !ok {
+		c = m.published.WithLabelValues(topic)
+		m.byTopic[topic] = c
+	}
+	return c
+}

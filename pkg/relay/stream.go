@@ -1,0 +1,211 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+)
+
+// stream reads the replication connection: it decodes the WAL, registers
+// transactions with the tracker, queues events for the sink, and sends
+// standby status updates. It alone uses conn.
+type stream struct {
+	cfg    *Config
+	m      *metrics
+	conn   *pgconn.PgConn
+	dec    *decoder
+	tr     *acktrack.Tracker
+	events chan<- event
+	stop   context.Context // ends the stream (Run's context, or a failure)
+	inTx   bool
+	tx     acktrack.TxID
+	commit time.Time
+	sent   pglogrepl.LSN // last position sent to the server
+	nextSS time.Time     // when the next periodic status update is due
+}
+
+// startReplication starts streaming the slot from start.
+func startReplication(ctx context.Context, conn *pgconn.PgConn, c *Config, start pglogrepl.LSN) error {
+	pub := `"` + strings.ReplaceAll(c.Publication, `"`, `""`) + `"`
+	err := pglogrepl.StartReplication(ctx, conn, c.Slot, start, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication,
+		PluginArgs: []string{
+			"proto_version '1'",
+			"publication_names '" + strings.ReplaceAll(pub, `'`, `''`) + "'",
+			"messages 'true'",
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("relay: start replication of slot %s: %w", c.Slot, err)
+	}
+	return nil
+}
+
+// run reads until s.stop ends (it returns s.stop.Err()) or the connection
+// fails.
+func (s *stream) run() error {
+	ctx := s.stop
+	s.nextSS = time.Now().Add(s.cfg.StatusInterval)
+	for {
+		rctx, cancel := context.WithDeadline(ctx, s.nextSS)
+		err := s.readUntilDeadline(rctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.sendStatus(); err != nil {
+			return err
+		}
+	}
+}
+
+// readUntilDeadline handles messages until rctx's deadline passes (it
+// returns nil) or an error.
+func (s *stream) readUntilDeadline(rctx context.Context) error {
+	for {
+		raw, err := s.conn.ReceiveMessage(rctx)
+		if err != nil {
+			if rctx.Err() != nil || pgconn.Timeout(err) {
+				return nil
+			}
+			return fmt.Errorf("relay: replication connection: %w", err)
+		}
+		switch msg := raw.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				return fmt.Errorf("%w: empty CopyData", errProtocol)
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("%w: %w", errProtocol, err)
+				}
+				if !s.inTx {
+					s.tr.AdvanceIdle(uint64(ka.ServerWALEnd))
+				}
+				if ka.ReplyRequested {
+					if err := s.sendStatus(); err != nil {
+						return err
+					}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("%w: %w", errProtocol, err)
+				}
+				if err := s.handle(xld.WALData); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("relay: replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return fmt.Errorf("relay: the server ended the replication stream")
+		default:
+			// Notices and the like.
+		}
+		if time.Now().After(s.nextSS) {
+			return nil
+		}
+	}
+}
+
+// handle applies one pgoutput message.
+func (s *stream) handle(data []byte) error {
+	it, err := s.dec.decode(data)
+	if err != nil {
+		if errors.Is(err, ErrTableColumns) {
+			return permanent(err)
+		}
+		return err
+	}
+	switch it.kind {
+	case walBegin:
+		if s.inTx {
+			return fmt.Errorf("%w: begin inside a transaction", errProtocol)
+		}
+		s.inTx, s.tx, s.commit = true, s.tr.Begin(), it.commitTime
+	case walCommit:
+		if !s.inTx {
+			return fmt.Errorf("%w: commit outside a transaction", errProtocol)
+		}
+		s.inTx = false
+		s.tr.Commit(s.tx, uint64(it.endLSN))
+	case walEvent:
+		if !s.inTx {
+			return fmt.Errorf("%w: event outside a transaction", errProtocol)
+		}
+		ev := it.ev
+		if ev.invalid != nil {
+			if s.cfg.OnInvalid == InvalidStop {
+				s.m.invalid.WithLabelValues(ev.invalid.Reason).Inc()
+				return permanent(ev.invalid)
+			}
+			deadLetter(s.cfg, s.m, &ev)
+		}
+		ev.tx, ev.commit = s.tx, s.commit
+		s.tr.Add(s.tx, 1)
+		return s.enqueue(ev)
+	}
+	return nil
+}
+
+// enqueue queues ev for the sink. While the queue is full it keeps sending
+// status updates, so the server does not time the connection out while
+// Kafka is slow.
+func (s *stream) enqueue(ev event) error {
+	select {
+	case s.events <- ev:
+		return nil
+	default:
+	}
+	tick := time.NewTicker(s.cfg.StatusInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case s.events <- ev:
+			return nil
+		case <-tick.C:
+			if err := s.sendStatus(); err != nil {
+				return err
+			}
+		case <-s.stop.Done():
+			return s.stop.Err()
+		}
+	}
+}
+
+// sendStatus confirms the tracker's position, with write, flush and apply
+// positions all set explicitly.
+func (s *stream) sendStatus() error {
+	pos := pglogrepl.LSN(s.tr.Confirmed())
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pos,
+		WALFlushPosition: pos,
+		WALApplyPosition: pos,
+		ClientTime:       time.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("relay: send standby status: %w", err)
+	}
+	if pos != s.sent {
+		s.cfg.Logger.Debug("confirmed WAL position", "lsn", pos.String())
+	}
+	s.sent = pos
+	s.nextSS = time.Now().Add(s.cfg.StatusInterval)
+	s.m.confirmedLSN.Set(float64(pos))
+	s.m.inFlight.Set(float64(s.tr.InFlight()))
+	return nil
+}

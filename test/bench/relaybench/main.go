@@ -135,8 +135,8 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("relay drain: %w", err)
 	}
 	relayRate := float64(res.events) / res.elapsed.Seconds()
-	fmt.Printf("relay -> kfake drain: %d events in %v = %.0f events/s, peak RSS (VmHWM) %.1f MiB\n",
-		res.events, res.elapsed.Round(time.Millisecond), relayRate, float64(res.peakRSSKiB)/1024)
+	fmt.Printf("relay -> kfake drain: %d events in Kafka after %v = %.0f events/s (slot confirmed the end after %v), peak RSS (VmHWM) %.1f MiB\n",
+		res.events, res.elapsed.Round(time.Millisecond), relayRate, res.confirmed.Round(time.Millisecond), float64(res.peakRSSKiB)/1024)
 	ratio := relayRate / rawRate
 	verdict := "meets"
 	if ratio < 0.6 {

@@ -18,8 +18,13 @@ import (
 )
 
 type relayResult struct {
-	events     int64
-	elapsed    time.Duration
+	events int64
+	// elapsed is from the relay's start until Kafka held every event.
+	elapsed time.Duration
+	// confirmed is from the relay's start until the slot's confirmed
+	// position reached the backlog's end (the next standby status update
+	// after the last acknowledgement).
+	confirmed  time.Duration
 	peakRSSKiB int64
 }
 
@@ -89,6 +94,7 @@ func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logP
 
 	var (
 		events   int64
+		inKafka  time.Duration
 		lastShow = time.Now()
 	)
 	for {
@@ -102,6 +108,9 @@ func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logP
 		if events < int64(o.rows) {
 			if events, err = topicEvents(ctx, client); err != nil {
 				return fail(err)
+			}
+			if events >= int64(o.rows) {
+				inKafka = time.Since(start)
 			}
 		}
 		var confirmed bool
@@ -118,7 +127,7 @@ func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logP
 			fmt.Printf("  ... %d events in Kafka after %v\n", events, time.Since(start).Round(time.Second))
 		}
 	}
-	res := relayResult{events: events, elapsed: time.Since(start)}
+	res := relayResult{events: events, elapsed: inKafka, confirmed: time.Since(start)}
 	if res.peakRSSKiB, err = vmHWM(cmd.Process.Pid); err != nil {
 		return fail(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -65,8 +66,16 @@ func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan struct{})
 	code := -1
-	args := append(append([]string{"run"}, f.args...),
-		"--brokers", kafka.Brokers[0], "--metrics-addr", "127.0.0.1:0", "--log-format", "json")
+	// The test server trusts every login, so a password can be added to
+	// check it never reaches the logs.
+	const secret = "RunSecretPw99"
+	u, err := url.Parse(f.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), secret)
+	args := []string{"run", "--database-url", u.String(), "--slot", f.slot, "--publication", "pub_" + f.slot,
+		"--brokers", kafka.Brokers[0], "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}
 	go func() {
 		defer close(done)
 		code = relaycli.Run(ctx, args, &stdout, &stderr)
@@ -90,7 +99,7 @@ func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 	}
 
 	w, _ := outbox.NewWriter(nil)
-	err := pgx.BeginFunc(ctx, f.db.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, f.db.Pool, func(tx pgx.Tx) error {
 		_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: "o-1",
 			EventType: "order.created", BusinessKey: "bk-1", Payload: []byte(`{"n":1}`)})
 		return err
@@ -115,6 +124,9 @@ func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 	}
 	if code != 0 {
 		t.Fatalf("relay run exit code %d after cancellation, want 0\n%s", code, stderr.String())
+	}
+	if logs := stderr.String(); strings.Contains(logs, secret) || !strings.Contains(logs, ":xxxxx@") {
+		t.Errorf("logs show the database password, or not its redacted URL:\n%s", logs)
 	}
 	if _, err := (&http.Client{Timeout: time.Second}).Get(base + "/healthz"); err == nil {
 		t.Error("metrics server still answers after relay run returned")

@@ -142,7 +142,7 @@ func run(ctx context.Context, o *options) error {
 	if ratio < 0.6 {
 		verdict = "BELOW"
 	}
-	fmt.Printf("ratio relay/raw: %.2f (%s the 0.60 target)\n", ratio, verdict)
+	fmt.Printf("ratio relay/raw: %.3f (%s the 0.6 target)\n", ratio, verdict)
 	return nil
 }
 

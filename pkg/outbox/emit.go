@@ -55,15 +55,8 @@ func (w *Writer) EmitTx(ctx context.Context, tx pgx.Tx, msg Message) (uuid.UUID,
 }
 
 func (w *Writer) encodeLogical(m *Message) ([]byte, error) {
-	if err := m.validate(w.rawPayload, -1); err != nil {
+	if err := w.prepare(m, -1); err != nil {
 		return nil, err
-	}
-	if m.ID == uuid.Nil {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, fmt.Errorf("outbox: generate message ID: %w", err)
-		}
-		m.ID = id
 	}
 	return json.Marshal(logicalMessage{
 		Version: logicalMessageVersion, ID: m.ID, AggregateType: m.AggregateType, AggregateID: m.AggregateID,

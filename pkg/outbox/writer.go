@@ -97,15 +97,8 @@ func (w *Writer) InsertManyTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([
 // row validates m, fills in its ID, and returns the column values in
 // w.columns order.
 func (w *Writer) row(m *Message, index int) ([]any, error) {
-	if err := m.validate(w.rawPayload, index); err != nil {
+	if err := w.prepare(m, index); err != nil {
 		return nil, err
-	}
-	if m.ID == uuid.Nil {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, fmt.Errorf("outbox: generate message ID: %w", err)
-		}
-		m.ID = id
 	}
 	headers, err := m.headersJSON()
 	if err != nil {
@@ -117,4 +110,20 @@ func (w *Writer) row(m *Message, index int) ([]any, error) {
 		payload = string(m.Payload)
 	}
 	return []any{m.ID, m.AggregateType, m.AggregateID, m.EventType, m.BusinessKey, payload, headers, nullable(m.Topic)}, nil
+}
+
+// prepare validates m and fills in its ID; index is the position in a
+// batch, or -1.
+func (w *Writer) prepare(m *Message, index int) error {
+	if err := m.validate(w.rawPayload, index); err != nil {
+		return err
+	}
+	if m.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("outbox: generate message ID: %w", err)
+		}
+		m.ID = id
+	}
+	return nil
 }

@@ -48,11 +48,7 @@ type SlotStatus struct {
 // is accepted with a warning, since the relay ignores what is not an outbox
 // insert.
 func Setup(ctx context.Context, cfg *Config) error {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return err
-	}
-	conn, err := connect(ctx, &c)
+	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -70,11 +66,7 @@ func Setup(ctx context.Context, cfg *Config) error {
 
 // Status reads the slot and publication state from the database.
 func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	conn, err := connect(ctx, &c)
+	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -113,11 +105,7 @@ func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
 // Teardown drops the slot and the publication (not the table). An active
 // slot is an error wrapping ErrSlotActive. Missing objects are not errors.
 func Teardown(ctx context.Context, cfg *Config) error {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return err
-	}
-	conn, err := connect(ctx, &c)
+	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -145,6 +133,16 @@ func Teardown(ctx context.Context, cfg *Config) error {
 		return fmt.Errorf("relay: drop publication %s: %w", c.Publication, err)
 	}
 	return nil
+}
+
+// openAdmin applies the defaults of cfg and connects.
+func openAdmin(ctx context.Context, cfg *Config) (Config, *pgx.Conn, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return c, nil, err
+	}
+	conn, err := connect(ctx, &c)
+	return c, conn, err
 }
 
 // connect opens a normal (non-replication) connection.

@@ -110,7 +110,8 @@ type Config struct {
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the relay's metrics (see the package doc). nil
-	// means the metrics are not registered anywhere.
+	// means the metrics are not registered anywhere. One Relay per
+	// registry: New fails when the metrics are registered already.
 	Registerer prometheus.Registerer
 }
 

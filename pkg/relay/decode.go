@@ -77,7 +77,9 @@ type layout struct {
 }
 
 // typeNames names the OIDs in error messages.
-var typeNames = map[uint32]string{oidBytea: "bytea", oidText: "text", oidJSON: "json", oidVarchar: "varchar", oidUUID: "uuid", oidJSONB: "jsonb"}
+var typeNames = map[uint32]string{oidBytea: "bytea", oidText: "text", oidJSON: "json", oidVarchar: "varchar", oidUUID: "uuid", oidJSONB: "jsonb",
+	16: "boolean", 18: "char", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 1042: "character", 1114: "timestamp",
+	1184: "timestamptz", 1700: "numeric"}
 
 // checkColumns builds the layout of a table given its column names and type
 // OIDs, or an error wrapping ErrTableColumns naming every problem.
@@ -409,8 +411,11 @@ func decodeBytea(text []byte) ([]byte, error) {
 }
 
 // parseHeaders reads a JSON object into string headers; non-string values
-// keep their JSON text.
+// keep their JSON text, and a JSON null means none.
 func parseHeaders(text []byte) (map[string]string, error) {
+	if string(text) == "null" { // a JSON null: no headers
+		return nil, nil
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(text, &raw); err != nil || raw == nil {
 		return nil, fmt.Errorf("not a JSON object: %q", truncate(text))

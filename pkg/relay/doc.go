@@ -29,7 +29,8 @@
 //
 // Logical decoding messages with prefix "pgoutbox" (written by
 // outbox.Writer.EmitTx inside a transaction) are published exactly like
-// rows, in commit order with them; other prefixes are ignored.
+// rows, in commit order with them; other prefixes, and non-transactional
+// messages (EmitTx never writes those), are ignored.
 //
 // Decoded events go through a bounded queue to the Kafka writer, which sends
 // batches of up to BatchSize events (or what arrived within BatchTimeout)

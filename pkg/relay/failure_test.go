@@ -62,12 +62,11 @@ func TestBrokerOutage(t *testing.T) {
 	// Whatever else the server writes, the first unpublished transaction
 	// ends before this position.
 	firstEnd := b.currentLSN(t)
-	for i := 2; i < 40; i++ {
-		ids = append(ids, b.insert(t, msg("a", i), msg("b", i), msg(fmt.Sprint("c", i), i))...)
-	}
+	// Go on writing for a few seconds, checking the slot all along.
 	outageEnd := time.Now().Add(3 * time.Second)
 	polls := 0
-	for time.Now().Before(outageEnd) {
+	for i := 2; time.Now().Before(outageEnd); i++ {
+		ids = append(ids, b.insert(t, msg("a", i), msg("b", i), msg(fmt.Sprint("c", i), i))...)
 		if c := b.confirmedFlush(t); c >= firstEnd {
 			t.Fatalf("confirmed_flush_lsn %s passed unpublished transaction ending before %s", c, firstEnd)
 		}

@@ -118,7 +118,8 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	}
 	r.ready.Store(true)
 	defer r.ready.Store(false)
-	c.Logger.Info("streaming", "slot", c.Slot, "publication", c.Publication, "table", c.Table, "from", start.String())
+	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
+		"table", c.Table, "from", start.String())
 
 	tr := acktrack.New(uint64(start))
 	events := make(chan event, c.BatchSize)

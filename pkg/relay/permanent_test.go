@@ -1,0 +1,100 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// runOnce runs a relay on cfg and returns Run's error (it must end by
+// itself).
+func runOnce(t *testing.T, cfg *relay.Config) error {
+	t.Helper()
+	c := *cfg
+	c.Registerer = nil
+	r, err := relay.New(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Run did not end by itself: %v", err)
+	}
+	return err
+}
+
+// With NoCreate, a missing publication or slot ends Run with an error
+// naming it.
+func TestRunNoCreate(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	k := testenv.NewKafka(t)
+	ctx := context.Background()
+	if _, err := outbox.Migrate(ctx, db.Pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: "s_nocreate", Publication: "p_nocreate",
+		NoCreate: true, Logger: testLogger(t)}
+	err := runOnce(t, cfg)
+	if !errors.Is(err, relay.ErrPublicationMissing) || err.Error() != "relay: publication does not exist: p_nocreate (run relay setup, or allow creation)" {
+		t.Fatalf("Run: %v, want ErrPublicationMissing", err)
+	}
+	if _, err := db.Pool.Exec(ctx, `CREATE PUBLICATION p_nocreate FOR TABLE outbox WITH (publish = 'insert')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := runOnce(t, cfg); !errors.Is(err, relay.ErrSlotMissing) {
+		t.Fatalf("Run: %v, want ErrSlotMissing", err)
+	}
+}
+
+// A table without the columns the relay needs is refused at start, naming
+// each problem.
+func TestRunRejectsTableColumns(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	k := testenv.NewKafka(t)
+	if _, err := db.Pool.Exec(context.Background(), `CREATE TABLE odd (id uuid PRIMARY KEY, aggregate_type text, aggregate_id int,
+		event_type text, payload jsonb, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Table: "odd", Slot: "s_odd", Publication: "p_odd", Logger: testLogger(t)}
+	err := runOnce(t, cfg)
+	want := "relay: outbox table columns unusable: public.odd: column aggregate_id is integer, want text or varchar; missing column business_key"
+	if !errors.Is(err, relay.ErrTableColumns) || err.Error() != want {
+		t.Fatalf("Run: %v\nwant %s", err, want)
+	}
+}
+
+// A column change while streaming arrives as a relation message and stops
+// the relay with an error naming it.
+func TestTableChangedWhileStreaming(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	run := b.start(t)
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, `ALTER TABLE outbox RENAME COLUMN business_key TO bk`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, bk, payload)
+		VALUES (gen_random_uuid(), 'order', 'a', 'e', 'k', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-run.done:
+		run.done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop")
+	}
+	want := "relay: outbox table columns unusable: public.outbox: missing column business_key"
+	if !errors.Is(err, relay.ErrTableColumns) || err.Error() != want {
+		t.Fatalf("Run: %v\nwant %s", err, want)
+	}
+}

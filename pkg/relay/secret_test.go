@@ -1,0 +1,79 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// syncBuffer is a bytes.Buffer safe for a logger used by several
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The database password appears in no log line and no error, whether the
+// relay runs or fails (the test server trusts any password).
+func TestPasswordNeverLogged(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret-Pw"
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := setup(t, func(c *relay.Config) {
+		c.DatabaseURL = strings.Replace(c.DatabaseURL, "postgres@", "postgres:"+secret+"@", 1)
+		c.Logger = logger
+	})
+	run := b.start(t)
+	b.insert(t, msg("a", 1))
+	testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 1, 30*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// A database that does not exist: a permanent error naming it.
+	bad := *b.cfg
+	bad.Registerer = nil
+	bad.DatabaseURL = strings.Replace(b.cfg.DatabaseURL, "/"+b.db.Name, "/no_such_db", 1)
+	r, err := relay.New(&bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	if err == nil || !relay.Permanent(err) || !strings.Contains(err.Error(), "no_such_db") {
+		t.Fatalf("Run against a missing database: %v, want a permanent error naming it", err)
+	}
+	for _, e := range []error{err, relay.Setup(ctx, &bad), errors.New(relay.RedactURL(bad.DatabaseURL))} {
+		if strings.Contains(e.Error(), secret) {
+			t.Fatalf("error leaks the password: %v", e)
+		}
+	}
+	if !strings.Contains(logs.String(), "xxxxx") {
+		t.Fatalf("expected the redacted URL in the logs:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Fatalf("logs leak the password:\n%s", logs.String())
+	}
+}

@@ -94,6 +94,9 @@ func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = usageErr
+		// The stock help subcommand is a shared package variable that
+		// urfave/cli writes to; concurrent CLIs in one process would race.
+		cmd.HideHelpCommand = true
 	}
 	return app
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,13 @@ type SlotStatus struct {
 	Table             string `json:"table"`
 	SlotExists        bool   `json:"slot_exists"`
 	PublicationExists bool   `json:"publication_exists"`
+	// PublicationMismatch says why the publication cannot feed the relay
+	// (it does not publish the table's inserts); empty when it can.
+	PublicationMismatch string `json:"publication_mismatch,omitempty"`
+	// PublicationExtra says what the publication publishes beyond the
+	// outbox inserts (other tables, updates, deletes, truncates): harmless
+	// but wasted decoding. Empty when nothing.
+	PublicationExtra string `json:"publication_extra,omitempty"`
 	// Active is true while a walsender streams the slot; ActivePID is its
 	// backend PID.
 	Active    bool   `json:"active"`
@@ -99,6 +107,11 @@ func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
 	st.LagBytes = deref(lag)
 	st.RetainedWALBytes = deref(retained)
 	st.WALStatus = deref(walStat)
+	pub, err := inspectPublication(ctx, conn, &c)
+	if err != nil {
+		return nil, err
+	}
+	st.PublicationMismatch, st.PublicationExtra = pub.mismatch, pub.extra
 	return st, nil
 }
 
@@ -173,6 +186,66 @@ func connectReplication(ctx context.Context, c *Config) (*pgconn.PgConn, error) 
 	return conn, nil
 }
 
+// publicationState is what the catalog says about the publication.
+type publicationState struct {
+	exists bool
+	// mismatch says why the publication cannot feed the relay; empty when
+	// it can.
+	mismatch string
+	// extra says what it publishes beyond the outbox inserts (which the
+	// relay ignores, but the server still decodes and sends).
+	extra string
+}
+
+func inspectPublication(ctx context.Context, conn *pgx.Conn, c *Config) (publicationState, error) {
+	table, _ := pgname.Parse(c.Table, "public")
+	var (
+		st                                        publicationState
+		allTables, ins, upd, del, trunc, hasTable bool
+		tables                                    int
+	)
+	err := conn.QueryRow(ctx, `
+		SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
+		       EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3),
+		       (SELECT count(*) FROM pg_publication_tables t WHERE t.pubname = p.pubname)
+		  FROM pg_publication p WHERE p.pubname = $1`, c.Publication, table.Schema, table.Name).
+		Scan(&allTables, &ins, &upd, &del, &trunc, &hasTable, &tables)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("relay: read publication %s: %w", c.Publication, err)
+	}
+	st.exists = true
+	switch {
+	case !hasTable:
+		st.mismatch = fmt.Sprintf("publication %s does not include table %s", c.Publication, table)
+	case !ins:
+		st.mismatch = fmt.Sprintf("publication %s does not publish inserts", c.Publication)
+	}
+	var extra []string
+	switch {
+	case allTables:
+		extra = append(extra, "publishes all tables")
+	case tables > 1:
+		extra = append(extra, fmt.Sprintf("publishes %d tables", tables))
+	}
+	var ops []string
+	for _, op := range []struct {
+		on   bool
+		name string
+	}{{upd, "update"}, {del, "delete"}, {trunc, "truncate"}} {
+		if op.on {
+			ops = append(ops, op.name)
+		}
+	}
+	if len(ops) > 0 {
+		extra = append(extra, "publishes "+strings.Join(ops, ", "))
+	}
+	st.extra = strings.Join(extra, "; ")
+	return st, nil
+}
+
 // ensurePublication checks the publication and creates it when missing
 // (unless c.NoCreate).
 func ensurePublication(ctx context.Context, conn *pgx.Conn, c *Config) error {
@@ -185,32 +258,19 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, c *Config) error {
 		return fmt.Errorf("%w: %s (run relay setup)", ErrTableMissing, table)
 	}
 	for attempt := 0; ; attempt++ {
-		var (
-			allTables, ins, upd, del, trunc, hasTable bool
-			tables                                    int
-		)
-		err := conn.QueryRow(ctx, `
-			SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
-			       EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3),
-			       (SELECT count(*) FROM pg_publication_tables t WHERE t.pubname = p.pubname)
-			  FROM pg_publication p WHERE p.pubname = $1`, c.Publication, table.Schema, table.Name).
-			Scan(&allTables, &ins, &upd, &del, &trunc, &hasTable, &tables)
-		if err == nil {
-			switch {
-			case !hasTable:
-				return fmt.Errorf("%w: publication %s does not include table %s", ErrPublicationMismatch, c.Publication, table)
-			case !ins:
-				return fmt.Errorf("%w: publication %s does not publish inserts", ErrPublicationMismatch, c.Publication)
+		st, err := inspectPublication(ctx, conn, c)
+		if err != nil {
+			return err
+		}
+		if st.exists {
+			if st.mismatch != "" {
+				return fmt.Errorf("%w: %s", ErrPublicationMismatch, st.mismatch)
 			}
-			if allTables || tables > 1 || upd || del || trunc {
-				c.Logger.Warn("publication covers more than the outbox inserts; the relay ignores the rest but the server still decodes it",
-					"publication", c.Publication, "all_tables", allTables, "tables", tables,
-					"update", upd, "delete", del, "truncate", trunc)
+			if st.extra != "" {
+				c.Logger.Warn("publication covers more than the outbox inserts; the relay ignores the rest, but the server still decodes and sends it",
+					"publication", c.Publication, "extra", st.extra)
 			}
 			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("relay: read publication %s: %w", c.Publication, err)
 		}
 		if c.NoCreate {
 			return fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrPublicationMissing, c.Publication)
@@ -245,6 +305,10 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, 
 				return 0, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(plugin), deref(database))
 			case deref(walStatus) == "lost":
 				return 0, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
+			}
+			if deref(walStatus) == "unreserved" {
+				c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
+					"slot", c.Slot)
 			}
 			lsn, err := pglogrepl.ParseLSN(deref(confirmed))
 			if err != nil {

@@ -37,7 +37,8 @@ func TestSetupStatusTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !st.SlotExists || !st.PublicationExists || st.Active || st.ActivePID != nil || st.Table != "public.outbox" ||
-		st.ConfirmedFlushLSN == "" || st.RestartLSN == "" || st.WALStatus != "reserved" || st.LagBytes < 0 {
+		st.ConfirmedFlushLSN == "" || st.RestartLSN == "" || st.WALStatus != "reserved" || st.LagBytes < 0 ||
+		st.PublicationMismatch != "" || st.PublicationExtra != "" {
 		t.Fatalf("after setup: %+v", st)
 	}
 	var pubTable string
@@ -103,6 +104,25 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 	}
 	if err.Error() != "relay: publication does not publish the outbox table's inserts: publication p_foreign does not include table public.outbox" {
 		t.Fatalf("message: %v", err)
+	}
+	st, err := relay.Status(ctx, &relay.Config{DatabaseURL: db.URL, Slot: "s_foreign", Publication: "p_foreign"})
+	if err != nil || st.PublicationMismatch != "publication p_foreign does not include table public.outbox" ||
+		st.PublicationExtra != "publishes update, delete, truncate" {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+
+	// A publication that publishes more than the outbox inserts works, and
+	// Status says what is extra.
+	if _, err := db.Pool.Exec(ctx, `ALTER PUBLICATION p_foreign ADD TABLE outbox`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &relay.Config{DatabaseURL: db.URL, Slot: "s_foreign", Publication: "p_foreign"}
+	if err := relay.Setup(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	st, err = relay.Status(ctx, cfg)
+	if err != nil || st.PublicationMismatch != "" || st.PublicationExtra != "publishes 2 tables; publishes update, delete, truncate" {
+		t.Fatalf("status: %+v %v", st, err)
 	}
 }
 

@@ -62,9 +62,10 @@ type Config struct {
 	// OnInvalid is the policy for rows that cannot be published. Defaults
 	// to InvalidDeadLetter.
 	OnInvalid InvalidPolicy
-	// MaxMessageBytes is the largest record value the relay sends; larger
-	// rows are invalid. Keep it at or below the broker's message.max.bytes.
-	// Defaults to 1000000.
+	// MaxMessageBytes is the largest record the relay sends, counting key,
+	// value and headers; larger rows are invalid (reason too-large). Keep
+	// it at or below the broker's message.max.bytes; a record the broker
+	// still rejects as too large is dead-lettered too. Defaults to 1000000.
 	MaxMessageBytes int
 
 	// BatchSize is the most events sent to Kafka in one write. Defaults to

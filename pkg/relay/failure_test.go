@@ -19,13 +19,22 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-// refuseProduce makes the broker answer every produce request with
-// NOT_ENOUGH_REPLICAS while on is set.
-func refuseProduce(k *testenv.Kafka, on *atomic.Bool) {
+// Broker outage modes for refuseProduce.
+const (
+	outageOff  = iota
+	outageNack // answer NOT_ENOUGH_REPLICAS
+	outageDrop // close the connection without an answer
+)
+
+// refuseProduce makes the broker fail every produce request as mode says.
+func refuseProduce(k *testenv.Kafka, mode *atomic.Int32) {
 	k.Cluster.ControlKey(0, func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.Cluster.KeepControl()
-		if !on.Load() {
+		switch mode.Load() {
+		case outageOff:
 			return nil, nil, false
+		case outageDrop:
+			return nil, errors.New("outage: connection dropped"), true
 		}
 		preq := req.(*kmsg.ProduceRequest)
 		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
@@ -50,22 +59,27 @@ func refuseProduce(k *testenv.Kafka, on *atomic.Bool) {
 func TestBrokerOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 500 * time.Millisecond })
-	var outage atomic.Bool
+	var outage atomic.Int32
 	refuseProduce(b.kafka, &outage)
 	b.start(t)
 
 	ids := b.insert(t, msg("a", 0), msg("b", 0))
 	testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 2, 30*time.Second)
 
-	outage.Store(true)
+	outage.Store(outageNack)
 	ids = append(ids, b.insert(t, msg("a", 1))...)
 	// Whatever else the server writes, the first unpublished transaction
 	// ends before this position.
 	firstEnd := b.currentLSN(t)
-	// Go on writing for a few seconds, checking the slot all along.
-	outageEnd := time.Now().Add(3 * time.Second)
+	// Go on writing for a few seconds, checking the slot all along; half
+	// way the broker switches from refusing writes to dropping them.
+	outageEnd := time.Now().Add(4 * time.Second)
+	dropFrom := time.Now().Add(2 * time.Second)
 	polls := 0
 	for i := 2; time.Now().Before(outageEnd); i++ {
+		if time.Now().After(dropFrom) {
+			outage.Store(outageDrop)
+		}
 		ids = append(ids, b.insert(t, msg("a", i), msg("b", i), msg(fmt.Sprint("c", i), i))...)
 		if c := b.confirmedFlush(t); c >= firstEnd {
 			t.Fatalf("confirmed_flush_lsn %s passed unpublished transaction ending before %s", c, firstEnd)
@@ -79,7 +93,7 @@ func TestBrokerOutage(t *testing.T) {
 	if n := len(testenv.MustReadTopic(t, b.kafka.Brokers, "outbox.order")); n != 2 {
 		t.Fatalf("%d records during the outage, want the 2 from before", n)
 	}
-	outage.Store(false)
+	outage.Store(outageOff)
 
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
 	waitFor(t, 30*time.Second, "confirmed position past the outage", func() (bool, error) {
@@ -295,13 +309,7 @@ func TestBadRowStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	badEnd := b.currentLSN(t)
-	var err2 error
-	select {
-	case err2 = <-run.done:
-		run.done <- err2
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not stop on the invalid row")
-	}
+	err2 := run.wait(t, 30*time.Second)
 	var inv *relay.InvalidEventError
 	if !errors.As(err2, &inv) || !errors.Is(err2, relay.ErrInvalidEvent) || !relay.Permanent(err2) {
 		t.Fatalf("Run: %v, want an InvalidEventError", err2)

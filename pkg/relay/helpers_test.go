@@ -115,12 +115,19 @@ func (b *bundle) start(t *testing.T) *running {
 func (r *running) stop(t *testing.T) error {
 	t.Helper()
 	r.cancel()
+	return r.wait(t, 60*time.Second)
+}
+
+// wait returns Run's result once it returned by itself, failing t after
+// timeout.
+func (r *running) wait(t *testing.T, timeout time.Duration) error {
+	t.Helper()
 	select {
 	case err := <-r.done:
 		r.done <- err
 		return err
-	case <-time.After(60 * time.Second):
-		t.Fatal("Run did not return within 60s of cancel")
+	case <-time.After(timeout):
+		t.Fatalf("Run did not return within %v", timeout)
 		return nil
 	}
 }

@@ -86,13 +86,7 @@ func TestTableChangedWhileStreaming(t *testing.T) {
 		VALUES (gen_random_uuid(), 'order', 'a', 'e', 'k', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	var err error
-	select {
-	case err = <-run.done:
-		run.done <- err
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not stop")
-	}
+	err := run.wait(t, 30*time.Second)
 	want := "relay: outbox table columns unusable: public.outbox: missing column business_key"
 	if !errors.Is(err, relay.ErrTableColumns) || err.Error() != want {
 		t.Fatalf("Run: %v\nwant %s", err, want)

@@ -53,15 +53,9 @@ func TestPasswordNeverLogged(t *testing.T) {
 
 	// A database that does not exist: a permanent error naming it.
 	bad := *b.cfg
-	bad.Registerer = nil
 	bad.DatabaseURL = strings.Replace(b.cfg.DatabaseURL, "/"+b.db.Name, "/no_such_db", 1)
-	r, err := relay.New(&bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = r.Run(ctx)
+	err := runOnce(t, &bad)
+	ctx := context.Background()
 	if err == nil || !relay.Permanent(err) || !strings.Contains(err.Error(), "no_such_db") {
 		t.Fatalf("Run against a missing database: %v, want a permanent error naming it", err)
 	}

@@ -12,6 +12,7 @@ package acktrack
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // LSN is a WAL position.
@@ -25,6 +26,7 @@ type txn struct {
 	total  int // events produced; valid when sealed
 	acked  int
 	sealed bool
+	commit time.Time // the transaction's commit time, when known
 }
 
 // Tracker is safe for concurrent use.
@@ -43,11 +45,27 @@ func New(start LSN) *Tracker {
 }
 
 // Begin registers the next transaction in commit order.
-func (t *Tracker) Begin() TxID {
+func (t *Tracker) Begin() TxID { return t.BeginAt(time.Time{}) }
+
+// BeginAt registers the next transaction in commit order with its commit
+// time (pgoutput sends it in the BEGIN message), which Oldest reports.
+func (t *Tracker) BeginAt(commit time.Time) TxID {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.txs = append(t.txs, txn{})
+	t.txs = append(t.txs, txn{commit: commit})
 	return t.first + TxID(len(t.txs)-1)
+}
+
+// Oldest returns the commit time of the oldest transaction registered and
+// not yet confirmed; ok is false when there is none (or its time is
+// unknown).
+func (t *Tracker) Oldest() (commit time.Time, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.txs) == 0 || t.txs[0].commit.IsZero() {
+		return time.Time{}, false
+	}
+	return t.txs[0].commit, true
 }
 
 // Add records that n more events of transaction id are in flight.

@@ -1,6 +1,8 @@
 package acktrack_test
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
@@ -148,5 +150,35 @@ func TestTrackerRandomOrder(t *testing.T) {
 		if got := tr.Confirmed(); got != want {
 			t.Fatalf("after %d acks: confirmed %d, want %d", k+1, got, want)
 		}
+	}
+}
+
+// Oldest follows the first unconfirmed transaction as the prefix completes.
+func TestTrackerOldest(t *testing.T) {
+	t.Parallel()
+	tr := acktrack.New(0)
+	if _, ok := tr.Oldest(); ok {
+		t.Fatal("Oldest on an empty tracker")
+	}
+	t1 := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	t2 := t1.Add(time.Second)
+	a := tr.BeginAt(t1)
+	tr.Add(a, 1)
+	tr.Commit(a, 10)
+	b := tr.BeginAt(t2)
+	tr.Add(b, 1)
+	tr.Commit(b, 20)
+	tr.Ack(b, 1)
+	if got, ok := tr.Oldest(); !ok || !got.Equal(t1) {
+		t.Fatalf("Oldest = %v, %v; want %v (b is acknowledged but a is not)", got, ok, t1)
+	}
+	tr.Ack(a, 1)
+	if got, ok := tr.Oldest(); ok {
+		t.Fatalf("Oldest = %v after everything was confirmed", got)
+	}
+	c := tr.BeginAt(t2)
+	tr.Add(c, 1)
+	if got, ok := tr.Oldest(); !ok || !got.Equal(t2) {
+		t.Fatalf("Oldest = %v, %v; want the open transaction's %v", got, ok, t2)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -47,6 +48,21 @@ type SlotStatus struct {
 	// SafeWALSize is pg_replication_slots.safe_wal_size; nil when
 	// max_slot_wal_keep_size is unlimited.
 	SafeWALSize *int64 `json:"safe_wal_size"`
+
+	// The process streaming the slot, from pg_stat_replication; empty or
+	// nil while the slot is not active. ActiveApplicationName is
+	// "pgoutbox-relay" for a relay unless its database URL sets
+	// application_name; ActiveClientAddr is empty for a Unix socket.
+	ActiveApplicationName string `json:"active_application_name,omitempty"`
+	ActiveClientAddr      string `json:"active_client_addr,omitempty"`
+	// ActiveState is the walsender state: "streaming" once it caught up
+	// with the WAL, "catchup" before.
+	ActiveState string `json:"active_state,omitempty"`
+	// ActiveBackendStart is when the streaming connection was opened.
+	ActiveBackendStart *time.Time `json:"active_backend_start,omitempty"`
+	// ActiveReplyTime is when the streaming process last sent a status
+	// update (an acknowledgement).
+	ActiveReplyTime *time.Time `json:"active_reply_time,omitempty"`
 }
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
@@ -81,36 +97,30 @@ func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
 	defer conn.Close(context.WithoutCancel(ctx))
 	table, _ := pgname.Parse(c.Table, "public")
 	st := &SlotStatus{Slot: c.Slot, Publication: c.Publication, Table: table.String()}
-	var (
-		exists, active              *bool
-		confirmed, restart, walStat *string
-		lag, retained               *int64
-	)
-	err = conn.QueryRow(ctx, `
-		SELECT s.slot_name IS NOT NULL, s.active, s.active_pid,
-		       s.confirmed_flush_lsn::text, s.restart_lsn::text, pg_current_wal_lsn()::text,
-		       pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
-		       pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint,
-		       s.wal_status, s.safe_wal_size,
-		       EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2)
-		  FROM (SELECT 1) AS one
-		  LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, c.Slot, c.Publication).
-		Scan(&exists, &active, &st.ActivePID, &confirmed, &restart, &st.CurrentWALLSN, &lag, &retained,
-			&walStat, &st.SafeWALSize, &st.PublicationExists)
+	row, err := readSlot(ctx, conn, c.Slot)
 	if err != nil {
-		return nil, fmt.Errorf("relay: read slot status: %w", err)
+		return nil, err
 	}
-	st.SlotExists = deref(exists)
-	st.Active = deref(active)
-	st.ConfirmedFlushLSN = deref(confirmed)
-	st.RestartLSN = deref(restart)
-	st.LagBytes = deref(lag)
-	st.RetainedWALBytes = deref(retained)
-	st.WALStatus = deref(walStat)
+	st.SlotExists = row.exists
+	st.Active = row.active
+	st.ActivePID = row.activePID
+	st.ConfirmedFlushLSN = deref(row.confirmed)
+	st.RestartLSN = deref(row.restart)
+	st.CurrentWALLSN = row.currentWAL
+	st.LagBytes = deref(row.lag)
+	st.RetainedWALBytes = deref(row.retained)
+	st.WALStatus = deref(row.walStatus)
+	st.SafeWALSize = row.safeWALSize
+	st.ActiveApplicationName = deref(row.appName)
+	st.ActiveClientAddr = deref(row.clientAddr)
+	st.ActiveState = deref(row.state)
+	st.ActiveBackendStart = row.backendStart
+	st.ActiveReplyTime = row.replyTime
 	pub, err := inspectPublication(ctx, conn, &c)
 	if err != nil {
 		return nil, err
 	}
+	st.PublicationExists = pub.exists
 	st.PublicationMismatch, st.PublicationExtra = pub.mismatch, pub.extra
 	return st, nil
 }
@@ -179,6 +189,10 @@ func connectReplication(ctx context.Context, c *Config) (*pgconn.PgConn, error) 
 		return nil, permanent(fmt.Errorf("%w: database URL: %w", ErrConfig, err))
 	}
 	pc.RuntimeParams["replication"] = "database"
+	if pc.RuntimeParams["application_name"] == "" {
+		// Names the relay in pg_stat_replication (and relay status).
+		pc.RuntimeParams["application_name"] = "pgoutbox-relay"
+	}
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("relay: open replication connection: %w", err)

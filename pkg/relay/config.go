@@ -99,6 +99,25 @@ type Config struct {
 	// and returns. Defaults to 10s.
 	ShutdownTimeout time.Duration
 
+	// LagPollInterval is how often the relay reads pg_replication_slots and
+	// pg_current_wal_lsn() on a regular connection for the slot metrics
+	// (pgoutbox_relay_slot_*). Polling also runs while the relay is a
+	// standby. Defaults to 10s (a typical scrape interval; each poll is one
+	// cheap catalog query).
+	LagPollInterval time.Duration
+	// StandbyRetryInterval is how often a relay whose slot is streamed by
+	// another process (a standby) tries to take it over. A standby takes
+	// over within about this long after the active relay's connection
+	// ends. Defaults to 1s.
+	StandbyRetryInterval time.Duration
+	// HeartbeatInterval, when positive, makes the streaming relay emit a
+	// transactional pg_logical_emit_message with prefix
+	// "pgoutbox.heartbeat" (which it does not publish) at this interval,
+	// so the slot advances and the pipeline is exercised on a database
+	// without other writes (see Heartbeats in the package doc). Defaults
+	// to 0: off.
+	HeartbeatInterval time.Duration
+
 	// PruneAfter deletes published outbox rows older than this, in small
 	// batches; zero disables pruning. Defaults to 0.
 	PruneAfter time.Duration
@@ -133,6 +152,9 @@ const (
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultPruneInterval   = time.Minute
 	DefaultPruneBatchSize  = 1000
+
+	DefaultLagPollInterval      = 10 * time.Second
+	DefaultStandbyRetryInterval = time.Second
 )
 
 // slotNamePattern is what Postgres accepts as a replication slot name.
@@ -162,6 +184,8 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
 	setDefault(&c.PruneBatchSize, DefaultPruneBatchSize)
+	setDefault(&c.LagPollInterval, DefaultLagPollInterval)
+	setDefault(&c.StandbyRetryInterval, DefaultStandbyRetryInterval)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -191,7 +215,8 @@ func (cfg *Config) withDefaults() (Config, error) {
 		v    time.Duration
 	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.WriteTimeout}, {"retry backoff", c.RetryBackoff},
 		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
-		{"prune after", c.PruneAfter}} {
+		{"prune after", c.PruneAfter}, {"lag poll interval", c.LagPollInterval},
+		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval}} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)
 		}

@@ -18,12 +18,13 @@ type metrics struct {
 	invalid         *prometheus.CounterVec
 	reconnects      prometheus.Counter
 	pruned          prometheus.Counter
+	slot            *slotMetrics
 
 	mu      sync.Mutex
 	byTopic map[string]prometheus.Counter
 }
 
-func newMetrics() *metrics {
+func newMetrics(slot string, l *live) *metrics {
 	const ns, sub = "pgoutbox", "relay"
 	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	return &metrics{
@@ -47,13 +48,14 @@ func newMetrics() *metrics {
 			Help: "Replication connections re-established after a failure."}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pruned_rows_total",
 			Help: "Outbox rows deleted by pruning."}),
+		slot:    newSlotMetrics(slot, l),
 		byTopic: make(map[string]prometheus.Counter),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.published, m.publishErrors, m.batchSize, m.publishDuration, m.commitToAck,
-		m.confirmedLSN, m.inFlight, m.invalid, m.reconnects, m.pruned}
+	return append([]prometheus.Collector{m.published, m.publishErrors, m.batchSize, m.publishDuration, m.commitToAck,
+		m.confirmedLSN, m.inFlight, m.invalid, m.reconnects, m.pruned}, m.slot.collectors()...)
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {

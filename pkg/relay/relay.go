@@ -19,6 +19,7 @@ import (
 type Relay struct {
 	cfg     Config
 	m       *metrics
+	live    live
 	ready   atomic.Bool
 	running atomic.Bool
 }
@@ -34,11 +35,13 @@ func New(cfg *Config) (*Relay, error) {
 	if err := c.needBrokers(); err != nil {
 		return nil, err
 	}
-	m := newMetrics()
-	if err := m.register(c.Registerer); err != nil {
+	r := &Relay{cfg: c}
+	r.live.acked(time.Now())
+	r.m = newMetrics(c.Slot, &r.live)
+	if err := r.m.register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
 	}
-	return &Relay{cfg: c, m: m}, nil
+	return r, nil
 }
 
 // Run streams the outbox until ctx is cancelled, then flushes what is in
@@ -58,18 +61,30 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.cfg.PruneAfter > 0 {
 		g.Go(func() error { r.prune(gctx); return nil })
 	}
+	if r.cfg.HeartbeatInterval > 0 {
+		g.Go(func() error { r.heartbeat(gctx); return nil })
+	}
+	g.Go(func() error { r.pollSlot(gctx); return nil })
 	g.Go(func() error { return r.replicate(gctx, ctx, sk) })
 	return g.Wait()
 }
 
 // Ready reports whether the relay is connected and streaming (for /readyz).
+// It is false while the relay waits as a standby.
 func (r *Relay) Ready() bool { return r.ready.Load() }
 
 // replicate runs sessions, reconnecting with backoff after transient
-// failures. parent is Run's context: its end is a graceful stop.
+// failures, and waiting as a standby while another process streams the
+// slot. parent is Run's context: its end is a graceful stop.
 func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 	log := r.cfg.Logger
 	backoff := r.cfg.RetryBackoff
+	stopped := func() error {
+		if parent.Err() != nil {
+			return nil
+		}
+		return ctx.Err()
+	}
 	for {
 		began := time.Now()
 		err := r.session(ctx, sk)
@@ -82,20 +97,42 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
+		if errors.Is(err, ErrSlotActive) {
+			// Another relay streams the slot: wait for it to go, without
+			// backoff (take over quickly), counting no reconnect, logging
+			// once.
+			if !r.live.standby.Swap(true) {
+				log.Info("the slot is streamed by another process; waiting as a standby",
+					"slot", r.cfg.Slot, "retry_every", r.cfg.StandbyRetryInterval, "detail", err)
+			}
+			backoff = r.cfg.RetryBackoff
+			if !sleep(ctx, r.cfg.StandbyRetryInterval) {
+				return stopped()
+			}
+			continue
+		}
+		r.live.standby.Store(false)
 		if time.Since(began) > time.Minute {
 			backoff = r.cfg.RetryBackoff
 		}
 		log.Warn("replication interrupted; reconnecting", "error", err, "backoff", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			if parent.Err() != nil {
-				return nil
-			}
-			return ctx.Err()
+		if !sleep(ctx, backoff) {
+			return stopped()
 		}
 		backoff = min(2*backoff, r.cfg.MaxRetryBackoff)
 		r.m.reconnects.Inc()
+	}
+}
+
+// sleep waits for d; it returns false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -116,12 +153,21 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	if err := startReplication(ctx, conn, c, start); err != nil {
 		return err
 	}
+	tr := acktrack.New(uint64(start))
+	r.live.tracker.Store(tr)
+	r.live.acked(time.Now())
 	r.ready.Store(true)
-	defer r.ready.Store(false)
+	r.live.leader.Store(true)
+	defer func() {
+		r.live.leader.Store(false)
+		r.ready.Store(false)
+	}()
+	if r.live.standby.Swap(false) {
+		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
+	}
 	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
 		"table", c.Table, "from", start.String())
 
-	tr := acktrack.New(uint64(start))
 	events := make(chan event, c.BatchSize)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
@@ -136,7 +182,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, conn: conn, dec: newDecoder(c), tr: tr, events: events, stop: readCtx}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, dec: newDecoder(c), tr: tr, events: events, stop: readCtx}
 	readErr := st.run()
 	close(events)
 

@@ -20,6 +20,7 @@ import (
 type stream struct {
 	cfg    *Config
 	m      *metrics
+	live   *live
 	conn   *pgconn.PgConn
 	dec    *decoder
 	tr     *acktrack.Tracker
@@ -43,6 +44,10 @@ func startReplication(ctx context.Context, conn *pgconn.PgConn, c *Config, start
 			"messages 'true'",
 		},
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: another process streams the slot
+		return fmt.Errorf("%w: %s", ErrSlotActive, pgErr.Message)
+	}
 	if err != nil {
 		return fmt.Errorf("relay: start replication of slot %s: %w", c.Slot, err)
 	}
@@ -136,7 +141,7 @@ func (s *stream) handle(data []byte) error {
 		if s.inTx {
 			return fmt.Errorf("%w: begin inside a transaction", errProtocol)
 		}
-		s.inTx, s.tx, s.commit = true, s.tr.Begin(), it.commitTime
+		s.inTx, s.tx, s.commit = true, s.tr.BeginAt(it.commitTime), it.commitTime
 	case walCommit:
 		if !s.inTx {
 			return fmt.Errorf("%w: commit outside a transaction", errProtocol)
@@ -202,6 +207,9 @@ func (s *stream) sendStatus() error {
 	}
 	if pos != s.sent {
 		s.cfg.Logger.Debug("confirmed WAL position", "lsn", pos.String())
+	}
+	if pos != s.sent || s.tr.Idle() {
+		s.live.acked(time.Now())
 	}
 	s.sent = pos
 	s.nextSS = time.Now().Add(s.cfg.StatusInterval)

@@ -1,0 +1,157 @@
+package relay
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+)
+
+// walStatuses are the values of pg_replication_slots.wal_status.
+var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
+
+// live is the relay's state that the lag gauges read at scrape time.
+type live struct {
+	leader  atomic.Bool                      // streaming the slot
+	standby atomic.Bool                      // waiting: another process streams the slot
+	tracker atomic.Pointer[acktrack.Tracker] // of the current (or last) session
+	lastAck atomic.Int64                     // unix nanoseconds of the last advance or caught-up status update
+}
+
+// acked records that the relay confirmed a new position or was caught up.
+func (l *live) acked(now time.Time) { l.lastAck.Store(now.UnixNano()) }
+
+// lagSeconds is now minus the commit time of the oldest transaction this
+// relay holds unconfirmed; 0 when it holds none or is a standby (the
+// active relay reports the slot's lag then).
+func (l *live) lagSeconds() float64 {
+	tr := l.tracker.Load()
+	if tr == nil || l.standby.Load() {
+		return 0
+	}
+	oldest, ok := tr.Oldest()
+	if !ok {
+		return 0
+	}
+	return max(0, time.Since(oldest).Seconds())
+}
+
+// sinceLastAck is the time since the relay last confirmed a new position
+// or was caught up; 0 while it is a standby.
+func (l *live) sinceLastAck() float64 {
+	if l.standby.Load() {
+		return 0
+	}
+	return max(0, time.Since(time.Unix(0, l.lastAck.Load())).Seconds())
+}
+
+// slotMetrics are the per-slot gauges: the slot's figures polled from the
+// database, and the relay's own lag and role read live.
+type slotMetrics struct {
+	slot         string
+	lagBytes     *prometheus.GaugeVec
+	retained     *prometheus.GaugeVec
+	walStatus    *prometheus.GaugeVec
+	safeWALSize  *prometheus.GaugeVec
+	active       *prometheus.GaugeVec
+	lagSeconds   prometheus.GaugeFunc
+	sinceLastAck prometheus.GaugeFunc
+	leader       prometheus.GaugeFunc
+}
+
+func newSlotMetrics(slot string, l *live) *slotMetrics {
+	const ns, sub = "pgoutbox", "relay"
+	vec := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help},
+			append([]string{"slot"}, labels...))
+	}
+	fn := func(name, help string, f func() float64) prometheus.GaugeFunc {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help,
+			ConstLabels: prometheus.Labels{"slot": slot}}, f)
+	}
+	return &slotMetrics{
+		slot: slot,
+		lagBytes: vec("slot_lag_bytes",
+			"Current WAL position minus the slot's confirmed_flush_lsn (polled)."),
+		retained: vec("slot_retained_wal_bytes",
+			"Current WAL position minus the slot's restart_lsn: WAL the slot keeps on the server's disk (polled)."),
+		walStatus: vec("slot_wal_status",
+			"1 for the slot's current pg_replication_slots.wal_status, 0 for the others (polled).", "status"),
+		safeWALSize: vec("slot_safe_wal_size_bytes",
+			"WAL that can still be written before the slot is at risk of losing WAL (pg_replication_slots.safe_wal_size; absent when max_slot_wal_keep_size is unlimited)."),
+		active: vec("slot_active",
+			"1 while some process (this relay or another) streams the slot (polled)."),
+		lagSeconds: fn("lag_seconds",
+			"Now minus the commit time of the oldest committed transaction this relay read and has not confirmed; 0 when caught up or standby.",
+			l.lagSeconds),
+		sinceLastAck: fn("seconds_since_last_ack",
+			"Time since this relay last confirmed a new WAL position or was caught up; 0 while standby.",
+			l.sinceLastAck),
+		leader: fn("leader", "1 while this relay streams the slot, 0 while it is a standby or disconnected.",
+			func() float64 {
+				if l.leader.Load() {
+					return 1
+				}
+				return 0
+			}),
+	}
+}
+
+func (m *slotMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.lagBytes, m.retained, m.walStatus, m.safeWALSize, m.active, m.lagSeconds,
+		m.sinceLastAck, m.leader}
+}
+
+// set records one reading of the slot.
+func (m *slotMetrics) set(r slotRow) {
+	if !r.exists {
+		// No figures for a slot that is not there.
+		for _, v := range []*prometheus.GaugeVec{m.lagBytes, m.retained, m.walStatus, m.safeWALSize} {
+			v.Reset()
+		}
+		m.active.WithLabelValues(m.slot).Set(0)
+		return
+	}
+	setOrDelete := func(v *prometheus.GaugeVec, p *int64) {
+		if p == nil {
+			v.DeleteLabelValues(m.slot)
+			return
+		}
+		v.WithLabelValues(m.slot).Set(float64(*p))
+	}
+	setOrDelete(m.lagBytes, r.lag)
+	setOrDelete(m.retained, r.retained)
+	setOrDelete(m.safeWALSize, r.safeWALSize)
+	for _, s := range walStatuses {
+		v := 0.0
+		if s == deref(r.walStatus) {
+			v = 1
+		}
+		m.walStatus.WithLabelValues(m.slot, s).Set(v)
+	}
+	active := 0.0
+	if r.active {
+		active = 1
+	}
+	m.active.WithLabelValues(m.slot).Set(active)
+}
+
+// pollSlot reads the slot every LagPollInterval on a regular connection
+// and updates the slot gauges, until ctx ends. It runs whether the relay
+// streams or waits as a standby.
+func (r *Relay) pollSlot(ctx context.Context) {
+	(&periodic{
+		cfg: &r.cfg, what: "reading the slot's lag", interval: r.cfg.LagPollInterval, now: true,
+		job: func(ctx context.Context, conn *pgx.Conn) error {
+			row, err := readSlot(ctx, conn, r.cfg.Slot)
+			if err == nil {
+				r.m.slot.set(row)
+			}
+			return err
+		},
+	}).run(ctx)
+}

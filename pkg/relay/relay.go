@@ -182,7 +182,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, dec: newDecoder(c), tr: tr, events: events, stop: readCtx}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, stop: readCtx}
 	readErr := st.run()
 	close(events)
 

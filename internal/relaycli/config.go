@@ -122,12 +122,17 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.PruneInterval = c.Duration(flagPruneInterval)
 	cfg.PruneAfter = c.Duration(flagPruneAfter)
 	cfg.ShutdownTimeout = c.Duration(flagShutdownTimeout)
+	cfg.LagPollInterval = c.Duration(flagLagPoll)
+	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
+	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
 	for flag, d := range map[string]int64{
 		flagBatchTimeout:    int64(cfg.BatchTimeout),
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
 		flagStatusInterval:  int64(cfg.StatusInterval),
 		flagPruneInterval:   int64(cfg.PruneInterval),
 		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
+		flagLagPoll:         int64(cfg.LagPollInterval),
+		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
 	} {
 		if d <= 0 {
 			return nil, usagef("--%s: must be positive", flag)
@@ -135,6 +140,9 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	}
 	if cfg.PruneAfter < 0 {
 		return nil, usagef("--%s: must not be negative (0 disables pruning)", flagPruneAfter)
+	}
+	if cfg.HeartbeatInterval < 0 {
+		return nil, usagef("--%s: must not be negative (0 disables the heartbeat)", flagHeartbeat)
 	}
 	if cfg.TLS, err = tlsConfig(c); err != nil {
 		return nil, err

@@ -32,6 +32,9 @@ const (
 	flagPruneInterval   = "prune-interval"
 	flagPruneBatchSize  = "prune-batch-size"
 	flagMetricsAddr     = "metrics-addr"
+	flagLagPoll         = "lag-poll-interval"
+	flagStandbyRetry    = "standby-retry-interval"
+	flagHeartbeat       = "heartbeat-interval"
 	flagTLS             = "kafka-tls"
 	flagTLSCAFile       = "kafka-tls-ca-file"
 	flagTLSCertFile     = "kafka-tls-cert-file"
@@ -135,5 +138,11 @@ func runFlags() []cli.Flag {
 
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catOps, EnvVars: envVar(flagMetricsAddr), Value: DefaultMetricsAddr,
 			Usage: "address serving /metrics, /healthz and /readyz (empty disables)"},
+		&cli.DurationFlag{Name: flagLagPoll, Category: catOps, EnvVars: envVar(flagLagPoll), Value: relay.DefaultLagPollInterval,
+			Usage: "how often to read pg_replication_slots for the slot lag metrics"},
+		&cli.DurationFlag{Name: flagStandbyRetry, Category: catOps, EnvVars: envVar(flagStandbyRetry), Value: relay.DefaultStandbyRetryInterval,
+			Usage: "while another relay streams the slot, how often this one (a standby) tries to take over"},
+		&cli.DurationFlag{Name: flagHeartbeat, Category: catOps, EnvVars: envVar(flagHeartbeat),
+			Usage: "emit a pg_logical_emit_message heartbeat at this interval so the slot advances on a database without writes (0 disables)"},
 	}
 }

@@ -27,7 +27,11 @@ func runCommand(sc *scrubber) *cli.Command {
 			"Stop it with SIGINT or SIGTERM: it flushes what is in flight, confirms the final position and\n" +
 			"exits 0. A second signal exits at once without flushing (nothing is lost, more is replayed).\n" +
 			"--metrics-addr serves /metrics (Prometheus), /healthz (200 while the process runs) and\n" +
-			"/readyz (200 while connected and streaming, else 503).",
+			"/readyz (200 while connected and streaming, else 503).\n\n" +
+			"A second relay on the same slot is a standby: while the slot is streamed elsewhere it waits,\n" +
+			"retrying every --standby-retry-interval, serves the slot metrics with /readyz 503 and\n" +
+			"pgoutbox_relay_leader 0, and takes over (from the slot's confirmed position) when the\n" +
+			"active relay's connection ends.",
 		Flags:  append(databaseFlags(), runFlags()...),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	}

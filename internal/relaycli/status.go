@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -22,7 +23,9 @@ func statusCommand(sc *scrubber) *cli.Command {
 		Usage: "show the slot and publication: positions, lag, WAL retention (exit 1 when unhealthy)",
 		Description: "status reads pg_replication_slots and pg_publication; it works while no relay runs. It prints\n" +
 			"the slot's confirmed and restart LSNs, the lag behind the current WAL in bytes, the WAL the\n" +
-			"slot retains, wal_status and the active walsender's PID; --json prints the same as one JSON\n" +
+			"slot retains, wal_status and safe_wal_size, and the process streaming the slot (PID,\n" +
+			"application_name, client address, connection and last reply times from pg_stat_replication);\n" +
+			"--json prints the same as one JSON\n" +
 			"object. It exits 1 when the slot or the publication is missing or the slot's wal_status is\n" +
 			"lost (the relay cannot resume it), so it can serve as a health check.",
 		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "print JSON instead of a table"}),
@@ -83,6 +86,9 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 			}
 		}
 		row("active", active)
+		if st.Active {
+			row("active_process", activeProcess(st))
+		}
 		row("confirmed_flush_lsn", st.ConfirmedFlushLSN)
 		row("restart_lsn", st.RestartLSN)
 		row("current_wal_lsn", st.CurrentWALLSN)
@@ -96,6 +102,30 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 		row("safe_wal_size", safe)
 	}
 	return tw.Flush()
+}
+
+// activeProcess describes the process streaming the slot, from
+// pg_stat_replication.
+func activeProcess(st *relay.SlotStatus) string {
+	p := st.ActiveApplicationName
+	if p == "" {
+		p = "(no application_name)"
+	}
+	if st.ActiveClientAddr != "" {
+		p += " from " + st.ActiveClientAddr
+	} else {
+		p += " over a Unix socket"
+	}
+	if st.ActiveState != "" {
+		p += ", " + st.ActiveState
+	}
+	if st.ActiveBackendStart != nil {
+		p += ", connected " + st.ActiveBackendStart.UTC().Format(time.RFC3339)
+	}
+	if st.ActiveReplyTime != nil {
+		p += ", last reply " + st.ActiveReplyTime.UTC().Format(time.RFC3339)
+	}
+	return p
 }
 
 func existence(ok bool) string {

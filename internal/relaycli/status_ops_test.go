@@ -1,0 +1,190 @@
+package relaycli_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// While a relay streams the slot, status --json names the streaming
+// process as pg_stat_replication does, and its lag figures lie between two
+// readings of pg_replication_slots.
+func TestStatusShowsStreamingRelay(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	k := testenv.NewKafka(t)
+	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Brokers: k.Brokers, Slot: f.slot, Publication: "pub_" + f.slot,
+		NoCreate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	type walsender struct {
+		pid                 int32
+		app, addr, state    string
+		start               time.Time
+		lagBytes, retained  int64
+		confirmed, restart  string
+		walStatus           string
+		safeWALSizeIsNull   bool
+		activeInReplication bool
+	}
+	read := func() (w walsender, err error) {
+		err = f.db.Pool.QueryRow(context.Background(), `
+			SELECT r.pid, r.application_name, coalesce(host(r.client_addr), ''), r.state, r.backend_start,
+			       pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
+			       pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint,
+			       s.confirmed_flush_lsn::text, s.restart_lsn::text, s.wal_status, s.safe_wal_size IS NULL, s.active
+			  FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
+			 WHERE s.slot_name = $1`, f.slot).
+			Scan(&w.pid, &w.app, &w.addr, &w.state, &w.start, &w.lagBytes, &w.retained, &w.confirmed, &w.restart,
+				&w.walStatus, &w.safeWALSizeIsNull, &w.activeInReplication)
+		return w, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("relay not streaming after 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The confirmed position settles once the relay confirmed the
+	// server's WAL end; compare while it does not move.
+	var before, after walsender
+	var st relay.SlotStatus
+	var out result
+	for attempt := 0; ; attempt++ {
+		if before, err = read(); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		out = f.cli(t, "status", "--json")
+		wantCode(t, out, 0)
+		if err := json.Unmarshal([]byte(out.stdout), &st); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out.stdout)
+		}
+		after, _ = read()
+		if before.pid != 0 && before.confirmed == after.confirmed && before.restart == after.restart {
+			break
+		}
+		if attempt == 100 {
+			t.Fatalf("slot position never steady across a status call: %+v, %+v", before, after)
+		}
+	}
+	if !st.Active || st.ActivePID == nil || *st.ActivePID != before.pid {
+		t.Errorf("active %v, active_pid %v; pg_stat_replication pid %d", st.Active, st.ActivePID, before.pid)
+	}
+	if st.ActiveApplicationName != "pgoutbox-relay" || st.ActiveApplicationName != before.app {
+		t.Errorf("active_application_name %q, pg_stat_replication %q, want pgoutbox-relay", st.ActiveApplicationName, before.app)
+	}
+	if st.ActiveClientAddr != before.addr || st.ActiveState != before.state {
+		t.Errorf("active_client_addr %q, active_state %q; pg_stat_replication %q, %q", st.ActiveClientAddr, st.ActiveState, before.addr, before.state)
+	}
+	if st.ActiveBackendStart == nil || !st.ActiveBackendStart.Equal(before.start) {
+		t.Errorf("active_backend_start %v, pg_stat_replication %v", st.ActiveBackendStart, before.start)
+	}
+	if st.ConfirmedFlushLSN != before.confirmed || st.RestartLSN != before.restart || st.WALStatus != before.walStatus {
+		t.Errorf("status --json %s/%s/%s, pg_replication_slots %s/%s/%s", st.ConfirmedFlushLSN, st.RestartLSN, st.WALStatus,
+			before.confirmed, before.restart, before.walStatus)
+	}
+	if st.LagBytes < before.lagBytes || st.LagBytes > after.lagBytes ||
+		st.RetainedWALBytes < before.retained || st.RetainedWALBytes > after.retained {
+		t.Errorf("lag %d, retained %d; database %d..%d, %d..%d", st.LagBytes, st.RetainedWALBytes,
+			before.lagBytes, after.lagBytes, before.retained, after.retained)
+	}
+	if before.safeWALSizeIsNull != (st.SafeWALSize == nil) {
+		t.Errorf("safe_wal_size %v, database NULL: %v", st.SafeWALSize, before.safeWALSizeIsNull)
+	}
+	var raw map[string]any
+	_ = json.Unmarshal([]byte(out.stdout), &raw)
+	for _, key := range []string{"slot_exists", "publication_exists", "active", "active_pid", "confirmed_flush_lsn",
+		"restart_lsn", "current_wal_lsn", "lag_bytes", "retained_wal_bytes", "wal_status", "safe_wal_size",
+		"active_application_name", "active_state", "active_backend_start"} {
+		if _, ok := raw[key]; !ok {
+			t.Errorf("status --json lacks %q: %s", key, out.stdout)
+		}
+	}
+	text := f.cli(t, "status")
+	wantCode(t, text, 0)
+	if !containsRow(text.stdout, "active", fmt.Sprintf("yes, pid %d", before.pid)) ||
+		!strings.Contains(text.stdout, "pgoutbox-relay") {
+		t.Errorf("status does not show the streaming relay:\n%s", text.stdout)
+	}
+}
+
+// A slot whose WAL was removed (wal_status lost) makes status exit 1. It
+// needs max_slot_wal_keep_size, a server-wide setting, so it runs on a
+// server of its own.
+func TestStatusLostSlotFails(t *testing.T) {
+	t.Parallel()
+	srv, err := testenv.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`, `ALTER SYSTEM SET wal_keep_size = 0`,
+		`SELECT pg_reload_conf()`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--database-url", srv.AdminURL, "--slot", "lost_slot", "--publication", "lost_pub"}
+	wantCode(t, cli(t, append([]string{"setup"}, args...)...), 0)
+	// Write a few segments past the slot and checkpoint: the server
+	// removes them and invalidates the slot.
+	for attempt := 0; ; attempt++ {
+		var walStatus string
+		if err := conn.QueryRow(ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'lost_slot'`).Scan(&walStatus); err != nil {
+			t.Fatal(err)
+		}
+		if walStatus == "lost" {
+			break
+		}
+		if attempt == 20 {
+			t.Fatalf("wal_status still %s after %d segment switches", walStatus, attempt)
+		}
+		for _, q := range []string{`CREATE TABLE IF NOT EXISTS filler (x int)`, `INSERT INTO filler VALUES (1)`,
+			`SELECT pg_switch_wal()`, `CHECKPOINT`} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, extra := range [][]string{nil, {"--json"}} {
+		r := cli(t, append(append([]string{"status"}, args...), extra...)...)
+		wantCode(t, r, 1)
+		wantOneErrorLine(t, r.stderr, `slot "lost_slot" has wal_status lost`)
+		if extra != nil {
+			var st relay.SlotStatus
+			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.WALStatus != "lost" || !st.SlotExists {
+				t.Errorf("status --json = %+v (%v), want an existing slot with wal_status lost", st, err)
+			}
+		}
+	}
+}

@@ -112,8 +112,76 @@
 //	pgoutbox_relay_confirmed_lsn                  gauge: last confirmed WAL position
 //	pgoutbox_relay_in_flight_events               gauge: events read and not yet acknowledged
 //	pgoutbox_relay_invalid_events_total{reason}   counter: invalid events, by reason
-//	pgoutbox_relay_reconnects_total               counter: replication reconnects
+//	pgoutbox_relay_reconnects_total               counter: replication reconnects (standby waits excluded)
 //	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning
+//
+// Slot gauges, read from pg_replication_slots and pg_current_wal_lsn()
+// every LagPollInterval on a regular connection, by the active relay and
+// by standbys alike:
+//
+//	pgoutbox_relay_slot_lag_bytes{slot}             current WAL - confirmed_flush_lsn
+//	pgoutbox_relay_slot_retained_wal_bytes{slot}    current WAL - restart_lsn: WAL the slot keeps on disk
+//	pgoutbox_relay_slot_wal_status{slot,status}     1 for the current wal_status (reserved, extended,
+//	                                                unreserved, lost), 0 for the others
+//	pgoutbox_relay_slot_safe_wal_size_bytes{slot}   safe_wal_size; absent while it is NULL
+//	                                                (max_slot_wal_keep_size unlimited)
+//	pgoutbox_relay_slot_active{slot}                1 while some process streams the slot
+//
+// While the slot does not exist, the slot gauges other than slot_active
+// are absent. Gauges of this relay, computed when scraped:
+//
+//	pgoutbox_relay_lag_seconds{slot}              now - commit time of the oldest transaction read and not
+//	                                              yet confirmed; 0 when caught up, and on a standby
+//	pgoutbox_relay_seconds_since_last_ack{slot}   time since the relay last confirmed a new position or was
+//	                                              caught up (or started streaming); 0 on a standby
+//	pgoutbox_relay_leader{slot}                   1 while this relay streams the slot, else 0
+//
+// lag_seconds counts only what the relay has read: while it is down or
+// reconnecting nothing reports the events piling up in the WAL but
+// slot_lag_bytes (and the scrape target being down). After a disconnect
+// the relay keeps reporting the oldest transaction it held until the next
+// session starts.
+//
+// # Standby relays
+//
+// Any number of relays may run on one slot; one streams it and the others
+// wait. A relay whose START_REPLICATION fails with SQLSTATE 55006
+// (object_in_use: the slot is active in another process) is a standby: it
+// logs that once, retries every StandbyRetryInterval (without backoff and
+// without counting reconnects), keeps polling the slot gauges, reports
+// Ready false and leader 0. When the active relay's connection ends
+// (crash, SIGKILL, stop), Postgres releases the slot and a standby takes
+// over at its next try, resuming at confirmed_flush_lsn like any restart:
+// events in flight at the time are published again, none is lost.
+// Postgres notices a dead client through the closed TCP connection at
+// once; behind a network partition it takes until wal_sender_timeout.
+//
+// # Heartbeats
+//
+// With HeartbeatInterval > 0 the streaming relay runs
+// pg_logical_emit_message(true, 'pgoutbox.heartbeat', ”) on a regular
+// connection at that interval. The message comes back through the slot in
+// a transaction of its own; the relay publishes only messages whose prefix
+// is exactly "pgoutbox", so it confirms the transaction without publishing
+// anything, and confirmed_flush_lsn (and, later, restart_lsn) advance.
+//
+// Without it, the relay already confirms the server's WAL end from
+// keepalives whenever it holds nothing, so writes to other tables and to
+// other databases of the cluster do not pin WAL (PG 15 and later skip the
+// empty transactions of unpublished tables and send keepalives instead;
+// older versions send them as empty BEGIN/COMMIT pairs, which the relay
+// confirms too). The heartbeat is for what keepalives cannot show: it is a
+// real transaction decoded from the slot, so confirmed_flush_lsn (and
+// pgoutbox_relay_confirmed_lsn) move every interval only while reading,
+// decoding and confirming work end to end. Turn it on when the outbox can
+// be idle for long and you want that proof (alert on a confirmed position
+// that stops moving), or when you see the slot lag grow while the outbox
+// is idle (pgoutbox_relay_slot_lag_bytes over a quiet period), for
+// example behind a proxy or on a hosted service whose walsender differs.
+// It costs one small WAL record per interval, and the database user must
+// be allowed to execute pg_logical_emit_message (as outbox.Writer.EmitTx
+// needs). A cluster with no writes at all needs nothing: there is no WAL
+// to retain.
 //
 // # Pruning
 //
@@ -128,7 +196,9 @@
 // # Administration
 //
 // Setup creates the table, the publication and the slot (idempotent);
-// Status reports the slot's positions, lag and WAL status; Teardown drops
+// Status reports the slot's positions, lag and WAL status, and the process
+// streaming it (from pg_stat_replication), whether or not a relay runs;
+// Teardown drops
 // the slot and the publication, refusing while the slot is active.
 // RedactURL strips the password from a database URL for logs.
 package relay

@@ -29,6 +29,10 @@ check-deploy: ## Validate the Prometheus alert rules (promtool) and their unit t
 test: vet check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool).
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
+.PHONY: bench
+bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print events/s, peak RSS, raw ceiling (BENCHFLAGS="-n 100000").
+	$(GO) run ./test/bench/relaybench $(BENCHFLAGS)
+
 .PHONY: clean
 clean: ## Remove build output.
 	rm -rf $(BIN)

@@ -1,0 +1,188 @@
+package relaycli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// databaseConfig validates the shared flags and returns a Config holding
+// them, and a logger writing to stderr. It teaches sc the database password
+// before anything can print it.
+func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
+	url := c.String(flagDatabaseURL)
+	if url == "" {
+		return nil, usagef("--%s (or %s) is required", flagDatabaseURL, envVar(flagDatabaseURL)[0])
+	}
+	pg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		// pgconn redacts the password in its parse errors; sc catches a
+		// password the parser could not isolate.
+		sc.addURL(url)
+		return nil, usagef("--%s: %v", flagDatabaseURL, err)
+	}
+	sc.add(pg.Password)
+	sc.addURL(url)
+
+	cfg := &relay.Config{
+		DatabaseURL: url,
+		Table:       c.String(flagTable),
+		Slot:        c.String(flagSlot),
+		Publication: c.String(flagPublication),
+	}
+	if _, err := pgname.Parse(cfg.Table, "public"); err != nil {
+		return nil, usagef("--%s: %v", flagTable, err)
+	}
+	if err := checkSlotName(cfg.Slot); err != nil {
+		return nil, usagef("--%s: %v", flagSlot, err)
+	}
+	if strings.TrimSpace(cfg.Publication) == "" {
+		return nil, usagef("--%s must not be empty", flagPublication)
+	}
+	logger, err := newLogger(c.App.ErrWriter, c.String(flagLogLevel), c.String(flagLogFormat), sc)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = logger
+	return cfg, nil
+}
+
+// checkSlotName accepts what Postgres accepts as a slot name: lower case
+// letters, digits and underscores, at most 63 bytes.
+func checkSlotName(name string) error {
+	if name == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	if len(name) > 63 {
+		return fmt.Errorf("%q is longer than 63 bytes", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return fmt.Errorf("%q may contain only lower case letters, digits and underscores", name)
+		}
+	}
+	return nil
+}
+
+// runConfig validates every flag of `relay run` and returns the Config.
+func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
+	cfg, err := databaseConfig(c, sc)
+	if err != nil {
+		return nil, err
+	}
+	sc.add(c.String(flagSASLPassword))
+	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+		return nil, err
+	}
+	cfg.NoCreate = c.Bool(flagNoCreate)
+	cfg.TopicTemplate = c.String(flagTopicTemplate)
+	if strings.TrimSpace(cfg.TopicTemplate) == "" {
+		return nil, usagef("--%s must not be empty", flagTopicTemplate)
+	}
+	cfg.DeadLetterTopic = c.String(flagDLQTopic)
+	if strings.TrimSpace(cfg.DeadLetterTopic) == "" {
+		return nil, usagef("--%s must not be empty", flagDLQTopic)
+	}
+	switch p := relay.InvalidPolicy(c.String(flagOnInvalid)); p {
+	case relay.InvalidDeadLetter, relay.InvalidStop:
+		cfg.OnInvalid = p
+	default:
+		return nil, usagef("--%s: %q is not one of dlq, stop", flagOnInvalid, p)
+	}
+	switch comp := c.String(flagCompression); comp {
+	case "none", "gzip", "snappy", "lz4", "zstd":
+		cfg.Compression = comp
+	default:
+		return nil, usagef("--%s: %q is not one of none, gzip, snappy, lz4, zstd", flagCompression, comp)
+	}
+	ints := []struct {
+		flag string
+		dst  *int
+		min  int
+	}{
+		{flagMaxMessageBytes, &cfg.MaxMessageBytes, 1},
+		{flagBatchSize, &cfg.BatchSize, 1},
+		{flagPruneBatchSize, &cfg.PruneBatchSize, 1},
+	}
+	for _, f := range ints {
+		if *f.dst = c.Int(f.flag); *f.dst < f.min {
+			return nil, usagef("--%s: must be at least %d, got %d", f.flag, f.min, *f.dst)
+		}
+	}
+	cfg.BatchTimeout = c.Duration(flagBatchTimeout)
+	cfg.WriteTimeout = c.Duration(flagWriteTimeout)
+	cfg.StatusInterval = c.Duration(flagStatusInterval)
+	cfg.PruneInterval = c.Duration(flagPruneInterval)
+	cfg.PruneAfter = c.Duration(flagPruneAfter)
+	cfg.ShutdownTimeout = c.Duration(flagShutdownTimeout)
+	for flag, d := range map[string]int64{
+		flagBatchTimeout:    int64(cfg.BatchTimeout),
+		flagWriteTimeout:    int64(cfg.WriteTimeout),
+		flagStatusInterval:  int64(cfg.StatusInterval),
+		flagPruneInterval:   int64(cfg.PruneInterval),
+		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
+	} {
+		if d <= 0 {
+			return nil, usagef("--%s: must be positive", flag)
+		}
+	}
+	if cfg.PruneAfter < 0 {
+		return nil, usagef("--%s: must not be negative (0 disables pruning)", flagPruneAfter)
+	}
+	if cfg.TLS, err = tlsConfig(c); err != nil {
+		return nil, err
+	}
+	if cfg.SASL, err = saslMechanism(c); err != nil {
+		return nil, err
+	}
+	if addr := c.String(flagMetricsAddr); addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, usagef("--%s: %q is not host:port (use :9187 for every interface, empty to disable)", flagMetricsAddr, addr)
+		}
+	}
+	return cfg, nil
+}
+
+// brokers splits and checks the broker list ("a:9092,b:9092" in one value or
+// several --brokers).
+func brokers(values []string) ([]string, error) {
+	var out []string
+	for _, v := range values {
+		for _, b := range strings.Split(v, ",") {
+			b = strings.TrimSpace(b)
+			if b == "" {
+				continue
+			}
+			if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+				return nil, usagef("--%s: %q is not host:port", flagBrokers, b)
+			}
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usagef("--%s (or %s) is required", flagBrokers, envVar(flagBrokers)[0])
+	}
+	return out, nil
+}
+
+// logAttrs describes cfg for the start-up log line, without secrets.
+func logAttrs(cfg *relay.Config) []any {
+	return []any{
+		slog.String("database", relay.RedactURL(cfg.DatabaseURL)),
+		slog.String("brokers", strings.Join(cfg.Brokers, ",")),
+		slog.String("table", cfg.Table),
+		slog.String("slot", cfg.Slot),
+		slog.String("publication", cfg.Publication),
+		slog.String("topic_template", cfg.TopicTemplate),
+		slog.String("on_invalid", string(cfg.OnInvalid)),
+		slog.Bool("tls", cfg.TLS != nil),
+		slog.Bool("sasl", cfg.SASL != nil),
+	}
+}

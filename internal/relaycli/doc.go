@@ -1,0 +1,16 @@
+// Package relaycli is the command line of the relay: `relay run`, `setup`,
+// `status` and `teardown`. cmd/relay only wires signals and the process exit
+// code; everything else lives here so tests run the CLI with an argument list
+// and read what it prints.
+//
+// # Exit codes
+//
+//   - 0: success (for run: stopped by a signal after a graceful flush).
+//   - 1: runtime failure: an unreachable database or broker, missing
+//     privileges, a missing or lost slot (status), an engine error.
+//   - 2: bad usage or configuration: unknown flag or command, an invalid flag
+//     value, teardown without --yes.
+//
+// Failures print one line on stderr, "relay: <cause>". The database password
+// never appears in that line, in logs or in --help.
+package relaycli

@@ -1,0 +1,139 @@
+package relaycli
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// Flag names. Each flag also reads the environment variable envVar(name).
+const (
+	flagDatabaseURL     = "database-url"
+	flagTable           = "table"
+	flagSlot            = "slot"
+	flagPublication     = "publication"
+	flagLogLevel        = "log-level"
+	flagLogFormat       = "log-format"
+	flagBrokers         = "brokers"
+	flagNoCreate        = "no-create"
+	flagTopicTemplate   = "topic-template"
+	flagDLQTopic        = "dlq-topic"
+	flagOnInvalid       = "on-invalid"
+	flagMaxMessageBytes = "max-message-bytes"
+	flagBatchSize       = "batch-size"
+	flagBatchTimeout    = "batch-timeout"
+	flagCompression     = "compression"
+	flagWriteTimeout    = "write-timeout"
+	flagStatusInterval  = "status-interval"
+	flagShutdownTimeout = "shutdown-timeout"
+	flagPruneAfter      = "prune-after"
+	flagPruneInterval   = "prune-interval"
+	flagPruneBatchSize  = "prune-batch-size"
+	flagMetricsAddr     = "metrics-addr"
+	flagTLS             = "kafka-tls"
+	flagTLSCAFile       = "kafka-tls-ca-file"
+	flagTLSCertFile     = "kafka-tls-cert-file"
+	flagTLSKeyFile      = "kafka-tls-key-file"
+	flagTLSInsecure     = "kafka-tls-insecure-skip-verify"
+	flagSASLMechanism   = "kafka-sasl-mechanism"
+	flagSASLUsername    = "kafka-sasl-username"
+	flagSASLPassword    = "kafka-sasl-password"
+)
+
+// DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
+// /readyz unless --metrics-addr says otherwise.
+const DefaultMetricsAddr = ":9187"
+
+const (
+	catDatabase = "Database"
+	catKafka    = "Kafka"
+	catBatching = "Batching and acknowledgement"
+	catPrune    = "Table growth"
+	catOps      = "Observability"
+)
+
+// envVar returns the environment variable of a flag: --dlq-topic reads
+// RELAY_DLQ_TOPIC.
+func envVar(name string) []string {
+	return []string{"RELAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
+}
+
+// databaseFlags are shared by every command. Flags are built afresh per run:
+// urfave/cli stores parsed values in them.
+func databaseFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagDatabaseURL, Category: catDatabase, EnvVars: envVar(flagDatabaseURL),
+			Usage: "Postgres URL or key=value string of the service database (required; its password is never printed)"},
+		&cli.StringFlag{Name: flagTable, Category: catDatabase, EnvVars: envVar(flagTable), Value: relay.DefaultTable,
+			Usage: "outbox table, table or schema.table"},
+		&cli.StringFlag{Name: flagSlot, Category: catDatabase, EnvVars: envVar(flagSlot), Value: relay.DefaultSlot,
+			Usage: "logical replication slot"},
+		&cli.StringFlag{Name: flagPublication, Category: catDatabase, EnvVars: envVar(flagPublication), Value: relay.DefaultPublication,
+			Usage: "publication the slot decodes"},
+		&cli.StringFlag{Name: flagLogLevel, Category: catOps, EnvVars: envVar(flagLogLevel), Value: "info",
+			Usage: "log level: debug, info, warn or error"},
+		&cli.StringFlag{Name: flagLogFormat, Category: catOps, EnvVars: envVar(flagLogFormat), Value: "text",
+			Usage: "log format on stderr: text or json"},
+	}
+}
+
+// runFlags are the flags of `relay run` besides databaseFlags.
+func runFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: flagNoCreate, Category: catDatabase, EnvVars: envVar(flagNoCreate),
+			Usage: "do not create a missing slot or publication; fail naming what is missing"},
+
+		&cli.StringSliceFlag{Name: flagBrokers, Category: catKafka, EnvVars: envVar(flagBrokers),
+			Usage: "Kafka bootstrap brokers, host:port, comma separated (required)"},
+		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: relay.DefaultTopicTemplate,
+			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced"},
+		&cli.StringFlag{Name: flagDLQTopic, Category: catKafka, EnvVars: envVar(flagDLQTopic), Value: relay.DefaultDeadLetterTopic,
+			Usage: "dead-letter topic for rows that cannot be published (reason in headers)"},
+		&cli.StringFlag{Name: flagOnInvalid, Category: catKafka, EnvVars: envVar(flagOnInvalid), Value: string(relay.InvalidDeadLetter),
+			Usage: "what to do with a row that cannot be published: dlq (dead-letter it and go on) or stop (exit with an error, nothing acknowledged past it)"},
+		&cli.IntFlag{Name: flagMaxMessageBytes, Category: catKafka, EnvVars: envVar(flagMaxMessageBytes), Value: relay.DefaultMaxMessageBytes,
+			Usage: "largest record value sent; larger rows are invalid (keep it at or below the broker's message.max.bytes)"},
+		&cli.StringFlag{Name: flagCompression, Category: catKafka, EnvVars: envVar(flagCompression), Value: "none",
+			Usage: "compression codec: none, gzip, snappy, lz4 or zstd"},
+		&cli.DurationFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: relay.DefaultWriteTimeout,
+			Usage: "bound on one Kafka write attempt"},
+		&cli.BoolFlag{Name: flagTLS, Category: catKafka, EnvVars: envVar(flagTLS),
+			Usage: "connect to the brokers with TLS (implied by any --kafka-tls-* file)"},
+		&cli.StringFlag{Name: flagTLSCAFile, Category: catKafka, EnvVars: envVar(flagTLSCAFile),
+			Usage: "PEM CA bundle to verify the brokers (default: the system roots)"},
+		&cli.StringFlag{Name: flagTLSCertFile, Category: catKafka, EnvVars: envVar(flagTLSCertFile),
+			Usage: "PEM client certificate for mutual TLS (with --kafka-tls-key-file)"},
+		&cli.StringFlag{Name: flagTLSKeyFile, Category: catKafka, EnvVars: envVar(flagTLSKeyFile),
+			Usage: "PEM client key for mutual TLS (with --kafka-tls-cert-file)"},
+		&cli.BoolFlag{Name: flagTLSInsecure, Category: catKafka, EnvVars: envVar(flagTLSInsecure),
+			Usage: "do not verify the brokers' certificates (testing only)"},
+		&cli.StringFlag{Name: flagSASLMechanism, Category: catKafka, EnvVars: envVar(flagSASLMechanism),
+			Usage: "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL)"},
+		&cli.StringFlag{Name: flagSASLUsername, Category: catKafka, EnvVars: envVar(flagSASLUsername),
+			Usage: "SASL user name"},
+		&cli.StringFlag{Name: flagSASLPassword, Category: catKafka, EnvVars: envVar(flagSASLPassword),
+			Usage: "SASL password (prefer the environment variable; never logged)"},
+
+		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
+			Usage: "most events in one Kafka write"},
+		&cli.DurationFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: relay.DefaultBatchTimeout,
+			Usage: "how long a partial batch waits for more events"},
+		&cli.DurationFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: relay.DefaultStatusInterval,
+			Usage: "longest time between two standby status updates (acknowledgements) to Postgres"},
+
+		&cli.DurationFlag{Name: flagShutdownTimeout, Category: catBatching, EnvVars: envVar(flagShutdownTimeout), Value: relay.DefaultShutdownTimeout,
+			Usage: "on SIGINT/SIGTERM, how long to wait for Kafka to acknowledge what is in flight before confirming what was acknowledged and exiting"},
+
+		&cli.DurationFlag{Name: flagPruneAfter, Category: catPrune, EnvVars: envVar(flagPruneAfter),
+			Usage: "delete published outbox rows older than this (0 disables pruning)"},
+		&cli.DurationFlag{Name: flagPruneInterval, Category: catPrune, EnvVars: envVar(flagPruneInterval), Value: relay.DefaultPruneInterval,
+			Usage: "time between two prune passes"},
+		&cli.IntFlag{Name: flagPruneBatchSize, Category: catPrune, EnvVars: envVar(flagPruneBatchSize), Value: relay.DefaultPruneBatchSize,
+			Usage: "most rows one prune statement deletes"},
+
+		&cli.StringFlag{Name: flagMetricsAddr, Category: catOps, EnvVars: envVar(flagMetricsAddr), Value: DefaultMetricsAddr,
+			Usage: "address serving /metrics, /healthz and /readyz (empty disables)"},
+	}
+}

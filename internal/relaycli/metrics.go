@@ -1,0 +1,65 @@
+package relaycli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metricsServer serves /metrics, /healthz and /readyz for `relay run`.
+type metricsServer struct {
+	srv  *http.Server
+	addr string
+	done chan struct{}
+}
+
+// startMetrics listens on addr and serves in the background until Close.
+// /healthz answers 200 while the process runs; /readyz answers 200 while
+// ready() is true and 503 otherwise.
+func startMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger) (*metricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "not ready: not streaming", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	m := &metricsServer{
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		addr: ln.Addr().String(),
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(m.done)
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server stopped", slog.Any("error", err))
+		}
+	}()
+	logger.Info("serving metrics", slog.String("addr", m.addr), slog.String("paths", "/metrics /healthz /readyz"))
+	return m, nil
+}
+
+// Close shuts the server down, waiting briefly for requests in progress.
+func (m *metricsServer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.srv.Shutdown(ctx); err != nil {
+		_ = m.srv.Close()
+	}
+	<-m.done
+}

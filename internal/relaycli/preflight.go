@@ -1,0 +1,61 @@
+package relaycli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// preflightTimeout bounds each start-up check.
+const preflightTimeout = 15 * time.Second
+
+// preflight checks that the database and at least one broker answer, so a
+// wrong address or credential fails `relay run` at once with one line naming
+// it instead of entering the engine's reconnect loop.
+func preflight(ctx context.Context, cfg *relay.Config) error {
+	if err := pingDatabase(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	return pingBrokers(ctx, cfg)
+}
+
+func pingDatabase(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("database unreachable: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := conn.Ping(ctx); err != nil {
+		return fmt.Errorf("database unreachable: %w", err)
+	}
+	return nil
+}
+
+func pingBrokers(ctx context.Context, cfg *relay.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	defer cancel()
+	tr := &kafka.Transport{TLS: cfg.TLS, SASL: cfg.SASL, DialTimeout: 5 * time.Second, ClientID: "pgoutbox-relay"}
+	defer tr.CloseIdleConnections()
+	var errs []error
+	for _, b := range cfg.Brokers {
+		client := &kafka.Client{Addr: kafka.TCP(b), Transport: tr, Timeout: preflightTimeout}
+		_, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", b, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("kafka unreachable (%s): %w", strings.Join(cfg.Brokers, ","), errors.Join(errs...))
+}

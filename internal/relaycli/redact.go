@@ -1,0 +1,50 @@
+package relaycli
+
+import (
+	"net/url"
+	"strings"
+)
+
+// redacted replaces a password wherever the CLI prints text.
+const redacted = "xxxxx"
+
+// minSecretLen is the shortest password scrubbed from free text: replacing
+// every "a" of an error for a one-letter password would make it unreadable,
+// and such a password protects nothing anyway.
+const minSecretLen = 4
+
+// scrubber removes known secrets (the database and SASL passwords) from text
+// the CLI prints: the error line and every log record. It is the last line of
+// defence; the engine (relay.RedactURL) and pgx already avoid printing
+// passwords.
+type scrubber struct {
+	secrets []string
+}
+
+// add registers a secret, also in its URL-escaped forms.
+func (s *scrubber) add(secret string) {
+	if len(secret) < minSecretLen {
+		return
+	}
+	for _, v := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
+		s.secrets = append(s.secrets, v)
+	}
+}
+
+// addURL registers the password of a URL that pgconn may not have parsed
+// (pgconn redacts key=value strings in its own parse errors).
+func (s *scrubber) addURL(conn string) {
+	if u, err := url.Parse(conn); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			s.add(pw)
+		}
+	}
+}
+
+// String returns in without any registered secret.
+func (s *scrubber) String(in string) string {
+	for _, v := range s.secrets {
+		in = strings.ReplaceAll(in, v, redacted)
+	}
+	return in
+}

@@ -1,0 +1,390 @@
+package relaycli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/relaycli"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the relay CLI in-process with args.
+func cli(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := relaycli.Run(ctx, args, &stdout, &stderr)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// fixture is a database with unique slot and publication names (slot names
+// are cluster-wide).
+type fixture struct {
+	db   *testenv.DB
+	slot string
+	args []string // --database-url, --slot, --publication
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	db := testenv.NewDB(t)
+	slot := db.Name // pgoutbox_test_<pid>_<n>: a valid slot name
+	return &fixture{db: db, slot: slot, args: []string{
+		"--database-url", db.URL, "--slot", slot, "--publication", "pub_" + slot,
+	}}
+}
+
+func (f *fixture) cli(t *testing.T, command string, extra ...string) result {
+	t.Helper()
+	return cli(t, append(append([]string{command}, f.args...), extra...)...)
+}
+
+type slotRow struct {
+	exists             bool
+	confirmed, restart string
+	walStatus          string
+	active             bool
+	publicationExists  bool
+}
+
+// slotRow reads the slot straight from pg_replication_slots.
+func (f *fixture) slotRow(t *testing.T) slotRow {
+	t.Helper()
+	var r slotRow
+	ctx := context.Background()
+	err := f.db.Pool.QueryRow(ctx, `SELECT count(*) > 0,
+		coalesce(max(confirmed_flush_lsn::text), ''), coalesce(max(restart_lsn::text), ''),
+		coalesce(max(wal_status), ''), coalesce(bool_or(active), false),
+		EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $2)
+		FROM pg_replication_slots WHERE slot_name = $1`, f.slot, "pub_"+f.slot).
+		Scan(&r.exists, &r.confirmed, &r.restart, &r.walStatus, &r.active, &r.publicationExists)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func wantCode(t *testing.T, r result, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+}
+
+// wantOneErrorLine checks stderr is exactly one "relay: ..." line holding
+// every part.
+func wantOneErrorLine(t *testing.T, stderr string, parts ...string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "relay: ") {
+		t.Fatalf("stderr is not one relay: line:\n%s", stderr)
+	}
+	for _, p := range parts {
+		if !strings.Contains(lines[0], p) {
+			t.Fatalf("stderr %q does not mention %q", lines[0], p)
+		}
+	}
+}
+
+func TestSetupIsIdempotent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+
+	r := f.cli(t, "setup")
+	wantCode(t, r, 0)
+	for _, want := range []string{
+		"table public.outbox: created",
+		"publication pub_" + f.slot + ": created",
+		"slot " + f.slot + ": created",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("first setup output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	row := f.slotRow(t)
+	if !row.exists || !row.publicationExists {
+		t.Fatalf("after setup: slot exists %v, publication exists %v", row.exists, row.publicationExists)
+	}
+
+	r = f.cli(t, "setup")
+	wantCode(t, r, 0)
+	for _, want := range []string{
+		"table public.outbox: exists",
+		"publication pub_" + f.slot + ": exists",
+		"slot " + f.slot + ": exists (confirmed_flush_lsn " + row.confirmed + ")",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("second setup output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if again := f.slotRow(t); again.confirmed != row.confirmed {
+		t.Errorf("second setup moved the slot: confirmed %s, was %s", again.confirmed, row.confirmed)
+	}
+}
+
+func TestStatusMatchesReplicationSlots(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	row := f.slotRow(t)
+
+	text := f.cli(t, "status")
+	wantCode(t, text, 0)
+	for _, want := range [][2]string{
+		{"slot", f.slot + " (exists)"},
+		{"publication", "pub_" + f.slot + " (exists)"},
+		{"table", "public.outbox"},
+		{"active", "no"},
+		{"confirmed_flush_lsn", row.confirmed},
+		{"restart_lsn", row.restart},
+		{"wal_status", row.walStatus},
+	} {
+		if !containsRow(text.stdout, want[0], want[1]) {
+			t.Errorf("status lacks row %q = %q:\n%s", want[0], want[1], text.stdout)
+		}
+	}
+
+	js := f.cli(t, "status", "--json")
+	wantCode(t, js, 0)
+	var st relay.SlotStatus
+	if err := json.Unmarshal([]byte(js.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, js.stdout)
+	}
+	if !st.SlotExists || !st.PublicationExists || st.Active || st.ActivePID != nil ||
+		st.Slot != f.slot || st.ConfirmedFlushLSN != row.confirmed || st.RestartLSN != row.restart ||
+		st.WALStatus != row.walStatus || st.CurrentWALLSN == "" || st.LagBytes < 0 {
+		t.Errorf("status --json = %+v, pg_replication_slots = %+v", st, row)
+	}
+	var raw map[string]any
+	_ = json.Unmarshal([]byte(js.stdout), &raw)
+	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid"} {
+		if _, ok := raw[key]; !ok {
+			t.Errorf("status --json lacks %q: %s", key, js.stdout)
+		}
+	}
+}
+
+// containsRow reports whether a tabwriter table holds "key   value".
+func containsRow(table, key, value string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key && strings.TrimSpace(strings.TrimPrefix(line, key)) == value {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStatusMissingSlotFails(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, extra := range [][]string{nil, {"--json"}} {
+		r := f.cli(t, "status", extra...)
+		wantCode(t, r, 1)
+		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist`)
+		if extra == nil && !containsRow(r.stdout, "slot", f.slot+" (missing)") {
+			t.Errorf("status output does not show the slot missing:\n%s", r.stdout)
+		}
+	}
+}
+
+func TestTeardownNeedsYes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+
+	r := f.cli(t, "teardown")
+	wantCode(t, r, 2)
+	wantOneErrorLine(t, r.stderr, "--yes", f.slot)
+	if row := f.slotRow(t); !row.exists || !row.publicationExists {
+		t.Fatalf("teardown without --yes dropped something: %+v", row)
+	}
+
+	r = f.cli(t, "teardown", "--yes")
+	wantCode(t, r, 0)
+	for _, want := range []string{"slot " + f.slot + ": dropped", "publication pub_" + f.slot + ": dropped", "table public.outbox: kept"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("teardown output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if row := f.slotRow(t); row.exists || row.publicationExists {
+		t.Fatalf("after teardown: %+v", row)
+	}
+	wantCode(t, f.cli(t, "status"), 1)
+}
+
+func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
+	t.Parallel()
+	url := "postgres://relay:Sup3rSecretPw@127.0.0.1:1/db?sslmode=disable"
+	base := []string{"run", "--database-url", url, "--brokers", "127.0.0.1:9092"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"on-invalid", append(base, "--on-invalid", "maybe"), "--on-invalid"},
+		{"compression", append(base, "--compression", "brotli"), "--compression"},
+		{"batch-size", append(base, "--batch-size", "0"), "--batch-size"},
+		{"max-message-bytes", append(base, "--max-message-bytes", "-1"), "--max-message-bytes"},
+		{"batch-timeout syntax", append(base, "--batch-timeout", "soon"), "batch-timeout"},
+		{"write-timeout zero", append(base, "--write-timeout", "0s"), "--write-timeout"},
+		{"prune-after negative", append(base, "--prune-after", "-1h"), "--prune-after"},
+		{"broker without port", []string{"run", "--database-url", url, "--brokers", "kafka"}, "--brokers"},
+		{"brokers missing", []string{"run", "--database-url", url}, "--brokers"},
+		{"database-url missing", []string{"status"}, "--database-url"},
+		{"database-url syntax", []string{"status", "--database-url", "postgres://relay:Sup3rSecretPw@[::1"}, "--database-url"},
+		{"slot", []string{"status", "--database-url", url, "--slot", "Bad-Slot"}, "--slot"},
+		{"log-format", append(base, "--log-format", "xml"), "--log-format"},
+		{"log-level", append(base, "--log-level", "loud"), "--log-level"},
+		{"sasl mechanism", append(base, "--kafka-sasl-mechanism", "gssapi", "--kafka-sasl-username", "u"), "--kafka-sasl-mechanism"},
+		{"sasl user missing", append(base, "--kafka-sasl-mechanism", "plain"), "--kafka-sasl-username"},
+		{"tls cert without key", append(base, "--kafka-tls-cert-file", "/nonexistent.pem"), "--kafka-tls-key-file"},
+		{"tls ca file", append(base, "--kafka-tls-ca-file", "/nonexistent/ca.pem"), "--kafka-tls-ca-file"},
+		{"metrics-addr", append(base, "--metrics-addr", "9187"), "--metrics-addr"},
+		{"unknown flag", append(base, "--bogus"), "bogus"},
+		{"unknown command", []string{"start"}, `unknown command "start"`},
+		{"stray argument", []string{"status", "--database-url", url, "extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := cli(t, tc.args...)
+			wantCode(t, r, 2)
+			wantOneErrorLine(t, r.stderr, tc.want)
+			if strings.Contains(r.stderr+r.stdout, "Sup3rSecretPw") {
+				t.Fatalf("output shows the database password:\n%s%s", r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+func TestUnreachableDatabaseExitsOne(t *testing.T) {
+	t.Parallel()
+	const secret = "Hunter2-Secret-Pw"
+	url := "postgres://relay:" + secret + "@" + closedAddr(t) + "/app?sslmode=disable"
+	kafka := testenv.NewKafka(t)
+	for _, args := range [][]string{
+		{"status", "--database-url", url},
+		{"setup", "--database-url", url},
+		{"teardown", "--yes", "--database-url", url},
+		{"run", "--database-url", url, "--brokers", kafka.Brokers[0], "--metrics-addr", ""},
+		{"run", "--database-url", "host=127.0.0.1 port=" + strings.Split(closedAddr(t), ":")[1] + " user=relay password=" + secret,
+			"--brokers", kafka.Brokers[0], "--metrics-addr", ""},
+	} {
+		r := cli(t, args...)
+		wantCode(t, r, 1)
+		wantOneErrorLine(t, r.stderr, "connect")
+		if strings.Contains(r.stdout+r.stderr, secret) {
+			t.Fatalf("%s: output shows the database password:\n%s%s", args[0], r.stdout, r.stderr)
+		}
+	}
+}
+
+func TestUnreachableBrokerExitsOne(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	broker := closedAddr(t)
+	r := f.cli(t, "run", "--brokers", broker, "--metrics-addr", "")
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, "kafka unreachable", broker)
+}
+
+// Not parallel: it sets environment variables.
+func TestHelpAndEnvironment(t *testing.T) {
+	const secret = "EnvSecretPw123"
+	t.Setenv("RELAY_DATABASE_URL", "postgres://relay:"+secret+"@127.0.0.1:1/app")
+	t.Setenv("RELAY_ON_INVALID", "sometimes")
+
+	top := cli(t, "--help")
+	wantCode(t, top, 0)
+	for _, cmd := range []string{"run", "setup", "status", "teardown"} {
+		if !strings.Contains(top.stdout, "\n   "+cmd+" ") {
+			t.Errorf("relay --help does not list %s:\n%s", cmd, top.stdout)
+		}
+	}
+
+	help := cli(t, "run", "--help")
+	wantCode(t, help, 0)
+	flags := []string{
+		"database-url", "brokers", "table", "slot", "publication", "no-create", "topic-template", "dlq-topic",
+		"on-invalid", "max-message-bytes", "batch-size", "batch-timeout", "compression", "write-timeout",
+		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
+		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
+		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
+	}
+	for _, f := range flags {
+		env := "$RELAY_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_")) + "]"
+		if !strings.Contains(help.stdout, "--"+f+" ") || !strings.Contains(help.stdout, env) {
+			t.Errorf("relay run --help lacks --%s or %s", f, env)
+		}
+	}
+	for _, want := range []string{"at-least-once", "acknowledged", "SIGTERM", "(default: \":9187\")"} {
+		if !strings.Contains(help.stdout, want) {
+			t.Errorf("relay run --help does not mention %q", want)
+		}
+	}
+	for _, cmd := range []string{"setup", "status", "teardown"} {
+		h := cli(t, cmd, "--help")
+		wantCode(t, h, 0)
+		if !strings.Contains(h.stdout, "$RELAY_DATABASE_URL]") || !strings.Contains(h.stdout, "$RELAY_SLOT]") {
+			t.Errorf("relay %s --help lacks the database env vars:\n%s", cmd, h.stdout)
+		}
+		if strings.Contains(h.stdout, secret) {
+			t.Errorf("relay %s --help shows the password from RELAY_DATABASE_URL", cmd)
+		}
+	}
+	if strings.Contains(help.stdout+top.stdout, secret) {
+		t.Error("--help shows the password from RELAY_DATABASE_URL")
+	}
+
+	// Environment values are validated like flags and named by flag.
+	r := cli(t, "run", "--brokers", "127.0.0.1:9092")
+	wantCode(t, r, 2)
+	wantOneErrorLine(t, r.stderr, "--on-invalid", "sometimes")
+	if strings.Contains(r.stderr, secret) {
+		t.Error("error shows the password from RELAY_DATABASE_URL")
+	}
+}

@@ -1,0 +1,121 @@
+package relaycli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+const flagJSON = "json"
+
+func statusCommand(sc *scrubber) *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the slot and publication: positions, lag, WAL retention (exit 1 when unhealthy)",
+		Description: "status reads pg_replication_slots and pg_publication; it works while no relay runs. It prints\n" +
+			"the slot's confirmed and restart LSNs, the lag behind the current WAL in bytes, the WAL the\n" +
+			"slot retains, wal_status and the active walsender's PID; --json prints the same as one JSON\n" +
+			"object. It exits 1 when the slot or the publication is missing or the slot's wal_status is\n" +
+			"lost (the relay cannot resume it), so it can serve as a health check.",
+		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "print JSON instead of a table"}),
+		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			cfg, err := databaseConfig(c, sc)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+			defer cancel()
+			st, err := relay.Status(ctx, cfg)
+			if err != nil {
+				return fail(err)
+			}
+			if c.Bool(flagJSON) {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(st); err != nil {
+					return fail(err)
+				}
+			} else if err := printStatus(c.App.Writer, st); err != nil {
+				return fail(err)
+			}
+			return fail(unhealthy(st))
+		},
+	}
+}
+
+// unhealthy returns why the relay cannot stream from st, or nil.
+func unhealthy(st *relay.SlotStatus) error {
+	var errs []error
+	if !st.SlotExists {
+		errs = append(errs, fmt.Errorf("slot %q does not exist (relay setup creates it)", st.Slot))
+	} else if st.WALStatus == "lost" {
+		errs = append(errs, fmt.Errorf("slot %q has wal_status lost: the WAL it needs was removed; it cannot be resumed", st.Slot))
+	}
+	if !st.PublicationExists {
+		errs = append(errs, fmt.Errorf("publication %q does not exist (relay setup creates it)", st.Publication))
+	}
+	return errors.Join(errs...)
+}
+
+func printStatus(w io.Writer, st *relay.SlotStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("slot", st.Slot+" ("+existence(st.SlotExists)+")")
+	row("publication", st.Publication+" ("+existence(st.PublicationExists)+")")
+	row("table", st.Table)
+	if st.SlotExists {
+		active := "no"
+		if st.Active {
+			active = "yes"
+			if st.ActivePID != nil {
+				active += ", pid " + strconv.Itoa(int(*st.ActivePID))
+			}
+		}
+		row("active", active)
+		row("confirmed_flush_lsn", st.ConfirmedFlushLSN)
+		row("restart_lsn", st.RestartLSN)
+		row("current_wal_lsn", st.CurrentWALLSN)
+		row("lag", byteSize(st.LagBytes))
+		row("retained_wal", byteSize(st.RetainedWALBytes))
+		row("wal_status", st.WALStatus)
+		safe := "unlimited"
+		if st.SafeWALSize != nil {
+			safe = byteSize(*st.SafeWALSize)
+		}
+		row("safe_wal_size", safe)
+	}
+	return tw.Flush()
+}
+
+func existence(ok bool) string {
+	if ok {
+		return "exists"
+	}
+	return "missing"
+}
+
+// byteSize prints n bytes exactly and, from 1 KiB on, in a readable unit.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, units := float64(n), "KMGTPE"
+	i := -1
+	for (f >= unit || f <= -unit) && i < len(units)-1 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%d B (%.1f %ciB)", n, f, units[i])
+}

@@ -1,0 +1,165 @@
+// Command relaybench measures how fast the relay drains an outbox backlog
+// into Kafka, against the ceiling of this machine: the raw pglogrepl
+// parse-only drain rate of the same backlog. It prints figures; it asserts
+// nothing.
+//
+// It starts a throwaway Postgres (wal_level=logical) and an in-process kfake
+// broker, creates two slots, pre-inserts -n outbox rows (~-payload bytes of
+// JSON, -tx rows per transaction, -conns connections in parallel), then
+//
+//  1. drains the first slot with a tight pglogrepl reader that only parses
+//     every message, decodes the tuples and confirms periodically, up to the
+//     commit that completes the backlog;
+//  2. runs the built relay binary on the second slot until every event is in
+//     kfake and the slot's confirmed position reached that commit's end,
+//
+// and prints both rates, their ratio (target: at least 0.6) and the relay's
+// peak RSS (VmHWM).
+//
+//	go run ./test/bench/relaybench -n 1000000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+const (
+	publication = "pgoutbox"
+	rawSlot     = "bench_raw"
+	relaySlot   = "bench_relay"
+	topic       = "outbox.bench"
+)
+
+type options struct {
+	rows, txRows, payload, conns, aggregates int
+	relayBin                                 string
+	relayArgs                                string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.rows, "n", 1_000_000, "outbox rows to pre-insert and drain")
+	flag.IntVar(&o.txRows, "tx", 100, "rows per insert transaction")
+	flag.IntVar(&o.payload, "payload", 300, "approximate JSON payload size in bytes")
+	flag.IntVar(&o.conns, "conns", 4, "parallel insert connections")
+	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate IDs (Kafka keys)")
+	flag.StringVar(&o.relayBin, "relay-bin", "", "relay binary to measure (default: go build ./cmd/relay into a temporary directory)")
+	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments for relay run, space separated (for example \"--batch-size 10000\")")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, &o)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relaybench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o *options) error {
+	if o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 {
+		return fmt.Errorf("-n, -tx, -conns and -aggregates must be positive")
+	}
+	tmp, err := os.MkdirTemp("", "relaybench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := o.relayBin
+	if bin == "" {
+		bin = filepath.Join(tmp, "relay")
+		if err := buildRelay(ctx, bin); err != nil {
+			return err
+		}
+	}
+
+	fmt.Printf("starting Postgres (wal_level=logical)...\n")
+	srv, err := testenv.StartServer()
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	dbURL, err := createDatabase(ctx, srv.AdminURL, "relaybench")
+	if err != nil {
+		return err
+	}
+	// Table, publication and the relay's slot, then the raw reader's slot:
+	// both exist before the first insert, so both see the whole backlog.
+	if err := relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: relaySlot, Publication: publication}); err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, rawSlot); err != nil {
+		return fmt.Errorf("create slot %s: %w", rawSlot, err)
+	}
+
+	start := time.Now()
+	if err := insertBacklog(ctx, pool, o); err != nil {
+		return err
+	}
+	insertTime := time.Since(start)
+	fmt.Printf("backlog: %d rows (~%d B payload) in %d-row transactions inserted in %v (%.0f rows/s)\n",
+		o.rows, o.payload, o.txRows, insertTime.Round(time.Millisecond), float64(o.rows)/insertTime.Seconds())
+
+	raw, err := rawDrain(ctx, dbURL, o.rows)
+	if err != nil {
+		return fmt.Errorf("raw drain: %w", err)
+	}
+	if raw.rows != o.rows {
+		return fmt.Errorf("raw drain decoded %d inserts, want %d", raw.rows, o.rows)
+	}
+	rawRate := float64(raw.rows) / raw.elapsed.Seconds()
+	fmt.Printf("raw pglogrepl parse-only drain: %d rows in %v = %.0f rows/s (last commit ends at %s)\n",
+		raw.rows, raw.elapsed.Round(time.Millisecond), rawRate, raw.endLSN)
+
+	res, err := relayDrain(ctx, bin, dbURL, raw.endLSN.String(), o, filepath.Join(tmp, "relay.log"))
+	if err != nil {
+		return fmt.Errorf("relay drain: %w", err)
+	}
+	relayRate := float64(res.events) / res.elapsed.Seconds()
+	fmt.Printf("relay -> kfake drain: %d events in Kafka after %v = %.0f events/s (slot confirmed the end after %v), peak RSS (VmHWM) %.1f MiB\n",
+		res.events, res.elapsed.Round(time.Millisecond), relayRate, res.confirmed.Round(time.Millisecond), float64(res.peakRSSKiB)/1024)
+	ratio := relayRate / rawRate
+	verdict := "meets"
+	if ratio < 0.6 {
+		verdict = "BELOW"
+	}
+	fmt.Printf("ratio relay/raw: %.3f (%s the 0.6 target)\n", ratio, verdict)
+	return nil
+}
+
+// createDatabase creates name on the server and returns its URL.
+func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database: %w", err)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+type relayResult struct {
+	events int64
+	// elapsed is from the relay's start until Kafka held every event.
+	elapsed time.Duration
+	// confirmed is from the relay's start until the slot's confirmed
+	// position reached the backlog's end (the next standby status update
+	// after the last acknowledgement).
+	confirmed  time.Duration
+	peakRSSKiB int64
+}
+
+// buildRelay builds cmd/relay into bin.
+func buildRelay(ctx context.Context, bin string) error {
+	fmt.Printf("building the relay binary...\n")
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/pgoutbox/pgoutbox/cmd/relay").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build cmd/relay: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// relayDrain runs the relay binary on relaySlot against an in-process kfake
+// broker until topic holds o.rows events and the slot's confirmed position
+// reached endLSN, then stops it with SIGTERM.
+func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logPath string) (relayResult, error) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4))
+	if err != nil {
+		return relayResult{}, err
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
+
+	db, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return relayResult{}, err
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return relayResult{}, err
+	}
+	defer logf.Close()
+	args := []string{"run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
+		"--slot", relaySlot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
+	args = append(args, strings.Fields(o.relayArgs)...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return relayResult{}, err
+	}
+	var waitErr error
+	done := make(chan struct{}) // closed once waitErr is set
+	go func() {
+		waitErr = cmd.Wait()
+		close(done)
+	}()
+	defer func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	fail := func(err error) (relayResult, error) {
+		b, _ := os.ReadFile(logPath)
+		return relayResult{}, fmt.Errorf("%w\nrelay log:\n%s", err, strings.TrimSpace(string(b)))
+	}
+
+	var (
+		events   int64
+		inKafka  time.Duration
+		lastShow = time.Now()
+	)
+	for {
+		select {
+		case <-done:
+			return fail(fmt.Errorf("relay exited early: %v", waitErr))
+		case <-ctx.Done():
+			return relayResult{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if events < int64(o.rows) {
+			if events, err = topicEvents(ctx, client); err != nil {
+				return fail(err)
+			}
+			if events >= int64(o.rows) {
+				inKafka = time.Since(start)
+			}
+		}
+		var confirmed bool
+		err := db.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
+			relaySlot, endLSN).Scan(&confirmed)
+		if err != nil {
+			return fail(err)
+		}
+		if events >= int64(o.rows) && confirmed {
+			break
+		}
+		if time.Since(lastShow) > 5*time.Second {
+			lastShow = time.Now()
+			fmt.Printf("  ... %d events in Kafka after %v\n", events, time.Since(start).Round(time.Second))
+		}
+	}
+	res := relayResult{events: events, elapsed: inKafka, confirmed: time.Since(start)}
+	if res.peakRSSKiB, err = vmHWM(cmd.Process.Pid); err != nil {
+		return fail(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		if waitErr != nil {
+			fmt.Printf("  relay exit after SIGTERM: %v\n", waitErr)
+		}
+	case <-time.After(30 * time.Second):
+		fmt.Printf("  relay did not stop within 30s of SIGTERM; killed\n")
+	}
+	return res, nil
+}
+
+// topicEvents sums the end offsets of topic's partitions.
+func topicEvents(ctx context.Context, client *kafka.Client) (int64, error) {
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, err
+	}
+	var reqs []kafka.OffsetRequest
+	for _, t := range meta.Topics {
+		if t.Name != topic || t.Error != nil {
+			continue
+		}
+		for _, p := range t.Partitions {
+			reqs = append(reqs, kafka.LastOffsetOf(p.ID))
+		}
+	}
+	if len(reqs) == 0 {
+		return 0, nil // not created yet
+	}
+	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, p := range res.Topics[topic] {
+		if p.Error != nil {
+			return 0, p.Error
+		}
+		sum += p.LastOffset
+	}
+	return sum, nil
+}
+
+// vmHWM returns the peak resident set size of a process in KiB.
+func vmHWM(pid int) (int64, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("VmHWM not found in /proc/" + strconv.Itoa(pid) + "/status")
+}

@@ -1,0 +1,289 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+// ledger records what the writers committed: per aggregate, message IDs in
+// commit order, and the IDs of rolled-back transactions.
+type ledger struct {
+	mu         sync.Mutex
+	committed  map[string][]uuid.UUID // aggregate ID -> IDs in commit order
+	rolledBack map[uuid.UUID]bool
+	count      int
+}
+
+func newLedger() *ledger {
+	return &ledger{committed: make(map[string][]uuid.UUID), rolledBack: make(map[uuid.UUID]bool)}
+}
+
+func (l *ledger) commit(msgs []outbox.Message, ids []uuid.UUID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, m := range msgs {
+		l.committed[m.AggregateID] = append(l.committed[m.AggregateID], ids[i])
+	}
+	l.count += len(ids)
+}
+
+func (l *ledger) rollback(ids []uuid.UUID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		l.rolledBack[id] = true
+	}
+}
+
+// crashAggregateTypes route the writers' rows to these topics (template
+// outbox.{aggregate_type}).
+var crashAggregateTypes = []string{"order", "payment"}
+
+// writer inserts transactions of varying size into the outbox until ctx
+// ends. It owns the aggregates "w<n>-<i>", so their commit order is its
+// program order.
+func writer(ctx context.Context, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, n int, l *ledger) error {
+	w, err := outbox.NewWriter(nil)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(time.Now().UnixNano())))
+	for seq := 0; ctx.Err() == nil; seq++ {
+		size := 1 + rng.IntN(8)
+		switch r := rng.IntN(100); {
+		case r < 8:
+			size = 20 + rng.IntN(100)
+		case r < 10:
+			size = 300
+		}
+		msgs := make([]outbox.Message, size)
+		for i := range msgs {
+			agg := rng.IntN(100)
+			msgs[i] = outbox.Message{
+				AggregateType: crashAggregateTypes[agg%len(crashAggregateTypes)],
+				AggregateID:   fmt.Sprintf("w%d-%d", n, agg),
+				EventType:     "crash.test",
+				BusinessKey:   fmt.Sprintf("w%d-%d-%d", n, seq, i),
+				Payload:       fmt.Appendf(nil, `{"writer":%d,"seq":%d,"i":%d,"pad":"%x"}`, n, seq, i, rng.Uint64()),
+			}
+		}
+		// A fresh context: a transaction cut by ctx would leave its
+		// outcome unknown.
+		wctx := context.WithoutCancel(ctx)
+		tx, err := pool.Begin(wctx)
+		if err != nil {
+			return err
+		}
+		var ids []uuid.UUID
+		if size == 1 {
+			var id uuid.UUID
+			id, err = w.InsertTx(wctx, tx, msgs[0])
+			ids = []uuid.UUID{id}
+		} else {
+			ids, err = w.InsertManyTx(wctx, tx, msgs)
+		}
+		if err != nil {
+			_ = tx.Rollback(wctx)
+			return err
+		}
+		if rng.IntN(10) == 0 {
+			if err := tx.Rollback(wctx); err != nil {
+				return err
+			}
+			l.rollback(ids)
+			continue
+		}
+		if err := tx.Commit(wctx); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		l.commit(msgs, ids)
+		// Pace the writers so the test's volume stays modest on a
+		// shared machine.
+		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+	}
+	return nil
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v", what, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCrashRestartLosesNothing SIGKILLs the relay binary at random moments
+// while writers commit continuously, restarts it each time, and checks that
+// Kafka finally holds every committed message (and none rolled back), with
+// per-aggregate order of first occurrences equal to commit order.
+func TestCrashRestartLosesNothing(t *testing.T) {
+	t.Parallel()
+	const kills = 6
+	bin := buildRelay(t)
+	db := testenv.NewDB(t)
+	kafka := testenv.NewKafka(t)
+	logPath := filepath.Join(t.TempDir(), "relay.log")
+	slot := db.Name
+	common := []string{"--database-url", db.URL, "--slot", slot, "--publication", "pub_crash"}
+	runArgs := append(append([]string{"run"}, common...),
+		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--log-format", "json", "--status-interval", "500ms")
+	defer func() {
+		if t.Failed() {
+			t.Logf("relay log tail:\n%s", logTail(logPath))
+		}
+	}()
+
+	if code, out := runRelay(t, bin, append([]string{"setup"}, common...)...); code != 0 {
+		t.Fatalf("relay setup: exit %d\n%s", code, out)
+	}
+
+	ctx := context.Background()
+	slotState := func() (active bool, err error) {
+		err = db.Pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
+		return active, err
+	}
+
+	l := newLedger()
+	wctx, stopWriters := context.WithCancel(ctx)
+	defer stopWriters()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for n := range errs {
+		wg.Go(func() { errs[n] = writer(wctx, db.Pool, n, l) })
+	}
+
+	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	for i := 0; i < kills; i++ {
+		p := startRelay(t, bin, logPath, runArgs...)
+		waitFor(t, time.Minute, "relay streaming the slot", func() (bool, error) {
+			if p.exited() {
+				return false, fmt.Errorf("relay exited on its own: %v", p.err)
+			}
+			return slotState()
+		})
+		delay := time.Duration(100+rng.IntN(1400)) * time.Millisecond
+		select { // a random moment while streaming, not a synchronisation
+		case <-time.After(delay):
+		case <-p.done:
+			t.Fatalf("relay exited on its own: %v", p.err)
+		}
+		p.kill()
+		waitFor(t, time.Minute, "walsender releasing the slot", func() (bool, error) {
+			active, err := slotState()
+			return !active, err
+		})
+		l.mu.Lock()
+		t.Logf("kill %d after %v: %d messages committed so far", i+1, delay, l.count)
+		l.mu.Unlock()
+	}
+	stopWriters()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("writer: %v", err)
+		}
+	}
+
+	// Every writer transaction ended before endLSN. A fence transaction
+	// after it makes the relay confirm past endLSN once all are published.
+	var endLSN string
+	if err := db.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
+		t.Fatal(err)
+	}
+	fence := []outbox.Message{{AggregateType: "order", AggregateID: "fence", EventType: "crash.fence", BusinessKey: "fence", Payload: []byte(`{}`)}}
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		w, _ := outbox.NewWriter(nil)
+		id, err := w.InsertTx(ctx, tx, fence[0])
+		if err == nil {
+			defer l.commit(fence, []uuid.UUID{id})
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	last := startRelay(t, bin, logPath, runArgs...)
+	waitFor(t, 3*time.Minute, "slot confirmed past the last commit", func() (bool, error) {
+		if last.exited() {
+			return false, fmt.Errorf("relay exited on its own: %v", last.err)
+		}
+		var done bool
+		err := db.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
+			slot, endLSN).Scan(&done)
+		return done, err
+	})
+	if code := last.stop(time.Minute); code != 0 {
+		t.Fatalf("relay after SIGTERM: exit code %d, want 0", code)
+	}
+
+	// Kafka as kcat sees it.
+	seen := make(map[uuid.UUID]int)
+	firsts := make(map[string][]uuid.UUID) // aggregate -> first occurrences in Kafka order
+	records := 0
+	for _, typ := range crashAggregateTypes {
+		for _, rec := range testenv.MustReadTopic(t, kafka.Brokers, "outbox."+typ) {
+			records++
+			h, _ := rec.Header("message-id")
+			id, err := uuid.Parse(h)
+			if err != nil {
+				t.Fatalf("record %s/%d@%d: message-id %q: %v", rec.Topic, rec.Partition, rec.Offset, h, err)
+			}
+			if seen[id]++; seen[id] == 1 {
+				firsts[string(rec.Key)] = append(firsts[string(rec.Key)], id)
+			}
+		}
+	}
+
+	missing, duplicates := 0, 0
+	for agg, ids := range l.committed {
+		for _, id := range ids {
+			switch n := seen[id]; {
+			case n == 0:
+				if missing++; missing <= 10 {
+					t.Errorf("committed message %s (aggregate %s) is not in Kafka", id, agg)
+				}
+			case n > 1:
+				duplicates += n - 1
+			}
+		}
+		if got := firsts[agg]; missing == 0 && !slices.Equal(got, ids) {
+			t.Errorf("aggregate %s: Kafka order of first occurrences differs from commit order (%d vs %d messages)", agg, len(got), len(ids))
+		}
+	}
+	for id := range l.rolledBack {
+		if seen[id] > 0 {
+			t.Errorf("message %s of a rolled-back transaction is in Kafka", id)
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d committed messages missing from Kafka", missing, l.count)
+	}
+	t.Logf("%d kills; %d committed messages, %d rolled back; Kafka holds %d records: %d duplicates (%.2f%%)",
+		kills, l.count, len(l.rolledBack), records, duplicates, 100*float64(duplicates)/float64(l.count))
+}

@@ -1,0 +1,9 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }

@@ -1,0 +1,3 @@
+package inbox_test
+
+func crashChildMain() bool { return false }

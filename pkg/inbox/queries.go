@@ -1,0 +1,65 @@
+package inbox
+
+import "strings"
+
+// queries holds the SQL text for one table, built once in New.
+type queries struct {
+	claim, lookup, takeover, complete, completeFenced, failInTx, failFenced, recordFailure string
+}
+
+func newQueries(table string) queries {
+	r := strings.NewReplacer("{T}", table)
+	return queries{
+		// The claim is the first statement of the transaction. ON CONFLICT
+		// without a target covers both the primary key and the business
+		// key; a concurrent claimer of either blocks here until the first
+		// transaction ends.
+		claim: r.Replace(`INSERT INTO {T} AS i
+			(consumer, message_id, business_key, payload_hash, status, attempts, locked_until,
+			 topic, "partition", "offset", received_at, updated_at)
+			VALUES ($1, $2, $3, $4, 'PROCESSING', 1,
+			 CASE WHEN $5::bigint > 0 THEN now() + $5::bigint * interval '1 microsecond' END,
+			 NULLIF($6::text, ''), CASE WHEN $6::text <> '' THEN $7::integer END,
+			 CASE WHEN $6::text <> '' THEN $8::bigint END, now(), now())
+			ON CONFLICT DO NOTHING
+			RETURNING attempts`),
+		lookup: r.Replace(`SELECT message_id, business_key, payload_hash, status, attempts,
+			coalesce(result_ref, ''), coalesce(locked_until > now(), false)
+			FROM {T} WHERE consumer = $1 AND (message_id = $2 OR business_key = $3)
+			FOR UPDATE`),
+		takeover: r.Replace(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + 1,
+			locked_until = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' END,
+			topic = coalesce(NULLIF($4::text, ''), topic),
+			"partition" = CASE WHEN $4::text <> '' THEN $5::integer ELSE "partition" END,
+			"offset" = CASE WHEN $4::text <> '' THEN $6::bigint ELSE "offset" END,
+			updated_at = now()
+			WHERE consumer = $1 AND message_id = $2
+			RETURNING attempts`),
+		complete: r.Replace(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
+			locked_until = NULL, completed_at = now(), updated_at = now()
+			WHERE consumer = $1 AND message_id = $2`),
+		// The fenced variants only touch the row while this delivery still
+		// owns it: the takeover of an expired lease bumps attempts.
+		completeFenced: r.Replace(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
+			locked_until = NULL, completed_at = now(), updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4`),
+		failInTx: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, updated_at = now()
+			WHERE consumer = $1 AND message_id = $2`),
+		failFenced: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $5`),
+		// After a rollback the claim row is gone too (or back to its old
+		// state), so the failure is an upsert. A row another delivery
+		// settled in the meantime is left alone.
+		recordFailure: r.Replace(`INSERT INTO {T} AS i
+			(consumer, message_id, business_key, payload_hash, status, attempts, last_error,
+			 topic, "partition", "offset", received_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7,
+			 NULLIF($8::text, ''), CASE WHEN $8::text <> '' THEN $9::integer END,
+			 CASE WHEN $8::text <> '' THEN $10::bigint END, now(), now())
+			ON CONFLICT (consumer, message_id) DO UPDATE SET
+			 status = EXCLUDED.status, attempts = GREATEST(i.attempts, EXCLUDED.attempts),
+			 last_error = EXCLUDED.last_error, locked_until = NULL, updated_at = now()
+			WHERE i.status NOT IN ('COMPLETED', 'FAILED_FINAL')
+			RETURNING status, attempts`),
+	}
+}

@@ -24,6 +24,10 @@ vet: ## gofmt check and go vet.
 test: vet ## Vet, then run every test with the race detector (needs Postgres server binaries and kcat).
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
+.PHONY: bench-inbox
+bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N messages per run).
+	$(GO) run ./test/bench/inboxbench -n $(or $(N),20000)
+
 .PHONY: clean
 clean: ## Remove build output.
 	rm -rf $(BIN)

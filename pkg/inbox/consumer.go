@@ -68,6 +68,12 @@ type ConsumerConfig struct {
 	// the partition's current message is retried. When it is full, fetching
 	// pauses for every partition. Defaults to 1000.
 	PartitionQueue int
+	// BatchSize is how many messages already queued for a partition are
+	// handled together in one transaction (Handler only; ExternalHandler
+	// always goes one at a time). Order is kept; any outcome other than
+	// Processed or Duplicate rolls the batch back and replays it one message
+	// at a time. 1 disables batching. Defaults to 100.
+	BatchSize int
 	// SessionTimeout and RebalanceTimeout of the group membership. Default
 	// to kafka-go's (30s each).
 	SessionTimeout, RebalanceTimeout time.Duration
@@ -125,6 +131,9 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 	}
 	if c.PartitionQueue <= 0 {
 		c.PartitionQueue = 1000
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = 30 * time.Second
@@ -190,12 +199,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			go func() {
 				defer wg.Done()
 				w := &worker{c: c, reader: reader, dlq: dlq, stop: stop}
-				for m := range ch {
-					if runCtx.Err() != nil {
-						return // graceful stop: leave the queue for the next run
-					}
-					w.handle(runCtx, m)
-				}
+				w.run(runCtx, ch)
 			}()
 		}
 		select {

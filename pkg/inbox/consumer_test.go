@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,8 +55,7 @@ func TestConsumerLoop(t *testing.T) {
 		case "a-1":
 			// Fails until partition 1 is done: partition 0 is held while
 			// partition 1 proceeds.
-			aTries.Add(1)
-			if bDone.Load() < 3 {
+			if n := aTries.Add(1); n <= 2 || bDone.Load() < 3 {
 				return "", errors.New("not yet")
 			}
 		case "c-2":
@@ -128,7 +128,7 @@ func TestConsumerLoop(t *testing.T) {
 		count("b-1", inbox.Duplicate) != 1 || count("c-2", inbox.DeadLettered) != 1 || count("", inbox.DeadLettered) != 1 {
 		t.Fatalf("outcomes %v", got)
 	}
-	if aTries.Load() < 2 || count("a-1", inbox.Retry) < 1 {
+	if aTries.Load() < 3 || count("a-1", inbox.Retry) < 1 {
 		t.Fatalf("a-1 was not retried (%d tries)", aTries.Load())
 	}
 	// Order within partition 0 is kept; partition 1 finished while a-1 was
@@ -176,5 +176,77 @@ func TestConsumerLoop(t *testing.T) {
 	}
 	if v := metricValue(t, b.reg, "pgoutbox_inbox_message_age_seconds", "", ""); v == 0 {
 		t.Fatal("message age not observed")
+	}
+}
+
+// A backlog is handled in batches: copies inside one batch are duplicates,
+// and a conflict makes the batch replay one message at a time.
+func TestConsumerBatchesBacklog(t *testing.T) {
+	t.Parallel()
+	const topic, group = "backlog", "backlog-group"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyDeadLetter})
+	var recs []rec
+	for i := range 30 {
+		recs = append(recs, rec{ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
+		switch i {
+		case 3, 7:
+			recs = append(recs, recs[len(recs)-1]) // the same message again
+		case 5:
+			recs = append(recs, rec{ID: "n-5", Key: "k-5", Value: `{"i":5}`}) // new ID, same key and payload
+		case 20:
+			recs = append(recs, rec{ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // same key, other payload
+		}
+	}
+	produce(t, k.Brokers, topic, recs...)
+
+	var (
+		mu  sync.Mutex
+		got = map[inbox.Outcome]int{}
+		n   atomic.Int32
+	)
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+		DeadLetterTopic: "backlog.dlq", SessionTimeout: time.Second, BatchSize: 8,
+		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
+			return "", err
+		},
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			mu.Lock()
+			got[res.Outcome]++
+			mu.Unlock()
+			n.Add(1)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	waitFor(t, time.Minute, "every offset committed", func() bool {
+		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == int64(len(recs))
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got[inbox.Processed] != 30 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || int(n.Load()) != len(recs) {
+		t.Fatalf("outcomes %v over %d deliveries", got, n.Load())
+	}
+	var rows, keys int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 30 || keys != 30 {
+		t.Fatalf("effect rows %d for %d keys, want 30 and 30", rows, keys)
+	}
+	dl := testenv.WaitForRecords(t, k.Brokers, "backlog.dlq", 1, time.Minute)
+	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict || len(dl) != 1 {
+		t.Fatalf("dead letters %+v", dl)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ func setup(t *testing.T, cfg *inbox.Config) *bundle {
 	}
 	if cfg.Consumer == "" {
 		cfg.Consumer = "billing"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if _, err := inbox.Migrate(ctx, db.Pool, cfg.Table); err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 		}
 		return in.recordFailure(context.WithoutCancel(ctx), db, msg, hash, c, herr)
 	}
-	if _, err := tx.Exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref); err != nil {
+	if err := in.completeTx(ctx, tx, c, ref); err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -141,10 +141,20 @@ func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler
 	if err := sp.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
 	}
-	if _, err := tx.Exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref); err != nil {
+	if err := in.completeTx(ctx, tx, c, ref); err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
 	}
 	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref}, nil
+}
+
+// completeTx marks a claimed row COMPLETED. A new row was inserted
+// COMPLETED by the claim; it only needs the result reference.
+func (in *Inbox) completeTx(ctx context.Context, tx pgx.Tx, c claim, ref string) error {
+	if c.from == "" && ref == "" {
+		return nil
+	}
+	_, err := tx.Exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref)
+	return err
 }
 
 // failureStatus is FAILED_FINAL (with its reason) at the attempt limit or for

@@ -17,6 +17,70 @@ type worker struct {
 	stop   context.CancelCauseFunc
 }
 
+// run handles the partition's queue until it is closed or ctx ends; on a
+// graceful stop the rest of the queue is left for the next run (its offsets
+// are not committed).
+func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
+	batch := make([]kafka.Message, 0, w.c.cfg.BatchSize)
+	for m := range ch {
+		if ctx.Err() != nil {
+			return
+		}
+		batch = append(batch[:0], m)
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case m, ok := <-ch:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		if len(batch) > 1 && w.handleBatch(ctx, batch) {
+			continue
+		}
+		for _, m := range batch {
+			if ctx.Err() != nil {
+				return
+			}
+			w.handle(ctx, m)
+		}
+	}
+}
+
+// handleBatch tries the batch fast path; false means nothing was committed
+// and the messages must be handled one at a time.
+func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
+	c := w.c
+	if c.cfg.Handler == nil {
+		return false
+	}
+	msgs := make([]Message, len(batch))
+	for i, km := range batch {
+		var missing string
+		if msgs[i], missing = messageFromKafka(km); missing != "" {
+			return false
+		}
+	}
+	work := context.WithoutCancel(ctx)
+	results, ok := c.in.processBatch(work, c.cfg.DB, msgs, c.cfg.Handler)
+	if !ok {
+		return false
+	}
+	if c.cfg.OnResult != nil {
+		for i := range msgs {
+			c.cfg.OnResult(msgs[i], results[i])
+		}
+	}
+	// Committing the last offset commits the partition up to it.
+	last := batch[len(batch)-1]
+	w.commit(work, last, &msgs[len(msgs)-1])
+	return true
+}
+
 // commitTimeout bounds an offset commit and a dead-letter write during a
 // graceful stop.
 const commitTimeout = 30 * time.Second

@@ -77,7 +77,7 @@ func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []by
 func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration, row storedRow) (claim, error) {
 	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts}
 	done := func(o Outcome) (claim, error) {
-		c.done = &Result{Outcome: o, Status: row.status, Attempts: row.attempts, ResultRef: row.resultRef}
+		c.done = &Result{Outcome: o, Status: row.status, Attempts: row.attempts, ResultRef: row.resultRef, from: row.status}
 		return c, nil
 	}
 	var reason string

@@ -121,6 +121,7 @@
 // # Logs
 //
 // Config.Logger receives structured records with consumer, message_id,
-// business_key, outcome, status (the state after the delivery), attempt and,
+// business_key, outcome, the status transition (from, to; "NEW" for a new
+// row), attempt and,
 // for failures, reason and err.
 package inbox

@@ -66,7 +66,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 				fmt.Errorf("%w: %s (handler: %w)", ErrLeaseLost, msg.ID, herr)
 		}
 		r := failureResult(status, c.attempt, reason, herr)
-		r.IdempotencyKey = key
+		r.IdempotencyKey, r.from = key, StatusProcessing
 		return r, nil
 	}
 	tag, err := execOne(ctx, db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt)
@@ -77,7 +77,8 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 		return Result{Outcome: Busy, Attempts: c.attempt, ResultRef: ref, IdempotencyKey: key},
 			fmt.Errorf("%w: %s", ErrLeaseLost, msg.ID)
 	}
-	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, IdempotencyKey: key}, nil
+	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, IdempotencyKey: key,
+		from: StatusProcessing}, nil
 }
 
 // execOne runs one statement in its own transaction and returns the rows it

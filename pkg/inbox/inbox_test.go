@@ -2,9 +2,11 @@ package inbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -443,4 +445,45 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "charge-1" {
 		t.Fatalf("row %+v", r)
 	}
+}
+
+func TestLogsCarryMessageAndTransition(t *testing.T) {
+	t.Parallel()
+	var buf syncBuf
+	b := setup(t, &inbox.Config{MaxAttempts: 1, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	m := msg("m-1", "key-1", `{}`)
+	_, err := b.in.Process(context.Background(), b.db.Pool, m, func(context.Context, pgx.Tx) (string, error) {
+		return "", errors.New("boom")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(buf.String())), &rec); err != nil {
+		t.Fatalf("log %q: %v", buf.String(), err)
+	}
+	want := map[string]any{"consumer": "billing", "message_id": "m-1", "business_key": "key-1", "from": "NEW",
+		"to": "FAILED_FINAL", "attempt": float64(1), "reason": "max_attempts", "err": "boom", "outcome": "dead_lettered"}
+	for k, v := range want {
+		if rec[k] != v {
+			t.Fatalf("log field %s = %v, want %v (record %v)", k, rec[k], v, rec)
+		}
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

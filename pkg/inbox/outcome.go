@@ -129,4 +129,6 @@ type Result struct {
 	Err error
 	// IdempotencyKey is the key the two-phase handler was called with.
 	IdempotencyKey string
+
+	from Status // the row's status before the delivery, for logs
 }

@@ -86,7 +86,9 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 		if isTxRetry(herr) {
 			return Result{}, herr
 		}
-		return in.recordFailure(context.WithoutCancel(ctx), db, msg, hash, c, herr)
+		res, err := in.recordFailure(context.WithoutCancel(ctx), db, msg, hash, c, herr)
+		res.from = c.from
+		return res, err
 	}
 	if err := in.completeTx(ctx, tx, c, ref); err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
@@ -94,7 +96,7 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 	if err := tx.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
 	}
-	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref}, nil
+	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil
 }
 
 // ProcessTx is Process inside the caller's transaction: the claim is the
@@ -136,7 +138,9 @@ func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler
 		if _, err := tx.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, herr.Error()); err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w", msg.ID, err)
 		}
-		return failureResult(status, c.attempt, reason, herr), nil
+		res := failureResult(status, c.attempt, reason, herr)
+		res.from = c.from
+		return res, nil
 	}
 	if err := sp.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
@@ -144,7 +148,7 @@ func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler
 	if err := in.completeTx(ctx, tx, c, ref); err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
 	}
-	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref}, nil
+	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil
 }
 
 // completeTx marks a claimed row COMPLETED. A new row was inserted
@@ -220,8 +224,12 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 		return res, err
 	}
 	m.outcomes.WithLabelValues(res.Outcome.String()).Inc()
+	from := string(res.from)
+	if from == "" && res.Outcome != Duplicate && res.Outcome != Busy && res.Outcome != Conflict {
+		from = "NEW"
+	}
 	attrs := []any{"message_id", msg.ID, "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
-		"status", string(res.Status), "attempt", res.Attempts}
+		"from", from, "to", string(res.Status), "attempt", res.Attempts}
 	switch res.Outcome {
 	case Processed:
 		m.attempts.Observe(float64(res.Attempts))

@@ -250,3 +250,40 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 		t.Fatalf("dead letters %+v", dl)
 	}
 }
+
+// Under ConflictPolicyError a conflict stops the loop with ErrConflict and
+// its offset stays uncommitted: never a silent ack.
+func TestConsumerStopsOnConflict(t *testing.T) {
+	t.Parallel()
+	const topic, group = "conflicts", "conflict-group"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, nil)
+	produce(t, k.Brokers, topic,
+		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
+		rec{ID: "m-1", Key: "k-2", Value: `{"v":1}`},
+		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
+	)
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool, SessionTimeout: time.Second,
+		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
+			return "", err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = c.Run(ctx)
+	var cerr *inbox.ConflictError
+	if !errors.Is(err, inbox.ErrConflict) || !errors.As(err, &cerr) || cerr.StoredBusinessKey != "k-1" {
+		t.Fatalf("Run = %v, want a conflict with k-1", err)
+	}
+	if off := committedOffsets(t, k.Brokers, group, topic, 1)[0]; off != 1 {
+		t.Fatalf("committed offset %d, want 1 (the conflict not acknowledged)", off)
+	}
+	if effects(t, b.db, "k-3") != 0 {
+		t.Fatal("a message after the conflict was processed")
+	}
+}

@@ -31,6 +31,7 @@ type storedRow struct {
 	attempts               int
 	resultRef              string
 	leased                 bool
+	deadLettered           bool
 }
 
 // claimTx claims msg as the first statement of tx. lease > 0 sets
@@ -53,7 +54,7 @@ func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []by
 		}
 		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
 			var s storedRow
-			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased)
+			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased, &s.deadLettered)
 			return s, err
 		})
 		if err != nil {
@@ -101,7 +102,7 @@ func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byt
 		return done(Duplicate)
 	case StatusFailedFinal:
 		c, err := done(DeadLettered)
-		c.done.Reason = ReasonFailedFinal
+		c.done.Reason, c.done.deadLetterSent = ReasonFailedFinal, row.deadLettered
 		return c, err
 	case StatusProcessing:
 		if row.leased {

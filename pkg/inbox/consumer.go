@@ -72,7 +72,9 @@ type ConsumerConfig struct {
 	// handled together in one transaction (Handler only; ExternalHandler
 	// always goes one at a time). Order is kept; any outcome other than
 	// Processed or Duplicate rolls the batch back and replays it one message
-	// at a time. 1 disables batching. Defaults to 100.
+	// at a time. So a handler may run in a batch that is rolled back and
+	// then again on its own: only the runs of the one-at-a-time path count
+	// as attempts. 1 disables batching. Defaults to 100.
 	BatchSize int
 	// SessionTimeout and RebalanceTimeout of the group membership. Default
 	// to kafka-go's (30s each).

@@ -287,3 +287,75 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 		t.Fatal("a message after the conflict was processed")
 	}
 }
+
+// A message failing MaxAttempts times becomes FAILED_FINAL with exactly one
+// dead letter; its redelivery is acknowledged without running the handler or
+// writing a second dead letter.
+func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
+	t.Parallel()
+	const topic, group, dlq = "limit", "limit-group", "limit.dlq"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
+	var calls atomic.Int32
+	run := func(wantOffset int64) {
+		t.Helper()
+		c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+			DeadLetterTopic: dlq, SessionTimeout: time.Second,
+			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+				if msg.ID == "m-1" {
+					calls.Add(1)
+					_, _ = tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
+					return "", errors.New("ledger locked")
+				}
+				return "", nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		waitFor(t, time.Minute, "offsets committed", func() bool {
+			return committedOffsets(t, k.Brokers, group, topic, 1)[0] == wantOffset
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
+	run(2)
+	// Three counted attempts; m-1 and m-2 may first have been tried as one
+	// batch, rolled back without counting.
+	calledBefore := calls.Load()
+	if calledBefore != 3 && calledBefore != 4 {
+		t.Fatalf("handler ran %d times, want 3 attempts (+1 batch try)", calledBefore)
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" || r.Attempts != 3 || *r.LastError != "ledger locked" {
+		t.Fatalf("row %+v", r)
+	}
+	if effects(t, b.db, "k-1") != 0 {
+		t.Fatal("writes of a failed handler survived")
+	}
+	recs := testenv.MustReadTopic(t, k.Brokers, dlq)
+	if len(recs) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(recs))
+	}
+	for h, want := range map[string]string{"dlq-reason": "max_attempts", "dlq-attempts": "3", "dlq-error": "ledger locked", "message-id": "m-1"} {
+		if v, _ := recs[0].Header(h); v != want {
+			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
+		}
+	}
+
+	// The relay re-publishes m-1.
+	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`})
+	run(3)
+	if n := calls.Load(); n != calledBefore {
+		t.Fatalf("handler ran again for a FAILED_FINAL message (%d calls)", n)
+	}
+	if recs := testenv.MustReadTopic(t, k.Brokers, dlq); len(recs) != 1 {
+		t.Fatalf("%d dead letters after the redelivery, want 1", len(recs))
+	}
+}

@@ -85,8 +85,12 @@
 // RequiredAcks=all before their offset is committed, with headers
 // dlq-reason, dlq-error, dlq-consumer, dlq-attempts, dlq-original-topic,
 // dlq-original-partition and dlq-original-offset added to the original ones
-// (message-id, business-key, ...). A crash between the two can write a
-// dead letter twice; it is never lost. On context cancellation Run finishes
+// (message-id, business-key, ...). The row then records dead_lettered_at,
+// so a redelivery of a FAILED_FINAL message is acknowledged without a second
+// dead letter; a crash between the write and that record can write it twice,
+// never lose it. A conflict under ConflictPolicyDeadLetter and a record
+// without headers have no row of their own: each delivery of one is
+// dead-lettered. On context cancellation Run finishes
 // the current message of each partition, commits it, closes the reader and
 // the writer, and returns nil.
 //

@@ -130,5 +130,6 @@ type Result struct {
 	// IdempotencyKey is the key the two-phase handler was called with.
 	IdempotencyKey string
 
-	from Status // the row's status before the delivery, for logs
+	from           Status // the row's status before the delivery, for logs
+	deadLetterSent bool   // the dead-letter record was written before
 }

@@ -4,7 +4,7 @@ import "strings"
 
 // queries holds the SQL text for one table, built once in New.
 type queries struct {
-	claim, claimBatch, completeBatch, lookup, takeover, complete, completeFenced, failInTx, failFenced, recordFailure string
+	claim, markDeadLettered, claimBatch, completeBatch, lookup, takeover, complete, completeFenced, failInTx, failFenced, recordFailure string
 }
 
 func newQueries(table string) queries {
@@ -43,8 +43,10 @@ func newQueries(table string) queries {
 		completeBatch: r.Replace(`UPDATE {T} AS i SET result_ref = u.ref
 			FROM unnest($2::text[], $3::text[]) AS u(id, ref)
 			WHERE i.consumer = $1 AND i.message_id = u.id`),
+		markDeadLettered: r.Replace(`UPDATE {T} SET dead_lettered_at = now()
+			WHERE consumer = $1 AND business_key = $2 AND status = 'FAILED_FINAL'`),
 		lookup: r.Replace(`SELECT message_id, business_key, payload_hash, status, attempts,
-			coalesce(result_ref, ''), coalesce(locked_until > now(), false)
+			coalesce(result_ref, ''), coalesce(locked_until > now(), false), dead_lettered_at IS NOT NULL
 			FROM {T} WHERE consumer = $1 AND (message_id = $2 OR business_key = $3)
 			FOR UPDATE`),
 		takeover: r.Replace(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + 1,

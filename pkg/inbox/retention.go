@@ -84,6 +84,9 @@ type Record struct {
 	Offset                           int64
 	ReceivedAt, UpdatedAt            time.Time
 	CompletedAt                      *time.Time
+	// DeadLetteredAt is when the consumer loop wrote the message to the
+	// dead-letter topic.
+	DeadLetteredAt *time.Time
 }
 
 // ListParams selects rows for List.
@@ -103,7 +106,7 @@ func (s *Store) List(ctx context.Context, q Querier, p ListParams) ([]Record, er
 	}
 	rows, err := q.Query(ctx, `SELECT consumer, message_id, business_key, status, attempts,
 		coalesce(last_error, ''), coalesce(result_ref, ''), locked_until,
-		coalesce(topic, ''), coalesce("partition", 0), coalesce("offset", 0), received_at, updated_at, completed_at
+		coalesce(topic, ''), coalesce("partition", 0), coalesce("offset", 0), received_at, updated_at, completed_at, dead_lettered_at
 		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1) AND ($2 = '' OR status = $2)
 		ORDER BY received_at, consumer, message_id LIMIT $3`, p.Consumer, string(p.Status), p.Limit)
 	if err != nil {
@@ -112,7 +115,7 @@ func (s *Store) List(ctx context.Context, q Querier, p ListParams) ([]Record, er
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Record, error) {
 		var x Record
 		err := r.Scan(&x.Consumer, &x.MessageID, &x.BusinessKey, &x.Status, &x.Attempts, &x.LastError,
-			&x.ResultRef, &x.LockedUntil, &x.Topic, &x.Partition, &x.Offset, &x.ReceivedAt, &x.UpdatedAt, &x.CompletedAt)
+			&x.ResultRef, &x.LockedUntil, &x.Topic, &x.Partition, &x.Offset, &x.ReceivedAt, &x.UpdatedAt, &x.CompletedAt, &x.DeadLetteredAt)
 		return x, err
 	})
 	if err != nil {
@@ -197,7 +200,7 @@ func (s *Store) Revive(ctx context.Context, q Querier, p ReviveParams) (int64, e
 		ids = []string{}
 	}
 	tag, err := q.Exec(ctx, `UPDATE `+s.table+` SET status = 'FAILED_RETRYABLE', attempts = 0,
-		locked_until = NULL, updated_at = now()
+		locked_until = NULL, dead_lettered_at = NULL, updated_at = now()
 		WHERE consumer = $1 AND status = 'FAILED_FINAL' AND (cardinality($2::text[]) = 0 OR message_id = ANY ($2))`,
 		p.Consumer, ids)
 	if err != nil {

@@ -113,8 +113,13 @@ func (w *worker) handle(ctx context.Context, km kafka.Message) {
 			c.cfg.OnResult(msg, res)
 		}
 		if res.Outcome.Acked() {
-			if res.Outcome == DeadLettered && !w.sendDeadLetter(ctx, km, &msg, res) {
-				return
+			if res.Outcome == DeadLettered && !res.deadLetterSent {
+				if !w.sendDeadLetter(ctx, km, &msg, res) {
+					return
+				}
+				if missing == "" && res.Reason != ReasonConflict {
+					c.in.markDeadLettered(work, c.cfg.DB, &msg)
+				}
 			}
 			w.commit(work, km, &msg)
 			return
@@ -204,6 +209,15 @@ func messageFromKafka(km kafka.Message) (Message, string) {
 		return msg, HeaderBusinessKey + " header missing"
 	}
 	return msg, ""
+}
+
+// markDeadLettered records that the dead-letter record of a FAILED_FINAL
+// message was written. A failure is only logged: a redelivery then writes the
+// record again (at least once, never lost).
+func (in *Inbox) markDeadLettered(ctx context.Context, db TxBeginner, msg *Message) {
+	if _, err := execOne(ctx, db, in.queries.markDeadLettered, in.cfg.Consumer, msg.BusinessKey); err != nil {
+		in.log.Warn("inbox: recording the dead-letter write failed", "message_id", msg.ID, "business_key", msg.BusinessKey, "err", err)
+	}
 }
 
 // deadLetterUnprocessable accounts for a message the inbox cannot

@@ -22,6 +22,9 @@ CREATE TABLE IF NOT EXISTS public.inbox (
     received_at  timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL DEFAULT now(),
     completed_at timestamptz NULL,
+    -- set once the consumer loop wrote the FAILED_FINAL message to the
+    -- dead-letter topic, so a redelivery does not write it again.
+    dead_lettered_at timestamptz NULL,
     CONSTRAINT inbox_pkey PRIMARY KEY (consumer, message_id),
     CONSTRAINT inbox_business_key_key UNIQUE (consumer, business_key),
     CONSTRAINT inbox_status_check CHECK (status IN

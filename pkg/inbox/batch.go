@@ -24,11 +24,10 @@ type batchEntry struct {
 // messages one at a time, where every outcome has its full treatment.
 func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message, handler MessageHandler) (results []Result, ok bool) {
 	start := time.Now()
-	for i := range msgs {
-		in.begin(&msgs[i])
-	}
+	in.metrics.inFlight.Add(float64(len(msgs)))
 	defer func() {
 		if !ok {
+			// The one-at-a-time path accounts for these deliveries.
 			in.metrics.inFlight.Sub(float64(len(msgs)))
 		}
 	}()
@@ -104,6 +103,7 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 		return nil, false
 	}
 	for i := range msgs {
+		in.observeAge(&msgs[i], start)
 		_, _ = in.finish(&msgs[i], start, results[i], nil)
 	}
 	return results, true

@@ -208,10 +208,16 @@ func (in *Inbox) recordFailure(ctx context.Context, db TxBeginner, msg *Message,
 func (in *Inbox) begin(msg *Message) time.Time {
 	in.metrics.inFlight.Inc()
 	now := time.Now()
+	in.observeAge(msg, now)
+	return now
+}
+
+// observeAge records the age of msg at processing time, when it has a
+// record timestamp.
+func (in *Inbox) observeAge(msg *Message, now time.Time) {
 	if !msg.Time.IsZero() {
 		in.metrics.messageAge.Observe(max(now.Sub(msg.Time), 0).Seconds())
 	}
-	return now
 }
 
 // finish records metrics and logs for one delivery.

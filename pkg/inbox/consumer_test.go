@@ -17,6 +17,13 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
+// insertEffect is a consumer handler whose side effect is one row in table
+// effect.
+func insertEffect(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+	_, err := effect(msg)(ctx, tx)
+	return "", err
+}
+
 type seen struct {
 	ID      string
 	Outcome inbox.Outcome
@@ -208,10 +215,7 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 		DeadLetterTopic: "backlog.dlq", SessionTimeout: time.Second, BatchSize: 8,
-		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-			_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
-			return "", err
-		},
+		Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			mu.Lock()
 			got[res.Outcome]++
@@ -265,10 +269,7 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 	)
 	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool, SessionTimeout: time.Second,
-		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-			_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
-			return "", err
-		},
+		Handler: insertEffect,
 	})
 	if err != nil {
 		t.Fatal(err)

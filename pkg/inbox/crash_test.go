@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -68,10 +67,7 @@ func runCrashChild() error {
 		DB:               pool,
 		SessionTimeout:   time.Second,
 		RebalanceTimeout: time.Second,
-		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-			_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
-			return "", err
-		},
+		Handler:          insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			fmt.Printf("RESULT %s %s\n", msg.ID, res.Outcome)
 			if hang {

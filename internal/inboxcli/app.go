@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,6 +22,8 @@ const (
 	ExitUsage = 2
 )
 
+var parsing sync.Mutex
+
 // usageError marks bad arguments (exit code 2).
 type usageError struct{ err error }
 
@@ -33,7 +36,19 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 // results to stdout and one clear error line to stderr. It returns the exit
 // code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// urfave/cli v2 writes to its global HelpFlag while parsing flags, so
+	// concurrent Runs (tests) take turns until a command's action starts.
+	parsing.Lock()
+	release := sync.OnceFunc(parsing.Unlock)
+	defer release()
 	app := newApp(stdout, stderr)
+	for _, cmd := range app.Commands {
+		action := cmd.Action
+		cmd.Action = func(c *cli.Context) error {
+			release()
+			return action(c)
+		}
+	}
 	err := app.RunContext(ctx, append([]string{"inbox"}, args...))
 	if err == nil {
 		return ExitOK

@@ -25,8 +25,8 @@ test: vet ## Vet, then run every test with the race detector (needs Postgres ser
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench-inbox
-bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N messages per run).
-	$(GO) run ./test/bench/inboxbench -n $(or $(N),20000)
+bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N=messages per run, BENCHFLAGS=-pk).
+	$(GO) run ./test/bench/inboxbench -n $(or $(N),20000) $(BENCHFLAGS)
 
 .PHONY: clean
 clean: ## Remove build output.

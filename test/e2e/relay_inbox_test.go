@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+// outcomeCounter counts the inbox consumer's delivery outcomes.
+type outcomeCounter struct {
+	mu sync.Mutex
+	n  map[inbox.Outcome]int
+}
+
+func (c *outcomeCounter) add(_ inbox.Message, res inbox.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[res.Outcome]++
+}
+
+func (c *outcomeCounter) get(o inbox.Outcome) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[o]
+}
+
+// TestRelayToInboxEffectsOnce is the whole product end to end: writers
+// commit outbox rows; the relay binary publishes them while being SIGKILLed
+// (so Kafka holds duplicates of its in-flight windows), and a second relay on
+// a second slot publishes every row once more (so every message is delivered
+// at least twice); an inbox consumer with its own database applies each
+// message's effect. The effect table, which has no unique constraint of its
+// own, must hold exactly one row per committed message.
+func TestRelayToInboxEffectsOnce(t *testing.T) {
+	t.Parallel()
+	const kills = 3
+	bin := buildRelay(t)
+	producerDB := testenv.NewDB(t)
+	consumerDB := testenv.NewDB(t)
+	kafka := testenv.NewKafka(t)
+	ctx := context.Background()
+	logPath := filepath.Join(t.TempDir(), "relay.log")
+	defer func() {
+		if t.Failed() {
+			t.Logf("relay log tail:\n%s", logTail(logPath))
+		}
+	}()
+
+	slots := []string{producerDB.Name + "_a", producerDB.Name + "_b"}
+	args := func(cmd, slot string) []string {
+		a := []string{cmd, "--database-url", producerDB.URL, "--slot", slot, "--publication", "pub_e2e"}
+		if cmd == "run" {
+			a = append(a, "--brokers", kafka.Brokers[0], "--metrics-addr", "", "--log-format", "json", "--status-interval", "500ms")
+		}
+		return a
+	}
+	for _, slot := range slots {
+		if code, out := runRelay(t, bin, args("setup", slot)...); code != 0 {
+			t.Fatalf("relay setup %s: exit %d\n%s", slot, code, out)
+		}
+	}
+
+	// The consumer: its effect lands in its own database, in the inbox's
+	// transaction.
+	if _, err := inbox.Migrate(ctx, consumerDB.Pool, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := consumerDB.Pool.Exec(ctx, `CREATE TABLE effect (message_id text NOT NULL, business_key text NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inbox.New(&inbox.Config{Consumer: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := &outcomeCounter{n: make(map[inbox.Outcome]int)}
+	var topics []string
+	for _, typ := range crashAggregateTypes {
+		topics = append(topics, "outbox."+typ)
+	}
+	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers: kafka.Brokers,
+		GroupID: "e2e",
+		Topics:  topics,
+		Inbox:   in,
+		DB:      consumerDB.Pool,
+		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			_, err := tx.Exec(ctx, `INSERT INTO effect (message_id, business_key) VALUES ($1, $2)`, msg.ID, msg.BusinessKey)
+			return "", err
+		},
+		OnResult: outcomes.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancelConsumer := context.WithCancel(ctx)
+	consumerDone := make(chan error, 1)
+	go func() { consumerDone <- consumer.Run(cctx) }()
+	stopConsumer := sync.OnceValue(func() error {
+		cancelConsumer()
+		return <-consumerDone
+	})
+	defer stopConsumer()
+
+	l := newLedger()
+	wctx, stopWriters := context.WithCancel(ctx)
+	defer stopWriters()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for n := range errs {
+		wg.Go(func() { errs[n] = writer(wctx, producerDB.Pool, n, l) })
+	}
+
+	slotActive := func(slot string) (active bool, err error) {
+		err = producerDB.Pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
+		return active, err
+	}
+	second := startRelay(t, bin, logPath, args("run", slots[1])...)
+	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
+	for i := 0; i < kills; i++ {
+		p := startRelay(t, bin, logPath, args("run", slots[0])...)
+		waitFor(t, time.Minute, "relay streaming", func() (bool, error) {
+			if p.exited() {
+				return false, fmt.Errorf("relay exited on its own: %v", p.err)
+			}
+			return slotActive(slots[0])
+		})
+		select { // a random moment while streaming, not a synchronisation
+		case <-time.After(time.Duration(200+rng.IntN(1000)) * time.Millisecond):
+		case <-p.done:
+			t.Fatalf("relay exited on its own: %v", p.err)
+		}
+		p.kill()
+		waitFor(t, time.Minute, "slot released", func() (bool, error) {
+			active, err := slotActive(slots[0])
+			return !active, err
+		})
+	}
+	stopWriters()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("writer: %v", err)
+		}
+	}
+
+	// Drain: both slots confirmed past the last commit.
+	var endLSN string
+	if err := producerDB.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
+		t.Fatal(err)
+	}
+	fence := outbox.Message{AggregateType: crashAggregateTypes[0], AggregateID: "fence", EventType: "e2e.fence", BusinessKey: "fence", Payload: []byte(`{}`)}
+	err = pgx.BeginFunc(ctx, producerDB.Pool, func(tx pgx.Tx) error {
+		w, _ := outbox.NewWriter(nil)
+		id, err := w.InsertTx(ctx, tx, fence)
+		if err == nil {
+			defer l.commit([]outbox.Message{fence}, []uuid.UUID{id})
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := startRelay(t, bin, logPath, args("run", slots[0])...)
+	for _, slot := range slots {
+		waitFor(t, 3*time.Minute, "slot "+slot+" confirmed past the last commit", func() (bool, error) {
+			if last.exited() || second.exited() {
+				return false, fmt.Errorf("a relay exited on its own")
+			}
+			var done bool
+			err := producerDB.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
+				slot, endLSN).Scan(&done)
+			return done, err
+		})
+	}
+
+	// Every record in Kafka (kcat's count) must have been delivered to the
+	// inbox as Processed or Duplicate.
+	records := 0
+	for _, topic := range topics {
+		records += len(testenv.MustReadTopic(t, kafka.Brokers, topic))
+	}
+	waitFor(t, 3*time.Minute, "the consumer to handle every record", func() (bool, error) {
+		return outcomes.get(inbox.Processed)+outcomes.get(inbox.Duplicate) >= records, nil
+	})
+	if err := stopConsumer(); err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+
+	// Exactly one effect per committed message, none for rolled-back ones.
+	rows, err := consumerDB.Pool.Query(ctx, `SELECT message_id, count(*) FROM effect GROUP BY message_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects := make(map[string]int)
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		effects[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for _, ids := range l.committed {
+		for _, id := range ids {
+			switch n := effects[id.String()]; {
+			case n == 0:
+				if missing++; missing <= 10 {
+					t.Errorf("committed message %s has no effect", id)
+				}
+			case n > 1:
+				t.Errorf("message %s took effect %d times", id, n)
+			}
+		}
+	}
+	if len(effects) != l.count {
+		t.Errorf("%d messages took effect, %d were committed", len(effects), l.count)
+	}
+	for id := range l.rolledBack {
+		if effects[id.String()] > 0 {
+			t.Errorf("rolled-back message %s took effect", id)
+		}
+	}
+	processed, duplicates := outcomes.get(inbox.Processed), outcomes.get(inbox.Duplicate)
+	if processed != l.count {
+		t.Errorf("%d Processed outcomes, want one per committed message (%d)", processed, l.count)
+	}
+	// The second slot alone delivers every message once more.
+	if duplicates < l.count {
+		t.Errorf("%d Duplicate outcomes, want at least %d (every message was published twice)", duplicates, l.count)
+	}
+	t.Logf("%d committed messages, %d Kafka records after %d kills: %d Processed, %d Duplicate; %d effects",
+		l.count, records, kills, processed, duplicates, len(effects))
+}

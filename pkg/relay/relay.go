@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -141,7 +142,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // from the slot's confirmed position.
 func (r *Relay) session(ctx context.Context, sk *sink) error {
 	c := &r.cfg
-	start, err := preflight(ctx, c)
+	pc := c
+	if r.live.standby.Load() {
+		// A standby repeats the checks every StandbyRetryInterval; their
+		// warnings were logged at its first attempt.
+		quiet := *c
+		quiet.Logger = slog.New(slog.DiscardHandler)
+		pc = &quiet
+	}
+	start, err := preflight(ctx, pc)
 	if err != nil {
 		return err
 	}

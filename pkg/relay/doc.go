@@ -128,7 +128,8 @@
 //	pgoutbox_relay_slot_active{slot}                1 while some process streams the slot
 //
 // While the slot does not exist, the slot gauges other than slot_active
-// are absent. Gauges of this relay, computed when scraped:
+// are absent; while the database cannot be read they keep their last
+// values (a warning is logged once). Gauges of this relay, computed when scraped:
 //
 //	pgoutbox_relay_lag_seconds{slot}              now - commit time of the oldest transaction read and not
 //	                                              yet confirmed; 0 when caught up, and on a standby

@@ -113,6 +113,7 @@ func TestStandbyTakesOver(t *testing.T) {
 		return a.ready() == http.StatusOK, nil
 	})
 	pb := run(b, logB)
+	standbySince := time.Now()
 	waitFor(t, time.Minute, "the second relay serving metrics as a standby", func() (bool, error) {
 		if pb.exited() {
 			return false, fmt.Errorf("second relay exited: %v", pb.err)
@@ -143,11 +144,21 @@ func TestStandbyTakesOver(t *testing.T) {
 		v, _ := a.metric("pgoutbox_relay_events_published_total", "")
 		return v > 0, nil
 	})
-	// Several retry intervals went by: the standby said so once, and
-	// counted no reconnects.
+	committed := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.count }
+	// Let the standby retry a few times (every 500ms) while the writers
+	// commit, to check it logs its wait once and counts no reconnects.
+	waitFor(t, time.Minute, "writers committing while the standby retries", func() (bool, error) {
+		return committed() >= 1000 && time.Since(standbySince) > 2500*time.Millisecond, nil
+	})
 	waitFor(t, time.Minute, "the standby's log line", func() (bool, error) {
 		return strings.Count(readFile(t, logB), "waiting as a standby") > 0, nil
 	})
+	for _, name := range []string{"pgoutbox_relay_lag_seconds", "pgoutbox_relay_seconds_since_last_ack"} {
+		if v, ok := b.metric(name, slotLabel); !ok || v != 0 {
+			t.Errorf("standby %s = %v (present %v), want 0 (the active relay reports it)", name, v, ok)
+		}
+	}
+	t.Logf("standby waited %v before the kill", time.Since(standbySince).Round(time.Millisecond))
 
 	pa.kill()
 	killed := time.Now()
@@ -183,7 +194,6 @@ func TestStandbyTakesOver(t *testing.T) {
 
 	// A little more writing on the new relay, then everything must be in
 	// Kafka.
-	committed := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.count }
 	target := committed() + 200
 	waitFor(t, time.Minute, "writers going on after the takeover", func() (bool, error) { return committed() >= target, nil })
 	stopWriters()

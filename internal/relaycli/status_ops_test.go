@@ -156,6 +156,21 @@ func TestStatusLostSlotFails(t *testing.T) {
 	}
 	args := []string{"--database-url", srv.AdminURL, "--slot", "lost_slot", "--publication", "lost_pub"}
 	wantCode(t, cli(t, append([]string{"setup"}, args...)...), 0)
+	// With a limit, safe_wal_size is reported (it shrinks as WAL grows).
+	safe := func() (v int64) {
+		if err := conn.QueryRow(ctx, `SELECT safe_wal_size FROM pg_replication_slots WHERE slot_name = 'lost_slot'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	hi := safe()
+	r := cli(t, append([]string{"status", "--json"}, args...)...)
+	wantCode(t, r, 0)
+	lo := safe()
+	var st relay.SlotStatus
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.SafeWALSize == nil || *st.SafeWALSize < lo || *st.SafeWALSize > hi {
+		t.Fatalf("status --json safe_wal_size %v (%v), database %d..%d", st.SafeWALSize, err, lo, hi)
+	}
 	// Write a few segments past the slot and checkpoint: the server
 	// removes them and invalidates the slot.
 	for attempt := 0; ; attempt++ {

@@ -101,7 +101,8 @@ func TestStandbyTakesOver(t *testing.T) {
 	run := func(p probe, log string) *relayProc {
 		return startRelay(t, bin, log, append(append([]string{"run"}, common...),
 			"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json",
-			"--status-interval", "500ms", "--lag-poll-interval", "200ms", "--standby-retry-interval", "500ms")...)
+			"--status-interval", "500ms", "--lag-poll-interval", "200ms", "--standby-retry-interval", "500ms",
+			"--heartbeat-interval", "200ms")...)
 	}
 	slotLabel := `slot="` + slot + `"`
 
@@ -230,6 +231,9 @@ func TestStandbyTakesOver(t *testing.T) {
 		return missing == 0, nil
 	})
 	t.Logf("%d committed messages, all in Kafka", len(want))
+	if v, _ := b.metric("pgoutbox_relay_invalid_events_total", ""); v != 0 {
+		t.Errorf("%v invalid events (heartbeats taken for events?)", v)
+	}
 	if code := pb.stop(time.Minute); code != 0 {
 		t.Errorf("standby-turned-active relay after SIGTERM: exit %d, want 0", code)
 	}

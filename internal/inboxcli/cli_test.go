@@ -1,12 +1,10 @@
 package inboxcli_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,28 +19,10 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // run runs the CLI and returns its exit code, stdout and stderr.
 func run(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	code := inboxcli.Run(ctx, args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
@@ -221,7 +201,7 @@ func TestTail(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- inboxcli.Run(ctx, []string{"--database-url=" + db.URL, "tail", "--brokers", strings.Join(k.Brokers, ","),

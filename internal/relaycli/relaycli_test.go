@@ -1,12 +1,10 @@
 package relaycli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type result struct {
 	code           int
@@ -45,7 +25,7 @@ func cli(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	code := relaycli.Run(ctx, args, &stdout, &stderr)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }

@@ -20,7 +20,7 @@ import (
 
 // metricsAddr waits for the "serving metrics" log record of a JSON log and
 // returns its address.
-func metricsAddr(t *testing.T, log *syncBuffer, done <-chan struct{}) string {
+func metricsAddr(t *testing.T, log *testenv.SyncBuffer, done <-chan struct{}) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -63,7 +63,7 @@ func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	done := make(chan struct{})
 	code := -1
 	// The test server trusts every login, so a password can be added to

@@ -449,7 +449,7 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 
 func TestLogsCarryMessageAndTransition(t *testing.T) {
 	t.Parallel()
-	var buf syncBuf
+	var buf testenv.SyncBuffer
 	b := setup(t, &inbox.Config{MaxAttempts: 1, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	m := msg("m-1", "key-1", `{}`)
 	_, err := b.in.Process(context.Background(), b.db.Pool, m, func(context.Context, pgx.Tx) (string, error) {
@@ -469,21 +469,4 @@ func TestLogsCarryMessageAndTransition(t *testing.T) {
 			t.Fatalf("log field %s = %v, want %v (record %v)", k, rec[k], v, rec)
 		}
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

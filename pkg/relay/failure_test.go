@@ -96,7 +96,7 @@ func TestBrokerOutage(t *testing.T) {
 	outage.Store(outageOff)
 
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
-	waitFor(t, 30*time.Second, "confirmed position past the outage", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "confirmed position past the outage", func() (bool, error) {
 		return b.confirmedFlush(t) >= firstEnd, nil
 	})
 	t.Logf("%d polls of confirmed_flush_lsn during the outage", polls)
@@ -160,7 +160,7 @@ func TestIdleOutboxAdvances(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		busy()
 		target := b.currentLSN(t)
-		waitFor(t, 30*time.Second, fmt.Sprintf("confirmed_flush_lsn to reach %s", target), func() (bool, error) {
+		testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("confirmed_flush_lsn to reach %s", target), func() (bool, error) {
 			busy()
 			return b.confirmedFlush(t) >= target, nil
 		})
@@ -182,7 +182,7 @@ func TestLargeTransaction(t *testing.T) {
 	ids := b.insert(t, msgs...)
 	committed := time.Now()
 	msgs = nil
-	waitFor(t, 3*time.Minute, "200,000 events acknowledged by Kafka", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "200,000 events acknowledged by Kafka", func() (bool, error) {
 		return b.metric(t, "pgoutbox_relay_events_published_total") >= n, nil
 	})
 	published := time.Since(committed)
@@ -350,7 +350,7 @@ func TestReconnect(t *testing.T) {
 		t.Fatal("no walsender terminated")
 	}
 	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
-	waitFor(t, 10*time.Second, "reconnects_total", func() (bool, error) {
+	testenv.WaitFor(t, 10*time.Second, "reconnects_total", func() (bool, error) {
 		return b.metric(t, "pgoutbox_relay_reconnects_total") >= 1, nil
 	})
 	t.Logf("%d walsenders terminated, %d records for %d messages (%d duplicates)", kills, len(recs), len(ids), len(recs)-len(ids))
@@ -392,7 +392,7 @@ func TestGracefulStop(t *testing.T) {
 func (b *bundle) pendingInserts(t *testing.T) int {
 	t.Helper()
 	ctx := context.Background()
-	waitFor(t, 30*time.Second, "slot released", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "slot released", func() (bool, error) {
 		var active bool
 		err := b.db.Pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&active)
 		return !active, err

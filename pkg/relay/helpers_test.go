@@ -99,7 +99,7 @@ func (b *bundle) start(t *testing.T) *running {
 	run := &running{relay: r, cancel: cancel, done: make(chan error, 1)}
 	go func() { run.done <- r.Run(ctx) }()
 	t.Cleanup(func() { _ = run.stop(t) })
-	waitFor(t, 30*time.Second, "relay ready", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "relay ready", func() (bool, error) {
 		select {
 		case err := <-run.done:
 			run.done <- err
@@ -129,25 +129,6 @@ func (r *running) wait(t *testing.T, timeout time.Duration) error {
 	case <-time.After(timeout):
 		t.Fatalf("Run did not return within %v", timeout)
 		return nil
-	}
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -92,7 +93,7 @@ func TestLagMetricsFollowTheSlot(t *testing.T) {
 	outage.Store(outageNack)
 	b.start(t)
 	var first float64
-	waitFor(t, 30*time.Second, "lag_seconds to cover the stop", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "lag_seconds to cover the stop", func() (bool, error) {
 		lo := time.Since(afterFirst).Seconds()
 		v, _ := gauge(t, b.reg, "pgoutbox_relay_lag_seconds", slot)
 		hi := time.Since(beforeFirst).Seconds()
@@ -102,7 +103,7 @@ func TestLagMetricsFollowTheSlot(t *testing.T) {
 		first = v
 		return v >= lo, nil
 	})
-	waitFor(t, 30*time.Second, "lag_seconds to grow", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "lag_seconds to grow", func() (bool, error) {
 		v, _ := gauge(t, b.reg, "pgoutbox_relay_lag_seconds", slot)
 		return v >= first+0.3, nil
 	})
@@ -119,7 +120,7 @@ func TestLagMetricsFollowTheSlot(t *testing.T) {
 	} {
 		before := m.db()
 		var v float64
-		waitFor(t, 10*time.Second, m.name+" polled", func() (bool, error) {
+		testenv.WaitFor(t, 10*time.Second, m.name+" polled", func() (bool, error) {
 			v, _ = gauge(t, b.reg, m.name, slot)
 			return v >= float64(before), nil
 		})
@@ -157,7 +158,7 @@ func TestLagMetricsFollowTheSlot(t *testing.T) {
 	// Kafka is back: everything arrives, the lag returns to about zero.
 	outage.Store(outageOff)
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
-	waitFor(t, 30*time.Second, "lag back to about zero", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "lag back to about zero", func() (bool, error) {
 		sec, _ := gauge(t, b.reg, "pgoutbox_relay_lag_seconds", slot)
 		bytes, _ := gauge(t, b.reg, "pgoutbox_relay_slot_lag_bytes", slot)
 		ack, _ := gauge(t, b.reg, "pgoutbox_relay_seconds_since_last_ack", slot)
@@ -182,7 +183,7 @@ func TestHeartbeatAdvancesIdleSlot(t *testing.T) {
 	b.start(t)
 	start := b.confirmedFlush(t)
 	var beat string // LSN of a heartbeat after start
-	waitFor(t, 30*time.Second, "a heartbeat in the WAL", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "a heartbeat in the WAL", func() (bool, error) {
 		rows, err := b.db.Pool.Query(ctx, `SELECT lsn::text, data FROM pg_logical_slot_peek_changes($1, NULL, NULL)
 			WHERE lsn > $2::pg_lsn`, spy, start.String())
 		if err != nil {
@@ -202,7 +203,7 @@ func TestHeartbeatAdvancesIdleSlot(t *testing.T) {
 		}
 		return beat != "", rows.Err()
 	})
-	waitFor(t, 30*time.Second, "confirmed_flush_lsn past heartbeat at "+beat, func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "confirmed_flush_lsn past heartbeat at "+beat, func() (bool, error) {
 		var past bool
 		err := b.db.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
 			b.cfg.Slot, beat).Scan(&past)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -24,7 +25,7 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.start(t)
-	waitFor(t, 30*time.Second, "old rows pruned", func() (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "old rows pruned", func() (bool, error) {
 		var n int
 		err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n)
 		return n == 2, err
@@ -33,7 +34,7 @@ func TestPrune(t *testing.T) {
 	if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE id = ANY($1::uuid[])`, ids[5:]).Scan(&left); err != nil || left != 2 {
 		t.Fatalf("recent rows left: %d (%v), want 2", left, err)
 	}
-	waitFor(t, 10*time.Second, "pruned_rows_total", func() (bool, error) {
+	testenv.WaitFor(t, 10*time.Second, "pruned_rows_total", func() (bool, error) {
 		return b.metric(t, "pgoutbox_relay_pruned_rows_total") == 5, nil
 	})
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 30*time.Second)

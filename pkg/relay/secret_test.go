@@ -1,12 +1,10 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,31 +12,12 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-// syncBuffer is a bytes.Buffer safe for a logger used by several
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The database password appears in no log line and no error, whether the
 // relay runs or fails (the test server trusts any password).
 func TestPasswordNeverLogged(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cret-Pw"
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := setup(t, func(c *relay.Config) {
 		c.DatabaseURL = strings.Replace(c.DatabaseURL, "postgres@", "postgres:"+secret+"@", 1)

@@ -118,25 +118,6 @@ func writer(ctx context.Context, pool interface {
 	return nil
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v", what, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestCrashRestartLosesNothing SIGKILLs the relay binary at random moments
 // while writers commit continuously, restarts it each time, and checks that
 // Kafka finally holds every committed message (and none rolled back), with
@@ -180,7 +161,7 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
 	for i := 0; i < kills; i++ {
 		p := startRelay(t, bin, logPath, runArgs...)
-		waitFor(t, time.Minute, "relay streaming the slot", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, "relay streaming the slot", func() (bool, error) {
 			if p.exited() {
 				return false, fmt.Errorf("relay exited on its own: %v", p.err)
 			}
@@ -193,7 +174,7 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 			t.Fatalf("relay exited on its own: %v", p.err)
 		}
 		p.kill()
-		waitFor(t, time.Minute, "walsender releasing the slot", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, "walsender releasing the slot", func() (bool, error) {
 			active, err := slotState()
 			return !active, err
 		})
@@ -229,7 +210,7 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 	}
 
 	last := startRelay(t, bin, logPath, runArgs...)
-	waitFor(t, 3*time.Minute, "slot confirmed past the last commit", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "slot confirmed past the last commit", func() (bool, error) {
 		if last.exited() {
 			return false, fmt.Errorf("relay exited on its own: %v", last.err)
 		}

@@ -129,7 +129,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
 	for i := 0; i < kills; i++ {
 		p := startRelay(t, bin, logPath, args("run", slots[0])...)
-		waitFor(t, time.Minute, "relay streaming", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, "relay streaming", func() (bool, error) {
 			if p.exited() {
 				return false, fmt.Errorf("relay exited on its own: %v", p.err)
 			}
@@ -141,7 +141,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 			t.Fatalf("relay exited on its own: %v", p.err)
 		}
 		p.kill()
-		waitFor(t, time.Minute, "slot released", func() (bool, error) {
+		testenv.WaitFor(t, time.Minute, "slot released", func() (bool, error) {
 			active, err := slotActive(slots[0])
 			return !active, err
 		})
@@ -173,7 +173,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	}
 	last := startRelay(t, bin, logPath, args("run", slots[0])...)
 	for _, slot := range slots {
-		waitFor(t, 3*time.Minute, "slot "+slot+" confirmed past the last commit", func() (bool, error) {
+		testenv.WaitFor(t, 3*time.Minute, "slot "+slot+" confirmed past the last commit", func() (bool, error) {
 			if last.exited() || second.exited() {
 				return false, fmt.Errorf("a relay exited on its own")
 			}
@@ -190,7 +190,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	for _, topic := range topics {
 		records += len(testenv.MustReadTopic(t, kafka.Brokers, topic))
 	}
-	waitFor(t, 3*time.Minute, "the consumer to handle every record", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "the consumer to handle every record", func() (bool, error) {
 		return outcomes.get(inbox.Processed)+outcomes.get(inbox.Duplicate) >= records, nil
 	})
 	if err := stopConsumer(); err != nil {

@@ -107,7 +107,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	slotLabel := `slot="` + slot + `"`
 
 	pa := run(a, logA)
-	waitFor(t, time.Minute, "the first relay ready", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the first relay ready", func() (bool, error) {
 		if pa.exited() {
 			return false, fmt.Errorf("first relay exited: %v", pa.err)
 		}
@@ -115,7 +115,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	})
 	pb := run(b, logB)
 	standbySince := time.Now()
-	waitFor(t, time.Minute, "the second relay serving metrics as a standby", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the second relay serving metrics as a standby", func() (bool, error) {
 		if pb.exited() {
 			return false, fmt.Errorf("second relay exited: %v", pb.err)
 		}
@@ -141,17 +141,17 @@ func TestStandbyTakesOver(t *testing.T) {
 	for n := range errs {
 		wg.Go(func() { errs[n] = writer(wctx, db.Pool, n, l) })
 	}
-	waitFor(t, time.Minute, "the active relay publishing", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the active relay publishing", func() (bool, error) {
 		v, _ := a.metric("pgoutbox_relay_events_published_total", "")
 		return v > 0, nil
 	})
 	committed := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.count }
 	// Let the standby retry a few times (every 500ms) while the writers
 	// commit, to check it logs its wait once and counts no reconnects.
-	waitFor(t, time.Minute, "writers committing while the standby retries", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "writers committing while the standby retries", func() (bool, error) {
 		return committed() >= 1000 && time.Since(standbySince) > 2500*time.Millisecond, nil
 	})
-	waitFor(t, time.Minute, "the standby's log line", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the standby's log line", func() (bool, error) {
 		return strings.Count(readFile(t, logB), "waiting as a standby") > 0, nil
 	})
 	for _, name := range []string{"pgoutbox_relay_lag_seconds", "pgoutbox_relay_seconds_since_last_ack"} {
@@ -163,14 +163,14 @@ func TestStandbyTakesOver(t *testing.T) {
 
 	pa.kill()
 	killed := time.Now()
-	waitFor(t, time.Minute, "the standby ready", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the standby ready", func() (bool, error) {
 		if pb.exited() {
 			return false, fmt.Errorf("standby exited: %v", pb.err)
 		}
 		return b.ready() == http.StatusOK, nil
 	})
 	ready := time.Since(killed)
-	waitFor(t, time.Minute, "the standby publishing", func() (bool, error) {
+	testenv.WaitFor(t, time.Minute, "the standby publishing", func() (bool, error) {
 		v, _ := b.metric("pgoutbox_relay_events_published_total", "")
 		return v > 0, nil
 	})
@@ -196,7 +196,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	// A little more writing on the new relay, then everything must be in
 	// Kafka.
 	target := committed() + 200
-	waitFor(t, time.Minute, "writers going on after the takeover", func() (bool, error) { return committed() >= target, nil })
+	testenv.WaitFor(t, time.Minute, "writers going on after the takeover", func() (bool, error) { return committed() >= target, nil })
 	stopWriters()
 	wg.Wait()
 	for _, err := range errs {
@@ -209,7 +209,7 @@ func TestStandbyTakesOver(t *testing.T) {
 		want = append(want, ids...)
 	}
 	var missing int
-	waitFor(t, 2*time.Minute, "every committed message in Kafka", func() (bool, error) {
+	testenv.WaitFor(t, 2*time.Minute, "every committed message in Kafka", func() (bool, error) {
 		seen := make(map[uuid.UUID]bool)
 		for _, typ := range crashAggregateTypes {
 			recs, err := testenv.ReadTopic(context.Background(), kafka.Brokers, "outbox."+typ)

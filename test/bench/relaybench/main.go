@@ -1,22 +1,3 @@
-// Command relaybench measures how fast the relay drains an outbox backlog
-// into Kafka, against the ceiling of this machine: the raw pglogrepl
-// parse-only drain rate of the same backlog. It prints figures; it asserts
-// nothing.
-//
-// It starts a throwaway Postgres (wal_level=logical) and an in-process kfake
-// broker, creates two slots, pre-inserts -n outbox rows (~-payload bytes of
-// JSON, -tx rows per transaction, -conns connections in parallel), then
-//
-//  1. drains the first slot with a tight pglogrepl reader that only parses
-//     every message, decodes the tuples and confirms periodically, up to the
-//     commit that completes the backlog;
-//  2. runs the built relay binary on the second slot until every event is in
-//     kfake and the slot's confirmed position reached that commit's end,
-//
-// and prints both rates, their ratio (target: at least 0.6) and the relay's
-// peak RSS (VmHWM).
-//
-//	go run ./test/bench/relaybench -n 1000000
 package main
 
 import (

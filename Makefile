@@ -33,6 +33,10 @@ test: vet check-deploy ## Vet, check deploy files, run every test with -race (ne
 bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print events/s, peak RSS, raw ceiling (BENCHFLAGS="-n 100000").
 	$(GO) run ./test/bench/relaybench $(BENCHFLAGS)
 
+.PHONY: bench-inbox
+bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N messages per run).
+	$(GO) run ./test/bench/inboxbench -n $(or $(N),20000)
+
 .PHONY: clean
 clean: ## Remove build output.
 	rm -rf $(BIN)

@@ -1,0 +1,253 @@
+package inboxcli_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/inboxcli"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// run runs the CLI and returns its exit code, stdout and stderr.
+func run(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	code := inboxcli.Run(ctx, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := run(t, context.Background(), args...)
+	if code != 0 {
+		t.Fatalf("inbox %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+func TestAdminCommands(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := context.Background()
+	url := "--database-url=" + db.URL
+
+	if out := mustRun(t, url, "migrate"); !strings.Contains(out, "applied migrations [1]") {
+		t.Fatalf("migrate: %q", out)
+	}
+	if out := mustRun(t, url, "migrate"); !strings.Contains(out, "public.inbox is up to date") {
+		t.Fatalf("second migrate: %q", out)
+	}
+
+	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 1, LeaseDuration: time.Hour,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(context.Context, pgx.Tx) (string, error) { return "ref", nil }
+	bad := func(context.Context, pgx.Tx) (string, error) { return "", errors.New("card declined") }
+	for _, m := range []inbox.Message{{ID: "m-1", BusinessKey: "k-1"}, {ID: "m-2", BusinessKey: "k-2"}} {
+		if _, err := in.Process(ctx, db.Pool, m, ok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := in.Process(ctx, db.Pool, inbox.Message{ID: "m-bad", BusinessKey: "k-bad", Topic: "payments", Partition: 2, Offset: 7}, bad); err != nil || res.Outcome != inbox.DeadLettered {
+		t.Fatal(res, err)
+	}
+	// A stuck two-phase claim: leased, then the lease expired.
+	stuck, release, released := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(released)
+		_, _ = in.ProcessExternal(ctx, db.Pool, inbox.Message{ID: "m-ext", BusinessKey: "k-ext"}, func(context.Context, string) (string, error) {
+			close(stuck)
+			<-release // a hung handler
+			return "", errors.New("gave up")
+		})
+	}()
+	<-stuck
+	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 minute' WHERE message_id = 'm-ext'`); err != nil {
+		t.Fatal(err)
+	}
+
+	out := mustRun(t, url, "status")
+	for _, want := range []string{"CONSUMER", "billing   PROCESSING    1      1", "billing   COMPLETED     2      0", "billing   FAILED_FINAL  1      0"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	if out := mustRun(t, url, "status", "--json"); !strings.Contains(out, `"Stuck": 1`) {
+		t.Fatalf("status --json: %s", out)
+	}
+	close(release)
+	<-released
+
+	out = mustRun(t, url, "list", "--status", "failed_final")
+	if !strings.Contains(out, "m-bad") || !strings.Contains(out, "payments/2@7") || !strings.Contains(out, "card declined") || strings.Contains(out, "m-1") {
+		t.Fatalf("list: %s", out)
+	}
+
+	if out := mustRun(t, url, "revive", "--consumer", "billing", "m-bad"); !strings.Contains(out, "revived 1 messages of billing") {
+		t.Fatalf("revive: %q", out)
+	}
+	if res, err := in.Process(ctx, db.Pool, inbox.Message{ID: "m-bad", BusinessKey: "k-bad"}, ok); err != nil || res.Outcome != inbox.Processed {
+		t.Fatalf("after revive: %+v, %v", res, err)
+	}
+
+	if out := mustRun(t, url, "purge", "--older-than", "1h"); !strings.Contains(out, "purged 0 COMPLETED rows") {
+		t.Fatalf("purge: %q", out)
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET completed_at = now() - interval '2 days' WHERE message_id IN ('m-1', 'm-2')`); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, url, "purge", "--older-than", "1d", "--batch-size", "1"); !strings.Contains(out, "purged 2 COMPLETED rows") {
+		t.Fatalf("purge: %q", out)
+	}
+	var left int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'COMPLETED'`).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("COMPLETED rows left: %d, %v", left, err)
+	}
+}
+
+func TestCustomTableFromEnv(t *testing.T) {
+	db := testenv.NewDB(t)
+	t.Setenv("INBOX_DATABASE_URL", db.URL)
+	t.Setenv("INBOX_TABLE", "ops.consumer_inbox")
+	if _, err := db.Pool.Exec(context.Background(), `CREATE SCHEMA ops`); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, "migrate"); !strings.Contains(out, "ops.consumer_inbox: applied migrations [1]") {
+		t.Fatalf("migrate: %q", out)
+	}
+	if out := mustRun(t, "status"); strings.TrimSpace(out) != "CONSUMER  STATUS  COUNT  STUCK  OLDEST" {
+		t.Fatalf("status of an empty table: %q", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"status"}, inboxcli.ExitUsage, "--database-url (INBOX_DATABASE_URL) is required"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "purge"}, inboxcli.ExitUsage, "--older-than is required"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "purge", "--older-than", "soon"}, inboxcli.ExitUsage, "bad age"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "list", "--status", "DONE"}, inboxcli.ExitUsage, "unknown status"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "revive", "m-1"}, inboxcli.ExitUsage, "--consumer is required"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "tail"}, inboxcli.ExitUsage, "--brokers and --topics are required"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "status"}, inboxcli.ExitError, "connect to u@127.0.0.1:1/x"},
+		{[]string{"--bogus"}, inboxcli.ExitUsage, "flag provided but not defined"},
+	}
+	for _, tc := range cases {
+		code, _, errOut := run(t, context.Background(), tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("inbox %v: exit %d, stderr %q; want exit %d and one line with %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+		if strings.Contains(errOut, "secret") {
+			t.Errorf("inbox %v leaked the password: %q", tc.args, errOut)
+		}
+	}
+}
+
+func TestHelpExplainsEveryCommand(t *testing.T) {
+	t.Parallel()
+	out := mustRun(t, "--help")
+	for _, cmd := range []string{"migrate", "status", "purge", "list", "revive", "tail", "INBOX_DATABASE_URL"} {
+		if !strings.Contains(out, cmd) {
+			t.Fatalf("help lacks %s:\n%s", cmd, out)
+		}
+	}
+	for _, cmd := range []string{"migrate", "status", "purge", "list", "revive", "tail"} {
+		out := mustRun(t, cmd, "--help")
+		if !strings.Contains(out, "DESCRIPTION:") {
+			t.Fatalf("%s --help has no description:\n%s", cmd, out)
+		}
+	}
+}
+
+func TestTail(t *testing.T) {
+	t.Parallel()
+	const topic = "orders"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic))
+	db := testenv.NewDB(t)
+	mustRun(t, "--database-url="+db.URL, "migrate")
+
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(k.Brokers...), Topic: topic, Transport: tr, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	h := func(id, key string) []kafka.Header {
+		return []kafka.Header{{Key: "message-id", Value: []byte(id)}, {Key: "business-key", Value: []byte(key)}}
+	}
+	err := w.WriteMessages(context.Background(),
+		kafka.Message{Value: []byte(`{"n":1}`), Headers: h("m-1", "k-1")},
+		kafka.Message{Value: []byte(`{"n":1}`), Headers: h("m-1", "k-1")},
+		kafka.Message{Value: []byte(`{"n":2}`)},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- inboxcli.Run(ctx, []string{"--database-url=" + db.URL, "tail", "--brokers", strings.Join(k.Brokers, ","),
+			"--topics", topic, "--dlq-topic", "orders.dlq"}, &stdout, &stderr)
+	}()
+	want := []string{
+		"orders/0@0 m-1 k-1 processed",
+		"orders/0@1 m-1 k-1 duplicate",
+		"orders/0@2 - - dead_lettered reason=missing_headers",
+	}
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(stdout.String(), "\n") < len(want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("tail printed %q; stderr %q", stdout.String(), stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("tail exit %d: %s", code, stderr.String())
+	}
+	if got := strings.Split(strings.TrimSpace(stdout.String()), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("tail printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	recs := testenv.WaitForRecords(t, k.Brokers, "orders.dlq", 1, time.Minute)
+	if reason, _ := recs[0].Header("dlq-reason"); reason != "missing_headers" || string(recs[0].Value) != `{"n":2}` {
+		t.Fatalf("dead letter %+v", recs[0])
+	}
+}

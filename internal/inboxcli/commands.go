@@ -1,0 +1,217 @@
+package inboxcli
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+func consumerFlag(usage string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "consumer", EnvVars: []string{"INBOX_CONSUMER"}, Usage: usage}
+}
+
+func jsonFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{Name: "json", EnvVars: []string{"INBOX_JSON"}, Usage: "print JSON instead of a table"}
+}
+
+// withStore runs fn with a pool and the Store of --table.
+func withStore(c *cli.Context, fn func(*cli.Context, inbox.Querier, *inbox.Store) error) error {
+	store, err := inbox.NewStore(c.String("table"))
+	if err != nil {
+		return usageError{err}
+	}
+	pool, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(c, pool, store)
+}
+
+func migrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "migrate",
+		Usage: "create or upgrade the inbox table (idempotent)",
+		Description: "Applies the embedded migrations of sql/inbox to --table and records them in\n" +
+			"public.pgoutbox_migration; running it again is a no-op. A DBA may apply\n" +
+			"sql/inbox/*.up.sql with psql -f instead.",
+		Action: func(c *cli.Context) error {
+			pool, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			applied, err := inbox.Migrate(c.Context, pool, c.String("table"))
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintf(c.App.Writer, "%s is up to date\n", c.String("table"))
+				return nil
+			}
+			fmt.Fprintf(c.App.Writer, "%s: applied migrations %v\n", c.String("table"), applied)
+			return nil
+		},
+	}
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "count messages per consumer and status, with stuck leases and the oldest message",
+		Description: "Prints one line per consumer and status: the row count, the oldest received_at and,\n" +
+			"for PROCESSING, how many leases expired (stuck: a two-phase handler crashed or hangs;\n" +
+			"the next delivery takes them over).",
+		Flags: []cli.Flag{consumerFlag("only this consumer (default: all)"), jsonFlag()},
+		Action: func(c *cli.Context) error {
+			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
+				counts, err := s.Status(c.Context, q, c.String("consumer"))
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					return writeJSON(c, counts)
+				}
+				tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CONSUMER\tSTATUS\tCOUNT\tSTUCK\tOLDEST")
+				for _, r := range counts {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.Consumer, r.Status, r.Count, r.Stuck, r.Oldest.UTC().Format(time.RFC3339))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func purgeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "purge",
+		Usage: "delete COMPLETED (or, explicitly, FAILED_FINAL) messages older than a retention",
+		Description: "Deletes in batches of --batch-size rows, each batch its own statement, so a large purge\n" +
+			"never holds many locks. FAILED_FINAL rows are kept unless --status FAILED_FINAL is given;\n" +
+			"PROCESSING rows are never purged. A purged message is no longer recognised as a duplicate:\n" +
+			"keep the retention above the longest redelivery window (Kafka retention, relay replays).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "older-than", EnvVars: []string{"INBOX_OLDER_THAN"},
+				Usage: "retention: a Go duration (72h) or days (30d)"},
+			&cli.StringFlag{Name: "status", EnvVars: []string{"INBOX_STATUS"}, Value: "COMPLETED",
+				Usage: "status to purge: COMPLETED or FAILED_FINAL"},
+			consumerFlag("only this consumer (default: all)"),
+			&cli.IntFlag{Name: "batch-size", EnvVars: []string{"INBOX_BATCH_SIZE"}, Value: 1000, Usage: "rows per DELETE"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.String("older-than") == "" {
+				return usagef("purge: --older-than is required")
+			}
+			age, err := parseAge(c.String("older-than"))
+			if err != nil {
+				return usagef("--older-than: %v", err)
+			}
+			st, err := inbox.ParseStatus(c.String("status"))
+			if err != nil || (st != inbox.StatusCompleted && st != inbox.StatusFailedFinal) {
+				return usagef("--status %q: want COMPLETED or FAILED_FINAL", c.String("status"))
+			}
+			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
+				n, err := s.Purge(c.Context, q, inbox.PurgeParams{Consumer: c.String("consumer"), OlderThan: age,
+					Status: st, BatchSize: c.Int("batch-size")})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "purged %d %s rows older than %s\n", n, st, c.String("older-than"))
+				return nil
+			})
+		},
+	}
+}
+
+func listCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list messages, oldest first, optionally of one status",
+		Description: "Prints message ID, business key, status, attempts, last error and where the message\n" +
+			"came from (topic/partition@offset). Use --status FAILED_FINAL to see dead-lettered ones.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "status", EnvVars: []string{"INBOX_STATUS"},
+				Usage: "only this status: RECEIVED, PROCESSING, COMPLETED, FAILED_RETRYABLE, FAILED_FINAL"},
+			consumerFlag("only this consumer (default: all)"),
+			&cli.IntFlag{Name: "limit", EnvVars: []string{"INBOX_LIMIT"}, Value: 100, Usage: "at most this many rows"},
+			jsonFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			var st inbox.Status
+			if s := c.String("status"); s != "" {
+				var err error
+				if st, err = inbox.ParseStatus(s); err != nil {
+					return usagef("--status: %v", err)
+				}
+			}
+			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
+				recs, err := s.List(c.Context, q, inbox.ListParams{Consumer: c.String("consumer"), Status: st, Limit: c.Int("limit")})
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					return writeJSON(c, recs)
+				}
+				tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CONSUMER\tMESSAGE_ID\tBUSINESS_KEY\tSTATUS\tATTEMPTS\tSOURCE\tRECEIVED\tLAST_ERROR")
+				for _, r := range recs {
+					src := "-"
+					if r.Topic != "" {
+						src = fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Consumer, r.MessageID, r.BusinessKey, r.Status,
+						r.Attempts, src, r.ReceivedAt.UTC().Format(time.RFC3339), r.LastError)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func reviveCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "revive",
+		Usage:     "make FAILED_FINAL messages processable again",
+		ArgsUsage: "MESSAGE_ID...",
+		Description: "Sets the given FAILED_FINAL messages of --consumer (or all of them with --all) back to\n" +
+			"FAILED_RETRYABLE with attempts 0. Their offsets were committed when they were dead-lettered:\n" +
+			"re-publish them (for example from the dead-letter topic) so the handler runs again.",
+		Flags: []cli.Flag{
+			consumerFlag("consumer of the messages (required)"),
+			&cli.BoolFlag{Name: "all", EnvVars: []string{"INBOX_ALL"}, Usage: "revive every FAILED_FINAL message of the consumer"},
+		},
+		Action: func(c *cli.Context) error {
+			consumer := c.String("consumer")
+			if consumer == "" {
+				return usagef("revive: --consumer is required")
+			}
+			ids := c.Args().Slice()
+			if len(ids) == 0 && !c.Bool("all") {
+				return usagef("revive: give message IDs or --all")
+			}
+			if len(ids) > 0 && c.Bool("all") {
+				return usagef("revive: give message IDs or --all, not both")
+			}
+			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
+				n, err := s.Revive(c.Context, q, inbox.ReviveParams{Consumer: consumer, MessageIDs: ids})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "revived %d messages of %s\n", n, consumer)
+				return nil
+			})
+		},
+	}
+}
+
+func writeJSON(c *cli.Context, v any) error {
+	enc := json.NewEncoder(c.App.Writer)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

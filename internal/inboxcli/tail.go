@@ -1,0 +1,101 @@
+package inboxcli
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+func tailCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "tail",
+		Usage: "consume topics through the inbox and print each outcome (debugging and demos)",
+		Description: "Joins --group and consumes --topics with the inbox consumer loop: each message is\n" +
+			"claimed in --table as --consumer with a handler that does nothing, and one line is printed\n" +
+			"per delivery: topic/partition@offset, message ID, business key, outcome and reason. Offsets\n" +
+			"are committed, so use a group of its own. Messages without message-id or business-key\n" +
+			"headers go to --dlq-topic. Stops on SIGINT/SIGTERM after the current messages.",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "brokers", EnvVars: []string{"INBOX_BROKERS"},
+				Usage: "Kafka bootstrap brokers, host:port (repeat or comma-separate)"},
+			&cli.StringSliceFlag{Name: "topics", EnvVars: []string{"INBOX_TOPICS"},
+				Usage: "topics to consume (repeat or comma-separate)"},
+			&cli.StringFlag{Name: "group", EnvVars: []string{"INBOX_GROUP"}, Value: "inbox-tail", Usage: "Kafka consumer group"},
+			&cli.StringFlag{Name: "consumer", EnvVars: []string{"INBOX_CONSUMER"}, Value: "inbox-tail",
+				Usage: "inbox consumer name the messages are recorded under"},
+			&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"INBOX_DLQ_TOPIC"}, Value: inbox.DefaultDeadLetterTopic,
+				Usage: "dead-letter topic"},
+			&cli.StringFlag{Name: "conflict-policy", EnvVars: []string{"INBOX_CONFLICT_POLICY"}, Value: "dead-letter",
+				Usage: "what a conflicting message becomes: error (stop) or dead-letter"},
+			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
+				Usage: "a new group starts at the end of the topics instead of the beginning"},
+		},
+		Action: func(c *cli.Context) error {
+			if len(c.StringSlice("brokers")) == 0 || len(c.StringSlice("topics")) == 0 {
+				return usagef("tail: --brokers and --topics are required")
+			}
+			policy, err := inbox.ParseConflictPolicy(c.String("conflict-policy"))
+			if err != nil {
+				return usageError{err}
+			}
+			log, err := logger(c)
+			if err != nil {
+				return err
+			}
+			pool, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			in, err := inbox.New(&inbox.Config{Consumer: c.String("consumer"), Table: c.String("table"),
+				ConflictPolicy: policy, Logger: log})
+			if err != nil {
+				return usageError{err}
+			}
+			var mu sync.Mutex
+			start := kafka.FirstOffset
+			if c.Bool("from-end") {
+				start = kafka.LastOffset
+			}
+			cons, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+				Brokers:         c.StringSlice("brokers"),
+				GroupID:         c.String("group"),
+				Topics:          c.StringSlice("topics"),
+				Inbox:           in,
+				DB:              pool,
+				DeadLetterTopic: c.String("dlq-topic"),
+				StartOffset:     start,
+				Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) {
+					return "", nil
+				},
+				OnResult: func(msg inbox.Message, res inbox.Result) {
+					mu.Lock()
+					defer mu.Unlock()
+					line := fmt.Sprintf("%s/%d@%d %s %s %s", msg.Topic, msg.Partition, msg.Offset,
+						orDash(msg.ID), orDash(msg.BusinessKey), res.Outcome)
+					if res.Reason != "" {
+						line += " reason=" + res.Reason
+					}
+					fmt.Fprintln(c.App.Writer, line)
+				},
+			})
+			if err != nil {
+				return usageError{err}
+			}
+			return cons.Run(c.Context)
+		},
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

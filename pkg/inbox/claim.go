@@ -1,0 +1,120 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// claim is the result of claiming a message inside a transaction.
+type claim struct {
+	// rowID is the message ID of the row that carries the message: the
+	// message's own, or that of an earlier message with the same business
+	// key and payload.
+	rowID string
+	// from is the row's status before the claim ("" for a new row).
+	from Status
+	// attempt is the attempt this delivery runs.
+	attempt int
+	// done is set when the handler must not run.
+	done *Result
+}
+
+type storedRow struct {
+	messageID, businessKey string
+	hash                   []byte
+	status                 Status
+	attempts               int
+	resultRef              string
+	leased                 bool
+	deadLettered           bool
+}
+
+// claimTx claims msg as the first statement of tx. lease > 0 sets
+// locked_until (two-phase path).
+func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration) (claim, error) {
+	q := &in.queries
+	for range 3 {
+		var attempts int
+		err := tx.QueryRow(ctx, q.claim, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash, lease.Microseconds(),
+			msg.Topic, msg.Partition, msg.Offset).Scan(&attempts)
+		if err == nil {
+			return claim{rowID: msg.ID, attempt: attempts}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return claim{}, fmt.Errorf("inbox: claim %s: %w", msg.ID, err)
+		}
+		rows, err := tx.Query(ctx, q.lookup, in.cfg.Consumer, msg.ID, msg.BusinessKey)
+		if err != nil {
+			return claim{}, fmt.Errorf("inbox: look up %s: %w", msg.ID, err)
+		}
+		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
+			var s storedRow
+			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased, &s.deadLettered)
+			return s, err
+		})
+		if err != nil {
+			return claim{}, fmt.Errorf("inbox: look up %s: %w", msg.ID, err)
+		}
+		if len(found) == 0 {
+			continue // purged between the two statements; claim again
+		}
+		row := found[0]
+		for _, r := range found {
+			if r.messageID == msg.ID {
+				row = r
+			}
+		}
+		return in.decide(ctx, tx, msg, hash, lease, row)
+	}
+	return claim{}, fmt.Errorf("inbox: claim %s: row vanished repeatedly", msg.ID)
+}
+
+// decide settles a delivery that met an existing row.
+func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration, row storedRow) (claim, error) {
+	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts}
+	done := func(o Outcome) (claim, error) {
+		c.done = &Result{Outcome: o, Status: row.status, Attempts: row.attempts, ResultRef: row.resultRef, from: row.status}
+		return c, nil
+	}
+	var reason string
+	switch {
+	case row.messageID == msg.ID && row.businessKey != msg.BusinessKey:
+		reason = "message-id reused with another business key"
+	case !bytes.Equal(row.hash, hash):
+		reason = "payload differs"
+	}
+	if reason != "" {
+		cerr := &ConflictError{MessageID: msg.ID, BusinessKey: msg.BusinessKey,
+			StoredMessageID: row.messageID, StoredBusinessKey: row.businessKey, Reason: reason}
+		c.done = &Result{Outcome: Conflict, Status: row.status, Attempts: row.attempts, Reason: reason, Err: cerr}
+		if in.cfg.ConflictPolicy == ConflictPolicyDeadLetter {
+			c.done.Outcome, c.done.Reason = DeadLettered, ReasonConflict
+		}
+		return c, nil
+	}
+	switch row.status {
+	case StatusCompleted:
+		return done(Duplicate)
+	case StatusFailedFinal:
+		c, err := done(DeadLettered)
+		c.done.Reason, c.done.deadLetterSent = ReasonFailedFinal, row.deadLettered
+		return c, err
+	case StatusProcessing:
+		if row.leased {
+			return done(Busy)
+		}
+	}
+	// RECEIVED, FAILED_RETRYABLE, or PROCESSING with an expired lease: take
+	// it over; the row lock (FOR UPDATE) is ours until the transaction ends.
+	err := tx.QueryRow(ctx, in.queries.takeover, in.cfg.Consumer, row.messageID, lease.Microseconds(),
+		msg.Topic, msg.Partition, msg.Offset).Scan(&c.attempt)
+	if err != nil {
+		return claim{}, fmt.Errorf("inbox: take over %s: %w", row.messageID, err)
+	}
+	return c, nil
+}

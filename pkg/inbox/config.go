@@ -1,0 +1,182 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+)
+
+// DefaultTable is the inbox table used when Config.Table is empty.
+const DefaultTable = "public.inbox"
+
+// TxBeginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it.
+type TxBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// ConflictPolicy says what happens to a conflicting message: the same message
+// ID with another business key or payload, or the same business key with
+// another payload.
+type ConflictPolicy int
+
+const (
+	// ConflictPolicyError returns an error wrapping ErrConflict and leaves the
+	// message unacknowledged: an operator must look at it. The consumer loop
+	// stops with that error.
+	ConflictPolicyError ConflictPolicy = iota
+	// ConflictPolicyDeadLetter answers DeadLettered (reason "conflict"); the
+	// consumer loop sends the message to the dead-letter topic and acks it.
+	ConflictPolicyDeadLetter
+)
+
+// String returns "error" or "dead-letter".
+func (p ConflictPolicy) String() string {
+	switch p {
+	case ConflictPolicyError:
+		return "error"
+	case ConflictPolicyDeadLetter:
+		return "dead-letter"
+	}
+	return fmt.Sprintf("ConflictPolicy(%d)", int(p))
+}
+
+// ParseConflictPolicy parses "error" or "dead-letter".
+func ParseConflictPolicy(s string) (ConflictPolicy, error) {
+	switch s {
+	case "error":
+		return ConflictPolicyError, nil
+	case "dead-letter":
+		return ConflictPolicyDeadLetter, nil
+	}
+	return 0, fmt.Errorf("inbox: conflict policy %q: want error or dead-letter", s)
+}
+
+// Config configures an Inbox. Consumer is required; every other field has a
+// default.
+type Config struct {
+	// Consumer names the logical subscriber (usually the service name). Rows
+	// are keyed per consumer, so services can share one table. Required.
+	Consumer string
+	// Table is the inbox table, "table" or "schema.table". Defaults to
+	// "public.inbox".
+	Table string
+	// MaxAttempts is how many times a failing handler runs before the message
+	// becomes FAILED_FINAL and is dead-lettered. Defaults to 5.
+	MaxAttempts int
+	// Backoff returns the wait before attempt+1 after attempt failed
+	// (attempt counts from 1). The consumer loop uses it between retries.
+	// Defaults to DefaultBackoff (exponential from 1s, capped at 1m, with
+	// jitter).
+	Backoff func(attempt int) time.Duration
+	// LeaseDuration is how long a PROCESSING claim of the two-phase path is
+	// held before a later delivery may take it over. Defaults to 30s.
+	LeaseDuration time.Duration
+	// ConflictPolicy decides what a conflicting message becomes. Defaults to
+	// ConflictPolicyError.
+	ConflictPolicy ConflictPolicy
+	// TxRetries bounds the transparent retries of a transaction that failed
+	// with a serialization failure (40001) or a deadlock (40P01). Defaults
+	// to 5.
+	TxRetries int
+	// Logger receives structured logs with message_id, business_key, status
+	// transition, attempt and reason. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics listed in the package documentation.
+	// Defaults to none: metrics are kept but not registered.
+	Registerer prometheus.Registerer
+}
+
+// DefaultBackoff waits 1s, 2s, 4s, ... up to 1m, plus up to 20% jitter.
+func DefaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := time.Minute
+	if attempt < 7 {
+		d = time.Second << (attempt - 1)
+	}
+	return d + rand.N(d/5+1)
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	if c == nil {
+		return Config{}, errors.New("inbox: config is nil; Consumer is required")
+	}
+	cfg := *c
+	if cfg.Consumer == "" {
+		return Config{}, errors.New("inbox: Config.Consumer is required")
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.MaxAttempts < 0 {
+		return Config{}, fmt.Errorf("inbox: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = 30 * time.Second
+	}
+	if cfg.LeaseDuration < 0 {
+		return Config{}, fmt.Errorf("inbox: Config.LeaseDuration %v is negative", cfg.LeaseDuration)
+	}
+	if cfg.ConflictPolicy != ConflictPolicyError && cfg.ConflictPolicy != ConflictPolicyDeadLetter {
+		return Config{}, fmt.Errorf("inbox: unknown %v", cfg.ConflictPolicy)
+	}
+	if cfg.TxRetries == 0 {
+		cfg.TxRetries = 5
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+// Inbox deduplicates messages of one consumer. It is safe for concurrent use.
+type Inbox struct {
+	cfg     Config
+	table   string // sanitized
+	queries queries
+	metrics *metrics
+	log     *slog.Logger
+}
+
+// New validates cfg and returns an Inbox. It registers the metrics on
+// cfg.Registerer; a second Inbox on the same Registerer must use another
+// Consumer name or registration fails.
+func New(cfg *Config) (*Inbox, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t, err := pgname.Parse(c.Table, "public")
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	m, err := newMetrics(c.Registerer, c.Consumer)
+	if err != nil {
+		return nil, err
+	}
+	return &Inbox{
+		cfg:     c,
+		table:   t.Sanitize(),
+		queries: newQueries(t.Sanitize()),
+		metrics: m,
+		log:     c.Logger.With("consumer", c.Consumer),
+	}, nil
+}
+
+// Consumer returns the consumer name.
+func (in *Inbox) Consumer() string { return in.cfg.Consumer }

@@ -1,0 +1,239 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+)
+
+// DefaultDeadLetterTopic is the dead-letter topic used when
+// ConsumerConfig.DeadLetterTopic is empty.
+const DefaultDeadLetterTopic = "inbox.dlq"
+
+// Record headers the relay sets and the consumer loop reads.
+const (
+	HeaderMessageID     = "message-id"
+	HeaderBusinessKey   = "business-key"
+	HeaderEventType     = "event-type"
+	HeaderAggregateType = "aggregate-type"
+	HeaderAggregateID   = "aggregate-id"
+)
+
+// MessageHandler does the business work of one Kafka message inside tx (see
+// TxHandler).
+type MessageHandler func(ctx context.Context, tx pgx.Tx, msg Message) (resultRef string, err error)
+
+// MessageExternalHandler performs the external effect of one Kafka message
+// with idempotencyKey (see ExternalHandler).
+type MessageExternalHandler func(ctx context.Context, msg Message, idempotencyKey string) (resultRef string, err error)
+
+// ConsumerConfig configures a Consumer. Brokers, GroupID, Topics, Inbox, DB
+// and exactly one of Handler and ExternalHandler are required.
+type ConsumerConfig struct {
+	// Brokers are the bootstrap addresses. Required.
+	Brokers []string
+	// GroupID is the Kafka consumer group. Required.
+	GroupID string
+	// Topics are consumed by the group. Required.
+	Topics []string
+	// Inbox deduplicates the messages. Required.
+	Inbox *Inbox
+	// DB is the database of the inbox and the handler (*pgxpool.Pool).
+	// Required.
+	DB TxBeginner
+	// Handler runs each message on the transactional path.
+	Handler MessageHandler
+	// ExternalHandler runs each message on the two-phase path instead.
+	ExternalHandler MessageExternalHandler
+	// DeadLetterTopic receives dead-lettered messages. Defaults to
+	// "inbox.dlq".
+	DeadLetterTopic string
+	// Dialer connects to the brokers (TLS, SASL, timeouts); the dead-letter
+	// writer uses its TLS and SASL settings too. Defaults to a Dialer with a
+	// 10s timeout.
+	Dialer *kafka.Dialer
+	// StartOffset is where a group without committed offsets starts:
+	// kafka.FirstOffset or kafka.LastOffset. Defaults to kafka.FirstOffset.
+	StartOffset int64
+	// MaxWait bounds how long a fetch waits for data. Defaults to 250ms.
+	MaxWait time.Duration
+	// PartitionQueue is how many fetched messages wait per partition while
+	// the partition's current message is retried. When it is full, fetching
+	// pauses for every partition. Defaults to 1000.
+	PartitionQueue int
+	// BatchSize is how many messages already queued for a partition are
+	// handled together in one transaction (Handler only; ExternalHandler
+	// always goes one at a time). Order is kept; any outcome other than
+	// Processed or Duplicate rolls the batch back and replays it one message
+	// at a time. So a handler may run in a batch that is rolled back and
+	// then again on its own: only the runs of the one-at-a-time path count
+	// as attempts. 1 disables batching. Defaults to 100.
+	BatchSize int
+	// SessionTimeout and RebalanceTimeout of the group membership. Default
+	// to kafka-go's (30s each).
+	SessionTimeout, RebalanceTimeout time.Duration
+	// StatsInterval is how often the stuck-PROCESSING gauge is refreshed.
+	// Defaults to 30s; negative disables it.
+	StatsInterval time.Duration
+	// OnResult, when set, is called after the database commit and before
+	// the offset commit of every delivery attempt (also Retry and Busy).
+	// For diagnosis and demos; it must not block for long.
+	OnResult func(msg Message, res Result)
+}
+
+// Consumer is the Kafka consumer loop of an Inbox: it fetches messages of a
+// consumer group with kafka-go, handles each through the inbox and commits
+// its offset only after the database commit. Each partition has its own
+// worker, so a message being retried holds its partition (order kept) while
+// the other partitions proceed.
+type Consumer struct {
+	cfg ConsumerConfig
+	in  *Inbox
+	log *slog.Logger
+}
+
+// NewConsumer validates cfg and returns a Consumer.
+func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
+	if cfg == nil {
+		return nil, errors.New("inbox: consumer config is nil")
+	}
+	c := *cfg
+	switch {
+	case len(c.Brokers) == 0:
+		return nil, errors.New("inbox: ConsumerConfig.Brokers is required")
+	case c.GroupID == "":
+		return nil, errors.New("inbox: ConsumerConfig.GroupID is required")
+	case len(c.Topics) == 0:
+		return nil, errors.New("inbox: ConsumerConfig.Topics is required")
+	case c.Inbox == nil:
+		return nil, errors.New("inbox: ConsumerConfig.Inbox is required")
+	case c.DB == nil:
+		return nil, errors.New("inbox: ConsumerConfig.DB is required")
+	case (c.Handler == nil) == (c.ExternalHandler == nil):
+		return nil, errors.New("inbox: set exactly one of ConsumerConfig.Handler and ExternalHandler")
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = DefaultDeadLetterTopic
+	}
+	if c.Dialer == nil {
+		c.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
+	}
+	if c.StartOffset == 0 {
+		c.StartOffset = kafka.FirstOffset
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 250 * time.Millisecond
+	}
+	if c.PartitionQueue <= 0 {
+		c.PartitionQueue = 1000
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = 30 * time.Second
+	}
+	return &Consumer{cfg: c, in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID)}, nil
+}
+
+type partitionKey struct {
+	topic     string
+	partition int
+}
+
+// Run consumes until ctx ends, then stops gracefully: each partition worker
+// finishes its current message (database and offset commit), queued
+// messages are left for the next run (their offsets are not committed), and
+// the reader and writer are closed. It returns nil after a graceful stop, or
+// the error that stopped it: a fetch failure, or a conflict under
+// ConflictPolicyError (wrapping ErrConflict).
+func (c *Consumer) Run(ctx context.Context) error {
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:          c.cfg.Brokers,
+		GroupID:          c.cfg.GroupID,
+		GroupTopics:      c.cfg.Topics,
+		Dialer:           c.cfg.Dialer,
+		StartOffset:      c.cfg.StartOffset,
+		MaxWait:          c.cfg.MaxWait,
+		SessionTimeout:   c.cfg.SessionTimeout,
+		RebalanceTimeout: c.cfg.RebalanceTimeout,
+		CommitInterval:   0, // synchronous: a commit returns once Kafka has it
+		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
+			c.log.Debug("inbox: kafka reader: " + fmt.Sprintf(format, args...))
+		}),
+	})
+	dlq := newDeadLetterWriter(c.cfg.Brokers, c.cfg.Dialer, c.cfg.DeadLetterTopic, c.in.cfg.Consumer)
+
+	var wg sync.WaitGroup
+	if c.cfg.StatsInterval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.statsLoop(runCtx)
+		}()
+	}
+	workers := make(map[partitionKey]chan kafka.Message)
+	var fetchErr error
+	for {
+		m, err := reader.FetchMessage(runCtx)
+		if err != nil {
+			if runCtx.Err() == nil && !errors.Is(err, io.EOF) {
+				fetchErr = fmt.Errorf("inbox: fetch: %w", err)
+			}
+			break
+		}
+		k := partitionKey{m.Topic, m.Partition}
+		ch, ok := workers[k]
+		if !ok {
+			ch = make(chan kafka.Message, c.cfg.PartitionQueue)
+			workers[k] = ch
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w := &worker{c: c, reader: reader, dlq: dlq, stop: stop}
+				w.run(runCtx, ch)
+			}()
+		}
+		select {
+		case ch <- m:
+		case <-runCtx.Done():
+		}
+	}
+	for _, ch := range workers {
+		close(ch)
+	}
+	stop(fetchErr)
+	wg.Wait()
+	cause := context.Cause(runCtx)
+	if ctx.Err() != nil && cause == context.Cause(ctx) {
+		cause = nil // a graceful stop
+	}
+	return errors.Join(cause, reader.Close(), dlq.Close())
+}
+
+func (c *Consumer) statsLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.StatsInterval)
+	defer t.Stop()
+	for {
+		if q, ok := c.cfg.DB.(Querier); ok {
+			if _, err := c.in.Stats(ctx, q); err != nil && ctx.Err() == nil {
+				c.log.Warn("inbox: stats", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

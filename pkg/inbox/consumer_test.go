@@ -1,0 +1,362 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+// insertEffect is a consumer handler whose side effect is one row in table
+// effect.
+func insertEffect(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+	_, err := effect(msg)(ctx, tx)
+	return "", err
+}
+
+type seen struct {
+	ID      string
+	Outcome inbox.Outcome
+}
+
+func TestConsumerLoop(t *testing.T) {
+	t.Parallel()
+	const topic, group, dlq = "payments", "billing-group", "billing.dlq"
+	k := testenv.NewKafka(t, kfake.SeedTopics(4, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, &inbox.Config{MaxAttempts: 100, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+
+	produce(t, k.Brokers, topic,
+		rec{Partition: 0, ID: "a-1", Key: "ka-1", Value: `{"a":1}`},
+		rec{Partition: 0, ID: "a-2", Key: "ka-2", Value: `{"a":2}`},
+		rec{Partition: 1, ID: "b-1", Key: "kb-1", Value: `{"b":1}`},
+		rec{Partition: 1, ID: "b-2", Key: "kb-2", Value: `{"b":2}`},
+		rec{Partition: 1, ID: "b-3", Key: "kb-3", Value: `{"b":3}`},
+		rec{Partition: 2, Key: "kc-1", Value: `{"c":"no id"}`},
+		rec{Partition: 2, ID: "c-2", Key: "kc-2", Value: `{"c":2}`},
+		rec{Partition: 3, ID: "b-1", Key: "kb-1", Value: `{"b":1}`}, // a redelivery of b-1
+	)
+
+	var (
+		mu      sync.Mutex
+		results []seen
+		bDone   atomic.Int32
+		aTries  atomic.Int32
+	)
+	outcomes := func() []seen {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(results)
+	}
+	handler := func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+		switch msg.ID {
+		case "a-1":
+			// Fails until partition 1 is done: partition 0 is held while
+			// partition 1 proceeds.
+			if n := aTries.Add(1); n <= 2 || bDone.Load() < 3 {
+				return "", errors.New("not yet")
+			}
+		case "c-2":
+			return "", inbox.Permanent(errors.New("bad payload"))
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
+		return "", err
+	}
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers:         k.Brokers,
+		GroupID:         group,
+		Topics:          []string{topic},
+		Inbox:           b.in,
+		DB:              b.db.Pool,
+		Handler:         handler,
+		DeadLetterTopic: dlq,
+		SessionTimeout:  time.Second,
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			if res.Outcome.Acked() {
+				// Called after the database commit: the offset must not be
+				// committed yet.
+				if off, ok := committedOffsets(t, k.Brokers, group, topic, 4)[msg.Partition]; ok && off > msg.Offset {
+					t.Errorf("offset %d of partition %d committed before the database commit of %s (offset %d)", off, msg.Partition, msg.ID, msg.Offset)
+				}
+			}
+			if msg.ID == "b-1" || msg.ID == "b-2" || msg.ID == "b-3" {
+				if res.Outcome == inbox.Processed {
+					bDone.Add(1)
+				}
+			}
+			mu.Lock()
+			results = append(results, seen{msg.ID, res.Outcome})
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	waitFor(t, time.Minute, "every offset committed", func() bool {
+		offs := committedOffsets(t, k.Brokers, group, topic, 4)
+		return offs[0] == 2 && offs[1] == 3 && offs[2] == 2 && offs[3] == 1
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	got := outcomes()
+	order := map[string]int{} // position of the last acked outcome
+	for i, s := range got {
+		if s.Outcome.Acked() {
+			order[s.ID] = i
+		}
+	}
+	count := func(id string, o inbox.Outcome) int {
+		n := 0
+		for _, s := range got {
+			if s.ID == id && s.Outcome == o {
+				n++
+			}
+		}
+		return n
+	}
+	if count("a-1", inbox.Processed) != 1 || count("a-2", inbox.Processed) != 1 || count("b-1", inbox.Processed) != 1 ||
+		count("b-1", inbox.Duplicate) != 1 || count("c-2", inbox.DeadLettered) != 1 || count("", inbox.DeadLettered) != 1 {
+		t.Fatalf("outcomes %v", got)
+	}
+	if aTries.Load() < 3 || count("a-1", inbox.Retry) < 1 {
+		t.Fatalf("a-1 was not retried (%d tries)", aTries.Load())
+	}
+	// Order within partition 0 is kept; partition 1 finished while a-1 was
+	// still being retried.
+	if order["a-2"] < order["a-1"] || order["b-3"] > order["a-1"] {
+		t.Fatalf("order %v", got)
+	}
+	for _, key := range []string{"ka-1", "ka-2", "kb-1", "kb-2", "kb-3"} {
+		if n := effects(t, b.db, key); n != 1 {
+			t.Fatalf("effect of %s happened %d times", key, n)
+		}
+	}
+	if n := effects(t, b.db, "kc-2"); n != 0 {
+		t.Fatalf("effect of a dead-lettered message happened %d times", n)
+	}
+
+	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 2, time.Minute)
+	if len(recs) != 2 {
+		t.Fatalf("dead-letter topic holds %d records, want 2", len(recs))
+	}
+	reasons := map[string]testenv.Record{}
+	for _, r := range recs {
+		reason, _ := r.Header("dlq-reason")
+		reasons[reason] = r
+	}
+	perm, ok := reasons[inbox.ReasonPermanent]
+	if !ok || string(perm.Value) != `{"c":2}` {
+		t.Fatalf("dead letters %+v", recs)
+	}
+	for h, want := range map[string]string{"message-id": "c-2", "business-key": "kc-2", "dlq-original-topic": topic,
+		"dlq-original-partition": "2", "dlq-original-offset": "1", "dlq-consumer": "billing", "dlq-error": "permanent: bad payload"} {
+		if v, _ := perm.Header(h); v != want {
+			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
+		}
+	}
+	missing, ok := reasons[inbox.ReasonMissingHeaders]
+	if !ok || string(missing.Value) != `{"c":"no id"}` {
+		t.Fatalf("dead letters %+v", recs)
+	}
+	if off, _ := missing.Header("dlq-original-offset"); off != "0" {
+		t.Fatalf("missing-headers dead letter offset %q", off)
+	}
+	if v := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonMissingHeaders); v != 1 {
+		t.Fatalf("missing_headers metric %v", v)
+	}
+	if v := metricValue(t, b.reg, "pgoutbox_inbox_message_age_seconds", "", ""); v == 0 {
+		t.Fatal("message age not observed")
+	}
+}
+
+// A backlog is handled in batches: copies inside one batch are duplicates,
+// and a conflict makes the batch replay one message at a time.
+func TestConsumerBatchesBacklog(t *testing.T) {
+	t.Parallel()
+	const topic, group = "backlog", "backlog-group"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyDeadLetter})
+	var recs []rec
+	for i := range 30 {
+		recs = append(recs, rec{ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
+		switch i {
+		case 3, 7:
+			recs = append(recs, recs[len(recs)-1]) // the same message again
+		case 5:
+			recs = append(recs, rec{ID: "n-5", Key: "k-5", Value: `{"i":5}`}) // new ID, same key and payload
+		case 20:
+			recs = append(recs, rec{ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // same key, other payload
+		}
+	}
+	produce(t, k.Brokers, topic, recs...)
+
+	var (
+		mu  sync.Mutex
+		got = map[inbox.Outcome]int{}
+		n   atomic.Int32
+	)
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+		DeadLetterTopic: "backlog.dlq", SessionTimeout: time.Second, BatchSize: 8,
+		Handler: insertEffect,
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			mu.Lock()
+			got[res.Outcome]++
+			mu.Unlock()
+			n.Add(1)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	waitFor(t, time.Minute, "every offset committed", func() bool {
+		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == int64(len(recs))
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got[inbox.Processed] != 30 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || int(n.Load()) != len(recs) {
+		t.Fatalf("outcomes %v over %d deliveries", got, n.Load())
+	}
+	var rows, keys int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 30 || keys != 30 {
+		t.Fatalf("effect rows %d for %d keys, want 30 and 30", rows, keys)
+	}
+	dl := testenv.WaitForRecords(t, k.Brokers, "backlog.dlq", 1, time.Minute)
+	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict || len(dl) != 1 {
+		t.Fatalf("dead letters %+v", dl)
+	}
+}
+
+// Under ConflictPolicyError a conflict stops the loop with ErrConflict and
+// its offset stays uncommitted: never a silent ack.
+func TestConsumerStopsOnConflict(t *testing.T) {
+	t.Parallel()
+	const topic, group = "conflicts", "conflict-group"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, nil)
+	produce(t, k.Brokers, topic,
+		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
+		rec{ID: "m-1", Key: "k-2", Value: `{"v":1}`},
+		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
+	)
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool, SessionTimeout: time.Second,
+		Handler: insertEffect,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = c.Run(ctx)
+	var cerr *inbox.ConflictError
+	if !errors.Is(err, inbox.ErrConflict) || !errors.As(err, &cerr) || cerr.StoredBusinessKey != "k-1" {
+		t.Fatalf("Run = %v, want a conflict with k-1", err)
+	}
+	if off := committedOffsets(t, k.Brokers, group, topic, 1)[0]; off != 1 {
+		t.Fatalf("committed offset %d, want 1 (the conflict not acknowledged)", off)
+	}
+	if effects(t, b.db, "k-3") != 0 {
+		t.Fatal("a message after the conflict was processed")
+	}
+}
+
+// A message failing MaxAttempts times becomes FAILED_FINAL with exactly one
+// dead letter; its redelivery is acknowledged without running the handler or
+// writing a second dead letter.
+func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
+	t.Parallel()
+	const topic, group, dlq = "limit", "limit-group", "limit.dlq"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
+	var calls atomic.Int32
+	run := func(wantOffset int64) {
+		t.Helper()
+		c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+			DeadLetterTopic: dlq, SessionTimeout: time.Second,
+			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+				if msg.ID == "m-1" {
+					calls.Add(1)
+					_, _ = tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
+					return "", errors.New("ledger locked")
+				}
+				return "", nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		waitFor(t, time.Minute, "offsets committed", func() bool {
+			return committedOffsets(t, k.Brokers, group, topic, 1)[0] == wantOffset
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
+	run(2)
+	// Three counted attempts; m-1 and m-2 may first have been tried as one
+	// batch, rolled back without counting.
+	calledBefore := calls.Load()
+	if calledBefore != 3 && calledBefore != 4 {
+		t.Fatalf("handler ran %d times, want 3 attempts (+1 batch try)", calledBefore)
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" || r.Attempts != 3 || *r.LastError != "ledger locked" {
+		t.Fatalf("row %+v", r)
+	}
+	if effects(t, b.db, "k-1") != 0 {
+		t.Fatal("writes of a failed handler survived")
+	}
+	recs := testenv.MustReadTopic(t, k.Brokers, dlq)
+	if len(recs) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(recs))
+	}
+	for h, want := range map[string]string{"dlq-reason": "max_attempts", "dlq-attempts": "3", "dlq-error": "ledger locked", "message-id": "m-1"} {
+		if v, _ := recs[0].Header(h); v != want {
+			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
+		}
+	}
+
+	// The relay re-publishes m-1.
+	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`})
+	run(3)
+	if n := calls.Load(); n != calledBefore {
+		t.Fatalf("handler ran again for a FAILED_FINAL message (%d calls)", n)
+	}
+	if recs := testenv.MustReadTopic(t, k.Brokers, dlq); len(recs) != 1 {
+		t.Fatalf("%d dead letters after the redelivery, want 1", len(recs))
+	}
+}

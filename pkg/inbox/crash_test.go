@@ -1,0 +1,181 @@
+package inbox_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+// Environment of the consumer process that TestCrashBetweenDBCommitAndOffsetCommit
+// starts by re-executing the test binary.
+const (
+	envChild   = "INBOX_TEST_CRASH_CHILD"
+	envDB      = "INBOX_TEST_CRASH_DB"
+	envBrokers = "INBOX_TEST_CRASH_BROKERS"
+	envTopic   = "INBOX_TEST_CRASH_TOPIC"
+	// envHang makes the child stop after the database commit and before the
+	// offset commit, waiting to be killed.
+	envHang = "INBOX_TEST_CRASH_HANG"
+)
+
+// crashChildMain runs the consumer process when the test binary was started
+// as one, and reports whether it did.
+func crashChildMain() bool {
+	if os.Getenv(envChild) != "1" {
+		return false
+	}
+	if err := runCrashChild(); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+	return true
+}
+
+func runCrashChild() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	pool, err := pgxpool.New(ctx, os.Getenv(envDB))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	in, err := inbox.New(&inbox.Config{Consumer: "billing"})
+	if err != nil {
+		return err
+	}
+	hang := os.Getenv(envHang) == "1"
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
+		GroupID:          "crash-group",
+		Topics:           []string{os.Getenv(envTopic)},
+		Inbox:            in,
+		DB:               pool,
+		SessionTimeout:   time.Second,
+		RebalanceTimeout: time.Second,
+		Handler:          insertEffect,
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			fmt.Printf("RESULT %s %s\n", msg.ID, res.Outcome)
+			if hang {
+				select {} // killed here: committed to the database, offset not committed
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
+}
+
+// crashChild is a running consumer process.
+type crashChild struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+func startCrashChild(t *testing.T, db *testenv.DB, brokers []string, topic string, hang bool) *crashChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChild+"=1", envDB+"="+db.URL, envBrokers+"="+strings.Join(brokers, ","), envTopic+"="+topic)
+	if hang {
+		cmd.Env = append(cmd.Env, envHang+"=1")
+	}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &crashChild{cmd: cmd, lines: make(chan string, 16)}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+// expect waits for the line want.
+func (c *crashChild) expect(t *testing.T, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("consumer process ended before printing %q", want)
+			}
+			if line == want {
+				return
+			}
+			t.Logf("consumer process: %s", line)
+		case <-deadline:
+			t.Fatalf("consumer process did not print %q within %v", want, timeout)
+		}
+	}
+}
+
+func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
+	t.Parallel()
+	const topic = "crash"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, nil)
+	produce(t, k.Brokers, topic, rec{Partition: 0, ID: "m-1", Key: "pay-1", Value: `{"amount":7}`})
+
+	first := startCrashChild(t, b.db, k.Brokers, topic, true)
+	first.expect(t, "RESULT m-1 processed", time.Minute)
+	// The database commit happened; the offset commit did not. Crash.
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	if offs := committedOffsets(t, k.Brokers, "crash-group", topic, 1); offs[0] >= 1 {
+		t.Fatalf("offset committed before the crash: %v", offs)
+	}
+	if n := effects(t, b.db, "pay-1"); n != 1 {
+		t.Fatalf("effect rows after the crash: %d", n)
+	}
+
+	second := startCrashChild(t, b.db, k.Brokers, topic, false)
+	second.expect(t, "RESULT m-1 duplicate", time.Minute)
+	waitFor(t, 30*time.Second, "the redelivery's offset commit", func() bool {
+		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1
+	})
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.cmd.Wait(); err != nil {
+		t.Fatalf("consumer process did not stop cleanly: %v", err)
+	}
+	if n := effects(t, b.db, "pay-1"); n != 1 {
+		t.Fatalf("side effect happened %d times, want 1", n)
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 1 {
+		t.Fatalf("row %+v", r)
+	}
+}

@@ -1,0 +1,81 @@
+package inbox
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Dead-letter record headers, added to the original record's headers.
+const (
+	HeaderDLQReason            = "dlq-reason"
+	HeaderDLQError             = "dlq-error"
+	HeaderDLQConsumer          = "dlq-consumer"
+	HeaderDLQAttempts          = "dlq-attempts"
+	HeaderDLQOriginalTopic     = "dlq-original-topic"
+	HeaderDLQOriginalPartition = "dlq-original-partition"
+	HeaderDLQOriginalOffset    = "dlq-original-offset"
+)
+
+// deadLetterWriter produces dead-letter records, synchronously and with
+// acks from every in-sync replica.
+type deadLetterWriter struct {
+	topic, consumer string
+	transport       *kafka.Transport
+	w               *kafka.Writer
+}
+
+func newDeadLetterWriter(brokers []string, d *kafka.Dialer, topic, consumer string) *deadLetterWriter {
+	tr := &kafka.Transport{ClientID: "pgoutbox-inbox", DialTimeout: d.Timeout, TLS: d.TLS, SASL: d.SASLMechanism}
+	return &deadLetterWriter{
+		topic:     topic,
+		consumer:  consumer,
+		transport: tr,
+		w: &kafka.Writer{
+			Addr:                   kafka.TCP(brokers...),
+			Topic:                  topic,
+			Transport:              tr,
+			RequiredAcks:           kafka.RequireAll,
+			AllowAutoTopicCreation: true,
+			BatchTimeout:           time.Millisecond,
+			// One attempt per write: sendDeadLetter retries with its own
+			// backoff and logging.
+			MaxAttempts: 1,
+		},
+	}
+}
+
+func (d *deadLetterWriter) write(ctx context.Context, km kafka.Message, res Result) error {
+	headers := make([]kafka.Header, 0, len(km.Headers)+7)
+	for _, h := range km.Headers {
+		switch h.Key {
+		case HeaderDLQReason, HeaderDLQError, HeaderDLQConsumer, HeaderDLQAttempts,
+			HeaderDLQOriginalTopic, HeaderDLQOriginalPartition, HeaderDLQOriginalOffset:
+			continue // a record dead-lettered twice keeps only the latest
+		}
+		headers = append(headers, h)
+	}
+	errText := ""
+	if res.Err != nil {
+		errText = res.Err.Error()
+	}
+	headers = append(headers,
+		kafka.Header{Key: HeaderDLQReason, Value: []byte(res.Reason)},
+		kafka.Header{Key: HeaderDLQError, Value: []byte(errText)},
+		kafka.Header{Key: HeaderDLQConsumer, Value: []byte(d.consumer)},
+		kafka.Header{Key: HeaderDLQAttempts, Value: []byte(strconv.Itoa(res.Attempts))},
+		kafka.Header{Key: HeaderDLQOriginalTopic, Value: []byte(km.Topic)},
+		kafka.Header{Key: HeaderDLQOriginalPartition, Value: []byte(strconv.Itoa(km.Partition))},
+		kafka.Header{Key: HeaderDLQOriginalOffset, Value: []byte(strconv.FormatInt(km.Offset, 10))},
+	)
+	return d.w.WriteMessages(ctx, kafka.Message{Key: km.Key, Value: km.Value, Headers: headers, Time: km.Time})
+}
+
+// Close closes the writer and the connections of its transport.
+func (d *deadLetterWriter) Close() error {
+	err := d.w.Close()
+	d.transport.CloseIdleConnections()
+	return err
+}

@@ -1,0 +1,131 @@
+// Package inbox makes the effects of at-least-once Kafka deliveries happen
+// once: each message is deduplicated on its message ID and business key inside
+// the consumer's own database transaction, so the handler's writes and the
+// inbox record commit or roll back together. Redeliveries are acknowledged
+// without running the handler again; failures are retried and finally
+// dead-lettered; conflicts are never acknowledged silently.
+//
+// # Table
+//
+// Migrate creates the inbox table (default public.inbox; the same statements
+// as sql/inbox/*.up.sql, which a DBA may apply with psql -f instead). Rows are
+// keyed by PRIMARY KEY (consumer, message_id) and UNIQUE (consumer,
+// business_key) and move through RECEIVED -> PROCESSING -> COMPLETED, or
+// FAILED_RETRYABLE -> ... -> FAILED_FINAL.
+//
+// # Transactional path
+//
+// Process begins a transaction, claims the message with INSERT ... ON
+// CONFLICT DO NOTHING RETURNING as its first statement, runs the handler with
+// that transaction, marks the row COMPLETED with the handler's result
+// reference and commits. A concurrent delivery of the same message blocks on
+// the unique index until the first transaction ends, then sees the committed
+// row and answers Duplicate. ProcessTx does the same inside a transaction
+// the caller owns (the handler runs in a savepoint).
+//
+//	in, err := inbox.New(&inbox.Config{Consumer: "billing"})
+//	...
+//	res, err := in.Process(ctx, pool, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
+//		_, err := tx.Exec(ctx, `UPDATE account SET balance = balance - 10 WHERE id = $1`, id)
+//		return "", err
+//	})
+//
+// # Outcomes
+//
+// Every delivery has one Outcome:
+//   - Processed: the handler ran and committed.
+//   - Duplicate: the same message ID, or another ID with the same business key
+//     and payload, was processed before; the stored result reference is returned.
+//   - Conflict: the same message ID with another business key or payload, or
+//     the same business key with another payload (payloads are compared by
+//     sha256). Config.ConflictPolicy decides: ConflictPolicyError returns an
+//     error wrapping ErrConflict (a *ConflictError) and the message is not
+//     acknowledged; ConflictPolicyDeadLetter answers DeadLettered with reason
+//     "conflict".
+//   - Busy: another worker holds a live PROCESSING lease (two-phase path).
+//   - Retry: the handler failed; the attempt was recorded.
+//   - DeadLettered: the message is FAILED_FINAL; the handler does not run.
+//
+// Serialization failures (40001) and deadlocks (40P01) are detected by
+// SQLSTATE and retried transparently, up to Config.TxRetries times.
+//
+// # Failures
+//
+// A handler error rolls the business writes back. The attempt count, the
+// error text and FAILED_RETRYABLE are then recorded in a separate short
+// transaction so they survive the rollback. At Config.MaxAttempts, or at once
+// for an error wrapped with Permanent, the row becomes FAILED_FINAL and the
+// outcome is DeadLettered (reason "max_attempts" or "permanent"); later
+// deliveries answer DeadLettered (reason "failed_final") without running the
+// handler. Store.Revive (command "inbox revive") makes such a message
+// processable again.
+//
+// # External side effects
+//
+// For effects outside the database (a payment gateway, an e-mail),
+// ProcessExternal commits a PROCESSING claim with a lease of
+// Config.LeaseDuration, calls the handler outside any transaction with the
+// business key as the idempotency key to pass to the external system, then
+// records COMPLETED and the result reference. A delivery meeting a live lease
+// answers Busy; one meeting an expired lease takes the message over with the
+// same key and attempt count + 1. A handler finishing after losing its lease
+// gets ErrLeaseLost and does not overwrite the new owner's record.
+//
+// # Kafka consumer loop
+//
+// Consumer runs a kafka-go Reader in a consumer group. The message ID and
+// business key come from the relay's message-id and business-key headers; a
+// record without either cannot be deduplicated and is dead-lettered with
+// reason "missing_headers" (never dropped, never processed). Offsets are
+// committed with CommitMessages only after the database commit. Each
+// partition has its own worker fed by one fetching goroutine: a message
+// being retried (Retry, Busy, database unavailable) holds its partition, in
+// order, while the other partitions proceed. Dead-lettered messages are
+// written to ConsumerConfig.DeadLetterTopic (default "inbox.dlq") with
+// RequiredAcks=all before their offset is committed, with headers
+// dlq-reason, dlq-error, dlq-consumer, dlq-attempts, dlq-original-topic,
+// dlq-original-partition and dlq-original-offset added to the original ones
+// (message-id, business-key, ...). The row then records dead_lettered_at,
+// so a redelivery of a FAILED_FINAL message is acknowledged without a second
+// dead letter; a crash between the write and that record can write it twice,
+// never lose it. A conflict under ConflictPolicyDeadLetter and a record
+// without headers have no row of their own: each delivery of one is
+// dead-lettered. On context cancellation Run finishes
+// the current message of each partition, commits it, closes the reader and
+// the writer, and returns nil.
+//
+// # Retention
+//
+// Store.Purge and Inbox.Purge delete COMPLETED rows older than a retention in
+// small batches; FAILED_FINAL rows stay until revived or purged explicitly.
+// A purged message is no longer recognised as a duplicate: keep the retention
+// above the longest redelivery window. PROCESSING rows whose lease expired
+// are reported as stuck by Store.Status and Inbox.Stats.
+//
+// # Metrics
+//
+// Registered on Config.Registerer (never the global registry), all labelled
+// with the consumer:
+//   - pgoutbox_inbox_messages_total{consumer,outcome}: deliveries by outcome.
+//   - pgoutbox_inbox_processing_duration_seconds{consumer}: histogram of the
+//     time to claim, handle and commit one delivery.
+//   - pgoutbox_inbox_attempts{consumer}: histogram of the attempts a message
+//     needed until it completed or was dead-lettered.
+//   - pgoutbox_inbox_retries_total{consumer}: handler failures recorded for a
+//     retry.
+//   - pgoutbox_inbox_dead_lettered_total{consumer,reason}: dead-lettered
+//     messages by reason (max_attempts, permanent, conflict, missing_headers).
+//   - pgoutbox_inbox_in_flight{consumer}: deliveries being handled now.
+//   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an
+//     expired lease, as of the last Stats call (the consumer loop calls it
+//     every ConsumerConfig.StatsInterval).
+//   - pgoutbox_inbox_message_age_seconds{consumer}: histogram of the age of a
+//     message (from its Kafka record timestamp) when handling started.
+//
+// # Logs
+//
+// Config.Logger receives structured records with consumer, message_id,
+// business_key, outcome, the status transition (from, to; "NEW" for a new
+// row), attempt and,
+// for failures, reason and err.
+package inbox

@@ -1,0 +1,92 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+// A redelivered message is acknowledged without running its handler again.
+func ExampleInbox_Process() {
+	db, err := testenv.OpenDB()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, _ = db.Pool.Exec(ctx, `CREATE TABLE payment (request_id text PRIMARY KEY, amount int)`)
+
+	in, err := inbox.New(&inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	msg := inbox.Message{ID: "0193a0b4-7c1e-7d3a", BusinessKey: "req-42", Payload: []byte(`{"amount":1200}`)}
+	charge := func(ctx context.Context, tx pgx.Tx) (string, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO payment VALUES ($1, 1200)`, msg.BusinessKey)
+		return "payment/" + msg.BusinessKey, err
+	}
+	for range 2 {
+		res, err := in.Process(ctx, db.Pool, msg, charge)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(res.Outcome, res.ResultRef)
+	}
+	// Output:
+	// processed payment/req-42
+	// duplicate payment/req-42
+}
+
+// The two-phase path passes the business key to the external system as its
+// idempotency key; failures are retried until the attempt limit.
+func ExampleInbox_ProcessExternal() {
+	db, err := testenv.OpenDB()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+		fmt.Println(err)
+		return
+	}
+	in, err := inbox.New(&inbox.Config{Consumer: "mailer", MaxAttempts: 2, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	msg := inbox.Message{ID: "m-7", BusinessKey: "welcome-mail-user-7", Payload: []byte(`{}`)}
+	send := func(ctx context.Context, idempotencyKey string) (string, error) {
+		return "", errors.New("smtp: 451 try again later")
+	}
+	for range 3 {
+		res, err := in.ProcessExternal(ctx, db.Pool, msg, send)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		reason := res.Reason
+		if reason == "" {
+			reason = "(will retry)"
+		}
+		fmt.Printf("%s after %d attempts %s\n", res.Outcome, res.Attempts, reason)
+	}
+	// Output:
+	// retry after 1 attempts (will retry)
+	// dead_lettered after 2 attempts max_attempts
+	// dead_lettered after 2 attempts failed_final
+}

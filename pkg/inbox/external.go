@@ -1,0 +1,94 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ExternalHandler performs an effect outside the database (a payment
+// gateway, an e-mail) and must pass idempotencyKey (the message's business
+// key) to the external system, so that a takeover after a crash does not
+// repeat the effect there. It returns an optional result reference.
+type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef string, err error)
+
+// ProcessExternal is the two-phase path for external effects: it commits a
+// PROCESSING claim holding a lease of Config.LeaseDuration, calls handler
+// outside any transaction, then records COMPLETED with the result reference
+// (or the failure, as Process does). A delivery that finds a live lease
+// answers Busy; one that finds an expired lease takes the message over with
+// the same idempotency key and attempt count + 1. When the handler outlives
+// its lease and another delivery took over, the error wraps ErrLeaseLost and
+// the outcome is Busy.
+func (in *Inbox) ProcessExternal(ctx context.Context, db TxBeginner, msg Message, handler ExternalHandler) (Result, error) {
+	if err := msg.validate(); err != nil {
+		return Result{}, err
+	}
+	start := in.begin(&msg)
+	res, err := in.processExternal(ctx, db, &msg, handler)
+	return in.finish(&msg, start, res, err)
+}
+
+func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Message, handler ExternalHandler) (Result, error) {
+	hash := msg.hash()
+	var c claim
+	for try := 0; ; try++ {
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			var err error
+			c, err = in.claimTx(ctx, tx, msg, hash, in.cfg.LeaseDuration)
+			return err
+		})
+		if err == nil {
+			break
+		}
+		if !isTxRetry(err) || try >= in.cfg.TxRetries {
+			return Result{}, err
+		}
+	}
+	if c.done != nil {
+		return *c.done, nil
+	}
+	key := msg.BusinessKey
+	in.log.Debug("inbox: lease taken", "message_id", msg.ID, "business_key", key,
+		"from", string(c.from), "to", string(StatusProcessing), "attempt", c.attempt)
+	ref, herr := handler(ctx, key)
+	// The outcome must be recorded even when ctx ended during the handler.
+	ctx = context.WithoutCancel(ctx)
+	if herr != nil {
+		status, reason := in.failureStatus(c.attempt, herr)
+		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, herr.Error(), c.attempt)
+		if err != nil {
+			return Result{}, fmt.Errorf("inbox: record failure of %s: %w (handler: %w)", msg.ID, err, herr)
+		}
+		if tag == 0 {
+			return Result{Outcome: Busy, Attempts: c.attempt, Err: herr, IdempotencyKey: key},
+				fmt.Errorf("%w: %s (handler: %w)", ErrLeaseLost, msg.ID, herr)
+		}
+		r := failureResult(status, c.attempt, reason, herr)
+		r.IdempotencyKey, r.from = key, StatusProcessing
+		return r, nil
+	}
+	tag, err := execOne(ctx, db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt)
+	if err != nil {
+		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
+	}
+	if tag == 0 {
+		return Result{Outcome: Busy, Attempts: c.attempt, ResultRef: ref, IdempotencyKey: key},
+			fmt.Errorf("%w: %s", ErrLeaseLost, msg.ID)
+	}
+	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, IdempotencyKey: key,
+		from: StatusProcessing}, nil
+}
+
+// execOne runs one statement in its own transaction and returns the rows it
+// affected.
+func execOne(ctx context.Context, db TxBeginner, sql string, args ...any) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, sql, args...)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
+}

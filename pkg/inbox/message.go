@@ -1,0 +1,37 @@
+package inbox
+
+import (
+	"crypto/sha256"
+	"time"
+)
+
+// Message is one delivery to deduplicate. ID and BusinessKey are required;
+// the consumer loop fills every field from the Kafka record.
+type Message struct {
+	// ID is the message ID (the relay's message-id header), stable across
+	// redeliveries and re-publishes.
+	ID string
+	// BusinessKey is the idempotency key of the business operation (the
+	// business-key header). A second message ID with the same key and payload
+	// is a duplicate.
+	BusinessKey string
+	// Payload is the record value; its sha256 tells duplicates from
+	// conflicts.
+	Payload []byte
+	// Key is the record key (the aggregate ID). Not stored.
+	Key []byte
+	// Headers are the record headers. Not stored.
+	Headers map[string]string
+	// Topic, Partition and Offset locate the delivery, for diagnosis.
+	Topic     string
+	Partition int
+	Offset    int64
+	// Time is the record timestamp; when set, the age of the message at
+	// processing time is observed in pgoutbox_inbox_message_age_seconds.
+	Time time.Time
+}
+
+func (m *Message) hash() []byte {
+	h := sha256.Sum256(m.Payload)
+	return h[:]
+}

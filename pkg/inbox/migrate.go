@@ -1,0 +1,39 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/pgoutbox/pgoutbox/internal/migrate"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	pgsql "github.com/pgoutbox/pgoutbox/sql"
+)
+
+// Migrate creates or upgrades the inbox table (table, "table" or
+// "schema.table"; empty means public.inbox) by applying the migrations in
+// sql/inbox. It is idempotent and safe to call concurrently; db is a
+// *pgx.Conn or *pgxpool.Pool. It returns the versions it applied.
+func Migrate(ctx context.Context, db TxBeginner, table string) ([]int, error) {
+	if table == "" {
+		table = DefaultTable
+	}
+	t, err := pgname.Parse(table, "public")
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	migrations, err := migrate.Load(pgsql.FS, "inbox")
+	if err != nil {
+		return nil, err
+	}
+	ident := func(suffix string) string {
+		return `"` + strings.ReplaceAll(t.Name+suffix, `"`, `""`) + `"`
+	}
+	var pairs []string
+	pairs = append(pairs, "public.inbox", t.Sanitize())
+	for _, s := range []string{"_pkey", "_business_key_key", "_status_check", "_attempts_check",
+		"_status_completed_at_idx", "_processing_locked_until_idx"} {
+		pairs = append(pairs, "inbox"+s, ident(s))
+	}
+	return migrate.Apply(ctx, db, "inbox", t.String(), migrations, strings.NewReplacer(pairs...))
+}

@@ -1,0 +1,261 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TxHandler does the business work of one message inside tx and returns an
+// optional result reference (an order ID, a payment ID) stored with the
+// COMPLETED record. Returning an error rolls its writes back; wrap it with
+// Permanent to dead-letter the message at once.
+type TxHandler func(ctx context.Context, tx pgx.Tx) (resultRef string, err error)
+
+func (m *Message) validate() error {
+	switch {
+	case m.ID == "":
+		return fmt.Errorf("%w: message ID is empty", ErrInvalidMessage)
+	case m.BusinessKey == "":
+		return fmt.Errorf("%w: business key of %s is empty", ErrInvalidMessage, m.ID)
+	}
+	return nil
+}
+
+// Process handles msg in its own transaction on db: the claim is the first
+// statement, then handler runs with the transaction, then the row is marked
+// COMPLETED and everything commits together. A duplicate answers Duplicate
+// without running handler. A handler error rolls the transaction back and
+// records the attempt in a separate short transaction: the outcome is Retry,
+// or DeadLettered at Config.MaxAttempts or for a Permanent error.
+// Serialization failures and deadlocks are retried transparently, running
+// handler again.
+//
+// The returned error is non-nil only when the outcome is unknown (the
+// database failed; deliver the message again) or for a Conflict under
+// ConflictPolicyError (wrapping ErrConflict).
+func (in *Inbox) Process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler) (Result, error) {
+	if err := msg.validate(); err != nil {
+		return Result{}, err
+	}
+	start := in.begin(&msg)
+	hash := msg.hash()
+	var (
+		res Result
+		err error
+	)
+	for try := 0; ; try++ {
+		res, err = in.processOnce(ctx, db, &msg, hash, handler)
+		if err == nil || !isTxRetry(err) || try >= in.cfg.TxRetries {
+			break
+		}
+		in.log.Debug("inbox: transaction retried", "message_id", msg.ID, "business_key", msg.BusinessKey,
+			"reason", sqlState(err), "try", try+1)
+	}
+	return in.finish(&msg, start, res, err)
+}
+
+func isTxRetry(err error) bool {
+	s := sqlState(err)
+	return s == codeSerializationFailure || s == codeDeadlockDetected
+}
+
+func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, hash []byte, handler TxHandler) (Result, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("inbox: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	c, err := in.claimTx(ctx, tx, msg, hash, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.done != nil {
+		// Nothing was written; committing releases the row lock.
+		if err := tx.Commit(ctx); err != nil {
+			return Result{}, fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
+		}
+		return *c.done, nil
+	}
+	ref, herr := handler(ctx, tx)
+	if herr != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		if isTxRetry(herr) {
+			return Result{}, herr
+		}
+		res, err := in.recordFailure(context.WithoutCancel(ctx), db, msg, hash, c, herr)
+		res.from = c.from
+		return res, err
+	}
+	if err := in.completeTx(ctx, tx, c, ref); err != nil {
+		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
+	}
+	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil
+}
+
+// ProcessTx is Process inside the caller's transaction: the claim is the
+// next statement of tx and the caller commits. handler runs in a savepoint;
+// on a handler error its writes are rolled back to the savepoint and the
+// attempt is recorded in tx (FAILED_RETRYABLE or FAILED_FINAL), so the caller
+// should still commit to keep that record. Serialization failures are not
+// retried here (the caller owns the transaction; see Retryable).
+func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler TxHandler) (Result, error) {
+	if err := msg.validate(); err != nil {
+		return Result{}, err
+	}
+	start := in.begin(&msg)
+	res, err := in.processTx(ctx, tx, &msg, handler)
+	return in.finish(&msg, start, res, err)
+}
+
+func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
+	c, err := in.claimTx(ctx, tx, msg, msg.hash(), 0)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.done != nil {
+		return *c.done, nil
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
+	}
+	ref, herr := handler(ctx, sp)
+	if herr != nil {
+		if err := sp.Rollback(ctx); err != nil {
+			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (handler: %w)", err, herr)
+		}
+		if isTxRetry(herr) {
+			return Result{}, herr
+		}
+		status, reason := in.failureStatus(c.attempt, herr)
+		if _, err := tx.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, herr.Error()); err != nil {
+			return Result{}, fmt.Errorf("inbox: record failure of %s: %w", msg.ID, err)
+		}
+		res := failureResult(status, c.attempt, reason, herr)
+		res.from = c.from
+		return res, nil
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
+	}
+	if err := in.completeTx(ctx, tx, c, ref); err != nil {
+		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
+	}
+	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil
+}
+
+// completeTx marks a claimed row COMPLETED. A new row was inserted
+// COMPLETED by the claim; it only needs the result reference.
+func (in *Inbox) completeTx(ctx context.Context, tx pgx.Tx, c claim, ref string) error {
+	if c.from == "" && ref == "" {
+		return nil
+	}
+	_, err := tx.Exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref)
+	return err
+}
+
+// failureStatus is FAILED_FINAL (with its reason) at the attempt limit or for
+// a permanent error, else FAILED_RETRYABLE.
+func (in *Inbox) failureStatus(attempt int, herr error) (Status, string) {
+	switch {
+	case IsPermanent(herr):
+		return StatusFailedFinal, ReasonPermanent
+	case attempt >= in.cfg.MaxAttempts:
+		return StatusFailedFinal, ReasonMaxAttempts
+	}
+	return StatusFailedRetryable, ""
+}
+
+func failureResult(status Status, attempt int, reason string, herr error) Result {
+	if status == StatusFailedFinal {
+		return Result{Outcome: DeadLettered, Status: status, Attempts: attempt, Reason: reason, Err: herr}
+	}
+	return Result{Outcome: Retry, Status: status, Attempts: attempt, Err: herr}
+}
+
+// recordFailure writes the failed attempt in its own transaction, after the
+// handler's transaction rolled back.
+func (in *Inbox) recordFailure(ctx context.Context, db TxBeginner, msg *Message, hash []byte, c claim, herr error) (Result, error) {
+	status, reason := in.failureStatus(c.attempt, herr)
+	var (
+		stored   Status
+		attempts int
+	)
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
+			status, c.attempt, herr.Error(), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, pgx.ErrNoRows), sqlState(err) == codeUniqueViolation:
+		// Another delivery settled the message (or claimed its business key
+		// under another ID) meanwhile; the next delivery sees its outcome.
+		return Result{Outcome: Retry, Attempts: c.attempt, Err: herr}, nil
+	default:
+		return Result{}, fmt.Errorf("inbox: record failure of %s: %w (handler: %w)", msg.ID, err, herr)
+	}
+	return failureResult(stored, attempts, reason, herr), nil
+}
+
+// begin starts the bookkeeping of one delivery.
+func (in *Inbox) begin(msg *Message) time.Time {
+	in.metrics.inFlight.Inc()
+	now := time.Now()
+	in.observeAge(msg, now)
+	return now
+}
+
+// observeAge records the age of msg at processing time, when it has a
+// record timestamp.
+func (in *Inbox) observeAge(msg *Message, now time.Time) {
+	if !msg.Time.IsZero() {
+		in.metrics.messageAge.Observe(max(now.Sub(msg.Time), 0).Seconds())
+	}
+}
+
+// finish records metrics and logs for one delivery.
+func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (Result, error) {
+	m := in.metrics
+	m.inFlight.Dec()
+	m.duration.Observe(time.Since(start).Seconds())
+	if err != nil && res.Outcome == 0 {
+		in.log.Error("inbox: delivery failed", "message_id", msg.ID, "business_key", msg.BusinessKey, "err", err)
+		return res, err
+	}
+	m.outcomes.WithLabelValues(res.Outcome.String()).Inc()
+	from := string(res.from)
+	if from == "" && res.Outcome != Duplicate && res.Outcome != Busy && res.Outcome != Conflict {
+		from = "NEW"
+	}
+	attrs := []any{"message_id", msg.ID, "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
+		"from", from, "to", string(res.Status), "attempt", res.Attempts}
+	switch res.Outcome {
+	case Processed:
+		m.attempts.Observe(float64(res.Attempts))
+		in.log.Debug("inbox: processed", attrs...)
+	case Duplicate, Busy:
+		in.log.Debug("inbox: "+res.Outcome.String(), attrs...)
+	case Retry:
+		m.retries.Inc()
+		in.log.Warn("inbox: handler failed, will retry", append(attrs, "err", res.Err)...)
+	case DeadLettered:
+		if res.Reason != ReasonFailedFinal {
+			m.attempts.Observe(float64(res.Attempts))
+			m.deadLettered.WithLabelValues(res.Reason).Inc()
+		}
+		in.log.Warn("inbox: dead-lettered", append(attrs, "reason", res.Reason, "err", res.Err)...)
+	case Conflict:
+		in.log.Error("inbox: conflict", append(attrs, "reason", res.Reason)...)
+		if in.cfg.ConflictPolicy == ConflictPolicyError {
+			return res, res.Err
+		}
+	}
+	return res, err
+}

@@ -1,0 +1,87 @@
+package inbox
+
+import "strings"
+
+// queries holds the SQL text for one table, built once in New.
+type queries struct {
+	claim, markDeadLettered, claimBatch, completeBatch, lookup, takeover, complete, completeFenced, failInTx, failFenced, recordFailure string
+}
+
+func newQueries(table string) queries {
+	r := strings.NewReplacer("{T}", table)
+	return queries{
+		// The claim is the first statement of the transaction. On the
+		// transactional path the row is written COMPLETED at once: nobody
+		// sees it before the commit, and a handler failure rolls it back,
+		// so the PROCESSING step would only cost a second row version. ON CONFLICT
+		// without a target covers both the primary key and the business
+		// key; a concurrent claimer of either blocks here until the first
+		// transaction ends.
+		claim: r.Replace(`INSERT INTO {T} AS i
+			(consumer, message_id, business_key, payload_hash, status, attempts, locked_until,
+			 topic, "partition", "offset", received_at, updated_at, completed_at)
+			VALUES ($1, $2, $3, $4, CASE WHEN $5::bigint > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END, 1,
+			 CASE WHEN $5::bigint > 0 THEN now() + $5::bigint * interval '1 microsecond' END,
+			 NULLIF($6::text, ''), CASE WHEN $6::text <> '' THEN $7::integer END,
+			 CASE WHEN $6::text <> '' THEN $8::bigint END, now(), now(),
+			 CASE WHEN $5::bigint > 0 THEN NULL ELSE now() END)
+			ON CONFLICT DO NOTHING
+			RETURNING attempts`),
+		// The batch claim is the first statement of a batch transaction;
+		// rows come back for the messages it inserted.
+		claimBatch: r.Replace(`INSERT INTO {T} AS i
+			(consumer, message_id, business_key, payload_hash, status, attempts,
+			 topic, "partition", "offset", received_at, updated_at, completed_at)
+			SELECT $1, u.id, u.key, u.hash, 'COMPLETED', 1,
+			 NULLIF(u.topic, ''), CASE WHEN u.topic <> '' THEN u.part END,
+			 CASE WHEN u.topic <> '' THEN u.off END, now(), now(), now()
+			FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::integer[], $7::bigint[])
+			 WITH ORDINALITY AS u(id, key, hash, topic, part, off, ord)
+			ORDER BY u.ord
+			ON CONFLICT DO NOTHING
+			RETURNING message_id`),
+		completeBatch: r.Replace(`UPDATE {T} AS i SET result_ref = u.ref
+			FROM unnest($2::text[], $3::text[]) AS u(id, ref)
+			WHERE i.consumer = $1 AND i.message_id = u.id`),
+		markDeadLettered: r.Replace(`UPDATE {T} SET dead_lettered_at = now()
+			WHERE consumer = $1 AND business_key = $2 AND status = 'FAILED_FINAL'`),
+		lookup: r.Replace(`SELECT message_id, business_key, payload_hash, status, attempts,
+			coalesce(result_ref, ''), coalesce(locked_until > now(), false), dead_lettered_at IS NOT NULL
+			FROM {T} WHERE consumer = $1 AND (message_id = $2 OR business_key = $3)
+			FOR UPDATE`),
+		takeover: r.Replace(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + 1,
+			locked_until = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' END,
+			topic = coalesce(NULLIF($4::text, ''), topic),
+			"partition" = CASE WHEN $4::text <> '' THEN $5::integer ELSE "partition" END,
+			"offset" = CASE WHEN $4::text <> '' THEN $6::bigint ELSE "offset" END,
+			updated_at = now()
+			WHERE consumer = $1 AND message_id = $2
+			RETURNING attempts`),
+		complete: r.Replace(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
+			locked_until = NULL, completed_at = now(), updated_at = now()
+			WHERE consumer = $1 AND message_id = $2`),
+		// The fenced variants only touch the row while this delivery still
+		// owns it: the takeover of an expired lease bumps attempts.
+		completeFenced: r.Replace(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
+			locked_until = NULL, completed_at = now(), updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4`),
+		failInTx: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, completed_at = NULL, updated_at = now()
+			WHERE consumer = $1 AND message_id = $2`),
+		failFenced: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $5`),
+		// After a rollback the claim row is gone too (or back to its old
+		// state), so the failure is an upsert. A row another delivery
+		// settled in the meantime is left alone.
+		recordFailure: r.Replace(`INSERT INTO {T} AS i
+			(consumer, message_id, business_key, payload_hash, status, attempts, last_error,
+			 topic, "partition", "offset", received_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7,
+			 NULLIF($8::text, ''), CASE WHEN $8::text <> '' THEN $9::integer END,
+			 CASE WHEN $8::text <> '' THEN $10::bigint END, now(), now())
+			ON CONFLICT (consumer, message_id) DO UPDATE SET
+			 status = EXCLUDED.status, attempts = GREATEST(i.attempts, EXCLUDED.attempts),
+			 last_error = EXCLUDED.last_error, locked_until = NULL, updated_at = now()
+			WHERE i.status NOT IN ('COMPLETED', 'FAILED_FINAL')
+			RETURNING status, attempts`),
+	}
+}

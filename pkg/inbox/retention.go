@@ -1,0 +1,250 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+)
+
+// Querier runs statements; *pgx.Conn, *pgxpool.Pool and pgx.Tx satisfy it.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Store administers an inbox table across consumers: status, listing,
+// retention and revival. The command inbox is built on it.
+type Store struct {
+	table string // sanitized
+}
+
+// NewStore returns a Store for table ("table" or "schema.table"; empty means
+// public.inbox).
+func NewStore(table string) (*Store, error) {
+	if table == "" {
+		table = DefaultTable
+	}
+	t, err := pgname.Parse(table, "public")
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	return &Store{table: t.Sanitize()}, nil
+}
+
+// StatusCount is the number of rows of one consumer in one status.
+type StatusCount struct {
+	Consumer string
+	Status   Status
+	Count    int64
+	// Oldest is the earliest received_at among the rows.
+	Oldest time.Time
+	// Stuck counts PROCESSING rows whose lease expired: a two-phase handler
+	// crashed or hangs; the next delivery takes them over.
+	Stuck int64
+}
+
+// Status counts rows per consumer and status (consumer "" means all), in
+// consumer and state-machine order.
+func (s *Store) Status(ctx context.Context, q Querier, consumer string) ([]StatusCount, error) {
+	rows, err := q.Query(ctx, `SELECT consumer, status, count(*), min(received_at),
+		count(*) FILTER (WHERE status = 'PROCESSING' AND coalesce(locked_until < now(), true))
+		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1)
+		GROUP BY consumer, status
+		ORDER BY consumer, array_position(ARRAY['RECEIVED','PROCESSING','COMPLETED','FAILED_RETRYABLE','FAILED_FINAL'], status)`, consumer)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: status: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatusCount, error) {
+		var c StatusCount
+		err := r.Scan(&c.Consumer, &c.Status, &c.Count, &c.Oldest, &c.Stuck)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: status: %w", err)
+	}
+	return out, nil
+}
+
+// Record is one inbox row.
+type Record struct {
+	Consumer, MessageID, BusinessKey string
+	Status                           Status
+	Attempts                         int
+	LastError, ResultRef             string
+	LockedUntil                      *time.Time
+	Topic                            string
+	Partition                        int
+	Offset                           int64
+	ReceivedAt, UpdatedAt            time.Time
+	CompletedAt                      *time.Time
+	// DeadLetteredAt is when the consumer loop wrote the message to the
+	// dead-letter topic.
+	DeadLetteredAt *time.Time
+}
+
+// ListParams selects rows for List.
+type ListParams struct {
+	// Consumer filters on one consumer; empty means all.
+	Consumer string
+	// Status filters on one status; empty means all.
+	Status Status
+	// Limit caps the rows returned. Defaults to 100.
+	Limit int
+}
+
+// List returns rows, oldest first.
+func (s *Store) List(ctx context.Context, q Querier, p ListParams) ([]Record, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	rows, err := q.Query(ctx, `SELECT consumer, message_id, business_key, status, attempts,
+		coalesce(last_error, ''), coalesce(result_ref, ''), locked_until,
+		coalesce(topic, ''), coalesce("partition", 0), coalesce("offset", 0), received_at, updated_at, completed_at, dead_lettered_at
+		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1) AND ($2 = '' OR status = $2)
+		ORDER BY received_at, consumer, message_id LIMIT $3`, p.Consumer, string(p.Status), p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Record, error) {
+		var x Record
+		err := r.Scan(&x.Consumer, &x.MessageID, &x.BusinessKey, &x.Status, &x.Attempts, &x.LastError,
+			&x.ResultRef, &x.LockedUntil, &x.Topic, &x.Partition, &x.Offset, &x.ReceivedAt, &x.UpdatedAt, &x.CompletedAt, &x.DeadLetteredAt)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list: %w", err)
+	}
+	return out, nil
+}
+
+// PurgeParams selects rows for Purge.
+type PurgeParams struct {
+	// Consumer limits the purge to one consumer; empty means all.
+	Consumer string
+	// OlderThan is the retention: rows last updated longer ago are deleted.
+	// Required (> 0).
+	OlderThan time.Duration
+	// Status is the status to purge. Defaults to COMPLETED; FAILED_FINAL
+	// rows are only purged when asked for explicitly.
+	Status Status
+	// BatchSize is the number of rows deleted per statement, so that a large
+	// purge never holds many locks or one long transaction. Defaults to 1000.
+	BatchSize int
+}
+
+// ErrBadParams is returned for invalid Purge or Revive parameters.
+var ErrBadParams = errors.New("inbox: invalid parameters")
+
+// Purge deletes rows older than the retention in batches, each in its own
+// statement, and returns how many it deleted. Duplicates of a purged message
+// are no longer recognised: keep the retention well above the longest
+// redelivery window (Kafka retention, relay replays).
+func (s *Store) Purge(ctx context.Context, q Querier, p PurgeParams) (int64, error) {
+	if p.OlderThan <= 0 {
+		return 0, fmt.Errorf("%w: purge retention must be positive", ErrBadParams)
+	}
+	if p.Status == "" {
+		p.Status = StatusCompleted
+	}
+	if p.Status == StatusProcessing {
+		return 0, fmt.Errorf("%w: PROCESSING rows are never purged", ErrBadParams)
+	}
+	if p.BatchSize <= 0 {
+		p.BatchSize = 1000
+	}
+	var total int64
+	for {
+		tag, err := q.Exec(ctx, `DELETE FROM `+s.table+` WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM `+s.table+`
+			WHERE status = $1 AND ($2 = '' OR consumer = $2)
+			  AND coalesce(completed_at, updated_at) < now() - $3::bigint * interval '1 microsecond'
+			LIMIT $4 FOR UPDATE SKIP LOCKED))`,
+			string(p.Status), p.Consumer, p.OlderThan.Microseconds(), p.BatchSize)
+		if err != nil {
+			return total, fmt.Errorf("inbox: purge: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(p.BatchSize) {
+			return total, nil
+		}
+	}
+}
+
+// ReviveParams selects FAILED_FINAL rows for Revive.
+type ReviveParams struct {
+	// Consumer is the consumer of the rows. Required.
+	Consumer string
+	// MessageIDs lists the messages to revive; empty means every
+	// FAILED_FINAL message of the consumer.
+	MessageIDs []string
+}
+
+// Revive makes FAILED_FINAL messages processable again: status
+// FAILED_RETRYABLE with attempts reset to 0 (the last error is kept). The next
+// delivery of such a message runs the handler; re-publish it (for example
+// from the dead-letter topic) since its offset was committed. It returns the
+// number of rows revived.
+func (s *Store) Revive(ctx context.Context, q Querier, p ReviveParams) (int64, error) {
+	if p.Consumer == "" {
+		return 0, fmt.Errorf("%w: revive needs a consumer", ErrBadParams)
+	}
+	ids := p.MessageIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	tag, err := q.Exec(ctx, `UPDATE `+s.table+` SET status = 'FAILED_RETRYABLE', attempts = 0,
+		locked_until = NULL, dead_lettered_at = NULL, updated_at = now()
+		WHERE consumer = $1 AND status = 'FAILED_FINAL' AND (cardinality($2::text[]) = 0 OR message_id = ANY ($2))`,
+		p.Consumer, ids)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: revive: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// store returns the Store of the inbox's table.
+func (in *Inbox) store() *Store { return &Store{table: in.table} }
+
+// Purge deletes this consumer's COMPLETED rows older than olderThan in
+// batches of batchSize (0 means 1000). See Store.Purge.
+func (in *Inbox) Purge(ctx context.Context, q Querier, olderThan time.Duration, batchSize int) (int64, error) {
+	n, err := in.store().Purge(ctx, q, PurgeParams{Consumer: in.cfg.Consumer, OlderThan: olderThan, BatchSize: batchSize})
+	if n > 0 {
+		in.log.Info("inbox: purged", "rows", n, "older_than", olderThan.String())
+	}
+	return n, err
+}
+
+// Revive makes this consumer's FAILED_FINAL messages processable again
+// (all of them when no IDs are given). See Store.Revive.
+func (in *Inbox) Revive(ctx context.Context, q Querier, messageIDs ...string) (int64, error) {
+	n, err := in.store().Revive(ctx, q, ReviveParams{Consumer: in.cfg.Consumer, MessageIDs: messageIDs})
+	if err == nil {
+		in.log.Info("inbox: revived", "rows", n, "message_ids", strings.Join(messageIDs, ","),
+			"from", string(StatusFailedFinal), "to", string(StatusFailedRetryable))
+	}
+	return n, err
+}
+
+// Stats counts this consumer's rows per status and sets the
+// pgoutbox_inbox_stuck_processing gauge. Call it periodically (the consumer
+// loop does, every StatsInterval).
+func (in *Inbox) Stats(ctx context.Context, q Querier) ([]StatusCount, error) {
+	counts, err := in.store().Status(ctx, q, in.cfg.Consumer)
+	if err != nil {
+		return nil, err
+	}
+	var stuck int64
+	for _, c := range counts {
+		stuck += c.Stuck
+	}
+	in.metrics.stuck.Set(float64(stuck))
+	return counts, nil
+}

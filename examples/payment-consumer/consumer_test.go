@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,23 +25,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var (
 	apiLine     = regexp.MustCompile(`fake payment API on (\S+)`)
@@ -89,7 +71,7 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{

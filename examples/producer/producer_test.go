@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,23 +16,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var listening = regexp.MustCompile(`listening on (\S+)`)
 
@@ -55,7 +37,7 @@ func TestOrdersReachKafka(t *testing.T) {
 	}
 
 	runCtx, stop := context.WithCancel(ctx)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{"--database-url", db.URL, "--listen", "127.0.0.1:0"}, &stdout, &stderr)

@@ -159,12 +159,18 @@ func (s *Store) Purge(ctx context.Context, q Querier, p PurgeParams) (int64, err
 	if p.BatchSize <= 0 {
 		p.BatchSize = 1000
 	}
+	// COMPLETED rows age from completed_at (BRIN-indexed), others from
+	// their last update.
+	age := "updated_at"
+	if p.Status == StatusCompleted {
+		age = "completed_at"
+	}
 	var total int64
 	for {
 		tag, err := q.Exec(ctx, `DELETE FROM `+s.table+` WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM `+s.table+`
 			WHERE status = $1 AND ($2 = '' OR consumer = $2)
-			  AND coalesce(completed_at, updated_at) < now() - $3::bigint * interval '1 microsecond'
+			  AND `+age+` < now() - $3::bigint * interval '1 microsecond'
 			LIMIT $4 FOR UPDATE SKIP LOCKED))`,
 			string(p.Status), p.Consumer, p.OlderThan.Microseconds(), p.BatchSize)
 		if err != nil {

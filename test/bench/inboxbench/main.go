@@ -6,7 +6,7 @@
 // synchronously after the database write. It prints both rates and the ratio
 // (target: the inbox costs at most 1.5x the baseline).
 //
-//	go run ./test/bench/inboxbench -n 20000
+//	go run ./test/bench/inboxbench -n 20000 [-pk]
 package main
 
 import (
@@ -33,14 +33,15 @@ const partitions = 4
 
 func main() {
 	n := flag.Int("n", 20000, "messages per run")
+	pk := flag.Bool("pk", false, "give the handler's table a primary key, as business tables have")
 	flag.Parse()
-	if err := run(*n); err != nil {
+	if err := run(*n, *pk); err != nil {
 		fmt.Fprintln(os.Stderr, "inboxbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int) error {
+func run(n int, pk bool) error {
 	ctx := context.Background()
 	srv, err := testenv.StartServer()
 	if err != nil {
@@ -55,7 +56,11 @@ func run(n int) error {
 	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE effect (business_key text NOT NULL, payload bytea NOT NULL)`); err != nil {
+	ddl := `CREATE TABLE effect (business_key text NOT NULL, payload bytea NOT NULL)`
+	if pk {
+		ddl = `CREATE TABLE effect (business_key text PRIMARY KEY, payload bytea NOT NULL)`
+	}
+	if _, err := pool.Exec(ctx, ddl); err != nil {
 		return err
 	}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "bench.plain.0", "bench.inbox.0", "bench.plain.1", "bench.inbox.1"))
@@ -94,7 +99,7 @@ func run(n int) error {
 	if rows != 4*n {
 		return fmt.Errorf("effect table holds %d rows, want %d", rows, 4*n)
 	}
-	fmt.Printf("messages per run: %d, %d partitions, one worker per partition, offsets committed after each DB commit\n", n, partitions)
+	fmt.Printf("messages per run: %d, %d partitions, one worker per partition, offsets committed after each DB commit; handler table primary key: %v\n", n, partitions, pk)
 	fmt.Printf("plain = kafka-go FetchMessage + INSERT + CommitMessages; inbox = inbox.Consumer with a one-INSERT handler\n")
 	for _, r := range res {
 		fmt.Printf("  %-20s %8.0f msg/s  (%v)\n", r.name, float64(n)/r.d.Seconds(), r.d.Round(time.Millisecond))

@@ -267,9 +267,9 @@ func runDev(ctx context.Context, o devOptions, out io.Writer, logger *slog.Logge
 
 	prodCtx, stopProd := context.WithCancel(compsCtx)
 	defer stopProd()
-	prods, _ := errgroup.WithContext(prodCtx)
-	prods.Go(func() error { return d.produce(prodCtx) })
-	prods.Go(func() error { return d.redeliverLoop(prodCtx) })
+	prods, prodsCtx := errgroup.WithContext(prodCtx)
+	prods.Go(func() error { return d.produce(prodsCtx) })
+	prods.Go(func() error { return d.redeliverLoop(prodsCtx) })
 
 	var deadline <-chan time.Time
 	if o.duration > 0 {
@@ -291,13 +291,15 @@ run:
 		case <-ctx.Done():
 			drain = drainAfterInterrupt
 			break run
-		case <-compsCtx.Done():
+		case <-compsCtx.Done(): // the relay or the consumer failed
+			break run
+		case <-prodsCtx.Done(): // the producer failed
 			break run
 		}
 	}
 	stopProd()
 	prodErr := prods.Wait()
-	if compsCtx.Err() == nil {
+	if prodErr == nil && compsCtx.Err() == nil {
 		say("producer stopped; waiting up to %v for the rest to be published and consumed ...", drain)
 		d.waitDrained(compsCtx, out, start, drain)
 	}

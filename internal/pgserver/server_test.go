@@ -48,12 +48,26 @@ func TestStartStop(t *testing.T) {
 	}
 }
 
+func TestPgVersion(t *testing.T) {
+	t.Parallel()
+	for dir, want := range map[string]int{
+		"/usr/lib/postgresql/15/bin":          15,
+		"/opt/homebrew/opt/postgresql@16/bin": 16,
+		"/usr/local/opt/postgresql@9.6/bin":   0,
+		"/usr/lib/postgresql/whatever/bin":    0,
+	} {
+		if got := pgVersion(dir); got != want {
+			t.Errorf("pgVersion(%s) = %d, want %d", dir, got, want)
+		}
+	}
+}
+
 // Missing binaries give ErrNotFound, whose message has the install command.
 func TestFindBinDirMissing(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	old := binGlob
-	binGlob = "/nonexistent/postgresql/*/bin"
-	defer func() { binGlob = old }()
+	old := binGlobs
+	binGlobs = []string{"/nonexistent/postgresql/*/bin"}
+	defer func() { binGlobs = old }()
 	if _, err := FindBinDir(); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("FindBinDir = %v, want ErrNotFound", err)
 	}

@@ -75,7 +75,8 @@ func devCommand(sc *scrubber) *cli.Command {
 			"  summary: written=N published=N consumed=N duplicates=M shipments=N double_shipments=0 missing=0 result=ok\n" +
 			"then removes everything it started: the server and its directory, or, with --database-url,\n" +
 			"the slot, the publication and the " + devSchema + " schema (unless --keep).\n" +
-			"With --duration, an inconsistent result exits 1.",
+			"With --duration, an inconsistent result exits 1. A second Ctrl-C exits at once: the\n" +
+			"throwaway server dies with the process (Linux), but its temporary directory stays behind.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: flagDatabaseURL, EnvVars: devEnvVar(flagDatabaseURL),
 				Usage: "use this server (superuser or replication rights, wal_level=logical) instead of a throwaway one; the demo works in schema " + devSchema},

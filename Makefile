@@ -10,6 +10,10 @@ TESTFLAGS ?=
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+.PHONY: dev
+dev: ## Run the whole pipeline locally (throwaway Postgres, embedded Kafka, relay, demo producer and consumer); Ctrl-C stops.
+	$(GO) run ./cmd/relay dev $(DEVFLAGS)
+
 .PHONY: build
 build: ## Build the commands into ./bin.
 	@mkdir -p $(BIN)
@@ -21,12 +25,13 @@ vet: ## gofmt check and go vet.
 	$(GO) vet $(PKGS)
 
 .PHONY: check-deploy
-check-deploy: ## Validate the Prometheus alert rules (promtool) and their unit tests.
+check-deploy: ## Validate the alert rules (promtool) with their unit tests, and docker-compose.yml.
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
+	docker-compose config -q
 
 .PHONY: test
-test: vet check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool).
+test: vet check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool, docker-compose).
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench

@@ -83,13 +83,14 @@ func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 			setupCommand(sc),
 			statusCommand(sc),
 			teardownCommand(sc),
+			devCommand(sc),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usagef("unknown command %q (commands: run, setup, status, teardown; see relay --help)", c.Args().First())
+				return usagef("unknown command %q (commands: run, setup, status, teardown, dev; see relay --help)", c.Args().First())
 			}
 			_ = cli.ShowAppHelp(c)
-			return usagef("a command is required (run, setup, status, teardown)")
+			return usagef("a command is required (run, setup, status, teardown, dev)")
 		},
 	}
 	for _, cmd := range app.Commands {

@@ -1,5 +1,7 @@
 // Package relaycli is the command line of the relay: `relay run`, `setup`,
-// `status` and `teardown`. cmd/relay only wires signals and the process exit
+// `status` and `teardown`, and `relay dev`, the local demo of the whole
+// pipeline (throwaway Postgres from internal/pgserver, an embedded kfake
+// broker, the relay, a demo producer and inbox consumer; dev*.go). cmd/relay only wires signals and the process exit
 // code; everything else lives here so tests run the CLI with an argument list
 // and read what it prints.
 //

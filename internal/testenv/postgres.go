@@ -4,23 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgserver"
 )
 
 // ExternalURLEnv names the environment variable that points tests at an
@@ -28,15 +23,7 @@ import (
 const ExternalURLEnv = "PGOUTBOX_TEST_DATABASE_URL"
 
 // Server is a running PostgreSQL server with logical replication enabled.
-type Server struct {
-	// AdminURL connects as a superuser to the postgres database.
-	AdminURL string
-
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
-	dir    string
-	log    string
-}
+type Server = pgserver.Server
 
 var (
 	serverOnce sync.Once
@@ -73,174 +60,23 @@ func stopServer() {
 	}
 }
 
-// FindBinDir returns the directory holding initdb and postgres: PATH first,
-// then the newest /usr/lib/postgresql/*/bin.
+// FindBinDir returns the directory holding initdb and postgres (see
+// pgserver.FindBinDir).
 func FindBinDir() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p), nil
+	dir, err := pgserver.FindBinDir()
+	if err != nil {
+		return "", fmt.Errorf("%w; or set %s", err, ExternalURLEnv)
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return pgVersion(dirs[i]) > pgVersion(dirs[j]) })
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
-			return d, nil
-		}
-	}
-	return "", errors.New("PostgreSQL server binaries not found (initdb on PATH or /usr/lib/postgresql/*/bin); install them with: apt-get install -y postgresql-15, or set " + ExternalURLEnv)
+	return dir, nil
 }
 
-func pgVersion(binDir string) int {
-	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return v
-}
-
-// StartServer initialises a cluster in a new temporary directory and starts
-// it on a free loopback port with wal_level=logical. Stop removes it all.
+// StartServer starts a standalone throwaway server (see pgserver.Start).
+// Stop removes it all.
 func StartServer() (*Server, error) {
-	bin, err := FindBinDir()
-	if err != nil {
+	if _, err := FindBinDir(); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgoutbox-pg-")
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{dir: dir, log: filepath.Join(dir, "postgres.log")}
-	cred, err := serverCredential(dir)
-	if err != nil {
-		s.Stop()
-		return nil, err
-	}
-	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
-		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
-	}
-	for attempt := 0; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			s.Stop()
-			return nil, err
-		}
-		err = s.start(bin, data, port, cred)
-		if err == nil {
-			return s, nil
-		}
-		if attempt == 2 {
-			s.Stop()
-			return nil, err
-		}
-	}
-}
-
-func (s *Server) start(bin, data string, port int, cred *syscall.Credential) error {
-	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data,
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "port="+strconv.Itoa(port),
-		"-c", "unix_socket_directories="+s.dir,
-		"-c", "wal_level=logical",
-		"-c", "max_replication_slots=100",
-		"-c", "max_wal_senders=100",
-		"-c", "max_connections=400",
-		"-c", "fsync=off",
-		"-c", "full_page_writes=off",
-		"-c", "max_wal_size=4GB",
-	)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// The server dies with the test binary, even on a crash.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start postgres: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.cmd, s.exited = cmd, exited
-	s.AdminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			s.cmd = nil
-			return fmt.Errorf("postgres exited at start: %s", tail(s.log))
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		conn, err := pgx.Connect(ctx, s.AdminURL)
-		if err == nil {
-			_ = conn.Close(ctx)
-			cancel()
-			return nil
-		}
-		cancel()
-		time.Sleep(50 * time.Millisecond)
-	}
-	_ = cmd.Process.Kill()
-	<-exited
-	s.cmd = nil
-	return fmt.Errorf("postgres did not accept connections within 60s: %s", tail(s.log))
-}
-
-// Stop shuts the server down (fast shutdown, then kill) and removes its
-// directory. It is a no-op for an external server.
-func (s *Server) Stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.exited
-		}
-		s.cmd = nil
-	}
-	if s.dir != "" {
-		_ = os.RemoveAll(s.dir)
-		s.dir = ""
-	}
-}
-
-// serverCredential returns nil when not root; as root it returns the
-// postgres OS user and hands dir to it.
-func serverCredential(dir string) (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, and initdb refuses root: need the postgres OS user (apt-get install -y postgresql-15 creates it): %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chown(dir, uid, gid); err != nil {
-		return nil, err
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return strings.TrimSpace(string(b))
+	return pgserver.Start(context.Background())
 }
 
 // DB is a fresh database on the shared server, dropped when the test ends.

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+// config is the parsed command line.
+type config struct {
+	databaseURL   string
+	brokers       []string
+	topic         string
+	group         string
+	apiURL        string // empty: start the fake API in-process
+	apiListen     string
+	apiFailEvery  int
+	metricsAddr   string
+	retryBackoff  time.Duration
+	leaseDuration time.Duration
+}
+
+// run is the whole program. It returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg config
+	fs := flag.NewFlagSet("payment-consumer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres URL of the consumer's database, holding the inbox table (env DATABASE_URL)")
+	brokers := fs.String("brokers", envOr("KAFKA_BROKERS", "localhost:9092"), "Kafka bootstrap brokers, comma separated (env KAFKA_BROKERS)")
+	fs.StringVar(&cfg.topic, "topic", "outbox.order", "topic of the order.placed events")
+	fs.StringVar(&cfg.group, "group", "payments", "Kafka consumer group, also the inbox consumer name")
+	fs.StringVar(&cfg.apiURL, "payment-api-url", os.Getenv("PAYMENT_API_URL"), "payment API base URL; empty starts the fake one in-process (env PAYMENT_API_URL)")
+	fs.StringVar(&cfg.apiListen, "payment-api-listen", envOr("PAYMENT_API_LISTEN", "127.0.0.1:8081"), "address of the in-process fake payment API (env PAYMENT_API_LISTEN)")
+	fs.IntVar(&cfg.apiFailEvery, "payment-api-fail-every", 0, "the fake API loses the response of every n-th new charge (after charging), to show retries with the same idempotency key; 0 never")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", envOr("METRICS_ADDR", ":9188"), "serve /metrics and /healthz here; empty disables (env METRICS_ADDR)")
+	fs.DurationVar(&cfg.retryBackoff, "retry-backoff", time.Second, "wait before the first retry of a failed charge; doubles per attempt up to 1m")
+	fs.DurationVar(&cfg.leaseDuration, "lease", 30*time.Second, "how long a charge in progress is leased before another delivery may take it over")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: payment-consumer [flags]\n\nConsumes order.placed events through the inbox and charges each order once at a payment API.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	for _, b := range strings.Split(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.brokers = append(cfg.brokers, b)
+		}
+	}
+	if cfg.databaseURL == "" || len(cfg.brokers) == 0 {
+		fmt.Fprintln(stderr, "payment-consumer: --database-url (or DATABASE_URL) and --brokers are required")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if err := consume(ctx, cfg, stdout, log); err != nil {
+		fmt.Fprintf(stderr, "payment-consumer: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// consume runs the consumer (and the fake API, the metrics server) until
+// ctx ends.
+func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) error {
+	pool, err := pgxpool.New(ctx, cfg.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+		return err
+	}
+
+	var servers []*http.Server
+	var wg sync.WaitGroup
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		for _, s := range servers {
+			_ = s.Shutdown(sctx)
+		}
+		wg.Wait()
+	}()
+	serve := func(addr string, h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return "", err
+		}
+		s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		servers = append(servers, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.Serve(ln)
+		}()
+		return ln.Addr().String(), nil
+	}
+
+	apiURL := cfg.apiURL
+	if apiURL == "" {
+		addr, err := serve(cfg.apiListen, newPaymentAPI(cfg.apiFailEvery).routes())
+		if err != nil {
+			return fmt.Errorf("fake payment API: %w", err)
+		}
+		apiURL = "http://" + addr
+		fmt.Fprintf(stdout, "payment-consumer: fake payment API on %s (GET /v1/charges lists the charges)\n", apiURL)
+	}
+
+	reg := prometheus.NewRegistry()
+	in, err := inbox.New(&inbox.Config{
+		Consumer:      cfg.group,
+		LeaseDuration: cfg.leaseDuration,
+		Backoff: func(attempt int) time.Duration {
+			return min(cfg.retryBackoff<<min(attempt-1, 16), time.Minute)
+		},
+		Logger:     log,
+		Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		addr, err := serve(cfg.metricsAddr, mux)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		fmt.Fprintf(stdout, "payment-consumer: metrics on http://%s/metrics\n", addr)
+	}
+
+	client := newPaymentClient(apiURL)
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers:         cfg.brokers,
+		GroupID:         cfg.group,
+		Topics:          []string{cfg.topic},
+		Inbox:           in,
+		DB:              pool,
+		ExternalHandler: client.charge,
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			log.Info("order.placed handled", "business_key", msg.BusinessKey, "outcome", res.Outcome.String(), "charge", res.ResultRef)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "payment-consumer: consuming %s from %s as group %s\n", cfg.topic, strings.Join(cfg.brokers, ","), cfg.group)
+	return c.Run(ctx)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

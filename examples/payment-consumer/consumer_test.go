@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var (
+	apiLine     = regexp.MustCompile(`fake payment API on (\S+)`)
+	metricsLine = regexp.MustCompile(`metrics on (http://\S+)`)
+	duplicates  = regexp.MustCompile(`(?m)^pgoutbox_inbox_messages_total\{consumer="payments",outcome="duplicate"\} (\d+)`)
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every order is charged exactly once per business key, although Kafka
+// delivers each event twice (same message ID), the producer sent some
+// twice (new message ID, same business key), and the payment API loses the
+// response of every third charge, so the consumer retries with the same
+// idempotency key.
+func TestChargedOncePerBusinessKey(t *testing.T) {
+	t.Parallel()
+	const topic = "outbox.order"
+	db := testenv.NewDB(t)
+	k := testenv.NewKafka(t, kfake.SeedTopics(testenv.DefaultPartitions, topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var stdout, stderr testenv.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(runCtx, []string{
+			"--database-url", db.URL, "--brokers", strings.Join(k.Brokers, ","),
+			"--payment-api-listen", "127.0.0.1:0", "--payment-api-fail-every", "3",
+			"--metrics-addr", "127.0.0.1:0", "--retry-backoff", "20ms",
+		}, &stdout, &stderr)
+	}()
+	var apiURL, metricsURL string
+	waitFor(t, "the consumer to start", time.Minute, func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("payment-consumer exited %d: %s", code, stderr.String())
+		default:
+		}
+		a, m := apiLine.FindStringSubmatch(stdout.String()), metricsLine.FindStringSubmatch(stdout.String())
+		if a != nil && m != nil {
+			apiURL, metricsURL = a[1], m[1]
+		}
+		return apiURL != ""
+	})
+
+	// 12 orders; every event delivered twice; 4 re-sent by the producer
+	// under a new message ID.
+	const orders = 12
+	var records []kafka.Message
+	amounts := map[string]int64{}
+	for i := range orders {
+		o := orderPlaced{OrderID: uuid.NewString(), Customer: "ada", AmountCents: int64(100 * (i + 1))}
+		amounts["charge-"+o.OrderID] = o.AmountCents
+		payload, _ := json.Marshal(o)
+		rec := func(id string) kafka.Message {
+			return kafka.Message{Key: []byte(o.OrderID), Value: payload, Headers: []kafka.Header{
+				{Key: inbox.HeaderMessageID, Value: []byte(id)},
+				{Key: inbox.HeaderBusinessKey, Value: []byte("charge-" + o.OrderID)},
+				{Key: inbox.HeaderEventType, Value: []byte("order.placed")},
+			}}
+		}
+		id := uuid.NewString()
+		records = append(records, rec(id), rec(id))
+		if i%3 == 0 {
+			records = append(records, rec(uuid.NewString()))
+		}
+	}
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(k.Brokers...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, Transport: transport}
+	if err := w.WriteMessages(ctx, records...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every delivery beyond the first of a business key was a duplicate.
+	wantDuplicates := len(records) - orders
+	waitFor(t, fmt.Sprintf("%d duplicates", wantDuplicates), time.Minute, func() bool {
+		resp, err := http.Get(metricsURL)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		m := duplicates.FindSubmatch(body)
+		n := 0
+		if m != nil {
+			n, _ = strconv.Atoi(string(m[1]))
+		}
+		return n >= wantDuplicates
+	})
+
+	var charges []charge
+	getJSON(t, apiURL+"/v1/charges", &charges)
+	requests := 0
+	for _, c := range charges {
+		if amounts[c.IdempotencyKey] != c.AmountCents {
+			t.Errorf("charge %s: key %s amount %d, want %d", c.ID, c.IdempotencyKey, c.AmountCents, amounts[c.IdempotencyKey])
+		}
+		delete(amounts, c.IdempotencyKey)
+		requests += c.Requests
+	}
+	if len(charges) != orders || len(amounts) != 0 {
+		t.Fatalf("%d charges for %d orders; uncharged: %v", len(charges), orders, amounts)
+	}
+	// Four responses were lost: the same keys came back, charging nothing.
+	if requests != orders+orders/3 {
+		t.Errorf("%d charge requests, want %d (one retry per lost response)", requests, orders+orders/3)
+	}
+
+	// The inbox recorded each charge ID as the result of its business key.
+	byKey := map[string]string{}
+	for _, c := range charges {
+		byKey[c.IdempotencyKey] = c.ID
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT business_key, status, result_ref FROM inbox WHERE consumer = 'payments'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var key, status string
+		var ref *string
+		if err := rows.Scan(&key, &status, &ref); err != nil {
+			t.Fatal(err)
+		}
+		if status != "COMPLETED" || ref == nil || *ref != byKey[key] {
+			t.Errorf("inbox %s: %s %v, want COMPLETED %s", key, status, ref, byKey[key])
+		}
+		n++
+	}
+	if rows.Err() != nil || n != orders {
+		t.Errorf("%d inbox rows (%v), want %d", n, rows.Err(), orders)
+	}
+
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("payment-consumer exited %d: %s", code, stderr.String())
+	}
+}
+
+// A worker that charged but did not record the result before its lease
+// expired (it hung or crashed) is taken over by the next delivery, which
+// calls the API again with the same idempotency key: the API replays the
+// first charge, so the customer is charged once.
+func TestLeaseTakeoverChargesOnce(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inbox.New(&inbox.Config{Consumer: "payments", LeaseDuration: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newPaymentAPI(0)
+	srv := httptest.NewServer(api.routes())
+	defer srv.Close()
+	client := newPaymentClient(srv.URL)
+
+	payload, _ := json.Marshal(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200})
+	msg := inbox.Message{ID: uuid.NewString(), BusinessKey: "charge-o-1", Payload: payload}
+
+	// The first worker charges, then hangs past its lease.
+	charged, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+			ref, err := client.charge(ctx, msg, key)
+			close(charged)
+			<-release
+			return ref, err
+		})
+		first <- err
+	}()
+	<-charged
+
+	// A redelivery meets the live lease (Busy), then takes over.
+	var res inbox.Result
+	waitFor(t, "a takeover", 30*time.Second, func() bool {
+		res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+			return client.charge(ctx, msg, key)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Outcome != inbox.Busy
+	})
+	close(release)
+	if err := <-first; !errors.Is(err, inbox.ErrLeaseLost) {
+		t.Errorf("first worker: %v, want ErrLeaseLost", err)
+	}
+	charges := api.list()
+	if res.Outcome != inbox.Processed || len(charges) != 1 || res.ResultRef != charges[0].ID || charges[0].Requests != 2 {
+		t.Fatalf("takeover %v ref %q; charges %+v; want one charge requested twice", res.Outcome, res.ResultRef, charges)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "-payment-api-url") {
+		t.Errorf("--help: exit %d\n%s", code, stderr.String())
+	}
+}

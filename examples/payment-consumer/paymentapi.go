@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+)
+
+// paymentAPI is a fake payment gateway with the one feature that matters
+// here: an Idempotency-Key store. A second request with a known key gets
+// the first charge back (header Idempotent-Replayed: true) and charges
+// nothing. With failEvery = n, every n-th new charge is made but its
+// response is lost (503), as when a network or a gateway fails after the
+// charge: the caller must retry with the same key.
+type paymentAPI struct {
+	failEvery int
+
+	mu      sync.Mutex
+	charges map[string]*charge // by idempotency key
+	created int
+}
+
+// charge is one charge of the fake API.
+type charge struct {
+	ID             string `json:"id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	AmountCents    int64  `json:"amount_cents"`
+	Reference      string `json:"reference"`
+	// Requests counts the requests that carried the key.
+	Requests int `json:"requests"`
+}
+
+// chargeRequest is the body of POST /v1/charges.
+type chargeRequest struct {
+	AmountCents int64  `json:"amount_cents"`
+	Reference   string `json:"reference"`
+}
+
+func newPaymentAPI(failEvery int) *paymentAPI {
+	return &paymentAPI{failEvery: failEvery, charges: map[string]*charge{}}
+}
+
+func (p *paymentAPI) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/charges", p.createCharge)
+	mux.HandleFunc("GET /v1/charges", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(p.list())
+	})
+	return mux
+}
+
+func (p *paymentAPI) createCharge(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	var req chargeRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || key == "" || req.AmountCents <= 0 {
+		http.Error(w, "need an Idempotency-Key header and a positive amount_cents", http.StatusBadRequest)
+		return
+	}
+	p.mu.Lock()
+	c, replay := p.charges[key]
+	if replay {
+		c.Requests++
+	} else {
+		p.created++
+		c = &charge{ID: fmt.Sprintf("ch_%06d", p.created), IdempotencyKey: key, AmountCents: req.AmountCents, Reference: req.Reference, Requests: 1}
+		p.charges[key] = c
+	}
+	lose := !replay && p.failEvery > 0 && p.created%p.failEvery == 0
+	resp := *c
+	p.mu.Unlock()
+
+	if lose {
+		http.Error(w, "gateway timeout after charging (simulated)", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if replay {
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusCreated)
+	}
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// list returns every charge, by ID.
+func (p *paymentAPI) list() []charge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]charge, 0, len(p.charges))
+	for _, c := range p.charges {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

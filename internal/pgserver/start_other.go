@@ -1,0 +1,16 @@
+//go:build !unix
+
+package pgserver
+
+import (
+	"context"
+	"errors"
+)
+
+// Start is not supported on this system.
+func Start(ctx context.Context) (*Server, error) {
+	return nil, errors.New("pgserver: starting a throwaway PostgreSQL server needs Linux or macOS; use an existing server")
+}
+
+// Stop does nothing here: Start never succeeds.
+func (s *Server) Stop() {}

@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.apiURL, "payment-api-url", os.Getenv("PAYMENT_API_URL"), "payment API base URL; empty starts the fake one in-process (env PAYMENT_API_URL)")
 	fs.StringVar(&cfg.apiListen, "payment-api-listen", envOr("PAYMENT_API_LISTEN", "127.0.0.1:8081"), "address of the in-process fake payment API (env PAYMENT_API_LISTEN)")
 	fs.IntVar(&cfg.apiFailEvery, "payment-api-fail-every", 0, "the fake API loses the response of every n-th new charge (after charging), to show retries with the same idempotency key; 0 never")
-	fs.StringVar(&cfg.metricsAddr, "metrics-addr", envOr("METRICS_ADDR", ":9188"), "serve /metrics and /healthz here; empty disables (env METRICS_ADDR)")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", envOr("METRICS_ADDR", ":9741"), "serve /metrics and /healthz here; empty disables (env METRICS_ADDR)")
 	fs.DurationVar(&cfg.retryBackoff, "retry-backoff", time.Second, "wait before the first retry of a failed charge; doubles per attempt up to 1m")
 	fs.DurationVar(&cfg.leaseDuration, "lease", 30*time.Second, "how long a charge in progress is leased before another delivery may take it over")
 	fs.Usage = func() {

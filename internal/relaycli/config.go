@@ -152,7 +152,7 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	}
 	if addr := c.String(flagMetricsAddr); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, usagef("--%s: %q is not host:port (use :9187 for every interface, empty to disable)", flagMetricsAddr, addr)
+			return nil, usagef("--%s: %q is not host:port (use :9740 for every interface, empty to disable)", flagMetricsAddr, addr)
 		}
 	}
 	return cfg, nil

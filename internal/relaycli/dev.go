@@ -89,7 +89,7 @@ func devCommand(sc *scrubber) *cli.Command {
 			&cli.IntFlag{Name: flagDevKafkaPort, EnvVars: devEnvVar(flagDevKafkaPort),
 				Usage: "loopback port of the embedded broker; 0 picks a free one"},
 			&cli.StringFlag{Name: flagMetricsAddr, EnvVars: devEnvVar(flagMetricsAddr),
-				Usage: "serve the relay's and the inbox's metrics on this address, e.g. :9187; empty: off"},
+				Usage: "serve the relay's and the inbox's metrics on this address, e.g. :9740; empty: off"},
 			&cli.BoolFlag{Name: flagDevKeep, EnvVars: devEnvVar(flagDevKeep),
 				Usage: "with --database-url: keep the " + devSchema + " schema at exit (the slot and publication are dropped anyway)"},
 			&cli.StringFlag{Name: flagLogLevel, EnvVars: devEnvVar(flagLogLevel), Value: "warn",

@@ -46,8 +46,9 @@ const (
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
-// /readyz unless --metrics-addr says otherwise.
-const DefaultMetricsAddr = ":9187"
+// /readyz unless --metrics-addr says otherwise. Not 9187: the relay runs
+// next to the database, where postgres_exporter usually holds that port.
+const DefaultMetricsAddr = ":9740"
 
 const (
 	catDatabase = "Database"

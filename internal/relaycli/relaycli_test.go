@@ -252,7 +252,7 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"sasl user missing", append(base, "--kafka-sasl-mechanism", "plain"), "--kafka-sasl-username"},
 		{"tls cert without key", append(base, "--kafka-tls-cert-file", "/nonexistent.pem"), "--kafka-tls-key-file"},
 		{"tls ca file", append(base, "--kafka-tls-ca-file", "/nonexistent/ca.pem"), "--kafka-tls-ca-file"},
-		{"metrics-addr", append(base, "--metrics-addr", "9187"), "--metrics-addr"},
+		{"metrics-addr", append(base, "--metrics-addr", "9740"), "--metrics-addr"},
 		{"unknown flag", append(base, "--bogus"), "bogus"},
 		{"unknown command", []string{"start"}, `unknown command "start"`},
 		{"stray argument", []string{"status", "--database-url", url, "extra"}, `unexpected argument "extra"`},
@@ -342,7 +342,7 @@ func TestHelpAndEnvironment(t *testing.T) {
 			t.Errorf("relay run --help lacks --%s or %s", f, env)
 		}
 	}
-	for _, want := range []string{"at-least-once", "acknowledged", "SIGTERM", "(default: \":9187\")"} {
+	for _, want := range []string{"at-least-once", "acknowledged", "SIGTERM", "(default: \":9740\")"} {
 		if !strings.Contains(help.stdout, want) {
 			t.Errorf("relay run --help does not mention %q", want)
 		}

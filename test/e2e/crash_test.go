@@ -143,82 +143,14 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 		t.Fatalf("relay setup: exit %d\n%s", code, out)
 	}
 
-	ctx := context.Background()
-	slotState := func() (active bool, err error) {
-		err = db.Pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
-		return active, err
-	}
-
 	l := newLedger()
-	wctx, stopWriters := context.WithCancel(ctx)
-	defer stopWriters()
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for n := range errs {
-		wg.Go(func() { errs[n] = writer(wctx, db.Pool, n, l) })
-	}
-
-	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
-	for i := 0; i < kills; i++ {
-		p := startRelay(t, bin, logPath, runArgs...)
-		testenv.WaitFor(t, time.Minute, "relay streaming the slot", func() (bool, error) {
-			if p.exited() {
-				return false, fmt.Errorf("relay exited on its own: %v", p.err)
-			}
-			return slotState()
-		})
-		delay := time.Duration(100+rng.IntN(1400)) * time.Millisecond
-		select { // a random moment while streaming, not a synchronisation
-		case <-time.After(delay):
-		case <-p.done:
-			t.Fatalf("relay exited on its own: %v", p.err)
-		}
-		p.kill()
-		testenv.WaitFor(t, time.Minute, "walsender releasing the slot", func() (bool, error) {
-			active, err := slotState()
-			return !active, err
-		})
-		l.mu.Lock()
-		t.Logf("kill %d after %v: %d messages committed so far", i+1, delay, l.count)
-		l.mu.Unlock()
-	}
+	stopWriters := startWriters(t, db.Pool, l)
+	killRepeatedly(t, bin, logPath, runArgs, db.Pool, slot, kills, l)
 	stopWriters()
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("writer: %v", err)
-		}
-	}
 
-	// Every writer transaction ended before endLSN. A fence transaction
-	// after it makes the relay confirm past endLSN once all are published.
-	var endLSN string
-	if err := db.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
-		t.Fatal(err)
-	}
-	fence := []outbox.Message{{AggregateType: "order", AggregateID: "fence", EventType: "crash.fence", BusinessKey: "fence", Payload: []byte(`{}`)}}
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		w, _ := outbox.NewWriter(nil)
-		id, err := w.InsertTx(ctx, tx, fence[0])
-		if err == nil {
-			defer l.commit(fence, []uuid.UUID{id})
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	endLSN := writeFence(t, db.Pool, l)
 	last := startRelay(t, bin, logPath, runArgs...)
-	testenv.WaitFor(t, 3*time.Minute, "slot confirmed past the last commit", func() (bool, error) {
-		if last.exited() {
-			return false, fmt.Errorf("relay exited on its own: %v", last.err)
-		}
-		var done bool
-		err := db.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
-			slot, endLSN).Scan(&done)
-		return done, err
-	})
+	waitConfirmed(t, db.Pool, slot, endLSN, last)
 	if code := last.stop(time.Minute); code != 0 {
 		t.Fatalf("relay after SIGTERM: exit code %d, want 0", code)
 	}

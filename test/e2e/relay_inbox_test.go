@@ -2,19 +2,15 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
-	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
 // outcomeCounter counts the inbox consumer's delivery outcomes.
@@ -113,75 +109,16 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	defer stopConsumer()
 
 	l := newLedger()
-	wctx, stopWriters := context.WithCancel(ctx)
-	defer stopWriters()
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for n := range errs {
-		wg.Go(func() { errs[n] = writer(wctx, producerDB.Pool, n, l) })
-	}
-
-	slotActive := func(slot string) (active bool, err error) {
-		err = producerDB.Pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
-		return active, err
-	}
+	stopWriters := startWriters(t, producerDB.Pool, l)
 	second := startRelay(t, bin, logPath, args("run", slots[1])...)
-	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
-	for i := 0; i < kills; i++ {
-		p := startRelay(t, bin, logPath, args("run", slots[0])...)
-		testenv.WaitFor(t, time.Minute, "relay streaming", func() (bool, error) {
-			if p.exited() {
-				return false, fmt.Errorf("relay exited on its own: %v", p.err)
-			}
-			return slotActive(slots[0])
-		})
-		select { // a random moment while streaming, not a synchronisation
-		case <-time.After(time.Duration(200+rng.IntN(1000)) * time.Millisecond):
-		case <-p.done:
-			t.Fatalf("relay exited on its own: %v", p.err)
-		}
-		p.kill()
-		testenv.WaitFor(t, time.Minute, "slot released", func() (bool, error) {
-			active, err := slotActive(slots[0])
-			return !active, err
-		})
-	}
+	killRepeatedly(t, bin, logPath, args("run", slots[0]), producerDB.Pool, slots[0], kills, l)
 	stopWriters()
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("writer: %v", err)
-		}
-	}
 
 	// Drain: both slots confirmed past the last commit.
-	var endLSN string
-	if err := producerDB.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
-		t.Fatal(err)
-	}
-	fence := outbox.Message{AggregateType: crashAggregateTypes[0], AggregateID: "fence", EventType: "e2e.fence", BusinessKey: "fence", Payload: []byte(`{}`)}
-	err = pgx.BeginFunc(ctx, producerDB.Pool, func(tx pgx.Tx) error {
-		w, _ := outbox.NewWriter(nil)
-		id, err := w.InsertTx(ctx, tx, fence)
-		if err == nil {
-			defer l.commit([]outbox.Message{fence}, []uuid.UUID{id})
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	endLSN := writeFence(t, producerDB.Pool, l)
 	last := startRelay(t, bin, logPath, args("run", slots[0])...)
 	for _, slot := range slots {
-		testenv.WaitFor(t, 3*time.Minute, "slot "+slot+" confirmed past the last commit", func() (bool, error) {
-			if last.exited() || second.exited() {
-				return false, fmt.Errorf("a relay exited on its own")
-			}
-			var done bool
-			err := producerDB.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
-				slot, endLSN).Scan(&done)
-			return done, err
-		})
+		waitConfirmed(t, producerDB.Pool, slot, endLSN, last, second)
 	}
 
 	// Every record in Kafka (kcat's count) must have been delivered to the

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -134,13 +133,7 @@ func TestStandbyTakesOver(t *testing.T) {
 
 	// Writers commit throughout; the active relay publishes.
 	l := newLedger()
-	wctx, stopWriters := context.WithCancel(context.Background())
-	defer stopWriters()
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for n := range errs {
-		wg.Go(func() { errs[n] = writer(wctx, db.Pool, n, l) })
-	}
+	stopWriters := startWriters(t, db.Pool, l)
 	testenv.WaitFor(t, time.Minute, "the active relay publishing", func() (bool, error) {
 		v, _ := a.metric("pgoutbox_relay_events_published_total", "")
 		return v > 0, nil
@@ -198,12 +191,6 @@ func TestStandbyTakesOver(t *testing.T) {
 	target := committed() + 200
 	testenv.WaitFor(t, time.Minute, "writers going on after the takeover", func() (bool, error) { return committed() >= target, nil })
 	stopWriters()
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("writer: %v", err)
-		}
-	}
 	var want []uuid.UUID
 	for _, ids := range l.committed {
 		want = append(want, ids...)

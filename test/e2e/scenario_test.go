@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+// startWriters runs two writers (see writer) into l until the returned stop
+// is called; stop waits for them and fails t when one failed.
+func startWriters(t *testing.T, pool *pgxpool.Pool, l *ledger) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for n := range errs {
+		wg.Go(func() { errs[n] = writer(ctx, pool, n, l) })
+	}
+	stopped := sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(stopped)
+	return func() {
+		t.Helper()
+		stopped()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("writer: %v", err)
+			}
+		}
+	}
+}
+
+// slotActive reports whether a walsender streams slot.
+func slotActive(ctx context.Context, pool *pgxpool.Pool, slot string) (active bool, err error) {
+	err = pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
+	return active, err
+}
+
+// killRepeatedly starts the relay binary with args kills times and SIGKILLs
+// it at a random moment after it began streaming slot, waiting each time for
+// the walsender to release the slot.
+func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxpool.Pool, slot string, kills int, l *ledger) {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	for i := 0; i < kills; i++ {
+		p := startRelay(t, bin, logPath, args...)
+		testenv.WaitFor(t, time.Minute, "relay streaming the slot", func() (bool, error) {
+			if p.exited() {
+				return false, fmt.Errorf("relay exited on its own: %v", p.err)
+			}
+			return slotActive(ctx, pool, slot)
+		})
+		delay := time.Duration(100+rng.IntN(1400)) * time.Millisecond
+		select { // a random moment while streaming, not a synchronisation
+		case <-time.After(delay):
+		case <-p.done:
+			t.Fatalf("relay exited on its own: %v", p.err)
+		}
+		p.kill()
+		testenv.WaitFor(t, time.Minute, "walsender releasing the slot", func() (bool, error) {
+			active, err := slotActive(ctx, pool, slot)
+			return !active, err
+		})
+		l.mu.Lock()
+		t.Logf("kill %d after %v: %d messages committed so far", i+1, delay, l.count)
+		l.mu.Unlock()
+	}
+}
+
+// writeFence records the current WAL position, after every writer
+// transaction ended, then commits one more outbox row (recorded in l) so
+// that a relay confirms past that position once everything before it is
+// published. It returns the position.
+func writeFence(t *testing.T, pool *pgxpool.Pool, l *ledger) string {
+	t.Helper()
+	ctx := context.Background()
+	var endLSN string
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
+		t.Fatal(err)
+	}
+	fence := []outbox.Message{{AggregateType: crashAggregateTypes[0], AggregateID: "fence", EventType: "e2e.fence", BusinessKey: "fence", Payload: []byte(`{}`)}}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		w, _ := outbox.NewWriter(nil)
+		id, err := w.InsertTx(ctx, tx, fence[0])
+		if err == nil {
+			defer l.commit(fence, []uuid.UUID{id})
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return endLSN
+}
+
+// waitConfirmed waits until slot's confirmed position reaches endLSN,
+// failing early when one of the relays exits.
+func waitConfirmed(t *testing.T, pool *pgxpool.Pool, slot, endLSN string, relays ...*relayProc) {
+	t.Helper()
+	testenv.WaitFor(t, 3*time.Minute, "slot "+slot+" confirmed past the last commit", func() (bool, error) {
+		for _, p := range relays {
+			if p.exited() {
+				return false, fmt.Errorf("relay exited on its own: %v", p.err)
+			}
+		}
+		var done bool
+		err := pool.QueryRow(context.Background(), `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
+			slot, endLSN).Scan(&done)
+		return done, err
+	})
+}

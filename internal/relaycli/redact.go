@@ -26,9 +26,7 @@ func (s *scrubber) add(secret string) {
 	if len(secret) < minSecretLen {
 		return
 	}
-	for _, v := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
-		s.secrets = append(s.secrets, v)
-	}
+	s.secrets = append(s.secrets, secret, url.QueryEscape(secret), url.PathEscape(secret))
 }
 
 // addURL registers the password of a URL that pgconn may not have parsed

@@ -258,3 +258,31 @@ func TestHelp(t *testing.T) {
 		t.Errorf("--help: exit %d\n%s", code, stderr.String())
 	}
 }
+
+// A 409 (the same idempotency key in flight), a 429 and a 5xx are retried
+// with the same key; a refusal such as 422 is permanent.
+func TestChargeRetryableStatuses(t *testing.T) {
+	t.Parallel()
+	api := newPaymentAPI(0)
+	srv := httptest.NewServer(api.routes())
+	defer srv.Close()
+	client := newPaymentClient(srv.URL)
+	payload, _ := json.Marshal(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200})
+	msg := inbox.Message{ID: "m-1", BusinessKey: "charge-o-1", Payload: payload}
+	ctx := context.Background()
+	for _, status := range []int{http.StatusConflict, http.StatusTooManyRequests, http.StatusRequestTimeout,
+		http.StatusTooEarly, http.StatusServiceUnavailable, http.StatusUnprocessableEntity} {
+		api.refuseNext(status)
+		_, err := client.charge(ctx, msg, msg.BusinessKey)
+		if err == nil {
+			t.Fatalf("%d: no error", status)
+		}
+		if want := status == http.StatusUnprocessableEntity; inbox.IsPermanent(err) != want {
+			t.Errorf("%d: permanent %v, want %v (%v)", status, inbox.IsPermanent(err), want, err)
+		}
+	}
+	ref, err := client.charge(ctx, msg, msg.BusinessKey)
+	if charges := api.list(); err != nil || len(charges) != 1 || ref != charges[0].ID {
+		t.Fatalf("charge after the refusals: %q, %v; charges %+v", ref, err, charges)
+	}
+}

@@ -20,6 +20,7 @@ type paymentAPI struct {
 	mu      sync.Mutex
 	charges map[string]*charge // by idempotency key
 	created int
+	refuse  []int // statuses to answer, without charging, to the next requests
 }
 
 // charge is one charge of the fake API.
@@ -60,6 +61,13 @@ func (p *paymentAPI) createCharge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
+	if len(p.refuse) > 0 {
+		status := p.refuse[0]
+		p.refuse = p.refuse[1:]
+		p.mu.Unlock()
+		http.Error(w, http.StatusText(status)+" (simulated)", status)
+		return
+	}
 	c, replay := p.charges[key]
 	if replay {
 		c.Requests++
@@ -84,6 +92,16 @@ func (p *paymentAPI) createCharge(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// refuseNext makes the next requests answer statuses, one each, without
+// charging: 409 as a gateway answers while a request with the same
+// idempotency key is in flight, 429 when rate limiting, 422 for a charge it
+// will never accept.
+func (p *paymentAPI) refuseNext(statuses ...int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = append(p.refuse, statuses...)
 }
 
 // list returns every charge, by ID.

@@ -34,7 +34,8 @@ func newPaymentClient(baseURL string) *paymentClient {
 // with the inbox's idempotency key (the event's business key) and returns
 // the charge ID, which the inbox stores as the result reference. An error
 // leaves the message to be retried with the same key; a request the API
-// refuses (4xx) will never succeed and is dead-lettered at once.
+// refuses for good (a 4xx other than those retryableStatus lists) will never
+// succeed and is dead-lettered at once.
 func (c *paymentClient) charge(ctx context.Context, msg inbox.Message, idempotencyKey string) (string, error) {
 	var ev orderPlaced
 	if err := json.Unmarshal(msg.Payload, &ev); err != nil {
@@ -55,16 +56,30 @@ func (c *paymentClient) charge(ctx context.Context, msg inbox.Message, idempoten
 		return "", fmt.Errorf("payment API: %w", err)
 	}
 	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 500:
-		return "", fmt.Errorf("payment API: %s", resp.Status)
-	case resp.StatusCode >= 400:
+	if resp.StatusCode >= 400 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return "", inbox.Permanent(fmt.Errorf("payment API refused the charge: %s: %s", resp.Status, bytes.TrimSpace(msg)))
+		err := fmt.Errorf("payment API: %s: %s", resp.Status, bytes.TrimSpace(msg))
+		if !retryableStatus(resp.StatusCode) {
+			return "", inbox.Permanent(fmt.Errorf("refused the charge: %w", err))
+		}
+		return "", err
 	}
 	var ch charge
 	if err := json.NewDecoder(resp.Body).Decode(&ch); err != nil || ch.ID == "" {
 		return "", errors.Join(errors.New("payment API: unreadable response"), err)
 	}
 	return ch.ID, nil
+}
+
+// retryableStatus reports whether a failed request may succeed when sent
+// again with the same idempotency key: 5xx, 408 Request Timeout, 409
+// Conflict (what gateways answer while a request with the same key is still
+// in flight: exactly the lease takeover case), 425 Too Early and 429 Too
+// Many Requests.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return code >= 500
 }

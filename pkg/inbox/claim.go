@@ -20,6 +20,9 @@ type claim struct {
 	from Status
 	// attempt is the attempt this delivery runs.
 	attempt int
+	// lease is the end of the lease this delivery holds (two-phase path):
+	// the fencing token of the completion.
+	lease time.Time
 	// done is set when the handler must not run.
 	done *Result
 }
@@ -39,11 +42,14 @@ type storedRow struct {
 func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration) (claim, error) {
 	q := &in.queries
 	for range 3 {
-		var attempts int
+		var (
+			attempts int
+			until    *time.Time
+		)
 		err := tx.QueryRow(ctx, q.claim, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash, lease.Microseconds(),
-			msg.Topic, msg.Partition, msg.Offset).Scan(&attempts)
+			msg.Topic, msg.Partition, msg.Offset).Scan(&attempts, &until)
 		if err == nil {
-			return claim{rowID: msg.ID, attempt: attempts}, nil
+			return claim{rowID: msg.ID, attempt: attempts, lease: deref(until)}, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return claim{}, fmt.Errorf("inbox: claim %s: %w", msg.ID, err)
@@ -109,12 +115,39 @@ func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byt
 			return done(Busy)
 		}
 	}
-	// RECEIVED, FAILED_RETRYABLE, or PROCESSING with an expired lease: take
-	// it over; the row lock (FOR UPDATE) is ours until the transaction ends.
+	// RECEIVED, FAILED_RETRYABLE, or PROCESSING with an expired lease; the
+	// row lock (FOR UPDATE) is ours until the transaction ends.
+	if row.attempts >= in.cfg.MaxAttempts {
+		return in.exhaust(ctx, tx, c, row)
+	}
+	var until *time.Time
 	err := tx.QueryRow(ctx, in.queries.takeover, in.cfg.Consumer, row.messageID, lease.Microseconds(),
-		msg.Topic, msg.Partition, msg.Offset).Scan(&c.attempt)
+		msg.Topic, msg.Partition, msg.Offset).Scan(&c.attempt, &until)
 	if err != nil {
 		return claim{}, fmt.Errorf("inbox: take over %s: %w", row.messageID, err)
 	}
+	c.lease = deref(until)
 	return c, nil
+}
+
+// exhaust makes a row that is out of attempts FAILED_FINAL instead of taking
+// it over: a PROCESSING row whose lease expired MaxAttempts times (the
+// handler crashed or hung every time), or a FAILED_RETRYABLE one after
+// MaxAttempts was lowered. The delivery is DeadLettered.
+func (in *Inbox) exhaust(ctx context.Context, tx pgx.Tx, c claim, row storedRow) (claim, error) {
+	why := fmt.Sprintf("attempt %d of %d ended without an outcome (lease expired)", row.attempts, in.cfg.MaxAttempts)
+	var lastErr string
+	if err := tx.QueryRow(ctx, in.queries.exhaust, in.cfg.Consumer, row.messageID, why).Scan(&lastErr); err != nil {
+		return claim{}, fmt.Errorf("inbox: dead-letter %s: %w", row.messageID, err)
+	}
+	c.done = &Result{Outcome: DeadLettered, Status: StatusFailedFinal, Attempts: row.attempts,
+		Reason: ReasonMaxAttempts, Err: errors.New(lastErr), from: row.status}
+	return c, nil
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }

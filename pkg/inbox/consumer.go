@@ -84,7 +84,9 @@ type ConsumerConfig struct {
 	StatsInterval time.Duration
 	// OnResult, when set, is called after the database commit and before
 	// the offset commit of every delivery attempt (also Retry and Busy).
-	// For diagnosis and demos; it must not block for long.
+	// It is called concurrently from the partition workers (in order within
+	// one partition), so it must be safe for concurrent use. For diagnosis
+	// and demos; it must not block for long.
 	OnResult func(msg Message, res Result)
 }
 
@@ -152,8 +154,10 @@ type partitionKey struct {
 // finishes its current message (database and offset commit), queued
 // messages are left for the next run (their offsets are not committed), and
 // the reader and writer are closed. It returns nil after a graceful stop, or
-// the error that stopped it: a fetch failure, or a conflict under
-// ConflictPolicyError (wrapping ErrConflict).
+// the error that stopped it: a conflict under ConflictPolicyError (wrapping
+// ErrConflict). Fetch errors do not stop it: they are logged (at Warn at most
+// every 10s), counted in pgoutbox_inbox_fetch_errors_total and retried with
+// a backoff (100ms doubling up to 6.4s).
 func (c *Consumer) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -183,15 +187,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}()
 	}
 	workers := make(map[partitionKey]chan kafka.Message)
-	var fetchErr error
+	var fetchErrs fetchErrors
 	for {
 		m, err := reader.FetchMessage(runCtx)
 		if err != nil {
-			if runCtx.Err() == nil && !errors.Is(err, io.EOF) {
-				fetchErr = fmt.Errorf("inbox: fetch: %w", err)
+			if runCtx.Err() != nil || errors.Is(err, io.EOF) {
+				break
 			}
-			break
+			if !c.fetchFailed(runCtx, &fetchErrs, err) {
+				break
+			}
+			continue
 		}
+		fetchErrs.n = 0
 		k := partitionKey{m.Topic, m.Partition}
 		ch, ok := workers[k]
 		if !ok {
@@ -212,13 +220,50 @@ func (c *Consumer) Run(ctx context.Context) error {
 	for _, ch := range workers {
 		close(ch)
 	}
-	stop(fetchErr)
+	stop(nil)
 	wg.Wait()
 	cause := context.Cause(runCtx)
 	if ctx.Err() != nil && cause == context.Cause(ctx) {
 		cause = nil // a graceful stop
 	}
 	return errors.Join(cause, reader.Close(), dlq.Close())
+}
+
+// fetchErrors tracks the fetch errors in a row, for the backoff and the
+// log rate limit.
+type fetchErrors struct {
+	n          int       // errors since the last fetched message
+	lastWarn   time.Time // when one was last logged at Warn
+	suppressed int       // errors logged at Debug since
+}
+
+// fetchErrorWarnEvery bounds how often fetch errors are logged at Warn.
+const fetchErrorWarnEvery = 10 * time.Second
+
+// fetchFailed accounts for a fetch error and backs off before the next
+// fetch; it reports false when ctx ended meanwhile. kafka-go reports
+// transient errors (group join or sync failures, a lost leader connection,
+// retriable broker error codes) through FetchMessage and keeps going, so
+// none of them stops the loop.
+func (c *Consumer) fetchFailed(ctx context.Context, fe *fetchErrors, err error) bool {
+	fe.n++
+	c.in.metrics.fetchErrors.Inc()
+	if now := time.Now(); now.Sub(fe.lastWarn) >= fetchErrorWarnEvery {
+		c.log.Warn("inbox: kafka fetch failed; retrying", "err", err, "in_a_row", fe.n, "suppressed", fe.suppressed)
+		fe.lastWarn, fe.suppressed = now, 0
+	} else {
+		fe.suppressed++
+		c.log.Debug("inbox: kafka fetch failed; retrying", "err", err, "in_a_row", fe.n)
+	}
+	wait := 100 * time.Millisecond << min(fe.n-1, 6) // 100ms .. 6.4s
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func (c *Consumer) statsLoop(ctx context.Context) {

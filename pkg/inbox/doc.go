@@ -21,7 +21,9 @@
 // reference and commits. A concurrent delivery of the same message blocks on
 // the unique index until the first transaction ends, then sees the committed
 // row and answers Duplicate. ProcessTx does the same inside a transaction
-// the caller owns (the handler runs in a savepoint).
+// the caller owns (the claim and the handler run in a savepoint; a non-nil
+// error rolls the savepoint back, claim included, and the caller should
+// roll its transaction back).
 //
 //	in, err := inbox.New(&inbox.Config{Consumer: "billing"})
 //	...
@@ -47,7 +49,8 @@
 //   - DeadLettered: the message is FAILED_FINAL; the handler does not run.
 //
 // Serialization failures (40001) and deadlocks (40P01) are detected by
-// SQLSTATE and retried transparently, up to Config.TxRetries times.
+// SQLSTATE and retried transparently, up to Config.TxRetries times; beyond
+// that they count as a failed attempt, like a handler error.
 //
 // # Failures
 //
@@ -68,8 +71,13 @@
 // business key as the idempotency key to pass to the external system, then
 // records COMPLETED and the result reference. A delivery meeting a live lease
 // answers Busy; one meeting an expired lease takes the message over with the
-// same key and attempt count + 1. A handler finishing after losing its lease
-// gets ErrLeaseLost and does not overwrite the new owner's record.
+// same key and attempt count + 1 — unless Config.MaxAttempts attempts were
+// made: then the message becomes FAILED_FINAL and is DeadLettered (reason
+// "max_attempts") without calling the handler, so a handler that crashes the
+// process every time is not retried forever. A handler finishing after
+// losing its lease gets ErrLeaseLost and does not overwrite the new owner's
+// record; the lease's end (locked_until) is the fencing token, so this holds
+// even after Revive reset the attempt count.
 //
 // # Kafka consumer loop
 //
@@ -90,7 +98,10 @@
 // dead letter; a crash between the write and that record can write it twice,
 // never lose it. A conflict under ConflictPolicyDeadLetter and a record
 // without headers have no row of their own: each delivery of one is
-// dead-lettered. On context cancellation Run finishes
+// dead-lettered. Fetch errors (group join failures, a lost broker
+// connection, retriable broker error codes) do not stop Run: they are
+// counted and logged, and the fetch is retried after a backoff. On context
+// cancellation Run finishes
 // the current message of each partition, commits it, closes the reader and
 // the writer, and returns nil.
 //
@@ -121,6 +132,9 @@
 //     every ConsumerConfig.StatsInterval).
 //   - pgoutbox_inbox_message_age_seconds{consumer}: histogram of the age of a
 //     message (from its Kafka record timestamp) when handling started.
+//   - pgoutbox_inbox_fetch_errors_total{consumer}: Kafka fetch errors the
+//     consumer loop survived; it logs them (at Warn at most every 10s), backs
+//     off and fetches again.
 //
 // # Logs
 //

@@ -18,9 +18,13 @@ type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef
 // outside any transaction, then records COMPLETED with the result reference
 // (or the failure, as Process does). A delivery that finds a live lease
 // answers Busy; one that finds an expired lease takes the message over with
-// the same idempotency key and attempt count + 1. When the handler outlives
-// its lease and another delivery took over, the error wraps ErrLeaseLost and
-// the outcome is Busy.
+// the same idempotency key and attempt count + 1, unless Config.MaxAttempts
+// attempts were made: then the message becomes FAILED_FINAL and the outcome
+// is DeadLettered (reason "max_attempts") without calling handler, so a
+// handler that crashes the process every time is not retried forever. When
+// the handler outlives its lease and another delivery took over (or the
+// message was dead-lettered, or revived and claimed again), the error wraps
+// ErrLeaseLost and the outcome is Busy.
 func (in *Inbox) ProcessExternal(ctx context.Context, db TxBeginner, msg Message, handler ExternalHandler) (Result, error) {
 	if err := msg.validate(); err != nil {
 		return Result{}, err
@@ -57,7 +61,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 	ctx = context.WithoutCancel(ctx)
 	if herr != nil {
 		status, reason := in.failureStatus(c.attempt, herr)
-		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, herr.Error(), c.attempt)
+		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, herr.Error(), c.attempt, c.lease)
 		if err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w (handler: %w)", msg.ID, err, herr)
 		}
@@ -69,7 +73,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 		r.IdempotencyKey, r.from = key, StatusProcessing
 		return r, nil
 	}
-	tag, err := execOne(ctx, db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt)
+	tag, err := execOne(ctx, db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt, c.lease)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
 	}

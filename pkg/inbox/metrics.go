@@ -17,6 +17,7 @@ type metrics struct {
 	inFlight     prometheus.Gauge
 	stuck        prometheus.Gauge
 	messageAge   prometheus.Observer
+	fetchErrors  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
@@ -55,6 +56,10 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		Help:    "Age of a message (from its Kafka record timestamp) when the inbox started handling it.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
 	}, []string{"consumer"})
+	fetchErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgoutbox_inbox_fetch_errors_total",
+		Help: "Kafka fetch errors the consumer loop survived (it backs off and fetches again).",
+	}, []string{"consumer"})
 
 	var err error
 	if reg != nil {
@@ -80,6 +85,9 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		if err == nil {
 			age, err = register(reg, age)
 		}
+		if err == nil {
+			fetchErrors, err = register(reg, fetchErrors)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("inbox: register metrics: %w", err)
 		}
@@ -94,6 +102,7 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		inFlight:     inFlight.With(l),
 		stuck:        stuck.With(l),
 		messageAge:   age.With(l),
+		fetchErrors:  fetchErrors.With(l),
 	}
 	// Pre-create the outcome series so dashboards see zeros.
 	for o := Processed; o <= DeadLettered; o++ {

@@ -32,7 +32,9 @@ func (m *Message) validate() error {
 // records the attempt in a separate short transaction: the outcome is Retry,
 // or DeadLettered at Config.MaxAttempts or for a Permanent error.
 // Serialization failures and deadlocks are retried transparently, running
-// handler again.
+// handler again, up to Config.TxRetries times; when they persist, or the
+// completion or the commit fails after the claim, the failure is recorded as
+// an attempt like a handler error, so MaxAttempts applies.
 //
 // The returned error is non-nil only when the outcome is unknown (the
 // database failed; deliver the message again) or for a Conflict under
@@ -48,7 +50,7 @@ func (in *Inbox) Process(ctx context.Context, db TxBeginner, msg Message, handle
 		err error
 	)
 	for try := 0; ; try++ {
-		res, err = in.processOnce(ctx, db, &msg, hash, handler)
+		res, err = in.processOnce(ctx, db, &msg, hash, handler, try >= in.cfg.TxRetries)
 		if err == nil || !isTxRetry(err) || try >= in.cfg.TxRetries {
 			break
 		}
@@ -63,7 +65,10 @@ func isTxRetry(err error) bool {
 	return s == codeSerializationFailure || s == codeDeadlockDetected
 }
 
-func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, hash []byte, handler TxHandler) (Result, error) {
+// processOnce runs one transaction of Process. A serialization failure or
+// deadlock after the claim is returned for a retry, unless lastTry: then it
+// is recorded as a failed attempt, as is any other failure after the claim.
+func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, hash []byte, handler TxHandler, lastTry bool) (Result, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: begin: %w", err)
@@ -74,37 +79,46 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 		return Result{}, err
 	}
 	if c.done != nil {
-		// Nothing was written; committing releases the row lock.
+		// Nothing was written, or only the verdict on an exhausted row;
+		// committing keeps it and releases the row lock.
 		if err := tx.Commit(ctx); err != nil {
 			return Result{}, fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
 		}
 		return *c.done, nil
 	}
-	ref, herr := handler(ctx, tx)
-	if herr != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		if isTxRetry(herr) {
-			return Result{}, herr
+	ref, ferr := handler(ctx, tx)
+	if ferr == nil {
+		if err := in.completeTx(ctx, tx, c, ref); err != nil {
+			ferr = fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
+		} else if err := tx.Commit(ctx); err != nil {
+			// When the commit did happen after all, the row is COMPLETED
+			// and recordFailure leaves it alone.
+			ferr = fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
+		} else {
+			return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil
 		}
-		res, err := in.recordFailure(context.WithoutCancel(ctx), db, msg, hash, c, herr)
-		res.from = c.from
-		return res, err
 	}
-	if err := in.completeTx(ctx, tx, c, ref); err != nil {
-		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
+	_ = tx.Rollback(context.WithoutCancel(ctx))
+	if isTxRetry(ferr) && !lastTry {
+		return Result{}, ferr
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
-	}
-	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil
+	res, err := in.recordFailure(context.WithoutCancel(ctx), db, msg, hash, c, ferr)
+	res.from = c.from
+	return res, err
 }
 
 // ProcessTx is Process inside the caller's transaction: the claim is the
-// next statement of tx and the caller commits. handler runs in a savepoint;
-// on a handler error its writes are rolled back to the savepoint and the
-// attempt is recorded in tx (FAILED_RETRYABLE or FAILED_FINAL), so the caller
-// should still commit to keep that record. Serialization failures are not
-// retried here (the caller owns the transaction; see Retryable).
+// next statement of tx and the caller commits. The claim and handler run in
+// a savepoint; on a handler error the handler's writes are rolled back and
+// the attempt is recorded in tx (FAILED_RETRYABLE or FAILED_FINAL) with a nil
+// error, so the caller should still commit to keep that record.
+//
+// A non-nil error (a serialization failure or deadlock of the handler, a
+// database error) leaves tx as it was before the call: the savepoint,
+// claim included, is rolled back, so committing cannot record the message
+// as handled. Serialization failures are not retried here (the caller owns
+// the transaction; see Retryable): the caller should roll tx back and run it
+// again.
 func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler TxHandler) (Result, error) {
 	if err := msg.validate(); err != nil {
 		return Result{}, err
@@ -115,37 +129,59 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler 
 }
 
 func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
-	c, err := in.claimTx(ctx, tx, msg, msg.hash(), 0)
+	// The savepoint comes before the claim, so that an error undoes the
+	// claim too: a COMPLETED claim left in tx would turn the redelivery into
+	// a Duplicate with no effect.
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
+	}
+	res, err := in.processSavepoint(ctx, sp, msg, handler)
+	if err != nil {
+		if rerr := sp.Rollback(context.WithoutCancel(ctx)); rerr != nil {
+			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (%w)", rerr, err)
+		}
+		return Result{}, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
+	}
+	return res, nil
+}
+
+// processSavepoint claims msg in sp and runs handler in a nested savepoint.
+func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
+	c, err := in.claimTx(ctx, sp, msg, msg.hash(), 0)
 	if err != nil {
 		return Result{}, err
 	}
 	if c.done != nil {
 		return *c.done, nil
 	}
-	sp, err := tx.Begin(ctx)
+	hsp, err := sp.Begin(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
 	}
-	ref, herr := handler(ctx, sp)
+	ref, herr := handler(ctx, hsp)
 	if herr != nil {
-		if err := sp.Rollback(ctx); err != nil {
+		if err := hsp.Rollback(ctx); err != nil {
 			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (handler: %w)", err, herr)
 		}
 		if isTxRetry(herr) {
 			return Result{}, herr
 		}
 		status, reason := in.failureStatus(c.attempt, herr)
-		if _, err := tx.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, herr.Error()); err != nil {
+		if _, err := sp.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, herr.Error()); err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w", msg.ID, err)
 		}
 		res := failureResult(status, c.attempt, reason, herr)
 		res.from = c.from
 		return res, nil
 	}
-	if err := sp.Commit(ctx); err != nil {
+	if err := hsp.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
 	}
-	if err := in.completeTx(ctx, tx, c, ref); err != nil {
+	if err := in.completeTx(ctx, sp, c, ref); err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
 	}
 	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil

@@ -4,7 +4,7 @@ import "strings"
 
 // queries holds the SQL text for one table, built once in New.
 type queries struct {
-	claim, markDeadLettered, claimBatch, completeBatch, lookup, takeover, complete, completeFenced, failInTx, failFenced, recordFailure string
+	claim, markDeadLettered, claimBatch, completeBatch, lookup, takeover, exhaust, complete, completeFenced, failInTx, failFenced, recordFailure string
 }
 
 func newQueries(table string) queries {
@@ -26,7 +26,7 @@ func newQueries(table string) queries {
 			 CASE WHEN $6::text <> '' THEN $8::bigint END, now(), now(),
 			 CASE WHEN $5::bigint > 0 THEN NULL ELSE now() END)
 			ON CONFLICT DO NOTHING
-			RETURNING attempts`),
+			RETURNING attempts, locked_until`),
 		// The batch claim is the first statement of a batch transaction;
 		// rows come back for the messages it inserted.
 		claimBatch: r.Replace(`INSERT INTO {T} AS i
@@ -56,19 +56,31 @@ func newQueries(table string) queries {
 			"offset" = CASE WHEN $4::text <> '' THEN $6::bigint ELSE "offset" END,
 			updated_at = now()
 			WHERE consumer = $1 AND message_id = $2
-			RETURNING attempts`),
+			RETURNING attempts, locked_until`),
+		// A row out of attempts that a delivery would take over (an expired
+		// lease: the handler crashed or hung every time) is final instead.
+		exhaust: r.Replace(`UPDATE {T} SET status = 'FAILED_FINAL',
+			last_error = CASE WHEN status = 'PROCESSING' THEN $3 ELSE coalesce(last_error, $3) END,
+			locked_until = NULL, updated_at = now()
+			WHERE consumer = $1 AND message_id = $2
+			RETURNING last_error`),
 		complete: r.Replace(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
 			locked_until = NULL, completed_at = now(), updated_at = now()
 			WHERE consumer = $1 AND message_id = $2`),
 		// The fenced variants only touch the row while this delivery still
-		// owns it: the takeover of an expired lease bumps attempts.
+		// owns it: the takeover of an expired lease bumps attempts and sets
+		// a new locked_until. The lease end is the fencing token (attempts
+		// alone is not: Revive resets it), unique per claim since each
+		// claim's now() is later than the previous lease's end.
 		completeFenced: r.Replace(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
 			locked_until = NULL, completed_at = now(), updated_at = now()
-			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4`),
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
+			 AND locked_until = $5`),
 		failInTx: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, completed_at = NULL, updated_at = now()
 			WHERE consumer = $1 AND message_id = $2`),
 		failFenced: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, updated_at = now()
-			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $5`),
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $5
+			 AND locked_until = $6`),
 		// After a rollback the claim row is gone too (or back to its old
 		// state), so the failure is an upsert. A row another delivery
 		// settled in the meantime is left alone.

@@ -196,7 +196,9 @@ type ReviveParams struct {
 // FAILED_RETRYABLE with attempts reset to 0 (the last error is kept). The next
 // delivery of such a message runs the handler; re-publish it (for example
 // from the dead-letter topic) since its offset was committed. It returns the
-// number of rows revived.
+// number of rows revived. A two-phase handler still running from before the
+// revival cannot complete the new claim even when the attempt counts match:
+// completion is fenced on the lease's end too.
 func (s *Store) Revive(ctx context.Context, q Querier, p ReviveParams) (int64, error) {
 	if p.Consumer == "" {
 		return 0, fmt.Errorf("%w: revive needs a consumer", ErrBadParams)

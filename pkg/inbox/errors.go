@@ -31,6 +31,7 @@ type ConflictError struct {
 	Reason string
 }
 
+// Error names both messages and the reason they conflict.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("inbox: conflicting message %s (business key %s) with stored %s (business key %s): %s",
 		e.MessageID, e.BusinessKey, e.StoredMessageID, e.StoredBusinessKey, e.Reason)

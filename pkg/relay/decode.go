@@ -28,6 +28,7 @@ const (
 	ReasonBadHeaders      = "bad-headers"      // headers not a JSON object
 	ReasonBadTopic        = "bad-topic"        // topic not a legal Kafka topic name
 	ReasonBadMessage      = "bad-message"      // a pgoutbox logical message that does not parse
+	ReasonKafkaRejected   = "kafka-rejected"   // a record the brokers refuse for good (unknown topic, policy...)
 )
 
 // Column type OIDs the relay reads.
@@ -129,6 +130,9 @@ type event struct {
 	msg     kafka.Message
 	id      uuid.UUID
 	invalid *InvalidEventError
+	// slim marks a dead-letter record reduced to the headers that always
+	// fit (see slimDeadLetter).
+	slim bool
 	// tx and commit are set by the reader.
 	tx     acktrack.TxID
 	commit time.Time

@@ -22,9 +22,15 @@
 // Postgres spills large transactions to disk instead of the relay holding
 // them; messages on) for the publication, which covers the outbox table
 // with publish = 'insert'. It caches relation messages and checks the
-// table's columns at start and at every relation message: a missing or
-// mistyped column ends Run with an error wrapping ErrTableColumns that names
-// each one. Payload columns of type jsonb, json and text are sent as their
+// table's columns at start and at every relation message. At start, a
+// missing or mistyped column ends Run with an error wrapping
+// ErrTableColumns that names each one. A relation message with such
+// columns (the table changed while streaming, or did in the WAL being
+// replayed) ends Run the same way under InvalidStop; by default the rows
+// of that layout are invalid instead (reason bad-columns, the detail
+// naming the columns), until a relation message with usable columns: a
+// change reverted later would otherwise leave the relay stuck on the WAL
+// written meanwhile, which every replay reads again. Payload columns of type jsonb, json and text are sent as their
 // text; bytea is sent as its raw bytes.
 //
 // Logical decoding messages with prefix "pgoutbox" (written by

@@ -103,7 +103,9 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 			// backoff (take over quickly), counting no reconnect, logging
 			// once.
 			if !r.live.standby.Swap(true) {
-				log.Info("the slot is streamed by another process; waiting as a standby",
+				// After our own connection dropped, our previous walsender
+				// may also hold the slot until the server notices.
+				log.Info("slot busy (another relay, or our previous connection not yet gone); waiting as a standby",
 					"slot", r.cfg.Slot, "retry_every", r.cfg.StandbyRetryInterval, "detail", err)
 			}
 			backoff = r.cfg.RetryBackoff

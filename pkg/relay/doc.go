@@ -135,7 +135,7 @@
 // Other records go on meanwhile; later records of the same topic and key
 // wait behind it. Kafka refusing a dead-letter record for good (after one
 // slim retry for too-large) ends Run with an error wrapping
-// ErrDeadLetter; SASL and cluster authorization failures end it with
+// ErrDeadLetter (and ErrKafkaAuth for TOPIC_AUTHORIZATION_FAILED); SASL and cluster authorization failures end it with
 // ErrKafkaAuth. Any other Kafka error is retried with backoff, forever.
 //
 // # Metrics

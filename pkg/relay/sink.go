@@ -322,6 +322,9 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 			slimDeadLetter(ev)
 			return nil
 		}
+		if errors.Is(e, kafka.TopicAuthorizationFailed) {
+			e = fmt.Errorf("%w: %w", ErrKafkaAuth, e)
+		}
 		return permanent(fmt.Errorf("%w: message %s to %s: %w", ErrDeadLetter, ev.invalid.MessageID, ev.msg.Topic, e))
 	}
 	inv := &InvalidEventError{MessageID: ev.id, Reason: ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}

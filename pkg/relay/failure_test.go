@@ -476,3 +476,21 @@ func TestGracefulStopWithCause(t *testing.T) {
 		t.Fatalf("no \"stopped\" log line:\n%s", logs)
 	}
 }
+
+// Under InvalidStop a record the broker rejects as too large stops the
+// relay, naming it, like one over MaxMessageBytes does.
+func TestBrokerRejectsTooLargeStops(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.OnInvalid = relay.InvalidStop })
+	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
+	b.cfg.Brokers = b.kafka.Brokers
+	run := b.start(t)
+	big := msg("a", 1)
+	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)
+	id := b.insert(t, big)[0]
+	err := run.wait(t, 60*time.Second)
+	var inv *relay.InvalidEventError
+	if !errors.As(err, &inv) || inv.Reason != relay.ReasonTooLarge || inv.MessageID.String() != id || !relay.Permanent(err) {
+		t.Fatalf("Run: %v, want an InvalidEventError (too-large) naming %s", err, id)
+	}
+}

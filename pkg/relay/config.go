@@ -65,7 +65,8 @@ type Config struct {
 	// MaxMessageBytes is the largest record the relay sends, counting key,
 	// value and headers; larger rows are invalid (reason too-large). Keep
 	// it at or below the broker's message.max.bytes; a record the broker
-	// still rejects as too large is dead-lettered too. Defaults to 1000000.
+	// still rejects as too large is invalid too (dead-lettered, or stops
+	// the relay under InvalidStop). Defaults to 1000000.
 	MaxMessageBytes int
 
 	// BatchSize is the most events sent to Kafka in one write. Defaults to

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -28,6 +29,8 @@ const (
 	ReasonBadHeaders      = "bad-headers"      // headers not a JSON object
 	ReasonBadTopic        = "bad-topic"        // topic not a legal Kafka topic name
 	ReasonBadMessage      = "bad-message"      // a pgoutbox logical message that does not parse
+	ReasonKafkaRejected   = "kafka-rejected"   // a record the brokers refuse for good (unknown topic, policy...)
+	ReasonBadColumns      = "bad-columns"      // a row of a table layout (relation message) the relay cannot read
 )
 
 // Column type OIDs the relay reads.
@@ -74,6 +77,9 @@ const (
 type layout struct {
 	pos          [numColumns]int
 	byteaPayload bool
+	// problem, when not empty, says why the relay cannot read rows of
+	// this layout (checkColumns' error): they are invalid (bad-columns).
+	problem string
 }
 
 // typeNames names the OIDs in error messages.
@@ -129,6 +135,9 @@ type event struct {
 	msg     kafka.Message
 	id      uuid.UUID
 	invalid *InvalidEventError
+	// slim marks a dead-letter record reduced to the headers that always
+	// fit (see slimDeadLetter).
+	slim bool
 	// tx and commit are set by the reader.
 	tx     acktrack.TxID
 	commit time.Time
@@ -159,6 +168,10 @@ type decoder struct {
 	maxMessageBytes int
 	relations       map[uint32]*layout // nil layout: not the outbox table
 	commitTime      time.Time
+	// stopOnInvalid makes an unusable layout an error (ErrTableColumns)
+	// rather than a layout whose rows are invalid.
+	stopOnInvalid bool
+	logger        *slog.Logger
 }
 
 func newDecoder(c *Config) *decoder {
@@ -168,6 +181,8 @@ func newDecoder(c *Config) *decoder {
 		topicTemplate:   c.TopicTemplate,
 		maxMessageBytes: c.MaxMessageBytes,
 		relations:       make(map[uint32]*layout),
+		stopOnInvalid:   c.OnInvalid == InvalidStop,
+		logger:          c.Logger,
 	}
 }
 
@@ -196,7 +211,18 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 		}
 		l, err := checkColumns(d.table.String(), names, types)
 		if err != nil {
-			return walItem{}, err
+			if d.stopOnInvalid {
+				return walItem{}, err
+			}
+			// The table changed while streaming (or did, in the WAL
+			// being replayed): its rows go to the dead-letter topic
+			// until the next relation message, rather than stalling
+			// the relay on WAL that can never be read otherwise.
+			l.problem = err.Error()
+			if d.logger != nil {
+				d.logger.Warn("the outbox table's columns changed to a layout the relay cannot read; its rows go to the dead-letter topic",
+					"error", err)
+			}
 		}
 		d.relations[m.RelationID] = &l
 		return walItem{}, nil
@@ -254,6 +280,9 @@ func (d *decoder) rowEvent(l *layout, cols []*pglogrepl.TupleDataColumn) event {
 		if problem == nil {
 			problem = &InvalidEventError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 		}
+	}
+	if l.problem != "" {
+		fail(ReasonBadColumns, "%s", l.problem)
 	}
 	for i, pos := range l.pos {
 		if pos < 0 {

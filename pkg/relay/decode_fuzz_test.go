@@ -3,6 +3,7 @@ package relay
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -124,7 +125,7 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
-	c, err := (&Config{DatabaseURL: "x", MaxMessageBytes: 4096}).withDefaults()
+	c, err := (&Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)}).withDefaults()
 	if err != nil {
 		f.Fatal(err)
 	}

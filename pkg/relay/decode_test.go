@@ -3,13 +3,14 @@ package relay
 import (
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"testing"
 )
 
 // The seed streams decode to the events and errors a relay acts on.
 func TestDecodeSeeds(t *testing.T) {
 	t.Parallel()
-	c, _ := (&Config{DatabaseURL: "x", MaxMessageBytes: 4096}).withDefaults()
+	c, _ := (&Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)}).withDefaults()
 	type result struct {
 		kinds   []walKind
 		reasons []string // "" for a valid event
@@ -72,11 +73,24 @@ func TestDecodeSeeds(t *testing.T) {
 	if r := run(seeds[3]); len(r.reasons) != 2 || r.reasons[0] != "" || r.reasons[1] != ReasonBadMessage {
 		t.Fatalf("logical messages: %+v (other prefixes must be ignored)", r)
 	}
-	d = newDecoder(&c)
+	// A relation with missing columns stops the relay under InvalidStop;
+	// by default its rows are invalid (bad-columns) instead.
+	const unusable = "relay: outbox table columns unusable: public.outbox: missing column event_type; missing column business_key; missing column payload"
+	stop := c
+	stop.OnInvalid = InvalidStop
+	d = newDecoder(&stop)
 	n := int(binary.BigEndian.Uint16(seeds[4]))
-	if _, err := d.decode(seeds[4][2 : 2+n]); !errors.Is(err, ErrTableColumns) ||
-		err.Error() != "relay: outbox table columns unusable: public.outbox: missing column event_type; missing column business_key; missing column payload" {
+	if _, err := d.decode(seeds[4][2 : 2+n]); !errors.Is(err, ErrTableColumns) || err.Error() != unusable {
 		t.Fatalf("relation with missing columns: %v", err)
+	}
+	d = newDecoder(&c)
+	if _, err := d.decode(seeds[4][2 : 2+n]); err != nil || len(d.relations) != 1 {
+		t.Fatalf("relation with missing columns, dead-letter policy: %v", err)
+	}
+	for _, l := range d.relations {
+		if l == nil || l.problem != unusable {
+			t.Fatalf("relation with missing columns, dead-letter policy: layout %+v", l)
+		}
 	}
 	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 0 {
 		t.Fatalf("other table: %+v", r)

@@ -22,9 +22,15 @@
 // Postgres spills large transactions to disk instead of the relay holding
 // them; messages on) for the publication, which covers the outbox table
 // with publish = 'insert'. It caches relation messages and checks the
-// table's columns at start and at every relation message: a missing or
-// mistyped column ends Run with an error wrapping ErrTableColumns that names
-// each one. Payload columns of type jsonb, json and text are sent as their
+// table's columns at start and at every relation message. At start, a
+// missing or mistyped column ends Run with an error wrapping
+// ErrTableColumns that names each one. A relation message with such
+// columns (the table changed while streaming, or did in the WAL being
+// replayed) ends Run the same way under InvalidStop; by default the rows
+// of that layout are invalid instead (reason bad-columns, the detail
+// naming the columns), until a relation message with usable columns: a
+// change reverted later would otherwise leave the relay stuck on the WAL
+// written meanwhile, which every replay reads again. Payload columns of type jsonb, json and text are sent as their
 // text; bytea is sent as its raw bytes.
 //
 // Logical decoding messages with prefix "pgoutbox" (written by
@@ -62,12 +68,14 @@
 // (consumers deduplicate on message-id, see package inbox); none is lost.
 //
 // Failed Kafka writes are retried with backoff from RetryBackoff up to
-// MaxRetryBackoff and nothing after them is acknowledged meanwhile. A lost
+// MaxRetryBackoff and nothing after them is acknowledged meanwhile (see
+// Invalid rows for the records Kafka refuses for good). A lost
 // replication connection is re-opened with the same backoff. Permanent
 // errors end Run with one error naming the cause (Permanent reports them):
 // bad configuration, refused credentials or privileges, a missing slot or
-// publication with NoCreate, an invalidated slot, unusable table columns,
-// Kafka authentication or authorization failures.
+// publication with NoCreate, an invalidated slot, unusable table columns at
+// start, Kafka authentication or cluster authorization failures, a
+// dead-letter record Kafka refuses.
 //
 // On cancellation Run stops reading, lets Kafka acknowledge what is in
 // flight (for at most ShutdownTimeout), confirms the final position and
@@ -76,10 +84,18 @@
 // # Ordering
 //
 // Per aggregate, Kafka order equals commit order while nothing fails: one
-// write is in flight at a time, and equal keys map to one partition. A
-// write that fails is retried before anything later is sent; records a
-// retried batch had already delivered are not sent twice, but a replay
-// after a reconnect can repeat earlier records.
+// write is in flight at a time, records are sent in commit order, and
+// equal keys map to one partition. When a write fails for some records
+// (kafka-go splits a partition's records into several requests, and one
+// may fail while a later one succeeds), the relay sends again, after
+// backoff, every record of the batch with the topic and key of a failed
+// record from the first failed one on, including those Kafka already
+// acknowledged. So failures add duplicates, but the guarantee is: for
+// two events i and j of one aggregate with i committed before j, the last
+// copy of i in the partition precedes the last copy of j. A consumer that
+// deduplicates on message-id and keeps the latest state per aggregate
+// sees commit order. A replay after a reconnect can also repeat earlier
+// records (the same guarantee holds for the last copies).
 //
 // # Invalid rows
 //
@@ -89,16 +105,38 @@
 // (record over MaxMessageBytes, or rejected by the broker as too large),
 // bad-value (a message ID that is not a UUID, bytea that does not decode),
 // unsupported-type (a value in a form the relay cannot read), bad-headers
-// (headers not a JSON object), bad-topic (not a legal topic name) and
-// bad-message (a pgoutbox logical message that does not parse).
+// (headers not a JSON object), bad-topic (not a legal topic name),
+// bad-message (a pgoutbox logical message that does not parse),
+// kafka-rejected (a record Kafka refuses for good, see below) and
+// bad-columns (a row of a table layout the relay cannot read, see below).
 //
 // With OnInvalid = InvalidDeadLetter (the default) the event goes to
 // DeadLetterTopic (default "outbox.dlq") with its key and value (no value
 // for too-large), the headers dlq-reason, dlq-detail, original-topic (when
 // known) and message-id, plus its normal headers; it is counted in
 // pgoutbox_relay_invalid_events_total and logged at Warn with its message
-// ID. With InvalidStop, Run returns an *InvalidEventError naming the
-// message ID and reason, and the transaction holding it is not confirmed.
+// ID. A dead-letter record that would itself be over MaxMessageBytes (a
+// huge key or headers object), or that the broker rejects as too large, is
+// sent slim: no key, no value, only message-id, dlq-reason, original-topic
+// and dlq-detail (cut to 1 KiB). It keeps its place in the batch. With
+// InvalidStop, Run returns an *InvalidEventError naming the message ID and
+// reason, and the transaction holding it is not confirmed.
+//
+// Kafka's answer decides too. A record the brokers refuse for good is
+// invalid: rejected as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE:
+// reason too-large), or for its topic or content (INVALID_TOPIC_EXCEPTION,
+// TOPIC_AUTHORIZATION_FAILED, POLICY_VIOLATION, INVALID_RECORD,
+// INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT: reason
+// kafka-rejected, with Kafka's error in dlq-detail). UNKNOWN_TOPIC_OR_PARTITION
+// (a topic that does not exist while the brokers do not create topics) and
+// CORRUPT_MESSAGE may pass, so they make a record invalid only after 5
+// attempts over at least 5 seconds. When a write of several records fails
+// that way, the relay writes them one by one to find which is at fault.
+// Other records go on meanwhile; later records of the same topic and key
+// wait behind it. Kafka refusing a dead-letter record for good (after one
+// slim retry for too-large) ends Run with an error wrapping
+// ErrDeadLetter (and ErrKafkaAuth for TOPIC_AUTHORIZATION_FAILED); SASL and cluster authorization failures end it with
+// ErrKafkaAuth. Any other Kafka error is retried with backoff, forever.
 //
 // # Metrics
 //

@@ -39,6 +39,10 @@ var (
 	// ErrInvalidEvent is wrapped by the InvalidEventError that stops Run
 	// when Config.OnInvalid is InvalidStop.
 	ErrInvalidEvent = errors.New("relay: invalid outbox event")
+	// ErrDeadLetter means Kafka refused a record of the dead-letter topic
+	// for good (the topic does not exist, is not writable, or rejects
+	// the record), so an invalid event could not be dead-lettered.
+	ErrDeadLetter = errors.New("relay: kafka refused a dead-letter record")
 	// ErrKafkaAuth means the brokers refused the relay's credentials or
 	// permissions.
 	ErrKafkaAuth = errors.New("relay: kafka refused authentication or authorization")
@@ -85,7 +89,7 @@ func Permanent(err error) bool {
 		return true
 	}
 	for _, s := range []error{ErrConfig, ErrSlotMissing, ErrPublicationMissing, ErrPublicationMismatch, ErrSlotMismatch,
-		ErrSlotInvalidated, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth} {
+		ErrSlotInvalidated, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth, ErrDeadLetter} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -423,5 +424,73 @@ func TestBrokerRejectsTooLarge(t *testing.T) {
 	dlq := testenv.WaitForRecords(t, k.Brokers, "outbox.dlq", 1, 30*time.Second)
 	if len(dlq) != 1 || header(t, dlq[0], "message-id") != ids[1] || header(t, dlq[0], "dlq-reason") != relay.ReasonTooLarge || dlq[0].Value != nil {
 		t.Fatalf("dead letters: %+v", dlq)
+	}
+}
+
+// A stop whose context carries a cause (signal.NotifyContext cancels with
+// "interrupt signal received") is graceful too: what is in flight is
+// flushed and confirmed, and "stopped" is logged.
+func TestGracefulStopWithCause(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	inProduce := make(chan struct{}, 1)
+	b.kafka.Cluster.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.kafka.Cluster.KeepControl()
+		select {
+		case inProduce <- struct{}{}:
+		default:
+		}
+		time.Sleep(time.Second) // a slow broker: the write is in flight when Run is cancelled
+		return nil, nil, false
+	})
+	logs := &testenv.SyncBuffer{}
+	b.cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	r, err := relay.New(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	testenv.WaitFor(t, 30*time.Second, "relay ready", func() (bool, error) { return r.Ready(), nil })
+	b.insert(t, msg("a", 1))
+	select {
+	case <-inProduce:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no produce request")
+	}
+	cancel(errors.New("interrupt signal received"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v, want nil", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if n := b.pendingInserts(t); n != 0 {
+		t.Fatalf("%d inserts left to replay after a graceful stop, want 0", n)
+	}
+	if !strings.Contains(logs.String(), "msg=stopped") {
+		t.Fatalf("no \"stopped\" log line:\n%s", logs)
+	}
+}
+
+// Under InvalidStop a record the broker rejects as too large stops the
+// relay, naming it, like one over MaxMessageBytes does.
+func TestBrokerRejectsTooLargeStops(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.OnInvalid = relay.InvalidStop })
+	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
+	b.cfg.Brokers = b.kafka.Brokers
+	run := b.start(t)
+	big := msg("a", 1)
+	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)
+	id := b.insert(t, big)[0]
+	err := run.wait(t, 60*time.Second)
+	var inv *relay.InvalidEventError
+	if !errors.As(err, &inv) || inv.Reason != relay.ReasonTooLarge || inv.MessageID.String() != id || !relay.Permanent(err) {
+		t.Fatalf("Run: %v, want an InvalidEventError (too-large) naming %s", err, id)
 	}
 }

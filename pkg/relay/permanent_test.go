@@ -72,23 +72,40 @@ func TestRunRejectsTableColumns(t *testing.T) {
 	}
 }
 
-// A column change while streaming arrives as a relation message and stops
-// the relay with an error naming it.
+// A column change while streaming arrives as a relation message. Under
+// InvalidStop it stops the relay with an error naming it. Replaying the
+// same WAL after the change was reverted meets the historical relation
+// message again: by default its rows are dead-lettered (bad-columns) and
+// the relay goes on, rather than being stuck on that WAL forever.
 func TestTableChangedWhileStreaming(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := setup(t, func(c *relay.Config) { c.OnInvalid = relay.InvalidStop })
 	run := b.start(t)
 	ctx := context.Background()
 	if _, err := b.db.Pool.Exec(ctx, `ALTER TABLE outbox RENAME COLUMN business_key TO bk`); err != nil {
 		t.Fatal(err)
 	}
+	const badID = "00000000-0000-7000-8000-0000000000bc"
 	if _, err := b.db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, bk, payload)
-		VALUES (gen_random_uuid(), 'order', 'a', 'e', 'k', '{}')`); err != nil {
+		VALUES ($1, 'order', 'a', 'e', 'k', '{}')`, badID); err != nil {
 		t.Fatal(err)
 	}
 	err := run.wait(t, 30*time.Second)
-	want := "relay: outbox table columns unusable: public.outbox: missing column business_key"
+	const want = "relay: outbox table columns unusable: public.outbox: missing column business_key"
 	if !errors.Is(err, relay.ErrTableColumns) || err.Error() != want {
 		t.Fatalf("Run: %v\nwant %s", err, want)
+	}
+
+	if _, err := b.db.Pool.Exec(ctx, `ALTER TABLE outbox RENAME COLUMN bk TO business_key`); err != nil {
+		t.Fatal(err)
+	}
+	good := b.insert(t, msg("a", 1))
+	b.cfg.OnInvalid = relay.InvalidDeadLetter
+	b.start(t)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 30*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != badID || header(t, r, "dlq-reason") != relay.ReasonBadColumns ||
+		header(t, r, "dlq-detail") != want {
+		t.Fatalf("dead letters: %+v", dlq)
 	}
 }

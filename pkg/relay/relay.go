@@ -103,7 +103,9 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 			// backoff (take over quickly), counting no reconnect, logging
 			// once.
 			if !r.live.standby.Swap(true) {
-				log.Info("the slot is streamed by another process; waiting as a standby",
+				// After our own connection dropped, our previous walsender
+				// may also hold the slot until the server notices.
+				log.Info("slot busy (another relay, or our previous connection not yet gone); waiting as a standby",
 					"slot", r.cfg.Slot, "retry_every", r.cfg.StandbyRetryInterval, "detail", err)
 			}
 			backoff = r.cfg.RetryBackoff
@@ -136,6 +138,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// errSinkFailed is the cause with which a failing sink ends the reader.
+var errSinkFailed = errors.New("relay: kafka writer failed")
 
 // session streams the slot over one replication connection. Everything in
 // memory (queue, tracker) lives and dies with it; the next session resumes
@@ -186,7 +191,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	go func() {
 		err := sk.run(sinkCtx, events, tr)
 		if err != nil {
-			stopRead(err)
+			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))
 		}
 		sinkDone <- err
 	}()
@@ -195,8 +200,11 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	readErr := st.run()
 	close(events)
 
+	// A stop is graceful when Run's context ended (whatever its cause:
+	// signal.NotifyContext cancels with one) before the sink failed, or
+	// when an invalid event stops the relay under InvalidStop.
 	var stopErr *InvalidEventError
-	graceful := ctx.Err() != nil && context.Cause(readCtx) == context.Canceled || errors.As(readErr, &stopErr)
+	graceful := ctx.Err() != nil && !errors.Is(context.Cause(readCtx), errSinkFailed) || errors.As(readErr, &stopErr)
 	var sinkErr error
 	if graceful {
 		// Let Kafka acknowledge what is queued, within bounds.

@@ -112,49 +112,89 @@ func (s *sink) acknowledge(batch []event, tr *acktrack.Tracker) {
 	s.m.inFlight.Set(float64(tr.InFlight()))
 }
 
+// Kafka errors, by what the sink does about them.
+type verdict int
+
+const (
+	// retryable: the broker or the network; retry with backoff, forever.
+	retryable verdict = iota
+	// ownFaultUnlessTransient: most likely the record's own fault (its
+	// topic does not exist), but it may pass; dead-letter it when it
+	// persists for rejectAttempts attempts and rejectAfter.
+	ownFaultUnlessTransient
+	// ownFault: the broker will never accept the record; dead-letter it.
+	ownFault
+	// fatal: the relay's credentials or rights; stop.
+	fatal
+)
+
+// Bounds for ownFaultUnlessTransient errors.
+const (
+	rejectAttempts = 5
+	rejectAfter    = 5 * time.Second
+)
+
+// classify says what err, the failure of a write, calls for.
+func classify(err error) verdict {
+	var kerr kafka.Error
+	if !errors.As(err, &kerr) {
+		return retryable
+	}
+	switch kerr {
+	case kafka.SASLAuthenticationFailed, kafka.ClusterAuthorizationFailed, kafka.UnsupportedSASLMechanism,
+		kafka.IllegalSASLState, kafka.TransactionalIDAuthorizationFailed:
+		return fatal
+	case kafka.UnknownTopicOrPartition, kafka.InvalidMessage:
+		return ownFaultUnlessTransient
+	case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidTopic, kafka.InvalidTimestamp,
+		kafka.UnsupportedForMessageFormat, kafka.PolicyViolation, kafka.InvalidRecord, kafka.TopicAuthorizationFailed:
+		return ownFault
+	}
+	return retryable
+}
+
+// recordState is what publish knows about one record of a batch.
+type recordState struct {
+	done    bool      // acknowledged by Kafka, and not to be sent again
+	alone   bool      // write it in a call of its own: a call holding it failed for some record's fault
+	rejects int       // failed single writes with an ownFaultUnlessTransient error
+	since   time.Time // the first of them
+}
+
 // publish writes batch until Kafka acknowledged every record, retrying
-// failed records with backoff. Records the broker rejects as too large are
-// dead-lettered. It returns only on success, ctx end or a permanent error.
+// failed records with backoff. It returns only on success, ctx end or a
+// permanent error.
+//
+// Order: records are written in batch order, one call at a time. When a
+// record fails, every later record of the batch with its topic and key
+// that went out in the same attempt is written again after it, so the last
+// copy of each record in Kafka is in commit order.
+//
+// A record the broker will never accept (ownFault, or
+// ownFaultUnlessTransient for too long) is dead-lettered in place, or
+// stops the relay under InvalidStop. A call of several records failing
+// that way may be any one's fault: those records are then written one by
+// one.
 func (s *sink) publish(ctx context.Context, batch []event) error {
 	s.m.batchSize.Observe(float64(len(batch)))
-	pending := make([]int, len(batch))
-	for i := range pending {
-		pending[i] = i
-	}
+	st := make([]recordState, len(batch))
 	backoff := s.cfg.RetryBackoff
-	single := false // write one record per call, to find which one is too large
 	for attempt := 1; ; attempt++ {
-		var err error
-		if single {
-			pending, err = s.writeSingly(ctx, batch, pending)
-		} else {
-			pending, err = s.write(ctx, batch, pending)
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		if err == nil {
-			return nil
-		}
-		var tooLarge kafka.MessageTooLargeError
+		pending, retryErr, err := s.attempt(ctx, batch, st)
 		switch {
-		case errors.As(err, &tooLarge) || errors.Is(err, kafka.MessageSizeTooLarge) && single:
-			// pending[0] is the record at fault: dead-letter it, go on.
-			ev := &batch[pending[0]]
-			if ev.msg.Topic == s.cfg.DeadLetterTopic {
-				// Already a dead-letter record: send it without its value.
-				ev.msg.Value = nil
-			} else {
-				ev.invalid = &InvalidEventError{MessageID: ev.id, Reason: ReasonTooLarge, Detail: "the broker rejected the record as too large: " + err.Error()}
-				deadLetter(s.cfg, s.m, ev)
-			}
+		case err != nil:
+			return err
+		case pending == 0:
+			return nil
+		case retryErr == nil:
+			// Progress without a failure to wait out: records to write
+			// alone, or dead-lettered in place.
 			continue
-		case errors.Is(err, kafka.MessageSizeTooLarge):
-			single = true
-			continue
-		case Permanent(err):
-			return permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, err))
-		case ctx.Err() != nil:
-			return ctx.Err()
 		}
-		s.cfg.Logger.Warn("kafka write failed; retrying", "attempt", attempt, "records", len(pending), "backoff", backoff, "error", err)
+		s.cfg.Logger.Warn("kafka write failed; retrying", "attempt", attempt, "records", pending, "backoff", backoff, "error", retryErr)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
@@ -164,65 +204,165 @@ func (s *sink) publish(ctx context.Context, batch []event) error {
 	}
 }
 
-// write sends the pending records of batch in one call and returns those
-// that failed, with the error.
-func (s *sink) write(ctx context.Context, batch []event, pending []int) ([]int, error) {
-	msgs := make([]kafka.Message, len(pending))
-	for k, i := range pending {
+// group is the unit of ordering: records of one topic and key.
+type group struct{ topic, key string }
+
+// attempt writes the records of batch not yet done, in order, in as few
+// calls as their alone flags allow. It returns how many records are left,
+// the error to wait out before the next attempt (nil when the next one may
+// start at once), or an error that ends publish.
+func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pending int, retryErr error, err error) {
+	var order []int
+	for i := range batch {
+		if !st[i].done {
+			order = append(order, i)
+		}
+	}
+	failed := make(map[group]int) // first failed record of each group
+	sent := make([]group, 0, len(order))
+	fail := func(i int, g group) {
+		if _, ok := failed[g]; !ok {
+			failed[g] = i
+		}
+	}
+	stop := false
+	for k := 0; k < len(order) && !stop; {
+		j := k + 1
+		if !st[order[k]].alone {
+			for j < len(order) && !st[order[j]].alone {
+				j++
+			}
+		}
+		call := order[k:j]
+		k = j
+		groups := make([]group, len(call))
+		for n, i := range call {
+			groups[n] = group{batch[i].msg.Topic, string(batch[i].msg.Key)}
+		}
+		errs, callErr := s.write(ctx, batch, call)
+		if callErr != nil {
+			// Nothing of the call is known to be in Kafka.
+			if ctx.Err() != nil {
+				return 0, nil, ctx.Err()
+			}
+			switch classify(callErr) {
+			case fatal:
+				return 0, nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, callErr))
+			case retryable:
+				retryErr = callErr
+			default:
+				// One record's fault (a topic without partitions, a
+				// record over BatchBytes): find which, one by one.
+				for _, i := range call {
+					st[i].alone = true
+				}
+			}
+			for n, i := range call {
+				fail(i, groups[n])
+			}
+			sent = append(sent, groups...)
+			break
+		}
+		sent = append(sent, groups...)
+		for n, i := range call {
+			e := errs[n]
+			if e == nil {
+				st[i].done = true
+				continue
+			}
+			fail(i, groups[n])
+			v := classify(e)
+			switch {
+			case v == fatal:
+				return 0, nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, e))
+			case v == retryable:
+				retryErr, stop = e, true
+				continue
+			case len(call) > 1:
+				st[i].alone = true
+				continue
+			case v == ownFaultUnlessTransient:
+				if st[i].rejects == 0 {
+					st[i].since = time.Now()
+				}
+				st[i].rejects++
+				if st[i].rejects < rejectAttempts || time.Since(st[i].since) < rejectAfter {
+					retryErr = e
+					continue
+				}
+			}
+			if err := s.reject(&batch[i], &st[i], e); err != nil {
+				return 0, nil, err
+			}
+		}
+	}
+	// Later records of a group with a failure go again, after it.
+	for n, i := range order[:len(sent)] {
+		if f, ok := failed[sent[n]]; ok && i > f {
+			st[i].done = false
+		}
+	}
+	for i := range st {
+		if !st[i].done {
+			pending++
+		}
+	}
+	return pending, retryErr, nil
+}
+
+// reject handles a record the broker will never accept, with error e: a
+// normal record is dead-lettered in place (or, under InvalidStop, stops
+// the relay); a dead-letter record is slimmed once, then stops the relay.
+func (s *sink) reject(ev *event, st *recordState, e error) error {
+	*st = recordState{alone: true}
+	if ev.invalid != nil { // a dead-letter record
+		if errors.Is(e, kafka.MessageSizeTooLarge) && !ev.slim {
+			s.cfg.Logger.Warn("the broker rejected a dead-letter record as too large; sending it without key, value and headers",
+				"message_id", ev.invalid.MessageID.String())
+			slimDeadLetter(ev)
+			return nil
+		}
+		if errors.Is(e, kafka.TopicAuthorizationFailed) {
+			e = fmt.Errorf("%w: %w", ErrKafkaAuth, e)
+		}
+		return permanent(fmt.Errorf("%w: message %s to %s: %w", ErrDeadLetter, ev.invalid.MessageID, ev.msg.Topic, e))
+	}
+	inv := &InvalidEventError{MessageID: ev.id, Reason: ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
+	if errors.Is(e, kafka.MessageSizeTooLarge) || errors.Is(e, kafka.RecordListTooLarge) {
+		inv.Reason, inv.Detail = ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
+	}
+	if s.cfg.OnInvalid == InvalidStop {
+		s.m.invalid.WithLabelValues(inv.Reason).Inc()
+		return permanent(inv)
+	}
+	ev.invalid = inv
+	deadLetter(s.cfg, s.m, ev)
+	return nil
+}
+
+// write sends the records call of batch in one WriteMessages call. It
+// returns each record's error (nil: acknowledged), or an error of the
+// whole call when it cannot say which record failed (nothing was sent, or
+// the call timed out).
+func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
+	msgs := make([]kafka.Message, len(call))
+	for k, i := range call {
 		msgs[k] = batch[i].msg
 	}
 	err := s.writeMessages(ctx, msgs)
-	if err == nil {
-		s.countPublished(msgs, nil)
-		return nil, nil
-	}
+	errs := make([]error, len(msgs))
 	var werrs kafka.WriteErrors
-	if !errors.As(err, &werrs) || len(werrs) != len(msgs) {
-		var tooLarge kafka.MessageTooLargeError
-		if errors.As(err, &tooLarge) {
-			// Move the record at fault first: publish handles pending[0].
-			for k := range msgs {
-				if msgs[k].Topic == tooLarge.Message.Topic && string(msgs[k].Key) == string(tooLarge.Message.Key) &&
-					string(msgs[k].Value) == string(tooLarge.Message.Value) {
-					pending[0], pending[k] = pending[k], pending[0]
-					break
-				}
-			}
-		}
-		return pending, err
+	switch {
+	case err == nil:
+	case errors.As(err, &werrs) && len(werrs) == len(msgs):
+		copy(errs, werrs)
+	case len(msgs) == 1 && ctx.Err() == nil:
+		errs[0] = err
+	default:
+		return nil, err
 	}
-	var failed []int
-	var first error
-	for k, e := range werrs {
-		if e != nil {
-			failed = append(failed, pending[k])
-			if first == nil || errors.Is(e, kafka.MessageSizeTooLarge) {
-				first = e
-			}
-		}
-	}
-	s.countPublished(msgs, werrs)
-	if len(failed) == 0 {
-		return nil, nil
-	}
-	return failed, first
-}
-
-// writeSingly sends the pending records one by one, in order, and stops at
-// the first failure.
-func (s *sink) writeSingly(ctx context.Context, batch []event, pending []int) ([]int, error) {
-	for k, i := range pending {
-		msgs := []kafka.Message{batch[i].msg}
-		if err := s.writeMessages(ctx, msgs); err != nil {
-			var werrs kafka.WriteErrors
-			if errors.As(err, &werrs) && len(werrs) == 1 && werrs[0] != nil {
-				err = werrs[0]
-			}
-			return pending[k:], err
-		}
-		s.countPublished(msgs, nil)
-	}
-	return nil, nil
+	s.countPublished(msgs, errs)
+	return errs, nil
 }
 
 func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
@@ -238,7 +378,7 @@ func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
 }
 
 // countPublished counts the records of msgs that did not fail.
-func (s *sink) countPublished(msgs []kafka.Message, werrs kafka.WriteErrors) {
+func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
 	var topic string
 	n := 0
 	flush := func() {
@@ -247,7 +387,7 @@ func (s *sink) countPublished(msgs []kafka.Message, werrs kafka.WriteErrors) {
 		}
 	}
 	for k := range msgs {
-		if werrs != nil && werrs[k] != nil {
+		if errs[k] != nil {
 			continue
 		}
 		if msgs[k].Topic != topic {

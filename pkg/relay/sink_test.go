@@ -1,0 +1,264 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// answerProduce makes the broker answer the produce requests for whose
+// topics code returns non-zero with that error code, and handle the
+// others. code is called once per topic of each request.
+func answerProduce(k *testenv.Kafka, code func(topic string) int16) {
+	k.Cluster.ControlKey(0, func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.Cluster.KeepControl()
+		preq := req.(*kmsg.ProduceRequest)
+		codes := make(map[string]int16)
+		fail := false
+		for _, pt := range preq.Topics {
+			codes[pt.Topic] = code(pt.Topic)
+			fail = fail || codes[pt.Topic] != 0
+		}
+		if !fail {
+			return nil, nil, false
+		}
+		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+		for _, pt := range preq.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
+			for _, pp := range pt.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = pp.Partition
+				rp.ErrorCode = codes[pt.Topic]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+}
+
+// assertLastCopiesInOrder checks that the last copy of each of ids in recs
+// (one partition, in offset order) comes in the order of ids.
+func assertLastCopiesInOrder(t *testing.T, recs []testenv.Record, ids []string) {
+	t.Helper()
+	last := make(map[string]int)
+	var seq []string
+	for n, r := range recs {
+		id := header(t, r, "message-id")
+		last[id] = n
+		seq = append(seq, id[len(id)-4:])
+	}
+	for i := 1; i < len(ids); i++ {
+		if last[ids[i]] < last[ids[i-1]] {
+			t.Fatalf("last copy of message %d (offset %d) precedes that of message %d (offset %d); kafka order (ID ends): %v",
+				i, last[ids[i]], i-1, last[ids[i-1]], seq)
+		}
+	}
+}
+
+// A write that fails for the first of the kafka-go batches one partition's
+// records are split into, and succeeds for the next, is retried so that
+// the last copies of the aggregate's records are in commit order.
+func TestPartialFailureKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var produces atomic.Int32
+	answerProduce(b.kafka, func(topic string) int16 {
+		if topic == "outbox.order" && produces.Add(1) == 1 {
+			return 19 // NOT_ENOUGH_REPLICAS, for the first produce only
+		}
+		return 0
+	})
+	b.start(t)
+	var msgs []outbox.Message
+	for i := 0; i < 40; i++ {
+		m := msg("a", i)
+		m.Payload = fmt.Appendf(nil, `{"n": %d, "pad": "%s"}`, i, strings.Repeat("p", 50_000))
+		msgs = append(msgs, m)
+	}
+	ids := b.insert(t, msgs...)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 30*time.Second)
+	if produces.Load() < 2 {
+		t.Fatalf("%d produce requests, want the records split over several", produces.Load())
+	}
+	assertLastCopiesInOrder(t, recs, ids)
+}
+
+// A dead-letter record stays in its place: rows before and after it of
+// the same aggregate keep their order, even when its dead-letter record
+// would be over kafka-go's batch limit.
+func TestDeadLetterKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.BatchTimeout = time.Second })
+	b.start(t)
+	ctx := context.Background()
+	big := `{"blob": "` + strings.Repeat("x", 1_200_000) + `"}`
+	var ids []string
+	err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
+		for i := 1; i <= 2; i++ {
+			id, err := b.writer.InsertTx(ctx, tx, msg("a", i))
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id.String())
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, headers)
+			VALUES (gen_random_uuid(), 'order', 'a', 'e', 'kz', $1::jsonb, '[1,2]')`, big)
+		if err != nil {
+			return err
+		}
+		id, err := b.writer.InsertTx(ctx, tx, msg("a", 3))
+		ids = append(ids, id.String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 30*time.Second)
+	assertLastCopiesInOrder(t, recs, ids)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+	if r := dlq[0]; header(t, r, "dlq-reason") != relay.ReasonBadHeaders || r.Key != nil || r.Value != nil {
+		t.Fatalf("dead letter: reason %q, key %d bytes, value %d bytes; want a slim bad-headers record",
+			header(t, r, "dlq-reason"), len(r.Key), len(r.Value))
+	}
+}
+
+// A row too large because of its key or headers has a dead-letter record
+// that fits: no key, no value, only message-id, dlq-reason, dlq-detail and
+// original-topic. Later rows are published, and Run stops when asked.
+func TestDeadLetterAlwaysFits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	run := b.start(t)
+	hugeHeaders := msg("a", 1)
+	hugeHeaders.Headers = map[string]string{"trace": strings.Repeat("t", 1_200_000)}
+	hugeKey := msg(strings.Repeat("k", 1_200_000), 2)
+	bad := b.insert(t, hugeHeaders, hugeKey)
+	good := b.insert(t, msg("b", 3))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 30*time.Second)
+	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", bad, 30*time.Second)
+	for _, r := range dlq {
+		var keys []string
+		for _, h := range r.Headers {
+			keys = append(keys, h.Key)
+		}
+		if got := strings.Join(keys, ","); got != "dlq-reason,dlq-detail,original-topic,message-id" || r.Key != nil || r.Value != nil ||
+			header(t, r, "dlq-reason") != relay.ReasonTooLarge || header(t, r, "original-topic") != "outbox.order" {
+			t.Fatalf("dead letter %s: headers %s, key %d bytes, value %d bytes", header(t, r, "message-id"), got, len(r.Key), len(r.Value))
+		}
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v, want nil", err)
+	}
+}
+
+// noAutoCreate is a broker without topic auto-creation, with topics.
+func noAutoCreate(t *testing.T, topics ...string) *testenv.Kafka {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(testenv.DefaultPartitions), topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &testenv.Kafka{Cluster: c, Brokers: c.ListenAddrs()}
+}
+
+// Records Kafka will never accept (a topic that does not exist, one the
+// relay may not write, one whose policy refuses them) are dead-lettered
+// with reason kafka-rejected; the rows around them are published in order.
+func TestKafkaRejectedRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 500 * time.Millisecond })
+	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "forbidden", "policy")
+	b.cfg.Brokers = b.kafka.Brokers
+	answerProduce(b.kafka, func(topic string) int16 {
+		switch topic {
+		case "forbidden":
+			return 29 // TOPIC_AUTHORIZATION_FAILED
+		case "policy":
+			return 44 // POLICY_VIOLATION
+		}
+		return 0
+	})
+	b.start(t)
+	var msgs []outbox.Message
+	for i, topic := range []string{"", "nosuch", "", "forbidden", "", "policy", ""} {
+		m := msg("a", i)
+		m.Topic = topic
+		msgs = append(msgs, m)
+	}
+	ids := b.insert(t, msgs...)
+	good := []string{ids[0], ids[2], ids[4], ids[6]}
+	bad := map[string]string{ids[1]: "nosuch", ids[3]: "forbidden", ids[5]: "policy"}
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 60*time.Second)
+	assertLastCopiesInOrder(t, recs, good)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", len(bad), 30*time.Second)
+	for _, r := range dlq {
+		id := header(t, r, "message-id")
+		if header(t, r, "dlq-reason") != relay.ReasonKafkaRejected || header(t, r, "original-topic") != bad[id] ||
+			!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the record: ") {
+			t.Fatalf("dead letter %s: reason %q, original topic %q (want %q), detail %q", id, header(t, r, "dlq-reason"),
+				header(t, r, "original-topic"), bad[id], header(t, r, "dlq-detail"))
+		}
+	}
+	if n := b.metric(t, "pgoutbox_relay_invalid_events_total"); n != float64(len(bad)) {
+		t.Fatalf("invalid_events_total %v, want %d", n, len(bad))
+	}
+}
+
+// A record Kafka rejects stops the relay under InvalidStop, naming it; so
+// does a dead-letter record Kafka rejects (here: no dead-letter topic)
+// under InvalidDeadLetter. Neither transaction is confirmed.
+func TestKafkaRejectedStops(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		policy relay.InvalidPolicy
+		want   error
+	}{
+		{"stop", relay.InvalidStop, relay.ErrInvalidEvent},
+		{"no-dead-letter-topic", relay.InvalidDeadLetter, relay.ErrDeadLetter},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, func(c *relay.Config) { c.OnInvalid = tc.policy })
+			b.kafka = noAutoCreate(t, "outbox.order", "policy")
+			b.cfg.Brokers = b.kafka.Brokers
+			answerProduce(b.kafka, func(topic string) int16 {
+				if topic == "policy" {
+					return 44 // POLICY_VIOLATION
+				}
+				return 0
+			})
+			run := b.start(t)
+			m := msg("a", 1)
+			m.Topic = "policy"
+			id := b.insert(t, m)[0]
+			end := b.currentLSN(t)
+			err := run.wait(t, 60*time.Second)
+			if !errors.Is(err, tc.want) || !relay.Permanent(err) || !strings.Contains(err.Error(), id) {
+				t.Fatalf("Run: %v, want a permanent error wrapping %v naming %s", err, tc.want, id)
+			}
+			var inv *relay.InvalidEventError
+			if tc.policy == relay.InvalidStop && (!errors.As(err, &inv) || inv.Reason != relay.ReasonKafkaRejected) {
+				t.Fatalf("Run: %v, want an InvalidEventError with reason %s", err, relay.ReasonKafkaRejected)
+			}
+			if c := b.confirmedFlush(t); c >= end {
+				t.Fatalf("confirmed %s passed the rejected row's transaction (ends before %s)", c, end)
+			}
+		})
+	}
+}

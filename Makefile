@@ -3,6 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PKGS      ?= ./...
 TESTFLAGS ?=
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
 
@@ -24,6 +25,10 @@ vet: ## gofmt check and go vet.
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+.PHONY: lint
+lint: ## staticcheck (default checks).
+	$(STATICCHECK) $(PKGS)
+
 .PHONY: check-deploy
 check-deploy: ## Validate the alert rules (promtool) with their unit tests, and docker-compose.yml.
 	promtool check rules deploy/prometheus/alerts.yml
@@ -31,7 +36,7 @@ check-deploy: ## Validate the alert rules (promtool) with their unit tests, and 
 	docker-compose config -q
 
 .PHONY: test
-test: vet check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool, docker-compose).
+test: vet lint check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool, docker-compose).
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench

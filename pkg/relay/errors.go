@@ -59,6 +59,7 @@ type InvalidEventError struct {
 	Detail string
 }
 
+// Error names the message, the reason and the detail.
 func (e *InvalidEventError) Error() string {
 	return fmt.Sprintf("relay: invalid outbox event %s (%s): %s", e.MessageID, e.Reason, e.Detail)
 }

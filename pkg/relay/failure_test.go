@@ -103,14 +103,6 @@ func TestBrokerOutage(t *testing.T) {
 	t.Logf("%d polls of confirmed_flush_lsn during the outage", polls)
 }
 
-// assertAllIDs checks every ID appears in recs (duplicates allowed).
-func assertAllIDs(t *testing.T, recs []testenv.Record, ids []string) {
-	t.Helper()
-	if n := missingIDs(recs, ids); n > 0 {
-		t.Fatalf("%d of %d messages missing from Kafka", n, len(ids))
-	}
-}
-
 func missingIDs(recs []testenv.Record, ids []string) int {
 	seen := make(map[string]bool, len(recs))
 	for _, r := range recs {

@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -215,5 +214,3 @@ func header(t *testing.T, rec testenv.Record, key string) string {
 	}
 	return v
 }
-
-var errStop = errors.New("stop")

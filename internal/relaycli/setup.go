@@ -23,16 +23,7 @@ func setupCommand(sc *scrubber) *cli.Command {
 			"Rows committed after the slot exists are published by relay run; it prints what it created\n" +
 			"and what it found.",
 		Flags: databaseFlags(),
-		Action: func(c *cli.Context) error {
-			if err := noArgs(c); err != nil {
-				return err
-			}
-			cfg, err := databaseConfig(c, sc)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-			defer cancel()
+		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			before, err := readObjects(ctx, cfg)
 			if err != nil {
 				return fail(err)
@@ -49,7 +40,7 @@ func setupCommand(sc *scrubber) *cli.Command {
 			fmt.Fprintf(w, "publication %s: %s\n", cfg.Publication, createdOrFound(before.Publication))
 			fmt.Fprintf(w, "slot %s: %s (confirmed_flush_lsn %s)\n", cfg.Slot, createdOrFound(before.Slot), st.ConfirmedFlushLSN)
 			return nil
-		},
+		}),
 	}
 }
 
@@ -58,4 +49,22 @@ func createdOrFound(existed bool) string {
 		return "exists"
 	}
 	return "created"
+}
+
+// adminAction is the action of an admin command (setup, status,
+// teardown): no positional arguments, the database flags, and fn under a
+// context bounded by adminTimeout.
+func adminAction(sc *scrubber, fn func(ctx context.Context, c *cli.Context, cfg *relay.Config) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if err := noArgs(c); err != nil {
+			return err
+		}
+		cfg, err := databaseConfig(c, sc)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+		defer cancel()
+		return fn(ctx, c, cfg)
+	}
 }

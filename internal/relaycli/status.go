@@ -29,16 +29,7 @@ func statusCommand(sc *scrubber) *cli.Command {
 			"object. It exits 1 when the slot or the publication is missing or the slot's wal_status is\n" +
 			"lost (the relay cannot resume it), so it can serve as a health check.",
 		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "print JSON instead of a table"}),
-		Action: func(c *cli.Context) error {
-			if err := noArgs(c); err != nil {
-				return err
-			}
-			cfg, err := databaseConfig(c, sc)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-			defer cancel()
+		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			st, err := relay.Status(ctx, cfg)
 			if err != nil {
 				return fail(err)
@@ -53,7 +44,7 @@ func statusCommand(sc *scrubber) *cli.Command {
 				return fail(err)
 			}
 			return fail(unhealthy(st))
-		},
+		}),
 	}
 }
 

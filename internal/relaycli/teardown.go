@@ -19,19 +19,10 @@ func teardownCommand(sc *scrubber) *cli.Command {
 			"The slot's position is lost: rows committed before the next setup are never published. An\n" +
 			"active slot (a relay still running) is an error. Pass --yes to confirm.",
 		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagYes, Usage: "confirm dropping the slot and the publication"}),
-		Action: func(c *cli.Context) error {
-			if err := noArgs(c); err != nil {
-				return err
-			}
-			cfg, err := databaseConfig(c, sc)
-			if err != nil {
-				return err
-			}
+		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			if !c.Bool(flagYes) {
 				return usagef("teardown drops slot %q and publication %q and loses the slot's position; pass --%s to confirm", cfg.Slot, cfg.Publication, flagYes)
 			}
-			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-			defer cancel()
 			before, err := readObjects(ctx, cfg)
 			if err != nil {
 				return fail(err)
@@ -44,7 +35,7 @@ func teardownCommand(sc *scrubber) *cli.Command {
 			fmt.Fprintf(w, "publication %s: %s\n", cfg.Publication, droppedOrMissing(before.Publication))
 			fmt.Fprintf(w, "table %s: kept\n", cfg.Table)
 			return nil
-		},
+		}),
 	}
 }
 

@@ -32,18 +32,6 @@ var (
 	duplicates  = regexp.MustCompile(`(?m)^pgoutbox_inbox_messages_total\{consumer="payments",outcome="duplicate"\} (\d+)`)
 )
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -81,7 +69,7 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 		}, &stdout, &stderr)
 	}()
 	var apiURL, metricsURL string
-	waitFor(t, "the consumer to start", time.Minute, func() bool {
+	testenv.WaitFor(t, time.Minute, "the consumer to start", func() (bool, error) {
 		select {
 		case code := <-done:
 			t.Fatalf("payment-consumer exited %d: %s", code, stderr.String())
@@ -91,7 +79,7 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 		if a != nil && m != nil {
 			apiURL, metricsURL = a[1], m[1]
 		}
-		return apiURL != ""
+		return apiURL != "", nil
 	})
 
 	// 12 orders; every event delivered twice; 4 re-sent by the producer
@@ -128,10 +116,10 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 
 	// Every delivery beyond the first of a business key was a duplicate.
 	wantDuplicates := len(records) - orders
-	waitFor(t, fmt.Sprintf("%d duplicates", wantDuplicates), time.Minute, func() bool {
+	testenv.WaitFor(t, time.Minute, fmt.Sprintf("%d duplicates", wantDuplicates), func() (bool, error) {
 		resp, err := http.Get(metricsURL)
 		if err != nil {
-			return false
+			return false, nil
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
@@ -140,7 +128,7 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 		if m != nil {
 			n, _ = strconv.Atoi(string(m[1]))
 		}
-		return n >= wantDuplicates
+		return n >= wantDuplicates, nil
 	})
 
 	var charges []charge
@@ -232,14 +220,14 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 
 	// A redelivery meets the live lease (Busy), then takes over.
 	var res inbox.Result
-	waitFor(t, "a takeover", 30*time.Second, func() bool {
+	testenv.WaitFor(t, 30*time.Second, "a takeover", func() (bool, error) {
 		res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
 			return client.charge(ctx, msg, key)
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.Outcome != inbox.Busy
+		return res.Outcome != inbox.Busy, nil
 	})
 	close(release)
 	if err := <-first; !errors.Is(err, inbox.ErrLeaseLost) {

@@ -106,9 +106,9 @@ func TestConsumerLoop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 
-	waitFor(t, time.Minute, "every offset committed", func() bool {
+	testenv.WaitFor(t, time.Minute, "every offset committed", func() (bool, error) {
 		offs := committedOffsets(t, k.Brokers, group, topic, 4)
-		return offs[0] == 2 && offs[1] == 3 && offs[2] == 2 && offs[3] == 1
+		return offs[0] == 2 && offs[1] == 3 && offs[2] == 2 && offs[3] == 1, nil
 	})
 	cancel()
 	if err := <-done; err != nil {
@@ -230,8 +230,8 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	waitFor(t, time.Minute, "every offset committed", func() bool {
-		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == int64(len(recs))
+	testenv.WaitFor(t, time.Minute, "every offset committed", func() (bool, error) {
+		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == int64(len(recs)), nil
 	})
 	cancel()
 	if err := <-done; err != nil {
@@ -318,8 +318,8 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
-		waitFor(t, time.Minute, "offsets committed", func() bool {
-			return committedOffsets(t, k.Brokers, group, topic, 1)[0] == wantOffset
+		testenv.WaitFor(t, time.Minute, "offsets committed", func() (bool, error) {
+			return committedOffsets(t, k.Brokers, group, topic, 1)[0] == wantOffset, nil
 		})
 		cancel()
 		if err := <-done; err != nil {

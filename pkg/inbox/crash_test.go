@@ -163,8 +163,8 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 
 	second := startCrashChild(t, b.db, k.Brokers, topic, false)
 	second.expect(t, "RESULT m-1 duplicate", time.Minute)
-	waitFor(t, 30*time.Second, "the redelivery's offset commit", func() bool {
-		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1
+	testenv.WaitFor(t, 30*time.Second, "the redelivery's offset commit", func() (bool, error) {
+		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1, nil
 	})
 	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

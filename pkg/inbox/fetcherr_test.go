@@ -60,13 +60,13 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	waitFor(t, time.Minute, "m-1 committed despite the fetch error", func() bool {
+	testenv.WaitFor(t, time.Minute, "m-1 committed despite the fetch error", func() (bool, error) {
 		select {
 		case err := <-done:
 			t.Fatalf("Run stopped on a transient fetch error: %v", err)
 		default:
 		}
-		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == 1
+		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == 1, nil
 	})
 	if !injected.Load() {
 		t.Fatal("the fetch error was never injected")
@@ -76,8 +76,8 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 	}
 	// Later messages are handled too.
 	produce(t, k.Brokers, topic, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
-	waitFor(t, time.Minute, "m-2 committed", func() bool {
-		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == 2
+	testenv.WaitFor(t, time.Minute, "m-2 committed", func() (bool, error) {
+		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == 2, nil
 	})
 	cancel()
 	if err := <-done; err != nil {

@@ -44,8 +44,8 @@ bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print even
 	$(GO) run ./test/bench/relaybench $(BENCHFLAGS)
 
 .PHONY: bench-inbox
-bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N=messages per run, BENCHFLAGS=-pk).
-	$(GO) run ./test/bench/inboxbench -n $(or $(N),20000) $(BENCHFLAGS)
+bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N=messages per run, BENCHFLAGS="-rounds 5 -pk").
+	$(GO) run ./test/bench/inboxbench -n $(or $(N),50000) $(BENCHFLAGS)
 
 .PHONY: clean
 clean: ## Remove build output.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,19 +22,46 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
-const partitions = 4
+// batchSize is both the consumer's BatchSize and the baseline's messages per
+// transaction on the batched path.
+const batchSize = 100
 
 func main() {
-	n := flag.Int("n", 20000, "messages per run")
+	n := flag.Int("n", 50000, "messages per run")
+	rounds := flag.Int("rounds", 3, "rounds; each runs every configuration once, and the figures are medians over rounds")
+	parts := flag.Int("partitions", 4, "partitions per topic (one worker each)")
 	pk := flag.Bool("pk", false, "give the handler's table a primary key, as business tables have")
 	flag.Parse()
-	if err := run(*n, *pk); err != nil {
+	if *n <= 0 || *rounds <= 0 || *parts <= 0 {
+		fmt.Fprintln(os.Stderr, "inboxbench: -n, -rounds and -partitions must be positive")
+		os.Exit(2)
+	}
+	partitions = *parts
+	if err := run(*n, *rounds, *pk); err != nil {
 		fmt.Fprintln(os.Stderr, "inboxbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, pk bool) error {
+// partitions is the partition count of every topic.
+var partitions = 4
+
+// config is one measured configuration: a side (plain or inbox) and a batch
+// size (batchSize, or 1 for one message per transaction).
+type config struct {
+	side  string
+	batch int
+}
+
+func (c config) String() string { return fmt.Sprintf("%s, batch %d", c.side, c.batch) }
+
+// sample is one run of one configuration.
+type sample struct {
+	wall         time.Duration
+	self, server time.Duration // CPU time of this process and of the server
+}
+
+func run(n, rounds int, pk bool) error {
 	ctx := context.Background()
 	srv, err := testenv.StartServer()
 	if err != nil {
@@ -54,55 +83,110 @@ func run(n int, pk bool) error {
 	if _, err := pool.Exec(ctx, ddl); err != nil {
 		return err
 	}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "bench.plain.0", "bench.inbox.0", "bench.plain.1", "bench.inbox.1"))
+	configs := []config{{"plain", batchSize}, {"inbox", batchSize}, {"plain", 1}, {"inbox", 1}}
+	var topics []string
+	for r := range rounds {
+		for _, c := range configs {
+			topics = append(topics, topicName(c, r))
+		}
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topics...))
 	if err != nil {
 		return err
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
-	type result struct {
-		name string
-		d    time.Duration
-	}
-	var res []result
-	for i, batch := range []int{batchSize, 1} {
-		for _, side := range []string{"plain", "inbox"} {
-			topic := fmt.Sprintf("bench.%s.%d", side, i)
+	cpu := newCPUClock(filepath.Join(srv.Dir, "data"))
+
+	fmt.Printf("messages per run: %d, %d rounds, %d partitions, one worker per partition, offsets committed after each DB commit; handler table primary key: %v\n",
+		n, rounds, partitions, pk)
+	fmt.Printf("plain = kafka-go FetchMessage + INSERT + CommitMessages; inbox = inbox.Consumer with a one-INSERT handler\n")
+	fmt.Printf("cpu/msg: go = this process (consumers and the in-process kfake broker), pg = the PostgreSQL server\n")
+	samples := map[config][]sample{}
+	for r := range rounds {
+		// Alternate which side goes first, so that drift on a shared
+		// machine does not favour one side.
+		order := configs
+		if r%2 == 1 {
+			order = []config{configs[1], configs[0], configs[3], configs[2]}
+		}
+		for _, c := range order {
+			topic := topicName(c, r)
 			if err := produce(ctx, brokers, topic, n); err != nil {
 				return err
 			}
+			self0, server0 := cpu.read()
 			var d time.Duration
-			if side == "plain" {
-				d, err = baseline(ctx, brokers, pool, topic, n, batch)
+			if c.side == "plain" {
+				d, err = baseline(ctx, brokers, pool, topic, n, c.batch)
 			} else {
-				d, err = throughInbox(ctx, brokers, pool, topic, n, batch)
+				d, err = throughInbox(ctx, brokers, pool, topic, n, c.batch)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", topic, err)
 			}
-			res = append(res, result{fmt.Sprintf("%s, batch %d", side, batch), d})
+			self1, server1 := cpu.read()
+			s := sample{wall: d, self: self1 - self0, server: server1 - server0}
+			samples[c] = append(samples[c], s)
+			fmt.Printf("  round %d  %-16s %8.0f msg/s  (%v)%s\n", r+1, c, float64(n)/d.Seconds(), d.Round(time.Millisecond), cpuPerMessage(s, n))
 		}
 	}
 	var rows int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effect`).Scan(&rows); err != nil {
 		return err
 	}
-	if rows != 4*n {
-		return fmt.Errorf("effect table holds %d rows, want %d", rows, 4*n)
+	if want := len(configs) * rounds * n; rows != want {
+		return fmt.Errorf("effect table holds %d rows, want %d", rows, want)
 	}
-	fmt.Printf("messages per run: %d, %d partitions, one worker per partition, offsets committed after each DB commit; handler table primary key: %v\n", n, partitions, pk)
-	fmt.Printf("plain = kafka-go FetchMessage + INSERT + CommitMessages; inbox = inbox.Consumer with a one-INSERT handler\n")
-	for _, r := range res {
-		fmt.Printf("  %-20s %8.0f msg/s  (%v)\n", r.name, float64(n)/r.d.Seconds(), r.d.Round(time.Millisecond))
+
+	fmt.Printf("medians over %d rounds:\n", rounds)
+	for _, c := range configs {
+		m := sample{
+			wall:   median(samples[c], func(s sample) time.Duration { return s.wall }),
+			self:   median(samples[c], func(s sample) time.Duration { return s.self }),
+			server: median(samples[c], func(s sample) time.Duration { return s.server }),
+		}
+		fmt.Printf("  %-16s %8.0f msg/s  (%v)%s\n", c, float64(n)/m.wall.Seconds(), m.wall.Round(time.Millisecond), cpuPerMessage(m, n))
 	}
-	fmt.Printf("inbox cost, batched (ConsumerConfig.BatchSize=%d vs plain in %d-message transactions): %.2fx (target <= 1.50x)\n",
-		batchSize, batchSize, res[1].d.Seconds()/res[0].d.Seconds())
-	fmt.Printf("inbox cost, one message per transaction (BatchSize=1 vs plain autocommit INSERT):     %.2fx\n",
-		res[3].d.Seconds()/res[2].d.Seconds())
+	report := func(what string, plain, in config) {
+		var ratios []float64
+		for r := range rounds {
+			ratios = append(ratios, samples[in][r].wall.Seconds()/samples[plain][r].wall.Seconds())
+		}
+		slices.Sort(ratios)
+		fmt.Printf("inbox cost, %s: %.2fx median, %.2fx..%.2fx over rounds\n", what, ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+	}
+	report(fmt.Sprintf("batched (ConsumerConfig.BatchSize=%d vs plain in %d-message transactions; target <= 1.50x)", batchSize, batchSize),
+		configs[0], configs[1])
+	report("one message per transaction (BatchSize=1 vs plain autocommit INSERT)", configs[2], configs[3])
 	return nil
 }
 
-const batchSize = 100
+func topicName(c config, round int) string {
+	return fmt.Sprintf("bench.%s.%d.%d", c.side, c.batch, round)
+}
+
+func cpuPerMessage(s sample, n int) string {
+	if s.self == 0 {
+		return ""
+	}
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
+	if s.server == 0 {
+		return fmt.Sprintf("  cpu/msg: go %.1fus", us(s.self))
+	}
+	return fmt.Sprintf("  cpu/msg: go %.1fus pg %.1fus", us(s.self), us(s.server))
+}
+
+// median returns the median of f over samples (the upper one of an even
+// count).
+func median(samples []sample, f func(sample) time.Duration) time.Duration {
+	v := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		v[i] = f(s)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
 
 func produce(ctx context.Context, brokers []string, topic string, n int) error {
 	tr := &kafka.Transport{}

@@ -109,6 +109,7 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	}{
 		{flagMaxMessageBytes, &cfg.MaxMessageBytes, 1},
 		{flagBatchSize, &cfg.BatchSize, 1},
+		{flagBufferBytes, &cfg.BufferBytes, 1},
 		{flagPruneBatchSize, &cfg.PruneBatchSize, 1},
 	}
 	for _, f := range ints {

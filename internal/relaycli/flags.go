@@ -23,6 +23,7 @@ const (
 	flagOnInvalid       = "on-invalid"
 	flagMaxMessageBytes = "max-message-bytes"
 	flagBatchSize       = "batch-size"
+	flagBufferBytes     = "buffer-bytes"
 	flagBatchTimeout    = "batch-timeout"
 	flagCompression     = "compression"
 	flagWriteTimeout    = "write-timeout"
@@ -122,6 +123,8 @@ func runFlags() []cli.Flag {
 
 		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},
+		&cli.IntFlag{Name: flagBufferBytes, Category: catBatching, EnvVars: envVar(flagBufferBytes), Value: relay.DefaultBufferBytes,
+			Usage: "most record bytes (key, value, headers) held between the WAL reader and Kafka, queued or being written; bounds memory with large payloads"},
 		&cli.DurationFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: relay.DefaultBatchTimeout,
 			Usage: "how long a partial batch waits for more events"},
 		&cli.DurationFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: relay.DefaultStatusInterval,

@@ -238,6 +238,7 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"compression", append(base, "--compression", "brotli"), "--compression"},
 		{"batch-size", append(base, "--batch-size", "0"), "--batch-size"},
 		{"max-message-bytes", append(base, "--max-message-bytes", "-1"), "--max-message-bytes"},
+		{"buffer-bytes", append(base, "--buffer-bytes", "0"), "--buffer-bytes"},
 		{"batch-timeout syntax", append(base, "--batch-timeout", "soon"), "batch-timeout"},
 		{"write-timeout zero", append(base, "--write-timeout", "0s"), "--write-timeout"},
 		{"prune-after negative", append(base, "--prune-after", "-1h"), "--prune-after"},
@@ -330,7 +331,7 @@ func TestHelpAndEnvironment(t *testing.T) {
 	wantCode(t, help, 0)
 	flags := []string{
 		"database-url", "brokers", "table", "slot", "publication", "no-create", "topic-template", "dlq-topic",
-		"on-invalid", "max-message-bytes", "batch-size", "batch-timeout", "compression", "write-timeout",
+		"on-invalid", "max-message-bytes", "batch-size", "buffer-bytes", "batch-timeout", "compression", "write-timeout",
 		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
 		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
 		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",

@@ -128,14 +128,15 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	err := relay.Setup(context.Background(), &relay.Config{Slot: "Bad-Slot", OnInvalid: "ignore", Compression: "brotli"})
+	err := relay.Setup(context.Background(), &relay.Config{Slot: "Bad-Slot", OnInvalid: "ignore", Compression: "brotli", BufferBytes: -1})
 	if !errors.Is(err, relay.ErrConfig) {
 		t.Fatalf("got %v, want ErrConfig", err)
 	}
 	want := "relay: invalid configuration: database URL is required\n" +
 		"slot \"Bad-Slot\": want 1 to 63 characters of a-z, 0-9 and _\n" +
 		"on-invalid \"ignore\": want \"dlq\" or \"stop\"\n" +
-		"compression \"brotli\": want none, gzip, snappy, lz4 or zstd"
+		"compression \"brotli\": want none, gzip, snappy, lz4 or zstd\n" +
+		"buffer bytes -1 is negative"
 	if err.Error() != want {
 		t.Fatalf("got %q\nwant %q", err, want)
 	}

@@ -72,6 +72,12 @@ type Config struct {
 	// BatchSize is the most events sent to Kafka in one write. Defaults to
 	// 5000.
 	BatchSize int
+	// BufferBytes bounds the record bytes (key, value and headers) held
+	// between the WAL reader and Kafka: the queue plus the batch being
+	// written. While it is full the reader waits, still sending status
+	// updates. A record larger than BufferBytes passes alone. Defaults to
+	// 64 MiB.
+	BufferBytes int
 	// BatchTimeout is how long a partial batch waits for more events before
 	// it is sent. Defaults to 5ms.
 	BatchTimeout time.Duration
@@ -145,6 +151,7 @@ const (
 	DefaultDeadLetterTopic = "outbox.dlq"
 	DefaultMaxMessageBytes = 1000000
 	DefaultBatchSize       = 5000
+	DefaultBufferBytes     = 64 << 20
 	DefaultBatchTimeout    = 5 * time.Millisecond
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultRetryBackoff    = 100 * time.Millisecond
@@ -177,6 +184,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.Compression, "none")
 	setDefault(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.BufferBytes, DefaultBufferBytes)
 	setDefault(&c.BatchTimeout, DefaultBatchTimeout)
 	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
@@ -225,7 +233,8 @@ func (cfg *Config) withDefaults() (Config, error) {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"max message bytes", c.MaxMessageBytes}, {"batch size", c.BatchSize}, {"prune batch size", c.PruneBatchSize}} {
+	}{{"max message bytes", c.MaxMessageBytes}, {"batch size", c.BatchSize},
+		{"buffer bytes", c.BufferBytes}, {"prune batch size", c.PruneBatchSize}} {
 		if n.v < 0 {
 			bad("%s %d is negative", n.name, n.v)
 		}

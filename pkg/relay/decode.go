@@ -141,6 +141,9 @@ type event struct {
 	// tx and commit are set by the reader.
 	tx     acktrack.TxID
 	commit time.Time
+	// cost is what the event took from the buffer budget; the sink gives
+	// it back once Kafka acknowledged the event.
+	cost int64
 }
 
 // walKind says what one pgoutput message meant to the relay.

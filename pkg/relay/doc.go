@@ -41,8 +41,11 @@
 // Decoded events go through a bounded queue to the Kafka writer, which sends
 // batches of up to BatchSize events (or what arrived within BatchTimeout)
 // with one write in flight, while the reader goes on decoding the next
-// batch. While the queue is full the reader still sends status updates, so
-// a slow broker never makes the server drop the connection.
+// batch. The queue and the batch being written hold at most BatchSize
+// events each and BufferBytes record bytes together, so large payloads do
+// not multiply the relay's memory. While they are full the reader still
+// sends status updates, so a slow broker never makes the server drop the
+// connection.
 //
 // Each record is: topic from the row's topic column, else TopicTemplate
 // (default "outbox.{aggregate_type}"); key aggregate_id, partitioned with
@@ -149,6 +152,7 @@
 //	pgoutbox_relay_commit_to_ack_seconds          histogram: commit timestamp to Kafka acknowledgement
 //	pgoutbox_relay_confirmed_lsn                  gauge: last confirmed WAL position
 //	pgoutbox_relay_in_flight_events               gauge: events read and not yet acknowledged
+//	pgoutbox_relay_buffer_bytes                   gauge: record bytes queued or being written (at most BufferBytes)
 //	pgoutbox_relay_invalid_events_total{reason}   counter: invalid events, by reason
 //	pgoutbox_relay_reconnects_total               counter: replication reconnects (standby waits excluded)
 //	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning

@@ -15,6 +15,7 @@ type metrics struct {
 	commitToAck     prometheus.Histogram
 	confirmedLSN    prometheus.Gauge
 	inFlight        prometheus.Gauge
+	bufferBytes     prometheus.Gauge
 	invalid         *prometheus.CounterVec
 	reconnects      prometheus.Counter
 	pruned          prometheus.Counter
@@ -42,6 +43,8 @@ func newMetrics(slot string, l *live) *metrics {
 			Help: "WAL position last confirmed to the server (as a number)."}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight_events",
 			Help: "Events read from the WAL and not yet acknowledged by Kafka."}),
+		bufferBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "buffer_bytes",
+			Help: "Record bytes held between the WAL reader and Kafka (queued or being written); at most --buffer-bytes."}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "invalid_events_total",
 			Help: "Events that could not be published as they are, by reason (dead-lettered, or stopping the relay)."}, []string{"reason"}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnects_total",
@@ -55,7 +58,7 @@ func newMetrics(slot string, l *live) *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.published, m.publishErrors, m.batchSize, m.publishDuration, m.commitToAck,
-		m.confirmedLSN, m.inFlight, m.invalid, m.reconnects, m.pruned}, m.slot.collectors()...)
+		m.confirmedLSN, m.inFlight, m.bufferBytes, m.invalid, m.reconnects, m.pruned}, m.slot.collectors()...)
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {

@@ -183,20 +183,23 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		"table", c.Table, "from", start.String())
 
 	events := make(chan event, c.BatchSize)
+	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
+	// Events still queued when the session ends are dropped with it.
+	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
 	sinkDone := make(chan error, 1)
 	go func() {
-		err := sk.run(sinkCtx, events, tr)
+		err := sk.run(sinkCtx, events, buf, tr)
 		if err != nil {
 			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))
 		}
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, stop: readCtx}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, buf: buf, stop: readCtx}
 	readErr := st.run()
 	close(events)
 

@@ -53,9 +53,10 @@ func (s *sink) close() error {
 }
 
 // run publishes the events of ch in batches until ch is closed (it returns
-// nil) or ctx ends (it returns ctx.Err()). Kafka errors are retried; only a
-// permanent one ends run early.
-func (s *sink) run(ctx context.Context, ch <-chan event, tr *acktrack.Tracker) error {
+// nil) or ctx ends (it returns ctx.Err()), giving each acknowledged batch's
+// cost back to buf. Kafka errors are retried; only a permanent one ends run
+// early.
+func (s *sink) run(ctx context.Context, ch <-chan event, buf *budget, tr *acktrack.Tracker) error {
 	batch := make([]event, 0, s.cfg.BatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -91,6 +92,11 @@ func (s *sink) run(ctx context.Context, ch <-chan event, tr *acktrack.Tracker) e
 			return err
 		}
 		s.acknowledge(batch, tr)
+		var cost int64
+		for i := range batch {
+			cost += batch[i].cost
+		}
+		buf.give(cost)
 		if closed {
 			return nil
 		}

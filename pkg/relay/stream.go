@@ -25,6 +25,7 @@ type stream struct {
 	dec    *decoder
 	tr     *acktrack.Tracker
 	events chan<- event
+	buf    *budget
 	stop   context.Context // ends the stream (Run's context, or a failure)
 	inTx   bool
 	tx     acktrack.TxID
@@ -167,27 +168,48 @@ func (s *stream) handle(data []byte) error {
 	return nil
 }
 
-// enqueue queues ev for the sink. While the queue is full it keeps sending
-// status updates, so the server does not time the connection out while
-// Kafka is slow.
+// enqueue queues ev for the sink once the buffer budget has room for it.
+// While it waits for the budget or the queue, it keeps sending status
+// updates, so the server does not time the connection out while Kafka is
+// slow.
 func (s *stream) enqueue(ev event) error {
+	ev.cost = s.buf.cost(&ev)
+	if !s.buf.tryTake(ev.cost) {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.buf.take(ctx, ev.cost) }); err != nil {
+			return err
+		}
+	}
 	select {
 	case s.events <- ev:
 		return nil
 	default:
 	}
-	tick := time.NewTicker(s.cfg.StatusInterval)
-	defer tick.Stop()
-	for {
+	return s.waitSendingStatus(func(ctx context.Context) error {
 		select {
 		case s.events <- ev:
 			return nil
-		case <-tick.C:
-			if err := s.sendStatus(); err != nil {
-				return err
-			}
-		case <-s.stop.Done():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// waitSendingStatus calls wait with a context that ends after
+// StatusInterval, and sends a status update each time it does, until wait
+// succeeds or the stream stops.
+func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
+	for {
+		ctx, cancel := context.WithTimeout(s.stop, s.cfg.StatusInterval)
+		err := wait(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case s.stop.Err() != nil:
 			return s.stop.Err()
+		}
+		if err := s.sendStatus(); err != nil {
+			return err
 		}
 	}
 }

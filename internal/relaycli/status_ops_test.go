@@ -70,7 +70,8 @@ func TestStatusShowsStreamingRelay(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The confirmed position settles once the relay confirmed the
-	// server's WAL end; compare while it does not move.
+	// server's WAL end, and the walsender goes from catchup to streaming;
+	// compare while neither moves.
 	var before, after walsender
 	var st relay.SlotStatus
 	var out result
@@ -84,7 +85,7 @@ func TestStatusShowsStreamingRelay(t *testing.T) {
 			t.Fatalf("status --json: %v\n%s", err, out.stdout)
 		}
 		after, _ = read()
-		if before.pid != 0 && before.confirmed == after.confirmed && before.restart == after.restart {
+		if before.pid != 0 && before.confirmed == after.confirmed && before.restart == after.restart && before.state == after.state {
 			break
 		}
 		if attempt == 100 {

@@ -85,7 +85,8 @@ func TestStatusShowsStreamingRelay(t *testing.T) {
 			t.Fatalf("status --json: %v\n%s", err, out.stdout)
 		}
 		after, _ = read()
-		if before.pid != 0 && before.confirmed == after.confirmed && before.restart == after.restart && before.state == after.state {
+		if before.pid != 0 && before.confirmed == after.confirmed && before.restart == after.restart &&
+			before.state == after.state && before.pid == after.pid {
 			break
 		}
 		if attempt == 100 {

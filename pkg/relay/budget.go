@@ -49,10 +49,11 @@ func (b *budget) take(ctx context.Context, n int64) error {
 	return nil
 }
 
-// give returns n.
+// give returns n, the sum of costs taken before.
 func (b *budget) give(n int64) {
-	if n > 0 {
-		b.sem.Release(n)
-		b.gauge.Sub(float64(n))
+	if n == 0 {
+		return // an empty batch
 	}
+	b.sem.Release(n)
+	b.gauge.Sub(float64(n))
 }

@@ -42,8 +42,9 @@
 // batches of up to BatchSize events (or what arrived within BatchTimeout)
 // with one write in flight, while the reader goes on decoding the next
 // batch. The queue and the batch being written hold at most BatchSize
-// events each and BufferBytes record bytes together, so large payloads do
-// not multiply the relay's memory. While they are full the reader still
+// events each and BufferBytes record bytes together (plus the one event
+// waiting for room, and the Kafka client's encoded copy of the batch), so
+// large payloads do not multiply the relay's memory. While they are full the reader still
 // sends status updates, so a slow broker never makes the server drop the
 // connection.
 //

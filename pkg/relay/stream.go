@@ -194,12 +194,12 @@ func (s *stream) enqueue(ev event) error {
 	})
 }
 
-// waitSendingStatus calls wait with a context that ends after
-// StatusInterval, and sends a status update each time it does, until wait
-// succeeds or the stream stops.
+// waitSendingStatus calls wait with a context that ends when the next
+// status update is due, and sends it each time, until wait succeeds or the
+// stream stops.
 func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 	for {
-		ctx, cancel := context.WithTimeout(s.stop, s.cfg.StatusInterval)
+		ctx, cancel := context.WithDeadline(s.stop, s.nextSS)
 		err := wait(ctx)
 		cancel()
 		switch {

@@ -11,7 +11,11 @@
 // as sql/inbox/*.up.sql, which a DBA may apply with psql -f instead). Rows are
 // keyed by PRIMARY KEY (consumer, message_id) and UNIQUE (consumer,
 // business_key) and move through RECEIVED -> PROCESSING -> COMPLETED, or
-// FAILED_RETRYABLE -> ... -> FAILED_FINAL.
+// FAILED_RETRYABLE -> ... -> FAILED_FINAL. The key columns use COLLATE "C":
+// they are compared for equality only, and byte comparison keeps the unique
+// indexes cheap on databases whose default collation is linguistic
+// (migration 002 converts an existing table, rebuilding the two unique
+// indexes under an exclusive lock).
 //
 // # Transactional path
 //

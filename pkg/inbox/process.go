@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -266,32 +267,43 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 		return res, err
 	}
 	m.outcomes.WithLabelValues(res.Outcome.String()).Inc()
-	from := string(res.from)
-	if from == "" && res.Outcome != Duplicate && res.Outcome != Busy && res.Outcome != Conflict {
-		from = "NEW"
-	}
-	attrs := []any{"message_id", msg.ID, "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
-		"from", from, "to", string(res.Status), "attempt", res.Attempts}
 	switch res.Outcome {
 	case Processed:
 		m.attempts.Observe(float64(res.Attempts))
-		in.log.Debug("inbox: processed", attrs...)
-	case Duplicate, Busy:
-		in.log.Debug("inbox: "+res.Outcome.String(), attrs...)
 	case Retry:
 		m.retries.Inc()
-		in.log.Warn("inbox: handler failed, will retry", append(attrs, "err", res.Err)...)
 	case DeadLettered:
 		if res.Reason != ReasonFailedFinal {
 			m.attempts.Observe(float64(res.Attempts))
 			m.deadLettered.WithLabelValues(res.Reason).Inc()
 		}
-		in.log.Warn("inbox: dead-lettered", append(attrs, "reason", res.Reason, "err", res.Err)...)
+	}
+	level, text := slog.LevelDebug, ""
+	var extra []any
+	switch res.Outcome {
+	case Retry:
+		level, text, extra = slog.LevelWarn, "inbox: handler failed, will retry", []any{"err", res.Err}
+	case DeadLettered:
+		level, text, extra = slog.LevelWarn, "inbox: dead-lettered", []any{"reason", res.Reason, "err", res.Err}
 	case Conflict:
-		in.log.Error("inbox: conflict", append(attrs, "reason", res.Reason)...)
-		if in.cfg.ConflictPolicy == ConflictPolicyError {
-			return res, res.Err
+		level, text, extra = slog.LevelError, "inbox: conflict", []any{"reason", res.Reason}
+	}
+	// Most deliveries log at Debug: build the attributes only when that
+	// is on, the consumer loop handles tens of thousands per second.
+	if in.log.Enabled(context.Background(), level) {
+		if text == "" {
+			text = "inbox: " + res.Outcome.String()
 		}
+		from := string(res.from)
+		if from == "" && res.Outcome != Duplicate && res.Outcome != Busy && res.Outcome != Conflict {
+			from = "NEW"
+		}
+		attrs := append([]any{"message_id", msg.ID, "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
+			"from", from, "to", string(res.Status), "attempt", res.Attempts}, extra...)
+		in.log.Log(context.Background(), level, text, attrs...)
+	}
+	if res.Outcome == Conflict && in.cfg.ConflictPolicy == ConflictPolicyError {
+		return res, res.Err
 	}
 	return res, err
 }

@@ -29,8 +29,12 @@ func Migrate(ctx context.Context, db TxBeginner, table string) ([]int, error) {
 	ident := func(suffix string) string {
 		return `"` + strings.ReplaceAll(t.Name+suffix, `"`, `""`) + `"`
 	}
+	// The table's name also appears as a string literal ('public.inbox'):
+	// that occurrence becomes a literal with its quotes doubled. The
+	// replacer tries it first, since it starts one character earlier.
+	literal := "'" + strings.ReplaceAll(t.Sanitize(), "'", "''") + "'"
 	var pairs []string
-	pairs = append(pairs, "public.inbox", t.Sanitize())
+	pairs = append(pairs, "'public.inbox'", literal, "public.inbox", t.Sanitize())
 	for _, s := range []string{"_pkey", "_business_key_key", "_status_check", "_attempts_check",
 		"_completed_at_idx", "_processing_locked_until_idx"} {
 		pairs = append(pairs, "inbox"+s, ident(s))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -20,7 +21,7 @@ func TestMigrateCustomTableIsIdempotent(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA ops`); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{"", "ops.Inbox-2"} {
+	for _, table := range []string{"", "ops.Inbox-2", "ops.O'Brien"} {
 		got, err := inbox.Migrate(ctx, db.Pool, table)
 		if err != nil || !slices.Equal(got, []int{1, 2}) {
 			t.Fatalf("Migrate(%q) = %v, %v", table, got, err)
@@ -42,7 +43,8 @@ func TestMigrateCustomTableIsIdempotent(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM ops."Inbox-2"`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("rows in custom table: %d, %v", n, err)
 	}
-	assertKeysCollateC(t, db.Pool, `ops."Inbox-2"`)
+	assertKeysBytewise(t, db.Pool, `ops."Inbox-2"`)
+	assertKeysBytewise(t, db.Pool, `ops."O'Brien"`)
 	// The CHECK constraint guards the state machine.
 	if _, err := db.Pool.Exec(ctx, `UPDATE ops."Inbox-2" SET status = 'DONE'`); err == nil {
 		t.Fatal("status outside the state machine accepted")
@@ -69,12 +71,14 @@ func TestMigrationFilesApplyAsIs(t *testing.T) {
 	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
 		t.Fatal(err)
 	}
-	assertKeysCollateC(t, db.Pool, "public.inbox")
+	assertKeysBytewise(t, db.Pool, "public.inbox")
 }
 
-// An inbox created by the first migration alone, with rows in it, is
-// upgraded in place: the keys compare byte by byte, and a redelivery of a
-// message recorded before the upgrade is still a duplicate.
+// An inbox created by the first migration alone on a database with a
+// linguistic default collation, with rows in it, is upgraded in place: the
+// keys compare byte by byte, and a redelivery of a message recorded before
+// the upgrade is still a duplicate. A nondeterministic collation someone
+// chose on purpose is left alone.
 func TestMigrateUpgradesKeyCollation(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
@@ -83,10 +87,27 @@ func TestMigrateUpgradesKeyCollation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Pool.Exec(ctx, string(script)); err != nil {
+	// The test server's default collation is C: give the columns what a
+	// default en_US.UTF-8 database would, and one a case-insensitive
+	// collation.
+	var linguistic string
+	err = db.Pool.QueryRow(ctx, `SELECT quote_ident(collname) FROM pg_collation
+		WHERE collisdeterministic AND collprovider IN ('c', 'i') AND collname NOT IN ('C', 'POSIX', 'ucs_basic')
+		ORDER BY collprovider = 'c' DESC, collname LIMIT 1`).Scan(&linguistic)
+	if err != nil {
+		t.Fatal("no linguistic collation on the server:", err)
+	}
+	_, err = db.Pool.Exec(ctx, string(script)+`;
+		CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+		ALTER TABLE inbox ALTER COLUMN consumer TYPE text COLLATE `+linguistic+`,
+			ALTER COLUMN message_id TYPE text COLLATE `+linguistic+`,
+			ALTER COLUMN business_key TYPE text COLLATE ci;
+		CREATE TABLE inbox2 (LIKE inbox INCLUDING ALL);
+		ALTER TABLE inbox2 ALTER COLUMN business_key TYPE text COLLATE `+linguistic)
+	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "billing"})
+	in, err := inbox.New(&inbox.Config{Consumer: "billing", Table: "inbox2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +117,17 @@ func TestMigrateUpgradesKeyCollation(t *testing.T) {
 	if res, err := in.Process(ctx, db.Pool, m, handler); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
-	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
-		t.Fatal(err)
+	for _, table := range []string{"", "inbox2"} {
+		if _, err := inbox.Migrate(ctx, db.Pool, table); err != nil {
+			t.Fatal(err)
+		}
 	}
-	assertKeysCollateC(t, db.Pool, "public.inbox")
+	if got, want := keyCollations(t, db.Pool, "inbox"), []string{"business_key ci", `consumer "C"`, `message_id "C"`}; !slices.Equal(got, want) {
+		t.Fatalf("inbox key collations %q, want %q", got, want)
+	}
+	if got, want := keyCollations(t, db.Pool, "inbox2"), []string{`business_key "C"`, `consumer "C"`, `message_id "C"`}; !slices.Equal(got, want) {
+		t.Fatalf("inbox2 key collations %q, want %q", got, want)
+	}
 	if res, err := in.Process(ctx, db.Pool, m, handler); err != nil || res.Outcome != inbox.Duplicate {
 		t.Fatalf("redelivery after the upgrade: %v, %v", res, err)
 	}
@@ -108,9 +136,8 @@ func TestMigrateUpgradesKeyCollation(t *testing.T) {
 	}
 }
 
-// assertKeysCollateC checks that the key columns of table use the "C"
-// collation.
-func assertKeysCollateC(t *testing.T, db *pgxpool.Pool, table string) {
+// keyCollations returns "column collation" for the key columns of table.
+func keyCollations(t *testing.T, db *pgxpool.Pool, table string) []string {
 	t.Helper()
 	rows, err := db.Query(context.Background(), `SELECT attname, attcollation::regcollation::text FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attname IN ('consumer', 'message_id', 'business_key') ORDER BY attname`, table)
@@ -125,8 +152,16 @@ func assertKeysCollateC(t *testing.T, db *pgxpool.Pool, table string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{`business_key "C"`, `consumer "C"`, `message_id "C"`}
-	if !slices.Equal(got, want) {
-		t.Fatalf("%s key collations: %q, want %q", table, got, want)
+	return got
+}
+
+// assertKeysBytewise checks that the key columns of table compare bytes: "C",
+// or the default collation of this C-locale test server.
+func assertKeysBytewise(t *testing.T, db *pgxpool.Pool, table string) {
+	t.Helper()
+	for _, kc := range keyCollations(t, db, table) {
+		if _, coll, _ := strings.Cut(kc, " "); coll != `"C"` && coll != `"default"` {
+			t.Errorf("%s: %s does not compare bytes", table, kc)
+		}
 	}
 }

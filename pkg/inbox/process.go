@@ -290,7 +290,7 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 	}
 	// Most deliveries log at Debug: build the attributes only when that
 	// is on, the consumer loop handles tens of thousands per second.
-	if in.log.Enabled(context.Background(), level) {
+	if ctx := context.Background(); in.log.Enabled(ctx, level) {
 		if text == "" {
 			text = "inbox: " + res.Outcome.String()
 		}
@@ -300,7 +300,7 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 		}
 		attrs := append([]any{"message_id", msg.ID, "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
 			"from", from, "to", string(res.Status), "attempt", res.Attempts}, extra...)
-		in.log.Log(context.Background(), level, text, attrs...)
+		in.log.Log(ctx, level, text, attrs...)
 	}
 	if res.Outcome == Conflict && in.cfg.ConflictPolicy == ConflictPolicyError {
 		return res, res.Err

@@ -6,25 +6,35 @@
 -- is the default of most installations and of the postgres Docker image)
 -- every comparison in the two unique indexes calls strcoll, which made the
 -- claim of a 100-message batch about 1.4 times as expensive as with "C".
--- Equality means the same under both (a deterministic collation treats only
--- identical strings as equal), so no row changes meaning; sorting by these
--- columns becomes byte order.
+-- A deterministic collation treats only identical strings as equal, so for
+-- those equality means the same under "C" and no row changes meaning;
+-- sorting by these columns becomes byte order. Columns with a
+-- nondeterministic collation (say, a case-insensitive one chosen on
+-- purpose) are left alone, as are columns that already compare bytes ("C",
+-- "POSIX", or the default collation of a C or POSIX database).
 --
--- On an existing table this rebuilds the two unique indexes while holding an
--- ACCESS EXCLUSIVE lock on the table: on a large inbox, apply it at a quiet
--- moment. It does nothing when the columns already use "C".
-DO $$
+-- On an existing table the change rebuilds the two unique indexes while
+-- holding an ACCESS EXCLUSIVE lock on the table: on a large inbox, apply it
+-- at a quiet moment, with a lock_timeout when you run it by hand. A view or
+-- rule on these columns makes it fail; drop and recreate it around the
+-- migration.
+DO $inbox_002$
+DECLARE
+    clauses text;
 BEGIN
-    IF EXISTS (
-        SELECT 1 FROM pg_attribute
-        WHERE attrelid = 'public.inbox'::regclass
-          AND attname IN ('consumer', 'message_id', 'business_key')
-          AND attcollation <> 'pg_catalog."C"'::regcollation
-    ) THEN
-        ALTER TABLE public.inbox
-            ALTER COLUMN consumer TYPE text COLLATE "C",
-            ALTER COLUMN message_id TYPE text COLLATE "C",
-            ALTER COLUMN business_key TYPE text COLLATE "C";
+    SELECT string_agg(format('ALTER COLUMN %I TYPE text COLLATE "C"', a.attname), ', ')
+    INTO clauses
+    FROM pg_attribute a
+    JOIN pg_collation c ON c.oid = a.attcollation
+    WHERE a.attrelid = 'public.inbox'::regclass
+      AND a.attname IN ('consumer', 'message_id', 'business_key')
+      AND c.collisdeterministic
+      AND c.collname NOT IN ('C', 'POSIX')
+      AND NOT (c.collname = 'default' AND EXISTS (
+          SELECT 1 FROM pg_database
+          WHERE datname = current_database() AND datlocprovider = 'c' AND datcollate IN ('C', 'POSIX')));
+    IF clauses IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE %s ', 'public.inbox'::regclass) || clauses;
     END IF;
 END
-$$;
+$inbox_002$;

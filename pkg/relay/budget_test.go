@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,11 +70,19 @@ func TestBufferBytesBoundsMemory(t *testing.T) {
 	})
 }
 
-// A record larger than the whole budget still goes through, alone.
+// A record larger than the whole budget still goes through, alone; a
+// budget below MaxMessageBytes is warned about.
 func TestRecordLargerThanBuffer(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *relay.Config) { c.BufferBytes = 50_000 })
+	var logs testenv.SyncBuffer
+	b := setup(t, func(c *relay.Config) {
+		c.BufferBytes = 50_000
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	b.start(t)
+	if !strings.Contains(logs.String(), "buffer bytes below max message bytes") {
+		t.Errorf("no warning about the small buffer; logs:\n%s", logs.String())
+	}
 	pad := strings.Repeat("y", 100_000)
 	var msgs []outbox.Message
 	for i := range 5 {

@@ -36,6 +36,10 @@ func New(cfg *Config) (*Relay, error) {
 	if err := c.needBrokers(); err != nil {
 		return nil, err
 	}
+	if c.BufferBytes < c.MaxMessageBytes {
+		c.Logger.Warn("buffer bytes below max message bytes: a record larger than the buffer is sent alone, without batching",
+			"buffer_bytes", c.BufferBytes, "max_message_bytes", c.MaxMessageBytes)
+	}
 	r := &Relay{cfg: c}
 	r.live.acked(time.Now())
 	r.m = newMetrics(c.Slot, &r.live)

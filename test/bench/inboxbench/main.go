@@ -101,7 +101,7 @@ func run(n, rounds int, pk bool) error {
 	fmt.Printf("messages per run: %d, %d rounds, %d partitions, one worker per partition, offsets committed after each DB commit; handler table primary key: %v\n",
 		n, rounds, partitions, pk)
 	fmt.Printf("plain = kafka-go FetchMessage + INSERT + CommitMessages; inbox = inbox.Consumer with a one-INSERT handler\n")
-	fmt.Printf("cpu/msg: go = this process (consumers and the in-process kfake broker), pg = the PostgreSQL server\n")
+	fmt.Printf("cpu/msg: CPU time of a whole run (group join to shutdown) over its messages; go = this process (consumers and the in-process kfake broker), pg = the PostgreSQL server\n")
 	samples := map[config][]sample{}
 	for r := range rounds {
 		// Alternate which side goes first, so that drift on a shared

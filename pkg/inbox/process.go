@@ -267,23 +267,19 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 		return res, err
 	}
 	m.outcomes.WithLabelValues(res.Outcome.String()).Inc()
+	level, text := slog.LevelDebug, ""
+	var extra []any
 	switch res.Outcome {
 	case Processed:
 		m.attempts.Observe(float64(res.Attempts))
 	case Retry:
 		m.retries.Inc()
+		level, text, extra = slog.LevelWarn, "inbox: handler failed, will retry", []any{"err", res.Err}
 	case DeadLettered:
 		if res.Reason != ReasonFailedFinal {
 			m.attempts.Observe(float64(res.Attempts))
 			m.deadLettered.WithLabelValues(res.Reason).Inc()
 		}
-	}
-	level, text := slog.LevelDebug, ""
-	var extra []any
-	switch res.Outcome {
-	case Retry:
-		level, text, extra = slog.LevelWarn, "inbox: handler failed, will retry", []any{"err", res.Err}
-	case DeadLettered:
 		level, text, extra = slog.LevelWarn, "inbox: dead-lettered", []any{"reason", res.Reason, "err", res.Err}
 	case Conflict:
 		level, text, extra = slog.LevelError, "inbox: conflict", []any{"reason", res.Reason}

@@ -19,7 +19,6 @@ type budget struct {
 }
 
 func newBudget(size int, gauge prometheus.Gauge) *budget {
-	gauge.Set(0)
 	return &budget{sem: semaphore.NewWeighted(int64(size)), size: int64(size), gauge: gauge}
 }
 

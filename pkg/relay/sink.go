@@ -91,31 +91,30 @@ func (s *sink) run(ctx context.Context, ch <-chan event, buf *budget, tr *acktra
 		if err := s.publish(ctx, batch); err != nil {
 			return err
 		}
-		s.acknowledge(batch, tr)
-		var cost int64
-		for i := range batch {
-			cost += batch[i].cost
-		}
-		buf.give(cost)
+		s.acknowledge(batch, tr, buf)
 		if closed {
 			return nil
 		}
 	}
 }
 
-// acknowledge records batch as acknowledged, per transaction.
-func (s *sink) acknowledge(batch []event, tr *acktrack.Tracker) {
+// acknowledge records batch as acknowledged, per transaction, and gives its
+// cost back to buf.
+func (s *sink) acknowledge(batch []event, tr *acktrack.Tracker, buf *budget) {
 	now := time.Now()
+	var cost int64
 	for i := 0; i < len(batch); {
 		j := i
 		for j < len(batch) && batch[j].tx == batch[i].tx {
 			s.m.commitToAck.Observe(now.Sub(batch[j].commit).Seconds())
+			cost += batch[j].cost
 			j++
 		}
 		tr.Ack(batch[i].tx, j-i)
 		i = j
 	}
 	s.m.inFlight.Set(float64(tr.InFlight()))
+	buf.give(cost)
 }
 
 // Kafka errors, by what the sink does about them.

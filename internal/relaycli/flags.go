@@ -18,6 +18,7 @@ const (
 	flagLogFormat       = "log-format"
 	flagBrokers         = "brokers"
 	flagNoCreate        = "no-create"
+	flagRequireTLS      = "require-tls"
 	flagTopicTemplate   = "topic-template"
 	flagDLQTopic        = "dlq-topic"
 	flagOnInvalid       = "on-invalid"
@@ -44,6 +45,7 @@ const (
 	flagSASLMechanism   = "kafka-sasl-mechanism"
 	flagSASLUsername    = "kafka-sasl-username"
 	flagSASLPassword    = "kafka-sasl-password"
+	flagSASLInsecure    = "kafka-allow-insecure-sasl"
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
@@ -77,6 +79,8 @@ func databaseFlags() []cli.Flag {
 			Usage: "logical replication slot"},
 		&cli.StringFlag{Name: flagPublication, Category: catDatabase, EnvVars: envVar(flagPublication), Value: relay.DefaultPublication,
 			Usage: "publication the slot decodes"},
+		&cli.BoolFlag{Name: flagRequireTLS, Category: catDatabase, EnvVars: envVar(flagRequireTLS),
+			Usage: "refuse a database URL that may reach a remote host without verified TLS (sslmode=verify-full or verify-ca)"},
 		&cli.StringFlag{Name: flagLogLevel, Category: catOps, EnvVars: envVar(flagLogLevel), Value: "info",
 			Usage: "log level: debug, info, warn or error"},
 		&cli.StringFlag{Name: flagLogFormat, Category: catOps, EnvVars: envVar(flagLogFormat), Value: "text",
@@ -120,6 +124,8 @@ func runFlags() []cli.Flag {
 			Usage: "SASL user name"},
 		&cli.StringFlag{Name: flagSASLPassword, Category: catKafka, EnvVars: envVar(flagSASLPassword),
 			Usage: "SASL password (prefer the environment variable; never logged)"},
+		&cli.BoolFlag{Name: flagSASLInsecure, Category: catKafka, EnvVars: envVar(flagSASLInsecure),
+			Usage: "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local tests only"},
 
 		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},

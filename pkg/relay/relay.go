@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
@@ -39,6 +40,10 @@ func New(cfg *Config) (*Relay, error) {
 	if c.BufferBytes < c.MaxMessageBytes {
 		c.Logger.Warn("buffer bytes below max message bytes: a record larger than the buffer is sent alone, without batching",
 			"buffer_bytes", c.BufferBytes, "max_message_bytes", c.MaxMessageBytes)
+	}
+	if ws, err := pgtls.Check(c.DatabaseURL); err == nil && len(ws) > 0 {
+		c.Logger.Warn("the database connection is not verified TLS: the replication stream carries every payload; use sslmode=verify-full, or RequireTLS (--require-tls) to refuse",
+			"hosts", pgtls.Describe(ws))
 	}
 	r := &Relay{cfg: c}
 	r.live.acked(time.Now())

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -103,19 +104,21 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	default:
 		return nil, usagef("--%s: %q is not one of none, gzip, snappy, lz4, zstd", flagCompression, comp)
 	}
-	ints := []struct {
+	cfg.MaxMessageBytes = int(cliutil.SizeFlagValue(c, flagMaxMessageBytes))
+	cfg.BufferBytes = int(cliutil.SizeFlagValue(c, flagBufferBytes))
+	cfg.BatchSize = c.Int(flagBatchSize)
+	cfg.PruneBatchSize = c.Int(flagPruneBatchSize)
+	for _, f := range []struct {
 		flag string
-		dst  *int
-		min  int
+		v    int
 	}{
-		{flagMaxMessageBytes, &cfg.MaxMessageBytes, 1},
-		{flagBatchSize, &cfg.BatchSize, 1},
-		{flagBufferBytes, &cfg.BufferBytes, 1},
-		{flagPruneBatchSize, &cfg.PruneBatchSize, 1},
-	}
-	for _, f := range ints {
-		if *f.dst = c.Int(f.flag); *f.dst < f.min {
-			return nil, usagef("--%s: must be at least %d, got %d", f.flag, f.min, *f.dst)
+		{flagMaxMessageBytes, cfg.MaxMessageBytes},
+		{flagBatchSize, cfg.BatchSize},
+		{flagBufferBytes, cfg.BufferBytes},
+		{flagPruneBatchSize, cfg.PruneBatchSize},
+	} {
+		if f.v < 1 {
+			return nil, usagef("--%s: must be at least 1, got %d", f.flag, f.v)
 		}
 	}
 	cfg.BatchTimeout = c.Duration(flagBatchTimeout)

@@ -100,8 +100,7 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 		err := r.session(ctx, sk)
 		switch {
 		case Permanent(err):
-			log.Error("relay stopped", "error", err)
-			return err
+			return err // the caller reports it (relay run prints it once)
 		case parent.Err() != nil:
 			return nil
 		case ctx.Err() != nil:

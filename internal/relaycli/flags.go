@@ -36,6 +36,7 @@ const (
 	flagLagPoll         = "lag-poll-interval"
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
+	flagInstanceID      = "instance-id"
 	flagTLS             = "kafka-tls"
 	flagTLSCAFile       = "kafka-tls-ca-file"
 	flagTLSCertFile     = "kafka-tls-cert-file"
@@ -148,5 +149,7 @@ func runFlags() []cli.Flag {
 			Usage: "while another relay streams the slot, how often this one (a standby) tries to take over"},
 		&cli.DurationFlag{Name: flagHeartbeat, Category: catOps, EnvVars: envVar(flagHeartbeat),
 			Usage: "emit a pg_logical_emit_message heartbeat at this interval so the slot advances on a database without writes (0 disables)"},
+		&cli.StringFlag{Name: flagInstanceID, Category: catOps, EnvVars: envVar(flagInstanceID),
+			Usage: "when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"},
 	}
 }

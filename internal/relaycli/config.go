@@ -130,6 +130,7 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.LagPollInterval = c.Duration(flagLagPoll)
 	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
 	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	cfg.InstanceID = c.String(flagInstanceID)
 	for flag, d := range map[string]int64{
 		flagBatchTimeout:    int64(cfg.BatchTimeout),
 		flagWriteTimeout:    int64(cfg.WriteTimeout),

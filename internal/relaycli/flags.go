@@ -39,6 +39,7 @@ const (
 	flagLagPoll         = "lag-poll-interval"
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
+	flagInstanceID      = "instance-id"
 	flagTLS             = "kafka-tls"
 	flagTLSCAFile       = "kafka-tls-ca-file"
 	flagTLSCertFile     = "kafka-tls-cert-file"
@@ -158,5 +159,7 @@ func runFlags() []cli.Flag {
 		&cli.GenericFlag{Name: flagHeartbeat, Category: catOps, EnvVars: envVar(flagHeartbeat),
 			Value: cliutil.NewDuration(0),
 			Usage: "emit a pg_logical_emit_message heartbeat at this interval so the slot advances on a database without writes (0 disables)"},
+		&cli.StringFlag{Name: flagInstanceID, Category: catOps, EnvVars: envVar(flagInstanceID),
+			Usage: "when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"},
 	}
 }

@@ -140,6 +140,12 @@ type Config struct {
 	// to 1000.
 	PruneBatchSize int
 
+	// InstanceID, when set, is sent in a "relay-instance" header
+	// (InstanceHeader) of every record, so a reader can tell which relay
+	// process wrote it (for example hostname and PID, or the pod name).
+	// Defaults to "": no header.
+	InstanceID string
+
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the relay's metrics (see the package doc). nil
@@ -147,6 +153,9 @@ type Config struct {
 	// registry: New fails when the metrics are registered already.
 	Registerer prometheus.Registerer
 }
+
+// InstanceHeader is the record header that carries Config.InstanceID.
+const InstanceHeader = "relay-instance"
 
 // Defaults of the Config fields.
 const (

@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
-	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 )
 
@@ -288,29 +286,4 @@ func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 		return 0, err
 	}
 	return start, nil
-}
-
-// checkTable validates the outbox table's columns from the catalog.
-func checkTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
-	table, _ := pgname.Parse(c.Table, "public")
-	rows, err := conn.Query(ctx, `SELECT attname, atttypid FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, table.Sanitize())
-	if err != nil {
-		return fmt.Errorf("relay: read columns of %s: %w", table, err)
-	}
-	var names []string
-	var types []uint32
-	for rows.Next() {
-		var n string
-		var t uint32
-		if err := rows.Scan(&n, &t); err != nil {
-			return err
-		}
-		names, types = append(names, n), append(types, t)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("relay: read columns of %s: %w", table, err)
-	}
-	_, err = checkColumns(table.String(), names, types)
-	return err
 }

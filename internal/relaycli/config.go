@@ -37,6 +37,7 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 		Table:       c.String(flagTable),
 		Slot:        c.String(flagSlot),
 		Publication: c.String(flagPublication),
+		RequireTLS:  c.Bool(flagRequireTLS),
 	}
 	if _, err := pgname.Parse(cfg.Table, "public"); err != nil {
 		return nil, usagef("--%s: %v", flagTable, err)
@@ -129,6 +130,7 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.LagPollInterval = c.Duration(flagLagPoll)
 	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
 	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	cfg.InstanceID = c.String(flagInstanceID)
 	for flag, d := range map[string]int64{
 		flagBatchTimeout:    int64(cfg.BatchTimeout),
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
@@ -153,6 +155,10 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	}
 	if cfg.SASL, err = saslMechanism(c); err != nil {
 		return nil, err
+	}
+	if cfg.SASL != nil && cfg.TLS == nil && !c.Bool(flagSASLInsecure) {
+		return nil, usagef("--%s %s without --%s would send the credentials over a plaintext connection; add --%s (or --%s for a local test broker)",
+			flagSASLMechanism, c.String(flagSASLMechanism), flagTLS, flagTLS, flagSASLInsecure)
 	}
 	if addr := c.String(flagMetricsAddr); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {

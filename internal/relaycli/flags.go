@@ -20,6 +20,7 @@ const (
 	flagLogFormat       = "log-format"
 	flagBrokers         = "brokers"
 	flagNoCreate        = "no-create"
+	flagRequireTLS      = "require-tls"
 	flagTopicTemplate   = "topic-template"
 	flagDLQTopic        = "dlq-topic"
 	flagOnInvalid       = "on-invalid"
@@ -38,6 +39,7 @@ const (
 	flagLagPoll         = "lag-poll-interval"
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
+	flagInstanceID      = "instance-id"
 	flagTLS             = "kafka-tls"
 	flagTLSCAFile       = "kafka-tls-ca-file"
 	flagTLSCertFile     = "kafka-tls-cert-file"
@@ -46,6 +48,7 @@ const (
 	flagSASLMechanism   = "kafka-sasl-mechanism"
 	flagSASLUsername    = "kafka-sasl-username"
 	flagSASLPassword    = "kafka-sasl-password"
+	flagSASLInsecure    = "kafka-allow-insecure-sasl"
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
@@ -79,6 +82,8 @@ func databaseFlags() []cli.Flag {
 			Usage: "logical replication slot"},
 		&cli.StringFlag{Name: flagPublication, Category: catDatabase, EnvVars: envVar(flagPublication), Value: relay.DefaultPublication,
 			Usage: "publication the slot decodes"},
+		&cli.BoolFlag{Name: flagRequireTLS, Category: catDatabase, EnvVars: envVar(flagRequireTLS),
+			Usage: "refuse a database URL that may reach a remote host without verified TLS (sslmode=verify-full or verify-ca)"},
 		&cli.StringFlag{Name: flagLogLevel, Category: catOps, EnvVars: envVar(flagLogLevel), Value: "info",
 			Usage: "log level: debug, info, warn or error"},
 		&cli.StringFlag{Name: flagLogFormat, Category: catOps, EnvVars: envVar(flagLogFormat), Value: "text",
@@ -122,6 +127,8 @@ func runFlags() []cli.Flag {
 			Usage: "SASL user name"},
 		&cli.StringFlag{Name: flagSASLPassword, Category: catKafka, EnvVars: envVar(flagSASLPassword),
 			Usage: "SASL password (prefer the environment variable; never logged)"},
+		&cli.BoolFlag{Name: flagSASLInsecure, Category: catKafka, EnvVars: envVar(flagSASLInsecure),
+			Usage: "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local tests only"},
 
 		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},
@@ -152,5 +159,7 @@ func runFlags() []cli.Flag {
 		&cli.GenericFlag{Name: flagHeartbeat, Category: catOps, EnvVars: envVar(flagHeartbeat),
 			Value: cliutil.NewDuration(0),
 			Usage: "emit a pg_logical_emit_message heartbeat at this interval so the slot advances on a database without writes (0 disables)"},
+		&cli.StringFlag{Name: flagInstanceID, Category: catOps, EnvVars: envVar(flagInstanceID),
+			Usage: "when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"},
 	}
 }

@@ -256,6 +256,9 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"tls cert without key", append(base, "--kafka-tls-cert-file", "/nonexistent.pem"), "--kafka-tls-key-file"},
 		{"tls ca file", append(base, "--kafka-tls-ca-file", "/nonexistent/ca.pem"), "--kafka-tls-ca-file"},
 		{"metrics-addr", append(base, "--metrics-addr", "9740"), "--metrics-addr"},
+		{"sasl plain without tls", append(base, "--kafka-sasl-mechanism", "plain", "--kafka-sasl-username", "u"), "--kafka-allow-insecure-sasl"},
+		{"sasl scram without tls", append(base, "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "u"), "plaintext"},
+		{"require-tls", []string{"status", "--database-url", "postgres://relay:Sup3rSecretPw@db.example.com/db?sslmode=require", "--require-tls"}, "verify-full"},
 		{"unknown flag", append(base, "--bogus"), "bogus"},
 		{"unknown command", []string{"start"}, `unknown command "start" (commands: run, setup, status, teardown, dev; see relay --help)`},
 		{"help unknown command", []string{"help", "start"}, `unknown command "start"`},
@@ -338,7 +341,8 @@ func TestHelpAndEnvironment(t *testing.T) {
 		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
 		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
 		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
-		"lag-poll-interval", "standby-retry-interval", "heartbeat-interval",
+		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval",
+		"instance-id",
 	}
 	for _, f := range flags {
 		env := "$RELAY_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_")) + "]"

@@ -73,8 +73,8 @@ func (s *Server) start(ctx context.Context, bin, data string, port int, cred *sy
 	defer logf.Close()
 	args := []string{"-D", data,
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "port="+strconv.Itoa(port),
-		"-c", "unix_socket_directories="+s.Dir,
+		"-c", "port=" + strconv.Itoa(port),
+		"-c", "unix_socket_directories=" + s.Dir,
 		"-c", "wal_level=logical",
 		"-c", "max_replication_slots=100",
 		"-c", "max_wal_senders=100",

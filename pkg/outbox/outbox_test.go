@@ -15,7 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainWithDatabase(m) }
 
 type bundle struct {
 	db     *testenv.DB

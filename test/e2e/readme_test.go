@@ -160,3 +160,42 @@ func TestReadmeInstallLines(t *testing.T) {
 		t.Errorf("README has no go install line for the relay")
 	}
 }
+
+// The README's quick start program compiles against this module as written.
+func TestReadmeQuickStartCompiles(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "## Quick start")
+	if i < 0 {
+		t.Fatal("README has no Quick start section")
+	}
+	start := strings.Index(s[i:], "```go\n")
+	if start < 0 {
+		t.Fatal("README's Quick start has no Go program")
+	}
+	code := s[i+start+len("```go\n"):]
+	code = code[:strings.Index(code, "```")]
+	if !strings.Contains(code, "package main") || !strings.Contains(code, `os.Getenv("DATABASE_URL")`) {
+		t.Fatalf("quick start is not a complete program:\n%s", code)
+	}
+	// A directory inside the module (so it builds against this checkout);
+	// the leading dot keeps it out of ./... patterns.
+	dir, err := os.MkdirTemp("../..", ".quickstart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "vet", "./"+filepath.Base(dir))
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("README quick start does not compile: %v\n%s", err, out)
+	}
+}

@@ -445,4 +445,7 @@ func TestPrerequisitesFailWithTheFix(t *testing.T) {
 		wantCode(t, r, 1)
 		wantOneErrorLine(t, r.stderr, "prerequisites not met", "wal_level is replica", "ALTER SYSTEM SET wal_level = logical")
 	}
+	r := cli(t, "status", "--database-url", srv.AdminURL)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, `slot "pgoutbox" does not exist`, "relay setup cannot create them", "wal_level is replica")
 }

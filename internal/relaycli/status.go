@@ -44,7 +44,15 @@ func statusCommand(sc *scrubber) *cli.Command {
 			} else if err := printStatus(c.App.Writer, st); err != nil {
 				return fail(err)
 			}
-			return fail(unhealthy(st))
+			err = unhealthy(st)
+			if err != nil && (!st.SlotExists || !st.PublicationExists) {
+				// Say why setup could not create them either.
+				var pe *relay.PrerequisitesError
+				if perr := relay.CheckPrerequisites(ctx, cfg); errors.As(perr, &pe) {
+					err = fmt.Errorf("%w; and relay setup cannot create them: %w", err, perr)
+				}
+			}
+			return fail(err)
 		}),
 	}
 }

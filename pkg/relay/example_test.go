@@ -6,12 +6,14 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -19,11 +21,11 @@ import (
 // A committed outbox row arrives in Kafka with its headers.
 func ExampleRelay_Run() {
 	ctx := context.Background()
-	db, err := testenv.OpenDB() // a fresh test database; use your own
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer db.Close()
+	defer pool.Close()
 	kafka, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()) // an in-process broker
 	if err != nil {
 		log.Fatal(err)
@@ -31,7 +33,7 @@ func ExampleRelay_Run() {
 	defer kafka.Close()
 
 	cfg := &relay.Config{
-		DatabaseURL: db.URL,
+		DatabaseURL: os.Getenv("DATABASE_URL"),
 		Brokers:     kafka.ListenAddrs(),
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -47,7 +49,7 @@ func ExampleRelay_Run() {
 	go func() { done <- r.Run(runCtx) }()
 
 	w, _ := outbox.NewWriter(nil)
-	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := w.InsertTx(ctx, tx, outbox.Message{
 			AggregateType: "payment", AggregateID: "pay-1", EventType: "payment.completed",
 			BusinessKey: "payment-request-17", Payload: []byte(`{"amount": 1200}`),
@@ -58,16 +60,25 @@ func ExampleRelay_Run() {
 		log.Fatal(err)
 	}
 
-	// Read the topic with kcat until the record is there.
-	var recs []testenv.Record
-	for deadline := time.Now().Add(time.Minute); len(recs) == 0 && time.Now().Before(deadline); {
-		recs, _ = testenv.ReadTopic(ctx, kafka.ListenAddrs(), "outbox.payment")
-		time.Sleep(100 * time.Millisecond)
+	// Read the record with any Kafka client; here franz-go.
+	client, err := kgo.NewClient(kgo.SeedBrokers(kafka.ListenAddrs()...), kgo.ConsumeTopics("outbox.payment"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	pollCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) == 0 && pollCtx.Err() == nil {
+		recs = client.PollFetches(pollCtx).Records()
 	}
 	for _, rec := range recs {
-		event, _ := rec.Header("event-type")
-		key, _ := rec.Header("business-key")
-		fmt.Printf("%s key=%s value=%s event-type=%s business-key=%s\n", rec.Topic, rec.Key, rec.Value, event, key)
+		h := map[string]string{}
+		for _, kv := range rec.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		fmt.Printf("%s key=%s value=%s event-type=%s business-key=%s\n", rec.Topic, rec.Key, rec.Value, h["event-type"], h["business-key"])
 	}
 
 	stop()
@@ -80,12 +91,11 @@ func ExampleRelay_Run() {
 // Status reads the slot's state without a running relay.
 func ExampleStatus() {
 	ctx := context.Background()
-	db, err := testenv.OpenDB()
-	if err != nil {
-		log.Fatal(err)
+	cfg := &relay.Config{
+		DatabaseURL: os.Getenv("DATABASE_URL"),
+		Slot:        "orders", Publication: "orders", // names of their own: one slot per outbox
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	defer db.Close()
-	cfg := &relay.Config{DatabaseURL: db.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := relay.Setup(ctx, cfg); err != nil {
 		log.Fatal(err)
 	}
@@ -94,5 +104,5 @@ func ExampleStatus() {
 		log.Fatal(err)
 	}
 	fmt.Println(st.Slot, st.SlotExists, st.PublicationExists, st.Active, st.WALStatus)
-	// Output: pgoutbox true true false reserved
+	// Output: orders true true false reserved
 }

@@ -6,4 +6,4 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainWithDatabase(m) } // DATABASE_URL for the examples

@@ -427,3 +427,22 @@ func TestCommandLineConvention(t *testing.T) {
 		t.Errorf("--buffer-bytes 1KiB did not reach the relay as 1024 bytes:\n%s", r.stderr)
 	}
 }
+
+// On a server without logical decoding, setup and run fail before creating
+// anything, with one line naming the setting and its fix.
+func TestPrerequisitesFailWithTheFix(t *testing.T) {
+	t.Parallel()
+	srv, err := testenv.StartServer("wal_level=replica")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	for _, args := range [][]string{
+		{"setup", "--database-url", srv.AdminURL},
+		{"run", "--database-url", srv.AdminURL, "--brokers", closedAddr(t), "--metrics-addr", ""},
+	} {
+		r := cli(t, args...)
+		wantCode(t, r, 1)
+		wantOneErrorLine(t, r.stderr, "prerequisites not met", "wal_level is replica", "ALTER SYSTEM SET wal_level = logical")
+	}
+}

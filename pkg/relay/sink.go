@@ -441,8 +441,8 @@ func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
 // callShares sizes one WriteMessages call: kafka-go sends each partition's
 // share of a call as one record batch, which must stay within the topic's
 // limit (see topicLimits). A record whose partition the sink cannot tell
-// (no key, or a topic of unknown partition count) counts against every
-// share of its topic.
+// (no key) counts against every share of its topic; of a topic whose
+// partition count is unknown, a call holds one record.
 type callShares struct {
 	limits *topicLimits
 	ctx    context.Context
@@ -493,7 +493,9 @@ func (c *callShares) take(m *kafka.Message) bool {
 	if p >= 0 {
 		share = ts.bytes[p]
 	}
-	if c.n > 0 && share+ts.wild+cost > ts.info.maxShare {
+	if c.n > 0 && (share+ts.wild+cost > ts.info.maxShare || len(ts.parts) == 0 && ts.wild > 0) {
+		// Over the limit; or a second record of a topic not known yet
+		// (its first write creates it, the next call knows its limit).
 		return false
 	}
 	c.n++

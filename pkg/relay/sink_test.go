@@ -22,13 +22,26 @@ import (
 // topics code returns non-zero with that error code, and handle the
 // others. code is called once per topic of each request.
 func answerProduce(k *testenv.Kafka, code func(topic string) int16) {
+	answerProduceRecords(k, func(topic string, _ int) int16 { return code(topic) })
+}
+
+// answerProduceRecords is answerProduce with the number of records the
+// request holds for the topic.
+func answerProduceRecords(k *testenv.Kafka, code func(topic string, records int) int16) {
 	k.Cluster.ControlKey(0, func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.Cluster.KeepControl()
 		preq := req.(*kmsg.ProduceRequest)
 		codes := make(map[string]int16)
 		fail := false
 		for _, pt := range preq.Topics {
-			codes[pt.Topic] = code(pt.Topic)
+			records := 0
+			for _, pp := range pt.Partitions {
+				var rb kmsg.RecordBatch
+				if rb.ReadFrom(pp.Records) == nil {
+					records += int(rb.NumRecords)
+				}
+			}
+			codes[pt.Topic] = code(pt.Topic, records)
 			fail = fail || codes[pt.Topic] != 0
 		}
 		if !fail {
@@ -330,5 +343,53 @@ func TestLargeRecordsInOrder(t *testing.T) {
 					n, rows, dups, broken, errs, rows)
 			}
 		})
+	}
+}
+
+// A batch the broker refuses as too large in the middle of an aggregate's
+// sequence is written again before anything after it: every copy in Kafka
+// is in commit order, and none is duplicated.
+func TestRefusedBatchKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var refuse atomic.Bool
+	var refused atomic.Int32
+	answerProduceRecords(b.kafka, func(topic string, records int) int16 {
+		// A single record refused as too large is dead-lettered; a
+		// batch is written again in smaller parts.
+		if topic == "outbox.order" && records > 1 && refuse.CompareAndSwap(true, false) {
+			refused.Add(1)
+			return 10 // MESSAGE_TOO_LARGE
+		}
+		return 0
+	})
+	b.start(t)
+	order := largeRecords(t, b, 5, 5, 1, 100)
+	testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 5, 30*time.Second)
+	refuse.Store(true)
+	more := largeRecords(t, b, 60, 60, 1, 50_000)
+	order["agg-0"] = append(order["agg-0"], more["agg-0"]...)
+	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 65, 60*time.Second)
+	n, dups, broken := deliveryReport(t, recs, order)
+	if refused.Load() != 1 || n != 65 || dups != 0 || broken != 0 {
+		t.Fatalf("%d refused produce requests, %d records, %d duplicates, %d aggregates out of order; want 1, 65, 0, 0",
+			refused.Load(), n, dups, broken)
+	}
+}
+
+// The sink reads the topic's max.message.bytes from the broker and keeps
+// every batch under it, even far under Config.MaxMessageBytes.
+func TestBatchesFitTheTopicLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "300000"}))
+	b.cfg.Brokers = b.kafka.Brokers
+	order := largeRecords(t, b, 60, 10, 3, 50_000)
+	b.start(t)
+	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 60, 60*time.Second)
+	n, dups, broken := deliveryReport(t, recs, order)
+	errs := b.metric(t, "pgoutbox_relay_publish_errors_total")
+	if n != 60 || dups != 0 || broken != 0 || errs != 0 {
+		t.Fatalf("%d records, %d duplicates, %d aggregates out of order, %v publish errors; want 60, 0, 0, 0", n, dups, broken, errs)
 	}
 }

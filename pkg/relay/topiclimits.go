@@ -53,8 +53,8 @@ type topicInfo struct {
 	// maxShare is the most batchCost a partition's share of one write may
 	// sum to.
 	maxShare int64
-	// limit is the broker's max.message.bytes for the topic, 0 when it
-	// could not be read.
+	// limit is the topic's max.message.bytes (or the broker's
+	// message.max.bytes, when lower), 0 when neither could be read.
 	limit   int
 	expires time.Time
 }
@@ -93,9 +93,16 @@ func (l *topicLimits) get(ctx context.Context, topic string) topicInfo {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.WriteTimeout)
 	defer cancel()
 	ti := topicInfo{expires: now.Add(topicInfoTTL)}
-	ti.partitions = l.partitions(ctx, topic)
+	var leader int
+	ti.partitions, leader = l.partitions(ctx, topic)
 	if ti.partitions > 0 {
-		ti.limit = l.maxMessageBytes(ctx, topic)
+		// The topic's value is the effective one on a real Kafka; the
+		// broker's message.max.bytes too is read, and the lower one
+		// taken, in case the cluster reports the topic's default only.
+		ti.limit = l.describe(ctx, kafka.ResourceTypeTopic, topic, "max.message.bytes")
+		if b := l.describe(ctx, kafka.ResourceTypeBroker, strconv.Itoa(leader), "message.max.bytes"); b > 0 && (ti.limit == 0 || b < ti.limit) {
+			ti.limit = b
+		}
 	} else {
 		ti.expires = now
 	}
@@ -118,27 +125,25 @@ func (l *topicLimits) get(ctx context.Context, topic string) topicInfo {
 }
 
 // partitions reads topic's partition count (from the transport's metadata
-// cache when it has the topic); 0 when it cannot.
-func (l *topicLimits) partitions(ctx context.Context, topic string) int {
+// cache when it has the topic), 0 when it cannot, and the leader of its
+// first partition.
+func (l *topicLimits) partitions(ctx context.Context, topic string) (n, leader int) {
 	meta, err := l.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	for _, t := range meta.Topics {
-		if t.Name == topic && t.Error == nil {
-			return len(t.Partitions)
+		if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
+			return len(t.Partitions), t.Partitions[0].Leader.ID
 		}
 	}
-	return 0
+	return 0, 0
 }
 
-// maxMessageBytes reads topic's max.message.bytes (the topic's own or the
-// broker's default); 0 when it cannot.
-func (l *topicLimits) maxMessageBytes(ctx context.Context, topic string) int {
+// describe reads the integer config name of a resource; 0 when it cannot.
+func (l *topicLimits) describe(ctx context.Context, typ kafka.ResourceType, resource, name string) int {
 	res, err := l.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{
-		Resources: []kafka.DescribeConfigRequestResource{{
-			ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"},
-		}},
+		Resources: []kafka.DescribeConfigRequestResource{{ResourceType: typ, ResourceName: resource, ConfigNames: []string{name}}},
 	})
 	if err != nil {
 		return 0
@@ -148,7 +153,7 @@ func (l *topicLimits) maxMessageBytes(ctx context.Context, topic string) int {
 			return 0
 		}
 		for _, e := range r.ConfigEntries {
-			if e.ConfigName == "max.message.bytes" {
+			if e.ConfigName == name {
 				if n, err := strconv.Atoi(e.ConfigValue); err == nil && n > recordBatchHeader {
 					return n
 				}

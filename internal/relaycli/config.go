@@ -126,6 +126,7 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.LagPollInterval = c.Duration(flagLagPoll)
 	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
 	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
 	for flag, d := range map[string]int64{
 		flagBatchTimeout:    int64(cfg.BatchTimeout),
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
@@ -134,6 +135,7 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
 		flagLagPoll:         int64(cfg.LagPollInterval),
 		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
+		flagTopicGrace:      int64(cfg.TopicUnavailableGrace),
 	} {
 		if d <= 0 {
 			return nil, usagef("--%s: must be positive", flag)

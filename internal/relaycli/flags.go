@@ -25,6 +25,7 @@ const (
 	flagBatchSize       = "batch-size"
 	flagBufferBytes     = "buffer-bytes"
 	flagBatchTimeout    = "batch-timeout"
+	flagTopicGrace      = "topic-unavailable-grace"
 	flagCompression     = "compression"
 	flagWriteTimeout    = "write-timeout"
 	flagStatusInterval  = "status-interval"
@@ -120,6 +121,9 @@ func runFlags() []cli.Flag {
 			Usage: "SASL user name"},
 		&cli.StringFlag{Name: flagSASLPassword, Category: catKafka, EnvVars: envVar(flagSASLPassword),
 			Usage: "SASL password (prefer the environment variable; never logged)"},
+
+		&cli.DurationFlag{Name: flagTopicGrace, Category: catKafka, EnvVars: envVar(flagTopicGrace), Value: relay.DefaultTopicUnavailableGrace,
+			Usage: "how long to retry writes to a topic that does not exist or may not be written (never dead-lettered) before stopping"},
 
 		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},

@@ -335,7 +335,7 @@ func TestHelpAndEnvironment(t *testing.T) {
 		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
 		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
 		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
-		"lag-poll-interval", "standby-retry-interval", "heartbeat-interval",
+		"lag-poll-interval", "standby-retry-interval", "heartbeat-interval", "topic-unavailable-grace",
 	}
 	for _, f := range flags {
 		env := "$RELAY_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_")) + "]"

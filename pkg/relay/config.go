@@ -97,6 +97,14 @@ type Config struct {
 	RetryBackoff time.Duration
 	// MaxRetryBackoff caps RetryBackoff. Defaults to 10s.
 	MaxRetryBackoff time.Duration
+	// TopicUnavailableGrace is how long the relay keeps retrying a write
+	// that fails because its topic does not exist
+	// (UNKNOWN_TOPIC_OR_PARTITION) or may not be written
+	// (TOPIC_AUTHORIZATION_FAILED) before it stops with
+	// ErrTopicUnavailable. Such records are never dead-lettered: a topic
+	// provisioned late or a missing ACL is for the operator to fix.
+	// Defaults to 5m.
+	TopicUnavailableGrace time.Duration
 
 	// StatusInterval is the longest time between two standby status
 	// updates to the server. Defaults to 3s.
@@ -156,10 +164,12 @@ const (
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultMaxRetryBackoff = 10 * time.Second
-	DefaultStatusInterval  = 3 * time.Second
-	DefaultShutdownTimeout = 10 * time.Second
-	DefaultPruneInterval   = time.Minute
-	DefaultPruneBatchSize  = 1000
+
+	DefaultTopicUnavailableGrace = 5 * time.Minute
+	DefaultStatusInterval        = 3 * time.Second
+	DefaultShutdownTimeout       = 10 * time.Second
+	DefaultPruneInterval         = time.Minute
+	DefaultPruneBatchSize        = 1000
 
 	DefaultLagPollInterval      = 10 * time.Second
 	DefaultStandbyRetryInterval = time.Second
@@ -189,6 +199,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
 	setDefault(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	setDefault(&c.TopicUnavailableGrace, DefaultTopicUnavailableGrace)
 	setDefault(&c.StatusInterval, DefaultStatusInterval)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
@@ -225,7 +236,8 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.WriteTimeout}, {"retry backoff", c.RetryBackoff},
 		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
 		{"prune after", c.PruneAfter}, {"lag poll interval", c.LagPollInterval},
-		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval}} {
+		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval},
+		{"topic unavailable grace", c.TopicUnavailableGrace}} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)
 		}

@@ -75,8 +75,10 @@ type Config struct {
 	// BufferBytes bounds the record bytes (key, value and headers) held
 	// between the WAL reader and Kafka: the queue plus the batch being
 	// written. While it is full the reader waits, still sending status
-	// updates. A record larger than BufferBytes passes alone. Defaults to
-	// 64 MiB.
+	// updates. A record larger than BufferBytes passes alone. The
+	// process's peak memory stays under about twice this plus 40 MiB
+	// (`relay run` sets the Go soft memory limit to 1.5 × BufferBytes + 32
+	// MiB unless GOMEMLIMIT is set; see docs/kafka.md). Defaults to 32 MiB.
 	BufferBytes int
 	// BatchTimeout is how long a partial batch waits for more events before
 	// it is sent. Defaults to 5ms.
@@ -159,7 +161,7 @@ const (
 	DefaultDeadLetterTopic = "outbox.dlq"
 	DefaultMaxMessageBytes = 1000000
 	DefaultBatchSize       = 5000
-	DefaultBufferBytes     = 64 << 20
+	DefaultBufferBytes     = 32 << 20
 	DefaultBatchTimeout    = 5 * time.Millisecond
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultRetryBackoff    = 100 * time.Millisecond

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -118,6 +120,11 @@ func run(ctx context.Context, o *options) error {
 	relayRate := float64(res.events) / res.elapsed.Seconds()
 	fmt.Printf("relay -> kfake drain: %d events in Kafka after %v = %.0f events/s (slot confirmed the end after %v), peak RSS (VmHWM) %.1f MiB\n",
 		res.events, res.elapsed.Round(time.Millisecond), relayRate, res.confirmed.Round(time.Millisecond), float64(res.peakRSSKiB)/1024)
+	buffer := bufferBytes(o.relayArgs)
+	bound := 2*buffer + 40<<20
+	fmt.Printf("peak RSS against --buffer-bytes %.0f MiB: %.2f x buffer; documented bound 2 x buffer + 40 MiB = %.0f MiB (%s)\n",
+		float64(buffer)/(1<<20), float64(res.peakRSSKiB<<10)/float64(buffer), float64(bound)/(1<<20),
+		map[bool]string{true: "within", false: "ABOVE"}[res.peakRSSKiB<<10 <= bound])
 	ratio := relayRate / rawRate
 	verdict := "meets"
 	if ratio < 0.6 {
@@ -125,6 +132,21 @@ func run(ctx context.Context, o *options) error {
 	}
 	fmt.Printf("ratio relay/raw: %.3f (%s the 0.6 target)\n", ratio, verdict)
 	return nil
+}
+
+// bufferBytes is the --buffer-bytes of args, else the default.
+func bufferBytes(args string) int64 {
+	f := strings.Fields(args)
+	for i, a := range f {
+		v, ok := strings.CutPrefix(a, "--buffer-bytes=")
+		if !ok && a == "--buffer-bytes" && i+1 < len(f) {
+			v, ok = f[i+1], true
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			return n
+		}
+	}
+	return relay.DefaultBufferBytes
 }
 
 // createDatabase creates name on the server and returns its URL.

@@ -126,9 +126,11 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.LagPollInterval = c.Duration(flagLagPoll)
 	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
 	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	if cfg.BatchTimeout < 0 {
+		return nil, usagef("--%s: must not be negative", flagBatchTimeout)
+	}
 	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
 	for flag, d := range map[string]int64{
-		flagBatchTimeout:    int64(cfg.BatchTimeout),
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
 		flagStatusInterval:  int64(cfg.StatusInterval),
 		flagPruneInterval:   int64(cfg.PruneInterval),

@@ -130,7 +130,7 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: flagBufferBytes, Category: catBatching, EnvVars: envVar(flagBufferBytes), Value: relay.DefaultBufferBytes,
 			Usage: "most record bytes (key, value, headers) held between the WAL reader and Kafka, queued or being written; bounds memory with large payloads"},
 		&cli.DurationFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: relay.DefaultBatchTimeout,
-			Usage: "how long a partial batch waits for more events"},
+			Usage: "how long a partial batch waits for more events once the queue is empty (0: adaptive, send as soon as the previous write is done)"},
 		&cli.DurationFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: relay.DefaultStatusInterval,
 			Usage: "longest time between two standby status updates (acknowledgements) to Postgres"},
 

@@ -81,7 +81,9 @@ type Config struct {
 	// MiB unless GOMEMLIMIT is set; see docs/kafka.md). Defaults to 32 MiB.
 	BufferBytes int
 	// BatchTimeout is how long a partial batch waits for more events before
-	// it is sent. Defaults to 5ms.
+	// it is sent, once the queue is empty. Zero (the default) is adaptive
+	// batching: a batch is sent as soon as the previous write is done,
+	// with every event queued meanwhile.
 	BatchTimeout time.Duration
 	// Compression is the Kafka compression codec: "none", "gzip", "snappy",
 	// "lz4" or "zstd". Defaults to "none".
@@ -154,18 +156,18 @@ type Config struct {
 
 // Defaults of the Config fields.
 const (
-	DefaultTable           = "public.outbox"
-	DefaultSlot            = "pgoutbox"
-	DefaultPublication     = "pgoutbox"
-	DefaultTopicTemplate   = "outbox.{aggregate_type}"
-	DefaultDeadLetterTopic = "outbox.dlq"
-	DefaultMaxMessageBytes = 1000000
-	DefaultBatchSize       = 5000
-	DefaultBufferBytes     = 32 << 20
-	DefaultBatchTimeout    = 5 * time.Millisecond
-	DefaultWriteTimeout    = 10 * time.Second
-	DefaultRetryBackoff    = 100 * time.Millisecond
-	DefaultMaxRetryBackoff = 10 * time.Second
+	DefaultTable                         = "public.outbox"
+	DefaultSlot                          = "pgoutbox"
+	DefaultPublication                   = "pgoutbox"
+	DefaultTopicTemplate                 = "outbox.{aggregate_type}"
+	DefaultDeadLetterTopic               = "outbox.dlq"
+	DefaultMaxMessageBytes               = 1000000
+	DefaultBatchSize                     = 5000
+	DefaultBufferBytes                   = 32 << 20
+	DefaultBatchTimeout    time.Duration = 0
+	DefaultWriteTimeout                  = 10 * time.Second
+	DefaultRetryBackoff                  = 100 * time.Millisecond
+	DefaultMaxRetryBackoff               = 10 * time.Second
 
 	DefaultTopicUnavailableGrace = 5 * time.Minute
 	DefaultStatusInterval        = 3 * time.Second
@@ -197,7 +199,6 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	setDefault(&c.BatchSize, DefaultBatchSize)
 	setDefault(&c.BufferBytes, DefaultBufferBytes)
-	setDefault(&c.BatchTimeout, DefaultBatchTimeout)
 	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
 	setDefault(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)

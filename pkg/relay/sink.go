@@ -20,6 +20,9 @@ type sink struct {
 	w         *kafka.Writer
 	transport *kafka.Transport
 	limits    *topicLimits
+	// guard, when set, is asked before every Kafka write; an error
+	// refuses the write (see Liveness in the package doc).
+	guard func() error
 	// unavailable holds the topics whose writes fail as
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
@@ -469,6 +472,11 @@ func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, e
 }
 
 func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
+	if s.guard != nil {
+		if err := s.guard(); err != nil {
+			return err
+		}
+	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
 	start := time.Now()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -120,6 +120,7 @@ func run(ctx context.Context, o *options) error {
 	relayRate := float64(res.events) / res.elapsed.Seconds()
 	fmt.Printf("relay -> kfake drain: %d events in Kafka after %v = %.0f events/s (slot confirmed the end after %v), peak RSS (VmHWM) %.1f MiB\n",
 		res.events, res.elapsed.Round(time.Millisecond), relayRate, res.confirmed.Round(time.Millisecond), float64(res.peakRSSKiB)/1024)
+	fmt.Printf("relay CPU (user+system): %v = %.4f s per 1k events\n", res.cpu.Round(10*time.Millisecond), res.cpu.Seconds()/float64(res.events)*1000)
 	buffer := bufferBytes(o.relayArgs)
 	bound := 2*buffer + 40<<20
 	fmt.Printf("peak RSS against --buffer-bytes %.0f MiB: %.2f x buffer; documented bound 2 x buffer + 40 MiB = %.0f MiB (%s)\n",
@@ -142,7 +143,7 @@ func bufferBytes(args string) int64 {
 		if !ok && a == "--buffer-bytes" && i+1 < len(f) {
 			v, ok = f[i+1], true
 		}
-		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+		if n, err := cliutil.ParseSize(v); ok && err == nil {
 			return n
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // How the sink sizes a write: each partition's share of one WriteMessages
@@ -62,19 +63,21 @@ type topicInfo struct {
 // topicLimits reads and caches the partition count and the size limit of
 // the topics the sink writes to.
 type topicLimits struct {
-	cfg    *Config
-	client *kafka.Client
-	mu     sync.Mutex
-	topics map[string]topicInfo
-	warned map[string]bool // topics whose limit could not be read, logged once
+	cfg       *Config
+	client    *kafka.Client
+	transport *kafka.Transport
+	mu        sync.Mutex
+	topics    map[string]topicInfo
+	warned    map[string]bool // topics whose limit could not be read, logged once
 }
 
 func newTopicLimits(c *Config, transport *kafka.Transport) *topicLimits {
 	return &topicLimits{
-		cfg:    c,
-		client: &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: transport, Timeout: c.WriteTimeout},
-		topics: make(map[string]topicInfo),
-		warned: make(map[string]bool),
+		cfg:       c,
+		client:    &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: transport, Timeout: c.WriteTimeout},
+		transport: transport,
+		topics:    make(map[string]topicInfo),
+		warned:    make(map[string]bool),
 	}
 }
 
@@ -124,17 +127,18 @@ func (l *topicLimits) get(ctx context.Context, topic string) topicInfo {
 	return ti
 }
 
-// partitions reads topic's partition count (from the transport's metadata
-// cache when it has the topic), 0 when it cannot, and the leader of its
-// first partition.
+// partitions reads topic's partition count, 0 when it cannot, and the
+// leader of its first partition. It asks as the writer does: from the
+// transport's metadata cache, else from the cluster, allowing topic
+// auto-creation (the write that follows would create the topic anyway).
 func (l *topicLimits) partitions(ctx context.Context, topic string) (n, leader int) {
-	meta, err := l.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	r, err := l.transport.RoundTrip(ctx, l.client.Addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})
 	if err != nil {
 		return 0, 0
 	}
-	for _, t := range meta.Topics {
-		if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
-			return len(t.Partitions), t.Partitions[0].Leader.ID
+	for _, t := range r.(*metadataAPI.Response).Topics {
+		if t.Name == topic && t.ErrorCode == 0 && len(t.Partitions) > 0 {
+			return len(t.Partitions), int(t.Partitions[0].LeaderID)
 		}
 	}
 	return 0, 0

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +32,8 @@ type options struct {
 	rows, txRows, payload, conns, aggregates int
 	relayBin                                 string
 	relayArgs                                string
+	latency                                  string
+	duration                                 time.Duration
 }
 
 func main() {
@@ -42,6 +45,8 @@ func main() {
 	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate IDs (Kafka keys)")
 	flag.StringVar(&o.relayBin, "relay-bin", "", "relay binary to measure (default: go build ./cmd/relay into a temporary directory)")
 	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments for relay run, space separated (for example \"--batch-size 10000\")")
+	flag.StringVar(&o.latency, "latency", "", "latency mode: comma-separated commit rates (single-row transactions per second), for example 500,1000,5000,10000")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "latency mode: how long each rate runs")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,6 +73,17 @@ func run(ctx context.Context, o *options) error {
 		if err := buildRelay(ctx, bin); err != nil {
 			return err
 		}
+	}
+	if o.latency != "" {
+		var rates []int
+		for _, f := range strings.Split(o.latency, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || r <= 0 {
+				return fmt.Errorf("-latency: %q is not a positive rate", f)
+			}
+			rates = append(rates, r)
+		}
+		return latencyBench(ctx, bin, o, rates, o.duration, tmp)
 	}
 
 	fmt.Printf("starting Postgres (wal_level=logical)...\n")

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,9 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // latencyBench runs the relay binary against an in-process kfake broker
@@ -29,19 +25,11 @@ import (
 // partition) measures commit → receive from each record's timestamp (the
 // transaction's commit time, in milliseconds).
 func latencyBench(ctx context.Context, bin string, o *options, rates []int, duration time.Duration, tmp string) error {
-	fmt.Printf("starting Postgres (wal_level=logical)...\n")
-	srv, err := testenv.StartServer()
+	srv, dbURL, err := startDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	dbURL, err := createDatabase(ctx, srv.AdminURL, "relaybench")
-	if err != nil {
-		return err
-	}
-	if err := relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: relaySlot, Publication: publication}); err != nil {
-		return err
-	}
 	pcfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return err
@@ -67,12 +55,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		return err
 	}
 	defer logf.Close()
-	args := []string{"run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
-		"--slot", relaySlot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
-	args = append(args, strings.Fields(o.relayArgs)...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd := relayCommand(bin, dbURL, brokers, o.relayArgs, logf)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

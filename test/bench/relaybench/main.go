@@ -86,21 +86,13 @@ func run(ctx context.Context, o *options) error {
 		return latencyBench(ctx, bin, o, rates, o.duration, tmp)
 	}
 
-	fmt.Printf("starting Postgres (wal_level=logical)...\n")
-	srv, err := testenv.StartServer()
+	// Table, publication and the relay's slot, then the raw reader's slot:
+	// both exist before the first insert, so both see the whole backlog.
+	srv, dbURL, err := startDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	dbURL, err := createDatabase(ctx, srv.AdminURL, "relaybench")
-	if err != nil {
-		return err
-	}
-	// Table, publication and the relay's slot, then the raw reader's slot:
-	// both exist before the first insert, so both see the whole backlog.
-	if err := relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: relaySlot, Publication: publication}); err != nil {
-		return err
-	}
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return err
@@ -164,6 +156,25 @@ func bufferBytes(args string) int64 {
 		}
 	}
 	return relay.DefaultBufferBytes
+}
+
+// startDatabase starts a throwaway Postgres with a database holding the
+// outbox table, the publication and the relay's slot.
+func startDatabase(ctx context.Context) (*testenv.Server, string, error) {
+	fmt.Printf("starting Postgres (wal_level=logical)...\n")
+	srv, err := testenv.StartServer()
+	if err != nil {
+		return nil, "", err
+	}
+	dbURL, err := createDatabase(ctx, srv.AdminURL, "relaybench")
+	if err == nil {
+		err = relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: relaySlot, Publication: publication})
+	}
+	if err != nil {
+		srv.Stop()
+		return nil, "", err
+	}
+	return srv, dbURL, nil
 }
 
 // createDatabase creates name on the server and returns its URL.

@@ -40,6 +40,18 @@ func buildRelay(ctx context.Context, bin string) error {
 	return nil
 }
 
+// relayCommand is `relay run` of bin on relaySlot, with extra arguments
+// relayArgs, logging to logf, killed if this process dies.
+func relayCommand(bin, dbURL string, brokers []string, relayArgs string, logf *os.File) *exec.Cmd {
+	args := []string{"run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
+		"--slot", relaySlot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
+	args = append(args, strings.Fields(relayArgs)...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
 // relayDrain runs the relay binary on relaySlot against an in-process kfake
 // broker until topic holds o.rows events and the slot's confirmed position
 // reached endLSN, then stops it with SIGTERM.
@@ -65,12 +77,7 @@ func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logP
 		return relayResult{}, err
 	}
 	defer logf.Close()
-	args := []string{"run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
-		"--slot", relaySlot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
-	args = append(args, strings.Fields(o.relayArgs)...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd := relayCommand(bin, dbURL, brokers, o.relayArgs, logf)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return relayResult{}, err

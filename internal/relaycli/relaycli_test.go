@@ -357,7 +357,7 @@ func TestHelpAndEnvironment(t *testing.T) {
 		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
 		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
 		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
-		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval",
+		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval", "topic-unavailable-grace",
 		"instance-id",
 	}
 	for _, f := range flags {
@@ -411,7 +411,7 @@ func TestCommandLineConvention(t *testing.T) {
 	if help.stdout != viaHelp.stdout {
 		t.Errorf("relay help run differs from relay run --help")
 	}
-	if !strings.Contains(help.stdout, `(default: 64MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
+	if !strings.Contains(help.stdout, `(default: 32MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
 		t.Errorf("relay run --help does not show sizes with units:\n%s", help.stdout)
 	}
 	v := cli(t, "--version")

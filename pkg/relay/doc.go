@@ -39,9 +39,13 @@
 // messages (EmitTx never writes those), are ignored.
 //
 // Decoded events go through a bounded queue to the Kafka writer, which sends
-// batches of up to BatchSize events (or what arrived within BatchTimeout)
-// with one write in flight, while the reader goes on decoding the next
-// batch. The queue and the batch being written hold at most BatchSize
+// batches of up to BatchSize events (what is queued first, then what
+// arrives within BatchTimeout) with one write in flight, while the reader
+// goes on decoding the next batch. A write holds one produce request per
+// partition, sized to stay under the topic's max.message.bytes (read from
+// the cluster with DescribeConfigs, the lower of the topic's and the
+// broker's message.max.bytes; else MaxMessageBytes); a larger batch goes
+// in several writes, one after the other (see docs/kafka.md). The queue and the batch being written hold at most BatchSize
 // events each and BufferBytes record bytes together (plus the one event
 // waiting for room, and the Kafka client's encoded copy of the batch), so
 // large payloads do not multiply the relay's memory. While they are full the reader still
@@ -89,14 +93,15 @@
 //
 // Per aggregate, Kafka order equals commit order while nothing fails: one
 // write is in flight at a time, records are sent in commit order, and
-// equal keys map to one partition. When a write fails for some records
-// (kafka-go splits a partition's records into several requests, and one
-// may fail while a later one succeeds), the relay sends again, after
-// backoff, every record of the batch with the topic and key of a failed
-// record from the first failed one on, including those Kafka already
-// acknowledged. So failures add duplicates, but the guarantee is: for
-// two events i and j of one aggregate with i committed before j, the last
-// copy of i in the partition precedes the last copy of j. A consumer that
+// equal keys map to one partition. A write carries one produce request
+// per partition, which the broker takes or refuses whole, and after a
+// write in which a record failed nothing further is sent until that
+// record is written: so even a refused write (whatever the reason) adds
+// no duplicate and breaks no order within the batch. Should a later
+// record of a failed record's key have been written anyway, it is sent
+// again after it. The guarantee is: for two events i and j of one
+// aggregate with i committed before j, the last copy of i in the
+// partition precedes the last copy of j. A consumer that
 // deduplicates on message-id and keeps the latest state per aggregate
 // sees commit order. A replay after a reconnect can also repeat earlier
 // records (the same guarantee holds for the last copies).
@@ -129,18 +134,27 @@
 // Kafka's answer decides too. A record the brokers refuse for good is
 // invalid: rejected as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE:
 // reason too-large), or for its topic or content (INVALID_TOPIC_EXCEPTION,
-// TOPIC_AUTHORIZATION_FAILED, POLICY_VIOLATION, INVALID_RECORD,
-// INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT: reason
-// kafka-rejected, with Kafka's error in dlq-detail). UNKNOWN_TOPIC_OR_PARTITION
-// (a topic that does not exist while the brokers do not create topics) and
-// CORRUPT_MESSAGE may pass, so they make a record invalid only after 5
-// attempts over at least 5 seconds. When a write of several records fails
-// that way, the relay writes them one by one to find which is at fault.
-// Other records go on meanwhile; later records of the same topic and key
-// wait behind it. Kafka refusing a dead-letter record for good (after one
-// slim retry for too-large) ends Run with an error wrapping
-// ErrDeadLetter (and ErrKafkaAuth for TOPIC_AUTHORIZATION_FAILED); SASL and cluster authorization failures end it with
+// POLICY_VIOLATION, INVALID_RECORD, INVALID_TIMESTAMP,
+// UNSUPPORTED_FOR_MESSAGE_FORMAT: reason kafka-rejected, with Kafka's
+// error in dlq-detail). CORRUPT_MESSAGE may pass, so it makes a record
+// invalid only after 5 attempts over at least 5 seconds. When a write of
+// several records fails that way, the relay writes them one by one to
+// find which is at fault. Kafka refusing a dead-letter record for good
+// (after one slim retry for too-large) ends Run with an error wrapping
+// ErrDeadLetter; SASL and cluster authorization failures end it with
 // ErrKafkaAuth. Any other Kafka error is retried with backoff, forever.
+//
+// A topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, with topic
+// auto-creation off) or that the relay may not write
+// (TOPIC_AUTHORIZATION_FAILED) is the operator's to fix, not the record's
+// fault: its records are never dead-lettered. The relay retries with
+// backoff, sets pgoutbox_relay_topic_unavailable{topic,reason} to 1 and
+// logs a warning; nothing after the waiting record is published meanwhile.
+// Once the topic exists or the ACL is granted, everything is delivered.
+// If it lasts longer than TopicUnavailableGrace (default 5m), Run ends
+// with an error wrapping ErrTopicUnavailable naming the topic and the
+// waiting message; its transaction is not confirmed, so a restart after
+// the fix publishes it.
 //
 // # Metrics
 //
@@ -155,6 +169,8 @@
 //	pgoutbox_relay_in_flight_events               gauge: events read and not yet acknowledged
 //	pgoutbox_relay_buffer_bytes                   gauge: record bytes queued or being written (at most BufferBytes)
 //	pgoutbox_relay_invalid_events_total{reason}   counter: invalid events, by reason
+//	pgoutbox_relay_topic_unavailable{topic,reason} gauge: 1 while writes to the topic fail as
+//	                                              unknown-topic or not-authorized (absent otherwise)
 //	pgoutbox_relay_reconnects_total               counter: replication reconnects (standby waits excluded)
 //	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning
 //

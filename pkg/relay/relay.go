@@ -196,7 +196,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
 	}
 	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
-		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout, "liveness_bound", lv.bound)
+		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout.String(), "liveness_bound", lv.bound.String())
 
 	events := make(chan event, c.BatchSize)
 	buf := newBudget(c.BufferBytes, r.m.bufferBytes)

@@ -34,9 +34,18 @@ func (l *live) begin(now time.Time, bound time.Duration) {
 	l.alive.Store(now.UnixNano())
 }
 
-// heard records a server message sent at at (our clock). Only the
+// heard records a server message sent at sent and received at recv (our
+// clock). While the relay has been alive without a break (the previous
+// sign is at most chainGap old), receiving is a sign of life: a reader
+// draining a backlog reads old data from a live connection. After a break
+// (a freeze, a stall), only what the server sent recently counts, so data
+// that waited in the socket buffer through a freeze does not. Only the
 // session's reader calls heard and vouch.
-func (l *live) heard(at time.Time) {
+func (l *live) heard(sent, recv time.Time) {
+	at := sent
+	if l.chained(recv) {
+		at = recv
+	}
 	if n := at.UnixNano(); n > l.alive.Load() {
 		l.alive.Store(n)
 	}
@@ -44,13 +53,20 @@ func (l *live) heard(at time.Time) {
 
 // vouch records a status update the reader sent at now while it was not
 // reading (waiting for Kafka): the server hears from the relay, so the
-// walsender lives on. It counts only while the relay is still alive: after
-// a freeze longer than the bound, only a fresh server message would do,
-// and the reader cannot read one while it waits, so the session ends.
+// walsender lives on. It counts only without a break: after a freeze, only
+// a fresh server message would do, and the reader cannot read one while it
+// waits, so the session ends.
 func (l *live) vouch(now time.Time) {
-	if l.stale(now) == nil {
+	if l.chained(now) {
 		l.alive.Store(now.UnixNano())
 	}
+}
+
+// chained reports whether the last sign of life is at most half the bound
+// before now. The reader hears the server at least every third of the
+// bound (the replies to its status updates), so a longer gap is a break.
+func (l *live) chained(now time.Time) bool {
+	return now.Sub(time.Unix(0, l.alive.Load())) <= time.Duration(l.bound.Load())/2
 }
 
 // stale returns an error wrapping errServerSilent when the relay has been

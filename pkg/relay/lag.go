@@ -20,7 +20,7 @@ type live struct {
 	standby atomic.Bool                      // waiting: another process streams the slot
 	tracker atomic.Pointer[acktrack.Tracker] // of the current (or last) session
 	lastAck atomic.Int64                     // unix nanoseconds of the last advance or caught-up status update
-	// alive is when (unix nanoseconds, our clock) the relay last knew
+	// alive is when (monoNanos) the relay last knew
 	// its walsender alive: the send time of the latest server message,
 	// or a status update of its own sent while the reader waited for
 	// Kafka (see vouch). bound is the session's liveness bound.
@@ -31,8 +31,16 @@ type live struct {
 // begin starts a session's liveness clock: connected now, with bound.
 func (l *live) begin(now time.Time, bound time.Duration) {
 	l.bound.Store(int64(bound))
-	l.alive.Store(now.UnixNano())
+	l.alive.Store(monoNanos(now))
 }
+
+// monoBase anchors monoNanos.
+var monoBase = time.Now()
+
+// monoNanos is t in nanoseconds since monoBase, on the monotonic clock when
+// t has a reading of it (time.Now does), so that a step of the wall clock
+// does not move the liveness clock.
+func monoNanos(t time.Time) int64 { return int64(t.Sub(monoBase)) }
 
 // heard records a server message sent at sent and received at recv (our
 // clock). While the relay has been alive without a break (the previous
@@ -46,7 +54,7 @@ func (l *live) heard(sent, recv time.Time) {
 	if l.chained(recv) {
 		at = recv
 	}
-	if n := at.UnixNano(); n > l.alive.Load() {
+	if n := monoNanos(at); n > l.alive.Load() {
 		l.alive.Store(n)
 	}
 }
@@ -58,7 +66,7 @@ func (l *live) heard(sent, recv time.Time) {
 // waits, so the session ends.
 func (l *live) vouch(now time.Time) {
 	if l.chained(now) {
-		l.alive.Store(now.UnixNano())
+		l.alive.Store(monoNanos(now))
 	}
 }
 
@@ -66,13 +74,13 @@ func (l *live) vouch(now time.Time) {
 // before now. The reader hears the server at least every third of the
 // bound (the replies to its status updates), so a longer gap is a break.
 func (l *live) chained(now time.Time) bool {
-	return now.Sub(time.Unix(0, l.alive.Load())) <= time.Duration(l.bound.Load())/2
+	return time.Duration(monoNanos(now)-l.alive.Load()) <= time.Duration(l.bound.Load())/2
 }
 
 // stale returns an error wrapping errServerSilent when the relay has been
 // without a sign of life for longer than the bound.
 func (l *live) stale(now time.Time) error {
-	age, bound := now.Sub(time.Unix(0, l.alive.Load())), time.Duration(l.bound.Load())
+	age, bound := time.Duration(monoNanos(now)-l.alive.Load()), time.Duration(l.bound.Load())
 	if age > bound {
 		return &staleError{age: age, bound: bound}
 	}
@@ -86,7 +94,7 @@ func (l *live) sinceServer() float64 {
 	if l.standby.Load() {
 		return 0
 	}
-	return max(0, time.Since(time.Unix(0, l.alive.Load())).Seconds())
+	return max(0, time.Duration(monoNanos(time.Now())-l.alive.Load()).Seconds())
 }
 
 // acked records that the relay confirmed a new position or was caught up.

@@ -21,9 +21,6 @@ const (
 	// defaultLivenessBound is the bound when the server's
 	// wal_sender_timeout is 0 (the server never times a walsender out).
 	defaultLivenessBound = 30 * time.Second
-	// minLivenessBound keeps a tiny wal_sender_timeout from making the
-	// bound shorter than a scheduling hiccup.
-	minLivenessBound = 200 * time.Millisecond
 	// promptStatusGap is the least time between two status updates sent
 	// because the confirmed position advanced (the periodic ones come
 	// every StatusInterval).
@@ -65,7 +62,7 @@ type liveness struct {
 func livenessBound(senderTimeout, statusInterval time.Duration) (bound, statusEvery time.Duration) {
 	bound = defaultLivenessBound
 	if senderTimeout > 0 {
-		bound = max(senderTimeout/2, minLivenessBound)
+		bound = senderTimeout / 2
 	}
 	return bound, min(statusInterval, bound/3)
 }

@@ -9,7 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -17,7 +20,11 @@ import (
 // them, and a logger writing to stderr. It teaches sc the database password
 // before anything can print it.
 func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
-	url := c.String(flagDatabaseURL)
+	secret, err := cliutil.ReadSecret(c, flagDatabaseURL, envName(flagDatabaseURL))
+	if err != nil {
+		return nil, err
+	}
+	url := secret.Value
 	if url == "" {
 		return nil, usagef("--%s (or %s) is required", flagDatabaseURL, envVar(flagDatabaseURL)[0])
 	}
@@ -36,6 +43,7 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 		Table:       c.String(flagTable),
 		Slot:        c.String(flagSlot),
 		Publication: c.String(flagPublication),
+		RequireTLS:  c.Bool(flagRequireTLS),
 	}
 	if _, err := pgname.Parse(cfg.Table, "public"); err != nil {
 		return nil, usagef("--%s: %v", flagTable, err)
@@ -52,6 +60,21 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	}
 	cfg.Logger = logger
 	return cfg, nil
+}
+
+// warnSecretFlags logs a warning for each secret given as a flag (a
+// database URL holding a password, a SASL password), once the command's
+// flags are known to be valid.
+func warnSecretFlags(c *cli.Context, log *slog.Logger) {
+	for _, flag := range []string{flagDatabaseURL, kafkaflags.FlagSASLPassword} {
+		s, err := cliutil.ReadSecret(c, flag, envName(flag))
+		if flag == flagDatabaseURL && len(redact.Secrets(s.Value)) == 0 {
+			continue // a URL without a password hides nothing
+		}
+		if err == nil && s.OnCommandLine {
+			log.Warn(cliutil.CommandLineWarning, "flag", "--"+flag, "instead", envName(flag)+" or "+envName(flag)+cliutil.FileSuffix)
+		}
+	}
 }
 
 // checkSlotName accepts what Postgres accepts as a slot name: lower case
@@ -77,7 +100,6 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc.add(c.String(flagSASLPassword))
 	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return nil, err
 	}
@@ -102,19 +124,21 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	default:
 		return nil, usagef("--%s: %q is not one of none, gzip, snappy, lz4, zstd", flagCompression, comp)
 	}
-	ints := []struct {
+	cfg.MaxMessageBytes = int(cliutil.SizeFlagValue(c, flagMaxMessageBytes))
+	cfg.BufferBytes = int(cliutil.SizeFlagValue(c, flagBufferBytes))
+	cfg.BatchSize = c.Int(flagBatchSize)
+	cfg.PruneBatchSize = c.Int(flagPruneBatchSize)
+	for _, f := range []struct {
 		flag string
-		dst  *int
-		min  int
+		v    int
 	}{
-		{flagMaxMessageBytes, &cfg.MaxMessageBytes, 1},
-		{flagBatchSize, &cfg.BatchSize, 1},
-		{flagBufferBytes, &cfg.BufferBytes, 1},
-		{flagPruneBatchSize, &cfg.PruneBatchSize, 1},
-	}
-	for _, f := range ints {
-		if *f.dst = c.Int(f.flag); *f.dst < f.min {
-			return nil, usagef("--%s: must be at least %d, got %d", f.flag, f.min, *f.dst)
+		{flagMaxMessageBytes, cfg.MaxMessageBytes},
+		{flagBatchSize, cfg.BatchSize},
+		{flagBufferBytes, cfg.BufferBytes},
+		{flagPruneBatchSize, cfg.PruneBatchSize},
+	} {
+		if f.v < 1 {
+			return nil, usagef("--%s: must be at least 1, got %d", f.flag, f.v)
 		}
 	}
 	cfg.BatchTimeout = c.Duration(flagBatchTimeout)
@@ -146,12 +170,12 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if cfg.HeartbeatInterval < 0 {
 		return nil, usagef("--%s: must not be negative (0 disables the heartbeat)", flagHeartbeat)
 	}
-	if cfg.TLS, err = tlsConfig(c); err != nil {
+	sec, err := kafkaflags.Read(c, envName)
+	sc.add(sec.Password)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.SASL, err = saslMechanism(c); err != nil {
-		return nil, err
-	}
+	cfg.TLS, cfg.SASL = sec.TLS, sec.SASL
 	if addr := c.String(flagMetricsAddr); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, usagef("--%s: %q is not host:port (use :9740 for every interface, empty to disable)", flagMetricsAddr, addr)

@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
-	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
@@ -39,6 +38,10 @@ func New(cfg *Config) (*Relay, error) {
 	if c.BufferBytes < c.MaxMessageBytes {
 		c.Logger.Warn("buffer bytes below max message bytes: a record larger than the buffer is sent alone, without batching",
 			"buffer_bytes", c.BufferBytes, "max_message_bytes", c.MaxMessageBytes)
+	}
+	if ws, err := pgtls.Check(c.DatabaseURL); err == nil && len(ws) > 0 {
+		c.Logger.Warn("the database connection is not verified TLS: the replication stream carries every payload; use sslmode=verify-full, or RequireTLS (--require-tls) to refuse",
+			"hosts", pgtls.Describe(ws))
 	}
 	r := &Relay{cfg: c}
 	r.live.acked(time.Now())
@@ -104,8 +107,7 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 		err := r.session(ctx, sk)
 		switch {
 		case Permanent(err):
-			log.Error("relay stopped", "error", err)
-			return err
+			return err // the caller reports it (relay run prints it once)
 		case parent.Err() != nil:
 			return nil
 		case ctx.Err() != nil:
@@ -281,29 +283,4 @@ func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 		return 0, err
 	}
 	return start, nil
-}
-
-// checkTable validates the outbox table's columns from the catalog.
-func checkTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
-	table, _ := pgname.Parse(c.Table, "public")
-	rows, err := conn.Query(ctx, `SELECT attname, atttypid FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, table.Sanitize())
-	if err != nil {
-		return fmt.Errorf("relay: read columns of %s: %w", table, err)
-	}
-	var names []string
-	var types []uint32
-	for rows.Next() {
-		var n string
-		var t uint32
-		if err := rows.Scan(&n, &t); err != nil {
-			return err
-		}
-		names, types = append(names, n), append(types, t)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("relay: read columns of %s: %w", table, err)
-	}
-	_, err = checkColumns(table.String(), names, types)
-	return err
 }

@@ -80,7 +80,7 @@ func Setup(ctx context.Context, cfg *Config) error {
 		return fmt.Errorf("relay: create table %s: %w", c.Table, err)
 	}
 	c.NoCreate = false
-	if err := ensurePublication(ctx, conn, &c); err != nil {
+	if err := ensurePublication(ctx, conn, &c, true); err != nil {
 		return err
 	}
 	_, err = ensureSlot(ctx, conn, &c)

@@ -23,6 +23,7 @@ type stream struct {
 	live   *live
 	conn   *pgconn.PgConn
 	dec    *decoder
+	cat    *catalog // fences confirmation (see catalog)
 	tr     *acktrack.Tracker
 	events chan<- event
 	buf    *budget
@@ -217,7 +218,7 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 // sendStatus confirms the tracker's position, with write, flush and apply
 // positions all set explicitly.
 func (s *stream) sendStatus() error {
-	pos := pglogrepl.LSN(s.tr.Confirmed())
+	pos := s.cat.fenced(s.tr.Confirmed())
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,
@@ -237,5 +238,5 @@ func (s *stream) sendStatus() error {
 	s.nextSS = time.Now().Add(s.cfg.StatusInterval)
 	s.m.confirmedLSN.Set(float64(pos))
 	s.m.inFlight.Set(float64(s.tr.InFlight()))
-	return nil
+	return s.cat.failure()
 }

@@ -96,14 +96,17 @@ func publicationQuery(version int) string {
 		filtered = `EXISTS (SELECT 1 FROM pg_publication_rel pr WHERE ` + member + ` AND pr.prqual IS NOT NULL)`
 		columns = `EXISTS (SELECT 1 FROM pg_publication_rel pr WHERE ` + member + ` AND pr.prattrs IS NOT NULL)`
 	}
+	// The relations the publication publishes, by OID (pg_publication_tables
+	// would join all of pg_class to name them): the function returns a
+	// bare oid before PG 15, a record with relid since.
+	relids := `SELECT relid FROM pg_get_publication_tables($1::text) AS relid`
+	if version >= 150000 {
+		relids = `SELECT t.relid FROM pg_get_publication_tables($1::text) AS t`
+	}
 	return `
 		WITH listed AS (
-			SELECT format('%I.%I', t.schemaname, t.tablename) AS name, c.oid AS relid,
-			       c.oid = $2 OR EXISTS (SELECT 1 FROM pg_partition_ancestors(c.oid) a WHERE a.relid = $2) AS outbox
-			  FROM pg_publication_tables t
-			  JOIN pg_namespace n ON n.nspname = t.schemaname
-			  JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
-			 WHERE t.pubname = $1),
+			SELECT r.relid, r.relid = $2 OR EXISTS (SELECT 1 FROM pg_partition_ancestors(r.relid) a WHERE a.relid = $2) AS outbox
+			  FROM (` + relids + `) r),
 		leaves AS (
 			SELECT $2::oid AS relid WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree($2::oid::regclass))
 			UNION ALL
@@ -114,7 +117,9 @@ func publicationQuery(version int) string {
 		           SELECT 1 FROM leaves l WHERE NOT EXISTS (
 		               SELECT 1 FROM listed WHERE listed.relid = l.relid
 		                   OR listed.relid IN (SELECT relid FROM pg_partition_ancestors(l.relid)))),
-		       ARRAY(SELECT name FROM listed WHERE NOT outbox ORDER BY name LIMIT 10),
+		       ARRAY(SELECT format('%I.%I', n.nspname, c.relname) FROM listed l
+		               JOIN pg_class c ON c.oid = l.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+		              WHERE NOT l.outbox ORDER BY 1 LIMIT 10),
 		       ` + filtered + `, ` + columns + `
 		  FROM pg_publication p WHERE p.pubname = $1`
 }

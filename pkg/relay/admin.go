@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -188,6 +189,16 @@ func connectReplication(ctx context.Context, c *Config) (*pgconn.PgConn, error) 
 		return nil, permanent(fmt.Errorf("%w: database URL: %w", ErrConfig, err))
 	}
 	pc.RuntimeParams["replication"] = "database"
+	// Keepalives and TCP_USER_TIMEOUT notice a dead peer in seconds,
+	// not after the kernel's ~15 minutes of retransmission; the session
+	// narrows TCP_USER_TIMEOUT to its liveness bound once it read
+	// wal_sender_timeout.
+	dialer := &net.Dialer{
+		Timeout:         pc.ConnectTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3},
+		Control:         dialControl(defaultLivenessBound),
+	}
+	pc.DialFunc = dialer.DialContext
 	if pc.RuntimeParams["application_name"] == "" {
 		// Names the relay in pg_stat_replication (and relay status).
 		pc.RuntimeParams["application_name"] = "pgoutbox-relay"

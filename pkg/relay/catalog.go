@@ -19,6 +19,11 @@ import (
 // check, so it bounds how much longer the relay holds WAL.
 const catalogCheckInterval = 250 * time.Millisecond
 
+// catalogQueryTimeout bounds one catalog check or lookup, so a connection
+// that hangs ends the session (which reconnects) instead of stalling the
+// reader.
+const catalogQueryTimeout = 5 * time.Second
+
 // catalog is a streaming session's view of the outbox in the system
 // catalog, on a regular connection of its own. It does two things.
 //
@@ -63,11 +68,14 @@ type catalog struct {
 // publication once; watch then repeats the check.
 func openCatalog(ctx context.Context, c *Config) (*catalog, error) {
 	table, _ := pgname.Parse(c.Table, "public")
+	k := &catalog{cfg: c, table: table, ctx: ctx}
+	ctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
+	defer cancel()
 	conn, err := connect(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	k := &catalog{cfg: c, table: table, ctx: ctx, conn: conn}
+	k.conn = conn
 	fail := func(err error) (*catalog, error) {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -125,9 +133,7 @@ func (k *catalog) close() {
 // recheck moves the fence before a session's last status update, so a
 // graceful stop confirms everything Kafka acknowledged.
 func (k *catalog) recheck() {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.ctx), 5*time.Second)
-	defer cancel()
-	_ = k.check(ctx)
+	_ = k.check(context.WithoutCancel(k.ctx))
 }
 
 // fenced caps a confirmable position at the fence.
@@ -151,7 +157,9 @@ func (k *catalog) check(ctx context.Context) error {
 	if k.err != nil {
 		return k.err
 	}
-	err := k.checkLocked(ctx)
+	qctx, cancel := context.WithTimeout(ctx, catalogQueryTimeout)
+	defer cancel()
+	err := k.checkLocked(qctx)
 	if err != nil && ctx.Err() == nil {
 		k.err = err
 	}
@@ -212,7 +220,9 @@ func (k *catalog) isOutbox(m *pglogrepl.RelationMessage) (bool, error) {
 		name      string
 		ancestors []uint32
 	)
-	err := k.conn.QueryRow(k.ctx, `
+	ctx, cancel := context.WithTimeout(k.ctx, catalogQueryTimeout)
+	defer cancel()
+	err := k.conn.QueryRow(ctx, `
 		SELECT to_regclass($2)::oid, c.oid IS NOT NULL, coalesce(format('%I.%I', n.nspname, c.relname), ''),
 		       ARRAY(SELECT relid::oid FROM pg_partition_ancestors(c.oid))
 		  FROM (SELECT 1) one

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
@@ -38,8 +39,13 @@ func New(cfg *Config) (*Relay, error) {
 		c.Logger.Warn("buffer bytes below max message bytes: a record larger than the buffer is sent alone, without batching",
 			"buffer_bytes", c.BufferBytes, "max_message_bytes", c.MaxMessageBytes)
 	}
+	if ws, err := pgtls.Check(c.DatabaseURL); err == nil && len(ws) > 0 {
+		c.Logger.Warn("the database connection is not verified TLS: the replication stream carries every payload; use sslmode=verify-full, or RequireTLS (--require-tls) to refuse",
+			"hosts", pgtls.Describe(ws))
+	}
 	r := &Relay{cfg: c}
 	r.live.acked(time.Now())
+	r.live.begin(time.Now(), defaultLivenessBound)
 	r.m = newMetrics(c.Slot, &r.live)
 	if err := r.m.register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
@@ -73,8 +79,10 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // Ready reports whether the relay is connected and streaming (for /readyz).
-// It is false while the relay waits as a standby.
-func (r *Relay) Ready() bool { return r.ready.Load() }
+// It is false while the relay waits as a standby, and while its walsender
+// has given no sign of life for longer than the liveness bound (see
+// Liveness in the package doc).
+func (r *Relay) Ready() bool { return r.ready.Load() && r.live.stale(time.Now()) == nil }
 
 // replicate runs sessions, reconnecting with backoff after transient
 // failures, and waiting as a standby while another process streams the
@@ -93,8 +101,7 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 		err := r.session(ctx, sk)
 		switch {
 		case Permanent(err):
-			log.Error("relay stopped", "error", err)
-			return err
+			return err // the caller reports it (relay run prints it once)
 		case parent.Err() != nil:
 			return nil
 		case ctx.Err() != nil:
@@ -157,18 +164,26 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		quiet.Logger = slog.New(slog.DiscardHandler)
 		pc = &quiet
 	}
-	start, err := preflight(ctx, pc)
+	// A connection that hangs (a blackholing network) is retried.
+	startCtx, cancelStart := context.WithTimeout(ctx, sessionStartTimeout)
+	defer cancelStart()
+	start, err := preflight(startCtx, pc)
 	if err != nil {
 		return err
 	}
-	conn, err := connectReplication(ctx, c)
+	conn, err := connectReplication(startCtx, c)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := startReplication(ctx, conn, c, start); err != nil {
+	lv, err := readLiveness(startCtx, conn, c.StatusInterval)
+	if err != nil {
 		return err
 	}
+	if err := startReplication(startCtx, conn, c, start); err != nil {
+		return err
+	}
+	cancelStart()
 	cat, err := openCatalog(ctx, c)
 	if err != nil {
 		return err
@@ -178,6 +193,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	tr := acktrack.New(uint64(start))
 	r.live.tracker.Store(tr)
 	r.live.acked(time.Now())
+	r.live.begin(time.Now(), lv.bound)
 	r.ready.Store(true)
 	r.live.leader.Store(true)
 	defer func() {
@@ -188,7 +204,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
 	}
 	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
-		"table", c.Table, "from", start.String())
+		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout, "liveness_bound", lv.bound)
 
 	events := make(chan event, c.BatchSize)
 	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
@@ -196,6 +212,15 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
+	// A relay without a recent sign of life from its walsender writes
+	// nothing more: the server may have given the slot to another relay.
+	sk.guard = func() error {
+		err := r.live.stale(time.Now())
+		if err != nil {
+			stopRead(err)
+		}
+		return err
+	}
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
 	sinkDone := make(chan error, 1)
@@ -207,7 +232,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx, lv: lv}
 	readErr := st.run()
 	close(events)
 

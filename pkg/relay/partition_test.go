@@ -206,7 +206,11 @@ func TestOutboxRenameWhileStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Restarting on the old name: a clear error, nothing streamed.
+	// Status and restarting on the old name: a clear error, nothing
+	// streamed.
+	if st, err := relay.Status(ctx, b.cfg); err != nil || st.PublicationMismatch != "table public.outbox does not exist (run relay setup)" {
+		t.Fatalf("status on the old name: %+v %v", st, err)
+	}
 	if err := b.refused(t); !errors.Is(err, relay.ErrTableMissing) || !relay.Permanent(err) {
 		t.Fatalf("restart on the old name: %v", err)
 	}

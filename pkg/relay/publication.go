@@ -138,7 +138,11 @@ func inspectPublication(ctx context.Context, conn *pgx.Conn, c *Config) (publica
 		return publicationState{}, err
 	}
 	st, err := scanPublication(conn.QueryRow(ctx, publicationQuery(version), c.Publication, oid), c, table)
-	if err == nil && st.exists {
+	switch {
+	case err != nil || !st.exists:
+	case oid == 0:
+		st.mismatch = fmt.Sprintf("table %s does not exist (run relay setup)", table)
+	default:
 		st.mismatch = st.problem(c, table)
 	}
 	return st, err

@@ -391,6 +391,17 @@ func TestMigrateToPartitionedRefused(t *testing.T) {
 	if err := b.refused(t); !errors.Is(err, relay.ErrPublicationMismatch) {
 		t.Fatalf("restart: %v", err)
 	}
+
+	// With the publication fixed the relay starts and publishes what is
+	// written from then on; the rows written before the fix are not in the
+	// stream (publication membership is decoded as of the WAL position).
+	if _, err := b.db.Pool.Exec(context.Background(), `ALTER PUBLICATION `+pgx.Identifier{b.cfg.Publication}.Sanitize()+` ADD TABLE outbox`); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	later := insertRows(t, b.db.Pool, "outbox", newRows(101, 5, 5, nil))
+	recs = waitForIDs(t, b.kafka.Brokers, "outbox.order", append(before, later...), 30*time.Second)
+	t.Logf("after the fix: %d of %d rows written between the migration and the fix are in Kafka", len(after)-missingIDs(recs, after), len(after))
 }
 
 // A table added to the publication while the relay streams: its rows are

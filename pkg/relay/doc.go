@@ -72,7 +72,9 @@
 // every StatusInterval (or a third of the liveness bound, if shorter; see
 // Liveness). When nothing is in
 // flight, the relay confirms the server's WAL end from its keepalives, so
-// an idle outbox does not pin WAL while other tables are busy.
+// an idle outbox does not pin WAL while other tables are busy. No position
+// past the catalog check's fence is confirmed (see Partitioned tables and
+// renames).
 //
 // After any restart or reconnect, streaming resumes at confirmed_flush_lsn:
 // events of the transactions in flight at the time are published again
@@ -119,8 +121,11 @@
 // unsupported-type (a value in a form the relay cannot read), bad-headers
 // (headers not a JSON object), bad-topic (not a legal topic name),
 // bad-message (a pgoutbox logical message that does not parse),
-// kafka-rejected (a record Kafka refuses for good, see below) and
-// bad-columns (a row of a table layout the relay cannot read, see below).
+// kafka-rejected (a record Kafka refuses for good, see below),
+// bad-columns (a row of a table layout the relay cannot read, see below)
+// and not-outbox (a row of a table added to the publication while the
+// relay streams, see Partitioned tables and renames; its value is the row
+// as a JSON object of column texts).
 //
 // With OnInvalid = InvalidDeadLetter (the default) the event goes to
 // DeadLetterTopic (default "outbox.dlq") with its key and value (no value
@@ -315,6 +320,46 @@
 // are confirmed, though, so choose PruneAfter well above the longest
 // publish delay you tolerate if you want the table to double as an audit
 // trail of what was sent.
+//
+// # Partitioned tables and renames
+//
+// The relay recognises the outbox by OID, not by the name in the
+// replication stream. At start it resolves the table from the catalog; at
+// every relation message it asks the catalog again, and the relation is
+// the outbox when it is the table the session started with (a rename is
+// followed and logged; the next start under the old name fails with
+// ErrTableMissing), the table the configured name resolves to now (an
+// outbox replaced by a new table is followed and logged), a partition of
+// either, or the relation that carried the configured name when the WAL
+// was written (a replay from before a rename or replacement). Any other
+// relation is a table of the publication that is not the outbox: its rows
+// are invalid events with reason not-outbox (dead-lettered, or they stop
+// the relay under InvalidStop), never skipped.
+//
+// Setup creates the publication with publish_via_partition_root = true
+// (PG 13+), so rows of a partitioned outbox come under the table's own
+// identity whatever partition holds them, and turns the option on for an
+// existing publication. Run refuses to start (ErrPublicationMismatch, with
+// the statement that fixes it) on a partitioned outbox whose publication
+// lacks it, and on a publication that does not publish exactly the
+// outbox's inserts: the table or inserts missing, other tables or FOR ALL
+// TABLES, a row filter or a column list on the outbox. Status reports the
+// same in PublicationMismatch.
+//
+// A catalog change can also take outbox rows out of the stream without
+// anything in the stream to show it: an outbox replaced by a partitioned
+// table that the publication does not include never has its rows decoded,
+// even after the publication is fixed. So while streaming, every 250ms, the
+// relay reads pg_current_wal_lsn() and then checks that every insert of
+// the outbox is published; it never confirms past the position read
+// before the last check that passed, and a failing check stops it
+// (ErrPublicationMismatch, or ErrPublicationMissing for a dropped
+// publication). Rows written after the change are never confirmed; they
+// must be published again from the table once the publication is fixed.
+// Confirmation therefore trails Kafka's acknowledgement by up to one
+// check. See docs/partitioning.md for time-partitioned outbox tables with
+// retention by dropping partitions, and for migrating a live outbox to a
+// partitioned table.
 //
 // # Administration
 //

@@ -190,6 +190,12 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		return err
 	}
 	cancelStart()
+	cat, err := openCatalog(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cat.close()
+	cat.watch()
 	tr := acktrack.New(uint64(start))
 	r.live.tracker.Store(tr)
 	r.live.acked(time.Now())
@@ -223,7 +229,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, buf: buf, stop: readCtx, lv: lv}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx, lv: lv}
 	readErr := st.run()
 	close(events)
 
@@ -251,6 +257,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	}
 	// Confirm what Kafka acknowledged; on a broken connection this fails
 	// harmlessly.
+	cat.recheck()
 	if err := st.sendStatus(); err == nil && graceful {
 		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
 	}
@@ -272,7 +279,7 @@ func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := ensurePublication(ctx, conn, c); err != nil {
+	if err := ensurePublication(ctx, conn, c, false); err != nil {
 		return 0, err
 	}
 	start, err := ensureSlot(ctx, conn, c)

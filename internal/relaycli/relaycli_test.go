@@ -141,8 +141,10 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	wantCode(t, f.cli(t, "setup"), 0)
 	row := f.slotRow(t)
 
+	// No relay streams the slot: status says so and exits 1.
 	text := f.cli(t, "status")
-	wantCode(t, text, 0)
+	wantCode(t, text, 1)
+	wantOneErrorLine(t, text.stderr, `no relay streams slot "`+f.slot+`"`)
 	for _, want := range [][2]string{
 		{"slot", f.slot + " (exists)"},
 		{"publication", "pub_" + f.slot + " (exists)"},
@@ -151,6 +153,7 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 		{"confirmed_flush_lsn", row.confirmed},
 		{"restart_lsn", row.restart},
 		{"wal_status", row.walStatus},
+		{"problem", `no relay streams slot "` + f.slot + `" (it is not active)`},
 	} {
 		if !containsRow(text.stdout, want[0], want[1]) {
 			t.Errorf("status lacks row %q = %q:\n%s", want[0], want[1], text.stdout)
@@ -158,7 +161,7 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	}
 
 	js := f.cli(t, "status", "--json")
-	wantCode(t, js, 0)
+	wantCode(t, js, 1)
 	var st relay.SlotStatus
 	if err := json.Unmarshal([]byte(js.stdout), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, js.stdout)
@@ -170,7 +173,10 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	}
 	var raw map[string]any
 	_ = json.Unmarshal([]byte(js.stdout), &raw)
-	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid"} {
+	if len(st.Problems) != 1 || st.State == nil || st.Gap != nil || !st.TableExists {
+		t.Errorf("status --json problems %q, state %+v, gap %+v, table_exists %v", st.Problems, st.State, st.Gap, st.TableExists)
+	}
+	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid", "problems", "state"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("status --json lacks %q: %s", key, js.stdout)
 		}

@@ -260,8 +260,13 @@ func TestMigrateIdempotentAndCustomTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	applied, err := outbox.Migrate(ctx, db.Pool, cfg)
-	if err != nil || len(applied) != 1 || applied[0] != 1 {
+	if err != nil || len(applied) < 2 || applied[0] != 1 || applied[1] != 2 {
 		t.Fatalf("first Migrate: %v %v", applied, err)
+	}
+	// Migration 002: the relay's state table, in the outbox's schema.
+	var state bool
+	if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('app.pgoutbox_relay_state') IS NOT NULL`).Scan(&state); err != nil || !state {
+		t.Fatalf("app.pgoutbox_relay_state exists: %v (%v)", state, err)
 	}
 	applied, err = outbox.Migrate(ctx, db.Pool, cfg)
 	if err != nil || len(applied) != 0 {

@@ -21,6 +21,7 @@ type Relay struct {
 	cfg     Config
 	m       *metrics
 	live    live
+	state   *keeper
 	ready   atomic.Bool
 	running atomic.Bool
 }
@@ -40,7 +41,7 @@ func New(cfg *Config) (*Relay, error) {
 		c.Logger.Warn("buffer bytes below max message bytes: a record larger than the buffer is sent alone, without batching",
 			"buffer_bytes", c.BufferBytes, "max_message_bytes", c.MaxMessageBytes)
 	}
-	r := &Relay{cfg: c}
+	r := &Relay{cfg: c, state: newKeeper()}
 	r.live.acked(time.Now())
 	r.m = newMetrics(c.Slot, &r.live)
 	if err := r.m.register(c.Registerer); err != nil {
@@ -70,7 +71,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		g.Go(func() error { r.heartbeat(gctx); return nil })
 	}
 	g.Go(func() error { r.pollSlot(gctx); return nil })
-	g.Go(func() error { return r.replicate(gctx, ctx, sk) })
+	// The state keeper outlives the sessions, so that a graceful stop's
+	// final confirmation is not held back by a ceiling it could not raise.
+	keepCtx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
+	g.Go(func() error { r.keepState(keepCtx); return nil })
+	g.Go(func() error {
+		defer stopKeep()
+		return r.replicate(gctx, ctx, sk)
+	})
 	return g.Wait()
 }
 
@@ -159,7 +167,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		quiet.Logger = slog.New(slog.DiscardHandler)
 		pc = &quiet
 	}
-	start, err := preflight(ctx, pc)
+	start, err := r.preflight(ctx, pc)
 	if err != nil {
 		return err
 	}
@@ -203,7 +211,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, buf: buf, stop: readCtx}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, buf: buf, stop: readCtx, state: r.state}
 	readErr := st.run()
 	close(events)
 
@@ -244,9 +252,10 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 }
 
 // preflight checks (and creates, unless NoCreate) the publication and the
-// slot, checks the table's columns, and returns the slot's confirmed
-// position.
-func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
+// slot, checks the slot against the relay state (a gap ends Run, or is
+// recovered under OnGap backfill), checks the table's columns, arms the
+// state keeper and returns the slot's confirmed position.
+func (r *Relay) preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 	conn, err := connect(ctx, c)
 	if err != nil {
 		return 0, err
@@ -255,13 +264,19 @@ func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 	if err := ensurePublication(ctx, conn, c); err != nil {
 		return 0, err
 	}
-	start, err := ensureSlot(ctx, conn, c)
+	start, st, err := ensureSlot(ctx, conn, c)
 	if err != nil {
-		return 0, err
+		if err := r.onGap(ctx, err); err != nil {
+			return 0, err
+		}
+		if start, st, err = ensureSlot(ctx, conn, c); err != nil {
+			return 0, err
+		}
 	}
 	if err := checkTable(ctx, conn, c); err != nil {
 		return 0, err
 	}
+	r.state.start(st)
 	return start, nil
 }
 

@@ -32,6 +32,7 @@ type stream struct {
 	commit time.Time
 	sent   pglogrepl.LSN // last position sent to the server
 	nextSS time.Time     // when the next periodic status update is due
+	state  *keeper       // caps what may be confirmed (see keeper); nil caps nothing
 }
 
 // startReplication starts streaming the slot from start.
@@ -148,6 +149,7 @@ func (s *stream) handle(data []byte) error {
 			return fmt.Errorf("%w: commit outside a transaction", errProtocol)
 		}
 		s.inTx = false
+		s.state.read(it.endLSN, s.dec.messages)
 		s.tr.Commit(s.tx, uint64(it.endLSN))
 	case walEvent:
 		if !s.inTx {
@@ -218,6 +220,8 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 // positions all set explicitly.
 func (s *stream) sendStatus() error {
 	pos := pglogrepl.LSN(s.tr.Confirmed())
+	// Never past the state's ceiling: see keeper for why.
+	pos = s.state.cap(pos)
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,

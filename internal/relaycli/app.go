@@ -83,14 +83,16 @@ func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 			setupCommand(sc),
 			statusCommand(sc),
 			teardownCommand(sc),
+			recoverCommand(sc),
+			backfillCommand(sc),
 			devCommand(sc),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usagef("unknown command %q (commands: run, setup, status, teardown, dev; see relay --help)", c.Args().First())
+				return usagef("unknown command %q (commands: run, setup, status, teardown, recover, backfill, dev; see relay --help)", c.Args().First())
 			}
 			_ = cli.ShowAppHelp(c)
-			return usagef("a command is required (run, setup, status, teardown, dev)")
+			return usagef("a command is required (run, setup, status, teardown, recover, backfill, dev)")
 		},
 	}
 	for _, cmd := range app.Commands {

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -243,5 +246,122 @@ func TestRecoverRefusesPrunedRange(t *testing.T) {
 	}
 	if b.slotExists(t) {
 		t.Fatal("a refused recovery created the slot")
+	}
+}
+
+// ownServer starts a server of the test's own (for server-wide settings
+// and restarts) and returns a bundle on its postgres database.
+func ownServer(t *testing.T, modify func(*relay.Config)) (*bundle, *testenv.Server) {
+	t.Helper()
+	srv, err := testenv.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	pool, err := pgxpool.New(context.Background(), srv.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return setupDB(t, &testenv.DB{Name: "postgres", URL: srv.AdminURL, Pool: pool, Server: srv}, modify), srv
+}
+
+// insertRetry is insert that retries while the server restarts.
+func (b *bundle) insertRetry(t *testing.T, m outbox.Message) []string {
+	t.Helper()
+	var ids []string
+	testenv.WaitFor(t, time.Minute, "insert", func() (bool, error) {
+		err := pgx.BeginFunc(context.Background(), b.db.Pool, func(tx pgx.Tx) error {
+			id, err := b.writer.InsertTx(context.Background(), tx, m)
+			ids = []string{id.String()}
+			return err
+		})
+		return err == nil, nil
+	})
+	return ids
+}
+
+// A server restart, immediate (crash-like) or fast, is no gap: PG 15
+// moves the slot back to its last checkpointed position, which is a
+// replay; the relay reconnects and streams on.
+func TestNoGapAcrossServerRestarts(t *testing.T) {
+	t.Parallel()
+	b, srv := ownServer(t, nil)
+	run := b.start(t)
+	var ids []string
+	for round, immediate := range []bool{true, false, true} {
+		for i := range 30 {
+			ids = append(ids, b.insertRetry(t, msg(fmt.Sprintf("r%d", round), i))...)
+		}
+		if err := srv.Restart(context.Background(), immediate); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids = append(ids, b.insertRetry(t, msg("last", 0))...)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 2*time.Minute)
+	distinct, dups := distinctIDs(recs)
+	t.Logf("3 server restarts: %d rows, %d records, %d duplicates", distinct, len(recs), dups)
+	select {
+	case err := <-run.done:
+		t.Fatalf("Run returned across server restarts: %v", err)
+	default:
+	}
+	if v := b.metric(t, "pgoutbox_relay_gap"); v != 0 {
+		t.Fatalf("pgoutbox_relay_gap = %v", v)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A slot invalidated by max_slot_wal_keep_size (wal_status lost) while the
+// relay is down is a gap; Recover delivers every row committed meanwhile.
+func TestGapSlotLost(t *testing.T) {
+	t.Parallel()
+	b, _ := ownServer(t, func(c *relay.Config) { c.BackfillMargin = time.Second })
+	ctx := context.Background()
+	for _, q := range []string{`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`, `ALTER SYSTEM SET wal_keep_size = 0`, `SELECT pg_reload_conf()`} {
+		if _, err := b.db.Pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := b.streamSome(t, 3)
+	var during []string
+	for attempt := 0; ; attempt++ {
+		during = append(during, b.insert(t, msg("lost", attempt))...)
+		var walStatus string
+		if err := b.db.Pool.QueryRow(ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&walStatus); err != nil {
+			t.Fatal(err)
+		}
+		if walStatus == "lost" {
+			break
+		}
+		if attempt == 20 {
+			t.Fatalf("wal_status still %s", walStatus)
+		}
+		for _, q := range []string{`CREATE TABLE IF NOT EXISTS filler (x int)`, `INSERT INTO filler VALUES (1)`, `SELECT pg_switch_wal()`, `CHECKPOINT`} {
+			if _, err := b.db.Pool.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gap := b.runGap(t)
+	if gap.Reason != relay.GapSlotLost || !errors.Is(gap, relay.ErrSlotInvalidated) {
+		t.Fatalf("gap %v, want %s wrapping ErrSlotInvalidated", gap, relay.GapSlotLost)
+	}
+	res, err := relay.Recover(ctx, b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", append(append([]string{}, before...), during...), time.Minute)
+	if n := missingIDs(recs, during); n != 0 {
+		t.Fatalf("%d rows committed while the slot was lost are missing", n)
+	}
+	t.Logf("slot lost: %d rows committed meanwhile, recover published %d, 0 missing", len(during), res.Published)
+	run := b.start(t)
+	after := b.insert(t, msg("after", 1))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", after, time.Minute)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }

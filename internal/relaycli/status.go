@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,11 +54,10 @@ func statusCommand(sc *scrubber) *cli.Command {
 
 // unhealthy returns the status's problems as one error, or nil.
 func unhealthy(st *relay.SlotStatus) error {
-	var errs []error
-	for _, p := range st.Problems {
-		errs = append(errs, errors.New(p))
+	if len(st.Problems) == 0 {
+		return nil
 	}
-	return errors.Join(errs...)
+	return errors.New(strings.Join(st.Problems, "; "))
 }
 
 func printStatus(w io.Writer, st *relay.SlotStatus) error {

@@ -41,7 +41,7 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 	ids, keys, topics := make([]string, n), make([]string, n), make([]string, n)
 	hashes, parts, offs := make([][]byte, n), make([]int32, n), make([]int64, n)
 	for i, m := range msgs {
-		ids[i], keys[i], hashes[i], topics[i], parts[i], offs[i] = m.ID, m.BusinessKey, m.hash(), m.Topic, int32(m.Partition), m.Offset
+		ids[i], keys[i], hashes[i], topics[i], parts[i], offs[i] = m.ID, m.BusinessKey, in.hash(&msgs[i]), m.Topic, int32(m.Partition), m.Offset
 	}
 	rows, err := tx.Query(ctx, in.queries.claimBatch, in.cfg.Consumer, ids, keys, hashes, topics, parts, offs)
 	if err != nil {

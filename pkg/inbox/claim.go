@@ -95,8 +95,8 @@ func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byt
 		reason = "payload differs"
 	}
 	if reason != "" {
-		cerr := &ConflictError{MessageID: msg.ID, BusinessKey: msg.BusinessKey,
-			StoredMessageID: row.messageID, StoredBusinessKey: row.businessKey, Reason: reason}
+		cerr := &ConflictError{MessageID: msg.ID, BusinessKey: msg.BusinessKey, PayloadHash: hash,
+			StoredMessageID: row.messageID, StoredBusinessKey: row.businessKey, StoredPayloadHash: row.hash, Reason: reason}
 		c.done = &Result{Outcome: Conflict, Status: row.status, Attempts: row.attempts, Reason: reason, Err: cerr}
 		if in.cfg.ConflictPolicy == ConflictPolicyDeadLetter {
 			c.done.Outcome, c.done.Reason = DeadLettered, ReasonConflict

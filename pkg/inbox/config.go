@@ -28,35 +28,44 @@ type TxBeginner interface {
 type ConflictPolicy int
 
 const (
-	// ConflictPolicyError returns an error wrapping ErrConflict and leaves the
-	// message unacknowledged: an operator must look at it. The consumer loop
-	// stops with that error.
-	ConflictPolicyError ConflictPolicy = iota
-	// ConflictPolicyDeadLetter answers DeadLettered (reason "conflict"); the
-	// consumer loop sends the message to the dead-letter topic and acks it.
-	ConflictPolicyDeadLetter
+	// ConflictPolicyDeadLetter, the default, answers DeadLettered (reason
+	// "conflict", the *ConflictError in Result.Err); the consumer loop sends
+	// the record to the dead-letter topic with both sides of the conflict in
+	// its headers, acknowledges it and goes on. The stored row is left as it
+	// is.
+	ConflictPolicyDeadLetter ConflictPolicy = iota
+	// ConflictPolicyStop answers Conflict with an error wrapping ErrConflict
+	// and leaves the message unacknowledged: an operator must look at it. The
+	// consumer loop stops with that error, naming the record (topic,
+	// partition, offset); a restart meets the same record and stops again.
+	ConflictPolicyStop
+	// ConflictPolicyError is the former name of ConflictPolicyStop.
+	//
+	// Deprecated: use ConflictPolicyStop.
+	ConflictPolicyError = ConflictPolicyStop
 )
 
-// String returns "error" or "dead-letter".
+// String returns "dead-letter" or "stop".
 func (p ConflictPolicy) String() string {
 	switch p {
-	case ConflictPolicyError:
-		return "error"
 	case ConflictPolicyDeadLetter:
 		return "dead-letter"
+	case ConflictPolicyStop:
+		return "stop"
 	}
 	return fmt.Sprintf("ConflictPolicy(%d)", int(p))
 }
 
-// ParseConflictPolicy parses "error" or "dead-letter".
+// ParseConflictPolicy parses "dead-letter" or "stop" ("error" is accepted
+// for "stop").
 func ParseConflictPolicy(s string) (ConflictPolicy, error) {
 	switch s {
-	case "error":
-		return ConflictPolicyError, nil
 	case "dead-letter":
 		return ConflictPolicyDeadLetter, nil
+	case "stop", "error":
+		return ConflictPolicyStop, nil
 	}
-	return 0, fmt.Errorf("inbox: conflict policy %q: want error or dead-letter", s)
+	return 0, fmt.Errorf("inbox: conflict policy %q: want dead-letter or stop", s)
 }
 
 // Config configures an Inbox. Consumer is required; every other field has a
@@ -80,8 +89,17 @@ type Config struct {
 	// held before a later delivery may take it over. Defaults to 30s.
 	LeaseDuration time.Duration
 	// ConflictPolicy decides what a conflicting message becomes. Defaults to
-	// ConflictPolicyError.
+	// ConflictPolicyDeadLetter.
 	ConflictPolicy ConflictPolicy
+	// PayloadHash returns the digest that tells a duplicate (same business
+	// key, same digest) from a conflict (same key, another digest). Set it
+	// when producers embed volatile fields (a timestamp, a retry counter) in
+	// the payload of a re-emitted event: hash only the stable fields, and
+	// fall back to SHA256Payload for a payload it cannot parse. Changing it
+	// makes every stored message's redelivery a conflict, so set it before
+	// the first message, or expect conflicts until the redelivery window has
+	// passed. Defaults to SHA256Payload.
+	PayloadHash func(msg *Message) []byte
 	// TxRetries bounds the transparent retries of a transaction that failed
 	// with a serialization failure (40001) or a deadlock (40P01). Defaults
 	// to 5.
@@ -132,8 +150,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.LeaseDuration < 0 {
 		return Config{}, fmt.Errorf("inbox: Config.LeaseDuration %v is negative", cfg.LeaseDuration)
 	}
-	if cfg.ConflictPolicy != ConflictPolicyError && cfg.ConflictPolicy != ConflictPolicyDeadLetter {
+	if cfg.ConflictPolicy != ConflictPolicyStop && cfg.ConflictPolicy != ConflictPolicyDeadLetter {
 		return Config{}, fmt.Errorf("inbox: unknown %v", cfg.ConflictPolicy)
+	}
+	if cfg.PayloadHash == nil {
+		cfg.PayloadHash = SHA256Payload
 	}
 	if cfg.TxRetries == 0 {
 		cfg.TxRetries = 5

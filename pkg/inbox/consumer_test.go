@@ -2,9 +2,13 @@ package inbox_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -255,13 +259,13 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 	}
 }
 
-// Under ConflictPolicyError a conflict stops the loop with ErrConflict and
-// its offset stays uncommitted: never a silent ack.
+// Under ConflictPolicyStop a conflict stops the loop with ErrConflict, naming
+// the record, and its offset stays uncommitted: never a silent ack.
 func TestConsumerStopsOnConflict(t *testing.T) {
 	t.Parallel()
 	const topic, group = "conflicts", "conflict-group"
 	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	b := setup(t, nil)
+	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
 		rec{ID: "m-1", Key: "k-2", Value: `{"v":1}`},
@@ -278,8 +282,9 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 	defer cancel()
 	err = c.Run(ctx)
 	var cerr *inbox.ConflictError
-	if !errors.Is(err, inbox.ErrConflict) || !errors.As(err, &cerr) || cerr.StoredBusinessKey != "k-1" {
-		t.Fatalf("Run = %v, want a conflict with k-1", err)
+	if !errors.Is(err, inbox.ErrConflict) || !errors.As(err, &cerr) || cerr.StoredBusinessKey != "k-1" ||
+		!strings.Contains(err.Error(), "record conflicts/0@1") {
+		t.Fatalf("Run = %v, want a conflict with k-1 at conflicts/0@1", err)
 	}
 	if off := committedOffsets(t, k.Brokers, group, topic, 1)[0]; off != 1 {
 		t.Fatalf("committed offset %d, want 1 (the conflict not acknowledged)", off)
@@ -358,5 +363,93 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	}
 	if recs := testenv.MustReadTopic(t, k.Brokers, dlq); len(recs) != 1 {
 		t.Fatalf("%d dead letters after the redelivery, want 1", len(recs))
+	}
+}
+
+// Under the default policy a conflict is dead-lettered with both sides in its
+// headers, and every partition keeps going, the conflict's own included.
+func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
+	t.Parallel()
+	const topic, group, dlq = "conflicts", "conflict-group", "conflict.dlq"
+	k := testenv.NewKafka(t, kfake.SeedTopics(2, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, nil)
+	produce(t, k.Brokers, topic,
+		rec{Partition: 0, ID: "m-1", Key: "k-1", Value: `{"v":1,"at":"10:00"}`},
+		// A producer retry with a new ID and a fresh timestamp.
+		rec{Partition: 0, ID: "m-1b", Key: "k-1", Value: `{"v":1,"at":"10:05"}`},
+		rec{Partition: 0, ID: "m-2", Key: "k-2", Value: `{"v":2}`},
+		rec{Partition: 1, ID: "m-3", Key: "k-3", Value: `{"v":3}`},
+		rec{Partition: 1, ID: "m-3", Key: "k-3-other", Value: `{"v":3}`}, // message ID reused
+		rec{Partition: 1, ID: "m-4", Key: "k-4", Value: `{"v":4}`},
+	)
+	runConsumer(t, &inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
+	}, map[int]int64{0: 3, 1: 3})
+	for _, key := range []string{"k-1", "k-2", "k-3", "k-4"} {
+		if n := effects(t, b.db, key); n != 1 {
+			t.Fatalf("effect of %s happened %d times", key, n)
+		}
+	}
+	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 2, time.Minute)
+	if len(recs) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(recs))
+	}
+	byID := map[string]testenv.Record{}
+	for _, r := range recs {
+		id, _ := r.Header("message-id")
+		byID[id] = r
+	}
+	hash := func(v string) string {
+		h := sha256.Sum256([]byte(v))
+		return hex.EncodeToString(h[:])
+	}
+	for id, want := range map[string]map[string]string{
+		"m-1b": {"dlq-reason": "conflict", "dlq-conflict-reason": "payload differs", "business-key": "k-1",
+			"dlq-conflict-stored-message-id": "m-1", "dlq-conflict-stored-business-key": "k-1",
+			"dlq-conflict-stored-payload-hash": hash(`{"v":1,"at":"10:00"}`),
+			"dlq-conflict-payload-hash":        hash(`{"v":1,"at":"10:05"}`)},
+		"m-3": {"dlq-reason": "conflict", "dlq-conflict-reason": "message-id reused with another business key",
+			"business-key": "k-3-other", "dlq-conflict-stored-message-id": "m-3", "dlq-conflict-stored-business-key": "k-3"},
+	} {
+		r, ok := byID[id]
+		if !ok {
+			t.Fatalf("no dead letter for %s: %+v", id, recs)
+		}
+		for h, v := range want {
+			if got, _ := r.Header(h); got != v {
+				t.Errorf("dead letter %s: header %s = %q, want %q", id, h, got, v)
+			}
+		}
+	}
+}
+
+// A PayloadHash over the stable fields makes a re-emitted event with a new
+// timestamp a duplicate instead of a conflict.
+func TestPayloadHashOfStableFields(t *testing.T) {
+	t.Parallel()
+	stable := func(m *inbox.Message) []byte {
+		var p struct {
+			V int `json:"v"`
+		}
+		if json.Unmarshal(m.Payload, &p) != nil {
+			return inbox.SHA256Payload(m)
+		}
+		h := sha256.Sum256(fmt.Appendf(nil, "v=%d", p.V))
+		return h[:]
+	}
+	b := setup(t, &inbox.Config{PayloadHash: stable})
+	ctx := context.Background()
+	first := inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{"v":1,"at":"10:00"}`)}
+	if res, err := b.in.Process(ctx, b.db.Pool, first, effect(first)); err != nil || res.Outcome != inbox.Processed {
+		t.Fatalf("first: %+v, %v", res, err)
+	}
+	retry := inbox.Message{ID: "m-1b", BusinessKey: "k-1", Payload: []byte(`{"v":1,"at":"10:05"}`)}
+	if res, err := b.in.Process(ctx, b.db.Pool, retry, effect(retry)); err != nil || res.Outcome != inbox.Duplicate {
+		t.Fatalf("re-emitted with a new timestamp: %+v, %v", res, err)
+	}
+	other := inbox.Message{ID: "m-1c", BusinessKey: "k-1", Payload: []byte(`{"v":2,"at":"10:05"}`)}
+	if res, err := b.in.Process(ctx, b.db.Pool, other, effect(other)); err != nil || res.Reason != inbox.ReasonConflict {
+		t.Fatalf("another amount: %+v, %v", res, err)
 	}
 }

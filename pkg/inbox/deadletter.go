@@ -2,6 +2,8 @@ package inbox
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"strconv"
 	"time"
 
@@ -17,7 +19,25 @@ const (
 	HeaderDLQOriginalTopic     = "dlq-original-topic"
 	HeaderDLQOriginalPartition = "dlq-original-partition"
 	HeaderDLQOriginalOffset    = "dlq-original-offset"
+	// A conflict (reason "conflict") adds the stored side: the message ID,
+	// business key and payload digest (hex) of the row the record conflicts
+	// with, and the record's own payload digest; its own message ID and
+	// business key are in the message-id and business-key headers.
+	HeaderDLQConflictStoredMessageID   = "dlq-conflict-stored-message-id"
+	HeaderDLQConflictStoredBusinessKey = "dlq-conflict-stored-business-key"
+	HeaderDLQConflictStoredPayloadHash = "dlq-conflict-stored-payload-hash"
+	HeaderDLQConflictPayloadHash       = "dlq-conflict-payload-hash"
+	HeaderDLQConflictReason            = "dlq-conflict-reason"
 )
+
+// dlqHeaders are the headers the dead-letter writer sets; a record
+// dead-lettered twice keeps only the latest.
+var dlqHeaders = map[string]bool{
+	HeaderDLQReason: true, HeaderDLQError: true, HeaderDLQConsumer: true, HeaderDLQAttempts: true,
+	HeaderDLQOriginalTopic: true, HeaderDLQOriginalPartition: true, HeaderDLQOriginalOffset: true,
+	HeaderDLQConflictStoredMessageID: true, HeaderDLQConflictStoredBusinessKey: true,
+	HeaderDLQConflictStoredPayloadHash: true, HeaderDLQConflictPayloadHash: true, HeaderDLQConflictReason: true,
+}
 
 // deadLetterWriter produces dead-letter records, synchronously and with
 // acks from every in-sync replica.
@@ -48,14 +68,11 @@ func newDeadLetterWriter(brokers []string, d *kafka.Dialer, topic, consumer stri
 }
 
 func (d *deadLetterWriter) write(ctx context.Context, km kafka.Message, res Result) error {
-	headers := make([]kafka.Header, 0, len(km.Headers)+7)
+	headers := make([]kafka.Header, 0, len(km.Headers)+12)
 	for _, h := range km.Headers {
-		switch h.Key {
-		case HeaderDLQReason, HeaderDLQError, HeaderDLQConsumer, HeaderDLQAttempts,
-			HeaderDLQOriginalTopic, HeaderDLQOriginalPartition, HeaderDLQOriginalOffset:
-			continue // a record dead-lettered twice keeps only the latest
+		if !dlqHeaders[h.Key] {
+			headers = append(headers, h)
 		}
-		headers = append(headers, h)
 	}
 	errText := ""
 	if res.Err != nil {
@@ -70,6 +87,16 @@ func (d *deadLetterWriter) write(ctx context.Context, km kafka.Message, res Resu
 		kafka.Header{Key: HeaderDLQOriginalPartition, Value: []byte(strconv.Itoa(km.Partition))},
 		kafka.Header{Key: HeaderDLQOriginalOffset, Value: []byte(strconv.FormatInt(km.Offset, 10))},
 	)
+	var cerr *ConflictError
+	if errors.As(res.Err, &cerr) {
+		headers = append(headers,
+			kafka.Header{Key: HeaderDLQConflictReason, Value: []byte(cerr.Reason)},
+			kafka.Header{Key: HeaderDLQConflictStoredMessageID, Value: []byte(cerr.StoredMessageID)},
+			kafka.Header{Key: HeaderDLQConflictStoredBusinessKey, Value: []byte(cerr.StoredBusinessKey)},
+			kafka.Header{Key: HeaderDLQConflictStoredPayloadHash, Value: []byte(hex.EncodeToString(cerr.StoredPayloadHash))},
+			kafka.Header{Key: HeaderDLQConflictPayloadHash, Value: []byte(hex.EncodeToString(cerr.PayloadHash))},
+		)
+	}
 	return d.w.WriteMessages(ctx, kafka.Message{Key: km.Key, Value: km.Value, Headers: headers, Time: km.Time})
 }
 

@@ -3,7 +3,8 @@
 // the consumer's own database transaction, so the handler's writes and the
 // inbox record commit or roll back together. Redeliveries are acknowledged
 // without running the handler again; failures are retried and finally
-// dead-lettered; conflicts are never acknowledged silently.
+// dead-lettered; conflicts are dead-lettered (or stop the loop), never
+// acknowledged silently.
 //
 // # Table
 //
@@ -44,10 +45,14 @@
 //     and payload, was processed before; the stored result reference is returned.
 //   - Conflict: the same message ID with another business key or payload, or
 //     the same business key with another payload (payloads are compared by
-//     sha256). Config.ConflictPolicy decides: ConflictPolicyError returns an
-//     error wrapping ErrConflict (a *ConflictError) and the message is not
-//     acknowledged; ConflictPolicyDeadLetter answers DeadLettered with reason
-//     "conflict".
+//     their digest, Config.PayloadHash, sha256 by default).
+//     Config.ConflictPolicy decides: ConflictPolicyDeadLetter, the default,
+//     answers DeadLettered with reason "conflict" (the consumer loop writes
+//     the record to the dead-letter topic with both sides of the conflict in
+//     dlq-conflict-* headers and goes on); ConflictPolicyStop answers
+//     Conflict with an error wrapping ErrConflict (a *ConflictError), the
+//     message is not acknowledged and the consumer loop stops with an error
+//     naming the record.
 //   - Busy: another worker holds a live PROCESSING lease (two-phase path).
 //   - Retry: the handler failed; the attempt was recorded.
 //   - DeadLettered: the message is FAILED_FINAL; the handler does not run.
@@ -55,6 +60,40 @@
 // Serialization failures (40001) and deadlocks (40P01) are detected by
 // SQLSTATE and retried transparently, up to Config.TxRetries times; beyond
 // that they count as a failed attempt, like a handler error.
+//
+// # Conflicts and volatile payload fields
+//
+// A producer that re-emits an event with a new message ID and a payload
+// holding a fresh timestamp makes a conflict, not a duplicate. Hash only the
+// stable fields with Config.PayloadHash:
+//
+//	PayloadHash: func(m *inbox.Message) []byte {
+//		var p struct {
+//			Account string `json:"account"`
+//			Amount  int64  `json:"amount"`
+//		}
+//		if json.Unmarshal(m.Payload, &p) != nil {
+//			return inbox.SHA256Payload(m)
+//		}
+//		h := sha256.Sum256(fmt.Appendf(nil, "%q|%d", p.Account, p.Amount))
+//		return h[:]
+//	},
+//
+// Changing the function turns redeliveries of already stored messages into
+// conflicts: set it before the first message.
+//
+// # Invalid keys
+//
+// A message ID or business key must be non-empty, valid UTF-8, free of NUL
+// bytes and at most MaxKeyBytes (1024) bytes long; Postgres could not store
+// or index anything else. Process, ProcessTx and ProcessExternal return
+// ErrInvalidMessage for such a message before touching the table; the
+// consumer loop dead-letters it with reason "invalid-key" (a record without
+// the headers: "missing_headers"). A record the database refuses for its
+// content in some other way (SQLSTATE class 22 or 54) is dead-lettered with
+// reason "max_attempts" after Config.MaxAttempts deliveries, counted in
+// memory when no inbox row can hold the count. None of them blocks its
+// partition.
 //
 // # Failures
 //
@@ -101,8 +140,8 @@
 // so a redelivery of a FAILED_FINAL message is acknowledged without a second
 // dead letter; a crash between the write and that record can write it twice,
 // never lose it. A conflict under ConflictPolicyDeadLetter and a record
-// without headers have no row of their own: each delivery of one is
-// dead-lettered. Fetch errors (group join failures, a lost broker
+// without headers or with an invalid key have no row of their own: each
+// delivery of one is dead-lettered. Fetch errors (group join failures, a lost broker
 // connection, retriable broker error codes) do not stop Run: they are
 // counted and logged, and the fetch is retried after a backoff. On context
 // cancellation Run finishes
@@ -129,7 +168,8 @@
 //   - pgoutbox_inbox_retries_total{consumer}: handler failures recorded for a
 //     retry.
 //   - pgoutbox_inbox_dead_lettered_total{consumer,reason}: dead-lettered
-//     messages by reason (max_attempts, permanent, conflict, missing_headers).
+//     messages by reason (max_attempts, permanent, conflict, missing_headers,
+//     invalid-key).
 //   - pgoutbox_inbox_in_flight{consumer}: deliveries being handled now.
 //   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an
 //     expired lease, as of the last Stats call (the consumer loop calls it

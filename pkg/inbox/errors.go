@@ -3,14 +3,18 @@ package inbox
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
 var (
 	// ErrConflict is wrapped by every *ConflictError.
 	ErrConflict = errors.New("inbox: conflicting message")
-	// ErrInvalidMessage is returned for a message without ID or business key.
+	// ErrInvalidMessage is returned for a message whose ID or business key
+	// breaks the key rules (see MaxKeyBytes).
 	ErrInvalidMessage = errors.New("inbox: invalid message")
 	// ErrLeaseLost is returned by ProcessExternal when the handler finished
 	// after its lease expired and another delivery took the message over.
@@ -23,9 +27,13 @@ var (
 type ConflictError struct {
 	// MessageID and BusinessKey are those of the delivery.
 	MessageID, BusinessKey string
+	// PayloadHash is the delivery's payload digest (Config.PayloadHash).
+	PayloadHash []byte
 	// StoredMessageID and StoredBusinessKey are those of the row it
 	// conflicts with.
 	StoredMessageID, StoredBusinessKey string
+	// StoredPayloadHash is the stored row's payload digest.
+	StoredPayloadHash []byte
 	// Reason is "message-id reused with another business key" or
 	// "payload differs".
 	Reason string
@@ -61,12 +69,31 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// MaxKeyBytes bounds the length in bytes of a message ID and of a business
+// key. The key rules, shared with the outbox writer and the relay: non-empty,
+// valid UTF-8, no NUL byte, at most MaxKeyBytes bytes. Postgres could not
+// store a key that breaks them (invalid text, SQLSTATE 22021, or an index
+// entry over the btree limit of about 2.7 kB, 54000), so the inbox refuses it
+// before the claim: Process returns ErrInvalidMessage and the consumer loop
+// dead-letters the record with reason "invalid-key".
+const MaxKeyBytes = contract.MaxKeyBytes
+
 // SQLSTATE codes the inbox acts on.
 const (
 	codeUniqueViolation      = "23505"
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 )
+
+// isRecordError reports whether err is a database error caused by the
+// record's own content (a data exception, class 22, or a program limit,
+// class 54, such as an index entry over the btree limit): retrying cannot
+// help, so the consumer loop dead-letters the record at the attempt limit
+// even when no inbox row could hold the count.
+func isRecordError(err error) bool {
+	s := sqlState(err)
+	return len(s) == 5 && (s[:2] == "22" || s[:2] == "54")
+}
 
 func sqlState(err error) string {
 	var pgErr *pgconn.PgError
@@ -86,4 +113,11 @@ func Retryable(err error) bool {
 		return true
 	}
 	return pgconn.SafeToRetry(err)
+}
+
+// errText is err's text as Postgres text can store it (last_error): valid
+// UTF-8 without NUL bytes, so a handler error quoting a bad record cannot
+// make the failure record itself fail.
+func errText(err error) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "\uFFFD")
 }

@@ -54,11 +54,17 @@ func TestNames(t *testing.T) {
 	if _, err := inbox.ParseStatus("DONE"); err == nil {
 		t.Error("ParseStatus accepted DONE")
 	}
-	for _, s := range []string{"error", "dead-letter"} {
+	for _, s := range []string{"stop", "dead-letter"} {
 		p, err := inbox.ParseConflictPolicy(s)
 		if err != nil || p.String() != s {
 			t.Errorf("ParseConflictPolicy(%q) = %v, %v", s, p, err)
 		}
+	}
+	if p, err := inbox.ParseConflictPolicy("error"); err != nil || p != inbox.ConflictPolicyStop {
+		t.Errorf(`ParseConflictPolicy("error") = %v, %v; want stop`, p, err)
+	}
+	if inbox.ConflictPolicy(0) != inbox.ConflictPolicyDeadLetter {
+		t.Error("the zero ConflictPolicy is not dead-letter")
 	}
 	if _, err := inbox.New(&inbox.Config{}); err == nil {
 		t.Error("New accepted a config without Consumer")

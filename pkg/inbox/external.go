@@ -35,7 +35,7 @@ func (in *Inbox) ProcessExternal(ctx context.Context, db TxBeginner, msg Message
 }
 
 func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Message, handler ExternalHandler) (Result, error) {
-	hash := msg.hash()
+	hash := in.hash(msg)
 	var c claim
 	for try := 0; ; try++ {
 		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -61,7 +61,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 	ctx = context.WithoutCancel(ctx)
 	if herr != nil {
 		status, reason := in.failureStatus(c.attempt, herr)
-		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, herr.Error(), c.attempt, c.lease)
+		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, errText(herr), c.attempt, c.lease)
 		if err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w (handler: %w)", msg.ID, err, herr)
 		}

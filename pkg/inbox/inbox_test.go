@@ -194,9 +194,9 @@ func TestOutcomeMatrix(t *testing.T) {
 	}
 }
 
-func TestConflictPolicyErrorReturnsConflict(t *testing.T) {
+func TestConflictPolicyStopReturnsConflict(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `1`)
 	if _, err := b.in.Process(ctx, b.db.Pool, m, effect(m)); err != nil {

@@ -15,8 +15,8 @@ type Message struct {
 	// business-key header). A second message ID with the same key and payload
 	// is a duplicate.
 	BusinessKey string
-	// Payload is the record value; its sha256 tells duplicates from
-	// conflicts.
+	// Payload is the record value; its digest (Config.PayloadHash) tells
+	// duplicates from conflicts.
 	Payload []byte
 	// Key is the record key (the aggregate ID). Not stored.
 	Key []byte
@@ -31,7 +31,14 @@ type Message struct {
 	Time time.Time
 }
 
-func (m *Message) hash() []byte {
-	h := sha256.Sum256(m.Payload)
+// SHA256Payload is the default Config.PayloadHash: the sha256 of the whole
+// payload.
+func SHA256Payload(msg *Message) []byte {
+	h := sha256.Sum256(msg.Payload)
 	return h[:]
+}
+
+// hash is msg's payload digest under Config.PayloadHash.
+func (in *Inbox) hash(msg *Message) []byte {
+	return in.cfg.PayloadHash(msg)
 }

@@ -104,6 +104,9 @@ const (
 	ReasonPermanent      = "permanent"
 	ReasonConflict       = "conflict"
 	ReasonMissingHeaders = "missing_headers"
+	// ReasonInvalidKey: the message ID or business key breaks the key rules
+	// (see MaxKeyBytes); the record never reached the table.
+	ReasonInvalidKey = "invalid-key"
 	// ReasonFailedFinal marks a redelivery of a message that was already
 	// FAILED_FINAL.
 	ReasonFailedFinal = "failed_final"

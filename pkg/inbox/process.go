@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
 // TxHandler does the business work of one message inside tx and returns an
@@ -16,12 +18,14 @@ import (
 // Permanent to dead-letter the message at once.
 type TxHandler func(ctx context.Context, tx pgx.Tx) (resultRef string, err error)
 
+// validate applies the key rules (see MaxKeyBytes) to the message ID and the
+// business key before anything reaches the database.
 func (m *Message) validate() error {
-	switch {
-	case m.ID == "":
-		return fmt.Errorf("%w: message ID is empty", ErrInvalidMessage)
-	case m.BusinessKey == "":
-		return fmt.Errorf("%w: business key of %s is empty", ErrInvalidMessage, m.ID)
+	if err := contract.CheckKey("message ID", m.ID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	if err := contract.CheckKey("business key", m.BusinessKey); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
 	return nil
 }
@@ -39,13 +43,13 @@ func (m *Message) validate() error {
 //
 // The returned error is non-nil only when the outcome is unknown (the
 // database failed; deliver the message again) or for a Conflict under
-// ConflictPolicyError (wrapping ErrConflict).
+// ConflictPolicyStop (wrapping ErrConflict).
 func (in *Inbox) Process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler) (Result, error) {
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}
 	start := in.begin(&msg)
-	hash := msg.hash()
+	hash := in.hash(&msg)
 	var (
 		res Result
 		err error
@@ -152,7 +156,7 @@ func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler
 
 // processSavepoint claims msg in sp and runs handler in a nested savepoint.
 func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
-	c, err := in.claimTx(ctx, sp, msg, msg.hash(), 0)
+	c, err := in.claimTx(ctx, sp, msg, in.hash(msg), 0)
 	if err != nil {
 		return Result{}, err
 	}
@@ -172,7 +176,7 @@ func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, 
 			return Result{}, herr
 		}
 		status, reason := in.failureStatus(c.attempt, herr)
-		if _, err := sp.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, herr.Error()); err != nil {
+		if _, err := sp.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, errText(herr)); err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w", msg.ID, err)
 		}
 		res := failureResult(status, c.attempt, reason, herr)
@@ -227,7 +231,7 @@ func (in *Inbox) recordFailure(ctx context.Context, db TxBeginner, msg *Message,
 	)
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
-			status, c.attempt, herr.Error(), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
+			status, c.attempt, errText(herr), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
 	})
 	switch {
 	case err == nil:
@@ -298,7 +302,7 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 			"from", from, "to", string(res.Status), "attempt", res.Attempts}, extra...)
 		in.log.Log(ctx, level, text, attrs...)
 	}
-	if res.Outcome == Conflict && in.cfg.ConflictPolicy == ConflictPolicyError {
+	if res.Outcome == Conflict && in.cfg.ConflictPolicy == ConflictPolicyStop {
 		return res, res.Err
 	}
 	return res, err

@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,8 +61,8 @@ func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 	}
 	msgs := make([]Message, len(batch))
 	for i, km := range batch {
-		var missing string
-		if msgs[i], missing = messageFromKafka(km); missing != "" {
+		var bad *Result
+		if msgs[i], bad = messageFromKafka(km); bad != nil {
 			return false
 		}
 	}
@@ -90,24 +91,38 @@ const commitTimeout = 30 * time.Second
 // The current attempt itself always finishes, even when ctx ends.
 func (w *worker) handle(ctx context.Context, km kafka.Message) {
 	c := w.c
-	msg, missing := messageFromKafka(km)
+	msg, bad := messageFromKafka(km)
 	work := context.WithoutCancel(ctx)
+	// rejected counts the attempts the database refused for the record's
+	// content before any inbox row could hold the count; it lives as long
+	// as this (partition, offset) is being handled.
+	rejected := 0
 	for wait := 1; ; wait++ {
 		var (
 			res Result
 			err error
 		)
-		if missing != "" {
-			res = c.in.deadLetterUnprocessable(&msg, missing)
+		if bad != nil {
+			res = c.in.deadLetterUnprocessable(&msg, *bad)
 		} else {
 			res, err = w.process(work, msg)
 		}
 		if errors.Is(err, ErrConflict) {
-			w.stop(err) // ConflictPolicyError: never ack a conflict silently
+			// ConflictPolicyStop: never ack a conflict silently.
+			w.stop(fmt.Errorf("inbox: stopped at record %s/%d@%d: %w", km.Topic, km.Partition, km.Offset, err))
 			return
 		}
 		if err != nil && res.Outcome == 0 {
-			res = Result{Outcome: Retry, Err: err} // database unavailable: try again
+			if isRecordError(err) {
+				rejected++
+				if rejected >= c.in.cfg.MaxAttempts {
+					bad = &Result{Outcome: DeadLettered, Reason: ReasonMaxAttempts, Attempts: rejected, Err: err}
+					res = c.in.deadLetterUnprocessable(&msg, *bad)
+				}
+			}
+			if res.Outcome == 0 {
+				res = Result{Outcome: Retry, Attempts: rejected, Err: err} // database unavailable: try again
+			}
 		}
 		if c.cfg.OnResult != nil {
 			c.cfg.OnResult(msg, res)
@@ -117,7 +132,7 @@ func (w *worker) handle(ctx context.Context, km kafka.Message) {
 				if !w.sendDeadLetter(ctx, km, &msg, res) {
 					return
 				}
-				if missing == "" && res.Reason != ReasonConflict {
+				if bad == nil && res.Reason != ReasonConflict {
 					c.in.markDeadLettered(work, c.cfg.DB, &msg)
 				}
 			}
@@ -181,10 +196,11 @@ func (w *worker) commit(ctx context.Context, km kafka.Message, msg *Message) {
 	}
 }
 
-// messageFromKafka builds the inbox message of a record. missing names the
-// absent required headers ("" when complete).
-func messageFromKafka(km kafka.Message) (Message, string) {
-	msg := Message{
+// messageFromKafka builds the inbox message of a record. bad is set when the
+// record cannot be deduplicated (a required header missing, or a key that
+// breaks the key rules): it goes to the dead-letter topic untouched.
+func messageFromKafka(km kafka.Message) (msg Message, bad *Result) {
+	msg = Message{
 		Payload:   km.Value,
 		Key:       km.Key,
 		Headers:   make(map[string]string, len(km.Headers)),
@@ -200,15 +216,22 @@ func messageFromKafka(km kafka.Message) (Message, string) {
 	}
 	msg.ID = msg.Headers[HeaderMessageID]
 	msg.BusinessKey = msg.Headers[HeaderBusinessKey]
+	var missing string
 	switch {
 	case msg.ID == "" && msg.BusinessKey == "":
-		return msg, HeaderMessageID + " and " + HeaderBusinessKey + " headers missing"
+		missing = HeaderMessageID + " and " + HeaderBusinessKey + " headers missing"
 	case msg.ID == "":
-		return msg, HeaderMessageID + " header missing"
+		missing = HeaderMessageID + " header missing"
 	case msg.BusinessKey == "":
-		return msg, HeaderBusinessKey + " header missing"
+		missing = HeaderBusinessKey + " header missing"
 	}
-	return msg, ""
+	if missing != "" {
+		return msg, &Result{Outcome: DeadLettered, Reason: ReasonMissingHeaders, Err: errors.New(missing)}
+	}
+	if err := msg.validate(); err != nil {
+		return msg, &Result{Outcome: DeadLettered, Reason: ReasonInvalidKey, Err: err}
+	}
+	return msg, nil
 }
 
 // markDeadLettered records that the dead-letter record of a FAILED_FINAL
@@ -221,13 +244,13 @@ func (in *Inbox) markDeadLettered(ctx context.Context, db TxBeginner, msg *Messa
 }
 
 // deadLetterUnprocessable accounts for a message the inbox cannot
-// deduplicate (no message ID or business key): it goes to the dead-letter
-// topic without touching the table.
-func (in *Inbox) deadLetterUnprocessable(msg *Message, why string) Result {
-	res := Result{Outcome: DeadLettered, Reason: ReasonMissingHeaders, Err: errors.New(why)}
+// deduplicate (bad, from messageFromKafka) or one the database refuses for
+// its content: it goes to the dead-letter topic without an inbox row.
+func (in *Inbox) deadLetterUnprocessable(msg *Message, bad Result) Result {
 	in.metrics.outcomes.WithLabelValues(DeadLettered.String()).Inc()
-	in.metrics.deadLettered.WithLabelValues(ReasonMissingHeaders).Inc()
+	in.metrics.deadLettered.WithLabelValues(bad.Reason).Inc()
 	in.log.Warn("inbox: dead-lettered", "message_id", msg.ID, "business_key", msg.BusinessKey,
-		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "reason", ReasonMissingHeaders, "err", why)
-	return res
+		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "reason", bad.Reason, "attempt", bad.Attempts,
+		"err", bad.Err)
+	return bad
 }

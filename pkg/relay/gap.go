@@ -145,6 +145,9 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 		return err
 	}
 	r.cfg.Logger.Warn("gap found; recovering it (--on-gap=backfill)", "error", err)
+	if r.runCtx != nil {
+		ctx = r.runCtx // not the session start's bound: a backfill takes its time
+	}
 	sk := newSink(&r.cfg, r.m)
 	defer func() { _ = sk.close() }()
 	if _, rerr := recoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {

@@ -1,0 +1,8 @@
+// Package contract holds the rules of the pgoutbox message contract that the
+// outbox writer, the relay and the inbox must apply alike: what a message ID
+// and a business key may hold.
+//
+// A key that breaks them is refused by the writer and dead-lettered with a
+// reason by whichever hop meets it first (the relay, or the inbox with reason
+// "invalid-key"); it never blocks a partition.
+package contract

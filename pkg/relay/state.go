@@ -238,9 +238,11 @@ const (
 	stateRefresh = time.Second
 	// idleSlack is how far keepalives may move the position the relay
 	// would confirm past the ceiling before a write raises it: without
-	// outbox traffic the slot then trails by at most this much WAL, and
-	// the writes (which make WAL themselves) do not feed each other.
-	idleSlack = 16 << 20
+	// outbox traffic the slot then trails the server by at most this much
+	// WAL (other tables' writes), and the state writes, which make far
+	// less WAL themselves (a row update, at most a full-page image), do
+	// not feed each other on an idle database.
+	idleSlack = 64 << 10
 )
 
 // keeper keeps the slot's state row ahead of what the stream confirms.

@@ -91,7 +91,7 @@ func (s *stream) run() error {
 // (a crash then replays only what was in flight).
 func (s *stream) wake() time.Time {
 	switch {
-	case pglogrepl.LSN(s.tr.Confirmed()) != s.sent:
+	case s.state.cap(pglogrepl.LSN(s.tr.Confirmed())) != s.sent:
 		return minTime(s.nextSS, s.lastSS.Add(promptStatusGap))
 	case s.tr.InFlight() > 0:
 		return minTime(s.nextSS, time.Now().Add(promptStatusGap))
@@ -104,7 +104,7 @@ func (s *stream) wake() time.Time {
 func (s *stream) statusDue() bool {
 	now := time.Now()
 	return !now.Before(s.nextSS) ||
-		pglogrepl.LSN(s.tr.Confirmed()) != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
+		s.state.cap(pglogrepl.LSN(s.tr.Confirmed())) != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -208,8 +208,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w := &worker{c: c, reader: reader, dlq: dlq, stop: stop}
-				w.run(runCtx, ch)
+				newWorker(c, reader, dlq, stop).run(runCtx, ch)
 			}()
 		}
 		select {

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -30,6 +32,8 @@ const (
 	// envHang makes the child stop after the database commit and before the
 	// offset commit, waiting to be killed.
 	envHang = "INBOX_TEST_CRASH_HANG"
+	// envKillOn names a message ID whose handler SIGKILLs the process.
+	envKillOn = "INBOX_TEST_CRASH_KILL_ON"
 )
 
 // crashChildMain runs the consumer process when the test binary was started
@@ -54,11 +58,12 @@ func runCrashChild() error {
 		return err
 	}
 	defer pool.Close()
-	in, err := inbox.New(&inbox.Config{Consumer: "billing"})
+	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 3})
 	if err != nil {
 		return err
 	}
 	hang := os.Getenv(envHang) == "1"
+	killOn := os.Getenv(envKillOn)
 	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
 		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
 		GroupID:          "crash-group",
@@ -67,7 +72,13 @@ func runCrashChild() error {
 		DB:               pool,
 		SessionTimeout:   time.Second,
 		RebalanceTimeout: time.Second,
-		Handler:          insertEffect,
+		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			if killOn != "" && msg.ID == killOn {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			return insertEffect(ctx, tx, msg)
+		},
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			fmt.Printf("RESULT %s %s\n", msg.ID, res.Outcome)
 			if hang {
@@ -87,12 +98,15 @@ type crashChild struct {
 	lines chan string
 }
 
-func startCrashChild(t *testing.T, db *testenv.DB, brokers []string, topic string, hang bool) *crashChild {
+func startCrashChild(t *testing.T, db *testenv.DB, brokers []string, topic string, hang bool, killOn string) *crashChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envChild+"=1", envDB+"="+db.URL, envBrokers+"="+strings.Join(brokers, ","), envTopic+"="+topic)
 	if hang {
 		cmd.Env = append(cmd.Env, envHang+"=1")
+	}
+	if killOn != "" {
+		cmd.Env = append(cmd.Env, envKillOn+"="+killOn)
 	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -147,7 +161,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{Partition: 0, ID: "m-1", Key: "pay-1", Value: `{"amount":7}`})
 
-	first := startCrashChild(t, b.db, k.Brokers, topic, true)
+	first := startCrashChild(t, b.db, k.Brokers, topic, true, "")
 	first.expect(t, "RESULT m-1 processed", time.Minute)
 	// The database commit happened; the offset commit did not. Crash.
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -161,7 +175,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 		t.Fatalf("effect rows after the crash: %d", n)
 	}
 
-	second := startCrashChild(t, b.db, k.Brokers, topic, false)
+	second := startCrashChild(t, b.db, k.Brokers, topic, false, "")
 	second.expect(t, "RESULT m-1 duplicate", time.Minute)
 	testenv.WaitFor(t, 30*time.Second, "the redelivery's offset commit", func() (bool, error) {
 		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1, nil
@@ -177,5 +191,81 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	}
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 1 {
 		t.Fatalf("row %+v", r)
+	}
+}
+
+// A handler that kills its process on one message is not retried forever:
+// each delivery's attempt is counted before it starts, so after MaxAttempts
+// (3) kills the restarted consumer makes the message FAILED_FINAL, writes it
+// to the dead-letter topic and goes on with the records behind it.
+func TestCrashLoopEndsInDeadLetter(t *testing.T) {
+	t.Parallel()
+	const topic = "crashloop"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, nil)
+	produce(t, k.Brokers, topic,
+		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
+		rec{ID: "m-kill", Key: "k-kill", Value: `{"v":"kill"}`},
+		rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`},
+		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
+	)
+	kills := 0
+	for done := false; !done; {
+		if kills > 5 {
+			t.Fatalf("the consumer was killed %d times", kills)
+		}
+		child := startCrashChild(t, b.db, k.Brokers, topic, false, "m-kill")
+		exited := make(chan error, 1)
+		go func() { exited <- child.cmd.Wait() }()
+		deadline := time.Now().Add(time.Minute)
+	wait:
+		for {
+			select {
+			case err := <-exited:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					t.Fatalf("consumer process ended with %v, want killed by SIGKILL", err)
+				}
+				kills++
+				break wait
+			case line := <-child.lines:
+				t.Logf("consumer process: %s", line)
+			case <-time.After(100 * time.Millisecond):
+				if committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 4 {
+					if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+						t.Fatal(err)
+					}
+					if err := <-exited; err != nil {
+						t.Fatalf("consumer process did not stop cleanly: %v", err)
+					}
+					done = true
+					break wait
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the consumer neither died nor committed every offset within a minute")
+				}
+			}
+		}
+	}
+	if kills != 3 {
+		t.Fatalf("killed %d times, want 3 (MaxAttempts)", kills)
+	}
+	r := readRow(t, b.db, "billing", "m-kill")
+	if r.Status != "FAILED_FINAL" || r.Attempts != 3 || r.LastError == nil || !strings.Contains(*r.LastError, "without an outcome") {
+		t.Fatalf("row %+v", r)
+	}
+	for _, key := range []string{"k-1", "k-2", "k-3"} {
+		if n := effects(t, b.db, key); n != 1 {
+			t.Fatalf("effect of %s happened %d times", key, n)
+		}
+	}
+	recs := testenv.WaitForRecords(t, k.Brokers, inbox.DefaultDeadLetterTopic, 1, time.Minute)
+	if len(recs) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(recs))
+	}
+	for h, want := range map[string]string{"message-id": "m-kill", "dlq-reason": "max_attempts", "dlq-attempts": "3"} {
+		if v, _ := recs[0].Header(h); v != want {
+			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
+		}
 	}
 }

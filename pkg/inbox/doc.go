@@ -12,7 +12,11 @@
 // as sql/inbox/*.up.sql, which a DBA may apply with psql -f instead). Rows are
 // keyed by PRIMARY KEY (consumer, message_id) and UNIQUE (consumer,
 // business_key) and move through RECEIVED -> PROCESSING -> COMPLETED, or
-// FAILED_RETRYABLE -> ... -> FAILED_FINAL. The key columns use COLLATE "C":
+// FAILED_RETRYABLE -> ... -> FAILED_FINAL. The transactional path writes a
+// new row COMPLETED at once (nobody sees it before the commit); PROCESSING
+// is the committed claim of the two-phase path; RECEIVED is an attempt the
+// consumer loop counted before starting it, which stays RECEIVED only when
+// that attempt never ended (see Crash loops). The key columns use COLLATE "C":
 // they are compared for equality only, and byte comparison keeps the unique
 // indexes cheap on databases whose default collation is linguistic
 // (migration 002 converts an existing table, rebuilding the two unique
@@ -105,6 +109,27 @@
 // deliveries answer DeadLettered (reason "failed_final") without running the
 // handler. Store.Revive (command "inbox revive") makes such a message
 // processable again.
+//
+// A handler that panics is recovered: the panic is logged at Error with its
+// stack and counted as a failed attempt with a *PanicError, exactly like a
+// returned error. Process, ProcessTx and ProcessExternal never propagate it.
+//
+// # Crash loops
+//
+// A handler that kills the process (SIGKILL, the OOM killer, a fatal
+// runtime error) leaves nothing behind on the transactional path: its
+// attempt rolls back with the claim. So the consumer loop counts an attempt
+// in its own short transaction before it starts it (a RECEIVED row, attempts
+// + 1) whenever the delivery may repeat one that killed a process: for the
+// first ConsumerConfig.BatchSize messages of a partition after the loop
+// starts or the partition is assigned to it, and after the offsets go back
+// (a redelivery). Those messages are handled one at a time. A message
+// whose Config.MaxAttempts counted attempts all ended without an outcome is
+// made FAILED_FINAL instead of run again and is dead-lettered (reason
+// "max_attempts"), and the records behind it proceed: N kills in a row on
+// one message end in the dead-letter topic. Messages outside that window, the
+// steady state, cost nothing extra. The two-phase path needs no marker: its
+// committed PROCESSING claim and lease count the attempts.
 //
 // # External side effects
 //

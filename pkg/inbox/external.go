@@ -40,7 +40,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 	for try := 0; ; try++ {
 		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			var err error
-			c, err = in.claimTx(ctx, tx, msg, hash, in.cfg.LeaseDuration)
+			c, err = in.claimTx(ctx, tx, msg, hash, in.cfg.LeaseDuration, false)
 			return err
 		})
 		if err == nil {
@@ -56,7 +56,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 	key := msg.BusinessKey
 	in.log.Debug("inbox: lease taken", "message_id", msg.ID, "business_key", key,
 		"from", string(c.from), "to", string(StatusProcessing), "attempt", c.attempt)
-	ref, herr := handler(ctx, key)
+	ref, herr := in.runExternal(ctx, msg, key, handler)
 	// The outcome must be recorded even when ctx ended during the handler.
 	ctx = context.WithoutCancel(ctx)
 	if herr != nil {

@@ -56,7 +56,9 @@ func (o Outcome) Acked() bool {
 type Status string
 
 // The inbox state machine: RECEIVED -> PROCESSING -> COMPLETED, or
-// FAILED_RETRYABLE -> ... -> FAILED_FINAL.
+// FAILED_RETRYABLE -> ... -> FAILED_FINAL. RECEIVED: an attempt the consumer
+// loop counted before starting it (see the package documentation, Crash
+// loops); PROCESSING: a committed claim with a lease (two-phase path).
 const (
 	StatusReceived        Status = "RECEIVED"
 	StatusProcessing      Status = "PROCESSING"

@@ -45,17 +45,34 @@ func (m *Message) validate() error {
 // database failed; deliver the message again) or for a Conflict under
 // ConflictPolicyStop (wrapping ErrConflict).
 func (in *Inbox) Process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler) (Result, error) {
+	return in.process(ctx, db, msg, handler, false)
+}
+
+// process is Process; mark first counts the attempt in its own transaction
+// (markAttempt), so that a handler that kills the process every time ends
+// FAILED_FINAL after MaxAttempts deliveries instead of being retried forever.
+func (in *Inbox) process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler, mark bool) (Result, error) {
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}
 	start := in.begin(&msg)
 	hash := in.hash(&msg)
 	var (
-		res Result
-		err error
+		res    Result
+		err    error
+		marked bool
 	)
+	if mark {
+		var final *Result
+		if marked, final, err = in.markAttempt(ctx, db, &msg, hash); err != nil || final != nil {
+			if final != nil {
+				res = *final
+			}
+			return in.finish(&msg, start, res, err)
+		}
+	}
 	for try := 0; ; try++ {
-		res, err = in.processOnce(ctx, db, &msg, hash, handler, try >= in.cfg.TxRetries)
+		res, err = in.processOnce(ctx, db, &msg, hash, handler, marked, try >= in.cfg.TxRetries)
 		if err == nil || !isTxRetry(err) || try >= in.cfg.TxRetries {
 			break
 		}
@@ -73,13 +90,13 @@ func isTxRetry(err error) bool {
 // processOnce runs one transaction of Process. A serialization failure or
 // deadlock after the claim is returned for a retry, unless lastTry: then it
 // is recorded as a failed attempt, as is any other failure after the claim.
-func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, hash []byte, handler TxHandler, lastTry bool) (Result, error) {
+func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, hash []byte, handler TxHandler, marked, lastTry bool) (Result, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	c, err := in.claimTx(ctx, tx, msg, hash, 0)
+	c, err := in.claimTx(ctx, tx, msg, hash, 0, marked)
 	if err != nil {
 		return Result{}, err
 	}
@@ -91,7 +108,7 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 		}
 		return *c.done, nil
 	}
-	ref, ferr := handler(ctx, tx)
+	ref, ferr := in.runTx(ctx, msg, tx, handler)
 	if ferr == nil {
 		if err := in.completeTx(ctx, tx, c, ref); err != nil {
 			ferr = fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
@@ -156,7 +173,7 @@ func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler
 
 // processSavepoint claims msg in sp and runs handler in a nested savepoint.
 func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
-	c, err := in.claimTx(ctx, sp, msg, in.hash(msg), 0)
+	c, err := in.claimTx(ctx, sp, msg, in.hash(msg), 0, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -167,7 +184,7 @@ func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, 
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
 	}
-	ref, herr := handler(ctx, hsp)
+	ref, herr := in.runTx(ctx, msg, hsp, handler)
 	if herr != nil {
 		if err := hsp.Rollback(ctx); err != nil {
 			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (handler: %w)", err, herr)

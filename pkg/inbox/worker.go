@@ -16,6 +16,21 @@ type worker struct {
 	reader *kafka.Reader
 	dlq    *deadLetterWriter
 	stop   context.CancelCauseFunc
+	// suspect counts the coming messages that may repeat an attempt that
+	// killed a process: the first BatchSize after the worker starts (the
+	// previous owner of the partition had at most one batch in flight past
+	// its committed offset) or after the offsets go back (a rebalance
+	// redelivers). Those run one at a time, each attempt counted by
+	// markAttempt before it starts (Handler only).
+	suspect int
+	// last is the highest offset handed to the worker (-1: none yet).
+	last int64
+}
+
+// newWorker returns the worker of a partition that this process has not
+// handled yet.
+func newWorker(c *Consumer, reader *kafka.Reader, dlq *deadLetterWriter, stop context.CancelCauseFunc) *worker {
+	return &worker{c: c, reader: reader, dlq: dlq, stop: stop, suspect: c.cfg.BatchSize, last: -1}
 }
 
 // run handles the partition's queue until it is closed or ctx ends; on a
@@ -40,14 +55,22 @@ func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
 				break drain
 			}
 		}
-		if len(batch) > 1 && w.handleBatch(ctx, batch) {
+		for _, m := range batch {
+			if m.Offset <= w.last {
+				w.suspect = w.c.cfg.BatchSize // a redelivery
+			}
+			w.last = max(w.last, m.Offset)
+		}
+		if len(batch) > 1 && w.suspect == 0 && w.handleBatch(ctx, batch) {
 			continue
 		}
 		for _, m := range batch {
 			if ctx.Err() != nil {
 				return
 			}
-			w.handle(ctx, m)
+			mark := w.suspect > 0 && w.c.cfg.Handler != nil
+			w.suspect = max(w.suspect-1, 0)
+			w.handle(ctx, m, mark)
 		}
 	}
 }
@@ -89,7 +112,7 @@ const commitTimeout = 30 * time.Second
 // handle settles one message: it returns once the offset is committed, when
 // ctx ends during a retry wait, or after stopping the run on a fatal error.
 // The current attempt itself always finishes, even when ctx ends.
-func (w *worker) handle(ctx context.Context, km kafka.Message) {
+func (w *worker) handle(ctx context.Context, km kafka.Message, mark bool) {
 	c := w.c
 	msg, bad := messageFromKafka(km)
 	work := context.WithoutCancel(ctx)
@@ -105,7 +128,7 @@ func (w *worker) handle(ctx context.Context, km kafka.Message) {
 		if bad != nil {
 			res = c.in.deadLetterUnprocessable(&msg, *bad)
 		} else {
-			res, err = w.process(work, msg)
+			res, err = w.process(work, msg, mark)
 		}
 		if errors.Is(err, ErrConflict) {
 			// ConflictPolicyStop: never ack a conflict silently.
@@ -150,16 +173,16 @@ func (w *worker) handle(ctx context.Context, km kafka.Message) {
 	}
 }
 
-func (w *worker) process(ctx context.Context, msg Message) (Result, error) {
+func (w *worker) process(ctx context.Context, msg Message, mark bool) (Result, error) {
 	c := w.c
 	if c.cfg.ExternalHandler != nil {
 		return c.in.ProcessExternal(ctx, c.cfg.DB, msg, func(ctx context.Context, key string) (string, error) {
 			return c.cfg.ExternalHandler(ctx, msg, key)
 		})
 	}
-	return c.in.Process(ctx, c.cfg.DB, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
+	return c.in.process(ctx, c.cfg.DB, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
 		return c.cfg.Handler(ctx, tx, msg)
-	})
+	}, mark)
 }
 
 // sendDeadLetter writes the message to the dead-letter topic, retrying until

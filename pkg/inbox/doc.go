@@ -178,7 +178,8 @@
 // Store.Purge and Inbox.Purge delete COMPLETED rows older than a retention in
 // small batches; FAILED_FINAL rows stay until revived or purged explicitly.
 // A purged message is no longer recognised as a duplicate: keep the retention
-// above the longest redelivery window. PROCESSING rows whose lease expired
+// above the longest redelivery window. ConsumerConfig.Retention makes the
+// consumer loop purge on its own every PurgeInterval (off by default). PROCESSING rows whose lease expired
 // are reported as stuck by Store.Status and Inbox.Stats.
 //
 // # Metrics
@@ -199,6 +200,14 @@
 //   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an
 //     expired lease, as of the last Stats call (the consumer loop calls it
 //     every ConsumerConfig.StatsInterval).
+//   - pgoutbox_inbox_unfinished{consumer,status}: rows per status other than
+//     COMPLETED, as of the last Stats call.
+//   - pgoutbox_inbox_oldest_unfinished_seconds{consumer}: age of the oldest
+//     RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none).
+//
+// Stats reads only the rows that are not COMPLETED, through the partial index
+// of migration 003, so the periodic call stays cheap on an inbox of millions
+// of rows; Store.Status (command "inbox status") counts every row exactly.
 //   - pgoutbox_inbox_message_age_seconds{consumer}: histogram of the age of a
 //     message (from its Kafka record timestamp) when handling started.
 //   - pgoutbox_inbox_fetch_errors_total{consumer}: Kafka fetch errors the

@@ -26,6 +26,9 @@ type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef
 // message was dead-lettered, or revived and claimed again), the error wraps
 // ErrLeaseLost and the outcome is Busy.
 func (in *Inbox) ProcessExternal(ctx context.Context, db TxBeginner, msg Message, handler ExternalHandler) (Result, error) {
+	if err := checkDB(db); err != nil {
+		return Result{}, err
+	}
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}

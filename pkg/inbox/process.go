@@ -52,6 +52,9 @@ func (in *Inbox) Process(ctx context.Context, db TxBeginner, msg Message, handle
 // (markAttempt), so that a handler that kills the process every time ends
 // FAILED_FINAL after MaxAttempts deliveries instead of being retried forever.
 func (in *Inbox) process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler, mark bool) (Result, error) {
+	if err := checkDB(db); err != nil {
+		return Result{}, err
+	}
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}

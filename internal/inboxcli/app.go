@@ -2,91 +2,54 @@ package inboxcli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
 // Exit codes of Run.
 const (
-	ExitOK    = 0
-	ExitError = 1
-	ExitUsage = 2
+	ExitOK    = cliutil.ExitOK
+	ExitError = cliutil.ExitFailure
+	ExitUsage = cliutil.ExitUsage
 )
 
-var parsing sync.Mutex
-
 // usageError marks bad arguments (exit code 2).
-type usageError struct{ err error }
+type usageError = cliutil.UsageError
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+func usagef(format string, args ...any) error { return cliutil.Usagef(format, args...) }
 
 // Run runs the inbox command with args (without the program name), writing
-// results to stdout and one clear error line to stderr. It returns the exit
-// code.
+// results to stdout and one clear error line to stderr. Flags go before or
+// after the command. It returns the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	// urfave/cli v2 writes to its global HelpFlag while parsing flags, so
-	// concurrent Runs (tests) take turns until a command's action starts.
-	parsing.Lock()
-	release := sync.OnceFunc(parsing.Unlock)
-	defer release()
-	app := newApp(stdout, stderr)
-	for _, cmd := range app.Commands {
-		action := cmd.Action
-		cmd.Action = func(c *cli.Context) error {
-			release()
-			return action(c)
-		}
-	}
-	err := app.RunContext(ctx, append([]string{"inbox"}, args...))
-	if err == nil {
-		return ExitOK
-	}
-	// One line, whatever the error text holds (pgconn lists every address
-	// it tried on its own line).
-	msg := strings.Join(strings.Fields(err.Error()), " ")
-	fmt.Fprintf(stderr, "inbox: %s\n", msg)
-	var ue usageError
-	if errors.As(err, &ue) {
-		return ExitUsage
-	}
-	return ExitError
+	p := &cliutil.Program{App: newApp(stdout, stderr)}
+	return p.Run(ctx, args)
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "inbox",
 		Usage: "administer the pgoutbox inbox (consumer-side deduplication table)",
 		Description: "The inbox records every Kafka message a consumer handled, keyed by (consumer, message_id) and\n" +
-			"(consumer, business_key), with its status: RECEIVED, PROCESSING, COMPLETED, FAILED_RETRYABLE,\n" +
-			"FAILED_FINAL. These commands create the table, report on it, apply retention, revive\n" +
-			"dead-lettered messages and tail topics through it. Every flag also reads an INBOX_* variable.",
-		Writer:          stdout,
-		ErrWriter:       stderr,
-		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {}, // Run maps errors to exit codes
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "database-url", EnvVars: []string{"INBOX_DATABASE_URL"},
-				Usage: "PostgreSQL connection URL (postgres://user:pass@host/db)"},
-			&cli.StringFlag{Name: "table", EnvVars: []string{"INBOX_TABLE"}, Value: "public.inbox",
-				Usage: "inbox table, \"table\" or \"schema.table\""},
-			&cli.StringFlag{Name: "log-level", EnvVars: []string{"INBOX_LOG_LEVEL"}, Value: "warn",
-				Usage: "log level on stderr: debug, info, warn, error"},
-		},
+			"(consumer, business_key), with its status: " + statusList() + ".\n" +
+			"These commands create the table, report on it, apply retention, revive dead-lettered\n" +
+			"messages and tail topics through it. Every command takes --database-url (INBOX_DATABASE_URL),\n" +
+			"--table (INBOX_TABLE) and --log-level (INBOX_LOG_LEVEL), after the command or before it;\n" +
+			"every flag also reads an INBOX_* variable. inbox help CMD shows a command's flags.\n\n" +
+			"Exit codes: 0 ok, 1 runtime failure (unreachable database or broker, nothing matched an\n" +
+			"explicit message ID), 2 bad usage.",
+		Writer:    stdout,
+		ErrWriter: stderr,
 		Commands: []*cli.Command{
 			migrateCommand(),
 			statusCommand(),
@@ -96,6 +59,32 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			tailCommand(),
 		},
 	}
+	for _, cmd := range app.Commands {
+		cmd.Flags = append(commonFlags(), cmd.Flags...)
+	}
+	return app
+}
+
+// commonFlags are taken by every command. Flags are built afresh per run:
+// urfave/cli stores parsed values in them.
+func commonFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "database-url", EnvVars: []string{"INBOX_DATABASE_URL"},
+			Usage: "PostgreSQL connection URL (postgres://user:pass@host/db; required, its password is never printed)"},
+		&cli.StringFlag{Name: "table", EnvVars: []string{"INBOX_TABLE"}, Value: "public.inbox",
+			Usage: "inbox table, \"table\" or \"schema.table\""},
+		&cli.StringFlag{Name: "log-level", EnvVars: []string{"INBOX_LOG_LEVEL"}, Value: "warn",
+			Usage: "log level on stderr: debug, info, warn or error"},
+	}
+}
+
+// statusList names every inbox status, for help and errors.
+func statusList() string {
+	names := make([]string, len(inbox.Statuses))
+	for i, st := range inbox.Statuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
 }
 
 // connect opens a pool on --database-url.
@@ -129,7 +118,7 @@ func safeTarget(cfg *pgxpool.Config) string {
 func logger(c *cli.Context) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, usagef("--log-level: %v", err)
+		return nil, usagef("--log-level: %q is not one of debug, info, warn, error", c.String("log-level"))
 	}
 	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl})), nil
 }

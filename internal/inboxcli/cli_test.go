@@ -103,7 +103,15 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("after revive: %+v, %v", res, err)
 	}
 
-	if out := mustRun(t, url, "purge", "--older-than", "1h"); !strings.Contains(out, "purged 0 COMPLETED rows") {
+	// An explicit ID that matched nothing is an error, the others are revived.
+	code, out, errOut := run(t, ctx, "revive", "--consumer", "billing", "nosuchid", url)
+	if code != inboxcli.ExitError || out != "" || !strings.Contains(errOut, "1 of the 1 given message IDs are not FAILED_FINAL messages") {
+		t.Fatalf("revive nosuchid: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out := mustRun(t, "revive", url, "--consumer", "billing", "--all"); out != "revived nothing: billing has no FAILED_FINAL messages\n" {
+		t.Fatalf("revive --all of nothing: %q", out)
+	}
+	if out := mustRun(t, url, "purge", "--older-than", "1h"); !strings.Contains(out, "purged nothing: no COMPLETED rows older than 1h") {
 		t.Fatalf("purge: %q", out)
 	}
 	if _, err := db.Pool.Exec(ctx, `UPDATE inbox SET completed_at = now() - interval '2 days' WHERE message_id IN ('m-1', 'm-2')`); err != nil {
@@ -143,15 +151,20 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status"}, inboxcli.ExitUsage, "--database-url (INBOX_DATABASE_URL) is required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "purge"}, inboxcli.ExitUsage, "--older-than is required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "purge", "--older-than", "soon"}, inboxcli.ExitUsage, "bad age"},
-		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "list", "--status", "DONE"}, inboxcli.ExitUsage, "unknown status"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "list", "--status", "DONE"}, inboxcli.ExitUsage, `--status "DONE": want one of RECEIVED, PROCESSING, COMPLETED, FAILED_RETRYABLE, FAILED_FINAL`},
+		{[]string{"list", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--status", "failed"}, inboxcli.ExitUsage, `inbox: --status "failed": want one of`},
+		{[]string{"bogus"}, inboxcli.ExitUsage, `unknown command "bogus" (commands: migrate, status, purge, list, revive, tail`},
+		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--conflict-policy", "x"}, inboxcli.ExitUsage, `--conflict-policy "x": want error or dead-letter`},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "revive", "m-1"}, inboxcli.ExitUsage, "--consumer is required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "tail"}, inboxcli.ExitUsage, "--brokers and --topics are required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "status"}, inboxcli.ExitError, "connect to u@127.0.0.1:1/x"},
-		{[]string{"--bogus"}, inboxcli.ExitUsage, "flag provided but not defined"},
+		{[]string{"--bogus"}, inboxcli.ExitUsage, "unknown flag --bogus"},
+		{[]string{"migrate", "--bogus"}, inboxcli.ExitUsage, "unknown flag --bogus"},
 	}
 	for _, tc := range cases {
 		code, _, errOut := run(t, context.Background(), tc.args...)
-		if code != tc.code || !strings.Contains(errOut, tc.msg) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		if code != tc.code || !strings.Contains(errOut, tc.msg) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 ||
+			strings.Count(errOut, "inbox: ") != 1 {
 			t.Errorf("inbox %v: exit %d, stderr %q; want exit %d and one line with %q", tc.args, code, errOut, tc.code, tc.msg)
 		}
 		if strings.Contains(errOut, "secret") {
@@ -169,8 +182,11 @@ func TestHelpExplainsEveryCommand(t *testing.T) {
 		}
 	}
 	for _, cmd := range []string{"migrate", "status", "purge", "list", "revive", "tail"} {
+		if a, b := mustRun(t, cmd, "--help"), mustRun(t, "help", cmd); a != b {
+			t.Fatalf("inbox help %s differs from inbox %s --help", cmd, cmd)
+		}
 		out := mustRun(t, cmd, "--help")
-		if !strings.Contains(out, "DESCRIPTION:") {
+		if !strings.Contains(out, "DESCRIPTION:") || !strings.Contains(out, "--database-url value") || !strings.Contains(out, "$INBOX_TABLE") {
 			t.Fatalf("%s --help has no description:\n%s", cmd, out)
 		}
 	}

@@ -23,7 +23,7 @@ func jsonFlag() *cli.BoolFlag {
 func withStore(c *cli.Context, fn func(*cli.Context, inbox.Querier, *inbox.Store) error) error {
 	store, err := inbox.NewStore(c.String("table"))
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	pool, err := connect(c)
 	if err != nil {
@@ -38,7 +38,7 @@ func migrateCommand() *cli.Command {
 		Name:  "migrate",
 		Usage: "create or upgrade the inbox table (idempotent)",
 		Description: "Applies the embedded migrations of sql/inbox to --table and records them in\n" +
-			"public.pgoutbox_migration; running it again is a no-op. A DBA may apply\n" +
+			"pgoutbox_migration in the table's schema; running it again is a no-op. A DBA may apply\n" +
 			"sql/inbox/*.up.sql with psql -f instead.",
 		Action: func(c *cli.Context) error {
 			pool, err := connect(c)
@@ -122,6 +122,10 @@ func purgeCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
+				if n == 0 {
+					fmt.Fprintf(c.App.Writer, "purged nothing: no %s rows older than %s\n", st, c.String("older-than"))
+					return nil
+				}
 				fmt.Fprintf(c.App.Writer, "purged %d %s rows older than %s\n", n, st, c.String("older-than"))
 				return nil
 			})
@@ -147,7 +151,7 @@ func listCommand() *cli.Command {
 			if s := c.String("status"); s != "" {
 				var err error
 				if st, err = inbox.ParseStatus(s); err != nil {
-					return usagef("--status: %v", err)
+					return usagef("--status %q: want one of %s", s, statusList())
 				}
 			}
 			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
@@ -177,7 +181,7 @@ func listCommand() *cli.Command {
 func reviveCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "revive",
-		Usage:     "make FAILED_FINAL messages processable again",
+		Usage:     "make FAILED_FINAL messages processable again (exit 1 when a given ID matched nothing)",
 		ArgsUsage: "MESSAGE_ID...",
 		Description: "Sets the given FAILED_FINAL messages of --consumer (or all of them with --all) back to\n" +
 			"FAILED_RETRYABLE with attempts 0. Their offsets were committed when they were dead-lettered:\n" +
@@ -203,8 +207,7 @@ func reviveCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(c.App.Writer, "revived %d messages of %s\n", n, consumer)
-				return nil
+				return reviveResult(c, consumer, ids, n)
 			})
 		},
 	}
@@ -214,4 +217,37 @@ func writeJSON(c *cli.Context, v any) error {
 	enc := json.NewEncoder(c.App.Writer)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// reviveResult reports what revive changed. An explicit message ID that was
+// not a FAILED_FINAL message of the consumer is an error (exit 1): a typo
+// must not look like success.
+func reviveResult(c *cli.Context, consumer string, ids []string, n int64) error {
+	w := c.App.Writer
+	if len(ids) == 0 {
+		if n == 0 {
+			fmt.Fprintf(w, "revived nothing: %s has no FAILED_FINAL messages\n", consumer)
+			return nil
+		}
+		fmt.Fprintf(w, "revived %d messages of %s\n", n, consumer)
+		return nil
+	}
+	want := int64(len(distinct(ids)))
+	if n == want {
+		fmt.Fprintf(w, "revived %d messages of %s\n", n, consumer)
+		return nil
+	}
+	if n > 0 {
+		fmt.Fprintf(w, "revived %d messages of %s\n", n, consumer)
+	}
+	return fmt.Errorf("revive: %d of the %d given message IDs are not FAILED_FINAL messages of consumer %q (see inbox list --consumer %s --status FAILED_FINAL)",
+		want-n, want, consumer, consumer)
+}
+
+func distinct(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
 }

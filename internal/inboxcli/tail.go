@@ -44,7 +44,7 @@ func tailCommand() *cli.Command {
 			}
 			policy, err := inbox.ParseConflictPolicy(c.String("conflict-policy"))
 			if err != nil {
-				return usageError{err}
+				return usagef("--conflict-policy %q: want error or dead-letter", c.String("conflict-policy"))
 			}
 			log, err := logger(c)
 			if err != nil {
@@ -61,7 +61,7 @@ func tailCommand() *cli.Command {
 			in, err := inbox.New(&inbox.Config{Consumer: c.String("consumer"), Table: c.String("table"),
 				ConflictPolicy: policy, Logger: log})
 			if err != nil {
-				return usageError{err}
+				return usageError{Err: err}
 			}
 			var mu sync.Mutex
 			start := kafka.FirstOffset
@@ -91,7 +91,7 @@ func tailCommand() *cli.Command {
 				},
 			})
 			if err != nil {
-				return usageError{err}
+				return usageError{Err: err}
 			}
 			return cons.Run(c.Context)
 		},

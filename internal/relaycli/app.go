@@ -3,20 +3,20 @@ package relaycli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // Exit codes returned by Run.
 const (
-	ExitOK      = 0
-	ExitFailure = 1
-	ExitUsage   = 2
+	ExitOK      = cliutil.ExitOK
+	ExitFailure = cliutil.ExitFailure
+	ExitUsage   = cliutil.ExitUsage
 )
 
 // failure marks an error that happened at run time (exit 1). Every other
@@ -37,25 +37,11 @@ func fail(err error) error {
 
 // usagef returns a usage error (exit 2).
 func usagef(format string, args ...any) error {
-	return fmt.Errorf(format, args...)
+	return cliutil.Usagef(format, args...)
 }
 
-// Run runs the relay CLI with args (without the program name), writing
-// command output to stdout and logs and errors to stderr, and returns the
-// process exit code. Cancelling ctx stops `relay run` gracefully.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	// The scrubber learns the database password while flags are read, so
-	// even an error from the flag parser cannot print it.
-	sc := &scrubber{}
-	app := newApp(stdout, stderr, sc)
-	err := app.RunContext(ctx, append([]string{"relay"}, args...))
-	if err == nil {
-		return ExitOK
-	}
-	line := strings.Join(strings.Fields(sc.String(err.Error())), " ")
-	// Engine errors carry the package prefix already.
-	line = strings.TrimPrefix(line, "relay: ")
-	fmt.Fprintf(stderr, "relay: %s\n", line)
+// exitCode maps an error of a command to the exit code.
+func exitCode(err error) int {
 	var f failure
 	if errors.As(err, &f) && !errors.Is(err, relay.ErrConfig) {
 		return ExitFailure
@@ -63,21 +49,31 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
+// Run runs the relay CLI with args (without the program name), writing
+// command output to stdout and logs and errors to stderr, and returns the
+// process exit code. Flags go before or after the command. Cancelling ctx
+// stops `relay run` gracefully.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// The scrubber learns the database password while flags are read, so
+	// even an error from the flag parser cannot print it.
+	sc := &scrubber{}
+	p := &cliutil.Program{App: newApp(stdout, stderr, sc), Code: exitCode, Clean: sc.String}
+	return p.Run(ctx, args)
+}
+
 func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
-	usageErr := func(_ *cli.Context, err error, _ bool) error { return err }
-	app := &cli.App{
+	return &cli.App{
 		Name:  "relay",
 		Usage: "publish committed Postgres outbox rows to Kafka, at-least-once",
 		Description: "The relay tails the outbox table through Postgres logical replication (a slot and a\n" +
 			"publication, pgoutput) and publishes every committed row to Kafka, in commit order per\n" +
-			"aggregate. Every flag can also be set with the RELAY_* environment variable shown next to it.\n\n" +
+			"aggregate. Every flag can also be set with the RELAY_* environment variable shown next to it;\n" +
+			"flags go after the command (relay run --brokers ...) or before it. relay help CMD\n" +
+			"shows a command's flags; relay --version the build.\n\n" +
 			"Exit codes: 0 ok, 1 runtime failure (unreachable database or broker, missing slot, ...),\n" +
 			"2 bad usage or configuration.",
-		Writer:          stdout,
-		ErrWriter:       stderr,
-		HideHelpCommand: true,
-		OnUsageError:    usageErr,
-		ExitErrHandler:  func(*cli.Context, error) {},
+		Writer:    stdout,
+		ErrWriter: stderr,
 		Commands: []*cli.Command{
 			runCommand(sc),
 			setupCommand(sc),
@@ -85,28 +81,14 @@ func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 			teardownCommand(sc),
 			devCommand(sc),
 		},
-		Action: func(c *cli.Context) error {
-			if c.Args().Present() {
-				return usagef("unknown command %q (commands: run, setup, status, teardown, dev; see relay --help)", c.Args().First())
-			}
-			_ = cli.ShowAppHelp(c)
-			return usagef("a command is required (run, setup, status, teardown, dev)")
-		},
 	}
-	for _, cmd := range app.Commands {
-		cmd.OnUsageError = usageErr
-		// The stock help subcommand is a shared package variable that
-		// urfave/cli writes to; concurrent CLIs in one process would race.
-		cmd.HideHelpCommand = true
-	}
-	return app
 }
 
 // noArgs rejects positional arguments, which urfave/cli would otherwise
-// ignore silently (for example a flag after an argument).
+// ignore silently.
 func noArgs(c *cli.Context) error {
 	if c.Args().Present() {
-		return usagef("%s: unexpected argument %q (flags go before arguments; this command takes none)", c.Command.Name, c.Args().First())
+		return usagef("%s: unexpected argument %q (this command takes none)", c.Command.Name, c.Args().First())
 	}
 	return nil
 }

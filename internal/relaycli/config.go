@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -36,6 +37,7 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 		Table:       c.String(flagTable),
 		Slot:        c.String(flagSlot),
 		Publication: c.String(flagPublication),
+		RequireTLS:  c.Bool(flagRequireTLS),
 	}
 	if _, err := pgname.Parse(cfg.Table, "public"); err != nil {
 		return nil, usagef("--%s: %v", flagTable, err)
@@ -102,19 +104,21 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	default:
 		return nil, usagef("--%s: %q is not one of none, gzip, snappy, lz4, zstd", flagCompression, comp)
 	}
-	ints := []struct {
+	cfg.MaxMessageBytes = int(cliutil.SizeFlagValue(c, flagMaxMessageBytes))
+	cfg.BufferBytes = int(cliutil.SizeFlagValue(c, flagBufferBytes))
+	cfg.BatchSize = c.Int(flagBatchSize)
+	cfg.PruneBatchSize = c.Int(flagPruneBatchSize)
+	for _, f := range []struct {
 		flag string
-		dst  *int
-		min  int
+		v    int
 	}{
-		{flagMaxMessageBytes, &cfg.MaxMessageBytes, 1},
-		{flagBatchSize, &cfg.BatchSize, 1},
-		{flagBufferBytes, &cfg.BufferBytes, 1},
-		{flagPruneBatchSize, &cfg.PruneBatchSize, 1},
-	}
-	for _, f := range ints {
-		if *f.dst = c.Int(f.flag); *f.dst < f.min {
-			return nil, usagef("--%s: must be at least %d, got %d", f.flag, f.min, *f.dst)
+		{flagMaxMessageBytes, cfg.MaxMessageBytes},
+		{flagBatchSize, cfg.BatchSize},
+		{flagBufferBytes, cfg.BufferBytes},
+		{flagPruneBatchSize, cfg.PruneBatchSize},
+	} {
+		if f.v < 1 {
+			return nil, usagef("--%s: must be at least 1, got %d", f.flag, f.v)
 		}
 	}
 	cfg.BatchTimeout = c.Duration(flagBatchTimeout)
@@ -126,6 +130,7 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.LagPollInterval = c.Duration(flagLagPoll)
 	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
 	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	cfg.InstanceID = c.String(flagInstanceID)
 	for flag, d := range map[string]int64{
 		flagBatchTimeout:    int64(cfg.BatchTimeout),
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
@@ -150,6 +155,10 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	}
 	if cfg.SASL, err = saslMechanism(c); err != nil {
 		return nil, err
+	}
+	if cfg.SASL != nil && cfg.TLS == nil && !c.Bool(flagSASLInsecure) {
+		return nil, usagef("--%s %s without --%s would send the credentials over a plaintext connection; add --%s (or --%s for a local test broker)",
+			flagSASLMechanism, c.String(flagSASLMechanism), flagTLS, flagTLS, flagSASLInsecure)
 	}
 	if addr := c.String(flagMetricsAddr); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {

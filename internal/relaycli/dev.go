@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgserver"
@@ -80,7 +82,8 @@ func devCommand(sc *scrubber) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: flagDatabaseURL, EnvVars: devEnvVar(flagDatabaseURL),
 				Usage: "use this server (superuser or replication rights, wal_level=logical) instead of a throwaway one; the demo works in schema " + devSchema},
-			&cli.DurationFlag{Name: flagDevDuration, EnvVars: devEnvVar(flagDevDuration),
+			&cli.GenericFlag{Name: flagDevDuration, EnvVars: devEnvVar(flagDevDuration),
+				Value: cliutil.NewDuration(0),
 				Usage: "stop by itself after this long; 0 runs until Ctrl-C"},
 			&cli.IntFlag{Name: flagDevRate, EnvVars: devEnvVar(flagDevRate), Value: 20,
 				Usage: "orders placed per second, each in its own transaction"},

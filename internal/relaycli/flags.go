@@ -5,6 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -18,6 +20,7 @@ const (
 	flagLogFormat       = "log-format"
 	flagBrokers         = "brokers"
 	flagNoCreate        = "no-create"
+	flagRequireTLS      = "require-tls"
 	flagTopicTemplate   = "topic-template"
 	flagDLQTopic        = "dlq-topic"
 	flagOnInvalid       = "on-invalid"
@@ -36,6 +39,7 @@ const (
 	flagLagPoll         = "lag-poll-interval"
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
+	flagInstanceID      = "instance-id"
 	flagTLS             = "kafka-tls"
 	flagTLSCAFile       = "kafka-tls-ca-file"
 	flagTLSCertFile     = "kafka-tls-cert-file"
@@ -44,6 +48,7 @@ const (
 	flagSASLMechanism   = "kafka-sasl-mechanism"
 	flagSASLUsername    = "kafka-sasl-username"
 	flagSASLPassword    = "kafka-sasl-password"
+	flagSASLInsecure    = "kafka-allow-insecure-sasl"
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
@@ -77,6 +82,8 @@ func databaseFlags() []cli.Flag {
 			Usage: "logical replication slot"},
 		&cli.StringFlag{Name: flagPublication, Category: catDatabase, EnvVars: envVar(flagPublication), Value: relay.DefaultPublication,
 			Usage: "publication the slot decodes"},
+		&cli.BoolFlag{Name: flagRequireTLS, Category: catDatabase, EnvVars: envVar(flagRequireTLS),
+			Usage: "refuse a database URL that may reach a remote host without verified TLS (sslmode=verify-full or verify-ca)"},
 		&cli.StringFlag{Name: flagLogLevel, Category: catOps, EnvVars: envVar(flagLogLevel), Value: "info",
 			Usage: "log level: debug, info, warn or error"},
 		&cli.StringFlag{Name: flagLogFormat, Category: catOps, EnvVars: envVar(flagLogFormat), Value: "text",
@@ -98,11 +105,11 @@ func runFlags() []cli.Flag {
 			Usage: "dead-letter topic for rows that cannot be published (reason in headers)"},
 		&cli.StringFlag{Name: flagOnInvalid, Category: catKafka, EnvVars: envVar(flagOnInvalid), Value: string(relay.InvalidDeadLetter),
 			Usage: "what to do with a row that cannot be published: dlq (dead-letter it and go on) or stop (exit with an error, nothing acknowledged past it)"},
-		&cli.IntFlag{Name: flagMaxMessageBytes, Category: catKafka, EnvVars: envVar(flagMaxMessageBytes), Value: relay.DefaultMaxMessageBytes,
+		&cli.GenericFlag{Name: flagMaxMessageBytes, Category: catKafka, EnvVars: envVar(flagMaxMessageBytes), Value: cliutil.NewSize(relay.DefaultMaxMessageBytes),
 			Usage: "largest record value sent; larger rows are invalid (keep it at or below the broker's message.max.bytes)"},
 		&cli.StringFlag{Name: flagCompression, Category: catKafka, EnvVars: envVar(flagCompression), Value: "none",
 			Usage: "compression codec: none, gzip, snappy, lz4 or zstd"},
-		&cli.DurationFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: relay.DefaultWriteTimeout,
+		&cli.GenericFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: cliutil.NewDuration(relay.DefaultWriteTimeout),
 			Usage: "bound on one Kafka write attempt"},
 		&cli.BoolFlag{Name: flagTLS, Category: catKafka, EnvVars: envVar(flagTLS),
 			Usage: "connect to the brokers with TLS (implied by any --kafka-tls-* file)"},
@@ -120,33 +127,39 @@ func runFlags() []cli.Flag {
 			Usage: "SASL user name"},
 		&cli.StringFlag{Name: flagSASLPassword, Category: catKafka, EnvVars: envVar(flagSASLPassword),
 			Usage: "SASL password (prefer the environment variable; never logged)"},
+		&cli.BoolFlag{Name: flagSASLInsecure, Category: catKafka, EnvVars: envVar(flagSASLInsecure),
+			Usage: "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local tests only"},
 
 		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},
-		&cli.IntFlag{Name: flagBufferBytes, Category: catBatching, EnvVars: envVar(flagBufferBytes), Value: relay.DefaultBufferBytes,
+		&cli.GenericFlag{Name: flagBufferBytes, Category: catBatching, EnvVars: envVar(flagBufferBytes), Value: cliutil.NewSize(relay.DefaultBufferBytes),
 			Usage: "most record bytes (key, value, headers) held between the WAL reader and Kafka, queued or being written; bounds memory with large payloads"},
-		&cli.DurationFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: relay.DefaultBatchTimeout,
+		&cli.GenericFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: cliutil.NewDuration(relay.DefaultBatchTimeout),
 			Usage: "how long a partial batch waits for more events"},
-		&cli.DurationFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: relay.DefaultStatusInterval,
+		&cli.GenericFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: cliutil.NewDuration(relay.DefaultStatusInterval),
 			Usage: "longest time between two standby status updates (acknowledgements) to Postgres"},
 
-		&cli.DurationFlag{Name: flagShutdownTimeout, Category: catBatching, EnvVars: envVar(flagShutdownTimeout), Value: relay.DefaultShutdownTimeout,
+		&cli.GenericFlag{Name: flagShutdownTimeout, Category: catBatching, EnvVars: envVar(flagShutdownTimeout), Value: cliutil.NewDuration(relay.DefaultShutdownTimeout),
 			Usage: "on SIGINT/SIGTERM, how long to wait for Kafka to acknowledge what is in flight before confirming what was acknowledged and exiting"},
 
-		&cli.DurationFlag{Name: flagPruneAfter, Category: catPrune, EnvVars: envVar(flagPruneAfter),
+		&cli.GenericFlag{Name: flagPruneAfter, Category: catPrune, EnvVars: envVar(flagPruneAfter),
+			Value: cliutil.NewDuration(0),
 			Usage: "delete published outbox rows older than this (0 disables pruning)"},
-		&cli.DurationFlag{Name: flagPruneInterval, Category: catPrune, EnvVars: envVar(flagPruneInterval), Value: relay.DefaultPruneInterval,
+		&cli.GenericFlag{Name: flagPruneInterval, Category: catPrune, EnvVars: envVar(flagPruneInterval), Value: cliutil.NewDuration(relay.DefaultPruneInterval),
 			Usage: "time between two prune passes"},
 		&cli.IntFlag{Name: flagPruneBatchSize, Category: catPrune, EnvVars: envVar(flagPruneBatchSize), Value: relay.DefaultPruneBatchSize,
 			Usage: "most rows one prune statement deletes"},
 
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catOps, EnvVars: envVar(flagMetricsAddr), Value: DefaultMetricsAddr,
 			Usage: "address serving /metrics, /healthz and /readyz (empty disables)"},
-		&cli.DurationFlag{Name: flagLagPoll, Category: catOps, EnvVars: envVar(flagLagPoll), Value: relay.DefaultLagPollInterval,
+		&cli.GenericFlag{Name: flagLagPoll, Category: catOps, EnvVars: envVar(flagLagPoll), Value: cliutil.NewDuration(relay.DefaultLagPollInterval),
 			Usage: "how often to read pg_replication_slots for the slot lag metrics"},
-		&cli.DurationFlag{Name: flagStandbyRetry, Category: catOps, EnvVars: envVar(flagStandbyRetry), Value: relay.DefaultStandbyRetryInterval,
+		&cli.GenericFlag{Name: flagStandbyRetry, Category: catOps, EnvVars: envVar(flagStandbyRetry), Value: cliutil.NewDuration(relay.DefaultStandbyRetryInterval),
 			Usage: "while another relay streams the slot, how often this one (a standby) tries to take over"},
-		&cli.DurationFlag{Name: flagHeartbeat, Category: catOps, EnvVars: envVar(flagHeartbeat),
+		&cli.GenericFlag{Name: flagHeartbeat, Category: catOps, EnvVars: envVar(flagHeartbeat),
+			Value: cliutil.NewDuration(0),
 			Usage: "emit a pg_logical_emit_message heartbeat at this interval so the slot advances on a database without writes (0 disables)"},
+		&cli.StringFlag{Name: flagInstanceID, Category: catOps, EnvVars: envVar(flagInstanceID),
+			Usage: "when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"},
 	}
 }

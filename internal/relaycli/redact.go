@@ -3,10 +3,12 @@ package relaycli
 import (
 	"net/url"
 	"strings"
+
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 )
 
 // redacted replaces a password wherever the CLI prints text.
-const redacted = "xxxxx"
+const redacted = redact.Placeholder
 
 // minSecretLen is the shortest password scrubbed from free text: replacing
 // every "a" of an error for a one-letter password would make it unreadable,
@@ -29,13 +31,12 @@ func (s *scrubber) add(secret string) {
 	s.secrets = append(s.secrets, secret, url.QueryEscape(secret), url.PathEscape(secret))
 }
 
-// addURL registers the password of a URL that pgconn may not have parsed
-// (pgconn redacts key=value strings in its own parse errors).
+// addURL registers every secret of a connection string (password,
+// sslpassword, tokens; URL or keyword/value form), since pgconn's errors may
+// quote them.
 func (s *scrubber) addURL(conn string) {
-	if u, err := url.Parse(conn); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok {
-			s.add(pw)
-		}
+	for _, v := range redact.Secrets(conn) {
+		s.add(v)
 	}
 }
 

@@ -193,7 +193,7 @@ func TestStatusMissingSlotFails(t *testing.T) {
 	for _, extra := range [][]string{nil, {"--json"}} {
 		r := f.cli(t, "status", extra...)
 		wantCode(t, r, 1)
-		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist`)
+		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist (relay setup creates it); publication "pub_`+f.slot+`" does not exist`)
 		if extra == nil && !containsRow(r.stdout, "slot", f.slot+" (missing)") {
 			t.Errorf("status output does not show the slot missing:\n%s", r.stdout)
 		}
@@ -240,6 +240,8 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"max-message-bytes", append(base, "--max-message-bytes", "-1"), "--max-message-bytes"},
 		{"buffer-bytes", append(base, "--buffer-bytes", "0"), "--buffer-bytes"},
 		{"batch-timeout syntax", append(base, "--batch-timeout", "soon"), "batch-timeout"},
+		{"batch-timeout unit", append(base, "--batch-timeout", "5"), `--batch-timeout "5": want a duration with a unit, such as 250ms, 5s`},
+		{"buffer-bytes unit", append(base, "--buffer-bytes", "64 parsecs"), `--buffer-bytes "64 parsecs": want a size in bytes, such as 1048576, 64MiB or 64MB`},
 		{"write-timeout zero", append(base, "--write-timeout", "0s"), "--write-timeout"},
 		{"prune-after negative", append(base, "--prune-after", "-1h"), "--prune-after"},
 		{"broker without port", []string{"run", "--database-url", url, "--brokers", "kafka"}, "--brokers"},
@@ -254,8 +256,12 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"tls cert without key", append(base, "--kafka-tls-cert-file", "/nonexistent.pem"), "--kafka-tls-key-file"},
 		{"tls ca file", append(base, "--kafka-tls-ca-file", "/nonexistent/ca.pem"), "--kafka-tls-ca-file"},
 		{"metrics-addr", append(base, "--metrics-addr", "9740"), "--metrics-addr"},
+		{"sasl plain without tls", append(base, "--kafka-sasl-mechanism", "plain", "--kafka-sasl-username", "u"), "--kafka-allow-insecure-sasl"},
+		{"sasl scram without tls", append(base, "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "u"), "plaintext"},
+		{"require-tls", []string{"status", "--database-url", "postgres://relay:Sup3rSecretPw@db.example.com/db?sslmode=require", "--require-tls"}, "verify-full"},
 		{"unknown flag", append(base, "--bogus"), "bogus"},
-		{"unknown command", []string{"start"}, `unknown command "start"`},
+		{"unknown command", []string{"start"}, `unknown command "start" (commands: run, setup, status, teardown, dev; see relay --help)`},
+		{"help unknown command", []string{"help", "start"}, `unknown command "start"`},
 		{"stray argument", []string{"status", "--database-url", url, "extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -335,7 +341,8 @@ func TestHelpAndEnvironment(t *testing.T) {
 		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
 		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
 		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
-		"lag-poll-interval", "standby-retry-interval", "heartbeat-interval",
+		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval",
+		"instance-id",
 	}
 	for _, f := range flags {
 		env := "$RELAY_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_")) + "]"
@@ -368,5 +375,39 @@ func TestHelpAndEnvironment(t *testing.T) {
 	wantOneErrorLine(t, r.stderr, "--on-invalid", "sometimes")
 	if strings.Contains(r.stderr, secret) {
 		t.Error("error shows the password from RELAY_DATABASE_URL")
+	}
+}
+
+// Flags go before or after the command, sizes take units, `help CMD` is
+// `CMD --help`, and --version answers from the build information.
+func TestCommandLineConvention(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	wantCode(t, cli(t, append(append([]string{}, f.args...), "setup")...), 0)
+	before := cli(t, append(append([]string{}, f.args...), "status", "--json")...)
+	after := f.cli(t, "status", "--json")
+	wantCode(t, before, 0)
+	if before.stdout == "" || before.stdout[:40] != after.stdout[:40] {
+		t.Errorf("status with flags before the command:\n%s\nafter:\n%s", before.stdout, after.stdout)
+	}
+	help, viaHelp := cli(t, "run", "--help"), cli(t, "help", "run")
+	wantCode(t, viaHelp, 0)
+	if help.stdout != viaHelp.stdout {
+		t.Errorf("relay help run differs from relay run --help")
+	}
+	if !strings.Contains(help.stdout, `(default: 64MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
+		t.Errorf("relay run --help does not show sizes with units:\n%s", help.stdout)
+	}
+	v := cli(t, "--version")
+	wantCode(t, v, 0)
+	if !strings.HasPrefix(v.stdout, "relay ") || !strings.Contains(v.stdout, "go1.") {
+		t.Errorf("relay --version: %q", v.stdout)
+	}
+	// Sizes with units reach the engine: 1KiB is below the 1MiB default
+	// --max-message-bytes, which the relay warns about.
+	r := f.cli(t, "run", "--brokers", closedAddr(t), "--buffer-bytes", "1KiB", "--metrics-addr", "", "--log-format", "json")
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stderr, `"buffer_bytes":1024`) {
+		t.Errorf("--buffer-bytes 1KiB did not reach the relay as 1024 bytes:\n%s", r.stderr)
 	}
 }

@@ -24,6 +24,10 @@ func setupCommand(sc *scrubber) *cli.Command {
 			"and what it found.",
 		Flags: databaseFlags(),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
+			if cfg.Table != relay.DefaultTable && (cfg.Slot == relay.DefaultSlot || cfg.Publication == relay.DefaultPublication) {
+				fmt.Fprintf(c.App.ErrWriter, "relay: note: --%s %s with the default --%s %s and --%s %s; give each outbox its own slot and publication, and pass the same three flags to relay run\n",
+					flagTable, cfg.Table, flagSlot, cfg.Slot, flagPublication, cfg.Publication)
+			}
 			before, err := readObjects(ctx, cfg)
 			if err != nil {
 				return fail(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -50,16 +51,19 @@ func statusCommand(sc *scrubber) *cli.Command {
 
 // unhealthy returns why the relay cannot stream from st, or nil.
 func unhealthy(st *relay.SlotStatus) error {
-	var errs []error
+	var problems []string
 	if !st.SlotExists {
-		errs = append(errs, fmt.Errorf("slot %q does not exist (relay setup creates it)", st.Slot))
+		problems = append(problems, fmt.Sprintf("slot %q does not exist (relay setup creates it)", st.Slot))
 	} else if st.WALStatus == "lost" {
-		errs = append(errs, fmt.Errorf("slot %q has wal_status lost: the WAL it needs was removed; it cannot be resumed", st.Slot))
+		problems = append(problems, fmt.Sprintf("slot %q has wal_status lost: the WAL it needs was removed; it cannot be resumed", st.Slot))
 	}
 	if !st.PublicationExists {
-		errs = append(errs, fmt.Errorf("publication %q does not exist (relay setup creates it)", st.Publication))
+		problems = append(problems, fmt.Sprintf("publication %q does not exist (relay setup creates it)", st.Publication))
 	}
-	return errors.Join(errs...)
+	if len(problems) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(problems, "; "))
 }
 
 func printStatus(w io.Writer, st *relay.SlotStatus) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 )
 
 // InvalidPolicy says what the relay does with a row it cannot publish
@@ -36,6 +37,11 @@ type Config struct {
 	// database. The relay adds replication=database for its replication
 	// connection. Its password never appears in logs or errors. Required.
 	DatabaseURL string
+	// RequireTLS refuses a DatabaseURL that may reach a non-local host
+	// without TLS or without verifying the server's certificate (anything
+	// but sslmode=verify-ca or verify-full). Without it, New logs a warning
+	// naming such hosts. Unix sockets and loopback addresses are exempt.
+	RequireTLS bool
 	// Brokers are Kafka bootstrap addresses ("host:port"). Required.
 	Brokers []string
 
@@ -134,6 +140,12 @@ type Config struct {
 	// to 1000.
 	PruneBatchSize int
 
+	// InstanceID, when set, is sent in a "relay-instance" header
+	// (InstanceHeader) of every record, so a reader can tell which relay
+	// process wrote it (for example hostname and PID, or the pod name).
+	// Defaults to "": no header.
+	InstanceID string
+
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the relay's metrics (see the package doc). nil
@@ -141,6 +153,9 @@ type Config struct {
 	// registry: New fails when the metrics are registered already.
 	Registerer prometheus.Registerer
 }
+
+// InstanceHeader is the record header that carries Config.InstanceID.
+const InstanceHeader = "relay-instance"
 
 // Defaults of the Config fields.
 const (
@@ -206,6 +221,10 @@ func (cfg *Config) withDefaults() (Config, error) {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.DatabaseURL == "" {
 		bad("database URL is required")
+	} else if c.RequireTLS {
+		if ws, err := pgtls.Check(c.DatabaseURL); err == nil && len(ws) > 0 {
+			bad("require TLS: the database URL allows %s; use sslmode=verify-full (or verify-ca) with sslrootcert", pgtls.Describe(ws))
+		}
 	}
 	if _, err := pgname.Parse(c.Table, "public"); err != nil {
 		bad("table: %v", err)

@@ -202,9 +202,12 @@
 //
 // # Heartbeats
 //
-// With HeartbeatInterval > 0 the streaming relay runs
-// pg_logical_emit_message(true, 'pgoutbox.heartbeat', ”) on a regular
-// connection at that interval. The message comes back through the slot in
+// With HeartbeatInterval > 0 the streaming relay runs, on a regular
+// connection at that interval,
+//
+//	SELECT pg_logical_emit_message(true, 'pgoutbox.heartbeat', '')
+//
+// The message comes back through the slot in
 // a transaction of its own; the relay publishes only messages whose prefix
 // is exactly "pgoutbox", so it confirms the transaction without publishing
 // anything, and confirmed_flush_lsn (and, later, restart_lsn) advance.

@@ -20,6 +20,57 @@ type live struct {
 	standby atomic.Bool                      // waiting: another process streams the slot
 	tracker atomic.Pointer[acktrack.Tracker] // of the current (or last) session
 	lastAck atomic.Int64                     // unix nanoseconds of the last advance or caught-up status update
+	// alive is when (unix nanoseconds, our clock) the relay last knew
+	// its walsender alive: the send time of the latest server message,
+	// or a status update of its own sent while the reader waited for
+	// Kafka (see vouch). bound is the session's liveness bound.
+	alive atomic.Int64
+	bound atomic.Int64
+}
+
+// begin starts a session's liveness clock: connected now, with bound.
+func (l *live) begin(now time.Time, bound time.Duration) {
+	l.bound.Store(int64(bound))
+	l.alive.Store(now.UnixNano())
+}
+
+// heard records a server message sent at at (our clock). Only the
+// session's reader calls heard and vouch.
+func (l *live) heard(at time.Time) {
+	if n := at.UnixNano(); n > l.alive.Load() {
+		l.alive.Store(n)
+	}
+}
+
+// vouch records a status update the reader sent at now while it was not
+// reading (waiting for Kafka): the server hears from the relay, so the
+// walsender lives on. It counts only while the relay is still alive: after
+// a freeze longer than the bound, only a fresh server message would do,
+// and the reader cannot read one while it waits, so the session ends.
+func (l *live) vouch(now time.Time) {
+	if l.stale(now) == nil {
+		l.alive.Store(now.UnixNano())
+	}
+}
+
+// stale returns an error wrapping errServerSilent when the relay has been
+// without a sign of life for longer than the bound.
+func (l *live) stale(now time.Time) error {
+	age, bound := now.Sub(time.Unix(0, l.alive.Load())), time.Duration(l.bound.Load())
+	if age > bound {
+		return &staleError{age: age, bound: bound}
+	}
+	return nil
+}
+
+// sinceServer is the time since the last sign of life of the
+// walsender; it keeps rising while the relay fails to reconnect, and is 0
+// while it is a standby (nothing to hear).
+func (l *live) sinceServer() float64 {
+	if l.standby.Load() {
+		return 0
+	}
+	return max(0, time.Since(time.Unix(0, l.alive.Load())).Seconds())
 }
 
 // acked records that the relay confirmed a new position or was caught up.
@@ -60,6 +111,7 @@ type slotMetrics struct {
 	active       *prometheus.GaugeVec
 	lagSeconds   prometheus.GaugeFunc
 	sinceLastAck prometheus.GaugeFunc
+	sinceServer  prometheus.GaugeFunc
 	leader       prometheus.GaugeFunc
 }
 
@@ -91,6 +143,9 @@ func newSlotMetrics(slot string, l *live) *slotMetrics {
 		sinceLastAck: fn("seconds_since_last_ack",
 			"Time since this relay last confirmed a new WAL position or was caught up; 0 while standby.",
 			l.sinceLastAck),
+		sinceServer: fn("seconds_since_server_message",
+			"Time since this relay last knew its walsender alive: the send time of the server's latest message (every status update asks for one), or its own status update while it waits for Kafka. Past the liveness bound (wal_sender_timeout/2) it stops publishing and reconnects; rises while it cannot reconnect; 0 while standby.",
+			l.sinceServer),
 		leader: fn("leader", "1 while this relay streams the slot, 0 while it is a standby or disconnected.",
 			func() float64 {
 				if l.leader.Load() {
@@ -103,7 +158,7 @@ func newSlotMetrics(slot string, l *live) *slotMetrics {
 
 func (m *slotMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.lagBytes, m.retained, m.walStatus, m.safeWALSize, m.active, m.lagSeconds,
-		m.sinceLastAck, m.leader}
+		m.sinceLastAck, m.sinceServer, m.leader}
 }
 
 // set records one reading of the slot.

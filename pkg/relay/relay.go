@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
-	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
@@ -40,8 +39,13 @@ func New(cfg *Config) (*Relay, error) {
 		c.Logger.Warn("buffer bytes below max message bytes: a record larger than the buffer is sent alone, without batching",
 			"buffer_bytes", c.BufferBytes, "max_message_bytes", c.MaxMessageBytes)
 	}
+	if ws, err := pgtls.Check(c.DatabaseURL); err == nil && len(ws) > 0 {
+		c.Logger.Warn("the database connection is not verified TLS: the replication stream carries every payload; use sslmode=verify-full, or RequireTLS (--require-tls) to refuse",
+			"hosts", pgtls.Describe(ws))
+	}
 	r := &Relay{cfg: c}
 	r.live.acked(time.Now())
+	r.live.begin(time.Now(), defaultLivenessBound)
 	r.m = newMetrics(c.Slot, &r.live)
 	if err := r.m.register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
@@ -75,8 +79,10 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // Ready reports whether the relay is connected and streaming (for /readyz).
-// It is false while the relay waits as a standby.
-func (r *Relay) Ready() bool { return r.ready.Load() }
+// It is false while the relay waits as a standby, and while its walsender
+// has given no sign of life for longer than the liveness bound (see
+// Liveness in the package doc).
+func (r *Relay) Ready() bool { return r.ready.Load() && r.live.stale(time.Now()) == nil }
 
 // replicate runs sessions, reconnecting with backoff after transient
 // failures, and waiting as a standby while another process streams the
@@ -95,8 +101,7 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 		err := r.session(ctx, sk)
 		switch {
 		case Permanent(err):
-			log.Error("relay stopped", "error", err)
-			return err
+			return err // the caller reports it (relay run prints it once)
 		case parent.Err() != nil:
 			return nil
 		case ctx.Err() != nil:
@@ -159,21 +164,30 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		quiet.Logger = slog.New(slog.DiscardHandler)
 		pc = &quiet
 	}
-	start, err := preflight(ctx, pc)
+	// A connection that hangs (a blackholing network) is retried.
+	startCtx, cancelStart := context.WithTimeout(ctx, sessionStartTimeout)
+	defer cancelStart()
+	start, err := preflight(startCtx, pc)
 	if err != nil {
 		return err
 	}
-	conn, err := connectReplication(ctx, c)
+	conn, err := connectReplication(startCtx, c)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := startReplication(ctx, conn, c, start); err != nil {
+	lv, err := readLiveness(startCtx, conn, c.StatusInterval)
+	if err != nil {
 		return err
 	}
+	if err := startReplication(startCtx, conn, c, start); err != nil {
+		return err
+	}
+	cancelStart()
 	tr := acktrack.New(uint64(start))
 	r.live.tracker.Store(tr)
 	r.live.acked(time.Now())
+	r.live.begin(time.Now(), lv.bound)
 	r.ready.Store(true)
 	r.live.leader.Store(true)
 	defer func() {
@@ -184,7 +198,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
 	}
 	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
-		"table", c.Table, "from", start.String())
+		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout, "liveness_bound", lv.bound)
 
 	events := make(chan event, c.BatchSize)
 	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
@@ -192,6 +206,15 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
+	// A relay without a recent sign of life from its walsender writes
+	// nothing more: the server may have given the slot to another relay.
+	sk.guard = func() error {
+		err := r.live.stale(time.Now())
+		if err != nil {
+			stopRead(err)
+		}
+		return err
+	}
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
 	sinkDone := make(chan error, 1)
@@ -203,7 +226,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, buf: buf, stop: readCtx}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, buf: buf, stop: readCtx, lv: lv}
 	readErr := st.run()
 	close(events)
 
@@ -263,29 +286,4 @@ func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 		return 0, err
 	}
 	return start, nil
-}
-
-// checkTable validates the outbox table's columns from the catalog.
-func checkTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
-	table, _ := pgname.Parse(c.Table, "public")
-	rows, err := conn.Query(ctx, `SELECT attname, atttypid FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, table.Sanitize())
-	if err != nil {
-		return fmt.Errorf("relay: read columns of %s: %w", table, err)
-	}
-	var names []string
-	var types []uint32
-	for rows.Next() {
-		var n string
-		var t uint32
-		if err := rows.Scan(&n, &t); err != nil {
-			return err
-		}
-		names, types = append(names, n), append(types, t)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("relay: read columns of %s: %w", table, err)
-	}
-	_, err = checkColumns(table.String(), names, types)
-	return err
 }

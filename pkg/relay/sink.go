@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -18,25 +19,30 @@ type sink struct {
 	m         *metrics
 	w         *kafka.Writer
 	transport *kafka.Transport
+	limits    *topicLimits
+	// guard, when set, is asked before every Kafka write; an error
+	// refuses the write (see Liveness in the package doc).
+	guard func() error
 }
 
 func newSink(c *Config, m *metrics) *sink {
 	codec, _ := compressionCodec(c.Compression) // validated by withDefaults
 	transport := &kafka.Transport{TLS: c.TLS, SASL: c.SASL, ClientID: "pgoutbox-relay"}
-	batchBytes := int64(c.MaxMessageBytes) + 64<<10
-	if batchBytes < 1<<20 {
-		batchBytes = 1 << 20
-	}
 	return &sink{
-		cfg: c, m: m, transport: transport,
+		cfg: c, m: m, transport: transport, limits: newTopicLimits(c, transport),
 		w: &kafka.Writer{
-			Addr:                   kafka.TCP(c.Brokers...),
-			Balancer:               &kafka.Murmur2Balancer{},
-			RequiredAcks:           kafka.RequireAll,
-			MaxAttempts:            1, // the sink retries, with its own backoff
+			Addr:         kafka.TCP(c.Brokers...),
+			Balancer:     &kafka.Murmur2Balancer{},
+			RequiredAcks: kafka.RequireAll,
+			MaxAttempts:  1, // the sink retries, with its own backoff
+			// kafka-go never splits a partition's share of a call into
+			// several produce requests (one could fail while a later one
+			// succeeds, reordering the partition): the sink sizes each
+			// share to what the broker accepts (see callShares), and the
+			// share goes out as soon as the call has assigned it.
 			BatchSize:              c.BatchSize,
-			BatchBytes:             batchBytes,
-			BatchTimeout:           time.Millisecond,
+			BatchBytes:             math.MaxInt64,
+			BatchTimeout:           time.Nanosecond,
 			WriteTimeout:           c.WriteTimeout,
 			ReadTimeout:            c.WriteTimeout,
 			Compression:            codec,
@@ -73,9 +79,27 @@ func (s *sink) run(ctx context.Context, ch <-chan event, buf *budget, tr *acktra
 			return ctx.Err()
 		}
 		closed := false
-		timer.Reset(s.cfg.BatchTimeout)
+		waited := s.cfg.BatchTimeout <= 0
+		if !waited {
+			timer.Reset(s.cfg.BatchTimeout)
+		}
 	fill:
 		for len(batch) < s.cfg.BatchSize {
+			// What is queued goes first; the timer only decides how long
+			// to wait for more once the queue is empty.
+			select {
+			case ev, ok := <-ch:
+				if !ok {
+					closed = true
+					break fill
+				}
+				batch = append(batch, ev)
+				continue
+			default:
+			}
+			if waited {
+				break
+			}
 			select {
 			case ev, ok := <-ch:
 				if !ok {
@@ -84,7 +108,7 @@ func (s *sink) run(ctx context.Context, ch <-chan event, buf *budget, tr *acktra
 				}
 				batch = append(batch, ev)
 			case <-timer.C:
-				break fill
+				waited = true
 			}
 		}
 		timer.Stop()
@@ -170,10 +194,15 @@ type recordState struct {
 // failed records with backoff. It returns only on success, ctx end or a
 // permanent error.
 //
-// Order: records are written in batch order, one call at a time. When a
-// record fails, every later record of the batch with its topic and key
-// that went out in the same attempt is written again after it, so the last
-// copy of each record in Kafka is in commit order.
+// Order: records are written in batch order, one call at a time, and a
+// call holds at most one produce request per partition (its share, sized
+// to the broker's limit by callShares), which the broker takes or refuses
+// whole. After a call in which a record failed, the attempt ends; the next
+// one starts at the first record not written. So per key, nothing after a
+// failed record is written before it, and every copy in Kafka is in commit
+// order. (Should a later record of a failed record's key have been written
+// anyway, it is written again after it, so the last copies keep commit
+// order.)
 //
 // A record the broker will never accept (ownFault, or
 // ownFaultUnlessTransient for too long) is dead-lettered in place, or
@@ -213,9 +242,10 @@ func (s *sink) publish(ctx context.Context, batch []event) error {
 type group struct{ topic, key string }
 
 // attempt writes the records of batch not yet done, in order, in as few
-// calls as their alone flags allow. It returns how many records are left,
-// the error to wait out before the next attempt (nil when the next one may
-// start at once), or an error that ends publish.
+// calls as their alone flags and the broker's size limit allow, up to and
+// including the first call in which a record fails. It returns how many
+// records are left, the error to wait out before the next attempt (nil
+// when the next one may start at once), or an error that ends publish.
 func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pending int, retryErr error, err error) {
 	var order []int
 	for i := range batch {
@@ -231,10 +261,14 @@ func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pe
 		}
 	}
 	stop := false
+	shares := newCallShares(s.limits)
 	for k := 0; k < len(order) && !stop; {
 		j := k + 1
 		if !st[order[k]].alone {
-			for j < len(order) && !st[order[j]].alone {
+			// As many records as every partition's share allows.
+			shares.reset(ctx)
+			shares.take(&batch[order[k]].msg)
+			for j < len(order) && !st[order[j]].alone && shares.take(&batch[order[j]].msg) {
 				j++
 			}
 		}
@@ -275,13 +309,16 @@ func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pe
 				st[i].done = true
 				continue
 			}
+			// No later call of this attempt: it could write a record of
+			// a failed record's key before that record.
+			stop = true
 			fail(i, groups[n])
 			v := classify(e)
 			switch {
 			case v == fatal:
 				return 0, nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, e))
 			case v == retryable:
-				retryErr, stop = e, true
+				retryErr = e
 				continue
 			case len(call) > 1:
 				st[i].alone = true
@@ -371,6 +408,11 @@ func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, e
 }
 
 func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
+	if s.guard != nil {
+		if err := s.guard(); err != nil {
+			return err
+		}
+	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
 	start := time.Now()
@@ -402,4 +444,72 @@ func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
 		n++
 	}
 	flush()
+}
+
+// callShares sizes one WriteMessages call: kafka-go sends each partition's
+// share of a call as one record batch, which must stay within the topic's
+// limit (see topicLimits). A record whose partition the sink cannot tell
+// (no key, or a topic of unknown partition count) counts against every
+// share of its topic.
+type callShares struct {
+	limits *topicLimits
+	ctx    context.Context
+	n      int
+	topics map[string]*topicShares
+}
+
+// topicShares is one topic's part of a call.
+type topicShares struct {
+	info  topicInfo
+	parts []int   // 0..partitions-1, for the balancer
+	bytes []int64 // per partition
+	wild  int64   // records of unknown partition
+	most  int64   // the largest of bytes
+}
+
+func newCallShares(l *topicLimits) *callShares {
+	return &callShares{limits: l, topics: make(map[string]*topicShares)}
+}
+
+// reset starts a new call.
+func (c *callShares) reset(ctx context.Context) {
+	c.ctx, c.n = ctx, 0
+	for _, ts := range c.topics {
+		clear(ts.bytes)
+		ts.wild, ts.most = 0, 0
+	}
+}
+
+// take adds m to the call when it is the call's first record or its share
+// stays within the limit, and reports whether it did.
+func (c *callShares) take(m *kafka.Message) bool {
+	ts := c.topics[m.Topic]
+	if ts == nil {
+		ts = &topicShares{info: c.limits.get(c.ctx, m.Topic)}
+		for p := range ts.info.partitions {
+			ts.parts = append(ts.parts, p)
+		}
+		ts.bytes = make([]int64, len(ts.parts))
+		c.topics[m.Topic] = ts
+	}
+	cost := batchCost(m)
+	p := -1
+	if m.Key != nil && len(ts.parts) > 0 {
+		p = (&kafka.Murmur2Balancer{}).Balance(*m, ts.parts...)
+	}
+	share := ts.most
+	if p >= 0 {
+		share = ts.bytes[p]
+	}
+	if c.n > 0 && share+ts.wild+cost > ts.info.maxShare {
+		return false
+	}
+	c.n++
+	if p >= 0 {
+		ts.bytes[p] += cost
+		ts.most = max(ts.most, ts.bytes[p])
+	} else {
+		ts.wild += cost
+	}
+	return true
 }

@@ -262,3 +262,73 @@ func TestKafkaRejectedStops(t *testing.T) {
 		})
 	}
 }
+
+// largeRecords commits rows rows of about size bytes of payload, in
+// txRows-row transactions, over aggs aggregates, and returns their IDs in
+// commit order per aggregate.
+func largeRecords(t *testing.T, b *bundle, rows, txRows, aggs, size int) map[string][]string {
+	t.Helper()
+	order := make(map[string][]string)
+	for n := 0; n < rows; n += txRows {
+		var msgs []outbox.Message
+		for i := n; i < n+txRows && i < rows; i++ {
+			m := msg(fmt.Sprintf("agg-%d", i%aggs), i)
+			m.Payload = fmt.Appendf(nil, `{"n": %d, "pad": "%s"}`, i, strings.Repeat("p", size))
+			msgs = append(msgs, m)
+		}
+		for i, id := range b.insert(t, msgs...) {
+			order[msgs[i].AggregateID] = append(order[msgs[i].AggregateID], id)
+		}
+	}
+	return order
+}
+
+// deliveryReport compares recs (kcat's reading of one topic) with the
+// commit order of each aggregate: records, duplicates, and aggregates
+// whose sequence of copies in Kafka is not their commit order.
+func deliveryReport(t *testing.T, recs []testenv.Record, order map[string][]string) (records, duplicates, outOfOrder int) {
+	t.Helper()
+	got := make(map[string][]string)
+	seen := make(map[string]bool)
+	for _, r := range recs {
+		id := header(t, r, "message-id")
+		if seen[id] {
+			duplicates++
+		}
+		seen[id] = true
+		got[string(r.Key)] = append(got[string(r.Key)], id)
+	}
+	for agg, ids := range order {
+		if fmt.Sprint(got[agg]) != fmt.Sprint(ids) {
+			outOfOrder++
+		}
+	}
+	return len(recs), duplicates, outOfOrder
+}
+
+// Records of tens of kilobytes, with the broker at Kafka's default
+// message.max.bytes, arrive once each and in commit order per aggregate:
+// no batch may exceed what the broker accepts.
+func TestLargeRecordsInOrder(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{50_000, 96_000} {
+		t.Run(fmt.Sprintf("%dKB", size/1000), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "1048588"}))
+			b.cfg.Brokers = b.kafka.Brokers
+			const rows = 300
+			order := largeRecords(t, b, rows, 10, 20, size)
+			b.start(t)
+			recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", rows, 60*time.Second)
+			n, dups, broken := deliveryReport(t, recs, order)
+			errs := b.metric(t, "pgoutbox_relay_publish_errors_total")
+			t.Logf("%d B payloads: %d records for %d rows, %d duplicates, %d of %d aggregates out of order, %v publish errors",
+				size, n, rows, dups, broken, len(order), errs)
+			if n != rows || dups != 0 || broken != 0 || errs != 0 {
+				t.Fatalf("%d records for %d rows, %d duplicates, %d aggregates out of order, %v publish errors; want %d, 0, 0, 0",
+					n, rows, dups, broken, errs, rows)
+			}
+		})
+	}
+}

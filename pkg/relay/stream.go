@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 )
@@ -32,6 +33,8 @@ type stream struct {
 	commit time.Time
 	sent   pglogrepl.LSN // last position sent to the server
 	nextSS time.Time     // when the next periodic status update is due
+	lv     liveness
+	lastSS time.Time // when the last status update was sent
 }
 
 // startReplication starts streaming the slot from start.
@@ -55,25 +58,59 @@ func startReplication(ctx context.Context, conn *pgconn.PgConn, c *Config, start
 	return nil
 }
 
-// run reads until s.stop ends (it returns s.stop.Err()) or the connection
-// fails.
+// run reads until s.stop ends (it returns its cause) or the connection
+// fails, or the server falls silent for longer than the liveness bound.
 func (s *stream) run() error {
 	ctx := s.stop
-	s.nextSS = time.Now().Add(s.cfg.StatusInterval)
+	s.nextSS = time.Now().Add(s.lv.statusEvery)
 	for {
-		rctx, cancel := context.WithDeadline(ctx, s.nextSS)
+		rctx, cancel := context.WithDeadline(ctx, s.wake())
 		err := s.readUntilDeadline(rctx)
 		cancel()
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return context.Cause(ctx)
 		}
 		if err != nil {
 			return err
 		}
-		if err := s.sendStatus(); err != nil {
+		if err := s.live.stale(time.Now()); err != nil {
 			return err
 		}
+		if s.statusDue() {
+			if err := s.sendStatus(); err != nil {
+				return err
+			}
+		}
 	}
+}
+
+// wake is when the reader next stops reading to check for a status update:
+// when the periodic one is due, or, while Kafka may acknowledge events,
+// promptStatusGap after the last one, so a confirmation goes out promptly
+// (a crash then replays only what was in flight).
+func (s *stream) wake() time.Time {
+	switch {
+	case pglogrepl.LSN(s.tr.Confirmed()) != s.sent:
+		return minTime(s.nextSS, s.lastSS.Add(promptStatusGap))
+	case s.tr.InFlight() > 0:
+		return minTime(s.nextSS, time.Now().Add(promptStatusGap))
+	}
+	return s.nextSS
+}
+
+// statusDue reports whether a status update is due: the periodic one, or
+// a prompt one for a position that advanced.
+func (s *stream) statusDue() bool {
+	now := time.Now()
+	return !now.Before(s.nextSS) ||
+		pglogrepl.LSN(s.tr.Confirmed()) != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // readUntilDeadline handles messages until rctx's deadline passes (it
@@ -98,6 +135,7 @@ func (s *stream) readUntilDeadline(rctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("%w: %w", errProtocol, err)
 				}
+				s.live.heard(s.lv.heardAt(ka.ServerTime, time.Now()))
 				if !s.inTx {
 					s.tr.AdvanceIdle(uint64(ka.ServerWALEnd))
 				}
@@ -111,6 +149,14 @@ func (s *stream) readUntilDeadline(rctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("%w: %w", errProtocol, err)
 				}
+				// Data sent before a freeze longer than the bound (read
+				// from the socket buffer after it) is not published: the
+				// slot may belong to another relay by now.
+				now := time.Now()
+				s.live.heard(s.lv.heardAt(xld.ServerTime, now))
+				if err := s.live.stale(now); err != nil {
+					return err
+				}
 				if err := s.handle(xld.WALData); err != nil {
 					return err
 				}
@@ -122,7 +168,7 @@ func (s *stream) readUntilDeadline(rctx context.Context) error {
 		default:
 			// Notices and the like.
 		}
-		if time.Now().After(s.nextSS) {
+		if s.statusDue() {
 			return nil
 		}
 	}
@@ -173,6 +219,9 @@ func (s *stream) handle(data []byte) error {
 // updates, so the server does not time the connection out while Kafka is
 // slow.
 func (s *stream) enqueue(ev event) error {
+	if s.cfg.InstanceID != "" {
+		ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: InstanceHeader, Value: []byte(s.cfg.InstanceID)})
+	}
 	ev.cost = s.buf.cost(&ev)
 	if !s.buf.tryTake(ev.cost) {
 		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.buf.take(ctx, ev.cost) }); err != nil {
@@ -195,22 +244,31 @@ func (s *stream) enqueue(ev event) error {
 }
 
 // waitSendingStatus calls wait with a context that ends when the next
-// status update is due, and sends it each time, until wait succeeds or the
-// stream stops.
+// status update may be due, and sends it when it is, until wait succeeds
+// or the stream stops.
 func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 	for {
-		ctx, cancel := context.WithDeadline(s.stop, s.nextSS)
+		ctx, cancel := context.WithDeadline(s.stop, s.wake())
 		err := wait(ctx)
 		cancel()
 		switch {
 		case err == nil:
 			return nil
 		case s.stop.Err() != nil:
-			return s.stop.Err()
+			return context.Cause(s.stop)
+		}
+		if err := s.live.stale(time.Now()); err != nil {
+			return err
+		}
+		if !s.statusDue() {
+			continue
 		}
 		if err := s.sendStatus(); err != nil {
 			return err
 		}
+		// The reader is not reading: the status update it just sent
+		// (which keeps the walsender alive) is its sign of life.
+		s.live.vouch(time.Now())
 	}
 }
 
@@ -223,6 +281,7 @@ func (s *stream) sendStatus() error {
 		WALFlushPosition: pos,
 		WALApplyPosition: pos,
 		ClientTime:       time.Now(),
+		ReplyRequested:   true, // the reply is the server's sign of life
 	})
 	if err != nil {
 		return fmt.Errorf("relay: send standby status: %w", err)
@@ -234,7 +293,8 @@ func (s *stream) sendStatus() error {
 		s.live.acked(time.Now())
 	}
 	s.sent = pos
-	s.nextSS = time.Now().Add(s.cfg.StatusInterval)
+	s.lastSS = time.Now()
+	s.nextSS = s.lastSS.Add(s.lv.statusEvery)
 	s.m.confirmedLSN.Set(float64(pos))
 	s.m.inFlight.Set(float64(s.tr.InFlight()))
 	return nil

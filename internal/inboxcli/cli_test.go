@@ -42,7 +42,7 @@ func TestAdminCommands(t *testing.T) {
 	ctx := context.Background()
 	url := "--database-url=" + db.URL
 
-	if out := mustRun(t, url, "migrate"); !strings.Contains(out, "applied migrations [1 2 3]") {
+	if out := mustRun(t, url, "migrate"); !strings.Contains(out, "applied migrations [1 2 3 4]") {
 		t.Fatalf("migrate: %q", out)
 	}
 	if out := mustRun(t, url, "migrate"); !strings.Contains(out, "public.inbox is up to date") {
@@ -133,7 +133,7 @@ func TestCustomTableFromEnv(t *testing.T) {
 	if _, err := db.Pool.Exec(context.Background(), `CREATE SCHEMA ops`); err != nil {
 		t.Fatal(err)
 	}
-	if out := mustRun(t, "migrate"); !strings.Contains(out, "ops.consumer_inbox: applied migrations [1 2 3]") {
+	if out := mustRun(t, "migrate"); !strings.Contains(out, "ops.consumer_inbox: applied migrations [1 2 3 4]") {
 		t.Fatalf("migrate: %q", out)
 	}
 	if out := mustRun(t, "status"); strings.TrimSpace(out) != "CONSUMER  STATUS  COUNT  STUCK  OLDEST" {

@@ -109,7 +109,7 @@ func refuseRealConsumer(c *cli.Context, q inbox.Querier) error {
 	}
 	store, err := inbox.NewStore(c.String("table"))
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	has, err := store.HasRows(c.Context, q, name)
 	if err != nil {

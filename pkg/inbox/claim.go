@@ -25,6 +25,10 @@ type claim struct {
 	lease time.Time
 	// done is set when the handler must not run.
 	done *Result
+	// prevStart and prevRef are what the previous two-phase attempt left:
+	// when it claimed the message and the request reference it saved.
+	prevStart time.Time
+	prevRef   string
 }
 
 type storedRow struct {
@@ -35,6 +39,8 @@ type storedRow struct {
 	resultRef              string
 	leased                 bool
 	deadLettered           bool
+	startedAt              *time.Time
+	requestRef             string
 }
 
 // claimTx claims msg as the first statement of tx. lease > 0 sets
@@ -61,7 +67,7 @@ func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []by
 		}
 		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
 			var s storedRow
-			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased, &s.deadLettered)
+			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased, &s.deadLettered, &s.startedAt, &s.requestRef)
 			return s, err
 		})
 		if err != nil {
@@ -83,7 +89,7 @@ func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []by
 
 // decide settles a delivery that met an existing row.
 func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration, marked bool, row storedRow) (claim, error) {
-	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts}
+	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts, prevStart: deref(row.startedAt), prevRef: row.requestRef}
 	done := func(o Outcome) (claim, error) {
 		c.done = &Result{Outcome: o, Status: row.status, Attempts: row.attempts, ResultRef: row.resultRef, from: row.status}
 		return c, nil

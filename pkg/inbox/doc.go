@@ -145,7 +145,40 @@
 // process every time is not retried forever. A handler finishing after
 // losing its lease gets ErrLeaseLost and does not overwrite the new owner's
 // record; the lease's end (locked_until) is the fencing token, so this holds
-// even after Revive reset the attempt count.
+// even after Revive reset the attempt count. The handler's ctx ends with its
+// lease (context.Cause is ErrLeaseExpired); ExtendLease moves the lease end
+// for a long call.
+//
+// # Reconciliation without idempotency keys
+//
+// Some external APIs take no idempotency key: after a crash or a timeout the
+// next attempt must first ask the provider what the previous one did. The
+// handler learns which attempt it runs from AttemptFromContext (the attempt
+// number, when the previous attempt started, and the request reference it
+// saved); SaveRequestRef records a reference (say, the request ID sent to the
+// provider) in its own short statement, fenced by the lease, before calling
+// out; and returning ErrAlreadyDone with the result reference records
+// COMPLETED without a new call (Result.Reconciled). Query-status
+// reconciliation, as a handler:
+//
+//	a, _ := inbox.AttemptFromContext(ctx)
+//	if a.PreviousRequestRef != "" {
+//		if ch, found, err := provider.Lookup(ctx, a.PreviousRequestRef); err != nil {
+//			return "", err
+//		} else if found {
+//			return ch.ID, inbox.ErrAlreadyDone
+//		}
+//	}
+//	ref := fmt.Sprintf("%s/%d", key, a.Number)
+//	if err := inbox.SaveRequestRef(ctx, ref); err != nil {
+//		return "", err // lease lost: another delivery owns the message
+//	}
+//	ch, err := provider.Charge(ctx, ref, amount)
+//	return ch.ID, err
+//
+// Reserve then confirm works the same way: save the reservation ID, and a
+// takeover confirms the saved reservation (or asks whether it was confirmed)
+// instead of reserving again.
 //
 // # Kafka consumer loop
 //

@@ -134,6 +134,9 @@ type Result struct {
 	Err error
 	// IdempotencyKey is the key the two-phase handler was called with.
 	IdempotencyKey string
+	// Reconciled is set for Processed when the two-phase handler returned
+	// ErrAlreadyDone: an earlier attempt had made the effect.
+	Reconciled bool
 
 	from           Status // the row's status before the delivery, for logs
 	deadLetterSent bool   // the dead-letter record was written before

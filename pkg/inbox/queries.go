@@ -4,7 +4,7 @@ import "strings"
 
 // queries holds the SQL text for one table, built once in New.
 type queries struct {
-	claim, markAttempt, markDeadLettered, claimBatch, completeBatch, lookup, takeover, exhaust, complete, completeFenced, failInTx, failFenced, recordFailure string
+	claim, markAttempt, markDeadLettered, saveRequestRef, extendLease, claimBatch, completeBatch, lookup, takeover, exhaust, complete, completeFenced, failInTx, failFenced, recordFailure string
 }
 
 func newQueries(table string) queries {
@@ -19,12 +19,13 @@ func newQueries(table string) queries {
 		// transaction ends.
 		claim: r.Replace(`INSERT INTO {T} AS i
 			(consumer, message_id, business_key, payload_hash, status, attempts, locked_until,
-			 topic, "partition", "offset", received_at, updated_at, completed_at)
+			 topic, "partition", "offset", received_at, updated_at, completed_at, attempt_started_at)
 			VALUES ($1, $2, $3, $4, CASE WHEN $5::bigint > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END, 1,
 			 CASE WHEN $5::bigint > 0 THEN now() + $5::bigint * interval '1 microsecond' END,
 			 NULLIF($6::text, ''), CASE WHEN $6::text <> '' THEN $7::integer END,
 			 CASE WHEN $6::text <> '' THEN $8::bigint END, now(), now(),
-			 CASE WHEN $5::bigint > 0 THEN NULL ELSE now() END)
+			 CASE WHEN $5::bigint > 0 THEN NULL ELSE now() END,
+			 CASE WHEN $5::bigint > 0 THEN now() END)
 			ON CONFLICT DO NOTHING
 			RETURNING attempts, locked_until`),
 		// The batch claim is the first statement of a batch transaction;
@@ -46,12 +47,14 @@ func newQueries(table string) queries {
 		markDeadLettered: r.Replace(`UPDATE {T} SET dead_lettered_at = now()
 			WHERE consumer = $1 AND business_key = $2 AND status = 'FAILED_FINAL'`),
 		lookup: r.Replace(`SELECT message_id, business_key, payload_hash, status, attempts,
-			coalesce(result_ref, ''), coalesce(locked_until > now(), false), dead_lettered_at IS NOT NULL
+			coalesce(result_ref, ''), coalesce(locked_until > now(), false), dead_lettered_at IS NOT NULL,
+			attempt_started_at, coalesce(request_ref, '')
 			FROM {T} WHERE consumer = $1 AND (message_id = $2 OR business_key = $3)
 			FOR UPDATE`),
 		// $7 says that markAttempt already counted this attempt.
 		takeover: r.Replace(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + CASE WHEN $7::boolean THEN 0 ELSE 1 END,
 			locked_until = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' END,
+			attempt_started_at = CASE WHEN $3::bigint > 0 THEN now() ELSE attempt_started_at END,
 			topic = coalesce(NULLIF($4::text, ''), topic),
 			"partition" = CASE WHEN $4::text <> '' THEN $5::integer ELSE "partition" END,
 			"offset" = CASE WHEN $4::text <> '' THEN $6::bigint ELSE "offset" END,
@@ -110,6 +113,14 @@ func newQueries(table string) queries {
 			locked_until = NULL, completed_at = now(), updated_at = now()
 			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
 			 AND locked_until = $5`),
+		// Fenced like completeFenced: only the lease's owner writes.
+		saveRequestRef: r.Replace(`UPDATE {T} SET request_ref = $3, updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
+			 AND locked_until = $5`),
+		extendLease: r.Replace(`UPDATE {T} SET locked_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
+			 AND locked_until = $5
+			RETURNING locked_until`),
 		failInTx: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, completed_at = NULL, updated_at = now()
 			WHERE consumer = $1 AND message_id = $2`),
 		failFenced: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, updated_at = now()

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
@@ -126,6 +128,19 @@ type Config struct {
 	// Logger receives structured logs with message_id, business_key, status
 	// transition, attempt and reason. Defaults to slog.Default().
 	Logger *slog.Logger
+	// TracerProvider creates the span of each delivery of the consumer loop.
+	// Defaults to otel.GetTracerProvider() (a no-op until the application
+	// installs an SDK).
+	TracerProvider trace.TracerProvider
+	// Propagator extracts the producer's trace context from the record
+	// headers (traceparent, tracestate). Defaults to
+	// otel.GetTextMapPropagator(); install propagation.TraceContext{} there,
+	// or set it here.
+	Propagator propagation.TextMapPropagator
+	// TraceBusinessKey adds the business key to each delivery span
+	// (attribute pgoutbox.inbox.business_key). Off by default: keys can
+	// hold personal data.
+	TraceBusinessKey bool
 	// Registerer receives the metrics listed in the package documentation.
 	// Defaults to none: metrics are kept but not registered.
 	Registerer prometheus.Registerer
@@ -181,6 +196,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	tracingDefaults(&cfg)
 	return cfg, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultDeadLetterTopic is the dead-letter topic used when
@@ -106,9 +107,10 @@ type ConsumerConfig struct {
 // worker, so a message being retried holds its partition (order kept) while
 // the other partitions proceed.
 type Consumer struct {
-	cfg ConsumerConfig
-	in  *Inbox
-	log *slog.Logger
+	cfg    ConsumerConfig
+	in     *Inbox
+	log    *slog.Logger
+	tracer trace.Tracer
 }
 
 // NewConsumer validates cfg and returns a Consumer.
@@ -164,7 +166,8 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 	if _, ok := c.DB.(Querier); c.Retention > 0 && !ok {
 		return nil, errors.New("inbox: ConsumerConfig.Retention needs a DB that can also run statements (a *pgxpool.Pool)")
 	}
-	return &Consumer{cfg: c, in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID)}, nil
+	return &Consumer{cfg: c, in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID),
+		tracer: c.Inbox.cfg.TracerProvider.Tracer(tracerName)}, nil
 }
 
 type partitionKey struct {

@@ -215,6 +215,24 @@
 // consumer loop purge on its own every PurgeInterval (off by default). PROCESSING rows whose lease expired
 // are reported as stuck by Store.Status and Inbox.Stats.
 //
+// # Tracing
+//
+// The outbox writer injects the producer's trace context into each row's
+// headers (W3C traceparent and tracestate), the relay passes them through to
+// Kafka, and the consumer loop extracts them with Config.Propagator and runs
+// every delivery in a span of Config.TracerProvider (both default to the
+// OpenTelemetry globals) whose parent is the producer's span. The handler's
+// ctx carries that span, so its database calls and outgoing requests join
+// the trace. The span, kind consumer, named "process <topic>", has the
+// messaging attributes messaging.system (kafka), messaging.operation.type
+// (process), messaging.destination.name, messaging.destination.partition.id,
+// messaging.kafka.offset, messaging.consumer.group.name and
+// messaging.message.id, plus pgoutbox.inbox.consumer, .outcome, .attempts,
+// .result_ref, .reason and, with Config.TraceBusinessKey, .business_key. A
+// batch that is rolled back to be replayed one message at a time ends its
+// spans with an error; each message then gets a span of its own. Only the
+// OpenTelemetry API is used here: install an SDK in the application.
+//
 // # Metrics
 //
 // Registered on Config.Registerer (never the global registry), all labelled

@@ -90,7 +90,26 @@ func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 		}
 	}
 	work := context.WithoutCancel(ctx)
-	results, ok := c.in.processBatch(work, c.cfg.DB, msgs, c.cfg.Handler)
+	// A span per message; the handler of each runs in its own.
+	ctxs := make(map[int64]context.Context, len(msgs))
+	ends := make([]func(Result, error), len(msgs))
+	for i := range msgs {
+		ctxs[msgs[i].Offset], ends[i] = c.startDelivery(work, &msgs[i])
+	}
+	handler := func(ctx context.Context, tx pgx.Tx, msg Message) (string, error) {
+		if sctx, ok := ctxs[msg.Offset]; ok {
+			ctx = sctx
+		}
+		return c.cfg.Handler(ctx, tx, msg)
+	}
+	results, ok := c.in.processBatch(work, c.cfg.DB, msgs, handler)
+	for i, end := range ends {
+		if ok {
+			end(results[i], nil)
+		} else {
+			end(Result{}, errBatchRolledBack)
+		}
+	}
 	if !ok {
 		return false
 	}
@@ -104,6 +123,10 @@ func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 	w.commit(work, last, &msgs[len(msgs)-1])
 	return true
 }
+
+// errBatchRolledBack ends the spans of a batch that was rolled back to be
+// handled one message at a time (each then gets a span of its own).
+var errBatchRolledBack = errors.New("inbox: batch rolled back; handled one message at a time")
 
 // commitTimeout bounds an offset commit and a dead-letter write during a
 // graceful stop.
@@ -125,11 +148,13 @@ func (w *worker) handle(ctx context.Context, km kafka.Message, mark bool) {
 			res Result
 			err error
 		)
+		sctx, end := c.startDelivery(work, &msg)
 		if bad != nil {
 			res = c.in.deadLetterUnprocessable(&msg, *bad)
 		} else {
-			res, err = w.process(work, msg, mark)
+			res, err = w.process(sctx, msg, mark)
 		}
+		end(res, err)
 		if errors.Is(err, ErrConflict) {
 			// ConflictPolicyStop: never ack a conflict silently.
 			w.stop(fmt.Errorf("inbox: stopped at record %s/%d@%d: %w", km.Topic, km.Partition, km.Offset, err))

@@ -46,6 +46,7 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		return err
 	}
 	logger := cfg.Logger
+	warnSecretFlags(c, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),

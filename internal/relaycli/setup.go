@@ -67,6 +67,7 @@ func adminAction(sc *scrubber, fn func(ctx context.Context, c *cli.Context, cfg 
 		if err != nil {
 			return err
 		}
+		warnSecretFlags(c, cfg.Logger)
 		ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 		defer cancel()
 		return fn(ctx, c, cfg)

@@ -104,7 +104,7 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 	}
 	for i := range msgs {
 		in.observeAge(&msgs[i], start)
-		_, _ = in.finish(&msgs[i], start, results[i], nil)
+		_, _ = in.finish(ctx, &msgs[i], start, results[i], nil)
 	}
 	return results, true
 }

@@ -43,7 +43,7 @@ func (in *Inbox) ProcessExternal(ctx context.Context, db TxBeginner, msg Message
 	}
 	start := in.begin(&msg)
 	res, err := in.processExternal(ctx, db, &msg, handler)
-	return in.finish(&msg, start, res, err)
+	return in.finish(ctx, &msg, start, res, err)
 }
 
 func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Message, handler ExternalHandler) (Result, error) {

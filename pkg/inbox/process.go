@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
@@ -71,7 +72,7 @@ func (in *Inbox) process(ctx context.Context, db TxBeginner, msg Message, handle
 			if final != nil {
 				res = *final
 			}
-			return in.finish(&msg, start, res, err)
+			return in.finish(ctx, &msg, start, res, err)
 		}
 	}
 	for try := 0; ; try++ {
@@ -82,7 +83,7 @@ func (in *Inbox) process(ctx context.Context, db TxBeginner, msg Message, handle
 		in.log.Debug("inbox: transaction retried", "message_id", msg.ID, "business_key", msg.BusinessKey,
 			"reason", sqlState(err), "try", try+1)
 	}
-	return in.finish(&msg, start, res, err)
+	return in.finish(ctx, &msg, start, res, err)
 }
 
 func isTxRetry(err error) bool {
@@ -150,7 +151,7 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler 
 	}
 	start := in.begin(&msg)
 	res, err := in.processTx(ctx, tx, &msg, handler)
-	return in.finish(&msg, start, res, err)
+	return in.finish(ctx, &msg, start, res, err)
 }
 
 func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
@@ -281,13 +282,19 @@ func (in *Inbox) observeAge(msg *Message, now time.Time) {
 	}
 }
 
-// finish records metrics and logs for one delivery.
-func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (Result, error) {
+// finish records metrics and logs for one delivery; the log records carry
+// the trace ID of ctx's span, when there is one.
+func (in *Inbox) finish(ctx context.Context, msg *Message, start time.Time, res Result, err error) (Result, error) {
 	m := in.metrics
 	m.inFlight.Dec()
 	m.duration.Observe(time.Since(start).Seconds())
+	var traceAttr []any
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		traceAttr = []any{"trace_id", sc.TraceID().String()}
+	}
 	if err != nil && res.Outcome == 0 {
-		in.log.Error("inbox: delivery failed", "message_id", msg.ID, "business_key", msg.BusinessKey, "err", err)
+		in.log.Error("inbox: delivery failed", append([]any{"message_id", msg.ID, "business_key", msg.BusinessKey, "err", err},
+			traceAttr...)...)
 		return res, err
 	}
 	m.outcomes.WithLabelValues(res.Outcome.String()).Inc()
@@ -310,7 +317,7 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 	}
 	// Most deliveries log at Debug: build the attributes only when that
 	// is on, the consumer loop handles tens of thousands per second.
-	if ctx := context.Background(); in.log.Enabled(ctx, level) {
+	if in.log.Enabled(ctx, level) {
 		if text == "" {
 			text = "inbox: " + res.Outcome.String()
 		}
@@ -320,6 +327,7 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 		}
 		attrs := append([]any{"message_id", msg.ID, "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
 			"from", from, "to", string(res.Status), "attempt", res.Attempts}, extra...)
+		attrs = append(attrs, traceAttr...)
 		in.log.Log(ctx, level, text, attrs...)
 	}
 	if res.Outcome == Conflict && in.cfg.ConflictPolicy == ConflictPolicyStop {

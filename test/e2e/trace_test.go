@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,8 +82,9 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
 		t.Fatal(err)
 	}
+	var logs testenv.SyncBuffer
 	in, err := inbox.New(&inbox.Config{Consumer: "trace", TracerProvider: tp, Propagator: prop, TraceBusinessKey: true,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +140,9 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 		if attrs[k] != v {
 			t.Errorf("span attribute %s = %q, want %q (all: %v)", k, attrs[k], v, attrs)
 		}
+	}
+	if !strings.Contains(logs.String(), "trace_id="+want.TraceID().String()) {
+		t.Errorf("no log record of the delivery carries trace_id %s:\n%s", want.TraceID(), logs.String())
 	}
 	for _, k := range []string{"messaging.message.id", "messaging.destination.partition.id", "messaging.kafka.offset"} {
 		if attrs[k] == "" {

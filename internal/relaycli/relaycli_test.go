@@ -357,7 +357,7 @@ func TestHelpAndEnvironment(t *testing.T) {
 		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
 		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
 		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
-		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval",
+		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval", "topic-unavailable-grace",
 		"instance-id",
 	}
 	for _, f := range flags {
@@ -411,7 +411,7 @@ func TestCommandLineConvention(t *testing.T) {
 	if help.stdout != viaHelp.stdout {
 		t.Errorf("relay help run differs from relay run --help")
 	}
-	if !strings.Contains(help.stdout, `(default: 64MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
+	if !strings.Contains(help.stdout, `(default: 32MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
 		t.Errorf("relay run --help does not show sizes with units:\n%s", help.stdout)
 	}
 	v := cli(t, "--version")
@@ -425,5 +425,24 @@ func TestCommandLineConvention(t *testing.T) {
 	wantCode(t, r, 1)
 	if !strings.Contains(r.stderr, `"buffer_bytes":1024`) {
 		t.Errorf("--buffer-bytes 1KiB did not reach the relay as 1024 bytes:\n%s", r.stderr)
+	}
+}
+
+// On a server without logical decoding, setup and run fail before creating
+// anything, with one line naming the setting and its fix.
+func TestPrerequisitesFailWithTheFix(t *testing.T) {
+	t.Parallel()
+	srv, err := testenv.StartServer("wal_level=replica")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	for _, args := range [][]string{
+		{"setup", "--database-url", srv.AdminURL},
+		{"run", "--database-url", srv.AdminURL, "--brokers", closedAddr(t), "--metrics-addr", ""},
+	} {
+		r := cli(t, args...)
+		wantCode(t, r, 1)
+		wantOneErrorLine(t, r.stderr, "prerequisites not met", "wal_level is replica", "ALTER SYSTEM SET wal_level = logical")
 	}
 }

@@ -58,6 +58,7 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		// New only validates; it does not connect.
 		return err
 	}
+	setMemoryLimit(cfg.BufferBytes, logger)
 	ctx := c.Context
 	if err := preflight(ctx, cfg); err != nil {
 		if ctx.Err() != nil {

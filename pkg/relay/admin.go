@@ -23,12 +23,15 @@ type SlotStatus struct {
 	Table             string `json:"table"`
 	SlotExists        bool   `json:"slot_exists"`
 	PublicationExists bool   `json:"publication_exists"`
-	// PublicationMismatch says why the publication cannot feed the relay
-	// (it does not publish the table's inserts); empty when it can.
+	// PublicationMismatch says why the relay refuses to start on the
+	// publication (the table missing or not published, inserts not
+	// published, other tables, a row filter or column list, a partitioned
+	// table without publish_via_partition_root), with the fix where there
+	// is one; empty when it can start.
 	PublicationMismatch string `json:"publication_mismatch,omitempty"`
 	// PublicationExtra says what the publication publishes beyond the
-	// outbox inserts (other tables, updates, deletes, truncates): harmless
-	// but wasted decoding. Empty when nothing.
+	// outbox inserts (updates, deletes, truncates): harmless but wasted
+	// decoding. Empty when nothing.
 	PublicationExtra string `json:"publication_extra,omitempty"`
 	// Active is true while a walsender streams the slot; ActivePID is its
 	// backend PID.
@@ -66,22 +69,26 @@ type SlotStatus struct {
 }
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
-// the outbox WITH (publish = 'insert')) and the slot (pgoutput). An existing
-// publication that does not publish the table's inserts is an error wrapping
-// ErrPublicationMismatch; one that also publishes other tables or operations
-// is accepted with a warning, since the relay ignores what is not an outbox
-// insert.
+// the outbox WITH (publish = 'insert', publish_via_partition_root = true))
+// and the slot (pgoutput). On an existing publication it turns
+// publish_via_partition_root on; one that does not publish exactly the
+// table's inserts (see SlotStatus.PublicationMismatch) is an error wrapping
+// ErrPublicationMismatch; one that also publishes updates, deletes or
+// truncates is accepted with a warning, since the relay ignores them.
 func Setup(ctx context.Context, cfg *Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := checkPrerequisites(ctx, conn, &c, true); err != nil {
+		return err // nothing created: every problem at once, each with its fix
+	}
 	if _, err := outbox.Migrate(ctx, conn, &outbox.Config{Table: c.Table}); err != nil {
 		return fmt.Errorf("relay: create table %s: %w", c.Table, err)
 	}
 	c.NoCreate = false
-	if err := ensurePublication(ctx, conn, &c); err != nil {
+	if err := ensurePublication(ctx, conn, &c, true); err != nil {
 		return err
 	}
 	_, err = ensureSlot(ctx, conn, &c)

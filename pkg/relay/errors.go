@@ -20,8 +20,10 @@ var (
 	// NoCreate is set.
 	ErrPublicationMissing = errors.New("relay: publication does not exist")
 	// ErrPublicationMismatch means the publication exists but does not
-	// publish inserts of the outbox table.
-	ErrPublicationMismatch = errors.New("relay: publication does not publish the outbox table's inserts")
+	// publish exactly the outbox table's inserts: the table or inserts
+	// missing, a row filter or column list, other tables, or partitions
+	// published under their own names.
+	ErrPublicationMismatch = errors.New("relay: publication does not match the outbox table")
 	// ErrSlotMismatch means a slot of that name exists with another output
 	// plugin or in another database.
 	ErrSlotMismatch = errors.New("relay: replication slot is not a pgoutput slot of this database")
@@ -46,6 +48,10 @@ var (
 	// ErrKafkaAuth means the brokers refused the relay's credentials or
 	// permissions.
 	ErrKafkaAuth = errors.New("relay: kafka refused authentication or authorization")
+	// ErrTopicUnavailable means writes to a topic failed because it does
+	// not exist or the relay may not write it, for longer than
+	// Config.TopicUnavailableGrace.
+	ErrTopicUnavailable = errors.New("relay: kafka topic unavailable")
 )
 
 // InvalidEventError names an event the relay could not publish, returned by

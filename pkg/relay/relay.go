@@ -65,6 +65,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer r.running.Store(false)
 	sk := newSink(&r.cfg, r.m)
 	defer func() { _ = sk.close() }()
+	// A relay without a recent sign of life from its walsender writes
+	// nothing more to Kafka: the server may have given the slot to
+	// another relay (see Liveness in the package doc). The sink checks
+	// before each write call, the connections before each byte.
+	sk.guard = func() error { return r.live.stale(time.Now()) }
+	sk.transport.Dial = guardedDial(sk.guard)
 
 	g, gctx := errgroup.WithContext(ctx)
 	if r.cfg.PruneAfter > 0 {
@@ -184,6 +190,12 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		return err
 	}
 	cancelStart()
+	cat, err := openCatalog(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cat.close()
+	cat.watch()
 	tr := acktrack.New(uint64(start))
 	r.live.tracker.Store(tr)
 	r.live.acked(time.Now())
@@ -198,7 +210,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
 	}
 	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
-		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout, "liveness_bound", lv.bound)
+		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout.String(), "liveness_bound", lv.bound.String())
 
 	events := make(chan event, c.BatchSize)
 	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
@@ -206,15 +218,6 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
-	// A relay without a recent sign of life from its walsender writes
-	// nothing more: the server may have given the slot to another relay.
-	sk.guard = func() error {
-		err := r.live.stale(time.Now())
-		if err != nil {
-			stopRead(err)
-		}
-		return err
-	}
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
 	sinkDone := make(chan error, 1)
@@ -226,7 +229,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c), tr: tr, events: events, buf: buf, stop: readCtx, lv: lv}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx, lv: lv}
 	readErr := st.run()
 	close(events)
 
@@ -254,6 +257,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	}
 	// Confirm what Kafka acknowledged; on a broken connection this fails
 	// harmlessly.
+	cat.recheck()
 	if err := st.sendStatus(); err == nil && graceful {
 		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
 	}
@@ -275,7 +279,7 @@ func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := ensurePublication(ctx, conn, c); err != nil {
+	if err := ensurePublication(ctx, conn, c, false); err != nil {
 		return 0, err
 	}
 	start, err := ensureSlot(ctx, conn, c)

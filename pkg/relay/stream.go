@@ -24,6 +24,7 @@ type stream struct {
 	live   *live
 	conn   *pgconn.PgConn
 	dec    *decoder
+	cat    *catalog // fences confirmation (see catalog)
 	tr     *acktrack.Tracker
 	events chan<- event
 	buf    *budget
@@ -103,7 +104,7 @@ func (s *stream) wake() time.Time {
 func (s *stream) statusDue() bool {
 	now := time.Now()
 	return !now.Before(s.nextSS) ||
-		pglogrepl.LSN(s.tr.Confirmed()) != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
+		s.cat.fenced(s.tr.Confirmed()) != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -135,7 +136,8 @@ func (s *stream) readUntilDeadline(rctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("%w: %w", errProtocol, err)
 				}
-				s.live.heard(s.lv.heardAt(ka.ServerTime, time.Now()))
+				now := time.Now()
+				s.live.heard(s.lv.heardAt(ka.ServerTime, now), now)
 				if !s.inTx {
 					s.tr.AdvanceIdle(uint64(ka.ServerWALEnd))
 				}
@@ -153,7 +155,7 @@ func (s *stream) readUntilDeadline(rctx context.Context) error {
 				// from the socket buffer after it) is not published: the
 				// slot may belong to another relay by now.
 				now := time.Now()
-				s.live.heard(s.lv.heardAt(xld.ServerTime, now))
+				s.live.heard(s.lv.heardAt(xld.ServerTime, now), now)
 				if err := s.live.stale(now); err != nil {
 					return err
 				}
@@ -275,7 +277,7 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 // sendStatus confirms the tracker's position, with write, flush and apply
 // positions all set explicitly.
 func (s *stream) sendStatus() error {
-	pos := pglogrepl.LSN(s.tr.Confirmed())
+	pos := s.cat.fenced(s.tr.Confirmed())
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,
@@ -297,5 +299,5 @@ func (s *stream) sendStatus() error {
 	s.nextSS = s.lastSS.Add(s.lv.statusEvery)
 	s.m.confirmedLSN.Set(float64(pos))
 	s.m.inFlight.Set(float64(s.tr.InFlight()))
-	return nil
+	return s.cat.failure()
 }

@@ -45,6 +45,10 @@ test: vet lint check-deploy ## Vet, check deploy files, run every test with -rac
 bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print events/s, peak RSS, raw ceiling (BENCHFLAGS="-n 100000").
 	$(GO) run ./test/bench/relaybench $(BENCHFLAGS)
 
+.PHONY: bench-latency
+bench-latency: ## Commit single-row transactions at 500..10000/s through the relay; print commit-to-receive p50/p90/p99/max and backlog (BENCHFLAGS="-duration 30s").
+	$(GO) run ./test/bench/relaybench -latency 500,1000,5000,10000 -conns 32 $(BENCHFLAGS)
+
 .PHONY: bench-inbox
 bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N=messages per run, BENCHFLAGS="-rounds 5 -pk").
 	$(GO) run ./test/bench/inboxbench -n $(or $(N),50000) $(BENCHFLAGS)

@@ -455,3 +455,22 @@ func TestPrerequisitesFailWithTheFix(t *testing.T) {
 	wantCode(t, r, 1)
 	wantOneErrorLine(t, r.stderr, `slot "pgoutbox" does not exist`, "relay setup cannot create them", "wal_level is replica")
 }
+
+// setup --wait retries an unreachable database, says so once, then fails
+// with the connection error.
+func TestSetupWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
+	url := "postgres://relay:WaitSecretPw@" + closedAddr(t) + "/app?sslmode=disable"
+	r := cli(t, "setup", "--wait", "1500ms", "--database-url", url)
+	wantCode(t, r, 1)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(r.stderr, "\n"), "\n") {
+		if strings.HasPrefix(l, "relay: ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "relay: waiting up to 1.5s for the database: ") ||
+		!strings.Contains(lines[1], "connection refused") || strings.Contains(r.stderr, "WaitSecretPw") {
+		t.Fatalf("stderr:\n%s", r.stderr)
+	}
+}

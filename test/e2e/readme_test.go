@@ -91,53 +91,80 @@ func TestReadmeCommandLines(t *testing.T) {
 		"RELAY_METRICS_ADDR=127.0.0.1:0", // the default :9740 may be taken on a test machine
 	)
 	ctx := context.Background()
+	// The relay started by a "relay run" line keeps running through the
+	// "relay status" lines after it (status exits 1 while no relay streams
+	// the slot), and is stopped with SIGINT before any other line.
+	var relayRun func()
+	stopRelay := func() {
+		if relayRun != nil {
+			relayRun()
+			relayRun = nil
+		}
+	}
+	defer stopRelay()
 	for i, line := range lines {
 		t.Logf("README: %s", line)
+		if !strings.HasPrefix(line, "relay status ") {
+			stopRelay()
+		}
 		cmd := exec.Command("sh", "-c", "exec "+line)
 		cmd.Env = env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		var out testenv.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
-		var stopWhen func() (bool, error)
+		var ready func() (bool, error)
 		switch {
 		case strings.HasPrefix(line, "relay run "):
-			// A row written by a non-Go producer: plain SQL.
-			if _, err := db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload)
-				VALUES (gen_random_uuid(), 'order', 'o-`+strconv.Itoa(i)+`', 'order.placed', 'readme-`+strconv.Itoa(i)+`', '{"readme":true}')`); err != nil {
+			// A row written by a non-Go producer: plain SQL, the id from
+			// the column default.
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload)
+				VALUES ('order', 'o-`+strconv.Itoa(i)+`', 'order.placed', 'readme-`+strconv.Itoa(i)+`', '{"readme":true}')`); err != nil {
 				t.Fatal(err)
 			}
-			stopWhen = func() (bool, error) {
+			ready = func() (bool, error) {
 				recs, err := testenv.ReadTopic(ctx, k.Brokers, "outbox.order")
 				return len(recs) > 0, err
 			}
 		case strings.HasPrefix(line, "inbox tail "):
-			stopWhen = func() (bool, error) { return strings.Contains(out.String(), " processed"), nil }
+			ready = func() (bool, error) { return strings.Contains(out.String(), " processed"), nil }
 		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		if stopWhen != nil {
-			testenv.WaitFor(t, 2*time.Minute, line, func() (bool, error) {
-				select {
-				case err := <-done:
-					t.Fatalf("%s ended early (%v):\n%s", line, err, out.String())
-				default:
+		end := func() {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", line, err, out.String())
 				}
-				return stopWhen()
-			})
-			_ = cmd.Process.Signal(syscall.SIGINT)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", line, err, out.String())
+			case <-time.After(3 * time.Minute):
+				_ = cmd.Process.Kill()
+				t.Fatalf("%s did not end:\n%s", line, out.String())
 			}
-		case <-time.After(3 * time.Minute):
-			_ = cmd.Process.Kill()
-			t.Fatalf("%s did not end:\n%s", line, out.String())
 		}
+		if ready == nil {
+			end()
+			continue
+		}
+		testenv.WaitFor(t, 2*time.Minute, line, func() (bool, error) {
+			select {
+			case err := <-done:
+				t.Fatalf("%s ended early (%v):\n%s", line, err, out.String())
+			default:
+			}
+			return ready()
+		})
+		stop := func() {
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			end()
+		}
+		if strings.HasPrefix(line, "relay run ") {
+			relayRun = stop
+			continue
+		}
+		stop()
 	}
 }
 

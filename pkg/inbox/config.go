@@ -126,8 +126,20 @@ type Config struct {
 	// to 5.
 	TxRetries int
 	// Logger receives structured logs with message_id, business_key, status
-	// transition, attempt and reason. Defaults to slog.Default().
+	// transition, attempt and reason. Defaults to slog.Default(). Message
+	// IDs and business keys (often personal data: e-mail addresses,
+	// account numbers) are logged shortened to a prefix, their length and a
+	// short hash, unless LogFullKeys is set; handler errors are logged as
+	// ErrorRedactor renders them.
 	Logger *slog.Logger
+	// LogFullKeys logs message IDs and business keys whole, for debugging.
+	LogFullKeys bool
+	// ErrorRedactor renders a handler error for every place it is kept or
+	// shown: the last_error column, the dlq-error header and the logs. Use
+	// it to scrub what an error may quote (URLs with tokens, response
+	// bodies). Defaults to err.Error(). The text is then bounded to
+	// MaxErrorText bytes.
+	ErrorRedactor func(error) string
 	// TracerProvider creates the span of each delivery of the consumer loop.
 	// Defaults to otel.GetTracerProvider() (a no-op until the application
 	// installs an SDK).

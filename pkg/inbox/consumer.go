@@ -201,7 +201,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Debug("inbox: kafka reader: " + fmt.Sprintf(format, args...))
 		}),
 	})
-	dlq := newDeadLetterWriter(c.cfg.Brokers, c.cfg.Dialer, c.cfg.DeadLetterTopic, c.in.cfg.Consumer)
+	dlq := newDeadLetterWriter(c.cfg.Brokers, c.cfg.Dialer, c.cfg.DeadLetterTopic, c.in)
 
 	var wg sync.WaitGroup
 	if c.cfg.StatsInterval > 0 {

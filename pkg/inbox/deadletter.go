@@ -43,15 +43,17 @@ var dlqHeaders = map[string]bool{
 // acks from every in-sync replica.
 type deadLetterWriter struct {
 	topic, consumer string
+	errText         func(error) string // the dlq-error header (Inbox.errText)
 	transport       *kafka.Transport
 	w               *kafka.Writer
 }
 
-func newDeadLetterWriter(brokers []string, d *kafka.Dialer, topic, consumer string) *deadLetterWriter {
+func newDeadLetterWriter(brokers []string, d *kafka.Dialer, topic string, in *Inbox) *deadLetterWriter {
 	tr := &kafka.Transport{ClientID: "pgoutbox-inbox", DialTimeout: d.Timeout, TLS: d.TLS, SASL: d.SASLMechanism}
 	return &deadLetterWriter{
 		topic:     topic,
-		consumer:  consumer,
+		consumer:  in.cfg.Consumer,
+		errText:   in.errText,
 		transport: tr,
 		w: &kafka.Writer{
 			Addr:                   kafka.TCP(brokers...),
@@ -74,10 +76,7 @@ func (d *deadLetterWriter) write(ctx context.Context, km kafka.Message, res Resu
 			headers = append(headers, h)
 		}
 	}
-	errText := ""
-	if res.Err != nil {
-		errText = res.Err.Error()
-	}
+	errText := d.errText(res.Err)
 	headers = append(headers,
 		kafka.Header{Key: HeaderDLQReason, Value: []byte(res.Reason)},
 		kafka.Header{Key: HeaderDLQError, Value: []byte(errText)},

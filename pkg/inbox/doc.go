@@ -269,6 +269,12 @@
 //
 // Config.Logger receives structured records with consumer, message_id,
 // business_key, outcome, the status transition (from, to; "NEW" for a new
-// row), attempt and,
-// for failures, reason and err.
+// row), attempt and, for failures, reason and err.
+//
+// Message IDs and business keys (often personal data) are logged shortened
+// to a prefix, their length and a short hash; Config.LogFullKeys logs them
+// whole. A handler error's text, in the logs, in last_error and in the
+// dlq-error header, is rendered by Config.ErrorRedactor when set (to scrub
+// tokens or response bodies an error quotes) and bounded to MaxErrorText
+// bytes.
 package inbox

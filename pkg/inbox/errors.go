@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 )
 
 var (
@@ -115,9 +117,38 @@ func Retryable(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
-// errText is err's text as Postgres text can store it (last_error): valid
+// MaxErrorText bounds the text of an error kept in last_error, sent in the
+// dlq-error header or logged for a delivery.
+const MaxErrorText = 1024
+
+// errText is err's text as Config.ErrorRedactor renders it, bounded to
+// MaxErrorText bytes, and as Postgres text can store it (last_error): valid
 // UTF-8 without NUL bytes, so a handler error quoting a bad record cannot
 // make the failure record itself fail.
-func errText(err error) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "\uFFFD")
+func (in *Inbox) errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	if in.cfg.ErrorRedactor != nil {
+		s = in.cfg.ErrorRedactor(err)
+	}
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	if len(s) > MaxErrorText {
+		cut := MaxErrorText - 32
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = fmt.Sprintf("%s…(%d bytes in all)", s[:cut], len(s))
+	}
+	return s
+}
+
+// logKey is how a message ID or business key appears in a log line: whole
+// with LogFullKeys, else shortened (see redact.Key).
+func (in *Inbox) logKey(s string) string {
+	if in.cfg.LogFullKeys {
+		return s
+	}
+	return redact.Key(s)
 }

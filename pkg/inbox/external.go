@@ -66,7 +66,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 		return *c.done, nil
 	}
 	key := msg.BusinessKey
-	in.log.Debug("inbox: lease taken", "message_id", msg.ID, "business_key", key,
+	in.log.Debug("inbox: lease taken", "message_id", in.logKey(msg.ID), "business_key", in.logKey(key),
 		"from", string(c.from), "to", string(StatusProcessing), "attempt", c.attempt)
 	hctx, l, stop := in.withLease(ctx, db, c)
 	ref, herr := in.runExternal(hctx, msg, key, handler)
@@ -77,12 +77,12 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 	reconciled := false
 	if errors.Is(herr, ErrAlreadyDone) {
 		reconciled, herr = true, nil
-		in.log.Info("inbox: reconciled: effect already done", "message_id", msg.ID, "business_key", key,
+		in.log.Info("inbox: reconciled: effect already done", "message_id", in.logKey(msg.ID), "business_key", in.logKey(key),
 			"attempt", c.attempt, "result_ref", ref)
 	}
 	if herr != nil {
 		status, reason := in.failureStatus(c.attempt, herr)
-		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, errText(herr), c.attempt, token)
+		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, in.errText(herr), c.attempt, token)
 		if err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w (handler: %w)", msg.ID, err, herr)
 		}

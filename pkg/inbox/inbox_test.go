@@ -447,10 +447,12 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 	}
 }
 
+// With LogFullKeys the log carries the whole message ID and business key
+// (by default they are shortened: TestKeysAndErrorsRedacted).
 func TestLogsCarryMessageAndTransition(t *testing.T) {
 	t.Parallel()
 	var buf testenv.SyncBuffer
-	b := setup(t, &inbox.Config{MaxAttempts: 1, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	b := setup(t, &inbox.Config{MaxAttempts: 1, LogFullKeys: true, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	m := msg("m-1", "key-1", `{}`)
 	_, err := b.in.Process(context.Background(), b.db.Pool, m, func(context.Context, pgx.Tx) (string, error) {
 		return "", errors.New("boom")

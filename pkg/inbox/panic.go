@@ -29,7 +29,7 @@ func (in *Inbox) recovered(msg *Message, err *error) {
 		return
 	}
 	perr := &PanicError{Value: v, Stack: debug.Stack()}
-	in.log.Error("inbox: handler panicked", "message_id", msg.ID, "business_key", msg.BusinessKey,
+	in.log.Error("inbox: handler panicked", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey),
 		"panic", fmt.Sprint(v), "stack", string(perr.Stack))
 	*err = perr
 }

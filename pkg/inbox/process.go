@@ -80,7 +80,7 @@ func (in *Inbox) process(ctx context.Context, db TxBeginner, msg Message, handle
 		if err == nil || !isTxRetry(err) || try >= in.cfg.TxRetries {
 			break
 		}
-		in.log.Debug("inbox: transaction retried", "message_id", msg.ID, "business_key", msg.BusinessKey,
+		in.log.Debug("inbox: transaction retried", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey),
 			"reason", sqlState(err), "try", try+1)
 	}
 	return in.finish(ctx, &msg, start, res, err)
@@ -197,7 +197,7 @@ func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, 
 			return Result{}, herr
 		}
 		status, reason := in.failureStatus(c.attempt, herr)
-		if _, err := sp.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, errText(herr)); err != nil {
+		if _, err := sp.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, in.errText(herr)); err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w", msg.ID, err)
 		}
 		res := failureResult(status, c.attempt, reason, herr)
@@ -252,7 +252,7 @@ func (in *Inbox) recordFailure(ctx context.Context, db TxBeginner, msg *Message,
 	)
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
-			status, c.attempt, errText(herr), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
+			status, c.attempt, in.errText(herr), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
 	})
 	switch {
 	case err == nil:
@@ -293,7 +293,7 @@ func (in *Inbox) finish(ctx context.Context, msg *Message, start time.Time, res 
 		traceAttr = []any{"trace_id", sc.TraceID().String()}
 	}
 	if err != nil && res.Outcome == 0 {
-		in.log.Error("inbox: delivery failed", append([]any{"message_id", msg.ID, "business_key", msg.BusinessKey, "err", err},
+		in.log.Error("inbox: delivery failed", append([]any{"message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey), "err", in.errText(err)},
 			traceAttr...)...)
 		return res, err
 	}
@@ -305,13 +305,13 @@ func (in *Inbox) finish(ctx context.Context, msg *Message, start time.Time, res 
 		m.attempts.Observe(float64(res.Attempts))
 	case Retry:
 		m.retries.Inc()
-		level, text, extra = slog.LevelWarn, "inbox: handler failed, will retry", []any{"err", res.Err}
+		level, text, extra = slog.LevelWarn, "inbox: handler failed, will retry", []any{"err", in.errText(res.Err)}
 	case DeadLettered:
 		if res.Reason != ReasonFailedFinal {
 			m.attempts.Observe(float64(res.Attempts))
 			m.deadLettered.WithLabelValues(res.Reason).Inc()
 		}
-		level, text, extra = slog.LevelWarn, "inbox: dead-lettered", []any{"reason", res.Reason, "err", res.Err}
+		level, text, extra = slog.LevelWarn, "inbox: dead-lettered", []any{"reason", res.Reason, "err", in.errText(res.Err)}
 	case Conflict:
 		level, text, extra = slog.LevelError, "inbox: conflict", []any{"reason", res.Reason}
 	}
@@ -325,7 +325,7 @@ func (in *Inbox) finish(ctx context.Context, msg *Message, start time.Time, res 
 		if from == "" && res.Outcome != Duplicate && res.Outcome != Busy && res.Outcome != Conflict {
 			from = "NEW"
 		}
-		attrs := append([]any{"message_id", msg.ID, "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
+		attrs := append([]any{"message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey), "outcome", res.Outcome.String(),
 			"from", from, "to", string(res.Status), "attempt", res.Attempts}, extra...)
 		attrs = append(attrs, traceAttr...)
 		in.log.Log(ctx, level, text, attrs...)

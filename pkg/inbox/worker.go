@@ -221,7 +221,7 @@ func (w *worker) sendDeadLetter(ctx context.Context, km kafka.Message, msg *Mess
 		if err == nil {
 			return true
 		}
-		w.c.log.Warn("inbox: dead-letter write failed", "message_id", msg.ID, "business_key", msg.BusinessKey,
+		w.c.log.Warn("inbox: dead-letter write failed", "message_id", w.c.in.logKey(msg.ID), "business_key", w.c.in.logKey(msg.BusinessKey),
 			"topic", w.dlq.topic, "attempt", attempt, "err", err)
 		t := time.NewTimer(min(time.Duration(attempt)*100*time.Millisecond, 5*time.Second))
 		select {
@@ -239,7 +239,7 @@ func (w *worker) commit(ctx context.Context, km kafka.Message, msg *Message) {
 	cctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if err := w.reader.CommitMessages(cctx, km); err != nil {
-		w.c.log.Warn("inbox: offset commit failed; the message will be redelivered", "message_id", msg.ID,
+		w.c.log.Warn("inbox: offset commit failed; the message will be redelivered", "message_id", w.c.in.logKey(msg.ID),
 			"topic", km.Topic, "partition", km.Partition, "offset", km.Offset, "err", err)
 	}
 }
@@ -287,7 +287,7 @@ func messageFromKafka(km kafka.Message) (msg Message, bad *Result) {
 // record again (at least once, never lost).
 func (in *Inbox) markDeadLettered(ctx context.Context, db TxBeginner, msg *Message) {
 	if _, err := execOne(ctx, db, in.queries.markDeadLettered, in.cfg.Consumer, msg.BusinessKey); err != nil {
-		in.log.Warn("inbox: recording the dead-letter write failed", "message_id", msg.ID, "business_key", msg.BusinessKey, "err", err)
+		in.log.Warn("inbox: recording the dead-letter write failed", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey), "err", err)
 	}
 }
 
@@ -297,8 +297,8 @@ func (in *Inbox) markDeadLettered(ctx context.Context, db TxBeginner, msg *Messa
 func (in *Inbox) deadLetterUnprocessable(msg *Message, bad Result) Result {
 	in.metrics.outcomes.WithLabelValues(DeadLettered.String()).Inc()
 	in.metrics.deadLettered.WithLabelValues(bad.Reason).Inc()
-	in.log.Warn("inbox: dead-lettered", "message_id", msg.ID, "business_key", msg.BusinessKey,
+	in.log.Warn("inbox: dead-lettered", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey),
 		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "reason", bad.Reason, "attempt", bad.Attempts,
-		"err", bad.Err)
+		"err", in.errText(bad.Err))
 	return bad
 }

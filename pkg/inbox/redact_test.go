@@ -1,0 +1,94 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+// A long business key (personal data) and a handler error that quotes a URL
+// with a token: at the default log level the key never appears whole in the
+// logs, and with an ErrorRedactor the token appears nowhere, neither in the
+// logs nor in last_error nor in the dlq-error header.
+func TestKeysAndErrorsRedacted(t *testing.T) {
+	t.Parallel()
+	const topic, group, dlq = "pii", "pii-group", "pii.dlq"
+	const token = "tok3n-S3cr3t-value"
+	key := "customer:" + strings.Repeat("alice.smith@example.com;", 8) // 201 bytes
+	if len(key) < 200 {
+		t.Fatalf("key of %d bytes, want at least 200", len(key))
+	}
+	var logs testenv.SyncBuffer
+	tokenParam := regexp.MustCompile(`token=[^&\s]*`)
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, &inbox.Config{
+		MaxAttempts: 2, Backoff: func(int) time.Duration { return time.Millisecond },
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		ErrorRedactor: func(err error) string {
+			return tokenParam.ReplaceAllString(err.Error(), "token=REDACTED")
+		},
+	})
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+		DeadLetterTopic: dlq, SessionTimeout: time.Second,
+		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			return "", errors.New(`POST https://api.example.com/v1/charge?token=` + token + `: 502 Bad Gateway`)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: key, Value: `{"v":1}`})
+	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 1, time.Minute)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	r := readRow(t, b.db, "billing", "m-1")
+	if r.LastError == nil || !strings.Contains(*r.LastError, "token=REDACTED") || strings.Contains(*r.LastError, token) {
+		t.Fatalf("last_error %v, want the redacted text", r.LastError)
+	}
+	if e, _ := recs[0].Header("dlq-error"); !strings.Contains(e, "token=REDACTED") || strings.Contains(e, token) {
+		t.Fatalf("dlq-error %q, want the redacted text", e)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "dead-lettered") {
+		t.Fatalf("no dead-letter log line:\n%s", out)
+	}
+	if strings.Contains(out, token) || strings.Contains(out, "alice.smith@example.com") {
+		t.Fatalf("logs show the token or the business key:\n%s", out)
+	}
+	if !strings.Contains(out, `business_key="cust…(201 B, #`) {
+		t.Fatalf("logs do not show the shortened business key:\n%s", out)
+	}
+}
+
+// A handler error is bounded in last_error.
+func TestLongErrorBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	long := strings.Repeat("é", 4000) // 8,000 bytes
+	_, err := b.in.Process(context.Background(), b.db.Pool, inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{}`)},
+		func(ctx context.Context, tx pgx.Tx) (string, error) { return "", errors.New(long) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readRow(t, b.db, "billing", "m-1")
+	if r.LastError == nil || len(*r.LastError) > inbox.MaxErrorText || !strings.HasSuffix(*r.LastError, "(8000 bytes in all)") {
+		t.Fatalf("last_error of %d bytes: %.80q…, want at most %d bytes ending with the full length", len(*r.LastError), *r.LastError, inbox.MaxErrorText)
+	}
+}

@@ -479,6 +479,10 @@ func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
+	// kafka-go allocates each partition batch with room for BatchSize
+	// messages; no share of this call holds more than len(msgs). Only
+	// WriteMessages, in this goroutine, reads the field.
+	s.w.BatchSize = len(msgs)
 	start := time.Now()
 	err := s.w.WriteMessages(wctx, msgs...)
 	s.m.publishDuration.Observe(time.Since(start).Seconds())

@@ -416,7 +416,7 @@ func TestLargeRecordsInOrder(t *testing.T) {
 			const rows = 300
 			order := largeRecords(t, b, rows, 10, 20, size)
 			b.start(t)
-			recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", rows, 60*time.Second)
+			recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", rows, 3*time.Minute)
 			n, dups, broken := deliveryReport(t, recs, order)
 			errs := b.metric(t, "pgoutbox_relay_publish_errors_total")
 			t.Logf("%d B payloads: %d records for %d rows, %d duplicates, %d of %d aggregates out of order, %v publish errors",

@@ -90,7 +90,7 @@ func (s *stream) run() error {
 // (a crash then replays only what was in flight).
 func (s *stream) wake() time.Time {
 	switch {
-	case pglogrepl.LSN(s.tr.Confirmed()) != s.sent:
+	case s.position() != s.sent:
 		return minTime(s.nextSS, s.lastSS.Add(promptStatusGap))
 	case s.tr.InFlight() > 0:
 		return minTime(s.nextSS, time.Now().Add(promptStatusGap))
@@ -103,7 +103,7 @@ func (s *stream) wake() time.Time {
 func (s *stream) statusDue() bool {
 	now := time.Now()
 	return !now.Before(s.nextSS) ||
-		pglogrepl.LSN(s.tr.Confirmed()) != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
+		s.position() != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -273,10 +273,13 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 	}
 }
 
+// position is what the next status update confirms.
+func (s *stream) position() pglogrepl.LSN { return pglogrepl.LSN(s.tr.Confirmed()) }
+
 // sendStatus confirms the tracker's position, with write, flush and apply
 // positions all set explicitly.
 func (s *stream) sendStatus() error {
-	pos := pglogrepl.LSN(s.tr.Confirmed())
+	pos := s.position()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,

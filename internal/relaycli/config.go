@@ -150,15 +150,19 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.LagPollInterval = c.Duration(flagLagPoll)
 	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
 	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	if cfg.BatchTimeout < 0 {
+		return nil, usagef("--%s: must not be negative", flagBatchTimeout)
+	}
+	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
 	cfg.InstanceID = c.String(flagInstanceID)
 	for flag, d := range map[string]int64{
-		flagBatchTimeout:    int64(cfg.BatchTimeout),
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
 		flagStatusInterval:  int64(cfg.StatusInterval),
 		flagPruneInterval:   int64(cfg.PruneInterval),
 		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
 		flagLagPoll:         int64(cfg.LagPollInterval),
 		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
+		flagTopicGrace:      int64(cfg.TopicUnavailableGrace),
 	} {
 		if d <= 0 {
 			return nil, usagef("--%s: must be positive", flag)

@@ -29,6 +29,7 @@ const (
 	flagBatchSize       = "batch-size"
 	flagBufferBytes     = "buffer-bytes"
 	flagBatchTimeout    = "batch-timeout"
+	flagTopicGrace      = "topic-unavailable-grace"
 	flagCompression     = "compression"
 	flagWriteTimeout    = "write-timeout"
 	flagStatusInterval  = "status-interval"
@@ -104,12 +105,15 @@ func runFlags() []cli.Flag {
 		&cli.GenericFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: cliutil.NewDuration(relay.DefaultWriteTimeout),
 			Usage: "bound on one Kafka write attempt"},
 
+		&cli.GenericFlag{Name: flagTopicGrace, Category: catKafka, EnvVars: envVar(flagTopicGrace), Value: cliutil.NewDuration(relay.DefaultTopicUnavailableGrace),
+			Usage: "how long to retry writes to a topic that does not exist or may not be written (never dead-lettered) before stopping"},
+
 		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},
 		&cli.GenericFlag{Name: flagBufferBytes, Category: catBatching, EnvVars: envVar(flagBufferBytes), Value: cliutil.NewSize(relay.DefaultBufferBytes),
 			Usage: "most record bytes (key, value, headers) held between the WAL reader and Kafka, queued or being written; bounds memory with large payloads"},
 		&cli.GenericFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: cliutil.NewDuration(relay.DefaultBatchTimeout),
-			Usage: "how long a partial batch waits for more events"},
+			Usage: "how long a partial batch waits for more events once the queue is empty (0: adaptive, send as soon as the previous write is done)"},
 		&cli.GenericFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: cliutil.NewDuration(relay.DefaultStatusInterval),
 			Usage: "longest time between two standby status updates (acknowledgements) to Postgres"},
 

@@ -141,8 +141,10 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	wantCode(t, f.cli(t, "setup"), 0)
 	row := f.slotRow(t)
 
+	// No relay streams the slot: status says so and exits 1.
 	text := f.cli(t, "status")
-	wantCode(t, text, 0)
+	wantCode(t, text, 1)
+	wantOneErrorLine(t, text.stderr, `no relay streams slot "`+f.slot+`"`)
 	for _, want := range [][2]string{
 		{"slot", f.slot + " (exists)"},
 		{"publication", "pub_" + f.slot + " (exists)"},
@@ -151,6 +153,7 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 		{"confirmed_flush_lsn", row.confirmed},
 		{"restart_lsn", row.restart},
 		{"wal_status", row.walStatus},
+		{"problem", `no relay streams slot "` + f.slot + `" (it is not active)`},
 	} {
 		if !containsRow(text.stdout, want[0], want[1]) {
 			t.Errorf("status lacks row %q = %q:\n%s", want[0], want[1], text.stdout)
@@ -158,7 +161,7 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	}
 
 	js := f.cli(t, "status", "--json")
-	wantCode(t, js, 0)
+	wantCode(t, js, 1)
 	var st relay.SlotStatus
 	if err := json.Unmarshal([]byte(js.stdout), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, js.stdout)
@@ -170,7 +173,10 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	}
 	var raw map[string]any
 	_ = json.Unmarshal([]byte(js.stdout), &raw)
-	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid"} {
+	if len(st.Problems) != 1 || st.State == nil || st.Gap != nil || !st.TableExists {
+		t.Errorf("status --json problems %q, state %+v, gap %+v, table_exists %v", st.Problems, st.State, st.Gap, st.TableExists)
+	}
+	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid", "problems", "state"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("status --json lacks %q: %s", key, js.stdout)
 		}
@@ -193,7 +199,7 @@ func TestStatusMissingSlotFails(t *testing.T) {
 	for _, extra := range [][]string{nil, {"--json"}} {
 		r := f.cli(t, "status", extra...)
 		wantCode(t, r, 1)
-		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist (relay setup creates it); publication "pub_`+f.slot+`" does not exist`)
+		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist (relay setup creates it)`, `publication "pub_`+f.slot+`" does not exist`)
 		if extra == nil && !containsRow(r.stdout, "slot", f.slot+" (missing)") {
 			t.Errorf("status output does not show the slot missing:\n%s", r.stdout)
 		}
@@ -260,7 +266,7 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"sasl scram without tls", append(base, "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "u"), "plaintext"},
 		{"require-tls", []string{"status", "--database-url", "postgres://relay@db.example.com/db?sslmode=require", "--require-tls"}, "verify-full"},
 		{"unknown flag", append(base, "--bogus"), "bogus"},
-		{"unknown command", []string{"start"}, `unknown command "start" (commands: run, setup, status, teardown, dev; see relay --help)`},
+		{"unknown command", []string{"start"}, `unknown command "start" (commands: run, setup, status, teardown, recover, backfill, dev; see relay --help)`},
 		{"help unknown command", []string{"help", "start"}, `unknown command "start"`},
 		{"stray argument", []string{"status", "--database-url", url, "extra"}, `unexpected argument "extra"`},
 	} {
@@ -357,7 +363,7 @@ func TestHelpAndEnvironment(t *testing.T) {
 		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
 		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
 		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
-		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval",
+		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval", "topic-unavailable-grace",
 		"instance-id",
 	}
 	for _, f := range flags {
@@ -402,7 +408,7 @@ func TestCommandLineConvention(t *testing.T) {
 	wantCode(t, cli(t, append(append([]string{}, f.args...), "setup")...), 0)
 	before := cli(t, append(append([]string{}, f.args...), "status", "--json")...)
 	after := f.cli(t, "status", "--json")
-	wantCode(t, before, 0)
+	wantCode(t, before, 1) // no relay streams the slot
 	if before.stdout == "" || before.stdout[:40] != after.stdout[:40] {
 		t.Errorf("status with flags before the command:\n%s\nafter:\n%s", before.stdout, after.stdout)
 	}
@@ -411,7 +417,7 @@ func TestCommandLineConvention(t *testing.T) {
 	if help.stdout != viaHelp.stdout {
 		t.Errorf("relay help run differs from relay run --help")
 	}
-	if !strings.Contains(help.stdout, `(default: 64MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
+	if !strings.Contains(help.stdout, `(default: 32MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
 		t.Errorf("relay run --help does not show sizes with units:\n%s", help.stdout)
 	}
 	v := cli(t, "--version")
@@ -425,5 +431,24 @@ func TestCommandLineConvention(t *testing.T) {
 	wantCode(t, r, 1)
 	if !strings.Contains(r.stderr, `"buffer_bytes":1024`) {
 		t.Errorf("--buffer-bytes 1KiB did not reach the relay as 1024 bytes:\n%s", r.stderr)
+	}
+}
+
+// On a server without logical decoding, setup and run fail before creating
+// anything, with one line naming the setting and its fix.
+func TestPrerequisitesFailWithTheFix(t *testing.T) {
+	t.Parallel()
+	srv, err := testenv.StartServer("wal_level=replica")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	for _, args := range [][]string{
+		{"setup", "--database-url", srv.AdminURL},
+		{"run", "--database-url", srv.AdminURL, "--brokers", closedAddr(t), "--metrics-addr", ""},
+	} {
+		r := cli(t, args...)
+		wantCode(t, r, 1)
+		wantOneErrorLine(t, r.stderr, "prerequisites not met", "wal_level is replica", "ALTER SYSTEM SET wal_level = logical")
 	}
 }

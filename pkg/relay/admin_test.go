@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,7 +103,7 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.Permanent(err) {
 		t.Fatalf("got %v, want ErrPublicationMismatch", err)
 	}
-	if err.Error() != "relay: publication does not publish the outbox table's inserts: publication p_foreign does not include table public.outbox" {
+	if err.Error() != "relay: publication does not match the outbox table: publication p_foreign does not include table public.outbox" {
 		t.Fatalf("message: %v", err)
 	}
 	st, err := relay.Status(ctx, &relay.Config{DatabaseURL: db.URL, Slot: "s_foreign", Publication: "p_foreign"})
@@ -111,18 +112,35 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 		t.Fatalf("status: %+v %v", st, err)
 	}
 
-	// A publication that publishes more than the outbox inserts works, and
-	// Status says what is extra.
+	// A publication that also publishes another table is refused (its rows
+	// would be invalid), with the statement that fixes it.
 	if _, err := db.Pool.Exec(ctx, `ALTER PUBLICATION p_foreign ADD TABLE outbox`); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &relay.Config{DatabaseURL: db.URL, Slot: "s_foreign", Publication: "p_foreign"}
+	const foreign = `publication p_foreign also publishes public.other, which is not the outbox: ALTER PUBLICATION "p_foreign" DROP TABLE public.other`
+	if err := relay.Setup(ctx, cfg); !errors.Is(err, relay.ErrPublicationMismatch) || !strings.HasSuffix(err.Error(), ": "+foreign) {
+		t.Fatalf("setup with another table: %v", err)
+	}
+	if st, err := relay.Status(ctx, cfg); err != nil || st.PublicationMismatch != foreign {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+
+	// Publishing more operations than inserts works, and Status says what
+	// is extra; setup turns publish_via_partition_root on.
+	if _, err := db.Pool.Exec(ctx, `ALTER PUBLICATION p_foreign DROP TABLE other`); err != nil {
+		t.Fatal(err)
+	}
 	if err := relay.Setup(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	st, err = relay.Status(ctx, cfg)
-	if err != nil || st.PublicationMismatch != "" || st.PublicationExtra != "publishes 2 tables; publishes update, delete, truncate" {
+	if err != nil || st.PublicationMismatch != "" || st.PublicationExtra != "publishes update, delete, truncate" {
 		t.Fatalf("status: %+v %v", st, err)
+	}
+	var viaRoot bool
+	if err := db.Pool.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = 'p_foreign'`).Scan(&viaRoot); err != nil || !viaRoot {
+		t.Fatalf("publish_via_partition_root %v %v", viaRoot, err)
 	}
 }
 

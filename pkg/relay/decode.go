@@ -31,6 +31,7 @@ const (
 	ReasonBadMessage      = "bad-message"      // a pgoutbox logical message that does not parse
 	ReasonKafkaRejected   = "kafka-rejected"   // a record the brokers refuse for good (unknown topic, policy...)
 	ReasonBadColumns      = "bad-columns"      // a row of a table layout (relation message) the relay cannot read
+	ReasonNotOutbox       = "not-outbox"       // a row of a table the publication publishes that is not the outbox
 )
 
 // Column type OIDs the relay reads.
@@ -163,27 +164,50 @@ type walItem struct {
 	ev         event
 }
 
+// relation is a cached relation message: the outbox (or a partition of
+// it, or the outbox under a former name) with its layout, or a foreign
+// table of the publication.
+type relation struct {
+	layout
+	// foreign names a table that is not the outbox; empty for the outbox.
+	foreign string
+	// names are the columns, for the dead-letter value of a foreign row.
+	names []string
+}
+
+// relationResolver says whether a relation message is the outbox's. The
+// session's catalog answers by OID (see catalog.resolve); tests use a fixed
+// set.
+type relationResolver interface {
+	isOutbox(m *pglogrepl.RelationMessage) (bool, error)
+}
+
 // decoder turns pgoutput (proto_version 1) messages into walItems. It keeps
 // the relation cache; it is not safe for concurrent use.
 type decoder struct {
 	table           pgname.Table
 	topicTemplate   string
 	maxMessageBytes int
-	relations       map[uint32]*layout // nil layout: not the outbox table
+	resolve         relationResolver
+	relations       map[uint32]*relation
 	commitTime      time.Time
 	// stopOnInvalid makes an unusable layout an error (ErrTableColumns)
 	// rather than a layout whose rows are invalid.
 	stopOnInvalid bool
 	logger        *slog.Logger
+	// messages is set once a pgoutbox logical message was decoded (the
+	// relay state records it: a backfill cannot recover those).
+	messages bool
 }
 
-func newDecoder(c *Config) *decoder {
+func newDecoder(c *Config, res relationResolver) *decoder {
 	table, _ := pgname.Parse(c.Table, "public")
 	return &decoder{
 		table:           table,
 		topicTemplate:   c.TopicTemplate,
 		maxMessageBytes: c.MaxMessageBytes,
-		relations:       make(map[uint32]*layout),
+		resolve:         res,
+		relations:       make(map[uint32]*relation),
 		stopOnInvalid:   c.OnInvalid == InvalidStop,
 		logger:          c.Logger,
 	}
@@ -203,14 +227,22 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
-		if m.Namespace != d.table.Schema || m.RelationName != d.table.Name {
-			d.relations[m.RelationID] = nil
-			return walItem{}, nil
+		// Matched by OID through the catalog, not by the name in the
+		// message: a partition, a renamed or a replaced outbox carry
+		// other names, and a table that is not the outbox is never
+		// skipped silently.
+		outbox, err := d.resolve.isOutbox(m)
+		if err != nil {
+			return walItem{}, err
 		}
 		names := make([]string, len(m.Columns))
 		types := make([]uint32, len(m.Columns))
 		for i, c := range m.Columns {
 			names[i], types[i] = c.Name, c.DataType
+		}
+		if !outbox {
+			d.relations[m.RelationID] = &relation{foreign: pgname.Table{Schema: m.Namespace, Name: m.RelationName}.String(), names: names}
+			return walItem{}, nil
 		}
 		l, err := checkColumns(d.table.String(), names, types)
 		if err != nil {
@@ -227,7 +259,7 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 					"error", err)
 			}
 		}
-		d.relations[m.RelationID] = &l
+		d.relations[m.RelationID] = &relation{layout: l, names: names}
 		return walItem{}, nil
 	case *pglogrepl.BeginMessage:
 		d.commitTime = m.CommitTime
@@ -235,21 +267,22 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 	case *pglogrepl.CommitMessage:
 		return walItem{kind: walCommit, commitTime: m.CommitTime, endLSN: m.TransactionEndLSN}, nil
 	case *pglogrepl.InsertMessage:
-		l, known := d.relations[m.RelationID]
+		r, known := d.relations[m.RelationID]
 		if !known {
 			return walItem{}, fmt.Errorf("%w: insert into relation %d before its relation message", errProtocol, m.RelationID)
-		}
-		if l == nil {
-			return walItem{}, nil
 		}
 		if m.Tuple == nil {
 			return walItem{}, fmt.Errorf("%w: insert without a tuple", errProtocol)
 		}
-		return walItem{kind: walEvent, ev: d.rowEvent(l, m.Tuple.Columns)}, nil
+		if r.foreign != "" {
+			return walItem{kind: walEvent, ev: d.foreignEvent(r, m.Tuple.Columns)}, nil
+		}
+		return walItem{kind: walEvent, ev: d.rowEvent(&r.layout, m.Tuple.Columns)}, nil
 	case *pglogrepl.LogicalDecodingMessage:
 		if m.Prefix != outbox.LogicalMessagePrefix || !m.Transactional {
 			return walItem{}, nil
 		}
+		d.messages = true
 		return walItem{kind: walEvent, ev: d.messageEvent(m.Content)}, nil
 	}
 	return walItem{}, nil
@@ -334,6 +367,39 @@ func (d *decoder) rowEvent(l *layout, cols []*pglogrepl.TupleDataColumn) event {
 		Headers: headers, Topic: string(vals[colTopic]),
 	}
 	return d.finish(ev, &m, problem)
+}
+
+// foreignEvent builds the invalid event (reason not-outbox) of a row of a
+// table the publication publishes that is not the outbox: its value is the
+// row as a JSON object of column texts (null for NULL), so nothing is lost.
+func (d *decoder) foreignEvent(r *relation, cols []*pglogrepl.TupleDataColumn) event {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name := fmt.Sprintf("column%d", i+1)
+		if i < len(r.names) {
+			name = r.names[i]
+		}
+		k, _ := json.Marshal(name)
+		b.Write(k)
+		b.WriteByte(':')
+		if c == nil || c.DataType != pglogrepl.TupleDataTypeText {
+			b.WriteString("null")
+			continue
+		}
+		v, _ := json.Marshal(string(c.Data))
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return event{
+		msg: kafka.Message{Value: []byte(b.String()), Time: d.commitTime},
+		invalid: &InvalidEventError{Reason: ReasonNotOutbox, Detail: fmt.Sprintf(
+			"a row of table %s, which the publication publishes but is not the outbox table %s (the value holds its columns as JSON)",
+			r.foreign, d.table)},
+	}
 }
 
 // messageEvent builds the event of one pgoutbox logical message.

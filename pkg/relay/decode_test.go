@@ -17,7 +17,7 @@ func TestDecodeSeeds(t *testing.T) {
 		errs    int
 	}
 	run := func(stream []byte) result {
-		d := newDecoder(&c)
+		d := newDecoder(&c, fuzzOutbox)
 		var r result
 		for len(stream) >= 2 {
 			n := int(binary.BigEndian.Uint16(stream))
@@ -45,7 +45,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != "" {
 		t.Fatalf("valid row: %+v", r)
 	}
-	d := newDecoder(&c)
+	d := newDecoder(&c, fuzzOutbox)
 	var last walItem
 	for s := seeds[0]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -78,21 +78,33 @@ func TestDecodeSeeds(t *testing.T) {
 	const unusable = "relay: outbox table columns unusable: public.outbox: missing column event_type; missing column business_key; missing column payload"
 	stop := c
 	stop.OnInvalid = InvalidStop
-	d = newDecoder(&stop)
+	d = newDecoder(&stop, fuzzOutbox)
 	n := int(binary.BigEndian.Uint16(seeds[4]))
 	if _, err := d.decode(seeds[4][2 : 2+n]); !errors.Is(err, ErrTableColumns) || err.Error() != unusable {
 		t.Fatalf("relation with missing columns: %v", err)
 	}
-	d = newDecoder(&c)
+	d = newDecoder(&c, fuzzOutbox)
 	if _, err := d.decode(seeds[4][2 : 2+n]); err != nil || len(d.relations) != 1 {
 		t.Fatalf("relation with missing columns, dead-letter policy: %v", err)
 	}
 	for _, l := range d.relations {
-		if l == nil || l.problem != unusable {
+		if l == nil || l.foreign != "" || l.problem != unusable {
 			t.Fatalf("relation with missing columns, dead-letter policy: layout %+v", l)
 		}
 	}
-	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 0 {
+	// A row of a table that is not the outbox is invalid, never skipped.
+	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != ReasonNotOutbox {
 		t.Fatalf("other table: %+v", r)
+	}
+	d = newDecoder(&c, fuzzOutbox)
+	var other walItem
+	for s := seeds[5]; len(s) >= 2; {
+		n := int(binary.BigEndian.Uint16(s))
+		other, _ = d.decode(s[2 : 2+n])
+		s = s[2+n:]
+	}
+	if string(other.ev.msg.Value) != `{"x":"1"}` || other.ev.invalid.Detail !=
+		"a row of table public.other, which the publication publishes but is not the outbox table public.outbox (the value holds its columns as JSON)" {
+		t.Fatalf("other table's row: %q %+v", other.ev.msg.Value, other.ev.invalid)
 	}
 }

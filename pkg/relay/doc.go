@@ -39,9 +39,13 @@
 // messages (EmitTx never writes those), are ignored.
 //
 // Decoded events go through a bounded queue to the Kafka writer, which sends
-// batches of up to BatchSize events (or what arrived within BatchTimeout)
-// with one write in flight, while the reader goes on decoding the next
-// batch. The queue and the batch being written hold at most BatchSize
+// batches of up to BatchSize events (what is queued first, then what
+// arrives within BatchTimeout) with one write in flight, while the reader
+// goes on decoding the next batch. A write holds one produce request per
+// partition, sized to stay under the topic's max.message.bytes (read from
+// the cluster with DescribeConfigs, the lower of the topic's and the
+// broker's message.max.bytes; else MaxMessageBytes); a larger batch goes
+// in several writes, one after the other (see docs/kafka.md). The queue and the batch being written hold at most BatchSize
 // events each and BufferBytes record bytes together (plus the one event
 // waiting for room, and the Kafka client's encoded copy of the batch), so
 // large payloads do not multiply the relay's memory. While they are full the reader still
@@ -68,7 +72,9 @@
 // every StatusInterval (or a third of the liveness bound, if shorter; see
 // Liveness). When nothing is in
 // flight, the relay confirms the server's WAL end from its keepalives, so
-// an idle outbox does not pin WAL while other tables are busy.
+// an idle outbox does not pin WAL while other tables are busy. No position
+// past the catalog check's fence is confirmed (see Partitioned tables and
+// renames).
 //
 // After any restart or reconnect, streaming resumes at confirmed_flush_lsn:
 // events of the transactions in flight at the time are published again
@@ -92,14 +98,15 @@
 //
 // Per aggregate, Kafka order equals commit order while nothing fails: one
 // write is in flight at a time, records are sent in commit order, and
-// equal keys map to one partition. When a write fails for some records
-// (kafka-go splits a partition's records into several requests, and one
-// may fail while a later one succeeds), the relay sends again, after
-// backoff, every record of the batch with the topic and key of a failed
-// record from the first failed one on, including those Kafka already
-// acknowledged. So failures add duplicates, but the guarantee is: for
-// two events i and j of one aggregate with i committed before j, the last
-// copy of i in the partition precedes the last copy of j. A consumer that
+// equal keys map to one partition. A write carries one produce request
+// per partition, which the broker takes or refuses whole, and after a
+// write in which a record failed nothing further is sent until that
+// record is written: so even a refused write (whatever the reason) adds
+// no duplicate and breaks no order within the batch. Should a later
+// record of a failed record's key have been written anyway, it is sent
+// again after it. The guarantee is: for two events i and j of one
+// aggregate with i committed before j, the last copy of i in the
+// partition precedes the last copy of j. A consumer that
 // deduplicates on message-id and keeps the latest state per aggregate
 // sees commit order. A replay after a reconnect can also repeat earlier
 // records (the same guarantee holds for the last copies).
@@ -114,8 +121,11 @@
 // unsupported-type (a value in a form the relay cannot read), bad-headers
 // (headers not a JSON object), bad-topic (not a legal topic name),
 // bad-message (a pgoutbox logical message that does not parse),
-// kafka-rejected (a record Kafka refuses for good, see below) and
-// bad-columns (a row of a table layout the relay cannot read, see below).
+// kafka-rejected (a record Kafka refuses for good, see below),
+// bad-columns (a row of a table layout the relay cannot read, see below)
+// and not-outbox (a row of a table added to the publication while the
+// relay streams, see Partitioned tables and renames; its value is the row
+// as a JSON object of column texts).
 //
 // With OnInvalid = InvalidDeadLetter (the default) the event goes to
 // DeadLetterTopic (default "outbox.dlq") with its key and value (no value
@@ -132,18 +142,27 @@
 // Kafka's answer decides too. A record the brokers refuse for good is
 // invalid: rejected as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE:
 // reason too-large), or for its topic or content (INVALID_TOPIC_EXCEPTION,
-// TOPIC_AUTHORIZATION_FAILED, POLICY_VIOLATION, INVALID_RECORD,
-// INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT: reason
-// kafka-rejected, with Kafka's error in dlq-detail). UNKNOWN_TOPIC_OR_PARTITION
-// (a topic that does not exist while the brokers do not create topics) and
-// CORRUPT_MESSAGE may pass, so they make a record invalid only after 5
-// attempts over at least 5 seconds. When a write of several records fails
-// that way, the relay writes them one by one to find which is at fault.
-// Other records go on meanwhile; later records of the same topic and key
-// wait behind it. Kafka refusing a dead-letter record for good (after one
-// slim retry for too-large) ends Run with an error wrapping
-// ErrDeadLetter (and ErrKafkaAuth for TOPIC_AUTHORIZATION_FAILED); SASL and cluster authorization failures end it with
+// POLICY_VIOLATION, INVALID_RECORD, INVALID_TIMESTAMP,
+// UNSUPPORTED_FOR_MESSAGE_FORMAT: reason kafka-rejected, with Kafka's
+// error in dlq-detail). CORRUPT_MESSAGE may pass, so it makes a record
+// invalid only after 5 attempts over at least 5 seconds. When a write of
+// several records fails that way, the relay writes them one by one to
+// find which is at fault. Kafka refusing a dead-letter record for good
+// (after one slim retry for too-large) ends Run with an error wrapping
+// ErrDeadLetter; SASL and cluster authorization failures end it with
 // ErrKafkaAuth. Any other Kafka error is retried with backoff, forever.
+//
+// A topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, with topic
+// auto-creation off) or that the relay may not write
+// (TOPIC_AUTHORIZATION_FAILED) is the operator's to fix, not the record's
+// fault: its records are never dead-lettered. The relay retries with
+// backoff, sets pgoutbox_relay_topic_unavailable{topic,reason} to 1 and
+// logs a warning; nothing after the waiting record is published meanwhile.
+// Once the topic exists or the ACL is granted, everything is delivered.
+// If it lasts longer than TopicUnavailableGrace (default 5m), Run ends
+// with an error wrapping ErrTopicUnavailable naming the topic and the
+// waiting message; its transaction is not confirmed, so a restart after
+// the fix publishes it.
 //
 // # Metrics
 //
@@ -158,8 +177,11 @@
 //	pgoutbox_relay_in_flight_events               gauge: events read and not yet acknowledged
 //	pgoutbox_relay_buffer_bytes                   gauge: record bytes queued or being written (at most BufferBytes)
 //	pgoutbox_relay_invalid_events_total{reason}   counter: invalid events, by reason
+//	pgoutbox_relay_topic_unavailable{topic,reason} gauge: 1 while writes to the topic fail as
+//	                                              unknown-topic or not-authorized (absent otherwise)
 //	pgoutbox_relay_reconnects_total               counter: replication reconnects (standby waits excluded)
 //	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning
+//	pgoutbox_relay_gap{slot,reason}               gauge: 1 when Run found a gap (see Gaps) and stopped
 //
 // Slot gauges, read from pg_replication_slots and pg_current_wal_lsn()
 // every LagPollInterval on a regular connection, by the active relay and
@@ -295,17 +317,114 @@
 // With PruneAfter > 0, Run deletes outbox rows older than PruneAfter every
 // PruneInterval, at most PruneBatchSize rows per statement. Deleting can
 // never lose an event: the relay reads inserts from the WAL, and the
-// publication does not publish deletes. The table cannot say which rows
+// publication does not publish deletes. Rows a recovery could need are
+// kept: the cutoff is never later than the recorded confirmed commit time
+// minus BackfillMargin, and it is recorded (pruned_before) before rows are
+// deleted. The table cannot say which rows
 // are confirmed, though, so choose PruneAfter well above the longest
 // publish delay you tolerate if you want the table to double as an audit
 // trail of what was sent.
 //
+// # Partitioned tables and renames
+//
+// The relay recognises the outbox by OID, not by the name in the
+// replication stream. At start it resolves the table from the catalog; at
+// every relation message it asks the catalog again, and the relation is
+// the outbox when it is the table the session started with (a rename is
+// followed and logged; the next start under the old name fails with
+// ErrTableMissing), the table the configured name resolves to now (an
+// outbox replaced by a new table is followed and logged), a partition of
+// either, or the relation that carried the configured name when the WAL
+// was written (a replay from before a rename or replacement). Any other
+// relation is a table of the publication that is not the outbox: its rows
+// are invalid events with reason not-outbox (dead-lettered, or they stop
+// the relay under InvalidStop), never skipped.
+//
+// Setup creates the publication with publish_via_partition_root = true
+// (PG 13+), so rows of a partitioned outbox come under the table's own
+// identity whatever partition holds them, and turns the option on for an
+// existing publication. Run refuses to start (ErrPublicationMismatch, with
+// the statement that fixes it) on a partitioned outbox whose publication
+// lacks it, and on a publication that does not publish exactly the
+// outbox's inserts: the table or inserts missing, other tables or FOR ALL
+// TABLES, a row filter or a column list on the outbox. Status reports the
+// same in PublicationMismatch.
+//
+// A catalog change can also take outbox rows out of the stream without
+// anything in the stream to show it: an outbox replaced by a partitioned
+// table that the publication does not include never has its rows decoded,
+// even after the publication is fixed. So while streaming, every 250ms, the
+// relay reads pg_current_wal_lsn() and then checks that every insert of
+// the outbox is published; it never confirms past the position read
+// before the last check that passed, and a failing check stops it
+// (ErrPublicationMismatch, or ErrPublicationMissing for a dropped
+// publication). Rows written after the change are never confirmed; they
+// must be published again from the table once the publication is fixed.
+// Confirmation therefore trails Kafka's acknowledgement by up to one
+// check. See docs/partitioning.md for time-partitioned outbox tables with
+// retention by dropping partitions, and for migrating a live outbox to a
+// partitioned table.
+//
+// # Gaps
+//
+// The slot's confirmed position is only worth resuming from if it is the
+// slot this relay confirmed. A failover to a physical standby (logical
+// slots do not exist there before PG 17), a dropped, re-created or
+// invalidated slot, a restore or a pg_upgrade each leave a slot that would
+// skip every event committed since the last confirmation. Re-creating a
+// missing slot on reconnect is the classic silent-loss bug of CDC tools;
+// the relay never does it.
+//
+// It keeps one row per slot in the state table (StateTableName, in the
+// outbox's schema, created by Setup or outbox.Migrate): the server's system
+// identifier and timeline at slot creation, the slot's creation point, the
+// last confirmed LSN and commit time, a ceiling, and prune's high-water
+// mark. Being in the database, the row reaches physical standbys by
+// replication. At every start and reconnect, standbys included, the relay
+// compares: a slot missing while the row exists, an invalidated slot
+// (wal_status lost), a slot whose confirmed_flush_lsn is past the ceiling
+// (re-created or moved by someone else), another system identifier or
+// timeline: each is a gap. Run then streams nothing and returns a
+// *GapError (wrapping ErrGap, permanent) whose message names the slot,
+// what happened and since when; pgoutbox_relay_gap is set, and Status
+// reports it. Only Setup, or a first Run with no state row for the slot,
+// creates a slot.
+//
+// The ceiling is what keeps gaps and replays apart. The relay never
+// confirms past it, and raises it (to pg_current_wal_lsn(), checking that
+// the slot is still its own) before it needs to, while Kafka writes are in
+// flight. A slot ahead of the ceiling was therefore created or moved by
+// someone else. A slot behind the recorded position is a replay, never a
+// gap: PG 15 moves the confirmed position back to its last checkpoint
+// after a server restart, and the row trails the slot because it is
+// written rate-limited.
+//
+// Recover repairs a gap without loss: it creates the slot anew exporting
+// its snapshot, publishes from the table, inside that snapshot, every row
+// created at or after the last confirmed commit time minus BackfillMargin
+// (in created_at, id order, built and written exactly like streamed rows),
+// then records the new slot; Run streams on from it. With OnGap set to
+// GapBackfill, Run does that itself. Rows of the margin are published
+// twice; none is missing. Recover refuses with a *BackfillPrunedError when
+// pruning may have deleted rows of the needed range. Logical messages
+// (outbox.Writer.EmitTx) are not in the table and cannot be recovered; the
+// gap error says so when the slot carried any. Backfill publishes a time
+// range with the same code, to bootstrap or repair a consumer. On PG 17
+// and later the slot is created with FAILOVER true, so that with
+// synchronized_standby_slots it survives a promotion; that path is not
+// tested here (PG 15). See docs/failover.md.
+//
 // # Administration
 //
-// Setup creates the table, the publication and the slot (idempotent);
+// Setup creates the table, the state table, the publication and the slot
+// (idempotent; over a gap it refuses, like Run);
 // Status reports the slot's positions, lag and WAL status, and the process
 // streaming it (from pg_stat_replication), whether or not a relay runs;
 // Teardown drops
-// the slot and the publication, refusing while the slot is active.
+// the slot and the publication and deletes the slot's state row, refusing
+// while the slot is active. Status also lists, in Problems, everything
+// that keeps the relay from streaming healthily (a missing table, state
+// table, publication or slot, a publication mismatch, a gap, a lost slot,
+// no active relay).
 // RedactURL strips the password from a database URL for logs.
 package relay

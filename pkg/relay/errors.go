@@ -20,8 +20,10 @@ var (
 	// NoCreate is set.
 	ErrPublicationMissing = errors.New("relay: publication does not exist")
 	// ErrPublicationMismatch means the publication exists but does not
-	// publish inserts of the outbox table.
-	ErrPublicationMismatch = errors.New("relay: publication does not publish the outbox table's inserts")
+	// publish exactly the outbox table's inserts: the table or inserts
+	// missing, a row filter or column list, other tables, or partitions
+	// published under their own names.
+	ErrPublicationMismatch = errors.New("relay: publication does not match the outbox table")
 	// ErrSlotMismatch means a slot of that name exists with another output
 	// plugin or in another database.
 	ErrSlotMismatch = errors.New("relay: replication slot is not a pgoutput slot of this database")
@@ -31,6 +33,13 @@ var (
 	// needed (wal_status lost): events may be lost, the slot must be
 	// recreated by an operator.
 	ErrSlotInvalidated = errors.New("relay: replication slot invalidated (required WAL removed)")
+	// ErrGap is wrapped by the GapError that stops Run when the slot
+	// cannot be trusted to resume where the relay left off: events may
+	// have been skipped (see Gaps in the package doc).
+	ErrGap = errors.New("relay: gap in the replication stream")
+	// ErrStateMissing means the relay's state table does not exist (see
+	// StateTableName) and NoCreate is set.
+	ErrStateMissing = errors.New("relay: relay state table does not exist")
 	// ErrTableMissing means the outbox table does not exist.
 	ErrTableMissing = errors.New("relay: outbox table does not exist")
 	// ErrTableColumns means the outbox table lacks a column the relay
@@ -46,6 +55,10 @@ var (
 	// ErrKafkaAuth means the brokers refused the relay's credentials or
 	// permissions.
 	ErrKafkaAuth = errors.New("relay: kafka refused authentication or authorization")
+	// ErrTopicUnavailable means writes to a topic failed because it does
+	// not exist or the relay may not write it, for longer than
+	// Config.TopicUnavailableGrace.
+	ErrTopicUnavailable = errors.New("relay: kafka topic unavailable")
 )
 
 // InvalidEventError names an event the relay could not publish, returned by
@@ -90,7 +103,7 @@ func Permanent(err error) bool {
 		return true
 	}
 	for _, s := range []error{ErrConfig, ErrSlotMissing, ErrPublicationMissing, ErrPublicationMismatch, ErrSlotMismatch,
-		ErrSlotInvalidated, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth, ErrDeadLetter} {
+		ErrSlotInvalidated, ErrGap, ErrStateMissing, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth, ErrDeadLetter} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -12,49 +12,169 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
-// publicationState is what the catalog says about the publication.
+// publicationState is what the catalog says about the publication and the
+// outbox table it should publish.
 type publicationState struct {
 	exists bool
-	// mismatch says why the publication cannot feed the relay; empty when
-	// it can.
+	// mismatch says why outbox rows could miss the stream (the table is not
+	// published, inserts are not, a row filter or column list); empty when
+	// every outbox insert reaches the relay. The catalog watch stops the
+	// relay on it.
 	mismatch string
-	// extra says what it publishes beyond the outbox inserts (which the
-	// relay ignores, but the server still decodes and sends).
+	// foreign names the tables the publication publishes besides the
+	// outbox and its partitions; the relay refuses to start on them, and
+	// dead-letters (or stops on) rows of such a table added while it
+	// streams.
+	foreign []string
+	// allTables is set for a FOR ALL TABLES publication.
+	allTables bool
+	// viaRoot is publish_via_partition_root; partitioned says the outbox
+	// table is partitioned.
+	viaRoot, partitioned bool
+	// extra says what it publishes beyond the outbox inserts that costs
+	// decoding but loses nothing (updates, deletes, truncates).
 	extra string
 }
 
+// problem says why the relay must not start on this publication: mismatch,
+// foreign tables, or a partitioned outbox published under its partitions'
+// names. Empty when it may.
+func (st *publicationState) problem(c *Config, table pgname.Table) string {
+	pub := pgx.Identifier{c.Publication}.Sanitize()
+	switch {
+	case st.mismatch != "":
+		return st.mismatch
+	case st.allTables:
+		return fmt.Sprintf("publication %s publishes all tables, not only the outbox: the relay needs a publication of its own "+
+			"(DROP PUBLICATION %s, then relay setup)", c.Publication, pub)
+	case len(st.foreign) > 0:
+		return fmt.Sprintf("publication %s also publishes %s, which is not the outbox: ALTER PUBLICATION %s DROP TABLE %s",
+			c.Publication, strings.Join(st.foreign, ", "), pub, strings.Join(st.foreign, ", "))
+	case st.partitioned && !st.viaRoot:
+		return fmt.Sprintf("publication %s publishes the partitions of %s under their own names: %s (or run relay setup)",
+			c.Publication, table, viaRootFix(c))
+	}
+	return ""
+}
+
+// viaRootFix is the statement that turns publish_via_partition_root on.
+func viaRootFix(c *Config) string {
+	return `ALTER PUBLICATION ` + pgx.Identifier{c.Publication}.Sanitize() + ` SET (publish_via_partition_root = true)`
+}
+
+// serverVersion returns server_version_num.
+func serverVersion(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var v int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("relay: read server version: %w", err)
+	}
+	return v, nil
+}
+
+// tableOID resolves the configured outbox table; 0 when it does not exist.
+func tableOID(ctx context.Context, conn *pgx.Conn, table pgname.Table) (uint32, error) {
+	var oid *uint32
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1)::oid`, table.Sanitize()).Scan(&oid); err != nil {
+		return 0, fmt.Errorf("relay: look up table %s: %w", table, err)
+	}
+	return deref(oid), nil
+}
+
+// publicationQuery reads the publication and how it covers the table of
+// OID $2 ($1 is the publication's name). A listed relation belongs to the
+// outbox when it is the outbox or the outbox is among its partition
+// ancestors. The outbox is covered when every leaf of it (the table itself
+// when it is not partitioned) is listed or has a listed ancestor: one
+// published partition of an unpublished partitioned outbox is not enough.
+func publicationQuery(version int) string {
+	viaRoot, filtered, columns := "false", "false", "false"
+	if version >= 130000 {
+		viaRoot = "p.pubviaroot"
+	}
+	if version >= 150000 {
+		member := `pr.prpubid = p.oid AND (pr.prrelid = $2 OR EXISTS (SELECT 1 FROM pg_partition_ancestors(pr.prrelid) a WHERE a.relid = $2))`
+		filtered = `EXISTS (SELECT 1 FROM pg_publication_rel pr WHERE ` + member + ` AND pr.prqual IS NOT NULL)`
+		columns = `EXISTS (SELECT 1 FROM pg_publication_rel pr WHERE ` + member + ` AND pr.prattrs IS NOT NULL)`
+	}
+	// The relations the publication publishes, by OID (pg_publication_tables
+	// would join all of pg_class to name them): the function returns a
+	// bare oid before PG 15, a record with relid since.
+	relids := `SELECT relid FROM pg_get_publication_tables($1::text) AS relid`
+	if version >= 150000 {
+		relids = `SELECT t.relid FROM pg_get_publication_tables($1::text) AS t`
+	}
+	return `
+		WITH listed AS (
+			SELECT r.relid, r.relid = $2 OR EXISTS (SELECT 1 FROM pg_partition_ancestors(r.relid) a WHERE a.relid = $2) AS outbox
+			  FROM (` + relids + `) r),
+		leaves AS (
+			SELECT $2::oid AS relid WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree($2::oid::regclass))
+			UNION ALL
+			SELECT relid FROM pg_partition_tree($2::oid::regclass) WHERE isleaf)
+		SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, ` + viaRoot + `,
+		       coalesce((SELECT relkind = 'p' FROM pg_class WHERE oid = $2), false),
+		       $2::oid <> 0 AND NOT EXISTS (
+		           SELECT 1 FROM leaves l WHERE NOT EXISTS (
+		               SELECT 1 FROM listed WHERE listed.relid = l.relid
+		                   OR listed.relid IN (SELECT relid FROM pg_partition_ancestors(l.relid)))),
+		       ARRAY(SELECT format('%I.%I', n.nspname, c.relname) FROM listed l
+		               JOIN pg_class c ON c.oid = l.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+		              WHERE NOT l.outbox ORDER BY 1 LIMIT 10),
+		       ` + filtered + `, ` + columns + `
+		  FROM pg_publication p WHERE p.pubname = $1`
+}
+
+// inspectPublication reads the publication against the configured outbox
+// table, for Status: its mismatch is every reason the relay would refuse
+// to start (see problem).
 func inspectPublication(ctx context.Context, conn *pgx.Conn, c *Config) (publicationState, error) {
 	table, _ := pgname.Parse(c.Table, "public")
+	oid, err := tableOID(ctx, conn, table)
+	if err != nil {
+		return publicationState{}, err
+	}
+	version, err := serverVersion(ctx, conn)
+	if err != nil {
+		return publicationState{}, err
+	}
+	st, err := scanPublication(conn.QueryRow(ctx, publicationQuery(version), c.Publication, oid), c, table)
+	switch {
+	case err != nil || !st.exists:
+	case oid == 0:
+		st.mismatch = fmt.Sprintf("table %s does not exist (run relay setup)", table)
+	default:
+		st.mismatch = st.problem(c, table)
+	}
+	return st, err
+}
+
+// scanPublication reads a row of publicationQuery.
+func scanPublication(row pgx.Row, c *Config, table pgname.Table) (publicationState, error) {
 	var (
-		st                                        publicationState
-		allTables, ins, upd, del, trunc, hasTable bool
-		tables                                    int
+		st                                     publicationState
+		ins, upd, del, trunc, listed, filtered bool
+		columns                                bool
 	)
-	err := conn.QueryRow(ctx, `
-		SELECT p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
-		       EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3),
-		       (SELECT count(*) FROM pg_publication_tables t WHERE t.pubname = p.pubname)
-		  FROM pg_publication p WHERE p.pubname = $1`, c.Publication, table.Schema, table.Name).
-		Scan(&allTables, &ins, &upd, &del, &trunc, &hasTable, &tables)
+	err := row.Scan(&st.allTables, &ins, &upd, &del, &trunc, &st.viaRoot, &st.partitioned, &listed, &st.foreign, &filtered, &columns)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return st, nil
+		return publicationState{}, nil
 	}
 	if err != nil {
 		return st, fmt.Errorf("relay: read publication %s: %w", c.Publication, err)
 	}
 	st.exists = true
+	set := `ALTER PUBLICATION ` + pgx.Identifier{c.Publication}.Sanitize() + ` SET TABLE ` + table.Sanitize()
 	switch {
-	case !hasTable:
+	case !listed:
 		st.mismatch = fmt.Sprintf("publication %s does not include table %s", c.Publication, table)
 	case !ins:
 		st.mismatch = fmt.Sprintf("publication %s does not publish inserts", c.Publication)
-	}
-	var extra []string
-	switch {
-	case allTables:
-		extra = append(extra, "publishes all tables")
-	case tables > 1:
-		extra = append(extra, fmt.Sprintf("publishes %d tables", tables))
+	case filtered:
+		st.mismatch = fmt.Sprintf("publication %s has a row filter on %s: rows outside it would never reach the relay: %s",
+			c.Publication, table, set)
+	case columns:
+		st.mismatch = fmt.Sprintf("publication %s has a column list on %s: the relay needs every column: %s",
+			c.Publication, table, set)
 	}
 	var ops []string
 	for _, op := range []struct {
@@ -66,31 +186,48 @@ func inspectPublication(ctx context.Context, conn *pgx.Conn, c *Config) (publica
 		}
 	}
 	if len(ops) > 0 {
-		extra = append(extra, "publishes "+strings.Join(ops, ", "))
+		st.extra = "publishes " + strings.Join(ops, ", ")
 	}
-	st.extra = strings.Join(extra, "; ")
 	return st, nil
 }
 
 // ensurePublication checks the publication and creates it when missing
-// (unless c.NoCreate).
-func ensurePublication(ctx context.Context, conn *pgx.Conn, c *Config) error {
+// (unless c.NoCreate). With fix (relay setup) it turns
+// publish_via_partition_root on where it is off; without, it reports the
+// statement that does (an error for a partitioned outbox, a warning for a
+// plain one).
+func ensurePublication(ctx context.Context, conn *pgx.Conn, c *Config, fix bool) error {
 	table, _ := pgname.Parse(c.Table, "public")
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table.Sanitize()).Scan(&exists); err != nil {
-		return fmt.Errorf("relay: look up table %s: %w", table, err)
+	oid, err := tableOID(ctx, conn, table)
+	if err != nil {
+		return err
 	}
-	if !exists {
+	if oid == 0 {
 		return fmt.Errorf("%w: %s (run relay setup)", ErrTableMissing, table)
 	}
+	version, err := serverVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
-		st, err := inspectPublication(ctx, conn, c)
+		st, err := scanPublication(conn.QueryRow(ctx, publicationQuery(version), c.Publication, oid), c, table)
 		if err != nil {
 			return err
 		}
 		if st.exists {
-			if st.mismatch != "" {
-				return fmt.Errorf("%w: %s", ErrPublicationMismatch, st.mismatch)
+			if fix && !st.viaRoot && version >= 130000 && st.mismatch == "" && !st.allTables && len(st.foreign) == 0 {
+				if _, err := conn.Exec(ctx, viaRootFix(c)); err != nil {
+					return fmt.Errorf("relay: set publish_via_partition_root on publication %s: %w", c.Publication, err)
+				}
+				c.Logger.Info("set publish_via_partition_root on the publication", "publication", c.Publication)
+				st.viaRoot = true
+			}
+			if p := st.problem(c, table); p != "" {
+				return fmt.Errorf("%w: %s", ErrPublicationMismatch, p)
+			}
+			if !st.viaRoot && version >= 130000 {
+				c.Logger.Warn("publication has publish_via_partition_root off; turn it on before partitioning the outbox table (relay setup does)",
+					"publication", c.Publication, "fix", viaRootFix(c))
 			}
 			if st.extra != "" {
 				c.Logger.Warn("publication covers more than the outbox inserts; the relay ignores the rest, but the server still decodes and sends it",
@@ -101,8 +238,14 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, c *Config) error {
 		if c.NoCreate {
 			return fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrPublicationMissing, c.Publication)
 		}
+		with := `publish = 'insert'`
+		if version >= 130000 {
+			// Rows of a partitioned outbox then come under the table's own
+			// identity, whatever partition holds them.
+			with += `, publish_via_partition_root = true`
+		}
 		_, err = conn.Exec(ctx, `CREATE PUBLICATION `+pgx.Identifier{c.Publication}.Sanitize()+
-			` FOR TABLE `+table.Sanitize()+` WITH (publish = 'insert')`)
+			` FOR TABLE `+table.Sanitize()+` WITH (`+with+`)`)
 		var pgErr *pgconn.PgError
 		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
 			return fmt.Errorf("relay: create publication %s: %w", c.Publication, err)

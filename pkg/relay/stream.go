@@ -24,6 +24,7 @@ type stream struct {
 	live   *live
 	conn   *pgconn.PgConn
 	dec    *decoder
+	cat    *catalog // fences confirmation (see catalog)
 	tr     *acktrack.Tracker
 	events chan<- event
 	buf    *budget
@@ -35,6 +36,7 @@ type stream struct {
 	nextSS time.Time     // when the next periodic status update is due
 	lv     liveness
 	lastSS time.Time // when the last status update was sent
+	state  *keeper   // caps what may be confirmed (see keeper); nil caps nothing
 }
 
 // startReplication starts streaming the slot from start.
@@ -84,13 +86,20 @@ func (s *stream) run() error {
 	}
 }
 
+// confirmable is the position a status update may confirm: what Kafka
+// acknowledged, never past the catalog fence (see catalog) nor the state's
+// ceiling (see keeper).
+func (s *stream) confirmable() pglogrepl.LSN {
+	return s.state.cap(s.cat.fenced(s.tr.Confirmed()))
+}
+
 // wake is when the reader next stops reading to check for a status update:
 // when the periodic one is due, or, while Kafka may acknowledge events,
 // promptStatusGap after the last one, so a confirmation goes out promptly
 // (a crash then replays only what was in flight).
 func (s *stream) wake() time.Time {
 	switch {
-	case s.position() != s.sent:
+	case s.confirmable() != s.sent:
 		return minTime(s.nextSS, s.lastSS.Add(promptStatusGap))
 	case s.tr.InFlight() > 0:
 		return minTime(s.nextSS, time.Now().Add(promptStatusGap))
@@ -103,7 +112,7 @@ func (s *stream) wake() time.Time {
 func (s *stream) statusDue() bool {
 	now := time.Now()
 	return !now.Before(s.nextSS) ||
-		s.position() != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
+		s.confirmable() != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -195,6 +204,7 @@ func (s *stream) handle(data []byte) error {
 			return fmt.Errorf("%w: commit outside a transaction", errProtocol)
 		}
 		s.inTx = false
+		s.state.read(it.endLSN, s.dec.messages)
 		s.tr.Commit(s.tx, uint64(it.endLSN))
 	case walEvent:
 		if !s.inTx {
@@ -273,13 +283,10 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 	}
 }
 
-// position is what the next status update confirms.
-func (s *stream) position() pglogrepl.LSN { return pglogrepl.LSN(s.tr.Confirmed()) }
-
 // sendStatus confirms the tracker's position, with write, flush and apply
 // positions all set explicitly.
 func (s *stream) sendStatus() error {
-	pos := s.position()
+	pos := s.confirmable()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,
@@ -301,5 +308,5 @@ func (s *stream) sendStatus() error {
 	s.nextSS = s.lastSS.Add(s.lv.statusEvery)
 	s.m.confirmedLSN.Set(float64(pos))
 	s.m.inFlight.Set(float64(s.tr.InFlight()))
-	return nil
+	return s.cat.failure()
 }

@@ -127,7 +127,8 @@ type Config struct {
 	TopicUnavailableGrace time.Duration
 
 	// StatusInterval is the longest time between two standby status
-	// updates to the server. Defaults to 3s.
+	// updates to the server; a third of the liveness bound when that is
+	// shorter (see Liveness in the package doc). Defaults to 3s.
 	StatusInterval time.Duration
 	// ShutdownTimeout bounds how long a stopping relay waits for Kafka to
 	// acknowledge what is in flight before it confirms the final position

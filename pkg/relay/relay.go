@@ -73,6 +73,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// nothing more to Kafka: the server may have given the slot to
 	// another relay (see Liveness in the package doc). The sink checks
 	// before each write call, the connections before each byte.
+	r.live.begin(time.Now(), defaultLivenessBound)
 	sk.guard = func() error { return r.live.stale(time.Now()) }
 	sk.transport.Dial = guardedDial(sk.guard)
 

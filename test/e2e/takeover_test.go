@@ -268,7 +268,12 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	run := func(p probe, log, instance string) *relayProc {
 		return startRelay(t, bin, log, append(append([]string{"run", "--database-url", relayURL}, common...),
 			"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json", "--instance-id", instance,
-			"--lag-poll-interval", "200ms", "--standby-retry-interval", "200ms")...)
+			"--lag-poll-interval", "200ms", "--standby-retry-interval", "200ms",
+			// A short queue: after the freeze, the reader waits for the
+			// sink to write what it reads from the socket buffer (as
+			// under load) instead of reaching the end of the stream
+			// first.
+			"--batch-size", "50")...)
 	}
 	slotLabel := `slot="` + slot + `"`
 	pa := run(a, logA, "a")

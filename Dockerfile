@@ -7,7 +7,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/... ./examples/...
+RUN CGO_ENABLED=0 go build -tags nodev -trimpath -ldflags="-s -w" -o /out/ ./cmd/... ./examples/...
 
 # busybox (static) gives the healthchecks their wget; distroless has no shell.
 FROM busybox:1.36-musl AS busybox

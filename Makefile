@@ -13,7 +13,10 @@ help: ## Show this help.
 
 .PHONY: dev
 dev: ## Run the whole pipeline locally (throwaway Postgres, embedded Kafka, relay, demo producer and consumer); Ctrl-C stops.
-	$(GO) run ./cmd/relay dev $(DEVFLAGS)
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/relay ./cmd/relay
+	@# exec: the relay itself gets Ctrl-C, drains and exits 0 (go run would exit 1).
+	exec $(BIN)/relay dev $(DEVFLAGS)
 
 .PHONY: build
 build: ## Build the commands into ./bin.
@@ -30,23 +33,48 @@ lint: ## staticcheck (default checks).
 	$(STATICCHECK) $(PKGS)
 
 .PHONY: check-deploy
-check-deploy: ## Validate the alert rules (promtool) with their unit tests, and docker-compose.yml.
+check-deploy: ## Validate the alert rules (promtool) with their unit tests (docker-compose.yml: go test ./test/deploy).
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
-	docker-compose config -q
 
 .PHONY: test
-test: vet lint check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool, docker-compose).
+test: vet lint check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool).
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench
 bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print events/s, peak RSS, raw ceiling (BENCHFLAGS="-n 100000").
 	$(GO) run ./test/bench/relaybench $(BENCHFLAGS)
 
+.PHONY: bench-latency
+bench-latency: ## Commit single-row transactions at 500..10000/s through the relay; print commit-to-receive p50/p90/p99/max and backlog (BENCHFLAGS="-duration 30s").
+	$(GO) run ./test/bench/relaybench -latency 500,1000,5000,10000 -conns 32 $(BENCHFLAGS)
+
 .PHONY: bench-inbox
 bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N=messages per run, BENCHFLAGS="-rounds 5 -pk").
 	$(GO) run ./test/bench/inboxbench -n $(or $(N),50000) $(BENCHFLAGS)
 
+# Release binaries: `relay --version` shows the build information (module
+# version, VCS revision when git stamping works, Go version) and VERSION
+# (git describe) when the module version is only "(devel)".
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST      ?= dist
+
+.PHONY: release
+release: ## Cross-compile relay and inbox for linux/darwin x amd64/arm64 into dist/ with SHA256SUMS (PLATFORMS="linux/amd64" for one).
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		for cmd in relay inbox; do \
+			out=$(DIST)/$$cmd-$(VERSION)-$$os-$$arch; \
+			echo "build $$out"; \
+			CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -buildvcs=auto -trimpath \
+				-ldflags="-s -w -X github.com/pgoutbox/pgoutbox/internal/cliutil.releaseVersion=$(VERSION)" -o $$out ./cmd/$$cmd; \
+		done; \
+	done
+	@cd $(DIST) && files=$$(ls) && { command -v sha256sum >/dev/null && sha256sum $$files || shasum -a 256 $$files; } > SHA256SUMS
+	@echo "$(DIST)/SHA256SUMS:" && cat $(DIST)/SHA256SUMS
+
 .PHONY: clean
 clean: ## Remove build output.
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

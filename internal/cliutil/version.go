@@ -5,6 +5,10 @@ import (
 	"strings"
 )
 
+// releaseVersion is set by `make release` (-ldflags -X) to git describe's
+// answer, shown when the build information has no module version.
+var releaseVersion string
+
 // Version describes the running binary from its build information: the
 // module version ("v0.1.0" when installed with go install …@v0.1.0,
 // "(devel)" for a local build), the VCS revision and whether the work tree
@@ -19,6 +23,9 @@ func Version() string {
 
 func formatVersion(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
+	if (v == "" || v == "(devel)") && releaseVersion != "" {
+		v = releaseVersion
+	}
 	if v == "" {
 		v = "(devel)"
 	}

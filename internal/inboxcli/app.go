@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -70,7 +71,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "database-url", EnvVars: []string{"INBOX_DATABASE_URL"},
-			Usage: "PostgreSQL connection URL (postgres://user:pass@host/db; required, its password is never printed)"},
+			Usage: "PostgreSQL connection URL (postgres://user:pass@host/db; required, its password is never printed). Prefer INBOX_DATABASE_URL or INBOX_DATABASE_URL_FILE (a file holding it): a flag is visible in ps"},
 		&cli.StringFlag{Name: "table", EnvVars: []string{"INBOX_TABLE"}, Value: "public.inbox",
 			Usage: "inbox table, \"table\" or \"schema.table\""},
 		&cli.StringFlag{Name: "log-level", EnvVars: []string{"INBOX_LOG_LEVEL"}, Value: "warn",
@@ -89,7 +90,11 @@ func statusList() string {
 
 // connect opens a pool on --database-url.
 func connect(c *cli.Context) (*pgxpool.Pool, error) {
-	url := c.String("database-url")
+	secret, err := cliutil.ReadSecret(c, "database-url", "INBOX_DATABASE_URL")
+	if err != nil {
+		return nil, err
+	}
+	url := secret.Value
 	if url == "" {
 		return nil, usagef("--database-url (INBOX_DATABASE_URL) is required")
 	}
@@ -97,6 +102,11 @@ func connect(c *cli.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		// pgconn redacts the password in its parse errors.
 		return nil, usagef("--database-url: %v", err)
+	}
+	if secret.OnCommandLine && len(redact.Secrets(url)) > 0 {
+		if log, err := logger(c); err == nil {
+			log.Warn(cliutil.CommandLineWarning, "flag", "--database-url", "instead", "INBOX_DATABASE_URL or INBOX_DATABASE_URL_FILE")
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(c.Context, cfg)
 	if err != nil {

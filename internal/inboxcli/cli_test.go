@@ -157,7 +157,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--conflict-policy", "x"}, inboxcli.ExitUsage, `--conflict-policy "x": want error or dead-letter`},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "revive", "m-1"}, inboxcli.ExitUsage, "--consumer is required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "tail"}, inboxcli.ExitUsage, "--brokers and --topics are required"},
-		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "status"}, inboxcli.ExitError, "connect to u@127.0.0.1:1/x"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "--log-level=error", "status"}, inboxcli.ExitError, "connect to u@127.0.0.1:1/x"},
+		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--kafka-sasl-mechanism", "plain", "--kafka-sasl-username", "u"}, inboxcli.ExitUsage, "--kafka-allow-insecure-sasl"},
 		{[]string{"--bogus"}, inboxcli.ExitUsage, "unknown flag --bogus"},
 		{[]string{"migrate", "--bogus"}, inboxcli.ExitUsage, "unknown flag --bogus"},
 	}
@@ -186,8 +187,22 @@ func TestHelpExplainsEveryCommand(t *testing.T) {
 			t.Fatalf("inbox help %s differs from inbox %s --help", cmd, cmd)
 		}
 		out := mustRun(t, cmd, "--help")
-		if !strings.Contains(out, "DESCRIPTION:") || !strings.Contains(out, "--database-url value") || !strings.Contains(out, "$INBOX_TABLE") {
+		if !strings.Contains(out, "DESCRIPTION:") || !strings.Contains(out, "--database-url value") || !strings.Contains(out, "$INBOX_TABLE") ||
+			!strings.Contains(out, "INBOX_DATABASE_URL_FILE") {
 			t.Fatalf("%s --help has no description:\n%s", cmd, out)
+		}
+	}
+}
+
+// tail takes the relay's Kafka TLS and SASL flags, with INBOX_* variables.
+func TestTailKafkaSecurityFlags(t *testing.T) {
+	t.Parallel()
+	out := mustRun(t, "tail", "--help")
+	for _, f := range []string{"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
+		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "kafka-allow-insecure-sasl"} {
+		env := "$INBOX_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_"))
+		if !strings.Contains(out, "--"+f+" ") || !strings.Contains(out, env) {
+			t.Errorf("inbox tail --help lacks --%s or %s", f, env)
 		}
 	}
 }

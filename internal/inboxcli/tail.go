@@ -3,14 +3,24 @@ package inboxcli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
+
+// envName is a flag's INBOX_* environment variable: --kafka-tls reads
+// INBOX_KAFKA_TLS.
+func envName(flag string) string {
+	return "INBOX_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
 
 func tailCommand() *cli.Command {
 	return &cli.Command{
@@ -21,7 +31,7 @@ func tailCommand() *cli.Command {
 			"per delivery: topic/partition@offset, message ID, business key, outcome and reason. Offsets\n" +
 			"are committed, so use a group of its own. Messages without message-id or business-key\n" +
 			"headers go to --dlq-topic. Stops on SIGINT/SIGTERM after the current messages.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "brokers", EnvVars: []string{"INBOX_BROKERS"},
 				Usage: "Kafka bootstrap brokers, host:port (repeat or comma-separate)"},
 			&cli.StringSliceFlag{Name: "topics", EnvVars: []string{"INBOX_TOPICS"},
@@ -35,7 +45,7 @@ func tailCommand() *cli.Command {
 				Usage: "what a conflicting message becomes: error (stop) or dead-letter"},
 			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
 				Usage: "a new group starts at the end of the topics instead of the beginning"},
-		},
+		}, kafkaflags.Flags(envName, "")...),
 		Action: func(c *cli.Context) error {
 			if len(c.StringSlice("brokers")) == 0 || len(c.StringSlice("topics")) == 0 {
 				return usagef("tail: --brokers and --topics are required")
@@ -47,6 +57,13 @@ func tailCommand() *cli.Command {
 			log, err := logger(c)
 			if err != nil {
 				return err
+			}
+			sec, err := kafkaflags.Read(c, envName)
+			if err != nil {
+				return err
+			}
+			if sec.PasswordOnCommandLine {
+				log.Warn(cliutil.CommandLineWarning, "flag", "--"+kafkaflags.FlagSASLPassword, "instead", "INBOX_KAFKA_SASL_PASSWORD or INBOX_KAFKA_SASL_PASSWORD_FILE")
 			}
 			pool, err := connect(c)
 			if err != nil {
@@ -71,6 +88,7 @@ func tailCommand() *cli.Command {
 				DB:              pool,
 				DeadLetterTopic: c.String("dlq-topic"),
 				StartOffset:     start,
+				Dialer:          &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: sec.TLS, SASLMechanism: sec.SASL},
 				Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 					return "", nil
 				},

@@ -1,6 +1,9 @@
 // Package migrate applies the numbered, embedded SQL files of package sql.
 // Each component (outbox, inbox) calls Apply with its folder and the table it
-// targets; applied versions are recorded in public.pgoutbox_migration so that a
-// second call is a no-op, and a transaction-scoped advisory lock serialises
-// concurrent callers.
+// targets; applied versions are recorded in pgoutbox_migration in the
+// target table's schema (created on first use; versions recorded by earlier
+// releases in public.pgoutbox_migration are carried over), so that a second
+// call is a no-op. Versions apply in numeric order and the numbering may
+// have gaps. A transaction-scoped advisory lock serialises concurrent
+// callers.
 package migrate

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
 // Migration is one numbered SQL file.
@@ -60,7 +62,10 @@ type Beginner interface {
 const lockKey = 0x7067_6f75_7462 // "pgoutb"
 
 // Apply runs, in one transaction, every migration of component not yet
-// recorded for target. replace rewrites default names in the SQL text (for
+// recorded for target ("schema.table"), in version order; gaps in the
+// numbering are fine. The record is the table pgoutbox_migration in the
+// target's schema, so a role with CREATE on that schema only needs no
+// rights on public. replace rewrites default names in the SQL text (for
 // example public.outbox to the configured table). It returns the versions it
 // applied, in order.
 func Apply(ctx context.Context, db Beginner, component, target string, migrations []Migration, replace *strings.Replacer) ([]int, error) {
@@ -73,16 +78,11 @@ func Apply(ctx context.Context, db Beginner, component, target string, migration
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockKey)); err != nil {
 		return nil, fmt.Errorf("migrate %s: lock: %w", component, err)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.pgoutbox_migration (
-		component  text        NOT NULL,
-		target     text        NOT NULL,
-		version    integer     NOT NULL,
-		name       text        NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now(),
-		PRIMARY KEY (component, target, version))`); err != nil {
-		return nil, fmt.Errorf("migrate %s: create bookkeeping table: %w", component, err)
+	book, err := bookkeeping(ctx, tx, target)
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: %w", component, err)
 	}
-	rows, err := tx.Query(ctx, `SELECT version FROM public.pgoutbox_migration WHERE component = $1 AND target = $2`, component, target)
+	rows, err := tx.Query(ctx, `SELECT version FROM `+book+` WHERE component = $1 AND target = $2`, component, target)
 	if err != nil {
 		return nil, fmt.Errorf("migrate %s: read applied versions: %w", component, err)
 	}
@@ -106,7 +106,7 @@ func Apply(ctx context.Context, db Beginner, component, target string, migration
 		if _, err := tx.Exec(ctx, sql); err != nil {
 			return nil, fmt.Errorf("migrate %s %s for %s: %w", component, m.Name, target, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO public.pgoutbox_migration (component, target, version, name) VALUES ($1, $2, $3, $4)`,
+		if _, err := tx.Exec(ctx, `INSERT INTO `+book+` (component, target, version, name) VALUES ($1, $2, $3, $4)`,
 			component, target, m.Version, m.Name); err != nil {
 			return nil, fmt.Errorf("migrate %s: record %s: %w", component, m.Name, err)
 		}
@@ -116,4 +116,43 @@ func Apply(ctx context.Context, db Beginner, component, target string, migration
 		return nil, fmt.Errorf("migrate %s: commit: %w", component, err)
 	}
 	return ran, nil
+}
+
+// bookkeeping returns the quoted name of the pgoutbox_migration table in
+// target's schema, creating it when missing. Its CREATE runs only when the
+// table does not exist: CREATE TABLE IF NOT EXISTS checks the schema's
+// CREATE right even when the table is there. A new table in another schema
+// than public takes over the versions that earlier releases recorded for
+// target in public.pgoutbox_migration.
+func bookkeeping(ctx context.Context, tx pgx.Tx, target string) (string, error) {
+	t, err := pgname.Parse(target, "public")
+	if err != nil {
+		return "", err
+	}
+	book := pgname.Table{Schema: t.Schema, Name: "pgoutbox_migration"}
+	var exists, legacy bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass('public.pgoutbox_migration') IS NOT NULL`,
+		book.Sanitize()).Scan(&exists, &legacy); err != nil {
+		return "", fmt.Errorf("look up bookkeeping table: %w", err)
+	}
+	if exists {
+		return book.Sanitize(), nil
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE `+book.Sanitize()+` (
+		component  text        NOT NULL,
+		target     text        NOT NULL,
+		version    integer     NOT NULL,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (component, target, version))`); err != nil {
+		return "", fmt.Errorf("create bookkeeping table %s: %w", book, err)
+	}
+	if legacy && t.Schema != "public" {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+book.Sanitize()+` (component, target, version, name, applied_at)
+			SELECT component, target, version, name, applied_at FROM public.pgoutbox_migration
+			WHERE target = $1 ON CONFLICT DO NOTHING`, target); err != nil {
+			return "", fmt.Errorf("copy versions from public.pgoutbox_migration: %w", err)
+		}
+	}
+	return book.Sanitize(), nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // Start is not supported on this system.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context, settings ...string) (*Server, error) {
 	return nil, errors.New("pgserver: starting a throwaway PostgreSQL server needs Linux or macOS; use an existing server")
 }
 

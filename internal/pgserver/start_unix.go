@@ -18,8 +18,9 @@ import (
 
 // Start initialises a cluster in a new temporary directory and starts it on
 // a free loopback port with wal_level=logical. Cancelling ctx aborts the
-// start. Stop removes it all; on error nothing is left behind.
-func Start(ctx context.Context) (*Server, error) {
+// start. Stop removes it all; on error nothing is left behind. settings are
+// extra "name=value" server settings, applied after (over) the defaults.
+func Start(ctx context.Context, settings ...string) (*Server, error) {
 	bin, err := FindBinDir()
 	if err != nil {
 		return nil, err
@@ -53,7 +54,7 @@ func Start(ctx context.Context) (*Server, error) {
 			s.Stop()
 			return nil, err
 		}
-		err = s.start(ctx, bin, data, port, cred)
+		err = s.start(ctx, bin, data, port, cred, settings)
 		if err == nil {
 			return s, nil
 		}
@@ -64,16 +65,16 @@ func Start(ctx context.Context) (*Server, error) {
 	}
 }
 
-func (s *Server) start(ctx context.Context, bin, data string, port int, cred *syscall.Credential) error {
+func (s *Server) start(ctx context.Context, bin, data string, port int, cred *syscall.Credential, settings []string) error {
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data,
+	args := []string{"-D", data,
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "port="+strconv.Itoa(port),
-		"-c", "unix_socket_directories="+s.Dir,
+		"-c", "port=" + strconv.Itoa(port),
+		"-c", "unix_socket_directories=" + s.Dir,
 		"-c", "wal_level=logical",
 		"-c", "max_replication_slots=100",
 		"-c", "max_wal_senders=100",
@@ -81,7 +82,11 @@ func (s *Server) start(ctx context.Context, bin, data string, port int, cred *sy
 		"-c", "fsync=off",
 		"-c", "full_page_writes=off",
 		"-c", "max_wal_size=4GB",
-	)
+	}
+	for _, kv := range settings {
+		args = append(args, "-c", kv)
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The server dies with this process, even on a crash; its own process
 	// group keeps a terminal's Ctrl-C away from it (Stop shuts it down).

@@ -74,13 +74,12 @@ func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 			"2 bad usage or configuration.",
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Commands: []*cli.Command{
+		Commands: append([]*cli.Command{
 			runCommand(sc),
 			setupCommand(sc),
 			statusCommand(sc),
 			teardownCommand(sc),
-			devCommand(sc),
-		},
+		}, devCommands(sc)...),
 	}
 }
 

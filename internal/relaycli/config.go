@@ -10,7 +10,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -18,7 +20,11 @@ import (
 // them, and a logger writing to stderr. It teaches sc the database password
 // before anything can print it.
 func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
-	url := c.String(flagDatabaseURL)
+	secret, err := cliutil.ReadSecret(c, flagDatabaseURL, envName(flagDatabaseURL))
+	if err != nil {
+		return nil, err
+	}
+	url := secret.Value
 	if url == "" {
 		return nil, usagef("--%s (or %s) is required", flagDatabaseURL, envVar(flagDatabaseURL)[0])
 	}
@@ -56,6 +62,21 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	return cfg, nil
 }
 
+// warnSecretFlags logs a warning for each secret given as a flag (a
+// database URL holding a password, a SASL password), once the command's
+// flags are known to be valid.
+func warnSecretFlags(c *cli.Context, log *slog.Logger) {
+	for _, flag := range []string{flagDatabaseURL, kafkaflags.FlagSASLPassword} {
+		s, err := cliutil.ReadSecret(c, flag, envName(flag))
+		if flag == flagDatabaseURL && len(redact.Secrets(s.Value)) == 0 {
+			continue // a URL without a password hides nothing
+		}
+		if err == nil && s.OnCommandLine {
+			log.Warn(cliutil.CommandLineWarning, "flag", "--"+flag, "instead", envName(flag)+" or "+envName(flag)+cliutil.FileSuffix)
+		}
+	}
+}
+
 // checkSlotName accepts what Postgres accepts as a slot name: lower case
 // letters, digits and underscores, at most 63 bytes.
 func checkSlotName(name string) error {
@@ -79,7 +100,6 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc.add(c.String(flagSASLPassword))
 	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return nil, err
 	}
@@ -130,15 +150,19 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg.LagPollInterval = c.Duration(flagLagPoll)
 	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
 	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	if cfg.BatchTimeout < 0 {
+		return nil, usagef("--%s: must not be negative", flagBatchTimeout)
+	}
+	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
 	cfg.InstanceID = c.String(flagInstanceID)
 	for flag, d := range map[string]int64{
-		flagBatchTimeout:    int64(cfg.BatchTimeout),
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
 		flagStatusInterval:  int64(cfg.StatusInterval),
 		flagPruneInterval:   int64(cfg.PruneInterval),
 		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
 		flagLagPoll:         int64(cfg.LagPollInterval),
 		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
+		flagTopicGrace:      int64(cfg.TopicUnavailableGrace),
 	} {
 		if d <= 0 {
 			return nil, usagef("--%s: must be positive", flag)
@@ -150,16 +174,12 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if cfg.HeartbeatInterval < 0 {
 		return nil, usagef("--%s: must not be negative (0 disables the heartbeat)", flagHeartbeat)
 	}
-	if cfg.TLS, err = tlsConfig(c); err != nil {
+	sec, err := kafkaflags.Read(c, envName)
+	sc.add(sec.Password)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.SASL, err = saslMechanism(c); err != nil {
-		return nil, err
-	}
-	if cfg.SASL != nil && cfg.TLS == nil && !c.Bool(flagSASLInsecure) {
-		return nil, usagef("--%s %s without --%s would send the credentials over a plaintext connection; add --%s (or --%s for a local test broker)",
-			flagSASLMechanism, c.String(flagSASLMechanism), flagTLS, flagTLS, flagSASLInsecure)
-	}
+	cfg.TLS, cfg.SASL = sec.TLS, sec.SASL
 	if addr := c.String(flagMetricsAddr); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, usagef("--%s: %q is not host:port (use :9740 for every interface, empty to disable)", flagMetricsAddr, addr)

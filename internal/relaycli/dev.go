@@ -1,3 +1,5 @@
+//go:build !nodev
+
 package relaycli
 
 import (
@@ -55,6 +57,10 @@ const (
 func devEnvVar(name string) []string {
 	return []string{"RELAY_DEV_" + envVar(name)[0][len("RELAY_"):]}
 }
+
+// devCommands is `relay dev`; a build with -tags nodev has none (see
+// dev_off.go), and no embedded broker or Postgres launcher either.
+func devCommands(sc *scrubber) []*cli.Command { return []*cli.Command{devCommand(sc)} }
 
 func devCommand(sc *scrubber) *cli.Command {
 	return &cli.Command{

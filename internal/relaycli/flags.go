@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -28,6 +29,7 @@ const (
 	flagBatchSize       = "batch-size"
 	flagBufferBytes     = "buffer-bytes"
 	flagBatchTimeout    = "batch-timeout"
+	flagTopicGrace      = "topic-unavailable-grace"
 	flagCompression     = "compression"
 	flagWriteTimeout    = "write-timeout"
 	flagStatusInterval  = "status-interval"
@@ -40,15 +42,6 @@ const (
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
 	flagInstanceID      = "instance-id"
-	flagTLS             = "kafka-tls"
-	flagTLSCAFile       = "kafka-tls-ca-file"
-	flagTLSCertFile     = "kafka-tls-cert-file"
-	flagTLSKeyFile      = "kafka-tls-key-file"
-	flagTLSInsecure     = "kafka-tls-insecure-skip-verify"
-	flagSASLMechanism   = "kafka-sasl-mechanism"
-	flagSASLUsername    = "kafka-sasl-username"
-	flagSASLPassword    = "kafka-sasl-password"
-	flagSASLInsecure    = "kafka-allow-insecure-sasl"
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
@@ -75,7 +68,7 @@ func envVar(name string) []string {
 func databaseFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagDatabaseURL, Category: catDatabase, EnvVars: envVar(flagDatabaseURL),
-			Usage: "Postgres URL or key=value string of the service database (required; its password is never printed)"},
+			Usage: "Postgres URL or key=value string of the service database (required; its password is never printed). Prefer RELAY_DATABASE_URL or RELAY_DATABASE_URL_FILE (a file holding it): a flag is visible in ps"},
 		&cli.StringFlag{Name: flagTable, Category: catDatabase, EnvVars: envVar(flagTable), Value: relay.DefaultTable,
 			Usage: "outbox table, table or schema.table"},
 		&cli.StringFlag{Name: flagSlot, Category: catDatabase, EnvVars: envVar(flagSlot), Value: relay.DefaultSlot,
@@ -93,7 +86,7 @@ func databaseFlags() []cli.Flag {
 
 // runFlags are the flags of `relay run` besides databaseFlags.
 func runFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.BoolFlag{Name: flagNoCreate, Category: catDatabase, EnvVars: envVar(flagNoCreate),
 			Usage: "do not create a missing slot or publication; fail naming what is missing"},
 
@@ -111,31 +104,16 @@ func runFlags() []cli.Flag {
 			Usage: "compression codec: none, gzip, snappy, lz4 or zstd"},
 		&cli.GenericFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: cliutil.NewDuration(relay.DefaultWriteTimeout),
 			Usage: "bound on one Kafka write attempt"},
-		&cli.BoolFlag{Name: flagTLS, Category: catKafka, EnvVars: envVar(flagTLS),
-			Usage: "connect to the brokers with TLS (implied by any --kafka-tls-* file)"},
-		&cli.StringFlag{Name: flagTLSCAFile, Category: catKafka, EnvVars: envVar(flagTLSCAFile),
-			Usage: "PEM CA bundle to verify the brokers (default: the system roots)"},
-		&cli.StringFlag{Name: flagTLSCertFile, Category: catKafka, EnvVars: envVar(flagTLSCertFile),
-			Usage: "PEM client certificate for mutual TLS (with --kafka-tls-key-file)"},
-		&cli.StringFlag{Name: flagTLSKeyFile, Category: catKafka, EnvVars: envVar(flagTLSKeyFile),
-			Usage: "PEM client key for mutual TLS (with --kafka-tls-cert-file)"},
-		&cli.BoolFlag{Name: flagTLSInsecure, Category: catKafka, EnvVars: envVar(flagTLSInsecure),
-			Usage: "do not verify the brokers' certificates (testing only)"},
-		&cli.StringFlag{Name: flagSASLMechanism, Category: catKafka, EnvVars: envVar(flagSASLMechanism),
-			Usage: "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL)"},
-		&cli.StringFlag{Name: flagSASLUsername, Category: catKafka, EnvVars: envVar(flagSASLUsername),
-			Usage: "SASL user name"},
-		&cli.StringFlag{Name: flagSASLPassword, Category: catKafka, EnvVars: envVar(flagSASLPassword),
-			Usage: "SASL password (prefer the environment variable; never logged)"},
-		&cli.BoolFlag{Name: flagSASLInsecure, Category: catKafka, EnvVars: envVar(flagSASLInsecure),
-			Usage: "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local tests only"},
+
+		&cli.GenericFlag{Name: flagTopicGrace, Category: catKafka, EnvVars: envVar(flagTopicGrace), Value: cliutil.NewDuration(relay.DefaultTopicUnavailableGrace),
+			Usage: "how long to retry writes to a topic that does not exist or may not be written (never dead-lettered) before stopping"},
 
 		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},
 		&cli.GenericFlag{Name: flagBufferBytes, Category: catBatching, EnvVars: envVar(flagBufferBytes), Value: cliutil.NewSize(relay.DefaultBufferBytes),
 			Usage: "most record bytes (key, value, headers) held between the WAL reader and Kafka, queued or being written; bounds memory with large payloads"},
 		&cli.GenericFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: cliutil.NewDuration(relay.DefaultBatchTimeout),
-			Usage: "how long a partial batch waits for more events"},
+			Usage: "how long a partial batch waits for more events once the queue is empty (0: adaptive, send as soon as the previous write is done)"},
 		&cli.GenericFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: cliutil.NewDuration(relay.DefaultStatusInterval),
 			Usage: "longest time between two standby status updates (acknowledgements) to Postgres"},
 
@@ -161,5 +139,8 @@ func runFlags() []cli.Flag {
 			Usage: "emit a pg_logical_emit_message heartbeat at this interval so the slot advances on a database without writes (0 disables)"},
 		&cli.StringFlag{Name: flagInstanceID, Category: catOps, EnvVars: envVar(flagInstanceID),
 			Usage: "when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"},
-	}
+	}, kafkaflags.Flags(envName, catKafka)...)
 }
+
+// envName is envVar's single name, as kafkaflags wants it.
+func envName(flag string) string { return envVar(flag)[0] }

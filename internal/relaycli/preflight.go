@@ -16,11 +16,16 @@ import (
 // preflightTimeout bounds each start-up check.
 const preflightTimeout = 15 * time.Second
 
-// preflight checks that the database and at least one broker answer, so a
-// wrong address or credential fails `relay run` at once with one line naming
-// it instead of entering the engine's reconnect loop.
+// preflight checks that the database answers, that the server and role meet
+// the prerequisites (relay.CheckPrerequisites) and that at least one broker
+// answers, so a wrong address, credential or server setting fails `relay
+// run` at once with one line naming it (and its fix) instead of entering the
+// engine's reconnect loop.
 func preflight(ctx context.Context, cfg *relay.Config) error {
 	if err := pingDatabase(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	if err := relay.CheckPrerequisites(ctx, cfg); err != nil {
 		return err
 	}
 	return pingBrokers(ctx, cfg)

@@ -46,6 +46,7 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		return err
 	}
 	logger := cfg.Logger
+	warnSecretFlags(c, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -57,6 +58,7 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		// New only validates; it does not connect.
 		return err
 	}
+	setMemoryLimit(cfg.BufferBytes, logger)
 	ctx := c.Context
 	if err := preflight(ctx, cfg); err != nil {
 		if ctx.Err() != nil {

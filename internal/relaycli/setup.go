@@ -2,16 +2,45 @@ package relaycli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-// adminTimeout bounds setup, status and teardown.
+// adminTimeout bounds setup, status and teardown (setup: after --wait).
 const adminTimeout = time.Minute
+
+const flagWait = "wait"
+
+// waitForDatabase retries connecting for up to wait while the server is
+// unreachable or starting up (SQLSTATE 57P03); any other answer from the
+// server (bad password, missing database) ends the wait at once.
+func waitForDatabase(ctx context.Context, c *cli.Context, sc *scrubber, url string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	said := false
+	for {
+		err := pingDatabase(ctx, url)
+		var pgErr *pgconn.PgError
+		if err == nil || time.Now().After(deadline) || (errors.As(err, &pgErr) && pgErr.Code != "57P03") {
+			return err
+		}
+		if !said {
+			fmt.Fprintf(c.App.ErrWriter, "relay: waiting up to %s for the database: %s\n", wait, cliutil.Line("relay", sc.String(err.Error())))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
 
 func setupCommand(sc *scrubber) *cli.Command {
 	return &cli.Command{
@@ -22,8 +51,13 @@ func setupCommand(sc *scrubber) *cli.Command {
 			"pgoutput). Existing objects are left as they are, so it is safe to run on every deploy.\n" +
 			"Rows committed after the slot exists are published by relay run; it prints what it created\n" +
 			"and what it found.",
-		Flags: databaseFlags(),
+		Flags: append(databaseFlags(), &cli.GenericFlag{Name: flagWait, Category: catDatabase, EnvVars: envVar(flagWait),
+			Value: cliutil.NewDuration(0),
+			Usage: "retry connecting for up to this long while the database is unreachable or starting up (containers); 0 tries once"}),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
+			if err := waitForDatabase(ctx, c, sc, cfg.DatabaseURL, c.Duration(flagWait)); err != nil {
+				return fail(err)
+			}
 			if cfg.Table != relay.DefaultTable && (cfg.Slot == relay.DefaultSlot || cfg.Publication == relay.DefaultPublication) {
 				fmt.Fprintf(c.App.ErrWriter, "relay: note: --%s %s with the default --%s %s and --%s %s; give each outbox its own slot and publication, and pass the same three flags to relay run\n",
 					flagTable, cfg.Table, flagSlot, cfg.Slot, flagPublication, cfg.Publication)
@@ -67,7 +101,8 @@ func adminAction(sc *scrubber, fn func(ctx context.Context, c *cli.Context, cfg 
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+		warnSecretFlags(c, cfg.Logger)
+		ctx, cancel := context.WithTimeout(c.Context, adminTimeout+c.Duration(flagWait))
 		defer cancel()
 		return fn(ctx, c, cfg)
 	}

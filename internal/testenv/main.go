@@ -22,6 +22,35 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// MainWithDatabase is Main with a fresh database on the test server whose
+// URL is in DATABASE_URL while m runs, so runnable examples can connect the
+// way users do, pgxpool.New(ctx, os.Getenv("DATABASE_URL")). The database
+// is dropped afterwards.
+func MainWithDatabase(m *testing.M) {
+	db, err := OpenDB()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "postgres: %v\n", err)
+		os.Exit(1)
+	}
+	if err := os.Setenv("DATABASE_URL", db.URL); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := db.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "drop example database: %v\n", err)
+		code = 1
+	}
+	stopServer()
+	if code == 0 {
+		if err := goleak.Find(LeakOptions()...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
 // LeakOptions lists goroutines that outlive a test by design. Code under test
 // must close its own kafka-go Transport (CloseIdleConnections); only the
 // process-wide discovery loop of kafka-go's connection pool may remain.

@@ -70,13 +70,14 @@ func FindBinDir() (string, error) {
 	return dir, nil
 }
 
-// StartServer starts a standalone throwaway server (see pgserver.Start).
-// Stop removes it all.
-func StartServer() (*Server, error) {
+// StartServer starts a standalone throwaway server (see pgserver.Start),
+// with extra "name=value" settings over the defaults (wal_level=replica, for
+// example). Stop removes it all.
+func StartServer(settings ...string) (*Server, error) {
 	if _, err := FindBinDir(); err != nil {
 		return nil, err
 	}
-	return pgserver.Start(context.Background())
+	return pgserver.Start(context.Background(), settings...)
 }
 
 // DB is a fresh database on the shared server, dropped when the test ends.

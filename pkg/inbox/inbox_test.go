@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	if crashChildMain() {
 		return
 	}
-	testenv.Main(m)
+	testenv.MainWithDatabase(m) // DATABASE_URL for the examples
 }
 
 type bundle struct {

@@ -35,6 +35,18 @@
 // it. A message exists only in the WAL, so it reaches Kafka only through a
 // slot that existed when its transaction committed (run relay setup first).
 //
+// # database/sql and SQL-only producers
+//
+// InsertSQLTx, InsertManySQLTx and EmitSQLTx take a database/sql
+// transaction (SQLExecer: *sql.Tx from pgx's stdlib driver or lib/pq, and
+// so the transactions of sqlx, GORM, ent and bun) and write the same rows
+// as InsertTx, InsertManyTx and EmitTx; the pgx methods are unchanged
+// (InsertManyTx keeps COPY). Producers in other languages, or triggers,
+// insert with plain SQL: id defaults to pgoutbox_uuidv7() (migration 003),
+// a time-ordered UUIDv7 generated in SQL; gen_random_uuid() is the
+// alternative default. The column contract is in package sql's doc and
+// docs/producers.md.
+//
 // # Message IDs
 //
 // A message without an ID gets a UUIDv7: time-ordered, so the primary-key index

@@ -39,6 +39,7 @@ func Migrate(ctx context.Context, db Beginner, cfg *Config) ([]int, error) {
 	}
 	replace := strings.NewReplacer(
 		"public.outbox", table.Sanitize(),
+		"public.pgoutbox_uuidv7", pgx.Identifier{table.Schema, "pgoutbox_uuidv7"}.Sanitize(),
 		"outbox_created_at_idx", `"`+strings.ReplaceAll(table.Name, `"`, `""`)+`_created_at_idx"`,
 	)
 	return migrate.Apply(ctx, db, "outbox", table.String(), migrations, replace)

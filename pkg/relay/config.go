@@ -81,11 +81,15 @@ type Config struct {
 	// BufferBytes bounds the record bytes (key, value and headers) held
 	// between the WAL reader and Kafka: the queue plus the batch being
 	// written. While it is full the reader waits, still sending status
-	// updates. A record larger than BufferBytes passes alone. Defaults to
-	// 64 MiB.
+	// updates. A record larger than BufferBytes passes alone. The
+	// process's peak memory stays under about twice this plus 40 MiB
+	// (`relay run` sets the Go soft memory limit to 1.5 × BufferBytes + 32
+	// MiB unless GOMEMLIMIT is set; see docs/kafka.md). Defaults to 32 MiB.
 	BufferBytes int
 	// BatchTimeout is how long a partial batch waits for more events before
-	// it is sent. Defaults to 5ms.
+	// it is sent, once the queue is empty. Zero (the default) is adaptive
+	// batching: a batch is sent as soon as the previous write is done,
+	// with every event queued meanwhile.
 	BatchTimeout time.Duration
 	// Compression is the Kafka compression codec: "none", "gzip", "snappy",
 	// "lz4" or "zstd". Defaults to "none".
@@ -103,6 +107,14 @@ type Config struct {
 	RetryBackoff time.Duration
 	// MaxRetryBackoff caps RetryBackoff. Defaults to 10s.
 	MaxRetryBackoff time.Duration
+	// TopicUnavailableGrace is how long the relay keeps retrying a write
+	// that fails because its topic does not exist
+	// (UNKNOWN_TOPIC_OR_PARTITION) or may not be written
+	// (TOPIC_AUTHORIZATION_FAILED) before it stops with
+	// ErrTopicUnavailable. Such records are never dead-lettered: a topic
+	// provisioned late or a missing ACL is for the operator to fix.
+	// Defaults to 5m.
+	TopicUnavailableGrace time.Duration
 
 	// StatusInterval is the longest time between two standby status
 	// updates to the server. Defaults to 3s.
@@ -159,22 +171,24 @@ const InstanceHeader = "relay-instance"
 
 // Defaults of the Config fields.
 const (
-	DefaultTable           = "public.outbox"
-	DefaultSlot            = "pgoutbox"
-	DefaultPublication     = "pgoutbox"
-	DefaultTopicTemplate   = "outbox.{aggregate_type}"
-	DefaultDeadLetterTopic = "outbox.dlq"
-	DefaultMaxMessageBytes = 1000000
-	DefaultBatchSize       = 5000
-	DefaultBufferBytes     = 64 << 20
-	DefaultBatchTimeout    = 5 * time.Millisecond
-	DefaultWriteTimeout    = 10 * time.Second
-	DefaultRetryBackoff    = 100 * time.Millisecond
-	DefaultMaxRetryBackoff = 10 * time.Second
-	DefaultStatusInterval  = 3 * time.Second
-	DefaultShutdownTimeout = 10 * time.Second
-	DefaultPruneInterval   = time.Minute
-	DefaultPruneBatchSize  = 1000
+	DefaultTable                         = "public.outbox"
+	DefaultSlot                          = "pgoutbox"
+	DefaultPublication                   = "pgoutbox"
+	DefaultTopicTemplate                 = "outbox.{aggregate_type}"
+	DefaultDeadLetterTopic               = "outbox.dlq"
+	DefaultMaxMessageBytes               = 1000000
+	DefaultBatchSize                     = 5000
+	DefaultBufferBytes                   = 32 << 20
+	DefaultBatchTimeout    time.Duration = 0
+	DefaultWriteTimeout                  = 10 * time.Second
+	DefaultRetryBackoff                  = 100 * time.Millisecond
+	DefaultMaxRetryBackoff               = 10 * time.Second
+
+	DefaultTopicUnavailableGrace = 5 * time.Minute
+	DefaultStatusInterval        = 3 * time.Second
+	DefaultShutdownTimeout       = 10 * time.Second
+	DefaultPruneInterval         = time.Minute
+	DefaultPruneBatchSize        = 1000
 
 	DefaultLagPollInterval      = 10 * time.Second
 	DefaultStandbyRetryInterval = time.Second
@@ -200,10 +214,10 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	setDefault(&c.BatchSize, DefaultBatchSize)
 	setDefault(&c.BufferBytes, DefaultBufferBytes)
-	setDefault(&c.BatchTimeout, DefaultBatchTimeout)
 	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
 	setDefault(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	setDefault(&c.TopicUnavailableGrace, DefaultTopicUnavailableGrace)
 	setDefault(&c.StatusInterval, DefaultStatusInterval)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
@@ -244,7 +258,8 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.WriteTimeout}, {"retry backoff", c.RetryBackoff},
 		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
 		{"prune after", c.PruneAfter}, {"lag poll interval", c.LagPollInterval},
-		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval}} {
+		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval},
+		{"topic unavailable grace", c.TopicUnavailableGrace}} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)
 		}

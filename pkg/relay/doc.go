@@ -39,9 +39,13 @@
 // messages (EmitTx never writes those), are ignored.
 //
 // Decoded events go through a bounded queue to the Kafka writer, which sends
-// batches of up to BatchSize events (or what arrived within BatchTimeout)
-// with one write in flight, while the reader goes on decoding the next
-// batch. The queue and the batch being written hold at most BatchSize
+// batches of up to BatchSize events (what is queued first, then what
+// arrives within BatchTimeout) with one write in flight, while the reader
+// goes on decoding the next batch. A write holds one produce request per
+// partition, sized to stay under the topic's max.message.bytes (read from
+// the cluster with DescribeConfigs, the lower of the topic's and the
+// broker's message.max.bytes; else MaxMessageBytes); a larger batch goes
+// in several writes, one after the other (see docs/kafka.md). The queue and the batch being written hold at most BatchSize
 // events each and BufferBytes record bytes together (plus the one event
 // waiting for room, and the Kafka client's encoded copy of the batch), so
 // large payloads do not multiply the relay's memory. While they are full the reader still
@@ -63,7 +67,10 @@
 // (the contiguous prefix; see internal/acktrack). Transactions with no
 // outbox event complete at once, but also only in order. Status updates set
 // the write, flush and apply positions explicitly; they go out at once when
-// the server asks, and at least every StatusInterval. When nothing is in
+// the server asks, within 100ms after the confirmed position advances (so
+// a crash replays little more than what was in flight), and at least
+// every StatusInterval (or a third of the liveness bound, if shorter; see
+// Liveness). When nothing is in
 // flight, the relay confirms the server's WAL end from its keepalives, so
 // an idle outbox does not pin WAL while other tables are busy. No position
 // past the catalog check's fence is confirmed (see Partitioned tables and
@@ -91,14 +98,15 @@
 //
 // Per aggregate, Kafka order equals commit order while nothing fails: one
 // write is in flight at a time, records are sent in commit order, and
-// equal keys map to one partition. When a write fails for some records
-// (kafka-go splits a partition's records into several requests, and one
-// may fail while a later one succeeds), the relay sends again, after
-// backoff, every record of the batch with the topic and key of a failed
-// record from the first failed one on, including those Kafka already
-// acknowledged. So failures add duplicates, but the guarantee is: for
-// two events i and j of one aggregate with i committed before j, the last
-// copy of i in the partition precedes the last copy of j. A consumer that
+// equal keys map to one partition. A write carries one produce request
+// per partition, which the broker takes or refuses whole, and after a
+// write in which a record failed nothing further is sent until that
+// record is written: so even a refused write (whatever the reason) adds
+// no duplicate and breaks no order within the batch. Should a later
+// record of a failed record's key have been written anyway, it is sent
+// again after it. The guarantee is: for two events i and j of one
+// aggregate with i committed before j, the last copy of i in the
+// partition precedes the last copy of j. A consumer that
 // deduplicates on message-id and keeps the latest state per aggregate
 // sees commit order. A replay after a reconnect can also repeat earlier
 // records (the same guarantee holds for the last copies).
@@ -134,18 +142,27 @@
 // Kafka's answer decides too. A record the brokers refuse for good is
 // invalid: rejected as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE:
 // reason too-large), or for its topic or content (INVALID_TOPIC_EXCEPTION,
-// TOPIC_AUTHORIZATION_FAILED, POLICY_VIOLATION, INVALID_RECORD,
-// INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT: reason
-// kafka-rejected, with Kafka's error in dlq-detail). UNKNOWN_TOPIC_OR_PARTITION
-// (a topic that does not exist while the brokers do not create topics) and
-// CORRUPT_MESSAGE may pass, so they make a record invalid only after 5
-// attempts over at least 5 seconds. When a write of several records fails
-// that way, the relay writes them one by one to find which is at fault.
-// Other records go on meanwhile; later records of the same topic and key
-// wait behind it. Kafka refusing a dead-letter record for good (after one
-// slim retry for too-large) ends Run with an error wrapping
-// ErrDeadLetter (and ErrKafkaAuth for TOPIC_AUTHORIZATION_FAILED); SASL and cluster authorization failures end it with
+// POLICY_VIOLATION, INVALID_RECORD, INVALID_TIMESTAMP,
+// UNSUPPORTED_FOR_MESSAGE_FORMAT: reason kafka-rejected, with Kafka's
+// error in dlq-detail). CORRUPT_MESSAGE may pass, so it makes a record
+// invalid only after 5 attempts over at least 5 seconds. When a write of
+// several records fails that way, the relay writes them one by one to
+// find which is at fault. Kafka refusing a dead-letter record for good
+// (after one slim retry for too-large) ends Run with an error wrapping
+// ErrDeadLetter; SASL and cluster authorization failures end it with
 // ErrKafkaAuth. Any other Kafka error is retried with backoff, forever.
+//
+// A topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, with topic
+// auto-creation off) or that the relay may not write
+// (TOPIC_AUTHORIZATION_FAILED) is the operator's to fix, not the record's
+// fault: its records are never dead-lettered. The relay retries with
+// backoff, sets pgoutbox_relay_topic_unavailable{topic,reason} to 1 and
+// logs a warning; nothing after the waiting record is published meanwhile.
+// Once the topic exists or the ACL is granted, everything is delivered.
+// If it lasts longer than TopicUnavailableGrace (default 5m), Run ends
+// with an error wrapping ErrTopicUnavailable naming the topic and the
+// waiting message; its transaction is not confirmed, so a restart after
+// the fix publishes it.
 //
 // # Metrics
 //
@@ -160,6 +177,8 @@
 //	pgoutbox_relay_in_flight_events               gauge: events read and not yet acknowledged
 //	pgoutbox_relay_buffer_bytes                   gauge: record bytes queued or being written (at most BufferBytes)
 //	pgoutbox_relay_invalid_events_total{reason}   counter: invalid events, by reason
+//	pgoutbox_relay_topic_unavailable{topic,reason} gauge: 1 while writes to the topic fail as
+//	                                              unknown-topic or not-authorized (absent otherwise)
 //	pgoutbox_relay_reconnects_total               counter: replication reconnects (standby waits excluded)
 //	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning
 //
@@ -184,6 +203,10 @@
 //	pgoutbox_relay_seconds_since_last_ack{slot}   time since the relay last confirmed a new position or was
 //	                                              caught up (or started streaming); 0 on a standby
 //	pgoutbox_relay_leader{slot}                   1 while this relay streams the slot, else 0
+//	pgoutbox_relay_seconds_since_server_message{slot}
+//	                                              time since the relay last knew its walsender alive (see
+//	                                              Liveness); rises while the server is silent and while
+//	                                              the relay cannot reconnect; 0 on a standby
 //
 // lag_seconds counts only what the relay has read: while it is down or
 // reconnecting nothing reports the events piling up in the WAL but
@@ -204,6 +227,59 @@
 // events in flight at the time are published again, none is lost.
 // Postgres notices a dead client through the closed TCP connection at
 // once; behind a network partition it takes until wal_sender_timeout.
+//
+// # Liveness
+//
+// A relay publishes only while it knows its walsender is alive, so that a
+// relay frozen past wal_sender_timeout (SIGSTOP, a VM pause, a long GC),
+// whose slot the server has meanwhile handed to a standby, writes nothing
+// when it resumes, and a half-open connection (a blackholing NAT or load
+// balancer: no error, no FIN) is noticed in seconds, not after the
+// kernel's ~15 minutes of retransmission.
+//
+// At session start the relay reads wal_sender_timeout on its replication
+// connection (so a per-connection setting counts) and the server's clock.
+// The liveness bound is wal_sender_timeout/2 (30s with the default 60s;
+// 30s when the timeout is 0), and status updates go out at least every
+// bound/3, each asking the server to reply. A sign of life is a server
+// message, dated by the server's clock (corrected by the offset measured
+// at session start, never later than its receipt); while the relay has
+// been alive without a break of more than bound/2, receiving any message
+// counts (a reader draining a backlog reads old data from a live
+// connection), and so does its own status update while the reader waits
+// for Kafka. With no sign of life for longer than the bound:
+//
+//   - the reader ends the session and reconnects (a "no sign of life"
+//     warning; pgoutbox_relay_reconnects_total counts it);
+//   - Ready (/readyz) is false and seconds_since_server_message is above
+//     the bound;
+//   - no byte is written to Kafka: the sink checks before each write and
+//     the Kafka connections before each socket write; data read after a
+//     freeze (from the socket buffer) is not queued.
+//
+// Why this is enough: the server gives the slot away only after hearing
+// nothing for wal_sender_timeout. A live relay's last status update is at
+// most bound/3 before its last sign of life, so it stops writing by
+// bound + bound/3 = 2/3 of wal_sender_timeout after its last update; the
+// remaining third is the margin for clock-offset error (half a round trip
+// at session start, plus drift), scheduling and network delay. Clocks need
+// not agree: the offset is measured, and the relay's own timing uses the
+// monotonic clock, so only a step of either wall clock during a session
+// matters, and only for server-dated signs after a break (they look
+// fresher or older by the step; older only costs a reconnect).
+//
+// The window that remains: a freeze that begins after the socket write of
+// a Kafka request started (the kernel sends what it was handed even while
+// the process is stopped, so such a write lands before the new leader's);
+// a relay whose walsender was ended some other way (pg_terminate_backend)
+// while it drains a backlog without a break, until it reads the end of the
+// stream (TCP_USER_TIMEOUT, set to the bound on the replication socket,
+// and the new leader's own start-up time bound it); and a relay whose
+// reader waits on a slow Kafka behind a middlebox that acknowledges but
+// drops its status updates. Fencing Kafka writes outright would need
+// transactional producers, which the Kafka client used here lacks.
+// Config.InstanceID adds a relay-instance header to every record, so you
+// can check which process wrote what.
 //
 // # Heartbeats
 //

@@ -48,6 +48,10 @@ var (
 	// ErrKafkaAuth means the brokers refused the relay's credentials or
 	// permissions.
 	ErrKafkaAuth = errors.New("relay: kafka refused authentication or authorization")
+	// ErrTopicUnavailable means writes to a topic failed because it does
+	// not exist or the relay may not write it, for longer than
+	// Config.TopicUnavailableGrace.
+	ErrTopicUnavailable = errors.New("relay: kafka topic unavailable")
 )
 
 // InvalidEventError names an event the relay could not publish, returned by

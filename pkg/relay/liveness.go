@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -20,9 +21,6 @@ const (
 	// defaultLivenessBound is the bound when the server's
 	// wal_sender_timeout is 0 (the server never times a walsender out).
 	defaultLivenessBound = 30 * time.Second
-	// minLivenessBound keeps a tiny wal_sender_timeout from making the
-	// bound shorter than a scheduling hiccup.
-	minLivenessBound = 200 * time.Millisecond
 	// promptStatusGap is the least time between two status updates sent
 	// because the confirmed position advanced (the periodic ones come
 	// every StatusInterval).
@@ -64,7 +62,7 @@ type liveness struct {
 func livenessBound(senderTimeout, statusInterval time.Duration) (bound, statusEvery time.Duration) {
 	bound = defaultLivenessBound
 	if senderTimeout > 0 {
-		bound = max(senderTimeout/2, minLivenessBound)
+		bound = senderTimeout / 2
 	}
 	return bound, min(statusInterval, bound/3)
 }
@@ -119,3 +117,32 @@ func (e *staleError) Error() string {
 }
 
 func (e *staleError) Unwrap() error { return errServerSilent }
+
+// guardedDial returns a Kafka transport Dial function whose connections
+// ask guard before every write: the last moment before bytes leave the
+// process, closer than the sink's check before each batch (the Kafka
+// client sends a batch's requests from its own goroutines, per partition,
+// after a short linger).
+func guardedDial(guard func() error) func(ctx context.Context, network, address string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 3 * time.Second} // kafka-go's default
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return &guardedConn{Conn: c, guard: guard}, nil
+	}
+}
+
+// guardedConn is a connection that refuses to write while guard fails.
+type guardedConn struct {
+	net.Conn
+	guard func() error
+}
+
+func (c *guardedConn) Write(p []byte) (int, error) {
+	if err := c.guard(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}

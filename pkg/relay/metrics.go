@@ -17,6 +17,7 @@ type metrics struct {
 	inFlight        prometheus.Gauge
 	bufferBytes     prometheus.Gauge
 	invalid         *prometheus.CounterVec
+	topicUnavail    *prometheus.GaugeVec
 	reconnects      prometheus.Counter
 	pruned          prometheus.Counter
 	slot            *slotMetrics
@@ -47,6 +48,8 @@ func newMetrics(slot string, l *live) *metrics {
 			Help: "Record bytes held between the WAL reader and Kafka (queued or being written); at most --buffer-bytes."}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "invalid_events_total",
 			Help: "Events that could not be published as they are, by reason (dead-lettered, or stopping the relay)."}, []string{"reason"}),
+		topicUnavail: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "topic_unavailable",
+			Help: "1 while writes to the topic fail because it does not exist (reason unknown-topic) or may not be written (reason not-authorized); the relay retries, then stops after --topic-unavailable-grace."}, []string{"topic", "reason"}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnects_total",
 			Help: "Replication connections re-established after a failure."}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pruned_rows_total",
@@ -58,7 +61,7 @@ func newMetrics(slot string, l *live) *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.published, m.publishErrors, m.batchSize, m.publishDuration, m.commitToAck,
-		m.confirmedLSN, m.inFlight, m.bufferBytes, m.invalid, m.reconnects, m.pruned}, m.slot.collectors()...)
+		m.confirmedLSN, m.inFlight, m.bufferBytes, m.invalid, m.topicUnavail, m.reconnects, m.pruned}, m.slot.collectors()...)
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {

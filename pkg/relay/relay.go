@@ -65,6 +65,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer r.running.Store(false)
 	sk := newSink(&r.cfg, r.m)
 	defer func() { _ = sk.close() }()
+	// A relay without a recent sign of life from its walsender writes
+	// nothing more to Kafka: the server may have given the slot to
+	// another relay (see Liveness in the package doc). The sink checks
+	// before each write call, the connections before each byte.
+	sk.guard = func() error { return r.live.stale(time.Now()) }
+	sk.transport.Dial = guardedDial(sk.guard)
 
 	g, gctx := errgroup.WithContext(ctx)
 	if r.cfg.PruneAfter > 0 {
@@ -204,7 +210,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
 	}
 	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
-		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout, "liveness_bound", lv.bound)
+		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout.String(), "liveness_bound", lv.bound.String())
 
 	events := make(chan event, c.BatchSize)
 	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
@@ -212,15 +218,6 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
-	// A relay without a recent sign of life from its walsender writes
-	// nothing more: the server may have given the slot to another relay.
-	sk.guard = func() error {
-		err := r.live.stale(time.Now())
-		if err != nil {
-			stopRead(err)
-		}
-		return err
-	}
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
 	sinkDone := make(chan error, 1)

@@ -23,13 +23,23 @@ type sink struct {
 	// guard, when set, is asked before every Kafka write; an error
 	// refuses the write (see Liveness in the package doc).
 	guard func() error
+	// unavailable holds the topics whose writes fail as
+	// topicUnavailable, since when and why; a write to the topic that
+	// succeeds removes it.
+	unavailable map[string]unavailableTopic
+}
+
+// unavailableTopic is a topic whose writes fail as topicUnavailable.
+type unavailableTopic struct {
+	since  time.Time
+	reason string // the topic_unavailable label: unknown-topic or not-authorized
 }
 
 func newSink(c *Config, m *metrics) *sink {
 	codec, _ := compressionCodec(c.Compression) // validated by withDefaults
 	transport := &kafka.Transport{TLS: c.TLS, SASL: c.SASL, ClientID: "pgoutbox-relay"}
 	return &sink{
-		cfg: c, m: m, transport: transport, limits: newTopicLimits(c, transport),
+		cfg: c, m: m, transport: transport, limits: newTopicLimits(c, transport), unavailable: make(map[string]unavailableTopic),
 		w: &kafka.Writer{
 			Addr:         kafka.TCP(c.Brokers...),
 			Balancer:     &kafka.Murmur2Balancer{},
@@ -153,6 +163,11 @@ const (
 	ownFaultUnlessTransient
 	// ownFault: the broker will never accept the record; dead-letter it.
 	ownFault
+	// topicUnavailable: the record's topic does not exist or the relay
+	// may not write it: the operator's to fix (a topic provisioned late,
+	// a missing ACL). Retry with backoff for TopicUnavailableGrace, then
+	// stop; never dead-letter.
+	topicUnavailable
 	// fatal: the relay's credentials or rights; stop.
 	fatal
 )
@@ -173,10 +188,12 @@ func classify(err error) verdict {
 	case kafka.SASLAuthenticationFailed, kafka.ClusterAuthorizationFailed, kafka.UnsupportedSASLMechanism,
 		kafka.IllegalSASLState, kafka.TransactionalIDAuthorizationFailed:
 		return fatal
-	case kafka.UnknownTopicOrPartition, kafka.InvalidMessage:
+	case kafka.UnknownTopicOrPartition, kafka.TopicAuthorizationFailed:
+		return topicUnavailable
+	case kafka.InvalidMessage:
 		return ownFaultUnlessTransient
 	case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidTopic, kafka.InvalidTimestamp,
-		kafka.UnsupportedForMessageFormat, kafka.PolicyViolation, kafka.InvalidRecord, kafka.TopicAuthorizationFailed:
+		kafka.UnsupportedForMessageFormat, kafka.PolicyViolation, kafka.InvalidRecord:
 		return ownFault
 	}
 	return retryable
@@ -284,10 +301,15 @@ func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pe
 			if ctx.Err() != nil {
 				return 0, nil, ctx.Err()
 			}
-			switch classify(callErr) {
-			case fatal:
+			switch v := classify(callErr); {
+			case v == fatal:
 				return 0, nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, callErr))
-			case retryable:
+			case v == retryable:
+				retryErr = callErr
+			case v == topicUnavailable && oneTopic(batch, call):
+				if err := s.topicUnavailable(&batch[call[0]], callErr); err != nil {
+					return 0, nil, err
+				}
 				retryErr = callErr
 			default:
 				// One record's fault (a topic without partitions, a
@@ -318,6 +340,12 @@ func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pe
 			case v == fatal:
 				return 0, nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, e))
 			case v == retryable:
+				retryErr = e
+				continue
+			case v == topicUnavailable:
+				if err := s.topicUnavailable(&batch[i], e); err != nil {
+					return 0, nil, err
+				}
 				retryErr = e
 				continue
 			case len(call) > 1:
@@ -352,6 +380,45 @@ func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pe
 	return pending, retryErr, nil
 }
 
+// oneTopic reports whether the records call of batch all have one topic.
+func oneTopic(batch []event, call []int) bool {
+	for _, i := range call[1:] {
+		if batch[i].msg.Topic != batch[call[0]].msg.Topic {
+			return false
+		}
+	}
+	return true
+}
+
+// topicUnavailable records that a write of ev failed with e, a
+// topicUnavailable error. It returns a permanent error once ev's topic has
+// been failing for longer than TopicUnavailableGrace.
+func (s *sink) topicUnavailable(ev *event, e error) error {
+	topic := ev.msg.Topic
+	reason := "unknown-topic"
+	if errors.Is(e, kafka.TopicAuthorizationFailed) {
+		reason = "not-authorized"
+	}
+	u, ok := s.unavailable[topic]
+	if !ok || u.reason != reason {
+		if ok {
+			s.m.topicUnavail.DeleteLabelValues(topic, u.reason)
+		} else {
+			u.since = time.Now()
+		}
+		u.reason = reason
+		s.unavailable[topic] = u
+		s.m.topicUnavail.WithLabelValues(topic, reason).Set(1)
+		s.cfg.Logger.Warn("kafka topic unavailable; retrying (its events are never dead-lettered), stopping if it lasts",
+			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "error", e)
+	}
+	if d := time.Since(u.since); d > s.cfg.TopicUnavailableGrace {
+		return permanent(fmt.Errorf("%w: writes to topic %s failed for %v (topic unavailable grace %v; waiting: message %s): %w",
+			ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, messageID(ev), e))
+	}
+	return nil
+}
+
 // reject handles a record the broker will never accept, with error e: a
 // normal record is dead-lettered in place (or, under InvalidStop, stops
 // the relay); a dead-letter record is slimmed once, then stops the relay.
@@ -363,9 +430,6 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 				"message_id", ev.invalid.MessageID.String())
 			slimDeadLetter(ev)
 			return nil
-		}
-		if errors.Is(e, kafka.TopicAuthorizationFailed) {
-			e = fmt.Errorf("%w: %w", ErrKafkaAuth, e)
 		}
 		return permanent(fmt.Errorf("%w: message %s to %s: %w", ErrDeadLetter, ev.invalid.MessageID, ev.msg.Topic, e))
 	}
@@ -440,6 +504,11 @@ func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
 		if msgs[k].Topic != topic {
 			flush()
 			topic, n = msgs[k].Topic, 0
+			if u, ok := s.unavailable[topic]; ok {
+				delete(s.unavailable, topic)
+				s.m.topicUnavail.DeleteLabelValues(topic, u.reason)
+				s.cfg.Logger.Info("kafka topic available again", "topic", topic, "after", time.Since(u.since).Round(time.Millisecond))
+			}
 		}
 		n++
 	}
@@ -449,8 +518,8 @@ func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
 // callShares sizes one WriteMessages call: kafka-go sends each partition's
 // share of a call as one record batch, which must stay within the topic's
 // limit (see topicLimits). A record whose partition the sink cannot tell
-// (no key, or a topic of unknown partition count) counts against every
-// share of its topic.
+// (no key) counts against every share of its topic; of a topic whose
+// partition count is unknown, a call holds one record.
 type callShares struct {
 	limits *topicLimits
 	ctx    context.Context
@@ -501,7 +570,9 @@ func (c *callShares) take(m *kafka.Message) bool {
 	if p >= 0 {
 		share = ts.bytes[p]
 	}
-	if c.n > 0 && share+ts.wild+cost > ts.info.maxShare {
+	if c.n > 0 && (share+ts.wild+cost > ts.info.maxShare || len(ts.parts) == 0 && ts.wild > 0) {
+		// Over the limit; or a second record of a topic not known yet
+		// (its first write creates it, the next call knows its limit).
 		return false
 	}
 	c.n++

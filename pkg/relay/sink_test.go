@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -22,13 +23,26 @@ import (
 // topics code returns non-zero with that error code, and handle the
 // others. code is called once per topic of each request.
 func answerProduce(k *testenv.Kafka, code func(topic string) int16) {
+	answerProduceRecords(k, func(topic string, _ int) int16 { return code(topic) })
+}
+
+// answerProduceRecords is answerProduce with the number of records the
+// request holds for the topic.
+func answerProduceRecords(k *testenv.Kafka, code func(topic string, records int) int16) {
 	k.Cluster.ControlKey(0, func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.Cluster.KeepControl()
 		preq := req.(*kmsg.ProduceRequest)
 		codes := make(map[string]int16)
 		fail := false
 		for _, pt := range preq.Topics {
-			codes[pt.Topic] = code(pt.Topic)
+			records := 0
+			for _, pp := range pt.Partitions {
+				var rb kmsg.RecordBatch
+				if rb.ReadFrom(pp.Records) == nil {
+					records += int(rb.NumRecords)
+				}
+			}
+			codes[pt.Topic] = code(pt.Topic, records)
 			fail = fail || codes[pt.Topic] != 0
 		}
 		if !fail {
@@ -176,33 +190,30 @@ func noAutoCreate(t *testing.T, topics ...string) *testenv.Kafka {
 	return &testenv.Kafka{Cluster: c, Brokers: c.ListenAddrs()}
 }
 
-// Records Kafka will never accept (a topic that does not exist, one the
-// relay may not write, one whose policy refuses them) are dead-lettered
-// with reason kafka-rejected; the rows around them are published in order.
+// Records Kafka will never accept (here: a topic whose policy refuses
+// them) are dead-lettered with reason kafka-rejected; the rows around them
+// are published in order.
 func TestKafkaRejectedRecords(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 500 * time.Millisecond })
-	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "forbidden", "policy")
+	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "policy")
 	b.cfg.Brokers = b.kafka.Brokers
 	answerProduce(b.kafka, func(topic string) int16 {
-		switch topic {
-		case "forbidden":
-			return 29 // TOPIC_AUTHORIZATION_FAILED
-		case "policy":
+		if topic == "policy" {
 			return 44 // POLICY_VIOLATION
 		}
 		return 0
 	})
 	b.start(t)
 	var msgs []outbox.Message
-	for i, topic := range []string{"", "nosuch", "", "forbidden", "", "policy", ""} {
+	for i, topic := range []string{"", "policy", "", "policy", ""} {
 		m := msg("a", i)
 		m.Topic = topic
 		msgs = append(msgs, m)
 	}
 	ids := b.insert(t, msgs...)
-	good := []string{ids[0], ids[2], ids[4], ids[6]}
-	bad := map[string]string{ids[1]: "nosuch", ids[3]: "forbidden", ids[5]: "policy"}
+	good := []string{ids[0], ids[2], ids[4]}
+	bad := map[string]string{ids[1]: "policy", ids[3]: "policy"}
 	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 60*time.Second)
 	assertLastCopiesInOrder(t, recs, good)
 	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", len(bad), 30*time.Second)
@@ -219,6 +230,91 @@ func TestKafkaRejectedRecords(t *testing.T) {
 	}
 }
 
+// A topic that does not exist yet, and one the relay may not write yet,
+// are the operator's to fix: the relay retries, shows them in
+// topic_unavailable, and delivers every event once the topic exists and
+// the ACL is granted. Nothing is dead-lettered.
+func TestTopicUnavailableRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 200 * time.Millisecond })
+	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "locked")
+	b.cfg.Brokers = b.kafka.Brokers
+	var locked atomic.Bool
+	locked.Store(true)
+	answerProduce(b.kafka, func(topic string) int16 {
+		if topic == "locked" && locked.Load() {
+			return 29 // TOPIC_AUTHORIZATION_FAILED
+		}
+		return 0
+	})
+	run := b.start(t)
+	var msgs []outbox.Message
+	for i, topic := range []string{"", "late", "locked", ""} {
+		m := msg("a", i)
+		m.Topic = topic
+		msgs = append(msgs, m)
+	}
+	ids := b.insert(t, msgs...)
+	unavailable := func(topic, reason string) func() (bool, error) {
+		return func() (bool, error) {
+			v, ok := gauge(t, b.reg, "pgoutbox_relay_topic_unavailable", map[string]string{"topic": topic, "reason": reason})
+			return ok && v == 1, nil
+		}
+	}
+	testenv.WaitFor(t, 30*time.Second, "late unavailable (unknown-topic)", unavailable("late", "unknown-topic"))
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(b.kafka.Brokers...), Transport: tr}
+	res, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{
+		Topics: []kafka.TopicConfig{{Topic: "late", NumPartitions: 1, ReplicationFactor: 1}}})
+	if err != nil || res.Errors["late"] != nil {
+		t.Fatalf("create topic late: %v %v", err, res)
+	}
+	testenv.WaitFor(t, 30*time.Second, "locked unavailable (not-authorized)", unavailable("locked", "not-authorized"))
+	locked.Store(false)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[3]}, 30*time.Second)
+	waitForIDs(t, b.kafka.Brokers, "late", ids[1:2], 30*time.Second)
+	waitForIDs(t, b.kafka.Brokers, "locked", ids[2:3], 30*time.Second)
+	if dlq := testenv.MustReadTopic(t, b.kafka.Brokers, "outbox.dlq"); len(dlq) != 0 || b.metric(t, "pgoutbox_relay_invalid_events_total") != 0 {
+		t.Fatalf("%d dead-letter records, want none", len(dlq))
+	}
+	if n := b.metric(t, "pgoutbox_relay_topic_unavailable"); n != 0 {
+		t.Fatalf("topic_unavailable sums to %v once every topic is writable, want 0", n)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v, want nil", err)
+	}
+}
+
+// A topic still unavailable after TopicUnavailableGrace stops the relay
+// with ErrTopicUnavailable naming the topic; the row is not confirmed and
+// not dead-lettered.
+func TestTopicUnavailableStops(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) {
+		c.TopicUnavailableGrace = 2 * time.Second
+		c.MaxRetryBackoff = 200 * time.Millisecond
+	})
+	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
+	b.cfg.Brokers = b.kafka.Brokers
+	run := b.start(t)
+	m := msg("a", 1)
+	m.Topic = "missing"
+	id := b.insert(t, m)[0]
+	end := b.currentLSN(t)
+	err := run.wait(t, 60*time.Second)
+	if !errors.Is(err, relay.ErrTopicUnavailable) || !relay.Permanent(err) || !strings.Contains(err.Error(), "missing") ||
+		!strings.Contains(err.Error(), id) {
+		t.Fatalf("Run: %v, want a permanent ErrTopicUnavailable naming topic missing and message %s", err, id)
+	}
+	if c := b.confirmedFlush(t); c >= end {
+		t.Fatalf("confirmed %s passed the row's transaction (ends before %s)", c, end)
+	}
+	if dlq := testenv.MustReadTopic(t, b.kafka.Brokers, "outbox.dlq"); len(dlq) != 0 {
+		t.Fatalf("%d dead-letter records, want none", len(dlq))
+	}
+}
+
 // A record Kafka rejects stops the relay under InvalidStop, naming it; so
 // does a dead-letter record Kafka rejects (here: no dead-letter topic)
 // under InvalidDeadLetter. Neither transaction is confirmed.
@@ -230,11 +326,11 @@ func TestKafkaRejectedStops(t *testing.T) {
 		want   error
 	}{
 		{"stop", relay.InvalidStop, relay.ErrInvalidEvent},
-		{"no-dead-letter-topic", relay.InvalidDeadLetter, relay.ErrDeadLetter},
+		{"no-dead-letter-topic", relay.InvalidDeadLetter, relay.ErrTopicUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, func(c *relay.Config) { c.OnInvalid = tc.policy })
+			b := setup(t, func(c *relay.Config) { c.OnInvalid, c.TopicUnavailableGrace = tc.policy, 2*time.Second })
 			b.kafka = noAutoCreate(t, "outbox.order", "policy")
 			b.cfg.Brokers = b.kafka.Brokers
 			answerProduce(b.kafka, func(topic string) int16 {
@@ -330,5 +426,53 @@ func TestLargeRecordsInOrder(t *testing.T) {
 					n, rows, dups, broken, errs, rows)
 			}
 		})
+	}
+}
+
+// A batch the broker refuses as too large in the middle of an aggregate's
+// sequence is written again before anything after it: every copy in Kafka
+// is in commit order, and none is duplicated.
+func TestRefusedBatchKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var refuse atomic.Bool
+	var refused atomic.Int32
+	answerProduceRecords(b.kafka, func(topic string, records int) int16 {
+		// A single record refused as too large is dead-lettered; a
+		// batch is written again in smaller parts.
+		if topic == "outbox.order" && records > 1 && refuse.CompareAndSwap(true, false) {
+			refused.Add(1)
+			return 10 // MESSAGE_TOO_LARGE
+		}
+		return 0
+	})
+	b.start(t)
+	order := largeRecords(t, b, 5, 5, 1, 100)
+	testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 5, 30*time.Second)
+	refuse.Store(true)
+	more := largeRecords(t, b, 60, 60, 1, 50_000)
+	order["agg-0"] = append(order["agg-0"], more["agg-0"]...)
+	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 65, 60*time.Second)
+	n, dups, broken := deliveryReport(t, recs, order)
+	if refused.Load() != 1 || n != 65 || dups != 0 || broken != 0 {
+		t.Fatalf("%d refused produce requests, %d records, %d duplicates, %d aggregates out of order; want 1, 65, 0, 0",
+			refused.Load(), n, dups, broken)
+	}
+}
+
+// The sink reads the topic's max.message.bytes from the broker and keeps
+// every batch under it, even far under Config.MaxMessageBytes.
+func TestBatchesFitTheTopicLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "300000"}))
+	b.cfg.Brokers = b.kafka.Brokers
+	order := largeRecords(t, b, 60, 10, 3, 50_000)
+	b.start(t)
+	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 60, 60*time.Second)
+	n, dups, broken := deliveryReport(t, recs, order)
+	errs := b.metric(t, "pgoutbox_relay_publish_errors_total")
+	if n != 60 || dups != 0 || broken != 0 || errs != 0 {
+		t.Fatalf("%d records, %d duplicates, %d aggregates out of order, %v publish errors; want 60, 0, 0, 0", n, dups, broken, errs)
 	}
 }

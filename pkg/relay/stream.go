@@ -136,7 +136,8 @@ func (s *stream) readUntilDeadline(rctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("%w: %w", errProtocol, err)
 				}
-				s.live.heard(s.lv.heardAt(ka.ServerTime, time.Now()))
+				now := time.Now()
+				s.live.heard(s.lv.heardAt(ka.ServerTime, now), now)
 				if !s.inTx {
 					s.tr.AdvanceIdle(uint64(ka.ServerWALEnd))
 				}
@@ -154,7 +155,7 @@ func (s *stream) readUntilDeadline(rctx context.Context) error {
 				// from the socket buffer after it) is not published: the
 				// slot may belong to another relay by now.
 				now := time.Now()
-				s.live.heard(s.lv.heardAt(xld.ServerTime, now))
+				s.live.heard(s.lv.heardAt(xld.ServerTime, now), now)
 				if err := s.live.stale(now); err != nil {
 					return err
 				}

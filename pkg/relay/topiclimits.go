@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // How the sink sizes a write: each partition's share of one WriteMessages
@@ -53,8 +54,8 @@ type topicInfo struct {
 	// maxShare is the most batchCost a partition's share of one write may
 	// sum to.
 	maxShare int64
-	// limit is the broker's max.message.bytes for the topic, 0 when it
-	// could not be read.
+	// limit is the topic's max.message.bytes (or the broker's
+	// message.max.bytes, when lower), 0 when neither could be read.
 	limit   int
 	expires time.Time
 }
@@ -62,19 +63,21 @@ type topicInfo struct {
 // topicLimits reads and caches the partition count and the size limit of
 // the topics the sink writes to.
 type topicLimits struct {
-	cfg    *Config
-	client *kafka.Client
-	mu     sync.Mutex
-	topics map[string]topicInfo
-	warned map[string]bool // topics whose limit could not be read, logged once
+	cfg       *Config
+	client    *kafka.Client
+	transport *kafka.Transport
+	mu        sync.Mutex
+	topics    map[string]topicInfo
+	warned    map[string]bool // topics whose limit could not be read, logged once
 }
 
 func newTopicLimits(c *Config, transport *kafka.Transport) *topicLimits {
 	return &topicLimits{
-		cfg:    c,
-		client: &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: transport, Timeout: c.WriteTimeout},
-		topics: make(map[string]topicInfo),
-		warned: make(map[string]bool),
+		cfg:       c,
+		client:    &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: transport, Timeout: c.WriteTimeout},
+		transport: transport,
+		topics:    make(map[string]topicInfo),
+		warned:    make(map[string]bool),
 	}
 }
 
@@ -93,9 +96,16 @@ func (l *topicLimits) get(ctx context.Context, topic string) topicInfo {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.WriteTimeout)
 	defer cancel()
 	ti := topicInfo{expires: now.Add(topicInfoTTL)}
-	ti.partitions = l.partitions(ctx, topic)
+	var leader int
+	ti.partitions, leader = l.partitions(ctx, topic)
 	if ti.partitions > 0 {
-		ti.limit = l.maxMessageBytes(ctx, topic)
+		// The topic's value is the effective one on a real Kafka; the
+		// broker's message.max.bytes too is read, and the lower one
+		// taken, in case the cluster reports the topic's default only.
+		ti.limit = l.describe(ctx, kafka.ResourceTypeTopic, topic, "max.message.bytes")
+		if b := l.describe(ctx, kafka.ResourceTypeBroker, strconv.Itoa(leader), "message.max.bytes"); b > 0 && (ti.limit == 0 || b < ti.limit) {
+			ti.limit = b
+		}
 	} else {
 		ti.expires = now
 	}
@@ -117,28 +127,27 @@ func (l *topicLimits) get(ctx context.Context, topic string) topicInfo {
 	return ti
 }
 
-// partitions reads topic's partition count (from the transport's metadata
-// cache when it has the topic); 0 when it cannot.
-func (l *topicLimits) partitions(ctx context.Context, topic string) int {
-	meta, err := l.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+// partitions reads topic's partition count, 0 when it cannot, and the
+// leader of its first partition. It asks as the writer does: from the
+// transport's metadata cache, else from the cluster, allowing topic
+// auto-creation (the write that follows would create the topic anyway).
+func (l *topicLimits) partitions(ctx context.Context, topic string) (n, leader int) {
+	r, err := l.transport.RoundTrip(ctx, l.client.Addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	for _, t := range meta.Topics {
-		if t.Name == topic && t.Error == nil {
-			return len(t.Partitions)
+	for _, t := range r.(*metadataAPI.Response).Topics {
+		if t.Name == topic && t.ErrorCode == 0 && len(t.Partitions) > 0 {
+			return len(t.Partitions), int(t.Partitions[0].LeaderID)
 		}
 	}
-	return 0
+	return 0, 0
 }
 
-// maxMessageBytes reads topic's max.message.bytes (the topic's own or the
-// broker's default); 0 when it cannot.
-func (l *topicLimits) maxMessageBytes(ctx context.Context, topic string) int {
+// describe reads the integer config name of a resource; 0 when it cannot.
+func (l *topicLimits) describe(ctx context.Context, typ kafka.ResourceType, resource, name string) int {
 	res, err := l.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{
-		Resources: []kafka.DescribeConfigRequestResource{{
-			ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"},
-		}},
+		Resources: []kafka.DescribeConfigRequestResource{{ResourceType: typ, ResourceName: resource, ConfigNames: []string{name}}},
 	})
 	if err != nil {
 		return 0
@@ -148,7 +157,7 @@ func (l *topicLimits) maxMessageBytes(ctx context.Context, topic string) int {
 			return 0
 		}
 		for _, e := range r.ConfigEntries {
-			if e.ConfigName == "max.message.bytes" {
+			if e.ConfigName == name {
 				if n, err := strconv.Atoi(e.ConfigValue); err == nil && n > recordBatchHeader {
 					return n
 				}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,4 +234,169 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestPausedLeaderPublishesNothingAfterTakeover freezes the active relay
+// (SIGSTOP) for longer than wal_sender_timeout while writers commit: the
+// server ends its walsender, the standby takes the slot over and
+// publishes. Then the old leader resumes (SIGCONT) with events in its
+// socket buffer and its queue. It must write none of them: in every
+// partition, no record of the old leader (told apart by the relay-instance
+// header, --instance-id) follows one of the new leader, and the last copy
+// of each aggregate's messages is in commit order.
+func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
+	t.Parallel()
+	bin := buildRelay(t)
+	db := testenv.NewDB(t)
+	kafka := testenv.NewKafka(t)
+	dir := t.TempDir()
+	logA, logB := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	slot := db.Name
+	common := []string{"--slot", slot, "--publication", "pub_paused"}
+	if code, out := runRelay(t, bin, append([]string{"setup", "--database-url", db.URL}, common...)...); code != 0 {
+		t.Fatalf("relay setup: exit %d\n%s", code, out)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("old leader log:\n%s\nnew leader log:\n%s", logTail(logA), logTail(logB))
+		}
+	}()
+	relayURL := withSenderTimeout(t, db.URL, testSenderTimeout)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	defer hc.CloseIdleConnections()
+	a, b := probe{freeAddr(t), hc}, probe{freeAddr(t), hc}
+	run := func(p probe, log, instance string) *relayProc {
+		return startRelay(t, bin, log, append(append([]string{"run", "--database-url", relayURL}, common...),
+			"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json", "--instance-id", instance,
+			"--lag-poll-interval", "200ms", "--standby-retry-interval", "200ms")...)
+	}
+	slotLabel := `slot="` + slot + `"`
+	pa := run(a, logA, "a")
+	testenv.WaitFor(t, time.Minute, "the first relay ready", func() (bool, error) {
+		if pa.exited() {
+			return false, fmt.Errorf("first relay exited: %v", pa.err)
+		}
+		return a.ready() == http.StatusOK, nil
+	})
+	pb := run(b, logB, "b")
+	testenv.WaitFor(t, time.Minute, "the second relay waiting as a standby", func() (bool, error) {
+		if pb.exited() {
+			return false, fmt.Errorf("second relay exited: %v", pb.err)
+		}
+		return strings.Contains(readFile(t, logB), "waiting as a standby"), nil
+	})
+
+	l := newLedger()
+	stopWriters := startWriters(t, db.Pool, l)
+	committed := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.count }
+	testenv.WaitFor(t, time.Minute, "the leader publishing", func() (bool, error) {
+		v, _ := a.metric("pgoutbox_relay_events_published_total", "")
+		return v > 0 && committed() >= 1000, nil
+	})
+
+	if err := pa.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = pa.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	testenv.WaitFor(t, time.Minute, "the standby taking over", func() (bool, error) {
+		if pb.exited() {
+			return false, fmt.Errorf("standby exited: %v", pb.err)
+		}
+		return b.ready() == http.StatusOK, nil
+	})
+	took := time.Since(stopped)
+	var published float64
+	testenv.WaitFor(t, time.Minute, "the new leader publishing", func() (bool, error) {
+		published, _ = b.metric("pgoutbox_relay_events_published_total", "")
+		return published >= 500, nil
+	})
+	resume()
+	t.Logf("old leader frozen %v (wal_sender_timeout %v); the standby was ready after %v", time.Since(stopped).Round(time.Millisecond),
+		testSenderTimeout, took.Round(time.Millisecond))
+	testenv.WaitFor(t, time.Minute, "the old leader turned standby", func() (bool, error) {
+		if pa.exited() {
+			return false, fmt.Errorf("old leader exited: %v", pa.err)
+		}
+		return strings.Contains(readFile(t, logA), "waiting as a standby"), nil
+	})
+	if v, ok := a.metric("pgoutbox_relay_leader", slotLabel); !ok || v != 0 {
+		t.Errorf("old leader: leader = %v (present %v), want 0", v, ok)
+	}
+	target := committed() + 500
+	testenv.WaitFor(t, time.Minute, "writers going on after the takeover", func() (bool, error) { return committed() >= target, nil })
+	stopWriters()
+	endLSN := writeFence(t, db.Pool, l)
+	waitConfirmed(t, db.Pool, slot, endLSN, pa, pb)
+	// The check below attributes every record of "a" after the takeover
+	// to the paused session: the old leader must not have streamed again
+	// (which it would, legitimately, had the new leader lost the slot).
+	if n := strings.Count(readFile(t, logA), `"msg":"streaming"`); n != 1 {
+		t.Fatalf("the old leader streamed %d times, want once: the new leader lost the slot (log: %d interruptions)",
+			n, strings.Count(readFile(t, logB), "replication interrupted"))
+	}
+
+	type partition struct {
+		topic string
+		n     int32
+	}
+	firstB := make(map[partition]int64) // offset of the new leader's first record
+	stale := make(map[partition]int)    // old leader's records after it
+	last := make(map[uuid.UUID]int)     // position of the last copy, in its aggregate's partition order
+	byInstance := map[string]int{}
+	for _, typ := range crashAggregateTypes {
+		for i, rec := range testenv.MustReadTopic(t, kafka.Brokers, "outbox."+typ) {
+			inst, _ := rec.Header("relay-instance")
+			byInstance[inst]++
+			p := partition{rec.Topic, rec.Partition}
+			switch first, ok := firstB[p]; {
+			case inst == "b" && !ok:
+				firstB[p] = rec.Offset
+			case inst == "a" && ok && rec.Offset > first:
+				stale[p]++
+			}
+			h, _ := rec.Header("message-id")
+			id, _ := uuid.Parse(h)
+			last[id] = i // records come in partition, offset order
+		}
+	}
+	t.Logf("records by relay-instance: %v", byInstance)
+	if byInstance["a"] == 0 || byInstance["b"] == 0 || len(byInstance) != 2 {
+		t.Errorf("records by relay-instance = %v, want both a and b and nothing else", byInstance)
+	}
+	for p, n := range stale {
+		t.Errorf("%s/%d: %d records of the old leader after the new leader's first (offset %d)", p.topic, p.n, n, firstB[p])
+	}
+	missing := 0
+	for agg, ids := range l.committed {
+		prev := -1
+		for _, id := range ids {
+			pos, ok := last[id]
+			if !ok {
+				missing++
+				continue
+			}
+			if pos < prev {
+				t.Errorf("aggregate %s: the last copy of %s precedes the last copy of a message committed before it", agg, id)
+				break
+			}
+			prev = pos
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d committed messages missing from Kafka", missing, l.count)
+	}
+	t.Logf("%d committed messages, all in Kafka; %d records by the new leader", l.count, byInstance["b"])
+	for _, p := range []*relayProc{pa, pb} {
+		if code := p.stop(time.Minute); code != 0 {
+			t.Errorf("relay after SIGTERM: exit %d, want 0", code)
+		}
+	}
 }

@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -29,6 +32,8 @@ type options struct {
 	rows, txRows, payload, conns, aggregates int
 	relayBin                                 string
 	relayArgs                                string
+	latency                                  string
+	duration                                 time.Duration
 }
 
 func main() {
@@ -40,6 +45,8 @@ func main() {
 	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate IDs (Kafka keys)")
 	flag.StringVar(&o.relayBin, "relay-bin", "", "relay binary to measure (default: go build ./cmd/relay into a temporary directory)")
 	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments for relay run, space separated (for example \"--batch-size 10000\")")
+	flag.StringVar(&o.latency, "latency", "", "latency mode: comma-separated commit rates (single-row transactions per second), for example 500,1000,5000,10000")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "latency mode: how long each rate runs")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -67,22 +74,25 @@ func run(ctx context.Context, o *options) error {
 			return err
 		}
 	}
+	if o.latency != "" {
+		var rates []int
+		for _, f := range strings.Split(o.latency, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || r <= 0 {
+				return fmt.Errorf("-latency: %q is not a positive rate", f)
+			}
+			rates = append(rates, r)
+		}
+		return latencyBench(ctx, bin, o, rates, o.duration, tmp)
+	}
 
-	fmt.Printf("starting Postgres (wal_level=logical)...\n")
-	srv, err := testenv.StartServer()
+	// Table, publication and the relay's slot, then the raw reader's slot:
+	// both exist before the first insert, so both see the whole backlog.
+	srv, dbURL, err := startDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	dbURL, err := createDatabase(ctx, srv.AdminURL, "relaybench")
-	if err != nil {
-		return err
-	}
-	// Table, publication and the relay's slot, then the raw reader's slot:
-	// both exist before the first insert, so both see the whole backlog.
-	if err := relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: relaySlot, Publication: publication}); err != nil {
-		return err
-	}
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return err
@@ -118,6 +128,12 @@ func run(ctx context.Context, o *options) error {
 	relayRate := float64(res.events) / res.elapsed.Seconds()
 	fmt.Printf("relay -> kfake drain: %d events in Kafka after %v = %.0f events/s (slot confirmed the end after %v), peak RSS (VmHWM) %.1f MiB\n",
 		res.events, res.elapsed.Round(time.Millisecond), relayRate, res.confirmed.Round(time.Millisecond), float64(res.peakRSSKiB)/1024)
+	fmt.Printf("relay CPU (user+system): %v = %.4f s per 1k events\n", res.cpu.Round(10*time.Millisecond), res.cpu.Seconds()/float64(res.events)*1000)
+	buffer := bufferBytes(o.relayArgs)
+	bound := 2*buffer + 40<<20
+	fmt.Printf("peak RSS against --buffer-bytes %.0f MiB: %.2f x buffer; documented bound 2 x buffer + 40 MiB = %.0f MiB (%s)\n",
+		float64(buffer)/(1<<20), float64(res.peakRSSKiB<<10)/float64(buffer), float64(bound)/(1<<20),
+		map[bool]string{true: "within", false: "ABOVE"}[res.peakRSSKiB<<10 <= bound])
 	ratio := relayRate / rawRate
 	verdict := "meets"
 	if ratio < 0.6 {
@@ -125,6 +141,40 @@ func run(ctx context.Context, o *options) error {
 	}
 	fmt.Printf("ratio relay/raw: %.3f (%s the 0.6 target)\n", ratio, verdict)
 	return nil
+}
+
+// bufferBytes is the --buffer-bytes of args, else the default.
+func bufferBytes(args string) int64 {
+	f := strings.Fields(args)
+	for i, a := range f {
+		v, ok := strings.CutPrefix(a, "--buffer-bytes=")
+		if !ok && a == "--buffer-bytes" && i+1 < len(f) {
+			v, ok = f[i+1], true
+		}
+		if n, err := cliutil.ParseSize(v); ok && err == nil {
+			return n
+		}
+	}
+	return relay.DefaultBufferBytes
+}
+
+// startDatabase starts a throwaway Postgres with a database holding the
+// outbox table, the publication and the relay's slot.
+func startDatabase(ctx context.Context) (*testenv.Server, string, error) {
+	fmt.Printf("starting Postgres (wal_level=logical)...\n")
+	srv, err := testenv.StartServer()
+	if err != nil {
+		return nil, "", err
+	}
+	dbURL, err := createDatabase(ctx, srv.AdminURL, "relaybench")
+	if err == nil {
+		err = relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: relaySlot, Publication: publication})
+	}
+	if err != nil {
+		srv.Stop()
+		return nil, "", err
+	}
+	return srv, dbURL, nil
 }
 
 // createDatabase creates name on the server and returns its URL.

@@ -26,6 +26,8 @@ type relayResult struct {
 	// after the last acknowledgement).
 	confirmed  time.Duration
 	peakRSSKiB int64
+	// cpu is the relay process's user + system CPU time at the end.
+	cpu time.Duration
 }
 
 // buildRelay builds cmd/relay into bin.
@@ -36,6 +38,18 @@ func buildRelay(ctx context.Context, bin string) error {
 		return fmt.Errorf("go build cmd/relay: %v\n%s", err, out)
 	}
 	return nil
+}
+
+// relayCommand is `relay run` of bin on relaySlot, with extra arguments
+// relayArgs, logging to logf, killed if this process dies.
+func relayCommand(bin, dbURL string, brokers []string, relayArgs string, logf *os.File) *exec.Cmd {
+	args := []string{"run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
+		"--slot", relaySlot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
+	args = append(args, strings.Fields(relayArgs)...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
 
 // relayDrain runs the relay binary on relaySlot against an in-process kfake
@@ -63,12 +77,7 @@ func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logP
 		return relayResult{}, err
 	}
 	defer logf.Close()
-	args := []string{"run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
-		"--slot", relaySlot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
-	args = append(args, strings.Fields(o.relayArgs)...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd := relayCommand(bin, dbURL, brokers, o.relayArgs, logf)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return relayResult{}, err
@@ -131,6 +140,9 @@ func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logP
 	if res.peakRSSKiB, err = vmHWM(cmd.Process.Pid); err != nil {
 		return fail(err)
 	}
+	if res.cpu, err = cpuTime(cmd.Process.Pid); err != nil {
+		return fail(err)
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-done:
@@ -173,6 +185,28 @@ func topicEvents(ctx context.Context, client *kafka.Client) (int64, error) {
 		sum += p.LastOffset
 	}
 	return sum, nil
+}
+
+// cpuTime returns the user + system CPU time of a process so far, from
+// /proc/PID/stat (in clock ticks of 1/100 s, the Linux USER_HZ).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may
+	// hold spaces: state is field 3, utime 14, stime 15.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, errors.New("short /proc/" + strconv.Itoa(pid) + "/stat")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // vmHWM returns the peak resident set size of a process in KiB.

@@ -1,0 +1,157 @@
+package kafkaflags
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+)
+
+// Flag names.
+const (
+	FlagTLS           = "kafka-tls"
+	FlagTLSCAFile     = "kafka-tls-ca-file"
+	FlagTLSCertFile   = "kafka-tls-cert-file"
+	FlagTLSKeyFile    = "kafka-tls-key-file"
+	FlagTLSInsecure   = "kafka-tls-insecure-skip-verify"
+	FlagSASLMechanism = "kafka-sasl-mechanism"
+	FlagSASLUsername  = "kafka-sasl-username"
+	FlagSASLPassword  = "kafka-sasl-password"
+	FlagSASLInsecure  = "kafka-allow-insecure-sasl"
+)
+
+// EnvFunc names a flag's environment variable (RELAY_KAFKA_TLS).
+type EnvFunc func(flag string) string
+
+// Flags returns the Kafka TLS and SASL flags, in category, reading
+// environment variables named by env. Flags are built afresh per run:
+// urfave/cli stores parsed values in them.
+func Flags(env EnvFunc, category string) []cli.Flag {
+	e := func(f string) []string { return []string{env(f)} }
+	return []cli.Flag{
+		&cli.BoolFlag{Name: FlagTLS, Category: category, EnvVars: e(FlagTLS),
+			Usage: "connect to the brokers with TLS (implied by any --kafka-tls-* file)"},
+		&cli.StringFlag{Name: FlagTLSCAFile, Category: category, EnvVars: e(FlagTLSCAFile),
+			Usage: "PEM CA bundle to verify the brokers (default: the system roots)"},
+		&cli.StringFlag{Name: FlagTLSCertFile, Category: category, EnvVars: e(FlagTLSCertFile),
+			Usage: "PEM client certificate for mutual TLS (with --kafka-tls-key-file)"},
+		&cli.StringFlag{Name: FlagTLSKeyFile, Category: category, EnvVars: e(FlagTLSKeyFile),
+			Usage: "PEM client key for mutual TLS (with --kafka-tls-cert-file)"},
+		&cli.BoolFlag{Name: FlagTLSInsecure, Category: category, EnvVars: e(FlagTLSInsecure),
+			Usage: "do not verify the brokers' certificates (testing only)"},
+		&cli.StringFlag{Name: FlagSASLMechanism, Category: category, EnvVars: e(FlagSASLMechanism),
+			Usage: "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL; needs --kafka-tls)"},
+		&cli.StringFlag{Name: FlagSASLUsername, Category: category, EnvVars: e(FlagSASLUsername),
+			Usage: "SASL user name"},
+		&cli.StringFlag{Name: FlagSASLPassword, Category: category, EnvVars: e(FlagSASLPassword),
+			Usage: "SASL password; prefer " + env(FlagSASLPassword) + " or " + env(FlagSASLPassword) + cliutil.FileSuffix + " (a file holding it): a flag is visible in ps. Never logged"},
+		&cli.BoolFlag{Name: FlagSASLInsecure, Category: category, EnvVars: e(FlagSASLInsecure),
+			Usage: "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local test brokers only"},
+	}
+}
+
+// Security is what the flags configure.
+type Security struct {
+	// TLS is nil for plaintext.
+	TLS *tls.Config
+	// SASL is nil for none.
+	SASL sasl.Mechanism
+	// Password is the SASL password (empty without SASL), to scrub from
+	// output; PasswordOnCommandLine says it was given as a flag.
+	Password              string
+	PasswordOnCommandLine bool
+}
+
+// Read validates the flags of c. Every error is a cliutil.UsageError
+// naming the flag.
+func Read(c *cli.Context, env EnvFunc) (Security, error) {
+	var s Security
+	var err error
+	if s.TLS, err = tlsConfig(c); err != nil {
+		return s, err
+	}
+	pw, err := cliutil.ReadSecret(c, FlagSASLPassword, env(FlagSASLPassword))
+	if err != nil {
+		return s, err
+	}
+	s.Password, s.PasswordOnCommandLine = pw.Value, pw.OnCommandLine
+	if s.SASL, err = saslMechanism(c, pw.Value); err != nil {
+		return s, err
+	}
+	if s.SASL != nil && s.TLS == nil && !c.Bool(FlagSASLInsecure) {
+		return s, cliutil.Usagef("--%s %s without --%s would send the credentials over a plaintext connection; add --%s (or --%s for a local test broker)",
+			FlagSASLMechanism, c.String(FlagSASLMechanism), FlagTLS, FlagTLS, FlagSASLInsecure)
+	}
+	return s, nil
+}
+
+// tlsConfig builds the broker TLS configuration; nil means plaintext.
+func tlsConfig(c *cli.Context) (*tls.Config, error) {
+	caFile, certFile, keyFile := c.String(FlagTLSCAFile), c.String(FlagTLSCertFile), c.String(FlagTLSKeyFile)
+	insecure := c.Bool(FlagTLSInsecure)
+	if !c.Bool(FlagTLS) && caFile == "" && certFile == "" && keyFile == "" && !insecure {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} // #nosec G402 -- opt-in flag
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, cliutil.Usagef("--%s: %v", FlagTLSCAFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, cliutil.Usagef("--%s: %s holds no PEM certificate", FlagTLSCAFile, caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case certFile != "" && keyFile != "":
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, cliutil.Usagef("--%s/--%s: %v", FlagTLSCertFile, FlagTLSKeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	case certFile != "":
+		return nil, cliutil.Usagef("--%s needs --%s", FlagTLSCertFile, FlagTLSKeyFile)
+	case keyFile != "":
+		return nil, cliutil.Usagef("--%s needs --%s", FlagTLSKeyFile, FlagTLSCertFile)
+	}
+	return cfg, nil
+}
+
+// saslMechanism builds the broker SASL mechanism; nil means none.
+func saslMechanism(c *cli.Context, pass string) (sasl.Mechanism, error) {
+	mech, user := c.String(FlagSASLMechanism), c.String(FlagSASLUsername)
+	if mech == "" {
+		if user != "" || pass != "" {
+			return nil, cliutil.Usagef("--%s is required with a SASL user name or password", FlagSASLMechanism)
+		}
+		return nil, nil
+	}
+	if user == "" {
+		return nil, cliutil.Usagef("--%s is required with --%s", FlagSASLUsername, FlagSASLMechanism)
+	}
+	switch mech {
+	case "plain":
+		return plain.Mechanism{Username: user, Password: pass}, nil
+	case "scram-sha-256", "scram-sha-512":
+		algo := scram.SHA256
+		if mech == "scram-sha-512" {
+			algo = scram.SHA512
+		}
+		m, err := scram.Mechanism(algo, user, pass)
+		if err != nil {
+			// The error is about the user name or password encoding;
+			// never echo them.
+			return nil, cliutil.Usagef("--%s: cannot prepare %s credentials (invalid characters in the user name or password)", FlagSASLMechanism, mech)
+		}
+		return m, nil
+	}
+	return nil, cliutil.Usagef("--%s: %q is not one of plain, scram-sha-256, scram-sha-512", FlagSASLMechanism, mech)
+}

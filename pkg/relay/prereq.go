@@ -1,0 +1,217 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+)
+
+// ErrPrerequisites is wrapped by a *PrerequisitesError: the server or the
+// role lacks something the relay needs (wal_level, free slots or WAL
+// senders, REPLICATION, CREATE rights, table ownership).
+var ErrPrerequisites = errors.New("relay: prerequisites not met")
+
+// Problem is one unmet prerequisite and the statement or setting that fixes
+// it.
+type Problem struct {
+	// Check names what was checked: "wal_level", "replication slots",
+	// "wal senders", "replication role", "create", "table owner".
+	Check string
+	// Detail says what was found.
+	Detail string
+	// Fix is the statement or setting that fixes it, for the platform the
+	// server looks like (self-managed, Amazon RDS/Aurora, Cloud SQL, Azure).
+	Fix string
+}
+
+// PrerequisitesError lists every unmet prerequisite at once.
+type PrerequisitesError struct {
+	Problems []Problem
+}
+
+// Error lists the problems, each with its fix, on one line.
+func (e *PrerequisitesError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrPrerequisites.Error())
+	b.WriteString(":")
+	for i, p := range e.Problems {
+		fmt.Fprintf(&b, " (%d) %s — fix: %s", i+1, p.Detail, p.Fix)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrPrerequisites.
+func (e *PrerequisitesError) Unwrap() error { return ErrPrerequisites }
+
+// platform is where the server seems to run, from the roles the managed
+// services create.
+type platform int
+
+const (
+	selfManaged platform = iota
+	rds                  // Amazon RDS and Aurora: rds_superuser
+	cloudSQL             // Google Cloud SQL: cloudsqlsuperuser
+	azure                // Azure Database for PostgreSQL: azure_pg_admin
+)
+
+// CheckPrerequisites checks, without changing anything, that the server
+// and the role of cfg.DatabaseURL can do what `relay setup` (and `relay
+// run`, which creates a missing publication or slot unless cfg.NoCreate)
+// needs: wal_level=logical; a free replication slot when the slot must be
+// created; a free WAL sender; the REPLICATION attribute (or rds_replication
+// on RDS); CREATE on the table's schema when the table or the migration
+// bookkeeping must be created, and on the database for a new publication;
+// ownership of the table for a new publication. It returns a
+// *PrerequisitesError listing every problem with its fix, or nil.
+func CheckPrerequisites(ctx context.Context, cfg *Config) error {
+	c, conn, err := openAdmin(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return checkPrerequisites(ctx, conn, &c, false)
+}
+
+// checkPrerequisites is CheckPrerequisites on an open connection. setup
+// checks for Setup, which also creates the table and its migration
+// bookkeeping and never honours NoCreate.
+func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) error {
+	creating := setup || !c.NoCreate
+	table, err := pgname.Parse(c.Table, "public")
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	var s struct {
+		walLevel                          string
+		maxSlots, usedSlots               int
+		maxSenders, usedSenders           int
+		user, database                    string
+		super, replication, rdsRepl       bool
+		plat                              string
+		schemaExists, schemaCreate        bool
+		tableExists, tableOwner, dbCreate bool
+		bookkeeping                       bool
+		slotExists, slotActive, pubExists bool
+	}
+	err = conn.QueryRow(ctx, `
+		SELECT current_setting('wal_level'),
+			current_setting('max_replication_slots')::int,
+			(SELECT count(*) FROM pg_replication_slots)::int,
+			current_setting('max_wal_senders')::int,
+			(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender')::int,
+			current_user, current_database(),
+			r.rolsuper, r.rolreplication,
+			EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'rds_replication')
+				AND pg_has_role(current_user, 'rds_replication', 'MEMBER'),
+			CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'rds_superuser') THEN 'rds'
+				WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cloudsqlsuperuser') THEN 'cloudsql'
+				WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'azure_pg_admin') THEN 'azure'
+				ELSE '' END,
+			n.oid IS NOT NULL,
+			n.oid IS NOT NULL AND has_schema_privilege(n.oid, 'CREATE'),
+			t.oid IS NOT NULL,
+			t.oid IS NOT NULL AND pg_has_role(current_user, t.relowner, 'USAGE'),
+			has_database_privilege(current_database(), 'CREATE'),
+			n.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class b WHERE b.relnamespace = n.oid AND b.relname = 'pgoutbox_migration'),
+			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $3),
+			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $3 AND active),
+			EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $4)
+		FROM pg_roles r
+		LEFT JOIN pg_namespace n ON n.nspname = $1
+		LEFT JOIN pg_class t ON t.relnamespace = n.oid AND t.relname = $2
+		WHERE r.rolname = current_user`,
+		table.Schema, table.Name, c.Slot, c.Publication).Scan(
+		&s.walLevel, &s.maxSlots, &s.usedSlots, &s.maxSenders, &s.usedSenders,
+		&s.user, &s.database, &s.super, &s.replication, &s.rdsRepl, &s.plat,
+		&s.schemaExists, &s.schemaCreate, &s.tableExists, &s.tableOwner, &s.dbCreate,
+		&s.bookkeeping, &s.slotExists, &s.slotActive, &s.pubExists)
+	if err != nil {
+		return fmt.Errorf("relay: check prerequisites: %w", err)
+	}
+	plat := map[string]platform{"rds": rds, "cloudsql": cloudSQL, "azure": azure}[s.plat]
+	user := pgx.Identifier{s.user}.Sanitize()
+	var problems []Problem
+	add := func(check, detail, fix string) { problems = append(problems, Problem{check, detail, fix}) }
+
+	if s.walLevel != "logical" {
+		add("wal_level", fmt.Sprintf("wal_level is %s; logical decoding needs logical", s.walLevel), walLevelFix(plat))
+	}
+	if !s.slotExists && creating && s.usedSlots >= s.maxSlots {
+		add("replication slots", fmt.Sprintf("all %d replication slots are in use (max_replication_slots)", s.maxSlots),
+			settingFix(plat, "max_replication_slots", s.maxSlots+4))
+	}
+	if !s.slotActive && s.usedSenders >= s.maxSenders {
+		add("wal senders", fmt.Sprintf("all %d WAL senders are in use (max_wal_senders)", s.maxSenders),
+			settingFix(plat, "max_wal_senders", s.maxSenders+4))
+	}
+	if !s.super && !s.replication && !s.rdsRepl {
+		fix := "ALTER ROLE " + user + " WITH REPLICATION; (as a superuser)"
+		switch plat {
+		case rds:
+			fix = "GRANT rds_replication TO " + user + "; (as the master user)"
+		case cloudSQL:
+			fix = "ALTER ROLE " + user + " WITH REPLICATION; (as a cloudsqlsuperuser, e.g. the postgres user)"
+		case azure:
+			fix = "ALTER ROLE " + user + " WITH REPLICATION; (as the azure_pg_admin administrator)"
+		}
+		add("replication role", fmt.Sprintf("role %s may not stream replication (no REPLICATION attribute)", s.user), fix)
+	}
+	schema := pgx.Identifier{table.Schema}.Sanitize()
+	switch {
+	case !s.schemaExists && setup:
+		add("create", fmt.Sprintf("schema %s does not exist", table.Schema),
+			"CREATE SCHEMA "+schema+" AUTHORIZATION "+user+";")
+	case setup && (!s.tableExists || !s.bookkeeping) && !s.schemaCreate && !s.super:
+		what := "table " + table.String()
+		if s.tableExists {
+			what = "migration bookkeeping table " + table.Schema + ".pgoutbox_migration"
+		}
+		add("create", fmt.Sprintf("role %s may not create the %s (no CREATE on schema %s)", s.user, what, table.Schema),
+			"GRANT CREATE ON SCHEMA "+schema+" TO "+user+";")
+	}
+	if creating && !s.pubExists {
+		if !s.dbCreate && !s.super {
+			add("create", fmt.Sprintf("role %s may not create publication %s (no CREATE on database %s)", s.user, c.Publication, s.database),
+				"GRANT CREATE ON DATABASE "+pgx.Identifier{s.database}.Sanitize()+" TO "+user+";")
+		}
+		if s.tableExists && !s.tableOwner && !s.super {
+			add("table owner", fmt.Sprintf("role %s does not own %s, which CREATE PUBLICATION requires", s.user, table),
+				"ALTER TABLE "+table.Sanitize()+" OWNER TO "+user+"; (or let the owner run relay setup once)")
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return &PrerequisitesError{Problems: problems}
+}
+
+// walLevelFix is how to turn on logical decoding on plat.
+func walLevelFix(plat platform) string {
+	switch plat {
+	case rds:
+		return "set rds.logical_replication = 1 in the DB (cluster) parameter group and reboot the instance"
+	case cloudSQL:
+		return "gcloud sql instances patch INSTANCE --database-flags=cloudsql.logical_decoding=on (restarts the instance)"
+	case azure:
+		return "az postgres flexible-server parameter set --resource-group RG --server-name SERVER --name wal_level --value logical, then restart the server"
+	}
+	return "ALTER SYSTEM SET wal_level = logical; then restart Postgres (managed services: RDS rds.logical_replication = 1, Cloud SQL cloudsql.logical_decoding = on, Azure server parameter wal_level = logical)"
+}
+
+// settingFix is how to raise a restart-only setting to n on plat.
+func settingFix(plat platform, name string, n int) string {
+	switch plat {
+	case rds:
+		return fmt.Sprintf("set %s = %d in the DB parameter group and reboot the instance", name, n)
+	case cloudSQL:
+		return fmt.Sprintf("gcloud sql instances patch INSTANCE --database-flags=%s=%d", name, n)
+	case azure:
+		return fmt.Sprintf("az postgres flexible-server parameter set --name %s --value %d, then restart the server", name, n)
+	}
+	return fmt.Sprintf("ALTER SYSTEM SET %s = %d; then restart Postgres", name, n)
+}

@@ -26,7 +26,8 @@ type Tracker struct {
 	first     TxID  // ID of txs[0]
 	txs       []txn // registered, not yet confirmed, in commit order
 	confirmed LSN
-	pending   int // events produced (Add) and not yet acknowledged
+	pending   int       // events produced (Add) and not yet acknowledged
+	lastAt    time.Time // commit time of the last confirmed transaction with a known one
 }
 
 // New returns a tracker whose confirmed position starts at start (the
@@ -98,6 +99,14 @@ func (t *Tracker) Confirmed() LSN {
 	return t.confirmed
 }
 
+// ConfirmedAt returns Confirmed and the commit time of the last confirmed
+// transaction whose commit time is known (zero when none).
+func (t *Tracker) ConfirmedAt() (LSN, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.confirmed, t.lastAt
+}
+
 // Idle reports whether no transaction is open or waiting for Kafka.
 func (t *Tracker) Idle() bool {
 	t.mu.Lock()
@@ -138,6 +147,9 @@ func (t *Tracker) advance() {
 	for n < len(t.txs) && t.txs[n].sealed && t.txs[n].acked == t.txs[n].total {
 		if t.txs[n].end > t.confirmed {
 			t.confirmed = t.txs[n].end
+		}
+		if !t.txs[n].commit.IsZero() {
+			t.lastAt = t.txs[n].commit
 		}
 		n++
 	}

@@ -42,7 +42,7 @@ func TestAdminCommands(t *testing.T) {
 	ctx := context.Background()
 	url := "--database-url=" + db.URL
 
-	if out := mustRun(t, url, "migrate"); !strings.Contains(out, "applied migrations [1 2]") {
+	if out := mustRun(t, url, "migrate"); !strings.Contains(out, "applied migrations [1 2 3 4]") {
 		t.Fatalf("migrate: %q", out)
 	}
 	if out := mustRun(t, url, "migrate"); !strings.Contains(out, "public.inbox is up to date") {
@@ -133,7 +133,7 @@ func TestCustomTableFromEnv(t *testing.T) {
 	if _, err := db.Pool.Exec(context.Background(), `CREATE SCHEMA ops`); err != nil {
 		t.Fatal(err)
 	}
-	if out := mustRun(t, "migrate"); !strings.Contains(out, "ops.consumer_inbox: applied migrations [1 2]") {
+	if out := mustRun(t, "migrate"); !strings.Contains(out, "ops.consumer_inbox: applied migrations [1 2 3 4]") {
 		t.Fatalf("migrate: %q", out)
 	}
 	if out := mustRun(t, "status"); strings.TrimSpace(out) != "CONSUMER  STATUS  COUNT  STUCK  OLDEST" {
@@ -260,5 +260,28 @@ func TestTail(t *testing.T) {
 	recs := testenv.WaitForRecords(t, k.Brokers, "orders.dlq", 1, time.Minute)
 	if reason, _ := recs[0].Header("dlq-reason"); reason != "missing_headers" || string(recs[0].Value) != `{"n":2}` {
 		t.Fatalf("dead letter %+v", recs[0])
+	}
+}
+
+// tail refuses a consumer name that already has rows: its no-op handler
+// would mark that consumer's messages COMPLETED.
+func TestTailRefusesARealConsumer(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	url := "--database-url=" + db.URL
+	mustRun(t, url, "migrate")
+	in, err := inbox.New(&inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(context.Context, pgx.Tx) (string, error) { return "", nil }
+	if _, err := in.Process(context.Background(), db.Pool, inbox.Message{ID: "m-1", BusinessKey: "k-1"}, ok); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run(t, context.Background(), url, "tail", "--brokers", "127.0.0.1:1", "--topics", "orders",
+		"--consumer", "billing")
+	if code != inboxcli.ExitUsage || !strings.Contains(errOut, `consumer "billing" already has rows`) ||
+		!strings.Contains(errOut, "--force") {
+		t.Fatalf("tail --consumer billing: exit %d, stderr %q", code, errOut)
 	}
 }

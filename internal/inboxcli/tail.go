@@ -43,6 +43,7 @@ func tailCommand() *cli.Command {
 				Usage: "dead-letter topic"},
 			&cli.StringFlag{Name: "conflict-policy", EnvVars: []string{"INBOX_CONFLICT_POLICY"}, Value: "dead-letter",
 				Usage: "what a conflicting message becomes: error (stop) or dead-letter"},
+			&cli.BoolFlag{Name: "force", Usage: "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"},
 			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
 				Usage: "a new group starts at the end of the topics instead of the beginning"},
 		}, kafkaflags.Flags(envName, "")...),
@@ -70,6 +71,9 @@ func tailCommand() *cli.Command {
 				return err
 			}
 			defer pool.Close()
+			if err := refuseRealConsumer(c, pool); err != nil {
+				return err
+			}
 			in, err := inbox.New(&inbox.Config{Consumer: c.String("consumer"), Table: c.String("table"),
 				ConflictPolicy: policy, Logger: log})
 			if err != nil {
@@ -109,6 +113,30 @@ func tailCommand() *cli.Command {
 			return cons.Run(c.Context)
 		},
 	}
+}
+
+// refuseRealConsumer refuses a --consumer that already has rows unless
+// --force: tail's no-op handler would mark that consumer's real messages
+// COMPLETED, and their effects would then be skipped as duplicates. Names
+// starting with inbox-tail (the default) are tail's own.
+func refuseRealConsumer(c *cli.Context, q inbox.Querier) error {
+	name := c.String("consumer")
+	if c.Bool("force") || strings.HasPrefix(name, "inbox-tail") {
+		return nil
+	}
+	store, err := inbox.NewStore(c.String("table"))
+	if err != nil {
+		return usageError{Err: err}
+	}
+	has, err := store.HasRows(c.Context, q, name)
+	if err != nil {
+		return err
+	}
+	if has {
+		return usagef("tail: consumer %q already has rows in %s; tail would mark its messages COMPLETED "+
+			"(their effects then skipped as duplicates). Use a name of its own, or --force", name, c.String("table"))
+	}
+	return nil
 }
 
 func orDash(s string) string {

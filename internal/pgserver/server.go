@@ -35,6 +35,9 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
 	log    string
+	// proc describes how to start the server process again (Restart,
+	// StartStandby); nil for an external server.
+	proc *proc
 }
 
 // FindBinDir returns the directory holding initdb and postgres: PATH first,

@@ -12,5 +12,29 @@ func Start(ctx context.Context, settings ...string) (*Server, error) {
 	return nil, errors.New("pgserver: starting a throwaway PostgreSQL server needs Linux or macOS; use an existing server")
 }
 
+// proc is unused here.
+type proc struct{}
+
 // Stop does nothing here: Start never succeeds.
 func (s *Server) Stop() {}
+
+// Kill does nothing here: Start never succeeds.
+func (s *Server) Kill() {}
+
+// Restart is not supported on this system.
+func (s *Server) Restart(context.Context, bool) error {
+	return errors.New("pgserver: not supported on this system")
+}
+
+// StartStandby is not supported on this system.
+func (s *Server) StartStandby(context.Context) (*Server, error) {
+	return nil, errors.New("pgserver: not supported on this system")
+}
+
+// Promote is not supported on this system.
+func (s *Server) Promote(context.Context) error {
+	return errors.New("pgserver: not supported on this system")
+}
+
+// Port is 0 here.
+func (s *Server) Port() int { return 0 }

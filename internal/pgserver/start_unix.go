@@ -65,7 +65,16 @@ func Start(ctx context.Context, settings ...string) (*Server, error) {
 	}
 }
 
+// proc is what starting the server process takes.
+type proc struct {
+	bin, data string
+	port      int
+	cred      *syscall.Credential
+	settings  []string
+}
+
 func (s *Server) start(ctx context.Context, bin, data string, port int, cred *syscall.Credential, settings []string) error {
+	s.proc = &proc{bin: bin, data: data, port: port, cred: cred, settings: settings}
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
 	if err != nil {
 		return err
@@ -165,4 +174,119 @@ func serverCredential(dir string) (*syscall.Credential, error) {
 		return nil, err
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// Kill ends the server at once with SIGKILL, like a machine crash, and
+// keeps its data directory (Restart starts it again, Stop removes it).
+func (s *Server) Kill() {
+	if s.cmd != nil {
+		s.kill()
+	}
+}
+
+// Restart stops the server (immediate: SIGQUIT, a crash-like stop that
+// recovers from the WAL at the next start; otherwise a fast shutdown) and
+// starts it again on the same port and data directory.
+func (s *Server) Restart(ctx context.Context, immediate bool) error {
+	if s.proc == nil {
+		return fmt.Errorf("pgserver: restart needs a server started here")
+	}
+	if s.cmd != nil {
+		sig := syscall.SIGINT
+		if immediate {
+			sig = syscall.SIGQUIT
+		}
+		_ = s.cmd.Process.Signal(sig)
+		select {
+		case <-s.exited:
+			s.cmd = nil
+		case <-time.After(30 * time.Second):
+			s.kill()
+		}
+	}
+	p := s.proc
+	return s.start(ctx, p.bin, p.data, p.port, p.cred, p.settings)
+}
+
+// StartStandby makes a physical streaming standby of s: pg_basebackup -R
+// into a new temporary directory, started on a free port. Stop removes it.
+func (s *Server) StartStandby(ctx context.Context) (*Server, error) {
+	if s.proc == nil {
+		return nil, fmt.Errorf("pgserver: a standby needs a primary started here")
+	}
+	dir, err := os.MkdirTemp("", "pgoutbox-pg-standby-")
+	if err != nil {
+		return nil, err
+	}
+	st := &Server{Dir: dir, log: filepath.Join(dir, "postgres.log")}
+	cred, err := serverCredential(dir)
+	if err != nil {
+		st.Stop()
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	bb := exec.CommandContext(ctx, tool(s.proc.bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream",
+		"-c", "fast", "-h", "127.0.0.1", "-p", strconv.Itoa(s.proc.port), "-U", "postgres")
+	bb.SysProcAttr = procAttr(cred)
+	bb.Cancel = func() error { return syscall.Kill(-bb.Process.Pid, syscall.SIGKILL) }
+	if out, err := bb.CombinedOutput(); err != nil {
+		st.Stop()
+		return nil, fmt.Errorf("pg_basebackup: %v: %s", err, out)
+	}
+	for attempt := 0; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			st.Stop()
+			return nil, err
+		}
+		err = st.start(ctx, s.proc.bin, data, port, cred, s.proc.settings)
+		if err == nil {
+			return st, nil
+		}
+		if attempt == 2 || ctx.Err() != nil {
+			st.Stop()
+			return nil, err
+		}
+	}
+}
+
+// Promote promotes a standby to a primary (pg_ctl promote, waiting until
+// it accepts writes).
+func (s *Server) Promote(ctx context.Context) error {
+	if s.proc == nil {
+		return fmt.Errorf("pgserver: promote needs a server started here")
+	}
+	cmd := exec.CommandContext(ctx, tool(s.proc.bin, "pg_ctl"), "promote", "-w", "-t", "60", "-D", s.proc.data)
+	cmd.SysProcAttr = procAttr(s.proc.cred)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl promote: %v: %s", err, out)
+	}
+	return nil
+}
+
+// Port is the server's TCP port on 127.0.0.1.
+func (s *Server) Port() int {
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.port
+}
+
+// tool returns the path of a PostgreSQL program: next to postgres in bin,
+// else under binGlobs, else on PATH (bin may be a directory of wrappers
+// holding only initdb and postgres).
+func tool(bin, name string) string {
+	if _, err := os.Stat(filepath.Join(bin, name)); err == nil {
+		return filepath.Join(bin, name)
+	}
+	for _, g := range binGlobs {
+		m, _ := filepath.Glob(filepath.Join(g, name))
+		if len(m) > 0 {
+			return m[len(m)-1]
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return filepath.Join(bin, name)
 }

@@ -79,6 +79,8 @@ func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 			setupCommand(sc),
 			statusCommand(sc),
 			teardownCommand(sc),
+			recoverCommand(sc),
+			backfillCommand(sc),
 		}, devCommands(sc)...),
 	}
 }

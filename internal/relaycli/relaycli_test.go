@@ -141,8 +141,10 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	wantCode(t, f.cli(t, "setup"), 0)
 	row := f.slotRow(t)
 
+	// No relay streams the slot: status says so and exits 1.
 	text := f.cli(t, "status")
-	wantCode(t, text, 0)
+	wantCode(t, text, 1)
+	wantOneErrorLine(t, text.stderr, `no relay streams slot "`+f.slot+`"`)
 	for _, want := range [][2]string{
 		{"slot", f.slot + " (exists)"},
 		{"publication", "pub_" + f.slot + " (exists)"},
@@ -151,6 +153,7 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 		{"confirmed_flush_lsn", row.confirmed},
 		{"restart_lsn", row.restart},
 		{"wal_status", row.walStatus},
+		{"problem", `no relay streams slot "` + f.slot + `" (it is not active)`},
 	} {
 		if !containsRow(text.stdout, want[0], want[1]) {
 			t.Errorf("status lacks row %q = %q:\n%s", want[0], want[1], text.stdout)
@@ -158,7 +161,7 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	}
 
 	js := f.cli(t, "status", "--json")
-	wantCode(t, js, 0)
+	wantCode(t, js, 1)
 	var st relay.SlotStatus
 	if err := json.Unmarshal([]byte(js.stdout), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, js.stdout)
@@ -170,7 +173,10 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 	}
 	var raw map[string]any
 	_ = json.Unmarshal([]byte(js.stdout), &raw)
-	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid"} {
+	if len(st.Problems) != 1 || st.State == nil || st.Gap != nil || !st.TableExists {
+		t.Errorf("status --json problems %q, state %+v, gap %+v, table_exists %v", st.Problems, st.State, st.Gap, st.TableExists)
+	}
+	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid", "problems", "state"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("status --json lacks %q: %s", key, js.stdout)
 		}
@@ -193,7 +199,7 @@ func TestStatusMissingSlotFails(t *testing.T) {
 	for _, extra := range [][]string{nil, {"--json"}} {
 		r := f.cli(t, "status", extra...)
 		wantCode(t, r, 1)
-		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist (relay setup creates it); publication "pub_`+f.slot+`" does not exist`)
+		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist (relay setup creates it)`, `publication "pub_`+f.slot+`" does not exist`)
 		if extra == nil && !containsRow(r.stdout, "slot", f.slot+" (missing)") {
 			t.Errorf("status output does not show the slot missing:\n%s", r.stdout)
 		}
@@ -260,7 +266,7 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"sasl scram without tls", append(base, "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "u"), "plaintext"},
 		{"require-tls", []string{"status", "--database-url", "postgres://relay@db.example.com/db?sslmode=require", "--require-tls"}, "verify-full"},
 		{"unknown flag", append(base, "--bogus"), "bogus"},
-		{"unknown command", []string{"start"}, `unknown command "start" (commands: run, setup, status, teardown, dev; see relay --help)`},
+		{"unknown command", []string{"start"}, `unknown command "start" (commands: run, setup, status, teardown, recover, backfill, dev; see relay --help)`},
 		{"help unknown command", []string{"help", "start"}, `unknown command "start"`},
 		{"stray argument", []string{"status", "--database-url", url, "extra"}, `unexpected argument "extra"`},
 	} {
@@ -402,7 +408,7 @@ func TestCommandLineConvention(t *testing.T) {
 	wantCode(t, cli(t, append(append([]string{}, f.args...), "setup")...), 0)
 	before := cli(t, append(append([]string{}, f.args...), "status", "--json")...)
 	after := f.cli(t, "status", "--json")
-	wantCode(t, before, 0)
+	wantCode(t, before, 1) // no relay streams the slot
 	if before.stdout == "" || before.stdout[:40] != after.stdout[:40] {
 		t.Errorf("status with flags before the command:\n%s\nafter:\n%s", before.stdout, after.stdout)
 	}

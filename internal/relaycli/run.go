@@ -31,8 +31,13 @@ func runCommand(sc *scrubber) *cli.Command {
 			"A second relay on the same slot is a standby: while the slot is streamed elsewhere it waits,\n" +
 			"retrying every --standby-retry-interval, serves the slot metrics with /readyz 503 and\n" +
 			"pgoutbox_relay_leader 0, and takes over (from the slot's confirmed position) when the\n" +
-			"active relay's connection ends.",
-		Flags:  append(databaseFlags(), runFlags()...),
+			"active relay's connection ends.\n\n" +
+			"At every start and reconnect the relay compares the slot and the server with its state row\n" +
+			"(pgoutbox_relay_state): a slot missing, re-created or invalidated, or another server or\n" +
+			"timeline (a failover), is a gap: it exits 1 naming the slot and since when, streaming nothing,\n" +
+			"unless --on-gap=backfill (see relay recover). Only relay setup or a first start with no state\n" +
+			"creates the slot.",
+		Flags:  append(append(databaseFlags(), runFlags()...), gapFlags()...),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	}
 }
@@ -43,6 +48,9 @@ func runAction(c *cli.Context, sc *scrubber) error {
 	}
 	cfg, err := runConfig(c, sc)
 	if err != nil {
+		return err
+	}
+	if err := gapConfig(c, cfg); err != nil {
 		return err
 	}
 	logger := cfg.Logger

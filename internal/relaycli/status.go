@@ -27,8 +27,11 @@ func statusCommand(sc *scrubber) *cli.Command {
 			"slot retains, wal_status and safe_wal_size, and the process streaming the slot (PID,\n" +
 			"application_name, client address, connection and last reply times from pg_stat_replication);\n" +
 			"--json prints the same as one JSON\n" +
-			"object. It exits 1 when the slot or the publication is missing or the slot's wal_status is\n" +
-			"lost (the relay cannot resume it), so it can serve as a health check.",
+			"object. It also shows the relay state row (server identity, last confirmed position and\n" +
+			"commit time) and any gap the relay would refuse to stream over. It exits 1 when anything is\n" +
+			"wrong, listing each problem (also in the text form): a missing table, state table,\n" +
+			"publication or slot, a publication that does not publish the table, a gap, a lost slot, or\n" +
+			"no relay streaming the slot; so it can serve as a health check.",
 		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "print JSON instead of a table"}),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			st, err := relay.Status(ctx, cfg)
@@ -49,21 +52,12 @@ func statusCommand(sc *scrubber) *cli.Command {
 	}
 }
 
-// unhealthy returns why the relay cannot stream from st, or nil.
+// unhealthy returns the status's problems as one error, or nil.
 func unhealthy(st *relay.SlotStatus) error {
-	var problems []string
-	if !st.SlotExists {
-		problems = append(problems, fmt.Sprintf("slot %q does not exist (relay setup creates it)", st.Slot))
-	} else if st.WALStatus == "lost" {
-		problems = append(problems, fmt.Sprintf("slot %q has wal_status lost: the WAL it needs was removed; it cannot be resumed", st.Slot))
-	}
-	if !st.PublicationExists {
-		problems = append(problems, fmt.Sprintf("publication %q does not exist (relay setup creates it)", st.Publication))
-	}
-	if len(problems) == 0 {
+	if len(st.Problems) == 0 {
 		return nil
 	}
-	return errors.New(strings.Join(problems, "; "))
+	return errors.New(strings.Join(st.Problems, "; "))
 }
 
 func printStatus(w io.Writer, st *relay.SlotStatus) error {
@@ -95,6 +89,25 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 			safe = byteSize(*st.SafeWALSize)
 		}
 		row("safe_wal_size", safe)
+	}
+	if s := st.State; s != nil {
+		row("state", fmt.Sprintf("system %s, timeline %d, slot created at %s (%s)", s.SystemIdentifier, s.Timeline,
+			s.SlotCreatedLSN, s.SlotCreatedAt.UTC().Format(time.RFC3339)))
+		confirmed := s.ConfirmedLSN
+		if s.ConfirmedCommitTime != nil {
+			confirmed += ", committed " + s.ConfirmedCommitTime.UTC().Format(time.RFC3339)
+		}
+		row("state_confirmed", confirmed)
+		row("state_ceiling_lsn", s.CeilingLSN)
+		if s.PrunedBefore != nil {
+			row("pruned_before", s.PrunedBefore.UTC().Format(time.RFC3339))
+		}
+	}
+	if st.Gap != nil {
+		row("gap", st.Gap.Reason+": "+st.Gap.Detail)
+	}
+	for _, p := range st.Problems {
+		row("problem", p)
 	}
 	return tw.Flush()
 }

@@ -167,7 +167,7 @@ func TestStatusLostSlotFails(t *testing.T) {
 	}
 	hi := safe()
 	r := cli(t, append([]string{"status", "--json"}, args...)...)
-	wantCode(t, r, 0)
+	wantCode(t, r, 1) // no relay streams the slot
 	lo := safe()
 	var st relay.SlotStatus
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.SafeWALSize == nil || *st.SafeWALSize < lo || *st.SafeWALSize > hi {
@@ -196,7 +196,8 @@ func TestStatusLostSlotFails(t *testing.T) {
 	for _, extra := range [][]string{nil, {"--json"}} {
 		r := cli(t, append(append([]string{"status"}, args...), extra...)...)
 		wantCode(t, r, 1)
-		wantOneErrorLine(t, r.stderr, `slot "lost_slot" has wal_status lost`)
+		// The state records the slot: a lost slot is a gap.
+		wantOneErrorLine(t, r.stderr, `gap on slot lost_slot (slot-lost)`, "wal_status lost", "relay recover")
 		if extra != nil {
 			var st relay.SlotStatus
 			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.WALStatus != "lost" || !st.SlotExists {

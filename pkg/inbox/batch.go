@@ -64,7 +64,7 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 		m := &msgs[i]
 		if fresh[m.ID] {
 			delete(fresh, m.ID) // a second copy in this batch is a duplicate
-			ref, herr := handler(ctx, tx, *m)
+			ref, herr := in.runMessage(ctx, m, tx, handler)
 			if herr != nil {
 				return nil, false
 			}
@@ -88,7 +88,7 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 			results[i] = Result{Outcome: Duplicate, Status: StatusCompleted, Attempts: 1, ResultRef: e.ref}
 			continue
 		}
-		c, err := in.claimTx(ctx, tx, m, hashes[i], 0)
+		c, err := in.claimTx(ctx, tx, m, hashes[i], 0, false)
 		if err != nil || c.done == nil || c.done.Outcome != Duplicate {
 			return nil, false
 		}
@@ -104,7 +104,7 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 	}
 	for i := range msgs {
 		in.observeAge(&msgs[i], start)
-		_, _ = in.finish(&msgs[i], start, results[i], nil)
+		_, _ = in.finish(ctx, &msgs[i], start, results[i], nil)
 	}
 	return results, true
 }

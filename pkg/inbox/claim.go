@@ -25,6 +25,10 @@ type claim struct {
 	lease time.Time
 	// done is set when the handler must not run.
 	done *Result
+	// prevStart and prevRef are what the previous two-phase attempt left:
+	// when it claimed the message and the request reference it saved.
+	prevStart time.Time
+	prevRef   string
 }
 
 type storedRow struct {
@@ -35,11 +39,14 @@ type storedRow struct {
 	resultRef              string
 	leased                 bool
 	deadLettered           bool
+	startedAt              *time.Time
+	requestRef             string
 }
 
 // claimTx claims msg as the first statement of tx. lease > 0 sets
-// locked_until (two-phase path).
-func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration) (claim, error) {
+// locked_until (two-phase path). marked says that markAttempt counted this
+// attempt in a RECEIVED row.
+func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration, marked bool) (claim, error) {
 	q := &in.queries
 	for range 3 {
 		var (
@@ -60,7 +67,7 @@ func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []by
 		}
 		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
 			var s storedRow
-			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased, &s.deadLettered)
+			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased, &s.deadLettered, &s.startedAt, &s.requestRef)
 			return s, err
 		})
 		if err != nil {
@@ -75,14 +82,14 @@ func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []by
 				row = r
 			}
 		}
-		return in.decide(ctx, tx, msg, hash, lease, row)
+		return in.decide(ctx, tx, msg, hash, lease, marked, row)
 	}
 	return claim{}, fmt.Errorf("inbox: claim %s: row vanished repeatedly", msg.ID)
 }
 
 // decide settles a delivery that met an existing row.
-func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration, row storedRow) (claim, error) {
-	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts}
+func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration, marked bool, row storedRow) (claim, error) {
+	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts, prevStart: deref(row.startedAt), prevRef: row.requestRef}
 	done := func(o Outcome) (claim, error) {
 		c.done = &Result{Outcome: o, Status: row.status, Attempts: row.attempts, ResultRef: row.resultRef, from: row.status}
 		return c, nil
@@ -116,13 +123,16 @@ func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byt
 		}
 	}
 	// RECEIVED, FAILED_RETRYABLE, or PROCESSING with an expired lease; the
-	// row lock (FOR UPDATE) is ours until the transaction ends.
-	if row.attempts >= in.cfg.MaxAttempts {
+	// row lock (FOR UPDATE) is ours until the transaction ends. A RECEIVED
+	// row is an attempt that started and never ended (the process died),
+	// unless this delivery's own marker counted it just now.
+	counted := marked && row.status == StatusReceived && row.messageID == msg.ID
+	if !counted && row.attempts >= in.cfg.MaxAttempts {
 		return in.exhaust(ctx, tx, c, row)
 	}
 	var until *time.Time
 	err := tx.QueryRow(ctx, in.queries.takeover, in.cfg.Consumer, row.messageID, lease.Microseconds(),
-		msg.Topic, msg.Partition, msg.Offset).Scan(&c.attempt, &until)
+		msg.Topic, msg.Partition, msg.Offset, counted).Scan(&c.attempt, &until)
 	if err != nil {
 		return claim{}, fmt.Errorf("inbox: take over %s: %w", row.messageID, err)
 	}
@@ -143,6 +153,31 @@ func (in *Inbox) exhaust(ctx context.Context, tx pgx.Tx, c claim, row storedRow)
 	c.done = &Result{Outcome: DeadLettered, Status: StatusFailedFinal, Attempts: row.attempts,
 		Reason: ReasonMaxAttempts, Err: errors.New(lastErr), from: row.status}
 	return c, nil
+}
+
+// markAttempt counts the coming attempt of msg in its own short transaction
+// (see queries.markAttempt). It reports whether it did; final is set when
+// the message has used up its attempts: it is FAILED_FINAL now.
+func (in *Inbox) markAttempt(ctx context.Context, db TxBeginner, msg *Message, hash []byte) (marked bool, final *Result, err error) {
+	var (
+		status   Status
+		attempts int
+		lastErr  string
+	)
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, in.queries.markAttempt, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash,
+			in.cfg.MaxAttempts, msg.Topic, msg.Partition, msg.Offset).Scan(&status, &attempts, &lastErr)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil, nil
+	case err != nil:
+		return false, nil, fmt.Errorf("inbox: mark attempt of %s: %w", msg.ID, err)
+	case status == StatusFailedFinal:
+		return false, &Result{Outcome: DeadLettered, Status: status, Attempts: attempts, Reason: ReasonMaxAttempts,
+			Err: errors.New(lastErr), from: StatusReceived}, nil
+	}
+	return true, nil, nil
 }
 
 func deref(t *time.Time) time.Time {

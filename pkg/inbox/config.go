@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
@@ -18,8 +20,27 @@ import (
 const DefaultTable = "public.inbox"
 
 // TxBeginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it.
+// A pgx.Tx satisfies it too but is refused with ErrTxNotAllowed: its Begin
+// makes a savepoint that nobody else sees, so the two-phase claim, the
+// attempt records that must survive a rollback and the leases would all be
+// lost with the caller's transaction. Use ProcessTx to work inside one.
 type TxBeginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// ErrTxNotAllowed is returned when a pgx.Tx is passed where the inbox needs
+// to begin transactions of its own (a TxBeginner).
+var ErrTxNotAllowed = errors.New("inbox: a pgx.Tx cannot serve as the TxBeginner (pass a *pgxpool.Pool or *pgx.Conn; use ProcessTx inside a transaction)")
+
+// checkDB refuses a pgx.Tx as db.
+func checkDB(db TxBeginner) error {
+	if _, ok := db.(pgx.Tx); ok {
+		return ErrTxNotAllowed
+	}
+	if db == nil {
+		return errors.New("inbox: db is nil")
+	}
+	return nil
 }
 
 // ConflictPolicy says what happens to a conflicting message: the same message
@@ -107,6 +128,19 @@ type Config struct {
 	// Logger receives structured logs with message_id, business_key, status
 	// transition, attempt and reason. Defaults to slog.Default().
 	Logger *slog.Logger
+	// TracerProvider creates the span of each delivery of the consumer loop.
+	// Defaults to otel.GetTracerProvider() (a no-op until the application
+	// installs an SDK).
+	TracerProvider trace.TracerProvider
+	// Propagator extracts the producer's trace context from the record
+	// headers (traceparent, tracestate). Defaults to
+	// otel.GetTextMapPropagator(); install propagation.TraceContext{} there,
+	// or set it here.
+	Propagator propagation.TextMapPropagator
+	// TraceBusinessKey adds the business key to each delivery span
+	// (attribute pgoutbox.inbox.business_key). Off by default: keys can
+	// hold personal data.
+	TraceBusinessKey bool
 	// Registerer receives the metrics listed in the package documentation.
 	// Defaults to none: metrics are kept but not registered.
 	Registerer prometheus.Registerer
@@ -162,6 +196,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	tracingDefaults(&cfg)
 	return cfg, nil
 }
 

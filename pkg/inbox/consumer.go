@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultDeadLetterTopic is the dead-letter topic used when
@@ -82,6 +83,16 @@ type ConsumerConfig struct {
 	// StatsInterval is how often the stuck-PROCESSING gauge is refreshed.
 	// Defaults to 30s; negative disables it.
 	StatsInterval time.Duration
+	// Retention, when positive, makes the loop purge this consumer's
+	// COMPLETED rows older than Retention every PurgeInterval (see
+	// Inbox.Purge; FAILED_FINAL rows are kept), so no cron job is needed.
+	// Keep it well above the longest redelivery window: a purged message is
+	// no longer recognised as a duplicate. Several instances of a consumer
+	// may all purge; they skip each other's rows. Defaults to 0: off.
+	Retention time.Duration
+	// PurgeInterval is how often the loop purges when Retention is set;
+	// the first purge runs at start. Defaults to 1h.
+	PurgeInterval time.Duration
 	// OnResult, when set, is called after the database commit and before
 	// the offset commit of every delivery attempt (also Retry and Busy).
 	// It is called concurrently from the partition workers (in order within
@@ -96,9 +107,10 @@ type ConsumerConfig struct {
 // worker, so a message being retried holds its partition (order kept) while
 // the other partitions proceed.
 type Consumer struct {
-	cfg ConsumerConfig
-	in  *Inbox
-	log *slog.Logger
+	cfg    ConsumerConfig
+	in     *Inbox
+	log    *slog.Logger
+	tracer trace.Tracer
 }
 
 // NewConsumer validates cfg and returns a Consumer.
@@ -121,6 +133,9 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 	case (c.Handler == nil) == (c.ExternalHandler == nil):
 		return nil, errors.New("inbox: set exactly one of ConsumerConfig.Handler and ExternalHandler")
 	}
+	if err := checkDB(c.DB); err != nil {
+		return nil, err
+	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = DefaultDeadLetterTopic
 	}
@@ -142,7 +157,17 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 	if c.StatsInterval == 0 {
 		c.StatsInterval = 30 * time.Second
 	}
-	return &Consumer{cfg: c, in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID)}, nil
+	if c.Retention < 0 {
+		return nil, fmt.Errorf("inbox: ConsumerConfig.Retention %v is negative", c.Retention)
+	}
+	if c.PurgeInterval <= 0 {
+		c.PurgeInterval = time.Hour
+	}
+	if _, ok := c.DB.(Querier); c.Retention > 0 && !ok {
+		return nil, errors.New("inbox: ConsumerConfig.Retention needs a DB that can also run statements (a *pgxpool.Pool)")
+	}
+	return &Consumer{cfg: c, in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID),
+		tracer: c.Inbox.cfg.TracerProvider.Tracer(tracerName)}, nil
 }
 
 type partitionKey struct {
@@ -186,6 +211,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.statsLoop(runCtx)
 		}()
 	}
+	if c.cfg.Retention > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.purgeLoop(runCtx)
+		}()
+	}
 	workers := make(map[partitionKey]chan kafka.Message)
 	var fetchErrs fetchErrors
 	for {
@@ -208,8 +240,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w := &worker{c: c, reader: reader, dlq: dlq, stop: stop}
-				w.run(runCtx, ch)
+				newWorker(c, reader, dlq, stop).run(runCtx, ch)
 			}()
 		}
 		select {
@@ -274,6 +305,24 @@ func (c *Consumer) statsLoop(ctx context.Context) {
 			if _, err := c.in.Stats(ctx, q); err != nil && ctx.Err() == nil {
 				c.log.Warn("inbox: stats", "err", err)
 			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// purgeLoop deletes the consumer's COMPLETED rows older than Retention every
+// PurgeInterval. A failure is logged; the next round tries again.
+func (c *Consumer) purgeLoop(ctx context.Context) {
+	q := c.cfg.DB.(Querier) // checked by NewConsumer
+	t := time.NewTicker(c.cfg.PurgeInterval)
+	defer t.Stop()
+	for {
+		if _, err := c.in.Purge(ctx, q, c.cfg.Retention, 0); err != nil && ctx.Err() == nil {
+			c.log.Warn("inbox: purge", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -30,6 +32,12 @@ const (
 	// envHang makes the child stop after the database commit and before the
 	// offset commit, waiting to be killed.
 	envHang = "INBOX_TEST_CRASH_HANG"
+	// envKillOn names a message ID whose handler SIGKILLs the process.
+	envKillOn = "INBOX_TEST_CRASH_KILL_ON"
+	// envExternal runs the two-phase path against a fake provider without
+	// idempotency keys (table provider_charge); with envKillOn the first
+	// attempt is killed right after the provider charged.
+	envExternal = "INBOX_TEST_CRASH_EXTERNAL"
 )
 
 // crashChildMain runs the consumer process when the test binary was started
@@ -54,11 +62,15 @@ func runCrashChild() error {
 		return err
 	}
 	defer pool.Close()
-	in, err := inbox.New(&inbox.Config{Consumer: "billing"})
+	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 3})
 	if err != nil {
 		return err
 	}
 	hang := os.Getenv(envHang) == "1"
+	killOn := os.Getenv(envKillOn)
+	if os.Getenv(envExternal) == "1" {
+		return runExternalChild(ctx, pool, killOn)
+	}
 	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
 		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
 		GroupID:          "crash-group",
@@ -67,12 +79,75 @@ func runCrashChild() error {
 		DB:               pool,
 		SessionTimeout:   time.Second,
 		RebalanceTimeout: time.Second,
-		Handler:          insertEffect,
+		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			if killOn != "" && msg.ID == killOn {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			return insertEffect(ctx, tx, msg)
+		},
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			fmt.Printf("RESULT %s %s\n", msg.ID, res.Outcome)
 			if hang {
 				select {} // killed here: committed to the database, offset not committed
 			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
+}
+
+// runExternalChild consumes with a two-phase handler that charges a fake
+// provider without idempotency keys: a charge is a row of provider_charge,
+// found again only by the request reference sent with it. A takeover first
+// asks the provider about the previous attempt's saved reference.
+func runExternalChild(ctx context.Context, pool *pgxpool.Pool, killOn string) error {
+	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 3, LeaseDuration: time.Second})
+	if err != nil {
+		return err
+	}
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
+		GroupID:          "crash-group",
+		Topics:           []string{os.Getenv(envTopic)},
+		Inbox:            in,
+		DB:               pool,
+		SessionTimeout:   time.Second,
+		RebalanceTimeout: time.Second,
+		ExternalHandler: func(ctx context.Context, msg inbox.Message, key string) (string, error) {
+			a, _ := inbox.AttemptFromContext(ctx)
+			if a.PreviousRequestRef != "" {
+				// Reconcile: did the provider charge for the last request?
+				var id int64
+				err := pool.QueryRow(ctx, `SELECT id FROM provider_charge WHERE request_ref = $1`, a.PreviousRequestRef).Scan(&id)
+				if err == nil {
+					fmt.Printf("FOUND %s attempt=%d ref=%s\n", msg.ID, a.Number, a.PreviousRequestRef)
+					return fmt.Sprintf("ch-%d", id), inbox.ErrAlreadyDone
+				}
+				if !errors.Is(err, pgx.ErrNoRows) {
+					return "", err
+				}
+			}
+			ref := fmt.Sprintf("%s/attempt-%d", key, a.Number)
+			if err := inbox.SaveRequestRef(ctx, ref); err != nil {
+				return "", err
+			}
+			var id int64
+			if err := pool.QueryRow(ctx, `INSERT INTO provider_charge (request_ref) VALUES ($1) RETURNING id`, ref).Scan(&id); err != nil {
+				return "", err
+			}
+			fmt.Printf("CHARGED %s attempt=%d\n", msg.ID, a.Number)
+			if msg.ID == killOn && a.Number == 1 {
+				// Charged, not yet recorded COMPLETED.
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			return fmt.Sprintf("ch-%d", id), nil
+		},
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			fmt.Printf("RESULT %s %s attempts=%d reconciled=%v\n", msg.ID, res.Outcome, res.Attempts, res.Reconciled)
 		},
 	})
 	if err != nil {
@@ -87,13 +162,17 @@ type crashChild struct {
 	lines chan string
 }
 
-func startCrashChild(t *testing.T, db *testenv.DB, brokers []string, topic string, hang bool) *crashChild {
+func startCrashChild(t *testing.T, db *testenv.DB, brokers []string, topic string, hang bool, killOn string, env ...string) *crashChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envChild+"=1", envDB+"="+db.URL, envBrokers+"="+strings.Join(brokers, ","), envTopic+"="+topic)
 	if hang {
 		cmd.Env = append(cmd.Env, envHang+"=1")
 	}
+	if killOn != "" {
+		cmd.Env = append(cmd.Env, envKillOn+"="+killOn)
+	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -147,7 +226,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{Partition: 0, ID: "m-1", Key: "pay-1", Value: `{"amount":7}`})
 
-	first := startCrashChild(t, b.db, k.Brokers, topic, true)
+	first := startCrashChild(t, b.db, k.Brokers, topic, true, "")
 	first.expect(t, "RESULT m-1 processed", time.Minute)
 	// The database commit happened; the offset commit did not. Crash.
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -161,7 +240,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 		t.Fatalf("effect rows after the crash: %d", n)
 	}
 
-	second := startCrashChild(t, b.db, k.Brokers, topic, false)
+	second := startCrashChild(t, b.db, k.Brokers, topic, false, "")
 	second.expect(t, "RESULT m-1 duplicate", time.Minute)
 	testenv.WaitFor(t, 30*time.Second, "the redelivery's offset commit", func() (bool, error) {
 		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1, nil
@@ -176,6 +255,132 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 		t.Fatalf("side effect happened %d times, want 1", n)
 	}
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 1 {
+		t.Fatalf("row %+v", r)
+	}
+}
+
+// A handler that kills its process on one message is not retried forever:
+// each delivery's attempt is counted before it starts, so after MaxAttempts
+// (3) kills the restarted consumer makes the message FAILED_FINAL, writes it
+// to the dead-letter topic and goes on with the records behind it.
+func TestCrashLoopEndsInDeadLetter(t *testing.T) {
+	t.Parallel()
+	const topic = "crashloop"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, nil)
+	produce(t, k.Brokers, topic,
+		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
+		rec{ID: "m-kill", Key: "k-kill", Value: `{"v":"kill"}`},
+		rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`},
+		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
+	)
+	kills := 0
+	for done := false; !done; {
+		if kills > 5 {
+			t.Fatalf("the consumer was killed %d times", kills)
+		}
+		child := startCrashChild(t, b.db, k.Brokers, topic, false, "m-kill")
+		exited := make(chan error, 1)
+		go func() { exited <- child.cmd.Wait() }()
+		deadline := time.Now().Add(time.Minute)
+	wait:
+		for {
+			select {
+			case err := <-exited:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					t.Fatalf("consumer process ended with %v, want killed by SIGKILL", err)
+				}
+				kills++
+				break wait
+			case line := <-child.lines:
+				t.Logf("consumer process: %s", line)
+			case <-time.After(100 * time.Millisecond):
+				if committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 4 {
+					if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+						t.Fatal(err)
+					}
+					if err := <-exited; err != nil {
+						t.Fatalf("consumer process did not stop cleanly: %v", err)
+					}
+					done = true
+					break wait
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the consumer neither died nor committed every offset within a minute")
+				}
+			}
+		}
+	}
+	if kills != 3 {
+		t.Fatalf("killed %d times, want 3 (MaxAttempts)", kills)
+	}
+	r := readRow(t, b.db, "billing", "m-kill")
+	if r.Status != "FAILED_FINAL" || r.Attempts != 3 || r.LastError == nil || !strings.Contains(*r.LastError, "without an outcome") {
+		t.Fatalf("row %+v", r)
+	}
+	for _, key := range []string{"k-1", "k-2", "k-3"} {
+		if n := effects(t, b.db, key); n != 1 {
+			t.Fatalf("effect of %s happened %d times", key, n)
+		}
+	}
+	recs := testenv.WaitForRecords(t, k.Brokers, inbox.DefaultDeadLetterTopic, 1, time.Minute)
+	if len(recs) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(recs))
+	}
+	for h, want := range map[string]string{"message-id": "m-kill", "dlq-reason": "max_attempts", "dlq-attempts": "3"} {
+		if v, _ := recs[0].Header(h); v != want {
+			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
+		}
+	}
+}
+
+// Reconciliation with a provider that takes no idempotency key: the worker is
+// SIGKILLed after the provider charged and before COMPLETED was recorded. The
+// takeover sees attempt 2 and the request reference the first attempt saved,
+// asks the provider, finds the charge and records COMPLETED without charging
+// again.
+func TestExternalTakeoverReconcilesWithoutSecondCharge(t *testing.T) {
+	t.Parallel()
+	const topic = "charges"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, nil)
+	if _, err := b.db.Pool.Exec(context.Background(),
+		`CREATE TABLE provider_charge (id bigserial PRIMARY KEY, request_ref text NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, k.Brokers, topic, rec{ID: "m-pay", Key: "pay-1", Value: `{"amount_cents":1250}`})
+
+	first := startCrashChild(t, b.db, k.Brokers, topic, false, "m-pay", envExternal+"=1")
+	first.expect(t, "CHARGED m-pay attempt=1", time.Minute)
+	var ee *exec.ExitError
+	if err := first.cmd.Wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("first consumer ended with %v, want killed by SIGKILL", err)
+	}
+	if r := readRow(t, b.db, "billing", "m-pay"); r.Status != "PROCESSING" || r.Attempts != 1 {
+		t.Fatalf("row after the crash %+v", r)
+	}
+
+	second := startCrashChild(t, b.db, k.Brokers, topic, false, "", envExternal+"=1")
+	second.expect(t, "FOUND m-pay attempt=2 ref=pay-1/attempt-1", time.Minute)
+	second.expect(t, "RESULT m-pay processed attempts=2 reconciled=true", time.Minute)
+	testenv.WaitFor(t, 30*time.Second, "the offset commit", func() (bool, error) {
+		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1, nil
+	})
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.cmd.Wait(); err != nil {
+		t.Fatalf("consumer process did not stop cleanly: %v", err)
+	}
+	var charges int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM provider_charge`).Scan(&charges); err != nil {
+		t.Fatal(err)
+	}
+	if charges != 1 {
+		t.Fatalf("the provider charged %d times, want 1", charges)
+	}
+	if r := readRow(t, b.db, "billing", "m-pay"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "ch-1" {
 		t.Fatalf("row %+v", r)
 	}
 }

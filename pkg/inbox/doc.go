@@ -12,7 +12,11 @@
 // as sql/inbox/*.up.sql, which a DBA may apply with psql -f instead). Rows are
 // keyed by PRIMARY KEY (consumer, message_id) and UNIQUE (consumer,
 // business_key) and move through RECEIVED -> PROCESSING -> COMPLETED, or
-// FAILED_RETRYABLE -> ... -> FAILED_FINAL. The key columns use COLLATE "C":
+// FAILED_RETRYABLE -> ... -> FAILED_FINAL. The transactional path writes a
+// new row COMPLETED at once (nobody sees it before the commit); PROCESSING
+// is the committed claim of the two-phase path; RECEIVED is an attempt the
+// consumer loop counted before starting it, which stays RECEIVED only when
+// that attempt never ended (see Crash loops). The key columns use COLLATE "C":
 // they are compared for equality only, and byte comparison keeps the unique
 // indexes cheap on databases whose default collation is linguistic
 // (migration 002 converts an existing table, rebuilding the two unique
@@ -106,6 +110,27 @@
 // handler. Store.Revive (command "inbox revive") makes such a message
 // processable again.
 //
+// A handler that panics is recovered: the panic is logged at Error with its
+// stack and counted as a failed attempt with a *PanicError, exactly like a
+// returned error. Process, ProcessTx and ProcessExternal never propagate it.
+//
+// # Crash loops
+//
+// A handler that kills the process (SIGKILL, the OOM killer, a fatal
+// runtime error) leaves nothing behind on the transactional path: its
+// attempt rolls back with the claim. So the consumer loop counts an attempt
+// in its own short transaction before it starts it (a RECEIVED row, attempts
+// + 1) whenever the delivery may repeat one that killed a process: for the
+// first ConsumerConfig.BatchSize messages of a partition after the loop
+// starts or the partition is assigned to it, and after the offsets go back
+// (a redelivery). Those messages are handled one at a time. A message
+// whose Config.MaxAttempts counted attempts all ended without an outcome is
+// made FAILED_FINAL instead of run again and is dead-lettered (reason
+// "max_attempts"), and the records behind it proceed: N kills in a row on
+// one message end in the dead-letter topic. Messages outside that window, the
+// steady state, cost nothing extra. The two-phase path needs no marker: its
+// committed PROCESSING claim and lease count the attempts.
+//
 // # External side effects
 //
 // For effects outside the database (a payment gateway, an e-mail),
@@ -120,7 +145,40 @@
 // process every time is not retried forever. A handler finishing after
 // losing its lease gets ErrLeaseLost and does not overwrite the new owner's
 // record; the lease's end (locked_until) is the fencing token, so this holds
-// even after Revive reset the attempt count.
+// even after Revive reset the attempt count. The handler's ctx ends with its
+// lease (context.Cause is ErrLeaseExpired); ExtendLease moves the lease end
+// for a long call.
+//
+// # Reconciliation without idempotency keys
+//
+// Some external APIs take no idempotency key: after a crash or a timeout the
+// next attempt must first ask the provider what the previous one did. The
+// handler learns which attempt it runs from AttemptFromContext (the attempt
+// number, when the previous attempt started, and the request reference it
+// saved); SaveRequestRef records a reference (say, the request ID sent to the
+// provider) in its own short statement, fenced by the lease, before calling
+// out; and returning ErrAlreadyDone with the result reference records
+// COMPLETED without a new call (Result.Reconciled). Query-status
+// reconciliation, as a handler:
+//
+//	a, _ := inbox.AttemptFromContext(ctx)
+//	if a.PreviousRequestRef != "" {
+//		if ch, found, err := provider.Lookup(ctx, a.PreviousRequestRef); err != nil {
+//			return "", err
+//		} else if found {
+//			return ch.ID, inbox.ErrAlreadyDone
+//		}
+//	}
+//	ref := fmt.Sprintf("%s/%d", key, a.Number)
+//	if err := inbox.SaveRequestRef(ctx, ref); err != nil {
+//		return "", err // lease lost: another delivery owns the message
+//	}
+//	ch, err := provider.Charge(ctx, ref, amount)
+//	return ch.ID, err
+//
+// Reserve then confirm works the same way: save the reservation ID, and a
+// takeover confirms the saved reservation (or asks whether it was confirmed)
+// instead of reserving again.
 //
 // # Kafka consumer loop
 //
@@ -153,8 +211,27 @@
 // Store.Purge and Inbox.Purge delete COMPLETED rows older than a retention in
 // small batches; FAILED_FINAL rows stay until revived or purged explicitly.
 // A purged message is no longer recognised as a duplicate: keep the retention
-// above the longest redelivery window. PROCESSING rows whose lease expired
+// above the longest redelivery window. ConsumerConfig.Retention makes the
+// consumer loop purge on its own every PurgeInterval (off by default). PROCESSING rows whose lease expired
 // are reported as stuck by Store.Status and Inbox.Stats.
+//
+// # Tracing
+//
+// The outbox writer injects the producer's trace context into each row's
+// headers (W3C traceparent and tracestate), the relay passes them through to
+// Kafka, and the consumer loop extracts them with Config.Propagator and runs
+// every delivery in a span of Config.TracerProvider (both default to the
+// OpenTelemetry globals) whose parent is the producer's span. The handler's
+// ctx carries that span, so its database calls and outgoing requests join
+// the trace. The span, kind consumer, named "process <topic>", has the
+// messaging attributes messaging.system (kafka), messaging.operation.type
+// (process), messaging.destination.name, messaging.destination.partition.id,
+// messaging.kafka.offset, messaging.consumer.group.name and
+// messaging.message.id, plus pgoutbox.inbox.consumer, .outcome, .attempts,
+// .result_ref, .reason and, with Config.TraceBusinessKey, .business_key. A
+// batch that is rolled back to be replayed one message at a time ends its
+// spans with an error; each message then gets a span of its own. Only the
+// OpenTelemetry API is used here: install an SDK in the application.
 //
 // # Metrics
 //
@@ -174,6 +251,14 @@
 //   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an
 //     expired lease, as of the last Stats call (the consumer loop calls it
 //     every ConsumerConfig.StatsInterval).
+//   - pgoutbox_inbox_unfinished{consumer,status}: rows per status other than
+//     COMPLETED, as of the last Stats call.
+//   - pgoutbox_inbox_oldest_unfinished_seconds{consumer}: age of the oldest
+//     RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none).
+//
+// Stats reads only the rows that are not COMPLETED, through the partial index
+// of migration 003, so the periodic call stays cheap on an inbox of millions
+// of rows; Store.Status (command "inbox status") counts every row exactly.
 //   - pgoutbox_inbox_message_age_seconds{consumer}: histogram of the age of a
 //     message (from its Kafka record timestamp) when handling started.
 //   - pgoutbox_inbox_fetch_errors_total{consumer}: Kafka fetch errors the

@@ -90,3 +90,60 @@ func ExampleInbox_ProcessExternal() {
 	// dead_lettered after 2 attempts max_attempts
 	// dead_lettered after 2 attempts failed_final
 }
+
+// A provider without idempotency keys: the first attempt saves its request
+// reference, the provider charges, and the response is lost (a timeout). The
+// retry learns it is attempt 2, asks the provider about the saved reference,
+// finds the charge and completes without charging again.
+func ExampleAttemptFromContext() {
+	db, err := testenv.OpenDB()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+		fmt.Println(err)
+		return
+	}
+	in, err := inbox.New(&inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	charges := map[string]string{} // the provider: charge ID by request reference
+	charge := func(ctx context.Context, key string) (string, error) {
+		a, _ := inbox.AttemptFromContext(ctx)
+		if id, found := charges[a.PreviousRequestRef]; found {
+			fmt.Printf("attempt %d: %s already charged as %s\n", a.Number, a.PreviousRequestRef, id)
+			return id, inbox.ErrAlreadyDone
+		}
+		ref := fmt.Sprintf("%s/%d", key, a.Number)
+		if err := inbox.SaveRequestRef(ctx, ref); err != nil {
+			return "", err
+		}
+		charges[ref] = fmt.Sprintf("ch-%d", len(charges)+1)
+		fmt.Printf("attempt %d: charged %s\n", a.Number, ref)
+		if a.Number == 1 {
+			return "", errors.New("provider: response lost (timeout)")
+		}
+		return charges[ref], nil
+	}
+	msg := inbox.Message{ID: "m-9", BusinessKey: "order-9", Payload: []byte(`{"amount_cents":990}`)}
+	for range 2 {
+		res, err := in.ProcessExternal(ctx, db.Pool, msg, charge)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%s, reconciled %v, result %q\n", res.Outcome, res.Reconciled, res.ResultRef)
+	}
+	fmt.Println("charges:", len(charges))
+	// Output:
+	// attempt 1: charged order-9/1
+	// retry, reconciled false, result ""
+	// attempt 2: order-9/1 already charged as ch-1
+	// processed, reconciled true, result "ch-1"
+	// charges: 1
+}

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,14 @@ import (
 // gateway, an e-mail) and must pass idempotencyKey (the message's business
 // key) to the external system, so that a takeover after a crash does not
 // repeat the effect there. It returns an optional result reference.
+//
+// Its ctx ends when the lease does (cause ErrLeaseExpired); ExtendLease moves
+// the end. For a system without idempotency keys, AttemptFromContext tells a
+// first attempt from a takeover (attempt number, when the previous attempt
+// started, the request reference it saved): a takeover asks the system what
+// happened first, using that reference. SaveRequestRef records the reference
+// before calling out; returning ErrAlreadyDone with the result reference
+// completes the message without a new call.
 type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef string, err error)
 
 // ProcessExternal is the two-phase path for external effects: it commits a
@@ -26,12 +35,15 @@ type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef
 // message was dead-lettered, or revived and claimed again), the error wraps
 // ErrLeaseLost and the outcome is Busy.
 func (in *Inbox) ProcessExternal(ctx context.Context, db TxBeginner, msg Message, handler ExternalHandler) (Result, error) {
+	if err := checkDB(db); err != nil {
+		return Result{}, err
+	}
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}
 	start := in.begin(&msg)
 	res, err := in.processExternal(ctx, db, &msg, handler)
-	return in.finish(&msg, start, res, err)
+	return in.finish(ctx, &msg, start, res, err)
 }
 
 func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Message, handler ExternalHandler) (Result, error) {
@@ -40,7 +52,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 	for try := 0; ; try++ {
 		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			var err error
-			c, err = in.claimTx(ctx, tx, msg, hash, in.cfg.LeaseDuration)
+			c, err = in.claimTx(ctx, tx, msg, hash, in.cfg.LeaseDuration, false)
 			return err
 		})
 		if err == nil {
@@ -56,12 +68,21 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 	key := msg.BusinessKey
 	in.log.Debug("inbox: lease taken", "message_id", msg.ID, "business_key", key,
 		"from", string(c.from), "to", string(StatusProcessing), "attempt", c.attempt)
-	ref, herr := handler(ctx, key)
+	hctx, l, stop := in.withLease(ctx, db, c)
+	ref, herr := in.runExternal(hctx, msg, key, handler)
+	stop()
+	token := l.token()
 	// The outcome must be recorded even when ctx ended during the handler.
 	ctx = context.WithoutCancel(ctx)
+	reconciled := false
+	if errors.Is(herr, ErrAlreadyDone) {
+		reconciled, herr = true, nil
+		in.log.Info("inbox: reconciled: effect already done", "message_id", msg.ID, "business_key", key,
+			"attempt", c.attempt, "result_ref", ref)
+	}
 	if herr != nil {
 		status, reason := in.failureStatus(c.attempt, herr)
-		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, errText(herr), c.attempt, c.lease)
+		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, errText(herr), c.attempt, token)
 		if err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w (handler: %w)", msg.ID, err, herr)
 		}
@@ -73,7 +94,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 		r.IdempotencyKey, r.from = key, StatusProcessing
 		return r, nil
 	}
-	tag, err := execOne(ctx, db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt, c.lease)
+	tag, err := execOne(ctx, db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt, token)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
 	}
@@ -82,7 +103,7 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 			fmt.Errorf("%w: %s", ErrLeaseLost, msg.ID)
 	}
 	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, IdempotencyKey: key,
-		from: StatusProcessing}, nil
+		Reconciled: reconciled, from: StatusProcessing}, nil
 }
 
 // execOne runs one statement in its own transaction and returns the rows it

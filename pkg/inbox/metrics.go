@@ -16,8 +16,13 @@ type metrics struct {
 	deadLettered *prometheus.CounterVec // by reason
 	inFlight     prometheus.Gauge
 	stuck        prometheus.Gauge
-	messageAge   prometheus.Observer
-	fetchErrors  prometheus.Counter
+	// unfinished counts rows per status other than COMPLETED; oldest
+	// unfinished is the age of the oldest RECEIVED, PROCESSING or
+	// FAILED_RETRYABLE row (as of the last Stats call).
+	unfinished       *prometheus.GaugeVec
+	oldestUnfinished prometheus.Gauge
+	messageAge       prometheus.Observer
+	fetchErrors      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
@@ -51,6 +56,14 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 		Name: "pgoutbox_inbox_stuck_processing",
 		Help: "PROCESSING rows whose lease expired, as of the last Stats call.",
 	}, []string{"consumer"})
+	unfinished := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pgoutbox_inbox_unfinished",
+		Help: "Rows per status other than COMPLETED, as of the last Stats call.",
+	}, []string{"consumer", "status"})
+	oldestUnfinished := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pgoutbox_inbox_oldest_unfinished_seconds",
+		Help: "Age of the oldest RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none), as of the last Stats call.",
+	}, []string{"consumer"})
 	age := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pgoutbox_inbox_message_age_seconds",
 		Help:    "Age of a message (from its Kafka record timestamp) when the inbox started handling it.",
@@ -83,6 +96,12 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 			stuck, err = register(reg, stuck)
 		}
 		if err == nil {
+			unfinished, err = register(reg, unfinished)
+		}
+		if err == nil {
+			oldestUnfinished, err = register(reg, oldestUnfinished)
+		}
+		if err == nil {
 			age, err = register(reg, age)
 		}
 		if err == nil {
@@ -94,15 +113,17 @@ func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
 	}
 	l := prometheus.Labels{"consumer": consumer}
 	m := &metrics{
-		outcomes:     outcomes.MustCurryWith(l),
-		duration:     duration.With(l),
-		attempts:     attempts.With(l),
-		retries:      retries.With(l),
-		deadLettered: dead.MustCurryWith(l),
-		inFlight:     inFlight.With(l),
-		stuck:        stuck.With(l),
-		messageAge:   age.With(l),
-		fetchErrors:  fetchErrors.With(l),
+		outcomes:         outcomes.MustCurryWith(l),
+		duration:         duration.With(l),
+		attempts:         attempts.With(l),
+		retries:          retries.With(l),
+		deadLettered:     dead.MustCurryWith(l),
+		inFlight:         inFlight.With(l),
+		stuck:            stuck.With(l),
+		unfinished:       unfinished.MustCurryWith(l),
+		oldestUnfinished: oldestUnfinished.With(l),
+		messageAge:       age.With(l),
+		fetchErrors:      fetchErrors.With(l),
 	}
 	// Pre-create the outcome series so dashboards see zeros.
 	for o := Processed; o <= DeadLettered; o++ {

@@ -36,7 +36,7 @@ func Migrate(ctx context.Context, db TxBeginner, table string) ([]int, error) {
 	var pairs []string
 	pairs = append(pairs, "'public.inbox'", literal, "public.inbox", t.Sanitize())
 	for _, s := range []string{"_pkey", "_business_key_key", "_status_check", "_attempts_check",
-		"_completed_at_idx", "_processing_locked_until_idx"} {
+		"_completed_at_idx", "_processing_locked_until_idx", "_unfinished_idx"} {
 		pairs = append(pairs, "inbox"+s, ident(s))
 	}
 	return migrate.Apply(ctx, db, "inbox", t.String(), migrations, strings.NewReplacer(pairs...))

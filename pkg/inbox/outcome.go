@@ -56,7 +56,9 @@ func (o Outcome) Acked() bool {
 type Status string
 
 // The inbox state machine: RECEIVED -> PROCESSING -> COMPLETED, or
-// FAILED_RETRYABLE -> ... -> FAILED_FINAL.
+// FAILED_RETRYABLE -> ... -> FAILED_FINAL. RECEIVED: an attempt the consumer
+// loop counted before starting it (see the package documentation, Crash
+// loops); PROCESSING: a committed claim with a lease (two-phase path).
 const (
 	StatusReceived        Status = "RECEIVED"
 	StatusProcessing      Status = "PROCESSING"
@@ -132,6 +134,9 @@ type Result struct {
 	Err error
 	// IdempotencyKey is the key the two-phase handler was called with.
 	IdempotencyKey string
+	// Reconciled is set for Processed when the two-phase handler returned
+	// ErrAlreadyDone: an earlier attempt had made the effect.
+	Reconciled bool
 
 	from           Status // the row's status before the delivery, for logs
 	deadLetterSent bool   // the dead-letter record was written before

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
@@ -45,24 +46,44 @@ func (m *Message) validate() error {
 // database failed; deliver the message again) or for a Conflict under
 // ConflictPolicyStop (wrapping ErrConflict).
 func (in *Inbox) Process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler) (Result, error) {
+	return in.process(ctx, db, msg, handler, false)
+}
+
+// process is Process; mark first counts the attempt in its own transaction
+// (markAttempt), so that a handler that kills the process every time ends
+// FAILED_FINAL after MaxAttempts deliveries instead of being retried forever.
+func (in *Inbox) process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler, mark bool) (Result, error) {
+	if err := checkDB(db); err != nil {
+		return Result{}, err
+	}
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}
 	start := in.begin(&msg)
 	hash := in.hash(&msg)
 	var (
-		res Result
-		err error
+		res    Result
+		err    error
+		marked bool
 	)
+	if mark {
+		var final *Result
+		if marked, final, err = in.markAttempt(ctx, db, &msg, hash); err != nil || final != nil {
+			if final != nil {
+				res = *final
+			}
+			return in.finish(ctx, &msg, start, res, err)
+		}
+	}
 	for try := 0; ; try++ {
-		res, err = in.processOnce(ctx, db, &msg, hash, handler, try >= in.cfg.TxRetries)
+		res, err = in.processOnce(ctx, db, &msg, hash, handler, marked, try >= in.cfg.TxRetries)
 		if err == nil || !isTxRetry(err) || try >= in.cfg.TxRetries {
 			break
 		}
 		in.log.Debug("inbox: transaction retried", "message_id", msg.ID, "business_key", msg.BusinessKey,
 			"reason", sqlState(err), "try", try+1)
 	}
-	return in.finish(&msg, start, res, err)
+	return in.finish(ctx, &msg, start, res, err)
 }
 
 func isTxRetry(err error) bool {
@@ -73,13 +94,13 @@ func isTxRetry(err error) bool {
 // processOnce runs one transaction of Process. A serialization failure or
 // deadlock after the claim is returned for a retry, unless lastTry: then it
 // is recorded as a failed attempt, as is any other failure after the claim.
-func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, hash []byte, handler TxHandler, lastTry bool) (Result, error) {
+func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, hash []byte, handler TxHandler, marked, lastTry bool) (Result, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	c, err := in.claimTx(ctx, tx, msg, hash, 0)
+	c, err := in.claimTx(ctx, tx, msg, hash, 0, marked)
 	if err != nil {
 		return Result{}, err
 	}
@@ -91,7 +112,7 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 		}
 		return *c.done, nil
 	}
-	ref, ferr := handler(ctx, tx)
+	ref, ferr := in.runTx(ctx, msg, tx, handler)
 	if ferr == nil {
 		if err := in.completeTx(ctx, tx, c, ref); err != nil {
 			ferr = fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
@@ -130,7 +151,7 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler 
 	}
 	start := in.begin(&msg)
 	res, err := in.processTx(ctx, tx, &msg, handler)
-	return in.finish(&msg, start, res, err)
+	return in.finish(ctx, &msg, start, res, err)
 }
 
 func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
@@ -156,7 +177,7 @@ func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler
 
 // processSavepoint claims msg in sp and runs handler in a nested savepoint.
 func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
-	c, err := in.claimTx(ctx, sp, msg, in.hash(msg), 0)
+	c, err := in.claimTx(ctx, sp, msg, in.hash(msg), 0, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -167,7 +188,7 @@ func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, 
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
 	}
-	ref, herr := handler(ctx, hsp)
+	ref, herr := in.runTx(ctx, msg, hsp, handler)
 	if herr != nil {
 		if err := hsp.Rollback(ctx); err != nil {
 			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (handler: %w)", err, herr)
@@ -261,13 +282,19 @@ func (in *Inbox) observeAge(msg *Message, now time.Time) {
 	}
 }
 
-// finish records metrics and logs for one delivery.
-func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (Result, error) {
+// finish records metrics and logs for one delivery; the log records carry
+// the trace ID of ctx's span, when there is one.
+func (in *Inbox) finish(ctx context.Context, msg *Message, start time.Time, res Result, err error) (Result, error) {
 	m := in.metrics
 	m.inFlight.Dec()
 	m.duration.Observe(time.Since(start).Seconds())
+	var traceAttr []any
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		traceAttr = []any{"trace_id", sc.TraceID().String()}
+	}
 	if err != nil && res.Outcome == 0 {
-		in.log.Error("inbox: delivery failed", "message_id", msg.ID, "business_key", msg.BusinessKey, "err", err)
+		in.log.Error("inbox: delivery failed", append([]any{"message_id", msg.ID, "business_key", msg.BusinessKey, "err", err},
+			traceAttr...)...)
 		return res, err
 	}
 	m.outcomes.WithLabelValues(res.Outcome.String()).Inc()
@@ -290,7 +317,7 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 	}
 	// Most deliveries log at Debug: build the attributes only when that
 	// is on, the consumer loop handles tens of thousands per second.
-	if ctx := context.Background(); in.log.Enabled(ctx, level) {
+	if in.log.Enabled(ctx, level) {
 		if text == "" {
 			text = "inbox: " + res.Outcome.String()
 		}
@@ -300,6 +327,7 @@ func (in *Inbox) finish(msg *Message, start time.Time, res Result, err error) (R
 		}
 		attrs := append([]any{"message_id", msg.ID, "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
 			"from", from, "to", string(res.Status), "attempt", res.Attempts}, extra...)
+		attrs = append(attrs, traceAttr...)
 		in.log.Log(ctx, level, text, attrs...)
 	}
 	if res.Outcome == Conflict && in.cfg.ConflictPolicy == ConflictPolicyStop {

@@ -4,7 +4,7 @@ import "strings"
 
 // queries holds the SQL text for one table, built once in New.
 type queries struct {
-	claim, markDeadLettered, claimBatch, completeBatch, lookup, takeover, exhaust, complete, completeFenced, failInTx, failFenced, recordFailure string
+	claim, markAttempt, markDeadLettered, saveRequestRef, extendLease, claimBatch, completeBatch, lookup, takeover, exhaust, complete, completeFenced, failInTx, failFenced, recordFailure string
 }
 
 func newQueries(table string) queries {
@@ -19,12 +19,13 @@ func newQueries(table string) queries {
 		// transaction ends.
 		claim: r.Replace(`INSERT INTO {T} AS i
 			(consumer, message_id, business_key, payload_hash, status, attempts, locked_until,
-			 topic, "partition", "offset", received_at, updated_at, completed_at)
+			 topic, "partition", "offset", received_at, updated_at, completed_at, attempt_started_at)
 			VALUES ($1, $2, $3, $4, CASE WHEN $5::bigint > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END, 1,
 			 CASE WHEN $5::bigint > 0 THEN now() + $5::bigint * interval '1 microsecond' END,
 			 NULLIF($6::text, ''), CASE WHEN $6::text <> '' THEN $7::integer END,
 			 CASE WHEN $6::text <> '' THEN $8::bigint END, now(), now(),
-			 CASE WHEN $5::bigint > 0 THEN NULL ELSE now() END)
+			 CASE WHEN $5::bigint > 0 THEN NULL ELSE now() END,
+			 CASE WHEN $5::bigint > 0 THEN now() END)
 			ON CONFLICT DO NOTHING
 			RETURNING attempts, locked_until`),
 		// The batch claim is the first statement of a batch transaction;
@@ -46,17 +47,53 @@ func newQueries(table string) queries {
 		markDeadLettered: r.Replace(`UPDATE {T} SET dead_lettered_at = now()
 			WHERE consumer = $1 AND business_key = $2 AND status = 'FAILED_FINAL'`),
 		lookup: r.Replace(`SELECT message_id, business_key, payload_hash, status, attempts,
-			coalesce(result_ref, ''), coalesce(locked_until > now(), false), dead_lettered_at IS NOT NULL
+			coalesce(result_ref, ''), coalesce(locked_until > now(), false), dead_lettered_at IS NOT NULL,
+			attempt_started_at, coalesce(request_ref, '')
 			FROM {T} WHERE consumer = $1 AND (message_id = $2 OR business_key = $3)
 			FOR UPDATE`),
-		takeover: r.Replace(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + 1,
+		// $7 says that markAttempt already counted this attempt.
+		takeover: r.Replace(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + CASE WHEN $7::boolean THEN 0 ELSE 1 END,
 			locked_until = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' END,
+			attempt_started_at = CASE WHEN $3::bigint > 0 THEN now() ELSE attempt_started_at END,
 			topic = coalesce(NULLIF($4::text, ''), topic),
 			"partition" = CASE WHEN $4::text <> '' THEN $5::integer ELSE "partition" END,
 			"offset" = CASE WHEN $4::text <> '' THEN $6::bigint ELSE "offset" END,
 			updated_at = now()
 			WHERE consumer = $1 AND message_id = $2
 			RETURNING attempts, locked_until`),
+		// The attempt marker of the consumer loop, committed on its own
+		// before a delivery that may repeat one that killed the process: it
+		// counts the attempt in a RECEIVED row (a new one, or a RECEIVED or
+		// FAILED_RETRYABLE one of the same message), or makes a row whose
+		// MaxAttempts ($5) attempts all ended without an outcome
+		// FAILED_FINAL. No row comes back for a row in any other state, a
+		// conflict, or a business key held by another message ID.
+		markAttempt: r.Replace(`WITH upd AS (
+			UPDATE {T} SET
+			 status = CASE WHEN attempts >= $5 THEN 'FAILED_FINAL' ELSE 'RECEIVED' END,
+			 last_error = CASE WHEN attempts >= $5 AND status = 'RECEIVED'
+			  THEN format('attempt %s of %s ended without an outcome (the process died or hung)', attempts, $5::integer)
+			  ELSE last_error END,
+			 attempts = CASE WHEN attempts >= $5 THEN attempts ELSE attempts + 1 END,
+			 locked_until = NULL,
+			 topic = coalesce(NULLIF($6::text, ''), topic),
+			 "partition" = CASE WHEN $6::text <> '' THEN $7::integer ELSE "partition" END,
+			 "offset" = CASE WHEN $6::text <> '' THEN $8::bigint ELSE "offset" END,
+			 updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND business_key = $3 AND payload_hash = $4
+			 AND status IN ('RECEIVED', 'FAILED_RETRYABLE')
+			RETURNING status, attempts, coalesce(last_error, '')
+		), ins AS (
+			INSERT INTO {T} (consumer, message_id, business_key, payload_hash, status, attempts,
+			 topic, "partition", "offset", received_at, updated_at)
+			SELECT $1, $2, $3, $4, 'RECEIVED', 1,
+			 NULLIF($6::text, ''), CASE WHEN $6::text <> '' THEN $7::integer END,
+			 CASE WHEN $6::text <> '' THEN $8::bigint END, now(), now()
+			WHERE NOT EXISTS (SELECT FROM upd)
+			ON CONFLICT DO NOTHING
+			RETURNING status, attempts, ''
+		)
+		SELECT * FROM upd UNION ALL SELECT * FROM ins`),
 		// A row out of attempts that a delivery would take over (an expired
 		// lease: the handler crashed or hung every time) is final instead.
 		exhaust: r.Replace(`UPDATE {T} SET status = 'FAILED_FINAL',
@@ -76,6 +113,14 @@ func newQueries(table string) queries {
 			locked_until = NULL, completed_at = now(), updated_at = now()
 			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
 			 AND locked_until = $5`),
+		// Fenced like completeFenced: only the lease's owner writes.
+		saveRequestRef: r.Replace(`UPDATE {T} SET request_ref = $3, updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
+			 AND locked_until = $5`),
+		extendLease: r.Replace(`UPDATE {T} SET locked_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
+			 AND locked_until = $5
+			RETURNING locked_until`),
 		failInTx: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, completed_at = NULL, updated_at = now()
 			WHERE consumer = $1 AND message_id = $2`),
 		failFenced: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, updated_at = now()

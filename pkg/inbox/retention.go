@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +71,19 @@ func (s *Store) Status(ctx context.Context, q Querier, consumer string) ([]Statu
 		return nil, fmt.Errorf("inbox: status: %w", err)
 	}
 	return out, nil
+}
+
+// HasRows reports whether consumer has any row in the table.
+func (s *Store) HasRows(ctx context.Context, q Querier, consumer string) (bool, error) {
+	rows, err := q.Query(ctx, `SELECT EXISTS (SELECT FROM `+s.table+` WHERE consumer = $1)`, consumer)
+	if err != nil {
+		return false, fmt.Errorf("inbox: has rows: %w", err)
+	}
+	found, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
+	if err != nil {
+		return false, fmt.Errorf("inbox: has rows: %w", err)
+	}
+	return found, nil
 }
 
 // Record is one inbox row.
@@ -241,18 +255,60 @@ func (in *Inbox) Revive(ctx context.Context, q Querier, messageIDs ...string) (i
 	return n, err
 }
 
-// Stats counts this consumer's rows per status and sets the
-// pgoutbox_inbox_stuck_processing gauge. Call it periodically (the consumer
-// loop does, every StatsInterval).
+// statsQuery reads only the rows that are not COMPLETED, through the
+// partial index inbox_unfinished_idx (migration 003): with days of
+// retention nearly every row is COMPLETED, and those are never read.
+const statsQuery = `SELECT status, count(*), min(received_at),
+	count(*) FILTER (WHERE status = 'PROCESSING' AND locked_until < now())
+	FROM %s WHERE consumer = $1 AND status <> 'COMPLETED'
+	GROUP BY status`
+
+// Stats counts this consumer's rows per unfinished status (every status but
+// COMPLETED: count those with pgoutbox_inbox_messages_total, or exactly with
+// Store.Status) and sets the gauges pgoutbox_inbox_stuck_processing,
+// pgoutbox_inbox_unfinished and pgoutbox_inbox_oldest_unfinished_seconds.
+// It reads only those rows, through an index, so it stays cheap on an inbox
+// of millions of COMPLETED rows. Call it periodically (the consumer loop
+// does, every StatsInterval).
 func (in *Inbox) Stats(ctx context.Context, q Querier) ([]StatusCount, error) {
-	counts, err := in.store().Status(ctx, q, in.cfg.Consumer)
+	rows, err := q.Query(ctx, fmt.Sprintf(statsQuery, in.table), in.cfg.Consumer)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("inbox: stats: %w", err)
 	}
-	var stuck int64
+	counts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatusCount, error) {
+		c := StatusCount{Consumer: in.cfg.Consumer}
+		err := r.Scan(&c.Status, &c.Count, &c.Oldest, &c.Stuck)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: stats: %w", err)
+	}
+	slices.SortFunc(counts, func(a, b StatusCount) int {
+		return slices.Index(Statuses, a.Status) - slices.Index(Statuses, b.Status)
+	})
+	var (
+		stuck  int64
+		oldest time.Time
+	)
+	seen := map[Status]bool{}
 	for _, c := range counts {
 		stuck += c.Stuck
+		seen[c.Status] = true
+		in.metrics.unfinished.WithLabelValues(string(c.Status)).Set(float64(c.Count))
+		if c.Status != StatusFailedFinal && (oldest.IsZero() || c.Oldest.Before(oldest)) {
+			oldest = c.Oldest
+		}
+	}
+	for _, st := range Statuses {
+		if st != StatusCompleted && !seen[st] {
+			in.metrics.unfinished.WithLabelValues(string(st)).Set(0)
+		}
 	}
 	in.metrics.stuck.Set(float64(stuck))
+	age := 0.0
+	if !oldest.IsZero() {
+		age = max(time.Since(oldest).Seconds(), 0)
+	}
+	in.metrics.oldestUnfinished.Set(age)
 	return counts, nil
 }

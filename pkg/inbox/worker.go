@@ -16,6 +16,21 @@ type worker struct {
 	reader *kafka.Reader
 	dlq    *deadLetterWriter
 	stop   context.CancelCauseFunc
+	// suspect counts the coming messages that may repeat an attempt that
+	// killed a process: the first BatchSize after the worker starts (the
+	// previous owner of the partition had at most one batch in flight past
+	// its committed offset) or after the offsets go back (a rebalance
+	// redelivers). Those run one at a time, each attempt counted by
+	// markAttempt before it starts (Handler only).
+	suspect int
+	// last is the highest offset handed to the worker (-1: none yet).
+	last int64
+}
+
+// newWorker returns the worker of a partition that this process has not
+// handled yet.
+func newWorker(c *Consumer, reader *kafka.Reader, dlq *deadLetterWriter, stop context.CancelCauseFunc) *worker {
+	return &worker{c: c, reader: reader, dlq: dlq, stop: stop, suspect: c.cfg.BatchSize, last: -1}
 }
 
 // run handles the partition's queue until it is closed or ctx ends; on a
@@ -40,14 +55,22 @@ func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
 				break drain
 			}
 		}
-		if len(batch) > 1 && w.handleBatch(ctx, batch) {
+		for _, m := range batch {
+			if m.Offset <= w.last {
+				w.suspect = w.c.cfg.BatchSize // a redelivery
+			}
+			w.last = max(w.last, m.Offset)
+		}
+		if len(batch) > 1 && w.suspect == 0 && w.handleBatch(ctx, batch) {
 			continue
 		}
 		for _, m := range batch {
 			if ctx.Err() != nil {
 				return
 			}
-			w.handle(ctx, m)
+			mark := w.suspect > 0 && w.c.cfg.Handler != nil
+			w.suspect = max(w.suspect-1, 0)
+			w.handle(ctx, m, mark)
 		}
 	}
 }
@@ -67,7 +90,26 @@ func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 		}
 	}
 	work := context.WithoutCancel(ctx)
-	results, ok := c.in.processBatch(work, c.cfg.DB, msgs, c.cfg.Handler)
+	// A span per message; the handler of each runs in its own.
+	ctxs := make(map[int64]context.Context, len(msgs))
+	ends := make([]func(Result, error), len(msgs))
+	for i := range msgs {
+		ctxs[msgs[i].Offset], ends[i] = c.startDelivery(work, &msgs[i])
+	}
+	handler := func(ctx context.Context, tx pgx.Tx, msg Message) (string, error) {
+		if sctx, ok := ctxs[msg.Offset]; ok {
+			ctx = sctx
+		}
+		return c.cfg.Handler(ctx, tx, msg)
+	}
+	results, ok := c.in.processBatch(work, c.cfg.DB, msgs, handler)
+	for i, end := range ends {
+		if ok {
+			end(results[i], nil)
+		} else {
+			end(Result{}, errBatchRolledBack)
+		}
+	}
 	if !ok {
 		return false
 	}
@@ -82,6 +124,10 @@ func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 	return true
 }
 
+// errBatchRolledBack ends the spans of a batch that was rolled back to be
+// handled one message at a time (each then gets a span of its own).
+var errBatchRolledBack = errors.New("inbox: batch rolled back; handled one message at a time")
+
 // commitTimeout bounds an offset commit and a dead-letter write during a
 // graceful stop.
 const commitTimeout = 30 * time.Second
@@ -89,7 +135,7 @@ const commitTimeout = 30 * time.Second
 // handle settles one message: it returns once the offset is committed, when
 // ctx ends during a retry wait, or after stopping the run on a fatal error.
 // The current attempt itself always finishes, even when ctx ends.
-func (w *worker) handle(ctx context.Context, km kafka.Message) {
+func (w *worker) handle(ctx context.Context, km kafka.Message, mark bool) {
 	c := w.c
 	msg, bad := messageFromKafka(km)
 	work := context.WithoutCancel(ctx)
@@ -102,11 +148,13 @@ func (w *worker) handle(ctx context.Context, km kafka.Message) {
 			res Result
 			err error
 		)
+		sctx, end := c.startDelivery(work, &msg)
 		if bad != nil {
 			res = c.in.deadLetterUnprocessable(&msg, *bad)
 		} else {
-			res, err = w.process(work, msg)
+			res, err = w.process(sctx, msg, mark)
 		}
+		end(res, err)
 		if errors.Is(err, ErrConflict) {
 			// ConflictPolicyStop: never ack a conflict silently.
 			w.stop(fmt.Errorf("inbox: stopped at record %s/%d@%d: %w", km.Topic, km.Partition, km.Offset, err))
@@ -150,16 +198,16 @@ func (w *worker) handle(ctx context.Context, km kafka.Message) {
 	}
 }
 
-func (w *worker) process(ctx context.Context, msg Message) (Result, error) {
+func (w *worker) process(ctx context.Context, msg Message, mark bool) (Result, error) {
 	c := w.c
 	if c.cfg.ExternalHandler != nil {
 		return c.in.ProcessExternal(ctx, c.cfg.DB, msg, func(ctx context.Context, key string) (string, error) {
 			return c.cfg.ExternalHandler(ctx, msg, key)
 		})
 	}
-	return c.in.Process(ctx, c.cfg.DB, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
+	return c.in.process(ctx, c.cfg.DB, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
 		return c.cfg.Handler(ctx, tx, msg)
-	})
+	}, mark)
 }
 
 // sendDeadLetter writes the message to the dead-letter topic, retrying until

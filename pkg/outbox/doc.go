@@ -53,6 +53,15 @@
 // stays append-only. The ID is the record's message-id header in Kafka and is
 // stable across every re-publish, which is what consumers deduplicate on.
 //
+// # Trace context
+//
+// InsertTx, InsertManyTx and EmitTx inject the trace context of their ctx
+// into each message's headers through Config.Propagator (default: the
+// OpenTelemetry global propagator; install propagation.TraceContext{} for
+// W3C traceparent and tracestate), unless the message sets traceparent
+// itself. The relay publishes them as Kafka headers and the inbox consumer
+// continues the trace.
+//
 // # Validation
 //
 // AggregateType, AggregateID, EventType and BusinessKey are required, and the

@@ -44,6 +44,7 @@ type logicalMessage struct {
 // msg is validated like InsertTx validates it (JSON payload unless
 // Config.RawPayload).
 func (w *Writer) EmitTx(ctx context.Context, tx pgx.Tx, msg Message) (uuid.UUID, error) {
+	w.injectTrace(ctx, &msg)
 	content, err := w.encodeLogical(&msg)
 	if err != nil {
 		return uuid.Nil, err

@@ -41,6 +41,8 @@ func Migrate(ctx context.Context, db Beginner, cfg *Config) ([]int, error) {
 		"public.outbox", table.Sanitize(),
 		"public.pgoutbox_uuidv7", pgx.Identifier{table.Schema, "pgoutbox_uuidv7"}.Sanitize(),
 		"outbox_created_at_idx", `"`+strings.ReplaceAll(table.Name, `"`, `""`)+`_created_at_idx"`,
+		// The relay's state table lives in the outbox's schema.
+		"public.pgoutbox_relay_state", pgx.Identifier{table.Schema, "pgoutbox_relay_state"}.Sanitize(),
 	)
 	return migrate.Apply(ctx, db, "outbox", table.String(), migrations, replace)
 }

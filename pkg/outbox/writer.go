@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
@@ -18,11 +20,18 @@ type Config struct {
 	// RawPayload declares the payload column text or bytea: payloads are then
 	// stored as given and not checked for JSON. Defaults to false (jsonb).
 	RawPayload bool
+	// Propagator injects the caller's trace context (W3C traceparent and
+	// tracestate with propagation.TraceContext) into each message's headers,
+	// unless the message sets traceparent itself. Defaults to
+	// otel.GetTextMapPropagator(), a no-op until the application installs
+	// one (otel.SetTextMapPropagator(propagation.TraceContext{})).
+	Propagator propagation.TextMapPropagator
 }
 
 // Writer inserts outbox rows inside the caller's transaction. It is safe for
 // concurrent use.
 type Writer struct {
+	propagator propagation.TextMapPropagator
 	table      pgname.Table
 	rawPayload bool
 	insertSQL  string
@@ -45,7 +54,12 @@ func NewWriter(cfg *Config) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
+	prop := cfg.Propagator
+	if prop == nil {
+		prop = otel.GetTextMapPropagator()
+	}
 	return &Writer{
+		propagator: prop,
 		table:      table,
 		rawPayload: cfg.RawPayload,
 		insertSQL: `INSERT INTO ` + table.Sanitize() +
@@ -58,6 +72,7 @@ func NewWriter(cfg *Config) (*Writer, error) {
 // InsertTx writes msg in tx and returns its message ID (generated when
 // msg.ID is zero). The row becomes visible to the relay when tx commits.
 func (w *Writer) InsertTx(ctx context.Context, tx pgx.Tx, msg Message) (uuid.UUID, error) {
+	w.injectTrace(ctx, &msg)
 	row, err := w.row(&msg, -1)
 	if err != nil {
 		return uuid.Nil, err
@@ -75,6 +90,7 @@ func (w *Writer) InsertManyTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([
 	ids := make([]uuid.UUID, len(msgs))
 	for i := range msgs {
 		m := msgs[i]
+		w.injectTrace(ctx, &m)
 		row, err := w.row(&m, i)
 		if err != nil {
 			return nil, err
@@ -126,4 +142,27 @@ func (w *Writer) prepare(m *Message, index int) error {
 		m.ID = id
 	}
 	return nil
+}
+
+// injectTrace adds the trace context of ctx to m's headers (a copy of them),
+// unless m carries a traceparent already.
+func (w *Writer) injectTrace(ctx context.Context, m *Message) {
+	if _, ok := m.Headers["traceparent"]; ok {
+		return
+	}
+	carrier := propagation.MapCarrier{}
+	w.propagator.Inject(ctx, carrier)
+	if len(carrier) == 0 {
+		return
+	}
+	headers := make(map[string]string, len(m.Headers)+len(carrier))
+	for k, v := range m.Headers {
+		headers[k] = v
+	}
+	for k, v := range carrier {
+		if _, set := headers[k]; !set {
+			headers[k] = v
+		}
+	}
+	m.Headers = headers
 }

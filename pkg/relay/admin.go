@@ -66,6 +66,19 @@ type SlotStatus struct {
 	// ActiveReplyTime is when the streaming process last sent a status
 	// update (an acknowledgement).
 	ActiveReplyTime *time.Time `json:"active_reply_time,omitempty"`
+
+	// TableExists is false when the outbox table does not exist.
+	TableExists bool `json:"table_exists"`
+	// State is the slot's row of the relay state table; nil when there is
+	// none (or no state table).
+	State *StateStatus `json:"state,omitempty"`
+	// Gap describes the gap Run would stop on; nil when none.
+	Gap *GapStatus `json:"gap,omitempty"`
+	// Problems lists in words what keeps the relay from streaming
+	// healthily: a missing table, state table, publication or slot, a
+	// publication mismatch, a gap, a lost slot, no active relay. Empty when
+	// healthy.
+	Problems []string `json:"problems"`
 }
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
@@ -91,7 +104,7 @@ func Setup(ctx context.Context, cfg *Config) error {
 	if err := ensurePublication(ctx, conn, &c, true); err != nil {
 		return err
 	}
-	_, err = ensureSlot(ctx, conn, &c)
+	_, _, err = ensureSlot(ctx, conn, &c)
 	return err
 }
 
@@ -129,11 +142,15 @@ func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
 	}
 	st.PublicationExists = pub.exists
 	st.PublicationMismatch, st.PublicationExtra = pub.mismatch, pub.extra
+	if err := statusHealth(ctx, conn, &c, st); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
-// Teardown drops the slot and the publication (not the table). An active
-// slot is an error wrapping ErrSlotActive. Missing objects are not errors.
+// Teardown drops the slot and the publication (not the table) and deletes
+// the slot's relay state row, giving its position up. An active slot is an
+// error wrapping ErrSlotActive. Missing objects are not errors.
 func Teardown(ctx context.Context, cfg *Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
@@ -157,6 +174,14 @@ func Teardown(ctx context.Context, cfg *Config) error {
 			if !(errors.As(err, &pgErr) && pgErr.Code == "42704") { // dropped meanwhile
 				return fmt.Errorf("relay: drop slot %s: %w", c.Slot, err)
 			}
+		}
+	}
+	// Without its slot the state row would read as a gap at the next
+	// setup: teardown gives the position up on purpose.
+	if _, err := conn.Exec(ctx, `DELETE FROM `+stateTable(&c).Sanitize()+` WHERE slot_name = $1`, c.Slot); err != nil {
+		var pgErr *pgconn.PgError
+		if !(errors.As(err, &pgErr) && pgErr.Code == "42P01") { // no state table: nothing to forget
+			return fmt.Errorf("relay: delete state of slot %s: %w", c.Slot, err)
 		}
 	}
 	if _, err := conn.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{c.Publication}.Sanitize()); err != nil {
@@ -217,61 +242,97 @@ func connectReplication(ctx context.Context, c *Config) (*pgconn.PgConn, error) 
 	return conn, nil
 }
 
-// ensureSlot checks the slot and creates it when missing (unless
-// c.NoCreate). It returns the slot's confirmed flush position.
-func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, error) {
+// ensureSlot checks the slot against the relay state (creating the state
+// table when missing, unless c.NoCreate) and returns the slot's confirmed
+// flush position and its state row. It creates the slot only when there is
+// no state row for it (setup, or a first start; unless c.NoCreate): a
+// missing slot with a state row is a gap (a *GapError), never re-created,
+// since a new slot starts at the current WAL position and would skip every
+// event committed since the last confirmation.
+func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, *relayState, error) {
+	if err := ensureStateTable(ctx, conn, c); err != nil {
+		return 0, nil, err
+	}
 	for attempt := 0; ; attempt++ {
+		st, err := readState(ctx, conn, c)
+		if err != nil {
+			return 0, nil, err
+		}
 		var (
 			plugin, database, walStatus *string
-			sameDB                      bool
+			sameDB, failover            bool
 			confirmed                   *string
 		)
-		err := conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text
-			FROM pg_replication_slots WHERE slot_name = $1`, c.Slot).Scan(&plugin, &database, &sameDB, &walStatus, &confirmed)
+		err = conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text,
+			coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
+			FROM pg_replication_slots s WHERE slot_name = $1`, c.Slot).Scan(&plugin, &database, &sameDB, &walStatus, &confirmed, &failover)
 		if err == nil {
-			switch {
-			case deref(plugin) != "pgoutput" || !sameDB:
-				return 0, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(plugin), deref(database))
-			case deref(walStatus) == "lost":
-				return 0, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
+			if deref(plugin) != "pgoutput" || !sameDB {
+				return 0, nil, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(plugin), deref(database))
+			}
+			lsn, err := pglogrepl.ParseLSN(deref(confirmed))
+			if err != nil && deref(walStatus) != "lost" {
+				return 0, nil, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, deref(confirmed), err)
+			}
+			if st == nil {
+				if deref(walStatus) == "lost" {
+					return 0, nil, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
+				}
+				if err := adoptSlot(ctx, conn, c, lsn); err != nil {
+					return 0, nil, err
+				}
+				continue
+			}
+			gap, err := checkGap(ctx, c, st, slotInfo{exists: true, confirmed: lsn, walStatus: deref(walStatus), failover: failover})
+			if err != nil {
+				return 0, nil, err
+			}
+			if gap != nil {
+				return 0, nil, gap
 			}
 			if deref(walStatus) == "unreserved" {
 				c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
 					"slot", c.Slot)
 			}
-			lsn, err := pglogrepl.ParseLSN(deref(confirmed))
-			if err != nil {
-				return 0, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, deref(confirmed), err)
-			}
-			return lsn, nil
+			return lsn, st, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return 0, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
+			return 0, nil, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
+		}
+		if st != nil {
+			gap, err := checkGap(ctx, c, st, slotInfo{})
+			if err != nil {
+				return 0, nil, err
+			}
+			return 0, nil, gap
 		}
 		if c.NoCreate {
-			return 0, fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrSlotMissing, c.Slot)
+			return 0, nil, fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrSlotMissing, c.Slot)
 		}
-		if err := createSlot(ctx, c); err != nil {
+		if err := createSlot(ctx, conn, c); err != nil {
 			var pgErr *pgconn.PgError
 			if !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
-				return 0, err
+				return 0, nil, err
 			}
 		}
 	}
 }
 
-func createSlot(ctx context.Context, c *Config) error {
+// createSlot creates the slot and records its state row.
+func createSlot(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	rc, err := connectReplication(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer rc.Close(context.WithoutCancel(ctx))
-	res, err := pglogrepl.CreateReplicationSlot(ctx, rc, c.Slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+	ns, err := createSlotOn(ctx, rc, c, false)
 	if err != nil {
-		return fmt.Errorf("relay: create slot %s: %w", c.Slot, err)
+		return err
 	}
-	c.Logger.Info("created replication slot", "slot", c.Slot, "consistent_point", res.ConsistentPoint)
+	if err := writeNewState(ctx, conn, c, ns, nil); err != nil {
+		return err
+	}
+	c.Logger.Info("created replication slot", "slot", c.Slot, "consistent_point", ns.consistent.String())
 	return nil
 }
 

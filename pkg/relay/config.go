@@ -30,6 +30,16 @@ const (
 	InvalidStop InvalidPolicy = "stop"
 )
 
+// GapPolicy says what Run does when it finds a gap (see GapError).
+type GapPolicy string
+
+const (
+	// GapFail ends Run with the *GapError, streaming nothing. The default.
+	GapFail GapPolicy = "fail"
+	// GapBackfill recovers the gap as Recover does, then streams.
+	GapBackfill GapPolicy = "backfill"
+)
+
 // Config configures a Relay. DatabaseURL and Brokers are required; every
 // other field has a default.
 type Config struct {
@@ -143,6 +153,17 @@ type Config struct {
 	// to 0: off.
 	HeartbeatInterval time.Duration
 
+	// OnGap is what Run does when the slot cannot resume where the relay
+	// left off (see Gaps in the package doc). Defaults to GapFail.
+	OnGap GapPolicy
+	// BackfillMargin is how far before the last confirmed commit time a
+	// recovery starts publishing rows from the table (by created_at, which
+	// is the transaction's start): longer than the longest transaction
+	// that writes the outbox plus the clock skew between primary and
+	// standby. Rows in the margin are published again. Pruning keeps rows
+	// of the margin too. Defaults to 5m.
+	BackfillMargin time.Duration
+
 	// PruneAfter deletes published outbox rows older than this, in small
 	// batches; zero disables pruning. Defaults to 0.
 	PruneAfter time.Duration
@@ -189,6 +210,7 @@ const (
 	DefaultShutdownTimeout       = 10 * time.Second
 	DefaultPruneInterval         = time.Minute
 	DefaultPruneBatchSize        = 1000
+	DefaultBackfillMargin        = 5 * time.Minute
 
 	DefaultLagPollInterval      = 10 * time.Second
 	DefaultStandbyRetryInterval = time.Second
@@ -222,6 +244,8 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
 	setDefault(&c.PruneBatchSize, DefaultPruneBatchSize)
+	setDefault(&c.OnGap, GapFail)
+	setDefault(&c.BackfillMargin, DefaultBackfillMargin)
 	setDefault(&c.LagPollInterval, DefaultLagPollInterval)
 	setDefault(&c.StandbyRetryInterval, DefaultStandbyRetryInterval)
 	if c.Logger == nil {
@@ -249,6 +273,9 @@ func (cfg *Config) withDefaults() (Config, error) {
 	if c.OnInvalid != InvalidDeadLetter && c.OnInvalid != InvalidStop {
 		bad("on-invalid %q: want %q or %q", c.OnInvalid, InvalidDeadLetter, InvalidStop)
 	}
+	if c.OnGap != GapFail && c.OnGap != GapBackfill {
+		bad("on-gap %q: want %q or %q", c.OnGap, GapFail, GapBackfill)
+	}
 	if _, err := compressionCodec(c.Compression); err != nil {
 		bad("%v", err)
 	}
@@ -259,7 +286,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
 		{"prune after", c.PruneAfter}, {"lag poll interval", c.LagPollInterval},
 		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval},
-		{"topic unavailable grace", c.TopicUnavailableGrace}} {
+		{"topic unavailable grace", c.TopicUnavailableGrace}, {"backfill margin", c.BackfillMargin}} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)
 		}

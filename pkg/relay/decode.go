@@ -197,6 +197,9 @@ type decoder struct {
 	// rather than a layout whose rows are invalid.
 	stopOnInvalid bool
 	logger        *slog.Logger
+	// messages is set once a pgoutbox logical message was decoded (the
+	// relay state records it: a backfill cannot recover those).
+	messages bool
 }
 
 func newDecoder(c *Config, res relationResolver) *decoder {
@@ -286,6 +289,7 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 		if m.Prefix != outbox.LogicalMessagePrefix || !m.Transactional {
 			return walItem{}, nil
 		}
+		d.messages = true
 		return walItem{kind: walEvent, ev: d.messageEvent(m.Content)}, nil
 	}
 	return walItem{}, nil

@@ -181,6 +181,7 @@
 //	                                              unknown-topic or not-authorized (absent otherwise)
 //	pgoutbox_relay_reconnects_total               counter: replication reconnects (standby waits excluded)
 //	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning
+//	pgoutbox_relay_gap{slot,reason}               gauge: 1 when Run found a gap (see Gaps) and stopped
 //
 // Slot gauges, read from pg_replication_slots and pg_current_wal_lsn()
 // every LagPollInterval on a regular connection, by the active relay and
@@ -316,7 +317,10 @@
 // With PruneAfter > 0, Run deletes outbox rows older than PruneAfter every
 // PruneInterval, at most PruneBatchSize rows per statement. Deleting can
 // never lose an event: the relay reads inserts from the WAL, and the
-// publication does not publish deletes. The table cannot say which rows
+// publication does not publish deletes. Rows a recovery could need are
+// kept: the cutoff is never later than the recorded confirmed commit time
+// minus BackfillMargin, and it is recorded (pruned_before) before rows are
+// deleted. The table cannot say which rows
 // are confirmed, though, so choose PruneAfter well above the longest
 // publish delay you tolerate if you want the table to double as an audit
 // trail of what was sent.
@@ -361,12 +365,66 @@
 // retention by dropping partitions, and for migrating a live outbox to a
 // partitioned table.
 //
+// # Gaps
+//
+// The slot's confirmed position is only worth resuming from if it is the
+// slot this relay confirmed. A failover to a physical standby (logical
+// slots do not exist there before PG 17), a dropped, re-created or
+// invalidated slot, a restore or a pg_upgrade each leave a slot that would
+// skip every event committed since the last confirmation. Re-creating a
+// missing slot on reconnect is the classic silent-loss bug of CDC tools;
+// the relay never does it.
+//
+// It keeps one row per slot in the state table (StateTableName, in the
+// outbox's schema, created by Setup or outbox.Migrate): the server's system
+// identifier and timeline at slot creation, the slot's creation point, the
+// last confirmed LSN and commit time, a ceiling, and prune's high-water
+// mark. Being in the database, the row reaches physical standbys by
+// replication. At every start and reconnect, standbys included, the relay
+// compares: a slot missing while the row exists, an invalidated slot
+// (wal_status lost), a slot whose confirmed_flush_lsn is past the ceiling
+// (re-created or moved by someone else), another system identifier or
+// timeline: each is a gap. Run then streams nothing and returns a
+// *GapError (wrapping ErrGap, permanent) whose message names the slot,
+// what happened and since when; pgoutbox_relay_gap is set, and Status
+// reports it. Only Setup, or a first Run with no state row for the slot,
+// creates a slot.
+//
+// The ceiling is what keeps gaps and replays apart. The relay never
+// confirms past it, and raises it (to pg_current_wal_lsn(), checking that
+// the slot is still its own) before it needs to, while Kafka writes are in
+// flight. A slot ahead of the ceiling was therefore created or moved by
+// someone else. A slot behind the recorded position is a replay, never a
+// gap: PG 15 moves the confirmed position back to its last checkpoint
+// after a server restart, and the row trails the slot because it is
+// written rate-limited.
+//
+// Recover repairs a gap without loss: it creates the slot anew exporting
+// its snapshot, publishes from the table, inside that snapshot, every row
+// created at or after the last confirmed commit time minus BackfillMargin
+// (in created_at, id order, built and written exactly like streamed rows),
+// then records the new slot; Run streams on from it. With OnGap set to
+// GapBackfill, Run does that itself. Rows of the margin are published
+// twice; none is missing. Recover refuses with a *BackfillPrunedError when
+// pruning may have deleted rows of the needed range. Logical messages
+// (outbox.Writer.EmitTx) are not in the table and cannot be recovered; the
+// gap error says so when the slot carried any. Backfill publishes a time
+// range with the same code, to bootstrap or repair a consumer. On PG 17
+// and later the slot is created with FAILOVER true, so that with
+// synchronized_standby_slots it survives a promotion; that path is not
+// tested here (PG 15). See docs/failover.md.
+//
 // # Administration
 //
-// Setup creates the table, the publication and the slot (idempotent);
+// Setup creates the table, the state table, the publication and the slot
+// (idempotent; over a gap it refuses, like Run);
 // Status reports the slot's positions, lag and WAL status, and the process
 // streaming it (from pg_stat_replication), whether or not a relay runs;
 // Teardown drops
-// the slot and the publication, refusing while the slot is active.
+// the slot and the publication and deletes the slot's state row, refusing
+// while the slot is active. Status also lists, in Problems, everything
+// that keeps the relay from streaming healthily (a missing table, state
+// table, publication or slot, a publication mismatch, a gap, a lost slot,
+// no active relay).
 // RedactURL strips the password from a database URL for logs.
 package relay

@@ -33,6 +33,13 @@ var (
 	// needed (wal_status lost): events may be lost, the slot must be
 	// recreated by an operator.
 	ErrSlotInvalidated = errors.New("relay: replication slot invalidated (required WAL removed)")
+	// ErrGap is wrapped by the GapError that stops Run when the slot
+	// cannot be trusted to resume where the relay left off: events may
+	// have been skipped (see Gaps in the package doc).
+	ErrGap = errors.New("relay: gap in the replication stream")
+	// ErrStateMissing means the relay's state table does not exist (see
+	// StateTableName) and NoCreate is set.
+	ErrStateMissing = errors.New("relay: relay state table does not exist")
 	// ErrTableMissing means the outbox table does not exist.
 	ErrTableMissing = errors.New("relay: outbox table does not exist")
 	// ErrTableColumns means the outbox table lacks a column the relay
@@ -96,7 +103,7 @@ func Permanent(err error) bool {
 		return true
 	}
 	for _, s := range []error{ErrConfig, ErrSlotMissing, ErrPublicationMissing, ErrPublicationMismatch, ErrSlotMismatch,
-		ErrSlotInvalidated, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth, ErrDeadLetter} {
+		ErrSlotInvalidated, ErrGap, ErrStateMissing, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth, ErrDeadLetter} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -35,7 +35,12 @@ var slotSeq atomic.Int64
 // create a variant table).
 func setup(t *testing.T, modify func(*relay.Config), ddl ...string) *bundle {
 	t.Helper()
-	db := testenv.NewDB(t)
+	return setupDB(t, testenv.NewDB(t), modify, ddl...)
+}
+
+// setupDB is setup on the database db.
+func setupDB(t *testing.T, db *testenv.DB, modify func(*relay.Config), ddl ...string) *bundle {
+	t.Helper()
 	for _, q := range ddl {
 		if _, err := db.Pool.Exec(context.Background(), q); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,7 @@ type metrics struct {
 	topicUnavail    *prometheus.GaugeVec
 	reconnects      prometheus.Counter
 	pruned          prometheus.Counter
+	gap             *prometheus.GaugeVec
 	slot            *slotMetrics
 
 	mu      sync.Mutex
@@ -54,6 +55,9 @@ func newMetrics(slot string, l *live) *metrics {
 			Help: "Replication connections re-established after a failure."}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pruned_rows_total",
 			Help: "Outbox rows deleted by pruning."}),
+		gap: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "gap",
+			Help: "1 when the relay found a gap (the slot cannot resume where it left off) and does not stream, by reason; see relay recover."},
+			[]string{"slot", "reason"}),
 		slot:    newSlotMetrics(slot, l),
 		byTopic: make(map[string]prometheus.Counter),
 	}
@@ -61,7 +65,7 @@ func newMetrics(slot string, l *live) *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.published, m.publishErrors, m.batchSize, m.publishDuration, m.commitToAck,
-		m.confirmedLSN, m.inFlight, m.bufferBytes, m.invalid, m.topicUnavail, m.reconnects, m.pruned}, m.slot.collectors()...)
+		m.confirmedLSN, m.inFlight, m.bufferBytes, m.invalid, m.topicUnavail, m.reconnects, m.pruned, m.gap}, m.slot.collectors()...)
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {

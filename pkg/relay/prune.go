@@ -2,7 +2,10 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
@@ -12,15 +15,17 @@ import (
 // loses an event: the relay reads inserts from the WAL, and the
 // publication does not publish deletes. Errors are logged and retried at
 // the next pass.
+//
+// Rows a recovery could still need are kept: the cutoff is never later
+// than the recorded confirmed commit time minus BackfillMargin, and it is
+// recorded in the state row (pruned_before) before anything is deleted, so
+// that Recover refuses, naming the range, rather than publish part of it.
 func (r *Relay) prune(ctx context.Context) {
 	c := &r.cfg
-	table, _ := pgname.Parse(c.Table, "public")
-	q := `DELETE FROM ` + table.Sanitize() + ` WHERE ctid IN (SELECT ctid FROM ` + table.Sanitize() +
-		` WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)`
 	tick := time.NewTicker(c.PruneInterval)
 	defer tick.Stop()
 	for {
-		if err := r.prunePass(ctx, q); err != nil && ctx.Err() == nil {
+		if err := r.prunePass(ctx); err != nil && ctx.Err() == nil {
 			c.Logger.Warn("pruning the outbox failed; retrying at the next pass", "error", err)
 		}
 		select {
@@ -31,16 +36,33 @@ func (r *Relay) prune(ctx context.Context) {
 	}
 }
 
-func (r *Relay) prunePass(ctx context.Context, q string) error {
+func (r *Relay) prunePass(ctx context.Context) error {
 	c := &r.cfg
+	table, _ := pgname.Parse(c.Table, "public")
+	state := stateTable(c).Sanitize()
 	conn, err := connect(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	var cutoff time.Time
+	err = conn.QueryRow(ctx, `SELECT least(now() - make_interval(secs => $1),
+			(SELECT coalesce(confirmed_commit_time, slot_created_at) FROM `+state+` WHERE slot_name = $2) - make_interval(secs => $3))`,
+		c.PruneAfter.Seconds(), c.Slot, c.BackfillMargin.Seconds()).Scan(&cutoff)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // no state table (yet): no recovery to protect
+		err = conn.QueryRow(ctx, `SELECT now() - make_interval(secs => $1)`, c.PruneAfter.Seconds()).Scan(&cutoff)
+	} else if err == nil {
+		_, err = conn.Exec(ctx, `UPDATE `+state+` SET pruned_before = greatest(pruned_before, $2) WHERE slot_name = $1`, c.Slot, cutoff)
+	}
+	if err != nil {
+		return err
+	}
+	q := `DELETE FROM ` + table.Sanitize() + ` WHERE ctid IN (SELECT ctid FROM ` + table.Sanitize() +
+		` WHERE created_at < $1 LIMIT $2)`
 	total := int64(0)
 	for ctx.Err() == nil {
-		tag, err := conn.Exec(ctx, q, c.PruneAfter.Seconds(), c.PruneBatchSize)
+		tag, err := conn.Exec(ctx, q, cutoff, c.PruneBatchSize)
 		if err != nil {
 			return err
 		}
@@ -52,7 +74,7 @@ func (r *Relay) prunePass(ctx context.Context, q string) error {
 		}
 	}
 	if total > 0 {
-		c.Logger.Info("pruned outbox rows", "rows", total, "older_than", c.PruneAfter)
+		c.Logger.Info("pruned outbox rows", "rows", total, "older_than", c.PruneAfter, "created_before", cutoff)
 	}
 	return nil
 }

@@ -17,9 +17,13 @@ import (
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
 type Relay struct {
-	cfg     Config
-	m       *metrics
-	live    live
+	cfg   Config
+	m     *metrics
+	live  live
+	state *keeper
+	// runCtx is Run's context: a recovery under GapBackfill runs in it,
+	// not under the session start's bound (a backfill takes its time).
+	runCtx  context.Context
 	ready   atomic.Bool
 	running atomic.Bool
 }
@@ -43,7 +47,7 @@ func New(cfg *Config) (*Relay, error) {
 		c.Logger.Warn("the database connection is not verified TLS: the replication stream carries every payload; use sslmode=verify-full, or RequireTLS (--require-tls) to refuse",
 			"hosts", pgtls.Describe(ws))
 	}
-	r := &Relay{cfg: c}
+	r := &Relay{cfg: c, state: newKeeper()}
 	r.live.acked(time.Now())
 	r.live.begin(time.Now(), defaultLivenessBound)
 	r.m = newMetrics(c.Slot, &r.live)
@@ -73,6 +77,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	sk.transport.Dial = guardedDial(sk.guard)
 
 	g, gctx := errgroup.WithContext(ctx)
+	r.runCtx = gctx
 	if r.cfg.PruneAfter > 0 {
 		g.Go(func() error { r.prune(gctx); return nil })
 	}
@@ -80,7 +85,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		g.Go(func() error { r.heartbeat(gctx); return nil })
 	}
 	g.Go(func() error { r.pollSlot(gctx); return nil })
-	g.Go(func() error { return r.replicate(gctx, ctx, sk) })
+	// The state keeper outlives the sessions, so that a graceful stop's
+	// final confirmation is not held back by a ceiling it could not raise.
+	keepCtx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
+	g.Go(func() error { r.keepState(keepCtx); return nil })
+	g.Go(func() error {
+		defer stopKeep()
+		return r.replicate(gctx, ctx, sk)
+	})
 	return g.Wait()
 }
 
@@ -173,7 +185,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	// A connection that hangs (a blackholing network) is retried.
 	startCtx, cancelStart := context.WithTimeout(ctx, sessionStartTimeout)
 	defer cancelStart()
-	start, err := preflight(startCtx, pc)
+	start, err := r.preflight(startCtx, pc)
 	if err != nil {
 		return err
 	}
@@ -229,7 +241,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		sinkDone <- err
 	}()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx, lv: lv}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx, lv: lv, state: r.state}
 	readErr := st.run()
 	close(events)
 
@@ -271,9 +283,10 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 }
 
 // preflight checks (and creates, unless NoCreate) the publication and the
-// slot, checks the table's columns, and returns the slot's confirmed
-// position.
-func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
+// slot, checks the slot against the relay state (a gap ends Run, or is
+// recovered under OnGap backfill), checks the table's columns, arms the
+// state keeper and returns the slot's confirmed position.
+func (r *Relay) preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 	conn, err := connect(ctx, c)
 	if err != nil {
 		return 0, err
@@ -282,12 +295,18 @@ func preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 	if err := ensurePublication(ctx, conn, c, false); err != nil {
 		return 0, err
 	}
-	start, err := ensureSlot(ctx, conn, c)
+	start, st, err := ensureSlot(ctx, conn, c)
 	if err != nil {
-		return 0, err
+		if err := r.onGap(ctx, err); err != nil {
+			return 0, err
+		}
+		if start, st, err = ensureSlot(ctx, conn, c); err != nil {
+			return 0, err
+		}
 	}
 	if err := checkTable(ctx, conn, c); err != nil {
 		return 0, err
 	}
+	r.state.start(st)
 	return start, nil
 }

@@ -36,6 +36,7 @@ type stream struct {
 	nextSS time.Time     // when the next periodic status update is due
 	lv     liveness
 	lastSS time.Time // when the last status update was sent
+	state  *keeper   // caps what may be confirmed (see keeper); nil caps nothing
 }
 
 // startReplication starts streaming the slot from start.
@@ -85,13 +86,20 @@ func (s *stream) run() error {
 	}
 }
 
+// confirmable is the position a status update may confirm: what Kafka
+// acknowledged, never past the catalog fence (see catalog) nor the state's
+// ceiling (see keeper).
+func (s *stream) confirmable() pglogrepl.LSN {
+	return s.state.cap(s.cat.fenced(s.tr.Confirmed()))
+}
+
 // wake is when the reader next stops reading to check for a status update:
 // when the periodic one is due, or, while Kafka may acknowledge events,
 // promptStatusGap after the last one, so a confirmation goes out promptly
 // (a crash then replays only what was in flight).
 func (s *stream) wake() time.Time {
 	switch {
-	case pglogrepl.LSN(s.tr.Confirmed()) != s.sent:
+	case s.confirmable() != s.sent:
 		return minTime(s.nextSS, s.lastSS.Add(promptStatusGap))
 	case s.tr.InFlight() > 0:
 		return minTime(s.nextSS, time.Now().Add(promptStatusGap))
@@ -104,7 +112,7 @@ func (s *stream) wake() time.Time {
 func (s *stream) statusDue() bool {
 	now := time.Now()
 	return !now.Before(s.nextSS) ||
-		s.cat.fenced(s.tr.Confirmed()) != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
+		s.confirmable() != s.sent && !now.Before(s.lastSS.Add(promptStatusGap))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -196,6 +204,7 @@ func (s *stream) handle(data []byte) error {
 			return fmt.Errorf("%w: commit outside a transaction", errProtocol)
 		}
 		s.inTx = false
+		s.state.read(it.endLSN, s.dec.messages)
 		s.tr.Commit(s.tx, uint64(it.endLSN))
 	case walEvent:
 		if !s.inTx {
@@ -277,7 +286,7 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 // sendStatus confirms the tracker's position, with write, flush and apply
 // positions all set explicitly.
 func (s *stream) sendStatus() error {
-	pos := s.cat.fenced(s.tr.Confirmed())
+	pos := s.confirmable()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,

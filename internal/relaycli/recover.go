@@ -1,0 +1,157 @@
+package relaycli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+const (
+	flagOnGap          = "on-gap"
+	flagBackfillMargin = "backfill-margin"
+	flagSince          = "since"
+	flagUntil          = "until"
+	flagAggregateType  = "aggregate-type"
+)
+
+// gapFlags are the flags of run and recover that concern gaps.
+func gapFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagOnGap, Category: catDatabase, EnvVars: envVar(flagOnGap), Value: string(relay.GapFail),
+			Usage: "when the slot cannot resume where the relay left off (failover, dropped or lost slot): fail (exit 1 naming the gap) or backfill (recover as relay recover does, then stream)"},
+		&cli.DurationFlag{Name: flagBackfillMargin, Category: catDatabase, EnvVars: envVar(flagBackfillMargin), Value: relay.DefaultBackfillMargin,
+			Usage: "a recovery publishes the rows created since the last confirmed commit time minus this (longer than the longest outbox transaction plus clock skew); pruning keeps them"},
+	}
+}
+
+// gapConfig reads the gap flags into cfg.
+func gapConfig(c *cli.Context, cfg *relay.Config) error {
+	switch p := relay.GapPolicy(c.String(flagOnGap)); p {
+	case relay.GapFail, relay.GapBackfill:
+		cfg.OnGap = p
+	default:
+		return usagef("--%s: %q is not one of fail, backfill", flagOnGap, p)
+	}
+	if cfg.BackfillMargin = c.Duration(flagBackfillMargin); cfg.BackfillMargin <= 0 {
+		return usagef("--%s: must be positive", flagBackfillMargin)
+	}
+	return nil
+}
+
+func recoverCommand(sc *scrubber) *cli.Command {
+	return &cli.Command{
+		Name:  "recover",
+		Usage: "repair a gap (failover, dropped or lost slot): new slot, backfill from the table, then relay run streams on",
+		Description: "recover repairs what relay run and relay status report as a gap: the slot cannot resume where\n" +
+			"the relay left off (a failover to a physical standby, a dropped, re-created or invalidated slot,\n" +
+			"another server). It drops the slot if it still exists (stop the relays first), creates it anew\n" +
+			"exporting its snapshot, and inside that snapshot publishes to Kafka every outbox row created at\n" +
+			"or after the last confirmed commit time minus --backfill-margin, ordered by created_at then id;\n" +
+			"then it records the new slot, and relay run streams from it. No committed row is missing;\n" +
+			"rows of the margin are published again (consumers deduplicate on message-id). It refuses,\n" +
+			"naming the time range, when pruning may have deleted rows it needs. Events written as logical\n" +
+			"messages (EmitTx) are not in the table and cannot be recovered. Without a gap it does nothing.\n" +
+			"It takes the Kafka flags of relay run.",
+		Flags:  append(append(databaseFlags(), runFlags()...), gapFlags()...),
+		Action: func(c *cli.Context) error { return recoverAction(c, sc) },
+	}
+}
+
+func recoverAction(c *cli.Context, sc *scrubber) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	cfg, err := runConfig(c, sc)
+	if err != nil {
+		return err
+	}
+	if err := gapConfig(c, cfg); err != nil {
+		return err
+	}
+	res, err := relay.Recover(c.Context, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	w := c.App.Writer
+	if res.Gap == nil {
+		fmt.Fprintf(w, "slot %s: no gap, nothing to recover\n", cfg.Slot)
+		return nil
+	}
+	fmt.Fprintf(w, "slot %s: recovered a gap (%s): published %d outbox rows created since %s; relay run streams from %s\n",
+		cfg.Slot, res.Gap.Reason, res.Published, res.Since.UTC().Format(time.RFC3339), res.SlotLSN)
+	if res.Gap.MessagesSeen {
+		fmt.Fprintf(w, "slot %s: events written as logical messages (EmitTx) after %s were not recovered\n",
+			cfg.Slot, res.Gap.Since.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func backfillCommand(sc *scrubber) *cli.Command {
+	return &cli.Command{
+		Name:  "backfill",
+		Usage: "publish outbox rows from the table again (--since, --until, --aggregate-type), to bootstrap or repair a consumer",
+		Description: "backfill publishes the outbox rows created in [--since, --until) (optionally of one aggregate\n" +
+			"type), read in one snapshot, ordered by created_at then id, as the same Kafka records relay run\n" +
+			"publishes (timestamp: created_at). It needs no slot and does not touch the relay's position.\n" +
+			"Times are RFC 3339 (2026-01-02T15:04:05Z) or a duration meaning that long ago (90m). It prints\n" +
+			"its progress on stderr and the count published. Logical messages (EmitTx) are not in the table\n" +
+			"and are not backfilled. It takes the Kafka flags of relay run.",
+		Flags: append(append(databaseFlags(), runFlags()...),
+			&cli.StringFlag{Name: flagSince, Usage: "publish rows created at or after this time (required)"},
+			&cli.StringFlag{Name: flagUntil, Usage: "publish rows created before this time (default: no bound)"},
+			&cli.StringFlag{Name: flagAggregateType, Usage: "publish only rows of this aggregate type"},
+		),
+		Action: func(c *cli.Context) error { return backfillAction(c, sc) },
+	}
+}
+
+func backfillAction(c *cli.Context, sc *scrubber) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	cfg, err := runConfig(c, sc)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	opts := relay.BackfillOptions{AggregateType: c.String(flagAggregateType)}
+	if c.String(flagSince) == "" {
+		return usagef("--%s is required", flagSince)
+	}
+	if opts.Since, err = parseTime(c.String(flagSince), now); err != nil {
+		return usagef("--%s: %v", flagSince, err)
+	}
+	if u := c.String(flagUntil); u != "" {
+		if opts.Until, err = parseTime(u, now); err != nil {
+			return usagef("--%s: %v", flagUntil, err)
+		}
+		if !opts.Until.After(opts.Since) {
+			return usagef("--%s must be after --%s", flagUntil, flagSince)
+		}
+	}
+	opts.Progress = func(n int, at time.Time) {
+		cfg.Logger.Info("backfill progress", "published", n, "created_at", at.UTC().Format(time.RFC3339Nano))
+	}
+	n, err := relay.Backfill(c.Context, cfg, opts)
+	if err != nil {
+		return fail(fmt.Errorf("backfill stopped after %d rows: %w", n, err))
+	}
+	fmt.Fprintf(c.App.Writer, "published %d outbox rows\n", n)
+	return nil
+}
+
+// parseTime reads an RFC 3339 time, or a duration meaning that long before
+// now.
+func parseTime(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(strings.TrimPrefix(s, "-")); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration (90m)", s)
+}

@@ -1,0 +1,53 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PanicError is the error of a handler that panicked. The inbox recovers the
+// panic, logs it with its stack and counts it as a failed attempt, like a
+// returned error; Process, ProcessTx and ProcessExternal never propagate it.
+type PanicError struct {
+	// Value is what the handler passed to panic.
+	Value any
+	// Stack is the goroutine's stack at the panic.
+	Stack []byte
+}
+
+// Error returns "handler panicked: " and the panic value.
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// recovered turns a panic of a handler into a *PanicError in *err and logs it.
+// Use as: defer in.recovered(msg, &err).
+func (in *Inbox) recovered(msg *Message, err *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	perr := &PanicError{Value: v, Stack: debug.Stack()}
+	in.log.Error("inbox: handler panicked", "message_id", msg.ID, "business_key", msg.BusinessKey,
+		"panic", fmt.Sprint(v), "stack", string(perr.Stack))
+	*err = perr
+}
+
+// runTx runs a transactional handler, recovering a panic.
+func (in *Inbox) runTx(ctx context.Context, msg *Message, tx pgx.Tx, handler TxHandler) (ref string, err error) {
+	defer in.recovered(msg, &err)
+	return handler(ctx, tx)
+}
+
+// runExternal runs an external handler, recovering a panic.
+func (in *Inbox) runExternal(ctx context.Context, msg *Message, key string, handler ExternalHandler) (ref string, err error) {
+	defer in.recovered(msg, &err)
+	return handler(ctx, key)
+}
+
+// runMessage runs a consumer loop handler in a batch, recovering a panic.
+func (in *Inbox) runMessage(ctx context.Context, msg *Message, tx pgx.Tx, handler MessageHandler) (ref string, err error) {
+	defer in.recovered(msg, &err)
+	return handler(ctx, tx, *msg)
+}

@@ -1,0 +1,335 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+)
+
+// ErrBackfillPruned means rows a recovery needs may have been deleted by
+// pruning: the BackfillPrunedError names the time range.
+var ErrBackfillPruned = errors.New("relay: rows needed for recovery may have been pruned")
+
+// BackfillPrunedError names the creation-time range of outbox rows that
+// recovery would have to publish but that pruning may already have
+// deleted. Recover refuses rather than publish part of it.
+type BackfillPrunedError struct {
+	Slot string
+	// From and To bound the range: rows created at or after From and
+	// before To may be gone.
+	From, To time.Time
+}
+
+// Error names the slot and the exact range.
+func (e *BackfillPrunedError) Error() string {
+	return fmt.Sprintf("relay: cannot recover slot %s: outbox rows created from %s to %s may have been deleted by pruning (prune's high-water mark); "+
+		"events of that range cannot be recovered from the table; to give them up, run relay teardown --yes and relay setup, then relay backfill --since %s",
+		e.Slot, e.From.UTC().Format(time.RFC3339Nano), e.To.UTC().Format(time.RFC3339Nano), e.To.UTC().Format(time.RFC3339))
+}
+
+// Unwrap returns ErrBackfillPruned.
+func (e *BackfillPrunedError) Unwrap() error { return ErrBackfillPruned }
+
+// BackfillOptions selects the outbox rows Backfill publishes.
+type BackfillOptions struct {
+	// Since selects rows created at or after it. Required.
+	Since time.Time
+	// Until, when not zero, selects rows created before it.
+	Until time.Time
+	// AggregateType, when not empty, selects rows of that aggregate type.
+	AggregateType string
+	// Progress, when not nil, is called after every acknowledged batch with
+	// the rows published so far and the creation time of the last one.
+	Progress func(published int, createdAt time.Time)
+}
+
+// RecoverResult says what Recover did.
+type RecoverResult struct {
+	// Gap is the gap that was repaired; nil when there was none (Recover
+	// then did nothing).
+	Gap *GapError
+	// Since is the creation time from which rows were published: the
+	// last confirmed commit time minus BackfillMargin.
+	Since time.Time
+	// Published is the number of rows published (dead-lettered rows
+	// included).
+	Published int
+	// SlotLSN is the new slot's consistent point: streaming resumes there.
+	SlotLSN pglogrepl.LSN
+}
+
+// Backfill publishes the outbox rows opts selects, read from the table in
+// one snapshot, ordered by created_at then id (UUIDv7 ids sort by creation),
+// as Kafka records built exactly as the relay builds them from the WAL
+// (timestamp: created_at), through the same writer. It returns the number
+// published. Use it to bootstrap or repair a consumer; consumers
+// deduplicate on message-id. Logical messages (EmitTx) are not in the table
+// and are not backfilled.
+func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	if err := c.needBrokers(); err != nil {
+		return 0, err
+	}
+	if opts.Since.IsZero() {
+		return 0, fmt.Errorf("%w: backfill needs a since time", ErrConfig)
+	}
+	conn, err := connect(ctx, &c)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	m := newMetrics(c.Slot, &live{})
+	sk := newSink(&c, m)
+	defer func() { _ = sk.close() }()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, fmt.Errorf("relay: backfill: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return backfillTx(ctx, tx, &c, m, sk, opts)
+}
+
+// Recover repairs a gap on cfg.Slot (see GapError) without losing events:
+// it drops the slot if it still exists (it must not be active), creates it
+// anew exporting its snapshot, and inside that snapshot publishes every
+// outbox row created at or after the last confirmed commit time minus
+// BackfillMargin, in created_at, id order; then it records the new slot in
+// the relay state, so that Run streams from it. Events committed before
+// the snapshot come from the table, later ones from the slot: none is
+// missing; rows published twice are bounded by the margin. A crash midway
+// leaves the gap in place (the state is written last), so Recover can run
+// again.
+//
+// It refuses with a *BackfillPrunedError when pruning may have deleted rows
+// of the needed range. Without a gap it does nothing (RecoverResult.Gap is
+// nil).
+func Recover(ctx context.Context, cfg *Config) (*RecoverResult, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.needBrokers(); err != nil {
+		return nil, err
+	}
+	m := newMetrics(c.Slot, &live{})
+	sk := newSink(&c, m)
+	defer func() { _ = sk.close() }()
+	return recoverGap(ctx, &c, m, sk)
+}
+
+// recoverLockKey namespaces the advisory lock that serialises recoveries
+// of one slot.
+const recoverLockKey = "pgoutbox.recover."
+
+func recoverGap(ctx context.Context, c *Config, m *metrics, sk *sink) (*RecoverResult, error) {
+	conn, err := connect(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// Two recoveries of one slot would drop each other's slot.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, recoverLockKey+c.Slot); err != nil {
+		return nil, fmt.Errorf("relay: recover: lock: %w", err)
+	}
+	st, err := readState(ctx, conn, c)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: no relay state for slot %s: nothing to recover (relay setup creates the slot)", ErrSlotMissing, c.Slot)
+	}
+	var (
+		info      slotInfo
+		active    *int32
+		confirmed *string
+		walStatus *string
+	)
+	err = conn.QueryRow(ctx, `SELECT active_pid, confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = $1`, c.Slot).
+		Scan(&active, &confirmed, &walStatus)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
+	default:
+		info.exists, info.walStatus = true, deref(walStatus)
+		if confirmed != nil {
+			if info.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	gap, err := checkGap(ctx, c, st, info)
+	if err != nil || gap == nil {
+		return &RecoverResult{}, err
+	}
+	res := &RecoverResult{Gap: gap, Since: st.since().Add(-c.BackfillMargin)}
+	if st.prunedBefore != nil && st.prunedBefore.After(res.Since) {
+		return nil, &BackfillPrunedError{Slot: c.Slot, From: res.Since, To: *st.prunedBefore}
+	}
+	if info.exists {
+		if active != nil {
+			return nil, fmt.Errorf("%w: slot %s is streamed by backend %d; stop it first", ErrSlotActive, c.Slot, *active)
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.Slot); err != nil {
+			return nil, fmt.Errorf("relay: drop slot %s: %w", c.Slot, err)
+		}
+	}
+	c.Logger.Warn("recovering a gap: creating the slot anew and publishing the outbox rows from the table",
+		"slot", c.Slot, "gap", gap.Reason, "since", res.Since, "margin", c.BackfillMargin)
+
+	rc, err := connectReplication(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	ns, err := createSlotOn(ctx, rc, c, true)
+	if err != nil {
+		return nil, err
+	}
+	res.SlotLSN = ns.consistent
+	// The snapshot lives until rc runs its next command: import it first.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("relay: recover: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+strings.ReplaceAll(ns.snapshot, `'`, `''`)+`'`); err != nil {
+		return nil, fmt.Errorf("relay: recover: import the slot's snapshot: %w", err)
+	}
+	rc.Close(context.WithoutCancel(ctx))
+	if res.Published, err = backfillTx(ctx, tx, c, m, sk, BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
+		c.Logger.Info("recovering: published outbox rows", "slot", c.Slot, "rows", n, "created_at", at)
+	}}); err != nil {
+		return nil, err
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		return nil, fmt.Errorf("relay: recover: %w", err)
+	}
+	// Everything committed before the snapshot is in Kafka now: that is
+	// the new confirmed commit time.
+	if err := writeNewState(ctx, conn, c, ns, &ns.at); err != nil {
+		return nil, err
+	}
+	m.gap.Reset()
+	c.Logger.Info("recovered the gap; the relay streams from the new slot", "slot", c.Slot, "published", res.Published,
+		"since", res.Since, "slot_lsn", ns.consistent.String())
+	return res, nil
+}
+
+// backfillTx publishes the rows opts selects, read in tx, through sk.
+func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *metrics, sk *sink, opts BackfillOptions) (int, error) {
+	table, _ := pgname.Parse(c.Table, "public")
+	rows, err := tx.Query(ctx, `SELECT attname, atttypid FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, table.Sanitize())
+	if err != nil {
+		return 0, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
+	}
+	var names []string
+	var types []uint32
+	for rows.Next() {
+		var n string
+		var t uint32
+		if err := rows.Scan(&n, &t); err != nil {
+			return 0, err
+		}
+		names, types = append(names, n), append(types, t)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
+	}
+	// Read every column as text, in the table's order, so that the
+	// decoder's layout applies as it does to a pgoutput tuple.
+	l, err := checkColumns(table.String(), names, types)
+	if err != nil {
+		return 0, err
+	}
+	cols := make([]string, len(names))
+	for i, n := range names {
+		cols[i] = "o." + pgx.Identifier{n}.Sanitize() + "::text"
+	}
+	q := `SELECT o.created_at, ` + strings.Join(cols, ", ") + ` FROM ` + table.Sanitize() + ` AS o WHERE o.created_at >= $1`
+	args := []any{opts.Since}
+	if !opts.Until.IsZero() {
+		args = append(args, opts.Until)
+		q += fmt.Sprintf(` AND o.created_at < $%d`, len(args))
+	}
+	if opts.AggregateType != "" {
+		args = append(args, opts.AggregateType)
+		q += fmt.Sprintf(` AND o.aggregate_type = $%d`, len(args))
+	}
+	q += ` ORDER BY o.created_at, o.id`
+	rows, err = tx.Query(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+	}
+	defer rows.Close()
+	dec := newDecoder(c, nil) // rows come from the table: no relation messages to resolve
+	var (
+		batch     []event
+		published int
+		last      time.Time
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := sk.publish(ctx, batch); err != nil {
+			return err
+		}
+		published += len(batch)
+		batch = batch[:0]
+		if opts.Progress != nil {
+			opts.Progress(published, last)
+		}
+		return nil
+	}
+	vals := make([]*string, len(names))
+	dest := make([]any, len(names)+1)
+	dest[0] = &last
+	for i := range vals {
+		dest[i+1] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+		}
+		tuple := make([]*pglogrepl.TupleDataColumn, len(vals))
+		for i, v := range vals {
+			if v == nil {
+				tuple[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeNull}
+				continue
+			}
+			tuple[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: []byte(*v)}
+		}
+		// The commit time is unknown here; created_at stands for it.
+		dec.commitTime = last
+		ev := dec.rowEvent(&l, tuple)
+		if ev.invalid != nil {
+			if c.OnInvalid == InvalidStop {
+				m.invalid.WithLabelValues(ev.invalid.Reason).Inc()
+				return published, permanent(ev.invalid)
+			}
+			deadLetter(c, m, &ev)
+		}
+		batch = append(batch, ev)
+		if len(batch) >= c.BatchSize {
+			if err := flush(); err != nil {
+				return published, err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+	}
+	return published, flush()
+}

@@ -1,0 +1,157 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// Reasons of a GapError (and values of the reason label of
+// pgoutbox_relay_gap).
+const (
+	// GapSlotMissing: the state says the slot existed, the server has no
+	// such slot (a failover to a physical standby before PG 17, a
+	// pg_upgrade that did not carry it, a DBA dropping it).
+	GapSlotMissing = "slot-missing"
+	// GapSlotLost: the server removed WAL the slot still needed
+	// (wal_status lost, max_slot_wal_keep_size exceeded).
+	GapSlotLost = "slot-lost"
+	// GapSlotRecreated: the slot's confirmed position is past anything
+	// this relay could have confirmed: it was re-created, or moved by
+	// something else (pg_replication_slot_advance, another consumer).
+	GapSlotRecreated = "slot-recreated"
+	// GapSystemChanged: the server is another cluster than the one the
+	// slot was created on (a restore, a pg_upgrade, another server).
+	GapSystemChanged = "system-changed"
+	// GapTimelineChanged: the server's timeline changed since the slot
+	// was created (a promotion, a point-in-time restore).
+	GapTimelineChanged = "timeline-changed"
+)
+
+// GapError says that events may have been skipped: the slot cannot be
+// trusted to resume where the relay left off. Run returns it (wrapping
+// ErrGap) before streaming anything; Recover repairs it.
+type GapError struct {
+	// Slot is the replication slot.
+	Slot string
+	// Reason is one of the Gap* constants.
+	Reason string
+	// Detail says what happened, in words.
+	Detail string
+	// Since is the commit time of the last transaction the relay recorded
+	// as published (or the slot's creation time when none): events
+	// committed after it may be missing from Kafka.
+	Since time.Time
+	// ConfirmedLSN is the last position the relay recorded as published.
+	ConfirmedLSN pglogrepl.LSN
+	// MessagesSeen is true when the relay published logical messages
+	// (outbox.Writer.EmitTx) on this slot: those exist only in the WAL,
+	// and a backfill from the table cannot recover them.
+	MessagesSeen bool
+}
+
+// Error is one line: the slot, what happened, since when, and what to do.
+func (e *GapError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "relay: gap on slot %s (%s): %s; events committed after %s (LSN %s) may be missing from Kafka; "+
+		"the relay does not stream over a gap: run relay recover (or relay run --on-gap=backfill)",
+		e.Slot, e.Reason, e.Detail, e.Since.UTC().Format(time.RFC3339), e.ConfirmedLSN)
+	if e.MessagesSeen {
+		b.WriteString("; events written as logical messages (EmitTx) in that time cannot be recovered from the table")
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrGap, and ErrSlotInvalidated for a lost slot.
+func (e *GapError) Unwrap() []error {
+	if e.Reason == GapSlotLost {
+		return []error{ErrGap, ErrSlotInvalidated}
+	}
+	return []error{ErrGap}
+}
+
+// slotInfo is what the gap check needs of pg_replication_slots.
+type slotInfo struct {
+	exists    bool
+	confirmed pglogrepl.LSN
+	walStatus string
+	// failover is pg_replication_slots.failover (PG 17+): a slot kept in
+	// sync on standbys, which survives a promotion.
+	failover bool
+}
+
+// checkGap compares the slot and the server with the state row. It returns
+// nil when streaming may resume from the slot's position, a *GapError
+// otherwise. It asks the server for its identity (a short replication
+// connection).
+func checkGap(ctx context.Context, c *Config, st *relayState, slot slotInfo) (*GapError, error) {
+	gap := &GapError{Slot: c.Slot, Since: st.since(), ConfirmedLSN: st.confirmedLSN, MessagesSeen: st.messagesSeen}
+	id, err := identify(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var moved string
+	switch {
+	case id.systemID != st.systemID:
+		moved = fmt.Sprintf("the server is another cluster (system identifier %s, the slot was created on %s: a restore, a pg_upgrade or another server)",
+			id.systemID, st.systemID)
+	case id.timeline != st.timeline:
+		moved = fmt.Sprintf("the server's timeline changed from %d to %d since the slot was created (a failover to a standby, or a point-in-time restore)",
+			st.timeline, id.timeline)
+	}
+	switch {
+	case !slot.exists:
+		gap.Reason, gap.Detail = GapSlotMissing, "the slot does not exist, but the relay state records it"
+		if moved != "" {
+			gap.Detail += ": " + moved
+		}
+	case slot.walStatus == "lost":
+		gap.Reason, gap.Detail = GapSlotLost, "the slot is invalidated (wal_status lost): the server removed WAL it still needed"
+	case slot.confirmed > st.ceiling:
+		gap.Reason = GapSlotRecreated
+		gap.Detail = fmt.Sprintf("the slot's confirmed position %s is past the highest position this relay may confirm (%s): it was re-created or moved by something else",
+			slot.confirmed, st.ceiling)
+	case id.systemID != st.systemID:
+		gap.Reason, gap.Detail = GapSystemChanged, moved
+	case id.timeline != st.timeline && slot.failover:
+		// A PG 17 failover slot synchronised to the promoted standby: the
+		// server kept it consistent with the WAL the standby received.
+		c.Logger.Warn("the server's timeline changed; the slot is a failover slot that survived the promotion, streaming on",
+			"slot", c.Slot, "from_timeline", st.timeline, "to_timeline", id.timeline)
+		return nil, nil
+	case id.timeline != st.timeline:
+		gap.Reason, gap.Detail = GapTimelineChanged, moved
+	default:
+		return nil, nil
+	}
+	return gap, nil
+}
+
+// onGap handles an error of the slot check. A gap sets pgoutbox_relay_gap;
+// under GapBackfill it is recovered (onGap returns nil: check the slot
+// again), otherwise returned, a permanent error that ends Run. Other errors
+// pass.
+func (r *Relay) onGap(ctx context.Context, err error) error {
+	var gap *GapError
+	if !errors.As(err, &gap) {
+		return err
+	}
+	r.m.gap.WithLabelValues(gap.Slot, gap.Reason).Set(1)
+	if r.cfg.OnGap != GapBackfill {
+		return err
+	}
+	r.cfg.Logger.Warn("gap found; recovering it (--on-gap=backfill)", "error", err)
+	if r.runCtx != nil {
+		ctx = r.runCtx // not the session start's bound: a backfill takes its time
+	}
+	sk := newSink(&r.cfg, r.m)
+	defer func() { _ = sk.close() }()
+	if _, rerr := recoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {
+		return fmt.Errorf("%w (recovery failed: %w)", err, rerr)
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// runGap runs a relay on b.cfg and returns the gap it stops with, failing
+// t when it does not stop on one.
+func (b *bundle) runGap(t *testing.T) *relay.GapError {
+	t.Helper()
+	b.reg = prometheus.NewRegistry()
+	b.cfg.Registerer = b.reg
+	r, err := relay.New(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = r.Run(ctx)
+	var gap *relay.GapError
+	if !errors.As(err, &gap) || !errors.Is(err, relay.ErrGap) || !relay.Permanent(err) {
+		t.Fatalf("Run: %v, want a permanent *GapError", err)
+	}
+	if v := b.metric(t, "pgoutbox_relay_gap"); v != 1 {
+		t.Errorf("pgoutbox_relay_gap = %v, want 1", v)
+	}
+	return gap
+}
+
+// slotExists reports whether b's slot exists.
+func (b *bundle) slotExists(t *testing.T) bool {
+	t.Helper()
+	var n int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// streamSome runs the relay until ids are in Kafka and stops it.
+func (b *bundle) streamSome(t *testing.T, n int) []string {
+	t.Helper()
+	run := b.start(t)
+	var ids []string
+	for i := range n {
+		ids = append(ids, b.insert(t, msg(fmt.Sprintf("agg-%d", i%3), i))...)
+	}
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// dropSlot drops b's slot once its walsender is gone.
+func (b *bundle) dropSlot(t *testing.T) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, "slot dropped", func() (bool, error) {
+		_, err := b.db.Pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, b.cfg.Slot)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" { // still active
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// distinctIDs counts the message IDs of recs, and how many records were
+// copies.
+func distinctIDs(recs []testenv.Record) (distinct, duplicates int) {
+	seen := map[string]bool{}
+	for _, r := range recs {
+		id, _ := r.Header("message-id")
+		if seen[id] {
+			duplicates++
+		}
+		seen[id] = true
+	}
+	return len(seen), duplicates
+}
+
+// A slot dropped while the relay is down is a gap: Run, a standby's
+// retry and setup refuse it without re-creating the slot, status shows
+// it; Recover publishes every row committed meanwhile, and the relay
+// streams on from the new slot.
+func TestGapSlotDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.BackfillMargin = time.Second })
+	ctx := context.Background()
+	before := b.streamSome(t, 6)
+	b.dropSlot(t)
+	var during []string
+	for i := range 5 {
+		during = append(during, b.insert(t, msg("d", i))...)
+	}
+
+	gap := b.runGap(t)
+	if gap.Reason != relay.GapSlotMissing || gap.Slot != b.cfg.Slot || gap.Since.IsZero() {
+		t.Fatalf("gap %+v, want reason %s on slot %s with a since time", gap, relay.GapSlotMissing, b.cfg.Slot)
+	}
+	text := gap.Error()
+	if strings.Contains(text, "\n") || !strings.Contains(text, b.cfg.Slot) || !strings.Contains(text, "relay recover") {
+		t.Errorf("gap error is not one line naming the slot and the fix: %q", text)
+	}
+	if b.slotExists(t) {
+		t.Fatal("Run re-created the dropped slot")
+	}
+	if err := relay.Setup(ctx, b.cfg); !errors.Is(err, relay.ErrGap) {
+		t.Fatalf("Setup over a gap: %v, want ErrGap", err)
+	}
+	if b.slotExists(t) {
+		t.Fatal("Setup re-created the dropped slot")
+	}
+	st, err := relay.Status(ctx, b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Gap == nil || st.Gap.Reason != relay.GapSlotMissing || len(st.Problems) == 0 {
+		t.Fatalf("status gap %+v, problems %q; want the gap", st.Gap, st.Problems)
+	}
+
+	res, err := relay.Recover(ctx, b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Gap == nil || res.Published < len(during) {
+		t.Fatalf("Recover: %+v, want the gap and at least %d rows", res, len(during))
+	}
+	t.Logf("recover published %d rows (%d committed during the gap), since %s", res.Published, len(during), res.Since)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", append(append([]string{}, before...), during...), 60*time.Second)
+	if n := missingIDs(recs, during); n != 0 {
+		t.Fatalf("%d rows of the gap missing", n)
+	}
+	// A second recovery has nothing to do.
+	if res, err := relay.Recover(ctx, b.cfg); err != nil || res.Gap != nil {
+		t.Fatalf("second Recover: %+v, %v; want nothing to do", res, err)
+	}
+
+	// The relay streams on from the new slot.
+	run := b.start(t)
+	after := b.insert(t, msg("e", 1), msg("e", 2))
+	recs = waitForIDs(t, b.kafka.Brokers, "outbox.order", after, 60*time.Second)
+	distinct, dups := distinctIDs(recs)
+	t.Logf("records %d, distinct %d, duplicates %d", len(recs), distinct, dups)
+	if distinct != len(before)+len(during)+len(after) {
+		t.Errorf("%d distinct message IDs, want %d", distinct, len(before)+len(during)+len(after))
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	st, err = relay.Status(ctx, b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Gap != nil || st.State == nil {
+		t.Fatalf("status after recovery: gap %+v, state %+v", st.Gap, st.State)
+	}
+}
+
+// A slot dropped and re-created by someone else (at the current WAL
+// position) is a gap too; Run with OnGap backfill recovers it and streams.
+func TestGapSlotRecreatedBackfillOnRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.BackfillMargin = time.Second })
+	ctx := context.Background()
+	before := b.streamSome(t, 3)
+	b.dropSlot(t)
+	during := b.insert(t, msg("d", 1), msg("d", 2), msg("d", 3))
+	if _, err := b.db.Pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, b.cfg.Slot); err != nil {
+		t.Fatal(err)
+	}
+	gap := b.runGap(t)
+	if gap.Reason != relay.GapSlotRecreated {
+		t.Fatalf("gap %v, want %s", gap, relay.GapSlotRecreated)
+	}
+	b.cfg.OnGap = relay.GapBackfill
+	run := b.start(t)
+	after := b.insert(t, msg("e", 1))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", append(append(append([]string{}, before...), during...), after...), 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Restarting the relay (graceful or not) is no gap: the slot is never
+// ahead of the state's ceiling.
+func TestNoGapAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var ids []string
+	for round := range 3 {
+		run := b.start(t)
+		for i := range 20 {
+			ids = append(ids, b.insert(t, msg(fmt.Sprintf("r%d", round), i))...)
+		}
+		waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+		if err := run.stop(t); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	st, err := relay.Status(context.Background(), b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Gap != nil || st.State == nil || st.State.ConfirmedCommitTime == nil {
+		t.Fatalf("status: gap %+v, state %+v", st.Gap, st.State)
+	}
+}
+
+// Recover refuses when pruning may have deleted rows it needs, naming
+// the range, and changes nothing.
+func TestRecoverRefusesPrunedRange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	b.streamSome(t, 2)
+	b.dropSlot(t)
+	// What a prune on the old primary records before a failover to a
+	// standby whose state trailed: rows up to now may be gone.
+	var mark time.Time
+	if err := b.db.Pool.QueryRow(ctx, `UPDATE pgoutbox_relay_state SET pruned_before = now() WHERE slot_name = $1 RETURNING pruned_before`,
+		b.cfg.Slot).Scan(&mark); err != nil {
+		t.Fatal(err)
+	}
+	_, err := relay.Recover(ctx, b.cfg)
+	var pe *relay.BackfillPrunedError
+	if !errors.As(err, &pe) || !errors.Is(err, relay.ErrBackfillPruned) {
+		t.Fatalf("Recover: %v, want a BackfillPrunedError", err)
+	}
+	if !pe.To.Equal(mark) || !pe.From.Before(mark) || !strings.Contains(err.Error(), mark.UTC().Format(time.RFC3339)) {
+		t.Fatalf("range %s..%s, error %q; want it to end at %s", pe.From, pe.To, err, mark)
+	}
+	if b.slotExists(t) {
+		t.Fatal("a refused recovery created the slot")
+	}
+}
+
+// ownServer starts a server of the test's own (for server-wide settings
+// and restarts) and returns a bundle on its postgres database.
+func ownServer(t *testing.T, modify func(*relay.Config)) (*bundle, *testenv.Server) {
+	t.Helper()
+	srv, err := testenv.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	pool, err := pgxpool.New(context.Background(), srv.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return setupDB(t, &testenv.DB{Name: "postgres", URL: srv.AdminURL, Pool: pool, Server: srv}, modify), srv
+}
+
+// insertRetry is insert that retries while the server restarts.
+func (b *bundle) insertRetry(t *testing.T, m outbox.Message) []string {
+	t.Helper()
+	var ids []string
+	testenv.WaitFor(t, time.Minute, "insert", func() (bool, error) {
+		err := pgx.BeginFunc(context.Background(), b.db.Pool, func(tx pgx.Tx) error {
+			id, err := b.writer.InsertTx(context.Background(), tx, m)
+			ids = []string{id.String()}
+			return err
+		})
+		return err == nil, nil
+	})
+	return ids
+}
+
+// A server restart, immediate (crash-like) or fast, is no gap: PG 15
+// moves the slot back to its last checkpointed position, which is a
+// replay; the relay reconnects and streams on.
+func TestNoGapAcrossServerRestarts(t *testing.T) {
+	t.Parallel()
+	b, srv := ownServer(t, nil)
+	run := b.start(t)
+	var ids []string
+	for round, immediate := range []bool{true, false, true} {
+		for i := range 30 {
+			ids = append(ids, b.insertRetry(t, msg(fmt.Sprintf("r%d", round), i))...)
+		}
+		if err := srv.Restart(context.Background(), immediate); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids = append(ids, b.insertRetry(t, msg("last", 0))...)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 2*time.Minute)
+	distinct, dups := distinctIDs(recs)
+	t.Logf("3 server restarts: %d rows, %d records, %d duplicates", distinct, len(recs), dups)
+	select {
+	case err := <-run.done:
+		t.Fatalf("Run returned across server restarts: %v", err)
+	default:
+	}
+	if v := b.metric(t, "pgoutbox_relay_gap"); v != 0 {
+		t.Fatalf("pgoutbox_relay_gap = %v", v)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A slot invalidated by max_slot_wal_keep_size (wal_status lost) while the
+// relay is down is a gap; Recover delivers every row committed meanwhile.
+func TestGapSlotLost(t *testing.T) {
+	t.Parallel()
+	b, _ := ownServer(t, func(c *relay.Config) { c.BackfillMargin = time.Second })
+	ctx := context.Background()
+	for _, q := range []string{`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`, `ALTER SYSTEM SET wal_keep_size = 0`, `SELECT pg_reload_conf()`} {
+		if _, err := b.db.Pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := b.streamSome(t, 3)
+	var during []string
+	for attempt := 0; ; attempt++ {
+		during = append(during, b.insert(t, msg("lost", attempt))...)
+		var walStatus string
+		if err := b.db.Pool.QueryRow(ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&walStatus); err != nil {
+			t.Fatal(err)
+		}
+		if walStatus == "lost" {
+			break
+		}
+		if attempt == 20 {
+			t.Fatalf("wal_status still %s", walStatus)
+		}
+		for _, q := range []string{`CREATE TABLE IF NOT EXISTS filler (x int)`, `INSERT INTO filler VALUES (1)`, `SELECT pg_switch_wal()`, `CHECKPOINT`} {
+			if _, err := b.db.Pool.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gap := b.runGap(t)
+	if gap.Reason != relay.GapSlotLost || !errors.Is(gap, relay.ErrSlotInvalidated) {
+		t.Fatalf("gap %v, want %s wrapping ErrSlotInvalidated", gap, relay.GapSlotLost)
+	}
+	res, err := relay.Recover(ctx, b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", append(append([]string{}, before...), during...), time.Minute)
+	if n := missingIDs(recs, during); n != 0 {
+		t.Fatalf("%d rows committed while the slot was lost are missing", n)
+	}
+	t.Logf("slot lost: %d rows committed meanwhile, recover published %d, 0 missing", len(during), res.Published)
+	run := b.start(t)
+	after := b.insert(t, msg("after", 1))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", after, time.Minute)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,432 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+// StateTableName is the name of the relay's state table, created by
+// outbox.Migrate (migration 002) in the outbox table's schema: one row per
+// slot holding what a new primary needs to know to tell a gap from a
+// replay (see Gaps in the package doc).
+const StateTableName = "pgoutbox_relay_state"
+
+// stateTable is the state table of c's outbox.
+func stateTable(c *Config) pgname.Table {
+	t, _ := pgname.Parse(c.Table, "public")
+	return pgname.Table{Schema: t.Schema, Name: StateTableName}
+}
+
+// identity is the server as IDENTIFY_SYSTEM describes it.
+type identity struct {
+	systemID string
+	timeline int32
+}
+
+// relayState is the slot's row of the state table.
+type relayState struct {
+	identity
+	createdLSN   pglogrepl.LSN
+	createdAt    time.Time
+	confirmedLSN pglogrepl.LSN
+	confirmedAt  *time.Time // commit time of the last confirmed transaction; nil before the first
+	ceiling      pglogrepl.LSN
+	messagesSeen bool
+	prunedBefore *time.Time
+	updatedAt    time.Time
+}
+
+// since is the commit time from which events may be missing after a gap:
+// the last confirmed commit time, or the slot's creation when nothing was
+// confirmed yet.
+func (st *relayState) since() time.Time {
+	if st.confirmedAt != nil {
+		return *st.confirmedAt
+	}
+	return st.createdAt
+}
+
+// readState returns the slot's state row, nil when there is none. A missing
+// state table is an error wrapping ErrStateMissing.
+func readState(ctx context.Context, conn *pgx.Conn, c *Config) (*relayState, error) {
+	var (
+		st                          relayState
+		created, confirmed, ceiling string
+		confirmedAt, prunedBefore   *time.Time
+		systemID                    string
+		timeline                    int32
+		createdAt, updatedAt        time.Time
+		messagesSeen                bool
+	)
+	err := conn.QueryRow(ctx, `SELECT system_identifier, timeline, slot_created_lsn::text, slot_created_at,
+		confirmed_lsn::text, confirmed_commit_time, ceiling_lsn::text, messages_seen, pruned_before, updated_at
+		FROM `+stateTable(c).Sanitize()+` WHERE slot_name = $1`, c.Slot).
+		Scan(&systemID, &timeline, &created, &createdAt, &confirmed, &confirmedAt, &ceiling, &messagesSeen, &prunedBefore, &updatedAt)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		return nil, fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", ErrStateMissing, stateTable(c))
+	case err != nil:
+		return nil, fmt.Errorf("relay: read state of slot %s: %w", c.Slot, err)
+	}
+	st.identity = identity{systemID, timeline}
+	st.createdAt, st.confirmedAt, st.messagesSeen, st.prunedBefore, st.updatedAt = createdAt, confirmedAt, messagesSeen, prunedBefore, updatedAt
+	for _, p := range []struct {
+		text string
+		dst  *pglogrepl.LSN
+	}{{created, &st.createdLSN}, {confirmed, &st.confirmedLSN}, {ceiling, &st.ceiling}} {
+		if *p.dst, err = pglogrepl.ParseLSN(p.text); err != nil {
+			return nil, fmt.Errorf("relay: state of slot %s: %w", c.Slot, err)
+		}
+	}
+	return &st, nil
+}
+
+// ensureStateTable creates the state table by migrating the outbox when it
+// is missing and creation is allowed (an outbox set up before migration
+// 002).
+func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, stateTable(c).Sanitize()).Scan(&exists); err != nil {
+		return fmt.Errorf("relay: look up %s: %w", stateTable(c), err)
+	}
+	if exists {
+		return nil
+	}
+	if c.NoCreate {
+		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", ErrStateMissing, stateTable(c))
+	}
+	if _, err := outbox.Migrate(ctx, conn, &outbox.Config{Table: c.Table}); err != nil {
+		return fmt.Errorf("relay: create %s: %w", stateTable(c), err)
+	}
+	c.Logger.Info("created the relay state table", "table", stateTable(c).String())
+	return nil
+}
+
+// writeNewState records a slot just created (by setup, a first start or a
+// recovery), replacing any older row of the slot. The ceiling starts at
+// the slot's consistent point, which is its confirmed position.
+func writeNewState(ctx context.Context, conn *pgx.Conn, c *Config, ns newSlot, confirmedAt *time.Time) error {
+	_, err := conn.Exec(ctx, `INSERT INTO `+stateTable(c).Sanitize()+` AS s
+		(slot_name, system_identifier, timeline, slot_created_lsn, slot_created_at, confirmed_lsn, confirmed_commit_time, ceiling_lsn)
+		VALUES ($1, $2, $3, $4::pg_lsn, $5, $4::pg_lsn, $6, $4::pg_lsn)
+		ON CONFLICT (slot_name) DO UPDATE SET system_identifier = $2, timeline = $3, slot_created_lsn = $4::pg_lsn,
+			slot_created_at = $5, confirmed_lsn = $4::pg_lsn, confirmed_commit_time = $6, ceiling_lsn = $4::pg_lsn,
+			messages_seen = false, updated_at = now()`,
+		c.Slot, ns.id.systemID, ns.id.timeline, ns.consistent.String(), ns.at, confirmedAt)
+	if err != nil {
+		return fmt.Errorf("relay: record state of slot %s: %w", c.Slot, err)
+	}
+	return nil
+}
+
+// adoptSlot records the state of a slot that exists without a state row (a
+// relay upgraded from a version without state, or a slot made by hand):
+// the relay cannot know what happened to it before, so it starts tracking
+// from now.
+func adoptSlot(ctx context.Context, conn *pgx.Conn, c *Config, confirmed pglogrepl.LSN) error {
+	id, err := identify(ctx, c)
+	if err != nil {
+		return err
+	}
+	var now time.Time
+	if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return fmt.Errorf("relay: record state of slot %s: %w", c.Slot, err)
+	}
+	// No commit time: recovery then backfills from the adoption time.
+	if err := writeNewState(ctx, conn, c, newSlot{consistent: confirmed, id: id, at: now}, nil); err != nil {
+		return err
+	}
+	c.Logger.Info("recorded the state of an existing slot that had none; gap detection starts now", "slot", c.Slot,
+		"confirmed_lsn", confirmed.String(), "state_table", stateTable(c).String())
+	return nil
+}
+
+// identify asks the server for its system identifier and timeline on a
+// replication connection (IDENTIFY_SYSTEM: the current timeline, even right
+// after a promotion, when pg_control_checkpoint still shows the old one).
+func identify(ctx context.Context, c *Config) (identity, error) {
+	rc, err := connectReplication(ctx, c)
+	if err != nil {
+		return identity{}, err
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	res, err := pglogrepl.IdentifySystem(ctx, rc)
+	if err != nil {
+		return identity{}, fmt.Errorf("relay: identify system: %w", err)
+	}
+	return identity{systemID: res.SystemID, timeline: res.Timeline}, nil
+}
+
+// newSlot is a slot just created.
+type newSlot struct {
+	consistent pglogrepl.LSN
+	snapshot   string // exported snapshot; empty unless asked for
+	id         identity
+	at         time.Time // server time right after the creation
+}
+
+// serverMajor returns the major version from the server_version parameter
+// ("15.5 (Debian 15.5-1.pgdg120+1)" is 15); 0 when unknown.
+func serverMajor(rc *pgconn.PgConn) int {
+	v := rc.ParameterStatus("server_version")
+	if i := strings.IndexAny(v, ". ("); i >= 0 {
+		v = v[:i]
+	}
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
+// createSlotOn creates c.Slot on the replication connection rc and
+// identifies the server. With export, the slot's snapshot is exported: it
+// stays valid until rc runs its next command or closes. On PG 17 and later
+// the slot is a failover slot (FAILOVER true): with
+// synchronized_standby_slots and sync_replication_slots configured, it
+// survives a promotion of a physical standby.
+func createSlotOn(ctx context.Context, rc *pgconn.PgConn, c *Config, export bool) (newSlot, error) {
+	res, err := pglogrepl.IdentifySystem(ctx, rc)
+	if err != nil {
+		return newSlot{}, fmt.Errorf("relay: identify system: %w", err)
+	}
+	var cmd string
+	if serverMajor(rc) >= 17 {
+		snap := "nothing"
+		if export {
+			snap = "export"
+		}
+		cmd = fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT '%s', FAILOVER true)", c.Slot, snap)
+	} else {
+		action := "NOEXPORT_SNAPSHOT"
+		if export {
+			action = "EXPORT_SNAPSHOT"
+		}
+		cmd = fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput %s", c.Slot, action) // slot names are [a-z0-9_]
+	}
+	created, err := pglogrepl.ParseCreateReplicationSlot(rc.Exec(ctx, cmd))
+	if err != nil {
+		return newSlot{}, fmt.Errorf("relay: create slot %s: %w", c.Slot, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(created.ConsistentPoint)
+	if err != nil {
+		return newSlot{}, fmt.Errorf("relay: create slot %s: consistent point %q: %w", c.Slot, created.ConsistentPoint, err)
+	}
+	return newSlot{consistent: lsn, snapshot: created.SnapshotName, id: identity{res.SystemID, res.Timeline}, at: time.Now()}, nil
+}
+
+// Bounds of the state writer (see keeper).
+const (
+	// stateMinGap spaces the writes that raise the ceiling for events
+	// read past it: at most ten a second, and confirmation waits at
+	// most about this long for one.
+	stateMinGap = 100 * time.Millisecond
+	// stateRefresh is how often the confirmed position and commit time
+	// are recorded while they advance.
+	stateRefresh = time.Second
+	// idleSlack is how far keepalives may move the position the relay
+	// would confirm past the ceiling before a write raises it: without
+	// outbox traffic the slot then trails the server by at most this much
+	// WAL (other tables' writes), and the state writes, which make far
+	// less WAL themselves (a row update, at most a full-page image), do
+	// not feed each other on an idle database.
+	idleSlack = 64 << 10
+)
+
+// keeper keeps the slot's state row ahead of what the stream confirms.
+//
+// The soundness argument. The stream never confirms past the ceiling (cap,
+// called from sendStatus). A write reads W = pg_current_wal_lsn() first
+// and then, in a second statement, sets ceiling = W only if the slot still
+// exists with confirmed_flush_lsn <= the recorded ceiling. A slot created
+// (or re-created) after that check has a confirmed_flush_lsn at or past
+// its creation point, which is past W; one created before it fails the
+// check (its creation point is past the old ceiling, written earlier), so
+// the ceiling does not move. Hence "slot confirmed_flush_lsn > state
+// ceiling" holds exactly when something other than this relay created or
+// moved the slot. A slot moving back (PG 15 restores the last
+// checkpointed position after a server restart) is a replay, never a gap.
+// The row is written after confirmation (rate-limited), so the recorded
+// confirmed position trails the slot's: recovery then backfills a little
+// more, which only adds duplicates.
+type keeper struct {
+	ceiling  atomic.Uint64 // the ceiling of the last committed write
+	want     atomic.Uint64 // the highest commit end read with events
+	messages atomic.Bool   // pgoutbox logical messages were read
+	kick     chan struct{}
+	// The identity of the row this process writes: a write matches only
+	// while the row still describes the slot it started streaming.
+	systemID   atomic.Pointer[string]
+	createdLSN atomic.Uint64
+}
+
+func newKeeper() *keeper { return &keeper{kick: make(chan struct{}, 1)} }
+
+// start arms the keeper for a session on the slot described by st.
+func (k *keeper) start(st *relayState) {
+	k.systemID.Store(&st.systemID)
+	k.createdLSN.Store(uint64(st.createdLSN))
+	k.ceiling.Store(uint64(st.ceiling))
+	k.want.Store(0)
+}
+
+// read records that the stream read a transaction ending at end; with
+// events, the ceiling is raised soon, so that its confirmation does not
+// wait. A nil keeper does nothing.
+func (k *keeper) read(end pglogrepl.LSN, messages bool) {
+	if k == nil {
+		return
+	}
+	if messages && !k.messages.Load() {
+		k.messages.Store(true)
+	}
+	if uint64(end) <= k.ceiling.Load() {
+		return
+	}
+	for {
+		w := k.want.Load()
+		if uint64(end) <= w || k.want.CompareAndSwap(w, uint64(end)) {
+			break
+		}
+	}
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// cap returns pos, or the ceiling when pos is past it. A nil keeper caps
+// nothing.
+func (k *keeper) cap(pos pglogrepl.LSN) pglogrepl.LSN {
+	if k == nil {
+		return pos
+	}
+	return min(pos, pglogrepl.LSN(k.ceiling.Load()))
+}
+
+// keepState writes the state row while the relay streams, until ctx ends.
+func (r *Relay) keepState(ctx context.Context) {
+	c := &r.cfg
+	k := r.state
+	var (
+		conn      *pgx.Conn
+		lastWrite time.Time
+		lastAt    time.Time
+		lastMsgs  bool
+		failing   bool
+	)
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	tick := time.NewTicker(stateRefresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.kick:
+		case <-tick.C:
+		}
+		tr := r.live.tracker.Load()
+		if !r.live.leader.Load() || tr == nil || k.systemID.Load() == nil {
+			continue
+		}
+		confirmed, at := tr.ConfirmedAt()
+		ceiling := k.ceiling.Load()
+		msgs := k.messages.Load()
+		need := k.want.Load() > ceiling || confirmed > ceiling+idleSlack
+		refresh := (!at.Equal(lastAt) || msgs != lastMsgs) && time.Since(lastWrite) >= stateRefresh
+		if !need && !refresh {
+			continue
+		}
+		if wait := stateMinGap - time.Since(lastWrite); wait > 0 && !sleep(ctx, wait) {
+			return
+		}
+		if conn == nil {
+			var err error
+			if conn, err = connect(ctx, c); err != nil {
+				if !failing && ctx.Err() == nil {
+					c.Logger.Warn("writing the relay state failed; confirmation waits until it works", "error", err)
+					failing = true
+				}
+				continue
+			}
+		}
+		err := r.writeState(ctx, conn, confirmed, at, msgs)
+		lastWrite = time.Now()
+		if err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			conn = nil
+			if !failing && ctx.Err() == nil {
+				c.Logger.Warn("writing the relay state failed; confirmation waits until it works", "error", err)
+				failing = true
+			}
+			continue
+		}
+		if failing {
+			c.Logger.Info("writing the relay state works again")
+			failing = false
+		}
+		lastAt, lastMsgs = at, msgs
+	}
+}
+
+// errStateMoved means the state row or the slot no longer match what this
+// process streams: another relay recovered the slot, or it was re-created.
+var errStateMoved = errors.New("relay: the slot or its state changed under this relay (re-created, recovered or dropped)")
+
+// writeState records confirmed (with its commit time at) and raises the
+// ceiling to the current WAL position; see keeper for why in two steps.
+func (r *Relay) writeState(ctx context.Context, conn *pgx.Conn, confirmed uint64, at time.Time, msgs bool) error {
+	c, k := &r.cfg, r.state
+	var w string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&w); err != nil {
+		return err
+	}
+	var commit *time.Time
+	if !at.IsZero() {
+		commit = &at
+	}
+	var ceiling string
+	err := conn.QueryRow(ctx, `UPDATE `+stateTable(c).Sanitize()+` AS s SET
+			ceiling_lsn = greatest(s.ceiling_lsn, $2::pg_lsn),
+			confirmed_commit_time = CASE WHEN $3::pg_lsn >= s.confirmed_lsn THEN coalesce($4, s.confirmed_commit_time) ELSE s.confirmed_commit_time END,
+			confirmed_lsn = greatest(s.confirmed_lsn, $3::pg_lsn),
+			messages_seen = s.messages_seen OR $5,
+			updated_at = now()
+		WHERE s.slot_name = $1 AND s.system_identifier = $6 AND s.slot_created_lsn = $7::pg_lsn
+		  AND EXISTS (SELECT 1 FROM pg_replication_slots p WHERE p.slot_name = $1 AND p.confirmed_flush_lsn <= s.ceiling_lsn)
+		RETURNING s.ceiling_lsn::text`,
+		c.Slot, w, pglogrepl.LSN(confirmed).String(), commit, msgs, *k.systemID.Load(), pglogrepl.LSN(k.createdLSN.Load()).String()).
+		Scan(&ceiling)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errStateMoved
+	}
+	if err != nil {
+		return err
+	}
+	lsn, err := pglogrepl.ParseLSN(ceiling)
+	if err != nil {
+		return err
+	}
+	for {
+		old := k.ceiling.Load()
+		if uint64(lsn) <= old || k.ceiling.CompareAndSwap(old, uint64(lsn)) {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+// TestFailoverGapAndRecover runs the relay binary against a primary with a
+// physical standby (pg_basebackup -R, streaming), through a multi-host URL
+// with target_session_attrs=read-write, while a writer commits. The primary
+// is killed and the standby promoted: the relay must refuse to stream over
+// the gap (the slot does not exist on the new primary) and exit 1 naming
+// it; relay recover then delivers every row the new primary holds (kcat,
+// distinct message IDs), and relay run streams on.
+func TestFailoverGapAndRecover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bin := buildRelay(t)
+	kafka := testenv.NewKafka(t)
+	primary, err := testenv.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Stop()
+	logPath := filepath.Join(t.TempDir(), "relay.log")
+	defer func() {
+		if t.Failed() {
+			t.Logf("relay log tail:\n%s", logTail(logPath))
+		}
+	}()
+
+	common := func(url string) []string {
+		return []string{"--database-url", url, "--slot", "failover", "--publication", "pub_failover"}
+	}
+	if code, out := runRelay(t, bin, append([]string{"setup"}, common(primary.AdminURL)...)...); code != 0 {
+		t.Fatalf("relay setup: exit %d\n%s", code, out)
+	}
+	standby, err := primary.StartStandby(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Stop()
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=5",
+		primary.Port(), standby.Port())
+	runArgs := append(append([]string{"run"}, common(url)...),
+		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--status-interval", "200ms", "--standby-retry-interval", "200ms")
+	relay := startRelay(t, bin, logPath, runArgs...)
+
+	// A writer commits single-row transactions through the same
+	// multi-host URL until told to stop; commits fail while no primary is
+	// up.
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	w, err := outbox.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		acked   int
+		stopped = make(chan struct{})
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for n := 0; ; n++ {
+			select {
+			case <-stopped:
+				return
+			default:
+			}
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: fmt.Sprintf("a%d", n%7),
+					EventType: "e", BusinessKey: fmt.Sprintf("bk-%d", n), Payload: []byte(`{}`)})
+				return err
+			})
+			if err == nil {
+				mu.Lock()
+				acked++
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond) // a steady few hundred a second
+			} else {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}()
+	writerAcked := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return acked
+	}
+	// Let the relay publish a good part, and the standby replay it.
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.order", 200, 2*time.Minute)
+
+	primary.Kill()
+	killedAt := writerAcked()
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The relay reconnects to the new primary and refuses the gap.
+	select {
+	case <-relay.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the relay did not stop on the gap after the failover")
+	}
+	if code := relay.stop(time.Second); code != 1 {
+		t.Fatalf("relay exit code %d after the failover, want 1", code)
+	}
+	logs, _ := os.ReadFile(logPath)
+	var gapLines []string
+	for _, line := range strings.Split(string(logs), "\n") {
+		if strings.HasPrefix(line, "relay: ") {
+			gapLines = append(gapLines, line)
+		}
+	}
+	if len(gapLines) != 1 || !strings.Contains(gapLines[0], "gap on slot failover (slot-missing)") ||
+		!strings.Contains(gapLines[0], "timeline changed from 1 to 2") {
+		t.Fatalf("last lines of the relay, want one gap line naming the slot and the timeline change: %q", gapLines)
+	}
+	t.Logf("gap line: %s", gapLines[0])
+	// Writes go on on the new primary while the relay is down.
+	testenv.WaitFor(t, time.Minute, "writes on the new primary", func() (bool, error) { return writerAcked() > killedAt+50, nil })
+
+	// Same machine, short transactions: a margin of seconds covers them
+	// (the default is 5m) and keeps the duplicates to what the margin and
+	// the state's lag add.
+	if code, out := runRelay(t, bin, append(append([]string{"recover"}, common(url)...), "--brokers", kafka.Brokers[0],
+		"--backfill-margin", "2s")...); code != 0 ||
+		!strings.Contains(out, "recovered a gap (slot-missing)") {
+		t.Fatalf("relay recover: exit %d\n%s", code, out)
+	}
+	relay = startRelay(t, bin, logPath, runArgs...)
+	testenv.WaitFor(t, time.Minute, "writes after the recovery", func() (bool, error) { return writerAcked() > killedAt+100, nil })
+	close(stopped)
+	<-done
+
+	// Every row the new primary holds is in Kafka.
+	rows, err := pool.Query(ctx, `SELECT id::text FROM outbox`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := waitForAll(t, kafka.Brokers, "outbox.order", ids)
+	distinct := map[string]bool{}
+	for _, r := range recs {
+		id, _ := r.Header("message-id")
+		distinct[id] = true
+	}
+	t.Logf("failover: %d rows on the new primary (writer saw %d commits, %d before the kill); Kafka: %d records, %d distinct, %d duplicates, %d from transactions the new primary never had",
+		len(ids), writerAcked(), killedAt, len(recs), len(distinct), len(recs)-len(distinct), len(distinct)-len(ids))
+	if code := relay.stop(time.Minute); code != 0 {
+		t.Fatalf("relay after SIGTERM: exit code %d", code)
+	}
+}
+
+// waitForAll reads topic with kcat until every ID is there, failing t
+// after two minutes with the number missing.
+func waitForAll(t *testing.T, brokers []string, topic string, ids []string) []testenv.Record {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		recs := testenv.MustReadTopic(t, brokers, topic)
+		seen := map[string]bool{}
+		for _, r := range recs {
+			id, _ := r.Header("message-id")
+			seen[id] = true
+		}
+		missing := 0
+		for _, id := range ids {
+			if !seen[id] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d rows of the new primary missing from %s", missing, len(ids), topic)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

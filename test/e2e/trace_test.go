@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// One trace from the producer to the effect: the outbox writer injects the
+// producer span's context into the row's headers, the relay passes them
+// through Kafka (kfake), and the inbox consumer runs the delivery in a span
+// whose parent is the producer's span; the handler's context carries it.
+// kcat, reading the topic independently, sees the traceparent header.
+func TestTraceFromProducerToInbox(t *testing.T) {
+	t.Parallel()
+	exporter := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	prop := propagation.TraceContext{}
+	db := testenv.NewDB(t)
+	k := testenv.NewKafka(t)
+	ctx := context.Background()
+
+	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: db.Name + "_trace", Publication: "pub_trace",
+		StatusInterval: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	if _, err := outbox.Migrate(ctx, db.Pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := relay.Setup(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopRelay := context.WithCancel(ctx)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- r.Run(rctx) }()
+	defer func() {
+		stopRelay()
+		if err := <-relayDone; err != nil {
+			t.Errorf("relay: %v", err)
+		}
+	}()
+
+	// The producer: a span around the business transaction.
+	w, err := outbox.NewWriter(&outbox.Config{Propagator: prop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, producerSpan := tp.Tracer("producer").Start(ctx, "create payment")
+	err = pgx.BeginFunc(pctx, db.Pool, func(tx pgx.Tx) error {
+		_, err := w.InsertTx(pctx, tx, outbox.Message{AggregateType: "payment", AggregateID: "p-1",
+			EventType: "payment.requested", BusinessKey: "pay-1", Payload: []byte(`{"amount_cents":100}`)})
+		return err
+	})
+	producerSpan.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := producerSpan.SpanContext()
+
+	recs := testenv.WaitForRecords(t, k.Brokers, "outbox.payment", 1, time.Minute)
+	if tp, _ := recs[0].Header("traceparent"); tp != "00-"+want.TraceID().String()+"-"+want.SpanID().String()+"-01" {
+		t.Fatalf("traceparent header in Kafka %q, want the producer span's", tp)
+	}
+
+	// The consumer.
+	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.SyncBuffer
+	in, err := inbox.New(&inbox.Config{Consumer: "trace", TracerProvider: tp, Propagator: prop, TraceBusinessKey: true,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan trace.SpanContext, 1)
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{Brokers: k.Brokers, GroupID: "trace", Topics: []string{"outbox.payment"},
+		Inbox: in, DB: db.Pool, Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			select {
+			case handled <- trace.SpanContextFromContext(ctx):
+			default:
+			}
+			return "ref-1", nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stopConsumer := context.WithCancel(ctx)
+	consumerDone := make(chan error, 1)
+	go func() { consumerDone <- c.Run(cctx) }()
+	var inHandler trace.SpanContext
+	select {
+	case inHandler = <-handled:
+	case <-time.After(time.Minute):
+		t.Fatal("the consumer did not handle the message within a minute")
+	}
+	stopConsumer()
+	if err := <-consumerDone; err != nil {
+		t.Fatal(err)
+	}
+
+	var delivery *tracetest.SpanStub
+	for _, s := range exporter.GetSpans() {
+		if s.SpanKind == trace.SpanKindConsumer {
+			delivery = &s
+		}
+	}
+	if delivery == nil {
+		t.Fatalf("no consumer span among %d spans", len(exporter.GetSpans()))
+	}
+	if delivery.SpanContext.TraceID() != want.TraceID() || delivery.Parent.SpanID() != want.SpanID() {
+		t.Fatalf("delivery span trace %s parent %s; want trace %s parent %s", delivery.SpanContext.TraceID(),
+			delivery.Parent.SpanID(), want.TraceID(), want.SpanID())
+	}
+	if inHandler.SpanID() != delivery.SpanContext.SpanID() {
+		t.Fatalf("the handler's context carries span %s, want the delivery span %s", inHandler.SpanID(), delivery.SpanContext.SpanID())
+	}
+	attrs := map[string]string{}
+	for _, a := range delivery.Attributes {
+		attrs[string(a.Key)] = a.Value.String()
+	}
+	for k, v := range map[string]string{"messaging.system": "kafka", "messaging.destination.name": "outbox.payment",
+		"pgoutbox.inbox.outcome":  "processed",
+		"pgoutbox.inbox.attempts": "1", "pgoutbox.inbox.result_ref": "ref-1", "pgoutbox.inbox.business_key": "pay-1"} {
+		if attrs[k] != v {
+			t.Errorf("span attribute %s = %q, want %q (all: %v)", k, attrs[k], v, attrs)
+		}
+	}
+	if !strings.Contains(logs.String(), "trace_id="+want.TraceID().String()) {
+		t.Errorf("no log record of the delivery carries trace_id %s:\n%s", want.TraceID(), logs.String())
+	}
+	for _, k := range []string{"messaging.message.id", "messaging.destination.partition.id", "messaging.kafka.offset"} {
+		if attrs[k] == "" {
+			t.Errorf("no %s attribute: %v", k, attrs)
+		}
+	}
+}

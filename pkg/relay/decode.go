@@ -173,6 +173,8 @@ type relation struct {
 	foreign string
 	// names are the columns, for the dead-letter value of a foreign row.
 	names []string
+	// warned is set once a foreign row was logged.
+	warned bool
 }
 
 // relationResolver says whether a relation message is the outbox's. The
@@ -275,6 +277,11 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 			return walItem{}, fmt.Errorf("%w: insert without a tuple", errProtocol)
 		}
 		if r.foreign != "" {
+			if !r.warned && d.logger != nil {
+				r.warned = true
+				d.logger.Warn("a table in the publication is not the outbox; its rows are invalid (reason not-outbox)",
+					"table", r.foreign, "oid", m.RelationID)
+			}
 			return walItem{kind: walEvent, ev: d.foreignEvent(r, m.Tuple.Columns)}, nil
 		}
 		return walItem{kind: walEvent, ev: d.rowEvent(&r.layout, m.Tuple.Columns)}, nil

@@ -297,8 +297,11 @@ func migrateToPartitioned(t *testing.T, pool *pgxpool.Pool, publication string, 
 		`ALTER TABLE outbox ADD PRIMARY KEY (id, created_at)`,
 		// The partition's key must match: (id) becomes (id, created_at).
 		`ALTER TABLE outbox_old DROP CONSTRAINT outbox_pkey, ADD PRIMARY KEY (id, created_at)`,
-		`DO $$ BEGIN EXECUTE format('ALTER TABLE outbox ATTACH PARTITION outbox_old FOR VALUES FROM (MINVALUE) TO (%L)', now());
-		          EXECUTE format('CREATE TABLE outbox_new PARTITION OF outbox FOR VALUES FROM (%L) TO (MAXVALUE)', now()); END $$`,
+		// The cutoff is read under the lock: a row committed after the
+		// transaction began (now()) but before the lock is older.
+		`DO $$ DECLARE cutoff timestamptz := clock_timestamp(); BEGIN
+		          EXECUTE format('ALTER TABLE outbox ATTACH PARTITION outbox_old FOR VALUES FROM (MINVALUE) TO (%L)', cutoff);
+		          EXECUTE format('CREATE TABLE outbox_new PARTITION OF outbox FOR VALUES FROM (%L) TO (MAXVALUE)', cutoff); END $$`,
 	}
 	if addToPublication {
 		steps = append(steps, `ALTER PUBLICATION `+pgx.Identifier{publication}.Sanitize()+` ADD TABLE outbox`)

@@ -58,7 +58,9 @@ func (r *Relay) prunePass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	q := `DELETE FROM ` + table.Sanitize() + ` WHERE ctid IN (SELECT ctid FROM ` + table.Sanitize() +
+	// A row's ctid is unique only within its partition: tableoid tells the
+	// partitions of a partitioned outbox apart.
+	q := `DELETE FROM ` + table.Sanitize() + ` WHERE (tableoid, ctid) IN (SELECT tableoid, ctid FROM ` + table.Sanitize() +
 		` WHERE created_at < $1 LIMIT $2)`
 	total := int64(0)
 	for ctx.Err() == nil {

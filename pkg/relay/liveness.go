@@ -25,9 +25,9 @@ const (
 	// because the confirmed position advanced (the periodic ones come
 	// every StatusInterval).
 	promptStatusGap = 100 * time.Millisecond
-	// sessionStartTimeout bounds the start of a session (preflight,
-	// connecting, starting replication), so a connection that hangs
-	// (a blackholing network) is retried.
+	// sessionStartTimeout bounds opening the replication connection and
+	// starting replication, so a connection that hangs (a blackholing
+	// network) is retried.
 	sessionStartTimeout = 30 * time.Second
 )
 

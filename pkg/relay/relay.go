@@ -183,13 +183,14 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		quiet.Logger = slog.New(slog.DiscardHandler)
 		pc = &quiet
 	}
-	// A connection that hangs (a blackholing network) is retried.
-	startCtx, cancelStart := context.WithTimeout(ctx, sessionStartTimeout)
-	defer cancelStart()
-	start, err := r.preflight(startCtx, pc)
+	start, err := r.preflight(ctx, pc) // unbounded: it may recover a gap
 	if err != nil {
 		return err
 	}
+	// A replication connection that hangs (a blackholing network) is
+	// retried.
+	startCtx, cancelStart := context.WithTimeout(ctx, sessionStartTimeout)
+	defer cancelStart()
 	conn, err := connectReplication(startCtx, c)
 	if err != nil {
 		return err

@@ -473,7 +473,7 @@ func (d *decoder) finish(ev event, m *outbox.Message, problem *InvalidEventError
 // reservedHeader reports whether the relay sets header k itself.
 func reservedHeader(k string) bool {
 	switch k {
-	case "message-id", "business-key", "event-type", "aggregate-type", "aggregate-id":
+	case "message-id", "business-key", "event-type", "aggregate-type", "aggregate-id", InstanceHeader:
 		return true
 	}
 	return strings.HasPrefix(k, "dlq-")

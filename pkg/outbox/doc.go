@@ -66,7 +66,11 @@
 //
 // AggregateType, AggregateID, EventType and BusinessKey are required, and the
 // payload must be valid JSON unless Config.RawPayload says the payload column
-// is text or bytea. Errors wrap ErrInvalidMessage; use errors.Is.
+// is text or bytea. The business key follows the key rules shared with the
+// relay and the inbox: non-empty, valid UTF-8, no NUL byte, at most 1024
+// bytes (a row inserted with plain SQL that breaks them is dead-lettered by
+// the relay with reason invalid-key). The aggregate ID must be valid UTF-8
+// without NUL. Errors wrap ErrInvalidMessage; use errors.Is.
 //
 // # Schema
 //

@@ -4,12 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
-// ErrInvalidMessage is wrapped by every validation error of InsertTx and
-// InsertManyTx.
+// ErrInvalidMessage is wrapped by every validation error of InsertTx,
+// InsertManyTx and EmitTx (and their database/sql variants).
 var ErrInvalidMessage = errors.New("invalid outbox message")
 
 // Message is one event to publish. It maps one-to-one to an outbox row.
@@ -26,7 +30,9 @@ type Message struct {
 	// EventType names the event, for example "payment.completed". Required.
 	EventType string
 	// BusinessKey is the idempotency key of the business operation (for
-	// example a payment request ID). Required.
+	// example a payment request ID). Required: non-empty, valid UTF-8, no
+	// NUL byte, at most 1024 bytes (the key rules the relay and the inbox
+	// apply too; a longer key could not be claimed by an inbox).
 	BusinessKey string
 	// Payload is the record value. It must be valid JSON unless the writer
 	// was configured with RawPayload.
@@ -56,6 +62,13 @@ func (m *Message) validate(rawPayload bool, index int) error {
 		return fail("event type is required")
 	case m.BusinessKey == "":
 		return fail("business key is required")
+	case !utf8.ValidString(m.AggregateID) || strings.IndexByte(m.AggregateID, 0) >= 0:
+		return fail("aggregate ID is not valid UTF-8 or holds a NUL byte")
+	}
+	if err := contract.CheckKey("business key", m.BusinessKey); err != nil {
+		return fail("%v", err)
+	}
+	switch {
 	case m.Payload == nil:
 		return fail("payload is required")
 	case !rawPayload && !json.Valid(m.Payload):

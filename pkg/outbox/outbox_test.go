@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -182,6 +183,16 @@ func TestValidation(t *testing.T) {
 		{"aggregate id", func(m *outbox.Message) { m.AggregateID = "" }, "invalid outbox message: aggregate ID is required"},
 		{"event type", func(m *outbox.Message) { m.EventType = "" }, "invalid outbox message: event type is required"},
 		{"business key", func(m *outbox.Message) { m.BusinessKey = "" }, "invalid outbox message: business key is required"},
+		{"long business key", func(m *outbox.Message) { m.BusinessKey = strings.Repeat("k", 1025) },
+			"invalid outbox message: invalid key: business key is 1025 bytes long (at most 1024)"},
+		{"business key not utf-8", func(m *outbox.Message) { m.BusinessKey = "k\xff" },
+			"invalid outbox message: invalid key: business key is not valid UTF-8"},
+		{"business key NUL", func(m *outbox.Message) { m.BusinessKey = "k\x00k" },
+			"invalid outbox message: invalid key: business key contains a NUL byte"},
+		{"aggregate id not utf-8", func(m *outbox.Message) { m.AggregateID = "\xc3" },
+			"invalid outbox message: aggregate ID is not valid UTF-8 or holds a NUL byte"},
+		{"aggregate id NUL", func(m *outbox.Message) { m.AggregateID = "a\x00" },
+			"invalid outbox message: aggregate ID is not valid UTF-8 or holds a NUL byte"},
 		{"nil payload", func(m *outbox.Message) { m.Payload = nil }, "invalid outbox message: payload is required"},
 		{"bad json", func(m *outbox.Message) { m.Payload = []byte(`{"x":`) }, "invalid outbox message: payload is not valid JSON (set Config.RawPayload for a text or bytea payload column)"},
 	}
@@ -203,6 +214,13 @@ func TestValidation(t *testing.T) {
 			wantBatch := "invalid outbox message: message 1: " + tt.want[len("invalid outbox message: "):]
 			if !errors.Is(err, outbox.ErrInvalidMessage) || err.Error() != wantBatch {
 				t.Fatalf("InsertManyTx: got %v, want %q", err, wantBatch)
+			}
+			err = inTx(t, b.db, func(tx pgx.Tx) error {
+				_, err := b.writer.EmitTx(context.Background(), tx, m)
+				return err
+			})
+			if !errors.Is(err, outbox.ErrInvalidMessage) || err.Error() != tt.want {
+				t.Fatalf("EmitTx: got %v, want %q", err, tt.want)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
@@ -32,6 +33,7 @@ const (
 	ReasonKafkaRejected   = "kafka-rejected"   // a record the brokers refuse for good (unknown topic, policy...)
 	ReasonBadColumns      = "bad-columns"      // a row of a table layout (relation message) the relay cannot read
 	ReasonNotOutbox       = "not-outbox"       // a row of a table the publication publishes that is not the outbox
+	ReasonInvalidKey      = "invalid-key"      // a business key that breaks the key rules (internal/contract)
 )
 
 // Column type OIDs the relay reads.
@@ -457,7 +459,9 @@ func (d *decoder) finish(ev event, m *outbox.Message, problem *InvalidEventError
 		}
 	}
 	if problem == nil {
-		if err := validTopic(topic); err != nil {
+		if err := contract.CheckKey("business key", m.BusinessKey); err != nil {
+			problem = &InvalidEventError{Reason: ReasonInvalidKey, Detail: err.Error()}
+		} else if err := validTopic(topic); err != nil {
 			problem = &InvalidEventError{Reason: ReasonBadTopic, Detail: err.Error()}
 		} else if n := recordSize(&ev.msg); n > d.maxMessageBytes {
 			problem = &InvalidEventError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}

@@ -122,8 +122,10 @@
 // (headers not a JSON object), bad-topic (not a legal topic name),
 // bad-message (a pgoutbox logical message that does not parse),
 // kafka-rejected (a record Kafka refuses for good, see below),
-// bad-columns (a row of a table layout the relay cannot read, see below)
-// and not-outbox (a row of a table added to the publication while the
+// bad-columns (a row of a table layout the relay cannot read, see below),
+// invalid-key (a business key that is empty, not valid UTF-8, holds a NUL
+// byte or is longer than the contract's MaxKeyBytes, 1024 bytes: no inbox
+// could claim it) and not-outbox (a row of a table added to the publication while the
 // relay streams, see Partitioned tables and renames; its value is the row
 // as a JSON object of column texts).
 //

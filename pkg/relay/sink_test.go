@@ -160,6 +160,7 @@ func TestDeadLetterAlwaysFits(t *testing.T) {
 	hugeHeaders := msg("a", 1)
 	hugeHeaders.Headers = map[string]string{"trace": strings.Repeat("t", 1_200_000)}
 	hugeKey := msg(strings.Repeat("k", 1_200_000), 2)
+	hugeKey.BusinessKey = "bk-huge-key-2" // the aggregate ID (Kafka key) is what is huge
 	bad := b.insert(t, hugeHeaders, hugeKey)
 	good := b.insert(t, msg("b", 3))
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 30*time.Second)

@@ -72,6 +72,7 @@ func recoverAction(c *cli.Context, sc *scrubber) error {
 	if err := gapConfig(c, cfg); err != nil {
 		return err
 	}
+	warnSecretFlags(c, cfg.Logger)
 	res, err := relay.Recover(c.Context, cfg)
 	if err != nil {
 		return fail(err)
@@ -136,6 +137,7 @@ func backfillAction(c *cli.Context, sc *scrubber) error {
 	opts.Progress = func(n int, at time.Time) {
 		cfg.Logger.Info("backfill progress", "published", n, "created_at", at.UTC().Format(time.RFC3339Nano))
 	}
+	warnSecretFlags(c, cfg.Logger)
 	n, err := relay.Backfill(c.Context, cfg, opts)
 	if err != nil {
 		return fail(fmt.Errorf("backfill stopped after %d rows: %w", n, err))

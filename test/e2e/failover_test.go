@@ -104,7 +104,10 @@ func TestFailoverGapAndRecover(t *testing.T) {
 		defer mu.Unlock()
 		return acked
 	}
-	// Let the relay publish a good part, and the standby replay it.
+	// Let the relay publish a good part, and the standby replay it. The
+	// writer's progress is waited for first, so a failure tells a slow
+	// writer from a relay that does not publish.
+	testenv.WaitFor(t, 2*time.Minute, "the writer to commit 200 rows", func() (bool, error) { return writerAcked() >= 200, nil })
 	testenv.WaitForRecords(t, kafka.Brokers, "outbox.order", 200, 2*time.Minute)
 
 	primary.Kill()

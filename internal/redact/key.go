@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"unicode/utf8"
 )
 
 // KeyPrefix is how many leading characters of a key Key keeps.
@@ -19,9 +18,6 @@ const KeyPrefix = 4
 func Key(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	h := hex.EncodeToString(sum[:4])
-	if utf8.RuneCountInString(s) <= KeyPrefix {
-		return fmt.Sprintf("…(%d B, #%s)", len(s), h)
-	}
 	n := 0
 	for i := range s {
 		if n == KeyPrefix {
@@ -29,5 +25,5 @@ func Key(s string) string {
 		}
 		n++
 	}
-	return s // unreachable: s has more than KeyPrefix runes
+	return fmt.Sprintf("…(%d B, #%s)", len(s), h)
 }

@@ -61,18 +61,29 @@ func recoverCommand(sc *scrubber) *cli.Command {
 	}
 }
 
-func recoverAction(c *cli.Context, sc *scrubber) error {
+// streamConfig is the prologue of relay run and relay recover: no stray
+// arguments, every run and gap flag valid, then the warning about secrets
+// given as flags.
+func streamConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err := noArgs(c); err != nil {
-		return err
+		return nil, err
 	}
 	cfg, err := runConfig(c, sc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := gapConfig(c, cfg); err != nil {
-		return err
+		return nil, err
 	}
 	warnSecretFlags(c, cfg.Logger)
+	return cfg, nil
+}
+
+func recoverAction(c *cli.Context, sc *scrubber) error {
+	cfg, err := streamConfig(c, sc)
+	if err != nil {
+		return err
+	}
 	res, err := relay.Recover(c.Context, cfg)
 	if err != nil {
 		return fail(err)

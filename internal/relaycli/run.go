@@ -43,18 +43,11 @@ func runCommand(sc *scrubber) *cli.Command {
 }
 
 func runAction(c *cli.Context, sc *scrubber) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	cfg, err := runConfig(c, sc)
+	cfg, err := streamConfig(c, sc)
 	if err != nil {
 		return err
 	}
-	if err := gapConfig(c, cfg); err != nil {
-		return err
-	}
 	logger := cfg.Logger
-	warnSecretFlags(c, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),

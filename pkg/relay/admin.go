@@ -254,18 +254,23 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, 
 		return 0, nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		st, err := readState(ctx, conn, c)
-		if err != nil {
-			return 0, nil, err
-		}
 		var (
 			plugin, database, walStatus *string
 			sameDB, failover            bool
 			confirmed                   *string
 		)
-		err = conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text,
+		// The slot first, then the state row: a relay streaming the slot
+		// meanwhile raises the ceiling before it confirms past it, so the
+		// ceiling read second is at least the confirmed position read
+		// first. In the other order a standby's check can see a ceiling
+		// older than the confirmed position: a false gap.
+		err := conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text,
 			coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
 			FROM pg_replication_slots s WHERE slot_name = $1`, c.Slot).Scan(&plugin, &database, &sameDB, &walStatus, &confirmed, &failover)
+		st, stErr := readState(ctx, conn, c)
+		if stErr != nil {
+			return 0, nil, stErr
+		}
 		if err == nil {
 			if deref(plugin) != "pgoutput" || !sameDB {
 				return 0, nil, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(plugin), deref(database))

@@ -141,13 +141,6 @@ func recoverGap(ctx context.Context, c *Config, m *metrics, sk *sink) (*RecoverR
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, recoverLockKey+c.Slot); err != nil {
 		return nil, fmt.Errorf("relay: recover: lock: %w", err)
 	}
-	st, err := readState(ctx, conn, c)
-	if err != nil {
-		return nil, err
-	}
-	if st == nil {
-		return nil, fmt.Errorf("%w: no relay state for slot %s: nothing to recover (relay setup creates the slot)", ErrSlotMissing, c.Slot)
-	}
 	var (
 		info      slotInfo
 		active    *int32
@@ -167,6 +160,15 @@ func recoverGap(ctx context.Context, c *Config, m *metrics, sk *sink) (*RecoverR
 				return nil, err
 			}
 		}
+	}
+	// The state after the slot, as in ensureSlot: no false gap from a
+	// relay still confirming meanwhile.
+	st, err := readState(ctx, conn, c)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: no relay state for slot %s: nothing to recover (relay setup creates the slot)", ErrSlotMissing, c.Slot)
 	}
 	gap, err := checkGap(ctx, c, st, info)
 	if err != nil || gap == nil {

@@ -365,3 +365,38 @@ func TestGapSlotLost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A standby checks the slot against the state row every retry while the
+// leader streams and confirms: it must never see a gap. (Reading the state
+// before the slot let it compare a ceiling older than the slot's confirmed
+// position: a false gap, seen in the e2e takeover test.)
+func TestStandbyChecksSeeNoFalseGap(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.StatusInterval = 50 * time.Millisecond })
+	b.start(t)
+	standbyCfg := *b.cfg
+	standbyCfg.Registerer = prometheus.NewRegistry()
+	standbyCfg.StandbyRetryInterval = 5 * time.Millisecond
+	standby, err := relay.New(&standbyCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- standby.Run(ctx) }()
+	// Small transactions for a few seconds: the leader raises the ceiling
+	// and confirms many times while the standby checks hundreds of times.
+	deadline := time.Now().Add(4 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		b.insert(t, msg(fmt.Sprint("a", i%5), i))
+		select {
+		case err := <-done:
+			t.Fatalf("standby stopped while the leader streamed: %v", err)
+		default:
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("standby Run: %v", err)
+	}
+}

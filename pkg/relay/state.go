@@ -337,6 +337,7 @@ func (r *Relay) keepState(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			r.finalState(ctx, conn, lastAt, lastMsgs)
 			return
 		case <-k.kick:
 		case <-tick.C:
@@ -382,6 +383,38 @@ func (r *Relay) keepState(ctx context.Context) {
 			failing = false
 		}
 		lastAt, lastMsgs = at, msgs
+	}
+}
+
+// finalTimeout bounds the state write on the way out.
+const finalTimeout = 5 * time.Second
+
+// finalState records, once Run stops, the confirmed position and commit
+// time the rate limit held back (a graceful stop confirms last), so that
+// status and recovery see where the relay stopped. conn may be nil.
+func (r *Relay) finalState(ctx context.Context, conn *pgx.Conn, lastAt time.Time, lastMsgs bool) {
+	k := r.state
+	tr := r.live.tracker.Load()
+	if tr == nil || k.systemID.Load() == nil {
+		return
+	}
+	confirmed, at := tr.ConfirmedAt()
+	msgs := k.messages.Load()
+	if at.Equal(lastAt) && msgs == lastMsgs {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
+	defer cancel()
+	if conn == nil {
+		var err error
+		if conn, err = connect(ctx, &r.cfg); err != nil {
+			r.cfg.Logger.Warn("recording the relay's final position failed; it trails the slot (recovery only backfills more)", "error", err)
+			return
+		}
+		defer conn.Close(ctx)
+	}
+	if err := r.writeState(ctx, conn, confirmed, at, msgs); err != nil && !errors.Is(err, errStateMoved) {
+		r.cfg.Logger.Warn("recording the relay's final position failed; it trails the slot (recovery only backfills more)", "error", err)
 	}
 }
 

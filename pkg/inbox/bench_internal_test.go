@@ -60,7 +60,7 @@ func BenchmarkDatabaseCost(b *testing.B) {
 			for j := range msgs {
 				msgs[j] = next()
 			}
-			if _, ok := in.processBatch(ctx, db.Pool, msgs, insert); !ok {
+			if _, ok := in.processBatch(ctx, pgxDB{db.Pool}, msgs, pgxMessageWork(insert)); !ok {
 				b.Fatal("batch failed")
 			}
 		}

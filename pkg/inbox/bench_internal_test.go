@@ -2,11 +2,13 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
@@ -42,6 +44,20 @@ func BenchmarkDatabaseCost(b *testing.B) {
 		for range b.N {
 			m := next()
 			if _, err := in.Process(ctx, db.Pool, m, func(ctx context.Context, tx pgx.Tx) (string, error) { return insert(ctx, tx, m) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	sdb := stdlib.OpenDBFromPool(db.Pool)
+	defer func() { _ = sdb.Close() }()
+	b.Run("sql-inbox-1", func(b *testing.B) {
+		for range b.N {
+			m := next()
+			_, err := in.ProcessSQL(ctx, sdb, m, func(ctx context.Context, tx *sql.Tx) (string, error) {
+				_, err := tx.ExecContext(ctx, `INSERT INTO effect VALUES ($1, $2)`, m.BusinessKey, m.Payload)
+				return "", err
+			})
+			if err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -183,7 +183,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		quiet.Logger = slog.New(slog.DiscardHandler)
 		pc = &quiet
 	}
-	start, err := r.preflight(ctx, pc) // unbounded: it may recover a gap
+	start, err := r.prepareStream(ctx, pc) // unbounded: it may recover a gap
 	if err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	// Confirm what Kafka acknowledged; on a broken connection this fails
 	// harmlessly.
 	cat.recheck()
-	if err := st.sendStatus(); err == nil && graceful {
+	if err := st.sendStandbyStatus(); err == nil && graceful {
 		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
 	}
 	if sinkErr != nil && !errors.Is(sinkErr, context.Canceled) {
@@ -284,11 +284,11 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	return readErr
 }
 
-// preflight checks (and creates, unless NoCreate) the publication and the
+// prepareStream checks (and creates, unless NoCreate) the publication and the
 // slot, checks the slot against the relay state (a gap ends Run, or is
 // recovered under OnGap backfill), checks the table's columns, arms the
 // state keeper and returns the slot's confirmed position.
-func (r *Relay) preflight(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
+func (r *Relay) prepareStream(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
 	conn, err := connect(ctx, c)
 	if err != nil {
 		return 0, err

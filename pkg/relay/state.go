@@ -191,7 +191,7 @@ const (
 // keeper keeps the slot's state row ahead of what the stream confirms.
 //
 // The soundness argument. The stream never confirms past the ceiling (cap,
-// called from sendStatus). A write reads W = pg_current_wal_lsn() first
+// called from sendStandbyStatus). A write reads W = pg_current_wal_lsn() first
 // and then, in a second statement, sets ceiling = W only if the slot still
 // exists with confirmed_flush_lsn <= the recorded ceiling. A slot created
 // (or re-created) after that check has a confirmed_flush_lsn at or past

@@ -288,7 +288,8 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 func TestHelp(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "-payment-api-url") {
+	if code := run(context.Background(), []string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "-payment-api-url") ||
+		!strings.Contains(stderr.String(), "in order of preference") {
 		t.Errorf("--help: exit %d\n%s", code, stderr.String())
 	}
 }

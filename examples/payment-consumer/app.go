@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.group, "group", "payments", "Kafka consumer group, also the inbox consumer name")
 	fs.StringVar(&cfg.apiURL, "payment-api-url", os.Getenv("PAYMENT_API_URL"), "payment API base URL; empty starts the fake one in-process (env PAYMENT_API_URL)")
 	fs.StringVar(&cfg.apiListen, "payment-api-listen", envOr("PAYMENT_API_LISTEN", "127.0.0.1:8081"), "address of the in-process fake payment API (env PAYMENT_API_LISTEN)")
-	fs.StringVar(&cfg.strategy, "strategy", strategyIdempotencyKey, "how a retry avoids a second charge: "+strategyIdempotencyKey+", "+strategyQueryStatus+" or "+strategyReserveConfirm+" (see below)")
+	fs.StringVar(&cfg.strategy, "strategy", envOr("PAYMENT_STRATEGY", strategyIdempotencyKey), "how a retry avoids a second charge: "+strategyIdempotencyKey+", "+strategyQueryStatus+" or "+strategyReserveConfirm+" (see below; env PAYMENT_STRATEGY)")
 	fs.IntVar(&cfg.apiFailEvery, "payment-api-fail-every", 0, "the fake API loses the response of every n-th new charge (after charging), to show that a retry charges nothing twice; 0 never")
 	fs.DurationVar(&cfg.apiTimeout, "payment-api-timeout", 5*time.Second, "timeout of each payment API request; "+strategyQueryStatus+" also sends it as the charge's deadline, and waits for it to pass before a not-found status is final. Must be below --lease")
 	fs.DurationVar(&cfg.reservationTTL, "payment-api-reservation-ttl", time.Minute, "the fake API ("+strategyReserveConfirm+") voids a reservation not confirmed within this time")
@@ -83,8 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "payment-consumer: unknown --strategy %q\n", cfg.strategy)
 		return 2
 	case cfg.apiTimeout <= 0 || cfg.apiTimeout >= cfg.leaseDuration:
-		// A takeover happens once the lease expired: by then the previous
-		// attempt's request must have timed out.
+		// The handler's context ends with the lease: a request must fit
+		// in it.
 		fmt.Fprintf(stderr, "payment-consumer: --payment-api-timeout %v must be positive and below --lease %v\n", cfg.apiTimeout, cfg.leaseDuration)
 		return 2
 	}

@@ -294,6 +294,26 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// A strategy it does not know and a request timeout that does not fit in
+// the lease are usage errors (exit 2), found before connecting anywhere.
+func TestBadUsage(t *testing.T) {
+	t.Parallel()
+	base := []string{"--database-url", "postgres://nowhere.invalid/db", "--brokers", "nowhere.invalid:9092"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--strategy", "retry-and-hope"}, `unknown --strategy "retry-and-hope"`},
+		{[]string{"--payment-api-timeout", "30s", "--lease", "30s"}, "must be positive and below --lease 30s"},
+		{[]string{"--payment-api-timeout", "0s"}, "must be positive"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), append(base, tc.args...), &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
 // A 409 (the same idempotency key in flight), a 429 and a 5xx are retried
 // with the same key; a refusal such as 422 is permanent.
 func TestChargeRetryableStatuses(t *testing.T) {

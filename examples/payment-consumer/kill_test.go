@@ -151,7 +151,7 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 			// which outlasts the time the test needs to kill the worker
 			// after the charge.
 			args := []string{"--database-url", db.URL, "--brokers", strings.Join(k.Brokers, ","), "--strategy", strategy,
-				"--payment-api-url", srv.URL, "--payment-api-timeout", "2s", "--lease", "4s", "--session-timeout", "1s",
+				"--payment-api-url", srv.URL, "--payment-api-timeout", "3s", "--lease", "6s", "--session-timeout", "1s",
 				"--metrics-addr", "", "--retry-backoff", "20ms"}
 
 			first := startWorker(t, args...)

@@ -21,7 +21,8 @@
 //	curl localhost:8081/v1/charges   # what the fake API charged
 //
 // Run it with --help for the flags; DATABASE_URL, KAFKA_BROKERS,
-// PAYMENT_API_URL, PAYMENT_API_LISTEN and METRICS_ADDR set their defaults.
+// PAYMENT_STRATEGY, PAYMENT_API_URL, PAYMENT_API_LISTEN and METRICS_ADDR set
+// their defaults.
 package main
 
 import (

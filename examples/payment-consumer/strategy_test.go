@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -68,6 +70,34 @@ func TestQueryStatusWaitsForTheDeadlineBeforeCharging(t *testing.T) {
 	}
 	if time.Now().Before(notAfter) || api.lookupCount() < 2 {
 		t.Errorf("charged after %d lookups, before the first request's deadline %v passed", api.lookupCount(), notAfter)
+	}
+}
+
+// The provider charges but answers only after the client gave up (a
+// timeout): the retry asks the status endpoint about the saved reference,
+// finds the charge and completes with it (Reconciled), charging nothing.
+func TestQueryStatusReconcilesAfterATimeout(t *testing.T) {
+	t.Parallel()
+	in, db, api, client, msg := setupNoKey(t)
+	client = newPaymentClient(client.baseURL, 200*time.Millisecond)
+	api.setAfterCharge(func(r *http.Request, _ charge) {
+		api.setAfterCharge(nil)
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done() // the client timed out
+	})
+	ctx := context.Background()
+	handler := func(ctx context.Context, key string) (string, error) { return client.chargeQueryStatus(ctx, msg, key) }
+	res, err := in.ProcessExternal(ctx, db.Pool, msg, handler)
+	if err != nil || res.Outcome != inbox.Retry || !errors.Is(res.Err, context.DeadlineExceeded) {
+		t.Fatalf("first attempt: %v %v (%v), want Retry after a timeout", res.Outcome, err, res.Err)
+	}
+	res, err = in.ProcessExternal(ctx, db.Pool, msg, handler)
+	charges := api.list()
+	if err != nil || res.Outcome != inbox.Processed || !res.Reconciled || len(charges) != 1 || res.ResultRef != charges[0].ID || charges[0].Requests != 1 {
+		t.Fatalf("retry: %v %v reconciled %v ref %q; charges %+v; want the first charge, reconciled", res.Outcome, err, res.Reconciled, res.ResultRef, charges)
+	}
+	if api.lookupCount() != 1 {
+		t.Errorf("%d lookups, want 1", api.lookupCount())
 	}
 }
 

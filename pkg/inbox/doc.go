@@ -257,7 +257,9 @@
 // # Metrics
 //
 // Registered on Config.Registerer (never the global registry), all labelled
-// with the consumer:
+// with the consumer (a constant label: consumers share a Registerer, and New
+// refuses a second Inbox of the same consumer on one with the registration
+// error):
 //   - pgoutbox_inbox_messages_total{consumer,outcome}: deliveries by outcome.
 //   - pgoutbox_inbox_processing_duration_seconds{consumer}: histogram of the
 //     time to claim, handle and commit one delivery.

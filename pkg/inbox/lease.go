@@ -89,8 +89,8 @@ func ExtendLease(ctx context.Context, d time.Duration) error {
 	defer l.mu.Unlock()
 	var until time.Time
 	wctx := context.WithoutCancel(ctx)
-	err := beginFunc(wctx, l.db, func(tx dbTx) error {
-		return tx.queryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
+	err := runStatement(wctx, l.db, func(q stmtRunner) error {
+		return q.queryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
 			d.Microseconds(), l.attempt.Number, l.until).Scan(&until)
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // "schema.table"; empty means public.inbox) by applying the migrations in
 // sql/inbox. It is idempotent and safe to call concurrently; db is a
 // *pgx.Conn or *pgxpool.Pool. It returns the versions it applied.
-func Migrate(ctx context.Context, db TxBeginner, table string) ([]int, error) {
+func Migrate(ctx context.Context, db Beginner, table string) ([]int, error) {
 	if table == "" {
 		table = DefaultTable
 	}

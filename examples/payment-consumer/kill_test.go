@@ -187,8 +187,12 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 			}
 			switch strategy {
 			case strategyQueryStatus:
-				if n := api.lookupCount(); n != 1 {
-					t.Errorf("%d status lookups, want 1", n)
+				var saved sentRequest
+				if err := json.Unmarshal([]byte(before.RequestRef), &saved); err != nil {
+					t.Fatal(err)
+				}
+				if l := api.lookedUp(); len(l) != 1 || l[0] != saved.Ref || c.Reference != saved.Ref {
+					t.Errorf("lookups %q, want one of the saved reference %q (charged under %q)", l, saved.Ref, c.Reference)
 				}
 			case strategyReserveConfirm:
 				rs := api.listReservations()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -39,7 +40,7 @@ type noKeyAPI struct {
 	charges      []*charge
 	reservations map[string]*reservation
 	created      int // charges made, for failEvery
-	lookups      int
+	lookups      []string // references looked up
 	afterCharge  func(r *http.Request, c charge)
 }
 
@@ -144,7 +145,7 @@ func (p *noKeyAPI) listCharges(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if lookup {
-		p.lookups++
+		p.lookups = append(p.lookups, ref)
 	}
 	p.mu.Unlock()
 	if lookup {
@@ -242,11 +243,11 @@ func (p *noKeyAPI) listReservations() []reservation {
 	return out
 }
 
-// lookupCount returns how many status lookups the API answered.
-func (p *noKeyAPI) lookupCount() int {
+// lookedUp returns the references of the status lookups the API answered.
+func (p *noKeyAPI) lookedUp() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.lookups
+	return slices.Clone(p.lookups)
 }
 
 func readChargeRequest(w http.ResponseWriter, r *http.Request, req *noKeyChargeRequest) bool {

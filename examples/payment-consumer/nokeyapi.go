@@ -39,7 +39,7 @@ type noKeyAPI struct {
 	mu           sync.Mutex
 	charges      []*charge
 	reservations map[string]*reservation
-	created      int // charges made, for failEvery
+	created      int      // charges made, for failEvery
 	lookups      []string // references looked up
 	afterCharge  func(r *http.Request, c charge)
 }

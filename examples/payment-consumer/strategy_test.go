@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -119,39 +120,50 @@ func TestNoKeyAPIRefusesAnExpiredRequest(t *testing.T) {
 }
 
 // A first attempt reserved and saved the reservation, then died before
-// confirming; the reservation expired meanwhile and was voided. The retry's
-// confirm answers 410 Gone, so it reserves anew and confirms that: one
-// charge, the voided reservation never charges.
-func TestReserveConfirmReservesAgainAfterTheReservationExpired(t *testing.T) {
+// confirming. The retry confirms the saved reservation: one reservation,
+// one charge. When the reservation expired meanwhile it was voided, the
+// retry's confirm answers 410 Gone, and the retry reserves anew and confirms
+// that: still one charge, the voided reservation never charges.
+func TestReserveConfirmRetryAfterReserving(t *testing.T) {
 	t.Parallel()
-	in, db, api, client, msg := setupNoKey(t)
-	ctx := context.Background()
-	var first reservation
-	res, err := in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
-		if err := client.call(ctx, "POST", "/v1/reservations", nil,
-			noKeyChargeRequest{AmountCents: 4200, Reference: key + "/attempt-1"}, &first); err != nil {
-			return "", err
-		}
-		if err := inbox.SaveRequestRef(ctx, first.ID); err != nil {
-			return "", err
-		}
-		return "", errLost
-	})
-	if err != nil || res.Outcome != inbox.Retry {
-		t.Fatalf("first attempt: %v %v, want Retry", res.Outcome, err)
-	}
-	api.mu.Lock()
-	api.now = func() time.Time { return time.Now().Add(2 * time.Minute) } // past the TTL
-	api.mu.Unlock()
+	for _, expired := range []bool{false, true} {
+		t.Run(fmt.Sprintf("expired=%v", expired), func(t *testing.T) {
+			t.Parallel()
+			in, db, api, client, msg := setupNoKey(t)
+			ctx := context.Background()
+			var first reservation
+			res, err := in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+				if err := client.call(ctx, "POST", "/v1/reservations", nil,
+					noKeyChargeRequest{AmountCents: 4200, Reference: key + "/attempt-1"}, &first); err != nil {
+					return "", err
+				}
+				if err := inbox.SaveRequestRef(ctx, first.ID); err != nil {
+					return "", err
+				}
+				return "", errLost
+			})
+			if err != nil || res.Outcome != inbox.Retry {
+				t.Fatalf("first attempt: %v %v, want Retry", res.Outcome, err)
+			}
+			if expired {
+				api.mu.Lock()
+				api.now = func() time.Time { return time.Now().Add(2 * time.Minute) } // past the TTL
+				api.mu.Unlock()
+			}
 
-	res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
-		return client.chargeReserveConfirm(ctx, msg, key)
-	})
-	charges, rs := api.list(), api.listReservations()
-	if err != nil || res.Outcome != inbox.Processed || len(charges) != 1 || res.ResultRef != charges[0].ID {
-		t.Fatalf("retry: %v %v ref %q; charges %+v; want one charge", res.Outcome, err, res.ResultRef, charges)
-	}
-	if len(rs) != 2 || rs[0].ID != first.ID || rs[0].Status != "voided" || rs[1].Status != "confirmed" || charges[0].ReservationID != rs[1].ID {
-		t.Errorf("reservations %+v, want %s voided and a second one confirmed", rs, first.ID)
+			res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+				return client.chargeReserveConfirm(ctx, msg, key)
+			})
+			charges, rs := api.list(), api.listReservations()
+			if err != nil || res.Outcome != inbox.Processed || res.Reconciled || len(charges) != 1 || res.ResultRef != charges[0].ID {
+				t.Fatalf("retry: %v %v reconciled %v ref %q; charges %+v; want one charge", res.Outcome, err, res.Reconciled, res.ResultRef, charges)
+			}
+			switch {
+			case !expired && (len(rs) != 1 || rs[0].ID != first.ID || rs[0].ChargeID != charges[0].ID):
+				t.Errorf("reservations %+v, want %s confirmed", rs, first.ID)
+			case expired && (len(rs) != 2 || rs[0].ID != first.ID || rs[0].Status != "voided" || rs[1].Status != "confirmed" || charges[0].ReservationID != rs[1].ID):
+				t.Errorf("reservations %+v, want %s voided and a second one confirmed", rs, first.ID)
+			}
+		})
 	}
 }

@@ -28,9 +28,7 @@ import (
 //
 // With failEvery = n, the response of every n-th charge (a direct charge
 // or a first confirm) is lost after charging (504), as when a gateway times
-// out after the provider did the work. afterCharge, when set, runs after
-// charging and before answering; tests block in it to kill the caller
-// exactly between the provider's success and the caller's bookkeeping.
+// out after the provider did the work. afterCharge runs after charging.
 type noKeyAPI struct {
 	failEvery      int
 	reservationTTL time.Duration
@@ -41,7 +39,7 @@ type noKeyAPI struct {
 	reservations map[string]*reservation
 	created      int      // charges made, for failEvery
 	lookups      []string // references looked up
-	afterCharge  func(r *http.Request, c charge)
+	afterCharge  chargeHook
 }
 
 // reservation is one reservation of the noKeyAPI.
@@ -122,12 +120,7 @@ func (p *noKeyAPI) newChargeLocked(amount int64, reference, reservationID string
 // answerCharge answers a request that charged c: through afterCharge, and
 // with a lost response (504) when lose is set.
 func (p *noKeyAPI) answerCharge(w http.ResponseWriter, r *http.Request, lose bool, status int, c charge, body any) {
-	p.mu.Lock()
-	hook := p.afterCharge
-	p.mu.Unlock()
-	if hook != nil {
-		hook(r, c)
-	}
+	p.afterCharge.run(r, c)
 	if lose {
 		http.Error(w, "gateway timeout after charging (simulated)", http.StatusGatewayTimeout)
 		return
@@ -208,14 +201,6 @@ func (p *noKeyAPI) voidExpiredLocked(res *reservation) {
 	if res.Status == "reserved" && p.now().After(res.ExpiresAt) {
 		res.Status = "voided"
 	}
-}
-
-// setAfterCharge sets the hook that runs after each charge, before the
-// answer.
-func (p *noKeyAPI) setAfterCharge(f func(r *http.Request, c charge)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.afterCharge = f
 }
 
 // list returns every charge, in the order they were made.

@@ -81,8 +81,8 @@ func TestQueryStatusReconcilesAfterATimeout(t *testing.T) {
 	t.Parallel()
 	in, db, api, client, msg := setupNoKey(t)
 	client = newPaymentClient(client.baseURL, 200*time.Millisecond)
-	api.setAfterCharge(func(r *http.Request, _ charge) {
-		api.setAfterCharge(nil)
+	api.afterCharge.set(func(r *http.Request, _ charge) {
+		api.afterCharge.set(nil)
 		_, _ = io.Copy(io.Discard, r.Body)
 		<-r.Context().Done() // the client timed out
 	})

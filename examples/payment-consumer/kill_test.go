@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -99,6 +100,19 @@ func (w *worker) stop(t *testing.T) {
 	}
 }
 
+// committedOffset returns group's committed offset of partition 0 of topic
+// (-1: none).
+func committedOffset(brokers []string, group, topic string) (int64, error) {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
+	resp, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: {0}}})
+	if err != nil || len(resp.Topics[topic]) != 1 {
+		return 0, errors.Join(errors.New("offset fetch"), err)
+	}
+	return resp.Topics[topic][0].CommittedOffset, nil
+}
+
 // inboxRow is the inbox row of the test's one order.
 type inboxRow struct {
 	Status, RequestRef, ResultRef string
@@ -175,8 +189,12 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 			}
 
 			second := startWorker(t, args...)
-			testenv.WaitFor(t, time.Minute, "COMPLETED", func() (bool, error) {
-				return readInboxRow(t, db).Status == "COMPLETED", nil
+			testenv.WaitFor(t, time.Minute, "COMPLETED and the offset committed", func() (bool, error) {
+				if readInboxRow(t, db).Status != "COMPLETED" {
+					return false, nil
+				}
+				off, err := committedOffset(k.Brokers, "payments", topic)
+				return off == 1, err
 			})
 			second.stop(t)
 

@@ -100,7 +100,8 @@ func (p *noKeyAPI) createCharge(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	if !req.NotAfter.IsZero() && p.now().After(req.NotAfter) {
 		p.mu.Unlock()
-		http.Error(w, "request expired (not_after has passed): nothing charged", http.StatusUnprocessableEntity)
+		// Retryable: nothing was charged, a new request may be.
+		http.Error(w, "request expired (not_after has passed): nothing charged", http.StatusRequestTimeout)
 		return
 	}
 	c := p.newChargeLocked(req.AmountCents, req.Reference, "")

@@ -103,7 +103,8 @@ func TestQueryStatusReconcilesAfterATimeout(t *testing.T) {
 }
 
 // The provider refuses a charge request past its deadline, without
-// charging: what makes the lookup after the deadline final.
+// charging: what makes the lookup after the deadline final. The refusal is
+// retryable: a new request (a new reference, a new deadline) may charge.
 func TestNoKeyAPIRefusesAnExpiredRequest(t *testing.T) {
 	t.Parallel()
 	api := newNoKeyAPI(0, time.Minute)
@@ -114,8 +115,8 @@ func TestNoKeyAPIRefusesAnExpiredRequest(t *testing.T) {
 	err := client.call(context.Background(), "POST", "/v1/charges", nil,
 		noKeyChargeRequest{AmountCents: 100, Reference: "r-1", NotAfter: time.Now().Add(-time.Millisecond)}, &ch)
 	var ae *apiError
-	if !errors.As(err, &ae) || ae.Status != 422 || !inbox.IsPermanent(err) || len(api.list()) != 0 {
-		t.Fatalf("expired request: %v; charges %+v; want a permanent 422 and no charge", err, api.list())
+	if !errors.As(err, &ae) || ae.Status != http.StatusRequestTimeout || inbox.IsPermanent(err) || len(api.list()) != 0 {
+		t.Fatalf("expired request: %v; charges %+v; want a retryable 408 and no charge", err, api.list())
 	}
 }
 

@@ -23,12 +23,14 @@ type paymentAPI struct {
 	refuse  []int // statuses to answer, without charging, to the next requests
 }
 
-// charge is one charge of the fake API.
+// charge is one charge of the fake APIs.
 type charge struct {
 	ID             string `json:"id"`
-	IdempotencyKey string `json:"idempotency_key"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	AmountCents    int64  `json:"amount_cents"`
 	Reference      string `json:"reference"`
+	// ReservationID is the reservation a confirm charged (noKeyAPI).
+	ReservationID string `json:"reservation_id,omitempty"`
 	// Requests counts the requests that carried the key.
 	Requests int `json:"requests"`
 }

@@ -163,11 +163,11 @@ func run(ctx context.Context, o *options) error {
 		float64(buffer)/(1<<20), float64(res.peakRSSKiB<<10)/float64(buffer), float64(bound)/(1<<20),
 		map[bool]string{true: "within", false: "ABOVE"}[res.peakRSSKiB<<10 <= bound])
 	ratio := relayRate / rawRate
-	verdict := "meets"
-	if ratio < 0.6 {
-		verdict = "BELOW"
-	}
-	fmt.Printf("ratio relay/raw: %.3f (%s the 0.6 target)\n", ratio, verdict)
+	cpuPer1k := res.cpu.Seconds() / float64(res.events) * 1000
+	// The targets of issue 14 (this 2-core machine); printed, not asserted.
+	target := func(ok bool) string { return map[bool]string{true: "meets", false: "MISSES"}[ok] }
+	fmt.Printf("ratio relay/raw: %.3f (%s the 0.9 target); CPU %.4f s per 1k events (%s the 0.010 target); peak RSS %.1f MiB (%s the 64 MiB target)\n",
+		ratio, target(ratio >= 0.9), cpuPer1k, target(cpuPer1k <= 0.010), float64(res.peakRSSKiB)/1024, target(res.peakRSSKiB <= 64<<10))
 	return nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
 // DefaultDeadLetterTopic is the dead-letter topic used when
@@ -20,11 +22,11 @@ const DefaultDeadLetterTopic = "inbox.dlq"
 
 // Record headers the relay sets and the consumer loop reads.
 const (
-	HeaderMessageID     = "message-id"
-	HeaderBusinessKey   = "business-key"
-	HeaderEventType     = "event-type"
-	HeaderAggregateType = "aggregate-type"
-	HeaderAggregateID   = "aggregate-id"
+	HeaderMessageID     = contract.HeaderMessageID
+	HeaderBusinessKey   = contract.HeaderBusinessKey
+	HeaderEventType     = contract.HeaderEventType
+	HeaderAggregateType = contract.HeaderAggregateType
+	HeaderAggregateID   = contract.HeaderAggregateID
 )
 
 // MessageHandler does the business work of one Kafka message inside tx (see

@@ -233,8 +233,9 @@
 // small batches; FAILED_FINAL rows stay until revived or purged explicitly.
 // A purged message is no longer recognised as a duplicate: keep the retention
 // above the longest redelivery window. ConsumerConfig.Retention makes the
-// consumer loop purge on its own every PurgeInterval (off by default). PROCESSING rows whose lease expired
-// are reported as stuck by Store.Status and Inbox.Stats.
+// consumer loop purge on its own every PurgeInterval (off by default).
+// PROCESSING rows whose lease expired are reported as stuck by Store.Status
+// and Inbox.Stats.
 //
 // # Tracing
 //
@@ -278,15 +279,15 @@
 //     COMPLETED, as of the last Stats call.
 //   - pgoutbox_inbox_oldest_unfinished_seconds{consumer}: age of the oldest
 //     RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none).
-//
-// Stats reads only the rows that are not COMPLETED, through the partial index
-// of migration 003, so the periodic call stays cheap on an inbox of millions
-// of rows; Store.Status (command "inbox status") counts every row exactly.
 //   - pgoutbox_inbox_message_age_seconds{consumer}: histogram of the age of a
 //     message (from its Kafka record timestamp) when handling started.
 //   - pgoutbox_inbox_fetch_errors_total{consumer}: Kafka fetch errors the
 //     consumer loop survived; it logs them (at Warn at most every 10s), backs
 //     off and fetches again.
+//
+// Stats reads only the rows that are not COMPLETED, through the partial index
+// of migration 003, so the periodic call stays cheap on an inbox of millions
+// of rows; Store.Status (command "inbox status") counts every row exactly.
 //
 // # Logs
 //

@@ -37,20 +37,7 @@ func refuseProduce(k *testenv.Kafka, mode *atomic.Int32) {
 		case outageDrop:
 			return nil, errors.New("outage: connection dropped"), true
 		}
-		preq := req.(*kmsg.ProduceRequest)
-		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
-		for _, pt := range preq.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
-			for _, pp := range pt.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = pp.Partition
-				rp.ErrorCode = 19 // NOT_ENOUGH_REPLICAS
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return produceErrors(req.(*kmsg.ProduceRequest), func(string) int16 { return 19 }), nil, true // NOT_ENOUGH_REPLICAS
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 )
@@ -20,35 +21,15 @@ var errSinkFailed = errors.New("relay: kafka writer failed")
 // from the slot's confirmed position.
 func (r *Relay) session(ctx context.Context, sk *sink) error {
 	c := &r.cfg
-	pc := c
-	if r.live.standby.Load() {
-		// A standby repeats the checks every StandbyRetryInterval; their
-		// warnings were logged at its first attempt.
-		quiet := *c
-		quiet.Logger = slog.New(slog.DiscardHandler)
-		pc = &quiet
-	}
-	start, err := r.prepareStream(ctx, pc) // unbounded: it may recover a gap
+	start, err := r.prepareStream(ctx, r.checkConfig()) // unbounded: it may recover a gap
 	if err != nil {
 		return err
 	}
-	// A replication connection that hangs (a blackholing network) is
-	// retried.
-	startCtx, cancelStart := context.WithTimeout(ctx, sessionStartTimeout)
-	defer cancelStart()
-	conn, err := connectReplication(startCtx, c)
+	conn, lv, err := startStream(ctx, c, start)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	lv, err := readLiveness(startCtx, conn, c.StatusInterval)
-	if err != nil {
-		return err
-	}
-	if err := startReplication(startCtx, conn, c, start); err != nil {
-		return err
-	}
-	cancelStart()
 	cat, err := openCatalog(ctx, c)
 	if err != nil {
 		return err
@@ -56,20 +37,8 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	defer cat.close()
 	cat.watch()
 	tr := acktrack.New(uint64(start))
-	r.live.tracker.Store(tr)
-	r.live.acked(time.Now())
-	r.live.begin(time.Now(), lv.bound)
-	r.ready.Store(true)
-	r.live.leader.Store(true)
-	defer func() {
-		r.live.leader.Store(false)
-		r.ready.Store(false)
-	}()
-	if r.live.standby.Swap(false) {
-		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
-	}
-	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
-		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout.String(), "liveness_bound", lv.bound.String())
+	r.lead(tr, lv, start)
+	defer r.stepDown()
 
 	events := make(chan event, c.BatchSize)
 	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
@@ -77,56 +46,159 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
-	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSink()
-	sinkDone := make(chan error, 1)
-	go func() {
-		err := sk.run(sinkCtx, events, buf, tr)
-		if err != nil {
-			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))
-		}
-		sinkDone <- err
-	}()
+	sinking := runSink(ctx, sk, events, buf, tr, stopRead)
+	defer sinking.stop()
 
 	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx, lv: lv, state: r.state}
 	readErr := st.run()
 	close(events)
 
-	// A stop is graceful when Run's context ended (whatever its cause:
-	// signal.NotifyContext cancels with one) before the sink failed, or
-	// when an invalid event stops the relay under InvalidStop.
-	var stopErr *InvalidEventError
-	graceful := ctx.Err() != nil && !errors.Is(context.Cause(readCtx), errSinkFailed) || errors.As(readErr, &stopErr)
-	var sinkErr error
-	if graceful {
-		// Let Kafka acknowledge what is queued, within bounds.
-		timer := time.NewTimer(c.ShutdownTimeout)
-		select {
-		case sinkErr = <-sinkDone:
-		case <-timer.C:
-			c.Logger.Warn("shutdown timeout: abandoning unacknowledged events (they are read again after a restart)",
-				"in_flight", tr.InFlight())
-			stopSink()
-			sinkErr = <-sinkDone
-		}
-		timer.Stop()
-	} else {
-		stopSink()
-		sinkErr = <-sinkDone
-	}
+	end := sessionEnd(ctx.Err(), context.Cause(readCtx), readErr)
+	sinkErr := sinking.wait(end.graceful(), c, tr)
 	// Confirm what Kafka acknowledged; on a broken connection this fails
 	// harmlessly.
 	cat.recheck()
-	if err := st.sendStandbyStatus(); err == nil && graceful {
+	if err := st.sendStandbyStatus(); err == nil && end.graceful() {
 		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
 	}
-	if sinkErr != nil && !errors.Is(sinkErr, context.Canceled) {
+	switch {
+	case sinkErr != nil && !errors.Is(sinkErr, context.Canceled):
 		return sinkErr
-	}
-	if graceful && stopErr == nil {
+	case end == endStopped:
 		return nil
 	}
 	return readErr
+}
+
+// checkConfig is the configuration the session's checks run with: a
+// standby repeats them every StandbyRetryInterval, without the warnings it
+// logged at its first attempt.
+func (r *Relay) checkConfig() *Config {
+	if !r.live.standby.Load() {
+		return &r.cfg
+	}
+	quiet := r.cfg
+	quiet.Logger = slog.New(slog.DiscardHandler)
+	return &quiet
+}
+
+// startStream opens the replication connection, reads the liveness bound
+// and starts streaming from start, within sessionStartTimeout: a
+// connection that hangs (a blackholing network) is retried.
+func startStream(ctx context.Context, c *Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness, error) {
+	ctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
+	defer cancel()
+	conn, err := connectReplication(ctx, c)
+	if err != nil {
+		return nil, liveness{}, err
+	}
+	lv, err := readLiveness(ctx, conn, c.StatusInterval)
+	if err == nil {
+		err = startReplication(ctx, conn, c, start)
+	}
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, liveness{}, err
+	}
+	return conn, lv, nil
+}
+
+// lead makes the relay the slot's leader for a session that streams from
+// start with tracker tr: ready, with a fresh liveness clock.
+func (r *Relay) lead(tr *acktrack.Tracker, lv liveness, start pglogrepl.LSN) {
+	c := &r.cfg
+	r.live.tracker.Store(tr)
+	r.live.acked(time.Now())
+	r.live.begin(time.Now(), lv.bound)
+	r.ready.Store(true)
+	r.live.leader.Store(true)
+	if r.live.standby.Swap(false) {
+		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
+	}
+	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
+		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout.String(), "liveness_bound", lv.bound.String())
+}
+
+// stepDown ends the leadership lead began.
+func (r *Relay) stepDown() {
+	r.live.leader.Store(false)
+	r.ready.Store(false)
+}
+
+// sinkRun is a session's sink goroutine.
+type sinkRun struct {
+	stop context.CancelFunc // ends the sink's writes at once
+	done chan error         // the sink's result
+}
+
+// runSink starts the sink on events. A failing sink ends the reader
+// (stopRead) with errSinkFailed as the cause. The sink's context is not
+// ctx: on a graceful stop it keeps writing what is queued (see wait).
+func runSink(ctx context.Context, sk *sink, events <-chan event, buf *budget, tr *acktrack.Tracker, stopRead context.CancelCauseFunc) *sinkRun {
+	sinkCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &sinkRun{stop: stop, done: make(chan error, 1)}
+	go func() {
+		err := sk.run(sinkCtx, events, buf, tr)
+		if err != nil {
+			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))
+		}
+		s.done <- err
+	}()
+	return s
+}
+
+// wait returns the sink's result once the reader has closed its events.
+// On a graceful end it lets Kafka acknowledge what is queued, within
+// c.ShutdownTimeout; otherwise it stops the sink at once.
+func (s *sinkRun) wait(graceful bool, c *Config, tr *acktrack.Tracker) error {
+	if !graceful {
+		s.stop()
+		return <-s.done
+	}
+	timer := time.NewTimer(c.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-s.done:
+		return err
+	case <-timer.C:
+		c.Logger.Warn("shutdown timeout: abandoning unacknowledged events (they are read again after a restart)",
+			"in_flight", tr.InFlight())
+		s.stop()
+		return <-s.done
+	}
+}
+
+// ending is how a session's reader ended.
+type ending int
+
+const (
+	// endBroken: the connection, the reader or the sink failed. The sink
+	// stops at once; the next session replays from the confirmed position.
+	endBroken ending = iota
+	// endStopped: Run's context ended (whatever its cause:
+	// signal.NotifyContext cancels with one) before the sink failed. The
+	// sink drains, the final position is confirmed, Run returns nil.
+	endStopped
+	// endInvalid: an invalid event stopped the relay under InvalidStop.
+	// The sink drains what came before it, that is confirmed, and Run
+	// returns the *InvalidEventError.
+	endInvalid
+)
+
+// graceful reports whether the sink may drain what is queued.
+func (e ending) graceful() bool { return e != endBroken }
+
+// sessionEnd classifies the end of a session from Run's context error, the
+// reader's cancellation cause and the reader's error.
+func sessionEnd(runErr, readCause, readErr error) ending {
+	var invalid *InvalidEventError
+	switch {
+	case errors.As(readErr, &invalid):
+		return endInvalid
+	case runErr != nil && !errors.Is(readCause, errSinkFailed):
+		return endStopped
+	}
+	return endBroken
 }
 
 // prepareStream checks (and creates, unless NoCreate) the publication and the

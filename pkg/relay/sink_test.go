@@ -48,19 +48,7 @@ func answerProduceRecords(k *testenv.Kafka, code func(topic string, records int)
 		if !fail {
 			return nil, nil, false
 		}
-		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
-		for _, pt := range preq.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
-			for _, pp := range pt.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = pp.Partition
-				rp.ErrorCode = codes[pt.Topic]
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return produceErrors(preq, func(topic string) int16 { return codes[topic] }), nil, true
 	})
 }
 

@@ -168,7 +168,8 @@
 // record; the lease's end (locked_until) is the fencing token, so this holds
 // even after Revive reset the attempt count. The handler's ctx ends with its
 // lease (context.Cause is ErrLeaseExpired); ExtendLease moves the lease end
-// for a long call.
+// for a long call, and LeaseDeadline tells when it is, to bound an external
+// request by it.
 //
 // # Reconciliation without idempotency keys
 //

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -99,6 +100,19 @@ func (w *worker) stop(t *testing.T) {
 	}
 }
 
+// committedOffset returns group's committed offset of partition 0 of topic
+// (-1: none).
+func committedOffset(brokers []string, group, topic string) (int64, error) {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
+	resp, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: {0}}})
+	if err != nil || len(resp.Topics[topic]) != 1 {
+		return 0, errors.Join(errors.New("offset fetch"), err)
+	}
+	return resp.Topics[topic][0].CommittedOffset, nil
+}
+
 // inboxRow is the inbox row of the test's one order.
 type inboxRow struct {
 	Status, RequestRef, ResultRef string
@@ -116,25 +130,30 @@ func readInboxRow(t *testing.T, db *testenv.DB) inboxRow {
 	return r
 }
 
-// A provider without idempotency keys charges; the worker is SIGKILLed
-// before it records COMPLETED (the provider holds its answer until the
-// worker is dead). The restarted worker takes the message over once the
-// lease expired, sees attempt 2 and the reference the first attempt saved,
-// reconciles with the provider (asks the status endpoint, or confirms the
-// saved reservation again) and records COMPLETED with the first charge: one
-// charge in all.
+// The payment API charges; the worker is SIGKILLed before it records
+// COMPLETED (the API holds its answer until the worker is dead). The
+// restarted worker takes the message over once the lease expired and runs
+// attempt 2, which charges nothing: with an idempotency key the API replays
+// the first charge; without one the worker finds the reference the first
+// attempt saved and reconciles with the provider (asks the status endpoint,
+// or confirms the saved reservation again). COMPLETED records the first
+// charge: one charge in all.
 func TestKilledAfterChargeChargesOnce(t *testing.T) {
 	t.Parallel()
-	for _, strategy := range []string{strategyQueryStatus, strategyReserveConfirm} {
+	for _, strategy := range []string{strategyIdempotencyKey, strategyQueryStatus, strategyReserveConfirm} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			const topic = "outbox.order"
 			db := testenv.NewDB(t)
 			k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-			api := newNoKeyAPI(0, time.Minute)
+			keyAPI, noKey := newPaymentAPI(0), newNoKeyAPI(0, time.Minute)
+			routes, hook, list := keyAPI.routes(), &keyAPI.afterCharge, keyAPI.list
+			if strategy != strategyIdempotencyKey {
+				routes, hook, list = noKey.routes(), &noKey.afterCharge, noKey.list
+			}
 			charged := make(chan charge, 1)
-			api.setAfterCharge(func(r *http.Request, c charge) {
-				api.setAfterCharge(nil)
+			hook.set(func(r *http.Request, c charge) {
+				hook.set(nil)
 				_, _ = io.Copy(io.Discard, r.Body) // so the server notices the closed connection
 				charged <- c
 				select {
@@ -142,7 +161,7 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 				case <-time.After(time.Minute):
 				}
 			})
-			srv := httptest.NewServer(api.routes())
+			srv := httptest.NewServer(routes)
 			t.Cleanup(srv.Close) // after the workers' cleanup: a held request ends with its worker
 
 			order := orderPlaced{OrderID: uuid.NewString(), Customer: "ada", AmountCents: 1250}
@@ -165,13 +184,17 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 			}
 			first.kill(t)
 			before := readInboxRow(t, db)
-			if before.Status != "PROCESSING" || before.Attempts != 1 || before.RequestRef == "" {
-				t.Fatalf("inbox row after the kill %+v, want PROCESSING, attempt 1, a saved request reference", before)
+			if before.Status != "PROCESSING" || before.Attempts != 1 || (before.RequestRef == "") != (strategy == strategyIdempotencyKey) {
+				t.Fatalf("inbox row after the kill %+v, want PROCESSING, attempt 1, a saved request reference without a key", before)
 			}
 
 			second := startWorker(t, args...)
-			testenv.WaitFor(t, time.Minute, "COMPLETED", func() (bool, error) {
-				return readInboxRow(t, db).Status == "COMPLETED", nil
+			testenv.WaitFor(t, time.Minute, "COMPLETED and the offset committed", func() (bool, error) {
+				if readInboxRow(t, db).Status != "COMPLETED" {
+					return false, nil
+				}
+				off, err := committedOffset(k.Brokers, "payments", topic)
+				return off == 1, err
 			})
 			second.stop(t)
 
@@ -179,19 +202,28 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 			if after.Attempts != 2 || after.ResultRef != c.ID || after.RequestRef != before.RequestRef {
 				t.Errorf("inbox row %+v, want attempt 2 with result %s and request reference %q", after, c.ID, before.RequestRef)
 			}
-			if charges := api.list(); len(charges) != 1 {
-				t.Errorf("%d charges, want 1: %+v", len(charges), charges)
+			charges := list()
+			if len(charges) != 1 {
+				t.Fatalf("%d charges, want 1: %+v", len(charges), charges)
 			}
-			if !strings.Contains(second.output.String(), "reconciled=true") {
-				t.Errorf("the takeover did not reconcile:\n%s", second.output.String())
+			if reconciled := strings.Contains(second.output.String(), "reconciled=true"); reconciled != (strategy != strategyIdempotencyKey) {
+				t.Errorf("reconciled %v, want it without a key:\n%s", reconciled, second.output.String())
 			}
 			switch strategy {
+			case strategyIdempotencyKey:
+				if charges[0].Requests != 2 {
+					t.Errorf("charge %+v, want it requested twice with the same key", charges[0])
+				}
 			case strategyQueryStatus:
-				if n := api.lookupCount(); n != 1 {
-					t.Errorf("%d status lookups, want 1", n)
+				var saved sentRequest
+				if err := json.Unmarshal([]byte(before.RequestRef), &saved); err != nil {
+					t.Fatal(err)
+				}
+				if l := noKey.lookedUp(); len(l) != 1 || l[0] != saved.Ref || c.Reference != saved.Ref {
+					t.Errorf("lookups %q, want one of the saved reference %q (charged under %q)", l, saved.Ref, c.Reference)
 				}
 			case strategyReserveConfirm:
-				rs := api.listReservations()
+				rs := noKey.listReservations()
 				if len(rs) != 1 || rs[0].ID != before.RequestRef || rs[0].Confirms != 2 || rs[0].ChargeID != c.ID {
 					t.Errorf("reservations %+v, want %s confirmed twice, charged once", rs, before.RequestRef)
 				}

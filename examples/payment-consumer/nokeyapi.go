@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -27,9 +28,7 @@ import (
 //
 // With failEvery = n, the response of every n-th charge (a direct charge
 // or a first confirm) is lost after charging (504), as when a gateway times
-// out after the provider did the work. afterCharge, when set, runs after
-// charging and before answering; tests block in it to kill the caller
-// exactly between the provider's success and the caller's bookkeeping.
+// out after the provider did the work. afterCharge runs after charging.
 type noKeyAPI struct {
 	failEvery      int
 	reservationTTL time.Duration
@@ -38,9 +37,9 @@ type noKeyAPI struct {
 	mu           sync.Mutex
 	charges      []*charge
 	reservations map[string]*reservation
-	created      int // charges made, for failEvery
-	lookups      int
-	afterCharge  func(r *http.Request, c charge)
+	created      int      // charges made, for failEvery
+	lookups      []string // references looked up
+	afterCharge  chargeHook
 }
 
 // reservation is one reservation of the noKeyAPI.
@@ -101,7 +100,8 @@ func (p *noKeyAPI) createCharge(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	if !req.NotAfter.IsZero() && p.now().After(req.NotAfter) {
 		p.mu.Unlock()
-		http.Error(w, "request expired (not_after has passed): nothing charged", http.StatusUnprocessableEntity)
+		// Retryable: nothing was charged, a new request may be.
+		http.Error(w, "request expired (not_after has passed): nothing charged", http.StatusRequestTimeout)
 		return
 	}
 	c := p.newChargeLocked(req.AmountCents, req.Reference, "")
@@ -121,12 +121,7 @@ func (p *noKeyAPI) newChargeLocked(amount int64, reference, reservationID string
 // answerCharge answers a request that charged c: through afterCharge, and
 // with a lost response (504) when lose is set.
 func (p *noKeyAPI) answerCharge(w http.ResponseWriter, r *http.Request, lose bool, status int, c charge, body any) {
-	p.mu.Lock()
-	hook := p.afterCharge
-	p.mu.Unlock()
-	if hook != nil {
-		hook(r, c)
-	}
+	p.afterCharge.run(r, c)
 	if lose {
 		http.Error(w, "gateway timeout after charging (simulated)", http.StatusGatewayTimeout)
 		return
@@ -144,7 +139,7 @@ func (p *noKeyAPI) listCharges(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if lookup {
-		p.lookups++
+		p.lookups = append(p.lookups, ref)
 	}
 	p.mu.Unlock()
 	if lookup {
@@ -209,14 +204,6 @@ func (p *noKeyAPI) voidExpiredLocked(res *reservation) {
 	}
 }
 
-// setAfterCharge sets the hook that runs after each charge, before the
-// answer.
-func (p *noKeyAPI) setAfterCharge(f func(r *http.Request, c charge)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.afterCharge = f
-}
-
 // list returns every charge, in the order they were made.
 func (p *noKeyAPI) list() []charge {
 	p.mu.Lock()
@@ -242,11 +229,11 @@ func (p *noKeyAPI) listReservations() []reservation {
 	return out
 }
 
-// lookupCount returns how many status lookups the API answered.
-func (p *noKeyAPI) lookupCount() int {
+// lookedUp returns the references of the status lookups the API answered.
+func (p *noKeyAPI) lookedUp() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.lookups
+	return slices.Clone(p.lookups)
 }
 
 func readChargeRequest(w http.ResponseWriter, r *http.Request, req *noKeyChargeRequest) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -68,8 +69,8 @@ func TestQueryStatusWaitsForTheDeadlineBeforeCharging(t *testing.T) {
 	if charges[0].Reference != "charge-o-1/attempt-2" {
 		t.Errorf("charged under %q, want the retry's own reference", charges[0].Reference)
 	}
-	if time.Now().Before(notAfter) || api.lookupCount() < 2 {
-		t.Errorf("charged after %d lookups, before the first request's deadline %v passed", api.lookupCount(), notAfter)
+	if time.Now().Before(notAfter) || len(api.lookedUp()) < 2 {
+		t.Errorf("charged after lookups %q, before the first request's deadline %v passed", api.lookedUp(), notAfter)
 	}
 }
 
@@ -80,8 +81,8 @@ func TestQueryStatusReconcilesAfterATimeout(t *testing.T) {
 	t.Parallel()
 	in, db, api, client, msg := setupNoKey(t)
 	client = newPaymentClient(client.baseURL, 200*time.Millisecond)
-	api.setAfterCharge(func(r *http.Request, _ charge) {
-		api.setAfterCharge(nil)
+	api.afterCharge.set(func(r *http.Request, _ charge) {
+		api.afterCharge.set(nil)
 		_, _ = io.Copy(io.Discard, r.Body)
 		<-r.Context().Done() // the client timed out
 	})
@@ -96,13 +97,14 @@ func TestQueryStatusReconcilesAfterATimeout(t *testing.T) {
 	if err != nil || res.Outcome != inbox.Processed || !res.Reconciled || len(charges) != 1 || res.ResultRef != charges[0].ID || charges[0].Requests != 1 {
 		t.Fatalf("retry: %v %v reconciled %v ref %q; charges %+v; want the first charge, reconciled", res.Outcome, err, res.Reconciled, res.ResultRef, charges)
 	}
-	if api.lookupCount() != 1 {
-		t.Errorf("%d lookups, want 1", api.lookupCount())
+	if l := api.lookedUp(); len(l) != 1 || l[0] != charges[0].Reference {
+		t.Errorf("lookups %q, want one of %q", l, charges[0].Reference)
 	}
 }
 
 // The provider refuses a charge request past its deadline, without
-// charging: what makes the lookup after the deadline final.
+// charging: what makes the lookup after the deadline final. The refusal is
+// retryable: a new request (a new reference, a new deadline) may charge.
 func TestNoKeyAPIRefusesAnExpiredRequest(t *testing.T) {
 	t.Parallel()
 	api := newNoKeyAPI(0, time.Minute)
@@ -113,45 +115,56 @@ func TestNoKeyAPIRefusesAnExpiredRequest(t *testing.T) {
 	err := client.call(context.Background(), "POST", "/v1/charges", nil,
 		noKeyChargeRequest{AmountCents: 100, Reference: "r-1", NotAfter: time.Now().Add(-time.Millisecond)}, &ch)
 	var ae *apiError
-	if !errors.As(err, &ae) || ae.Status != 422 || !inbox.IsPermanent(err) || len(api.list()) != 0 {
-		t.Fatalf("expired request: %v; charges %+v; want a permanent 422 and no charge", err, api.list())
+	if !errors.As(err, &ae) || ae.Status != http.StatusRequestTimeout || inbox.IsPermanent(err) || len(api.list()) != 0 {
+		t.Fatalf("expired request: %v; charges %+v; want a retryable 408 and no charge", err, api.list())
 	}
 }
 
 // A first attempt reserved and saved the reservation, then died before
-// confirming; the reservation expired meanwhile and was voided. The retry's
-// confirm answers 410 Gone, so it reserves anew and confirms that: one
-// charge, the voided reservation never charges.
-func TestReserveConfirmReservesAgainAfterTheReservationExpired(t *testing.T) {
+// confirming. The retry confirms the saved reservation: one reservation,
+// one charge. When the reservation expired meanwhile it was voided, the
+// retry's confirm answers 410 Gone, and the retry reserves anew and confirms
+// that: still one charge, the voided reservation never charges.
+func TestReserveConfirmRetryAfterReserving(t *testing.T) {
 	t.Parallel()
-	in, db, api, client, msg := setupNoKey(t)
-	ctx := context.Background()
-	var first reservation
-	res, err := in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
-		if err := client.call(ctx, "POST", "/v1/reservations", nil,
-			noKeyChargeRequest{AmountCents: 4200, Reference: key + "/attempt-1"}, &first); err != nil {
-			return "", err
-		}
-		if err := inbox.SaveRequestRef(ctx, first.ID); err != nil {
-			return "", err
-		}
-		return "", errLost
-	})
-	if err != nil || res.Outcome != inbox.Retry {
-		t.Fatalf("first attempt: %v %v, want Retry", res.Outcome, err)
-	}
-	api.mu.Lock()
-	api.now = func() time.Time { return time.Now().Add(2 * time.Minute) } // past the TTL
-	api.mu.Unlock()
+	for _, expired := range []bool{false, true} {
+		t.Run(fmt.Sprintf("expired=%v", expired), func(t *testing.T) {
+			t.Parallel()
+			in, db, api, client, msg := setupNoKey(t)
+			ctx := context.Background()
+			var first reservation
+			res, err := in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+				if err := client.call(ctx, "POST", "/v1/reservations", nil,
+					noKeyChargeRequest{AmountCents: 4200, Reference: key + "/attempt-1"}, &first); err != nil {
+					return "", err
+				}
+				if err := inbox.SaveRequestRef(ctx, first.ID); err != nil {
+					return "", err
+				}
+				return "", errLost
+			})
+			if err != nil || res.Outcome != inbox.Retry {
+				t.Fatalf("first attempt: %v %v, want Retry", res.Outcome, err)
+			}
+			if expired {
+				api.mu.Lock()
+				api.now = func() time.Time { return time.Now().Add(2 * time.Minute) } // past the TTL
+				api.mu.Unlock()
+			}
 
-	res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
-		return client.chargeReserveConfirm(ctx, msg, key)
-	})
-	charges, rs := api.list(), api.listReservations()
-	if err != nil || res.Outcome != inbox.Processed || len(charges) != 1 || res.ResultRef != charges[0].ID {
-		t.Fatalf("retry: %v %v ref %q; charges %+v; want one charge", res.Outcome, err, res.ResultRef, charges)
-	}
-	if len(rs) != 2 || rs[0].ID != first.ID || rs[0].Status != "voided" || rs[1].Status != "confirmed" || charges[0].ReservationID != rs[1].ID {
-		t.Errorf("reservations %+v, want %s voided and a second one confirmed", rs, first.ID)
+			res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+				return client.chargeReserveConfirm(ctx, msg, key)
+			})
+			charges, rs := api.list(), api.listReservations()
+			if err != nil || res.Outcome != inbox.Processed || res.Reconciled || len(charges) != 1 || res.ResultRef != charges[0].ID {
+				t.Fatalf("retry: %v %v reconciled %v ref %q; charges %+v; want one charge", res.Outcome, err, res.Reconciled, res.ResultRef, charges)
+			}
+			switch {
+			case !expired && (len(rs) != 1 || rs[0].ID != first.ID || rs[0].ChargeID != charges[0].ID):
+				t.Errorf("reservations %+v, want %s confirmed", rs, first.ID)
+			case expired && (len(rs) != 2 || rs[0].ID != first.ID || rs[0].Status != "voided" || rs[1].Status != "confirmed" || charges[0].ReservationID != rs[1].ID):
+				t.Errorf("reservations %+v, want %s voided and a second one confirmed", rs, first.ID)
+			}
+		})
 	}
 }

@@ -41,6 +41,27 @@
 //		return "", err
 //	})
 //
+// # database/sql
+//
+// Applications on database/sql (and so on sqlx, GORM, ent and bun, which
+// hand out the *sql.DB and *sql.Tx underneath) use the SQL variants:
+// ProcessSQL, ProcessSQLTx and ProcessExternalSQL take a SQLBeginner (a
+// *sql.DB or *sql.Conn) or the caller's *sql.Tx, and the handler gets the
+// *sql.Tx; for the consumer loop set ConsumerConfig.SQLDB and SQLHandler
+// (or ExternalHandler) instead of DB and Handler. The claim, the state
+// machine, the leases, the batch path and every guarantee are the same code
+// as on pgx; ProcessSQLTx's savepoints are SAVEPOINT statements. Use pgx's
+// stdlib driver (github.com/jackc/pgx/v5/stdlib, driver name "pgx", or
+// stdlib.OpenDBFromPool to share a pgxpool): the batch path passes Go slices
+// as arrays, and errors are classified by SQLSTATE through *pgconn.PgError.
+// Migrate takes a pgx connection; sql.Conn.Raw hands out the one under a
+// database/sql connection (see the example of ProcessSQL).
+//
+//	res, err := in.ProcessSQL(ctx, db, msg, func(ctx context.Context, tx *sql.Tx) (string, error) {
+//		_, err := tx.ExecContext(ctx, `UPDATE account SET balance = balance - 10 WHERE id = $1`, id)
+//		return "", err
+//	})
+//
 // # Outcomes
 //
 // Every delivery has one Outcome:

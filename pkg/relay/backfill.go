@@ -291,13 +291,13 @@ func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *metrics, sk *sink,
 		if err := rows.Scan(dest...); err != nil {
 			return published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
 		}
-		tuple := make([]*pglogrepl.TupleDataColumn, len(vals))
+		tuple := make([]tupleColumn, len(vals))
 		for i, v := range vals {
 			if v == nil {
-				tuple[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeNull}
+				tuple[i] = tupleColumn{kind: pglogrepl.TupleDataTypeNull}
 				continue
 			}
-			tuple[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: []byte(*v)}
+			tuple[i] = tupleColumn{kind: pglogrepl.TupleDataTypeText, data: []byte(*v)}
 		}
 		// The commit time is unknown here; created_at stands for it.
 		dec.commitTime = last

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -190,7 +191,7 @@ type relationResolver interface {
 // the relation cache; it is not safe for concurrent use.
 type decoder struct {
 	table           pgname.Table
-	topicTemplate   string
+	topicTemplate   topicTemplate
 	maxMessageBytes int
 	resolve         relationResolver
 	relations       map[uint32]*relation
@@ -202,13 +203,19 @@ type decoder struct {
 	// messages is set once a pgoutbox logical message was decoded (the
 	// relay state records it: a backfill cannot recover those).
 	messages bool
+	// cols is the scratch tuple of parseInsert.
+	cols []tupleColumn
+	// topics caches topic names: rendered templates by aggregate and
+	// event type, and explicit topics, so that a row does not allocate
+	// its topic.
+	topics topicCache
 }
 
 func newDecoder(c *Config, res relationResolver) *decoder {
 	table, _ := pgname.Parse(c.Table, "public")
 	return &decoder{
 		table:           table,
-		topicTemplate:   c.TopicTemplate,
+		topicTemplate:   parseTopicTemplate(c.TopicTemplate),
 		maxMessageBytes: c.MaxMessageBytes,
 		resolve:         res,
 		relations:       make(map[uint32]*relation),
@@ -224,6 +231,11 @@ var errProtocol = errors.New("relay: unexpected replication data")
 func (d *decoder) decode(data []byte) (walItem, error) {
 	if len(data) == 0 {
 		return walItem{}, fmt.Errorf("%w: empty message", errProtocol)
+	}
+	if data[0] == 'I' {
+		// The hot path: one message per row, parsed without
+		// pglogrepl's allocation per column.
+		return d.insert(data)
 	}
 	msg, err := parsePgoutput(data)
 	if err != nil {
@@ -270,23 +282,6 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 		return walItem{kind: walBegin, commitTime: m.CommitTime}, nil
 	case *pglogrepl.CommitMessage:
 		return walItem{kind: walCommit, commitTime: m.CommitTime, endLSN: m.TransactionEndLSN}, nil
-	case *pglogrepl.InsertMessage:
-		r, known := d.relations[m.RelationID]
-		if !known {
-			return walItem{}, fmt.Errorf("%w: insert into relation %d before its relation message", errProtocol, m.RelationID)
-		}
-		if m.Tuple == nil {
-			return walItem{}, fmt.Errorf("%w: insert without a tuple", errProtocol)
-		}
-		if r.foreign != "" {
-			if !r.warned && d.logger != nil {
-				r.warned = true
-				d.logger.Warn("a table in the publication is not the outbox; its rows are invalid (reason not-outbox)",
-					"table", r.foreign, "oid", m.RelationID)
-			}
-			return walItem{kind: walEvent, ev: d.foreignEvent(r, m.Tuple.Columns)}, nil
-		}
-		return walItem{kind: walEvent, ev: d.rowEvent(&r.layout, m.Tuple.Columns)}, nil
 	case *pglogrepl.LogicalDecodingMessage:
 		if m.Prefix != outbox.LogicalMessagePrefix || !m.Transactional {
 			return walItem{}, nil
@@ -295,6 +290,74 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 		return walItem{kind: walEvent, ev: d.messageEvent(m.Content)}, nil
 	}
 	return walItem{}, nil
+}
+
+// insert interprets an Insert message.
+func (d *decoder) insert(data []byte) (walItem, error) {
+	rel, cols, err := parseInsert(data, d.cols[:0])
+	if err != nil {
+		return walItem{}, err
+	}
+	d.cols = cols
+	r, known := d.relations[rel]
+	if !known {
+		return walItem{}, fmt.Errorf("%w: insert into relation %d before its relation message", errProtocol, rel)
+	}
+	if r.foreign != "" {
+		if !r.warned && d.logger != nil {
+			r.warned = true
+			d.logger.Warn("a table in the publication is not the outbox; its rows are invalid (reason not-outbox)",
+				"table", r.foreign, "oid", rel)
+		}
+		return walItem{kind: walEvent, ev: d.foreignEvent(r, cols)}, nil
+	}
+	return walItem{kind: walEvent, ev: d.rowEvent(&r.layout, cols)}, nil
+}
+
+// tupleColumn is one column of a pgoutput tuple.
+type tupleColumn struct {
+	kind byte   // pglogrepl.TupleDataType*: 'n' null, 'u' unchanged TOAST, 't' text, 'b' binary
+	data []byte // the value of 't' and 'b'
+}
+
+// parseInsert reads an Insert message (proto_version 1: 'I', relation OID,
+// 'N', the new tuple) into cols, whose data alias data. It replaces
+// pglogrepl.Parse for the message of every row, which allocates each
+// column twice; a kind other than 't' and 'b' carries no value, as there.
+func parseInsert(data []byte, cols []tupleColumn) (rel uint32, _ []tupleColumn, err error) {
+	short := func() (uint32, []tupleColumn, error) {
+		return 0, cols, fmt.Errorf("%w: malformed 'I' message: %d bytes", errProtocol, len(data))
+	}
+	if len(data) < 8 {
+		return short()
+	}
+	rel = binary.BigEndian.Uint32(data[1:])
+	if data[5] != 'N' {
+		return 0, cols, fmt.Errorf("%w: insert without a new tuple (%q)", errProtocol, data[5])
+	}
+	n := int(binary.BigEndian.Uint16(data[6:]))
+	p := 8
+	for range n {
+		if p >= len(data) {
+			return short()
+		}
+		c := tupleColumn{kind: data[p]}
+		p++
+		if c.kind == pglogrepl.TupleDataTypeText || c.kind == pglogrepl.TupleDataTypeBinary {
+			if len(data)-p < 4 {
+				return short()
+			}
+			size := binary.BigEndian.Uint32(data[p:])
+			p += 4
+			if uint64(size) > uint64(len(data)-p) {
+				return short()
+			}
+			c.data = data[p : p+int(size) : p+int(size)]
+			p += int(size)
+		}
+		cols = append(cols, c)
+	}
+	return rel, cols, nil
 }
 
 // parsePgoutput is pglogrepl.Parse, which indexes past the end of some
@@ -313,8 +376,9 @@ func parsePgoutput(data []byte) (msg pglogrepl.Message, err error) {
 	return msg, nil
 }
 
-// rowEvent builds the event of one inserted outbox row.
-func (d *decoder) rowEvent(l *layout, cols []*pglogrepl.TupleDataColumn) event {
+// rowEvent builds the event of one inserted outbox row; cols may alias a
+// buffer the caller reuses: the event keeps copies.
+func (d *decoder) rowEvent(l *layout, cols []tupleColumn) event {
 	var (
 		vals    [numColumns][]byte
 		present [numColumns]bool
@@ -329,59 +393,66 @@ func (d *decoder) rowEvent(l *layout, cols []*pglogrepl.TupleDataColumn) event {
 	if l.problem != "" {
 		fail(ReasonBadColumns, "%s", l.problem)
 	}
+	size := 0
 	for i, pos := range l.pos {
 		if pos < 0 {
 			continue
 		}
-		if pos >= len(cols) || cols[pos] == nil {
+		if pos >= len(cols) {
 			fail(ReasonUnsupportedType, "column %s missing from the row", outboxColumns[i].name)
 			continue
 		}
-		switch c := cols[pos]; c.DataType {
+		switch c := cols[pos]; c.kind {
 		case pglogrepl.TupleDataTypeNull:
 			if outboxColumns[i].required {
 				fail(ReasonNullColumn, "column %s is NULL", outboxColumns[i].name)
 			}
 		case pglogrepl.TupleDataTypeText:
-			vals[i], present[i] = c.Data, true
+			vals[i], present[i] = c.data, true
+			size += len(c.data)
 		default:
-			fail(ReasonUnsupportedType, "column %s sent as %q, want text", outboxColumns[i].name, c.DataType)
+			fail(ReasonUnsupportedType, "column %s sent as %q, want text", outboxColumns[i].name, c.kind)
 		}
 	}
+	// One copy of the values the record keeps; its key, value and
+	// headers are slices of it.
+	own := make([]byte, 0, size)
+	for i := range vals {
+		if present[i] {
+			own = append(own, vals[i]...)
+			vals[i] = own[len(own)-len(vals[i]) : len(own) : len(own)]
+		}
+	}
+	f := fields{aggregateType: vals[colAggregateType], aggregateID: vals[colAggregateID], eventType: vals[colEventType],
+		businessKey: vals[colBusinessKey], payload: vals[colPayload], topic: vals[colTopic]}
 	if present[colID] {
 		id, err := uuid.ParseBytes(vals[colID])
 		if err != nil {
 			fail(ReasonBadValue, "message ID %q is not a UUID", truncate(vals[colID]))
 		}
 		ev.id = id
+		f.idText = vals[colID]
 	}
-	payload := vals[colPayload]
 	if present[colPayload] && l.byteaPayload {
-		raw, err := decodeBytea(payload)
+		raw, err := decodeBytea(f.payload)
 		if err != nil {
 			fail(ReasonBadValue, "payload: %v", err)
 		}
-		payload = raw
+		f.payload = raw
 	}
-	var headers map[string]string
 	if present[colHeaders] {
 		var err error
-		if headers, err = parseHeaders(vals[colHeaders]); err != nil {
+		if f.headers, err = parseHeaders(vals[colHeaders]); err != nil {
 			fail(ReasonBadHeaders, "headers: %v", err)
 		}
 	}
-	m := outbox.Message{
-		ID: ev.id, AggregateType: string(vals[colAggregateType]), AggregateID: string(vals[colAggregateID]),
-		EventType: string(vals[colEventType]), BusinessKey: string(vals[colBusinessKey]), Payload: payload,
-		Headers: headers, Topic: string(vals[colTopic]),
-	}
-	return d.finish(ev, &m, problem)
+	return d.finish(ev, &f, problem)
 }
 
 // foreignEvent builds the invalid event (reason not-outbox) of a row of a
 // table the publication publishes that is not the outbox: its value is the
 // row as a JSON object of column texts (null for NULL), so nothing is lost.
-func (d *decoder) foreignEvent(r *relation, cols []*pglogrepl.TupleDataColumn) event {
+func (d *decoder) foreignEvent(r *relation, cols []tupleColumn) event {
 	var b strings.Builder
 	b.WriteByte('{')
 	for i, c := range cols {
@@ -395,11 +466,11 @@ func (d *decoder) foreignEvent(r *relation, cols []*pglogrepl.TupleDataColumn) e
 		k, _ := json.Marshal(name)
 		b.Write(k)
 		b.WriteByte(':')
-		if c == nil || c.DataType != pglogrepl.TupleDataTypeText {
+		if c.kind != pglogrepl.TupleDataTypeText {
 			b.WriteString("null")
 			continue
 		}
-		v, _ := json.Marshal(string(c.Data))
+		v, _ := json.Marshal(string(c.data))
 		b.Write(v)
 	}
 	b.WriteByte('}')
@@ -422,44 +493,60 @@ func (d *decoder) messageEvent(content []byte) event {
 		}
 		return ev
 	}
-	return d.finish(event{id: m.ID}, &m, nil)
+	f := fields{aggregateType: []byte(m.AggregateType), aggregateID: []byte(m.AggregateID), eventType: []byte(m.EventType),
+		businessKey: []byte(m.BusinessKey), payload: m.Payload, headers: m.Headers, topic: []byte(m.Topic)}
+	return d.finish(event{id: m.ID}, &f, nil)
 }
 
-// finish builds the Kafka record of m, checks it, and records problem.
-func (d *decoder) finish(ev event, m *outbox.Message, problem *InvalidEventError) event {
-	topic := m.Topic
-	if topic == "" {
-		topic = strings.NewReplacer("{aggregate_type}", m.AggregateType, "{event_type}", m.EventType).Replace(d.topicTemplate)
+// fields are the parts of an outbox row that make its Kafka record. The
+// record keeps the slices (key, value and header values alias them).
+type fields struct {
+	// idText is the message ID column as sent; the message-id header
+	// is the event's ID in canonical form, which is often the same bytes.
+	idText                                                    []byte
+	aggregateType, aggregateID, eventType, businessKey, topic []byte
+	payload                                                   []byte
+	headers                                                   map[string]string
+}
+
+// finish builds the Kafka record of f, checks it, and records problem.
+func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event {
+	var topic string
+	if len(f.topic) > 0 {
+		topic = d.topics.explicit(f.topic)
+	} else {
+		topic = d.topics.rendered(&d.topicTemplate, f.aggregateType, f.eventType)
 	}
 	ev.msg = kafka.Message{
 		Topic: topic,
-		Value: m.Payload,
+		Value: f.payload,
 		Time:  d.commitTime,
-		Headers: []kafka.Header{
-			{Key: "message-id", Value: []byte(m.ID.String())},
-			{Key: "business-key", Value: []byte(m.BusinessKey)},
-			{Key: "event-type", Value: []byte(m.EventType)},
-			{Key: "aggregate-type", Value: []byte(m.AggregateType)},
-			{Key: "aggregate-id", Value: []byte(m.AggregateID)},
-		},
+		// Room for the row's headers and the instance header (see
+		// stream.enqueue).
+		Headers: make([]kafka.Header, 5, 6+len(f.headers)),
 	}
-	if m.AggregateID != "" {
-		ev.msg.Key = []byte(m.AggregateID)
+	ev.msg.Headers[0] = kafka.Header{Key: "message-id", Value: canonicalUUID(ev.id, f.idText)}
+	ev.msg.Headers[1] = kafka.Header{Key: "business-key", Value: nonNil(f.businessKey)}
+	ev.msg.Headers[2] = kafka.Header{Key: "event-type", Value: nonNil(f.eventType)}
+	ev.msg.Headers[3] = kafka.Header{Key: "aggregate-type", Value: nonNil(f.aggregateType)}
+	ev.msg.Headers[4] = kafka.Header{Key: "aggregate-id", Value: nonNil(f.aggregateID)}
+	if len(f.aggregateID) > 0 {
+		ev.msg.Key = f.aggregateID
 	}
-	if len(m.Headers) > 0 {
-		keys := make([]string, 0, len(m.Headers))
-		for k := range m.Headers {
+	if len(f.headers) > 0 {
+		keys := make([]string, 0, len(f.headers))
+		for k := range f.headers {
 			if !reservedHeader(k) {
 				keys = append(keys, k)
 			}
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: k, Value: []byte(m.Headers[k])})
+			ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: k, Value: []byte(f.headers[k])})
 		}
 	}
 	if problem == nil {
-		if err := contract.CheckKey("business key", m.BusinessKey); err != nil {
+		if err := contract.CheckKey("business key", string(f.businessKey)); err != nil {
 			problem = &InvalidEventError{Reason: ReasonInvalidKey, Detail: err.Error()}
 		} else if err := validTopic(topic); err != nil {
 			problem = &InvalidEventError{Reason: ReasonBadTopic, Detail: err.Error()}
@@ -472,6 +559,119 @@ func (d *decoder) finish(ev event, m *outbox.Message, problem *InvalidEventError
 		ev.invalid = problem
 	}
 	return ev
+}
+
+// canonicalUUID is the text of id (as uuid.UUID.String), reusing text when
+// it already is.
+func canonicalUUID(id uuid.UUID, text []byte) []byte {
+	var buf [36]byte
+	hex.Encode(buf[0:8], id[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], id[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], id[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], id[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:], id[10:])
+	if string(text) == string(buf[:]) {
+		return text
+	}
+	return append([]byte(nil), buf[:]...)
+}
+
+// nonNil is b, or an empty slice for nil: a header value is never null.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// topicTemplate is a parsed TopicTemplate: literal text and the
+// placeholders {aggregate_type} and {event_type}.
+type topicTemplate []templatePart
+
+type templatePart struct {
+	literal string
+	field   int // 0: literal; colAggregateType or colEventType
+}
+
+// parseTopicTemplate splits s at its placeholders, left to right, as
+// strings.Replacer would replace them.
+func parseTopicTemplate(s string) topicTemplate {
+	var t topicTemplate
+	for s != "" {
+		a, e := strings.Index(s, "{aggregate_type}"), strings.Index(s, "{event_type}")
+		i, n, field := a, len("{aggregate_type}"), colAggregateType
+		if i < 0 || e >= 0 && e < i {
+			i, n, field = e, len("{event_type}"), colEventType
+		}
+		if i < 0 {
+			t = append(t, templatePart{literal: s})
+			break
+		}
+		if i > 0 {
+			t = append(t, templatePart{literal: s[:i]})
+		}
+		t = append(t, templatePart{field: field})
+		s = s[i+n:]
+	}
+	return t
+}
+
+// render appends the topic of a row with these aggregate and event types
+// to dst.
+func (t topicTemplate) render(dst, aggregateType, eventType []byte) []byte {
+	for _, p := range t {
+		switch p.field {
+		case colAggregateType:
+			dst = append(dst, aggregateType...)
+		case colEventType:
+			dst = append(dst, eventType...)
+		default:
+			dst = append(dst, p.literal...)
+		}
+	}
+	return dst
+}
+
+// topicCacheSize bounds each map of a topicCache; a full map starts over.
+const topicCacheSize = 1024
+
+// topicCache holds the topic names rows used last, so that most rows
+// share one string rather than allocating their own.
+type topicCache struct {
+	byTypes  map[string]string // length of the aggregate type, aggregate type, event type: rendered template
+	byColumn map[string]string // explicit topic column: the same text
+	scratch  []byte
+}
+
+// rendered is the topic template rendered for aggregateType and eventType.
+func (c *topicCache) rendered(t *topicTemplate, aggregateType, eventType []byte) string {
+	c.scratch = append(append(binary.AppendUvarint(c.scratch[:0], uint64(len(aggregateType))), aggregateType...), eventType...)
+	if topic, ok := c.byTypes[string(c.scratch)]; ok {
+		return topic
+	}
+	if len(c.byTypes) >= topicCacheSize || c.byTypes == nil {
+		c.byTypes = make(map[string]string)
+	}
+	topic := string(t.render(nil, aggregateType, eventType))
+	c.byTypes[string(c.scratch)] = topic
+	return topic
+}
+
+// explicit is the topic named by a row's topic column.
+func (c *topicCache) explicit(b []byte) string {
+	if topic, ok := c.byColumn[string(b)]; ok {
+		return topic
+	}
+	if len(c.byColumn) >= topicCacheSize || c.byColumn == nil {
+		c.byColumn = make(map[string]string)
+	}
+	topic := string(b)
+	c.byColumn[topic] = topic
+	return topic
 }
 
 // reservedHeader reports whether the relay sets header k itself.

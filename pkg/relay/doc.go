@@ -85,7 +85,7 @@
 // MaxRetryBackoff and nothing after them is acknowledged meanwhile (see
 // Invalid rows for the records Kafka refuses for good). A lost
 // replication connection is re-opened with the same backoff. Permanent
-// errors end Run with one error naming the cause (Permanent reports them):
+// errors end Run with one error naming the cause (IsPermanent reports them):
 // bad configuration, refused credentials or privileges, a missing slot or
 // publication with NoCreate, an invalidated slot, unusable table columns at
 // start, Kafka authentication or cluster authorization failures, a

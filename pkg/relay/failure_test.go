@@ -291,7 +291,7 @@ func TestBadRowStops(t *testing.T) {
 	badEnd := b.currentLSN(t)
 	err2 := run.wait(t, 30*time.Second)
 	var inv *relay.InvalidEventError
-	if !errors.As(err2, &inv) || !errors.Is(err2, relay.ErrInvalidEvent) || !relay.Permanent(err2) {
+	if !errors.As(err2, &inv) || !errors.Is(err2, relay.ErrInvalidEvent) || !relay.IsPermanent(err2) {
 		t.Fatalf("Run: %v, want an InvalidEventError", err2)
 	}
 	if want := "relay: invalid outbox event 00000000-0000-7000-8000-0000000000aa (null-column): column payload is NULL"; err2.Error() != want {
@@ -469,7 +469,7 @@ func TestBrokerRejectsTooLargeStops(t *testing.T) {
 	id := b.insert(t, big)[0]
 	err := run.wait(t, 60*time.Second)
 	var inv *relay.InvalidEventError
-	if !errors.As(err, &inv) || inv.Reason != relay.ReasonTooLarge || inv.MessageID.String() != id || !relay.Permanent(err) {
+	if !errors.As(err, &inv) || inv.Reason != relay.ReasonTooLarge || inv.MessageID.String() != id || !relay.IsPermanent(err) {
 		t.Fatalf("Run: %v, want an InvalidEventError (too-large) naming %s", err, id)
 	}
 }

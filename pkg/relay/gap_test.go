@@ -27,7 +27,7 @@ func (b *bundle) runGap(t *testing.T) *relay.GapError {
 	defer cancel()
 	err := r.Run(ctx)
 	var gap *relay.GapError
-	if !errors.As(err, &gap) || !errors.Is(err, relay.ErrGap) || !relay.Permanent(err) {
+	if !errors.As(err, &gap) || !errors.Is(err, relay.ErrGap) || !relay.IsPermanent(err) {
 		t.Fatalf("Run: %v, want a permanent *GapError", err)
 	}
 	if v := b.metric(t, "pgoutbox_relay_gap"); v != 1 {

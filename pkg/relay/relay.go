@@ -116,7 +116,7 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 		began := time.Now()
 		err := r.session(ctx, sk)
 		switch {
-		case Permanent(err):
+		case IsPermanent(err):
 			return err // the caller reports it (relay run prints it once)
 		case parent.Err() != nil:
 			return nil

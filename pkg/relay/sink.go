@@ -27,6 +27,8 @@ type sink struct {
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
 	unavailable map[string]unavailableTopic
+	// msgs is write's scratch: the records of one call.
+	msgs []kafka.Message
 }
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
@@ -264,120 +266,166 @@ type group struct{ topic, key string }
 // records are left, the error to wait out before the next attempt (nil
 // when the next one may start at once), or an error that ends publish.
 func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pending int, retryErr error, err error) {
-	var order []int
-	for i := range batch {
-		if !st[i].done {
-			order = append(order, i)
-		}
-	}
+	order := notDone(st)
 	failed := make(map[group]int) // first failed record of each group
-	sent := make([]group, 0, len(order))
-	fail := func(i int, g group) {
-		if _, ok := failed[g]; !ok {
-			failed[g] = i
-		}
-	}
-	stop := false
 	shares := newCallShares(s.limits)
-	for k := 0; k < len(order) && !stop; {
-		j := k + 1
-		if !st[order[k]].alone {
-			// As many records as every partition's share allows.
-			shares.reset(ctx)
-			shares.take(&batch[order[k]].msg)
-			for j < len(order) && !st[order[j]].alone && shares.take(&batch[order[j]].msg) {
-				j++
-			}
-		}
-		call := order[k:j]
-		k = j
-		groups := make([]group, len(call))
-		for n, i := range call {
-			groups[n] = group{batch[i].msg.Topic, string(batch[i].msg.Key)}
-		}
+	written := 0 // order[:written] went out, in calls
+calls:
+	for written < len(order) {
+		call := s.nextCall(ctx, batch, st, order[written:], shares)
+		written += len(call)
 		errs, callErr := s.write(ctx, batch, call)
 		if callErr != nil {
 			// Nothing of the call is known to be in Kafka.
-			if ctx.Err() != nil {
-				return 0, nil, ctx.Err()
-			}
-			switch v := classify(callErr); {
-			case v == fatal:
-				return 0, nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, callErr))
-			case v == retryable:
-				retryErr = callErr
-			case v == topicUnavailable && oneTopic(batch, call):
-				if err := s.topicUnavailable(&batch[call[0]], callErr); err != nil {
-					return 0, nil, err
-				}
-				retryErr = callErr
-			default:
-				// One record's fault (a topic without partitions, a
-				// record over BatchBytes): find which, one by one.
-				for _, i := range call {
-					st[i].alone = true
-				}
-			}
-			for n, i := range call {
-				fail(i, groups[n])
-			}
-			sent = append(sent, groups...)
-			break
-		}
-		sent = append(sent, groups...)
-		for n, i := range call {
-			e := errs[n]
-			if e == nil {
-				st[i].done = true
-				continue
-			}
-			// No later call of this attempt: it could write a record of
-			// a failed record's key before that record.
-			stop = true
-			fail(i, groups[n])
-			v := classify(e)
-			switch {
-			case v == fatal:
-				return 0, nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, e))
-			case v == retryable:
-				retryErr = e
-				continue
-			case v == topicUnavailable:
-				if err := s.topicUnavailable(&batch[i], e); err != nil {
-					return 0, nil, err
-				}
-				retryErr = e
-				continue
-			case len(call) > 1:
-				st[i].alone = true
-				continue
-			case v == ownFaultUnlessTransient:
-				if st[i].rejects == 0 {
-					st[i].since = time.Now()
-				}
-				st[i].rejects++
-				if st[i].rejects < rejectAttempts || time.Since(st[i].since) < rejectAfter {
-					retryErr = e
-					continue
-				}
-			}
-			if err := s.reject(&batch[i], &st[i], e); err != nil {
+			if retryErr, err = s.callFailed(ctx, batch, st, call, callErr); err != nil {
 				return 0, nil, err
 			}
+			for _, i := range call {
+				noteFailure(failed, batch, i)
+			}
+			break calls
+		}
+		var stop bool
+		if stop, retryErr, err = s.recordsFailed(batch, st, call, errs, failed); err != nil {
+			return 0, nil, err
+		}
+		if stop {
+			// No later call of this attempt: it could write a record
+			// of a failed record's key before that record.
+			break calls
 		}
 	}
-	// Later records of a group with a failure go again, after it.
-	for n, i := range order[:len(sent)] {
-		if f, ok := failed[sent[n]]; ok && i > f {
-			st[i].done = false
-		}
-	}
+	rewriteAfterFailures(batch, st, order[:written], failed)
 	for i := range st {
 		if !st[i].done {
 			pending++
 		}
 	}
 	return pending, retryErr, nil
+}
+
+// notDone lists the records not done, in batch order.
+func notDone(st []recordState) []int {
+	order := make([]int, 0, len(st))
+	for i := range st {
+		if !st[i].done {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// nextCall is the records of the next call: the first of order, alone if
+// it must be, else with as many of the following records not alone as
+// every partition's share allows.
+func (s *sink) nextCall(ctx context.Context, batch []event, st []recordState, order []int, shares *callShares) []int {
+	j := 1
+	if !st[order[0]].alone {
+		shares.reset(ctx)
+		shares.take(&batch[order[0]].msg)
+		for j < len(order) && !st[order[j]].alone && shares.take(&batch[order[j]].msg) {
+			j++
+		}
+	}
+	return order[:j]
+}
+
+// callFailed handles callErr, the failure of a whole call (nothing of it
+// is known to be in Kafka): it returns the error to wait out before the
+// next attempt, nil when the call's records are to be written alone, or
+// an error that ends publish.
+func (s *sink) callFailed(ctx context.Context, batch []event, st []recordState, call []int, callErr error) (retryErr, err error) {
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	switch v := classify(callErr); {
+	case v == fatal:
+		return nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, callErr))
+	case v == retryable:
+		return callErr, nil
+	case v == topicUnavailable && oneTopic(batch, call):
+		if err := s.topicUnavailable(&batch[call[0]], callErr); err != nil {
+			return nil, err
+		}
+		return callErr, nil
+	}
+	// One record's fault (a topic without partitions, a record over
+	// BatchBytes): find which, one by one.
+	for _, i := range call {
+		st[i].alone = true
+	}
+	return nil, nil
+}
+
+// recordsFailed records the outcome of a call, errs being each record's
+// error: a record acknowledged is done; a failed one is noted in failed
+// and handled by its error's verdict. It reports whether a record failed
+// (the attempt then ends after this call), the error to wait out before
+// the next attempt (nil when it may start at once), or an error that ends
+// publish.
+func (s *sink) recordsFailed(batch []event, st []recordState, call []int, errs []error, failed map[group]int) (stop bool, retryErr, err error) {
+	for n, i := range call {
+		e := errs[n]
+		if e == nil {
+			st[i].done = true
+			continue
+		}
+		stop = true
+		noteFailure(failed, batch, i)
+		v := classify(e)
+		switch {
+		case v == fatal:
+			return stop, nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, e))
+		case v == retryable:
+			retryErr = e
+			continue
+		case v == topicUnavailable:
+			if err := s.topicUnavailable(&batch[i], e); err != nil {
+				return stop, nil, err
+			}
+			retryErr = e
+			continue
+		case len(call) > 1:
+			st[i].alone = true
+			continue
+		case v == ownFaultUnlessTransient:
+			if st[i].rejects == 0 {
+				st[i].since = time.Now()
+			}
+			st[i].rejects++
+			if st[i].rejects < rejectAttempts || time.Since(st[i].since) < rejectAfter {
+				retryErr = e
+				continue
+			}
+		}
+		if err := s.reject(&batch[i], &st[i], e); err != nil {
+			return stop, nil, err
+		}
+	}
+	return stop, retryErr, nil
+}
+
+// noteFailure records that record i of batch failed, unless an earlier
+// record of its group did.
+func noteFailure(failed map[group]int, batch []event, i int) {
+	g := group{batch[i].msg.Topic, string(batch[i].msg.Key)}
+	if _, ok := failed[g]; !ok {
+		failed[g] = i
+	}
+}
+
+// rewriteAfterFailures marks the records of written (those the attempt
+// sent, in batch order) that follow a failed record of their group as not
+// done: they go again, after it.
+func rewriteAfterFailures(batch []event, st []recordState, written []int, failed map[group]int) {
+	if len(failed) == 0 {
+		return
+	}
+	for _, i := range written {
+		if f, ok := failed[group{batch[i].msg.Topic, string(batch[i].msg.Key)}]; ok && i > f {
+			st[i].done = false
+		}
+	}
 }
 
 // oneTopic reports whether the records call of batch all have one topic.
@@ -451,10 +499,12 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 // whole call when it cannot say which record failed (nothing was sent, or
 // the call timed out).
 func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
-	msgs := make([]kafka.Message, len(call))
-	for k, i := range call {
-		msgs[k] = batch[i].msg
+	msgs := s.msgs[:0]
+	for _, i := range call {
+		msgs = append(msgs, batch[i].msg)
 	}
+	s.msgs = msgs
+	defer clear(msgs) // the batch holds the records; the scratch need not
 	err := s.writeMessages(ctx, msgs)
 	errs := make([]error, len(msgs))
 	var werrs kafka.WriteErrors

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -62,13 +63,42 @@ func startReplication(ctx context.Context, conn *pgconn.PgConn, c *Config, start
 
 // run reads until s.stop ends (it returns its cause) or the connection
 // fails, or the server falls silent for longer than the liveness bound.
+//
+// Reads take no context: pgconn would watch one for every message (a
+// callback registered and removed each time). A read deadline on the
+// socket bounds each round of reading instead, and the end of s.stop moves
+// it to now.
 func (s *stream) run() error {
 	ctx := s.stop
+	nc := s.conn.Conn()
+	var (
+		mu   sync.Mutex
+		done bool // run returned: the socket's deadline is no longer its
+	)
+	unwatch := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			_ = nc.SetReadDeadline(time.Now())
+		}
+	})
+	defer func() {
+		unwatch()
+		mu.Lock()
+		done = true
+		mu.Unlock()
+		_ = nc.SetReadDeadline(time.Time{})
+	}()
 	s.nextSS = time.Now().Add(s.lv.statusEvery)
 	for {
-		rctx, cancel := context.WithDeadline(ctx, s.wake())
-		err := s.readUntilDeadline(rctx)
-		cancel()
+		if err := nc.SetReadDeadline(s.wake()); err != nil {
+			return fmt.Errorf("relay: replication connection: %w", err)
+		}
+		// After the deadline is set: a stop from now on moves it.
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		err := s.readUntilDeadline()
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
@@ -122,13 +152,13 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// readUntilDeadline handles messages until rctx's deadline passes (it
-// returns nil) or an error.
-func (s *stream) readUntilDeadline(rctx context.Context) error {
+// readUntilDeadline handles messages until the socket's read deadline
+// passes (it returns nil) or an error.
+func (s *stream) readUntilDeadline() error {
 	for {
-		raw, err := s.conn.ReceiveMessage(rctx)
+		raw, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
-			if rctx.Err() != nil || pgconn.Timeout(err) {
+			if pgconn.Timeout(err) {
 				return nil
 			}
 			return fmt.Errorf("relay: replication connection: %w", err)

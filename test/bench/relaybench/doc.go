@@ -13,8 +13,16 @@
 //  2. runs the built relay binary on the second slot until every event is in
 //     kfake and the slot's confirmed position reached that commit's end,
 //
-// and prints both rates, their ratio (target: at least 0.6) and the relay's
-// peak RSS (VmHWM).
+// and prints both rates, their ratio (target: at least 0.9), the relay's
+// CPU time per 1k events and its peak RSS (VmHWM).
 //
 //	go run ./test/bench/relaybench -n 1000000
+//
+// -cpuprofile and -memprofile profile the relay: it then runs inside this
+// binary (the same code as cmd/relay) and writes the profiles when it stops.
+//
+//	go run ./test/bench/relaybench -n 200000 -cpuprofile cpu.prof
+//	go tool pprof -top cpu.prof
+//
+// -latency runs the latency mode instead (make bench-latency).
 package main

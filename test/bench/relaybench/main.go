@@ -34,9 +34,13 @@ type options struct {
 	relayArgs                                string
 	latency                                  string
 	duration                                 time.Duration
+	cpuProfile, memProfile                   string
 }
 
 func main() {
+	if code, ok := runAsRelay(); ok {
+		os.Exit(code)
+	}
 	var o options
 	flag.IntVar(&o.rows, "n", 1_000_000, "outbox rows to pre-insert and drain")
 	flag.IntVar(&o.txRows, "tx", 100, "rows per insert transaction")
@@ -47,6 +51,8 @@ func main() {
 	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments for relay run, space separated (for example \"--batch-size 10000\")")
 	flag.StringVar(&o.latency, "latency", "", "latency mode: comma-separated commit rates (single-row transactions per second), for example 500,1000,5000,10000")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "latency mode: how long each rate runs")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the relay's CPU profile to this file (the relay then runs inside this binary; go tool pprof FILE)")
+	flag.StringVar(&o.memProfile, "memprofile", "", "write the relay's allocation profile to this file at its exit (as -cpuprofile)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,6 +74,28 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer os.RemoveAll(tmp)
 	bin := o.relayBin
+	if o.cpuProfile != "" || o.memProfile != "" {
+		if bin != "" {
+			return fmt.Errorf("-relay-bin and -cpuprofile/-memprofile exclude each other (the profiled relay is this binary)")
+		}
+		abs := func(p string) (string, error) {
+			if p == "" {
+				return "", nil
+			}
+			return filepath.Abs(p)
+		}
+		cpu, err := abs(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		mem, err := abs(o.memProfile)
+		if err != nil {
+			return err
+		}
+		if bin, err = profiledRelay(cpu, mem); err != nil {
+			return err
+		}
+	}
 	if bin == "" {
 		bin = filepath.Join(tmp, "relay")
 		if err := buildRelay(ctx, bin); err != nil {
@@ -135,11 +163,11 @@ func run(ctx context.Context, o *options) error {
 		float64(buffer)/(1<<20), float64(res.peakRSSKiB<<10)/float64(buffer), float64(bound)/(1<<20),
 		map[bool]string{true: "within", false: "ABOVE"}[res.peakRSSKiB<<10 <= bound])
 	ratio := relayRate / rawRate
-	verdict := "meets"
-	if ratio < 0.6 {
-		verdict = "BELOW"
-	}
-	fmt.Printf("ratio relay/raw: %.3f (%s the 0.6 target)\n", ratio, verdict)
+	cpuPer1k := res.cpu.Seconds() / float64(res.events) * 1000
+	// The targets of issue 14 (this 2-core machine); printed, not asserted.
+	target := func(ok bool) string { return map[bool]string{true: "meets", false: "MISSES"}[ok] }
+	fmt.Printf("ratio relay/raw: %.3f (%s the 0.9 target); CPU %.4f s per 1k events (%s the 0.010 target); peak RSS %.1f MiB (%s the 64 MiB target)\n",
+		ratio, target(ratio >= 0.9), cpuPer1k, target(cpuPer1k <= 0.010), float64(res.peakRSSKiB)/1024, target(res.peakRSSKiB <= 64<<10))
 	return nil
 }
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pgoutbox/pgoutbox"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	pgsql "github.com/pgoutbox/pgoutbox/sql"
 )
 
 // Migrate creates or upgrades the inbox table (table, "table" or
@@ -22,7 +22,7 @@ func Migrate(ctx context.Context, db Beginner, table string) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
-	migrations, err := migrate.Load(pgsql.FS, "inbox")
+	migrations, err := migrate.Load(pgoutbox.Migrations, "inbox")
 	if err != nil {
 		return nil, err
 	}

@@ -7,10 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/pgtx"
-	pgsql "github.com/pgoutbox/pgoutbox/sql"
 )
 
 // Beginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it. It
@@ -33,7 +33,7 @@ func Migrate(ctx context.Context, db Beginner, cfg *Config) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	migrations, err := migrate.Load(pgsql.FS, "outbox")
+	migrations, err := migrate.Load(pgoutbox.Migrations, "outbox")
 	if err != nil {
 		return nil, err
 	}

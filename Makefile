@@ -15,7 +15,8 @@ help: ## Show this help.
 dev: ## Run the whole pipeline locally (throwaway Postgres, embedded Kafka, relay, demo producer and consumer); Ctrl-C stops.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/relay ./cmd/relay
-	@# exec: the relay itself gets Ctrl-C, drains and exits 0 (go run would exit 1).
+	@# exec: the relay itself gets Ctrl-C, drains and exits 0 (go run would exit 1);
+	@# make still reports Interrupt (130): it dies by the terminal's SIGINT too.
 	exec $(BIN)/relay dev $(DEVFLAGS)
 
 .PHONY: build

@@ -23,16 +23,20 @@ import (
 
 // config is the parsed command line.
 type config struct {
-	databaseURL   string
-	brokers       []string
-	topic         string
-	group         string
-	apiURL        string // empty: start the fake API in-process
-	apiListen     string
-	apiFailEvery  int
-	metricsAddr   string
-	retryBackoff  time.Duration
-	leaseDuration time.Duration
+	databaseURL    string
+	brokers        []string
+	topic          string
+	group          string
+	apiURL         string // empty: start the fake API in-process
+	apiListen      string
+	apiFailEvery   int
+	strategy       string
+	apiTimeout     time.Duration
+	reservationTTL time.Duration
+	sessionTimeout time.Duration
+	metricsAddr    string
+	retryBackoff   time.Duration
+	leaseDuration  time.Duration
 }
 
 // run is the whole program. It returns the exit code.
@@ -46,13 +50,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.group, "group", "payments", "Kafka consumer group, also the inbox consumer name")
 	fs.StringVar(&cfg.apiURL, "payment-api-url", os.Getenv("PAYMENT_API_URL"), "payment API base URL; empty starts the fake one in-process (env PAYMENT_API_URL)")
 	fs.StringVar(&cfg.apiListen, "payment-api-listen", envOr("PAYMENT_API_LISTEN", "127.0.0.1:8081"), "address of the in-process fake payment API (env PAYMENT_API_LISTEN)")
-	fs.IntVar(&cfg.apiFailEvery, "payment-api-fail-every", 0, "the fake API loses the response of every n-th new charge (after charging), to show retries with the same idempotency key; 0 never")
+	fs.StringVar(&cfg.strategy, "strategy", envOr("PAYMENT_STRATEGY", strategyIdempotencyKey), "how a retry avoids a second charge: "+strategyIdempotencyKey+", "+strategyQueryStatus+" or "+strategyReserveConfirm+" (see below; env PAYMENT_STRATEGY)")
+	fs.IntVar(&cfg.apiFailEvery, "payment-api-fail-every", 0, "the fake API loses the response of every n-th new charge (after charging), to show that a retry charges nothing twice; 0 never")
+	fs.DurationVar(&cfg.apiTimeout, "payment-api-timeout", 5*time.Second, "timeout of each payment API request; "+strategyQueryStatus+" also sends it as the charge's deadline, and waits for it to pass before a not-found status is final. Must be below --lease")
+	fs.DurationVar(&cfg.reservationTTL, "payment-api-reservation-ttl", time.Minute, "the fake API ("+strategyReserveConfirm+") voids a reservation not confirmed within this time")
+	fs.DurationVar(&cfg.sessionTimeout, "session-timeout", 30*time.Second, "Kafka group session and rebalance timeout: how long before a dead consumer's partitions move to another one")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", envOr("METRICS_ADDR", ":9741"), "serve /metrics and /healthz here; empty disables (env METRICS_ADDR)")
 	fs.DurationVar(&cfg.retryBackoff, "retry-backoff", time.Second, "wait before the first retry of a failed charge; doubles per attempt up to 1m")
 	fs.DurationVar(&cfg.leaseDuration, "lease", 30*time.Second, "how long a charge in progress is leased before another delivery may take it over")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: payment-consumer [flags]\n\nConsumes order.placed events through the inbox and charges each order once at a payment API.\n\n")
 		fs.PrintDefaults()
+		fmt.Fprint(stderr, strategyHelp)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -67,6 +76,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.databaseURL == "" || len(cfg.brokers) == 0 {
 		fmt.Fprintln(stderr, "payment-consumer: --database-url (or DATABASE_URL) and --brokers are required")
+		return 2
+	}
+	switch {
+	case cfg.strategy != strategyIdempotencyKey && cfg.strategy != strategyQueryStatus && cfg.strategy != strategyReserveConfirm:
+		fmt.Fprintf(stderr, "payment-consumer: unknown --strategy %q\n", cfg.strategy)
+		return 2
+	case cfg.apiTimeout <= 0 || cfg.apiTimeout >= cfg.leaseDuration:
+		// The handler's context ends with the lease: a request must fit
+		// in it.
+		fmt.Fprintf(stderr, "payment-consumer: --payment-api-timeout %v must be positive and below --lease %v\n", cfg.apiTimeout, cfg.leaseDuration)
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
@@ -116,7 +135,11 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 
 	apiURL := cfg.apiURL
 	if apiURL == "" {
-		addr, err := serve(cfg.apiListen, newPaymentAPI(cfg.apiFailEvery).routes())
+		api := newPaymentAPI(cfg.apiFailEvery).routes()
+		if cfg.strategy != strategyIdempotencyKey {
+			api = newNoKeyAPI(cfg.apiFailEvery, cfg.reservationTTL).routes()
+		}
+		addr, err := serve(cfg.apiListen, api)
 		if err != nil {
 			return fmt.Errorf("fake payment API: %w", err)
 		}
@@ -148,22 +171,32 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 		fmt.Fprintf(stdout, "payment-consumer: metrics on http://%s/metrics\n", addr)
 	}
 
-	client := newPaymentClient(apiURL)
+	client := newPaymentClient(apiURL, cfg.apiTimeout)
+	handler := client.charge
+	switch cfg.strategy {
+	case strategyQueryStatus:
+		handler = client.chargeQueryStatus
+	case strategyReserveConfirm:
+		handler = client.chargeReserveConfirm
+	}
 	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
-		Brokers:         cfg.brokers,
-		GroupID:         cfg.group,
-		Topics:          []string{cfg.topic},
-		Inbox:           in,
-		DB:              pool,
-		ExternalHandler: client.charge,
+		Brokers:          cfg.brokers,
+		GroupID:          cfg.group,
+		Topics:           []string{cfg.topic},
+		Inbox:            in,
+		DB:               pool,
+		ExternalHandler:  handler,
+		SessionTimeout:   cfg.sessionTimeout,
+		RebalanceTimeout: cfg.sessionTimeout,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
-			log.Info("order.placed handled", "business_key", msg.BusinessKey, "outcome", res.Outcome.String(), "charge", res.ResultRef)
+			log.Info("order.placed handled", "business_key", msg.BusinessKey, "outcome", res.Outcome.String(),
+				"attempts", res.Attempts, "reconciled", res.Reconciled, "charge", res.ResultRef)
 		},
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "payment-consumer: consuming %s from %s as group %s\n", cfg.topic, strings.Join(cfg.brokers, ","), cfg.group)
+	fmt.Fprintf(stdout, "payment-consumer: consuming %s from %s as group %s, strategy %s\n", cfg.topic, strings.Join(cfg.brokers, ","), cfg.group, cfg.strategy)
 	return c.Run(ctx)
 }
 

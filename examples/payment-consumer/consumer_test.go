@@ -24,7 +24,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	workerMain()
+	testenv.Main(m)
+}
 
 var (
 	apiLine     = regexp.MustCompile(`fake payment API on (\S+)`)
@@ -44,13 +47,23 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-// Every order is charged exactly once per business key, although Kafka
-// delivers each event twice (same message ID), the producer sent some
-// twice (new message ID, same business key), and the payment API loses the
-// response of every third charge, so the consumer retries with the same
-// idempotency key.
+// Every order is charged exactly once per business key, with each
+// strategy, although Kafka delivers each event twice (same message ID), the
+// producer sent some twice (new message ID, same business key), and the
+// payment API loses the response of every third charge, so the consumer
+// retries: with the same idempotency key, after asking the provider about
+// the saved request reference, or by confirming the saved reservation again.
 func TestChargedOncePerBusinessKey(t *testing.T) {
 	t.Parallel()
+	for _, strategy := range []string{strategyIdempotencyKey, strategyQueryStatus, strategyReserveConfirm} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			testChargedOnce(t, strategy)
+		})
+	}
+}
+
+func testChargedOnce(t *testing.T, strategy string) {
 	const topic = "outbox.order"
 	db := testenv.NewDB(t)
 	k := testenv.NewKafka(t, kfake.SeedTopics(testenv.DefaultPartitions, topic))
@@ -63,7 +76,7 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{
-			"--database-url", db.URL, "--brokers", strings.Join(k.Brokers, ","),
+			"--database-url", db.URL, "--brokers", strings.Join(k.Brokers, ","), "--strategy", strategy,
 			"--payment-api-listen", "127.0.0.1:0", "--payment-api-fail-every", "3",
 			"--metrics-addr", "127.0.0.1:0", "--retry-backoff", "20ms",
 		}, &stdout, &stderr)
@@ -90,29 +103,13 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 	for i := range orders {
 		o := orderPlaced{OrderID: uuid.NewString(), Customer: "ada", AmountCents: int64(100 * (i + 1))}
 		amounts["charge-"+o.OrderID] = o.AmountCents
-		payload, _ := json.Marshal(o)
-		rec := func(id string) kafka.Message {
-			return kafka.Message{Key: []byte(o.OrderID), Value: payload, Headers: []kafka.Header{
-				{Key: inbox.HeaderMessageID, Value: []byte(id)},
-				{Key: inbox.HeaderBusinessKey, Value: []byte("charge-" + o.OrderID)},
-				{Key: inbox.HeaderEventType, Value: []byte("order.placed")},
-			}}
-		}
 		id := uuid.NewString()
-		records = append(records, rec(id), rec(id))
+		records = append(records, orderRecord(o, id), orderRecord(o, id))
 		if i%3 == 0 {
-			records = append(records, rec(uuid.NewString()))
+			records = append(records, orderRecord(o, uuid.NewString()))
 		}
 	}
-	transport := &kafka.Transport{}
-	defer transport.CloseIdleConnections()
-	w := &kafka.Writer{Addr: kafka.TCP(k.Brokers...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, Transport: transport}
-	if err := w.WriteMessages(ctx, records...); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRecords(t, k.Brokers, topic, records...)
 
 	// Every delivery beyond the first of a business key was a duplicate.
 	wantDuplicates := len(records) - orders
@@ -134,26 +131,38 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 	var charges []charge
 	getJSON(t, apiURL+"/v1/charges", &charges)
 	requests := 0
+	byKey := map[string]string{}
 	for _, c := range charges {
-		if amounts[c.IdempotencyKey] != c.AmountCents {
-			t.Errorf("charge %s: key %s amount %d, want %d", c.ID, c.IdempotencyKey, c.AmountCents, amounts[c.IdempotencyKey])
+		key := chargeKey(c)
+		if amounts[key] != c.AmountCents {
+			t.Errorf("charge %s: key %s amount %d, want %d", c.ID, key, c.AmountCents, amounts[key])
 		}
-		delete(amounts, c.IdempotencyKey)
+		delete(amounts, key)
+		byKey[key] = c.ID
 		requests += c.Requests
 	}
 	if len(charges) != orders || len(amounts) != 0 {
 		t.Fatalf("%d charges for %d orders; uncharged: %v", len(charges), orders, amounts)
 	}
-	// Four responses were lost: the same keys came back, charging nothing.
-	if requests != orders+orders/3 {
-		t.Errorf("%d charge requests, want %d (one retry per lost response)", requests, orders+orders/3)
+	// Four responses were lost. The retry sent the idempotency key again
+	// or confirmed the saved reservation again (one more request that
+	// charged nothing), or looked the saved reference up (no request to
+	// charge); the last two reconciled.
+	wantRequests, wantReconciled := orders+orders/3, orders/3
+	switch strategy {
+	case strategyIdempotencyKey:
+		wantReconciled = 0
+	case strategyQueryStatus:
+		wantRequests = orders
+	}
+	if requests != wantRequests {
+		t.Errorf("%d charge requests (or confirms), want %d", requests, wantRequests)
+	}
+	if n := strings.Count(stderr.String(), "reconciled=true"); n != wantReconciled {
+		t.Errorf("%d deliveries reconciled, want %d", n, wantReconciled)
 	}
 
 	// The inbox recorded each charge ID as the result of its business key.
-	byKey := map[string]string{}
-	for _, c := range charges {
-		byKey[c.IdempotencyKey] = c.ID
-	}
 	rows, err := db.Pool.Query(ctx, `SELECT business_key, status, result_ref FROM inbox WHERE consumer = 'payments'`)
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +189,43 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 	}
 }
 
+// chargeKey is the business key a charge was made for: its idempotency key,
+// or the business key its request reference starts with.
+func chargeKey(c charge) string {
+	if c.IdempotencyKey != "" {
+		return c.IdempotencyKey
+	}
+	key, _, _ := strings.Cut(c.Reference, "/attempt-")
+	return key
+}
+
+// orderRecord is the Kafka record of the order.placed event o with message
+// ID id, as the relay publishes it.
+func orderRecord(o orderPlaced, id string) kafka.Message {
+	payload, _ := json.Marshal(o)
+	return kafka.Message{Key: []byte(o.OrderID), Value: payload, Headers: []kafka.Header{
+		{Key: inbox.HeaderMessageID, Value: []byte(id)},
+		{Key: inbox.HeaderBusinessKey, Value: []byte("charge-" + o.OrderID)},
+		{Key: inbox.HeaderEventType, Value: []byte("order.placed")},
+	}}
+}
+
+// writeRecords produces records to topic, acknowledged by every replica.
+func writeRecords(t *testing.T, brokers []string, topic string, records ...kafka.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, Transport: transport}
+	if err := w.WriteMessages(ctx, records...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A worker that charged but did not record the result before its lease
 // expired (it hung or crashed) is taken over by the next delivery, which
 // calls the API again with the same idempotency key: the API replays the
@@ -199,7 +245,7 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 	api := newPaymentAPI(0)
 	srv := httptest.NewServer(api.routes())
 	defer srv.Close()
-	client := newPaymentClient(srv.URL)
+	client := newPaymentClient(srv.URL, 10*time.Second)
 
 	payload, _ := json.Marshal(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200})
 	msg := inbox.Message{ID: uuid.NewString(), BusinessKey: "charge-o-1", Payload: payload}
@@ -242,8 +288,29 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 func TestHelp(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "-payment-api-url") {
+	if code := run(context.Background(), []string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "-payment-api-url") ||
+		!strings.Contains(stderr.String(), "in order of preference") {
 		t.Errorf("--help: exit %d\n%s", code, stderr.String())
+	}
+}
+
+// A strategy it does not know and a request timeout that does not fit in
+// the lease are usage errors (exit 2), found before connecting anywhere.
+func TestBadUsage(t *testing.T) {
+	t.Parallel()
+	base := []string{"--database-url", "postgres://nowhere.invalid/db", "--brokers", "nowhere.invalid:9092"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--strategy", "retry-and-hope"}, `unknown --strategy "retry-and-hope"`},
+		{[]string{"--payment-api-timeout", "30s", "--lease", "30s"}, "must be positive and below --lease 30s"},
+		{[]string{"--payment-api-timeout", "0s"}, "must be positive"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), append(base, tc.args...), &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
 	}
 }
 
@@ -254,7 +321,7 @@ func TestChargeRetryableStatuses(t *testing.T) {
 	api := newPaymentAPI(0)
 	srv := httptest.NewServer(api.routes())
 	defer srv.Close()
-	client := newPaymentClient(srv.URL)
+	client := newPaymentClient(srv.URL, 10*time.Second)
 	payload, _ := json.Marshal(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200})
 	msg := inbox.Message{ID: "m-1", BusinessKey: "charge-o-1", Payload: payload}
 	ctx := context.Background()

@@ -21,14 +21,41 @@ type paymentAPI struct {
 	charges map[string]*charge // by idempotency key
 	created int
 	refuse  []int // statuses to answer, without charging, to the next requests
+
+	afterCharge chargeHook // runs after each new charge
 }
 
-// charge is one charge of the fake API.
+// chargeHook, when set, runs after a fake API charged and before it
+// answers; tests block in it to kill the caller exactly between the
+// provider's success and the caller's bookkeeping.
+type chargeHook struct {
+	mu sync.Mutex
+	f  func(r *http.Request, c charge)
+}
+
+func (h *chargeHook) set(f func(r *http.Request, c charge)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.f = f
+}
+
+func (h *chargeHook) run(r *http.Request, c charge) {
+	h.mu.Lock()
+	f := h.f
+	h.mu.Unlock()
+	if f != nil {
+		f(r, c)
+	}
+}
+
+// charge is one charge of the fake APIs.
 type charge struct {
 	ID             string `json:"id"`
-	IdempotencyKey string `json:"idempotency_key"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	AmountCents    int64  `json:"amount_cents"`
 	Reference      string `json:"reference"`
+	// ReservationID is the reservation a confirm charged (noKeyAPI).
+	ReservationID string `json:"reservation_id,omitempty"`
 	// Requests counts the requests that carried the key.
 	Requests int `json:"requests"`
 }
@@ -79,6 +106,9 @@ func (p *paymentAPI) createCharge(w http.ResponseWriter, r *http.Request) {
 	lose := !replay && p.failEvery > 0 && p.created%p.failEvery == 0
 	resp := *c
 	p.mu.Unlock()
+	if !replay {
+		p.afterCharge.run(r, resp)
+	}
 
 	if lose {
 		http.Error(w, "gateway timeout after charging (simulated)", http.StatusServiceUnavailable)

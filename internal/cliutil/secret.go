@@ -1,10 +1,13 @@
 package cliutil
 
 import (
+	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 )
 
 // FileSuffix is appended to a secret's environment variable to name a file
@@ -51,3 +54,16 @@ func ReadSecret(c *cli.Context, name, env string) (Secret, error) {
 
 // CommandLineWarning is the log message for a secret given as a flag.
 const CommandLineWarning = "credentials given on the command line can be read by other users of this host (ps, /proc/PID/cmdline); use the environment variable or its *_FILE variant instead"
+
+// WarnSecretFlag logs CommandLineWarning for the secret given as --flag;
+// env is its environment variable, to use instead (or env+FileSuffix).
+func WarnSecretFlag(log *slog.Logger, flag, env string) {
+	log.Warn(CommandLineWarning, "flag", "--"+flag, "instead", env+" or "+env+FileSuffix)
+}
+
+// URLExposed reports whether the connection string s was given on the
+// command line and holds a secret (a password, an sslpassword, a token):
+// a URL without one hides nothing.
+func URLExposed(s Secret) bool {
+	return s.OnCommandLine && len(redact.Secrets(s.Value)) > 0
+}

@@ -111,3 +111,19 @@ func (d *Duration) String() string {
 	}
 	return d.d.String()
 }
+
+// ByteCount prints n in bytes and, from 1 KiB, in the largest binary unit
+// as well, to one decimal: "512 B", "1536 B (1.5 KiB)".
+func ByteCount(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, units := float64(n), "KMGTPE"
+	i := -1
+	for (f >= unit || f <= -unit) && i < len(units)-1 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%d B (%.1f %ciB)", n, f, units[i])
+}

@@ -1,6 +1,6 @@
-// Package contract holds the rules of the pgoutbox message contract that the
-// outbox writer, the relay and the inbox must apply alike: what a message ID
-// and a business key may hold.
+// Package contract holds the pgoutbox message contract that the outbox
+// writer, the relay and the inbox must apply alike: the record header names
+// (headers.go) and what a message ID and a business key may hold (key.go).
 //
 // A key that breaks them is refused by the writer and dead-lettered with a
 // reason by whichever hop meets it first (the relay, or the inbox with reason

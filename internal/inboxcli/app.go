@@ -13,7 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
-	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -103,9 +102,9 @@ func connect(c *cli.Context) (*pgxpool.Pool, error) {
 		// pgconn redacts the password in its parse errors.
 		return nil, usagef("--database-url: %v", err)
 	}
-	if secret.OnCommandLine && len(redact.Secrets(url)) > 0 {
+	if cliutil.URLExposed(secret) {
 		if log, err := logger(c); err == nil {
-			log.Warn(cliutil.CommandLineWarning, "flag", "--database-url", "instead", "INBOX_DATABASE_URL or INBOX_DATABASE_URL_FILE")
+			cliutil.WarnSecretFlag(log, "database-url", "INBOX_DATABASE_URL")
 		}
 	}
 	pool, err := pgxpool.NewWithConfig(c.Context, cfg)

@@ -64,7 +64,7 @@ func tailCommand() *cli.Command {
 				return err
 			}
 			if sec.PasswordOnCommandLine {
-				log.Warn(cliutil.CommandLineWarning, "flag", "--"+kafkaflags.FlagSASLPassword, "instead", "INBOX_KAFKA_SASL_PASSWORD or INBOX_KAFKA_SASL_PASSWORD_FILE")
+				cliutil.WarnSecretFlag(log, kafkaflags.FlagSASLPassword, envName(kafkaflags.FlagSASLPassword))
 			}
 			pool, err := connect(c)
 			if err != nil {

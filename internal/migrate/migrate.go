@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/pgtx"
 )
 
 // Migration is one numbered SQL file.
@@ -53,11 +54,6 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	return out, nil
 }
 
-// Beginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // lockKey is the advisory lock every migration transaction takes first.
 const lockKey = 0x7067_6f75_7462 // "pgoutb"
 
@@ -68,7 +64,7 @@ const lockKey = 0x7067_6f75_7462 // "pgoutb"
 // rights on public. replace rewrites default names in the SQL text (for
 // example public.outbox to the configured table). It returns the versions it
 // applied, in order.
-func Apply(ctx context.Context, db Beginner, component, target string, migrations []Migration, replace *strings.Replacer) ([]int, error) {
+func Apply(ctx context.Context, db pgtx.Beginner, component, target string, migrations []Migration, replace *strings.Replacer) ([]int, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate %s: begin: %w", component, err)

@@ -101,7 +101,8 @@ func Secrets(s string) []string {
 	return out
 }
 
-// unquote undoes keyword/value quoting: 'a\'b' and 'a”b' both give a'b.
+// unquote undoes keyword/value quoting: a backslash-escaped quote ('a\'b')
+// and a doubled one (two single quotes between a and b) both give a'b.
 func unquote(v string) string {
 	if len(v) < 2 || v[0] != '\'' || v[len(v)-1] != '\'' {
 		return v

@@ -12,7 +12,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -37,6 +36,9 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	}
 	sc.add(pg.Password)
 	sc.addURL(url)
+	if cliutil.URLExposed(secret) {
+		sc.exposed = append(sc.exposed, flagDatabaseURL)
+	}
 
 	cfg := &relay.Config{
 		DatabaseURL: url,
@@ -64,16 +66,11 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 
 // warnSecretFlags logs a warning for each secret given as a flag (a
 // database URL holding a password, a SASL password), once the command's
-// flags are known to be valid.
-func warnSecretFlags(c *cli.Context, log *slog.Logger) {
-	for _, flag := range []string{flagDatabaseURL, kafkaflags.FlagSASLPassword} {
-		s, err := cliutil.ReadSecret(c, flag, envName(flag))
-		if flag == flagDatabaseURL && len(redact.Secrets(s.Value)) == 0 {
-			continue // a URL without a password hides nothing
-		}
-		if err == nil && s.OnCommandLine {
-			log.Warn(cliutil.CommandLineWarning, "flag", "--"+flag, "instead", envName(flag)+" or "+envName(flag)+cliutil.FileSuffix)
-		}
+// flags are known to be valid. The flags were read (files and all) while
+// the configuration was built: sc remembers which secrets came as flags.
+func warnSecretFlags(sc *scrubber, log *slog.Logger) {
+	for _, flag := range sc.exposed {
+		cliutil.WarnSecretFlag(log, flag, envName(flag))
 	}
 }
 
@@ -178,6 +175,9 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	sc.add(sec.Password)
 	if err != nil {
 		return nil, err
+	}
+	if sec.PasswordOnCommandLine {
+		sc.exposed = append(sc.exposed, kafkaflags.FlagSASLPassword)
 	}
 	cfg.TLS, cfg.SASL = sec.TLS, sec.SASL
 	if addr := c.String(flagMetricsAddr); addr != "" {

@@ -1,9 +1,9 @@
 // Package relaycli is the command line of the relay: `relay run`, `setup`,
-// `status` and `teardown`, and `relay dev`, the local demo of the whole
-// pipeline (throwaway Postgres from internal/pgserver, an embedded kfake
-// broker, the relay, a demo producer and inbox consumer; dev*.go). cmd/relay only wires signals and the process exit
-// code; everything else lives here so tests run the CLI with an argument list
-// and read what it prints.
+// `status`, `teardown`, `recover` and `backfill`, and `relay dev`, whose
+// demo lives in internal/devdemo (a build with -tags nodev leaves it out).
+// cmd/relay only wires signals and the process exit code; everything else
+// lives here, so tests run the CLI with an argument list and read what it
+// prints.
 //
 // # Exit codes
 //

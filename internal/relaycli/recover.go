@@ -75,7 +75,7 @@ func streamConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err := gapConfig(c, cfg); err != nil {
 		return nil, err
 	}
-	warnSecretFlags(c, cfg.Logger)
+	warnSecretFlags(sc, cfg.Logger)
 	return cfg, nil
 }
 
@@ -148,7 +148,7 @@ func backfillAction(c *cli.Context, sc *scrubber) error {
 	opts.Progress = func(n int, at time.Time) {
 		cfg.Logger.Info("backfill progress", "published", n, "created_at", at.UTC().Format(time.RFC3339Nano))
 	}
-	warnSecretFlags(c, cfg.Logger)
+	warnSecretFlags(sc, cfg.Logger)
 	n, err := relay.Backfill(c.Context, cfg, opts)
 	if err != nil {
 		return fail(fmt.Errorf("backfill stopped after %d rows: %w", n, err))

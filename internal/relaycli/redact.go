@@ -21,6 +21,9 @@ const minSecretLen = 4
 // passwords.
 type scrubber struct {
 	secrets []string
+	// exposed names the secret flags given on the command line, for
+	// warnSecretFlags.
+	exposed []string
 }
 
 // add registers a secret, also in its URL-escaped forms.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -472,5 +474,38 @@ func TestSetupWaitsForTheDatabase(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "relay: waiting up to 1.5s for the database: ") ||
 		!strings.Contains(lines[1], "connection refused") || strings.Contains(r.stderr, "WaitSecretPw") {
 		t.Fatalf("stderr:\n%s", r.stderr)
+	}
+}
+
+// Not parallel: it sets environment variables. A database URL with a
+// password given as a flag earns one warning naming the flag and the
+// variables to use instead; the same URL from RELAY_DATABASE_URL_FILE, or a
+// URL without a password, earns none.
+func TestSecretFlagWarning(t *testing.T) {
+	const secret = "WarnSecretPw42"
+	closed := closedAddr(t)
+	withPw := "postgres://relay:" + secret + "@" + closed + "/app?sslmode=disable&connect_timeout=5"
+	file := filepath.Join(t.TempDir(), "url")
+	if err := os.WriteFile(file, []byte(withPw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	warnings := func(r result) int { return strings.Count(r.stderr, "credentials given on the command line") }
+
+	r := cli(t, "status", "--database-url", withPw)
+	wantCode(t, r, 1)
+	if warnings(r) != 1 || !strings.Contains(r.stderr, "flag=--database-url") ||
+		!strings.Contains(r.stderr, "RELAY_DATABASE_URL or RELAY_DATABASE_URL_FILE") || strings.Contains(r.stderr, secret) {
+		t.Errorf("password in --database-url: want one warning naming the flag, without the password:\n%s", r.stderr)
+	}
+	r = cli(t, "status", "--database-url", "postgres://relay@"+closed+"/app?sslmode=disable&connect_timeout=5")
+	wantCode(t, r, 1)
+	if warnings(r) != 0 {
+		t.Errorf("no password in --database-url: want no warning:\n%s", r.stderr)
+	}
+	t.Setenv("RELAY_DATABASE_URL_FILE", file)
+	r = cli(t, "status")
+	wantCode(t, r, 1)
+	if warnings(r) != 0 || strings.Contains(r.stderr, secret) {
+		t.Errorf("URL from RELAY_DATABASE_URL_FILE: want no warning, no password:\n%s", r.stderr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -68,7 +69,7 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		return fail(err)
 	}
 	if addr := c.String(flagMetricsAddr); addr != "" {
-		ms, err := startMetrics(addr, reg, r.Ready, logger)
+		ms, err := cliutil.ServeMetrics(addr, reg, r.Ready, logger)
 		if err != nil {
 			return fail(errors.Join(errors.New("--"+flagMetricsAddr), err))
 		}

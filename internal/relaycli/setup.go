@@ -101,7 +101,7 @@ func adminAction(sc *scrubber, fn func(ctx context.Context, c *cli.Context, cfg 
 		if err != nil {
 			return err
 		}
-		warnSecretFlags(c, cfg.Logger)
+		warnSecretFlags(sc, cfg.Logger)
 		ctx, cancel := context.WithTimeout(c.Context, adminTimeout+c.Duration(flagWait))
 		defer cancel()
 		return fn(ctx, c, cfg)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -89,12 +90,12 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 		row("confirmed_flush_lsn", st.ConfirmedFlushLSN)
 		row("restart_lsn", st.RestartLSN)
 		row("current_wal_lsn", st.CurrentWALLSN)
-		row("lag", byteSize(st.LagBytes))
-		row("retained_wal", byteSize(st.RetainedWALBytes))
+		row("lag", cliutil.ByteCount(st.LagBytes))
+		row("retained_wal", cliutil.ByteCount(st.RetainedWALBytes))
 		row("wal_status", st.WALStatus)
 		safe := "unlimited"
 		if st.SafeWALSize != nil {
-			safe = byteSize(*st.SafeWALSize)
+			safe = cliutil.ByteCount(*st.SafeWALSize)
 		}
 		row("safe_wal_size", safe)
 	}
@@ -149,19 +150,4 @@ func existence(ok bool) string {
 		return "exists"
 	}
 	return "missing"
-}
-
-// byteSize prints n bytes exactly and, from 1 KiB on, in a readable unit.
-func byteSize(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, units := float64(n), "KMGTPE"
-	i := -1
-	for (f >= unit || f <= -unit) && i < len(units)-1 {
-		f /= unit
-		i++
-	}
-	return fmt.Sprintf("%d B (%.1f %ciB)", n, f, units[i])
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // batchEntry remembers a message handled earlier in the same batch.
@@ -22,7 +20,7 @@ type batchEntry struct {
 // error, a conflict, a retry or lease to take over, a database error) rolls
 // the whole batch back and returns ok false: the caller then handles the
 // messages one at a time, where every outcome has its full treatment.
-func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message, handler MessageHandler) (results []Result, ok bool) {
+func (in *Inbox) processBatch(ctx context.Context, db database, msgs []Message, handler txWork) (results []Result, ok bool) {
 	start := time.Now()
 	in.metrics.inFlight.Add(float64(len(msgs)))
 	defer func() {
@@ -31,11 +29,11 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 			in.metrics.inFlight.Sub(float64(len(msgs)))
 		}
 	}()
-	tx, err := db.Begin(ctx)
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return nil, false
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() { _ = tx.rollback(context.WithoutCancel(ctx)) }()
 
 	n := len(msgs)
 	ids, keys, topics := make([]string, n), make([]string, n), make([]string, n)
@@ -43,11 +41,11 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 	for i, m := range msgs {
 		ids[i], keys[i], hashes[i], topics[i], parts[i], offs[i] = m.ID, m.BusinessKey, in.hash(&msgs[i]), m.Topic, int32(m.Partition), m.Offset
 	}
-	rows, err := tx.Query(ctx, in.queries.claimBatch, in.cfg.Consumer, ids, keys, hashes, topics, parts, offs)
-	if err != nil {
-		return nil, false
-	}
-	claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	rows, err := tx.query(ctx, in.queries.claimBatch, in.cfg.Consumer, ids, keys, hashes, topics, parts, offs)
+	claimed, err := collect(rows, err, func(r dbRows) (id string, err error) {
+		err = r.Scan(&id)
+		return id, err
+	})
 	if err != nil {
 		return nil, false
 	}
@@ -64,7 +62,7 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 		m := &msgs[i]
 		if fresh[m.ID] {
 			delete(fresh, m.ID) // a second copy in this batch is a duplicate
-			ref, herr := in.runMessage(ctx, m, tx, handler)
+			ref, herr := in.runTx(ctx, m, tx, handler)
 			if herr != nil {
 				return nil, false
 			}
@@ -95,11 +93,11 @@ func (in *Inbox) processBatch(ctx context.Context, db TxBeginner, msgs []Message
 		results[i] = *c.done
 	}
 	if len(doneIDs) > 0 {
-		if _, err := tx.Exec(ctx, in.queries.completeBatch, in.cfg.Consumer, doneIDs, refs); err != nil {
+		if _, err := tx.exec(ctx, in.queries.completeBatch, in.cfg.Consumer, doneIDs, refs); err != nil {
 			return nil, false
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.commit(ctx); err != nil {
 		return nil, false
 	}
 	for i := range msgs {

@@ -2,11 +2,13 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
@@ -46,6 +48,20 @@ func BenchmarkDatabaseCost(b *testing.B) {
 			}
 		}
 	})
+	sdb := stdlib.OpenDBFromPool(db.Pool)
+	defer func() { _ = sdb.Close() }()
+	b.Run("sql-inbox-1", func(b *testing.B) {
+		for range b.N {
+			m := next()
+			_, err := in.ProcessSQL(ctx, sdb, m, func(ctx context.Context, tx *sql.Tx) (string, error) {
+				_, err := tx.ExecContext(ctx, `INSERT INTO effect VALUES ($1, $2)`, m.BusinessKey, m.Payload)
+				return "", err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("plain-1", func(b *testing.B) {
 		for range b.N {
 			m := next()
@@ -60,7 +76,7 @@ func BenchmarkDatabaseCost(b *testing.B) {
 			for j := range msgs {
 				msgs[j] = next()
 			}
-			if _, ok := in.processBatch(ctx, db.Pool, msgs, insert); !ok {
+			if _, ok := in.processBatch(ctx, pgxDB{db.Pool}, msgs, pgxMessageWork(insert)); !ok {
 				b.Fatal("batch failed")
 			}
 		}

@@ -46,14 +46,14 @@ type storedRow struct {
 // claimTx claims msg as the first statement of tx. lease > 0 sets
 // locked_until (two-phase path). marked says that markAttempt counted this
 // attempt in a RECEIVED row.
-func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration, marked bool) (claim, error) {
+func (in *Inbox) claimTx(ctx context.Context, tx dbTx, msg *Message, hash []byte, lease time.Duration, marked bool) (claim, error) {
 	q := &in.queries
 	for range 3 {
 		var (
 			attempts int
 			until    *time.Time
 		)
-		err := tx.QueryRow(ctx, q.claim, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash, lease.Microseconds(),
+		err := tx.queryRow(ctx, q.claim, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash, lease.Microseconds(),
 			msg.Topic, msg.Partition, msg.Offset).Scan(&attempts, &until)
 		if err == nil {
 			return claim{rowID: msg.ID, attempt: attempts, lease: deref(until)}, nil
@@ -61,11 +61,8 @@ func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []by
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return claim{}, fmt.Errorf("inbox: claim %s: %w", msg.ID, err)
 		}
-		rows, err := tx.Query(ctx, q.lookup, in.cfg.Consumer, msg.ID, msg.BusinessKey)
-		if err != nil {
-			return claim{}, fmt.Errorf("inbox: look up %s: %w", msg.ID, err)
-		}
-		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
+		rows, err := tx.query(ctx, q.lookup, in.cfg.Consumer, msg.ID, msg.BusinessKey)
+		found, err := collect(rows, err, func(r dbRows) (storedRow, error) {
 			var s storedRow
 			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased, &s.deadLettered, &s.startedAt, &s.requestRef)
 			return s, err
@@ -88,7 +85,7 @@ func (in *Inbox) claimTx(ctx context.Context, tx pgx.Tx, msg *Message, hash []by
 }
 
 // decide settles a delivery that met an existing row.
-func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byte, lease time.Duration, marked bool, row storedRow) (claim, error) {
+func (in *Inbox) decide(ctx context.Context, tx dbTx, msg *Message, hash []byte, lease time.Duration, marked bool, row storedRow) (claim, error) {
 	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts, prevStart: deref(row.startedAt), prevRef: row.requestRef}
 	done := func(o Outcome) (claim, error) {
 		c.done = &Result{Outcome: o, Status: row.status, Attempts: row.attempts, ResultRef: row.resultRef, from: row.status}
@@ -131,7 +128,7 @@ func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byt
 		return in.exhaust(ctx, tx, c, row)
 	}
 	var until *time.Time
-	err := tx.QueryRow(ctx, in.queries.takeover, in.cfg.Consumer, row.messageID, lease.Microseconds(),
+	err := tx.queryRow(ctx, in.queries.takeover, in.cfg.Consumer, row.messageID, lease.Microseconds(),
 		msg.Topic, msg.Partition, msg.Offset, counted).Scan(&c.attempt, &until)
 	if err != nil {
 		return claim{}, fmt.Errorf("inbox: take over %s: %w", row.messageID, err)
@@ -144,10 +141,10 @@ func (in *Inbox) decide(ctx context.Context, tx pgx.Tx, msg *Message, hash []byt
 // it over: a PROCESSING row whose lease expired MaxAttempts times (the
 // handler crashed or hung every time), or a FAILED_RETRYABLE one after
 // MaxAttempts was lowered. The delivery is DeadLettered.
-func (in *Inbox) exhaust(ctx context.Context, tx pgx.Tx, c claim, row storedRow) (claim, error) {
+func (in *Inbox) exhaust(ctx context.Context, tx dbTx, c claim, row storedRow) (claim, error) {
 	why := fmt.Sprintf("attempt %d of %d ended without an outcome (lease expired)", row.attempts, in.cfg.MaxAttempts)
 	var lastErr string
-	if err := tx.QueryRow(ctx, in.queries.exhaust, in.cfg.Consumer, row.messageID, why).Scan(&lastErr); err != nil {
+	if err := tx.queryRow(ctx, in.queries.exhaust, in.cfg.Consumer, row.messageID, why).Scan(&lastErr); err != nil {
 		return claim{}, fmt.Errorf("inbox: dead-letter %s: %w", row.messageID, err)
 	}
 	c.done = &Result{Outcome: DeadLettered, Status: StatusFailedFinal, Attempts: row.attempts,
@@ -158,14 +155,14 @@ func (in *Inbox) exhaust(ctx context.Context, tx pgx.Tx, c claim, row storedRow)
 // markAttempt counts the coming attempt of msg in its own short transaction
 // (see queries.markAttempt). It reports whether it did; final is set when
 // the message has used up its attempts: it is FAILED_FINAL now.
-func (in *Inbox) markAttempt(ctx context.Context, db TxBeginner, msg *Message, hash []byte) (marked bool, final *Result, err error) {
+func (in *Inbox) markAttempt(ctx context.Context, db database, msg *Message, hash []byte) (marked bool, final *Result, err error) {
 	var (
 		status   Status
 		attempts int
 		lastErr  string
 	)
-	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, in.queries.markAttempt, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash,
+	err = beginFunc(ctx, db, func(tx dbTx) error {
+		return tx.queryRow(ctx, in.queries.markAttempt, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash,
 			in.cfg.MaxAttempts, msg.Topic, msg.Partition, msg.Offset).Scan(&status, &attempts, &lastErr)
 	})
 	switch {

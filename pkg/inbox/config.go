@@ -1,14 +1,12 @@
 package inbox
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -18,30 +16,6 @@ import (
 
 // DefaultTable is the inbox table used when Config.Table is empty.
 const DefaultTable = "public.inbox"
-
-// TxBeginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it.
-// A pgx.Tx satisfies it too but is refused with ErrTxNotAllowed: its Begin
-// makes a savepoint that nobody else sees, so the two-phase claim, the
-// attempt records that must survive a rollback and the leases would all be
-// lost with the caller's transaction. Use ProcessTx to work inside one.
-type TxBeginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
-// ErrTxNotAllowed is returned when a pgx.Tx is passed where the inbox needs
-// to begin transactions of its own (a TxBeginner).
-var ErrTxNotAllowed = errors.New("inbox: a pgx.Tx cannot serve as the TxBeginner (pass a *pgxpool.Pool or *pgx.Conn; use ProcessTx inside a transaction)")
-
-// checkDB refuses a pgx.Tx as db.
-func checkDB(db TxBeginner) error {
-	if _, ok := db.(pgx.Tx); ok {
-		return ErrTxNotAllowed
-	}
-	if db == nil {
-		return errors.New("inbox: db is nil")
-	}
-	return nil
-}
 
 // ConflictPolicy says what happens to a conflicting message: the same message
 // ID with another business key or payload, or the same business key with

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
 // DefaultDeadLetterTopic is the dead-letter topic used when
@@ -20,11 +22,11 @@ const DefaultDeadLetterTopic = "inbox.dlq"
 
 // Record headers the relay sets and the consumer loop reads.
 const (
-	HeaderMessageID     = "message-id"
-	HeaderBusinessKey   = "business-key"
-	HeaderEventType     = "event-type"
-	HeaderAggregateType = "aggregate-type"
-	HeaderAggregateID   = "aggregate-id"
+	HeaderMessageID     = contract.HeaderMessageID
+	HeaderBusinessKey   = contract.HeaderBusinessKey
+	HeaderEventType     = contract.HeaderEventType
+	HeaderAggregateType = contract.HeaderAggregateType
+	HeaderAggregateID   = contract.HeaderAggregateID
 )
 
 // MessageHandler does the business work of one Kafka message inside tx (see
@@ -35,8 +37,10 @@ type MessageHandler func(ctx context.Context, tx pgx.Tx, msg Message) (resultRef
 // with idempotencyKey (see ExternalHandler).
 type MessageExternalHandler func(ctx context.Context, msg Message, idempotencyKey string) (resultRef string, err error)
 
-// ConsumerConfig configures a Consumer. Brokers, GroupID, Topics, Inbox, DB
-// and exactly one of Handler and ExternalHandler are required.
+// ConsumerConfig configures a Consumer. Brokers, GroupID, Topics, Inbox,
+// exactly one of DB and SQLDB, and exactly one handler are required: Handler
+// (with DB) or SQLHandler (with SQLDB) for the transactional path, or
+// ExternalHandler (with either) for the two-phase path.
 type ConsumerConfig struct {
 	// Brokers are the bootstrap addresses. Required.
 	Brokers []string
@@ -47,10 +51,15 @@ type ConsumerConfig struct {
 	// Inbox deduplicates the messages. Required.
 	Inbox *Inbox
 	// DB is the database of the inbox and the handler (*pgxpool.Pool).
-	// Required.
-	DB TxBeginner
-	// Handler runs each message on the transactional path.
+	DB Beginner
+	// SQLDB is the database of the inbox and the handler for applications
+	// on database/sql (a *sql.DB of pgx's stdlib driver), instead of DB.
+	SQLDB SQLBeginner
+	// Handler runs each message on the transactional path (with DB).
 	Handler MessageHandler
+	// SQLHandler runs each message on the transactional path with a
+	// *sql.Tx (with SQLDB).
+	SQLHandler SQLMessageHandler
 	// ExternalHandler runs each message on the two-phase path instead.
 	ExternalHandler MessageExternalHandler
 	// DeadLetterTopic receives dead-lettered messages. Defaults to
@@ -111,6 +120,9 @@ type Consumer struct {
 	in     *Inbox
 	log    *slog.Logger
 	tracer trace.Tracer
+	db     database
+	work   txWork  // nil on the two-phase path
+	admin  querier // Stats and Purge; nil when DB cannot run them
 }
 
 // NewConsumer validates cfg and returns a Consumer.
@@ -128,13 +140,36 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 		return nil, errors.New("inbox: ConsumerConfig.Topics is required")
 	case c.Inbox == nil:
 		return nil, errors.New("inbox: ConsumerConfig.Inbox is required")
-	case c.DB == nil:
-		return nil, errors.New("inbox: ConsumerConfig.DB is required")
-	case (c.Handler == nil) == (c.ExternalHandler == nil):
-		return nil, errors.New("inbox: set exactly one of ConsumerConfig.Handler and ExternalHandler")
+	case (c.DB == nil) == (c.SQLDB == nil):
+		return nil, errors.New("inbox: set exactly one of ConsumerConfig.DB and SQLDB")
+	case countSet(c.Handler != nil, c.SQLHandler != nil, c.ExternalHandler != nil) != 1:
+		return nil, errors.New("inbox: set exactly one of ConsumerConfig.Handler, SQLHandler and ExternalHandler")
+	case c.Handler != nil && c.DB == nil:
+		return nil, errors.New("inbox: ConsumerConfig.Handler takes a pgx.Tx: set DB (or use SQLHandler with SQLDB)")
+	case c.SQLHandler != nil && c.SQLDB == nil:
+		return nil, errors.New("inbox: ConsumerConfig.SQLHandler takes a *sql.Tx: set SQLDB (or use Handler with DB)")
 	}
-	if err := checkDB(c.DB); err != nil {
-		return nil, err
+	cons := &Consumer{in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID),
+		tracer: c.Inbox.cfg.TracerProvider.Tracer(tracerName)}
+	if c.DB != nil {
+		if err := checkDB(c.DB); err != nil {
+			return nil, err
+		}
+		cons.db = pgxDB{c.DB}
+		if q, ok := c.DB.(Querier); ok {
+			cons.admin = pgxQuerier{q}
+		}
+	} else {
+		cons.db = sqlDB{c.SQLDB}
+		if q, ok := c.SQLDB.(sqlRunner); ok {
+			cons.admin = sqlQuerier{q}
+		}
+	}
+	switch {
+	case c.Handler != nil:
+		cons.work = pgxMessageWork(c.Handler)
+	case c.SQLHandler != nil:
+		cons.work = sqlMessageWork(c.SQLHandler)
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = DefaultDeadLetterTopic
@@ -163,11 +198,21 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 	if c.PurgeInterval <= 0 {
 		c.PurgeInterval = time.Hour
 	}
-	if _, ok := c.DB.(Querier); c.Retention > 0 && !ok {
-		return nil, errors.New("inbox: ConsumerConfig.Retention needs a DB that can also run statements (a *pgxpool.Pool)")
+	if c.Retention > 0 && cons.admin == nil {
+		return nil, errors.New("inbox: ConsumerConfig.Retention needs a DB that can also run statements (a *pgxpool.Pool or *sql.DB)")
 	}
-	return &Consumer{cfg: c, in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID),
-		tracer: c.Inbox.cfg.TracerProvider.Tracer(tracerName)}, nil
+	cons.cfg = c
+	return cons, nil
+}
+
+func countSet(set ...bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 type partitionKey struct {
@@ -301,8 +346,8 @@ func (c *Consumer) statsLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.StatsInterval)
 	defer t.Stop()
 	for {
-		if q, ok := c.cfg.DB.(Querier); ok {
-			if _, err := c.in.Stats(ctx, q); err != nil && ctx.Err() == nil {
+		if c.admin != nil {
+			if _, err := c.in.stats(ctx, c.admin); err != nil && ctx.Err() == nil {
 				c.log.Warn("inbox: stats", "err", err)
 			}
 		}
@@ -317,11 +362,10 @@ func (c *Consumer) statsLoop(ctx context.Context) {
 // purgeLoop deletes the consumer's COMPLETED rows older than Retention every
 // PurgeInterval. A failure is logged; the next round tries again.
 func (c *Consumer) purgeLoop(ctx context.Context) {
-	q := c.cfg.DB.(Querier) // checked by NewConsumer
 	t := time.NewTicker(c.cfg.PurgeInterval)
 	defer t.Stop()
 	for {
-		if _, err := c.in.Purge(ctx, q, c.cfg.Retention, 0); err != nil && ctx.Err() == nil {
+		if _, err := c.in.purge(ctx, c.admin, c.cfg.Retention, 0); err != nil && ctx.Err() == nil {
 			c.log.Warn("inbox: purge", "err", err)
 		}
 		select {

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
 // Dead-letter record headers, added to the original record's headers.
 const (
-	HeaderDLQReason            = "dlq-reason"
+	HeaderDLQReason            = contract.HeaderDLQReason
 	HeaderDLQError             = "dlq-error"
 	HeaderDLQConsumer          = "dlq-consumer"
 	HeaderDLQAttempts          = "dlq-attempts"

@@ -41,6 +41,27 @@
 //		return "", err
 //	})
 //
+// # database/sql
+//
+// Applications on database/sql (and so on sqlx, GORM, ent and bun, which
+// hand out the *sql.DB and *sql.Tx underneath) use the SQL variants:
+// ProcessSQL, ProcessSQLTx and ProcessExternalSQL take a SQLBeginner (a
+// *sql.DB or *sql.Conn) or the caller's *sql.Tx, and the handler gets the
+// *sql.Tx; for the consumer loop set ConsumerConfig.SQLDB and SQLHandler
+// (or ExternalHandler) instead of DB and Handler. The claim, the state
+// machine, the leases, the batch path and every guarantee are the same code
+// as on pgx; ProcessSQLTx's savepoints are SAVEPOINT statements. Use pgx's
+// stdlib driver (github.com/jackc/pgx/v5/stdlib, driver name "pgx", or
+// stdlib.OpenDBFromPool to share a pgxpool): the batch path passes Go slices
+// as arrays, and errors are classified by SQLSTATE through *pgconn.PgError.
+// Migrate takes a pgx connection; sql.Conn.Raw hands out the one under a
+// database/sql connection (see the example of ProcessSQL).
+//
+//	res, err := in.ProcessSQL(ctx, db, msg, func(ctx context.Context, tx *sql.Tx) (string, error) {
+//		_, err := tx.ExecContext(ctx, `UPDATE account SET balance = balance - 10 WHERE id = $1`, id)
+//		return "", err
+//	})
+//
 // # Outcomes
 //
 // Every delivery has one Outcome:
@@ -212,8 +233,9 @@
 // small batches; FAILED_FINAL rows stay until revived or purged explicitly.
 // A purged message is no longer recognised as a duplicate: keep the retention
 // above the longest redelivery window. ConsumerConfig.Retention makes the
-// consumer loop purge on its own every PurgeInterval (off by default). PROCESSING rows whose lease expired
-// are reported as stuck by Store.Status and Inbox.Stats.
+// consumer loop purge on its own every PurgeInterval (off by default).
+// PROCESSING rows whose lease expired are reported as stuck by Store.Status
+// and Inbox.Stats.
 //
 // # Tracing
 //
@@ -255,15 +277,15 @@
 //     COMPLETED, as of the last Stats call.
 //   - pgoutbox_inbox_oldest_unfinished_seconds{consumer}: age of the oldest
 //     RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none).
-//
-// Stats reads only the rows that are not COMPLETED, through the partial index
-// of migration 003, so the periodic call stays cheap on an inbox of millions
-// of rows; Store.Status (command "inbox status") counts every row exactly.
 //   - pgoutbox_inbox_message_age_seconds{consumer}: histogram of the age of a
 //     message (from its Kafka record timestamp) when handling started.
 //   - pgoutbox_inbox_fetch_errors_total{consumer}: Kafka fetch errors the
 //     consumer loop survived; it logs them (at Warn at most every 10s), backs
 //     off and fetches again.
+//
+// Stats reads only the rows that are not COMPLETED, through the partial index
+// of migration 003, so the periodic call stays cheap on an inbox of millions
+// of rows; Store.Status (command "inbox status") counts every row exactly.
 //
 // # Logs
 //

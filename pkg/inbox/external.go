@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // ExternalHandler performs an effect outside the database (a payment
@@ -34,10 +32,15 @@ type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef
 // the handler outlives its lease and another delivery took over (or the
 // message was dead-lettered, or revived and claimed again), the error wraps
 // ErrLeaseLost and the outcome is Busy.
-func (in *Inbox) ProcessExternal(ctx context.Context, db TxBeginner, msg Message, handler ExternalHandler) (Result, error) {
+func (in *Inbox) ProcessExternal(ctx context.Context, db Beginner, msg Message, handler ExternalHandler) (Result, error) {
 	if err := checkDB(db); err != nil {
 		return Result{}, err
 	}
+	return in.processExternalOn(ctx, pgxDB{db}, msg, handler)
+}
+
+// processExternalOn is ProcessExternal for either driver.
+func (in *Inbox) processExternalOn(ctx context.Context, db database, msg Message, handler ExternalHandler) (Result, error) {
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}
@@ -46,11 +49,11 @@ func (in *Inbox) ProcessExternal(ctx context.Context, db TxBeginner, msg Message
 	return in.finish(ctx, &msg, start, res, err)
 }
 
-func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Message, handler ExternalHandler) (Result, error) {
+func (in *Inbox) processExternal(ctx context.Context, db database, msg *Message, handler ExternalHandler) (Result, error) {
 	hash := in.hash(msg)
 	var c claim
 	for try := 0; ; try++ {
-		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		err := beginFunc(ctx, db, func(tx dbTx) error {
 			var err error
 			c, err = in.claimTx(ctx, tx, msg, hash, in.cfg.LeaseDuration, false)
 			return err
@@ -104,16 +107,4 @@ func (in *Inbox) processExternal(ctx context.Context, db TxBeginner, msg *Messag
 	}
 	return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, IdempotencyKey: key,
 		Reconciled: reconciled, from: StatusProcessing}, nil
-}
-
-// execOne runs one statement in its own transaction and returns the rows it
-// affected.
-func execOne(ctx context.Context, db TxBeginner, sql string, args ...any) (int64, error) {
-	var n int64
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, sql, args...)
-		n = tag.RowsAffected()
-		return err
-	})
-	return n, err
 }

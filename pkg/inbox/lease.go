@@ -89,8 +89,8 @@ func ExtendLease(ctx context.Context, d time.Duration) error {
 	defer l.mu.Unlock()
 	var until time.Time
 	wctx := context.WithoutCancel(ctx)
-	err := pgx.BeginFunc(wctx, l.db, func(tx pgx.Tx) error {
-		return tx.QueryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
+	err := beginFunc(wctx, l.db, func(tx dbTx) error {
+		return tx.queryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
 			d.Microseconds(), l.attempt.Number, l.until).Scan(&until)
 	})
 	if err != nil {
@@ -109,7 +109,7 @@ type leaseKey struct{}
 // lease is the state of one two-phase claim while its handler runs.
 type lease struct {
 	in      *Inbox
-	db      TxBeginner
+	db      database
 	rowID   string
 	attempt Attempt
 	timer   *time.Timer
@@ -120,7 +120,7 @@ type lease struct {
 
 // withLease returns the handler's context: it carries the lease and ends
 // with it (cause ErrLeaseExpired). stop releases the timer.
-func (in *Inbox) withLease(ctx context.Context, db TxBeginner, c claim) (hctx context.Context, l *lease, stop func()) {
+func (in *Inbox) withLease(ctx context.Context, db database, c claim) (hctx context.Context, l *lease, stop func()) {
 	hctx, cancel := context.WithCancelCause(ctx)
 	l = &lease{in: in, db: db, rowID: c.rowID, until: c.lease,
 		attempt: Attempt{Number: c.attempt, PreviousStart: c.prevStart, PreviousRequestRef: c.prevRef}}

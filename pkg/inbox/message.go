@@ -9,7 +9,12 @@ import (
 // the consumer loop fills every field from the Kafka record.
 type Message struct {
 	// ID is the message ID (the relay's message-id header), stable across
-	// redeliveries and re-publishes.
+	// redeliveries and re-publishes. It is a string, where outbox.Message.ID
+	// is a uuid.UUID: the outbox generates its IDs and the relay sends them
+	// as text ("0193a0b4-7c1e-7d3a-..."), while the inbox takes the header of
+	// any producer, whose IDs need not be UUIDs. Both follow the key rules
+	// (see MaxKeyBytes). Compare an outbox ID with msg.ID ==
+	// outboxID.String().
 	ID string
 	// BusinessKey is the idempotency key of the business operation (the
 	// business-key header). A second message ID with the same key and payload

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // PanicError is the error of a handler that panicked. The inbox recovers the
@@ -35,19 +33,13 @@ func (in *Inbox) recovered(msg *Message, err *error) {
 }
 
 // runTx runs a transactional handler, recovering a panic.
-func (in *Inbox) runTx(ctx context.Context, msg *Message, tx pgx.Tx, handler TxHandler) (ref string, err error) {
+func (in *Inbox) runTx(ctx context.Context, msg *Message, tx dbTx, handler txWork) (ref string, err error) {
 	defer in.recovered(msg, &err)
-	return handler(ctx, tx)
+	return handler(ctx, tx, msg)
 }
 
 // runExternal runs an external handler, recovering a panic.
 func (in *Inbox) runExternal(ctx context.Context, msg *Message, key string, handler ExternalHandler) (ref string, err error) {
 	defer in.recovered(msg, &err)
 	return handler(ctx, key)
-}
-
-// runMessage runs a consumer loop handler in a batch, recovering a panic.
-func (in *Inbox) runMessage(ctx context.Context, msg *Message, tx pgx.Tx, handler MessageHandler) (ref string, err error) {
-	defer in.recovered(msg, &err)
-	return handler(ctx, tx, *msg)
 }

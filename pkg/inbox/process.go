@@ -45,17 +45,17 @@ func (m *Message) validate() error {
 // The returned error is non-nil only when the outcome is unknown (the
 // database failed; deliver the message again) or for a Conflict under
 // ConflictPolicyStop (wrapping ErrConflict).
-func (in *Inbox) Process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler) (Result, error) {
-	return in.process(ctx, db, msg, handler, false)
+func (in *Inbox) Process(ctx context.Context, db Beginner, msg Message, handler TxHandler) (Result, error) {
+	if err := checkDB(db); err != nil {
+		return Result{}, err
+	}
+	return in.process(ctx, pgxDB{db}, msg, pgxWork(handler), false)
 }
 
 // process is Process; mark first counts the attempt in its own transaction
 // (markAttempt), so that a handler that kills the process every time ends
 // FAILED_FINAL after MaxAttempts deliveries instead of being retried forever.
-func (in *Inbox) process(ctx context.Context, db TxBeginner, msg Message, handler TxHandler, mark bool) (Result, error) {
-	if err := checkDB(db); err != nil {
-		return Result{}, err
-	}
+func (in *Inbox) process(ctx context.Context, db database, msg Message, handler txWork, mark bool) (Result, error) {
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}
@@ -94,12 +94,12 @@ func isTxRetry(err error) bool {
 // processOnce runs one transaction of Process. A serialization failure or
 // deadlock after the claim is returned for a retry, unless lastTry: then it
 // is recorded as a failed attempt, as is any other failure after the claim.
-func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, hash []byte, handler TxHandler, marked, lastTry bool) (Result, error) {
-	tx, err := db.Begin(ctx)
+func (in *Inbox) processOnce(ctx context.Context, db database, msg *Message, hash []byte, handler txWork, marked, lastTry bool) (Result, error) {
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: begin: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() { _ = tx.rollback(context.WithoutCancel(ctx)) }()
 	c, err := in.claimTx(ctx, tx, msg, hash, 0, marked)
 	if err != nil {
 		return Result{}, err
@@ -107,7 +107,7 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 	if c.done != nil {
 		// Nothing was written, or only the verdict on an exhausted row;
 		// committing keeps it and releases the row lock.
-		if err := tx.Commit(ctx); err != nil {
+		if err := tx.commit(ctx); err != nil {
 			return Result{}, fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
 		}
 		return *c.done, nil
@@ -116,7 +116,7 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 	if ferr == nil {
 		if err := in.completeTx(ctx, tx, c, ref); err != nil {
 			ferr = fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
-		} else if err := tx.Commit(ctx); err != nil {
+		} else if err := tx.commit(ctx); err != nil {
 			// When the commit did happen after all, the row is COMPLETED
 			// and recordFailure leaves it alone.
 			ferr = fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
@@ -124,7 +124,7 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 			return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil
 		}
 	}
-	_ = tx.Rollback(context.WithoutCancel(ctx))
+	_ = tx.rollback(context.WithoutCancel(ctx))
 	if isTxRetry(ferr) && !lastTry {
 		return Result{}, ferr
 	}
@@ -146,6 +146,11 @@ func (in *Inbox) processOnce(ctx context.Context, db TxBeginner, msg *Message, h
 // the transaction; see Retryable): the caller should roll tx back and run it
 // again.
 func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler TxHandler) (Result, error) {
+	return in.processInTx(ctx, pgxTx{tx}, msg, pgxWork(handler))
+}
+
+// processInTx is ProcessTx for either driver.
+func (in *Inbox) processInTx(ctx context.Context, tx dbTx, msg Message, handler txWork) (Result, error) {
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}
@@ -154,29 +159,29 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler 
 	return in.finish(ctx, &msg, start, res, err)
 }
 
-func (in *Inbox) processTx(ctx context.Context, tx pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
+func (in *Inbox) processTx(ctx context.Context, tx dbTx, msg *Message, handler txWork) (Result, error) {
 	// The savepoint comes before the claim, so that an error undoes the
 	// claim too: a COMPLETED claim left in tx would turn the redelivery into
 	// a Duplicate with no effect.
-	sp, err := tx.Begin(ctx)
+	sp, err := tx.savepoint(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
 	}
 	res, err := in.processSavepoint(ctx, sp, msg, handler)
 	if err != nil {
-		if rerr := sp.Rollback(context.WithoutCancel(ctx)); rerr != nil {
+		if rerr := sp.rollback(context.WithoutCancel(ctx)); rerr != nil {
 			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (%w)", rerr, err)
 		}
 		return Result{}, err
 	}
-	if err := sp.Commit(ctx); err != nil {
+	if err := sp.commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
 	}
 	return res, nil
 }
 
 // processSavepoint claims msg in sp and runs handler in a nested savepoint.
-func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, handler TxHandler) (Result, error) {
+func (in *Inbox) processSavepoint(ctx context.Context, sp dbTx, msg *Message, handler txWork) (Result, error) {
 	c, err := in.claimTx(ctx, sp, msg, in.hash(msg), 0, false)
 	if err != nil {
 		return Result{}, err
@@ -184,27 +189,27 @@ func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, 
 	if c.done != nil {
 		return *c.done, nil
 	}
-	hsp, err := sp.Begin(ctx)
+	hsp, err := sp.savepoint(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
 	}
 	ref, herr := in.runTx(ctx, msg, hsp, handler)
 	if herr != nil {
-		if err := hsp.Rollback(ctx); err != nil {
+		if err := hsp.rollback(ctx); err != nil {
 			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (handler: %w)", err, herr)
 		}
 		if isTxRetry(herr) {
 			return Result{}, herr
 		}
 		status, reason := in.failureStatus(c.attempt, herr)
-		if _, err := sp.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, in.errText(herr)); err != nil {
+		if _, err := sp.exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, in.errText(herr)); err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w", msg.ID, err)
 		}
 		res := failureResult(status, c.attempt, reason, herr)
 		res.from = c.from
 		return res, nil
 	}
-	if err := hsp.Commit(ctx); err != nil {
+	if err := hsp.commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
 	}
 	if err := in.completeTx(ctx, sp, c, ref); err != nil {
@@ -215,11 +220,11 @@ func (in *Inbox) processSavepoint(ctx context.Context, sp pgx.Tx, msg *Message, 
 
 // completeTx marks a claimed row COMPLETED. A new row was inserted
 // COMPLETED by the claim; it only needs the result reference.
-func (in *Inbox) completeTx(ctx context.Context, tx pgx.Tx, c claim, ref string) error {
+func (in *Inbox) completeTx(ctx context.Context, tx dbTx, c claim, ref string) error {
 	if c.from == "" && ref == "" {
 		return nil
 	}
-	_, err := tx.Exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref)
+	_, err := tx.exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref)
 	return err
 }
 
@@ -244,14 +249,14 @@ func failureResult(status Status, attempt int, reason string, herr error) Result
 
 // recordFailure writes the failed attempt in its own transaction, after the
 // handler's transaction rolled back.
-func (in *Inbox) recordFailure(ctx context.Context, db TxBeginner, msg *Message, hash []byte, c claim, herr error) (Result, error) {
+func (in *Inbox) recordFailure(ctx context.Context, db database, msg *Message, hash []byte, c claim, herr error) (Result, error) {
 	status, reason := in.failureStatus(c.attempt, herr)
 	var (
 		stored   Status
 		attempts int
 	)
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
+	err := beginFunc(ctx, db, func(tx dbTx) error {
+		return tx.queryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
 			status, c.attempt, in.errText(herr), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
 	})
 	switch {

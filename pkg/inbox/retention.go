@@ -161,6 +161,10 @@ var ErrBadParams = errors.New("inbox: invalid parameters")
 // are no longer recognised: keep the retention well above the longest
 // redelivery window (Kafka retention, relay replays).
 func (s *Store) Purge(ctx context.Context, q Querier, p PurgeParams) (int64, error) {
+	return s.purge(ctx, pgxQuerier{q}, p)
+}
+
+func (s *Store) purge(ctx context.Context, q querier, p PurgeParams) (int64, error) {
 	if p.OlderThan <= 0 {
 		return 0, fmt.Errorf("%w: purge retention must be positive", ErrBadParams)
 	}
@@ -181,7 +185,7 @@ func (s *Store) Purge(ctx context.Context, q Querier, p PurgeParams) (int64, err
 	}
 	var total int64
 	for {
-		tag, err := q.Exec(ctx, `DELETE FROM `+s.table+` WHERE ctid = ANY (ARRAY(
+		n, err := q.exec(ctx, `DELETE FROM `+s.table+` WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM `+s.table+`
 			WHERE status = $1 AND ($2 = '' OR consumer = $2)
 			  AND `+age+` < now() - $3::bigint * interval '1 microsecond'
@@ -190,8 +194,8 @@ func (s *Store) Purge(ctx context.Context, q Querier, p PurgeParams) (int64, err
 		if err != nil {
 			return total, fmt.Errorf("inbox: purge: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(p.BatchSize) {
+		total += n
+		if n < int64(p.BatchSize) {
 			return total, nil
 		}
 	}
@@ -237,7 +241,11 @@ func (in *Inbox) store() *Store { return &Store{table: in.table} }
 // Purge deletes this consumer's COMPLETED rows older than olderThan in
 // batches of batchSize (0 means 1000). See Store.Purge.
 func (in *Inbox) Purge(ctx context.Context, q Querier, olderThan time.Duration, batchSize int) (int64, error) {
-	n, err := in.store().Purge(ctx, q, PurgeParams{Consumer: in.cfg.Consumer, OlderThan: olderThan, BatchSize: batchSize})
+	return in.purge(ctx, pgxQuerier{q}, olderThan, batchSize)
+}
+
+func (in *Inbox) purge(ctx context.Context, q querier, olderThan time.Duration, batchSize int) (int64, error) {
+	n, err := in.store().purge(ctx, q, PurgeParams{Consumer: in.cfg.Consumer, OlderThan: olderThan, BatchSize: batchSize})
 	if n > 0 {
 		in.log.Info("inbox: purged", "rows", n, "older_than", olderThan.String())
 	}
@@ -271,11 +279,12 @@ const statsQuery = `SELECT status, count(*), min(received_at),
 // of millions of COMPLETED rows. Call it periodically (the consumer loop
 // does, every StatsInterval).
 func (in *Inbox) Stats(ctx context.Context, q Querier) ([]StatusCount, error) {
-	rows, err := q.Query(ctx, fmt.Sprintf(statsQuery, in.table), in.cfg.Consumer)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: stats: %w", err)
-	}
-	counts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatusCount, error) {
+	return in.stats(ctx, pgxQuerier{q})
+}
+
+func (in *Inbox) stats(ctx context.Context, q querier) ([]StatusCount, error) {
+	rows, err := q.query(ctx, fmt.Sprintf(statsQuery, in.table), in.cfg.Consumer)
+	counts, err := collect(rows, err, func(r dbRows) (StatusCount, error) {
 		c := StatusCount{Consumer: in.cfg.Consumer}
 		err := r.Scan(&c.Status, &c.Count, &c.Oldest, &c.Stuck)
 		return c, err

@@ -9,13 +9,15 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
 // Trace context headers (W3C Trace Context), written by the outbox writer and
 // read by the consumer loop.
 const (
-	HeaderTraceparent = "traceparent"
-	HeaderTracestate  = "tracestate"
+	HeaderTraceparent = contract.HeaderTraceparent
+	HeaderTracestate  = contract.HeaderTracestate
 )
 
 // tracerName is the instrumentation scope of the inbox's spans.

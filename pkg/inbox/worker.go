@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
+	"time"
 )
 
 // worker handles the messages of one partition, one at a time, in order.
@@ -68,7 +66,7 @@ func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
 			if ctx.Err() != nil {
 				return
 			}
-			mark := w.suspect > 0 && w.c.cfg.Handler != nil
+			mark := w.suspect > 0 && w.c.work != nil
 			w.suspect = max(w.suspect-1, 0)
 			w.handle(ctx, m, mark)
 		}
@@ -79,7 +77,7 @@ func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
 // and the messages must be handled one at a time.
 func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 	c := w.c
-	if c.cfg.Handler == nil {
+	if c.work == nil {
 		return false
 	}
 	msgs := make([]Message, len(batch))
@@ -96,13 +94,13 @@ func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 	for i := range msgs {
 		ctxs[msgs[i].Offset], ends[i] = c.startDelivery(work, &msgs[i])
 	}
-	handler := func(ctx context.Context, tx pgx.Tx, msg Message) (string, error) {
+	handler := func(ctx context.Context, tx dbTx, msg *Message) (string, error) {
 		if sctx, ok := ctxs[msg.Offset]; ok {
 			ctx = sctx
 		}
-		return c.cfg.Handler(ctx, tx, msg)
+		return c.work(ctx, tx, msg)
 	}
-	results, ok := c.in.processBatch(work, c.cfg.DB, msgs, handler)
+	results, ok := c.in.processBatch(work, c.db, msgs, handler)
 	for i, end := range ends {
 		if ok {
 			end(results[i], nil)
@@ -181,7 +179,7 @@ func (w *worker) handle(ctx context.Context, km kafka.Message, mark bool) {
 					return
 				}
 				if bad == nil && res.Reason != ReasonConflict {
-					c.in.markDeadLettered(work, c.cfg.DB, &msg)
+					c.in.markDeadLettered(work, c.db, &msg)
 				}
 			}
 			w.commit(work, km, &msg)
@@ -200,14 +198,12 @@ func (w *worker) handle(ctx context.Context, km kafka.Message, mark bool) {
 
 func (w *worker) process(ctx context.Context, msg Message, mark bool) (Result, error) {
 	c := w.c
-	if c.cfg.ExternalHandler != nil {
-		return c.in.ProcessExternal(ctx, c.cfg.DB, msg, func(ctx context.Context, key string) (string, error) {
+	if c.work == nil {
+		return c.in.processExternalOn(ctx, c.db, msg, func(ctx context.Context, key string) (string, error) {
 			return c.cfg.ExternalHandler(ctx, msg, key)
 		})
 	}
-	return c.in.process(ctx, c.cfg.DB, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
-		return c.cfg.Handler(ctx, tx, msg)
-	}, mark)
+	return c.in.process(ctx, c.db, msg, c.work, mark)
 }
 
 // sendDeadLetter writes the message to the dead-letter topic, retrying until
@@ -285,7 +281,7 @@ func messageFromKafka(km kafka.Message) (msg Message, bad *Result) {
 // markDeadLettered records that the dead-letter record of a FAILED_FINAL
 // message was written. A failure is only logged: a redelivery then writes the
 // record again (at least once, never lost).
-func (in *Inbox) markDeadLettered(ctx context.Context, db TxBeginner, msg *Message) {
+func (in *Inbox) markDeadLettered(ctx context.Context, db database, msg *Message) {
 	if _, err := execOne(ctx, db, in.queries.markDeadLettered, in.cfg.Consumer, msg.BusinessKey); err != nil {
 		in.log.Warn("inbox: recording the dead-letter write failed", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey), "err", err)
 	}

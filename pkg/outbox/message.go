@@ -19,7 +19,9 @@ var ErrInvalidMessage = errors.New("invalid outbox message")
 // Message is one event to publish. It maps one-to-one to an outbox row.
 type Message struct {
 	// ID is the message ID, stable across re-publishes. A zero ID is replaced
-	// by a new UUIDv7.
+	// by a new UUIDv7. It reaches consumers as the message-id header in its
+	// canonical text form, which is why inbox.Message.ID is a string (see
+	// there).
 	ID uuid.UUID
 	// AggregateType routes the topic (default template outbox.{aggregate_type}).
 	// Required.

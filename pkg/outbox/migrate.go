@@ -9,13 +9,13 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/pgtx"
 	pgsql "github.com/pgoutbox/pgoutbox/sql"
 )
 
-// Beginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
+// Beginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it. It
+// is the same interface as inbox.Beginner.
+type Beginner = pgtx.Beginner
 
 // Migrate creates or upgrades the outbox table (Config.Table, default
 // public.outbox) by applying the migrations in sql/outbox. It is idempotent

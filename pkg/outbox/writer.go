@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
@@ -147,7 +148,7 @@ func (w *Writer) prepare(m *Message, index int) error {
 // injectTrace adds the trace context of ctx to m's headers (a copy of them),
 // unless m carries a traceparent already.
 func (w *Writer) injectTrace(ctx context.Context, m *Message) {
-	if _, ok := m.Headers["traceparent"]; ok {
+	if _, ok := m.Headers[contract.HeaderTraceparent]; ok {
 		return
 	}
 	carrier := propagation.MapCarrier{}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -198,147 +196,6 @@ func openAdmin(ctx context.Context, cfg *Config) (Config, *pgx.Conn, error) {
 	}
 	conn, err := connect(ctx, &c)
 	return c, conn, err
-}
-
-// connect opens a normal (non-replication) connection.
-func connect(ctx context.Context, c *Config) (*pgx.Conn, error) {
-	pc, err := pgx.ParseConfig(c.DatabaseURL)
-	if err != nil {
-		return nil, permanent(fmt.Errorf("%w: database URL: %w", ErrConfig, err))
-	}
-	conn, err := pgx.ConnectConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("relay: connect to database: %w", err)
-	}
-	return conn, nil
-}
-
-// connectReplication opens a logical replication connection
-// (replication=database).
-func connectReplication(ctx context.Context, c *Config) (*pgconn.PgConn, error) {
-	pc, err := pgconn.ParseConfig(c.DatabaseURL)
-	if err != nil {
-		return nil, permanent(fmt.Errorf("%w: database URL: %w", ErrConfig, err))
-	}
-	pc.RuntimeParams["replication"] = "database"
-	// Keepalives and TCP_USER_TIMEOUT notice a dead peer in seconds,
-	// not after the kernel's ~15 minutes of retransmission; the session
-	// narrows TCP_USER_TIMEOUT to its liveness bound once it read
-	// wal_sender_timeout.
-	dialer := &net.Dialer{
-		Timeout:         pc.ConnectTimeout,
-		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3},
-		Control:         dialControl(defaultLivenessBound),
-	}
-	pc.DialFunc = dialer.DialContext
-	if pc.RuntimeParams["application_name"] == "" {
-		// Names the relay in pg_stat_replication (and relay status).
-		pc.RuntimeParams["application_name"] = "pgoutbox-relay"
-	}
-	conn, err := pgconn.ConnectConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("relay: open replication connection: %w", err)
-	}
-	return conn, nil
-}
-
-// ensureSlot checks the slot against the relay state (creating the state
-// table when missing, unless c.NoCreate) and returns the slot's confirmed
-// flush position and its state row. It creates the slot only when there is
-// no state row for it (setup, or a first start; unless c.NoCreate): a
-// missing slot with a state row is a gap (a *GapError), never re-created,
-// since a new slot starts at the current WAL position and would skip every
-// event committed since the last confirmation.
-func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, *relayState, error) {
-	if err := ensureStateTable(ctx, conn, c); err != nil {
-		return 0, nil, err
-	}
-	for attempt := 0; ; attempt++ {
-		var (
-			plugin, database, walStatus *string
-			sameDB, failover            bool
-			confirmed                   *string
-		)
-		// The slot first, then the state row: a relay streaming the slot
-		// meanwhile raises the ceiling before it confirms past it, so the
-		// ceiling read second is at least the confirmed position read
-		// first. In the other order a standby's check can see a ceiling
-		// older than the confirmed position: a false gap.
-		err := conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text,
-			coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
-			FROM pg_replication_slots s WHERE slot_name = $1`, c.Slot).Scan(&plugin, &database, &sameDB, &walStatus, &confirmed, &failover)
-		st, stErr := readState(ctx, conn, c)
-		if stErr != nil {
-			return 0, nil, stErr
-		}
-		if err == nil {
-			if deref(plugin) != "pgoutput" || !sameDB {
-				return 0, nil, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(plugin), deref(database))
-			}
-			lsn, err := pglogrepl.ParseLSN(deref(confirmed))
-			if err != nil && deref(walStatus) != "lost" {
-				return 0, nil, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, deref(confirmed), err)
-			}
-			if st == nil {
-				if deref(walStatus) == "lost" {
-					return 0, nil, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
-				}
-				if err := adoptSlot(ctx, conn, c, lsn); err != nil {
-					return 0, nil, err
-				}
-				continue
-			}
-			gap, err := checkGap(ctx, c, st, slotInfo{exists: true, confirmed: lsn, walStatus: deref(walStatus), failover: failover})
-			if err != nil {
-				return 0, nil, err
-			}
-			if gap != nil {
-				return 0, nil, gap
-			}
-			if deref(walStatus) == "unreserved" {
-				c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
-					"slot", c.Slot)
-			}
-			return lsn, st, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return 0, nil, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
-		}
-		if st != nil {
-			gap, err := checkGap(ctx, c, st, slotInfo{})
-			if err != nil {
-				return 0, nil, err
-			}
-			return 0, nil, gap
-		}
-		if c.NoCreate {
-			return 0, nil, fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrSlotMissing, c.Slot)
-		}
-		if err := createSlot(ctx, conn, c); err != nil {
-			var pgErr *pgconn.PgError
-			if !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
-				return 0, nil, err
-			}
-		}
-	}
-}
-
-// createSlot creates the slot and records its state row.
-func createSlot(ctx context.Context, conn *pgx.Conn, c *Config) error {
-	rc, err := connectReplication(ctx, c)
-	if err != nil {
-		return err
-	}
-	defer rc.Close(context.WithoutCancel(ctx))
-	ns, err := createSlotOn(ctx, rc, c, false)
-	if err != nil {
-		return err
-	}
-	if err := writeNewState(ctx, conn, c, ns, nil); err != nil {
-		return err
-	}
-	c.Logger.Info("created replication slot", "slot", c.Slot, "consistent_point", ns.consistent.String())
-	return nil
 }
 
 func deref[T any](p *T) T {

@@ -100,7 +100,7 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := relay.Setup(ctx, &relay.Config{DatabaseURL: db.URL, Slot: "s_foreign", Publication: "p_foreign"})
-	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.Permanent(err) {
+	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.IsPermanent(err) {
 		t.Fatalf("got %v, want ErrPublicationMismatch", err)
 	}
 	if err.Error() != "relay: publication does not match the outbox table: publication p_foreign does not include table public.outbox" {

@@ -231,22 +231,8 @@ func recoverGap(ctx context.Context, c *Config, m *metrics, sk *sink) (*RecoverR
 // backfillTx publishes the rows opts selects, read in tx, through sk.
 func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *metrics, sk *sink, opts BackfillOptions) (int, error) {
 	table, _ := pgname.Parse(c.Table, "public")
-	rows, err := tx.Query(ctx, `SELECT attname, atttypid FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, table.Sanitize())
+	names, types, err := readColumns(ctx, tx, table)
 	if err != nil {
-		return 0, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
-	}
-	var names []string
-	var types []uint32
-	for rows.Next() {
-		var n string
-		var t uint32
-		if err := rows.Scan(&n, &t); err != nil {
-			return 0, err
-		}
-		names, types = append(names, n), append(types, t)
-	}
-	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
 	}
 	// Read every column as text, in the table's order, so that the
@@ -270,7 +256,7 @@ func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *metrics, sk *sink,
 		q += fmt.Sprintf(` AND o.aggregate_type = $%d`, len(args))
 	}
 	q += ` ORDER BY o.created_at, o.id`
-	rows, err = tx.Query(ctx, q, args...)
+	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("relay: backfill: read %s: %w", table, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
 // maxDetailBytes caps dlq-detail in a slim dead-letter record.
@@ -20,19 +22,19 @@ func deadLetter(c *Config, m *metrics, ev *event) {
 	orig := ev.msg
 	hs := make([]kafka.Header, 0, len(orig.Headers)+4)
 	hs = append(hs,
-		kafka.Header{Key: "dlq-reason", Value: []byte(inv.Reason)},
-		kafka.Header{Key: "dlq-detail", Value: []byte(inv.Detail)},
+		kafka.Header{Key: contract.HeaderDLQReason, Value: []byte(inv.Reason)},
+		kafka.Header{Key: contract.HeaderDLQDetail, Value: []byte(inv.Detail)},
 	)
 	if orig.Topic != "" {
-		hs = append(hs, kafka.Header{Key: "original-topic", Value: []byte(orig.Topic)})
+		hs = append(hs, kafka.Header{Key: contract.HeaderOriginalTopic, Value: []byte(orig.Topic)})
 	}
 	hasID := false
 	for _, h := range orig.Headers {
-		hasID = hasID || h.Key == "message-id"
+		hasID = hasID || h.Key == contract.HeaderMessageID
 		hs = append(hs, h)
 	}
 	if !hasID {
-		hs = append(hs, kafka.Header{Key: "message-id", Value: []byte(messageID(ev))})
+		hs = append(hs, kafka.Header{Key: contract.HeaderMessageID, Value: []byte(messageID(ev))})
 	}
 	value := orig.Value
 	if inv.Reason == ReasonTooLarge {
@@ -56,9 +58,9 @@ func slimDeadLetter(ev *event) {
 	var hs []kafka.Header
 	for _, h := range ev.msg.Headers {
 		switch h.Key {
-		case "dlq-detail":
+		case contract.HeaderDLQDetail:
 			hs = append(hs, kafka.Header{Key: h.Key, Value: []byte(truncateString(string(h.Value), maxDetailBytes))})
-		case "dlq-reason", "original-topic", "message-id":
+		case contract.HeaderDLQReason, contract.HeaderOriginalTopic, contract.HeaderMessageID:
 			hs = append(hs, h)
 		}
 	}

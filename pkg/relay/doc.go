@@ -22,16 +22,16 @@
 // Postgres spills large transactions to disk instead of the relay holding
 // them; messages on) for the publication, which covers the outbox table
 // with publish = 'insert'. It caches relation messages and checks the
-// table's columns at start and at every relation message. At start, a
-// missing or mistyped column ends Run with an error wrapping
-// ErrTableColumns that names each one. A relation message with such
-// columns (the table changed while streaming, or did in the WAL being
-// replayed) ends Run the same way under InvalidStop; by default the rows
-// of that layout are invalid instead (reason bad-columns, the detail
-// naming the columns), until a relation message with usable columns: a
-// change reverted later would otherwise leave the relay stuck on the WAL
-// written meanwhile, which every replay reads again. Payload columns of type jsonb, json and text are sent as their
-// text; bytea is sent as its raw bytes.
+// table's columns at start and at every relation message. A missing or
+// mistyped column at start ends Run with an error wrapping ErrTableColumns
+// that names each one. A relation message with such columns (the table
+// changed while streaming, or in the WAL being replayed) ends Run the same
+// way under InvalidStop. By default the rows of that layout are invalid
+// instead (reason bad-columns, the detail naming the columns) until a
+// relation message brings usable columns back; stopping would leave the
+// relay stuck even after the change is reverted, since every replay reads
+// the WAL written meanwhile. Payload columns of type jsonb, json and text
+// are sent as their text, bytea as its raw bytes.
 //
 // Logical decoding messages with prefix "pgoutbox" (written by
 // outbox.Writer.EmitTx inside a transaction) are published exactly like
@@ -45,10 +45,11 @@
 // partition, sized to stay under the topic's max.message.bytes (read from
 // the cluster with DescribeConfigs, the lower of the topic's and the
 // broker's message.max.bytes; else MaxMessageBytes); a larger batch goes
-// in several writes, one after the other (see docs/kafka.md). The queue and the batch being written hold at most BatchSize
-// events each and BufferBytes record bytes together (plus the one event
-// waiting for room, and the Kafka client's encoded copy of the batch), so
-// large payloads do not multiply the relay's memory. While they are full the reader still
+// in several writes, one after the other (see docs/kafka.md). The queue
+// and the batch being written hold at most BatchSize events each and
+// BufferBytes record bytes together (plus the one event waiting for room,
+// and the Kafka client's encoded copy of the batch), so large payloads do
+// not multiply the relay's memory. While they are full the reader still
 // sends status updates, so a slow broker never makes the server drop the
 // connection.
 //
@@ -84,7 +85,7 @@
 // MaxRetryBackoff and nothing after them is acknowledged meanwhile (see
 // Invalid rows for the records Kafka refuses for good). A lost
 // replication connection is re-opened with the same backoff. Permanent
-// errors end Run with one error naming the cause (Permanent reports them):
+// errors end Run with one error naming the cause (IsPermanent reports them):
 // bad configuration, refused credentials or privileges, a missing slot or
 // publication with NoCreate, an invalidated slot, unusable table columns at
 // start, Kafka authentication or cluster authorization failures, a
@@ -114,20 +115,27 @@
 // # Invalid rows
 //
 // A row the relay cannot publish as it is never stalls the relay and is
-// never dropped silently. The reasons (the dlq-reason header and the
-// reason label) are: null-column (NULL in a required column), too-large
-// (record over MaxMessageBytes, or rejected by the broker as too large),
-// bad-value (a message ID that is not a UUID, bytea that does not decode),
-// unsupported-type (a value in a form the relay cannot read), bad-headers
-// (headers not a JSON object), bad-topic (not a legal topic name),
-// bad-message (a pgoutbox logical message that does not parse),
-// kafka-rejected (a record Kafka refuses for good, see below),
-// bad-columns (a row of a table layout the relay cannot read, see below),
-// invalid-key (a business key that is empty, not valid UTF-8, holds a NUL
-// byte or is longer than the contract's MaxKeyBytes, 1024 bytes: no inbox
-// could claim it) and not-outbox (a row of a table added to the publication while the
-// relay streams, see Partitioned tables and renames; its value is the row
-// as a JSON object of column texts).
+// never dropped silently. The reasons, in the dlq-reason header and the
+// reason label:
+//
+//   - null-column: NULL in a required column.
+//   - too-large: a record over MaxMessageBytes, or rejected by the broker
+//     as too large.
+//   - bad-value: a message ID that is not a UUID, bytea that does not
+//     decode.
+//   - unsupported-type: a value in a form the relay cannot read.
+//   - bad-headers: headers that are not a JSON object.
+//   - bad-topic: not a legal topic name.
+//   - bad-message: a pgoutbox logical message that does not parse.
+//   - kafka-rejected: a record Kafka refuses for good (see below).
+//   - bad-columns: a row of a table layout the relay cannot read (see
+//     Pipeline).
+//   - invalid-key: a business key that no inbox could claim, because it is
+//     empty, not valid UTF-8, holds a NUL byte or is longer than the
+//     contract's MaxKeyBytes (1024 bytes).
+//   - not-outbox: a row of a table added to the publication while the
+//     relay streams (see Partitioned tables and renames); its value is the
+//     row as a JSON object of column texts.
 //
 // With OnInvalid = InvalidDeadLetter (the default) the event goes to
 // DeadLetterTopic (default "outbox.dlq") with its key and value (no value
@@ -142,11 +150,11 @@
 // reason, and the transaction holding it is not confirmed.
 //
 // Kafka's answer decides too. A record the brokers refuse for good is
-// invalid: rejected as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE:
-// reason too-large), or for its topic or content (INVALID_TOPIC_EXCEPTION,
-// POLICY_VIOLATION, INVALID_RECORD, INVALID_TIMESTAMP,
-// UNSUPPORTED_FOR_MESSAGE_FORMAT: reason kafka-rejected, with Kafka's
-// error in dlq-detail). CORRUPT_MESSAGE may pass, so it makes a record
+// invalid. Refused as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE),
+// its reason is too-large; refused for its topic or content
+// (INVALID_TOPIC_EXCEPTION, POLICY_VIOLATION, INVALID_RECORD,
+// INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT), kafka-rejected, with
+// Kafka's error in dlq-detail. CORRUPT_MESSAGE may pass, so it makes a record
 // invalid only after 5 attempts over at least 5 seconds. When a write of
 // several records fails that way, the relay writes them one by one to
 // find which is at fault. Kafka refusing a dead-letter record for good
@@ -221,7 +229,7 @@
 //
 // Any number of relays may run on one slot; one streams it and the others
 // wait. A relay whose START_REPLICATION fails with SQLSTATE 55006
-// (object_in_use: the slot is active in another process) is a standby: it
+// (object_in_use, the slot is active in another process) is a standby. It
 // logs that once, retries every StandbyRetryInterval (without backoff and
 // without counting reconnects), keeps polling the slot gauges, reports
 // Ready false and leader 0. When the active relay's connection ends
@@ -383,10 +391,10 @@
 // last confirmed LSN and commit time, a ceiling, and prune's high-water
 // mark. Being in the database, the row reaches physical standbys by
 // replication. At every start and reconnect, standbys included, the relay
-// compares: a slot missing while the row exists, an invalidated slot
-// (wal_status lost), a slot whose confirmed_flush_lsn is past the ceiling
-// (re-created or moved by someone else), another system identifier or
-// timeline: each is a gap. Run then streams nothing and returns a
+// compares the slot and the server with the row. Each of these is a gap: a
+// slot missing while the row exists, an invalidated slot (wal_status lost),
+// a slot whose confirmed_flush_lsn is past the ceiling (re-created or moved
+// by someone else), another system identifier or timeline. Run then streams nothing and returns a
 // *GapError (wrapping ErrGap, permanent) whose message names the slot,
 // what happened and since when; pgoutbox_relay_gap is set, and Status
 // reports it. Only Setup, or a first Run with no state row for the slot,

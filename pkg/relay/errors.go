@@ -93,11 +93,17 @@ func permanent(err error) error {
 	return &permanentError{err}
 }
 
-// Permanent reports whether err is one that retrying cannot fix: bad
+// Permanent is the former name of IsPermanent.
+//
+// Deprecated: use IsPermanent. In every pgoutbox package IsPermanent is the
+// predicate; inbox.Permanent wraps a handler error.
+func Permanent(err error) bool { return IsPermanent(err) }
+
+// IsPermanent reports whether err is one that retrying cannot fix: bad
 // configuration, refused credentials or privileges, a missing or
 // invalidated slot, unusable table columns, an invalid event under
 // InvalidStop.
-func Permanent(err error) bool {
+func IsPermanent(err error) bool {
 	var p *permanentError
 	if errors.As(err, &p) {
 		return true

@@ -37,20 +37,7 @@ func refuseProduce(k *testenv.Kafka, mode *atomic.Int32) {
 		case outageDrop:
 			return nil, errors.New("outage: connection dropped"), true
 		}
-		preq := req.(*kmsg.ProduceRequest)
-		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
-		for _, pt := range preq.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
-			for _, pp := range pt.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = pp.Partition
-				rp.ErrorCode = 19 // NOT_ENOUGH_REPLICAS
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return produceErrors(req.(*kmsg.ProduceRequest), func(string) int16 { return 19 }), nil, true // NOT_ENOUGH_REPLICAS
 	})
 }
 
@@ -304,7 +291,7 @@ func TestBadRowStops(t *testing.T) {
 	badEnd := b.currentLSN(t)
 	err2 := run.wait(t, 30*time.Second)
 	var inv *relay.InvalidEventError
-	if !errors.As(err2, &inv) || !errors.Is(err2, relay.ErrInvalidEvent) || !relay.Permanent(err2) {
+	if !errors.As(err2, &inv) || !errors.Is(err2, relay.ErrInvalidEvent) || !relay.IsPermanent(err2) {
 		t.Fatalf("Run: %v, want an InvalidEventError", err2)
 	}
 	if want := "relay: invalid outbox event 00000000-0000-7000-8000-0000000000aa (null-column): column payload is NULL"; err2.Error() != want {
@@ -482,7 +469,7 @@ func TestBrokerRejectsTooLargeStops(t *testing.T) {
 	id := b.insert(t, big)[0]
 	err := run.wait(t, 60*time.Second)
 	var inv *relay.InvalidEventError
-	if !errors.As(err, &inv) || inv.Reason != relay.ReasonTooLarge || inv.MessageID.String() != id || !relay.Permanent(err) {
+	if !errors.As(err, &inv) || inv.Reason != relay.ReasonTooLarge || inv.MessageID.String() != id || !relay.IsPermanent(err) {
 		t.Fatalf("Run: %v, want an InvalidEventError (too-large) naming %s", err, id)
 	}
 }

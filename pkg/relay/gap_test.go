@@ -22,17 +22,12 @@ import (
 // t when it does not stop on one.
 func (b *bundle) runGap(t *testing.T) *relay.GapError {
 	t.Helper()
-	b.reg = prometheus.NewRegistry()
-	b.cfg.Registerer = b.reg
-	r, err := relay.New(b.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := b.newRelay(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = r.Run(ctx)
+	err := r.Run(ctx)
 	var gap *relay.GapError
-	if !errors.As(err, &gap) || !errors.Is(err, relay.ErrGap) || !relay.Permanent(err) {
+	if !errors.As(err, &gap) || !errors.Is(err, relay.ErrGap) || !relay.IsPermanent(err) {
 		t.Fatalf("Run: %v, want a permanent *GapError", err)
 	}
 	if v := b.metric(t, "pgoutbox_relay_gap"); v != 1 {

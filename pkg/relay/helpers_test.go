@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -89,9 +90,8 @@ type running struct {
 	done   chan error
 }
 
-// start runs a relay on b.cfg, with fresh metrics in b.reg, until stop or
-// the end of the test.
-func (b *bundle) start(t *testing.T) *running {
+// newRelay returns a relay on b.cfg with fresh metrics in b.reg.
+func (b *bundle) newRelay(t *testing.T) *relay.Relay {
 	t.Helper()
 	b.reg = prometheus.NewRegistry()
 	b.cfg.Registerer = b.reg
@@ -99,6 +99,14 @@ func (b *bundle) start(t *testing.T) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// start runs a relay on b.cfg, with fresh metrics in b.reg, until stop or
+// the end of the test.
+func (b *bundle) start(t *testing.T) *running {
+	t.Helper()
+	r := b.newRelay(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &running{relay: r, cancel: cancel, done: make(chan error, 1)}
 	go func() { run.done <- r.Run(ctx) }()
@@ -218,4 +226,22 @@ func header(t *testing.T, rec testenv.Record, key string) string {
 		t.Fatalf("record %d@%d has no header %q (headers %v)", rec.Partition, rec.Offset, key, rec.Headers)
 	}
 	return v
+}
+
+// produceErrors answers preq with the error code(topic) for every
+// partition of each topic.
+func produceErrors(preq *kmsg.ProduceRequest, code func(topic string) int16) *kmsg.ProduceResponse {
+	resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+	for _, pt := range preq.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
+		for _, pp := range pt.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = pp.Partition
+			rp.ErrorCode = code(pt.Topic)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }

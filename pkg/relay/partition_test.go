@@ -168,7 +168,7 @@ func TestPartitionedOutboxPublicationViaRoot(t *testing.T) {
 	const fix = `publication p_leaves publishes the partitions of public.outbox under their own names: ` +
 		`ALTER PUBLICATION "p_leaves" SET (publish_via_partition_root = true) (or run relay setup)`
 	err = r.Run(ctx)
-	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.Permanent(err) || !strings.HasSuffix(err.Error(), ": "+fix) {
+	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.IsPermanent(err) || !strings.HasSuffix(err.Error(), ": "+fix) {
 		t.Fatalf("run: %v", err)
 	}
 	if st, err := relay.Status(ctx, cfg); err != nil || st.PublicationMismatch != fix {
@@ -212,7 +212,7 @@ func TestOutboxRenameWhileStreaming(t *testing.T) {
 	if st, err := relay.Status(ctx, b.cfg); err != nil || st.PublicationMismatch != "table public.outbox does not exist (run relay setup)" {
 		t.Fatalf("status on the old name: %+v %v", st, err)
 	}
-	if err := b.refused(t); !errors.Is(err, relay.ErrTableMissing) || !relay.Permanent(err) {
+	if err := b.refused(t); !errors.Is(err, relay.ErrTableMissing) || !relay.IsPermanent(err) {
 		t.Fatalf("restart on the old name: %v", err)
 	}
 	b.cfg.Table = "outbox_renamed"
@@ -397,7 +397,7 @@ func TestMigrateToPartitionedRefused(t *testing.T) {
 	after := insertRows(t, b.db.Pool, "outbox", newRows(20, 81, 5, nil))
 	err := run.wait(t, 60*time.Second)
 	const want = "publication " + "%s does not include table public.outbox (the outbox table changed while the relay streamed it"
-	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.Permanent(err) || !strings.Contains(err.Error(), fmt.Sprintf(want, b.cfg.Publication)) {
+	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), fmt.Sprintf(want, b.cfg.Publication)) {
 		t.Fatalf("run: %v", err)
 	}
 	if confirmed := b.confirmedFlush(t); confirmed > migrated {

@@ -66,7 +66,9 @@ const (
 // created; a free WAL sender; the REPLICATION attribute (or rds_replication
 // on RDS); CREATE on the table's schema when the table or the migration
 // bookkeeping must be created, and on the database for a new publication;
-// ownership of the table for a new publication. It returns a
+// ownership of the table for a new publication; SELECT, INSERT and UPDATE
+// on the relay state table; SELECT on the table with OnGap backfill and
+// DELETE with PruneAfter. It returns a
 // *PrerequisitesError listing every problem with its fix, or nil.
 func CheckPrerequisites(ctx context.Context, cfg *Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
@@ -97,6 +99,8 @@ func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *Config, setup bo
 		tableExists, tableOwner, dbCreate bool
 		bookkeeping                       bool
 		slotExists, slotActive, pubExists bool
+		stateExists, stateWrite           bool
+		tableSelect, tableDelete          bool
 	}
 	err = conn.QueryRow(ctx, `
 		SELECT current_setting('wal_level'),
@@ -120,16 +124,22 @@ func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *Config, setup bo
 			n.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class b WHERE b.relnamespace = n.oid AND b.relname = 'pgoutbox_migration'),
 			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $3),
 			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $3 AND active),
-			EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $4)
+			EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $4),
+			st.oid IS NOT NULL,
+			st.oid IS NOT NULL AND has_table_privilege(st.oid, 'SELECT, INSERT, UPDATE'),
+			t.oid IS NOT NULL AND has_table_privilege(t.oid, 'SELECT'),
+			t.oid IS NOT NULL AND has_table_privilege(t.oid, 'DELETE')
 		FROM pg_roles r
 		LEFT JOIN pg_namespace n ON n.nspname = $1
 		LEFT JOIN pg_class t ON t.relnamespace = n.oid AND t.relname = $2
+		LEFT JOIN pg_class st ON st.relnamespace = n.oid AND st.relname = $5
 		WHERE r.rolname = current_user`,
-		table.Schema, table.Name, c.Slot, c.Publication).Scan(
+		table.Schema, table.Name, c.Slot, c.Publication, StateTableName).Scan(
 		&s.walLevel, &s.maxSlots, &s.usedSlots, &s.maxSenders, &s.usedSenders,
 		&s.user, &s.database, &s.super, &s.replication, &s.rdsRepl, &s.plat,
 		&s.schemaExists, &s.schemaCreate, &s.tableExists, &s.tableOwner, &s.dbCreate,
-		&s.bookkeeping, &s.slotExists, &s.slotActive, &s.pubExists)
+		&s.bookkeeping, &s.slotExists, &s.slotActive, &s.pubExists,
+		&s.stateExists, &s.stateWrite, &s.tableSelect, &s.tableDelete)
 	if err != nil {
 		return fmt.Errorf("relay: check prerequisites: %w", err)
 	}
@@ -183,6 +193,22 @@ func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *Config, setup bo
 			add("table owner", fmt.Sprintf("role %s does not own %s, which CREATE PUBLICATION requires", s.user, table),
 				"ALTER TABLE "+table.Sanitize()+" OWNER TO "+user+"; (or let the owner run relay setup once)")
 		}
+	}
+	// What relay run does as this role once streaming: record its
+	// position in the state table (without it confirmation stalls), read
+	// the table to recover a gap, delete published rows to prune.
+	if s.stateExists && !s.stateWrite && !s.super {
+		st := stateTable(c)
+		add("state table", fmt.Sprintf("role %s may not write the relay state table %s (SELECT, INSERT, UPDATE)", s.user, st),
+			"GRANT SELECT, INSERT, UPDATE ON "+st.Sanitize()+" TO "+user+";")
+	}
+	if s.tableExists && c.OnGap == GapBackfill && !s.tableSelect && !s.super {
+		add("table rights", fmt.Sprintf("role %s may not read %s, which --on-gap=backfill needs", s.user, table),
+			"GRANT SELECT ON "+table.Sanitize()+" TO "+user+";")
+	}
+	if s.tableExists && c.PruneAfter > 0 && (!s.tableDelete || !s.tableSelect) && !s.super {
+		add("table rights", fmt.Sprintf("role %s may not delete from %s, which --prune-after needs", s.user, table),
+			"GRANT SELECT, DELETE ON "+table.Sanitize()+" TO "+user+";")
 	}
 	if len(problems) == 0 {
 		return nil

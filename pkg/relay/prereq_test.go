@@ -154,7 +154,8 @@ func TestSetupChecksTableOwner(t *testing.T) {
 	}
 	cfg := &relay.Config{DatabaseURL: asRole(t, db.URL, role), Slot: "s2_" + db.Name, Publication: "p_second", Logger: testLogger(t)}
 	ps := setupProblems(t, cfg)
-	if checks(ps) != "table owner" || !strings.HasPrefix(ps[0].Fix, `ALTER TABLE "public"."outbox" OWNER TO `) {
+	// The state table is the first role's too: the second may not write it.
+	if checks(ps) != "table owner,state table" || !strings.HasPrefix(ps[0].Fix, `ALTER TABLE "public"."outbox" OWNER TO `) {
 		t.Fatalf("problems %+v", ps)
 	}
 }
@@ -194,5 +195,42 @@ func TestSetupLeastPrivilegeRole(t *testing.T) {
 	}
 	if id[14] != '7' {
 		t.Fatalf("default id %s is not a UUIDv7", id)
+	}
+}
+
+// A relay role other than the one that ran setup: the check names the rights
+// relay run needs once streaming (writing its state row, and reading and
+// deleting outbox rows for --on-gap=backfill and --prune-after), each with
+// its GRANT, and passes once they are granted.
+func TestCheckPrerequisitesRunRights(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	owner := &relay.Config{DatabaseURL: db.URL, Slot: "s_" + db.Name, Publication: "p_rights", Logger: testLogger(t)}
+	if err := relay.Setup(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	role := createRole(t, db, "runner", "REPLICATION")
+	cfg := *owner
+	cfg.DatabaseURL = asRole(t, db.URL, role)
+	cfg.NoCreate = true
+	cfg.OnGap = relay.GapBackfill
+	cfg.PruneAfter = time.Hour
+	err := relay.CheckPrerequisites(ctx, &cfg)
+	var pe *relay.PrerequisitesError
+	if !errors.As(err, &pe) {
+		t.Fatalf("CheckPrerequisites: %v, want a PrerequisitesError", err)
+	}
+	if got := checks(pe.Problems); got != "state table,table rights,table rights" {
+		t.Fatalf("checks %q: %+v", got, pe.Problems)
+	}
+	for _, p := range pe.Problems {
+		if _, err := db.Pool.Exec(ctx, strings.TrimSuffix(p.Fix, ";")); err != nil {
+			t.Fatalf("fix %q: %v", p.Fix, err)
+		}
+	}
+	if err := relay.CheckPrerequisites(ctx, &cfg); err != nil {
+		t.Fatalf("after the GRANTs: %v", err)
 	}
 }

@@ -260,24 +260,32 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, c *Config, fix bool)
 // checkTable validates the outbox table's columns from the catalog.
 func checkTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	table, _ := pgname.Parse(c.Table, "public")
-	rows, err := conn.Query(ctx, `SELECT attname, atttypid FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, table.Sanitize())
+	names, types, err := readColumns(ctx, conn, table)
 	if err != nil {
-		return fmt.Errorf("relay: read columns of %s: %w", table, err)
-	}
-	var names []string
-	var types []uint32
-	for rows.Next() {
-		var n string
-		var t uint32
-		if err := rows.Scan(&n, &t); err != nil {
-			return err
-		}
-		names, types = append(names, n), append(types, t)
-	}
-	if err := rows.Err(); err != nil {
 		return fmt.Errorf("relay: read columns of %s: %w", table, err)
 	}
 	_, err = checkColumns(table.String(), names, types)
 	return err
+}
+
+// readColumns reads the names and type OIDs of table's columns, in order,
+// from the catalog (on a connection, or in a backfill's snapshot).
+func readColumns(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, table pgname.Table) (names []string, types []uint32, err error) {
+	rows, err := q.Query(ctx, `SELECT attname, atttypid FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, table.Sanitize())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		var t uint32
+		if err := rows.Scan(&n, &t); err != nil {
+			return nil, nil, err
+		}
+		names, types = append(names, n), append(types, t)
+	}
+	return names, types, rows.Err()
 }

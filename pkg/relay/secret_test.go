@@ -35,7 +35,7 @@ func TestPasswordNeverLogged(t *testing.T) {
 	bad.DatabaseURL = strings.Replace(b.cfg.DatabaseURL, "/"+b.db.Name, "/no_such_db", 1)
 	err := runOnce(t, &bad)
 	ctx := context.Background()
-	if err == nil || !relay.Permanent(err) || !strings.Contains(err.Error(), "no_such_db") {
+	if err == nil || !relay.IsPermanent(err) || !strings.Contains(err.Error(), "no_such_db") {
 		t.Fatalf("Run against a missing database: %v, want a permanent error naming it", err)
 	}
 	for _, e := range []error{err, relay.Setup(ctx, &bad), errors.New(relay.RedactURL(bad.DatabaseURL))} {

@@ -48,19 +48,7 @@ func answerProduceRecords(k *testenv.Kafka, code func(topic string, records int)
 		if !fail {
 			return nil, nil, false
 		}
-		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
-		for _, pt := range preq.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
-			for _, pp := range pt.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = pp.Partition
-				rp.ErrorCode = codes[pt.Topic]
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return produceErrors(preq, func(topic string) int16 { return codes[topic] }), nil, true
 	})
 }
 
@@ -304,7 +292,7 @@ func TestTopicUnavailableStops(t *testing.T) {
 	id := b.insert(t, m)[0]
 	end := b.currentLSN(t)
 	err := run.wait(t, 60*time.Second)
-	if !errors.Is(err, relay.ErrTopicUnavailable) || !relay.Permanent(err) || !strings.Contains(err.Error(), "missing") ||
+	if !errors.Is(err, relay.ErrTopicUnavailable) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), "missing") ||
 		!strings.Contains(err.Error(), id) {
 		t.Fatalf("Run: %v, want a permanent ErrTopicUnavailable naming topic missing and message %s", err, id)
 	}
@@ -346,7 +334,7 @@ func TestKafkaRejectedStops(t *testing.T) {
 			id := b.insert(t, m)[0]
 			end := b.currentLSN(t)
 			err := run.wait(t, 60*time.Second)
-			if !errors.Is(err, tc.want) || !relay.Permanent(err) || !strings.Contains(err.Error(), id) {
+			if !errors.Is(err, tc.want) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) {
 				t.Fatalf("Run: %v, want a permanent error wrapping %v naming %s", err, tc.want, id)
 			}
 			var inv *relay.InvalidEventError

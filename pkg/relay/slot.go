@@ -2,10 +2,15 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // slotRow is one reading of pg_replication_slots, pg_current_wal_lsn() and
@@ -44,4 +49,158 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 		return r, fmt.Errorf("relay: read slot %s: %w", slot, err)
 	}
 	return r, nil
+}
+
+// ensureSlot checks the slot against the relay state (creating the state
+// table when missing, unless c.NoCreate) and returns the slot's confirmed
+// flush position and its state row. It creates the slot only when there is
+// no state row for it (setup, or a first start; unless c.NoCreate): a
+// missing slot with a state row is a gap (a *GapError), never re-created,
+// since a new slot starts at the current WAL position and would skip every
+// event committed since the last confirmation.
+func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, *relayState, error) {
+	if err := ensureStateTable(ctx, conn, c); err != nil {
+		return 0, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		var (
+			plugin, database, walStatus *string
+			sameDB, failover            bool
+			confirmed                   *string
+		)
+		// The slot first, then the state row: a relay streaming the slot
+		// meanwhile raises the ceiling before it confirms past it, so the
+		// ceiling read second is at least the confirmed position read
+		// first. In the other order a standby's check can see a ceiling
+		// older than the confirmed position: a false gap.
+		err := conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text,
+			coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
+			FROM pg_replication_slots s WHERE slot_name = $1`, c.Slot).Scan(&plugin, &database, &sameDB, &walStatus, &confirmed, &failover)
+		st, stErr := readState(ctx, conn, c)
+		if stErr != nil {
+			return 0, nil, stErr
+		}
+		if err == nil {
+			if deref(plugin) != "pgoutput" || !sameDB {
+				return 0, nil, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(plugin), deref(database))
+			}
+			lsn, err := pglogrepl.ParseLSN(deref(confirmed))
+			if err != nil && deref(walStatus) != "lost" {
+				return 0, nil, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, deref(confirmed), err)
+			}
+			if st == nil {
+				if deref(walStatus) == "lost" {
+					return 0, nil, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
+				}
+				if err := adoptSlot(ctx, conn, c, lsn); err != nil {
+					return 0, nil, err
+				}
+				continue
+			}
+			gap, err := checkGap(ctx, c, st, slotInfo{exists: true, confirmed: lsn, walStatus: deref(walStatus), failover: failover})
+			if err != nil {
+				return 0, nil, err
+			}
+			if gap != nil {
+				return 0, nil, gap
+			}
+			if deref(walStatus) == "unreserved" {
+				c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
+					"slot", c.Slot)
+			}
+			return lsn, st, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, nil, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
+		}
+		if st != nil {
+			gap, err := checkGap(ctx, c, st, slotInfo{})
+			if err != nil {
+				return 0, nil, err
+			}
+			return 0, nil, gap
+		}
+		if c.NoCreate {
+			return 0, nil, fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrSlotMissing, c.Slot)
+		}
+		if err := createSlot(ctx, conn, c); err != nil {
+			var pgErr *pgconn.PgError
+			if !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
+				return 0, nil, err
+			}
+		}
+	}
+}
+
+// createSlot creates the slot and records its state row.
+func createSlot(ctx context.Context, conn *pgx.Conn, c *Config) error {
+	rc, err := connectReplication(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	ns, err := createSlotOn(ctx, rc, c, false)
+	if err != nil {
+		return err
+	}
+	if err := writeNewState(ctx, conn, c, ns, nil); err != nil {
+		return err
+	}
+	c.Logger.Info("created replication slot", "slot", c.Slot, "consistent_point", ns.consistent.String())
+	return nil
+}
+
+// newSlot is a slot just created.
+type newSlot struct {
+	consistent pglogrepl.LSN
+	snapshot   string // exported snapshot; empty unless asked for
+	id         identity
+	at         time.Time // server time right after the creation
+}
+
+// serverMajor returns the major version from the server_version parameter
+// ("15.5 (Debian 15.5-1.pgdg120+1)" is 15); 0 when unknown.
+func serverMajor(rc *pgconn.PgConn) int {
+	v := rc.ParameterStatus("server_version")
+	if i := strings.IndexAny(v, ". ("); i >= 0 {
+		v = v[:i]
+	}
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
+// createSlotOn creates c.Slot on the replication connection rc and
+// identifies the server. With export, the slot's snapshot is exported: it
+// stays valid until rc runs its next command or closes. On PG 17 and later
+// the slot is a failover slot (FAILOVER true): with
+// synchronized_standby_slots and sync_replication_slots configured, it
+// survives a promotion of a physical standby.
+func createSlotOn(ctx context.Context, rc *pgconn.PgConn, c *Config, export bool) (newSlot, error) {
+	res, err := pglogrepl.IdentifySystem(ctx, rc)
+	if err != nil {
+		return newSlot{}, fmt.Errorf("relay: identify system: %w", err)
+	}
+	var cmd string
+	if serverMajor(rc) >= 17 {
+		snap := "nothing"
+		if export {
+			snap = "export"
+		}
+		cmd = fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT '%s', FAILOVER true)", c.Slot, snap)
+	} else {
+		action := "NOEXPORT_SNAPSHOT"
+		if export {
+			action = "EXPORT_SNAPSHOT"
+		}
+		cmd = fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput %s", c.Slot, action) // slot names are [a-z0-9_]
+	}
+	created, err := pglogrepl.ParseCreateReplicationSlot(rc.Exec(ctx, cmd))
+	if err != nil {
+		return newSlot{}, fmt.Errorf("relay: create slot %s: %w", c.Slot, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(created.ConsistentPoint)
+	if err != nil {
+		return newSlot{}, fmt.Errorf("relay: create slot %s: consistent point %q: %w", c.Slot, created.ConsistentPoint, err)
+	}
+	return newSlot{consistent: lsn, snapshot: created.SnapshotName, id: identity{res.SystemID, res.Timeline}, at: time.Now()}, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -172,61 +170,6 @@ func identify(ctx context.Context, c *Config) (identity, error) {
 	return identity{systemID: res.SystemID, timeline: res.Timeline}, nil
 }
 
-// newSlot is a slot just created.
-type newSlot struct {
-	consistent pglogrepl.LSN
-	snapshot   string // exported snapshot; empty unless asked for
-	id         identity
-	at         time.Time // server time right after the creation
-}
-
-// serverMajor returns the major version from the server_version parameter
-// ("15.5 (Debian 15.5-1.pgdg120+1)" is 15); 0 when unknown.
-func serverMajor(rc *pgconn.PgConn) int {
-	v := rc.ParameterStatus("server_version")
-	if i := strings.IndexAny(v, ". ("); i >= 0 {
-		v = v[:i]
-	}
-	n, _ := strconv.Atoi(v)
-	return n
-}
-
-// createSlotOn creates c.Slot on the replication connection rc and
-// identifies the server. With export, the slot's snapshot is exported: it
-// stays valid until rc runs its next command or closes. On PG 17 and later
-// the slot is a failover slot (FAILOVER true): with
-// synchronized_standby_slots and sync_replication_slots configured, it
-// survives a promotion of a physical standby.
-func createSlotOn(ctx context.Context, rc *pgconn.PgConn, c *Config, export bool) (newSlot, error) {
-	res, err := pglogrepl.IdentifySystem(ctx, rc)
-	if err != nil {
-		return newSlot{}, fmt.Errorf("relay: identify system: %w", err)
-	}
-	var cmd string
-	if serverMajor(rc) >= 17 {
-		snap := "nothing"
-		if export {
-			snap = "export"
-		}
-		cmd = fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT '%s', FAILOVER true)", c.Slot, snap)
-	} else {
-		action := "NOEXPORT_SNAPSHOT"
-		if export {
-			action = "EXPORT_SNAPSHOT"
-		}
-		cmd = fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput %s", c.Slot, action) // slot names are [a-z0-9_]
-	}
-	created, err := pglogrepl.ParseCreateReplicationSlot(rc.Exec(ctx, cmd))
-	if err != nil {
-		return newSlot{}, fmt.Errorf("relay: create slot %s: %w", c.Slot, err)
-	}
-	lsn, err := pglogrepl.ParseLSN(created.ConsistentPoint)
-	if err != nil {
-		return newSlot{}, fmt.Errorf("relay: create slot %s: consistent point %q: %w", c.Slot, created.ConsistentPoint, err)
-	}
-	return newSlot{consistent: lsn, snapshot: created.SnapshotName, id: identity{res.SystemID, res.Timeline}, at: time.Now()}, nil
-}
-
 // Bounds of the state writer (see keeper).
 const (
 	// stateMinGap spaces the writes that raise the ceiling for events
@@ -248,7 +191,7 @@ const (
 // keeper keeps the slot's state row ahead of what the stream confirms.
 //
 // The soundness argument. The stream never confirms past the ceiling (cap,
-// called from sendStatus). A write reads W = pg_current_wal_lsn() first
+// called from sendStandbyStatus). A write reads W = pg_current_wal_lsn() first
 // and then, in a second statement, sets ceiling = W only if the slot still
 // exists with confirmed_flush_lsn <= the recorded ceiling. A slot created
 // (or re-created) after that check has a confirmed_flush_lsn at or past

@@ -109,7 +109,7 @@ func (s *stream) run() error {
 			return err
 		}
 		if s.statusDue() {
-			if err := s.sendStatus(); err != nil {
+			if err := s.sendStandbyStatus(); err != nil {
 				return err
 			}
 		}
@@ -180,7 +180,7 @@ func (s *stream) readUntilDeadline() error {
 					s.tr.AdvanceIdle(uint64(ka.ServerWALEnd))
 				}
 				if ka.ReplyRequested {
-					if err := s.sendStatus(); err != nil {
+					if err := s.sendStandbyStatus(); err != nil {
 						return err
 					}
 				}
@@ -304,7 +304,7 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 		if !s.statusDue() {
 			continue
 		}
-		if err := s.sendStatus(); err != nil {
+		if err := s.sendStandbyStatus(); err != nil {
 			return err
 		}
 		// The reader is not reading: the status update it just sent
@@ -313,9 +313,9 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 	}
 }
 
-// sendStatus confirms the tracker's position, with write, flush and apply
+// sendStandbyStatus confirms the tracker's position, with write, flush and apply
 // positions all set explicitly.
-func (s *stream) sendStatus() error {
+func (s *stream) sendStandbyStatus() error {
 	pos := s.confirmable()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,

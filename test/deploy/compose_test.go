@@ -83,3 +83,26 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 }
+
+// The image's bases are pinned too: every FROM names scratch, an earlier
+// stage, or an image with an exact version or digest.
+func TestDockerfileBasesPinned(t *testing.T) {
+	b, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages := map[string]bool{"scratch": true}
+	from := regexp.MustCompile(`(?m)^FROM\s+(\S+)(?:\s+AS\s+(\S+))?`)
+	ms := from.FindAllStringSubmatch(string(b), -1)
+	if len(ms) == 0 {
+		t.Fatal("Dockerfile has no FROM")
+	}
+	for _, m := range ms {
+		if !stages[m[1]] && !pinned.MatchString(m[1]) {
+			t.Errorf("Dockerfile: FROM %s floats; pin an exact version or a digest", m[1])
+		}
+		if m[2] != "" {
+			stages[m[2]] = true
+		}
+	}
+}

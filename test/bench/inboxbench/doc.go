@@ -20,5 +20,9 @@
 // and the kfake broker) and of the PostgreSQL server, which is steadier than
 // the wall time on a busy machine.
 //
-//	go run ./test/bench/inboxbench -n 50000 -rounds 3 [-partitions 4] [-pk]
+// With -sql the inbox also runs on database/sql (pgx's stdlib driver over
+// the same pool), batched and one message per transaction, paired against
+// the inbox on pgx.
+//
+//	go run ./test/bench/inboxbench -n 50000 -rounds 3 [-partitions 4] [-pk] [-sql]
 package main

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -31,13 +33,14 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs every configuration once, and the figures are medians over rounds")
 	parts := flag.Int("partitions", 4, "partitions per topic (one worker each)")
 	pk := flag.Bool("pk", false, "give the handler's table a primary key, as business tables have")
+	withSQL := flag.Bool("sql", false, "also run the inbox consumer on database/sql (pgx's stdlib driver over the same pool)")
 	flag.Parse()
 	if *n <= 0 || *rounds <= 0 || *parts <= 0 {
 		fmt.Fprintln(os.Stderr, "inboxbench: -n, -rounds and -partitions must be positive")
 		os.Exit(2)
 	}
 	partitions = *parts
-	if err := run(*n, *rounds, *pk); err != nil {
+	if err := run(*n, *rounds, *pk, *withSQL); err != nil {
 		fmt.Fprintln(os.Stderr, "inboxbench:", err)
 		os.Exit(1)
 	}
@@ -61,7 +64,7 @@ type sample struct {
 	self, server time.Duration // CPU time of this process and of the server
 }
 
-func run(n, rounds int, pk bool) error {
+func run(n, rounds int, pk, withSQL bool) error {
 	ctx := context.Background()
 	srv, err := testenv.StartServer()
 	if err != nil {
@@ -92,6 +95,11 @@ func run(n, rounds int, pk bool) error {
 		{"plain", batchSize}, {"dedup", batchSize}, {"inbox", batchSize},
 		{"plain", 1}, {"dedup", 1}, {"inbox", 1},
 	}
+	if withSQL {
+		configs = append(configs, config{"inbox-sql", batchSize}, config{"inbox-sql", 1})
+	}
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
 	var topics []string
 	for r := range rounds {
 		for _, c := range configs {
@@ -126,10 +134,13 @@ func run(n, rounds int, pk bool) error {
 			}
 			self0, server0 := cpu.read()
 			var d time.Duration
-			if c.side != "inbox" {
+			switch c.side {
+			case "inbox":
+				d, err = throughInbox(ctx, brokers, pool, nil, topic, n, c.batch)
+			case "inbox-sql":
+				d, err = throughInbox(ctx, brokers, nil, sqlDB, topic, n, c.batch)
+			default:
 				d, err = baseline(ctx, brokers, pool, topic, n, c.batch, c.side == "dedup")
-			} else {
-				d, err = throughInbox(ctx, brokers, pool, topic, n, c.batch)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", topic, err)
@@ -137,7 +148,7 @@ func run(n, rounds int, pk bool) error {
 			self1, server1 := cpu.read()
 			s := sample{wall: d, self: self1 - self0, server: server1 - server0}
 			samples[c] = append(samples[c], s)
-			fmt.Printf("  round %d  %-16s %8.0f msg/s  (%v)%s\n", r+1, c, float64(n)/d.Seconds(), d.Round(time.Millisecond), cpuPerMessage(s, n))
+			fmt.Printf("  round %d  %-20s %8.0f msg/s  (%v)%s\n", r+1, c, float64(n)/d.Seconds(), d.Round(time.Millisecond), cpuPerMessage(s, n))
 		}
 	}
 	var rows int
@@ -155,16 +166,27 @@ func run(n, rounds int, pk bool) error {
 			self:   median(samples[c], func(s sample) time.Duration { return s.self }),
 			server: median(samples[c], func(s sample) time.Duration { return s.server }),
 		}
-		fmt.Printf("  %-16s %8.0f msg/s  (%v)%s\n", c, float64(n)/m.wall.Seconds(), m.wall.Round(time.Millisecond), cpuPerMessage(m, n))
+		fmt.Printf("  %-20s %8.0f msg/s  (%v)%s\n", c, float64(n)/m.wall.Seconds(), m.wall.Round(time.Millisecond), cpuPerMessage(m, n))
 	}
 	// Ratios of wall times, paired by round (both ran in the same round).
+	// The CPU time of both processes per run is paired the same way; on a
+	// shared machine it is steadier than the wall time.
 	report := func(what string, base, in config) {
-		var ratios []float64
+		var ratios, cpu []float64
 		for r := range rounds {
-			ratios = append(ratios, samples[in][r].wall.Seconds()/samples[base][r].wall.Seconds())
+			b, i := samples[base][r], samples[in][r]
+			ratios = append(ratios, i.wall.Seconds()/b.wall.Seconds())
+			if b.self+b.server > 0 {
+				cpu = append(cpu, (i.self+i.server).Seconds()/(b.self+b.server).Seconds())
+			}
 		}
 		slices.Sort(ratios)
-		fmt.Printf("  %s: %.2fx median, %.2fx..%.2fx over rounds\n", what, ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+		line := fmt.Sprintf("  %s: %.2fx median, %.2fx..%.2fx over rounds", what, ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+		if len(cpu) == len(ratios) {
+			slices.Sort(cpu)
+			line += fmt.Sprintf("; cpu %.2fx median, %.2fx..%.2fx", cpu[len(cpu)/2], cpu[0], cpu[len(cpu)-1])
+		}
+		fmt.Println(line)
 	}
 	fmt.Printf("inbox time over the hand-rolled dedup baseline (target <= 1.15x):\n")
 	report(fmt.Sprintf("batched (BatchSize=%d vs dedup in %d-message transactions)", batchSize, batchSize), configs[1], configs[2])
@@ -172,6 +194,11 @@ func run(n, rounds int, pk bool) error {
 	fmt.Printf("for reference, over the plain consumer without dedup:\n")
 	report("batched", configs[0], configs[2])
 	report("one message per transaction (vs autocommit INSERT)", configs[3], configs[5])
+	if withSQL {
+		fmt.Printf("the inbox on database/sql over the inbox on pgx:\n")
+		report("batched", configs[2], configs[6])
+		report("one message per transaction", configs[5], configs[7])
+	}
 	return nil
 }
 
@@ -390,7 +417,9 @@ func insertPlain(ctx context.Context, pool *pgxpool.Pool, msgs []kafka.Message) 
 	})
 }
 
-func throughInbox(ctx context.Context, brokers []string, pool *pgxpool.Pool, topic string, n, batch int) (time.Duration, error) {
+// throughInbox runs the inbox consumer loop on pool, or on sqlDB when pool
+// is nil.
+func throughInbox(ctx context.Context, brokers []string, pool *pgxpool.Pool, sqlDB *sql.DB, topic string, n, batch int) (time.Duration, error) {
 	in, err := inbox.New(&inbox.Config{Consumer: topic, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return 0, err
@@ -398,19 +427,31 @@ func throughInbox(ctx context.Context, brokers []string, pool *pgxpool.Pool, top
 	clk := newClock(n)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
-		Brokers: brokers, GroupID: topic, Topics: []string{topic}, Inbox: in, DB: pool, BatchSize: batch,
-		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-			clk.begin()
-			_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`, msg.BusinessKey, msg.Payload)
-			return "", err
-		},
+	const insert = `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`
+	cfg := &inbox.ConsumerConfig{
+		Brokers: brokers, GroupID: topic, Topics: []string{topic}, Inbox: in, BatchSize: batch,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			if res.Outcome == inbox.Processed {
 				clk.tick()
 			}
 		},
-	})
+	}
+	if pool != nil {
+		cfg.DB = pool
+		cfg.Handler = func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			clk.begin()
+			_, err := tx.Exec(ctx, insert, msg.BusinessKey, msg.Payload)
+			return "", err
+		}
+	} else {
+		cfg.SQLDB = sqlDB
+		cfg.SQLHandler = func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
+			clk.begin()
+			_, err := tx.ExecContext(ctx, insert, msg.BusinessKey, msg.Payload)
+			return "", err
+		}
+	}
+	c, err := inbox.NewConsumer(cfg)
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,4 @@
-//go:build !nodev
-
-package relaycli
+package devdemo
 
 import (
 	"context"
@@ -25,7 +23,7 @@ import (
 // demo is the producer and consumer side of `relay dev`.
 type demo struct {
 	pool     *pgxpool.Pool
-	opts     devOptions
+	opts     Options
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	relayCfg *relay.Config
@@ -46,7 +44,7 @@ const recentCap = 1000
 func (d *demo) prepare(ctx context.Context) error {
 	if err := relay.Teardown(ctx, d.relayCfg); err != nil {
 		if errors.Is(err, relay.ErrSlotActive) {
-			return fmt.Errorf("slot %s is in use: is another relay dev running on this server?", devSlot)
+			return fmt.Errorf("slot %s is in use: is another relay dev running on this server?", Slot)
 		}
 		return err
 	}
@@ -54,19 +52,19 @@ func (d *demo) prepare(ctx context.Context) error {
 	if err := dropDevSchema(ctx, d.pool); err != nil {
 		return err
 	}
-	ddl := `CREATE SCHEMA ` + devSchema + `;
-		CREATE TABLE ` + devSchema + `.orders (
+	ddl := `CREATE SCHEMA ` + Schema + `;
+		CREATE TABLE ` + Schema + `.orders (
 			id           text PRIMARY KEY,
 			amount_cents bigint NOT NULL,
 			placed_at    timestamptz NOT NULL DEFAULT now());
-		CREATE TABLE ` + devSchema + `.shipments (
+		CREATE TABLE ` + Schema + `.shipments (
 			order_id   text NOT NULL, -- no unique key: a double shipment must be visible, not an error
 			message_id text NOT NULL,
 			shipped_at timestamptz NOT NULL DEFAULT now())`
 	if _, err := d.pool.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create demo tables: %w", err)
 	}
-	if _, err := inbox.Migrate(ctx, d.pool, devSchema+".inbox"); err != nil {
+	if _, err := inbox.Migrate(ctx, d.pool, Schema+".inbox"); err != nil {
 		return err
 	}
 	return relay.Setup(ctx, d.relayCfg)
@@ -74,14 +72,14 @@ func (d *demo) prepare(ctx context.Context) error {
 
 // dropDevSchema drops the demo schema and forgets its migrations.
 func dropDevSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+devSchema+` CASCADE;
+	_, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+Schema+` CASCADE;
 		DO $$ BEGIN
 			IF to_regclass('public.pgoutbox_migration') IS NOT NULL THEN
-				DELETE FROM public.pgoutbox_migration WHERE target LIKE '`+devSchema+`.%';
+				DELETE FROM public.pgoutbox_migration WHERE target LIKE '`+Schema+`.%';
 			END IF;
 		END $$`)
 	if err != nil {
-		return fmt.Errorf("drop schema %s: %w", devSchema, err)
+		return fmt.Errorf("drop schema %s: %w", Schema, err)
 	}
 	return nil
 }
@@ -90,21 +88,21 @@ func dropDevSchema(ctx context.Context, pool *pgxpool.Pool) error {
 // --keep, when the demo ran on a server it did not start (a throwaway
 // server goes as a whole).
 func (d *demo) cleanup(ctx context.Context) error {
-	if !d.prepared || d.opts.databaseURL == "" {
+	if !d.prepared || d.opts.DatabaseURL == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err := relay.Teardown(ctx, d.relayCfg)
-	if !d.opts.keep {
+	if !d.opts.Keep {
 		err = errors.Join(err, dropDevSchema(ctx, d.pool))
 	}
 	return err
 }
 
-// produce places opts.rate orders per second until ctx ends.
+// produce places opts.Rate orders per second until ctx ends.
 func (d *demo) produce(ctx context.Context) error {
-	w, err := outbox.NewWriter(&outbox.Config{Table: devSchema + ".outbox"})
+	w, err := outbox.NewWriter(&outbox.Config{Table: Schema + ".outbox"})
 	if err != nil {
 		return err
 	}
@@ -117,7 +115,7 @@ func (d *demo) produce(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		due := int(time.Since(start).Seconds() * float64(d.opts.rate))
+		due := int(time.Since(start).Seconds() * float64(d.opts.Rate))
 		for ; n < due && ctx.Err() == nil; n++ {
 			// Not cancelled midway: a commit whose outcome is unknown
 			// would make the written count uncertain.
@@ -143,7 +141,7 @@ func (d *demo) placeOrder(ctx context.Context, w *outbox.Writer, n int) error {
 		return err
 	}
 	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO `+devSchema+`.orders (id, amount_cents) VALUES ($1, $2)`, ev.OrderID, ev.AmountCents); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+Schema+`.orders (id, amount_cents) VALUES ($1, $2)`, ev.OrderID, ev.AmountCents); err != nil {
 			return err
 		}
 		_, err := w.InsertTx(ctx, tx, outbox.Message{
@@ -164,7 +162,7 @@ func (d *demo) ship(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, 
 	if err := json.Unmarshal(msg.Payload, &ev); err != nil || ev.OrderID == "" {
 		return "", inbox.Permanent(fmt.Errorf("bad order.placed payload: %v", err))
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO `+devSchema+`.shipments (order_id, message_id) VALUES ($1, $2)`, ev.OrderID, msg.ID); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO `+Schema+`.shipments (order_id, message_id) VALUES ($1, $2)`, ev.OrderID, msg.ID); err != nil {
 		return "", err
 	}
 	return "shipment:" + ev.OrderID, nil
@@ -172,7 +170,7 @@ func (d *demo) ship(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, 
 
 // remember keeps processed messages for redeliverLoop.
 func (d *demo) remember(msg inbox.Message, res inbox.Result) {
-	if res.Outcome != inbox.Processed || d.opts.redeliver == 0 {
+	if res.Outcome != inbox.Processed || d.opts.Redeliver == 0 {
 		return
 	}
 	d.mu.Lock()
@@ -183,11 +181,11 @@ func (d *demo) remember(msg inbox.Message, res inbox.Result) {
 	d.consumed = append(d.consumed, msg)
 }
 
-// redeliverLoop hands opts.redeliver already consumed messages back to the
+// redeliverLoop hands opts.Redeliver already consumed messages back to the
 // inbox every second, as Kafka redelivers after a consumer died between its
 // database commit and its offset commit. The inbox must answer Duplicate.
 func (d *demo) redeliverLoop(ctx context.Context) error {
-	if d.opts.redeliver == 0 {
+	if d.opts.Redeliver == 0 {
 		return nil
 	}
 	tick := time.NewTicker(time.Second)
@@ -198,7 +196,7 @@ func (d *demo) redeliverLoop(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		for _, msg := range d.pick(d.opts.redeliver) {
+		for _, msg := range d.pick(d.opts.Redeliver) {
 			// Short, and not cut off midway: a delivery is settled or not.
 			res, err := d.inbox.Process(context.WithoutCancel(ctx), d.pool, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
 				return d.ship(ctx, tx, msg)

@@ -1,6 +1,4 @@
-//go:build !nodev
-
-package relaycli
+package devdemo
 
 import (
 	"context"
@@ -8,18 +6,19 @@ import (
 	"io"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-// devCounts is what one status line of `relay dev` shows. Published comes
+// figures is what one status line of `relay dev` shows. Published comes
 // from the relay's metrics, consumed and duplicates from the inbox's.
-type devCounts struct {
+type figures struct {
 	written, published, consumed, duplicates int64
 }
 
 // counts reads the counters.
-func (d *demo) counts() devCounts {
-	c := devCounts{written: d.written.Load()}
+func (d *demo) counts() figures {
+	c := figures{written: d.written.Load()}
 	mfs, err := d.reg.Gather()
 	if err != nil {
 		return c
@@ -33,7 +32,7 @@ func (d *demo) counts() devCounts {
 			v := int64(m.GetCounter().GetValue())
 			switch mf.GetName() {
 			case "pgoutbox_relay_events_published_total":
-				if labels["topic"] == devTopic {
+				if labels["topic"] == Topic {
 					c.published += v
 				}
 			case "pgoutbox_inbox_messages_total":
@@ -50,7 +49,7 @@ func (d *demo) counts() devCounts {
 }
 
 // drained reports whether everything written was published and consumed.
-func (c devCounts) drained() bool {
+func (c figures) drained() bool {
 	return c.published >= c.written && c.consumed >= c.written
 }
 
@@ -63,7 +62,7 @@ func (d *demo) printStatus(ctx context.Context, out io.Writer, elapsed time.Dura
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if st, err := relay.Status(sctx, d.relayCfg); err == nil {
-		lag = byteSize(st.LagBytes)
+		lag = cliutil.ByteCount(st.LagBytes)
 	}
 	fmt.Fprintf(out, "[%4ds] written %d  published %d  consumed %d  duplicates suppressed %d  lag %d events, %s WAL\n",
 		int(elapsed.Round(time.Second).Seconds()), c.written, c.published, c.consumed, c.duplicates,
@@ -93,10 +92,10 @@ func (d *demo) waitDrained(ctx context.Context, out io.Writer, start time.Time, 
 	d.printStatus(ctx, out, time.Since(start))
 }
 
-// devSummary is the final tally of `relay dev`, from the counters and from
+// summary is the final tally of `relay dev`, from the counters and from
 // the database.
-type devSummary struct {
-	devCounts
+type summary struct {
+	figures
 	orders          int64 // rows in orders
 	shipments       int64 // rows in shipments
 	shippedOrders   int64 // distinct orders in shipments
@@ -105,13 +104,13 @@ type devSummary struct {
 }
 
 // ok is true when every order was published and shipped exactly once.
-func (s devSummary) ok() bool {
+func (s summary) ok() bool {
 	return s.orders == s.written && s.published == s.written && s.consumed == s.written &&
 		s.shipments == s.written && s.doubleShipments == 0 && s.missing == 0
 }
 
 // String is the summary line; tests parse its key=value fields.
-func (s devSummary) String() string {
+func (s summary) String() string {
 	result := "ok"
 	if !s.ok() {
 		result = "inconsistent"
@@ -120,14 +119,14 @@ func (s devSummary) String() string {
 		s.written, s.published, s.consumed, s.duplicates, s.shipments, s.doubleShipments, s.missing, result)
 }
 
-func (d *demo) summarize(ctx context.Context) (devSummary, error) {
-	s := devSummary{devCounts: d.counts()}
+func (d *demo) summarize(ctx context.Context) (summary, error) {
+	s := summary{figures: d.counts()}
 	err := d.pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM `+devSchema+`.orders),
-		       (SELECT count(*) FROM `+devSchema+`.shipments),
-		       (SELECT count(DISTINCT order_id) FROM `+devSchema+`.shipments),
-		       (SELECT count(*) FROM `+devSchema+`.orders o
-		         WHERE NOT EXISTS (SELECT 1 FROM `+devSchema+`.shipments s WHERE s.order_id = o.id))`).
+		SELECT (SELECT count(*) FROM `+Schema+`.orders),
+		       (SELECT count(*) FROM `+Schema+`.shipments),
+		       (SELECT count(DISTINCT order_id) FROM `+Schema+`.shipments),
+		       (SELECT count(*) FROM `+Schema+`.orders o
+		         WHERE NOT EXISTS (SELECT 1 FROM `+Schema+`.shipments s WHERE s.order_id = o.id))`).
 		Scan(&s.orders, &s.shipments, &s.shippedOrders, &s.missing)
 	if err != nil {
 		return s, fmt.Errorf("summary: %w", err)

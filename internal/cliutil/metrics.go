@@ -1,4 +1,4 @@
-package relaycli
+package cliutil
 
 import (
 	"context"
@@ -12,17 +12,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metricsServer serves /metrics, /healthz and /readyz for `relay run`.
-type metricsServer struct {
-	srv  *http.Server
-	addr string
+// MetricsServer serves /metrics, /healthz and /readyz (relay run, relay
+// dev).
+type MetricsServer struct {
+	srv *http.Server
+	// Addr is the address it listens on (the port chosen when the one
+	// asked for was 0).
+	Addr string
 	done chan struct{}
 }
 
-// startMetrics listens on addr and serves in the background until Close.
-// /healthz answers 200 while the process runs; /readyz answers 200 while
-// ready() is true and 503 otherwise.
-func startMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger) (*metricsServer, error) {
+// ServeMetrics listens on addr and serves reg in the background until
+// Close. /healthz answers 200 while the process runs; /readyz answers 200
+// while ready() is true and 503 otherwise.
+func ServeMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger) (*MetricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -39,9 +42,9 @@ func startMetrics(addr string, reg *prometheus.Registry, ready func() bool, logg
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	m := &metricsServer{
+	m := &MetricsServer{
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		addr: ln.Addr().String(),
+		Addr: ln.Addr().String(),
 		done: make(chan struct{}),
 	}
 	go func() {
@@ -50,12 +53,12 @@ func startMetrics(addr string, reg *prometheus.Registry, ready func() bool, logg
 			logger.Error("metrics server stopped", slog.Any("error", err))
 		}
 	}()
-	logger.Info("serving metrics", slog.String("addr", m.addr), slog.String("paths", "/metrics /healthz /readyz"))
+	logger.Info("serving metrics", slog.String("addr", m.Addr), slog.String("paths", "/metrics /healthz /readyz"))
 	return m, nil
 }
 
 // Close shuts the server down, waiting briefly for requests in progress.
-func (m *metricsServer) Close() {
+func (m *MetricsServer) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.srv.Shutdown(ctx); err != nil {

@@ -1,0 +1,77 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// The batch path works on both drivers: one claim statement with array
+// parameters, the handlers, one completion. It falls back to one message
+// at a time silently, so the consumer loop tests alone cannot tell.
+func TestBatchPathOnBothDrivers(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := context.Background()
+	if _, err := Migrate(ctx, db.Pool, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (business_key text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	in, err := New(&Config{Consumer: "batch", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdb := stdlib.OpenDBFromPool(db.Pool)
+	t.Cleanup(func() { _ = sdb.Close() })
+	for name, drv := range map[string]struct {
+		db   database
+		work txWork
+	}{
+		"pgx": {pgxDB{db.Pool}, pgxMessageWork(func(ctx context.Context, tx pgx.Tx, m Message) (string, error) {
+			_, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1)`, m.BusinessKey)
+			return "ref-" + m.ID, err
+		})},
+		"database/sql": {sqlDB{sdb}, sqlMessageWork(func(ctx context.Context, tx *sql.Tx, m Message) (string, error) {
+			_, err := tx.ExecContext(ctx, `INSERT INTO effect VALUES ($1)`, m.BusinessKey)
+			return "ref-" + m.ID, err
+		})},
+	} {
+		var msgs []Message
+		for i := range 10 {
+			id := fmt.Sprintf("%s-%d", name, i)
+			msgs = append(msgs, Message{ID: id, BusinessKey: "k-" + id, Payload: []byte(`{}`), Topic: "t", Offset: int64(i)})
+		}
+		msgs = append(msgs, msgs[3]) // a duplicate within the batch
+		results, ok := in.processBatch(ctx, drv.db, msgs, drv.work)
+		if !ok {
+			t.Fatalf("%s: batch rolled back", name)
+		}
+		for i, r := range results {
+			want := Processed
+			if i == 10 {
+				want = Duplicate
+			}
+			if r.Outcome != want || r.ResultRef != "ref-"+msgs[i].ID {
+				t.Fatalf("%s: result %d: %+v", name, i, r)
+			}
+		}
+		// Again: every message is a duplicate, found through the claim.
+		results, ok = in.processBatch(ctx, drv.db, msgs[:3], drv.work)
+		if !ok || results[0].Outcome != Duplicate || results[2].ResultRef != "ref-"+msgs[2].ID {
+			t.Fatalf("%s: second batch %v %+v", name, ok, results)
+		}
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'COMPLETED' AND result_ref LIKE 'ref-%'`).Scan(&n); err != nil || n != 20 {
+		t.Fatalf("completed rows with a result reference: %d, %v", n, err)
+	}
+}

@@ -1,0 +1,196 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgtx"
+)
+
+// Beginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it. It
+// is the same interface as outbox.Beginner. A pgx.Tx satisfies it too but is
+// refused with ErrTxNotAllowed: its Begin makes a savepoint that nobody else
+// sees, so the two-phase claim, the attempt records that must survive a
+// rollback and the leases would all be lost with the caller's transaction.
+// Use ProcessTx to work inside one. Applications on database/sql use
+// SQLBeginner and the SQL variants of the methods instead.
+type Beginner = pgtx.Beginner
+
+// TxBeginner is the former name of Beginner.
+//
+// Deprecated: use Beginner.
+type TxBeginner = Beginner
+
+// ErrTxNotAllowed is returned when a pgx.Tx is passed where the inbox needs
+// to begin transactions of its own (a Beginner).
+var ErrTxNotAllowed = errors.New("inbox: a pgx.Tx cannot serve as the Beginner (pass a *pgxpool.Pool or *pgx.Conn; use ProcessTx inside a transaction)")
+
+// checkDB refuses a pgx.Tx as db.
+func checkDB(db Beginner) error {
+	if _, ok := db.(pgx.Tx); ok {
+		return ErrTxNotAllowed
+	}
+	if db == nil {
+		return errors.New("inbox: db is nil")
+	}
+	return nil
+}
+
+// The inbox runs its statements through the small interfaces below, so that
+// one implementation of the claim, the state machine and the leases serves
+// both pgx (pgxDB, pgxTx: the statements go straight to pgx) and
+// database/sql (sqlDB, sqlTx in stdsql.go). Only the handler sees the
+// driver's own transaction type.
+
+// dbRow is one row of a query that returns at most one; Scan returns
+// pgx.ErrNoRows when there is none, whatever the driver.
+type dbRow interface {
+	Scan(dest ...any) error
+}
+
+// dbRows is the result of a query; Close must be called.
+type dbRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// querier runs statements, in a transaction or not.
+type querier interface {
+	exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
+	query(ctx context.Context, sql string, args ...any) (dbRows, error)
+}
+
+// dbTx is a transaction, or a savepoint in one.
+type dbTx interface {
+	querier
+	queryRow(ctx context.Context, sql string, args ...any) dbRow
+	// savepoint starts a nested transaction (a SAVEPOINT).
+	savepoint(ctx context.Context) (dbTx, error)
+	commit(ctx context.Context) error
+	// rollback after a commit or a rollback is a no-op that may return
+	// an error.
+	rollback(ctx context.Context) error
+}
+
+// database begins the inbox's own transactions.
+type database interface {
+	begin(ctx context.Context) (dbTx, error)
+}
+
+// txWork is a transactional handler bound to its driver: it unwraps tx into
+// the pgx.Tx or *sql.Tx the application's handler takes.
+type txWork func(ctx context.Context, tx dbTx, msg *Message) (resultRef string, err error)
+
+// pgxDB is a database on pgx.
+type pgxDB struct{ db Beginner }
+
+func (d pgxDB) begin(ctx context.Context) (dbTx, error) {
+	tx, err := d.db.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pgxTx{tx}, nil
+}
+
+// pgxTx is a pgx transaction (or savepoint).
+type pgxTx struct{ tx pgx.Tx }
+
+func (t pgxTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t pgxTx) query(ctx context.Context, sql string, args ...any) (dbRows, error) {
+	return t.tx.Query(ctx, sql, args...)
+}
+
+func (t pgxTx) queryRow(ctx context.Context, sql string, args ...any) dbRow {
+	return t.tx.QueryRow(ctx, sql, args...)
+}
+
+func (t pgxTx) savepoint(ctx context.Context) (dbTx, error) {
+	sp, err := t.tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pgxTx{sp}, nil
+}
+
+func (t pgxTx) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgxTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+// pgxQuerier runs statements on a Querier.
+type pgxQuerier struct{ q Querier }
+
+func (q pgxQuerier) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := q.q.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (q pgxQuerier) query(ctx context.Context, sql string, args ...any) (dbRows, error) {
+	return q.q.Query(ctx, sql, args...)
+}
+
+// beginFunc runs fn in a transaction of db and commits it, or rolls it back
+// when fn fails.
+func beginFunc(ctx context.Context, db database, fn func(tx dbTx) error) error {
+	tx, err := db.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.commit(ctx)
+}
+
+// collect reads every row of rows with scan.
+func collect[T any](rows dbRows, err error, scan func(r dbRows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// execOne runs one statement in its own transaction and returns the rows it
+// affected.
+func execOne(ctx context.Context, db database, sql string, args ...any) (int64, error) {
+	var n int64
+	err := beginFunc(ctx, db, func(tx dbTx) error {
+		var err error
+		n, err = tx.exec(ctx, sql, args...)
+		return err
+	})
+	return n, err
+}
+
+// pgxWork binds a pgx handler.
+func pgxWork(handler TxHandler) txWork {
+	return func(ctx context.Context, tx dbTx, _ *Message) (string, error) {
+		return handler(ctx, tx.(pgxTx).tx)
+	}
+}
+
+// pgxMessageWork binds a pgx consumer handler.
+func pgxMessageWork(handler MessageHandler) txWork {
+	return func(ctx context.Context, tx dbTx, msg *Message) (string, error) {
+		return handler(ctx, tx.(pgxTx).tx, *msg)
+	}
+}

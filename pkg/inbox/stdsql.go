@@ -1,0 +1,189 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SQLBeginner starts database/sql transactions: *sql.DB and *sql.Conn
+// satisfy it, and so do the handles of libraries built on database/sql
+// (sqlx's *sqlx.DB, the *sql.DB of GORM's db.DB() or of bun and ent). A
+// *sql.Tx does not: like a pgx.Tx for Beginner, it could not hold the
+// inbox's own transactions. Use ProcessSQLTx to work inside one.
+//
+// Use pgx's stdlib driver (github.com/jackc/pgx/v5/stdlib): the consumer
+// loop's batch path passes Go slices as Postgres arrays, which lib/pq does
+// not do.
+type SQLBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// SQLTxHandler is TxHandler for database/sql: it does the business work of
+// one message inside tx and returns an optional result reference. Returning
+// an error rolls its writes back. It must not commit or roll back tx: the
+// inbox does, with the claim.
+type SQLTxHandler func(ctx context.Context, tx *sql.Tx) (resultRef string, err error)
+
+// SQLMessageHandler is MessageHandler for database/sql: it does the business
+// work of one Kafka message inside tx (see SQLTxHandler).
+type SQLMessageHandler func(ctx context.Context, tx *sql.Tx, msg Message) (resultRef string, err error)
+
+// ProcessSQL is Process on database/sql: the claim, handler's writes and the
+// COMPLETED record commit together in one transaction of db, and every
+// outcome, retry and guarantee is Process's.
+func (in *Inbox) ProcessSQL(ctx context.Context, db SQLBeginner, msg Message, handler SQLTxHandler) (Result, error) {
+	if db == nil {
+		return Result{}, errors.New("inbox: db is nil")
+	}
+	return in.process(ctx, sqlDB{db}, msg, sqlWork(handler), false)
+}
+
+// ProcessSQLTx is ProcessTx on database/sql: the claim is the next statement
+// of the caller's tx, claim and handler run in a savepoint, and the caller
+// commits (see ProcessTx for the outcomes and errors).
+func (in *Inbox) ProcessSQLTx(ctx context.Context, tx *sql.Tx, msg Message, handler SQLTxHandler) (Result, error) {
+	return in.processInTx(ctx, &sqlTx{tx: tx}, msg, sqlWork(handler))
+}
+
+// ProcessExternalSQL is ProcessExternal on database/sql: the two-phase path
+// for external effects, its claim, lease and completion each committed in
+// a short transaction of db.
+func (in *Inbox) ProcessExternalSQL(ctx context.Context, db SQLBeginner, msg Message, handler ExternalHandler) (Result, error) {
+	if db == nil {
+		return Result{}, errors.New("inbox: db is nil")
+	}
+	return in.processExternalOn(ctx, sqlDB{db}, msg, handler)
+}
+
+// sqlWork binds a database/sql handler.
+func sqlWork(handler SQLTxHandler) txWork {
+	return func(ctx context.Context, tx dbTx, _ *Message) (string, error) {
+		return handler(ctx, tx.(*sqlTx).tx)
+	}
+}
+
+// sqlMessageWork binds a database/sql consumer handler.
+func sqlMessageWork(handler SQLMessageHandler) txWork {
+	return func(ctx context.Context, tx dbTx, msg *Message) (string, error) {
+		return handler(ctx, tx.(*sqlTx).tx, *msg)
+	}
+}
+
+// sqlDB is a database on database/sql.
+type sqlDB struct{ db SQLBeginner }
+
+func (d sqlDB) begin(ctx context.Context) (dbTx, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &sqlTx{tx: tx}, nil
+}
+
+// sqlRunner is what *sql.DB, *sql.Conn and *sql.Tx have in common.
+type sqlRunner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// sqlQuerier runs statements outside a transaction (Stats, Purge).
+type sqlQuerier struct{ db sqlRunner }
+
+func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return sqlExec(ctx, q.db, query, args)
+}
+
+func (q sqlQuerier) query(ctx context.Context, query string, args ...any) (dbRows, error) {
+	return sqlQuery(ctx, q.db, query, args)
+}
+
+// sqlTx is a database/sql transaction or, when depth > 0, a savepoint in
+// one (database/sql has no nested transactions: the savepoints are
+// statements).
+type sqlTx struct {
+	tx     *sql.Tx
+	depth  int
+	closed bool
+}
+
+func (t *sqlTx) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return sqlExec(ctx, t.tx, query, args)
+}
+
+func (t *sqlTx) query(ctx context.Context, query string, args ...any) (dbRows, error) {
+	return sqlQuery(ctx, t.tx, query, args)
+}
+
+func (t *sqlTx) queryRow(ctx context.Context, query string, args ...any) dbRow {
+	return sqlRow{t.tx.QueryRowContext(ctx, query, args...)}
+}
+
+func (t *sqlTx) name() string { return "pgoutbox_inbox_" + strconv.Itoa(t.depth) }
+
+func (t *sqlTx) savepoint(ctx context.Context) (dbTx, error) {
+	sp := &sqlTx{tx: t.tx, depth: t.depth + 1}
+	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT "+sp.name()); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+func (t *sqlTx) commit(ctx context.Context) error {
+	if t.depth == 0 {
+		return t.tx.Commit()
+	}
+	if t.closed {
+		return sql.ErrTxDone
+	}
+	t.closed = true
+	_, err := t.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+t.name())
+	return err
+}
+
+func (t *sqlTx) rollback(ctx context.Context) error {
+	if t.depth == 0 {
+		return t.tx.Rollback()
+	}
+	if t.closed {
+		return sql.ErrTxDone
+	}
+	t.closed = true
+	_, err := t.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+t.name())
+	return err
+}
+
+func sqlExec(ctx context.Context, db sqlRunner, query string, args []any) (int64, error) {
+	res, err := db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func sqlQuery(ctx context.Context, db sqlRunner, query string, args []any) (dbRows, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+// sqlRows adapts *sql.Rows (its Close returns an error, kept by Err).
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// sqlRow maps sql.ErrNoRows to pgx.ErrNoRows, which the inbox checks for.
+type sqlRow struct{ row *sql.Row }
+
+func (r sqlRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return pgx.ErrNoRows
+	}
+	return err
+}

@@ -1,0 +1,392 @@
+package inbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+// The database/sql path, through pgx's stdlib driver: the same inbox, the
+// same table, the handler gets a *sql.Tx.
+
+// sqlDB opens a database/sql handle on the bundle's database.
+func sqlDB(t *testing.T, b *bundle) *sql.DB {
+	t.Helper()
+	db := stdlib.OpenDBFromPool(b.db.Pool)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// sqlEffect is a database/sql handler whose side effect is one row in table
+// effect.
+func sqlEffect(msg inbox.Message) inbox.SQLTxHandler {
+	return func(ctx context.Context, tx *sql.Tx) (string, error) {
+		_, err := tx.ExecContext(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
+		return "ref-" + msg.BusinessKey, err
+	}
+}
+
+func TestSQLConcurrentDeliveriesProcessOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	db := sqlDB(t, b)
+	ctx := context.Background()
+	const workers = 24
+	m := msg("m-1", "pay-1", `{"amount":1}`)
+	// A second message ID with the same business key and payload is a
+	// duplicate too.
+	m2 := msg("m-2", "pay-1", `{"amount":1}`)
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		results = map[inbox.Outcome]int{}
+	)
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			d := m
+			if i%2 == 1 {
+				d = m2
+			}
+			res, err := b.in.ProcessSQL(ctx, db, d, sqlEffect(d))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			results[res.Outcome]++
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
+		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
+	}
+	if n := effects(t, b.db, "pay-1"); n != 1 {
+		t.Fatalf("side effect happened %d times, want 1", n)
+	}
+}
+
+func TestSQLHandlerErrorRollsBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &inbox.Config{MaxAttempts: 5})
+	db := sqlDB(t, b)
+	ctx := context.Background()
+	m := msg("m-1", "key-1", `{}`)
+	failing := func(ctx context.Context, tx *sql.Tx) (string, error) {
+		if _, err := sqlEffect(m)(ctx, tx); err != nil {
+			return "", err
+		}
+		return "", errors.New("downstream refused")
+	}
+	res, err := b.in.ProcessSQL(ctx, db, m, failing)
+	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 1 {
+		t.Fatalf("failing handler: %+v, %v", res, err)
+	}
+	if n := effects(t, b.db, "key-1"); n != 0 {
+		t.Fatalf("%d effect rows survived the handler's error", n)
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_RETRYABLE" || r.Attempts != 1 || r.LastError == nil || *r.LastError != "downstream refused" {
+		t.Fatalf("row after the failure: %+v", r)
+	}
+	// A panic is a failed attempt too, its writes rolled back.
+	res, err = b.in.ProcessSQL(ctx, db, m, func(ctx context.Context, tx *sql.Tx) (string, error) {
+		if _, err := sqlEffect(m)(ctx, tx); err != nil {
+			return "", err
+		}
+		panic("boom")
+	})
+	var perr *inbox.PanicError
+	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 2 || !errors.As(res.Err, &perr) {
+		t.Fatalf("panicking handler: %+v, %v", res, err)
+	}
+	// A handler whose statement fails leaves the transaction aborted; the
+	// rollback still records the attempt.
+	res, err = b.in.ProcessSQL(ctx, db, m, func(ctx context.Context, tx *sql.Tx) (string, error) {
+		_, err := tx.ExecContext(ctx, `INSERT INTO no_such_table VALUES (1)`)
+		return "", err
+	})
+	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 3 {
+		t.Fatalf("failing statement: %+v, %v", res, err)
+	}
+	res, err = b.in.ProcessSQL(ctx, db, m, sqlEffect(m))
+	if err != nil || res.Outcome != inbox.Processed || res.Attempts != 4 || res.ResultRef != "ref-key-1" {
+		t.Fatalf("succeeding handler: %+v, %v", res, err)
+	}
+	if n := effects(t, b.db, "key-1"); n != 1 {
+		t.Fatalf("effect rows %d, want 1", n)
+	}
+	if res, err := b.in.ProcessSQL(ctx, db, m, sqlEffect(m)); err != nil || res.Outcome != inbox.Duplicate {
+		t.Fatalf("redelivery: %+v, %v", res, err)
+	}
+	p := msg("m-2", "key-2", `{}`)
+	res, err = b.in.ProcessSQL(ctx, db, p, func(context.Context, *sql.Tx) (string, error) {
+		return "", inbox.Permanent(errors.New("invalid amount"))
+	})
+	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonPermanent {
+		t.Fatalf("permanent error: %+v, %v", res, err)
+	}
+}
+
+func TestSQLProcessTxInCallerTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &inbox.Config{MaxAttempts: 2})
+	db := sqlDB(t, b)
+	ctx := context.Background()
+	ok := msg("m-1", "key-1", `{}`)
+	bad := msg("m-2", "key-2", `{}`)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }() // on a failure: db.Close waits for open transactions
+	if res, err := b.in.ProcessSQLTx(ctx, tx, ok, sqlEffect(ok)); err != nil || res.Outcome != inbox.Processed {
+		t.Fatalf("ok: %+v, %v", res, err)
+	}
+	res, err := b.in.ProcessSQLTx(ctx, tx, bad, func(ctx context.Context, tx *sql.Tx) (string, error) {
+		if _, err := sqlEffect(bad)(ctx, tx); err != nil {
+			return "", err
+		}
+		_, err := tx.ExecContext(ctx, `SELECT 1/0`) // aborts the transaction: the savepoint saves it
+		return "", err
+	})
+	if err != nil || res.Outcome != inbox.Retry {
+		t.Fatalf("bad: %+v, %v", res, err)
+	}
+	if res, err := b.in.ProcessSQLTx(ctx, tx, ok, sqlEffect(ok)); err != nil || res.Outcome != inbox.Duplicate {
+		t.Fatalf("dup: %+v, %v", res, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if effects(t, b.db, "key-1") != 1 || effects(t, b.db, "key-2") != 0 {
+		t.Fatal("effects not as committed")
+	}
+	if r := readRow(t, b.db, "billing", "m-2"); r.Status != "FAILED_RETRYABLE" || r.Attempts != 1 {
+		t.Fatalf("row %+v", r)
+	}
+	// A rolled-back caller transaction leaves nothing behind.
+	tx, err = db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3 := msg("m-3", "key-3", `{}`)
+	if res, err := b.in.ProcessSQLTx(ctx, tx, m3, sqlEffect(m3)); err != nil || res.Outcome != inbox.Processed {
+		t.Fatal(res, err)
+	}
+	_ = tx.Rollback()
+	if res, err := b.in.ProcessSQL(ctx, db, m3, sqlEffect(m3)); err != nil || res.Outcome != inbox.Processed {
+		t.Fatal(res, err)
+	}
+}
+
+func TestSQLTwoPhase(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &inbox.Config{LeaseDuration: time.Hour})
+	db := sqlDB(t, b)
+	ctx := context.Background()
+	m := msg("m-1", "pay-1", `{"amount":5}`)
+
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	firstDone := make(chan inbox.Result, 1)
+	go func() {
+		res, err := b.in.ProcessExternalSQL(ctx, db, m, func(ctx context.Context, key string) (string, error) {
+			if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
+				t.Errorf("attempt %+v, %v", a, ok)
+			}
+			if err := inbox.SaveRequestRef(ctx, "req-1"); err != nil {
+				t.Error(err)
+			}
+			if err := inbox.ExtendLease(ctx, 2*time.Hour); err != nil {
+				t.Error(err)
+			}
+			close(inHandler)
+			<-release
+			return "charge-1", nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		firstDone <- res
+	}()
+	<-inHandler
+	res, err := b.in.ProcessExternalSQL(ctx, db, m, func(context.Context, string) (string, error) {
+		t.Error("handler ran under a live lease")
+		return "", nil
+	})
+	if err != nil || res.Outcome != inbox.Busy {
+		t.Fatalf("live lease: %+v, %v", res, err)
+	}
+	if res, err := b.in.ProcessSQL(ctx, db, m, sqlEffect(m)); err != nil || res.Outcome != inbox.Busy {
+		t.Fatalf("live lease, tx path: %+v, %v", res, err)
+	}
+	close(release)
+	if res := <-firstDone; res.Outcome != inbox.Processed || res.ResultRef != "charge-1" || res.IdempotencyKey != "pay-1" {
+		t.Fatalf("first delivery %+v", res)
+	}
+	if res, err := b.in.ProcessExternalSQL(ctx, db, m, nil); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
+		t.Fatalf("after completion %+v, %v", res, err)
+	}
+	var ref string
+	if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
+		t.Fatalf("request_ref %q, %v", ref, err)
+	}
+}
+
+// The consumer loop on database/sql: batches, one-at-a-time retries,
+// duplicates and dead letters, with offsets committed to the end and one
+// effect per business key.
+func TestSQLConsumerLoop(t *testing.T) {
+	t.Parallel()
+	const topic, group = "sqlpay", "sqlpay-group"
+	k := testenv.NewKafka(t, kfake.SeedTopics(2, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	db := sqlDB(t, b)
+	var recs []rec
+	for i := range 40 {
+		p := i % 2
+		recs = append(recs, rec{Partition: p, ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
+		switch i {
+		case 3, 30:
+			recs = append(recs, recs[len(recs)-1]) // the same message again
+		case 6:
+			recs = append(recs, rec{Partition: p, ID: "n-6", Key: "k-6", Value: `{"i":6}`}) // new ID, same key and payload
+		case 9:
+			recs = append(recs, rec{Partition: p, ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // a conflict
+		}
+	}
+	produce(t, k.Brokers, topic, recs...)
+	want := map[int]int64{}
+	for _, r := range recs {
+		want[r.Partition]++
+	}
+
+	var (
+		mu      sync.Mutex
+		got     = map[inbox.Outcome]int{}
+		flakyOK atomic.Bool
+	)
+	runConsumer(t, &inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, SQLDB: db,
+		DeadLetterTopic: "sqlpay.dlq", SessionTimeout: time.Second, BatchSize: 8, StatsInterval: 10 * time.Millisecond,
+		Retention: time.Hour,
+		SQLHandler: func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
+			if _, err := sqlEffect(msg)(ctx, tx); err != nil {
+				return "", err
+			}
+			if msg.ID == "m-12" && !flakyOK.Swap(true) {
+				return "", errors.New("flaky")
+			}
+			return "", nil
+		},
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			mu.Lock()
+			got[res.Outcome]++
+			mu.Unlock()
+		},
+	}, want)
+	mu.Lock()
+	defer mu.Unlock()
+	if got[inbox.Processed] != 40 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || got[inbox.Retry] != 1 {
+		t.Fatalf("outcomes %v", got)
+	}
+	var rows, keys int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 40 || keys != 40 {
+		t.Fatalf("effect rows %d for %d keys, want 40 and 40", rows, keys)
+	}
+	if r := readRow(t, b.db, "billing", "m-12"); r.Status != "COMPLETED" || r.Attempts != 2 {
+		t.Fatalf("retried message's row %+v", r)
+	}
+	dl := testenv.WaitForRecords(t, k.Brokers, "sqlpay.dlq", 1, time.Minute)
+	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict || len(dl) != 1 {
+		t.Fatalf("dead letters %+v", dl)
+	}
+}
+
+// The two-phase consumer loop on database/sql.
+func TestSQLConsumerExternal(t *testing.T) {
+	t.Parallel()
+	const topic, group = "sqlext", "sqlext-group"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	b := setup(t, nil)
+	db := sqlDB(t, b)
+	produce(t, k.Brokers, topic,
+		rec{ID: "m-1", Key: "k-1", Value: `{}`},
+		rec{ID: "m-2", Key: "k-2", Value: `{}`},
+		rec{ID: "m-1", Key: "k-1", Value: `{}`})
+	var calls sync.Map
+	runConsumer(t, &inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, SQLDB: db,
+		SessionTimeout: time.Second,
+		ExternalHandler: func(ctx context.Context, msg inbox.Message, key string) (string, error) {
+			if _, dup := calls.LoadOrStore(key, true); dup {
+				t.Errorf("external effect %s made twice", key)
+			}
+			return "ext-" + key, nil
+		},
+	}, map[int]int64{0: 3})
+	for _, id := range []string{"m-1", "m-2"} {
+		if r := readRow(t, b.db, "billing", id); r.Status != "COMPLETED" || r.ResultRef == nil || *r.ResultRef != "ext-k"+id[1:] {
+			t.Fatalf("row %s: %+v", id, r)
+		}
+	}
+}
+
+func TestSQLConsumerConfigChecked(t *testing.T) {
+	t.Parallel()
+	in, err := inbox.New(&inbox.Config{Consumer: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := &sql.DB{}
+	base := inbox.ConsumerConfig{Brokers: []string{"x"}, GroupID: "g", Topics: []string{"t"}, Inbox: in}
+	handler := func(context.Context, *sql.Tx, inbox.Message) (string, error) { return "", nil }
+	for name, mod := range map[string]func(c *inbox.ConsumerConfig){
+		"no db":            func(c *inbox.ConsumerConfig) { c.SQLHandler = handler },
+		"sql handler, pgx": func(c *inbox.ConsumerConfig) { c.SQLHandler = handler; c.DB = beginnerStub{} },
+		"two handlers": func(c *inbox.ConsumerConfig) {
+			c.SQLDB = db
+			c.SQLHandler = handler
+			c.ExternalHandler = func(context.Context, inbox.Message, string) (string, error) { return "", nil }
+		},
+		"pgx handler, sql": func(c *inbox.ConsumerConfig) {
+			c.SQLDB = db
+			c.Handler = insertEffect
+		},
+	} {
+		c := base
+		mod(&c)
+		if _, err := inbox.NewConsumer(&c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	c := base
+	c.SQLDB, c.SQLHandler = db, handler
+	if _, err := inbox.NewConsumer(&c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// beginnerStub is a Beginner that is never called.
+type beginnerStub struct{}
+
+func (beginnerStub) Begin(context.Context) (pgx.Tx, error) { return nil, errors.New("stub") }

@@ -1,0 +1,231 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+)
+
+// errSinkFailed is the cause with which a failing sink ends the reader.
+var errSinkFailed = errors.New("relay: kafka writer failed")
+
+// session streams the slot over one replication connection. Everything in
+// memory (queue, tracker) lives and dies with it; the next session resumes
+// from the slot's confirmed position.
+func (r *Relay) session(ctx context.Context, sk *sink) error {
+	c := &r.cfg
+	start, err := r.prepareStream(ctx, r.checkConfig()) // unbounded: it may recover a gap
+	if err != nil {
+		return err
+	}
+	conn, lv, err := startStream(ctx, c, start)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	cat, err := openCatalog(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cat.close()
+	cat.watch()
+	tr := acktrack.New(uint64(start))
+	r.lead(tr, lv, start)
+	defer r.stepDown()
+
+	events := make(chan event, c.BatchSize)
+	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
+	// Events still queued when the session ends are dropped with it.
+	defer r.m.bufferBytes.Set(0)
+	readCtx, stopRead := context.WithCancelCause(ctx)
+	defer stopRead(nil)
+	sinking := runSink(ctx, sk, events, buf, tr, stopRead)
+	defer sinking.stop()
+
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx, lv: lv, state: r.state}
+	readErr := st.run()
+	close(events)
+
+	end := sessionEnd(ctx.Err(), context.Cause(readCtx), readErr)
+	sinkErr := sinking.wait(end.graceful(), c, tr)
+	// Confirm what Kafka acknowledged; on a broken connection this fails
+	// harmlessly.
+	cat.recheck()
+	if err := st.sendStandbyStatus(); err == nil && end.graceful() {
+		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
+	}
+	switch {
+	case sinkErr != nil && !errors.Is(sinkErr, context.Canceled):
+		return sinkErr
+	case end == endStopped:
+		return nil
+	}
+	return readErr
+}
+
+// checkConfig is the configuration the session's checks run with: a
+// standby repeats them every StandbyRetryInterval, without the warnings it
+// logged at its first attempt.
+func (r *Relay) checkConfig() *Config {
+	if !r.live.standby.Load() {
+		return &r.cfg
+	}
+	quiet := r.cfg
+	quiet.Logger = slog.New(slog.DiscardHandler)
+	return &quiet
+}
+
+// startStream opens the replication connection, reads the liveness bound
+// and starts streaming from start, within sessionStartTimeout: a
+// connection that hangs (a blackholing network) is retried.
+func startStream(ctx context.Context, c *Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness, error) {
+	ctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
+	defer cancel()
+	conn, err := connectReplication(ctx, c)
+	if err != nil {
+		return nil, liveness{}, err
+	}
+	lv, err := readLiveness(ctx, conn, c.StatusInterval)
+	if err == nil {
+		err = startReplication(ctx, conn, c, start)
+	}
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, liveness{}, err
+	}
+	return conn, lv, nil
+}
+
+// lead makes the relay the slot's leader for a session that streams from
+// start with tracker tr: ready, with a fresh liveness clock.
+func (r *Relay) lead(tr *acktrack.Tracker, lv liveness, start pglogrepl.LSN) {
+	c := &r.cfg
+	r.live.tracker.Store(tr)
+	r.live.acked(time.Now())
+	r.live.begin(time.Now(), lv.bound)
+	r.ready.Store(true)
+	r.live.leader.Store(true)
+	if r.live.standby.Swap(false) {
+		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
+	}
+	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
+		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout.String(), "liveness_bound", lv.bound.String())
+}
+
+// stepDown ends the leadership lead began.
+func (r *Relay) stepDown() {
+	r.live.leader.Store(false)
+	r.ready.Store(false)
+}
+
+// sinkRun is a session's sink goroutine.
+type sinkRun struct {
+	stop context.CancelFunc // ends the sink's writes at once
+	done chan error         // the sink's result
+}
+
+// runSink starts the sink on events. A failing sink ends the reader
+// (stopRead) with errSinkFailed as the cause. The sink's context is not
+// ctx: on a graceful stop it keeps writing what is queued (see wait).
+func runSink(ctx context.Context, sk *sink, events <-chan event, buf *budget, tr *acktrack.Tracker, stopRead context.CancelCauseFunc) *sinkRun {
+	sinkCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &sinkRun{stop: stop, done: make(chan error, 1)}
+	go func() {
+		err := sk.run(sinkCtx, events, buf, tr)
+		if err != nil {
+			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))
+		}
+		s.done <- err
+	}()
+	return s
+}
+
+// wait returns the sink's result once the reader has closed its events.
+// On a graceful end it lets Kafka acknowledge what is queued, within
+// c.ShutdownTimeout; otherwise it stops the sink at once.
+func (s *sinkRun) wait(graceful bool, c *Config, tr *acktrack.Tracker) error {
+	if !graceful {
+		s.stop()
+		return <-s.done
+	}
+	timer := time.NewTimer(c.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-s.done:
+		return err
+	case <-timer.C:
+		c.Logger.Warn("shutdown timeout: abandoning unacknowledged events (they are read again after a restart)",
+			"in_flight", tr.InFlight())
+		s.stop()
+		return <-s.done
+	}
+}
+
+// ending is how a session's reader ended.
+type ending int
+
+const (
+	// endBroken: the connection, the reader or the sink failed. The sink
+	// stops at once; the next session replays from the confirmed position.
+	endBroken ending = iota
+	// endStopped: Run's context ended (whatever its cause:
+	// signal.NotifyContext cancels with one) before the sink failed. The
+	// sink drains, the final position is confirmed, Run returns nil.
+	endStopped
+	// endInvalid: an invalid event stopped the relay under InvalidStop.
+	// The sink drains what came before it, that is confirmed, and Run
+	// returns the *InvalidEventError.
+	endInvalid
+)
+
+// graceful reports whether the sink may drain what is queued.
+func (e ending) graceful() bool { return e != endBroken }
+
+// sessionEnd classifies the end of a session from Run's context error, the
+// reader's cancellation cause and the reader's error.
+func sessionEnd(runErr, readCause, readErr error) ending {
+	var invalid *InvalidEventError
+	switch {
+	case errors.As(readErr, &invalid):
+		return endInvalid
+	case runErr != nil && !errors.Is(readCause, errSinkFailed):
+		return endStopped
+	}
+	return endBroken
+}
+
+// prepareStream checks (and creates, unless NoCreate) the publication and the
+// slot, checks the slot against the relay state (a gap ends Run, or is
+// recovered under OnGap backfill), checks the table's columns, arms the
+// state keeper and returns the slot's confirmed position.
+func (r *Relay) prepareStream(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
+	conn, err := connect(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := ensurePublication(ctx, conn, c, false); err != nil {
+		return 0, err
+	}
+	start, st, err := ensureSlot(ctx, conn, c)
+	if err != nil {
+		if err := r.onGap(ctx, err); err != nil {
+			return 0, err
+		}
+		if start, st, err = ensureSlot(ctx, conn, c); err != nil {
+			return 0, err
+		}
+	}
+	if err := checkTable(ctx, conn, c); err != nil {
+		return 0, err
+	}
+	r.state.start(st)
+	return start, nil
+}

@@ -525,11 +525,11 @@ func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event 
 		// stream.enqueue).
 		Headers: make([]kafka.Header, 5, 6+len(f.headers)),
 	}
-	ev.msg.Headers[0] = kafka.Header{Key: "message-id", Value: canonicalUUID(ev.id, f.idText)}
-	ev.msg.Headers[1] = kafka.Header{Key: "business-key", Value: nonNil(f.businessKey)}
-	ev.msg.Headers[2] = kafka.Header{Key: "event-type", Value: nonNil(f.eventType)}
-	ev.msg.Headers[3] = kafka.Header{Key: "aggregate-type", Value: nonNil(f.aggregateType)}
-	ev.msg.Headers[4] = kafka.Header{Key: "aggregate-id", Value: nonNil(f.aggregateID)}
+	ev.msg.Headers[0] = kafka.Header{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.id, f.idText)}
+	ev.msg.Headers[1] = kafka.Header{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
+	ev.msg.Headers[2] = kafka.Header{Key: contract.HeaderEventType, Value: nonNil(f.eventType)}
+	ev.msg.Headers[3] = kafka.Header{Key: contract.HeaderAggregateType, Value: nonNil(f.aggregateType)}
+	ev.msg.Headers[4] = kafka.Header{Key: contract.HeaderAggregateID, Value: nonNil(f.aggregateID)}
 	if len(f.aggregateID) > 0 {
 		ev.msg.Key = f.aggregateID
 	}
@@ -676,11 +676,7 @@ func (c *topicCache) explicit(b []byte) string {
 
 // reservedHeader reports whether the relay sets header k itself.
 func reservedHeader(k string) bool {
-	switch k {
-	case "message-id", "business-key", "event-type", "aggregate-type", "aggregate-id", InstanceHeader:
-		return true
-	}
-	return strings.HasPrefix(k, "dlq-")
+	return k == InstanceHeader || contract.Reserved(k) || strings.HasPrefix(k, "dlq-")
 }
 
 // recordSize is the size a record counts against the limit: key, value

@@ -27,8 +27,6 @@ type sink struct {
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
 	unavailable map[string]unavailableTopic
-	// msgs is write's scratch: the records of one call.
-	msgs []kafka.Message
 }
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
@@ -499,12 +497,10 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 // whole call when it cannot say which record failed (nothing was sent, or
 // the call timed out).
 func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
-	msgs := s.msgs[:0]
-	for _, i := range call {
-		msgs = append(msgs, batch[i].msg)
+	msgs := make([]kafka.Message, len(call))
+	for k, i := range call {
+		msgs[k] = batch[i].msg
 	}
-	s.msgs = msgs
-	defer clear(msgs) // the batch holds the records; the scratch need not
 	err := s.writeMessages(ctx, msgs)
 	errs := make([]error, len(msgs))
 	var werrs kafka.WriteErrors

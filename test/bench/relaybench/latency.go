@@ -55,7 +55,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		return err
 	}
 	defer logf.Close()
-	cmd := relayCommand(bin, dbURL, brokers, o.relayArgs, logf)
+	cmd := relayCommand(bin, relaySlot, dbURL, brokers, o.relayArgs, logf)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -40,11 +40,11 @@ func buildRelay(ctx context.Context, bin string) error {
 	return nil
 }
 
-// relayCommand is `relay run` of bin on relaySlot, with extra arguments
+// relayCommand is `relay run` of bin on slot, with extra arguments
 // relayArgs, logging to logf, killed if this process dies.
-func relayCommand(bin, dbURL string, brokers []string, relayArgs string, logf *os.File) *exec.Cmd {
+func relayCommand(bin, slot, dbURL string, brokers []string, relayArgs string, logf *os.File) *exec.Cmd {
 	args := []string{"run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
-		"--slot", relaySlot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
+		"--slot", slot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
 	args = append(args, strings.Fields(relayArgs)...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -52,10 +52,10 @@ func relayCommand(bin, dbURL string, brokers []string, relayArgs string, logf *o
 	return cmd
 }
 
-// relayDrain runs the relay binary on relaySlot against an in-process kfake
+// relayDrain runs the relay binary bin on slot against an in-process kfake
 // broker until topic holds o.rows events and the slot's confirmed position
 // reached endLSN, then stops it with SIGTERM.
-func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logPath string) (relayResult, error) {
+func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options, logPath string) (relayResult, error) {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4))
 	if err != nil {
 		return relayResult{}, err
@@ -77,7 +77,7 @@ func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logP
 		return relayResult{}, err
 	}
 	defer logf.Close()
-	cmd := relayCommand(bin, dbURL, brokers, o.relayArgs, logf)
+	cmd := relayCommand(bin, slot, dbURL, brokers, o.relayArgs, logf)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return relayResult{}, err
@@ -124,7 +124,7 @@ func relayDrain(ctx context.Context, bin, dbURL, endLSN string, o *options, logP
 		}
 		var confirmed bool
 		err := db.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
-			relaySlot, endLSN).Scan(&confirmed)
+			slot, endLSN).Scan(&confirmed)
 		if err != nil {
 			return fail(err)
 		}

@@ -17,15 +17,12 @@ import (
 // is the same interface as inbox.Beginner.
 type Beginner = pgtx.Beginner
 
-// Migrate creates or upgrades the outbox table (Config.Table, default
-// public.outbox) by applying the migrations in sql/outbox. It is idempotent
-// and safe to call concurrently; db is a *pgx.Conn or *pgxpool.Pool. It
-// returns the versions it applied.
-func Migrate(ctx context.Context, db Beginner, cfg *Config) ([]int, error) {
-	if cfg == nil {
-		cfg = &Config{}
-	}
-	name := cfg.Table
+// Migrate creates or upgrades the outbox table (name, "table" or
+// "schema.table"; empty means public.outbox) by applying the migrations in
+// sql/outbox. It is idempotent and safe to call concurrently; db is a
+// *pgx.Conn or *pgxpool.Pool. It returns the versions it applied. It has
+// the shape of inbox.Migrate.
+func Migrate(ctx context.Context, db Beginner, name string) ([]int, error) {
 	if name == "" {
 		name = DefaultTable
 	}

@@ -58,6 +58,9 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	// Confirm what Kafka acknowledged; on a broken connection this fails
 	// harmlessly.
 	cat.recheck()
+	if end.graceful() {
+		r.state.settle(st.cat.fenced(tr.Confirmed()), stateSettle)
+	}
 	if err := st.sendStandbyStatus(); err == nil && end.graceful() {
 		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
 	}

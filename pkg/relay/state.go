@@ -179,6 +179,9 @@ const (
 	// stateRefresh is how often the confirmed position and commit time
 	// are recorded while they advance.
 	stateRefresh = time.Second
+	// stateSettle bounds how long a graceful stop waits for the ceiling to
+	// cover its final confirmation (see keeper.settle).
+	stateSettle = 3 * time.Second
 	// idleSlack is how far keepalives may move the position the relay
 	// would confirm past the ceiling before a write raises it: without
 	// outbox traffic the slot then trails the server by at most this much
@@ -257,6 +260,23 @@ func (k *keeper) cap(pos pglogrepl.LSN) pglogrepl.LSN {
 		return pos
 	}
 	return min(pos, pglogrepl.LSN(k.ceiling.Load()))
+}
+
+// settle waits, at most timeout, until the ceiling covers pos (the final
+// confirmation of a graceful stop), so that the stop does not leave
+// acknowledged events to replay only because the keeper's last write was
+// still under way. A nil keeper does not wait.
+func (k *keeper) settle(pos pglogrepl.LSN, timeout time.Duration) {
+	if k == nil {
+		return
+	}
+	end := time.Now().Add(timeout)
+	for uint64(pos) > k.ceiling.Load() && time.Now().Before(end) {
+		if uint64(pos) > k.want.Load() {
+			k.read(pos, false) // ask for the write, as a commit read past the ceiling does
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // keepState writes the state row while the relay streams, until ctx ends.

@@ -75,7 +75,7 @@ func TestConsumerLoop(t *testing.T) {
 		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
 		return "", err
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	runConsumer(t, &inbox.ConsumerConfig{
 		Brokers:         k.Brokers,
 		GroupID:         group,
 		Topics:          []string{topic},
@@ -101,23 +101,7 @@ func TestConsumerLoop(t *testing.T) {
 			results = append(results, seen{msg.ID, res.Outcome})
 			mu.Unlock()
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-
-	testenv.WaitFor(t, time.Minute, "every offset committed", func() (bool, error) {
-		offs := committedOffsets(t, k.Brokers, group, topic, 4)
-		return offs[0] == 2 && offs[1] == 3 && offs[2] == 2 && offs[3] == 1, nil
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	}, map[int]int64{0: 2, 1: 3, 2: 2, 3: 1})
 
 	got := outcomes()
 	order := map[string]int{} // position of the last acked outcome
@@ -216,7 +200,7 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 		got = map[inbox.Outcome]int{}
 		n   atomic.Int32
 	)
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	runConsumer(t, &inbox.ConsumerConfig{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 		DeadLetterTopic: "backlog.dlq", SessionTimeout: time.Second, BatchSize: 8,
 		Handler: insertEffect,
@@ -226,21 +210,7 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 			mu.Unlock()
 			n.Add(1)
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	testenv.WaitFor(t, time.Minute, "every offset committed", func() (bool, error) {
-		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == int64(len(recs)), nil
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	}, map[int]int64{0: int64(len(recs))})
 	mu.Lock()
 	defer mu.Unlock()
 	if got[inbox.Processed] != 30 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || int(n.Load()) != len(recs) {

@@ -33,7 +33,7 @@ func newService(pool *pgxpool.Pool) (*service, error) {
 
 // migrate creates the outbox table and the service's own orders table.
 func (s *service) migrate(ctx context.Context) error {
-	if _, err := outbox.Migrate(ctx, s.pool, nil); err != nil {
+	if _, err := outbox.Migrate(ctx, s.pool, ""); err != nil {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (

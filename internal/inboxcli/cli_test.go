@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,10 @@ func TestAdminCommands(t *testing.T) {
 	stuck, release, released := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(released)
-		_, _ = in.ProcessExternal(ctx, db.Pool, inbox.Message{ID: "m-ext", BusinessKey: "k-ext"}, func(context.Context, string) (string, error) {
+		_, _ = in.ProcessExternal(ctx, db.Pool, inbox.Message{ID: "m-ext", BusinessKey: "k-ext"}, func(ctx context.Context, _ string) (string, error) {
+			if err := inbox.SaveRequestRef(ctx, "req-ext-1"); err != nil {
+				t.Error(err)
+			}
 			close(stuck)
 			<-release // a hung handler
 			return "", errors.New("gave up")
@@ -91,6 +95,10 @@ func TestAdminCommands(t *testing.T) {
 	close(release)
 	<-released
 
+	// The reference a two-phase attempt saved before calling out shows.
+	if out := mustRun(t, url, "list", "--consumer", "billing"); !regexp.MustCompile(`m-ext .* req-ext-1 `).MatchString(out) {
+		t.Fatalf("list shows no request reference: %s", out)
+	}
 	out = mustRun(t, url, "list", "--status", "failed_final")
 	if !strings.Contains(out, "m-bad") || !strings.Contains(out, "payments/2@7") || !strings.Contains(out, "card declined") || strings.Contains(out, "m-1") {
 		t.Fatalf("list: %s", out)

@@ -1,6 +1,7 @@
 package inboxcli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -163,14 +164,15 @@ func listCommand() *cli.Command {
 					return writeJSON(c, recs)
 				}
 				tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CONSUMER\tMESSAGE_ID\tBUSINESS_KEY\tSTATUS\tATTEMPTS\tSOURCE\tRECEIVED\tLAST_ERROR")
+				fmt.Fprintln(tw, "CONSUMER\tMESSAGE_ID\tBUSINESS_KEY\tSTATUS\tATTEMPTS\tSOURCE\tRECEIVED\tREQUEST_REF\tLAST_ERROR")
 				for _, r := range recs {
 					src := "-"
 					if r.Topic != "" {
 						src = fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Consumer, r.MessageID, r.BusinessKey, r.Status,
-						r.Attempts, src, r.ReceivedAt.UTC().Format(time.RFC3339), r.LastError)
+					ref := cmp.Or(r.RequestRef, "-")
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Consumer, r.MessageID, r.BusinessKey, r.Status,
+						r.Attempts, src, r.ReceivedAt.UTC().Format(time.RFC3339), ref, r.LastError)
 				}
 				return tw.Flush()
 			})

@@ -3,6 +3,7 @@ package inboxcli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -47,71 +48,81 @@ func tailCommand() *cli.Command {
 			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
 				Usage: "a new group starts at the end of the topics instead of the beginning"},
 		}, kafkaflags.Flags(envName, "")...),
-		Action: func(c *cli.Context) error {
-			if len(c.StringSlice("brokers")) == 0 || len(c.StringSlice("topics")) == 0 {
-				return usagef("tail: --brokers and --topics are required")
-			}
-			policy, err := inbox.ParseConflictPolicy(c.String("conflict-policy"))
-			if err != nil {
-				return usagef("--conflict-policy %q: want error or dead-letter", c.String("conflict-policy"))
-			}
-			log, err := logger(c)
-			if err != nil {
-				return err
-			}
-			sec, err := kafkaflags.Read(c, envName)
-			if err != nil {
-				return err
-			}
-			if sec.PasswordOnCommandLine {
-				cliutil.WarnSecretFlag(log, kafkaflags.FlagSASLPassword, envName(kafkaflags.FlagSASLPassword))
-			}
-			pool, err := connect(c)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if err := refuseRealConsumer(c, pool); err != nil {
-				return err
-			}
-			in, err := inbox.New(&inbox.Config{Consumer: c.String("consumer"), Table: c.String("table"),
-				ConflictPolicy: policy, Logger: log})
-			if err != nil {
-				return usageError{Err: err}
-			}
-			var mu sync.Mutex
-			start := kafka.FirstOffset
-			if c.Bool("from-end") {
-				start = kafka.LastOffset
-			}
-			cons, err := inbox.NewConsumer(&inbox.ConsumerConfig{
-				Brokers:         c.StringSlice("brokers"),
-				GroupID:         c.String("group"),
-				Topics:          c.StringSlice("topics"),
-				Inbox:           in,
-				DB:              pool,
-				DeadLetterTopic: c.String("dlq-topic"),
-				StartOffset:     start,
-				Dialer:          &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: sec.TLS, SASLMechanism: sec.SASL},
-				Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) {
-					return "", nil
-				},
-				OnResult: func(msg inbox.Message, res inbox.Result) {
-					mu.Lock()
-					defer mu.Unlock()
-					line := fmt.Sprintf("%s/%d@%d %s %s %s", msg.Topic, msg.Partition, msg.Offset,
-						orDash(msg.ID), orDash(msg.BusinessKey), res.Outcome)
-					if res.Reason != "" {
-						line += " reason=" + res.Reason
-					}
-					fmt.Fprintln(c.App.Writer, line)
-				},
-			})
-			if err != nil {
-				return usageError{Err: err}
-			}
-			return cons.Run(c.Context)
+		Action: tailAction,
+	}
+}
+
+// tailAction consumes the topics through the inbox with a handler that does
+// nothing, printing each outcome.
+func tailAction(c *cli.Context) error {
+	if len(c.StringSlice("brokers")) == 0 || len(c.StringSlice("topics")) == 0 {
+		return usagef("tail: --brokers and --topics are required")
+	}
+	policy, err := inbox.ParseConflictPolicy(c.String("conflict-policy"))
+	if err != nil {
+		return usagef("--conflict-policy %q: want error or dead-letter", c.String("conflict-policy"))
+	}
+	log, err := logger(c)
+	if err != nil {
+		return err
+	}
+	sec, err := kafkaflags.Read(c, envName)
+	if err != nil {
+		return err
+	}
+	if sec.PasswordOnCommandLine {
+		cliutil.WarnSecretFlag(log, kafkaflags.FlagSASLPassword, envName(kafkaflags.FlagSASLPassword))
+	}
+	pool, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := refuseRealConsumer(c, pool); err != nil {
+		return err
+	}
+	in, err := inbox.New(&inbox.Config{Consumer: c.String("consumer"), Table: c.String("table"),
+		ConflictPolicy: policy, Logger: log})
+	if err != nil {
+		return usageError{Err: err}
+	}
+	start := kafka.FirstOffset
+	if c.Bool("from-end") {
+		start = kafka.LastOffset
+	}
+	cons, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		Brokers:         c.StringSlice("brokers"),
+		GroupID:         c.String("group"),
+		Topics:          c.StringSlice("topics"),
+		Inbox:           in,
+		DB:              pool,
+		DeadLetterTopic: c.String("dlq-topic"),
+		StartOffset:     start,
+		Dialer:          &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: sec.TLS, SASLMechanism: sec.SASL},
+		Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) {
+			return "", nil
 		},
+		OnResult: printOutcome(c.App.Writer),
+	})
+	if err != nil {
+		return usageError{Err: err}
+	}
+	return cons.Run(c.Context)
+}
+
+// printOutcome returns an OnResult that prints one line per delivery to w:
+// topic/partition@offset, message ID, business key, outcome and reason.
+func printOutcome(w io.Writer) func(inbox.Message, inbox.Result) {
+	var mu sync.Mutex
+	return func(msg inbox.Message, res inbox.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		line := fmt.Sprintf("%s/%d@%d %s %s %s", msg.Topic, msg.Partition, msg.Offset,
+			orDash(msg.ID), orDash(msg.BusinessKey), res.Outcome)
+		if res.Reason != "" {
+			line += " reason=" + res.Reason
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 

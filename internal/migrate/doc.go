@@ -1,4 +1,5 @@
-// Package migrate applies the numbered, embedded SQL files of package sql.
+// Package migrate applies the numbered SQL files of the sql/ folder, embedded
+// as pgoutbox.Migrations.
 // Each component (outbox, inbox) calls Apply with its folder and the table it
 // targets; applied versions are recorded in pgoutbox_migration in the
 // target table's schema (created on first use; versions recorded by earlier

@@ -97,79 +97,11 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+	if err := kafkaConfig(c, cfg); err != nil {
 		return nil, err
 	}
-	cfg.NoCreate = c.Bool(flagNoCreate)
-	cfg.TopicTemplate = c.String(flagTopicTemplate)
-	if strings.TrimSpace(cfg.TopicTemplate) == "" {
-		return nil, usagef("--%s must not be empty", flagTopicTemplate)
-	}
-	cfg.DeadLetterTopic = c.String(flagDLQTopic)
-	if strings.TrimSpace(cfg.DeadLetterTopic) == "" {
-		return nil, usagef("--%s must not be empty", flagDLQTopic)
-	}
-	switch p := relay.InvalidPolicy(c.String(flagOnInvalid)); p {
-	case relay.InvalidDeadLetter, relay.InvalidStop:
-		cfg.OnInvalid = p
-	default:
-		return nil, usagef("--%s: %q is not one of dlq, stop", flagOnInvalid, p)
-	}
-	switch comp := c.String(flagCompression); comp {
-	case "none", "gzip", "snappy", "lz4", "zstd":
-		cfg.Compression = comp
-	default:
-		return nil, usagef("--%s: %q is not one of none, gzip, snappy, lz4, zstd", flagCompression, comp)
-	}
-	cfg.MaxMessageBytes = int(cliutil.SizeFlagValue(c, flagMaxMessageBytes))
-	cfg.BufferBytes = int(cliutil.SizeFlagValue(c, flagBufferBytes))
-	cfg.BatchSize = c.Int(flagBatchSize)
-	cfg.PruneBatchSize = c.Int(flagPruneBatchSize)
-	for _, f := range []struct {
-		flag string
-		v    int
-	}{
-		{flagMaxMessageBytes, cfg.MaxMessageBytes},
-		{flagBatchSize, cfg.BatchSize},
-		{flagBufferBytes, cfg.BufferBytes},
-		{flagPruneBatchSize, cfg.PruneBatchSize},
-	} {
-		if f.v < 1 {
-			return nil, usagef("--%s: must be at least 1, got %d", f.flag, f.v)
-		}
-	}
-	cfg.BatchTimeout = c.Duration(flagBatchTimeout)
-	cfg.WriteTimeout = c.Duration(flagWriteTimeout)
-	cfg.StatusInterval = c.Duration(flagStatusInterval)
-	cfg.PruneInterval = c.Duration(flagPruneInterval)
-	cfg.PruneAfter = c.Duration(flagPruneAfter)
-	cfg.ShutdownTimeout = c.Duration(flagShutdownTimeout)
-	cfg.LagPollInterval = c.Duration(flagLagPoll)
-	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
-	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
-	if cfg.BatchTimeout < 0 {
-		return nil, usagef("--%s: must not be negative", flagBatchTimeout)
-	}
-	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
-	cfg.InstanceID = c.String(flagInstanceID)
-	for flag, d := range map[string]int64{
-		flagWriteTimeout:    int64(cfg.WriteTimeout),
-		flagStatusInterval:  int64(cfg.StatusInterval),
-		flagPruneInterval:   int64(cfg.PruneInterval),
-		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
-		flagLagPoll:         int64(cfg.LagPollInterval),
-		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
-		flagTopicGrace:      int64(cfg.TopicUnavailableGrace),
-	} {
-		if d <= 0 {
-			return nil, usagef("--%s: must be positive", flag)
-		}
-	}
-	if cfg.PruneAfter < 0 {
-		return nil, usagef("--%s: must not be negative (0 disables pruning)", flagPruneAfter)
-	}
-	if cfg.HeartbeatInterval < 0 {
-		return nil, usagef("--%s: must not be negative (0 disables the heartbeat)", flagHeartbeat)
+	if err := limitsConfig(c, cfg); err != nil {
+		return nil, err
 	}
 	sec, err := kafkaflags.Read(c, envName)
 	sc.add(sec.Password)
@@ -186,6 +118,93 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// kafkaConfig validates the brokers, topics, invalid-row policy and
+// compression flags into cfg.
+func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
+	var err error
+	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+		return err
+	}
+	cfg.NoCreate = c.Bool(flagNoCreate)
+	cfg.TopicTemplate = c.String(flagTopicTemplate)
+	if strings.TrimSpace(cfg.TopicTemplate) == "" {
+		return usagef("--%s must not be empty", flagTopicTemplate)
+	}
+	cfg.DeadLetterTopic = c.String(flagDLQTopic)
+	if strings.TrimSpace(cfg.DeadLetterTopic) == "" {
+		return usagef("--%s must not be empty", flagDLQTopic)
+	}
+	switch p := relay.InvalidPolicy(c.String(flagOnInvalid)); p {
+	case relay.InvalidDeadLetter, relay.InvalidStop:
+		cfg.OnInvalid = p
+	default:
+		return usagef("--%s: %q is not one of dlq, stop", flagOnInvalid, p)
+	}
+	switch comp := c.String(flagCompression); comp {
+	case "none", "gzip", "snappy", "lz4", "zstd":
+		cfg.Compression = comp
+	default:
+		return usagef("--%s: %q is not one of none, gzip, snappy, lz4, zstd", flagCompression, comp)
+	}
+	return nil
+}
+
+// limitsConfig validates the size, batching, interval and timeout flags
+// into cfg.
+func limitsConfig(c *cli.Context, cfg *relay.Config) error {
+	cfg.MaxMessageBytes = int(cliutil.SizeFlagValue(c, flagMaxMessageBytes))
+	cfg.BufferBytes = int(cliutil.SizeFlagValue(c, flagBufferBytes))
+	cfg.BatchSize = c.Int(flagBatchSize)
+	cfg.PruneBatchSize = c.Int(flagPruneBatchSize)
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{
+		{flagMaxMessageBytes, cfg.MaxMessageBytes},
+		{flagBatchSize, cfg.BatchSize},
+		{flagBufferBytes, cfg.BufferBytes},
+		{flagPruneBatchSize, cfg.PruneBatchSize},
+	} {
+		if f.v < 1 {
+			return usagef("--%s: must be at least 1, got %d", f.flag, f.v)
+		}
+	}
+	cfg.BatchTimeout = c.Duration(flagBatchTimeout)
+	cfg.WriteTimeout = c.Duration(flagWriteTimeout)
+	cfg.StatusInterval = c.Duration(flagStatusInterval)
+	cfg.PruneInterval = c.Duration(flagPruneInterval)
+	cfg.PruneAfter = c.Duration(flagPruneAfter)
+	cfg.ShutdownTimeout = c.Duration(flagShutdownTimeout)
+	cfg.LagPollInterval = c.Duration(flagLagPoll)
+	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
+	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	if cfg.BatchTimeout < 0 {
+		return usagef("--%s: must not be negative", flagBatchTimeout)
+	}
+	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
+	cfg.InstanceID = c.String(flagInstanceID)
+	for flag, d := range map[string]int64{
+		flagWriteTimeout:    int64(cfg.WriteTimeout),
+		flagStatusInterval:  int64(cfg.StatusInterval),
+		flagPruneInterval:   int64(cfg.PruneInterval),
+		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
+		flagLagPoll:         int64(cfg.LagPollInterval),
+		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
+		flagTopicGrace:      int64(cfg.TopicUnavailableGrace),
+	} {
+		if d <= 0 {
+			return usagef("--%s: must be positive", flag)
+		}
+	}
+	if cfg.PruneAfter < 0 {
+		return usagef("--%s: must not be negative (0 disables pruning)", flagPruneAfter)
+	}
+	if cfg.HeartbeatInterval < 0 {
+		return usagef("--%s: must not be negative (0 disables the heartbeat)", flagHeartbeat)
+	}
+	return nil
 }
 
 // brokers splits and checks the broker list ("a:9092,b:9092" in one value or

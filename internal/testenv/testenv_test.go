@@ -25,7 +25,7 @@ func TestPostgresLogicalReplication(t *testing.T) {
 	db := testenv.NewDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := outbox.Migrate(ctx, db.Pool, nil); err != nil {
+	if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `CREATE PUBLICATION pub_env FOR TABLE public.outbox WITH (publish = 'insert')`); err != nil {

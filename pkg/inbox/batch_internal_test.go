@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -73,5 +74,36 @@ func TestBatchPathOnBothDrivers(t *testing.T) {
 	var n int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'COMPLETED' AND result_ref LIKE 'ref-%'`).Scan(&n); err != nil || n != 20 {
 		t.Fatalf("completed rows with a result reference: %d, %v", n, err)
+	}
+}
+
+// The consumer loop's periodic Stats and Purge run on database/sql too.
+func TestStatsAndPurgeOnDatabaseSQL(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := context.Background()
+	if _, err := Migrate(ctx, db.Pool, ""); err != nil {
+		t.Fatal(err)
+	}
+	in, err := New(&Config{Consumer: "c", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,
+			received_at, updated_at, completed_at)
+		SELECT 'c', 'm-' || i, 'k-' || i, '\x00', CASE WHEN i <= 3 THEN 'FAILED_RETRYABLE' ELSE 'COMPLETED' END, 1,
+			now() - interval '2 days', now() - interval '2 days', CASE WHEN i > 3 THEN now() - interval '2 days' END
+		FROM generate_series(1, 10) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	sdb := stdlib.OpenDBFromPool(db.Pool)
+	t.Cleanup(func() { _ = sdb.Close() })
+	counts, err := in.stats(ctx, sqlQuerier{sdb})
+	if err != nil || len(counts) != 1 || counts[0].Status != StatusFailedRetryable || counts[0].Count != 3 {
+		t.Fatalf("stats %+v, %v", counts, err)
+	}
+	n, err := in.purge(ctx, sqlQuerier{sdb}, 24*time.Hour, 4)
+	if err != nil || n != 7 {
+		t.Fatalf("purged %d, %v; want 7", n, err)
 	}
 }

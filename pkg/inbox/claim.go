@@ -152,8 +152,8 @@ func (in *Inbox) exhaust(ctx context.Context, tx dbTx, c claim, row storedRow) (
 	return c, nil
 }
 
-// markAttempt counts the coming attempt of msg in its own short transaction
-// (see queries.markAttempt). It reports whether it did; final is set when
+// markAttempt counts the coming attempt of msg in a statement of its own,
+// committed before the attempt starts (see queries.markAttempt). It reports whether it did; final is set when
 // the message has used up its attempts: it is FAILED_FINAL now.
 func (in *Inbox) markAttempt(ctx context.Context, db database, msg *Message, hash []byte) (marked bool, final *Result, err error) {
 	var (
@@ -161,8 +161,8 @@ func (in *Inbox) markAttempt(ctx context.Context, db database, msg *Message, has
 		attempts int
 		lastErr  string
 	)
-	err = beginFunc(ctx, db, func(tx dbTx) error {
-		return tx.queryRow(ctx, in.queries.markAttempt, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash,
+	err = runStatement(ctx, db, func(q stmtRunner) error {
+		return q.queryRow(ctx, in.queries.markAttempt, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash,
 			in.cfg.MaxAttempts, msg.Topic, msg.Partition, msg.Offset).Scan(&status, &attempts, &lastErr)
 	})
 	switch {

@@ -207,8 +207,8 @@ func New(cfg *Config) (*Inbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
-	m, err := newMetrics(c.Registerer, c.Consumer)
-	if err != nil {
+	m := newMetrics()
+	if err := m.register(c.Registerer, c.Consumer); err != nil {
 		return nil, err
 	}
 	return &Inbox{

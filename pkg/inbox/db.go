@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgtx"
 )
@@ -64,6 +65,13 @@ type querier interface {
 	query(ctx context.Context, sql string, args ...any) (dbRows, error)
 }
 
+// stmtRunner runs single statements: in a transaction, or each in its own
+// (autocommit).
+type stmtRunner interface {
+	exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
+	queryRow(ctx context.Context, sql string, args ...any) dbRow
+}
+
 // dbTx is a transaction, or a savepoint in one.
 type dbTx interface {
 	querier
@@ -79,6 +87,10 @@ type dbTx interface {
 // database begins the inbox's own transactions.
 type database interface {
 	begin(ctx context.Context) (dbTx, error)
+	// autocommit returns a runner whose statements each commit on their
+	// own, or nil when the database cannot run statements outside a
+	// transaction.
+	autocommit() stmtRunner
 }
 
 // txWork is a transactional handler bound to its driver: it unwraps tx into
@@ -94,6 +106,31 @@ func (d pgxDB) begin(ctx context.Context) (dbTx, error) {
 		return nil, err
 	}
 	return pgxTx{tx}, nil
+}
+
+// pgxRunner is what *pgxpool.Pool and *pgx.Conn offer beyond Begin.
+type pgxRunner interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (d pgxDB) autocommit() stmtRunner {
+	if r, ok := d.db.(pgxRunner); ok {
+		return pgxAuto{r}
+	}
+	return nil
+}
+
+// pgxAuto runs statements on a pool or connection, outside a transaction.
+type pgxAuto struct{ r pgxRunner }
+
+func (a pgxAuto) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := a.r.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (a pgxAuto) queryRow(ctx context.Context, sql string, args ...any) dbRow {
+	return a.r.QueryRow(ctx, sql, args...)
 }
 
 // pgxTx is a pgx transaction (or savepoint).
@@ -169,13 +206,24 @@ func collect[T any](rows dbRows, err error, scan func(r dbRows) (T, error)) ([]T
 	return out, nil
 }
 
-// execOne runs one statement in its own transaction and returns the rows it
-// affected.
+// runStatement runs fn, which issues exactly one statement, in autocommit
+// mode when db allows it (one round trip instead of BEGIN, the statement
+// and COMMIT; a single statement is atomic either way), else in a
+// transaction of its own.
+func runStatement(ctx context.Context, db database, fn func(q stmtRunner) error) error {
+	if q := db.autocommit(); q != nil {
+		return fn(q)
+	}
+	return beginFunc(ctx, db, func(tx dbTx) error { return fn(tx) })
+}
+
+// execOne runs one statement on its own (see runStatement) and returns the
+// rows it affected.
 func execOne(ctx context.Context, db database, sql string, args ...any) (int64, error) {
 	var n int64
-	err := beginFunc(ctx, db, func(tx dbTx) error {
+	err := runStatement(ctx, db, func(q stmtRunner) error {
 		var err error
-		n, err = tx.exec(ctx, sql, args...)
+		n, err = q.exec(ctx, sql, args...)
 		return err
 	})
 	return n, err

@@ -168,7 +168,8 @@
 // record; the lease's end (locked_until) is the fencing token, so this holds
 // even after Revive reset the attempt count. The handler's ctx ends with its
 // lease (context.Cause is ErrLeaseExpired); ExtendLease moves the lease end
-// for a long call.
+// for a long call, and LeaseDeadline tells when it is, to bound an external
+// request by it.
 //
 // # Reconciliation without idempotency keys
 //
@@ -258,7 +259,9 @@
 // # Metrics
 //
 // Registered on Config.Registerer (never the global registry), all labelled
-// with the consumer:
+// with the consumer (a constant label: consumers share a Registerer, and New
+// refuses a second Inbox of the same consumer on one with the registration
+// error):
 //   - pgoutbox_inbox_messages_total{consumer,outcome}: deliveries by outcome.
 //   - pgoutbox_inbox_processing_duration_seconds{consumer}: histogram of the
 //     time to claim, handle and commit one delivery.

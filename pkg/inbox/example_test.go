@@ -4,33 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
+	"os"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
 // A redelivered message is acknowledged without running its handler again.
 func ExampleInbox_Process() {
-	db, err := testenv.OpenDB()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer db.Close()
 	ctx := context.Background()
-	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
-		fmt.Println(err)
-		return
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
 	}
-	_, _ = db.Pool.Exec(ctx, `CREATE TABLE payment (request_id text PRIMARY KEY, amount int)`)
+	defer pool.Close()
+	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS payment (request_id text PRIMARY KEY, amount int)`); err != nil {
+		log.Fatal(err)
+	}
 
 	in, err := inbox.New(&inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	msg := inbox.Message{ID: "0193a0b4-7c1e-7d3a", BusinessKey: "req-42", Payload: []byte(`{"amount":1200}`)}
 	charge := func(ctx context.Context, tx pgx.Tx) (string, error) {
@@ -38,10 +39,9 @@ func ExampleInbox_Process() {
 		return "payment/" + msg.BusinessKey, err
 	}
 	for range 2 {
-		res, err := in.Process(ctx, db.Pool, msg, charge)
+		res, err := in.Process(ctx, pool, msg, charge)
 		if err != nil {
-			fmt.Println(err)
-			return
+			log.Fatal(err)
 		}
 		fmt.Println(res.Outcome, res.ResultRef)
 	}
@@ -53,31 +53,27 @@ func ExampleInbox_Process() {
 // The two-phase path passes the business key to the external system as its
 // idempotency key; failures are retried until the attempt limit.
 func ExampleInbox_ProcessExternal() {
-	db, err := testenv.OpenDB()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer db.Close()
 	ctx := context.Background()
-	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
-		fmt.Println(err)
-		return
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+		log.Fatal(err)
 	}
 	in, err := inbox.New(&inbox.Config{Consumer: "mailer", MaxAttempts: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	msg := inbox.Message{ID: "m-7", BusinessKey: "welcome-mail-user-7", Payload: []byte(`{}`)}
 	send := func(ctx context.Context, idempotencyKey string) (string, error) {
 		return "", errors.New("smtp: 451 try again later")
 	}
 	for range 3 {
-		res, err := in.ProcessExternal(ctx, db.Pool, msg, send)
+		res, err := in.ProcessExternal(ctx, pool, msg, send)
 		if err != nil {
-			fmt.Println(err)
-			return
+			log.Fatal(err)
 		}
 		reason := res.Reason
 		if reason == "" {
@@ -96,21 +92,18 @@ func ExampleInbox_ProcessExternal() {
 // retry learns it is attempt 2, asks the provider about the saved reference,
 // finds the charge and completes without charging again.
 func ExampleAttemptFromContext() {
-	db, err := testenv.OpenDB()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer db.Close()
 	ctx := context.Background()
-	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
-		fmt.Println(err)
-		return
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+		log.Fatal(err)
 	}
 	in, err := inbox.New(&inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	charges := map[string]string{} // the provider: charge ID by request reference
 	charge := func(ctx context.Context, key string) (string, error) {
@@ -132,10 +125,9 @@ func ExampleAttemptFromContext() {
 	}
 	msg := inbox.Message{ID: "m-9", BusinessKey: "order-9", Payload: []byte(`{"amount_cents":990}`)}
 	for range 2 {
-		res, err := in.ProcessExternal(ctx, db.Pool, msg, charge)
+		res, err := in.ProcessExternal(ctx, pool, msg, charge)
 		if err != nil {
-			fmt.Println(err)
-			return
+			log.Fatal(err)
 		}
 		fmt.Printf("%s, reconciled %v, result %q\n", res.Outcome, res.Reconciled, res.ResultRef)
 	}

@@ -100,24 +100,22 @@ func msg(id, key, payload string) inbox.Message {
 	return inbox.Message{ID: id, BusinessKey: key, Payload: []byte(payload)}
 }
 
-func TestConcurrentDeliveriesProcessOnce(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	ctx := context.Background()
-	const workers = 24
-	m := msg("m-1", "pay-1", `{"amount":1}`)
+// deliverConcurrently runs deliver from workers goroutines at once and
+// counts the outcomes.
+func deliverConcurrently(t *testing.T, workers int, deliver func(i int) (inbox.Result, error)) map[inbox.Outcome]int {
+	t.Helper()
 	var (
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
 		mu      sync.Mutex
 		results = map[inbox.Outcome]int{}
 	)
-	for range workers {
+	for i := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			res, err := b.in.Process(ctx, b.db.Pool, m, effect(m))
+			res, err := deliver(i)
 			if err != nil {
 				t.Error(err)
 				return
@@ -129,6 +127,18 @@ func TestConcurrentDeliveriesProcessOnce(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	return results
+}
+
+func TestConcurrentDeliveriesProcessOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	const workers = 24
+	m := msg("m-1", "pay-1", `{"amount":1}`)
+	results := deliverConcurrently(t, workers, func(int) (inbox.Result, error) {
+		return b.in.Process(ctx, b.db.Pool, m, effect(m))
+	})
 	if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
 		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
 	}

@@ -89,8 +89,8 @@ func ExtendLease(ctx context.Context, d time.Duration) error {
 	defer l.mu.Unlock()
 	var until time.Time
 	wctx := context.WithoutCancel(ctx)
-	err := beginFunc(wctx, l.db, func(tx dbTx) error {
-		return tx.queryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
+	err := runStatement(wctx, l.db, func(q stmtRunner) error {
+		return q.queryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
 			d.Microseconds(), l.attempt.Number, l.until).Scan(&until)
 	})
 	if err != nil {
@@ -100,8 +100,26 @@ func ExtendLease(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("inbox: extend lease: %w", err)
 	}
 	l.until = until
+	l.localEnd = time.Now().Add(d)
 	l.timer.Reset(d)
 	return nil
+}
+
+// LeaseDeadline returns when the two-phase handler's lease ends by this
+// process's clock (its context ends then, cause ErrLeaseExpired), moved by
+// ExtendLease. A handler bounds an external request by it: pass it to the
+// provider as the request's deadline, so that a request still in flight
+// when another delivery takes over can no longer land. ok is false outside
+// a two-phase handler. (The handler's ctx.Deadline reports none: a context's
+// deadline cannot move.)
+func LeaseDeadline(ctx context.Context) (deadline time.Time, ok bool) {
+	l, ok := ctx.Value(leaseKey{}).(*lease)
+	if !ok {
+		return time.Time{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.localEnd, true
 }
 
 type leaseKey struct{}
@@ -114,8 +132,9 @@ type lease struct {
 	attempt Attempt
 	timer   *time.Timer
 
-	mu    sync.Mutex
-	until time.Time // the fencing token; ExtendLease moves it
+	mu       sync.Mutex
+	until    time.Time // the fencing token; ExtendLease moves it
+	localEnd time.Time // when timer fires, by this process's clock
 }
 
 // withLease returns the handler's context: it carries the lease and ends
@@ -126,6 +145,7 @@ func (in *Inbox) withLease(ctx context.Context, db database, c claim) (hctx cont
 		attempt: Attempt{Number: c.attempt, PreviousStart: c.prevStart, PreviousRequestRef: c.prevRef}}
 	// Measured from now, after the claim committed: the lease in the
 	// database ends a little later, so the handler stops first.
+	l.localEnd = time.Now().Add(in.cfg.LeaseDuration)
 	l.timer = time.AfterFunc(in.cfg.LeaseDuration, func() { cancel(ErrLeaseExpired) })
 	hctx = context.WithValue(hctx, leaseKey{}, l)
 	return hctx, l, func() {

@@ -22,6 +22,9 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 		if !ok || a.Number != 1 || !a.PreviousStart.IsZero() || a.PreviousRequestRef != "" {
 			t.Errorf("first attempt %+v, %v", a, ok)
 		}
+		if d, ok := inbox.LeaseDeadline(ctx); !ok || time.Until(d) > 200*time.Millisecond || time.Until(d) < -time.Second {
+			t.Errorf("LeaseDeadline %v (%v from now), %v; want within the 200ms lease", d, time.Until(d), ok)
+		}
 		<-ctx.Done()
 		return "", context.Cause(ctx)
 	})
@@ -40,6 +43,9 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 			if err := inbox.ExtendLease(ctx, time.Hour); err != nil {
 				t.Errorf("ExtendLease: %v", err)
 			}
+			if d, _ := inbox.LeaseDeadline(ctx); time.Until(d) < 59*time.Minute {
+				t.Errorf("LeaseDeadline after ExtendLease(1h): %v from now", time.Until(d))
+			}
 			if err := inbox.SaveRequestRef(ctx, "req-2"); err != nil {
 				t.Errorf("SaveRequestRef: %v", err)
 			}
@@ -56,6 +62,9 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 		done <- err
 	}()
 	<-inHandler
+	if _, ok := inbox.LeaseDeadline(ctx); ok {
+		t.Error("LeaseDeadline outside a two-phase handler reports a lease")
+	}
 	var extended bool
 	if err := b.db.Pool.QueryRow(ctx, `SELECT locked_until > now() + interval '59 minutes' FROM inbox WHERE message_id = 'm-1'`).Scan(&extended); err != nil || !extended {
 		t.Fatalf("lease not extended in the table: %v, %v", extended, err)

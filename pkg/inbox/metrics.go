@@ -1,17 +1,18 @@
 package inbox
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics holds the collectors of one consumer, curried with its label.
+// metrics holds the collectors of one consumer. They are registered with
+// the consumer as a constant label, so that several consumers share a
+// Registerer while a second Inbox of the same consumer fails to register.
 type metrics struct {
 	outcomes     *prometheus.CounterVec // by outcome
-	duration     prometheus.Observer
-	attempts     prometheus.Observer
+	duration     prometheus.Histogram
+	attempts     prometheus.Histogram
 	retries      prometheus.Counter
 	deadLettered *prometheus.CounterVec // by reason
 	inFlight     prometheus.Gauge
@@ -21,126 +22,66 @@ type metrics struct {
 	// FAILED_RETRYABLE row (as of the last Stats call).
 	unfinished       *prometheus.GaugeVec
 	oldestUnfinished prometheus.Gauge
-	messageAge       prometheus.Observer
+	messageAge       prometheus.Histogram
 	fetchErrors      prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, consumer string) (*metrics, error) {
-	outcomes := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pgoutbox_inbox_messages_total",
-		Help: "Deliveries handled by the inbox, by consumer and outcome.",
-	}, []string{"consumer", "outcome"})
-	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "pgoutbox_inbox_processing_duration_seconds",
-		Help:    "Time to handle one delivery: claim, handler and commit.",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-	}, []string{"consumer"})
-	attempts := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "pgoutbox_inbox_attempts",
-		Help:    "Attempts a message needed until it completed or was dead-lettered.",
-		Buckets: []float64{1, 2, 3, 4, 5, 7, 10, 15, 20},
-	}, []string{"consumer"})
-	retries := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pgoutbox_inbox_retries_total",
-		Help: "Handler failures recorded for a later retry.",
-	}, []string{"consumer"})
-	dead := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pgoutbox_inbox_dead_lettered_total",
-		Help: "Messages dead-lettered, by reason.",
-	}, []string{"consumer", "reason"})
-	inFlight := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "pgoutbox_inbox_in_flight",
-		Help: "Deliveries being handled now.",
-	}, []string{"consumer"})
-	stuck := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "pgoutbox_inbox_stuck_processing",
-		Help: "PROCESSING rows whose lease expired, as of the last Stats call.",
-	}, []string{"consumer"})
-	unfinished := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "pgoutbox_inbox_unfinished",
-		Help: "Rows per status other than COMPLETED, as of the last Stats call.",
-	}, []string{"consumer", "status"})
-	oldestUnfinished := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "pgoutbox_inbox_oldest_unfinished_seconds",
-		Help: "Age of the oldest RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none), as of the last Stats call.",
-	}, []string{"consumer"})
-	age := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "pgoutbox_inbox_message_age_seconds",
-		Help:    "Age of a message (from its Kafka record timestamp) when the inbox started handling it.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
-	}, []string{"consumer"})
-	fetchErrors := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pgoutbox_inbox_fetch_errors_total",
-		Help: "Kafka fetch errors the consumer loop survived (it backs off and fetches again).",
-	}, []string{"consumer"})
-
-	var err error
-	if reg != nil {
-		outcomes, err = register(reg, outcomes)
-		if err == nil {
-			duration, err = register(reg, duration)
-		}
-		if err == nil {
-			attempts, err = register(reg, attempts)
-		}
-		if err == nil {
-			retries, err = register(reg, retries)
-		}
-		if err == nil {
-			dead, err = register(reg, dead)
-		}
-		if err == nil {
-			inFlight, err = register(reg, inFlight)
-		}
-		if err == nil {
-			stuck, err = register(reg, stuck)
-		}
-		if err == nil {
-			unfinished, err = register(reg, unfinished)
-		}
-		if err == nil {
-			oldestUnfinished, err = register(reg, oldestUnfinished)
-		}
-		if err == nil {
-			age, err = register(reg, age)
-		}
-		if err == nil {
-			fetchErrors, err = register(reg, fetchErrors)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("inbox: register metrics: %w", err)
-		}
-	}
-	l := prometheus.Labels{"consumer": consumer}
+func newMetrics() *metrics {
+	const ns, sub = "pgoutbox", "inbox"
 	m := &metrics{
-		outcomes:         outcomes.MustCurryWith(l),
-		duration:         duration.With(l),
-		attempts:         attempts.With(l),
-		retries:          retries.With(l),
-		deadLettered:     dead.MustCurryWith(l),
-		inFlight:         inFlight.With(l),
-		stuck:            stuck.With(l),
-		unfinished:       unfinished.MustCurryWith(l),
-		oldestUnfinished: oldestUnfinished.With(l),
-		messageAge:       age.With(l),
-		fetchErrors:      fetchErrors.With(l),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "messages_total",
+			Help: "Deliveries handled by the inbox, by consumer and outcome."}, []string{"outcome"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "processing_duration_seconds",
+			Help: "Time to handle one delivery: claim, handler and commit.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		attempts: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "attempts",
+			Help: "Attempts a message needed until it completed or was dead-lettered.", Buckets: []float64{1, 2, 3, 4, 5, 7, 10, 15, 20}}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retries_total",
+			Help: "Handler failures recorded for a later retry."}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "dead_lettered_total",
+			Help: "Messages dead-lettered, by reason."}, []string{"reason"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight",
+			Help: "Deliveries being handled now."}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "stuck_processing",
+			Help: "PROCESSING rows whose lease expired, as of the last Stats call."}),
+		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "unfinished",
+			Help: "Rows per status other than COMPLETED, as of the last Stats call."}, []string{"status"}),
+		oldestUnfinished: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "oldest_unfinished_seconds",
+			Help: "Age of the oldest RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none), as of the last Stats call."}),
+		messageAge: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "message_age_seconds",
+			Help:    "Age of a message (from its Kafka record timestamp) when the inbox started handling it.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}),
+		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fetch_errors_total",
+			Help: "Kafka fetch errors the consumer loop survived (it backs off and fetches again)."}),
 	}
 	// Pre-create the outcome series so dashboards see zeros.
 	for o := Processed; o <= DeadLettered; o++ {
 		m.outcomes.WithLabelValues(o.String())
 	}
-	return m, nil
+	return m
 }
 
-// register registers c, or returns the collector already registered under
-// the same description, so that several consumers share one Registerer.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.outcomes, m.duration, m.attempts, m.retries, m.deadLettered, m.inFlight, m.stuck,
+		m.unfinished, m.oldestUnfinished, m.messageAge, m.fetchErrors}
+}
+
+// register registers the collectors on reg with the constant label
+// consumer; on a failure (another Inbox of this consumer registered there,
+// or a collector of the same name with other labels) it unregisters those
+// it registered and returns the error.
+func (m *metrics) register(reg prometheus.Registerer, consumer string) error {
+	if reg == nil {
+		return nil
+	}
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"consumer": consumer}, reg)
+	cs := m.collectors()
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("inbox: register metrics of consumer %q: %w", consumer, err)
 		}
 	}
-	return c, err
+	return nil
 }

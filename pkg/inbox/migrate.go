@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pgoutbox/pgoutbox"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	pgsql "github.com/pgoutbox/pgoutbox/sql"
 )
 
 // Migrate creates or upgrades the inbox table (table, "table" or
 // "schema.table"; empty means public.inbox) by applying the migrations in
 // sql/inbox. It is idempotent and safe to call concurrently; db is a
 // *pgx.Conn or *pgxpool.Pool. It returns the versions it applied.
-func Migrate(ctx context.Context, db TxBeginner, table string) ([]int, error) {
+func Migrate(ctx context.Context, db Beginner, table string) ([]int, error) {
 	if table == "" {
 		table = DefaultTable
 	}
@@ -22,7 +22,7 @@ func Migrate(ctx context.Context, db TxBeginner, table string) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
-	migrations, err := migrate.Load(pgsql.FS, "inbox")
+	migrations, err := migrate.Load(pgoutbox.Migrations, "inbox")
 	if err != nil {
 		return nil, err
 	}

@@ -247,16 +247,16 @@ func failureResult(status Status, attempt int, reason string, herr error) Result
 	return Result{Outcome: Retry, Status: status, Attempts: attempt, Err: herr}
 }
 
-// recordFailure writes the failed attempt in its own transaction, after the
-// handler's transaction rolled back.
+// recordFailure writes the failed attempt in a statement of its own, after
+// the handler's transaction rolled back.
 func (in *Inbox) recordFailure(ctx context.Context, db database, msg *Message, hash []byte, c claim, herr error) (Result, error) {
 	status, reason := in.failureStatus(c.attempt, herr)
 	var (
 		stored   Status
 		attempts int
 	)
-	err := beginFunc(ctx, db, func(tx dbTx) error {
-		return tx.queryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
+	err := runStatement(ctx, db, func(q stmtRunner) error {
+		return q.queryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
 			status, c.attempt, in.errText(herr), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
 	})
 	switch {

@@ -92,12 +92,15 @@ type Record struct {
 	Status                           Status
 	Attempts                         int
 	LastError, ResultRef             string
-	LockedUntil                      *time.Time
-	Topic                            string
-	Partition                        int
-	Offset                           int64
-	ReceivedAt, UpdatedAt            time.Time
-	CompletedAt                      *time.Time
+	// RequestRef is what the last two-phase attempt saved with
+	// SaveRequestRef before calling out ("" when none).
+	RequestRef            string
+	LockedUntil           *time.Time
+	Topic                 string
+	Partition             int
+	Offset                int64
+	ReceivedAt, UpdatedAt time.Time
+	CompletedAt           *time.Time
 	// DeadLetteredAt is when the consumer loop wrote the message to the
 	// dead-letter topic.
 	DeadLetteredAt *time.Time
@@ -119,7 +122,7 @@ func (s *Store) List(ctx context.Context, q Querier, p ListParams) ([]Record, er
 		p.Limit = 100
 	}
 	rows, err := q.Query(ctx, `SELECT consumer, message_id, business_key, status, attempts,
-		coalesce(last_error, ''), coalesce(result_ref, ''), locked_until,
+		coalesce(last_error, ''), coalesce(result_ref, ''), coalesce(request_ref, ''), locked_until,
 		coalesce(topic, ''), coalesce("partition", 0), coalesce("offset", 0), received_at, updated_at, completed_at, dead_lettered_at
 		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1) AND ($2 = '' OR status = $2)
 		ORDER BY received_at, consumer, message_id LIMIT $3`, p.Consumer, string(p.Status), p.Limit)
@@ -129,7 +132,7 @@ func (s *Store) List(ctx context.Context, q Querier, p ListParams) ([]Record, er
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Record, error) {
 		var x Record
 		err := r.Scan(&x.Consumer, &x.MessageID, &x.BusinessKey, &x.Status, &x.Attempts, &x.LastError,
-			&x.ResultRef, &x.LockedUntil, &x.Topic, &x.Partition, &x.Offset, &x.ReceivedAt, &x.UpdatedAt, &x.CompletedAt, &x.DeadLetteredAt)
+			&x.ResultRef, &x.RequestRef, &x.LockedUntil, &x.Topic, &x.Partition, &x.Offset, &x.ReceivedAt, &x.UpdatedAt, &x.CompletedAt, &x.DeadLetteredAt)
 		return x, err
 	})
 	if err != nil {

@@ -84,6 +84,30 @@ func (d sqlDB) begin(ctx context.Context) (dbTx, error) {
 	return &sqlTx{tx: tx}, nil
 }
 
+// sqlAutoRunner is what *sql.DB and *sql.Conn offer beyond BeginTx.
+type sqlAutoRunner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (d sqlDB) autocommit() stmtRunner {
+	if r, ok := d.db.(sqlAutoRunner); ok {
+		return sqlAuto{r}
+	}
+	return nil
+}
+
+// sqlAuto runs statements on a *sql.DB or *sql.Conn, outside a transaction.
+type sqlAuto struct{ r sqlAutoRunner }
+
+func (a sqlAuto) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return sqlExec(ctx, a.r, query, args)
+}
+
+func (a sqlAuto) queryRow(ctx context.Context, query string, args ...any) dbRow {
+	return sqlRow{a.r.QueryRowContext(ctx, query, args...)}
+}
+
 // sqlRunner is what *sql.DB, *sql.Conn and *sql.Tx have in common.
 type sqlRunner interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -156,7 +180,9 @@ func (t *sqlTx) rollback(ctx context.Context) error {
 	return err
 }
 
-func sqlExec(ctx context.Context, db sqlRunner, query string, args []any) (int64, error) {
+func sqlExec(ctx context.Context, db interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}, query string, args []any) (int64, error) {
 	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err

@@ -48,33 +48,13 @@ func TestSQLConcurrentDeliveriesProcessOnce(t *testing.T) {
 	// A second message ID with the same business key and payload is a
 	// duplicate too.
 	m2 := msg("m-2", "pay-1", `{"amount":1}`)
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		mu      sync.Mutex
-		results = map[inbox.Outcome]int{}
-	)
-	for i := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			d := m
-			if i%2 == 1 {
-				d = m2
-			}
-			res, err := b.in.ProcessSQL(ctx, db, d, sqlEffect(d))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			results[res.Outcome]++
-			mu.Unlock()
-		}()
-	}
-	close(start)
-	wg.Wait()
+	results := deliverConcurrently(t, workers, func(i int) (inbox.Result, error) {
+		d := m
+		if i%2 == 1 {
+			d = m2
+		}
+		return b.in.ProcessSQL(ctx, db, d, sqlEffect(d))
+	})
 	if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
 		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
 	}

@@ -44,8 +44,7 @@
 // (InsertManyTx keeps COPY). Producers in other languages, or triggers,
 // insert with plain SQL: id defaults to pgoutbox_uuidv7() (migration 003),
 // a time-ordered UUIDv7 generated in SQL; gen_random_uuid() is the
-// alternative default. The column contract is in package sql's doc and
-// docs/producers.md.
+// alternative default. The column contract is in docs/producers.md.
 //
 // # Message IDs
 //

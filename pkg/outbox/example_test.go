@@ -23,7 +23,7 @@ func ExampleWriter_InsertTx() {
 	}
 	defer pool.Close()
 
-	if _, err := outbox.Migrate(ctx, pool, nil); err != nil { // or relay setup, or psql -f sql/outbox/*.sql
+	if _, err := outbox.Migrate(ctx, pool, ""); err != nil { // or relay setup, or psql -f sql/outbox/*.sql
 		log.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS payment (id text PRIMARY KEY, status text NOT NULL)`); err != nil {
@@ -114,7 +114,7 @@ func Example_plainSQL() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := outbox.Migrate(ctx, pool, nil); err != nil {
+	if _, err := outbox.Migrate(ctx, pool, ""); err != nil {
 		log.Fatal(err)
 	}
 	var id string

@@ -7,25 +7,22 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/pgtx"
-	pgsql "github.com/pgoutbox/pgoutbox/sql"
 )
 
 // Beginner starts a transaction; *pgx.Conn and *pgxpool.Pool satisfy it. It
 // is the same interface as inbox.Beginner.
 type Beginner = pgtx.Beginner
 
-// Migrate creates or upgrades the outbox table (Config.Table, default
-// public.outbox) by applying the migrations in sql/outbox. It is idempotent
-// and safe to call concurrently; db is a *pgx.Conn or *pgxpool.Pool. It
-// returns the versions it applied.
-func Migrate(ctx context.Context, db Beginner, cfg *Config) ([]int, error) {
-	if cfg == nil {
-		cfg = &Config{}
-	}
-	name := cfg.Table
+// Migrate creates or upgrades the outbox table (name, "table" or
+// "schema.table"; empty means public.outbox) by applying the migrations in
+// sql/outbox. It is idempotent and safe to call concurrently; db is a
+// *pgx.Conn or *pgxpool.Pool. It returns the versions it applied. It has
+// the shape of inbox.Migrate.
+func Migrate(ctx context.Context, db Beginner, name string) ([]int, error) {
 	if name == "" {
 		name = DefaultTable
 	}
@@ -33,7 +30,7 @@ func Migrate(ctx context.Context, db Beginner, cfg *Config) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	migrations, err := migrate.Load(pgsql.FS, "outbox")
+	migrations, err := migrate.Load(pgoutbox.Migrations, "outbox")
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,11 @@ type bundle struct {
 func setup(t *testing.T, cfg *outbox.Config) *bundle {
 	t.Helper()
 	db := testenv.NewDB(t)
-	if _, err := outbox.Migrate(context.Background(), db.Pool, cfg); err != nil {
+	var table string
+	if cfg != nil {
+		table = cfg.Table
+	}
+	if _, err := outbox.Migrate(context.Background(), db.Pool, table); err != nil {
 		t.Fatal(err)
 	}
 	w, err := outbox.NewWriter(cfg)
@@ -277,7 +281,7 @@ func TestMigrateIdempotentAndCustomTable(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA app`); err != nil {
 		t.Fatal(err)
 	}
-	applied, err := outbox.Migrate(ctx, db.Pool, cfg)
+	applied, err := outbox.Migrate(ctx, db.Pool, cfg.Table)
 	if err != nil || fmt.Sprint(applied) != "[1 2 3]" {
 		t.Fatalf("first Migrate: %v %v, want [1 2 3]", applied, err)
 	}
@@ -295,7 +299,7 @@ func TestMigrateIdempotentAndCustomTable(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('app.pgoutbox_relay_state') IS NOT NULL`).Scan(&state); err != nil || !state {
 		t.Fatalf("app.pgoutbox_relay_state exists: %v (%v)", state, err)
 	}
-	applied, err = outbox.Migrate(ctx, db.Pool, cfg)
+	applied, err = outbox.Migrate(ctx, db.Pool, cfg.Table)
 	if err != nil || len(applied) != 0 {
 		t.Fatalf("second Migrate applied %v (%v), want nothing", applied, err)
 	}

@@ -95,7 +95,7 @@ func Setup(ctx context.Context, cfg *Config) error {
 	if err := checkPrerequisites(ctx, conn, &c, true); err != nil {
 		return err // nothing created: every problem at once, each with its fix
 	}
-	if _, err := outbox.Migrate(ctx, conn, &outbox.Config{Table: c.Table}); err != nil {
+	if _, err := outbox.Migrate(ctx, conn, c.Table); err != nil {
 		return fmt.Errorf("relay: create table %s: %w", c.Table, err)
 	}
 	c.NoCreate = false

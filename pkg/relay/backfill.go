@@ -131,6 +131,10 @@ func Recover(ctx context.Context, cfg *Config) (*RecoverResult, error) {
 // of one slot.
 const recoverLockKey = "pgoutbox.recover."
 
+// recoverGap repairs the gap of c.Slot, if there is one: it drops the slot,
+// creates it anew exporting its snapshot, publishes the outbox rows since
+// the last confirmed commit time minus the margin from that snapshot, and
+// records the new slot's state.
 func recoverGap(ctx context.Context, c *Config, m *metrics, sk *sink) (*RecoverResult, error) {
 	conn, err := connect(ctx, c)
 	if err != nil {
@@ -141,25 +145,9 @@ func recoverGap(ctx context.Context, c *Config, m *metrics, sk *sink) (*RecoverR
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, recoverLockKey+c.Slot); err != nil {
 		return nil, fmt.Errorf("relay: recover: lock: %w", err)
 	}
-	var (
-		info      slotInfo
-		active    *int32
-		confirmed *string
-		walStatus *string
-	)
-	err = conn.QueryRow(ctx, `SELECT active_pid, confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = $1`, c.Slot).
-		Scan(&active, &confirmed, &walStatus)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return nil, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
-	default:
-		info.exists, info.walStatus = true, deref(walStatus)
-		if confirmed != nil {
-			if info.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
-				return nil, err
-			}
-		}
+	info, active, err := readGapSlot(ctx, conn, c.Slot)
+	if err != nil {
+		return nil, err
 	}
 	// The state after the slot, as in ensureSlot: no false gap from a
 	// relay still confirming meanwhile.
@@ -188,34 +176,9 @@ func recoverGap(ctx context.Context, c *Config, m *metrics, sk *sink) (*RecoverR
 	}
 	c.Logger.Warn("recovering a gap: creating the slot anew and publishing the outbox rows from the table",
 		"slot", c.Slot, "gap", gap.Reason, "since", res.Since, "margin", c.BackfillMargin)
-
-	rc, err := connectReplication(ctx, c)
+	ns, err := backfillNewSlot(ctx, conn, c, m, sk, res)
 	if err != nil {
 		return nil, err
-	}
-	defer rc.Close(context.WithoutCancel(ctx))
-	ns, err := createSlotOn(ctx, rc, c, true)
-	if err != nil {
-		return nil, err
-	}
-	res.SlotLSN = ns.consistent
-	// The snapshot lives until rc runs its next command: import it first.
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, fmt.Errorf("relay: recover: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+strings.ReplaceAll(ns.snapshot, `'`, `''`)+`'`); err != nil {
-		return nil, fmt.Errorf("relay: recover: import the slot's snapshot: %w", err)
-	}
-	rc.Close(context.WithoutCancel(ctx))
-	if res.Published, err = backfillTx(ctx, tx, c, m, sk, BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
-		c.Logger.Info("recovering: published outbox rows", "slot", c.Slot, "rows", n, "created_at", at)
-	}}); err != nil {
-		return nil, err
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		return nil, fmt.Errorf("relay: recover: %w", err)
 	}
 	// Everything committed before the snapshot is in Kafka now: that is
 	// the new confirmed commit time.
@@ -226,6 +189,63 @@ func recoverGap(ctx context.Context, c *Config, m *metrics, sk *sink) (*RecoverR
 	c.Logger.Info("recovered the gap; the relay streams from the new slot", "slot", c.Slot, "published", res.Published,
 		"since", res.Since, "slot_lsn", ns.consistent.String())
 	return res, nil
+}
+
+// readGapSlot reads what recovery needs of the slot: whether it exists,
+// its confirmed position and wal_status (for checkGap), and the PID of the
+// process streaming it (nil when none).
+func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotInfo, active *int32, err error) {
+	var confirmed, walStatus *string
+	err = conn.QueryRow(ctx, `SELECT active_pid, confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = $1`, slot).
+		Scan(&active, &confirmed, &walStatus)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return slotInfo{}, nil, nil
+	case err != nil:
+		return slotInfo{}, nil, fmt.Errorf("relay: read slot %s: %w", slot, err)
+	}
+	info.exists, info.walStatus = true, deref(walStatus)
+	if confirmed != nil {
+		if info.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return slotInfo{}, nil, err
+		}
+	}
+	return info, active, nil
+}
+
+// backfillNewSlot creates c.Slot exporting its snapshot and publishes, in
+// that snapshot, the rows created since res.Since; it sets res.SlotLSN and
+// res.Published and returns the new slot.
+func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *Config, m *metrics, sk *sink, res *RecoverResult) (newSlot, error) {
+	rc, err := connectReplication(ctx, c)
+	if err != nil {
+		return newSlot{}, err
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	ns, err := createSlotOn(ctx, rc, c, true)
+	if err != nil {
+		return newSlot{}, err
+	}
+	res.SlotLSN = ns.consistent
+	// The snapshot lives until rc runs its next command: import it first.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return newSlot{}, fmt.Errorf("relay: recover: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+strings.ReplaceAll(ns.snapshot, `'`, `''`)+`'`); err != nil {
+		return newSlot{}, fmt.Errorf("relay: recover: import the slot's snapshot: %w", err)
+	}
+	rc.Close(context.WithoutCancel(ctx))
+	if res.Published, err = backfillTx(ctx, tx, c, m, sk, BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
+		c.Logger.Info("recovering: published outbox rows", "slot", c.Slot, "rows", n, "created_at", at)
+	}}); err != nil {
+		return newSlot{}, err
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		return newSlot{}, fmt.Errorf("relay: recover: %w", err)
+	}
+	return ns, nil
 }
 
 // backfillTx publishes the rows opts selects, read in tx, through sk.

@@ -42,7 +42,7 @@ func BenchmarkCatalogCheck(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := outbox.Migrate(ctx, db.Pool, nil); err != nil {
+			if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
 				b.Fatal(err)
 			}
 			conn, err := connect(ctx, &c)

@@ -676,7 +676,7 @@ func (c *topicCache) explicit(b []byte) string {
 
 // reservedHeader reports whether the relay sets header k itself.
 func reservedHeader(k string) bool {
-	return k == InstanceHeader || contract.Reserved(k) || strings.HasPrefix(k, "dlq-")
+	return contract.Reserved(k) || k == InstanceHeader || strings.HasPrefix(k, "dlq-")
 }
 
 // recordSize is the size a record counts against the limit: key, value

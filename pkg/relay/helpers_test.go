@@ -63,7 +63,7 @@ func setupDB(t *testing.T, db *testenv.DB, modify func(*relay.Config), ddl ...st
 		modify(cfg)
 	}
 	ctx := context.Background()
-	if _, err := outbox.Migrate(ctx, db.Pool, &outbox.Config{Table: cfg.Table}); err != nil {
+	if _, err := outbox.Migrate(ctx, db.Pool, cfg.Table); err != nil {
 		t.Fatal(err)
 	}
 	if err := relay.Setup(ctx, cfg); err != nil {

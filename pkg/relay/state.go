@@ -108,7 +108,7 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	if c.NoCreate {
 		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", ErrStateMissing, stateTable(c))
 	}
-	if _, err := outbox.Migrate(ctx, conn, &outbox.Config{Table: c.Table}); err != nil {
+	if _, err := outbox.Migrate(ctx, conn, c.Table); err != nil {
 		return fmt.Errorf("relay: create %s: %w", stateTable(c), err)
 	}
 	c.Logger.Info("created the relay state table", "table", stateTable(c).String())

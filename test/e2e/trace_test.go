@@ -36,7 +36,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 
 	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: db.Name + "_trace", Publication: "pub_trace",
 		StatusInterval: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
-	if _, err := outbox.Migrate(ctx, db.Pool, nil); err != nil {
+	if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := relay.Setup(ctx, cfg); err != nil {

@@ -51,7 +51,7 @@ bench-latency: ## Commit single-row transactions at 500..10000/s through the rel
 	$(GO) run ./test/bench/relaybench -latency 500,1000,5000,10000 -conns 32 $(BENCHFLAGS)
 
 .PHONY: bench-inbox
-bench-inbox: ## Print inbox consumer-loop throughput against a plain consumer (N=messages per run, BENCHFLAGS="-rounds 5 -pk").
+bench-inbox: ## Print inbox consumer-loop throughput against a hand-rolled dedup baseline and a plain consumer (N=messages per run, BENCHFLAGS="-rounds 5 -pk -sql").
 	$(GO) run ./test/bench/inboxbench -n $(or $(N),50000) $(BENCHFLAGS)
 
 # Release binaries: `relay --version` shows the build information (module

@@ -368,15 +368,17 @@ func (r *Relay) finalState(ctx context.Context, conn *pgx.Conn, lastAt time.Time
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
 	defer cancel()
-	if conn == nil {
-		var err error
-		if conn, err = connect(ctx, &r.cfg); err != nil {
-			r.cfg.Logger.Warn("recording the relay's final position failed; it trails the slot (recovery only backfills more)", "error", err)
-			return
+	err := func() error {
+		if conn == nil {
+			var err error
+			if conn, err = connect(ctx, &r.cfg); err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
 		}
-		defer conn.Close(ctx)
-	}
-	if err := r.writeState(ctx, conn, confirmed, at, msgs); err != nil && !errors.Is(err, errStateMoved) {
+		return r.writeState(ctx, conn, confirmed, at, msgs)
+	}()
+	if err != nil && !errors.Is(err, errStateMoved) {
 		r.cfg.Logger.Warn("recording the relay's final position failed; it trails the slot (recovery only backfills more)", "error", err)
 	}
 }

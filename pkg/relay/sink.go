@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
 
 // sink batches events and writes them to Kafka, one write in flight, then
@@ -531,7 +532,11 @@ func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
 	s.w.BatchSize = len(msgs)
 	start := time.Now()
 	err := s.w.WriteMessages(wctx, msgs...)
-	s.m.publishDuration.Observe(time.Since(start).Seconds())
+	end := time.Now()
+	s.m.publishDuration.Observe(end.Sub(start).Seconds())
+	if relaytrace.Written != nil {
+		relaytrace.Written(msgs, start, end, err)
+	}
 	if err != nil {
 		s.m.publishErrors.Inc()
 	}

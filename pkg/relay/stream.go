@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
 
 // stream reads the replication connection: it decodes the WAL, registers
@@ -38,6 +39,7 @@ type stream struct {
 	lv     liveness
 	lastSS time.Time // when the last status update was sent
 	state  *keeper   // caps what may be confirmed (see keeper); nil caps nothing
+	readAt time.Time // when the WAL message being handled was read
 }
 
 // startReplication starts streaming the slot from start.
@@ -197,6 +199,7 @@ func (s *stream) readUntilDeadline() error {
 				if err := s.live.stale(now); err != nil {
 					return err
 				}
+				s.readAt = now
 				if err := s.handle(xld.WALData); err != nil {
 					return err
 				}
@@ -249,6 +252,9 @@ func (s *stream) handle(data []byte) error {
 			deadLetter(s.cfg, s.m, &ev)
 		}
 		ev.tx, ev.commit = s.tx, s.commit
+		if relaytrace.Read != nil {
+			relaytrace.Read(&ev.msg, s.commit, s.readAt)
+		}
 		s.tr.Add(s.tx, 1)
 		return s.enqueue(ev)
 	}

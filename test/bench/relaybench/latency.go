@@ -16,14 +16,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
-// latencyBench runs the relay binary against an in-process kfake broker
-// while a writer commits single-row transactions at each of rates for
-// duration, and an independent kafka-go consumer (one reader per
+// latencyBench runs the relay binary against a kfake broker (a process of
+// its own, see broker) while a writer commits single-row transactions at
+// each of rates for duration, and an independent kafka-go consumer (one reader per
 // partition) measures commit → receive from each record's timestamp (the
 // transaction's commit time, in milliseconds). With tracePath (the relay
 // is then this binary, see installTrace) it also prints each leg of that
@@ -46,12 +45,12 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	defer pool.Close()
 
 	const partitions = 3
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	bk, err := startBroker(partitions)
 	if err != nil {
 		return err
 	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	defer bk.stop()
+	brokers := bk.addrs
 
 	logPath := filepath.Join(tmp, "relay.log")
 	logf, err := os.Create(logPath)
@@ -158,7 +157,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		mu.Unlock()
 		base := received.Load()
 		ranges[i][0] = int(seq.Load()) + 1
-		use := startUsage(cmd.Process.Pid, walsender)
+		use := startUsage(cmd.Process.Pid, walsender, bk.cmd.Process.Pid)
 		committed, err := paced(ctx, rate, duration, o.conns, func() error { return insert(int(seq.Add(1))) })
 		if err != nil {
 			return err
@@ -206,21 +205,22 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	return nil
 }
 
-// usage samples the CPU time of the relay and the walsender, and the
+// usage samples the CPU time of the relay, the walsender and the broker, and the
 // machine's runnable tasks, from its start until stop.
 type usage struct {
-	relay, walsender int
-	start            time.Time
-	relayCPU, wsCPU  time.Duration
-	runnable         []int
-	done             chan struct{}
-	wg               sync.WaitGroup
+	relay, walsender, broker int
+	start                    time.Time
+	relayCPU, wsCPU, bkCPU   time.Duration
+	runnable                 []int
+	done                     chan struct{}
+	wg                       sync.WaitGroup
 }
 
-func startUsage(relay, walsender int) *usage {
-	u := &usage{relay: relay, walsender: walsender, start: time.Now(), done: make(chan struct{})}
+func startUsage(relay, walsender, broker int) *usage {
+	u := &usage{relay: relay, walsender: walsender, broker: broker, start: time.Now(), done: make(chan struct{})}
 	u.relayCPU, _ = cpuTime(relay)
 	u.wsCPU, _ = cpuTime(walsender)
+	u.bkCPU, _ = cpuTime(broker)
 	u.wg.Go(func() {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -255,13 +255,15 @@ func (u *usage) stop() string {
 	el := time.Since(u.start)
 	rc, _ := cpuTime(u.relay)
 	wc, _ := cpuTime(u.walsender)
+	bc, _ := cpuTime(u.broker)
 	slices.Sort(u.runnable)
 	med := 0
 	if len(u.runnable) > 0 {
 		med = u.runnable[len(u.runnable)/2]
 	}
-	return fmt.Sprintf("relay %.0f%%, walsender %.0f%%; runnable tasks median %d", 100*(rc-u.relayCPU).Seconds()/el.Seconds(),
-		100*(wc-u.wsCPU).Seconds()/el.Seconds(), med)
+	share := func(d time.Duration) float64 { return 100 * d.Seconds() / el.Seconds() }
+	return fmt.Sprintf("relay %.0f%%, walsender %.0f%%, broker %.0f%%; runnable tasks median %d",
+		share(rc-u.relayCPU), share(wc-u.wsCPU), share(bc-u.bkCPU), med)
 }
 
 // sample is what the bench saw of one record: when the writer began its

@@ -41,6 +41,9 @@ type options struct {
 }
 
 func main() {
+	if code, ok := runAsBroker(); ok {
+		os.Exit(code)
+	}
 	if code, ok := runAsRelay(); ok {
 		os.Exit(code)
 	}

@@ -182,7 +182,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		}
 		fmt.Printf("%-9d %9d %9d %8s %8s %8s %8s %d\n", rate, committed, received.Load()-base, q(0.5), q(0.9), q(0.99), q(1), backlog)
 	}
-	fmt.Printf("\nCPU while writing (share of one core), and the machine's runnable tasks (/proc/loadavg, sampled every 100ms)\n")
+	fmt.Printf("\nCPU while writing (share of one core: on a CPU, and runnable but waiting for one), and the machine's runnable tasks (/proc/loadavg, every 100ms)\n")
 	for _, l := range cpuLines {
 		fmt.Println(l)
 	}
@@ -205,22 +205,23 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	return nil
 }
 
-// usage samples the CPU time of the relay, the walsender and the broker, and the
-// machine's runnable tasks, from its start until stop.
+// usage samples, from its start until stop, how long the relay, the
+// walsender and the broker ran on a CPU and waited for one (runnable, not
+// running: /proc/PID/task/*/schedstat), and the machine's runnable tasks.
 type usage struct {
-	relay, walsender, broker int
-	start                    time.Time
-	relayCPU, wsCPU, bkCPU   time.Duration
-	runnable                 []int
-	done                     chan struct{}
-	wg                       sync.WaitGroup
+	pids     [3]int // relay, walsender, broker
+	start    time.Time
+	before   [3]schedTimes
+	runnable []int
+	done     chan struct{}
+	wg       sync.WaitGroup
 }
 
 func startUsage(relay, walsender, broker int) *usage {
-	u := &usage{relay: relay, walsender: walsender, broker: broker, start: time.Now(), done: make(chan struct{})}
-	u.relayCPU, _ = cpuTime(relay)
-	u.wsCPU, _ = cpuTime(walsender)
-	u.bkCPU, _ = cpuTime(broker)
+	u := &usage{pids: [3]int{relay, walsender, broker}, start: time.Now(), done: make(chan struct{})}
+	for i, pid := range u.pids {
+		u.before[i] = schedStat(pid)
+	}
 	u.wg.Go(func() {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -252,18 +253,45 @@ func startUsage(relay, walsender, broker int) *usage {
 func (u *usage) stop() string {
 	close(u.done)
 	u.wg.Wait()
-	el := time.Since(u.start)
-	rc, _ := cpuTime(u.relay)
-	wc, _ := cpuTime(u.walsender)
-	bc, _ := cpuTime(u.broker)
+	el := time.Since(u.start).Seconds()
+	var parts []string
+	for i, name := range []string{"relay", "walsender", "broker"} {
+		after := schedStat(u.pids[i])
+		parts = append(parts, fmt.Sprintf("%s %.0f%% (waited %.0f%%)", name,
+			100*(after.run-u.before[i].run).Seconds()/el, 100*(after.wait-u.before[i].wait).Seconds()/el))
+	}
 	slices.Sort(u.runnable)
 	med := 0
 	if len(u.runnable) > 0 {
 		med = u.runnable[len(u.runnable)/2]
 	}
-	share := func(d time.Duration) float64 { return 100 * d.Seconds() / el.Seconds() }
-	return fmt.Sprintf("relay %.0f%%, walsender %.0f%%, broker %.0f%%; runnable tasks median %d",
-		share(rc-u.relayCPU), share(wc-u.wsCPU), share(bc-u.bkCPU), med)
+	return fmt.Sprintf("%s; runnable tasks median %d", strings.Join(parts, ", "), med)
+}
+
+// schedTimes is how long a process's threads ran on a CPU and waited for
+// one.
+type schedTimes struct{ run, wait time.Duration }
+
+// schedStat sums /proc/PID/task/*/schedstat ("run-ns wait-ns slices");
+// threads that ended are not counted.
+func schedStat(pid int) schedTimes {
+	var st schedTimes
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		run, _ := strconv.ParseInt(f[0], 10, 64)
+		wait, _ := strconv.ParseInt(f[1], 10, 64)
+		st.run += time.Duration(run)
+		st.wait += time.Duration(wait)
+	}
+	return st
 }
 
 // sample is what the bench saw of one record: when the writer began its

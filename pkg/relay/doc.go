@@ -47,10 +47,10 @@
 // partition, sized to stay under the topic's max.message.bytes (read from
 // the cluster with DescribeConfigs, the lower of the topic's and the
 // broker's message.max.bytes; else MaxMessageBytes); a larger batch goes
-// in several writes, one after the other (see docs/kafka.md). The queue
-// holds at most BatchSize transactions, the batch being written at most
-// BatchSize events, and together they hold at most
-// BufferBytes record bytes (plus the one event waiting for room,
+// in several writes, one after the other (see docs/kafka.md). The
+// transaction being read, the queue and the batch being written hold at
+// most BatchSize events each, and together at most BufferBytes record
+// bytes (plus the one event waiting for room,
 // and the Kafka client's encoded copy of the batch), so large payloads do
 // not multiply the relay's memory. While they are full the reader still
 // sends status updates, so a slow broker never makes the server drop the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
@@ -79,11 +80,12 @@ const (
 // run publishes the events of ch in batches until ch is closed (it returns
 // nil) or ctx ends (it returns ctx.Err()), giving each acknowledged batch's
 // cost back to buf. Each receive from ch is a slice of events (see
-// stream.staged), emptied and handed back on free. A batch is sent as soon
+// stream.staged), whose room it gives back once it holds them in a batch,
+// and which it empties and hands back on free. A batch is sent as soon
 // as the sink is free (after BatchTimeout, when set): what is queued while
 // a write is in flight goes in the next one. Kafka errors are retried; only
 // a permanent one ends run early.
-func (s *sink) run(ctx context.Context, ch <-chan []event, free chan<- []event, buf *budget, tr *acktrack.Tracker) error {
+func (s *sink) run(ctx context.Context, ch <-chan []event, room *semaphore.Weighted, free chan<- []event, buf *budget, tr *acktrack.Tracker) error {
 	batch := make([]event, 0, s.cfg.BatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -92,6 +94,7 @@ func (s *sink) run(ctx context.Context, ch <-chan []event, free chan<- []event, 
 	// small, and the free slices should not hold much memory).
 	add := func(evs []event) {
 		batch = append(batch, evs...)
+		room.Release(int64(len(evs)))
 		if cap(evs) > maxFreeCap {
 			return
 		}

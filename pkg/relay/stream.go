@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
@@ -29,7 +30,8 @@ type stream struct {
 	cat    *catalog // fences confirmation (see catalog)
 	tr     *acktrack.Tracker
 	events chan<- []event
-	free   <-chan []event // slices the sink is done with, for staged
+	room   *semaphore.Weighted // events queued, at most BatchSize: the reader takes, the sink gives back
+	free   <-chan []event      // slices the sink is done with, for staged
 	buf    *budget
 	// staged holds the events of the current transaction not yet queued:
 	// they go to the sink together at its commit (or when BatchSize of
@@ -301,13 +303,18 @@ func (s *stream) stage(ev event) error {
 }
 
 // flush queues the staged events for the sink, waiting (and sending status
-// updates, as stage does) while the queue is full.
+// updates, as stage does) while the queue holds BatchSize events.
 func (s *stream) flush() error {
 	if len(s.staged) == 0 {
 		return nil
 	}
 	evs := s.staged
 	s.staged = nil
+	if n := int64(len(evs)); !s.room.TryAcquire(n) {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.room.Acquire(ctx, n) }); err != nil {
+			return err
+		}
+	}
 	select {
 	case s.events <- evs:
 		return nil

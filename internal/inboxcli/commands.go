@@ -71,7 +71,7 @@ func statusCommand() *cli.Command {
 		Flags: []cli.Flag{consumerFlag("only this consumer (default: all)"), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
-				counts, err := s.Status(c.Context, q, c.String("consumer"))
+				counts, err := s.Counts(c.Context, q, c.String("consumer"))
 				if err != nil {
 					return err
 				}

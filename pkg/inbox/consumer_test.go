@@ -275,7 +275,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	var calls atomic.Int32
 	run := func(wantOffset int64) {
 		t.Helper()
-		c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		runConsumer(t, &inbox.ConsumerConfig{
 			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 			DeadLetterTopic: dlq, SessionTimeout: time.Second,
 			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
@@ -286,20 +286,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 				}
 				return "", nil
 			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-		testenv.WaitFor(t, time.Minute, "offsets committed", func() (bool, error) {
-			return committedOffsets(t, k.Brokers, group, topic, 1)[0] == wantOffset, nil
-		})
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		}, map[int]int64{0: wantOffset})
 	}
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
 	run(2)

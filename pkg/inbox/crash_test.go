@@ -219,6 +219,22 @@ func (c *crashChild) expect(t *testing.T, want string, timeout time.Duration) {
 	}
 }
 
+// stopAtOffset waits until the crash group's committed offset of topic's
+// partition 0 is off, then stops the process with SIGTERM and fails t
+// unless it exits cleanly.
+func (c *crashChild) stopAtOffset(t *testing.T, brokers []string, topic string, off int64) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("offset %d committed", off), func() (bool, error) {
+		return committedOffsets(t, brokers, "crash-group", topic, 1)[0] == off, nil
+	})
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("consumer process did not stop cleanly: %v", err)
+	}
+}
+
 func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	t.Parallel()
 	const topic = "crash"
@@ -242,15 +258,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 
 	second := startCrashChild(t, b.db, k.Brokers, topic, false, "")
 	second.expect(t, "RESULT m-1 duplicate", time.Minute)
-	testenv.WaitFor(t, 30*time.Second, "the redelivery's offset commit", func() (bool, error) {
-		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1, nil
-	})
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.cmd.Wait(); err != nil {
-		t.Fatalf("consumer process did not stop cleanly: %v", err)
-	}
+	second.stopAtOffset(t, k.Brokers, topic, 1)
 	if n := effects(t, b.db, "pay-1"); n != 1 {
 		t.Fatalf("side effect happened %d times, want 1", n)
 	}
@@ -364,15 +372,7 @@ func TestExternalTakeoverReconcilesWithoutSecondCharge(t *testing.T) {
 	second := startCrashChild(t, b.db, k.Brokers, topic, false, "", envExternal+"=1")
 	second.expect(t, "FOUND m-pay attempt=2 ref=pay-1/attempt-1", time.Minute)
 	second.expect(t, "RESULT m-pay processed attempts=2 reconciled=true", time.Minute)
-	testenv.WaitFor(t, 30*time.Second, "the offset commit", func() (bool, error) {
-		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1, nil
-	})
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.cmd.Wait(); err != nil {
-		t.Fatalf("consumer process did not stop cleanly: %v", err)
-	}
+	second.stopAtOffset(t, k.Brokers, topic, 1)
 	var charges int
 	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM provider_charge`).Scan(&charges); err != nil {
 		t.Fatal(err)

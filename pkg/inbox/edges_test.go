@@ -55,17 +55,10 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	rc := startConsumer(t, &inbox.ConsumerConfig{
 		Brokers: k.Brokers, GroupID: "retained-group", Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 		SessionTimeout: time.Second, Handler: insertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
 	left := func() []string {
 		rows, err := b.db.Pool.Query(ctx, `SELECT consumer || '/' || message_id FROM inbox ORDER BY 1`)
 		if err != nil {
@@ -81,10 +74,7 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		ids := left()
 		return len(ids) == 3 && ids[1] == "billing/m-1", nil
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	rc.stop(t)
 	if ids := left(); ids[0] != "billing/failed" || ids[2] != "other/old" {
 		t.Fatalf("rows left %v", ids)
 	}

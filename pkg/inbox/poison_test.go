@@ -13,38 +13,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
-// runConsumer runs a consumer with cfg until every partition's committed
-// offset reaches want, then stops it gracefully.
-func runConsumer(t *testing.T, cfg *inbox.ConsumerConfig, want map[int]int64) {
-	t.Helper()
-	c, err := inbox.NewConsumer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	testenv.WaitFor(t, time.Minute, "offsets committed to the end", func() (bool, error) {
-		select {
-		case err := <-done:
-			t.Fatalf("Run stopped early: %v", err)
-		default:
-		}
-		offs := committedOffsets(t, cfg.Brokers, cfg.GroupID, cfg.Topics[0], len(want))
-		for p, off := range want {
-			if offs[p] != off {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-}
-
 // Keys Postgres cannot store never block their partition: each record is
 // dead-lettered with reason invalid-key before the claim, and the valid
 // record behind it is processed.

@@ -38,29 +38,46 @@ func sqlEffect(msg inbox.Message) inbox.SQLTxHandler {
 	}
 }
 
-func TestSQLConcurrentDeliveriesProcessOnce(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	db := sqlDB(t, b)
-	ctx := context.Background()
-	const workers = 24
-	m := msg("m-1", "pay-1", `{"amount":1}`)
-	// A second message ID with the same business key and payload is a
-	// duplicate too.
-	m2 := msg("m-2", "pay-1", `{"amount":1}`)
-	results := deliverConcurrently(t, workers, func(i int) (inbox.Result, error) {
-		d := m
-		if i%2 == 1 {
-			d = m2
-		}
-		return b.in.ProcessSQL(ctx, db, d, sqlEffect(d))
+// dbPath is one of the inbox's two database paths, pgx or database/sql,
+// bound to a bundle's database.
+type dbPath struct {
+	// process delivers m with a handler that writes its effect row (effect
+	// or sqlEffect).
+	process func(ctx context.Context, m inbox.Message) (inbox.Result, error)
+	// processExternal delivers m on the two-phase path.
+	processExternal func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error)
+}
+
+// onBothPaths runs test in parallel subtests on pgx and on database/sql,
+// each on a bundle of its own made with a copy of cfg.
+func onBothPaths(t *testing.T, cfg inbox.Config, test func(t *testing.T, b *bundle, p dbPath)) {
+	t.Run("pgx", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		b := setup(t, &c)
+		test(t, b, dbPath{
+			process: func(ctx context.Context, m inbox.Message) (inbox.Result, error) {
+				return b.in.Process(ctx, b.db.Pool, m, effect(m))
+			},
+			processExternal: func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
+				return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+			},
+		})
 	})
-	if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
-		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
-	}
-	if n := effects(t, b.db, "pay-1"); n != 1 {
-		t.Fatalf("side effect happened %d times, want 1", n)
-	}
+	t.Run("database/sql", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		b := setup(t, &c)
+		db := sqlDB(t, b)
+		test(t, b, dbPath{
+			process: func(ctx context.Context, m inbox.Message) (inbox.Result, error) {
+				return b.in.ProcessSQL(ctx, db, m, sqlEffect(m))
+			},
+			processExternal: func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
+				return b.in.ProcessExternalSQL(ctx, db, m, h)
+			},
+		})
+	})
 }
 
 func TestSQLHandlerErrorRollsBack(t *testing.T) {
@@ -173,59 +190,6 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 	_ = tx.Rollback()
 	if res, err := b.in.ProcessSQL(ctx, db, m3, sqlEffect(m3)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
-	}
-}
-
-func TestSQLTwoPhase(t *testing.T) {
-	t.Parallel()
-	b := setup(t, &inbox.Config{LeaseDuration: time.Hour})
-	db := sqlDB(t, b)
-	ctx := context.Background()
-	m := msg("m-1", "pay-1", `{"amount":5}`)
-
-	inHandler, release := make(chan struct{}), make(chan struct{})
-	firstDone := make(chan inbox.Result, 1)
-	go func() {
-		res, err := b.in.ProcessExternalSQL(ctx, db, m, func(ctx context.Context, key string) (string, error) {
-			if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
-				t.Errorf("attempt %+v, %v", a, ok)
-			}
-			if err := inbox.SaveRequestRef(ctx, "req-1"); err != nil {
-				t.Error(err)
-			}
-			if err := inbox.ExtendLease(ctx, 2*time.Hour); err != nil {
-				t.Error(err)
-			}
-			close(inHandler)
-			<-release
-			return "charge-1", nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		firstDone <- res
-	}()
-	<-inHandler
-	res, err := b.in.ProcessExternalSQL(ctx, db, m, func(context.Context, string) (string, error) {
-		t.Error("handler ran under a live lease")
-		return "", nil
-	})
-	if err != nil || res.Outcome != inbox.Busy {
-		t.Fatalf("live lease: %+v, %v", res, err)
-	}
-	if res, err := b.in.ProcessSQL(ctx, db, m, sqlEffect(m)); err != nil || res.Outcome != inbox.Busy {
-		t.Fatalf("live lease, tx path: %+v, %v", res, err)
-	}
-	close(release)
-	if res := <-firstDone; res.Outcome != inbox.Processed || res.ResultRef != "charge-1" || res.IdempotencyKey != "pay-1" {
-		t.Fatalf("first delivery %+v", res)
-	}
-	if res, err := b.in.ProcessExternalSQL(ctx, db, m, nil); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
-		t.Fatalf("after completion %+v, %v", res, err)
-	}
-	var ref string
-	if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
-		t.Fatalf("request_ref %q, %v", ref, err)
 	}
 }
 

@@ -131,19 +131,12 @@ func TestConsumerLoop(t *testing.T) {
 	if order["a-2"] < order["a-1"] || order["b-3"] > order["a-1"] {
 		t.Fatalf("order %v", got)
 	}
-	for _, key := range []string{"ka-1", "ka-2", "kb-1", "kb-2", "kb-3"} {
-		if n := effects(t, b.db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
+	wantEffectOnce(t, b.db, "ka-1", "ka-2", "kb-1", "kb-2", "kb-3")
 	if n := effects(t, b.db, "kc-2"); n != 0 {
 		t.Fatalf("effect of a dead-lettered message happened %d times", n)
 	}
 
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 2, time.Minute)
-	if len(recs) != 2 {
-		t.Fatalf("dead-letter topic holds %d records, want 2", len(recs))
-	}
+	recs := deadLetters(t, k.Brokers, dlq, 2)
 	reasons := map[string]testenv.Record{}
 	for _, r := range recs {
 		reason, _ := r.Header("dlq-reason")
@@ -223,8 +216,8 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 	if rows != 30 || keys != 30 {
 		t.Fatalf("effect rows %d for %d keys, want 30 and 30", rows, keys)
 	}
-	dl := testenv.WaitForRecords(t, k.Brokers, "backlog.dlq", 1, time.Minute)
-	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict || len(dl) != 1 {
+	dl := deadLetters(t, k.Brokers, "backlog.dlq", 1)
+	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict {
 		t.Fatalf("dead letters %+v", dl)
 	}
 }
@@ -343,15 +336,8 @@ func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 	}, map[int]int64{0: 3, 1: 3})
-	for _, key := range []string{"k-1", "k-2", "k-3", "k-4"} {
-		if n := effects(t, b.db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 2, time.Minute)
-	if len(recs) != 2 {
-		t.Fatalf("%d dead letters, want 2", len(recs))
-	}
+	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3", "k-4")
+	recs := deadLetters(t, k.Brokers, dlq, 2)
 	byID := map[string]testenv.Record{}
 	for _, r := range recs {
 		id, _ := r.Header("message-id")

@@ -327,15 +327,8 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 	if r.Status != "FAILED_FINAL" || r.Attempts != 3 || r.LastError == nil || !strings.Contains(*r.LastError, "without an outcome") {
 		t.Fatalf("row %+v", r)
 	}
-	for _, key := range []string{"k-1", "k-2", "k-3"} {
-		if n := effects(t, b.db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
-	recs := testenv.WaitForRecords(t, k.Brokers, inbox.DefaultDeadLetterTopic, 1, time.Minute)
-	if len(recs) != 1 {
-		t.Fatalf("%d dead letters, want 1", len(recs))
-	}
+	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3")
+	recs := deadLetters(t, k.Brokers, inbox.DefaultDeadLetterTopic, 1)
 	for h, want := range map[string]string{"message-id": "m-kill", "dlq-reason": "max_attempts", "dlq-attempts": "3"} {
 		if v, _ := recs[0].Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)

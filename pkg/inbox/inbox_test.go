@@ -78,6 +78,17 @@ func effects(t *testing.T, db *testenv.DB, key string) int {
 	return n
 }
 
+// wantEffectOnce fails t unless the effect of each key happened exactly
+// once.
+func wantEffectOnce(t *testing.T, db *testenv.DB, keys ...string) {
+	t.Helper()
+	for _, key := range keys {
+		if n := effects(t, db, key); n != 1 {
+			t.Fatalf("effect of %s happened %d times", key, n)
+		}
+	}
+}
+
 type row struct {
 	Status    string
 	Attempts  int

@@ -143,3 +143,14 @@ func runConsumer(t *testing.T, cfg *inbox.ConsumerConfig, want map[int]int64) {
 	rc.waitOffsets(t, want)
 	rc.stop(t)
 }
+
+// deadLetters waits until topic dlq holds n records and fails t if it
+// holds more.
+func deadLetters(t *testing.T, brokers []string, dlq string, n int) []testenv.Record {
+	t.Helper()
+	recs := testenv.WaitForRecords(t, brokers, dlq, n, time.Minute)
+	if len(recs) != n {
+		t.Fatalf("%s holds %d records, want %d", dlq, len(recs), n)
+	}
+	return recs
+}

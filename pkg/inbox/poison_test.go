@@ -52,15 +52,8 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 			t.Fatalf("%s: results %+v, want one DeadLettered (invalid-key)", id, rs)
 		}
 	}
-	for _, key := range []string{"k-1", "k-2", "k-3"} {
-		if n := effects(t, b.db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 3, time.Minute)
-	if len(recs) != 3 {
-		t.Fatalf("%d dead letters, want 3", len(recs))
-	}
+	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3")
+	recs := deadLetters(t, k.Brokers, dlq, 3)
 	wantErr := map[string]string{"bad-long": "3000 bytes long", "bad-utf8": "not valid UTF-8", "bad-nul": "NUL byte"}
 	for _, r := range recs {
 		id, _ := r.Header("message-id")
@@ -120,8 +113,8 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 	if n := effects(t, b.db, "k-1"); n != 1 {
 		t.Fatalf("effect of the record behind it happened %d times", n)
 	}
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 1, time.Minute)
-	if text, _ := recs[0].Header("dlq-error"); len(recs) != 1 || !strings.Contains(text, "22023") {
+	recs := deadLetters(t, k.Brokers, dlq, 1)
+	if text, _ := recs[0].Header("dlq-error"); !strings.Contains(text, "22023") {
 		t.Fatalf("dead letters %+v", recs)
 	}
 }

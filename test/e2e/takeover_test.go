@@ -74,6 +74,18 @@ func (p probe) metric(name, labels string) (v float64, ok bool) {
 	return 0, false
 }
 
+// waitReady waits until /readyz of p answers 200 (what names the wait);
+// pr exiting first fails t.
+func waitReady(t *testing.T, what string, pr *relayProc, p probe) {
+	t.Helper()
+	testenv.WaitFor(t, time.Minute, what, func() (bool, error) {
+		if pr.exited() {
+			return false, fmt.Errorf("relay exited: %v", pr.err)
+		}
+		return p.ready() == http.StatusOK, nil
+	})
+}
+
 // TestStandbyTakesOver runs two relay processes on one slot: the second
 // waits as a standby (not ready, leader 0, serving the slot metrics) and,
 // when the first is SIGKILLed while writers commit, takes over within a
@@ -87,9 +99,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	logA, logB := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
 	slot := db.Name
 	common := []string{"--database-url", db.URL, "--slot", slot, "--publication", "pub_takeover"}
-	if code, out := runRelay(t, bin, append([]string{"setup"}, common...)...); code != 0 {
-		t.Fatalf("relay setup: exit %d\n%s", code, out)
-	}
+	mustRunRelay(t, bin, append([]string{"setup"}, common...)...)
 	defer func() {
 		if t.Failed() {
 			t.Logf("active relay log:\n%s\nstandby relay log:\n%s", logTail(logA), logTail(logB))
@@ -107,12 +117,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	slotLabel := `slot="` + slot + `"`
 
 	pa := run(a, logA)
-	testenv.WaitFor(t, time.Minute, "the first relay ready", func() (bool, error) {
-		if pa.exited() {
-			return false, fmt.Errorf("first relay exited: %v", pa.err)
-		}
-		return a.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the first relay ready", pa, a)
 	pb := run(b, logB)
 	standbySince := time.Now()
 	testenv.WaitFor(t, time.Minute, "the second relay serving metrics as a standby", func() (bool, error) {
@@ -157,12 +162,7 @@ func TestStandbyTakesOver(t *testing.T) {
 
 	pa.kill()
 	killed := time.Now()
-	testenv.WaitFor(t, time.Minute, "the standby ready", func() (bool, error) {
-		if pb.exited() {
-			return false, fmt.Errorf("standby exited: %v", pb.err)
-		}
-		return b.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the standby ready", pb, b)
 	ready := time.Since(killed)
 	testenv.WaitFor(t, time.Minute, "the standby publishing", func() (bool, error) {
 		v, _ := b.metric("pgoutbox_relay_events_published_total", "")
@@ -253,9 +253,7 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	logA, logB := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
 	slot := db.Name
 	common := []string{"--slot", slot, "--publication", "pub_paused"}
-	if code, out := runRelay(t, bin, append([]string{"setup", "--database-url", db.URL}, common...)...); code != 0 {
-		t.Fatalf("relay setup: exit %d\n%s", code, out)
-	}
+	mustRunRelay(t, bin, append([]string{"setup", "--database-url", db.URL}, common...)...)
 	defer func() {
 		if t.Failed() {
 			t.Logf("old leader log:\n%s\nnew leader log:\n%s", logTail(logA), logTail(logB))
@@ -277,12 +275,7 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	}
 	slotLabel := `slot="` + slot + `"`
 	pa := run(a, logA, "a")
-	testenv.WaitFor(t, time.Minute, "the first relay ready", func() (bool, error) {
-		if pa.exited() {
-			return false, fmt.Errorf("first relay exited: %v", pa.err)
-		}
-		return a.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the first relay ready", pa, a)
 	pb := run(b, logB, "b")
 	testenv.WaitFor(t, time.Minute, "the second relay waiting as a standby", func() (bool, error) {
 		if pb.exited() {
@@ -311,12 +304,7 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 		}
 	}
 	defer resume()
-	testenv.WaitFor(t, time.Minute, "the standby taking over", func() (bool, error) {
-		if pb.exited() {
-			return false, fmt.Errorf("standby exited: %v", pb.err)
-		}
-		return b.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the standby taking over", pb, b)
 	took := time.Since(stopped)
 	var published float64
 	testenv.WaitFor(t, time.Minute, "the new leader publishing", func() (bool, error) {

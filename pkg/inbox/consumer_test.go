@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -36,7 +35,7 @@ type seen struct {
 func TestConsumerLoop(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "payments", "billing-group", "billing.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(4, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 4)
 	b := setup(t, &inbox.Config{MaxAttempts: 100, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 
 	produce(t, k.Brokers, topic,
@@ -172,7 +171,7 @@ func TestConsumerLoop(t *testing.T) {
 func TestConsumerBatchesBacklog(t *testing.T) {
 	t.Parallel()
 	const topic, group = "backlog", "backlog-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyDeadLetter})
 	var recs []rec
 	for i := range 30 {
@@ -227,7 +226,7 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 func TestConsumerStopsOnConflict(t *testing.T) {
 	t.Parallel()
 	const topic, group = "conflicts", "conflict-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
@@ -263,7 +262,7 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "limit", "limit-group", "limit.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
 	var calls atomic.Int32
 	run := func(wantOffset int64) {
@@ -321,7 +320,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "conflicts", "conflict-group", "conflict.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(2, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 2)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{Partition: 0, ID: "m-1", Key: "k-1", Value: `{"v":1,"at":"10:00"}`},

@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -238,7 +237,7 @@ func (c *crashChild) stopAtOffset(t *testing.T, brokers []string, topic string, 
 func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	t.Parallel()
 	const topic = "crash"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{Partition: 0, ID: "m-1", Key: "pay-1", Value: `{"amount":7}`})
 
@@ -274,7 +273,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 	t.Parallel()
 	const topic = "crashloop"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
@@ -344,7 +343,7 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 func TestExternalTakeoverReconcilesWithoutSecondCharge(t *testing.T) {
 	t.Parallel()
 	const topic = "charges"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	if _, err := b.db.Pool.Exec(context.Background(),
 		`CREATE TABLE provider_charge (id bigserial PRIMARY KEY, request_ref text NOT NULL)`); err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -44,7 +43,7 @@ func TestTxRefusedAsTxBeginner(t *testing.T) {
 func TestConsumerPurgesOnSchedule(t *testing.T) {
 	t.Parallel()
 	const topic = "retained"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	ctx := context.Background()
 	if _, err := b.db.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,

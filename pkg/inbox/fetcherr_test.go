@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -17,7 +15,7 @@ import (
 func TestConsumerSurvivesFetchError(t *testing.T) {
 	t.Parallel()
 	const topic, group = "flaky", "flaky-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`})
 

@@ -9,10 +9,17 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
+
+// newKafka starts a broker holding topic with the given number of
+// partitions, which lets consumer groups use a short session timeout.
+func newKafka(t *testing.T, topic string, partitions int) *testenv.Kafka {
+	return testenv.NewKafka(t, kfake.SeedTopics(int32(partitions), topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+}
 
 // rec is a record to produce; Partition picks the partition exactly.
 type rec struct {

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -19,7 +16,7 @@ import (
 func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "poison", "poison-group", "poison.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	long := strings.Repeat("k", 3000)
 	produce(t, k.Brokers, topic,
@@ -74,7 +71,7 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "refused", "refused-group", "refused.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	// Stands in for any data exception (class 22) the claim can meet.
 	if _, err := b.db.Pool.Exec(context.Background(), `

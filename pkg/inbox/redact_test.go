@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -30,7 +29,7 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 	}
 	var logs testenv.SyncBuffer
 	tokenParam := regexp.MustCompile(`token=[^&\s]*`)
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{
 		MaxAttempts: 2, Backoff: func(int) time.Duration { return time.Millisecond },
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),

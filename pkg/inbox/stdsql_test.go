@@ -12,9 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -199,7 +197,7 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 func TestSQLConsumerLoop(t *testing.T) {
 	t.Parallel()
 	const topic, group = "sqlpay", "sqlpay-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(2, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 2)
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	db := sqlDB(t, b)
 	var recs []rec
@@ -270,7 +268,7 @@ func TestSQLConsumerLoop(t *testing.T) {
 func TestSQLConsumerExternal(t *testing.T) {
 	t.Parallel()
 	const topic, group = "sqlext", "sqlext-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	db := sqlDB(t, b)
 	produce(t, k.Brokers, topic,

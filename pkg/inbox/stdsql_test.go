@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +42,9 @@ type dbPath struct {
 	process func(ctx context.Context, m inbox.Message) (inbox.Result, error)
 	// processExternal delivers m on the two-phase path.
 	processExternal func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error)
+	// consumeWith sets cfg's database and a handler that writes the
+	// message's effect row and then fails with fail's error (nil: success).
+	consumeWith func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error)
 }
 
 // onBothPaths runs test in parallel subtests on pgx and on database/sql,
@@ -60,6 +61,15 @@ func onBothPaths(t *testing.T, cfg inbox.Config, test func(t *testing.T, b *bund
 			processExternal: func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
 				return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
 			},
+			consumeWith: func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error) {
+				cfg.DB = b.db.Pool
+				cfg.Handler = func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+					if _, err := effect(msg)(ctx, tx); err != nil {
+						return "", err
+					}
+					return "", fail(msg)
+				}
+			},
 		})
 	})
 	t.Run("database/sql", func(t *testing.T) {
@@ -73,6 +83,15 @@ func onBothPaths(t *testing.T, cfg inbox.Config, test func(t *testing.T, b *bund
 			},
 			processExternal: func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
 				return b.in.ProcessExternalSQL(ctx, db, m, h)
+			},
+			consumeWith: func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error) {
+				cfg.SQLDB = db
+				cfg.SQLHandler = func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
+					if _, err := sqlEffect(msg)(ctx, tx); err != nil {
+						return "", err
+					}
+					return "", fail(msg)
+				}
 			},
 		})
 	})
@@ -188,79 +207,6 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 	_ = tx.Rollback()
 	if res, err := b.in.ProcessSQL(ctx, db, m3, sqlEffect(m3)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
-	}
-}
-
-// The consumer loop on database/sql: batches, one-at-a-time retries,
-// duplicates and dead letters, with offsets committed to the end and one
-// effect per business key.
-func TestSQLConsumerLoop(t *testing.T) {
-	t.Parallel()
-	const topic, group = "sqlpay", "sqlpay-group"
-	k := newKafka(t, topic, 2)
-	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
-	db := sqlDB(t, b)
-	var recs []rec
-	for i := range 40 {
-		p := i % 2
-		recs = append(recs, rec{Partition: p, ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
-		switch i {
-		case 3, 30:
-			recs = append(recs, recs[len(recs)-1]) // the same message again
-		case 6:
-			recs = append(recs, rec{Partition: p, ID: "n-6", Key: "k-6", Value: `{"i":6}`}) // new ID, same key and payload
-		case 9:
-			recs = append(recs, rec{Partition: p, ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // a conflict
-		}
-	}
-	produce(t, k.Brokers, topic, recs...)
-	want := map[int]int64{}
-	for _, r := range recs {
-		want[r.Partition]++
-	}
-
-	var (
-		mu      sync.Mutex
-		got     = map[inbox.Outcome]int{}
-		flakyOK atomic.Bool
-	)
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, SQLDB: db,
-		DeadLetterTopic: "sqlpay.dlq", SessionTimeout: time.Second, BatchSize: 8, StatsInterval: 10 * time.Millisecond,
-		Retention: time.Hour,
-		SQLHandler: func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
-			if _, err := sqlEffect(msg)(ctx, tx); err != nil {
-				return "", err
-			}
-			if msg.ID == "m-12" && !flakyOK.Swap(true) {
-				return "", errors.New("flaky")
-			}
-			return "", nil
-		},
-		OnResult: func(msg inbox.Message, res inbox.Result) {
-			mu.Lock()
-			got[res.Outcome]++
-			mu.Unlock()
-		},
-	}, want)
-	mu.Lock()
-	defer mu.Unlock()
-	if got[inbox.Processed] != 40 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || got[inbox.Retry] != 1 {
-		t.Fatalf("outcomes %v", got)
-	}
-	var rows, keys int
-	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
-		t.Fatal(err)
-	}
-	if rows != 40 || keys != 40 {
-		t.Fatalf("effect rows %d for %d keys, want 40 and 40", rows, keys)
-	}
-	if r := readRow(t, b.db, "billing", "m-12"); r.Status != "COMPLETED" || r.Attempts != 2 {
-		t.Fatalf("retried message's row %+v", r)
-	}
-	dl := deadLetters(t, k.Brokers, "sqlpay.dlq", 1)
-	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict {
-		t.Fatalf("dead letters %+v", dl)
 	}
 }
 

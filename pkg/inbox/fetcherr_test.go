@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -20,7 +18,7 @@ import (
 func TestConsumerSurvivesFetchError(t *testing.T) {
 	t.Parallel()
 	const topic, group = "flaky", "flaky-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`})
 
@@ -51,25 +49,11 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 		return resp, nil, true
 	})
 
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	rc := startConsumer(t, &inbox.ConsumerConfig{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 		SessionTimeout: time.Second, Handler: insertEffect, StatsInterval: -1,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	testenv.WaitFor(t, time.Minute, "m-1 committed despite the fetch error", func() (bool, error) {
-		select {
-		case err := <-done:
-			t.Fatalf("Run stopped on a transient fetch error: %v", err)
-		default:
-		}
-		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == 1, nil
-	})
+	rc.waitOffsets(t, map[int]int64{0: 1}) // m-1 committed despite the fetch error
 	if !injected.Load() {
 		t.Fatal("the fetch error was never injected")
 	}
@@ -78,13 +62,8 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 	}
 	// Later messages are handled too.
 	produce(t, k.Brokers, topic, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
-	testenv.WaitFor(t, time.Minute, "m-2 committed", func() (bool, error) {
-		return committedOffsets(t, k.Brokers, group, topic, 1)[0] == 2, nil
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	rc.waitOffsets(t, map[int]int64{0: 2})
+	rc.stop(t)
 	if effects(t, b.db, "k-1") != 1 || effects(t, b.db, "k-2") != 1 {
 		t.Fatal("effects missing")
 	}
@@ -97,7 +76,7 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 func TestConsumerShortSessionOutlivesRetries(t *testing.T) {
 	t.Parallel()
 	const topic, group = "slow", "slow-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{MaxAttempts: 1000, Backoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
 

@@ -107,46 +107,16 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
 		return err
 	}
-
-	var servers []*http.Server
-	var wg sync.WaitGroup
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		for _, s := range servers {
-			_ = s.Shutdown(sctx)
-		}
-		wg.Wait()
-	}()
-	serve := func(addr string, h http.Handler) (string, error) {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return "", err
-		}
-		s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		servers = append(servers, s)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = s.Serve(ln)
-		}()
-		return ln.Addr().String(), nil
-	}
+	var srv servers
+	defer srv.shutdown(ctx)
 
 	apiURL := cfg.apiURL
 	if apiURL == "" {
-		api := newPaymentAPI(cfg.apiFailEvery).routes()
-		if cfg.strategy != strategyIdempotencyKey {
-			api = newNoKeyAPI(cfg.apiFailEvery, cfg.reservationTTL).routes()
+		if apiURL, err = startFakeAPI(&srv, cfg); err != nil {
+			return err
 		}
-		addr, err := serve(cfg.apiListen, api)
-		if err != nil {
-			return fmt.Errorf("fake payment API: %w", err)
-		}
-		apiURL = "http://" + addr
 		fmt.Fprintf(stdout, "payment-consumer: fake payment API on %s (GET /v1/charges lists the charges)\n", apiURL)
 	}
-
 	reg := prometheus.NewRegistry()
 	in, err := inbox.New(&inbox.Config{
 		Consumer:      cfg.group,
@@ -161,23 +131,11 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 		return err
 	}
 	if cfg.metricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		addr, err := serve(cfg.metricsAddr, mux)
+		addr, err := srv.serve(cfg.metricsAddr, metricsMux(reg))
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		fmt.Fprintf(stdout, "payment-consumer: metrics on http://%s/metrics\n", addr)
-	}
-
-	client := newPaymentClient(apiURL, cfg.apiTimeout)
-	handler := client.charge
-	switch cfg.strategy {
-	case strategyQueryStatus:
-		handler = client.chargeQueryStatus
-	case strategyReserveConfirm:
-		handler = client.chargeReserveConfirm
 	}
 	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
 		Brokers:          cfg.brokers,
@@ -185,7 +143,7 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 		Topics:           []string{cfg.topic},
 		Inbox:            in,
 		DB:               pool,
-		ExternalHandler:  handler,
+		ExternalHandler:  strategyHandler(newPaymentClient(apiURL, cfg.apiTimeout), cfg.strategy),
 		SessionTimeout:   cfg.sessionTimeout,
 		RebalanceTimeout: cfg.sessionTimeout,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
@@ -198,6 +156,72 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 	}
 	fmt.Fprintf(stdout, "payment-consumer: consuming %s from %s as group %s, strategy %s\n", cfg.topic, strings.Join(cfg.brokers, ","), cfg.group, cfg.strategy)
 	return c.Run(ctx)
+}
+
+// strategyHandler is the charge of strategy.
+func strategyHandler(client *paymentClient, strategy string) inbox.MessageExternalHandler {
+	switch strategy {
+	case strategyQueryStatus:
+		return client.chargeQueryStatus
+	case strategyReserveConfirm:
+		return client.chargeReserveConfirm
+	}
+	return client.charge
+}
+
+// startFakeAPI serves the fake payment API that matches cfg.strategy on
+// cfg.apiListen and returns its base URL.
+func startFakeAPI(srv *servers, cfg config) (string, error) {
+	api := newPaymentAPI(cfg.apiFailEvery).routes()
+	if cfg.strategy != strategyIdempotencyKey {
+		api = newNoKeyAPI(cfg.apiFailEvery, cfg.reservationTTL).routes()
+	}
+	addr, err := srv.serve(cfg.apiListen, api)
+	if err != nil {
+		return "", fmt.Errorf("fake payment API: %w", err)
+	}
+	return "http://" + addr, nil
+}
+
+// metricsMux serves reg on /metrics and ok on /healthz.
+func metricsMux(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return mux
+}
+
+// servers are the HTTP servers of the program, shut down together.
+type servers struct {
+	list []*http.Server
+	wg   sync.WaitGroup
+}
+
+// serve serves h on addr in the background and returns the address it
+// listens on.
+func (s *servers) serve(addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	s.list = append(s.list, srv)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = srv.Serve(ln)
+	}()
+	return ln.Addr().String(), nil
+}
+
+// shutdown stops every server, waiting up to 5s for requests in flight.
+func (s *servers) shutdown(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, srv := range s.list {
+		_ = srv.Shutdown(sctx)
+	}
+	s.wg.Wait()
 }
 
 func envOr(name, def string) string {

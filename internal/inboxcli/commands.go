@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -71,19 +72,15 @@ func statusCommand() *cli.Command {
 		Flags: []cli.Flag{consumerFlag("only this consumer (default: all)"), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
-				counts, err := s.Status(c.Context, q, c.String("consumer"))
+				counts, err := s.Counts(c.Context, q, c.String("consumer"))
 				if err != nil {
 					return err
 				}
-				if c.Bool("json") {
-					return writeJSON(c, counts)
-				}
-				tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CONSUMER\tSTATUS\tCOUNT\tSTUCK\tOLDEST")
-				for _, r := range counts {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.Consumer, r.Status, r.Count, r.Stuck, r.Oldest.UTC().Format(time.RFC3339))
-				}
-				return tw.Flush()
+				return writeTable(c, counts, "CONSUMER\tSTATUS\tCOUNT\tSTUCK\tOLDEST", func(tw io.Writer) {
+					for _, r := range counts {
+						fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.Consumer, r.Status, r.Count, r.Stuck, r.Oldest.UTC().Format(time.RFC3339))
+					}
+				})
 			})
 		},
 	}
@@ -160,21 +157,17 @@ func listCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				if c.Bool("json") {
-					return writeJSON(c, recs)
-				}
-				tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CONSUMER\tMESSAGE_ID\tBUSINESS_KEY\tSTATUS\tATTEMPTS\tSOURCE\tRECEIVED\tREQUEST_REF\tLAST_ERROR")
-				for _, r := range recs {
-					src := "-"
-					if r.Topic != "" {
-						src = fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
+				return writeTable(c, recs, "CONSUMER\tMESSAGE_ID\tBUSINESS_KEY\tSTATUS\tATTEMPTS\tSOURCE\tRECEIVED\tREQUEST_REF\tLAST_ERROR", func(tw io.Writer) {
+					for _, r := range recs {
+						src := "-"
+						if r.Topic != "" {
+							src = fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
+						}
+						ref := cmp.Or(r.RequestRef, "-")
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Consumer, r.MessageID, r.BusinessKey, r.Status,
+							r.Attempts, src, r.ReceivedAt.UTC().Format(time.RFC3339), ref, r.LastError)
 					}
-					ref := cmp.Or(r.RequestRef, "-")
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Consumer, r.MessageID, r.BusinessKey, r.Status,
-						r.Attempts, src, r.ReceivedAt.UTC().Format(time.RFC3339), ref, r.LastError)
-				}
-				return tw.Flush()
+				})
 			})
 		},
 	}
@@ -215,10 +208,18 @@ func reviveCommand() *cli.Command {
 	}
 }
 
-func writeJSON(c *cli.Context, v any) error {
-	enc := json.NewEncoder(c.App.Writer)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// writeTable prints v as JSON with --json, else a table: header, then the
+// tab-separated lines rows writes.
+func writeTable(c *cli.Context, v any, header string, rows func(tw io.Writer)) error {
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	rows(tw)
+	return tw.Flush()
 }
 
 // reviveResult reports what revive changed. An explicit message ID that was

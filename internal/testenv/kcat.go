@@ -120,6 +120,41 @@ func WaitForRecords(t testing.TB, brokers []string, topic string, n int, timeout
 	}
 }
 
+// WaitForIDs reads topic with kcat until a record names each of ids in its
+// message-id header (duplicates allowed) and returns the records; it fails
+// t after timeout with the number missing.
+func WaitForIDs(t testing.TB, brokers []string, topic string, ids []string, timeout time.Duration) []Record {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		recs := WaitForRecords(t, brokers, topic, len(ids), time.Until(deadline))
+		n := MissingIDs(recs, ids)
+		if n == 0 {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages missing from %s after %v", n, len(ids), topic, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// MissingIDs counts the ids that no record names in its message-id header.
+func MissingIDs(recs []Record, ids []string) int {
+	seen := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		id, _ := r.Header("message-id")
+		seen[id] = true
+	}
+	missing := 0
+	for _, id := range ids {
+		if !seen[id] {
+			missing++
+		}
+	}
+	return missing
+}
+
 func runKcat(ctx context.Context, args []string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, "kcat", args...)

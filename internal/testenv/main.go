@@ -11,7 +11,12 @@ import (
 // Main runs m, stops the shared Postgres server, and fails the run when
 // goroutines leaked. Call it from TestMain.
 func Main(m *testing.M) {
-	code := m.Run()
+	exit(m.Run())
+}
+
+// exit stops the shared Postgres server and exits with code, or 1 when
+// code is 0 but goroutines leaked.
+func exit(code int) {
 	stopServer()
 	if code == 0 {
 		if err := goleak.Find(LeakOptions()...); err != nil {
@@ -41,14 +46,7 @@ func MainWithDatabase(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "drop example database: %v\n", err)
 		code = 1
 	}
-	stopServer()
-	if code == 0 {
-		if err := goleak.Find(LeakOptions()...); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	exit(code)
 }
 
 // LeakOptions lists goroutines that outlive a test by design. Code under test

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -36,7 +35,7 @@ type seen struct {
 func TestConsumerLoop(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "payments", "billing-group", "billing.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(4, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 4)
 	b := setup(t, &inbox.Config{MaxAttempts: 100, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 
 	produce(t, k.Brokers, topic,
@@ -131,19 +130,12 @@ func TestConsumerLoop(t *testing.T) {
 	if order["a-2"] < order["a-1"] || order["b-3"] > order["a-1"] {
 		t.Fatalf("order %v", got)
 	}
-	for _, key := range []string{"ka-1", "ka-2", "kb-1", "kb-2", "kb-3"} {
-		if n := effects(t, b.db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
+	wantEffectOnce(t, b.db, "ka-1", "ka-2", "kb-1", "kb-2", "kb-3")
 	if n := effects(t, b.db, "kc-2"); n != 0 {
 		t.Fatalf("effect of a dead-lettered message happened %d times", n)
 	}
 
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 2, time.Minute)
-	if len(recs) != 2 {
-		t.Fatalf("dead-letter topic holds %d records, want 2", len(recs))
-	}
+	recs := deadLetters(t, k.Brokers, dlq, 2)
 	reasons := map[string]testenv.Record{}
 	for _, r := range recs {
 		reason, _ := r.Header("dlq-reason")
@@ -174,59 +166,83 @@ func TestConsumerLoop(t *testing.T) {
 	}
 }
 
-// A backlog is handled in batches: copies inside one batch are duplicates,
-// and a conflict makes the batch replay one message at a time.
+// A backlog is handled in batches, on pgx and on database/sql: copies
+// inside one batch are duplicates, a conflict or a failed handler makes the
+// batch replay one message at a time; offsets are committed to the end and
+// each business key has one effect.
 func TestConsumerBatchesBacklog(t *testing.T) {
 	t.Parallel()
-	const topic, group = "backlog", "backlog-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyDeadLetter})
-	var recs []rec
-	for i := range 30 {
-		recs = append(recs, rec{ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
-		switch i {
-		case 3, 7:
-			recs = append(recs, recs[len(recs)-1]) // the same message again
-		case 5:
-			recs = append(recs, rec{ID: "n-5", Key: "k-5", Value: `{"i":5}`}) // new ID, same key and payload
-		case 20:
-			recs = append(recs, rec{ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // same key, other payload
+	cfg := inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
+	onBothPaths(t, cfg, func(t *testing.T, b *bundle, p dbPath) {
+		const topic, group, dlq = "backlog", "backlog-group", "backlog.dlq"
+		k := newKafka(t, topic, 2)
+		var recs []rec
+		for i := range 40 {
+			p := i % 2
+			recs = append(recs, rec{Partition: p, ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
+			switch i {
+			case 3, 30:
+				recs = append(recs, recs[len(recs)-1]) // the same message again
+			case 6:
+				recs = append(recs, rec{Partition: p, ID: "n-6", Key: "k-6", Value: `{"i":6}`}) // new ID, same key and payload
+			case 9:
+				recs = append(recs, rec{Partition: p, ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // a conflict
+			}
 		}
-	}
-	produce(t, k.Brokers, topic, recs...)
+		produce(t, k.Brokers, topic, recs...)
+		want := map[int]int64{}
+		for _, r := range recs {
+			want[r.Partition]++
+		}
 
-	var (
-		mu  sync.Mutex
-		got = map[inbox.Outcome]int{}
-		n   atomic.Int32
-	)
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
-		DeadLetterTopic: "backlog.dlq", SessionTimeout: time.Second, BatchSize: 8,
-		Handler: insertEffect,
-		OnResult: func(msg inbox.Message, res inbox.Result) {
-			mu.Lock()
-			got[res.Outcome]++
-			mu.Unlock()
-			n.Add(1)
-		},
-	}, map[int]int64{0: int64(len(recs))})
-	mu.Lock()
-	defer mu.Unlock()
-	if got[inbox.Processed] != 30 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || int(n.Load()) != len(recs) {
-		t.Fatalf("outcomes %v over %d deliveries", got, n.Load())
-	}
-	var rows, keys int
-	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
-		t.Fatal(err)
-	}
-	if rows != 30 || keys != 30 {
-		t.Fatalf("effect rows %d for %d keys, want 30 and 30", rows, keys)
-	}
-	dl := testenv.WaitForRecords(t, k.Brokers, "backlog.dlq", 1, time.Minute)
-	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict || len(dl) != 1 {
-		t.Fatalf("dead letters %+v", dl)
-	}
+		var (
+			mu      sync.Mutex
+			got     = map[inbox.Outcome]int{}
+			flakyOK atomic.Bool
+		)
+		cc := &inbox.ConsumerConfig{
+			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+			DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, StatsInterval: 10 * time.Millisecond,
+			Retention: time.Hour,
+			OnResult: func(msg inbox.Message, res inbox.Result) {
+				mu.Lock()
+				got[res.Outcome]++
+				mu.Unlock()
+			},
+		}
+		p.consumeWith(cc, func(msg inbox.Message) error {
+			if msg.ID == "m-12" && !flakyOK.Swap(true) {
+				return errors.New("flaky")
+			}
+			return nil
+		})
+		runConsumer(t, cc, want)
+		mu.Lock()
+		defer mu.Unlock()
+		results := 0
+		for _, n := range got {
+			results += n
+		}
+		// One result per record, and one more for the retried delivery.
+		if got[inbox.Processed] != 40 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || got[inbox.Retry] != 1 ||
+			results != len(recs)+1 {
+			t.Fatalf("outcomes %v over %d records", got, len(recs))
+		}
+		var rows, keys int
+		if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 40 || keys != 40 {
+			t.Fatalf("effect rows %d for %d keys, want 40 and 40", rows, keys)
+		}
+		if r := readRow(t, b.db, "billing", "m-12"); r.Status != "COMPLETED" || r.Attempts != 2 {
+			t.Fatalf("retried message's row %+v", r)
+		}
+		dl := deadLetters(t, k.Brokers, dlq, 1)
+		if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict {
+			t.Fatalf("dead letters %+v", dl)
+		}
+	})
 }
 
 // Under ConflictPolicyStop a conflict stops the loop with ErrConflict, naming
@@ -234,7 +250,7 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 func TestConsumerStopsOnConflict(t *testing.T) {
 	t.Parallel()
 	const topic, group = "conflicts", "conflict-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
@@ -270,12 +286,12 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "limit", "limit-group", "limit.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
 	var calls atomic.Int32
 	run := func(wantOffset int64) {
 		t.Helper()
-		c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+		runConsumer(t, &inbox.ConsumerConfig{
 			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 			DeadLetterTopic: dlq, SessionTimeout: time.Second,
 			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
@@ -286,20 +302,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 				}
 				return "", nil
 			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-		testenv.WaitFor(t, time.Minute, "offsets committed", func() (bool, error) {
-			return committedOffsets(t, k.Brokers, group, topic, 1)[0] == wantOffset, nil
-		})
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		}, map[int]int64{0: wantOffset})
 	}
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
 	run(2)
@@ -341,7 +344,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "conflicts", "conflict-group", "conflict.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(2, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 2)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{Partition: 0, ID: "m-1", Key: "k-1", Value: `{"v":1,"at":"10:00"}`},
@@ -356,15 +359,8 @@ func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 	}, map[int]int64{0: 3, 1: 3})
-	for _, key := range []string{"k-1", "k-2", "k-3", "k-4"} {
-		if n := effects(t, b.db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 2, time.Minute)
-	if len(recs) != 2 {
-		t.Fatalf("%d dead letters, want 2", len(recs))
-	}
+	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3", "k-4")
+	recs := deadLetters(t, k.Brokers, dlq, 2)
 	byID := map[string]testenv.Record{}
 	for _, r := range recs {
 		id, _ := r.Header("message-id")

@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -219,10 +218,26 @@ func (c *crashChild) expect(t *testing.T, want string, timeout time.Duration) {
 	}
 }
 
+// stopAtOffset waits until the crash group's committed offset of topic's
+// partition 0 is off, then stops the process with SIGTERM and fails t
+// unless it exits cleanly.
+func (c *crashChild) stopAtOffset(t *testing.T, brokers []string, topic string, off int64) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("offset %d committed", off), func() (bool, error) {
+		return committedOffsets(t, brokers, "crash-group", topic, 1)[0] == off, nil
+	})
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("consumer process did not stop cleanly: %v", err)
+	}
+}
+
 func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	t.Parallel()
 	const topic = "crash"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{Partition: 0, ID: "m-1", Key: "pay-1", Value: `{"amount":7}`})
 
@@ -242,15 +257,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 
 	second := startCrashChild(t, b.db, k.Brokers, topic, false, "")
 	second.expect(t, "RESULT m-1 duplicate", time.Minute)
-	testenv.WaitFor(t, 30*time.Second, "the redelivery's offset commit", func() (bool, error) {
-		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1, nil
-	})
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.cmd.Wait(); err != nil {
-		t.Fatalf("consumer process did not stop cleanly: %v", err)
-	}
+	second.stopAtOffset(t, k.Brokers, topic, 1)
 	if n := effects(t, b.db, "pay-1"); n != 1 {
 		t.Fatalf("side effect happened %d times, want 1", n)
 	}
@@ -266,7 +273,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 	t.Parallel()
 	const topic = "crashloop"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
@@ -319,15 +326,8 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 	if r.Status != "FAILED_FINAL" || r.Attempts != 3 || r.LastError == nil || !strings.Contains(*r.LastError, "without an outcome") {
 		t.Fatalf("row %+v", r)
 	}
-	for _, key := range []string{"k-1", "k-2", "k-3"} {
-		if n := effects(t, b.db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
-	recs := testenv.WaitForRecords(t, k.Brokers, inbox.DefaultDeadLetterTopic, 1, time.Minute)
-	if len(recs) != 1 {
-		t.Fatalf("%d dead letters, want 1", len(recs))
-	}
+	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3")
+	recs := deadLetters(t, k.Brokers, inbox.DefaultDeadLetterTopic, 1)
 	for h, want := range map[string]string{"message-id": "m-kill", "dlq-reason": "max_attempts", "dlq-attempts": "3"} {
 		if v, _ := recs[0].Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
@@ -343,7 +343,7 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 func TestExternalTakeoverReconcilesWithoutSecondCharge(t *testing.T) {
 	t.Parallel()
 	const topic = "charges"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	if _, err := b.db.Pool.Exec(context.Background(),
 		`CREATE TABLE provider_charge (id bigserial PRIMARY KEY, request_ref text NOT NULL)`); err != nil {
@@ -364,15 +364,7 @@ func TestExternalTakeoverReconcilesWithoutSecondCharge(t *testing.T) {
 	second := startCrashChild(t, b.db, k.Brokers, topic, false, "", envExternal+"=1")
 	second.expect(t, "FOUND m-pay attempt=2 ref=pay-1/attempt-1", time.Minute)
 	second.expect(t, "RESULT m-pay processed attempts=2 reconciled=true", time.Minute)
-	testenv.WaitFor(t, 30*time.Second, "the offset commit", func() (bool, error) {
-		return committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 1, nil
-	})
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.cmd.Wait(); err != nil {
-		t.Fatalf("consumer process did not stop cleanly: %v", err)
-	}
+	second.stopAtOffset(t, k.Brokers, topic, 1)
 	var charges int
 	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM provider_charge`).Scan(&charges); err != nil {
 		t.Fatal(err)

@@ -235,7 +235,7 @@
 // A purged message is no longer recognised as a duplicate: keep the retention
 // above the longest redelivery window. ConsumerConfig.Retention makes the
 // consumer loop purge on its own every PurgeInterval (off by default).
-// PROCESSING rows whose lease expired are reported as stuck by Store.Status
+// PROCESSING rows whose lease expired are reported as stuck by Store.Counts
 // and Inbox.Stats.
 //
 // # Tracing
@@ -288,7 +288,7 @@
 //
 // Stats reads only the rows that are not COMPLETED, through the partial index
 // of migration 003, so the periodic call stays cheap on an inbox of millions
-// of rows; Store.Status (command "inbox status") counts every row exactly.
+// of rows; Store.Counts (command "inbox status") counts every row exactly.
 //
 // # Logs
 //

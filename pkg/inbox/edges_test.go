@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -44,7 +43,7 @@ func TestTxRefusedAsTxBeginner(t *testing.T) {
 func TestConsumerPurgesOnSchedule(t *testing.T) {
 	t.Parallel()
 	const topic = "retained"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	ctx := context.Background()
 	if _, err := b.db.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,
@@ -55,17 +54,10 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	rc := startConsumer(t, &inbox.ConsumerConfig{
 		Brokers: k.Brokers, GroupID: "retained-group", Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 		SessionTimeout: time.Second, Handler: insertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
 	left := func() []string {
 		rows, err := b.db.Pool.Query(ctx, `SELECT consumer || '/' || message_id FROM inbox ORDER BY 1`)
 		if err != nil {
@@ -81,10 +73,7 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		ids := left()
 		return len(ids) == 3 && ids[1] == "billing/m-1", nil
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	rc.stop(t)
 	if ids := left(); ids[0] != "billing/failed" || ids[2] != "other/old" {
 		t.Fatalf("rows left %v", ids)
 	}

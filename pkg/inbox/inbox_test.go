@@ -78,6 +78,17 @@ func effects(t *testing.T, db *testenv.DB, key string) int {
 	return n
 }
 
+// wantEffectOnce fails t unless the effect of each key happened exactly
+// once.
+func wantEffectOnce(t *testing.T, db *testenv.DB, keys ...string) {
+	t.Helper()
+	for _, key := range keys {
+		if n := effects(t, db, key); n != 1 {
+			t.Fatalf("effect of %s happened %d times", key, n)
+		}
+	}
+}
+
 type row struct {
 	Status    string
 	Attempts  int
@@ -130,24 +141,32 @@ func deliverConcurrently(t *testing.T, workers int, deliver func(i int) (inbox.R
 	return results
 }
 
+// Concurrent deliveries of one message, and of another message ID with the
+// same business key and payload, run the handler once; the rest are
+// duplicates.
 func TestConcurrentDeliveriesProcessOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	ctx := context.Background()
-	const workers = 24
-	m := msg("m-1", "pay-1", `{"amount":1}`)
-	results := deliverConcurrently(t, workers, func(int) (inbox.Result, error) {
-		return b.in.Process(ctx, b.db.Pool, m, effect(m))
+	onBothPaths(t, inbox.Config{}, func(t *testing.T, b *bundle, p dbPath) {
+		ctx := context.Background()
+		const workers = 24
+		m := msg("m-1", "pay-1", `{"amount":1}`)
+		m2 := msg("m-2", "pay-1", `{"amount":1}`)
+		results := deliverConcurrently(t, workers, func(i int) (inbox.Result, error) {
+			if i%2 == 1 {
+				return p.process(ctx, m2)
+			}
+			return p.process(ctx, m)
+		})
+		if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
+			t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
+		}
+		if n := effects(t, b.db, "pay-1"); n != 1 {
+			t.Fatalf("side effect happened %d times, want 1", n)
+		}
+		if got := metricValue(t, b.reg, "pgoutbox_inbox_messages_total", "outcome", "duplicate"); got != workers-1 {
+			t.Fatalf("duplicate metric %v", got)
+		}
 	})
-	if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
-		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
-	}
-	if n := effects(t, b.db, "pay-1"); n != 1 {
-		t.Fatalf("side effect happened %d times, want 1", n)
-	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_messages_total", "outcome", "duplicate"); got != workers-1 {
-		t.Fatalf("duplicate metric %v", got)
-	}
 }
 
 func TestOutcomeMatrix(t *testing.T) {
@@ -368,45 +387,81 @@ func TestProcessTxInCallerTransaction(t *testing.T) {
 	}
 }
 
-func TestTwoPhaseLease(t *testing.T) {
-	t.Parallel()
-	b := setup(t, &inbox.Config{LeaseDuration: time.Hour})
-	ctx := context.Background()
-	m := msg("m-1", "pay-1", `{"amount":5}`)
-
-	// The first delivery holds the lease while its handler runs.
-	inHandler, release := make(chan struct{}), make(chan struct{})
-	firstDone := make(chan inbox.Result, 1)
+// heldExternal starts a two-phase delivery through deliver whose handler
+// runs handler; handler calls held once it holds the lease, which blocks
+// until release is called. heldExternal returns once held was called.
+func heldExternal(t *testing.T, deliver func(inbox.ExternalHandler) (inbox.Result, error),
+	handler func(ctx context.Context, held func()) (string, error)) (release func(), done <-chan delivered) {
+	t.Helper()
+	inHandler, rel := make(chan struct{}), make(chan struct{})
+	ch := make(chan delivered, 1)
 	go func() {
-		res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(ctx context.Context, key string) (string, error) {
-			close(inHandler)
-			<-release
-			return "charge-1", nil
+		res, err := deliver(func(ctx context.Context, _ string) (string, error) {
+			return handler(ctx, func() {
+				close(inHandler)
+				<-rel
+			})
 		})
-		if err != nil {
-			t.Error(err)
-		}
-		firstDone <- res
+		ch <- delivered{res, err}
 	}()
 	<-inHandler
-	res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(context.Context, string) (string, error) {
-		t.Error("handler ran under a live lease")
-		return "", nil
+	return func() { close(rel) }, ch
+}
+
+// delivered is what a delivery in the background returned.
+type delivered struct {
+	res inbox.Result
+	err error
+}
+
+// A two-phase delivery holds a lease while its handler runs: a second
+// delivery, on either path, answers Busy without running a handler; the
+// handler's request reference is recorded.
+func TestTwoPhaseLease(t *testing.T) {
+	t.Parallel()
+	onBothPaths(t, inbox.Config{LeaseDuration: time.Hour}, func(t *testing.T, b *bundle, p dbPath) {
+		ctx := context.Background()
+		m := msg("m-1", "pay-1", `{"amount":5}`)
+
+		// The first delivery holds the lease while its handler runs.
+		release, first := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+			return p.processExternal(ctx, m, h)
+		}, func(ctx context.Context, held func()) (string, error) {
+			if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
+				t.Errorf("attempt %+v, %v", a, ok)
+			}
+			if err := inbox.SaveRequestRef(ctx, "req-1"); err != nil {
+				t.Error(err)
+			}
+			if err := inbox.ExtendLease(ctx, 2*time.Hour); err != nil {
+				t.Error(err)
+			}
+			held()
+			return "charge-1", nil
+		})
+		res, err := p.processExternal(ctx, m, func(context.Context, string) (string, error) {
+			t.Error("handler ran under a live lease")
+			return "", nil
+		})
+		if err != nil || res.Outcome != inbox.Busy {
+			t.Fatalf("live lease: %+v, %v", res, err)
+		}
+		// The transactional path respects the lease too.
+		if res, err := p.process(ctx, m); err != nil || res.Outcome != inbox.Busy {
+			t.Fatalf("live lease, tx path: %+v, %v", res, err)
+		}
+		release()
+		if d := <-first; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "charge-1" || d.res.IdempotencyKey != "pay-1" {
+			t.Fatalf("first delivery %+v, %v", d.res, d.err)
+		}
+		if res, err := p.processExternal(ctx, m, nil); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
+			t.Fatalf("after completion %+v, %v", res, err)
+		}
+		var ref string
+		if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
+			t.Fatalf("request_ref %q, %v", ref, err)
+		}
 	})
-	if err != nil || res.Outcome != inbox.Busy {
-		t.Fatalf("live lease: %+v, %v", res, err)
-	}
-	// The transactional path respects the lease too.
-	if res, err := b.in.Process(ctx, b.db.Pool, m, effect(m)); err != nil || res.Outcome != inbox.Busy {
-		t.Fatalf("live lease, tx path: %+v, %v", res, err)
-	}
-	close(release)
-	if res := <-firstDone; res.Outcome != inbox.Processed || res.ResultRef != "charge-1" || res.IdempotencyKey != "pay-1" {
-		t.Fatalf("first delivery %+v", res)
-	}
-	if res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, nil); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
-		t.Fatalf("after completion %+v, %v", res, err)
-	}
 }
 
 func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
@@ -416,18 +471,12 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 	m := msg("m-1", "pay-1", `{"amount":5}`)
 
 	// A worker claims and "crashes" inside its handler: its lease stays.
-	crash := errors.New("crash")
-	inHandler, release := make(chan struct{}), make(chan struct{})
-	crashed := make(chan error, 1)
-	go func() {
-		_, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(ctx context.Context, key string) (string, error) {
-			close(inHandler)
-			<-release
-			return "", crash
-		})
-		crashed <- err
-	}()
-	<-inHandler
+	release, crashed := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+	}, func(_ context.Context, held func()) (string, error) {
+		held()
+		return "", errors.New("crash")
+	})
 	// Expire the lease.
 	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
@@ -448,8 +497,8 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 		t.Fatalf("takeover %+v, %v, key %q", res, err, gotKey)
 	}
 	// The crashed worker comes back: its late failure must not overwrite.
-	close(release)
-	if err := <-crashed; !errors.Is(err, inbox.ErrLeaseLost) {
+	release()
+	if err := (<-crashed).err; !errors.Is(err, inbox.ErrLeaseLost) {
 		t.Fatalf("late worker error %v, want ErrLeaseLost", err)
 	}
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "charge-1" {

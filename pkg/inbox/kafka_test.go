@@ -2,13 +2,24 @@ package inbox_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
+
+// newKafka starts a broker holding topic with the given number of
+// partitions, which lets consumer groups use a short session timeout.
+func newKafka(t *testing.T, topic string, partitions int) *testenv.Kafka {
+	return testenv.NewKafka(t, kfake.SeedTopics(int32(partitions), topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+}
 
 // rec is a record to produce; Partition picks the partition exactly.
 type rec struct {
@@ -78,4 +89,75 @@ func committedOffsets(t *testing.T, brokers []string, group, topic string, parti
 		out[p.Partition] = p.CommittedOffset
 	}
 	return out
+}
+
+// runningConsumer is a consumer whose Run goes on in the background.
+type runningConsumer struct {
+	cfg    *inbox.ConsumerConfig
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startConsumer starts a consumer with cfg; stop ends it (the test's end
+// cancels it too).
+func startConsumer(t *testing.T, cfg *inbox.ConsumerConfig) *runningConsumer {
+	t.Helper()
+	c, err := inbox.NewConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rc := &runningConsumer{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
+	go func() { rc.done <- c.Run(ctx) }()
+	return rc
+}
+
+// waitOffsets waits until the committed offset of every partition in want
+// is want's; Run returning first fails t.
+func (rc *runningConsumer) waitOffsets(t *testing.T, want map[int]int64) {
+	t.Helper()
+	testenv.WaitFor(t, time.Minute, fmt.Sprintf("offsets %v committed", want), func() (bool, error) {
+		select {
+		case err := <-rc.done:
+			t.Fatalf("Run stopped early: %v", err)
+		default:
+		}
+		offs := committedOffsets(t, rc.cfg.Brokers, rc.cfg.GroupID, rc.cfg.Topics[0], len(want))
+		for p, off := range want {
+			if offs[p] != off {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// stop stops the consumer gracefully and fails t unless Run returns nil.
+func (rc *runningConsumer) stop(t *testing.T) {
+	t.Helper()
+	rc.cancel()
+	if err := <-rc.done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// runConsumer runs a consumer with cfg until every partition's committed
+// offset reaches want, then stops it gracefully.
+func runConsumer(t *testing.T, cfg *inbox.ConsumerConfig, want map[int]int64) {
+	t.Helper()
+	rc := startConsumer(t, cfg)
+	rc.waitOffsets(t, want)
+	rc.stop(t)
+}
+
+// deadLetters waits until topic dlq holds n records and fails t if it
+// holds more.
+func deadLetters(t *testing.T, brokers []string, dlq string, n int) []testenv.Record {
+	t.Helper()
+	recs := testenv.WaitForRecords(t, brokers, dlq, n, time.Minute)
+	if len(recs) != n {
+		t.Fatalf("%s holds %d records, want %d", dlq, len(recs), n)
+	}
+	return recs
 }

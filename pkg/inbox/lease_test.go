@@ -32,36 +32,31 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 		t.Fatalf("handler past its lease: %+v, %v", res, err)
 	}
 
-	inHandler, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.in.ProcessExternal(ctx, b.db.Pool, msg("m-1", "k-1", `{}`), func(ctx context.Context, key string) (string, error) {
-			a, _ := inbox.AttemptFromContext(ctx)
-			if a.Number != 2 || a.PreviousStart.IsZero() {
-				t.Errorf("second attempt %+v", a)
-			}
-			if err := inbox.ExtendLease(ctx, time.Hour); err != nil {
-				t.Errorf("ExtendLease: %v", err)
-			}
-			if d, _ := inbox.LeaseDeadline(ctx); time.Until(d) < 59*time.Minute {
-				t.Errorf("LeaseDeadline after ExtendLease(1h): %v from now", time.Until(d))
-			}
-			if err := inbox.SaveRequestRef(ctx, "req-2"); err != nil {
-				t.Errorf("SaveRequestRef: %v", err)
-			}
-			close(inHandler)
-			<-release
-			if err := inbox.SaveRequestRef(ctx, "req-late"); !errors.Is(err, inbox.ErrLeaseLost) {
-				t.Errorf("SaveRequestRef after a takeover: %v", err)
-			}
-			if err := inbox.ExtendLease(ctx, time.Hour); !errors.Is(err, inbox.ErrLeaseLost) {
-				t.Errorf("ExtendLease after a takeover: %v", err)
-			}
-			return "late", ctx.Err() // the extended lease keeps ctx alive
-		})
-		done <- err
-	}()
-	<-inHandler
+	release, done := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+		return b.in.ProcessExternal(ctx, b.db.Pool, msg("m-1", "k-1", `{}`), h)
+	}, func(ctx context.Context, held func()) (string, error) {
+		a, _ := inbox.AttemptFromContext(ctx)
+		if a.Number != 2 || a.PreviousStart.IsZero() {
+			t.Errorf("second attempt %+v", a)
+		}
+		if err := inbox.ExtendLease(ctx, time.Hour); err != nil {
+			t.Errorf("ExtendLease: %v", err)
+		}
+		if d, _ := inbox.LeaseDeadline(ctx); time.Until(d) < 59*time.Minute {
+			t.Errorf("LeaseDeadline after ExtendLease(1h): %v from now", time.Until(d))
+		}
+		if err := inbox.SaveRequestRef(ctx, "req-2"); err != nil {
+			t.Errorf("SaveRequestRef: %v", err)
+		}
+		held()
+		if err := inbox.SaveRequestRef(ctx, "req-late"); !errors.Is(err, inbox.ErrLeaseLost) {
+			t.Errorf("SaveRequestRef after a takeover: %v", err)
+		}
+		if err := inbox.ExtendLease(ctx, time.Hour); !errors.Is(err, inbox.ErrLeaseLost) {
+			t.Errorf("ExtendLease after a takeover: %v", err)
+		}
+		return "late", ctx.Err() // the extended lease keeps ctx alive
+	})
 	if _, ok := inbox.LeaseDeadline(ctx); ok {
 		t.Error("LeaseDeadline outside a two-phase handler reports a lease")
 	}
@@ -83,8 +78,8 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 	if err != nil || res.Outcome != inbox.Processed || !res.Reconciled || res.ResultRef != "ch-1" {
 		t.Fatalf("takeover: %+v, %v", res, err)
 	}
-	close(release)
-	if err := <-done; !errors.Is(err, inbox.ErrLeaseLost) {
+	release()
+	if err := (<-done).err; !errors.Is(err, inbox.ErrLeaseLost) {
 		t.Fatalf("late owner: %v, want ErrLeaseLost", err)
 	}
 	if err := inbox.SaveRequestRef(ctx, "x"); err == nil {

@@ -7,43 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
-
-// runConsumer runs a consumer with cfg until every partition's committed
-// offset reaches want, then stops it gracefully.
-func runConsumer(t *testing.T, cfg *inbox.ConsumerConfig, want map[int]int64) {
-	t.Helper()
-	c, err := inbox.NewConsumer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	testenv.WaitFor(t, time.Minute, "offsets committed to the end", func() (bool, error) {
-		select {
-		case err := <-done:
-			t.Fatalf("Run stopped early: %v", err)
-		default:
-		}
-		offs := committedOffsets(t, cfg.Brokers, cfg.GroupID, cfg.Topics[0], len(want))
-		for p, off := range want {
-			if offs[p] != off {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-}
 
 // Keys Postgres cannot store never block their partition: each record is
 // dead-lettered with reason invalid-key before the claim, and the valid
@@ -51,7 +16,7 @@ func runConsumer(t *testing.T, cfg *inbox.ConsumerConfig, want map[int]int64) {
 func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "poison", "poison-group", "poison.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	long := strings.Repeat("k", 3000)
 	produce(t, k.Brokers, topic,
@@ -84,15 +49,8 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 			t.Fatalf("%s: results %+v, want one DeadLettered (invalid-key)", id, rs)
 		}
 	}
-	for _, key := range []string{"k-1", "k-2", "k-3"} {
-		if n := effects(t, b.db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 3, time.Minute)
-	if len(recs) != 3 {
-		t.Fatalf("%d dead letters, want 3", len(recs))
-	}
+	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3")
+	recs := deadLetters(t, k.Brokers, dlq, 3)
 	wantErr := map[string]string{"bad-long": "3000 bytes long", "bad-utf8": "not valid UTF-8", "bad-nul": "NUL byte"}
 	for _, r := range recs {
 		id, _ := r.Header("message-id")
@@ -113,7 +71,7 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "refused", "refused-group", "refused.dlq"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	// Stands in for any data exception (class 22) the claim can meet.
 	if _, err := b.db.Pool.Exec(context.Background(), `
@@ -152,8 +110,8 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 	if n := effects(t, b.db, "k-1"); n != 1 {
 		t.Fatalf("effect of the record behind it happened %d times", n)
 	}
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 1, time.Minute)
-	if text, _ := recs[0].Header("dlq-error"); len(recs) != 1 || !strings.Contains(text, "22023") {
+	recs := deadLetters(t, k.Brokers, dlq, 1)
+	if text, _ := recs[0].Header("dlq-error"); !strings.Contains(text, "22023") {
 		t.Fatalf("dead letters %+v", recs)
 	}
 }

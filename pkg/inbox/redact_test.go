@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -30,7 +29,7 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 	}
 	var logs testenv.SyncBuffer
 	tokenParam := regexp.MustCompile(`token=[^&\s]*`)
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, &inbox.Config{
 		MaxAttempts: 2, Backoff: func(int) time.Duration { return time.Millisecond },
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
@@ -38,25 +37,16 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 			return tokenParam.ReplaceAllString(err.Error(), "token=REDACTED")
 		},
 	})
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	rc := startConsumer(t, &inbox.ConsumerConfig{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			return "", errors.New(`POST https://api.example.com/v1/charge?token=` + token + `: 502 Bad Gateway`)
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: key, Value: `{"v":1}`})
 	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 1, time.Minute)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	rc.stop(t)
 
 	r := readRow(t, b.db, "billing", "m-1")
 	if r.LastError == nil || !strings.Contains(*r.LastError, "token=REDACTED") || strings.Contains(*r.LastError, token) {

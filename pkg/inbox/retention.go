@@ -20,8 +20,8 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Store administers an inbox table across consumers: status, listing,
-// retention and revival. The command inbox is built on it.
+// Store administers an inbox table across consumers: counts per status,
+// listing, retention and revival. The command inbox is built on it.
 type Store struct {
 	table string // sanitized
 }
@@ -51,16 +51,16 @@ type StatusCount struct {
 	Stuck int64
 }
 
-// Status counts rows per consumer and status (consumer "" means all), in
-// consumer and state-machine order.
-func (s *Store) Status(ctx context.Context, q Querier, consumer string) ([]StatusCount, error) {
+// Counts counts rows per consumer and status (consumer "" means all), in
+// consumer and state-machine order. The command "inbox status" prints it.
+func (s *Store) Counts(ctx context.Context, q Querier, consumer string) ([]StatusCount, error) {
 	rows, err := q.Query(ctx, `SELECT consumer, status, count(*), min(received_at),
 		count(*) FILTER (WHERE status = 'PROCESSING' AND coalesce(locked_until < now(), true))
 		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1)
 		GROUP BY consumer, status
 		ORDER BY consumer, array_position(ARRAY['RECEIVED','PROCESSING','COMPLETED','FAILED_RETRYABLE','FAILED_FINAL'], status)`, consumer)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: status: %w", err)
+		return nil, fmt.Errorf("inbox: counts: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatusCount, error) {
 		var c StatusCount
@@ -68,9 +68,17 @@ func (s *Store) Status(ctx context.Context, q Querier, consumer string) ([]Statu
 		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("inbox: status: %w", err)
+		return nil, fmt.Errorf("inbox: counts: %w", err)
 	}
 	return out, nil
+}
+
+// Status is Counts.
+//
+// Deprecated: Use Counts. Status is the name of a row's state (type
+// Status); the per-status counts are Counts.
+func (s *Store) Status(ctx context.Context, q Querier, consumer string) ([]StatusCount, error) {
+	return s.Counts(ctx, q, consumer)
 }
 
 // HasRows reports whether consumer has any row in the table.
@@ -276,7 +284,7 @@ const statsQuery = `SELECT status, count(*), min(received_at),
 
 // Stats counts this consumer's rows per unfinished status (every status but
 // COMPLETED: count those with pgoutbox_inbox_messages_total, or exactly with
-// Store.Status) and sets the gauges pgoutbox_inbox_stuck_processing,
+// Store.Counts) and sets the gauges pgoutbox_inbox_stuck_processing,
 // pgoutbox_inbox_unfinished and pgoutbox_inbox_oldest_unfinished_seconds.
 // It reads only those rows, through an index, so it stays cheap on an inbox
 // of millions of COMPLETED rows. Call it periodically (the consumer loop

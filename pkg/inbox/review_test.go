@@ -49,26 +49,21 @@ func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 }
 
 // hangingDelivery starts a two-phase delivery whose handler "crashes": it
-// blocks until release is closed, and its lease is then expired by the test,
-// as if the process had died holding it. It returns the delivery's error.
-func hangingDelivery(t *testing.T, b *bundle, m inbox.Message, ref string) (release func(), done <-chan error) {
+// blocks until release is called, and its lease is then expired by the test,
+// as if the process had died holding it.
+func hangingDelivery(t *testing.T, b *bundle, m inbox.Message, ref string) (release func(), done <-chan delivered) {
 	t.Helper()
 	ctx := context.Background()
-	inHandler, rel := make(chan struct{}), make(chan struct{})
-	ch := make(chan error, 1)
-	go func() {
-		_, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(context.Context, string) (string, error) {
-			close(inHandler)
-			<-rel
-			return ref, nil
-		})
-		ch <- err
-	}()
-	<-inHandler
+	rel, d := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+	}, func(_ context.Context, held func()) (string, error) {
+		held()
+		return ref, nil
+	})
 	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second' WHERE status = 'PROCESSING'`); err != nil {
 		t.Fatal(err)
 	}
-	return func() { close(rel) }, ch
+	return rel, d
 }
 
 // A handler that crashes the process every time (its lease expires without
@@ -99,8 +94,8 @@ func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
 	}
 	release1()
 	release2()
-	for _, done := range []<-chan error{done1, done2} {
-		if err := <-done; !errors.Is(err, inbox.ErrLeaseLost) {
+	for _, done := range []<-chan delivered{done1, done2} {
+		if err := (<-done).err; !errors.Is(err, inbox.ErrLeaseLost) {
 			t.Fatalf("crashed worker: %v, want ErrLeaseLost", err)
 		}
 	}
@@ -129,27 +124,19 @@ func TestStaleWorkerCannotCompleteRevivedClaim(t *testing.T) {
 		t.Fatalf("revive %d, %v", n, err)
 	}
 	// The revived message is claimed again: attempt 1 once more.
-	inHandler, release := make(chan struct{}), make(chan struct{})
-	fresh := make(chan inbox.Result, 1)
-	go func() {
-		res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(context.Context, string) (string, error) {
-			close(inHandler)
-			<-release
-			return "fresh", nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		fresh <- res
-	}()
-	<-inHandler
+	release, fresh := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+	}, func(_ context.Context, held func()) (string, error) {
+		held()
+		return "fresh", nil
+	})
 	releaseStale()
-	if err := <-staleDone; !errors.Is(err, inbox.ErrLeaseLost) {
+	if err := (<-staleDone).err; !errors.Is(err, inbox.ErrLeaseLost) {
 		t.Fatalf("stale worker: %v, want ErrLeaseLost", err)
 	}
-	close(release)
-	if res := <-fresh; res.Outcome != inbox.Processed || res.ResultRef != "fresh" {
-		t.Fatalf("revived delivery %+v", res)
+	release()
+	if d := <-fresh; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "fresh" {
+		t.Fatalf("revived delivery %+v, %v", d.res, d.err)
 	}
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || *r.ResultRef != "fresh" {
 		t.Fatalf("row %+v", r)

@@ -4,17 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -38,29 +34,67 @@ func sqlEffect(msg inbox.Message) inbox.SQLTxHandler {
 	}
 }
 
-func TestSQLConcurrentDeliveriesProcessOnce(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	db := sqlDB(t, b)
-	ctx := context.Background()
-	const workers = 24
-	m := msg("m-1", "pay-1", `{"amount":1}`)
-	// A second message ID with the same business key and payload is a
-	// duplicate too.
-	m2 := msg("m-2", "pay-1", `{"amount":1}`)
-	results := deliverConcurrently(t, workers, func(i int) (inbox.Result, error) {
-		d := m
-		if i%2 == 1 {
-			d = m2
-		}
-		return b.in.ProcessSQL(ctx, db, d, sqlEffect(d))
+// dbPath is one of the inbox's two database paths, pgx or database/sql,
+// bound to a bundle's database.
+type dbPath struct {
+	// process delivers m with a handler that writes its effect row (effect
+	// or sqlEffect).
+	process func(ctx context.Context, m inbox.Message) (inbox.Result, error)
+	// processExternal delivers m on the two-phase path.
+	processExternal func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error)
+	// consumeWith sets cfg's database and a handler that writes the
+	// message's effect row and then fails with fail's error (nil: success).
+	consumeWith func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error)
+}
+
+// onBothPaths runs test in parallel subtests on pgx and on database/sql,
+// each on a bundle of its own made with a copy of cfg.
+func onBothPaths(t *testing.T, cfg inbox.Config, test func(t *testing.T, b *bundle, p dbPath)) {
+	t.Run("pgx", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		b := setup(t, &c)
+		test(t, b, dbPath{
+			process: func(ctx context.Context, m inbox.Message) (inbox.Result, error) {
+				return b.in.Process(ctx, b.db.Pool, m, effect(m))
+			},
+			processExternal: func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
+				return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+			},
+			consumeWith: func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error) {
+				cfg.DB = b.db.Pool
+				cfg.Handler = func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+					if _, err := effect(msg)(ctx, tx); err != nil {
+						return "", err
+					}
+					return "", fail(msg)
+				}
+			},
+		})
 	})
-	if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
-		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
-	}
-	if n := effects(t, b.db, "pay-1"); n != 1 {
-		t.Fatalf("side effect happened %d times, want 1", n)
-	}
+	t.Run("database/sql", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		b := setup(t, &c)
+		db := sqlDB(t, b)
+		test(t, b, dbPath{
+			process: func(ctx context.Context, m inbox.Message) (inbox.Result, error) {
+				return b.in.ProcessSQL(ctx, db, m, sqlEffect(m))
+			},
+			processExternal: func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
+				return b.in.ProcessExternalSQL(ctx, db, m, h)
+			},
+			consumeWith: func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error) {
+				cfg.SQLDB = db
+				cfg.SQLHandler = func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
+					if _, err := sqlEffect(msg)(ctx, tx); err != nil {
+						return "", err
+					}
+					return "", fail(msg)
+				}
+			},
+		})
+	})
 }
 
 func TestSQLHandlerErrorRollsBack(t *testing.T) {
@@ -176,137 +210,11 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 	}
 }
 
-func TestSQLTwoPhase(t *testing.T) {
-	t.Parallel()
-	b := setup(t, &inbox.Config{LeaseDuration: time.Hour})
-	db := sqlDB(t, b)
-	ctx := context.Background()
-	m := msg("m-1", "pay-1", `{"amount":5}`)
-
-	inHandler, release := make(chan struct{}), make(chan struct{})
-	firstDone := make(chan inbox.Result, 1)
-	go func() {
-		res, err := b.in.ProcessExternalSQL(ctx, db, m, func(ctx context.Context, key string) (string, error) {
-			if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
-				t.Errorf("attempt %+v, %v", a, ok)
-			}
-			if err := inbox.SaveRequestRef(ctx, "req-1"); err != nil {
-				t.Error(err)
-			}
-			if err := inbox.ExtendLease(ctx, 2*time.Hour); err != nil {
-				t.Error(err)
-			}
-			close(inHandler)
-			<-release
-			return "charge-1", nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		firstDone <- res
-	}()
-	<-inHandler
-	res, err := b.in.ProcessExternalSQL(ctx, db, m, func(context.Context, string) (string, error) {
-		t.Error("handler ran under a live lease")
-		return "", nil
-	})
-	if err != nil || res.Outcome != inbox.Busy {
-		t.Fatalf("live lease: %+v, %v", res, err)
-	}
-	if res, err := b.in.ProcessSQL(ctx, db, m, sqlEffect(m)); err != nil || res.Outcome != inbox.Busy {
-		t.Fatalf("live lease, tx path: %+v, %v", res, err)
-	}
-	close(release)
-	if res := <-firstDone; res.Outcome != inbox.Processed || res.ResultRef != "charge-1" || res.IdempotencyKey != "pay-1" {
-		t.Fatalf("first delivery %+v", res)
-	}
-	if res, err := b.in.ProcessExternalSQL(ctx, db, m, nil); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
-		t.Fatalf("after completion %+v, %v", res, err)
-	}
-	var ref string
-	if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
-		t.Fatalf("request_ref %q, %v", ref, err)
-	}
-}
-
-// The consumer loop on database/sql: batches, one-at-a-time retries,
-// duplicates and dead letters, with offsets committed to the end and one
-// effect per business key.
-func TestSQLConsumerLoop(t *testing.T) {
-	t.Parallel()
-	const topic, group = "sqlpay", "sqlpay-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(2, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
-	db := sqlDB(t, b)
-	var recs []rec
-	for i := range 40 {
-		p := i % 2
-		recs = append(recs, rec{Partition: p, ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
-		switch i {
-		case 3, 30:
-			recs = append(recs, recs[len(recs)-1]) // the same message again
-		case 6:
-			recs = append(recs, rec{Partition: p, ID: "n-6", Key: "k-6", Value: `{"i":6}`}) // new ID, same key and payload
-		case 9:
-			recs = append(recs, rec{Partition: p, ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // a conflict
-		}
-	}
-	produce(t, k.Brokers, topic, recs...)
-	want := map[int]int64{}
-	for _, r := range recs {
-		want[r.Partition]++
-	}
-
-	var (
-		mu      sync.Mutex
-		got     = map[inbox.Outcome]int{}
-		flakyOK atomic.Bool
-	)
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, SQLDB: db,
-		DeadLetterTopic: "sqlpay.dlq", SessionTimeout: time.Second, BatchSize: 8, StatsInterval: 10 * time.Millisecond,
-		Retention: time.Hour,
-		SQLHandler: func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
-			if _, err := sqlEffect(msg)(ctx, tx); err != nil {
-				return "", err
-			}
-			if msg.ID == "m-12" && !flakyOK.Swap(true) {
-				return "", errors.New("flaky")
-			}
-			return "", nil
-		},
-		OnResult: func(msg inbox.Message, res inbox.Result) {
-			mu.Lock()
-			got[res.Outcome]++
-			mu.Unlock()
-		},
-	}, want)
-	mu.Lock()
-	defer mu.Unlock()
-	if got[inbox.Processed] != 40 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || got[inbox.Retry] != 1 {
-		t.Fatalf("outcomes %v", got)
-	}
-	var rows, keys int
-	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
-		t.Fatal(err)
-	}
-	if rows != 40 || keys != 40 {
-		t.Fatalf("effect rows %d for %d keys, want 40 and 40", rows, keys)
-	}
-	if r := readRow(t, b.db, "billing", "m-12"); r.Status != "COMPLETED" || r.Attempts != 2 {
-		t.Fatalf("retried message's row %+v", r)
-	}
-	dl := testenv.WaitForRecords(t, k.Brokers, "sqlpay.dlq", 1, time.Minute)
-	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict || len(dl) != 1 {
-		t.Fatalf("dead letters %+v", dl)
-	}
-}
-
 // The two-phase consumer loop on database/sql.
 func TestSQLConsumerExternal(t *testing.T) {
 	t.Parallel()
 	const topic, group = "sqlext", "sqlext-group"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
 	db := sqlDB(t, b)
 	produce(t, k.Brokers, topic,

@@ -251,16 +251,61 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *Config, m *metrics,
 // backfillTx publishes the rows opts selects, read in tx, through sk.
 func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *metrics, sk *sink, opts BackfillOptions) (int, error) {
 	table, _ := pgname.Parse(c.Table, "public")
-	names, types, err := readColumns(ctx, tx, table)
-	if err != nil {
-		return 0, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
-	}
-	// Read every column as text, in the table's order, so that the
-	// decoder's layout applies as it does to a pgoutput tuple.
-	l, err := checkColumns(table.String(), names, types)
+	names, l, err := backfillColumns(ctx, tx, table)
 	if err != nil {
 		return 0, err
 	}
+	q, args := backfillQuery(table, names, opts)
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+	}
+	defer rows.Close()
+	dec := newDecoder(c, nil) // rows come from the table: no relation messages to resolve
+	row := newTextRow(len(names))
+	out := backfillBatches{sk: sk, size: c.BatchSize, progress: opts.Progress}
+	for rows.Next() {
+		if err := rows.Scan(row.dest...); err != nil {
+			return out.published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+		}
+		// The commit time is unknown here; created_at stands for it.
+		dec.commitTime = row.createdAt
+		ev := dec.rowEvent(&l, row.tuple())
+		if ev.invalid != nil {
+			if c.OnInvalid == InvalidStop {
+				m.invalid.WithLabelValues(ev.invalid.Reason).Inc()
+				return out.published, permanent(ev.invalid)
+			}
+			deadLetter(c, m, &ev)
+		}
+		if err := out.add(ctx, ev, row.createdAt); err != nil {
+			return out.published, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return out.published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+	}
+	return out.published, out.flush(ctx)
+}
+
+// backfillColumns reads the table's column names, in the table's order,
+// and the decoder's layout for them.
+func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table) ([]string, layout, error) {
+	names, types, err := readColumns(ctx, tx, table)
+	if err != nil {
+		return nil, layout{}, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
+	}
+	l, err := checkColumns(table.String(), names, types)
+	if err != nil {
+		return nil, layout{}, err
+	}
+	return names, l, nil
+}
+
+// backfillQuery selects created_at and then every column as text, in the
+// table's order, so that the decoder's layout applies as it does to a
+// pgoutput tuple; ordered by created_at then id.
+func backfillQuery(table pgname.Table, names []string, opts BackfillOptions) (string, []any) {
 	cols := make([]string, len(names))
 	for i, n := range names {
 		cols[i] = "o." + pgx.Identifier{n}.Sanitize() + "::text"
@@ -275,69 +320,69 @@ func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *metrics, sk *sink,
 		args = append(args, opts.AggregateType)
 		q += fmt.Sprintf(` AND o.aggregate_type = $%d`, len(args))
 	}
-	q += ` ORDER BY o.created_at, o.id`
-	rows, err := tx.Query(ctx, q, args...)
-	if err != nil {
-		return 0, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+	return q + ` ORDER BY o.created_at, o.id`, args
+}
+
+// textRow is the scan target of one backfillQuery row.
+type textRow struct {
+	createdAt time.Time
+	vals      []*string
+	dest      []any
+}
+
+func newTextRow(n int) *textRow {
+	r := &textRow{vals: make([]*string, n), dest: make([]any, n+1)}
+	r.dest[0] = &r.createdAt
+	for i := range r.vals {
+		r.dest[i+1] = &r.vals[i]
 	}
-	defer rows.Close()
-	dec := newDecoder(c, nil) // rows come from the table: no relation messages to resolve
-	var (
-		batch     []event
-		published int
-		last      time.Time
-	)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
+	return r
+}
+
+// tuple is the row as pgoutput would send it: text columns, NULL as null.
+func (r *textRow) tuple() []tupleColumn {
+	tuple := make([]tupleColumn, len(r.vals))
+	for i, v := range r.vals {
+		if v == nil {
+			tuple[i] = tupleColumn{kind: pglogrepl.TupleDataTypeNull}
+			continue
 		}
-		if err := sk.publish(ctx, batch); err != nil {
-			return err
-		}
-		published += len(batch)
-		batch = batch[:0]
-		if opts.Progress != nil {
-			opts.Progress(published, last)
-		}
+		tuple[i] = tupleColumn{kind: pglogrepl.TupleDataTypeText, data: []byte(*v)}
+	}
+	return tuple
+}
+
+// backfillBatches publishes events in batches of size, reporting progress
+// after each with the created_at of the last row read.
+type backfillBatches struct {
+	sk        *sink
+	size      int
+	progress  func(published int, createdAt time.Time)
+	batch     []event
+	published int
+	last      time.Time
+}
+
+func (b *backfillBatches) add(ctx context.Context, ev event, createdAt time.Time) error {
+	b.batch = append(b.batch, ev)
+	b.last = createdAt
+	if len(b.batch) >= b.size {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+func (b *backfillBatches) flush(ctx context.Context) error {
+	if len(b.batch) == 0 {
 		return nil
 	}
-	vals := make([]*string, len(names))
-	dest := make([]any, len(names)+1)
-	dest[0] = &last
-	for i := range vals {
-		dest[i+1] = &vals[i]
+	if err := b.sk.publish(ctx, b.batch); err != nil {
+		return err
 	}
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
-		}
-		tuple := make([]tupleColumn, len(vals))
-		for i, v := range vals {
-			if v == nil {
-				tuple[i] = tupleColumn{kind: pglogrepl.TupleDataTypeNull}
-				continue
-			}
-			tuple[i] = tupleColumn{kind: pglogrepl.TupleDataTypeText, data: []byte(*v)}
-		}
-		// The commit time is unknown here; created_at stands for it.
-		dec.commitTime = last
-		ev := dec.rowEvent(&l, tuple)
-		if ev.invalid != nil {
-			if c.OnInvalid == InvalidStop {
-				m.invalid.WithLabelValues(ev.invalid.Reason).Inc()
-				return published, permanent(ev.invalid)
-			}
-			deadLetter(c, m, &ev)
-		}
-		batch = append(batch, ev)
-		if len(batch) >= c.BatchSize {
-			if err := flush(); err != nil {
-				return published, err
-			}
-		}
+	b.published += len(b.batch)
+	b.batch = b.batch[:0]
+	if b.progress != nil {
+		b.progress(b.published, b.last)
 	}
-	if err := rows.Err(); err != nil {
-		return published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
-	}
-	return published, flush()
+	return nil
 }

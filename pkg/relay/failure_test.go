@@ -90,38 +90,11 @@ func TestBrokerOutage(t *testing.T) {
 	t.Logf("%d polls of confirmed_flush_lsn during the outage", polls)
 }
 
-func missingIDs(recs []testenv.Record, ids []string) int {
-	seen := make(map[string]bool, len(recs))
-	for _, r := range recs {
-		id, _ := r.Header("message-id")
-		seen[id] = true
-	}
-	missing := 0
-	for _, id := range ids {
-		if !seen[id] {
-			missing++
-		}
-	}
-	return missing
-}
-
-// waitForIDs reads topic with kcat until every ID is there (duplicates
-// allowed) and returns the records.
-func waitForIDs(t *testing.T, brokers []string, topic string, ids []string, timeout time.Duration) []testenv.Record {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		recs := testenv.WaitForRecords(t, brokers, topic, len(ids), time.Until(deadline))
-		n := missingIDs(recs, ids)
-		if n == 0 {
-			return recs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages missing from %s after %v", n, len(ids), topic, timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+// waitForIDs and missingIDs are testenv's, shared with test/e2e.
+var (
+	waitForIDs = testenv.WaitForIDs
+	missingIDs = testenv.MissingIDs
+)
 
 // With the outbox idle and another table busy, the slot's confirmed
 // position follows the WAL, so the slot does not pin it.

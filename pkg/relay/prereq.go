@@ -83,26 +83,49 @@ func CheckPrerequisites(ctx context.Context, cfg *Config) error {
 // checks for Setup, which also creates the table and its migration
 // bookkeeping and never honours NoCreate.
 func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) error {
-	creating := setup || !c.NoCreate
 	table, err := pgname.Parse(c.Table, "public")
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	var s struct {
-		walLevel                          string
-		maxSlots, usedSlots               int
-		maxSenders, usedSenders           int
-		user, database                    string
-		super, replication, rdsRepl       bool
-		plat                              string
-		schemaExists, schemaCreate        bool
-		tableExists, tableOwner, dbCreate bool
-		bookkeeping                       bool
-		slotExists, slotActive, pubExists bool
-		stateExists, stateWrite           bool
-		tableSelect, tableDelete          bool
+	f, err := readPrereqFacts(ctx, conn, c, table)
+	if err != nil {
+		return fmt.Errorf("relay: check prerequisites: %w", err)
 	}
-	err = conn.QueryRow(ctx, `
+	p := &prereqCheck{
+		f: f, c: c, table: table, setup: setup, creating: setup || !c.NoCreate,
+		plat: map[string]platform{"rds": rds, "cloudsql": cloudSQL, "azure": azure}[f.plat],
+		user: pgx.Identifier{f.user}.Sanitize(),
+	}
+	p.checkServer()
+	p.checkReplicationRole()
+	p.checkCreate()
+	p.checkRunRights()
+	if len(p.problems) == 0 {
+		return nil
+	}
+	return &PrerequisitesError{Problems: p.problems}
+}
+
+// prereqFacts is what the server says about itself, the role and the
+// objects of c, in one query.
+type prereqFacts struct {
+	walLevel                          string
+	maxSlots, usedSlots               int
+	maxSenders, usedSenders           int
+	user, database                    string
+	super, replication, rdsRepl       bool
+	plat                              string
+	schemaExists, schemaCreate        bool
+	tableExists, tableOwner, dbCreate bool
+	bookkeeping                       bool
+	slotExists, slotActive, pubExists bool
+	stateExists, stateWrite           bool
+	tableSelect, tableDelete          bool
+}
+
+func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table) (prereqFacts, error) {
+	var s prereqFacts
+	err := conn.QueryRow(ctx, `
 		SELECT current_setting('wal_level'),
 			current_setting('max_replication_slots')::int,
 			(SELECT count(*) FROM pg_replication_slots)::int,
@@ -140,80 +163,112 @@ func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *Config, setup bo
 		&s.schemaExists, &s.schemaCreate, &s.tableExists, &s.tableOwner, &s.dbCreate,
 		&s.bookkeeping, &s.slotExists, &s.slotActive, &s.pubExists,
 		&s.stateExists, &s.stateWrite, &s.tableSelect, &s.tableDelete)
-	if err != nil {
-		return fmt.Errorf("relay: check prerequisites: %w", err)
-	}
-	plat := map[string]platform{"rds": rds, "cloudsql": cloudSQL, "azure": azure}[s.plat]
-	user := pgx.Identifier{s.user}.Sanitize()
-	var problems []Problem
-	add := func(check, detail, fix string) { problems = append(problems, Problem{check, detail, fix}) }
+	return s, err
+}
 
+// prereqCheck turns prereqFacts into Problems.
+type prereqCheck struct {
+	f        prereqFacts
+	c        *Config
+	table    pgname.Table
+	setup    bool // checking for Setup
+	creating bool // a missing publication or slot would be created
+	plat     platform
+	user     string // the role, quoted for a statement
+	problems []Problem
+}
+
+func (p *prereqCheck) add(check, detail, fix string) {
+	p.problems = append(p.problems, Problem{check, detail, fix})
+}
+
+// checkServer checks the settings: wal_level, free slots, free WAL senders.
+func (p *prereqCheck) checkServer() {
+	s := p.f
 	if s.walLevel != "logical" {
-		add("wal_level", fmt.Sprintf("wal_level is %s; logical decoding needs logical", s.walLevel), walLevelFix(plat))
+		p.add("wal_level", fmt.Sprintf("wal_level is %s; logical decoding needs logical", s.walLevel), walLevelFix(p.plat))
 	}
-	if !s.slotExists && creating && s.usedSlots >= s.maxSlots {
-		add("replication slots", fmt.Sprintf("all %d replication slots are in use (max_replication_slots)", s.maxSlots),
-			settingFix(plat, "max_replication_slots", s.maxSlots+4))
+	if !s.slotExists && p.creating && s.usedSlots >= s.maxSlots {
+		p.add("replication slots", fmt.Sprintf("all %d replication slots are in use (max_replication_slots)", s.maxSlots),
+			settingFix(p.plat, "max_replication_slots", s.maxSlots+4))
 	}
 	if !s.slotActive && s.usedSenders >= s.maxSenders {
-		add("wal senders", fmt.Sprintf("all %d WAL senders are in use (max_wal_senders)", s.maxSenders),
-			settingFix(plat, "max_wal_senders", s.maxSenders+4))
+		p.add("wal senders", fmt.Sprintf("all %d WAL senders are in use (max_wal_senders)", s.maxSenders),
+			settingFix(p.plat, "max_wal_senders", s.maxSenders+4))
 	}
-	if !s.super && !s.replication && !s.rdsRepl {
-		fix := "ALTER ROLE " + user + " WITH REPLICATION; (as a superuser)"
-		switch plat {
-		case rds:
-			fix = "GRANT rds_replication TO " + user + "; (as the master user)"
-		case cloudSQL:
-			fix = "ALTER ROLE " + user + " WITH REPLICATION; (as a cloudsqlsuperuser, e.g. the postgres user)"
-		case azure:
-			fix = "ALTER ROLE " + user + " WITH REPLICATION; (as the azure_pg_admin administrator)"
-		}
-		add("replication role", fmt.Sprintf("role %s may not stream replication (no REPLICATION attribute)", s.user), fix)
+}
+
+// checkReplicationRole checks that the role may stream replication.
+func (p *prereqCheck) checkReplicationRole() {
+	s := p.f
+	if s.super || s.replication || s.rdsRepl {
+		return
 	}
+	fix := "ALTER ROLE " + p.user + " WITH REPLICATION; (as a superuser)"
+	switch p.plat {
+	case rds:
+		fix = "GRANT rds_replication TO " + p.user + "; (as the master user)"
+	case cloudSQL:
+		fix = "ALTER ROLE " + p.user + " WITH REPLICATION; (as a cloudsqlsuperuser, e.g. the postgres user)"
+	case azure:
+		fix = "ALTER ROLE " + p.user + " WITH REPLICATION; (as the azure_pg_admin administrator)"
+	}
+	p.add("replication role", fmt.Sprintf("role %s may not stream replication (no REPLICATION attribute)", s.user), fix)
+}
+
+// checkCreate checks what creating the schema's objects needs: the schema,
+// CREATE on it for the table and the migration bookkeeping (setup only),
+// CREATE on the database and ownership of the table for a new publication.
+func (p *prereqCheck) checkCreate() {
+	s, table, user := p.f, p.table, p.user
 	schema := pgx.Identifier{table.Schema}.Sanitize()
 	switch {
-	case !s.schemaExists && setup:
-		add("create", fmt.Sprintf("schema %s does not exist", table.Schema),
+	case !s.schemaExists && p.setup:
+		p.add("create", fmt.Sprintf("schema %s does not exist", table.Schema),
 			"CREATE SCHEMA "+schema+" AUTHORIZATION "+user+";")
-	case setup && (!s.tableExists || !s.bookkeeping) && !s.schemaCreate && !s.super:
+	case p.setup && (!s.tableExists || !s.bookkeeping) && !s.schemaCreate && !s.super:
 		what := "table " + table.String()
 		if s.tableExists {
 			what = "migration bookkeeping table " + table.Schema + ".pgoutbox_migration"
 		}
-		add("create", fmt.Sprintf("role %s may not create the %s (no CREATE on schema %s)", s.user, what, table.Schema),
+		p.add("create", fmt.Sprintf("role %s may not create the %s (no CREATE on schema %s)", s.user, what, table.Schema),
 			"GRANT CREATE ON SCHEMA "+schema+" TO "+user+";")
 	}
-	if creating && !s.pubExists {
-		if !s.dbCreate && !s.super {
-			add("create", fmt.Sprintf("role %s may not create publication %s (no CREATE on database %s)", s.user, c.Publication, s.database),
-				"GRANT CREATE ON DATABASE "+pgx.Identifier{s.database}.Sanitize()+" TO "+user+";")
-		}
-		if s.tableExists && !s.tableOwner && !s.super {
-			add("table owner", fmt.Sprintf("role %s does not own %s, which CREATE PUBLICATION requires", s.user, table),
-				"ALTER TABLE "+table.Sanitize()+" OWNER TO "+user+"; (or let the owner run relay setup once)")
-		}
+	if !p.creating || s.pubExists {
+		return
 	}
-	// What relay run does as this role once streaming: record its
-	// position in the state table (without it confirmation stalls), read
-	// the table to recover a gap, delete published rows to prune.
-	if s.stateExists && !s.stateWrite && !s.super {
-		st := stateTable(c)
-		add("state table", fmt.Sprintf("role %s may not write the relay state table %s (SELECT, INSERT, UPDATE)", s.user, st),
+	if !s.dbCreate && !s.super {
+		p.add("create", fmt.Sprintf("role %s may not create publication %s (no CREATE on database %s)", s.user, p.c.Publication, s.database),
+			"GRANT CREATE ON DATABASE "+pgx.Identifier{s.database}.Sanitize()+" TO "+user+";")
+	}
+	if s.tableExists && !s.tableOwner && !s.super {
+		p.add("table owner", fmt.Sprintf("role %s does not own %s, which CREATE PUBLICATION requires", s.user, table),
+			"ALTER TABLE "+table.Sanitize()+" OWNER TO "+user+"; (or let the owner run relay setup once)")
+	}
+}
+
+// checkRunRights checks what relay run does as this role once streaming:
+// record its position in the state table (without it confirmation
+// stalls), read the table to recover a gap, delete published rows to
+// prune.
+func (p *prereqCheck) checkRunRights() {
+	s, table, user := p.f, p.table, p.user
+	if s.super {
+		return
+	}
+	if s.stateExists && !s.stateWrite {
+		st := stateTable(p.c)
+		p.add("state table", fmt.Sprintf("role %s may not write the relay state table %s (SELECT, INSERT, UPDATE)", s.user, st),
 			"GRANT SELECT, INSERT, UPDATE ON "+st.Sanitize()+" TO "+user+";")
 	}
-	if s.tableExists && c.OnGap == GapBackfill && !s.tableSelect && !s.super {
-		add("table rights", fmt.Sprintf("role %s may not read %s, which --on-gap=backfill needs", s.user, table),
+	if s.tableExists && p.c.OnGap == GapBackfill && !s.tableSelect {
+		p.add("table rights", fmt.Sprintf("role %s may not read %s, which --on-gap=backfill needs", s.user, table),
 			"GRANT SELECT ON "+table.Sanitize()+" TO "+user+";")
 	}
-	if s.tableExists && c.PruneAfter > 0 && (!s.tableDelete || !s.tableSelect) && !s.super {
-		add("table rights", fmt.Sprintf("role %s may not delete from %s, which --prune-after needs", s.user, table),
+	if s.tableExists && p.c.PruneAfter > 0 && (!s.tableDelete || !s.tableSelect) {
+		p.add("table rights", fmt.Sprintf("role %s may not delete from %s, which --prune-after needs", s.user, table),
 			"GRANT SELECT, DELETE ON "+table.Sanitize()+" TO "+user+";")
 	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return &PrerequisitesError{Problems: problems}
 }
 
 // walLevelFix is how to turn on logical decoding on plat.

@@ -215,46 +215,64 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, c *Config, fix bool)
 			return err
 		}
 		if st.exists {
-			if fix && !st.viaRoot && version >= 130000 && st.mismatch == "" && !st.allTables && len(st.foreign) == 0 {
-				if _, err := conn.Exec(ctx, viaRootFix(c)); err != nil {
-					return fmt.Errorf("relay: set publish_via_partition_root on publication %s: %w", c.Publication, err)
-				}
-				c.Logger.Info("set publish_via_partition_root on the publication", "publication", c.Publication)
-				st.viaRoot = true
-			}
-			if p := st.problem(c, table); p != "" {
-				return fmt.Errorf("%w: %s", ErrPublicationMismatch, p)
-			}
-			if !st.viaRoot && version >= 130000 {
-				c.Logger.Warn("publication has publish_via_partition_root off; turn it on before partitioning the outbox table (relay setup does)",
-					"publication", c.Publication, "fix", viaRootFix(c))
-			}
-			if st.extra != "" {
-				c.Logger.Warn("publication covers more than the outbox inserts; the relay ignores the rest, but the server still decodes and sends it",
-					"publication", c.Publication, "extra", st.extra)
-			}
-			return nil
+			return checkPublication(ctx, conn, c, table, version, st, fix)
 		}
 		if c.NoCreate {
 			return fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrPublicationMissing, c.Publication)
 		}
-		with := `publish = 'insert'`
-		if version >= 130000 {
-			// Rows of a partitioned outbox then come under the table's own
-			// identity, whatever partition holds them.
-			with += `, publish_via_partition_root = true`
-		}
-		_, err = conn.Exec(ctx, `CREATE PUBLICATION `+pgx.Identifier{c.Publication}.Sanitize()+
-			` FOR TABLE `+table.Sanitize()+` WITH (`+with+`)`)
-		var pgErr *pgconn.PgError
-		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
-			return fmt.Errorf("relay: create publication %s: %w", c.Publication, err)
-		}
-		if err == nil {
-			c.Logger.Info("created publication", "publication", c.Publication, "table", table.String())
-			return nil
+		if created, err := createPublication(ctx, conn, c, table, version, attempt); err != nil || created {
+			return err
 		}
 	}
+}
+
+// checkPublication checks an existing publication: with fix it first turns
+// publish_via_partition_root on where it can; a mismatch is an error,
+// publish_via_partition_root off and more than the outbox inserts are
+// warnings.
+func checkPublication(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table, version int, st publicationState, fix bool) error {
+	if fix && !st.viaRoot && version >= 130000 && st.mismatch == "" && !st.allTables && len(st.foreign) == 0 {
+		if _, err := conn.Exec(ctx, viaRootFix(c)); err != nil {
+			return fmt.Errorf("relay: set publish_via_partition_root on publication %s: %w", c.Publication, err)
+		}
+		c.Logger.Info("set publish_via_partition_root on the publication", "publication", c.Publication)
+		st.viaRoot = true
+	}
+	if p := st.problem(c, table); p != "" {
+		return fmt.Errorf("%w: %s", ErrPublicationMismatch, p)
+	}
+	if !st.viaRoot && version >= 130000 {
+		c.Logger.Warn("publication has publish_via_partition_root off; turn it on before partitioning the outbox table (relay setup does)",
+			"publication", c.Publication, "fix", viaRootFix(c))
+	}
+	if st.extra != "" {
+		c.Logger.Warn("publication covers more than the outbox inserts; the relay ignores the rest, but the server still decodes and sends it",
+			"publication", c.Publication, "extra", st.extra)
+	}
+	return nil
+}
+
+// createPublication creates the publication for the outbox inserts. On the
+// first attempt one created concurrently is no error: created is false, and
+// the caller reads it again.
+func createPublication(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table, version, attempt int) (created bool, err error) {
+	with := `publish = 'insert'`
+	if version >= 130000 {
+		// Rows of a partitioned outbox then come under the table's own
+		// identity, whatever partition holds them.
+		with += `, publish_via_partition_root = true`
+	}
+	_, err = conn.Exec(ctx, `CREATE PUBLICATION `+pgx.Identifier{c.Publication}.Sanitize()+
+		` FOR TABLE `+table.Sanitize()+` WITH (`+with+`)`)
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
+		return false, fmt.Errorf("relay: create publication %s: %w", c.Publication, err)
+	}
+	if err == nil {
+		c.Logger.Info("created publication", "publication", c.Publication, "table", table.String())
+		return true, nil
+	}
+	return false, nil
 }
 
 // checkTable validates the outbox table's columns from the catalog.

@@ -63,73 +63,107 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, 
 		return 0, nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		var (
-			plugin, database, walStatus *string
-			sameDB, failover            bool
-			confirmed                   *string
-		)
 		// The slot first, then the state row: a relay streaming the slot
 		// meanwhile raises the ceiling before it confirms past it, so the
 		// ceiling read second is at least the confirmed position read
 		// first. In the other order a standby's check can see a ceiling
 		// older than the confirmed position: a false gap.
-		err := conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text,
-			coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
-			FROM pg_replication_slots s WHERE slot_name = $1`, c.Slot).Scan(&plugin, &database, &sameDB, &walStatus, &confirmed, &failover)
+		row, err := readSlotCheck(ctx, conn, c.Slot)
 		st, stErr := readState(ctx, conn, c)
 		if stErr != nil {
 			return 0, nil, stErr
 		}
 		if err == nil {
-			if deref(plugin) != "pgoutput" || !sameDB {
-				return 0, nil, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(plugin), deref(database))
-			}
-			lsn, err := pglogrepl.ParseLSN(deref(confirmed))
-			if err != nil && deref(walStatus) != "lost" {
-				return 0, nil, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, deref(confirmed), err)
-			}
-			if st == nil {
-				if deref(walStatus) == "lost" {
-					return 0, nil, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
-				}
-				if err := adoptSlot(ctx, conn, c, lsn); err != nil {
-					return 0, nil, err
-				}
-				continue
-			}
-			gap, err := checkGap(ctx, c, st, slotInfo{exists: true, confirmed: lsn, walStatus: deref(walStatus), failover: failover})
+			lsn, adopted, err := resumeSlot(ctx, conn, c, row, st)
 			if err != nil {
 				return 0, nil, err
 			}
-			if gap != nil {
-				return 0, nil, gap
-			}
-			if deref(walStatus) == "unreserved" {
-				c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
-					"slot", c.Slot)
+			if adopted {
+				continue
 			}
 			return lsn, st, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return 0, nil, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
 		}
-		if st != nil {
-			gap, err := checkGap(ctx, c, st, slotInfo{})
-			if err != nil {
-				return 0, nil, err
-			}
-			return 0, nil, gap
-		}
-		if c.NoCreate {
-			return 0, nil, fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrSlotMissing, c.Slot)
-		}
-		if err := createSlot(ctx, conn, c); err != nil {
-			var pgErr *pgconn.PgError
-			if !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
-				return 0, nil, err
-			}
+		if err := replaceMissingSlot(ctx, conn, c, st, attempt); err != nil {
+			return 0, nil, err
 		}
 	}
+}
+
+// slotCheck is what ensureSlot reads of the slot in pg_replication_slots.
+type slotCheck struct {
+	plugin, database, walStatus *string
+	sameDB, failover            bool
+	confirmed                   *string
+}
+
+// readSlotCheck reads the slot for ensureSlot; pgx.ErrNoRows when there is
+// none.
+func readSlotCheck(ctx context.Context, conn *pgx.Conn, slot string) (slotCheck, error) {
+	var s slotCheck
+	err := conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text,
+		coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
+		FROM pg_replication_slots s WHERE slot_name = $1`, slot).Scan(&s.plugin, &s.database, &s.sameDB, &s.walStatus, &s.confirmed, &s.failover)
+	return s, err
+}
+
+// resumeSlot checks that the existing slot can resume where the state row
+// st says the relay left off, and returns its confirmed position. Without a
+// state row it adopts the slot (writes a state row for it) and reports
+// adopted: read both again.
+func resumeSlot(ctx context.Context, conn *pgx.Conn, c *Config, row slotCheck, st *relayState) (lsn pglogrepl.LSN, adopted bool, err error) {
+	if deref(row.plugin) != "pgoutput" || !row.sameDB {
+		return 0, false, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(row.plugin), deref(row.database))
+	}
+	walStatus := deref(row.walStatus)
+	lsn, err = pglogrepl.ParseLSN(deref(row.confirmed))
+	if err != nil && walStatus != "lost" {
+		return 0, false, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, deref(row.confirmed), err)
+	}
+	if st == nil {
+		if walStatus == "lost" {
+			return 0, false, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", ErrSlotInvalidated, c.Slot)
+		}
+		return 0, true, adoptSlot(ctx, conn, c, lsn)
+	}
+	gap, err := checkGap(ctx, c, st, slotInfo{exists: true, confirmed: lsn, walStatus: walStatus, failover: row.failover})
+	if err != nil {
+		return 0, false, err
+	}
+	if gap != nil {
+		return 0, false, gap
+	}
+	if walStatus == "unreserved" {
+		c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
+			"slot", c.Slot)
+	}
+	return lsn, false, nil
+}
+
+// replaceMissingSlot handles a slot that does not exist: with a state row
+// st it is a gap (never re-created), with NoCreate an error; otherwise it
+// creates the slot, tolerating one created concurrently on the first
+// attempt. nil means: read the slot again.
+func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *Config, st *relayState, attempt int) error {
+	if st != nil {
+		gap, err := checkGap(ctx, c, st, slotInfo{})
+		if err != nil {
+			return err
+		}
+		return gap
+	}
+	if c.NoCreate {
+		return fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrSlotMissing, c.Slot)
+	}
+	if err := createSlot(ctx, conn, c); err != nil {
+		var pgErr *pgconn.PgError
+		if !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
+			return err
+		}
+	}
+	return nil
 }
 
 // createSlot creates the slot and records its state row.

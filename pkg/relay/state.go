@@ -281,71 +281,93 @@ func (k *keeper) settle(pos pglogrepl.LSN, timeout time.Duration) {
 
 // keepState writes the state row while the relay streams, until ctx ends.
 func (r *Relay) keepState(ctx context.Context) {
-	c := &r.cfg
-	k := r.state
-	var (
-		conn      *pgx.Conn
-		lastWrite time.Time
-		lastAt    time.Time
-		lastMsgs  bool
-		failing   bool
-	)
-	defer func() {
-		if conn != nil {
-			conn.Close(context.WithoutCancel(ctx))
-		}
-	}()
+	w := &stateWriter{r: r}
+	defer w.close(ctx)
 	tick := time.NewTicker(stateRefresh)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			r.finalState(ctx, conn, lastAt, lastMsgs)
+			r.finalState(ctx, w.conn, w.lastAt, w.lastMsgs)
 			return
-		case <-k.kick:
+		case <-r.state.kick:
 		case <-tick.C:
 		}
-		tr := r.live.tracker.Load()
-		if !r.live.leader.Load() || tr == nil || k.systemID.Load() == nil {
+		confirmed, at, msgs, due := r.stateDue(w)
+		if !due {
 			continue
 		}
-		confirmed, at := tr.ConfirmedAt()
-		ceiling := k.ceiling.Load()
-		msgs := k.messages.Load()
-		need := k.want.Load() > ceiling || confirmed > ceiling+idleSlack
-		refresh := (!at.Equal(lastAt) || msgs != lastMsgs) && time.Since(lastWrite) >= stateRefresh
-		if !need && !refresh {
-			continue
-		}
-		if wait := stateMinGap - time.Since(lastWrite); wait > 0 && !sleep(ctx, wait) {
+		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !sleep(ctx, wait) {
 			return
 		}
-		if conn == nil {
-			var err error
-			if conn, err = connect(ctx, c); err != nil {
-				if !failing && ctx.Err() == nil {
-					c.Logger.Warn("writing the relay state failed; confirmation waits until it works", "error", err)
-					failing = true
-				}
-				continue
-			}
-		}
-		err := r.writeState(ctx, conn, confirmed, at, msgs)
-		lastWrite = time.Now()
+		w.write(ctx, confirmed, at, msgs)
+	}
+}
+
+// stateDue returns what the leader would write to the state row, and
+// whether a write is due: the relay needs a higher ceiling, or the commit
+// time or the messages flag changed and stateRefresh passed since the last
+// write.
+func (r *Relay) stateDue(w *stateWriter) (confirmed uint64, at time.Time, msgs, due bool) {
+	k := r.state
+	tr := r.live.tracker.Load()
+	if !r.live.leader.Load() || tr == nil || k.systemID.Load() == nil {
+		return 0, time.Time{}, false, false
+	}
+	confirmed, at = tr.ConfirmedAt()
+	ceiling := k.ceiling.Load()
+	msgs = k.messages.Load()
+	need := k.want.Load() > ceiling || confirmed > ceiling+idleSlack
+	refresh := (!at.Equal(w.lastAt) || msgs != w.lastMsgs) && time.Since(w.lastWrite) >= stateRefresh
+	return confirmed, at, msgs, need || refresh
+}
+
+// stateWriter is keepState's connection and what it wrote last. A failed
+// write drops the connection (the next one reconnects) and is logged once
+// until a write works again.
+type stateWriter struct {
+	r         *Relay
+	conn      *pgx.Conn
+	lastWrite time.Time
+	lastAt    time.Time
+	lastMsgs  bool
+	failing   bool
+}
+
+func (w *stateWriter) write(ctx context.Context, confirmed uint64, at time.Time, msgs bool) {
+	if w.conn == nil {
+		conn, err := connect(ctx, &w.r.cfg)
 		if err != nil {
-			conn.Close(context.WithoutCancel(ctx))
-			conn = nil
-			if !failing && ctx.Err() == nil {
-				c.Logger.Warn("writing the relay state failed; confirmation waits until it works", "error", err)
-				failing = true
-			}
-			continue
+			w.failed(ctx, err)
+			return
 		}
-		if failing {
-			c.Logger.Info("writing the relay state works again")
-			failing = false
-		}
-		lastAt, lastMsgs = at, msgs
+		w.conn = conn
+	}
+	err := w.r.writeState(ctx, w.conn, confirmed, at, msgs)
+	w.lastWrite = time.Now()
+	if err != nil {
+		w.close(ctx)
+		w.failed(ctx, err)
+		return
+	}
+	if w.failing {
+		w.r.cfg.Logger.Info("writing the relay state works again")
+		w.failing = false
+	}
+	w.lastAt, w.lastMsgs = at, msgs
+}
+
+func (w *stateWriter) failed(ctx context.Context, err error) {
+	if !w.failing && ctx.Err() == nil {
+		w.r.cfg.Logger.Warn("writing the relay state failed; confirmation waits until it works", "error", err)
+		w.failing = true
+	}
+}
+
+func (w *stateWriter) close(ctx context.Context) {
+	if w.conn != nil {
+		w.conn.Close(context.WithoutCancel(ctx))
+		w.conn = nil
 	}
 }
 

@@ -139,9 +139,7 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 		}
 	}()
 
-	if code, out := runRelay(t, bin, append([]string{"setup"}, common...)...); code != 0 {
-		t.Fatalf("relay setup: exit %d\n%s", code, out)
-	}
+	mustRunRelay(t, bin, append([]string{"setup"}, common...)...)
 
 	l := newLedger()
 	stopWriters := startWriters(t, db.Pool, l)

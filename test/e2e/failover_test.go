@@ -44,9 +44,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	common := func(url string) []string {
 		return []string{"--database-url", url, "--slot", "failover", "--publication", "pub_failover"}
 	}
-	if code, out := runRelay(t, bin, append([]string{"setup"}, common(primary.AdminURL)...)...); code != 0 {
-		t.Fatalf("relay setup: exit %d\n%s", code, out)
-	}
+	mustRunRelay(t, bin, append([]string{"setup"}, common(primary.AdminURL)...)...)
 	standby, err := primary.StartStandby(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +159,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := waitForAll(t, kafka.Brokers, "outbox.order", ids)
+	recs := testenv.WaitForIDs(t, kafka.Brokers, "outbox.order", ids, 2*time.Minute)
 	distinct := map[string]bool{}
 	for _, r := range recs {
 		id, _ := r.Header("message-id")
@@ -171,33 +169,5 @@ func TestFailoverGapAndRecover(t *testing.T) {
 		len(ids), writerAcked(), killedAt, len(recs), len(distinct), len(recs)-len(distinct), len(distinct)-len(ids))
 	if code := relay.stop(time.Minute); code != 0 {
 		t.Fatalf("relay after SIGTERM: exit code %d", code)
-	}
-}
-
-// waitForAll reads topic with kcat until every ID is there, failing t
-// after two minutes with the number missing.
-func waitForAll(t *testing.T, brokers []string, topic string, ids []string) []testenv.Record {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		recs := testenv.MustReadTopic(t, brokers, topic)
-		seen := map[string]bool{}
-		for _, r := range recs {
-			id, _ := r.Header("message-id")
-			seen[id] = true
-		}
-		missing := 0
-		for _, id := range ids {
-			if !seen[id] {
-				missing++
-			}
-		}
-		if missing == 0 {
-			return recs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d rows of the new primary missing from %s", missing, len(ids), topic)
-		}
-		time.Sleep(500 * time.Millisecond)
 	}
 }

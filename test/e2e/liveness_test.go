@@ -66,9 +66,7 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 	proxy := testenv.NewProxy(t, u.Host)
 	relayURL := withSenderTimeout(t, proxy.ProxyURL(t, db.URL), testSenderTimeout)
 	common := []string{"--slot", slot, "--publication", "pub_halfopen"}
-	if code, out := runRelay(t, bin, append([]string{"setup", "--database-url", db.URL}, common...)...); code != 0 {
-		t.Fatalf("relay setup: exit %d\n%s", code, out)
-	}
+	mustRunRelay(t, bin, append([]string{"setup", "--database-url", db.URL}, common...)...)
 	defer func() {
 		if t.Failed() {
 			t.Logf("relay log:\n%s", logTail(logPath))
@@ -79,12 +77,7 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 	p := probe{freeAddr(t), hc}
 	pr := startRelay(t, bin, logPath, append(append([]string{"run", "--database-url", relayURL}, common...),
 		"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json", "--lag-poll-interval", "200ms")...)
-	testenv.WaitFor(t, time.Minute, "the relay ready", func() (bool, error) {
-		if pr.exited() {
-			return false, fmt.Errorf("relay exited: %v", pr.err)
-		}
-		return p.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the relay ready", pr, p)
 	if !strings.Contains(readFile(t, logPath), `"liveness_bound":"1s"`) {
 		t.Errorf("the relay did not log a liveness bound of 1s (wal_sender_timeout %v / 2)", testSenderTimeout)
 	}
@@ -126,12 +119,7 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 
 	proxy.Resume()
 	resumed := time.Now()
-	testenv.WaitFor(t, time.Minute, "the relay ready again", func() (bool, error) {
-		if pr.exited() {
-			return false, fmt.Errorf("relay exited: %v", pr.err)
-		}
-		return p.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the relay ready again", pr, p)
 	t.Logf("ready again %v after the path came back", time.Since(resumed).Round(time.Millisecond))
 	committed := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.count }
 	target := committed() + 200

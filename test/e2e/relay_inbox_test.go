@@ -62,9 +62,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 		return a
 	}
 	for _, slot := range slots {
-		if code, out := runRelay(t, bin, args("setup", slot)...); code != 0 {
-			t.Fatalf("relay setup %s: exit %d\n%s", slot, code, out)
-		}
+		mustRunRelay(t, bin, args("setup", slot)...)
 	}
 
 	// The consumer: its effect lands in its own database, in the inbox's

@@ -47,6 +47,15 @@ func runRelay(t *testing.T, bin string, args ...string) (int, string) {
 	return 0, out.String()
 }
 
+// mustRunRelay runs the binary to completion and fails t unless it exits
+// 0.
+func mustRunRelay(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	if code, out := runRelay(t, bin, args...); code != 0 {
+		t.Fatalf("relay %s: exit %d\n%s", args[0], code, out)
+	}
+}
+
 // relayProc is a relay process running in the background.
 type relayProc struct {
 	cmd  *exec.Cmd

@@ -39,9 +39,7 @@ func TestSecretsFromFiles(t *testing.T) {
 		t.Fatalf("test URL %q has no postgres@ user part", db.URL)
 	}
 	urlFile := write("database-url", url)
-	if code, out := runRelay(t, bin, "setup", "--database-url", db.URL, "--slot", db.Name, "--publication", "pub_"+db.Name); code != 0 {
-		t.Fatalf("relay setup: exit %d\n%s", code, out)
-	}
+	mustRunRelay(t, bin, "setup", "--database-url", db.URL, "--slot", db.Name, "--publication", "pub_"+db.Name)
 	args := []string{"run", "--slot", db.Name, "--publication", "pub_" + db.Name, "--brokers", kafka.Brokers[0],
 		"--kafka-sasl-mechanism", "plain", "--kafka-sasl-username", "relay", "--kafka-allow-insecure-sasl",
 		"--metrics-addr", ""}

@@ -74,32 +74,63 @@ func (p probe) metric(name, labels string) (v float64, ok bool) {
 	return 0, false
 }
 
+// waitReady waits until /readyz of p answers 200 (what names the wait);
+// pr exiting first fails t.
+func waitReady(t *testing.T, what string, pr *relayProc, p probe) {
+	t.Helper()
+	testenv.WaitFor(t, time.Minute, what, func() (bool, error) {
+		if pr.exited() {
+			return false, fmt.Errorf("relay exited: %v", pr.err)
+		}
+		return p.ready() == http.StatusOK, nil
+	})
+}
+
+// relayPair is what two relay processes on one slot share: the binary, a
+// database where relay setup ran, a broker, and per relay a log file and a
+// metrics probe.
+type relayPair struct {
+	bin        string
+	db         *testenv.DB
+	kafka      *testenv.Kafka
+	slot       string
+	common     []string // --slot and --publication
+	logA, logB string
+	a, b       probe
+}
+
+// setupRelayPair builds the relay, runs relay setup for publication and,
+// when the test fails, logs the tails of both logs under nameA and nameB.
+func setupRelayPair(t *testing.T, publication, nameA, nameB string) *relayPair {
+	t.Helper()
+	rp := &relayPair{bin: buildRelay(t), db: testenv.NewDB(t), kafka: testenv.NewKafka(t)}
+	dir := t.TempDir()
+	rp.logA, rp.logB = filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	rp.slot = rp.db.Name
+	rp.common = []string{"--slot", rp.slot, "--publication", publication}
+	mustRunRelay(t, rp.bin, append([]string{"setup", "--database-url", rp.db.URL}, rp.common...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log:\n%s\n%s log:\n%s", nameA, logTail(rp.logA), nameB, logTail(rp.logB))
+		}
+	})
+	hc := &http.Client{Timeout: 2 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	rp.a, rp.b = probe{freeAddr(t), hc}, probe{freeAddr(t), hc}
+	return rp
+}
+
 // TestStandbyTakesOver runs two relay processes on one slot: the second
 // waits as a standby (not ready, leader 0, serving the slot metrics) and,
 // when the first is SIGKILLed while writers commit, takes over within a
 // few seconds; Kafka ends up with every committed message.
 func TestStandbyTakesOver(t *testing.T) {
 	t.Parallel()
-	bin := buildRelay(t)
-	db := testenv.NewDB(t)
-	kafka := testenv.NewKafka(t)
-	dir := t.TempDir()
-	logA, logB := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
-	slot := db.Name
-	common := []string{"--database-url", db.URL, "--slot", slot, "--publication", "pub_takeover"}
-	if code, out := runRelay(t, bin, append([]string{"setup"}, common...)...); code != 0 {
-		t.Fatalf("relay setup: exit %d\n%s", code, out)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("active relay log:\n%s\nstandby relay log:\n%s", logTail(logA), logTail(logB))
-		}
-	}()
-	hc := &http.Client{Timeout: 2 * time.Second}
-	defer hc.CloseIdleConnections()
-	a, b := probe{freeAddr(t), hc}, probe{freeAddr(t), hc}
+	rp := setupRelayPair(t, "pub_takeover", "active relay", "standby relay")
+	bin, db, kafka, slot, common := rp.bin, rp.db, rp.kafka, rp.slot, rp.common
+	logA, logB, a, b := rp.logA, rp.logB, rp.a, rp.b
 	run := func(p probe, log string) *relayProc {
-		return startRelay(t, bin, log, append(append([]string{"run"}, common...),
+		return startRelay(t, bin, log, append(append([]string{"run", "--database-url", db.URL}, common...),
 			"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json",
 			"--status-interval", "500ms", "--lag-poll-interval", "200ms", "--standby-retry-interval", "500ms",
 			"--heartbeat-interval", "200ms")...)
@@ -107,12 +138,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	slotLabel := `slot="` + slot + `"`
 
 	pa := run(a, logA)
-	testenv.WaitFor(t, time.Minute, "the first relay ready", func() (bool, error) {
-		if pa.exited() {
-			return false, fmt.Errorf("first relay exited: %v", pa.err)
-		}
-		return a.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the first relay ready", pa, a)
 	pb := run(b, logB)
 	standbySince := time.Now()
 	testenv.WaitFor(t, time.Minute, "the second relay serving metrics as a standby", func() (bool, error) {
@@ -157,12 +183,7 @@ func TestStandbyTakesOver(t *testing.T) {
 
 	pa.kill()
 	killed := time.Now()
-	testenv.WaitFor(t, time.Minute, "the standby ready", func() (bool, error) {
-		if pb.exited() {
-			return false, fmt.Errorf("standby exited: %v", pb.err)
-		}
-		return b.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the standby ready", pb, b)
 	ready := time.Since(killed)
 	testenv.WaitFor(t, time.Minute, "the standby publishing", func() (bool, error) {
 		v, _ := b.metric("pgoutbox_relay_events_published_total", "")
@@ -246,25 +267,10 @@ func readFile(t *testing.T, path string) string {
 // of each aggregate's messages is in commit order.
 func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	t.Parallel()
-	bin := buildRelay(t)
-	db := testenv.NewDB(t)
-	kafka := testenv.NewKafka(t)
-	dir := t.TempDir()
-	logA, logB := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
-	slot := db.Name
-	common := []string{"--slot", slot, "--publication", "pub_paused"}
-	if code, out := runRelay(t, bin, append([]string{"setup", "--database-url", db.URL}, common...)...); code != 0 {
-		t.Fatalf("relay setup: exit %d\n%s", code, out)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("old leader log:\n%s\nnew leader log:\n%s", logTail(logA), logTail(logB))
-		}
-	}()
+	rp := setupRelayPair(t, "pub_paused", "old leader", "new leader")
+	bin, db, kafka, slot, common := rp.bin, rp.db, rp.kafka, rp.slot, rp.common
+	logA, logB, a, b := rp.logA, rp.logB, rp.a, rp.b
 	relayURL := withSenderTimeout(t, db.URL, testSenderTimeout)
-	hc := &http.Client{Timeout: 2 * time.Second}
-	defer hc.CloseIdleConnections()
-	a, b := probe{freeAddr(t), hc}, probe{freeAddr(t), hc}
 	run := func(p probe, log, instance string) *relayProc {
 		return startRelay(t, bin, log, append(append([]string{"run", "--database-url", relayURL}, common...),
 			"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json", "--instance-id", instance,
@@ -277,12 +283,7 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	}
 	slotLabel := `slot="` + slot + `"`
 	pa := run(a, logA, "a")
-	testenv.WaitFor(t, time.Minute, "the first relay ready", func() (bool, error) {
-		if pa.exited() {
-			return false, fmt.Errorf("first relay exited: %v", pa.err)
-		}
-		return a.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the first relay ready", pa, a)
 	pb := run(b, logB, "b")
 	testenv.WaitFor(t, time.Minute, "the second relay waiting as a standby", func() (bool, error) {
 		if pb.exited() {
@@ -311,12 +312,7 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 		}
 	}
 	defer resume()
-	testenv.WaitFor(t, time.Minute, "the standby taking over", func() (bool, error) {
-		if pb.exited() {
-			return false, fmt.Errorf("standby exited: %v", pb.err)
-		}
-		return b.ready() == http.StatusOK, nil
-	})
+	waitReady(t, "the standby taking over", pb, b)
 	took := time.Since(stopped)
 	var published float64
 	testenv.WaitFor(t, time.Minute, "the new leader publishing", func() (bool, error) {

@@ -465,3 +465,21 @@ func TestBatchesFitTheTopicLimit(t *testing.T) {
 		t.Fatalf("%d records, %d duplicates, %d aggregates out of order, %v publish errors; want 60, 0, 0, 0", n, dups, broken, errs)
 	}
 }
+
+// A transaction reaches the sink whole: a sink that is free when the
+// reader reads the transaction's first row does not write that row alone
+// and the rest after it, but the whole transaction in one write.
+func TestTransactionInOneWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.start(t)
+	msgs := make([]outbox.Message, 200)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprintf("agg-%d", i%7), i)
+	}
+	ids := b.insert(t, msgs...)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	if n := b.metric(t, "pgoutbox_relay_batch_size"); n != 1 {
+		t.Fatalf("the transaction of %d rows went out in %v batches, want 1", len(msgs), n)
+	}
+}

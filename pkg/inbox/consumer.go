@@ -87,7 +87,9 @@ type ConsumerConfig struct {
 	// as attempts. 1 disables batching. Defaults to 100.
 	BatchSize int
 	// SessionTimeout and RebalanceTimeout of the group membership. Default
-	// to kafka-go's (30s each).
+	// to kafka-go's (30s each). The group heartbeat runs every third of
+	// SessionTimeout, at most every 3s (kafka-go's default interval), so a
+	// short session does not expire between two heartbeats.
 	SessionTimeout, RebalanceTimeout time.Duration
 	// StatsInterval is how often the stuck-PROCESSING gauge is refreshed.
 	// Defaults to 30s; negative disables it.
@@ -233,15 +235,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer stop(nil)
 
 	reader := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:          c.cfg.Brokers,
-		GroupID:          c.cfg.GroupID,
-		GroupTopics:      c.cfg.Topics,
-		Dialer:           c.cfg.Dialer,
-		StartOffset:      c.cfg.StartOffset,
-		MaxWait:          c.cfg.MaxWait,
-		SessionTimeout:   c.cfg.SessionTimeout,
-		RebalanceTimeout: c.cfg.RebalanceTimeout,
-		CommitInterval:   0, // synchronous: a commit returns once Kafka has it
+		Brokers:           c.cfg.Brokers,
+		GroupID:           c.cfg.GroupID,
+		GroupTopics:       c.cfg.Topics,
+		Dialer:            c.cfg.Dialer,
+		StartOffset:       c.cfg.StartOffset,
+		MaxWait:           c.cfg.MaxWait,
+		SessionTimeout:    c.cfg.SessionTimeout,
+		HeartbeatInterval: heartbeatInterval(c.cfg.SessionTimeout),
+		RebalanceTimeout:  c.cfg.RebalanceTimeout,
+		CommitInterval:    0, // synchronous: a commit returns once Kafka has it
 		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
 			c.log.Debug("inbox: kafka reader: " + fmt.Sprintf(format, args...))
 		}),
@@ -374,4 +377,17 @@ func (c *Consumer) purgeLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// heartbeatInterval is a third of the session timeout, and kafka-go's
+// default of 3s for the default session (0) or a longer one: Kafka's advice
+// for heartbeat.interval.ms. With the 3s default and a 1s session, a member
+// that commits nothing for a second (a message being retried) was expired
+// and its partitions redelivered.
+func heartbeatInterval(session time.Duration) time.Duration {
+	const kafkaGoDefault = 3 * time.Second
+	if session <= 0 {
+		return kafkaGoDefault
+	}
+	return min(session/3, kafkaGoDefault)
 }

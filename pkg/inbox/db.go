@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgtx"
 )
@@ -101,11 +102,128 @@ type txWork func(ctx context.Context, tx dbTx, msg *Message) (resultRef string, 
 type pgxDB struct{ db Beginner }
 
 func (d pgxDB) begin(ctx context.Context) (dbTx, error) {
+	switch s := d.db.(type) {
+	case *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn:
+		return &pgxLateTx{db: d.db, sender: s.(batchSender)}, nil
+	}
 	tx, err := d.db.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return pgxTx{tx}, nil
+}
+
+// batchSender is the part of *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn that
+// can begin a transaction in a batch (pgx.Batch.BeginTx).
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// pgxLateTx is a pgx transaction that begins with its first statement: BEGIN
+// and that statement (the claim, on every path) travel in one batch, one
+// round trip instead of two. A first statement that returns several rows,
+// or a savepoint, begins the transaction on its own first.
+type pgxLateTx struct {
+	db     Beginner
+	sender batchSender
+	tx     pgx.Tx // nil until begun
+}
+
+// pgx returns the transaction, beginning it if no statement has.
+func (t *pgxLateTx) pgx(ctx context.Context) (pgx.Tx, error) {
+	if t.tx == nil {
+		tx, err := t.db.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.tx = tx
+	}
+	return t.tx, nil
+}
+
+// send begins the transaction with sql as its first statement. The batch
+// must be closed (batchRow) before the transaction is used again.
+func (t *pgxLateTx) send(ctx context.Context, sql string, args []any) batchRow {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(sql, args...)
+	br := t.sender.SendBatch(ctx, b)
+	t.tx = br.Tx()
+	return batchRow{br}
+}
+
+func (t *pgxLateTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	if t.tx == nil {
+		var n int64
+		err := t.send(ctx, sql, args).read(func(br pgx.BatchResults) error {
+			tag, err := br.Exec()
+			n = tag.RowsAffected()
+			return err
+		})
+		return n, err
+	}
+	tag, err := t.tx.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t *pgxLateTx) query(ctx context.Context, sql string, args ...any) (dbRows, error) {
+	tx, err := t.pgx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Query(ctx, sql, args...)
+}
+
+func (t *pgxLateTx) queryRow(ctx context.Context, sql string, args ...any) dbRow {
+	if t.tx == nil {
+		return t.send(ctx, sql, args)
+	}
+	return t.tx.QueryRow(ctx, sql, args...)
+}
+
+func (t *pgxLateTx) savepoint(ctx context.Context) (dbTx, error) {
+	tx, err := t.pgx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pgxTx{tx}.savepoint(ctx)
+}
+
+// commit and rollback of a transaction that never began have nothing to
+// end.
+func (t *pgxLateTx) commit(ctx context.Context) error {
+	if t.tx == nil {
+		return nil
+	}
+	return t.tx.Commit(ctx)
+}
+
+func (t *pgxLateTx) rollback(ctx context.Context) error {
+	if t.tx == nil {
+		return nil
+	}
+	return t.tx.Rollback(ctx)
+}
+
+// batchRow is the one-row result of the first statement of a pgxLateTx.
+type batchRow struct{ br pgx.BatchResults }
+
+func (r batchRow) Scan(dest ...any) error {
+	return r.read(func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
+}
+
+// read reads the result of BEGIN, then the statement's with fn, and closes
+// the batch. A failed BEGIN leaves the transaction closed (see
+// pgx.BatchResults.Tx), so that a rollback does not touch the connection.
+func (r batchRow) read(fn func(br pgx.BatchResults) error) error {
+	_, err := r.br.Exec()
+	if err == nil {
+		err = fn(r.br)
+	}
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // pgxRunner is what *pgxpool.Pool and *pgx.Conn offer beyond Begin.
@@ -232,13 +350,29 @@ func execOne(ctx context.Context, db database, sql string, args ...any) (int64, 
 // pgxWork binds a pgx handler.
 func pgxWork(handler TxHandler) txWork {
 	return func(ctx context.Context, tx dbTx, _ *Message) (string, error) {
-		return handler(ctx, tx.(pgxTx).tx)
+		ptx, err := pgxOf(ctx, tx)
+		if err != nil {
+			return "", err
+		}
+		return handler(ctx, ptx)
 	}
 }
 
 // pgxMessageWork binds a pgx consumer handler.
 func pgxMessageWork(handler MessageHandler) txWork {
 	return func(ctx context.Context, tx dbTx, msg *Message) (string, error) {
-		return handler(ctx, tx.(pgxTx).tx, *msg)
+		ptx, err := pgxOf(ctx, tx)
+		if err != nil {
+			return "", err
+		}
+		return handler(ctx, ptx, *msg)
 	}
+}
+
+// pgxOf returns the pgx transaction behind tx, a pgxTx or a pgxLateTx.
+func pgxOf(ctx context.Context, tx dbTx) (pgx.Tx, error) {
+	if t, ok := tx.(*pgxLateTx); ok {
+		return t.pgx(ctx)
+	}
+	return tx.(pgxTx).tx, nil
 }

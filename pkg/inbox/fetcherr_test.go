@@ -1,10 +1,13 @@
 package inbox_test
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -63,5 +66,55 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 	rc.stop(t)
 	if effects(t, b.db, "k-1") != 1 || effects(t, b.db, "k-2") != 1 {
 		t.Fatal("effects missing")
+	}
+}
+
+// A short session survives a message that is retried for longer than the
+// session: the group heartbeat runs every third of SessionTimeout, not every
+// 3s (kafka-go's default), so the member is never expired and nothing is
+// redelivered by a rebalance.
+func TestConsumerShortSessionOutlivesRetries(t *testing.T) {
+	t.Parallel()
+	const topic, group = "slow", "slow-group"
+	k := newKafka(t, topic, 1)
+	b := setup(t, &inbox.Config{MaxAttempts: 1000, Backoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
+
+	var joins atomic.Int32
+	k.Cluster.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.Cluster.KeepControl()
+		joins.Add(1)
+		return nil, nil, false
+	})
+	var first time.Time
+	var deliveries atomic.Int32
+	runConsumer(t, &inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+		SessionTimeout: time.Second,
+		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			if msg.ID == "m-1" {
+				// Fails for 4s, with no offset commit meanwhile.
+				if first.IsZero() {
+					first = time.Now()
+				}
+				if time.Since(first) < 4*time.Second {
+					return "", errors.New("not yet")
+				}
+			}
+			return insertEffect(ctx, tx, msg)
+		},
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			if res.Outcome.Acked() {
+				deliveries.Add(1)
+			}
+		},
+	}, map[int]int64{0: 2})
+	// One JoinGroup for the first generation (kafka-go may send a second
+	// one to learn its member ID); an expired session adds more.
+	if n := joins.Load(); n > 2 {
+		t.Errorf("%d JoinGroup requests: the session expired while m-1 was retried", n)
+	}
+	if n := deliveries.Load(); n != 2 {
+		t.Errorf("%d acked deliveries of 2 messages", n)
 	}
 }

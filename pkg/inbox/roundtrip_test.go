@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,6 +29,22 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// A batch is one round trip; its statements are recorded as one entry,
+// "begin+INSERT".
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	words := make([]string, 0, d.Batch.Len())
+	for _, q := range d.Batch.QueuedQueries {
+		words = append(words, strings.Fields(q.SQL)[0])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, strings.Join(words, "+"))
+	return ctx
+}
+
+func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
 func (s *statements) take() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -36,8 +53,9 @@ func (s *statements) take() []string {
 	return out
 }
 
-// Statements that stand alone (the two-phase completion, a failure record)
-// run in autocommit mode: one round trip, not BEGIN, statement, COMMIT.
+// The claim travels with BEGIN in one round trip, and statements that stand
+// alone (the two-phase completion, a failure record) run in autocommit mode:
+// one round trip, not BEGIN, statement, COMMIT.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -58,9 +76,30 @@ func TestRoundTrips(t *testing.T) {
 	if res, err := b.in.Process(ctx, pool, m, effect(m)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
-	// BEGIN, the claim, the handler's INSERT, the result reference, COMMIT.
-	if got := trace.take(); strings.Join(got, " ") != "begin INSERT INSERT UPDATE commit" {
+	// BEGIN with the claim, the handler's INSERT, the result reference,
+	// COMMIT.
+	if got := trace.take(); strings.Join(got, " ") != "begin+INSERT INSERT UPDATE commit" {
 		t.Errorf("transactional path: %v", got)
+	}
+	// Without a result reference: BEGIN with the claim, the handler's
+	// INSERT, COMMIT; a dedup table written by hand takes one more.
+	plain := func(ctx context.Context, tx pgx.Tx) (string, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ('k-p', 'm-p')`)
+		return "", err
+	}
+	p := msg("m-p", "k-p", `{}`)
+	if res, err := b.in.Process(ctx, pool, p, plain); err != nil || res.Outcome != inbox.Processed {
+		t.Fatal(res, err)
+	}
+	if got := trace.take(); strings.Join(got, " ") != "begin+INSERT INSERT commit" {
+		t.Errorf("transactional path without a result reference: %v", got)
+	}
+	// A duplicate: the claim inserts nothing, the lookup finds the row.
+	if res, err := b.in.Process(ctx, pool, p, plain); err != nil || res.Outcome != inbox.Duplicate {
+		t.Fatal(res, err)
+	}
+	if got := trace.take(); strings.Join(got, " ") != "begin+INSERT SELECT commit" {
+		t.Errorf("duplicate: %v", got)
 	}
 	f := msg("m-2", "k-2", `{}`)
 	res, err := b.in.Process(ctx, pool, f, func(context.Context, pgx.Tx) (string, error) { return "", errors.New("no") })
@@ -68,7 +107,7 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	// The attempt is recorded in one statement after the rollback.
-	if got := trace.take(); strings.Join(got, " ") != "begin INSERT rollback INSERT" {
+	if got := trace.take(); strings.Join(got, " ") != "begin+INSERT rollback INSERT" {
 		t.Errorf("failed attempt: %v", got)
 	}
 	x := msg("m-3", "k-3", `{}`)
@@ -77,7 +116,50 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	// The claim commits its lease, the completion is one statement.
-	if got := trace.take(); strings.Join(got, " ") != "begin INSERT commit UPDATE" {
+	if got := trace.take(); strings.Join(got, " ") != "begin+INSERT commit UPDATE" {
 		t.Errorf("two-phase path: %v", got)
+	}
+}
+
+// A claim that fails inside the batch that begins its transaction rolls the
+// transaction back and returns the connection to the pool in working order.
+func TestClaimFailureInFirstBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := b.db.Pool.Exec(ctx, `
+		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '22023'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW
+		WHEN (NEW.business_key = 'k-refused') EXECUTE FUNCTION refuse();`); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	bad := msg("m-refused", "k-refused", `{}`)
+	_, err = b.in.Process(ctx, pool, bad, effect(bad))
+	if err == nil || !strings.Contains(err.Error(), "22023") {
+		t.Fatalf("Process of a refused claim: %v", err)
+	}
+	// With one connection, a leaked one would block here until ctx ends.
+	good := msg("m-good", "k-good", `{}`)
+	if res, err := b.in.Process(ctx, pool, good, effect(good)); err != nil || res.Outcome != inbox.Processed {
+		t.Fatal(res, err)
+	}
+	if st := pool.Stat(); st.NewConnsCount() != 1 || st.AcquiredConns() != 0 {
+		t.Fatalf("pool after the failure: %d connections made, %d acquired", st.NewConnsCount(), st.AcquiredConns())
+	}
+	if n := effects(t, b.db, "k-refused"); n != 0 {
+		t.Fatalf("refused message had %d effects", n)
 	}
 }

@@ -24,5 +24,9 @@
 // the same pool), batched and one message per transaction, paired against
 // the inbox on pgx.
 //
-//	go run ./test/bench/inboxbench -n 50000 -rounds 3 [-partitions 4] [-pk] [-sql]
+// With -cpuprofile FILE each one-message-per-transaction run of the inbox
+// and of the dedup baseline writes a CPU profile of this process to
+// FILE.inbox.N and FILE.dedup.N (N the round), for go tool pprof.
+//
+//	go run ./test/bench/inboxbench -n 50000 -rounds 3 [-partitions 4] [-pk] [-sql] [-cpuprofile FILE]
 package main

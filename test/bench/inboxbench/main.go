@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,6 +35,7 @@ func main() {
 	parts := flag.Int("partitions", 4, "partitions per topic (one worker each)")
 	pk := flag.Bool("pk", false, "give the handler's table a primary key, as business tables have")
 	withSQL := flag.Bool("sql", false, "also run the inbox consumer on database/sql (pgx's stdlib driver over the same pool)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of each one-message-per-transaction run of the inbox and of the dedup baseline to `FILE`.SIDE.N (N = round)")
 	flag.Parse()
 	if *n <= 0 || *rounds <= 0 || *parts <= 0 {
 		fmt.Fprintln(os.Stderr, "inboxbench: -n, -rounds and -partitions must be positive")
@@ -48,6 +50,26 @@ func main() {
 
 // partitions is the partition count of every topic.
 var partitions = 4
+
+// cpuProfile is the -cpuprofile prefix ("" for none).
+var cpuProfile string
+
+// profile starts a CPU profile of the run of c in round r when -cpuprofile
+// asks for it; the returned function stops it.
+func profile(c config, r int) (stop func(), err error) {
+	if cpuProfile == "" || c.batch != 1 || (c.side != "inbox" && c.side != "dedup") {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", cpuProfile, c.side, r+1))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
 
 // config is one measured configuration: a side (plain or inbox) and a batch
 // size (batchSize, or 1 for one message per transaction).
@@ -132,6 +154,10 @@ func run(n, rounds int, pk, withSQL bool) error {
 			if err := produce(ctx, brokers, topic, n); err != nil {
 				return err
 			}
+			stop, err := profile(c, r)
+			if err != nil {
+				return err
+			}
 			self0, server0 := cpu.read()
 			var d time.Duration
 			switch c.side {
@@ -143,9 +169,11 @@ func run(n, rounds int, pk, withSQL bool) error {
 				d, err = baseline(ctx, brokers, pool, topic, n, c.batch, c.side == "dedup")
 			}
 			if err != nil {
+				stop()
 				return fmt.Errorf("%s: %w", topic, err)
 			}
 			self1, server1 := cpu.read()
+			stop()
 			s := sample{wall: d, self: self1 - self0, server: server1 - server0}
 			samples[c] = append(samples[c], s)
 			fmt.Printf("  round %d  %-20s %8.0f msg/s  (%v)%s\n", r+1, c, float64(n)/d.Seconds(), d.Round(time.Millisecond), cpuPerMessage(s, n))

@@ -38,16 +38,19 @@
 // rows, in commit order with them; other prefixes, and non-transactional
 // messages (EmitTx never writes those), are ignored.
 //
-// Decoded events go through a bounded queue to the Kafka writer, which sends
-// batches of up to BatchSize events (what is queued first, then what
-// arrives within BatchTimeout) with one write in flight, while the reader
-// goes on decoding the next batch. A write holds one produce request per
+// Decoded events go through a bounded queue to the Kafka writer, a
+// transaction at a time (queued at its commit, or BatchSize events at a
+// time of a larger one), and the writer sends batches of up to BatchSize
+// events (what is queued first, then what arrives within BatchTimeout)
+// with one write in flight, while the reader goes on decoding the next
+// batch. A write holds one produce request per
 // partition, sized to stay under the topic's max.message.bytes (read from
 // the cluster with DescribeConfigs, the lower of the topic's and the
 // broker's message.max.bytes; else MaxMessageBytes); a larger batch goes
 // in several writes, one after the other (see docs/kafka.md). The queue
-// and the batch being written hold at most BatchSize events each and
-// BufferBytes record bytes together (plus the one event waiting for room,
+// holds at most BatchSize transactions, the batch being written at most
+// BatchSize events, and together they hold at most
+// BufferBytes record bytes (plus the one event waiting for room,
 // and the Kafka client's encoded copy of the batch), so large payloads do
 // not multiply the relay's memory. While they are full the reader still
 // sends status updates, so a slow broker never makes the server drop the

@@ -40,16 +40,19 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	r.lead(tr, lv, start)
 	defer r.stepDown()
 
-	events := make(chan event, c.BatchSize)
+	// Slices of events, one a transaction or less (see stream.staged);
+	// the budget bounds their bytes.
+	events := make(chan []event, c.BatchSize)
+	free := make(chan []event, freeSlices)
 	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
 	// Events still queued when the session ends are dropped with it.
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
-	sinking := runSink(ctx, sk, events, buf, tr, stopRead)
+	sinking := runSink(ctx, sk, events, free, buf, tr, stopRead)
 	defer sinking.stop()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, buf: buf, stop: readCtx, lv: lv, state: r.state}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, free: free, buf: buf, stop: readCtx, lv: lv, state: r.state}
 	readErr := st.run()
 	close(events)
 
@@ -137,11 +140,11 @@ type sinkRun struct {
 // runSink starts the sink on events. A failing sink ends the reader
 // (stopRead) with errSinkFailed as the cause. The sink's context is not
 // ctx: on a graceful stop it keeps writing what is queued (see wait).
-func runSink(ctx context.Context, sk *sink, events <-chan event, buf *budget, tr *acktrack.Tracker, stopRead context.CancelCauseFunc) *sinkRun {
+func runSink(ctx context.Context, sk *sink, events <-chan []event, free chan<- []event, buf *budget, tr *acktrack.Tracker, stopRead context.CancelCauseFunc) *sinkRun {
 	sinkCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &sinkRun{stop: stop, done: make(chan error, 1)}
 	go func() {
-		err := sk.run(sinkCtx, events, buf, tr)
+		err := sk.run(sinkCtx, events, free, buf, tr)
 		if err != nil {
 			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))
 		}

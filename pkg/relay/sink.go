@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
 
 // sink batches events and writes them to Kafka, one write in flight, then
@@ -68,26 +69,55 @@ func (s *sink) close() error {
 	return err
 }
 
+// The sink hands emptied event slices back to the reader for reuse: at most
+// freeSlices of them, of at most maxFreeCap events each.
+const (
+	freeSlices = 64
+	maxFreeCap = 256 // events
+)
+
 // run publishes the events of ch in batches until ch is closed (it returns
 // nil) or ctx ends (it returns ctx.Err()), giving each acknowledged batch's
-// cost back to buf. Kafka errors are retried; only a permanent one ends run
-// early.
-func (s *sink) run(ctx context.Context, ch <-chan event, buf *budget, tr *acktrack.Tracker) error {
+// cost back to buf. Each receive from ch is a slice of events (see
+// stream.staged), emptied and handed back on free. A batch is sent as soon
+// as the sink is free (after BatchTimeout, when set): what is queued while
+// a write is in flight goes in the next one. Kafka errors are retried; only
+// a permanent one ends run early.
+func (s *sink) run(ctx context.Context, ch <-chan []event, free chan<- []event, buf *budget, tr *acktrack.Tracker) error {
 	batch := make([]event, 0, s.cfg.BatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	// add moves evs into batch and hands the slice back, unless it is
+	// large (a large transaction's: the reader's next ones are likely
+	// small, and the free slices should not hold much memory).
+	add := func(evs []event) {
+		batch = append(batch, evs...)
+		if cap(evs) > maxFreeCap {
+			return
+		}
+		clear(evs)
+		select {
+		case free <- evs[:0]:
+		default:
+		}
+	}
+	var next []event // received, but over BatchSize with the batch before
 	for {
 		clear(batch)
 		batch = batch[:0]
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				return nil
+		if next == nil {
+			select {
+			case evs, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				next = evs
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			batch = append(batch, ev)
-		case <-ctx.Done():
-			return ctx.Err()
 		}
+		add(next)
+		next = nil
 		closed := false
 		waited := s.cfg.BatchTimeout <= 0
 		if !waited {
@@ -97,29 +127,32 @@ func (s *sink) run(ctx context.Context, ch <-chan event, buf *budget, tr *acktra
 		for len(batch) < s.cfg.BatchSize {
 			// What is queued goes first; the timer only decides how long
 			// to wait for more once the queue is empty.
+			var (
+				evs []event
+				ok  bool
+			)
 			select {
-			case ev, ok := <-ch:
-				if !ok {
-					closed = true
+			case evs, ok = <-ch:
+			default:
+				if waited {
 					break fill
 				}
-				batch = append(batch, ev)
-				continue
-			default:
+				select {
+				case evs, ok = <-ch:
+				case <-timer.C:
+					waited = true
+					continue
+				}
 			}
-			if waited {
+			if !ok {
+				closed = true
 				break
 			}
-			select {
-			case ev, ok := <-ch:
-				if !ok {
-					closed = true
-					break fill
-				}
-				batch = append(batch, ev)
-			case <-timer.C:
-				waited = true
+			if len(batch)+len(evs) > s.cfg.BatchSize {
+				next = evs
+				break
 			}
+			add(evs)
 		}
 		timer.Stop()
 		if err := s.publish(ctx, batch); err != nil {
@@ -531,7 +564,11 @@ func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
 	s.w.BatchSize = len(msgs)
 	start := time.Now()
 	err := s.w.WriteMessages(wctx, msgs...)
-	s.m.publishDuration.Observe(time.Since(start).Seconds())
+	end := time.Now()
+	s.m.publishDuration.Observe(end.Sub(start).Seconds())
+	if relaytrace.Written != nil {
+		relaytrace.Written(msgs, start, end, err)
+	}
 	if err != nil {
 		s.m.publishErrors.Inc()
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
 
 // stream reads the replication connection: it decodes the WAL, registers
@@ -27,8 +28,14 @@ type stream struct {
 	dec    *decoder
 	cat    *catalog // fences confirmation (see catalog)
 	tr     *acktrack.Tracker
-	events chan<- event
+	events chan<- []event
+	free   <-chan []event // slices the sink is done with, for staged
 	buf    *budget
+	// staged holds the events of the current transaction not yet queued:
+	// they go to the sink together at its commit (or when BatchSize of
+	// them are staged), so a sink that is free never writes a part of a
+	// transaction the reader is still reading.
+	staged []event
 	stop   context.Context // ends the stream (Run's context, or a failure)
 	inTx   bool
 	tx     acktrack.TxID
@@ -38,6 +45,7 @@ type stream struct {
 	lv     liveness
 	lastSS time.Time // when the last status update was sent
 	state  *keeper   // caps what may be confirmed (see keeper); nil caps nothing
+	readAt time.Time // when the WAL message being handled was read
 }
 
 // startReplication starts streaming the slot from start.
@@ -197,6 +205,7 @@ func (s *stream) readUntilDeadline() error {
 				if err := s.live.stale(now); err != nil {
 					return err
 				}
+				s.readAt = now
 				if err := s.handle(xld.WALData); err != nil {
 					return err
 				}
@@ -236,6 +245,7 @@ func (s *stream) handle(data []byte) error {
 		s.inTx = false
 		s.state.read(it.endLSN, s.dec.messages)
 		s.tr.Commit(s.tx, uint64(it.endLSN))
+		return s.flush()
 	case walEvent:
 		if !s.inTx {
 			return fmt.Errorf("%w: event outside a transaction", errProtocol)
@@ -249,34 +259,63 @@ func (s *stream) handle(data []byte) error {
 			deadLetter(s.cfg, s.m, &ev)
 		}
 		ev.tx, ev.commit = s.tx, s.commit
+		if relaytrace.Read != nil {
+			relaytrace.Read(&ev.msg, s.commit, s.readAt)
+		}
 		s.tr.Add(s.tx, 1)
-		return s.enqueue(ev)
+		return s.stage(ev)
 	}
 	return nil
 }
 
-// enqueue queues ev for the sink once the buffer budget has room for it.
-// While it waits for the budget or the queue, it keeps sending status
-// updates, so the server does not time the connection out while Kafka is
-// slow.
-func (s *stream) enqueue(ev event) error {
+// stage adds ev to the staged events once the buffer budget has room for
+// it, queueing them for the sink when BatchSize are staged. While it waits
+// for the budget (having queued what was staged: the sink gives the budget
+// back only for events it has), it keeps sending status updates, so the
+// server does not time the connection out while Kafka is slow.
+func (s *stream) stage(ev event) error {
 	if s.cfg.InstanceID != "" {
 		ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: InstanceHeader, Value: []byte(s.cfg.InstanceID)})
 	}
 	ev.cost = s.buf.cost(&ev)
 	if !s.buf.tryTake(ev.cost) {
+		if err := s.flush(); err != nil {
+			return err
+		}
 		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.buf.take(ctx, ev.cost) }); err != nil {
 			return err
 		}
 	}
+	if s.staged == nil {
+		select {
+		case s.staged = <-s.free:
+		default:
+			s.staged = make([]event, 0, 8)
+		}
+	}
+	s.staged = append(s.staged, ev)
+	if len(s.staged) >= s.cfg.BatchSize {
+		return s.flush()
+	}
+	return nil
+}
+
+// flush queues the staged events for the sink, waiting (and sending status
+// updates, as stage does) while the queue is full.
+func (s *stream) flush() error {
+	if len(s.staged) == 0 {
+		return nil
+	}
+	evs := s.staged
+	s.staged = nil
 	select {
-	case s.events <- ev:
+	case s.events <- evs:
 		return nil
 	default:
 	}
 	return s.waitSendingStatus(func(ctx context.Context) error {
 		select {
-		case s.events <- ev:
+		case s.events <- evs:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

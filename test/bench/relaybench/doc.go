@@ -24,5 +24,17 @@
 //	go run ./test/bench/relaybench -n 200000 -cpuprofile cpu.prof
 //	go tool pprof -top cpu.prof
 //
-// -latency runs the latency mode instead (make bench-latency).
+// -latency runs the latency mode instead (make bench-latency): a writer
+// commits single-row transactions at each rate, the kfake broker runs in a
+// process of its own, and a kafka-go consumer measures commit → receive.
+// Per rate it also prints how long the relay, the walsender and the broker
+// ran on a CPU and waited for one.
+//
+// -trace times each record's legs inside the relay (which then runs inside
+// this binary, through the hooks of internal/relaytrace): in the latency
+// mode, the percentiles of commit → WAL read → Kafka write → acknowledged
+// → received; in the drain mode, the relay's Kafka writes and their
+// records.
+//
+//	go run ./test/bench/relaybench -latency 1000,5000 -conns 32 -duration 20s -trace
 package main

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,17 +16,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
-// latencyBench runs the relay binary against an in-process kfake broker
-// while a writer commits single-row transactions at each of rates for
-// duration, and an independent kafka-go consumer (one reader per
+// latencyBench runs the relay binary against a kfake broker (a process of
+// its own, see broker) while a writer commits single-row transactions at
+// each of rates for duration, and an independent kafka-go consumer (one reader per
 // partition) measures commit → receive from each record's timestamp (the
-// transaction's commit time, in milliseconds).
-func latencyBench(ctx context.Context, bin string, o *options, rates []int, duration time.Duration, tmp string) error {
+// transaction's commit time, in milliseconds). With tracePath (the relay
+// is then this binary, see installTrace) it also prints each leg of that
+// time per rate.
+func latencyBench(ctx context.Context, bin string, o *options, rates []int, duration time.Duration, tmp, tracePath string) error {
 	srv, dbURL, err := startDatabase(ctx)
 	if err != nil {
 		return err
@@ -42,12 +45,12 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	defer pool.Close()
 
 	const partitions = 3
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	bk, err := startBroker(partitions)
 	if err != nil {
 		return err
 	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	defer bk.stop()
+	brokers := bk.addrs
 
 	logPath := filepath.Join(tmp, "relay.log")
 	logf, err := os.Create(logPath)
@@ -59,17 +62,29 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
+	var stopOnce sync.Once
+	stopRelay := func() {
+		stopOnce.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		})
+	}
+	defer stopRelay()
 
-	// The consumer: one reader per partition, from the end.
+	// Every record's times, by the sequence number of its business key:
+	// when the writer began and ended its transaction, and when the
+	// consumer received it.
+	total := 1
+	for _, rate := range rates {
+		total += int(int64(rate)*int64(duration)/int64(time.Second)) + 1
+	}
 	var (
 		mu       sync.Mutex
 		lats     []time.Duration
+		samples  = make([]sample, total)
 		received atomic.Int64
 	)
+	// The consumer: one reader per partition, from the end.
 	cctx, stopConsumers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stopConsumers(); wg.Wait() }()
@@ -83,10 +98,15 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 				if err != nil {
 					return
 				}
-				lat := time.Since(m.Time)
+				now := time.Now()
+				lat := now.Sub(m.Time)
 				received.Add(1)
+				seq, ok := traceSeq(&m)
 				mu.Lock()
 				lats = append(lats, lat)
+				if ok && seq >= 0 && seq < len(samples) {
+					samples[seq].recv = now
+				}
 				mu.Unlock()
 			}
 		})
@@ -97,14 +117,20 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		return err
 	}
 	insert := func(seq int) error {
-		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		start := time.Now()
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "bench", AggregateID: fmt.Sprintf("agg-%d", seq%o.aggregates),
 				EventType: "bench.created", BusinessKey: fmt.Sprintf("bk-%d", seq), Payload: payload(seq, o.payload)})
 			return err
 		})
+		ret := time.Now()
+		mu.Lock()
+		samples[seq].begin, samples[seq].ret = start, ret
+		mu.Unlock()
+		return err
 	}
 	// Warm up: the relay streams, the consumers read.
-	if err := insert(-1); err != nil {
+	if err := insert(0); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -116,17 +142,28 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		time.Sleep(10 * time.Millisecond)
 	}
 
+	var walsender int
+	if err := pool.QueryRow(ctx, `SELECT pid FROM pg_stat_replication LIMIT 1`).Scan(&walsender); err != nil {
+		return fmt.Errorf("the walsender's pid: %w", err)
+	}
+	var cpuLines []string
+
 	fmt.Printf("%-9s %9s %9s %8s %8s %8s %8s %s\n", "rate/s", "committed", "received", "p50", "p90", "p99", "max", "backlog at end")
-	seq := 0
-	for _, rate := range rates {
+	var seq atomic.Int64
+	ranges := make([][2]int, len(rates)) // the sequence numbers of each rate
+	for i, rate := range rates {
 		mu.Lock()
 		lats = lats[:0]
 		mu.Unlock()
 		base := received.Load()
-		committed, err := paced(ctx, rate, duration, o.conns, func() error { seq++; return insert(seq) })
+		ranges[i][0] = int(seq.Load()) + 1
+		use := startUsage(cmd.Process.Pid, walsender, bk.cmd.Process.Pid)
+		committed, err := paced(ctx, rate, duration, o.conns, func() error { return insert(int(seq.Add(1))) })
 		if err != nil {
 			return err
 		}
+		ranges[i][1] = int(seq.Load()) + 1
+		cpuLines = append(cpuLines, fmt.Sprintf("%-9d %s", rate, use.stop()))
 		backlog := int64(committed) - (received.Load() - base)
 		// Let the rest arrive (bounded) before the next rate.
 		until := time.Now().Add(30 * time.Second)
@@ -145,7 +182,162 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		}
 		fmt.Printf("%-9d %9d %9d %8s %8s %8s %8s %d\n", rate, committed, received.Load()-base, q(0.5), q(0.9), q(0.99), q(1), backlog)
 	}
+	fmt.Printf("\nCPU while writing (share of one core: on a CPU, and runnable but waiting for one), and the machine's runnable tasks (/proc/loadavg, every 100ms)\n")
+	for _, l := range cpuLines {
+		fmt.Println(l)
+	}
+	if tracePath == "" {
+		return nil
+	}
+	stopConsumers()
+	wg.Wait()
+	stopRelay()
+	rows, err := readTrace(tracePath)
+	if err != nil {
+		return err
+	}
+	printLegs(rates, ranges, samples, rows)
+	sum, err := writeSummary(tracePath)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("relay Kafka writes (all rates): %s\n", sum)
 	return nil
+}
+
+// usage samples, from its start until stop, how long the relay, the
+// walsender and the broker ran on a CPU and waited for one (runnable, not
+// running: /proc/PID/task/*/schedstat), and the machine's runnable tasks.
+type usage struct {
+	pids     [3]int // relay, walsender, broker
+	start    time.Time
+	before   [3]schedTimes
+	runnable []int
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func startUsage(relay, walsender, broker int) *usage {
+	u := &usage{pids: [3]int{relay, walsender, broker}, start: time.Now(), done: make(chan struct{})}
+	for i, pid := range u.pids {
+		u.before[i] = schedStat(pid)
+	}
+	u.wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-u.done:
+				return
+			case <-t.C:
+			}
+			// "1.00 2.00 3.00 R/T last-pid": R counts running tasks.
+			b, err := os.ReadFile("/proc/loadavg")
+			if err != nil {
+				continue
+			}
+			f := strings.Fields(string(b))
+			if len(f) < 4 {
+				continue
+			}
+			r, _, _ := strings.Cut(f[3], "/")
+			if n, err := strconv.Atoi(r); err == nil {
+				u.runnable = append(u.runnable, n)
+			}
+		}
+	})
+	return u
+}
+
+// stop ends the sampling and describes it.
+func (u *usage) stop() string {
+	close(u.done)
+	u.wg.Wait()
+	el := time.Since(u.start).Seconds()
+	var parts []string
+	for i, name := range []string{"relay", "walsender", "broker"} {
+		after := schedStat(u.pids[i])
+		parts = append(parts, fmt.Sprintf("%s %.0f%% (waited %.0f%%)", name,
+			100*(after.run-u.before[i].run).Seconds()/el, 100*(after.wait-u.before[i].wait).Seconds()/el))
+	}
+	slices.Sort(u.runnable)
+	med := 0
+	if len(u.runnable) > 0 {
+		med = u.runnable[len(u.runnable)/2]
+	}
+	return fmt.Sprintf("%s; runnable tasks median %d", strings.Join(parts, ", "), med)
+}
+
+// schedTimes is how long a process's threads ran on a CPU and waited for
+// one.
+type schedTimes struct{ run, wait time.Duration }
+
+// schedStat sums /proc/PID/task/*/schedstat ("run-ns wait-ns slices");
+// threads that ended are not counted.
+func schedStat(pid int) schedTimes {
+	var st schedTimes
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		run, _ := strconv.ParseInt(f[0], 10, 64)
+		wait, _ := strconv.ParseInt(f[1], 10, 64)
+		st.run += time.Duration(run)
+		st.wait += time.Duration(wait)
+	}
+	return st
+}
+
+// sample is what the bench saw of one record: when the writer began its
+// transaction and when the commit returned, and when the consumer
+// received it.
+type sample struct {
+	begin, ret, recv time.Time
+}
+
+// printLegs prints, per rate, the percentiles of each leg of commit →
+// receive, from the relay's trace (rows) and the bench's samples.
+func printLegs(rates []int, ranges [][2]int, samples []sample, rows map[int]*traceRow) {
+	legs := []struct {
+		name     string
+		from, to func(s *sample, r *traceRow) time.Time
+	}{
+		{"begin → commit returns (writer)", func(s *sample, _ *traceRow) time.Time { return s.begin }, func(s *sample, _ *traceRow) time.Time { return s.ret }},
+		{"commit → commit returns", func(_ *sample, r *traceRow) time.Time { return r.commit }, func(s *sample, _ *traceRow) time.Time { return s.ret }},
+		{"commit → relay reads WAL", func(_ *sample, r *traceRow) time.Time { return r.commit }, func(_ *sample, r *traceRow) time.Time { return r.read }},
+		{"read → Kafka write starts", func(_ *sample, r *traceRow) time.Time { return r.read }, func(_ *sample, r *traceRow) time.Time { return r.start }},
+		{"write → acknowledged", func(_ *sample, r *traceRow) time.Time { return r.start }, func(_ *sample, r *traceRow) time.Time { return r.end }},
+		{"acknowledged → consumer", func(_ *sample, r *traceRow) time.Time { return r.end }, func(s *sample, _ *traceRow) time.Time { return s.recv }},
+		{"commit → consumer (total)", func(_ *sample, r *traceRow) time.Time { return r.commit }, func(s *sample, _ *traceRow) time.Time { return s.recv }},
+	}
+	fmt.Printf("\nlegs of commit → receive, from the relay's trace (commit: the WAL's commit time, microseconds)\n")
+	fmt.Printf("%-9s %-32s %8s %8s %8s %8s %s\n", "rate/s", "leg", "p50", "p90", "p99", "max", "records")
+	for i, rate := range rates {
+		for _, leg := range legs {
+			var ds []time.Duration
+			for seq := ranges[i][0]; seq < ranges[i][1] && seq < len(samples); seq++ {
+				s, r := &samples[seq], rows[seq]
+				if r == nil || r.end.IsZero() || s.recv.IsZero() || s.ret.IsZero() {
+					continue
+				}
+				ds = append(ds, leg.to(s, r).Sub(leg.from(s, r)))
+			}
+			slices.Sort(ds)
+			q := func(f float64) string {
+				if len(ds) == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.2fms", float64(ds[min(len(ds)-1, int(f*float64(len(ds))))].Microseconds())/1000)
+			}
+			fmt.Printf("%-9d %-32s %8s %8s %8s %8s %d\n", rate, leg.name, q(0.5), q(0.9), q(0.99), q(1), len(ds))
+		}
+	}
 }
 
 // paced calls commit rate times a second for d over conns goroutines and

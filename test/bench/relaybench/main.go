@@ -36,10 +36,14 @@ type options struct {
 	latency                                  string
 	duration                                 time.Duration
 	cpuProfile, memProfile                   string
+	trace                                    bool
 	compareBin                               string
 }
 
 func main() {
+	if code, ok := runAsBroker(); ok {
+		os.Exit(code)
+	}
 	if code, ok := runAsRelay(); ok {
 		os.Exit(code)
 	}
@@ -55,6 +59,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "latency mode: how long each rate runs")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the relay's CPU profile to this file (the relay then runs inside this binary; go tool pprof FILE)")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write the relay's allocation profile to this file at its exit (as -cpuprofile)")
+	flag.BoolVar(&o.trace, "trace", false, "time each record's legs inside the relay (it then runs inside this binary): in latency mode, print their percentiles per rate; in drain mode, the relay's Kafka writes")
 	flag.StringVar(&o.compareBin, "compare-bin", "", "a second relay binary (for example one built from main) to drain the same backlog after the first, on a slot of its own")
 	flag.Parse()
 
@@ -77,9 +82,16 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer os.RemoveAll(tmp)
 	bin := o.relayBin
-	if o.cpuProfile != "" || o.memProfile != "" {
+	tracePath := ""
+	if o.trace {
+		if o.compareBin != "" {
+			return fmt.Errorf("-trace and -compare-bin exclude each other")
+		}
+		tracePath = filepath.Join(tmp, "trace.txt")
+	}
+	if o.cpuProfile != "" || o.memProfile != "" || o.trace {
 		if bin != "" {
-			return fmt.Errorf("-relay-bin and -cpuprofile/-memprofile exclude each other (the profiled relay is this binary)")
+			return fmt.Errorf("-relay-bin and -cpuprofile/-memprofile/-trace exclude each other (the profiled relay is this binary)")
 		}
 		abs := func(p string) (string, error) {
 			if p == "" {
@@ -95,7 +107,7 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return err
 		}
-		if bin, err = profiledRelay(cpu, mem); err != nil {
+		if bin, err = profiledRelay(cpu, mem, tracePath); err != nil {
 			return err
 		}
 	}
@@ -114,7 +126,7 @@ func run(ctx context.Context, o *options) error {
 			}
 			rates = append(rates, r)
 		}
-		return latencyBench(ctx, bin, o, rates, o.duration, tmp)
+		return latencyBench(ctx, bin, o, rates, o.duration, tmp, tracePath)
 	}
 
 	// Table, publication and the relay's slot, then the raw reader's slot:
@@ -167,6 +179,13 @@ func run(ctx context.Context, o *options) error {
 			return fmt.Errorf("%s drain: %w", d.label, err)
 		}
 		report(d.label, d.bin, res, rawRate, o)
+	}
+	if tracePath != "" {
+		sum, err := writeSummary(tracePath)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("relay Kafka writes: %s\n", sum)
 	}
 	return nil
 }

@@ -58,18 +58,26 @@ func runAsRelay() (code int, ok bool) {
 			}
 		}()
 	}
+	if path := os.Getenv(envTrace); path != "" {
+		write := installTrace(path)
+		defer func() {
+			if err := write(); err != nil {
+				fmt.Fprintf(os.Stderr, "relaybench: trace: %v\n", err)
+			}
+		}()
+	}
 	return relaycli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr), true
 }
 
-// profiledRelay returns the relay binary to run when a profile is asked for
-// (this binary, started as the relay) and sets the environment that makes
-// it one.
-func profiledRelay(cpu, mem string) (string, error) {
+// profiledRelay returns the relay binary to run when a profile or a trace
+// is asked for (this binary, started as the relay) and sets the
+// environment that makes it one.
+func profiledRelay(cpu, mem, trace string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
 	}
-	for k, v := range map[string]string{envAsRelay: "1", envCPUProfile: cpu, envMemProfile: mem} {
+	for k, v := range map[string]string{envAsRelay: "1", envCPUProfile: cpu, envMemProfile: mem, envTrace: trace} {
 		if err := os.Setenv(k, v); err != nil {
 			return "", err
 		}

@@ -1,0 +1,21 @@
+package relaytrace
+
+import (
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Hooks, called from the relay's reader and sink goroutines when set.
+// Set them before the relay starts; they must be quick, as they run on
+// the hot path.
+var (
+	// Read is called for each event the reader queues: its record, its
+	// transaction's commit time (from the WAL, microseconds) and when the
+	// WAL message holding it was read from the connection.
+	Read func(msg *kafka.Message, commit, read time.Time)
+	// Written is called after each Kafka write the sink makes: its
+	// records, when the write started and when it returned, and its
+	// error.
+	Written func(msgs []kafka.Message, start, end time.Time, err error)
+)

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// envAsBroker, when set (to a partition count), makes a relaybench process
+// the Kafka broker of the latency mode (see runAsBroker).
+const envAsBroker = "RELAYBENCH_AS_BROKER"
+
+// runAsBroker runs a kfake broker with topic seeded with the partitions of
+// its environment when this process was started as the broker: it prints
+// the broker's addresses on a line of stdout and serves until stdin ends.
+// It reports whether it was the broker; code is its exit code.
+func runAsBroker() (code int, ok bool) {
+	v := os.Getenv(envAsBroker)
+	if v == "" {
+		return 0, false
+	}
+	partitions, err := strconv.Atoi(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relaybench: %s=%q: %v\n", envAsBroker, v, err)
+		return 1, true
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relaybench: kfake: %v\n", err)
+		return 1, true
+	}
+	defer cluster.Close()
+	fmt.Println(strings.Join(cluster.ListenAddrs(), ","))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0, true
+}
+
+// broker is a kfake broker in a process of its own (this binary, started
+// as the broker): in the latency mode, the broker then competes with the
+// writer and the consumer for the machine's cores, as a real one would,
+// not for this process's Go scheduler and garbage collector.
+type broker struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	addrs []string
+}
+
+// startBroker starts the broker process with topic of partitions.
+func startBroker(partitions int) (*broker, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), envAsBroker+"="+strconv.Itoa(partitions), envAsRelay+"=")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stdin.Close()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("broker process: %w", err)
+	}
+	return &broker{cmd: cmd, stdin: stdin, addrs: strings.Split(strings.TrimSpace(line), ",")}, nil
+}
+
+// stop ends the broker process.
+func (b *broker) stop() {
+	b.stdin.Close()
+	_ = b.cmd.Wait()
+}

@@ -195,27 +195,7 @@ func msg(agg string, n int) outbox.Message {
 // metric returns the value of a counter or gauge (summed over labels).
 func (b *bundle) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	mfs, err := b.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.Counter != nil:
-				total += m.Counter.GetValue()
-			case m.Gauge != nil:
-				total += m.Gauge.GetValue()
-			case m.Histogram != nil:
-				total += float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return total
+	return testenv.MetricValue(t, b.reg, name, "", "")
 }
 
 // header returns the header of rec or fails.

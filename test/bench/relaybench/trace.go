@@ -93,15 +93,15 @@ func traceSeq(msg *kafka.Message) (int, bool) {
 	return 0, false
 }
 
-// readTrace reads the trace file the relay wrote: the first read and the
-// first acknowledged write of each event.
-func readTrace(path string) (map[int]*traceRow, error) {
+// scanTrace calls fn with each line of the trace file at path: its kind
+// ("R" read, "W" written), the event's sequence number and two times in
+// nanoseconds.
+func scanTrace(path string, fn func(kind string, seq int, a, b int64)) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	rows := make(map[int]*traceRow)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var (
@@ -110,8 +110,18 @@ func readTrace(path string) (map[int]*traceRow, error) {
 			a, b int64
 		)
 		if _, err := fmt.Sscan(sc.Text(), &kind, &seq, &a, &b); err != nil {
-			return nil, fmt.Errorf("trace %s: %q: %w", path, sc.Text(), err)
+			return fmt.Errorf("trace %s: %q: %w", path, sc.Text(), err)
 		}
+		fn(kind, seq, a, b)
+	}
+	return sc.Err()
+}
+
+// readTrace reads the trace file the relay wrote: the first read and the
+// first acknowledged write of each event.
+func readTrace(path string) (map[int]*traceRow, error) {
+	rows := make(map[int]*traceRow)
+	err := scanTrace(path, func(kind string, seq int, a, b int64) {
 		r := rows[seq]
 		if r == nil {
 			r = &traceRow{}
@@ -123,34 +133,20 @@ func readTrace(path string) (map[int]*traceRow, error) {
 		case kind == "W" && r.start.IsZero():
 			r.start, r.end = time.Unix(0, a), time.Unix(0, b)
 		}
-	}
-	return rows, sc.Err()
+	})
+	return rows, err
 }
 
 // writeSummary describes the relay's Kafka writes in the trace at path:
 // how many, and the records per write.
 func writeSummary(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
 	perWrite := make(map[[2]int64]int) // records by (start, end) of their write
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var (
-			kind string
-			seq  int
-			a, b int64
-		)
-		if _, err := fmt.Sscan(sc.Text(), &kind, &seq, &a, &b); err != nil {
-			return "", fmt.Errorf("trace %s: %q: %w", path, sc.Text(), err)
-		}
+	err := scanTrace(path, func(kind string, _ int, a, b int64) {
 		if kind == "W" {
 			perWrite[[2]int64{a, b}]++
 		}
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return "", err
 	}
 	sizes := make([]int, 0, len(perWrite))

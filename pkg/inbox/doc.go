@@ -290,6 +290,16 @@
 // of migration 003, so the periodic call stays cheap on an inbox of millions
 // of rows; Store.Counts (command "inbox status") counts every row exactly.
 //
+// # Cost
+//
+// On a *pgxpool.Pool, *pgxpool.Conn or *pgx.Conn the claim travels with
+// BEGIN in one round trip (pgx's Batch.BeginTx): one message in its own
+// transaction takes BEGIN with the claim, the handler's statements and
+// COMMIT, plus an UPDATE when the handler returns a result reference. A dedup
+// table written by hand takes a round trip more. The benchmark against that
+// baseline is test/bench/inboxbench (make bench-inbox); its figures are in
+// docs/benchmarks.md.
+//
 // # Logs
 //
 // Config.Logger receives structured records with consumer, message_id,

@@ -102,9 +102,9 @@ type txWork func(ctx context.Context, tx dbTx, msg *Message) (resultRef string, 
 type pgxDB struct{ db Beginner }
 
 func (d pgxDB) begin(ctx context.Context) (dbTx, error) {
-	switch s := d.db.(type) {
+	switch d.db.(type) {
 	case *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn:
-		return &pgxLateTx{db: d.db, sender: s.(batchSender)}, nil
+		return &pgxLateTx{db: d.db.(batchBeginner)}, nil
 	}
 	tx, err := d.db.Begin(ctx)
 	if err != nil {
@@ -113,20 +113,21 @@ func (d pgxDB) begin(ctx context.Context) (dbTx, error) {
 	return pgxTx{tx}, nil
 }
 
-// batchSender is the part of *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn that
-// can begin a transaction in a batch (pgx.Batch.BeginTx).
-type batchSender interface {
+// batchBeginner is what *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn offer:
+// Begin, and SendBatch, which can begin a transaction in a batch
+// (pgx.Batch.BeginTx).
+type batchBeginner interface {
+	Beginner
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// pgxLateTx is a pgx transaction that begins with its first statement: BEGIN
-// and that statement (the claim, on every path) travel in one batch, one
-// round trip instead of two. A first statement that returns several rows,
-// or a savepoint, begins the transaction on its own first.
+// pgxLateTx is a pgx transaction that begins with its first statement: when
+// that is a one-row query (the claim, on every path), BEGIN and the query
+// travel in one batch, one round trip instead of two. Any other first
+// statement, or a savepoint, begins the transaction on its own first.
 type pgxLateTx struct {
-	db     Beginner
-	sender batchSender
-	tx     pgx.Tx // nil until begun
+	db batchBeginner
+	tx pgx.Tx // nil until begun
 }
 
 // pgx returns the transaction, beginning it if no statement has.
@@ -147,23 +148,17 @@ func (t *pgxLateTx) send(ctx context.Context, sql string, args []any) batchRow {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(sql, args...)
-	br := t.sender.SendBatch(ctx, b)
+	br := t.db.SendBatch(ctx, b)
 	t.tx = br.Tx()
 	return batchRow{br}
 }
 
 func (t *pgxLateTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	if t.tx == nil {
-		var n int64
-		err := t.send(ctx, sql, args).read(func(br pgx.BatchResults) error {
-			tag, err := br.Exec()
-			n = tag.RowsAffected()
-			return err
-		})
-		return n, err
+	tx, err := t.pgx(ctx)
+	if err != nil {
+		return 0, err
 	}
-	tag, err := t.tx.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+	return pgxTx{tx}.exec(ctx, sql, args...)
 }
 
 func (t *pgxLateTx) query(ctx context.Context, sql string, args ...any) (dbRows, error) {
@@ -208,17 +203,13 @@ func (t *pgxLateTx) rollback(ctx context.Context) error {
 // batchRow is the one-row result of the first statement of a pgxLateTx.
 type batchRow struct{ br pgx.BatchResults }
 
+// Scan reads the result of BEGIN, then the row, and closes the batch. A
+// failed BEGIN leaves the transaction closed (see pgx.BatchResults.Tx), so
+// that a rollback does not touch the connection.
 func (r batchRow) Scan(dest ...any) error {
-	return r.read(func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
-}
-
-// read reads the result of BEGIN, then the statement's with fn, and closes
-// the batch. A failed BEGIN leaves the transaction closed (see
-// pgx.BatchResults.Tx), so that a rollback does not touch the connection.
-func (r batchRow) read(fn func(br pgx.BatchResults) error) error {
 	_, err := r.br.Exec()
 	if err == nil {
-		err = fn(r.br)
+		err = r.br.QueryRow().Scan(dest...)
 	}
 	if cerr := r.br.Close(); err == nil {
 		err = cerr

@@ -20,6 +20,7 @@ type sink struct {
 	cfg       *Config
 	m         *metrics
 	w         *kafka.Writer
+	bal       *shareBalancer
 	transport *kafka.Transport
 	limits    *topicLimits
 	// guard, when set, is asked before every Kafka write; an error
@@ -42,28 +43,67 @@ type unavailableTopic struct {
 func newSink(c *Config, m *metrics) *sink {
 	codec, _ := compressionCodec(c.Compression) // validated by withDefaults
 	transport := &kafka.Transport{TLS: c.TLS, SASL: c.SASL, ClientID: "pgoutbox-relay"}
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(c.Brokers...),
+		RequiredAcks: kafka.RequireAll,
+		MaxAttempts:  1, // the sink retries, with its own backoff
+		// kafka-go never splits a partition's share of a call into
+		// several produce requests (one could fail while a later one
+		// succeeds, reordering the partition): the sink sizes each share
+		// to what the broker accepts (see callShares), the balancer sets
+		// BatchSize to the largest share's count (see shareBalancer), and
+		// the share goes out as soon as the call has assigned it.
+		BatchBytes:             math.MaxInt64,
+		BatchTimeout:           time.Nanosecond,
+		WriteTimeout:           c.WriteTimeout,
+		ReadTimeout:            c.WriteTimeout,
+		Compression:            codec,
+		Transport:              transport,
+		AllowAutoTopicCreation: true,
+	}
+	bal := &shareBalancer{w: w, shares: make(map[shareKey]int)}
+	w.Balancer = bal
 	return &sink{
 		cfg: c, m: m, transport: transport, limits: newTopicLimits(c, transport), unavailable: make(map[string]unavailableTopic),
-		w: &kafka.Writer{
-			Addr:         kafka.TCP(c.Brokers...),
-			Balancer:     &kafka.Murmur2Balancer{},
-			RequiredAcks: kafka.RequireAll,
-			MaxAttempts:  1, // the sink retries, with its own backoff
-			// kafka-go never splits a partition's share of a call into
-			// several produce requests (one could fail while a later one
-			// succeeds, reordering the partition): the sink sizes each
-			// share to what the broker accepts (see callShares), and the
-			// share goes out as soon as the call has assigned it.
-			BatchSize:              c.BatchSize,
-			BatchBytes:             math.MaxInt64,
-			BatchTimeout:           time.Nanosecond,
-			WriteTimeout:           c.WriteTimeout,
-			ReadTimeout:            c.WriteTimeout,
-			Compression:            codec,
-			Transport:              transport,
-			AllowAutoTopicCreation: true,
-		},
+		w: w, bal: bal,
 	}
+}
+
+// shareBalancer is the Writer's balancer: kafka-go's murmur2 (the Java
+// client's default), counting each partition's share of a call.
+//
+// kafka-go balances every record of a WriteMessages call before it
+// batches them, and gives each partition's batch room for BatchSize
+// records; a larger share would be cut into several produce requests. So
+// while it balances a call, shareBalancer keeps BatchSize at the largest
+// share's count: no share is cut, and no batch is made with room for the
+// whole call (with BatchSize at the call's length, every partition's batch
+// was, and those were most of the relay's allocations).
+type shareBalancer struct {
+	w      *kafka.Writer
+	hash   kafka.Murmur2Balancer
+	shares map[shareKey]int
+}
+
+type shareKey struct {
+	topic     string
+	partition int
+}
+
+// reset starts a call. Only WriteMessages, in the sink's goroutine, calls
+// Balance and reads BatchSize.
+func (b *shareBalancer) reset() {
+	clear(b.shares)
+	b.w.BatchSize = 1
+}
+
+// Balance implements kafka.Balancer.
+func (b *shareBalancer) Balance(msg kafka.Message, partitions ...int) int {
+	p := b.hash.Balance(msg, partitions...)
+	k := shareKey{msg.Topic, p}
+	b.shares[k]++
+	b.w.BatchSize = max(b.w.BatchSize, b.shares[k])
+	return p
 }
 
 func (s *sink) close() error {
@@ -566,10 +606,7 @@ func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
-	// kafka-go allocates each partition batch with room for BatchSize
-	// messages; no share of this call holds more than len(msgs). Only
-	// WriteMessages, in this goroutine, reads the field.
-	s.w.BatchSize = len(msgs)
+	s.bal.reset()
 	start := time.Now()
 	err := s.w.WriteMessages(wctx, msgs...)
 	end := time.Now()

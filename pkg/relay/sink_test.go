@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -481,5 +482,67 @@ func TestTransactionInOneWrite(t *testing.T) {
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
 	if n := b.metric(t, "pgoutbox_relay_batch_size"); n != 1 {
 		t.Fatalf("the transaction of %d rows went out in %v batches, want 1", len(msgs), n)
+	}
+}
+
+// Each partition's share of a write goes to the broker in one produce
+// request, however unequal the shares: kafka-go cuts a share larger than
+// the Writer's BatchSize into several requests (one could fail while a
+// later one succeeds, reordering the partition), and the sink's balancer
+// keeps BatchSize at the largest share of each write.
+func TestPartitionShareInOneRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var (
+		mu       sync.Mutex
+		requests = make(map[int32]int) // produce requests holding records, per partition
+		records  = make(map[int32]int)
+	)
+	b.kafka.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		b.kafka.Cluster.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, pt := range req.(*kmsg.ProduceRequest).Topics {
+			if pt.Topic != "outbox.order" {
+				continue
+			}
+			for _, pp := range pt.Partitions {
+				var rb kmsg.RecordBatch
+				if rb.ReadFrom(pp.Records) == nil && rb.NumRecords > 0 {
+					requests[pp.Partition]++
+					records[pp.Partition] += int(rb.NumRecords)
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	b.start(t)
+	// Three aggregates: shares of about 200, 100 and 50 records, or two
+	// aggregates in one partition.
+	msgs := make([]outbox.Message, 350)
+	for i := range msgs {
+		agg := "agg-0"
+		switch {
+		case i%7 >= 6:
+			agg = "agg-2"
+		case i%7 >= 4:
+			agg = "agg-1"
+		}
+		msgs[i] = msg(agg, i)
+	}
+	ids := b.insert(t, msgs...)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	if n := b.metric(t, "pgoutbox_relay_batch_size"); n != 1 {
+		t.Fatalf("the transaction of %d rows went out in %v batches, want 1", len(msgs), n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for p, n := range requests {
+		if n != 1 {
+			t.Errorf("partition %d: its %d records came in %d produce requests, want 1", p, records[p], n)
+		}
+	}
+	if len(requests) < 2 {
+		t.Errorf("records went to partitions %v; the test wants shares of several partitions", records)
 	}
 }

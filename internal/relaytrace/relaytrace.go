@@ -12,8 +12,10 @@ import (
 var (
 	// Read is called for each event the reader queues: its record, its
 	// transaction's commit time (from the WAL, microseconds) and when the
-	// WAL message holding it was read from the connection.
-	Read func(msg *kafka.Message, commit, read time.Time)
+	// WAL message holding it was read from the connection. The record
+	// comes by value: a pointer to it would move every event of the
+	// reader to the heap, hook set or not.
+	Read func(msg kafka.Message, commit, read time.Time)
 	// Written is called after each Kafka write the sink makes: its
 	// records, when the write started and when it returned, and its
 	// error.

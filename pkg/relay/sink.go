@@ -29,6 +29,8 @@ type sink struct {
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
 	unavailable map[string]unavailableTopic
+	// msgs is write's slice of records, kept between writes.
+	msgs []kafka.Message
 }
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
@@ -533,10 +535,13 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 // whole call when it cannot say which record failed (nothing was sent, or
 // the call timed out).
 func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
-	msgs := make([]kafka.Message, len(call))
-	for k, i := range call {
-		msgs[k] = batch[i].msg
+	// kafka-go copies the records into its own batches, and nothing keeps
+	// msgs after this call: one slice serves every write.
+	msgs := s.msgs[:0]
+	for _, i := range call {
+		msgs = append(msgs, batch[i].msg)
 	}
+	defer func() { clear(msgs); s.msgs = msgs[:0] }()
 	err := s.writeMessages(ctx, msgs)
 	errs := make([]error, len(msgs))
 	var werrs kafka.WriteErrors

@@ -262,7 +262,7 @@ func (s *stream) handle(data []byte) error {
 		}
 		ev.tx, ev.commit = s.tx, s.commit
 		if relaytrace.Read != nil {
-			relaytrace.Read(&ev.msg, s.commit, s.readAt)
+			relaytrace.Read(ev.msg, s.commit, s.readAt)
 		}
 		s.tr.Add(s.tx, 1)
 		return s.stage(ev)
@@ -279,12 +279,15 @@ func (s *stream) stage(ev event) error {
 	if s.cfg.InstanceID != "" {
 		ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: InstanceHeader, Value: []byte(s.cfg.InstanceID)})
 	}
-	ev.cost = s.buf.cost(&ev)
-	if !s.buf.tryTake(ev.cost) {
+	// cost, not ev, goes into the closure: capturing ev would move every
+	// event to the heap.
+	cost := s.buf.cost(&ev)
+	ev.cost = cost
+	if !s.buf.tryTake(cost) {
 		if err := s.flush(); err != nil {
 			return err
 		}
-		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.buf.take(ctx, ev.cost) }); err != nil {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.buf.take(ctx, cost) }); err != nil {
 			return err
 		}
 	}

@@ -14,7 +14,11 @@
 //     kfake and the slot's confirmed position reached that commit's end,
 //
 // and prints both rates, their ratio (target: at least 0.9), the relay's
-// CPU time per 1k events and its peak RSS (VmHWM).
+// CPU time per 1k events and its peak RSS (VmHWM). The relay's time runs
+// from its process start until the broker received the produce request
+// that completed the backlog (a kfake control function counts the
+// records); it also prints when the first record came, the relay's
+// start-up.
 //
 //	go run ./test/bench/relaybench -n 1000000
 //
@@ -25,8 +29,11 @@
 //	go tool pprof -top cpu.prof
 //
 // -latency runs the latency mode instead (make bench-latency): a writer
-// commits single-row transactions at each rate, the kfake broker runs in a
-// process of its own, and a kafka-go consumer measures commit → receive.
+// commits single-row transactions at each rate over -conns connections
+// (-writer insert, the default: one INSERT in autocommit; -writer tx:
+// BEGIN, outbox.Writer.InsertTx, COMMIT, three round trips and more of
+// this machine's two cores), the kfake broker runs in a process of its
+// own, and a kafka-go consumer measures commit → receive.
 // Per rate it also prints how long the relay, the walsender and the broker
 // ran on a CPU and waited for one.
 //

@@ -20,6 +20,12 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
+// The latency mode's writers (-writer).
+const (
+	writerInsert = "insert"
+	writerTx     = "tx"
+)
+
 // latencyBench runs the relay binary against a kfake broker (a process of
 // its own, see broker) while a writer commits single-row transactions at
 // each of rates for duration, and an independent kafka-go consumer (one reader per
@@ -118,11 +124,19 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	}
 	insert := func(seq int) error {
 		start := time.Now()
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "bench", AggregateID: fmt.Sprintf("agg-%d", seq%o.aggregates),
-				EventType: "bench.created", BusinessKey: fmt.Sprintf("bk-%d", seq), Payload: payload(seq, o.payload)})
-			return err
-		})
+		var err error
+		if o.writer == writerTx {
+			err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "bench", AggregateID: fmt.Sprintf("agg-%d", seq%o.aggregates),
+					EventType: "bench.created", BusinessKey: fmt.Sprintf("bk-%d", seq), Payload: payload(seq, o.payload)})
+				return err
+			})
+		} else {
+			// One round trip: the row's id comes from the column default,
+			// as for producers that write the outbox in plain SQL.
+			_, err = pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload) VALUES ($1, $2, $3, $4, $5)`,
+				"bench", fmt.Sprintf("agg-%d", seq%o.aggregates), "bench.created", fmt.Sprintf("bk-%d", seq), string(payload(seq, o.payload)))
+		}
 		ret := time.Now()
 		mu.Lock()
 		samples[seq].begin, samples[seq].ret = start, ret

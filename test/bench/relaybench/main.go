@@ -34,6 +34,7 @@ type options struct {
 	relayBin                                 string
 	relayArgs                                string
 	latency                                  string
+	writer                                   string
 	duration                                 time.Duration
 	cpuProfile, memProfile                   string
 	trace                                    bool
@@ -56,6 +57,8 @@ func main() {
 	flag.StringVar(&o.relayBin, "relay-bin", "", "relay binary to measure (default: go build ./cmd/relay into a temporary directory)")
 	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments for relay run, space separated (for example \"--batch-size 10000\")")
 	flag.StringVar(&o.latency, "latency", "", "latency mode: comma-separated commit rates (single-row transactions per second), for example 500,1000,5000,10000")
+	flag.StringVar(&o.writer, "writer", writerInsert, "latency mode: how each single-row transaction commits: "+writerInsert+
+		" (one INSERT in autocommit, one round trip) or "+writerTx+" (BEGIN, outbox.Writer.InsertTx, COMMIT: three)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "latency mode: how long each rate runs")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the relay's CPU profile to this file (the relay then runs inside this binary; go tool pprof FILE)")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write the relay's allocation profile to this file at its exit (as -cpuprofile)")
@@ -75,6 +78,9 @@ func main() {
 func run(ctx context.Context, o *options) error {
 	if o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 {
 		return fmt.Errorf("-n, -tx, -conns and -aggregates must be positive")
+	}
+	if o.writer != writerInsert && o.writer != writerTx {
+		return fmt.Errorf("-writer: %q is neither %s nor %s", o.writer, writerInsert, writerTx)
 	}
 	tmp, err := os.MkdirTemp("", "relaybench-")
 	if err != nil {
@@ -193,8 +199,9 @@ func run(ctx context.Context, o *options) error {
 // report prints the figures of one relay drain.
 func report(label, bin string, res relayResult, rawRate float64, o *options) {
 	relayRate := float64(res.events) / res.elapsed.Seconds()
-	fmt.Printf("%s (%s) -> kfake drain: %d events in Kafka after %v = %.0f events/s (slot confirmed the end after %v), peak RSS (VmHWM) %.1f MiB\n",
-		label, filepath.Base(bin), res.events, res.elapsed.Round(time.Millisecond), relayRate, res.confirmed.Round(time.Millisecond), float64(res.peakRSSKiB)/1024)
+	fmt.Printf("%s (%s) -> kfake drain: %d events in Kafka after %v = %.0f events/s (first record after %v; slot confirmed the end after %v), peak RSS (VmHWM) %.1f MiB\n",
+		label, filepath.Base(bin), res.events, res.elapsed.Round(time.Millisecond), relayRate, res.first.Round(time.Millisecond),
+		res.confirmed.Round(time.Millisecond), float64(res.peakRSSKiB)/1024)
 	fmt.Printf("%s CPU (user+system): %v = %.4f s per 1k events\n", label, res.cpu.Round(10*time.Millisecond), res.cpu.Seconds()/float64(res.events)*1000)
 	buffer := bufferBytes(o.relayArgs)
 	bound := 2*buffer + 40<<20

@@ -9,18 +9,22 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type relayResult struct {
 	events int64
-	// elapsed is from the relay's start until Kafka held every event.
-	elapsed time.Duration
+	// elapsed is from the relay's start until the broker received the
+	// produce request that completed the backlog; first, until it
+	// received the first one.
+	elapsed, first time.Duration
 	// confirmed is from the relay's start until the slot's confirmed
 	// position reached the backlog's end (the next standby status update
 	// after the last acknowledgement).
@@ -62,6 +66,7 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
+	produced := watchProduce(cluster, int64(o.rows))
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
@@ -103,7 +108,6 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 
 	var (
 		events   int64
-		inKafka  time.Duration
 		lastShow = time.Now()
 	)
 	for {
@@ -117,9 +121,6 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 		if events < int64(o.rows) {
 			if events, err = topicEvents(ctx, client); err != nil {
 				return fail(err)
-			}
-			if events >= int64(o.rows) {
-				inKafka = time.Since(start)
 			}
 		}
 		var confirmed bool
@@ -136,7 +137,9 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 			fmt.Printf("  ... %d events in Kafka after %v\n", events, time.Since(start).Round(time.Second))
 		}
 	}
-	res := relayResult{events: events, elapsed: inKafka, confirmed: time.Since(start)}
+	res := relayResult{events: events, confirmed: time.Since(start)}
+	first, all := produced()
+	res.first, res.elapsed = first.Sub(start), all.Sub(start)
 	if res.peakRSSKiB, err = vmHWM(cmd.Process.Pid); err != nil {
 		return fail(err)
 	}
@@ -153,6 +156,51 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 		fmt.Printf("  relay did not stop within 30s of SIGTERM; killed\n")
 	}
 	return res, nil
+}
+
+// watchProduce counts the records of topic in the produce requests cluster
+// receives, and returns a function that says when the first one came and
+// when the count reached n. The control function runs in the broker's
+// request loop, so these are the times the broker took the requests: the
+// drain's end is not blurred by polling (the bench's ListOffsets wait
+// behind the relay's produce requests).
+func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time) {
+	var (
+		mu         sync.Mutex
+		count      int64
+		first, all time.Time
+	)
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		now := time.Now()
+		var records int64
+		for _, t := range req.(*kmsg.ProduceRequest).Topics {
+			if t.Topic != topic {
+				continue
+			}
+			for _, p := range t.Partitions {
+				var rb kmsg.RecordBatch
+				if rb.ReadFrom(p.Records) == nil {
+					records += int64(rb.NumRecords)
+				}
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if records > 0 && first.IsZero() {
+			first = now
+		}
+		count += records
+		if count >= n && all.IsZero() {
+			all = now
+		}
+		return nil, nil, false
+	})
+	return func() (time.Time, time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		return first, all
+	}
 }
 
 // topicEvents sums the end offsets of topic's partitions.

@@ -40,8 +40,8 @@ func installTrace(path string) func() error {
 		mu   sync.Mutex
 		recs = make([]rec, 0, 1<<20)
 	)
-	relaytrace.Read = func(msg *kafka.Message, commit, read time.Time) {
-		if seq, ok := traceSeq(msg); ok {
+	relaytrace.Read = func(msg kafka.Message, commit, read time.Time) {
+		if seq, ok := traceSeq(&msg); ok {
 			mu.Lock()
 			recs = append(recs, rec{false, seq, commit.UnixNano(), read.UnixNano()})
 			mu.Unlock()

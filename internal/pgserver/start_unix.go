@@ -25,7 +25,18 @@ func Start(ctx context.Context, settings ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgoutbox-pg-")
+	return create(ctx, "pgoutbox-pg-", bin, settings, func(data string) *exec.Cmd {
+		return exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
+			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	})
+}
+
+// create makes a server in a new temporary directory named after prefix:
+// fill, run as the server's OS user, writes its data directory (initdb,
+// pg_basebackup), then the server starts on a free loopback port. On error
+// nothing is left behind.
+func create(ctx context.Context, prefix, bin string, settings []string, fill func(data string) *exec.Cmd) (*Server, error) {
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -36,17 +47,16 @@ func Start(ctx context.Context, settings ...string) (*Server, error) {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
-		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	cmd := fill(data)
 	// Own process group: a terminal's Ctrl-C reaches us, and we decide.
-	initdb.SysProcAttr = procAttr(cred)
-	initdb.Cancel = func() error { return syscall.Kill(-initdb.Process.Pid, syscall.SIGKILL) }
-	if out, err := initdb.CombinedOutput(); err != nil {
+	cmd.SysProcAttr = procAttr(cred)
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if out, err := cmd.CombinedOutput(); err != nil {
 		s.Stop()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+		return nil, fmt.Errorf("%s: %v: %s", filepath.Base(cmd.Path), err, out)
 	}
 	for attempt := 0; ; attempt++ {
 		port, err := freePort()
@@ -214,40 +224,10 @@ func (s *Server) StartStandby(ctx context.Context) (*Server, error) {
 	if s.proc == nil {
 		return nil, fmt.Errorf("pgserver: a standby needs a primary started here")
 	}
-	dir, err := os.MkdirTemp("", "pgoutbox-pg-standby-")
-	if err != nil {
-		return nil, err
-	}
-	st := &Server{Dir: dir, log: filepath.Join(dir, "postgres.log")}
-	cred, err := serverCredential(dir)
-	if err != nil {
-		st.Stop()
-		return nil, err
-	}
-	data := filepath.Join(dir, "data")
-	bb := exec.CommandContext(ctx, tool(s.proc.bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream",
-		"-c", "fast", "-h", "127.0.0.1", "-p", strconv.Itoa(s.proc.port), "-U", "postgres")
-	bb.SysProcAttr = procAttr(cred)
-	bb.Cancel = func() error { return syscall.Kill(-bb.Process.Pid, syscall.SIGKILL) }
-	if out, err := bb.CombinedOutput(); err != nil {
-		st.Stop()
-		return nil, fmt.Errorf("pg_basebackup: %v: %s", err, out)
-	}
-	for attempt := 0; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			st.Stop()
-			return nil, err
-		}
-		err = st.start(ctx, s.proc.bin, data, port, cred, s.proc.settings)
-		if err == nil {
-			return st, nil
-		}
-		if attempt == 2 || ctx.Err() != nil {
-			st.Stop()
-			return nil, err
-		}
-	}
+	return create(ctx, "pgoutbox-pg-standby-", s.proc.bin, s.proc.settings, func(data string) *exec.Cmd {
+		return exec.CommandContext(ctx, tool(s.proc.bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream",
+			"-c", "fast", "-h", "127.0.0.1", "-p", strconv.Itoa(s.proc.port), "-U", "postgres")
+	})
 }
 
 // Promote promotes a standby to a primary (pg_ctl promote, waiting until

@@ -56,9 +56,15 @@ func recoverCommand(sc *scrubber) *cli.Command {
 			"naming the time range, when pruning may have deleted rows it needs. Events written as logical\n" +
 			"messages (EmitTx) are not in the table and cannot be recovered. Without a gap it does nothing.\n" +
 			"It takes the Kafka flags of relay run.",
-		Flags:  append(append(databaseFlags(), runFlags()...), gapFlags()...),
+		Flags:  streamFlags(),
 		Action: func(c *cli.Context) error { return recoverAction(c, sc) },
 	}
+}
+
+// streamFlags are the flags of relay run and relay recover, those
+// streamConfig reads.
+func streamFlags() []cli.Flag {
+	return append(append(databaseFlags(), runFlags()...), gapFlags()...)
 }
 
 // streamConfig is the prologue of relay run and relay recover: no stray

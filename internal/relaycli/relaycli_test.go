@@ -2,7 +2,6 @@ package relaycli_test
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/relaycli"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -134,77 +132,6 @@ func TestSetupIsIdempotent(t *testing.T) {
 	}
 	if again := f.slotRow(t); again.confirmed != row.confirmed {
 		t.Errorf("second setup moved the slot: confirmed %s, was %s", again.confirmed, row.confirmed)
-	}
-}
-
-func TestStatusMatchesReplicationSlots(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	wantCode(t, f.cli(t, "setup"), 0)
-	row := f.slotRow(t)
-
-	// No relay streams the slot: status says so and exits 1.
-	text := f.cli(t, "status")
-	wantCode(t, text, 1)
-	wantOneErrorLine(t, text.stderr, `no relay streams slot "`+f.slot+`"`)
-	for _, want := range [][2]string{
-		{"slot", f.slot + " (exists)"},
-		{"publication", "pub_" + f.slot + " (exists)"},
-		{"table", "public.outbox"},
-		{"active", "no"},
-		{"confirmed_flush_lsn", row.confirmed},
-		{"restart_lsn", row.restart},
-		{"wal_status", row.walStatus},
-		{"problem", `no relay streams slot "` + f.slot + `" (it is not active)`},
-	} {
-		if !containsRow(text.stdout, want[0], want[1]) {
-			t.Errorf("status lacks row %q = %q:\n%s", want[0], want[1], text.stdout)
-		}
-	}
-
-	js := f.cli(t, "status", "--json")
-	wantCode(t, js, 1)
-	var st relay.SlotStatus
-	if err := json.Unmarshal([]byte(js.stdout), &st); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, js.stdout)
-	}
-	if !st.SlotExists || !st.PublicationExists || st.Active || st.ActivePID != nil ||
-		st.Slot != f.slot || st.ConfirmedFlushLSN != row.confirmed || st.RestartLSN != row.restart ||
-		st.WALStatus != row.walStatus || st.CurrentWALLSN == "" || st.LagBytes < 0 {
-		t.Errorf("status --json = %+v, pg_replication_slots = %+v", st, row)
-	}
-	var raw map[string]any
-	_ = json.Unmarshal([]byte(js.stdout), &raw)
-	if len(st.Problems) != 1 || st.State == nil || st.Gap != nil || !st.TableExists {
-		t.Errorf("status --json problems %q, state %+v, gap %+v, table_exists %v", st.Problems, st.State, st.Gap, st.TableExists)
-	}
-	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid", "problems", "state"} {
-		if _, ok := raw[key]; !ok {
-			t.Errorf("status --json lacks %q: %s", key, js.stdout)
-		}
-	}
-}
-
-// containsRow reports whether a tabwriter table holds "key   value".
-func containsRow(table, key, value string) bool {
-	for _, line := range strings.Split(table, "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == key && strings.TrimSpace(strings.TrimPrefix(line, key)) == value {
-			return true
-		}
-	}
-	return false
-}
-
-func TestStatusMissingSlotFails(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	for _, extra := range [][]string{nil, {"--json"}} {
-		r := f.cli(t, "status", extra...)
-		wantCode(t, r, 1)
-		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist (relay setup creates it)`, `publication "pub_`+f.slot+`" does not exist`)
-		if extra == nil && !containsRow(r.stdout, "slot", f.slot+" (missing)") {
-			t.Errorf("status output does not show the slot missing:\n%s", r.stdout)
-		}
 	}
 }
 
@@ -440,11 +367,7 @@ func TestCommandLineConvention(t *testing.T) {
 // anything, with one line naming the setting and its fix.
 func TestPrerequisitesFailWithTheFix(t *testing.T) {
 	t.Parallel()
-	srv, err := testenv.StartServer("wal_level=replica")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := testenv.NewServer(t, "wal_level=replica")
 	for _, args := range [][]string{
 		{"setup", "--database-url", srv.AdminURL},
 		{"run", "--database-url", srv.AdminURL, "--brokers", closedAddr(t), "--metrics-addr", ""},

@@ -38,7 +38,7 @@ func runCommand(sc *scrubber) *cli.Command {
 			"timeline (a failover), is a gap: it exits 1 naming the slot and since when, streaming nothing,\n" +
 			"unless --on-gap=backfill (see relay recover). Only relay setup or a first start with no state\n" +
 			"creates the slot.",
-		Flags:  append(append(databaseFlags(), runFlags()...), gapFlags()...),
+		Flags:  streamFlags(),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	}
 }

@@ -80,6 +80,19 @@ func StartServer(settings ...string) (*Server, error) {
 	return pgserver.Start(context.Background(), settings...)
 }
 
+// NewServer starts a standalone throwaway server for t, as StartServer
+// does, and stops it when the test ends. It fails t when no server can be
+// had.
+func NewServer(t testing.TB, settings ...string) *Server {
+	t.Helper()
+	srv, err := StartServer(settings...)
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
 // DB is a fresh database on the shared server, dropped when the test ends.
 type DB struct {
 	// Name is the database name.

@@ -14,21 +14,29 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
+// migrated is the setup of the tests inside the package: a fresh database
+// with the inbox table, and an Inbox for consumer that logs nowhere.
+func migrated(tb testing.TB, consumer string) (*testenv.DB, *Inbox) {
+	tb.Helper()
+	db := testenv.NewDB(tb)
+	if _, err := Migrate(context.Background(), db.Pool, ""); err != nil {
+		tb.Fatal(err)
+	}
+	in, err := New(&Config{Consumer: consumer, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return db, in
+}
+
 // The batch path works on both drivers: one claim statement with array
 // parameters, the handlers, one completion. It falls back to one message
 // at a time silently, so the consumer loop tests alone cannot tell.
 func TestBatchPathOnBothDrivers(t *testing.T) {
 	t.Parallel()
-	db := testenv.NewDB(t)
+	db, in := migrated(t, "batch")
 	ctx := context.Background()
-	if _, err := Migrate(ctx, db.Pool, ""); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (business_key text PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	in, err := New(&Config{Consumer: "batch", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
 		t.Fatal(err)
 	}
 	sdb := stdlib.OpenDBFromPool(db.Pool)
@@ -80,15 +88,8 @@ func TestBatchPathOnBothDrivers(t *testing.T) {
 // The consumer loop's periodic Stats and Purge run on database/sql too.
 func TestStatsAndPurgeOnDatabaseSQL(t *testing.T) {
 	t.Parallel()
-	db := testenv.NewDB(t)
+	db, in := migrated(t, "c")
 	ctx := context.Background()
-	if _, err := Migrate(ctx, db.Pool, ""); err != nil {
-		t.Fatal(err)
-	}
-	in, err := New(&Config{Consumer: "c", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,
 			received_at, updated_at, completed_at)
 		SELECT 'c', 'm-' || i, 'k-' || i, '\x00', CASE WHEN i <= 3 THEN 'FAILED_RETRYABLE' ELSE 'COMPLETED' END, 1,

@@ -3,14 +3,11 @@ package inbox
 import (
 	"context"
 	"database/sql"
-	"log/slog"
 	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // BenchmarkDatabaseCost measures the database side of the transactional path
@@ -18,16 +15,9 @@ import (
 // and 100 per transaction (the consumer loop's batch path). The end-to-end
 // figures through Kafka come from test/bench/inboxbench (make bench-inbox).
 func BenchmarkDatabaseCost(b *testing.B) {
-	db := testenv.NewDB(b)
+	db, in := migrated(b, "bench")
 	ctx := context.Background()
-	if _, err := Migrate(ctx, db.Pool, ""); err != nil {
-		b.Fatal(err)
-	}
 	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (business_key text NOT NULL, payload bytea)`); err != nil {
-		b.Fatal(err)
-	}
-	in, err := New(&Config{Consumer: "bench", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
 		b.Fatal(err)
 	}
 	insert := func(ctx context.Context, tx pgx.Tx, m Message) (string, error) {

@@ -419,3 +419,44 @@ func TestPayloadHashOfStableFields(t *testing.T) {
 		t.Fatalf("another amount: %+v, %v", res, err)
 	}
 }
+
+// With Retention set the consumer loop purges old COMPLETED rows itself and
+// keeps FAILED_FINAL ones.
+func TestConsumerPurgesOnSchedule(t *testing.T) {
+	t.Parallel()
+	const topic = "retained"
+	k := newKafka(t, topic, 1)
+	b := setup(t, nil)
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,
+			updated_at, completed_at)
+		VALUES ('billing', 'old', 'k-old', '\x00', 'COMPLETED', 1, now() - interval '2 days', now() - interval '2 days'),
+		       ('billing', 'failed', 'k-failed', '\x00', 'FAILED_FINAL', 5, now() - interval '2 days', NULL),
+		       ('other', 'old', 'k-old', '\x00', 'COMPLETED', 1, now() - interval '2 days', now() - interval '2 days')`); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
+	rc := startConsumer(t, &inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: "retained-group", Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+		SessionTimeout: time.Second, Handler: insertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
+	})
+	left := func() []string {
+		rows, err := b.db.Pool.Query(ctx, `SELECT consumer || '/' || message_id FROM inbox ORDER BY 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	testenv.WaitFor(t, time.Minute, "the old COMPLETED row purged and m-1 processed", func() (bool, error) {
+		ids := left()
+		return len(ids) == 3 && ids[1] == "billing/m-1", nil
+	})
+	rc.stop(t)
+	if ids := left(); ids[0] != "billing/failed" || ids[2] != "other/old" {
+		t.Fatalf("rows left %v", ids)
+	}
+}

@@ -23,6 +23,15 @@ var (
 	// The external effect used the same idempotency key, so it happened once
 	// there; the new owner records the outcome.
 	ErrLeaseLost = errors.New("inbox: lease lost to another delivery")
+	// ErrLeaseExpired is the cause of a two-phase handler's context ending
+	// because its lease ran out (see ExtendLease): another delivery may take
+	// the message over now.
+	ErrLeaseExpired = errors.New("inbox: lease expired")
+	// ErrAlreadyDone, returned (or wrapped) by an external handler together
+	// with a result reference, says that reconciliation found the effect
+	// already made by an earlier attempt: the message is recorded COMPLETED
+	// with that reference and Result.Reconciled is set.
+	ErrAlreadyDone = errors.New("inbox: effect already done")
 )
 
 // ConflictError describes a conflicting message. It wraps ErrConflict.

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -337,6 +337,38 @@ func TestSerializationFailureRetried(t *testing.T) {
 	}
 }
 
+// Serialization failures that outlast Config.TxRetries count as a failed
+// attempt, so MaxAttempts and the dead-letter path apply.
+func TestExhaustedTxRetriesRecordAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &inbox.Config{MaxAttempts: 2, TxRetries: 1})
+	ctx := context.Background()
+	m := msg("m-1", "key-1", `{}`)
+	calls := 0
+	handler := func(ctx context.Context, tx pgx.Tx) (string, error) {
+		calls++
+		if _, err := effect(m)(ctx, tx); err != nil {
+			return "", err
+		}
+		_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$`)
+		return "", err
+	}
+	res, err := b.in.Process(ctx, b.db.Pool, m, handler)
+	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 1 || calls != 2 {
+		t.Fatalf("first delivery %+v, %v after %d calls; want Retry after 2 calls", res, err, calls)
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_RETRYABLE" || r.Attempts != 1 || r.LastError == nil {
+		t.Fatalf("row %+v", r)
+	}
+	res, err = b.in.Process(ctx, b.db.Pool, m, handler)
+	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts || res.Attempts != 2 {
+		t.Fatalf("second delivery %+v, %v", res, err)
+	}
+	if effects(t, b.db, "key-1") != 0 {
+		t.Fatal("writes of a failed handler survived")
+	}
+}
+
 func TestProcessTxInCallerTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &inbox.Config{MaxAttempts: 2})
@@ -387,122 +419,65 @@ func TestProcessTxInCallerTransaction(t *testing.T) {
 	}
 }
 
-// heldExternal starts a two-phase delivery through deliver whose handler
-// runs handler; handler calls held once it holds the lease, which blocks
-// until release is called. heldExternal returns once held was called.
-func heldExternal(t *testing.T, deliver func(inbox.ExternalHandler) (inbox.Result, error),
-	handler func(ctx context.Context, held func()) (string, error)) (release func(), done <-chan delivered) {
-	t.Helper()
-	inHandler, rel := make(chan struct{}), make(chan struct{})
-	ch := make(chan delivered, 1)
-	go func() {
-		res, err := deliver(func(ctx context.Context, _ string) (string, error) {
-			return handler(ctx, func() {
-				close(inHandler)
-				<-rel
-			})
-		})
-		ch <- delivered{res, err}
-	}()
-	<-inHandler
-	return func() { close(rel) }, ch
-}
-
-// delivered is what a delivery in the background returned.
-type delivered struct {
-	res inbox.Result
-	err error
-}
-
-// A two-phase delivery holds a lease while its handler runs: a second
-// delivery, on either path, answers Busy without running a handler; the
-// handler's request reference is recorded.
-func TestTwoPhaseLease(t *testing.T) {
+// A handler failing with a deadlock inside the caller's transaction must
+// leave no COMPLETED claim behind: the caller commits what it has, and the
+// redelivery must run the handler instead of answering Duplicate.
+func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 	t.Parallel()
-	onBothPaths(t, inbox.Config{LeaseDuration: time.Hour}, func(t *testing.T, b *bundle, p dbPath) {
-		ctx := context.Background()
-		m := msg("m-1", "pay-1", `{"amount":5}`)
-
-		// The first delivery holds the lease while its handler runs.
-		release, first := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-			return p.processExternal(ctx, m, h)
-		}, func(ctx context.Context, held func()) (string, error) {
-			if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
-				t.Errorf("attempt %+v, %v", a, ok)
-			}
-			if err := inbox.SaveRequestRef(ctx, "req-1"); err != nil {
-				t.Error(err)
-			}
-			if err := inbox.ExtendLease(ctx, 2*time.Hour); err != nil {
-				t.Error(err)
-			}
-			held()
-			return "charge-1", nil
-		})
-		res, err := p.processExternal(ctx, m, func(context.Context, string) (string, error) {
-			t.Error("handler ran under a live lease")
-			return "", nil
-		})
-		if err != nil || res.Outcome != inbox.Busy {
-			t.Fatalf("live lease: %+v, %v", res, err)
-		}
-		// The transactional path respects the lease too.
-		if res, err := p.process(ctx, m); err != nil || res.Outcome != inbox.Busy {
-			t.Fatalf("live lease, tx path: %+v, %v", res, err)
-		}
-		release()
-		if d := <-first; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "charge-1" || d.res.IdempotencyKey != "pay-1" {
-			t.Fatalf("first delivery %+v, %v", d.res, d.err)
-		}
-		if res, err := p.processExternal(ctx, m, nil); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
-			t.Fatalf("after completion %+v, %v", res, err)
-		}
-		var ref string
-		if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
-			t.Fatalf("request_ref %q, %v", ref, err)
-		}
-	})
-}
-
-func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
-	t.Parallel()
-	b := setup(t, &inbox.Config{LeaseDuration: time.Hour})
+	b := setup(t, nil)
 	ctx := context.Background()
-	m := msg("m-1", "pay-1", `{"amount":5}`)
-
-	// A worker claims and "crashes" inside its handler: its lease stays.
-	release, crashed := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
-	}, func(_ context.Context, held func()) (string, error) {
-		held()
-		return "", errors.New("crash")
+	m := msg("m-1", "key-1", `{}`)
+	deadlock := &pgconn.PgError{Code: "40P01", Message: "deadlock detected"}
+	err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
+		_, err := b.in.ProcessTx(ctx, tx, m, func(ctx context.Context, tx pgx.Tx) (string, error) {
+			if _, err := effect(m)(ctx, tx); err != nil {
+				return "", err
+			}
+			return "", deadlock
+		})
+		if !errors.Is(err, deadlock) {
+			t.Errorf("ProcessTx error %v, want the deadlock", err)
+		}
+		return nil // the caller commits anyway
 	})
-	// Expire the lease.
-	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
-	counts, err := b.in.Stats(ctx, b.db.Pool)
-	if err != nil || len(counts) != 1 || counts[0].Status != inbox.StatusProcessing || counts[0].Stuck != 1 {
-		t.Fatalf("stats %+v, %v", counts, err)
+	if n := effects(t, b.db, "key-1"); n != 0 {
+		t.Fatalf("%d effects after the failed handler, want 0", n)
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_stuck_processing", "", ""); got != 1 {
-		t.Fatalf("stuck gauge %v", got)
+	res, err := b.in.Process(ctx, b.db.Pool, m, effect(m))
+	if err != nil || res.Outcome != inbox.Processed {
+		t.Fatalf("redelivery %+v, %v; want Processed", res, err)
 	}
-	var gotKey string
-	res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(ctx context.Context, key string) (string, error) {
-		gotKey = key
-		return "charge-1", nil
-	})
-	if err != nil || res.Outcome != inbox.Processed || res.Attempts != 2 || gotKey != "pay-1" {
-		t.Fatalf("takeover %+v, %v, key %q", res, err, gotKey)
+	if n := effects(t, b.db, "key-1"); n != 1 {
+		t.Fatalf("%d effects after the redelivery, want 1", n)
 	}
-	// The crashed worker comes back: its late failure must not overwrite.
-	release()
-	if err := (<-crashed).err; !errors.Is(err, inbox.ErrLeaseLost) {
-		t.Fatalf("late worker error %v, want ErrLeaseLost", err)
+}
+
+// A pgx.Tx passed as the TxBeginner is refused at once: its Begin would make
+// savepoints that nobody else sees.
+func TestTxRefusedAsTxBeginner(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	tx, err := b.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "charge-1" {
-		t.Fatalf("row %+v", r)
+	defer func() { _ = tx.Rollback(ctx) }()
+	m := msg("m-1", "k-1", `{}`)
+	noop := func(context.Context, pgx.Tx) (string, error) { return "", nil }
+	if _, err := b.in.Process(ctx, tx, m, noop); !errors.Is(err, inbox.ErrTxNotAllowed) {
+		t.Fatalf("Process with a Tx: %v", err)
+	}
+	if _, err := b.in.ProcessExternal(ctx, tx, m, func(context.Context, string) (string, error) { return "", nil }); !errors.Is(err, inbox.ErrTxNotAllowed) {
+		t.Fatalf("ProcessExternal with a Tx: %v", err)
+	}
+	_, err = inbox.NewConsumer(&inbox.ConsumerConfig{Brokers: []string{"x:1"}, GroupID: "g", Topics: []string{"t"},
+		Inbox: b.in, DB: tx, Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", nil }})
+	if !errors.Is(err, inbox.ErrTxNotAllowed) {
+		t.Fatalf("NewConsumer with a Tx: %v", err)
 	}
 }
 

@@ -10,20 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-var (
-	// ErrLeaseExpired is the cause of a two-phase handler's context ending
-	// because its lease ran out (see ExtendLease): another delivery may take
-	// the message over now.
-	ErrLeaseExpired = errors.New("inbox: lease expired")
-	// ErrAlreadyDone, returned (or wrapped) by an external handler together
-	// with a result reference, says that reconciliation found the effect
-	// already made by an earlier attempt: the message is recorded COMPLETED
-	// with that reference and Result.Reconciled is set.
-	ErrAlreadyDone = errors.New("inbox: effect already done")
-	// errNoLease is returned by SaveRequestRef and ExtendLease outside a
-	// two-phase handler.
-	errNoLease = errors.New("inbox: not called from a two-phase handler's context")
-)
+// errNoLease is returned by SaveRequestRef and ExtendLease outside a
+// two-phase handler.
+var errNoLease = errors.New("inbox: not called from a two-phase handler's context")
 
 // Attempt describes the two-phase attempt a handler runs, so that it can
 // tell a first attempt from a takeover and reconcile with an external system

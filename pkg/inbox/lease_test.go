@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -84,5 +86,219 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 	}
 	if err := inbox.SaveRequestRef(ctx, "x"); err == nil {
 		t.Fatal("SaveRequestRef outside a handler succeeded")
+	}
+}
+
+// heldExternal starts a two-phase delivery through deliver whose handler
+// runs handler; handler calls held once it holds the lease, which blocks
+// until release is called. heldExternal returns once held was called.
+func heldExternal(t *testing.T, deliver func(inbox.ExternalHandler) (inbox.Result, error),
+	handler func(ctx context.Context, held func()) (string, error)) (release func(), done <-chan delivered) {
+	t.Helper()
+	inHandler, rel := make(chan struct{}), make(chan struct{})
+	ch := make(chan delivered, 1)
+	go func() {
+		res, err := deliver(func(ctx context.Context, _ string) (string, error) {
+			return handler(ctx, func() {
+				close(inHandler)
+				<-rel
+			})
+		})
+		ch <- delivered{res, err}
+	}()
+	<-inHandler
+	return func() { close(rel) }, ch
+}
+
+// delivered is what a delivery in the background returned.
+type delivered struct {
+	res inbox.Result
+	err error
+}
+
+// A two-phase delivery holds a lease while its handler runs: a second
+// delivery, on either path, answers Busy without running a handler; the
+// handler's request reference is recorded.
+func TestTwoPhaseLease(t *testing.T) {
+	t.Parallel()
+	onBothPaths(t, inbox.Config{LeaseDuration: time.Hour}, func(t *testing.T, b *bundle, p dbPath) {
+		ctx := context.Background()
+		m := msg("m-1", "pay-1", `{"amount":5}`)
+
+		// The first delivery holds the lease while its handler runs.
+		release, first := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+			return p.processExternal(ctx, m, h)
+		}, func(ctx context.Context, held func()) (string, error) {
+			if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
+				t.Errorf("attempt %+v, %v", a, ok)
+			}
+			if err := inbox.SaveRequestRef(ctx, "req-1"); err != nil {
+				t.Error(err)
+			}
+			if err := inbox.ExtendLease(ctx, 2*time.Hour); err != nil {
+				t.Error(err)
+			}
+			held()
+			return "charge-1", nil
+		})
+		res, err := p.processExternal(ctx, m, func(context.Context, string) (string, error) {
+			t.Error("handler ran under a live lease")
+			return "", nil
+		})
+		if err != nil || res.Outcome != inbox.Busy {
+			t.Fatalf("live lease: %+v, %v", res, err)
+		}
+		// The transactional path respects the lease too.
+		if res, err := p.process(ctx, m); err != nil || res.Outcome != inbox.Busy {
+			t.Fatalf("live lease, tx path: %+v, %v", res, err)
+		}
+		release()
+		if d := <-first; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "charge-1" || d.res.IdempotencyKey != "pay-1" {
+			t.Fatalf("first delivery %+v, %v", d.res, d.err)
+		}
+		if res, err := p.processExternal(ctx, m, nil); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
+			t.Fatalf("after completion %+v, %v", res, err)
+		}
+		var ref string
+		if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
+			t.Fatalf("request_ref %q, %v", ref, err)
+		}
+	})
+}
+
+func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &inbox.Config{LeaseDuration: time.Hour})
+	ctx := context.Background()
+	m := msg("m-1", "pay-1", `{"amount":5}`)
+
+	// A worker claims and "crashes" inside its handler: its lease stays.
+	release, crashed := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+	}, func(_ context.Context, held func()) (string, error) {
+		held()
+		return "", errors.New("crash")
+	})
+	// Expire the lease.
+	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := b.in.Stats(ctx, b.db.Pool)
+	if err != nil || len(counts) != 1 || counts[0].Status != inbox.StatusProcessing || counts[0].Stuck != 1 {
+		t.Fatalf("stats %+v, %v", counts, err)
+	}
+	if got := metricValue(t, b.reg, "pgoutbox_inbox_stuck_processing", "", ""); got != 1 {
+		t.Fatalf("stuck gauge %v", got)
+	}
+	var gotKey string
+	res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(ctx context.Context, key string) (string, error) {
+		gotKey = key
+		return "charge-1", nil
+	})
+	if err != nil || res.Outcome != inbox.Processed || res.Attempts != 2 || gotKey != "pay-1" {
+		t.Fatalf("takeover %+v, %v, key %q", res, err, gotKey)
+	}
+	// The crashed worker comes back: its late failure must not overwrite.
+	release()
+	if err := (<-crashed).err; !errors.Is(err, inbox.ErrLeaseLost) {
+		t.Fatalf("late worker error %v, want ErrLeaseLost", err)
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "charge-1" {
+		t.Fatalf("row %+v", r)
+	}
+}
+
+// hangingDelivery starts a two-phase delivery whose handler "crashes": it
+// blocks until release is called, and its lease is then expired by the test,
+// as if the process had died holding it.
+func hangingDelivery(t *testing.T, b *bundle, m inbox.Message, ref string) (release func(), done <-chan delivered) {
+	t.Helper()
+	ctx := context.Background()
+	rel, d := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+	}, func(_ context.Context, held func()) (string, error) {
+		held()
+		return ref, nil
+	})
+	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second' WHERE status = 'PROCESSING'`); err != nil {
+		t.Fatal(err)
+	}
+	return rel, d
+}
+
+// A handler that crashes the process every time (its lease expires without
+// an outcome) is taken over at most MaxAttempts times, then dead-lettered.
+func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &inbox.Config{MaxAttempts: 2, LeaseDuration: time.Hour})
+	ctx := context.Background()
+	m := msg("m-1", "pay-1", `{"amount":5}`)
+	release1, done1 := hangingDelivery(t, b, m, "r1") // attempt 1
+	release2, done2 := hangingDelivery(t, b, m, "r2") // attempt 2 takes over
+	res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(context.Context, string) (string, error) {
+		t.Error("handler ran a third time with MaxAttempts 2")
+		return "", nil
+	})
+	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts || res.Attempts != 2 {
+		t.Fatalf("third delivery %+v, %v; want DeadLettered max_attempts after 2 attempts", res, err)
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" || r.Attempts != 2 || r.LastError == nil {
+		t.Fatalf("row %+v", r)
+	}
+	// The transactional path also dead-letters it, without the handler.
+	if res, err := b.in.Process(ctx, b.db.Pool, m, func(context.Context, pgx.Tx) (string, error) {
+		t.Error("handler ran for a FAILED_FINAL message")
+		return "", nil
+	}); err != nil || res.Outcome != inbox.DeadLettered {
+		t.Fatalf("later delivery %+v, %v", res, err)
+	}
+	release1()
+	release2()
+	for _, done := range []<-chan delivered{done1, done2} {
+		if err := (<-done).err; !errors.Is(err, inbox.ErrLeaseLost) {
+			t.Fatalf("crashed worker: %v, want ErrLeaseLost", err)
+		}
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" {
+		t.Fatalf("row after the late workers %+v", r)
+	}
+	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max_attempts"); got != 1 {
+		t.Fatalf("dead-lettered metric %v", got)
+	}
+}
+
+// Revive resets the attempt count; a worker that lost its lease before the
+// revival must still not complete the newer claim that has the same count.
+func TestStaleWorkerCannotCompleteRevivedClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &inbox.Config{MaxAttempts: 1, LeaseDuration: time.Hour})
+	ctx := context.Background()
+	m := msg("m-1", "pay-1", `{"amount":5}`)
+	releaseStale, staleDone := hangingDelivery(t, b, m, "stale") // attempt 1, lease expired
+	if res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(context.Context, string) (string, error) {
+		return "", errors.New("handler ran past MaxAttempts")
+	}); err != nil || res.Outcome != inbox.DeadLettered {
+		t.Fatalf("delivery after the crash %+v, %v", res, err)
+	}
+	if n, err := b.in.Revive(ctx, b.db.Pool, "m-1"); err != nil || n != 1 {
+		t.Fatalf("revive %d, %v", n, err)
+	}
+	// The revived message is claimed again: attempt 1 once more.
+	release, fresh := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+	}, func(_ context.Context, held func()) (string, error) {
+		held()
+		return "fresh", nil
+	})
+	releaseStale()
+	if err := (<-staleDone).err; !errors.Is(err, inbox.ErrLeaseLost) {
+		t.Fatalf("stale worker: %v, want ErrLeaseLost", err)
+	}
+	release()
+	if d := <-fresh; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "fresh" {
+		t.Fatalf("revived delivery %+v, %v", d.res, d.err)
+	}
+	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || *r.ResultRef != "fresh" {
+		t.Fatalf("row %+v", r)
 	}
 }

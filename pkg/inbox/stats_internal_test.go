@@ -3,15 +3,12 @@ package inbox
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // The periodic stats query reads the unfinished rows through their partial
@@ -23,11 +20,8 @@ func TestStatsOnAMillionCompletedRows(t *testing.T) {
 		t.Skip("inserts 1,000,000 rows")
 	}
 	t.Parallel()
-	db := testenv.NewDB(t)
+	db, in := migrated(t, "billing")
 	ctx := context.Background()
-	if _, err := Migrate(ctx, db.Pool, ""); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,
 			received_at, updated_at, completed_at)
@@ -50,10 +44,6 @@ func TestStatsOnAMillionCompletedRows(t *testing.T) {
 	}
 	t.Logf("1,000,000 COMPLETED rows inserted and analyzed in %v", time.Since(start).Round(time.Millisecond))
 
-	in, err := New(&Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rows, err := db.Pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+fmt.Sprintf(statsQuery, in.table), "billing")
 	if err != nil {
 		t.Fatal(err)

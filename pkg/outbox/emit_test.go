@@ -29,12 +29,7 @@ func TestEmitTx(t *testing.T) {
 		AggregateType: "payment", AggregateID: "pay-1", EventType: "payment.completed", BusinessKey: "req-1",
 		Payload: []byte{0x00, 0xff, 'G', 0xc3, 0xbc, '\n'}, Headers: map[string]string{"traceparent": "00-abc-01"}, Topic: "payments.v1",
 	}
-	var id uuid.UUID
-	err := inTx(t, b.db, func(tx pgx.Tx) error {
-		var err error
-		id, err = b.writer.EmitTx(ctx, tx, msg)
-		return err
-	})
+	id, err := inTx(t, b.db, func(tx pgx.Tx) (uuid.UUID, error) { return b.writer.EmitTx(ctx, tx, msg) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +87,8 @@ func TestEmitTx(t *testing.T) {
 func TestEmitTxValidates(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	err := inTx(t, b.db, func(tx pgx.Tx) error {
-		_, err := b.writer.EmitTx(context.Background(), tx, outbox.Message{AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k", Payload: []byte(`{`)})
-		return err
+	_, err := inTx(t, b.db, func(tx pgx.Tx) (uuid.UUID, error) {
+		return b.writer.EmitTx(context.Background(), tx, outbox.Message{AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k", Payload: []byte(`{`)})
 	})
 	if !errors.Is(err, outbox.ErrInvalidMessage) {
 		t.Fatalf("EmitTx with bad JSON: %v", err)

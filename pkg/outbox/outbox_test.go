@@ -40,9 +40,17 @@ func setup(t *testing.T, cfg *outbox.Config) *bundle {
 	return &bundle{db: db, writer: w}
 }
 
-func inTx(t *testing.T, db *testenv.DB, fn func(pgx.Tx) error) error {
+// inTx runs fn in a transaction of db, committed when fn returns nil, and
+// returns its result: pgx.BeginFunc for a function that yields a value.
+func inTx[T any](t *testing.T, db *testenv.DB, fn func(pgx.Tx) (T, error)) (T, error) {
 	t.Helper()
-	return pgx.BeginFunc(context.Background(), db.Pool, fn)
+	var v T
+	err := pgx.BeginFunc(context.Background(), db.Pool, func(tx pgx.Tx) error {
+		var err error
+		v, err = fn(tx)
+		return err
+	})
+	return v, err
 }
 
 type storedRow struct {
@@ -81,12 +89,7 @@ func TestInsertTxRoundTrip(t *testing.T) {
 		Headers:       map[string]string{"traceparent": "00-abc-def-01"},
 		Topic:         "payments.v1",
 	}
-	var id uuid.UUID
-	err := inTx(t, b.db, func(tx pgx.Tx) error {
-		var err error
-		id, err = b.writer.InsertTx(ctx, tx, msg)
-		return err
-	})
+	id, err := inTx(t, b.db, func(tx pgx.Tx) (uuid.UUID, error) { return b.writer.InsertTx(ctx, tx, msg) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,17 +116,16 @@ func TestInsertTxKeepsGivenIDAndNulls(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	want := uuid.MustParse("0190f0e0-0000-7000-8000-000000000001")
-	err := inTx(t, b.db, func(tx pgx.Tx) error {
-		id, err := b.writer.InsertTx(context.Background(), tx, outbox.Message{
+	id, err := inTx(t, b.db, func(tx pgx.Tx) (uuid.UUID, error) {
+		return b.writer.InsertTx(context.Background(), tx, outbox.Message{
 			ID: want, AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: "k", Payload: []byte(`{}`),
 		})
-		if err == nil && id != want {
-			err = fmt.Errorf("returned %s, want %s", id, want)
-		}
-		return err
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if id != want {
+		t.Fatalf("returned %s, want %s", id, want)
 	}
 	got := readRow(t, b.db, "public.outbox", want)
 	if got.Headers != nil || got.Topic != nil {
@@ -145,12 +147,7 @@ func TestInsertManyTx(t *testing.T) {
 			Payload:       []byte(fmt.Sprintf(`{"n": %d}`, i)),
 		}
 	}
-	var ids []uuid.UUID
-	err := inTx(t, b.db, func(tx pgx.Tx) error {
-		var err error
-		ids, err = b.writer.InsertManyTx(ctx, tx, msgs)
-		return err
-	})
+	ids, err := inTx(t, b.db, func(tx pgx.Tx) ([]uuid.UUID, error) { return b.writer.InsertManyTx(ctx, tx, msgs) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,24 +201,21 @@ func TestValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := valid
 			tt.modify(&m)
-			err := inTx(t, b.db, func(tx pgx.Tx) error {
-				_, err := b.writer.InsertTx(context.Background(), tx, m)
-				return err
+			_, err := inTx(t, b.db, func(tx pgx.Tx) (uuid.UUID, error) {
+				return b.writer.InsertTx(context.Background(), tx, m)
 			})
 			if !errors.Is(err, outbox.ErrInvalidMessage) || err.Error() != tt.want {
 				t.Fatalf("InsertTx: got %v, want %q", err, tt.want)
 			}
-			err = inTx(t, b.db, func(tx pgx.Tx) error {
-				_, err := b.writer.InsertManyTx(context.Background(), tx, []outbox.Message{valid, m})
-				return err
+			_, err = inTx(t, b.db, func(tx pgx.Tx) ([]uuid.UUID, error) {
+				return b.writer.InsertManyTx(context.Background(), tx, []outbox.Message{valid, m})
 			})
 			wantBatch := "invalid outbox message: message 1: " + tt.want[len("invalid outbox message: "):]
 			if !errors.Is(err, outbox.ErrInvalidMessage) || err.Error() != wantBatch {
 				t.Fatalf("InsertManyTx: got %v, want %q", err, wantBatch)
 			}
-			err = inTx(t, b.db, func(tx pgx.Tx) error {
-				_, err := b.writer.EmitTx(context.Background(), tx, m)
-				return err
+			_, err = inTx(t, b.db, func(tx pgx.Tx) (uuid.UUID, error) {
+				return b.writer.EmitTx(context.Background(), tx, m)
 			})
 			if !errors.Is(err, outbox.ErrInvalidMessage) || err.Error() != tt.want {
 				t.Fatalf("EmitTx: got %v, want %q", err, tt.want)

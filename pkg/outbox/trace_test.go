@@ -32,15 +32,13 @@ func TestWriterInjectsTraceContext(t *testing.T) {
 		return outbox.Message{AggregateType: "payment", AggregateID: "p-1", EventType: "payment.requested",
 			BusinessKey: key, Payload: []byte(`{}`), Headers: h}
 	}
-	var ids []uuid.UUID
-	err := inTx(t, b.db, func(tx pgx.Tx) error {
+	ids, err := inTx(t, b.db, func(tx pgx.Tx) ([]uuid.UUID, error) {
 		id, err := b.writer.InsertTx(ctx, tx, msg("k-1", nil))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		many, err := b.writer.InsertManyTx(ctx, tx, []outbox.Message{msg("k-2", plain), msg("k-3", own)})
-		ids = append([]uuid.UUID{id}, many...)
-		return err
+		return append([]uuid.UUID{id}, many...), err
 	})
 	if err != nil {
 		t.Fatal(err)

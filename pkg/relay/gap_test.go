@@ -248,11 +248,7 @@ func TestRecoverRefusesPrunedRange(t *testing.T) {
 // and restarts) and returns a bundle on its postgres database.
 func ownServer(t *testing.T, modify func(*relay.Config)) (*bundle, *testenv.Server) {
 	t.Helper()
-	srv, err := testenv.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := testenv.NewServer(t)
 	pool, err := pgxpool.New(context.Background(), srv.AdminURL)
 	if err != nil {
 		t.Fatal(err)

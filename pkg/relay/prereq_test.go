@@ -95,11 +95,7 @@ func nothingCreated(t *testing.T, db *testenv.DB, table, slot, pub string) {
 // publication, then fail on the slot).
 func TestSetupChecksWalLevel(t *testing.T) {
 	t.Parallel()
-	srv, err := testenv.StartServer("wal_level=replica")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := testenv.NewServer(t, "wal_level=replica")
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, srv.AdminURL)
 	if err != nil {

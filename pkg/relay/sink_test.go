@@ -276,6 +276,23 @@ func TestTopicUnavailableRetried(t *testing.T) {
 	}
 }
 
+// stopsOnRow starts the relay, commits one row for topic and waits for Run
+// to end. It returns the row's ID and Run's error, and fails t when the
+// relay confirmed the row's transaction.
+func (b *bundle) stopsOnRow(t *testing.T, topic string) (id string, err error) {
+	t.Helper()
+	run := b.start(t)
+	m := msg("a", 1)
+	m.Topic = topic
+	id = b.insert(t, m)[0]
+	end := b.currentLSN(t)
+	err = run.wait(t, 60*time.Second)
+	if c := b.confirmedFlush(t); c >= end {
+		t.Fatalf("confirmed %s passed the row's transaction (ends before %s); Run: %v", c, end, err)
+	}
+	return id, err
+}
+
 // A topic still unavailable after TopicUnavailableGrace stops the relay
 // with ErrTopicUnavailable naming the topic; the row is not confirmed and
 // not dead-lettered.
@@ -287,18 +304,10 @@ func TestTopicUnavailableStops(t *testing.T) {
 	})
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
 	b.cfg.Brokers = b.kafka.Brokers
-	run := b.start(t)
-	m := msg("a", 1)
-	m.Topic = "missing"
-	id := b.insert(t, m)[0]
-	end := b.currentLSN(t)
-	err := run.wait(t, 60*time.Second)
+	id, err := b.stopsOnRow(t, "missing")
 	if !errors.Is(err, relay.ErrTopicUnavailable) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), "missing") ||
 		!strings.Contains(err.Error(), id) {
 		t.Fatalf("Run: %v, want a permanent ErrTopicUnavailable naming topic missing and message %s", err, id)
-	}
-	if c := b.confirmedFlush(t); c >= end {
-		t.Fatalf("confirmed %s passed the row's transaction (ends before %s)", c, end)
 	}
 	if dlq := testenv.MustReadTopic(t, b.kafka.Brokers, "outbox.dlq"); len(dlq) != 0 {
 		t.Fatalf("%d dead-letter records, want none", len(dlq))
@@ -329,21 +338,13 @@ func TestKafkaRejectedStops(t *testing.T) {
 				}
 				return 0
 			})
-			run := b.start(t)
-			m := msg("a", 1)
-			m.Topic = "policy"
-			id := b.insert(t, m)[0]
-			end := b.currentLSN(t)
-			err := run.wait(t, 60*time.Second)
+			id, err := b.stopsOnRow(t, "policy")
 			if !errors.Is(err, tc.want) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) {
 				t.Fatalf("Run: %v, want a permanent error wrapping %v naming %s", err, tc.want, id)
 			}
 			var inv *relay.InvalidEventError
 			if tc.policy == relay.InvalidStop && (!errors.As(err, &inv) || inv.Reason != relay.ReasonKafkaRejected) {
 				t.Fatalf("Run: %v, want an InvalidEventError with reason %s", err, relay.ReasonKafkaRejected)
-			}
-			if c := b.confirmedFlush(t); c >= end {
-				t.Fatalf("confirmed %s passed the rejected row's transaction (ends before %s)", c, end)
 			}
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -128,16 +127,11 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 	bin := buildRelay(t)
 	db := testenv.NewDB(t)
 	kafka := testenv.NewKafka(t)
-	logPath := filepath.Join(t.TempDir(), "relay.log")
+	logPath := relayLog(t)
 	slot := db.Name
 	common := []string{"--database-url", db.URL, "--slot", slot, "--publication", "pub_crash"}
 	runArgs := append(append([]string{"run"}, common...),
 		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--log-format", "json")
-	defer func() {
-		if t.Failed() {
-			t.Logf("relay log tail:\n%s", logTail(logPath))
-		}
-	}()
 
 	mustRunRelay(t, bin, append([]string{"setup"}, common...)...)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,17 +28,8 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	ctx := context.Background()
 	bin := buildRelay(t)
 	kafka := testenv.NewKafka(t)
-	primary, err := testenv.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer primary.Stop()
-	logPath := filepath.Join(t.TempDir(), "relay.log")
-	defer func() {
-		if t.Failed() {
-			t.Logf("relay log tail:\n%s", logTail(logPath))
-		}
-	}()
+	primary := testenv.NewServer(t)
+	logPath := relayLog(t)
 
 	common := func(url string) []string {
 		return []string{"--database-url", url, "--slot", "failover", "--publication", "pub_failover"}

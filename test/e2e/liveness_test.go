@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +56,7 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 	bin := buildRelay(t)
 	db := testenv.NewDB(t)
 	kafka := testenv.NewKafka(t)
-	logPath := filepath.Join(t.TempDir(), "relay.log")
+	logPath := relayLog(t)
 	slot := db.Name
 	u, err := url.Parse(db.URL)
 	if err != nil {
@@ -67,11 +66,6 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 	relayURL := withSenderTimeout(t, proxy.ProxyURL(t, db.URL), testSenderTimeout)
 	common := []string{"--slot", slot, "--publication", "pub_halfopen"}
 	mustRunRelay(t, bin, append([]string{"setup", "--database-url", db.URL}, common...)...)
-	defer func() {
-		if t.Failed() {
-			t.Logf("relay log:\n%s", logTail(logPath))
-		}
-	}()
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
 	p := probe{freeAddr(t), hc}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -46,12 +45,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	consumerDB := testenv.NewDB(t)
 	kafka := testenv.NewKafka(t)
 	ctx := context.Background()
-	logPath := filepath.Join(t.TempDir(), "relay.log")
-	defer func() {
-		if t.Failed() {
-			t.Logf("relay log tail:\n%s", logTail(logPath))
-		}
-	}()
+	logPath := relayLog(t)
 
 	slots := []string{producerDB.Name + "_a", producerDB.Name + "_b"}
 	args := func(cmd, slot string) []string {

@@ -126,6 +126,19 @@ func (p *relayProc) stop(timeout time.Duration) int {
 	return 0
 }
 
+// relayLog returns a path in t's temporary directory for the log of a relay
+// binary; when t fails, the log's tail is logged at cleanup.
+func relayLog(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "relay.log")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("relay log tail:\n%s", logTail(path))
+		}
+	})
+	return path
+}
+
 // logTail returns the end of a relay log for failure messages.
 func logTail(path string) string {
 	b, _ := os.ReadFile(path)

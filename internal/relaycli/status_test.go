@@ -17,6 +17,77 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
+func TestStatusMatchesReplicationSlots(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	row := f.slotRow(t)
+
+	// No relay streams the slot: status says so and exits 1.
+	text := f.cli(t, "status")
+	wantCode(t, text, 1)
+	wantOneErrorLine(t, text.stderr, `no relay streams slot "`+f.slot+`"`)
+	for _, want := range [][2]string{
+		{"slot", f.slot + " (exists)"},
+		{"publication", "pub_" + f.slot + " (exists)"},
+		{"table", "public.outbox"},
+		{"active", "no"},
+		{"confirmed_flush_lsn", row.confirmed},
+		{"restart_lsn", row.restart},
+		{"wal_status", row.walStatus},
+		{"problem", `no relay streams slot "` + f.slot + `" (it is not active)`},
+	} {
+		if !containsRow(text.stdout, want[0], want[1]) {
+			t.Errorf("status lacks row %q = %q:\n%s", want[0], want[1], text.stdout)
+		}
+	}
+
+	js := f.cli(t, "status", "--json")
+	wantCode(t, js, 1)
+	var st relay.SlotStatus
+	if err := json.Unmarshal([]byte(js.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, js.stdout)
+	}
+	if !st.SlotExists || !st.PublicationExists || st.Active || st.ActivePID != nil ||
+		st.Slot != f.slot || st.ConfirmedFlushLSN != row.confirmed || st.RestartLSN != row.restart ||
+		st.WALStatus != row.walStatus || st.CurrentWALLSN == "" || st.LagBytes < 0 {
+		t.Errorf("status --json = %+v, pg_replication_slots = %+v", st, row)
+	}
+	var raw map[string]any
+	_ = json.Unmarshal([]byte(js.stdout), &raw)
+	if len(st.Problems) != 1 || st.State == nil || st.Gap != nil || !st.TableExists {
+		t.Errorf("status --json problems %q, state %+v, gap %+v, table_exists %v", st.Problems, st.State, st.Gap, st.TableExists)
+	}
+	for _, key := range []string{"slot", "confirmed_flush_lsn", "restart_lsn", "lag_bytes", "wal_status", "active_pid", "problems", "state"} {
+		if _, ok := raw[key]; !ok {
+			t.Errorf("status --json lacks %q: %s", key, js.stdout)
+		}
+	}
+}
+
+// containsRow reports whether a tabwriter table holds "key   value".
+func containsRow(table, key, value string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key && strings.TrimSpace(strings.TrimPrefix(line, key)) == value {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStatusMissingSlotFails(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, extra := range [][]string{nil, {"--json"}} {
+		r := f.cli(t, "status", extra...)
+		wantCode(t, r, 1)
+		wantOneErrorLine(t, r.stderr, `slot "`+f.slot+`" does not exist (relay setup creates it)`, `publication "pub_`+f.slot+`" does not exist`)
+		if extra == nil && !containsRow(r.stdout, "slot", f.slot+" (missing)") {
+			t.Errorf("status output does not show the slot missing:\n%s", r.stdout)
+		}
+	}
+}
+
 // While a relay streams the slot, status --json names the streaming
 // process as pg_stat_replication does, and its lag figures lie between two
 // readings of pg_replication_slots.
@@ -139,11 +210,7 @@ func TestStatusShowsStreamingRelay(t *testing.T) {
 // server of its own.
 func TestStatusLostSlotFails(t *testing.T) {
 	t.Parallel()
-	srv, err := testenv.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := testenv.NewServer(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, srv.AdminURL)
 	if err != nil {

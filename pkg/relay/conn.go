@@ -1,16 +1,13 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // connect opens a normal (non-replication) connection.
@@ -44,7 +41,6 @@ func connectReplication(ctx context.Context, c *Config) (*pgconn.PgConn, error) 
 		Control:         dialControl(defaultLivenessBound),
 	}
 	pc.DialFunc = dialer.DialContext
-	pc.BuildFrontend = replicationFrontend
 	if pc.RuntimeParams["application_name"] == "" {
 		// Names the relay in pg_stat_replication (and relay status).
 		pc.RuntimeParams["application_name"] = "pgoutbox-relay"
@@ -54,18 +50,4 @@ func connectReplication(ctx context.Context, c *Config) (*pgconn.PgConn, error) 
 		return nil, fmt.Errorf("relay: open replication connection: %w", err)
 	}
 	return conn, nil
-}
-
-// replicationReadBuffer is how much the replication connection reads from
-// its socket at once. pgproto3 reads 8 KiB at a time; while the relay
-// drains a backlog the walsender keeps the socket full, and one read of up
-// to this size takes what would be many.
-const replicationReadBuffer = 128 << 10
-
-// replicationFrontend is pgproto3's frontend over a larger read buffer. A
-// read deadline's timeout still reaches the caller (bufio returns the
-// underlying reader's error), so the stream's deadline reads work as
-// before.
-func replicationFrontend(r io.Reader, w io.Writer) *pgproto3.Frontend {
-	return pgproto3.NewFrontend(bufio.NewReaderSize(r, replicationReadBuffer), w)
 }

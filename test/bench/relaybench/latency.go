@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
@@ -28,8 +27,9 @@ const (
 
 // latencyBench runs the relay binary against a kfake broker (a process of
 // its own, see broker) while a writer commits single-row transactions at
-// each of rates for duration, and an independent kafka-go consumer (one reader per
-// partition) measures commit → receive from each record's timestamp (the
+// each of rates for duration, and an independent kafka-go consumer (a
+// process of its own too, see consumer; one reader per partition)
+// measures commit → receive from each record's timestamp (the
 // transaction's commit time, in milliseconds). With tracePath (the relay
 // is then this binary, see installTrace) it also prints each leg of that
 // time per rate.
@@ -90,33 +90,22 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		samples  = make([]sample, total)
 		received atomic.Int64
 	)
-	// The consumer: one reader per partition, from the end.
-	cctx, stopConsumers := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopConsumers(); wg.Wait() }()
-	for p := range partitions {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MinBytes: 1, MaxBytes: 10 << 20,
-			MaxWait: 50 * time.Millisecond, ReadBatchTimeout: 50 * time.Millisecond})
-		wg.Go(func() {
-			defer r.Close()
-			for {
-				m, err := r.ReadMessage(cctx)
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				lat := now.Sub(m.Time)
-				received.Add(1)
-				seq, ok := traceSeq(&m)
-				mu.Lock()
-				lats = append(lats, lat)
-				if ok && seq >= 0 && seq < len(samples) {
-					samples[seq].recv = now
-				}
-				mu.Unlock()
-			}
-		})
+	// The consumer, in a process of its own: one reader per partition.
+	cons, err := startConsumer(brokers, partitions, func(seq int, recv, commit time.Time) {
+		received.Add(1)
+		mu.Lock()
+		lats = append(lats, recv.Sub(commit))
+		if seq >= 0 && seq < len(samples) {
+			samples[seq].recv = recv
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		return err
 	}
+	var stopConsumerOnce sync.Once
+	stopConsumer := func() { stopConsumerOnce.Do(cons.stop) }
+	defer stopConsumer()
 
 	w, err := outbox.NewWriter(nil)
 	if err != nil {
@@ -143,7 +132,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		mu.Unlock()
 		return err
 	}
-	// Warm up: the relay streams, the consumers read.
+	// Warm up: the relay streams, the consumer reads.
 	if err := insert(0); err != nil {
 		return err
 	}
@@ -203,8 +192,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	if tracePath == "" {
 		return nil
 	}
-	stopConsumers()
-	wg.Wait()
+	stopConsumer()
 	stopRelay()
 	rows, err := readTrace(tracePath)
 	if err != nil {

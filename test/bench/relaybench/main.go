@@ -45,6 +45,9 @@ func main() {
 	if code, ok := runAsBroker(); ok {
 		os.Exit(code)
 	}
+	if code, ok := runAsConsumer(); ok {
+		os.Exit(code)
+	}
 	if code, ok := runAsRelay(); ok {
 		os.Exit(code)
 	}

@@ -47,19 +47,48 @@ func runAsBroker() (code int, ok bool) {
 // writer and the consumer for the machine's cores, as a real one would,
 // not for this process's Go scheduler and garbage collector.
 type broker struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
+	*child
 	addrs []string
 }
 
 // startBroker starts the broker process with topic of partitions.
 func startBroker(partitions int) (*broker, error) {
+	c, err := startChild(envAsBroker + "=" + strconv.Itoa(partitions))
+	if err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(c.stdout).ReadString('\n')
+	if err != nil {
+		c.stdin.Close()
+		_ = c.cmd.Wait()
+		return nil, fmt.Errorf("broker process: %w", err)
+	}
+	return &broker{child: c, addrs: strings.Split(strings.TrimSpace(line), ",")}, nil
+}
+
+// stop ends the broker process.
+func (b *broker) stop() {
+	b.stdin.Close()
+	_ = b.cmd.Wait()
+}
+
+// child is this binary started in a role of the latency mode (broker,
+// consumer): it serves until its stdin ends.
+type child struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+}
+
+// startChild starts this binary with env ("KEY=value") added to its
+// environment, and not as the profiled relay.
+func startChild(env string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), envAsBroker+"="+strconv.Itoa(partitions), envAsRelay+"=")
+	cmd.Env = append(os.Environ(), env, envAsRelay+"=")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -73,17 +102,5 @@ func startBroker(partitions int) (*broker, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		stdin.Close()
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("broker process: %w", err)
-	}
-	return &broker{cmd: cmd, stdin: stdin, addrs: strings.Split(strings.TrimSpace(line), ",")}, nil
-}
-
-// stop ends the broker process.
-func (b *broker) stop() {
-	b.stdin.Close()
-	_ = b.cmd.Wait()
+	return &child{cmd: cmd, stdin: stdin, stdout: stdout}, nil
 }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -21,10 +19,10 @@ import (
 const envAsConsumer = "RELAYBENCH_AS_CONSUMER"
 
 // runAsConsumer reads topic (created empty by the broker) with one
-// kafka-go reader per partition when this process was started as the consumer, and prints a
-// line "seq received-unix-ns commit-unix-ms" on stdout for each record
-// (seq -1 for a record without the bench's business key) until stdin
-// ends. It reports whether it was the consumer; code is its exit code.
+// kafka-go reader per partition when this process was started as the
+// consumer, and prints a line "seq received-unix-ns commit-unix-ms" on
+// stdout for each record (seq -1 for a record without the bench's
+// business key) until stdin ends. It reports whether it was the consumer; code is its exit code.
 func runAsConsumer() (code int, ok bool) {
 	v := os.Getenv(envAsConsumer)
 	if v == "" {
@@ -79,9 +77,8 @@ func runAsConsumer() (code int, ok bool) {
 // (this binary, started as the consumer), off the writer's Go scheduler
 // and garbage collector.
 type consumer struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan struct{}
+	*child
+	done chan struct{}
 }
 
 // startConsumer starts the consumer process on brokers and calls record,
@@ -89,29 +86,14 @@ type consumer struct {
 // (-1 when it has none), when it was received and its commit time (the
 // record's timestamp, milliseconds).
 func startConsumer(brokers []string, partitions int, record func(seq int, recv, commit time.Time)) (*consumer, error) {
-	self, err := os.Executable()
+	ch, err := startChild(envAsConsumer + "=" + strings.Join(brokers, ",") + "/" + strconv.Itoa(partitions))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), envAsConsumer+"="+strings.Join(brokers, ",")+"/"+strconv.Itoa(partitions), envAsRelay+"=")
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &consumer{cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	c := &consumer{child: ch, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(c.stdout)
 		for sc.Scan() {
 			var seq int
 			var recv, commit int64

@@ -139,6 +139,10 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 	}
 	res := relayResult{events: events, confirmed: time.Since(start)}
 	first, all := produced()
+	if all.IsZero() {
+		// ListOffsets saw every event, the produce requests did not.
+		return fail(fmt.Errorf("the broker's produce requests for topic %s held fewer than %d records", topic, o.rows))
+	}
 	res.first, res.elapsed = first.Sub(start), all.Sub(start)
 	if res.peakRSSKiB, err = vmHWM(cmd.Process.Pid); err != nil {
 		return fail(err)
@@ -163,7 +167,9 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 // when the count reached n. The control function runs in the broker's
 // request loop, so these are the times the broker took the requests: the
 // drain's end is not blurred by polling (the bench's ListOffsets wait
-// behind the relay's produce requests).
+// behind the relay's produce requests). A request the relay retried
+// counts twice; the drain still ends only once ListOffsets shows every
+// event in the topic.
 func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time) {
 	var (
 		mu         sync.Mutex

@@ -67,7 +67,9 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 	produced := watchProduce(cluster, int64(o.rows))
-	tr := &kafka.Transport{}
+	// kafka-go caches metadata for 6 s by default: polled before the relay
+	// created the topic, the topic would stay unknown (0 events) that long.
+	tr := &kafka.Transport{MetadataTTL: 100 * time.Millisecond}
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
 

@@ -279,15 +279,12 @@ func (s *stream) stage(ev event) error {
 	if s.cfg.InstanceID != "" {
 		ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: InstanceHeader, Value: []byte(s.cfg.InstanceID)})
 	}
-	// cost, not ev, goes into the closure: capturing ev would move every
-	// event to the heap.
-	cost := s.buf.cost(&ev)
-	ev.cost = cost
-	if !s.buf.tryTake(cost) {
+	ev.cost = s.buf.cost(&ev)
+	if !s.buf.tryTake(ev.cost) {
 		if err := s.flush(); err != nil {
 			return err
 		}
-		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.buf.take(ctx, cost) }); err != nil {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.buf.take(ctx, ev.cost) }); err != nil {
 			return err
 		}
 	}

@@ -54,11 +54,12 @@
 //
 // # Trace context
 //
-// InsertTx, InsertManyTx and EmitTx inject the trace context of their ctx
-// into each message's headers through Config.Propagator (default: the
-// OpenTelemetry global propagator; install propagation.TraceContext{} for
-// W3C traceparent and tracestate), unless the message sets traceparent
-// itself. The relay publishes them as Kafka headers and the inbox consumer
+// InsertTx, InsertManyTx and EmitTx, and their database/sql twins
+// InsertSQLTx, InsertManySQLTx and EmitSQLTx, inject the trace context of
+// their ctx into each message's headers through Config.Propagator
+// (default: the OpenTelemetry global propagator; install
+// propagation.TraceContext{} for W3C traceparent and tracestate), unless
+// the message sets traceparent itself. The relay publishes them as Kafka headers and the inbox consumer
 // continues the trace.
 //
 // # Validation

@@ -19,12 +19,7 @@ func TestEmitTx(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &outbox.Config{RawPayload: true})
 	ctx := context.Background()
-	for _, q := range []string{`CREATE PUBLICATION p_emit FOR TABLE public.outbox WITH (publish = 'insert')`,
-		`SELECT pg_create_logical_replication_slot('s_emit', 'pgoutput')`} {
-		if _, err := b.db.Pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	emitSlot(t, b, "s_emit")
 	msg := outbox.Message{
 		AggregateType: "payment", AggregateID: "pay-1", EventType: "payment.completed", BusinessKey: "req-1",
 		Payload: []byte{0x00, 0xff, 'G', 0xc3, 0xbc, '\n'}, Headers: map[string]string{"traceparent": "00-abc-01"}, Topic: "payments.v1",
@@ -44,15 +39,44 @@ func TestEmitTx(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rows, err := b.db.Pool.Query(ctx, `SELECT data FROM pg_logical_slot_get_binary_changes('s_emit', NULL, NULL,
-		'proto_version', '1', 'publication_names', 'p_emit', 'messages', 'true') WHERE substr(data, 1, 1) = 'M'::bytea`)
+	msgs := emitted(t, b, "s_emit")
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages decoded, want 1 (the rolled-back one must not appear)", len(msgs))
+	}
+	got := msgs[0]
+	msg.ID = id
+	if got.ID != id || got.AggregateType != msg.AggregateType || got.AggregateID != msg.AggregateID || got.EventType != msg.EventType ||
+		got.BusinessKey != msg.BusinessKey || !bytes.Equal(got.Payload, msg.Payload) || got.Topic != msg.Topic ||
+		len(got.Headers) != 1 || got.Headers["traceparent"] != "00-abc-01" {
+		t.Fatalf("decoded %+v, want %+v", got, msg)
+	}
+}
+
+// emitSlot creates slot (pgoutput) on a publication of b's outbox, to read
+// what EmitTx and EmitSQLTx emit from now on (see emitted).
+func emitSlot(t *testing.T, b *bundle, slot string) {
+	t.Helper()
+	for _, q := range []string{`CREATE PUBLICATION p_` + slot + ` FOR TABLE public.outbox WITH (publish = 'insert')`,
+		`SELECT pg_create_logical_replication_slot('` + slot + `', 'pgoutput')`} {
+		if _, err := b.db.Pool.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// emitted consumes the transactional pgoutbox logical messages slot has
+// decoded (see emitSlot) and returns them decoded, in commit order.
+func emitted(t *testing.T, b *bundle, slot string) []outbox.Message {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), `SELECT data FROM pg_logical_slot_get_binary_changes($1::name, NULL, NULL,
+		'proto_version', '1', 'publication_names', 'p_' || $1::text, 'messages', 'true') WHERE substr(data, 1, 1) = 'M'::bytea`, slot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	contents, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]byte, error) {
+	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Message, error) {
 		var data []byte
 		if err := r.Scan(&data); err != nil {
-			return nil, err
+			return outbox.Message{}, err
 		}
 		// 'M', flags, LSN, prefix\0, length, content.
 		if data[1] != 1 {
@@ -64,24 +88,12 @@ func TestEmitTx(t *testing.T) {
 			t.Errorf("prefix %q", prefix)
 		}
 		n := binary.BigEndian.Uint32(rest)
-		return rest[4 : 4+n], nil
+		return outbox.DecodeLogicalMessage(rest[4 : 4+n])
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(contents) != 1 {
-		t.Fatalf("%d messages decoded, want 1 (the rolled-back one must not appear)", len(contents))
-	}
-	got, err := outbox.DecodeLogicalMessage(contents[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg.ID = id
-	if got.ID != id || got.AggregateType != msg.AggregateType || got.AggregateID != msg.AggregateID || got.EventType != msg.EventType ||
-		got.BusinessKey != msg.BusinessKey || !bytes.Equal(got.Payload, msg.Payload) || got.Topic != msg.Topic ||
-		len(got.Headers) != 1 || got.Headers["traceparent"] != "00-abc-01" {
-		t.Fatalf("decoded %+v, want %+v", got, msg)
-	}
+	return msgs
 }
 
 func TestEmitTxValidates(t *testing.T) {

@@ -28,6 +28,7 @@ const maxRowsPerStatement = 8000
 // returns its message ID (generated when msg.ID is zero). The row becomes
 // visible to the relay when tx commits.
 func (w *Writer) InsertSQLTx(ctx context.Context, tx SQLExecer, msg Message) (uuid.UUID, error) {
+	w.injectTrace(ctx, &msg)
 	row, err := w.sqlRow(&msg, -1)
 	if err != nil {
 		return uuid.Nil, err
@@ -46,6 +47,7 @@ func (w *Writer) InsertManySQLTx(ctx context.Context, tx SQLExecer, msgs []Messa
 	args := make([]any, 0, len(msgs)*len(w.columns))
 	for i := range msgs {
 		m := msgs[i]
+		w.injectTrace(ctx, &m)
 		row, err := w.sqlRow(&m, i)
 		if err != nil {
 			return nil, err
@@ -81,6 +83,7 @@ func (w *Writer) InsertManySQLTx(ctx context.Context, tx SQLExecer, msgs []Messa
 // EmitSQLTx is EmitTx for database/sql: it writes msg into the WAL of tx as
 // a transactional logical decoding message.
 func (w *Writer) EmitSQLTx(ctx context.Context, tx SQLExecer, msg Message) (uuid.UUID, error) {
+	w.injectTrace(ctx, &msg)
 	content, err := w.encodeLogical(&msg)
 	if err != nil {
 		return uuid.Nil, err

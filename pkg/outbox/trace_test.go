@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -18,13 +19,7 @@ import (
 func TestWriterInjectsTraceContext(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &outbox.Config{Propagator: propagation.TraceContext{}})
-	sc := trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
-		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
-		TraceFlags: trace.FlagsSampled,
-	})
-	ctx := trace.ContextWithSpanContext(context.Background(), sc)
-	const want = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx, want := tracedContext()
 
 	own := map[string]string{"traceparent": "00-11111111111111111111111111111111-2222222222222222-01", "x": "y"}
 	plain := map[string]string{"correlation-id": "c-1"}
@@ -62,4 +57,68 @@ func TestWriterInjectsTraceContext(t *testing.T) {
 	if len(plain) != 1 {
 		t.Fatalf("the caller's header map was changed: %v", plain)
 	}
+}
+
+// The database/sql twins inject the trace context as the pgx methods do:
+// InsertSQLTx, InsertManySQLTx (keeping a traceparent the caller set) and
+// EmitSQLTx.
+func TestSQLWriterInjectsTraceContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &outbox.Config{Propagator: propagation.TraceContext{}})
+	emitSlot(t, b, "s_trace_sql")
+	ctx, want := tracedContext()
+	own := map[string]string{"traceparent": "00-11111111111111111111111111111111-2222222222222222-01"}
+	msg := func(key string, h map[string]string) outbox.Message {
+		return outbox.Message{AggregateType: "payment", AggregateID: "p-1", EventType: "payment.requested",
+			BusinessKey: key, Payload: []byte(`{}`), Headers: h}
+	}
+	db := stdlib.OpenDBFromPool(b.db.Pool)
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.writer.InsertSQLTx(ctx, tx, msg("k-1", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := b.writer.InsertManySQLTx(ctx, tx, []outbox.Message{msg("k-2", nil), msg("k-3", own)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.writer.EmitSQLTx(ctx, tx, msg("k-4", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range append([]uuid.UUID{id}, many...) {
+		var h map[string]string
+		if raw := readRow(t, b.db, "public.outbox", id).Headers; raw != nil { // NULL: no headers
+			if err := json.Unmarshal(raw, &h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantHere := want
+		if i == 2 { // the caller's own
+			wantHere = own["traceparent"]
+		}
+		if h["traceparent"] != wantHere {
+			t.Errorf("row %d headers %v, want traceparent %s", i, h, wantHere)
+		}
+	}
+	if msgs := emitted(t, b, "s_trace_sql"); len(msgs) != 1 || msgs[0].Headers["traceparent"] != want {
+		t.Errorf("EmitSQLTx emitted %+v, want one message with traceparent %s", msgs, want)
+	}
+}
+
+// tracedContext returns a context carrying a sampled span, and the W3C
+// traceparent that stands for it.
+func tracedContext() (context.Context, string) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled,
+	})
+	return trace.ContextWithSpanContext(context.Background(), sc), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 }

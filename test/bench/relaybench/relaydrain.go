@@ -168,8 +168,8 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 // receives, and returns a function that says when the first one came and
 // when the count reached n. The control function runs in the broker's
 // request loop, so these are the times the broker took the requests: the
-// drain's end is not blurred by polling (the bench's ListOffsets wait
-// behind the relay's produce requests). A request the relay retried
+// drain's end is not blurred by the poll's period, nor by kafka-go's
+// cached metadata (see relayDrain's transport). A request the relay retried
 // counts twice; the drain still ends only once ListOffsets shows every
 // event in the topic.
 func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time) {

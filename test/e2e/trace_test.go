@@ -46,15 +46,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stopRelay := context.WithCancel(ctx)
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- r.Run(rctx) }()
-	defer func() {
-		stopRelay()
-		if err := <-relayDone; err != nil {
-			t.Errorf("relay: %v", err)
-		}
-	}()
+	testenv.Go(ctx, t, r.Run)
 
 	// The producer: a span around the business transaction.
 	w, err := outbox.NewWriter(&outbox.Config{Propagator: prop})

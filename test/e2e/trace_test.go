@@ -92,17 +92,14 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, stopConsumer := context.WithCancel(ctx)
-	consumerDone := make(chan error, 1)
-	go func() { consumerDone <- c.Run(cctx) }()
+	stopConsumer := testenv.Go(ctx, t, c.Run)
 	var inHandler trace.SpanContext
 	select {
 	case inHandler = <-handled:
 	case <-time.After(time.Minute):
 		t.Fatal("the consumer did not handle the message within a minute")
 	}
-	stopConsumer()
-	if err := <-consumerDone; err != nil {
+	if err := stopConsumer(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -97,12 +97,9 @@ func TestOrdersReachKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, rstop := context.WithCancel(ctx)
-	rdone := make(chan error, 1)
-	go func() { rdone <- r.Run(rctx) }()
+	stopRelay := testenv.Go(ctx, t, r.Run)
 	recs := testenv.WaitForRecords(t, kafka.Brokers, "outbox.order", 3, time.Minute)
-	rstop()
-	if err := <-rdone; err != nil {
+	if err := stopRelay(); err != nil {
 		t.Fatal(err)
 	}
 	for _, rec := range recs {

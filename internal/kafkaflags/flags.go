@@ -33,26 +33,23 @@ type EnvFunc func(flag string) string
 // environment variables named by env. Flags are built afresh per run:
 // urfave/cli stores parsed values in them.
 func Flags(env EnvFunc, category string) []cli.Flag {
-	e := func(f string) []string { return []string{env(f)} }
+	// Every flag is in category and reads env(its name).
+	str := func(name, usage string) cli.Flag {
+		return &cli.StringFlag{Name: name, Category: category, EnvVars: []string{env(name)}, Usage: usage}
+	}
+	boolean := func(name, usage string) cli.Flag {
+		return &cli.BoolFlag{Name: name, Category: category, EnvVars: []string{env(name)}, Usage: usage}
+	}
 	return []cli.Flag{
-		&cli.BoolFlag{Name: FlagTLS, Category: category, EnvVars: e(FlagTLS),
-			Usage: "connect to the brokers with TLS (implied by any --kafka-tls-* file)"},
-		&cli.StringFlag{Name: FlagTLSCAFile, Category: category, EnvVars: e(FlagTLSCAFile),
-			Usage: "PEM CA bundle to verify the brokers (default: the system roots)"},
-		&cli.StringFlag{Name: FlagTLSCertFile, Category: category, EnvVars: e(FlagTLSCertFile),
-			Usage: "PEM client certificate for mutual TLS (with --kafka-tls-key-file)"},
-		&cli.StringFlag{Name: FlagTLSKeyFile, Category: category, EnvVars: e(FlagTLSKeyFile),
-			Usage: "PEM client key for mutual TLS (with --kafka-tls-cert-file)"},
-		&cli.BoolFlag{Name: FlagTLSInsecure, Category: category, EnvVars: e(FlagTLSInsecure),
-			Usage: "do not verify the brokers' certificates (testing only)"},
-		&cli.StringFlag{Name: FlagSASLMechanism, Category: category, EnvVars: e(FlagSASLMechanism),
-			Usage: "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL; needs --kafka-tls)"},
-		&cli.StringFlag{Name: FlagSASLUsername, Category: category, EnvVars: e(FlagSASLUsername),
-			Usage: "SASL user name"},
-		&cli.StringFlag{Name: FlagSASLPassword, Category: category, EnvVars: e(FlagSASLPassword),
-			Usage: "SASL password; prefer " + env(FlagSASLPassword) + " or " + env(FlagSASLPassword) + cliutil.FileSuffix + " (a file holding it): a flag is visible in ps. Never logged"},
-		&cli.BoolFlag{Name: FlagSASLInsecure, Category: category, EnvVars: e(FlagSASLInsecure),
-			Usage: "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local test brokers only"},
+		boolean(FlagTLS, "connect to the brokers with TLS (implied by any --kafka-tls-* file)"),
+		str(FlagTLSCAFile, "PEM CA bundle to verify the brokers (default: the system roots)"),
+		str(FlagTLSCertFile, "PEM client certificate for mutual TLS (with --kafka-tls-key-file)"),
+		str(FlagTLSKeyFile, "PEM client key for mutual TLS (with --kafka-tls-cert-file)"),
+		boolean(FlagTLSInsecure, "do not verify the brokers' certificates (testing only)"),
+		str(FlagSASLMechanism, "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL; needs --kafka-tls)"),
+		str(FlagSASLUsername, "SASL user name"),
+		str(FlagSASLPassword, "SASL password; prefer "+env(FlagSASLPassword)+" or "+env(FlagSASLPassword)+cliutil.FileSuffix+" (a file holding it): a flag is visible in ps. Never logged"),
+		boolean(FlagSASLInsecure, "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local test brokers only"),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/pgtx"
 )
@@ -52,6 +53,23 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		}
 	}
 	return out, nil
+}
+
+// Table applies the migrations of component (its folder in
+// pgoutbox.Migrations: sql/outbox, sql/inbox) to the table name, "table" or
+// "schema.table" (schema public when omitted): the shared body of
+// outbox.Migrate and inbox.Migrate. rename rewrites the default names in the
+// SQL text for the parsed table (see Apply).
+func Table(ctx context.Context, db pgtx.Beginner, component, name string, rename func(pgname.Table) *strings.Replacer) ([]int, error) {
+	table, err := pgname.Parse(name, "public")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", component, err)
+	}
+	migrations, err := Load(pgoutbox.Migrations, component)
+	if err != nil {
+		return nil, err
+	}
+	return Apply(ctx, db, component, table.String(), migrations, rename(table))
 }
 
 // lockKey is the advisory lock every migration transaction takes first.

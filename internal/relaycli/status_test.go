@@ -101,15 +101,7 @@ func TestStatusShowsStreamingRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	testenv.Go(context.Background(), t, r.Run)
 
 	type walsender struct {
 		pid                 int32

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgserver"
 )
@@ -101,6 +103,9 @@ type DB struct {
 	URL string
 	// Pool is a connection pool on URL, closed when the test ends.
 	Pool *pgxpool.Pool
+	// SQL is Pool as a database/sql handle (pgx's stdlib driver), for the
+	// database/sql paths; closed when the test ends.
+	SQL *sql.DB
 	// Server is the server holding the database.
 	Server *Server
 }
@@ -146,11 +151,16 @@ func OpenDB() (*DB, error) {
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
+	db.SQL = stdlib.OpenDBFromPool(db.Pool)
 	return db, nil
 }
 
-// Close closes the pool and drops the database with its replication slots.
+// Close closes SQL and the pool and drops the database with its replication
+// slots.
 func (db *DB) Close() error {
+	if db.SQL != nil {
+		_ = db.SQL.Close()
+	}
 	if db.Pool != nil {
 		db.Pool.Close()
 	}

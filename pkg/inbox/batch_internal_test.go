@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
@@ -39,8 +38,7 @@ func TestBatchPathOnBothDrivers(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (business_key text PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	sdb := stdlib.OpenDBFromPool(db.Pool)
-	t.Cleanup(func() { _ = sdb.Close() })
+	sdb := db.SQL
 	for name, drv := range map[string]struct {
 		db   database
 		work txWork
@@ -97,8 +95,7 @@ func TestStatsAndPurgeOnDatabaseSQL(t *testing.T) {
 		FROM generate_series(1, 10) AS i`); err != nil {
 		t.Fatal(err)
 	}
-	sdb := stdlib.OpenDBFromPool(db.Pool)
-	t.Cleanup(func() { _ = sdb.Close() })
+	sdb := db.SQL
 	counts, err := in.stats(ctx, sqlQuerier{sdb})
 	if err != nil || len(counts) != 1 || counts[0].Status != StatusFailedRetryable || counts[0].Count != 3 {
 		t.Fatalf("stats %+v, %v", counts, err)

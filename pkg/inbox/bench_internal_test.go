@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // BenchmarkDatabaseCost measures the database side of the transactional path
@@ -38,8 +37,7 @@ func BenchmarkDatabaseCost(b *testing.B) {
 			}
 		}
 	})
-	sdb := stdlib.OpenDBFromPool(db.Pool)
-	defer func() { _ = sdb.Close() }()
+	sdb := db.SQL
 	b.Run("sql-inbox-1", func(b *testing.B) {
 		for range b.N {
 			m := next()

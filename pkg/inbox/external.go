@@ -41,12 +41,7 @@ func (in *Inbox) ProcessExternal(ctx context.Context, db Beginner, msg Message, 
 
 // processExternalOn is ProcessExternal for either driver.
 func (in *Inbox) processExternalOn(ctx context.Context, db database, msg Message, handler ExternalHandler) (Result, error) {
-	if err := msg.validate(); err != nil {
-		return Result{}, err
-	}
-	start := in.begin(&msg)
-	res, err := in.processExternal(ctx, db, &msg, handler)
-	return in.finish(ctx, &msg, start, res, err)
+	return in.deliver(ctx, msg, func(msg *Message) (Result, error) { return in.processExternal(ctx, db, msg, handler) })
 }
 
 func (in *Inbox) processExternal(ctx context.Context, db database, msg *Message, handler ExternalHandler) (Result, error) {

@@ -1,11 +1,10 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
-	"fmt"
 	"strings"
 
-	"github.com/pgoutbox/pgoutbox"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
@@ -15,29 +14,19 @@ import (
 // sql/inbox. It is idempotent and safe to call concurrently; db is a
 // *pgx.Conn or *pgxpool.Pool. It returns the versions it applied.
 func Migrate(ctx context.Context, db Beginner, table string) ([]int, error) {
-	if table == "" {
-		table = DefaultTable
-	}
-	t, err := pgname.Parse(table, "public")
-	if err != nil {
-		return nil, fmt.Errorf("inbox: %w", err)
-	}
-	migrations, err := migrate.Load(pgoutbox.Migrations, "inbox")
-	if err != nil {
-		return nil, err
-	}
-	ident := func(suffix string) string {
-		return `"` + strings.ReplaceAll(t.Name+suffix, `"`, `""`) + `"`
-	}
-	// The table's name also appears as a string literal ('public.inbox'):
-	// that occurrence becomes a literal with its quotes doubled. The
-	// replacer tries it first, since it starts one character earlier.
-	literal := "'" + strings.ReplaceAll(t.Sanitize(), "'", "''") + "'"
-	var pairs []string
-	pairs = append(pairs, "'public.inbox'", literal, "public.inbox", t.Sanitize())
-	for _, s := range []string{"_pkey", "_business_key_key", "_status_check", "_attempts_check",
-		"_completed_at_idx", "_processing_locked_until_idx", "_unfinished_idx"} {
-		pairs = append(pairs, "inbox"+s, ident(s))
-	}
-	return migrate.Apply(ctx, db, "inbox", t.String(), migrations, strings.NewReplacer(pairs...))
+	return migrate.Table(ctx, db, "inbox", cmp.Or(table, DefaultTable), func(t pgname.Table) *strings.Replacer {
+		ident := func(suffix string) string {
+			return `"` + strings.ReplaceAll(t.Name+suffix, `"`, `""`) + `"`
+		}
+		// The table's name also appears as a string literal ('public.inbox'):
+		// that occurrence becomes a literal with its quotes doubled. The
+		// replacer tries it first, since it starts one character earlier.
+		literal := "'" + strings.ReplaceAll(t.Sanitize(), "'", "''") + "'"
+		pairs := []string{"'public.inbox'", literal, "public.inbox", t.Sanitize()}
+		for _, s := range []string{"_pkey", "_business_key_key", "_status_check", "_attempts_check",
+			"_completed_at_idx", "_processing_locked_until_idx", "_unfinished_idx"} {
+			pairs = append(pairs, "inbox"+s, ident(s))
+		}
+		return strings.NewReplacer(pairs...)
+	})
 }

@@ -56,34 +56,27 @@ func (in *Inbox) Process(ctx context.Context, db Beginner, msg Message, handler 
 // (markAttempt), so that a handler that kills the process every time ends
 // FAILED_FINAL after MaxAttempts deliveries instead of being retried forever.
 func (in *Inbox) process(ctx context.Context, db database, msg Message, handler txWork, mark bool) (Result, error) {
-	if err := msg.validate(); err != nil {
-		return Result{}, err
-	}
-	start := in.begin(&msg)
-	hash := in.hash(&msg)
-	var (
-		res    Result
-		err    error
-		marked bool
-	)
-	if mark {
-		var final *Result
-		if marked, final, err = in.markAttempt(ctx, db, &msg, hash); err != nil || final != nil {
-			if final != nil {
-				res = *final
+	return in.deliver(ctx, msg, func(msg *Message) (Result, error) {
+		hash := in.hash(msg)
+		marked := false
+		if mark {
+			var final *Result
+			var err error
+			if marked, final, err = in.markAttempt(ctx, db, msg, hash); final != nil {
+				return *final, err
+			} else if err != nil {
+				return Result{}, err
 			}
-			return in.finish(ctx, &msg, start, res, err)
 		}
-	}
-	for try := 0; ; try++ {
-		res, err = in.processOnce(ctx, db, &msg, hash, handler, marked, try >= in.cfg.TxRetries)
-		if err == nil || !isTxRetry(err) || try >= in.cfg.TxRetries {
-			break
+		for try := 0; ; try++ {
+			res, err := in.processOnce(ctx, db, msg, hash, handler, marked, try >= in.cfg.TxRetries)
+			if err == nil || !isTxRetry(err) || try >= in.cfg.TxRetries {
+				return res, err
+			}
+			in.log.Debug("inbox: transaction retried", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey),
+				"reason", sqlState(err), "try", try+1)
 		}
-		in.log.Debug("inbox: transaction retried", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey),
-			"reason", sqlState(err), "try", try+1)
-	}
-	return in.finish(ctx, &msg, start, res, err)
+	})
 }
 
 func isTxRetry(err error) bool {
@@ -151,12 +144,7 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler 
 
 // processInTx is ProcessTx for either driver.
 func (in *Inbox) processInTx(ctx context.Context, tx dbTx, msg Message, handler txWork) (Result, error) {
-	if err := msg.validate(); err != nil {
-		return Result{}, err
-	}
-	start := in.begin(&msg)
-	res, err := in.processTx(ctx, tx, &msg, handler)
-	return in.finish(ctx, &msg, start, res, err)
+	return in.deliver(ctx, msg, func(msg *Message) (Result, error) { return in.processTx(ctx, tx, msg, handler) })
 }
 
 func (in *Inbox) processTx(ctx context.Context, tx dbTx, msg *Message, handler txWork) (Result, error) {
@@ -272,6 +260,18 @@ func (in *Inbox) recordFailure(ctx context.Context, db database, msg *Message, h
 }
 
 // begin starts the bookkeeping of one delivery.
+// deliver is one delivery of msg by Process, ProcessTx or ProcessExternal:
+// the key rules first, then fn between begin and finish (the in-flight gauge,
+// the duration and outcome metrics, the log record).
+func (in *Inbox) deliver(ctx context.Context, msg Message, fn func(msg *Message) (Result, error)) (Result, error) {
+	if err := msg.validate(); err != nil {
+		return Result{}, err
+	}
+	start := in.begin(&msg)
+	res, err := fn(&msg)
+	return in.finish(ctx, &msg, start, res, err)
+}
+
 func (in *Inbox) begin(msg *Message) time.Time {
 	in.metrics.inFlight.Inc()
 	now := time.Now()

@@ -157,26 +157,25 @@ func (t *sqlTx) savepoint(ctx context.Context) (dbTx, error) {
 }
 
 func (t *sqlTx) commit(ctx context.Context) error {
-	if t.depth == 0 {
-		return t.tx.Commit()
-	}
-	if t.closed {
-		return sql.ErrTxDone
-	}
-	t.closed = true
-	_, err := t.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+t.name())
-	return err
+	return t.end(ctx, t.tx.Commit, "RELEASE SAVEPOINT ")
 }
 
 func (t *sqlTx) rollback(ctx context.Context) error {
+	return t.end(ctx, t.tx.Rollback, "ROLLBACK TO SAVEPOINT ")
+}
+
+// end ends the transaction with top, or the savepoint with the statement
+// verb, once: a second end of a savepoint is sql.ErrTxDone, as it is for a
+// *sql.Tx.
+func (t *sqlTx) end(ctx context.Context, top func() error, verb string) error {
 	if t.depth == 0 {
-		return t.tx.Rollback()
+		return top()
 	}
 	if t.closed {
 		return sql.ErrTxDone
 	}
 	t.closed = true
-	_, err := t.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+t.name())
+	_, err := t.tx.ExecContext(ctx, verb+t.name())
 	return err
 }
 

@@ -9,21 +9,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
 // The database/sql path, through pgx's stdlib driver: the same inbox, the
 // same table, the handler gets a *sql.Tx.
-
-// sqlDB opens a database/sql handle on the bundle's database.
-func sqlDB(t *testing.T, b *bundle) *sql.DB {
-	t.Helper()
-	db := stdlib.OpenDBFromPool(b.db.Pool)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
 
 // sqlEffect is a database/sql handler whose side effect is one row in table
 // effect.
@@ -76,7 +67,7 @@ func onBothPaths(t *testing.T, cfg inbox.Config, test func(t *testing.T, b *bund
 		t.Parallel()
 		c := cfg
 		b := setup(t, &c)
-		db := sqlDB(t, b)
+		db := b.db.SQL
 		test(t, b, dbPath{
 			process: func(ctx context.Context, m inbox.Message) (inbox.Result, error) {
 				return b.in.ProcessSQL(ctx, db, m, sqlEffect(m))
@@ -100,7 +91,7 @@ func onBothPaths(t *testing.T, cfg inbox.Config, test func(t *testing.T, b *bund
 func TestSQLHandlerErrorRollsBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &inbox.Config{MaxAttempts: 5})
-	db := sqlDB(t, b)
+	db := b.db.SQL
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
 	failing := func(ctx context.Context, tx *sql.Tx) (string, error) {
@@ -161,7 +152,7 @@ func TestSQLHandlerErrorRollsBack(t *testing.T) {
 func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &inbox.Config{MaxAttempts: 2})
-	db := sqlDB(t, b)
+	db := b.db.SQL
 	ctx := context.Background()
 	ok := msg("m-1", "key-1", `{}`)
 	bad := msg("m-2", "key-2", `{}`)
@@ -216,7 +207,7 @@ func TestSQLConsumerExternal(t *testing.T) {
 	const topic, group = "sqlext", "sqlext-group"
 	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
-	db := sqlDB(t, b)
+	db := b.db.SQL
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{}`},
 		rec{ID: "m-2", Key: "k-2", Value: `{}`},

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
@@ -20,8 +19,7 @@ func TestInsertSQLTx(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(b.db.Pool)
-	defer db.Close()
+	db := b.db.SQL
 
 	payload := []byte(`{"note": "Grüße", "amount": 1200}`)
 	one := outbox.Message{AggregateType: "payment", AggregateID: "pay-1", EventType: "payment.completed",
@@ -86,8 +84,7 @@ func TestInsertManySQLTxLargeBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(b.db.Pool)
-	defer db.Close()
+	db := b.db.SQL
 	msgs := make([]outbox.Message, 8001)
 	for i := range msgs {
 		msgs[i] = outbox.Message{AggregateType: "a", AggregateID: "1", EventType: "e", BusinessKey: uuid.NewString(), Payload: []byte(`{}`)}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -72,8 +71,7 @@ func TestSQLWriterInjectsTraceContext(t *testing.T) {
 		return outbox.Message{AggregateType: "payment", AggregateID: "p-1", EventType: "payment.requested",
 			BusinessKey: key, Payload: []byte(`{}`), Headers: h}
 	}
-	db := stdlib.OpenDBFromPool(b.db.Pool)
-	defer db.Close()
+	db := b.db.SQL
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -91,14 +91,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, cancelConsumer := context.WithCancel(ctx)
-	consumerDone := make(chan error, 1)
-	go func() { consumerDone <- consumer.Run(cctx) }()
-	stopConsumer := sync.OnceValue(func() error {
-		cancelConsumer()
-		return <-consumerDone
-	})
-	defer stopConsumer()
+	stopConsumer := testenv.Go(ctx, t, consumer.Run)
 
 	l := newLedger()
 	stopWriters := startWriters(t, producerDB.Pool, l)

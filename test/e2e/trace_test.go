@@ -46,15 +46,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stopRelay := context.WithCancel(ctx)
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- r.Run(rctx) }()
-	defer func() {
-		stopRelay()
-		if err := <-relayDone; err != nil {
-			t.Errorf("relay: %v", err)
-		}
-	}()
+	testenv.Go(ctx, t, r.Run)
 
 	// The producer: a span around the business transaction.
 	w, err := outbox.NewWriter(&outbox.Config{Propagator: prop})
@@ -100,17 +92,14 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, stopConsumer := context.WithCancel(ctx)
-	consumerDone := make(chan error, 1)
-	go func() { consumerDone <- c.Run(cctx) }()
+	stopConsumer := testenv.Go(ctx, t, c.Run)
 	var inHandler trace.SpanContext
 	select {
 	case inHandler = <-handled:
 	case <-time.After(time.Minute):
 		t.Fatal("the consumer did not handle the message within a minute")
 	}
-	stopConsumer()
-	if err := <-consumerDone; err != nil {
+	if err := stopConsumer(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -37,6 +37,8 @@ type producer struct {
 	attrs     protocol.Attributes // the compression codec
 	timeout   time.Duration       // how long the broker may wait for the replicas
 	balancer  kafka.Murmur2Balancer
+	// maxRequest is maxRequestBytes (tests lower it).
+	maxRequest int64
 
 	// Kept between calls; only the sink's goroutine calls write.
 	call     uint64 // counts the calls
@@ -78,12 +80,13 @@ type share struct {
 func newProducer(c *Config, transport *kafka.Transport) *producer {
 	codec, _ := compressionCodec(c.Compression) // validated by withDefaults
 	return &producer{
-		transport: transport,
-		addr:      kafka.TCP(c.Brokers...),
-		attrs:     protocol.Attributes(codec) & protocol.Attributes(7),
-		timeout:   c.WriteTimeout,
-		topics:    make(map[string]*topicLayout),
-		open:      make(map[requestKey]*produceRequest),
+		transport:  transport,
+		addr:       kafka.TCP(c.Brokers...),
+		attrs:      protocol.Attributes(codec) & protocol.Attributes(7),
+		timeout:    c.WriteTimeout,
+		maxRequest: maxRequestBytes,
+		topics:     make(map[string]*topicLayout),
+		open:       make(map[requestKey]*produceRequest),
 	}
 }
 
@@ -184,7 +187,7 @@ func (p *producer) layout(ctx context.Context, topic string) (*topicLayout, erro
 }
 
 // add puts partition part's share of the call in the request of its topic
-// and leader, or in a new one when that would pass maxRequestBytes.
+// and leader, or in a new one when that would pass maxRequest.
 func (p *producer) add(msgs []kafka.Message, tl *topicLayout, part int) {
 	recs := tl.records[part]
 	var cost int64
@@ -194,7 +197,7 @@ func (p *producer) add(msgs []kafka.Message, tl *topicLayout, part int) {
 	topic := msgs[recs[0]].Topic
 	k := requestKey{topic, tl.leaders[part]}
 	r := p.open[k]
-	if r == nil || r.bytes+cost > maxRequestBytes {
+	if r == nil || r.bytes+cost > p.maxRequest {
 		r = p.newRequest(topic)
 		p.open[k] = r
 	}

@@ -120,9 +120,9 @@ func (e *staleError) Unwrap() error { return errServerSilent }
 
 // guardedDial returns a Kafka transport Dial function whose connections
 // ask guard before every write: the last moment before bytes leave the
-// process, closer than the sink's check before each batch (the Kafka
-// client sends a batch's requests from its own goroutines, per partition,
-// after a short linger).
+// process, closer than the sink's check before each batch (the transport
+// writes the requests from its connections' goroutines, and a call to
+// several leaders sends its requests concurrently).
 func guardedDial(guard func() error) func(ctx context.Context, network, address string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: 3 * time.Second} // kafka-go's default
 	return func(ctx context.Context, network, address string) (net.Conn, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -19,8 +18,7 @@ import (
 type sink struct {
 	cfg       *Config
 	m         *metrics
-	w         *kafka.Writer
-	bal       *shareBalancer
+	prod      *producer
 	transport *kafka.Transport
 	limits    *topicLimits
 	// guard, when set, is asked before every Kafka write; an error
@@ -41,75 +39,16 @@ type unavailableTopic struct {
 }
 
 func newSink(c *Config, m *metrics) *sink {
-	codec, _ := compressionCodec(c.Compression) // validated by withDefaults
 	transport := &kafka.Transport{TLS: c.TLS, SASL: c.SASL, ClientID: "pgoutbox-relay"}
-	w := &kafka.Writer{
-		Addr:         kafka.TCP(c.Brokers...),
-		RequiredAcks: kafka.RequireAll,
-		MaxAttempts:  1, // the sink retries, with its own backoff
-		// kafka-go never splits a partition's share of a call into
-		// several produce requests (one could fail while a later one
-		// succeeds, reordering the partition): the sink sizes each share
-		// to what the broker accepts (see callShares), the balancer sets
-		// BatchSize to the largest share's count (see shareBalancer), and
-		// the share goes out as soon as the call has assigned it.
-		BatchBytes:             math.MaxInt64,
-		BatchTimeout:           time.Nanosecond,
-		WriteTimeout:           c.WriteTimeout,
-		ReadTimeout:            c.WriteTimeout,
-		Compression:            codec,
-		Transport:              transport,
-		AllowAutoTopicCreation: true,
-	}
-	bal := &shareBalancer{w: w, shares: make(map[shareKey]int)}
-	w.Balancer = bal
 	return &sink{
 		cfg: c, m: m, transport: transport, limits: newTopicLimits(c, transport), unavailable: make(map[string]unavailableTopic),
-		w: w, bal: bal,
+		prod: newProducer(c, transport),
 	}
-}
-
-// shareBalancer is the Writer's balancer: kafka-go's murmur2 (the Java
-// client's default), counting each partition's share of a call.
-//
-// kafka-go balances every record of a WriteMessages call before it
-// batches them, and gives each partition's batch room for BatchSize
-// records; a larger share would be cut into several produce requests. So
-// while it balances a call, shareBalancer keeps BatchSize at the largest
-// share's count: no share is cut, and no batch is made with room for the
-// whole call (with BatchSize at the call's length, every partition's batch
-// was, and those were most of the relay's allocations).
-type shareBalancer struct {
-	w      *kafka.Writer
-	hash   kafka.Murmur2Balancer
-	shares map[shareKey]int
-}
-
-type shareKey struct {
-	topic     string
-	partition int
-}
-
-// reset starts a call. Only WriteMessages, in the sink's goroutine, calls
-// Balance and reads BatchSize.
-func (b *shareBalancer) reset() {
-	clear(b.shares)
-	b.w.BatchSize = 1
-}
-
-// Balance implements kafka.Balancer.
-func (b *shareBalancer) Balance(msg kafka.Message, partitions ...int) int {
-	p := b.hash.Balance(msg, partitions...)
-	k := shareKey{msg.Topic, p}
-	b.shares[k]++
-	b.w.BatchSize = max(b.w.BatchSize, b.shares[k])
-	return p
 }
 
 func (s *sink) close() error {
-	err := s.w.Close()
 	s.transport.CloseIdleConnections()
-	return err
+	return nil
 }
 
 // The sink hands emptied event slices back to the reader for reuse: at most
@@ -290,8 +229,8 @@ type recordState struct {
 // permanent error.
 //
 // Order: records are written in batch order, one call at a time, and a
-// call holds at most one produce request per partition (its share, sized
-// to the broker's limit by callShares), which the broker takes or refuses
+// call holds at most one record batch per partition (its share, sized to
+// the broker's limit by callShares), which the broker takes or refuses
 // whole. After a call in which a record failed, the attempt ends; the next
 // one starts at the first record not written. So per key, nothing after a
 // failed record is written before it, and every copy in Kafka is in commit
@@ -570,27 +509,23 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 	return nil
 }
 
-// write sends the records call of batch in one WriteMessages call. It
-// returns each record's error (nil: acknowledged), or an error of the
-// whole call when it cannot say which record failed (nothing was sent, or
-// the call timed out).
+// write sends the records call of batch in one producer call. It returns
+// each record's error (nil: acknowledged), or an error of the whole call
+// when it cannot say which record failed (nothing was sent, or the call
+// timed out).
 func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
-	// kafka-go copies the records into its own batches, and nothing keeps
-	// msgs after this call: one slice serves every write.
+	// The producer reads the records while it sends them, and nothing
+	// keeps msgs after this call: one slice serves every write.
 	msgs := s.msgs[:0]
 	for _, i := range call {
 		msgs = append(msgs, batch[i].msg)
 	}
 	defer func() { clear(msgs); s.msgs = msgs[:0] }()
-	err := s.writeMessages(ctx, msgs)
-	errs := make([]error, len(msgs))
-	var werrs kafka.WriteErrors
+	errs, err := s.writeMessages(ctx, msgs)
 	switch {
 	case err == nil:
-	case errors.As(err, &werrs) && len(werrs) == len(msgs):
-		copy(errs, werrs)
 	case len(msgs) == 1 && ctx.Err() == nil:
-		errs[0] = err
+		errs = []error{err}
 	default:
 		return nil, err
 	}
@@ -598,26 +533,31 @@ func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, e
 	return errs, nil
 }
 
-func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) error {
+func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) ([]error, error) {
 	if s.guard != nil {
 		if err := s.guard(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
-	s.bal.reset()
 	start := time.Now()
-	err := s.w.WriteMessages(wctx, msgs...)
+	errs, err := s.prod.write(wctx, msgs)
 	end := time.Now()
 	s.m.publishDuration.Observe(end.Sub(start).Seconds())
-	if relaytrace.Written != nil {
-		relaytrace.Written(msgs, start, end, err)
+	failed := err
+	for _, e := range errs {
+		if failed == nil && e != nil {
+			failed = e
+		}
 	}
-	if err != nil {
+	if relaytrace.Written != nil {
+		relaytrace.Written(msgs, start, end, failed)
+	}
+	if failed != nil {
 		s.m.publishErrors.Inc()
 	}
-	return err
+	return errs, err
 }
 
 // countPublished counts the records of msgs that did not fail.
@@ -647,7 +587,7 @@ func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
 	flush()
 }
 
-// callShares sizes one WriteMessages call: kafka-go sends each partition's
+// callShares sizes one producer call: the producer sends each partition's
 // share of a call as one record batch, which must stay within the topic's
 // limit (see topicLimits). A record whose partition the sink cannot tell
 // (no key) counts against every share of its topic; of a topic whose

@@ -72,8 +72,9 @@ func assertLastCopiesInOrder(t *testing.T, recs []testenv.Record, ids []string) 
 	}
 }
 
-// A write that fails for the first of the kafka-go batches one partition's
-// records are split into, and succeeds for the next, is retried so that
+// A write that fails for the first of the calls one partition's records
+// are split into (they are over the topic's limit together), and succeeds
+// for the next, is retried so that
 // the last copies of the aggregate's records are in commit order.
 func TestPartialFailureKeepsOrder(t *testing.T) {
 	t.Parallel()
@@ -102,7 +103,7 @@ func TestPartialFailureKeepsOrder(t *testing.T) {
 
 // A dead-letter record stays in its place: rows before and after it of
 // the same aggregate keep their order, even when its dead-letter record
-// would be over kafka-go's batch limit.
+// would be over the broker's batch limit.
 func TestDeadLetterKeepsOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.BatchTimeout = time.Second })
@@ -487,10 +488,10 @@ func TestTransactionInOneWrite(t *testing.T) {
 }
 
 // Each partition's share of a write goes to the broker in one produce
-// request, however unequal the shares: kafka-go cuts a share larger than
-// the Writer's BatchSize into several requests (one could fail while a
-// later one succeeds, reordering the partition), and the sink's balancer
-// keeps BatchSize at the largest share of each write.
+// request, however unequal the shares: were a share cut into several
+// requests, one could fail while a later one succeeds, reordering the
+// partition. (kafka-go's Writer, which the relay used before, cut a share
+// larger than its BatchSize.)
 func TestPartitionShareInOneRequest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

@@ -10,8 +10,8 @@ import (
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
-// How the sink sizes a write: each partition's share of one WriteMessages
-// call goes out as one produce request, one record batch, which must stay
+// How the sink sizes a write: each partition's share of one producer call
+// goes out as one record batch, which must stay
 // within what the broker accepts for the topic (max.message.bytes, which
 // defaults to the broker's message.max.bytes, 1,048,588 on a stock
 // Kafka). The broker measures the whole v2 record batch; the sink bounds

@@ -135,6 +135,11 @@ func (p *producer) write(ctx context.Context, msgs []kafka.Message) ([]error, er
 			wg.Go(func() { r.send(ctx, p) })
 		}
 		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			// Stopping, or past the write timeout: as for one request,
+			// the call failed whole (what did arrive is written again).
+			return nil, err
+		}
 	}
 	errs := make([]error, len(msgs))
 	for _, r := range p.requests {

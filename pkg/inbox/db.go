@@ -29,6 +29,13 @@ type TxBeginner = Beginner
 // to begin transactions of its own (a Beginner).
 var ErrTxNotAllowed = errors.New("inbox: a pgx.Tx cannot serve as the Beginner (pass a *pgxpool.Pool or *pgx.Conn; use ProcessTx inside a transaction)")
 
+// Nil arguments of the Process methods, refused before anything is done
+// (they would panic mid-delivery).
+var (
+	errNilTx      = errors.New("inbox: tx is nil")
+	errNilHandler = errors.New("inbox: handler is nil")
+)
+
 // checkDB refuses a pgx.Tx as db.
 func checkDB(db Beginner) error {
 	if _, ok := db.(pgx.Tx); ok {

@@ -41,6 +41,9 @@ func (in *Inbox) ProcessExternal(ctx context.Context, db Beginner, msg Message, 
 
 // processExternalOn is ProcessExternal for either driver.
 func (in *Inbox) processExternalOn(ctx context.Context, db database, msg Message, handler ExternalHandler) (Result, error) {
+	if handler == nil {
+		return Result{}, errNilHandler
+	}
 	return in.deliver(ctx, msg, func(msg *Message) (Result, error) { return in.processExternal(ctx, db, msg, handler) })
 }
 

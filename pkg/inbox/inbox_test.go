@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -478,6 +479,45 @@ func TestTxRefusedAsTxBeginner(t *testing.T) {
 		Inbox: b.in, DB: tx, Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", nil }})
 	if !errors.Is(err, inbox.ErrTxNotAllowed) {
 		t.Fatalf("NewConsumer with a Tx: %v", err)
+	}
+}
+
+// A nil transaction or handler is refused with an error before anything is
+// claimed, on every Process method of both drivers (it panicked mid-delivery).
+func TestNilArgumentsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	m := msg("m-1", "k-1", `{}`)
+	tx, err := b.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	stx, err := b.db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stx.Rollback() }()
+	noop := func(context.Context, pgx.Tx) (string, error) { return "", nil }
+	sqlNoop := func(context.Context, *sql.Tx) (string, error) { return "", nil }
+	for name, call := range map[string]func() (inbox.Result, error){
+		"Process, nil handler":            func() (inbox.Result, error) { return b.in.Process(ctx, b.db.Pool, m, nil) },
+		"ProcessTx, nil tx":               func() (inbox.Result, error) { return b.in.ProcessTx(ctx, nil, m, noop) },
+		"ProcessTx, nil handler":          func() (inbox.Result, error) { return b.in.ProcessTx(ctx, tx, m, nil) },
+		"ProcessExternal, nil handler":    func() (inbox.Result, error) { return b.in.ProcessExternal(ctx, b.db.Pool, m, nil) },
+		"ProcessSQL, nil handler":         func() (inbox.Result, error) { return b.in.ProcessSQL(ctx, b.db.SQL, m, nil) },
+		"ProcessSQLTx, nil tx":            func() (inbox.Result, error) { return b.in.ProcessSQLTx(ctx, nil, m, sqlNoop) },
+		"ProcessSQLTx, nil handler":       func() (inbox.Result, error) { return b.in.ProcessSQLTx(ctx, stx, m, nil) },
+		"ProcessExternalSQL, nil handler": func() (inbox.Result, error) { return b.in.ProcessExternalSQL(ctx, b.db.SQL, m, nil) },
+	} {
+		if _, err := call(); err == nil || !strings.HasSuffix(err.Error(), " is nil") {
+			t.Errorf("%s: %v, want an error naming the nil argument", name, err)
+		}
+	}
+	var rows int
+	if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox`).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("inbox rows after the refused calls: %d (%v), want 0", rows, err)
 	}
 }
 

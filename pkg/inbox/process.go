@@ -49,6 +49,9 @@ func (in *Inbox) Process(ctx context.Context, db Beginner, msg Message, handler 
 	if err := checkDB(db); err != nil {
 		return Result{}, err
 	}
+	if handler == nil {
+		return Result{}, errNilHandler
+	}
 	return in.process(ctx, pgxDB{db}, msg, pgxWork(handler), false)
 }
 
@@ -139,6 +142,12 @@ func (in *Inbox) processOnce(ctx context.Context, db database, msg *Message, has
 // the transaction; see Retryable): the caller should roll tx back and run it
 // again.
 func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler TxHandler) (Result, error) {
+	switch {
+	case tx == nil:
+		return Result{}, errNilTx
+	case handler == nil:
+		return Result{}, errNilHandler
+	}
 	return in.processInTx(ctx, pgxTx{tx}, msg, pgxWork(handler))
 }
 

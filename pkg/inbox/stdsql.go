@@ -36,8 +36,11 @@ type SQLMessageHandler func(ctx context.Context, tx *sql.Tx, msg Message) (resul
 // COMPLETED record commit together in one transaction of db, and every
 // outcome, retry and guarantee is Process's.
 func (in *Inbox) ProcessSQL(ctx context.Context, db SQLBeginner, msg Message, handler SQLTxHandler) (Result, error) {
-	if db == nil {
+	switch {
+	case db == nil:
 		return Result{}, errors.New("inbox: db is nil")
+	case handler == nil:
+		return Result{}, errNilHandler
 	}
 	return in.process(ctx, sqlDB{db}, msg, sqlWork(handler), false)
 }
@@ -46,6 +49,12 @@ func (in *Inbox) ProcessSQL(ctx context.Context, db SQLBeginner, msg Message, ha
 // of the caller's tx, claim and handler run in a savepoint, and the caller
 // commits (see ProcessTx for the outcomes and errors).
 func (in *Inbox) ProcessSQLTx(ctx context.Context, tx *sql.Tx, msg Message, handler SQLTxHandler) (Result, error) {
+	switch {
+	case tx == nil:
+		return Result{}, errNilTx
+	case handler == nil:
+		return Result{}, errNilHandler
+	}
 	return in.processInTx(ctx, &sqlTx{tx: tx}, msg, sqlWork(handler))
 }
 

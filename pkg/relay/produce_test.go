@@ -15,12 +15,13 @@ import (
 )
 
 // produceSeen counts the record batches of topic the brokers receive in
-// produce requests, by broker, and keeps their compression codecs.
+// produce requests, by broker, with their records and compression codecs.
 type produceSeen struct {
 	mu      sync.Mutex
 	byNode  map[int32]int
 	codecs  map[int8]int
 	batches int
+	records int
 }
 
 func watchProduce(k *testenv.Kafka, topic string) *produceSeen {
@@ -39,6 +40,7 @@ func watchProduce(k *testenv.Kafka, topic string) *produceSeen {
 					s.byNode[k.Cluster.CurrentNode()]++
 					s.codecs[int8(rb.Attributes&7)]++
 					s.batches++
+					s.records += int(rb.NumRecords)
 				}
 			}
 		}

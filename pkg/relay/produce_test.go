@@ -22,6 +22,10 @@ type produceSeen struct {
 	codecs  map[int8]int
 	batches int
 	records int
+	// leaders, when set, is where each partition's batches belong;
+	// misrouted counts those that went elsewhere.
+	leaders   map[int32]int32
+	misrouted int
 }
 
 func watchProduce(k *testenv.Kafka, topic string) *produceSeen {
@@ -41,6 +45,9 @@ func watchProduce(k *testenv.Kafka, topic string) *produceSeen {
 					s.codecs[int8(rb.Attributes&7)]++
 					s.batches++
 					s.records += int(rb.NumRecords)
+					if l, ok := s.leaders[pp.Partition]; ok && l != k.Cluster.CurrentNode() {
+						s.misrouted++
+					}
 				}
 			}
 		}
@@ -50,13 +57,20 @@ func watchProduce(k *testenv.Kafka, topic string) *produceSeen {
 }
 
 // On a cluster of three brokers each request goes to its partitions'
-// leader; when the leaders move mid-stream, the relay follows them, and
-// every event arrives once, in commit order per aggregate.
+// leader; when the leaders move mid-stream, the relay follows them after
+// one failed write (it reads the cluster's metadata again instead of
+// waiting for the transport's periodic refresh), and every event arrives
+// once, in commit order per aggregate.
 func TestLeadersMoveMidStream(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 200 * time.Millisecond })
 	b.kafka = testenv.NewKafka(t, kfake.NumBrokers(3), kfake.SeedTopics(6, "outbox.order"))
 	b.cfg.Brokers = b.kafka.Brokers
+	for p := range int32(6) { // two partitions led by each broker
+		if err := b.kafka.Cluster.MoveTopicPartition("outbox.order", p, p%3); err != nil {
+			t.Fatal(err)
+		}
+	}
 	seen := watchProduce(b.kafka, "outbox.order")
 	b.start(t)
 	order := make(map[string][]string)
@@ -79,16 +93,26 @@ func TestLeadersMoveMidStream(t *testing.T) {
 	if before < 2 {
 		t.Fatalf("records went to brokers %v; the test wants partitions led by several", seen.byNode)
 	}
+	leaders := make(map[int32]int32)
 	for p := range int32(6) {
-		if err := b.kafka.Cluster.MoveTopicPartition("outbox.order", p, (b.kafka.Cluster.LeaderFor("outbox.order", p)+1)%3); err != nil {
+		leaders[p] = (p + 1) % 3
+		if err := b.kafka.Cluster.MoveTopicPartition("outbox.order", p, leaders[p]); err != nil {
 			t.Fatal(err)
 		}
 	}
+	seen.mu.Lock()
+	seen.leaders = leaders
+	seen.mu.Unlock()
 	insert(500, 1000)
 	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 1000, 60*time.Second)
 	n, dups, broken := deliveryReport(t, recs, order)
 	if n != 1000 || dups != 0 || broken != 0 {
 		t.Fatalf("%d records, %d duplicates, %d aggregates out of order; want 1000, 0, 0", n, dups, broken)
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if seen.misrouted > 6 {
+		t.Fatalf("%d record batches went to a former leader, want at most 6 (one failed write)", seen.misrouted)
 	}
 }
 

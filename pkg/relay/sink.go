@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
@@ -522,6 +524,13 @@ func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, e
 	}
 	defer func() { clear(msgs); s.msgs = msgs[:0] }()
 	errs, err := s.writeMessages(ctx, msgs)
+	if leaderMoved(err, errs) {
+		// The transport's metadata is stale until its next refresh (at a
+		// random time within kafka-go's 6 s); dropping its connection
+		// pools makes the next write read the cluster's layout again.
+		s.cfg.Logger.Debug("kafka partition leadership moved; reading the cluster's metadata again")
+		s.transport.CloseIdleConnections()
+	}
 	switch {
 	case err == nil:
 	case len(msgs) == 1 && ctx.Err() == nil:
@@ -558,6 +567,18 @@ func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) ([]error
 		s.m.publishErrors.Inc()
 	}
 	return errs, err
+}
+
+// leaderMoved reports whether a write failed because a partition's leader
+// is not where the transport's metadata says.
+func leaderMoved(err error, errs []error) bool {
+	moved := func(e error) bool {
+		return errors.Is(e, kafka.NotLeaderForPartition) || errors.Is(e, kafka.LeaderNotAvailable) || errors.Is(e, protocol.ErrNoLeader)
+	}
+	if err != nil {
+		return moved(err)
+	}
+	return slices.ContainsFunc(errs, moved)
 }
 
 // countPublished counts the records of msgs that did not fail.

@@ -156,7 +156,11 @@ func TestTwoPhaseLease(t *testing.T) {
 		if d := <-first; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "charge-1" || d.res.IdempotencyKey != "pay-1" {
 			t.Fatalf("first delivery %+v, %v", d.res, d.err)
 		}
-		if res, err := p.processExternal(ctx, m, nil); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
+		done := func(context.Context, string) (string, error) {
+			t.Error("handler ran for a completed message")
+			return "", nil
+		}
+		if res, err := p.processExternal(ctx, m, done); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
 			t.Fatalf("after completion %+v, %v", res, err)
 		}
 		var ref string

@@ -90,7 +90,7 @@ func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, erro
 	defer conn.Close(context.WithoutCancel(ctx))
 	m := newMetrics(c.Slot, &live{})
 	sk := newSink(&c, m)
-	defer func() { _ = sk.close() }()
+	defer sk.close()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return 0, fmt.Errorf("relay: backfill: %w", err)
@@ -123,7 +123,7 @@ func Recover(ctx context.Context, cfg *Config) (*RecoverResult, error) {
 	}
 	m := newMetrics(c.Slot, &live{})
 	sk := newSink(&c, m)
-	defer func() { _ = sk.close() }()
+	defer sk.close()
 	return recoverGap(ctx, &c, m, sk)
 }
 

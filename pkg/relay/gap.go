@@ -149,7 +149,7 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 		ctx = r.runCtx // not the session start's bound: a backfill takes its time
 	}
 	sk := newSink(&r.cfg, r.m)
-	defer func() { _ = sk.close() }()
+	defer sk.close()
 	if _, rerr := recoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {
 		return fmt.Errorf("%w (recovery failed: %w)", err, rerr)
 	}

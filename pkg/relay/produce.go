@@ -47,12 +47,18 @@ type producer struct {
 	// maxRequest is maxRequestBytes (tests lower it).
 	maxRequest int64
 
-	// Kept between calls; only the sink's goroutine calls write.
-	call     uint64 // counts the calls
-	topics   map[string]*topicLayout
-	open     map[requestKey]*produceRequest // the request taking shares, per topic and leader
-	requests []*produceRequest              // the call's requests, in the order opened
-	spare    []*produceRequest              // requests of earlier calls, for reuse
+	// Kept between calls; only the sink's goroutine calls write. A
+	// request whose RoundTrip returned on the context may still be in a
+	// connection goroutine's hands, encoding or sending: then abandoned
+	// is set, and nothing that request points at (msgs, the requests, the
+	// topics' record indexes) is used again.
+	abandoned bool
+	msgs      []kafka.Message // the last call's records, from buffer
+	call      uint64          // counts the calls
+	topics    map[string]*topicLayout
+	open      map[requestKey]*produceRequest // the request taking shares, per topic and leader
+	requests  []*produceRequest              // the call's requests, in the order opened
+	spare     []*produceRequest              // requests of earlier calls, for reuse
 }
 
 // topicLayout is one topic's partitions as the call sees them.
@@ -97,11 +103,40 @@ func newProducer(c *Config, transport *kafka.Transport) *producer {
 	}
 }
 
+// buffer returns an empty slice for the records of the next call, to be
+// filled and passed to write: the last call's, unless a connection may
+// still read it.
+func (p *producer) buffer() []kafka.Message {
+	p.reclaim()
+	return p.msgs[:0]
+}
+
+// release clears the records of the call just made (so that they do not
+// keep their payloads alive), unless a connection may still read them.
+func (p *producer) release() {
+	if !p.abandoned {
+		clear(p.msgs)
+	}
+}
+
+// reclaim drops what the last call's requests point at, when one of them
+// may still be in a connection's hands.
+func (p *producer) reclaim() {
+	if !p.abandoned {
+		return
+	}
+	p.msgs, p.requests, p.spare = nil, nil, nil
+	p.topics = make(map[string]*topicLayout)
+	p.abandoned = false
+}
+
 // write sends msgs and waits for Kafka's answers. It returns each record's
 // error (nil: acknowledged by all in-sync replicas), or an error of the
 // whole call when it cannot say which records failed: nothing of the call
 // is then known to be in Kafka.
 func (p *producer) write(ctx context.Context, msgs []kafka.Message) ([]error, error) {
+	p.reclaim()
+	p.msgs = msgs
 	p.call++
 	var called []*topicLayout
 	for i := range msgs {
@@ -134,6 +169,7 @@ func (p *producer) write(ctx context.Context, msgs []kafka.Message) ([]error, er
 		r := p.requests[0]
 		r.send(ctx, p)
 		if r.err != nil {
+			p.abandoned = true
 			return nil, r.err
 		}
 	} else {
@@ -142,6 +178,9 @@ func (p *producer) write(ctx context.Context, msgs []kafka.Message) ([]error, er
 			wg.Go(func() { r.send(ctx, p) })
 		}
 		wg.Wait()
+		for _, r := range p.requests {
+			p.abandoned = p.abandoned || r.err != nil
+		}
 		if err := ctx.Err(); err != nil {
 			// Stopping, or past the write timeout: as for one request,
 			// the call failed whole (what did arrive is written again).

@@ -65,7 +65,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer r.running.Store(false)
 	sk := newSink(&r.cfg, r.m)
-	defer func() { _ = sk.close() }()
+	defer sk.close()
 	// A relay without a recent sign of life from its walsender writes
 	// nothing more to Kafka: the server may have given the slot to
 	// another relay (see Liveness in the package doc). The sink checks

@@ -30,8 +30,6 @@ type sink struct {
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
 	unavailable map[string]unavailableTopic
-	// msgs is write's slice of records, kept between writes.
-	msgs []kafka.Message
 }
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
@@ -48,9 +46,9 @@ func newSink(c *Config, m *metrics) *sink {
 	}
 }
 
-func (s *sink) close() error {
+// close closes the sink's Kafka connections.
+func (s *sink) close() {
 	s.transport.CloseIdleConnections()
-	return nil
 }
 
 // The sink hands emptied event slices back to the reader for reuse: at most
@@ -516,13 +514,11 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 // when it cannot say which record failed (nothing was sent, or the call
 // timed out).
 func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
-	// The producer reads the records while it sends them, and nothing
-	// keeps msgs after this call: one slice serves every write.
-	msgs := s.msgs[:0]
+	msgs := s.prod.buffer()
 	for _, i := range call {
 		msgs = append(msgs, batch[i].msg)
 	}
-	defer func() { clear(msgs); s.msgs = msgs[:0] }()
+	defer s.prod.release()
 	errs, err := s.writeMessages(ctx, msgs)
 	if leaderMoved(err, errs) {
 		// The transport's metadata is stale until its next refresh (at a

@@ -341,7 +341,14 @@ func TestMigrateToPartitionedFollowed(t *testing.T) {
 	w := startWriter(t, b.db.Pool, 0)
 	w.waitCommitted(t, 30)
 	migrateToPartitioned(t, b.db.Pool, b.cfg.Publication, true)
-	w.waitCommitted(t, 30)
+	// An INSERT that waited for the migration's lock keeps the timestamp
+	// of its start, before the cutoff, and lands in the old partition:
+	// count the new partition's rows, not the writer's commits.
+	testenv.WaitFor(t, 30*time.Second, "30 rows in the new partition", func() (bool, error) {
+		var n int
+		err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox_new`).Scan(&n)
+		return n >= 30, err
+	})
 	w.halt()
 	// Rows of the old date range land in the old table, now a partition.
 	old := insertRows(t, b.db.Pool, "outbox", newRows(w.seq, 10, 5, func(int) time.Time { return time.Now().Add(-time.Hour) }))

@@ -268,7 +268,6 @@ func (in *Inbox) recordFailure(ctx context.Context, db database, msg *Message, h
 	return failureResult(stored, attempts, reason, herr), nil
 }
 
-// begin starts the bookkeeping of one delivery.
 // deliver is one delivery of msg by Process, ProcessTx or ProcessExternal:
 // the key rules first, then fn between begin and finish (the in-flight gauge,
 // the duration and outcome metrics, the log record).
@@ -281,6 +280,7 @@ func (in *Inbox) deliver(ctx context.Context, msg Message, fn func(msg *Message)
 	return in.finish(ctx, &msg, start, res, err)
 }
 
+// begin starts the bookkeeping of one delivery.
 func (in *Inbox) begin(msg *Message) time.Time {
 	in.metrics.inFlight.Inc()
 	now := time.Now()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -203,23 +204,9 @@ func (p *producer) layout(ctx context.Context, topic string) (*topicLayout, erro
 	if tl != nil && tl.call == p.call {
 		return tl, nil
 	}
-	r, err := p.transport.RoundTrip(ctx, p.addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})
+	mt, err := readTopic(ctx, p.transport, p.addr, topic)
 	if err != nil {
 		return nil, err
-	}
-	var mt *metadataAPI.ResponseTopic
-	for i, t := range r.(*metadataAPI.Response).Topics {
-		if t.Name == topic {
-			mt = &r.(*metadataAPI.Response).Topics[i]
-		}
-	}
-	switch {
-	case mt == nil:
-		return nil, fmt.Errorf("%w: topic %s is not in the cluster's metadata", kafka.UnknownTopicOrPartition, topic)
-	case mt.ErrorCode != 0:
-		return nil, fmt.Errorf("topic %s: %w", topic, kafka.Error(mt.ErrorCode))
-	case len(mt.Partitions) == 0:
-		return nil, fmt.Errorf("%w: topic %s has no partitions", kafka.UnknownTopicOrPartition, topic)
 	}
 	if tl == nil || len(tl.parts) != len(mt.Partitions) {
 		n := len(mt.Partitions)
@@ -235,6 +222,28 @@ func (p *producer) layout(ctx context.Context, topic string) (*topicLayout, erro
 		}
 	}
 	return tl, nil
+}
+
+// readTopic reads topic's metadata as a write needs it: from the
+// transport's cache, else from the cluster, allowing topic auto-creation.
+// A topic the answer lacks, reports an error for, or gives no partitions
+// is an error.
+func readTopic(ctx context.Context, transport *kafka.Transport, addr net.Addr, topic string) (*metadataAPI.ResponseTopic, error) {
+	r, err := transport.RoundTrip(ctx, addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})
+	if err != nil {
+		return nil, err
+	}
+	topics := r.(*metadataAPI.Response).Topics
+	i := slices.IndexFunc(topics, func(t metadataAPI.ResponseTopic) bool { return t.Name == topic })
+	switch {
+	case i < 0:
+		return nil, fmt.Errorf("%w: topic %s is not in the cluster's metadata", kafka.UnknownTopicOrPartition, topic)
+	case topics[i].ErrorCode != 0:
+		return nil, fmt.Errorf("topic %s: %w", topic, kafka.Error(topics[i].ErrorCode))
+	case len(topics[i].Partitions) == 0:
+		return nil, fmt.Errorf("%w: topic %s has no partitions", kafka.UnknownTopicOrPartition, topic)
+	}
+	return &topics[i], nil
 }
 
 // add puts partition part's share of the call in the request of its topic

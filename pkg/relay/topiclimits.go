@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // How the sink sizes a write: each partition's share of one producer call
@@ -128,20 +127,15 @@ func (l *topicLimits) get(ctx context.Context, topic string) topicInfo {
 }
 
 // partitions reads topic's partition count, 0 when it cannot, and the
-// leader of its first partition. It asks as the writer does: from the
-// transport's metadata cache, else from the cluster, allowing topic
-// auto-creation (the write that follows would create the topic anyway).
+// leader of its first partition, as the producer reads it (readTopic:
+// allowing topic auto-creation, since the write that follows would create
+// the topic anyway).
 func (l *topicLimits) partitions(ctx context.Context, topic string) (n, leader int) {
-	r, err := l.transport.RoundTrip(ctx, l.client.Addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})
+	t, err := readTopic(ctx, l.transport, l.client.Addr, topic)
 	if err != nil {
 		return 0, 0
 	}
-	for _, t := range r.(*metadataAPI.Response).Topics {
-		if t.Name == topic && t.ErrorCode == 0 && len(t.Partitions) > 0 {
-			return len(t.Partitions), int(t.Partitions[0].LeaderID)
-		}
-	}
-	return 0, 0
+	return len(t.Partitions), int(t.Partitions[0].LeaderID)
 }
 
 // describe reads the integer config name of a resource; 0 when it cannot.

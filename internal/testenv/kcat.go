@@ -48,14 +48,92 @@ func (r Record) Header(key string) (string, bool) {
 // exactly.
 const kcatFormat = `%p %o %T %K %S\n%k%s\n`
 
-// ReadTopic reads every record of topic from the beginning to the current end
-// with kcat and returns them in partition, offset order within a partition.
+// ReadTopic reads every record of topic up to its end when the call starts,
+// with kcat, and returns them in partition, offset order within a partition.
+//
+// The end is taken first (kcat -Q) and each partition is read up to it, so a
+// topic still being written does not keep kcat reading: kcat -e ends a
+// partition only on a fetch that brings nothing new for it, and a writer
+// whose produce requests hold every partition (the relay's) can answer every
+// fetch for as long as it writes.
 func ReadTopic(ctx context.Context, brokers []string, topic string) ([]Record, error) {
 	if _, err := exec.LookPath("kcat"); err != nil {
 		return nil, errors.New("kcat not found; install it with: apt-get install -y kcat")
 	}
-	base := []string{"-C", "-b", strings.Join(brokers, ","), "-t", topic, "-o", "beginning", "-e", "-q",
-		"-X", "topic.metadata.refresh.interval.ms=1000"}
+	ends, err := topicEnds(ctx, brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	var recs []Record
+	for p, end := range ends {
+		if end > 0 {
+			part, err := readPartition(ctx, brokers, topic, int32(p), end)
+			if err != nil {
+				return nil, err
+			}
+			recs = append(recs, part...)
+		}
+	}
+	return recs, nil
+}
+
+// topicEnds returns the end offset of each partition of topic, by partition
+// number; a topic that does not exist is an error (and is not created).
+func topicEnds(ctx context.Context, brokers []string, topic string) ([]int64, error) {
+	b := strings.Join(brokers, ",")
+	raw, err := runKcat(ctx, []string{"-L", "-J", "-b", b, "-t", topic, "-X", "allow.auto.create.topics=false"})
+	if err != nil {
+		return nil, err
+	}
+	var md struct {
+		Topics []struct {
+			Topic      string `json:"topic"`
+			Error      string `json:"error"`
+			Partitions []struct {
+				Partition int `json:"partition"`
+			} `json:"partitions"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal(raw, &md); err != nil {
+		return nil, fmt.Errorf("kcat metadata: %w", err)
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Topic != topic {
+		return nil, fmt.Errorf("kcat metadata: no answer for topic %s: %s", topic, raw)
+	}
+	if t := md.Topics[0]; t.Error != "" || len(t.Partitions) == 0 {
+		return nil, fmt.Errorf("kcat metadata: topic %s: %s", topic, t.Error)
+	}
+	query := []string{"-Q", "-J", "-b", b}
+	for _, p := range md.Topics[0].Partitions {
+		query = append(query, "-t", fmt.Sprintf("%s:%d:-1", topic, p.Partition))
+	}
+	if raw, err = runKcat(ctx, query); err != nil {
+		return nil, err
+	}
+	// {"<topic>": {"topic": "<topic>", "<partition>": {"partition": p, "offset": end}, ...}}
+	var answer map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("kcat offsets: %w", err)
+	}
+	ends := make([]int64, len(md.Topics[0].Partitions))
+	for _, p := range md.Topics[0].Partitions {
+		var po struct {
+			Offset *int64 `json:"offset"`
+		}
+		if err := json.Unmarshal(answer[topic][strconv.Itoa(p.Partition)], &po); err != nil || po.Offset == nil || p.Partition >= len(ends) {
+			return nil, fmt.Errorf("kcat offsets: no end offset for %s/%d: %s", topic, p.Partition, raw)
+		}
+		ends[p.Partition] = *po.Offset
+	}
+	return ends, nil
+}
+
+// readPartition reads the records of one partition below offset end. kcat
+// stops after end records (a partition's offsets start at 0 on a broker that
+// deletes nothing); records at or past end are dropped.
+func readPartition(ctx context.Context, brokers []string, topic string, partition int32, end int64) ([]Record, error) {
+	base := []string{"-C", "-b", strings.Join(brokers, ","), "-t", topic, "-p", strconv.Itoa(int(partition)),
+		"-o", "beginning", "-c", strconv.FormatInt(end, 10), "-e", "-q"}
 	raw, err := runKcat(ctx, append(base, "-f", kcatFormat))
 	if err != nil {
 		return nil, err
@@ -64,11 +142,14 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) ([]Record, e
 	if err != nil {
 		return nil, err
 	}
+	for len(recs) > 0 && recs[len(recs)-1].Offset >= end {
+		recs = recs[:len(recs)-1]
+	}
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	// -f cannot print headers unambiguously; the JSON envelope can. It runs
-	// second, so it sees a superset of the records above.
+	// -f cannot print headers unambiguously; the JSON envelope can. It reads
+	// the same records.
 	js, err := runKcat(ctx, append(base, "-J"))
 	if err != nil {
 		return nil, err

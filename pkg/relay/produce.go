@@ -27,11 +27,11 @@ const maxRequestBytes = 256 << 10
 
 // producer writes the records of one sink call to Kafka: each partition's
 // share of the call as one record batch, the shares of one topic and
-// leader broker in one produce request (up to maxRequestBytes). A call of
-// one request is sent from the caller's goroutine, one of several from a
-// goroutine each, through the kafka.Transport, which keeps the
-// connections, negotiates versions, does TLS and SASL, and routes each
-// request to its leader.
+// leader broker in one produce request (up to maxRequestBytes), sent on a
+// connection of its own (brokerConns). A call of one request is sent from
+// the caller's goroutine; the requests of a larger one from a goroutine
+// per connection (see sendAll). The kafka.Transport serves the cluster's
+// metadata: the topics' partitions, their leaders, the brokers' addresses.
 //
 // It replaces kafka-go's Writer, which sends each partition's share as a
 // request of its own through two goroutines per share (a batch timer and a
@@ -48,18 +48,17 @@ type producer struct {
 	// maxRequest is maxRequestBytes (tests lower it).
 	maxRequest int64
 
-	// Kept between calls; only the sink's goroutine calls write. A
-	// request whose RoundTrip returned on the context may still be in a
-	// connection goroutine's hands, encoding or sending: then abandoned
-	// is set, and nothing that request points at (msgs, the requests, the
-	// topics' record indexes) is used again.
-	abandoned bool
-	msgs      []kafka.Message // the last call's records, from buffer
-	call      uint64          // counts the calls
-	topics    map[string]*topicLayout
-	open      map[requestKey]*produceRequest // the request taking shares, per topic and leader
-	requests  []*produceRequest              // the call's requests, in the order opened
-	spare     []*produceRequest              // requests of earlier calls, for reuse
+	conns *brokerConns
+
+	// Kept between calls; only the sink's goroutine calls write, and
+	// nothing of a call is in use once write returned.
+	msgs     []kafka.Message // the last call's records, from buffer
+	call     uint64          // counts the calls
+	topics   map[string]*topicLayout
+	open     map[requestKey]*produceRequest // the request taking shares, per topic and leader
+	requests []*produceRequest              // the call's requests, in the order opened
+	spare    []*produceRequest              // requests of earlier calls, for reuse
+	lanes    []connKey                      // the connections of a call of several requests
 }
 
 // topicLayout is one topic's partitions as the call sees them.
@@ -81,6 +80,8 @@ type produceRequest struct {
 	req    produceAPI.Request
 	shares []share // by partition of req.Topics[0]
 	bytes  int64   // batchCost of its records
+	leader int32   // the broker leading its partitions
+	conn   connKey // the connection it goes on
 	res    *produceAPI.Response
 	err    error // the request's failure: nothing of it is known to be in Kafka
 }
@@ -101,34 +102,25 @@ func newProducer(c *Config, transport *kafka.Transport) *producer {
 		maxRequest: maxRequestBytes,
 		topics:     make(map[string]*topicLayout),
 		open:       make(map[requestKey]*produceRequest),
+		conns:      newBrokerConns(c, kafkaClientID),
 	}
 }
 
 // buffer returns an empty slice for the records of the next call, to be
-// filled and passed to write: the last call's, unless a connection may
-// still read it.
+// filled and passed to write: the last call's.
 func (p *producer) buffer() []kafka.Message {
-	p.reclaim()
 	return p.msgs[:0]
 }
 
-// release clears the records of the call just made (so that they do not
-// keep their payloads alive), unless a connection may still read them.
+// release clears the records of the call just made, so that they do not
+// keep their payloads alive.
 func (p *producer) release() {
-	if !p.abandoned {
-		clear(p.msgs)
-	}
+	clear(p.msgs)
 }
 
-// reclaim drops what the last call's requests point at, when one of them
-// may still be in a connection's hands.
-func (p *producer) reclaim() {
-	if !p.abandoned {
-		return
-	}
-	p.msgs, p.requests, p.spare = nil, nil, nil
-	p.topics = make(map[string]*topicLayout)
-	p.abandoned = false
+// close closes the producer's connections.
+func (p *producer) close() {
+	p.conns.close()
 }
 
 // write sends msgs and waits for Kafka's answers. It returns each record's
@@ -136,7 +128,6 @@ func (p *producer) reclaim() {
 // whole call when it cannot say which records failed: nothing of the call
 // is then known to be in Kafka.
 func (p *producer) write(ctx context.Context, msgs []kafka.Message) ([]error, error) {
-	p.reclaim()
 	p.msgs = msgs
 	p.call++
 	var called []*topicLayout
@@ -168,20 +159,13 @@ func (p *producer) write(ctx context.Context, msgs []kafka.Message) ([]error, er
 
 	if len(p.requests) == 1 {
 		r := p.requests[0]
+		r.conn = connKey{broker: r.leader}
 		r.send(ctx, p)
 		if r.err != nil {
-			p.abandoned = true
 			return nil, r.err
 		}
 	} else {
-		var wg sync.WaitGroup
-		for _, r := range p.requests {
-			wg.Go(func() { r.send(ctx, p) })
-		}
-		wg.Wait()
-		for _, r := range p.requests {
-			p.abandoned = p.abandoned || r.err != nil
-		}
+		p.sendAll(ctx)
 		if err := ctx.Err(); err != nil {
 			// Stopping, or past the write timeout: as for one request,
 			// the call failed whole (what did arrive is written again).
@@ -195,6 +179,36 @@ func (p *producer) write(ctx context.Context, msgs []kafka.Message) ([]error, er
 	return errs, nil
 }
 
+// sendAll sends the call's requests: those to different brokers, and up to
+// connsPerBroker to one broker, at once, each on a connection of its own;
+// more to one broker go after them on the same connections.
+func (p *producer) sendAll(ctx context.Context) {
+	p.lanes = p.lanes[:0]
+	for i, r := range p.requests {
+		n := 0 // the requests to its broker before it
+		for _, q := range p.requests[:i] {
+			if q.leader == r.leader {
+				n++
+			}
+		}
+		r.conn = connKey{r.leader, n % connsPerBroker}
+		if n < connsPerBroker {
+			p.lanes = append(p.lanes, r.conn)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, k := range p.lanes {
+		wg.Go(func() {
+			for _, r := range p.requests {
+				if r.conn == k {
+					r.send(ctx, p)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // layout returns topic's partitions and their leaders from the transport's
 // metadata cache. The transport asks the cluster when the topic is not in
 // it (creating the topic where the cluster allows), and refreshes it every
@@ -204,10 +218,11 @@ func (p *producer) layout(ctx context.Context, topic string) (*topicLayout, erro
 	if tl != nil && tl.call == p.call {
 		return tl, nil
 	}
-	mt, err := readTopic(ctx, p.transport, p.addr, topic)
+	md, mt, err := readTopic(ctx, p.transport, p.addr, topic)
 	if err != nil {
 		return nil, err
 	}
+	p.conns.learn(md.Brokers)
 	if tl == nil || len(tl.parts) != len(mt.Partitions) {
 		n := len(mt.Partitions)
 		tl = &topicLayout{parts: make([]int, n), leaders: make([]int32, n), records: make([][]int, n)}
@@ -226,24 +241,24 @@ func (p *producer) layout(ctx context.Context, topic string) (*topicLayout, erro
 
 // readTopic reads topic's metadata as a write needs it: from the
 // transport's cache, else from the cluster, allowing topic auto-creation.
-// A topic the answer lacks, reports an error for, or gives no partitions
-// is an error.
-func readTopic(ctx context.Context, transport *kafka.Transport, addr net.Addr, topic string) (*metadataAPI.ResponseTopic, error) {
+// It returns the answer and its topic. A topic the answer lacks, reports
+// an error for, or gives no partitions is an error.
+func readTopic(ctx context.Context, transport *kafka.Transport, addr net.Addr, topic string) (*metadataAPI.Response, *metadataAPI.ResponseTopic, error) {
 	r, err := transport.RoundTrip(ctx, addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	topics := r.(*metadataAPI.Response).Topics
-	i := slices.IndexFunc(topics, func(t metadataAPI.ResponseTopic) bool { return t.Name == topic })
+	md := r.(*metadataAPI.Response)
+	i := slices.IndexFunc(md.Topics, func(t metadataAPI.ResponseTopic) bool { return t.Name == topic })
 	switch {
 	case i < 0:
-		return nil, fmt.Errorf("%w: topic %s is not in the cluster's metadata", kafka.UnknownTopicOrPartition, topic)
-	case topics[i].ErrorCode != 0:
-		return nil, fmt.Errorf("topic %s: %w", topic, kafka.Error(topics[i].ErrorCode))
-	case len(topics[i].Partitions) == 0:
-		return nil, fmt.Errorf("%w: topic %s has no partitions", kafka.UnknownTopicOrPartition, topic)
+		return nil, nil, fmt.Errorf("%w: topic %s is not in the cluster's metadata", kafka.UnknownTopicOrPartition, topic)
+	case md.Topics[i].ErrorCode != 0:
+		return nil, nil, fmt.Errorf("topic %s: %w", topic, kafka.Error(md.Topics[i].ErrorCode))
+	case len(md.Topics[i].Partitions) == 0:
+		return nil, nil, fmt.Errorf("%w: topic %s has no partitions", kafka.UnknownTopicOrPartition, topic)
 	}
-	return &topics[i], nil
+	return md, &md.Topics[i], nil
 }
 
 // add puts partition part's share of the call in the request of its topic
@@ -262,6 +277,7 @@ func (p *producer) add(msgs []kafka.Message, tl *topicLayout, part int) {
 		p.open[k] = r
 	}
 	r.bytes += cost
+	r.leader = k.leader
 	r.shares = append(r.shares, share{records: recs, reader: recordReader{msgs: msgs, index: recs}})
 	r.req.Topics[0].Partitions = append(r.req.Topics[0].Partitions, produceAPI.RequestPartition{
 		Partition: int32(part),
@@ -294,7 +310,7 @@ func (r *produceRequest) send(ctx context.Context, p *producer) {
 	for i := range r.shares {
 		r.req.Topics[0].Partitions[i].RecordSet.Records = &r.shares[i].reader
 	}
-	res, err := p.transport.RoundTrip(ctx, p.addr, &r.req)
+	res, err := p.conns.roundTrip(ctx, r.conn, &r.req)
 	if err != nil {
 		r.err = err
 		return

@@ -11,6 +11,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -105,5 +108,86 @@ func TestPartitionError(t *testing.T) {
 		if err := partitionError(res, missing.topic, missing.part); err == nil || classify(err) != retryable {
 			t.Errorf("%s partition %d, not in the response: %v, want a retryable error", missing.topic, missing.part, err)
 		}
+	}
+}
+
+// A call whose answer does not come in time ends at its context's
+// deadline with the context's error, and its connection is closed (the
+// late answer would otherwise be read as the next request's): the next
+// call, on a new connection, is answered.
+func TestProducerCallTimesOut(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, "slow"))
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	p := newProducer(&Config{Brokers: k.Brokers, WriteTimeout: 10 * time.Second}, transport)
+	defer p.close()
+	write := func(timeout time.Duration, value string) ([]error, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return p.write(ctx, []kafka.Message{{Topic: "slow", Key: []byte("k"), Value: []byte(value)}})
+	}
+	if _, err := write(10*time.Second, "warm"); err != nil { // the metadata and a connection
+		t.Fatal(err)
+	}
+	// kfake runs control functions on its cluster goroutine: the broker
+	// answers nothing for a second.
+	k.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		time.Sleep(time.Second)
+		return nil, nil, false
+	})
+	start := time.Now()
+	if _, err := write(200*time.Millisecond, "late"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call past its deadline returned %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 800*time.Millisecond {
+		t.Fatalf("a call with a 200ms deadline returned after %v", d)
+	}
+	errs, err := write(10*time.Second, "next")
+	if err != nil || errs[0] != nil {
+		t.Fatalf("the call after a timed-out one: %v, %v", err, errs)
+	}
+	recs := testenv.WaitForRecords(t, k.Brokers, "slow", 2, 30*time.Second)
+	if v := string(recs[len(recs)-1].Value); v != "next" {
+		t.Fatalf("last record %q, want next", v)
+	}
+}
+
+// The producer's connections authenticate with the configured SASL
+// mechanism (the broker acknowledges the write); a refused one is an
+// authentication error, which stops the relay (classify: fatal).
+func TestProducerSASL(t *testing.T) {
+	t.Parallel()
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256"} {
+		t.Run(mech, func(t *testing.T) {
+			t.Parallel()
+			k := testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(mech, "relay", "right-pw"),
+				kfake.SeedTopics(2, "auth"))
+			mechanism := func(pw string) sasl.Mechanism {
+				if mech == "PLAIN" {
+					return plain.Mechanism{Username: "relay", Password: pw}
+				}
+				m, err := scram.Mechanism(scram.SHA256, "relay", pw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			// The transport (metadata) authenticates right in both cases;
+			// what is tested is the producer's own connections.
+			transport := &kafka.Transport{SASL: mechanism("right-pw")}
+			defer transport.CloseIdleConnections()
+			for _, pw := range []string{"right-pw", "wrong-pw"} {
+				p := newProducer(&Config{Brokers: k.Brokers, WriteTimeout: 10 * time.Second, SASL: mechanism(pw)}, transport)
+				errs, err := p.write(context.Background(), []kafka.Message{{Topic: "auth", Key: []byte("k"), Value: []byte(pw)}})
+				p.close()
+				switch {
+				case pw == "right-pw" && (err != nil || errs[0] != nil):
+					t.Fatalf("write with the right password: %v, %v", err, errs)
+				case pw == "wrong-pw" && (err == nil || classify(err) != fatal):
+					t.Fatalf("write with a wrong password: %v (verdict %v), want an authentication error", err, classify(err))
+				}
+			}
+		})
 	}
 }

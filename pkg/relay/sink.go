@@ -39,7 +39,7 @@ type unavailableTopic struct {
 }
 
 func newSink(c *Config, m *metrics) *sink {
-	transport := &kafka.Transport{TLS: c.TLS, SASL: c.SASL, ClientID: "pgoutbox-relay"}
+	transport := &kafka.Transport{TLS: c.TLS, SASL: c.SASL, ClientID: kafkaClientID}
 	return &sink{
 		cfg: c, m: m, transport: transport, limits: newTopicLimits(c, transport), unavailable: make(map[string]unavailableTopic),
 		prod: newProducer(c, transport),
@@ -48,8 +48,12 @@ func newSink(c *Config, m *metrics) *sink {
 
 // close closes the sink's Kafka connections.
 func (s *sink) close() {
+	s.prod.close()
 	s.transport.CloseIdleConnections()
 }
+
+// kafkaClientID is the client ID of the relay's Kafka requests.
+const kafkaClientID = "pgoutbox-relay"
 
 // The sink hands emptied event slices back to the reader for reuse: at most
 // freeSlices of them, of at most maxFreeCap events each.

@@ -131,7 +131,7 @@ func (l *topicLimits) get(ctx context.Context, topic string) topicInfo {
 // allowing topic auto-creation, since the write that follows would create
 // the topic anyway).
 func (l *topicLimits) partitions(ctx context.Context, topic string) (n, leader int) {
-	t, err := readTopic(ctx, l.transport, l.client.Addr, topic)
+	_, t, err := readTopic(ctx, l.transport, l.client.Addr, topic)
 	if err != nil {
 		return 0, 0
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -156,5 +158,51 @@ func TestKafkaAndKcat(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Fatalf("message IDs %v", seen)
+	}
+}
+
+// ReadTopic returns while a producer keeps writing every partition of the
+// topic in each produce request (as the relay does): kcat -e alone would
+// wait for a fetch that brings nothing new for a partition, which such a
+// writer never leaves it.
+func TestReadTopicWhileWritten(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t, kfake.SeedTopics(testenv.DefaultPartitions, "grow"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.DefaultProduceTopic("grow"),
+		kgo.ProducerLinger(2*time.Millisecond), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	stopWriter := testenv.Go(context.Background(), t, func(ctx context.Context) error {
+		for ctx.Err() == nil {
+			for i := range 4 * testenv.DefaultPartitions {
+				cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v")}, nil)
+			}
+			if err := cl.Flush(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	last := 0
+	for read := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		recs, err := testenv.ReadTopic(ctx, k.Brokers, "grow")
+		cancel()
+		if err != nil {
+			t.Fatalf("read %d while the topic is written: %v", read, err)
+		}
+		if len(recs) < last {
+			t.Fatalf("read %d: %d records, fewer than the %d read before", read, len(recs), last)
+		}
+		last = len(recs)
+	}
+	if err := stopWriter(); err != nil {
+		t.Fatal(err)
+	}
+	if last == 0 {
+		t.Fatal("no record read")
 	}
 }

@@ -49,9 +49,17 @@ type brokerConns struct {
 	clientID string
 
 	mu    sync.Mutex
-	addrs map[int32]string // broker ID -> host:port, from the latest metadata
+	addrs map[int32]brokerAddr // by broker ID, from the latest metadata
 	idle  map[connKey]*brokerConn
 }
+
+// brokerAddr is where a broker listens.
+type brokerAddr struct {
+	host string
+	port int32
+}
+
+func (a brokerAddr) String() string { return net.JoinHostPort(a.host, strconv.Itoa(int(a.port))) }
 
 // connKey names one of the connections to a broker.
 type connKey struct {
@@ -62,13 +70,13 @@ type connKey struct {
 // brokerConn is an open connection to a broker.
 type brokerConn struct {
 	pc   *protocol.Conn
-	addr string
+	addr brokerAddr
 	used time.Time
 }
 
 func newBrokerConns(c *Config, clientID string) *brokerConns {
 	return &brokerConns{tls: c.TLS, sasl: c.SASL, clientID: clientID,
-		addrs: make(map[int32]string), idle: make(map[connKey]*brokerConn)}
+		addrs: make(map[int32]brokerAddr), idle: make(map[connKey]*brokerConn)}
 }
 
 // learn notes the brokers' addresses from a metadata answer.
@@ -76,7 +84,7 @@ func (b *brokerConns) learn(brokers []metadataAPI.ResponseBroker) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, br := range brokers {
-		b.addrs[br.NodeID] = net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
+		b.addrs[br.NodeID] = brokerAddr{br.Host, br.Port}
 	}
 }
 
@@ -142,9 +150,9 @@ func (b *brokerConns) put(k connKey, bc *brokerConn) {
 }
 
 // dial opens a connection to the broker at addr, ready for requests.
-func (b *brokerConns) dial(ctx context.Context, addr string) (_ *protocol.Conn, err error) {
+func (b *brokerConns) dial(ctx context.Context, addr brokerAddr) (_ *protocol.Conn, err error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, "tcp", addr.String())
 	if err != nil {
 		return nil, err
 	}
@@ -153,12 +161,11 @@ func (b *brokerConns) dial(ctx context.Context, addr string) (_ *protocol.Conn, 
 			nc.Close()
 		}
 	}()
-	host, port, _ := net.SplitHostPort(addr)
 	if b.tls != nil {
 		cfg := b.tls
 		if cfg.ServerName == "" {
 			cfg = cfg.Clone()
-			cfg.ServerName = host
+			cfg.ServerName = addr.host
 		}
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -173,8 +180,8 @@ func (b *brokerConns) dial(ctx context.Context, addr string) (_ *protocol.Conn, 
 		return nil, err
 	}
 	if b.sasl != nil {
-		p, _ := strconv.Atoi(port)
-		if err := authenticate(sasl.WithMetadata(ctx, &sasl.Metadata{Host: host, Port: p}), pc, b.sasl); err != nil {
+		md := &sasl.Metadata{Host: addr.host, Port: int(addr.port)}
+		if err := authenticate(sasl.WithMetadata(ctx, md), pc, b.sasl); err != nil {
 			return nil, err
 		}
 	}

@@ -36,8 +36,8 @@ const connIdleTimeout = 30 * time.Second
 // sends it. kafka-go's Transport (which the relay keeps for metadata)
 // hands each request to a connection goroutine and the answer back, two
 // goroutine switches per request: at 1,000 single-row transactions a
-// second the relay used 31% of a core with it, 27.5% without (medians of
-// 10 and 4 runs on the 2-core bench machine; draining a backlog, where a
+// second the relay used 31% of a core with it, 25.5% without (medians of
+// 14 and 8 runs on the 2-core bench machine; draining a backlog, where a
 // request holds many records, the two were even).
 //
 // Dialling does what the Transport does: TLS (the server name is the

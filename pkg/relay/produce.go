@@ -52,8 +52,7 @@ type producer struct {
 
 	// Kept between calls; only the sink's goroutine calls write, and
 	// nothing of a call is in use once write returned.
-	msgs     []kafka.Message // the last call's records, from buffer
-	call     uint64          // counts the calls
+	call     uint64 // counts the calls
 	topics   map[string]*topicLayout
 	open     map[requestKey]*produceRequest // the request taking shares, per topic and leader
 	requests []*produceRequest              // the call's requests, in the order opened
@@ -106,18 +105,6 @@ func newProducer(c *Config, transport *kafka.Transport) *producer {
 	}
 }
 
-// buffer returns an empty slice for the records of the next call, to be
-// filled and passed to write: the last call's.
-func (p *producer) buffer() []kafka.Message {
-	return p.msgs[:0]
-}
-
-// release clears the records of the call just made, so that they do not
-// keep their payloads alive.
-func (p *producer) release() {
-	clear(p.msgs)
-}
-
 // close closes the producer's connections.
 func (p *producer) close() {
 	p.conns.close()
@@ -128,7 +115,6 @@ func (p *producer) close() {
 // whole call when it cannot say which records failed: nothing of the call
 // is then known to be in Kafka.
 func (p *producer) write(ctx context.Context, msgs []kafka.Message) ([]error, error) {
-	p.msgs = msgs
 	p.call++
 	var called []*topicLayout
 	for i := range msgs {

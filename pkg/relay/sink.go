@@ -30,6 +30,8 @@ type sink struct {
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
 	unavailable map[string]unavailableTopic
+	// msgs is write's slice of records, kept between writes.
+	msgs []kafka.Message
 }
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
@@ -518,11 +520,13 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 // when it cannot say which record failed (nothing was sent, or the call
 // timed out).
 func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
-	msgs := s.prod.buffer()
+	// Nothing of a call is in use once the producer's write returned: one
+	// slice serves every write.
+	msgs := s.msgs[:0]
 	for _, i := range call {
 		msgs = append(msgs, batch[i].msg)
 	}
-	defer s.prod.release()
+	defer func() { clear(msgs); s.msgs = msgs[:0] }()
 	errs, err := s.writeMessages(ctx, msgs)
 	if leaderMoved(err, errs) {
 		// The transport's metadata is stale until its next refresh (at a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -362,6 +363,12 @@ func (s *stream) waitSendingStatus(wait func(context.Context) error) error {
 // sendStandbyStatus confirms the tracker's position, with write, flush and apply
 // positions all set explicitly.
 func (s *stream) sendStandbyStatus() error {
+	if s.conn.IsClosed() {
+		// A failed read closed it: pgconn sends Terminate from a goroutine
+		// of its own, and writing beside it would race on the connection's
+		// buffer.
+		return fmt.Errorf("relay: send standby status: %w", net.ErrClosed)
+	}
 	pos := s.confirmable()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,

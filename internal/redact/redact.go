@@ -9,34 +9,57 @@ import (
 // Placeholder replaces each secret value in URL's output.
 const Placeholder = "xxxxx"
 
-// Unparsable replaces a whole URL that does not parse, since it may still
-// hold a secret.
-const Unparsable = "(unparsable database URL)"
+// Unparsable replaces a whole connection string that does not parse, since
+// it may still hold a secret.
+const Unparsable = "(unparsable connection string)"
 
 // secretName matches a parameter name that holds a secret.
 var secretName = regexp.MustCompile(`(?i)password|secret|token`)
 
-// keywordParam matches one name=value pair of a keyword/value connection
-// string: the value quoted (with doubled or backslash-escaped quotes), or
-// unquoted up to the next unescaped white space, as libpq reads it.
-var keywordParam = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)(\s*=\s*)('(?:[^'\\]|\\.|'')*'?|(?:\\.|[^\s\\])*\\?)`)
+// keywordName is the shape of a parameter name URL echoes. libpq and pgconn
+// take any run of non-space bytes before '=' as a name; one that is not an
+// identifier (a URL of another scheme, say "mysql://u:pw@h/db?x=1") could
+// carry a secret, so URL reports the string as unparsable instead.
+var keywordName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
 
 // IsSecret reports whether a connection parameter named name holds a
 // secret.
 func IsSecret(name string) bool { return secretName.MatchString(name) }
 
+// isURL reports whether s is in the URL form. pgconn (like libpq) decides
+// by the scheme prefix alone; anything else is a keyword/value string, even
+// when a value holds "://" (options='-c x=https://y').
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
 // URL returns the database URL or keyword/value connection string s with
-// every secret value replaced by Placeholder. A URL that does not parse is
-// replaced whole by Unparsable.
+// every secret value replaced by Placeholder. The keyword/value form comes
+// back normalised (one space between parameters, values quoted only where
+// needed). A string that does not parse is replaced whole by Unparsable.
 func URL(s string) string {
-	if !strings.Contains(s, "://") {
-		return keywordParam.ReplaceAllStringFunc(s, func(m string) string {
-			p := keywordParam.FindStringSubmatch(m)
-			if !IsSecret(p[1]) {
-				return m
+	if !isURL(s) {
+		params, err := parseKeywords(s)
+		if err != nil {
+			return Unparsable
+		}
+		var b strings.Builder
+		for i, p := range params {
+			if !keywordName.MatchString(p.name) {
+				return Unparsable
 			}
-			return p[1] + p[2] + Placeholder
-		})
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(p.name)
+			b.WriteByte('=')
+			if IsSecret(p.name) {
+				b.WriteString(Placeholder)
+			} else {
+				b.WriteString(quote(p.value))
+			}
+		}
+		return b.String()
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -67,18 +90,22 @@ func URL(s string) string {
 }
 
 // Secrets returns the secret values s holds (the URL's password, and every
-// secret parameter's value in either form), unquoted and unescaped, so a
-// caller can also scrub them from free text such as a driver's error.
+// secret parameter's value in either form), so a caller can also scrub them
+// from free text such as a driver's error. Keyword/value secrets come both
+// as written (quotes and escapes included) and as read. A keyword/value
+// string that does not parse gives the secrets before the fault, and an
+// unterminated quoted secret gives the rest of the string.
 func Secrets(s string) []string {
 	var out []string
-	if !strings.Contains(s, "://") {
-		for _, p := range keywordParam.FindAllStringSubmatch(s, -1) {
-			if !IsSecret(p[1]) || p[3] == "" {
+	if !isURL(s) {
+		params, _ := parseKeywords(s)
+		for _, p := range params {
+			if !IsSecret(p.name) || p.raw == "" {
 				continue
 			}
-			out = append(out, p[3])
-			if v := unquote(p[3]); v != p[3] {
-				out = append(out, v)
+			out = append(out, p.raw)
+			if p.value != p.raw && p.value != "" {
+				out = append(out, p.value)
 			}
 		}
 		return out
@@ -99,24 +126,4 @@ func Secrets(s string) []string {
 		}
 	}
 	return out
-}
-
-// unquote undoes keyword/value quoting: a backslash-escaped quote ('a\'b')
-// and a doubled one (two single quotes between a and b) both give a'b.
-func unquote(v string) string {
-	if len(v) < 2 || v[0] != '\'' || v[len(v)-1] != '\'' {
-		return v
-	}
-	v = v[1 : len(v)-1]
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		switch {
-		case v[i] == '\\' && i+1 < len(v):
-			i++
-		case v[i] == '\'' && i+1 < len(v) && v[i+1] == '\'':
-			i++
-		}
-		b.WriteByte(v[i])
-	}
-	return b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgoutbox/pgoutbox/internal/redact"
 )
 
@@ -20,12 +22,29 @@ func TestURL(t *testing.T) {
 		{"postgres://u:p%40ss@h1:5432,h2:5433/db?target_session_attrs=read-write", "postgres://u:xxxxx@h1:5432,h2:5433/db?target_session_attrs=read-write"},
 		{"postgres://h/db?password=%zz", redact.Unparsable},
 		{"host=h user=u password=pw dbname=d", "host=h user=u password=xxxxx dbname=d"},
-		{"host=h password = 'a b' sslpassword='k\\'ey' dbname=d", "host=h password = xxxxx sslpassword=xxxxx dbname=d"},
-		{"host=h password='it''s' port=1", "host=h password=xxxxx port=1"},
+		{"host=h password = 'a b' sslpassword='k\\'ey' dbname=d", "host=h password=xxxxx sslpassword=xxxxx dbname=d"},
 		{"password=a\\ b host=h", "password=xxxxx host=h"},
-		{"password='unterminated host=h", "password=xxxxx"},
-		{"host=h application_name='x password=y'", "host=h application_name='x password=y'"},
 		{"host=h SSLPASSWORD=k", "host=h SSLPASSWORD=xxxxx"},
+		// The issue's case: a value holding "://" does not make a URL.
+		{"host=db sslrootcert=/etc/ca.pem sslpassword=keypass1 options='-c x=https://y'",
+			"host=db sslrootcert=/etc/ca.pem sslpassword=xxxxx options='-c x=https://y'"},
+		{"host=db port=5433 dbname='my db' user=app password=pw", "host=db port=5433 dbname='my db' user=app password=xxxxx"},
+		{"  host=h\tport = 5432\n", "host=h port=5432"},
+		{"host=h application_name='x password=y'", "host=h application_name='x password=y'"},
+		{"application_name='it\\'s \\\\ok' host=h", "application_name='it\\'s \\\\ok' host=h"},
+		{"host=a\\b", "host=ab"},
+		{"host=h password=", "host=h password=xxxxx"},
+		{"host=h dbname=''", "host=h dbname=''"},
+		{"postgresql://u:pw@h/db", "postgresql://u:xxxxx@h/db"},
+		// What libpq refuses is reported, never echoed.
+		{"password='unterminated host=h", redact.Unparsable},
+		{"host=h password='it''s' port=1", redact.Unparsable}, // libpq: no doubled quotes
+		{"host=h password pw", redact.Unparsable},
+		{"host=h =pw", redact.Unparsable},
+		{"mysql://u:pw@h/db?x=1", redact.Unparsable}, // a name that is not an identifier
+		{"POSTGRES://u:pw@h/db", redact.Unparsable},  // pgconn's prefix test is case-sensitive
+		{"host=h\x00 password=pw", redact.Unparsable},
+		{"just some text", redact.Unparsable},
 		{"", ""},
 	} {
 		if got := redact.URL(tc.in); got != tc.want {
@@ -39,8 +58,8 @@ func TestSecrets(t *testing.T) {
 	if strings.Join(got, ",") != "pw,KEY" {
 		t.Errorf("Secrets(URL) = %q, want [pw KEY]", got)
 	}
-	got = redact.Secrets("host=h password='it''s' sslpassword=k2")
-	want := map[string]bool{"'it''s'": true, "it's": true, "k2": true}
+	got = redact.Secrets(`host=h password='it\'s' sslpassword=k2 aws_token='open`)
+	want := map[string]bool{`'it\'s'`: true, "it's": true, "k2": true, "'open": true, "open": true}
 	for _, s := range got {
 		if !want[s] {
 			t.Errorf("Secrets(keywords) returned %q", s)
@@ -92,4 +111,42 @@ func FuzzURLNeverReturnsSecret(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The password pgconn (the driver that reads these strings) finds in a
+// keyword/value string is one Secrets reports and URL hides: the parsers
+// agree on where each value begins and ends.
+func FuzzSecretsAgreeWithPgconn(f *testing.F) {
+	f.Add(`host=db sslrootcert=/etc/ca.pem password=keypass1 options='-c x=https://y'`)
+	f.Add(`host=h password = 'a b\' c\\' dbname=d`)
+	f.Add(`password=a\ b\'c host=h`)
+	f.Add(`host='x' password='' user=u`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if isURLForm(s) {
+			t.Skip()
+		}
+		cfg, err := pgconn.ParseConfig(s)
+		if err != nil || cfg.Password == "" {
+			t.Skip()
+		}
+		found := false
+		for _, v := range redact.Secrets(s) {
+			found = found || v == cfg.Password
+		}
+		if !found {
+			t.Fatalf("Secrets(%q) = %q lacks pgconn's password %q", s, redact.Secrets(s), cfg.Password)
+		}
+		if out := redact.URL(s); out != redact.Unparsable {
+			params := strings.Fields(out)
+			for _, p := range params {
+				if strings.HasPrefix(p, "password=") && p != "password="+redact.Placeholder {
+					t.Fatalf("URL(%q) = %q shows the password", s, out)
+				}
+			}
+		}
+	})
+}
+
+func isURLForm(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }

@@ -170,8 +170,9 @@ func TestRedactURL(t *testing.T) {
 		{"postgres://app@db/app", "postgres://app@db/app"},
 		{"postgres://db/app?password=s3cret&user=app", "postgres://db/app?password=xxxxx&user=app"},
 		{"host=db user=app password=s3cret dbname=app", "host=db user=app password=xxxxx dbname=app"},
-		{"host=db password = 'it''s secret' dbname=app", "host=db password = xxxxx dbname=app"},
-		{"postgres://app:pa%zz@db/app", "(unparsable database URL)"},
+		{`host=db password = 'it\'s secret' dbname=app`, "host=db password=xxxxx dbname=app"},
+		{"host=db sslpassword=keypass1 options='-c x=https://y'", "host=db sslpassword=xxxxx options='-c x=https://y'"},
+		{"postgres://app:pa%zz@db/app", "(unparsable connection string)"},
 	}
 	for _, tt := range tests {
 		if got := relay.RedactURL(tt.in); got != tt.want {

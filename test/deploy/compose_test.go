@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,10 +13,11 @@ import (
 // composeFile is the part of docker-compose.yml these checks read.
 type composeFile struct {
 	Services map[string]struct {
-		Image       string   `yaml:"image"`
-		Command     []string `yaml:"command"`
-		Restart     string   `yaml:"restart"`
-		Ports       []string `yaml:"ports"`
+		Image       string            `yaml:"image"`
+		Command     []string          `yaml:"command"`
+		Restart     string            `yaml:"restart"`
+		Ports       []string          `yaml:"ports"`
+		Environment map[string]string `yaml:"environment"`
 		Healthcheck struct {
 			Test []string `yaml:"test"`
 		} `yaml:"healthcheck"`
@@ -29,10 +31,12 @@ type composeFile struct {
 // apache/kafka:3.9.1, prom/prometheus:v3.5.0) or a digest.
 var pinned = regexp.MustCompile(`:v?\d+\.\d+[\w.-]*$|@sha256:[0-9a-f]{64}$`)
 
-// The compose file comes up on a fresh volume and does not clash with local
-// tools, checked without a Docker engine: Postgres is checked over TCP,
-// relay setup waits for the database and is restarted on failure, every
-// host port is overridable, and no image tag floats.
+// The compose file comes up on a fresh volume, does not clash with local
+// tools and exposes nothing to the network, checked without a Docker
+// engine: Postgres is checked over TCP, relay setup waits for the database
+// and is restarted on failure, every host port is overridable and bound to
+// 127.0.0.1 (Postgres has the superuser app:app, Kafka no authentication),
+// anonymous Grafana users are Viewers, and no image tag floats.
 func TestComposeFile(t *testing.T) {
 	b, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
@@ -62,7 +66,11 @@ func TestComposeFile(t *testing.T) {
 	if setup.DependsOn["postgres"].Condition != "service_healthy" {
 		t.Errorf("relay-setup does not wait for a healthy postgres")
 	}
-	hostPort := regexp.MustCompile(`^\$\{PGOUTBOX_[A-Z_]+_PORT:-(\d+)\}:\d+$`)
+	grafana := f.Services["grafana"].Environment
+	if grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "true" && grafana["GF_AUTH_ANONYMOUS_ORG_ROLE"] != "Viewer" {
+		t.Errorf("grafana: anonymous users get role %q, want Viewer", grafana["GF_AUTH_ANONYMOUS_ORG_ROLE"])
+	}
+	hostPort := regexp.MustCompile(`^127\.0\.0\.1:\$\{PGOUTBOX_[A-Z_]+_PORT:-(\d+)\}:\d+$`)
 	for name, s := range f.Services {
 		if s.Image != "" && s.Image != "pgoutbox:local" && !pinned.MatchString(s.Image) {
 			t.Errorf("service %s: image %q floats; pin an exact version", name, s.Image)
@@ -70,7 +78,7 @@ func TestComposeFile(t *testing.T) {
 		for _, p := range s.Ports {
 			m := hostPort.FindStringSubmatch(p)
 			if m == nil {
-				t.Errorf("service %s: port %q is not ${PGOUTBOX_..._PORT:-N}:port", name, p)
+				t.Errorf("service %s: port %q is not 127.0.0.1:${PGOUTBOX_..._PORT:-N}:port", name, p)
 				continue
 			}
 			switch m[1] {
@@ -81,6 +89,18 @@ func TestComposeFile(t *testing.T) {
 		if s.Restart == "no" {
 			t.Errorf("service %s: restart \"no\" never recovers from a start-up race", name)
 		}
+	}
+}
+
+// docker-compose itself accepts the file where it is installed (Debian's
+// docker-compose package; it needs no engine for `config`).
+func TestComposeConfigValid(t *testing.T) {
+	bin, err := exec.LookPath("docker-compose")
+	if err != nil {
+		t.Skip("docker-compose is not installed")
+	}
+	if out, err := exec.Command(bin, "-f", "../../docker-compose.yml", "config", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("docker-compose config -q: %v\n%s", err, out)
 	}
 }
 

@@ -121,6 +121,10 @@ func FuzzSecretsAgreeWithPgconn(f *testing.F) {
 	f.Add(`host=h password = 'a b\' c\\' dbname=d`)
 	f.Add(`password=a\ b\'c host=h`)
 	f.Add(`host='x' password='' user=u`)
+	// Only the string may supply a password.
+	f.Setenv("PGPASSWORD", "")
+	f.Setenv("PGPASSFILE", "/nonexistent")
+	f.Setenv("PGSERVICEFILE", "/nonexistent")
 	f.Fuzz(func(t *testing.T, s string) {
 		if isURLForm(s) {
 			t.Skip()

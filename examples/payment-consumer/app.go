@@ -204,7 +204,9 @@ func (s *servers) serve(addr string, h http.Handler) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// Timeouts so that idle or slow clients cannot hold connections open.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 	s.list = append(s.list, srv)
 	s.wg.Add(1)
 	go func() {

@@ -63,7 +63,9 @@ func serve(ctx context.Context, dbURL, listen string, every time.Duration, stdou
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: svc.routes(), ReadHeaderTimeout: 5 * time.Second}
+	// Timeouts so that idle or slow clients cannot hold connections open.
+	srv := &http.Server{Handler: svc.routes(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "producer: listening on %s (POST /orders)\n", ln.Addr())

@@ -22,10 +22,32 @@ type MetricsServer struct {
 	done chan struct{}
 }
 
+// serverTimeouts bound how long a client may hold one of the metrics
+// server's connections, so that idle or slow clients cannot pile up.
+type serverTimeouts struct {
+	// readHeader, read and write bound reading a request's headers,
+	// reading the whole request and writing its response.
+	readHeader, read, write time.Duration
+	// idle closes a keep-alive connection with no new request.
+	idle time.Duration
+}
+
+// metricsTimeouts are the metrics server's timeouts: a scrape or a probe
+// is a small GET answered at once; Prometheus' default scrape timeout is
+// 10s and its interval 15s or more, so an idle connection outliving 60s
+// would be reopened anyway.
+var metricsTimeouts = serverTimeouts{readHeader: 5 * time.Second, read: 10 * time.Second, write: 30 * time.Second, idle: 60 * time.Second}
+
 // ServeMetrics listens on addr and serves reg in the background until
 // Close. /healthz answers 200 while the process runs; /readyz answers 200
-// while ready() is true and 503 otherwise.
+// while ready() is true and 503 otherwise. A connection is closed after
+// 60s without a request, and a request must arrive within 10s (headers
+// within 5s).
 func ServeMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger) (*MetricsServer, error) {
+	return serveMetrics(addr, reg, ready, logger, metricsTimeouts)
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger, to serverTimeouts) (*MetricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -43,7 +65,13 @@ func ServeMetrics(addr string, reg *prometheus.Registry, ready func() bool, logg
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	m := &MetricsServer{
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: to.readHeader,
+			ReadTimeout:       to.read,
+			WriteTimeout:      to.write,
+			IdleTimeout:       to.idle,
+		},
 		Addr: ln.Addr().String(),
 		done: make(chan struct{}),
 	}

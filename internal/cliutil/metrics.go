@@ -22,6 +22,15 @@ type MetricsServer struct {
 	done chan struct{}
 }
 
+// Role is what the readiness endpoints ask the relay (*relay.Relay
+// implements it).
+type Role interface {
+	// Ready reports whether the relay streams the slot.
+	Ready() bool
+	// Standby reports whether it waits while another process streams it.
+	Standby() bool
+}
+
 // serverTimeouts bound how long a client may hold one of the metrics
 // server's connections, so that idle or slow clients cannot pile up.
 type serverTimeouts struct {
@@ -40,14 +49,18 @@ var metricsTimeouts = serverTimeouts{readHeader: 5 * time.Second, read: 10 * tim
 
 // ServeMetrics listens on addr and serves reg in the background until
 // Close. /healthz answers 200 while the process runs; /readyz answers 200
-// while ready() is true and 503 otherwise. A connection is closed after
-// 60s without a request, and a request must arrive within 10s (headers
-// within 5s).
-func ServeMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger) (*MetricsServer, error) {
-	return serveMetrics(addr, reg, ready, logger, metricsTimeouts)
+// while role.Ready() and 503 otherwise (a standby is not ready);
+// /readyz?standby=ok also answers 200 while role.Standby(), for a
+// Kubernetes readiness probe over a leader and its standbys: there a
+// standby that is never ready would stall every rollout and block every
+// node drain under a PodDisruptionBudget. A connection is closed after 60s
+// without a request, and a request must arrive within 10s (headers within
+// 5s).
+func ServeMetrics(addr string, reg *prometheus.Registry, role Role, logger *slog.Logger) (*MetricsServer, error) {
+	return serveMetrics(addr, reg, role, logger, metricsTimeouts)
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger, to serverTimeouts) (*MetricsServer, error) {
+func serveMetrics(addr string, reg *prometheus.Registry, role Role, logger *slog.Logger, to serverTimeouts) (*MetricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -57,12 +70,15 @@ func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logg
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case role.Ready():
+			_, _ = w.Write([]byte("ready\n"))
+		case r.URL.Query().Get("standby") == "ok" && role.Standby():
+			_, _ = w.Write([]byte("standby\n"))
+		default:
 			http.Error(w, "not ready: not streaming", http.StatusServiceUnavailable)
-			return
 		}
-		_, _ = w.Write([]byte("ready\n"))
 	})
 	m := &MetricsServer{
 		srv: &http.Server{

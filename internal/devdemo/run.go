@@ -105,7 +105,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if o.MetricsAddr != "" {
-		ms, err := cliutil.ServeMetrics(o.MetricsAddr, d.reg, r.Ready, o.Logger)
+		ms, err := cliutil.ServeMetrics(o.MetricsAddr, d.reg, r, o.Logger)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}

@@ -28,7 +28,8 @@ func runCommand(sc *scrubber) *cli.Command {
 			"Stop it with SIGINT or SIGTERM: it flushes what is in flight, confirms the final position and\n" +
 			"exits 0. A second signal exits at once without flushing (nothing is lost, more is replayed).\n" +
 			"--metrics-addr serves /metrics (Prometheus), /healthz (200 while the process runs) and\n" +
-			"/readyz (200 while connected and streaming, else 503).\n\n" +
+			"/readyz (200 while connected and streaming, else 503; /readyz?standby=ok is also 200 while\n" +
+			"waiting as a standby, for a readiness probe over a leader and its standbys).\n\n" +
 			"A second relay on the same slot is a standby: while the slot is streamed elsewhere it waits,\n" +
 			"retrying every --standby-retry-interval, serves the slot metrics with /readyz 503 and\n" +
 			"pgoutbox_relay_leader 0, and takes over (from the slot's confirmed position) when the\n" +
@@ -69,7 +70,7 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		return fail(err)
 	}
 	if addr := c.String(flagMetricsAddr); addr != "" {
-		ms, err := cliutil.ServeMetrics(addr, reg, r.Ready, logger)
+		ms, err := cliutil.ServeMetrics(addr, reg, r, logger)
 		if err != nil {
 			return fail(errors.Join(errors.New("--"+flagMetricsAddr), err))
 		}

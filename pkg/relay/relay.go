@@ -100,6 +100,12 @@ func (r *Relay) Run(ctx context.Context) error {
 // Liveness in the package doc).
 func (r *Relay) Ready() bool { return r.ready.Load() && r.live.stale(time.Now()) == nil }
 
+// Standby reports whether the relay waits as a standby: it reached the
+// server, and another process streams the slot. It is false while the relay
+// streams, and while it cannot reach the server at all (for a readiness
+// probe that counts a healthy standby, /readyz?standby=ok).
+func (r *Relay) Standby() bool { return r.live.standby.Load() }
+
 // replicate runs sessions, reconnecting with backoff after transient
 // failures, and waiting as a standby while another process streams the
 // slot. parent is Run's context: its end is a graceful stop.

@@ -39,8 +39,11 @@ type probe struct {
 }
 
 // ready returns the status code of /readyz, or 0 when nothing answers.
-func (p probe) ready() int {
-	resp, err := p.client.Get("http://" + p.addr + "/readyz")
+func (p probe) ready() int { return p.status("/readyz") }
+
+// status returns the status code of path, or 0 when nothing answers.
+func (p probe) status(path string) int {
+	resp, err := p.client.Get("http://" + p.addr + path)
 	if err != nil {
 		return 0
 	}
@@ -150,6 +153,13 @@ func TestStandbyTakesOver(t *testing.T) {
 	})
 	if code := b.ready(); code != http.StatusServiceUnavailable {
 		t.Errorf("standby /readyz = %d, want 503", code)
+	}
+	// The Helm chart's readiness probe: a waiting standby is ready there.
+	testenv.WaitFor(t, time.Minute, "the standby ready as a standby (/readyz?standby=ok)", func() (bool, error) {
+		return b.status("/readyz?standby=ok") == http.StatusOK, nil
+	})
+	if code := a.status("/readyz?standby=ok"); code != http.StatusOK {
+		t.Errorf("active relay /readyz?standby=ok = %d, want 200", code)
 	}
 	if v, ok := b.metric("pgoutbox_relay_leader", slotLabel); !ok || v != 0 {
 		t.Errorf("standby leader = %v (present %v), want 0", v, ok)

@@ -114,7 +114,11 @@
 // or index anything else. Process, ProcessTx and ProcessExternal return
 // ErrInvalidMessage for such a message before touching the table; the
 // consumer loop dead-letters it with reason "invalid-key" (a record without
-// the headers: "missing_headers"). A record the database refuses for its
+// the headers: "missing_headers"). A record that repeats a contract header
+// (message-id, business-key, event-type, aggregate-type, aggregate-id; in
+// any case) is invalid too (RepeatedHeaderError): no copy is picked, since a
+// forged second one could change what is deduplicated; the consumer loop
+// dead-letters it with reason "repeated-header". A record the database refuses for its
 // content in some other way (SQLSTATE class 22 or 54) is dead-lettered with
 // reason "max_attempts" after Config.MaxAttempts deliveries, counted in
 // memory when no inbox row can hold the count. None of them blocks its
@@ -271,7 +275,7 @@
 //     retry.
 //   - pgoutbox_inbox_dead_lettered_total{consumer,reason}: dead-lettered
 //     messages by reason (max_attempts, permanent, conflict, missing_headers,
-//     invalid-key).
+//     invalid-key, repeated-header).
 //   - pgoutbox_inbox_in_flight{consumer}: deliveries being handled now.
 //   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an
 //     expired lease, as of the last Stats call (the consumer loop calls it

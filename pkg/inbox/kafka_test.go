@@ -23,10 +23,10 @@ func newKafka(t *testing.T, topic string, partitions int) *testenv.Kafka {
 
 // rec is a record to produce; Partition picks the partition exactly.
 type rec struct {
-	Partition   int
-	ID, Key     string // message-id and business-key headers ("" omits)
-	Value       string
-	ExtraHeader string
+	Partition int
+	ID, Key   string // message-id and business-key headers ("" omits)
+	Value     string
+	Extra     []kafka.Header // appended after the usual headers
 }
 
 // produce writes recs in order, each to its partition, and fails t on error.
@@ -56,6 +56,7 @@ func produce(t *testing.T, brokers []string, topic string, recs ...rec) {
 			m.Headers = append(m.Headers, kafka.Header{Key: "business-key", Value: []byte(r.Key)})
 		}
 		m.Headers = append(m.Headers, kafka.Header{Key: "event-type", Value: []byte("payment.completed")})
+		m.Headers = append(m.Headers, r.Extra...)
 		msgs = append(msgs, m)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

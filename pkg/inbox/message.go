@@ -34,6 +34,10 @@ type Message struct {
 	// Time is the record timestamp; when set, the age of the message at
 	// processing time is observed in pgoutbox_inbox_message_age_seconds.
 	Time time.Time
+
+	// invalid is why the record this Message came from breaks the
+	// contract beyond its keys (KafkaRecord.Message sets it).
+	invalid error
 }
 
 // SHA256Payload is the default Config.PayloadHash: the sha256 of the whole

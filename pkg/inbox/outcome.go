@@ -109,6 +109,10 @@ const (
 	// ReasonInvalidKey: the message ID or business key breaks the key rules
 	// (see MaxKeyBytes); the record never reached the table.
 	ReasonInvalidKey = "invalid-key"
+	// ReasonRepeatedHeader: the record carries a contract header
+	// (message-id, business-key, event-type, aggregate-type, aggregate-id)
+	// more than once (see RepeatedHeaderError); it never reached the table.
+	ReasonRepeatedHeader = "repeated-header"
 	// ReasonFailedFinal marks a redelivery of a message that was already
 	// FAILED_FINAL.
 	ReasonFailedFinal = "failed_final"

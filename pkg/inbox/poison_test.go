@@ -2,10 +2,14 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
@@ -113,5 +117,100 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 	recs := deadLetters(t, k.Brokers, dlq, 1)
 	if text, _ := recs[0].Header("dlq-error"); !strings.Contains(text, "22023") {
 		t.Fatalf("dead letters %+v", recs)
+	}
+}
+
+// A record that repeats a contract header is invalid, never resolved by
+// taking one copy: a forged second message-id or business-key would change
+// what is deduplicated. Each is dead-lettered with reason repeated-header
+// before the claim (no inbox row, no effect), and the records behind it are
+// processed.
+func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
+	t.Parallel()
+	const topic, group, dlq = "repeated", "repeated-group", "repeated.dlq"
+	k := newKafka(t, topic, 1)
+	b := setup(t, nil)
+	h := func(k, v string) []kafka.Header { return []kafka.Header{{Key: k, Value: []byte(v)}} }
+	produce(t, k.Brokers, topic,
+		rec{ID: "m-a", Key: "k-a", Value: `{"v":"a"}`, Extra: h("message-id", "m-forged")},
+		rec{ID: "ok-1", Key: "k-1", Value: `{"v":1}`},
+		rec{ID: "m-b", Key: "k-b", Value: `{"v":"b"}`, Extra: h("Business-Key", "k-forged")},
+		rec{ID: "ok-2", Key: "k-2", Value: `{"v":2}`},
+		rec{ID: "m-c", Key: "k-c", Value: `{"v":"c"}`, Extra: h("event-type", "payment.refunded")},
+		rec{ID: "ok-3", Key: "k-3", Value: `{"v":3}`, Extra: h("note", "x")},
+	)
+	var (
+		mu      sync.Mutex
+		results = map[int64][]inbox.Result{}
+	)
+	runConsumer(t, &inbox.ConsumerConfig{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			mu.Lock()
+			results[msg.Offset] = append(results[msg.Offset], res)
+			mu.Unlock()
+		},
+	}, map[int]int64{0: 6})
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, off := range []int64{0, 2, 4} {
+		rs := results[off]
+		if len(rs) != 1 || rs[0].Outcome != inbox.DeadLettered || rs[0].Reason != inbox.ReasonRepeatedHeader {
+			t.Fatalf("offset %d: results %+v, want one DeadLettered (repeated-header)", off, rs)
+		}
+	}
+	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3")
+	for _, key := range []string{"k-a", "k-b", "k-c", "k-forged"} {
+		if n := effects(t, b.db, key); n != 0 {
+			t.Fatalf("effect of %s happened %d times", key, n)
+		}
+	}
+	var rows int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM inbox`).Scan(&rows); err != nil || rows != 3 {
+		t.Fatalf("inbox holds %d rows (%v), want the 3 valid ones", rows, err)
+	}
+	wantErr := map[string]string{"m-a": "header message-id repeated", "m-b": "header business-key repeated", "m-c": "header event-type repeated"}
+	for _, r := range deadLetters(t, k.Brokers, dlq, 3) {
+		id, _ := r.Header("message-id") // the first copy
+		reason, _ := r.Header("dlq-reason")
+		text, _ := r.Header("dlq-error")
+		if reason != "repeated-header" || wantErr[id] == "" || !strings.Contains(text, wantErr[id]) {
+			t.Fatalf("dead letter %s: reason %q, error %q", id, reason, text)
+		}
+	}
+	if v := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonRepeatedHeader); v != 3 {
+		t.Fatalf("repeated-header metric %v", v)
+	}
+}
+
+// On a caller's own consumer loop, KafkaRecord.Message marks a record that
+// repeats a contract header, and Process refuses it (ErrInvalidMessage,
+// RepeatedHeaderError) before the claim; the handler never runs.
+func TestProcessRefusesRepeatedContractHeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, dup := range []inbox.KafkaHeader{
+		{Key: "message-id", Value: []byte("m-forged")},
+		{Key: "BUSINESS-KEY", Value: []byte("k-forged")},
+		{Key: "aggregate-id", Value: []byte("a-2")},
+	} {
+		r := inbox.KafkaRecord{Topic: "t", Value: []byte(`{}`), Headers: []inbox.KafkaHeader{
+			{Key: "message-id", Value: []byte("m-1")}, {Key: "business-key", Value: []byte("k-1")},
+			{Key: "aggregate-id", Value: []byte("a-1")}, dup}}
+		ran := false
+		_, err := b.in.Process(context.Background(), b.db.Pool, r.Message(), func(context.Context, pgx.Tx) (string, error) {
+			ran = true
+			return "", nil
+		})
+		var rep *inbox.RepeatedHeaderError
+		if !errors.Is(err, inbox.ErrInvalidMessage) || !errors.As(err, &rep) || !strings.EqualFold(rep.Header, dup.Key) || ran {
+			t.Fatalf("repeated %s: err %v, handler ran %v", dup.Key, err, ran)
+		}
+	}
+	var rows int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM inbox`).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("inbox holds %d rows (%v)", rows, err)
 	}
 }

@@ -22,6 +22,9 @@ type TxHandler func(ctx context.Context, tx pgx.Tx) (resultRef string, err error
 // validate applies the key rules (see MaxKeyBytes) to the message ID and the
 // business key before anything reaches the database.
 func (m *Message) validate() error {
+	if m.invalid != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, m.invalid)
+	}
 	if err := contract.CheckKey("message ID", m.ID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}

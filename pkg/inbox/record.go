@@ -1,6 +1,10 @@
 package inbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
+)
 
 // KafkaRecord is a Kafka record as any client delivers it (franz-go, sarama,
 // confluent-kafka-go, kafka-go), for callers that run their own consumer
@@ -12,7 +16,9 @@ type KafkaRecord struct {
 	Key       []byte
 	Value     []byte
 	Time      time.Time
-	// Headers in record order; of repeated keys the last one wins.
+	// Headers in record order; of repeated keys the last one wins, except
+	// that a repeated contract header makes the record invalid (see
+	// RepeatedHeaderError).
 	Headers []KafkaHeader
 }
 
@@ -28,8 +34,10 @@ type KafkaHeader struct {
 // Message returns the Message of r: the message ID and business key from
 // the relay's message-id and business-key headers, the payload from the
 // value, every header as a string, and where the record came from. A
-// record without those headers gives a Message that Process rejects
-// (ErrInvalidMessage): dead-letter it.
+// record without those headers, or repeating one of the contract's headers
+// (message-id, business-key, event-type, aggregate-type, aggregate-id; in
+// any case), gives a Message that Process rejects (ErrInvalidMessage):
+// dead-letter it.
 func (r KafkaRecord) Message() Message {
 	m := Message{
 		Payload:   r.Value,
@@ -41,11 +49,31 @@ func (r KafkaRecord) Message() Message {
 	}
 	if len(r.Headers) > 0 {
 		m.Headers = make(map[string]string, len(r.Headers))
-		for _, h := range r.Headers {
+		names := make([]string, len(r.Headers))
+		for i, h := range r.Headers {
 			m.Headers[h.Key] = string(h.Value)
+			names[i] = h.Key
 		}
 		m.ID = m.Headers[HeaderMessageID]
 		m.BusinessKey = m.Headers[HeaderBusinessKey]
+		if h := contract.RepeatedReserved(names); h != "" {
+			m.invalid = &RepeatedHeaderError{Header: h}
+		}
 	}
 	return m
+}
+
+// RepeatedHeaderError is the error of a record that carries one of the
+// contract's headers more than once (ignoring case). It is invalid rather
+// than resolved by taking one copy: a forged second message-id or
+// business-key would change what the inbox deduplicates on. Process wraps
+// it in ErrInvalidMessage; the consumer loop dead-letters the record with
+// reason "repeated-header".
+type RepeatedHeaderError struct {
+	// Header is the repeated header's name.
+	Header string
+}
+
+func (e *RepeatedHeaderError) Error() string {
+	return "header " + e.Header + " repeated"
 }

@@ -241,25 +241,21 @@ func (w *worker) commit(ctx context.Context, km kafka.Message, msg *Message) {
 }
 
 // messageFromKafka builds the inbox message of a record. bad is set when the
-// record cannot be deduplicated (a required header missing, or a key that
-// breaks the key rules): it goes to the dead-letter topic untouched.
+// record cannot be deduplicated (a contract header repeated or missing, or a
+// key that breaks the key rules): it goes to the dead-letter topic untouched.
 func messageFromKafka(km kafka.Message) (msg Message, bad *Result) {
-	msg = Message{
-		Payload:   km.Value,
-		Key:       km.Key,
-		Headers:   make(map[string]string, len(km.Headers)),
-		Topic:     km.Topic,
-		Partition: km.Partition,
-		Offset:    km.Offset,
-		Time:      km.Time,
+	r := KafkaRecord{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time,
+		Headers: make([]KafkaHeader, len(km.Headers))}
+	for i, h := range km.Headers {
+		r.Headers[i] = KafkaHeader(h)
 	}
-	for _, h := range km.Headers {
-		if _, dup := msg.Headers[h.Key]; !dup {
-			msg.Headers[h.Key] = string(h.Value)
-		}
+	msg = r.Message()
+	if msg.Headers == nil {
+		msg.Headers = map[string]string{}
 	}
-	msg.ID = msg.Headers[HeaderMessageID]
-	msg.BusinessKey = msg.Headers[HeaderBusinessKey]
+	if msg.invalid != nil {
+		return msg, &Result{Outcome: DeadLettered, Reason: ReasonRepeatedHeader, Err: msg.invalid}
+	}
 	var missing string
 	switch {
 	case msg.ID == "" && msg.BusinessKey == "":

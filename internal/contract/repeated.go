@@ -1,0 +1,25 @@
+package contract
+
+import "strings"
+
+// RepeatedReserved returns the first Reserved header (message-id,
+// business-key, event-type, aggregate-type, aggregate-id) that names holds
+// more than once, ignoring case, or "" when none is repeated. A record that
+// repeats one is ambiguous: one reader keeps the first copy, another the
+// last, another ignores case, so a forged second message-id or business-key
+// could change what a consumer deduplicates on. Such a record is invalid.
+func RepeatedReserved(names []string) string {
+	var seen [5]bool
+	for _, n := range names {
+		for i, h := range [...]string{HeaderMessageID, HeaderBusinessKey, HeaderEventType, HeaderAggregateType, HeaderAggregateID} {
+			if !strings.EqualFold(n, h) {
+				continue
+			}
+			if seen[i] {
+				return h
+			}
+			seen[i] = true
+		}
+	}
+	return ""
+}

@@ -33,14 +33,35 @@ vet: ## gofmt check and go vet.
 lint: ## staticcheck (default checks).
 	$(STATICCHECK) $(PKGS)
 
+# Deploy-file tools, pinned and built once into bin/ (go install through the
+# Go module proxy; the file name carries the version, so a bump rebuilds).
+HELM_VERSION       ?= v3.22.0
+ACTIONLINT_VERSION ?= v1.7.12
+HELM       ?= $(BIN)/helm-$(HELM_VERSION)
+ACTIONLINT ?= $(BIN)/actionlint-$(ACTIONLINT_VERSION)
+CHART      := deploy/helm/pgoutbox-relay
+
+$(HELM):
+	@mkdir -p $(BIN)/.tools
+	GOBIN=$(abspath $(BIN)/.tools) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/.tools/helm $@
+
+$(ACTIONLINT):
+	@mkdir -p $(BIN)/.tools
+	GOBIN=$(abspath $(BIN)/.tools) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	mv $(BIN)/.tools/actionlint $@
+
 .PHONY: check-deploy
-check-deploy: ## Validate the alert rules (promtool) with their unit tests (docker-compose.yml: go test ./test/deploy).
+check-deploy: $(HELM) ## Validate deploy files: alert rules (promtool), the Helm chart (helm lint, helm template), and go test ./test/deploy.
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
+	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/full-values.yaml
+	$(HELM) template check $(CHART) -f $(CHART)/ci/full-values.yaml >/dev/null
+	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -count=1 ./test/deploy
 
 .PHONY: test
 test: vet lint check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool).
-	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench
 bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print events/s, peak RSS, raw ceiling (BENCHFLAGS="-n 100000").

@@ -81,6 +81,7 @@ func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 			teardownCommand(sc),
 			recoverCommand(sc),
 			backfillCommand(sc),
+			verifyCommand(sc),
 		}, devCommands(sc)...),
 	}
 }

@@ -103,21 +103,30 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err := limitsConfig(c, cfg); err != nil {
 		return nil, err
 	}
-	sec, err := kafkaflags.Read(c, envName)
-	sc.add(sec.Password)
-	if err != nil {
+	if err := kafkaSecurity(c, sc, cfg); err != nil {
 		return nil, err
 	}
-	if sec.PasswordOnCommandLine {
-		sc.exposed = append(sc.exposed, kafkaflags.FlagSASLPassword)
-	}
-	cfg.TLS, cfg.SASL = sec.TLS, sec.SASL
 	if addr := c.String(flagMetricsAddr); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, usagef("--%s: %q is not host:port (use :9740 for every interface, empty to disable)", flagMetricsAddr, addr)
 		}
 	}
 	return cfg, nil
+}
+
+// kafkaSecurity reads the Kafka TLS and SASL flags into cfg, teaching sc
+// the SASL password first.
+func kafkaSecurity(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
+	sec, err := kafkaflags.Read(c, envName)
+	sc.add(sec.Password)
+	if err != nil {
+		return err
+	}
+	if sec.PasswordOnCommandLine {
+		sc.exposed = append(sc.exposed, kafkaflags.FlagSASLPassword)
+	}
+	cfg.TLS, cfg.SASL = sec.TLS, sec.SASL
+	return nil
 }
 
 // kafkaConfig validates the brokers, topics, invalid-row policy and

@@ -511,12 +511,7 @@ type fields struct {
 
 // finish builds the Kafka record of f, checks it, and records problem.
 func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event {
-	var topic string
-	if len(f.topic) > 0 {
-		topic = d.topics.explicit(f.topic)
-	} else {
-		topic = d.topics.rendered(&d.topicTemplate, f.aggregateType, f.eventType)
-	}
+	topic := d.route(f.aggregateType, f.eventType, f.topic)
 	ev.msg = kafka.Message{
 		Topic: topic,
 		Value: f.payload,
@@ -559,6 +554,16 @@ func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event 
 		ev.invalid = problem
 	}
 	return ev
+}
+
+// route is the topic of a row: its topic column, else the topic template
+// rendered with its aggregate and event types. Verify routes rows with it
+// too.
+func (d *decoder) route(aggregateType, eventType, column []byte) string {
+	if len(column) > 0 {
+		return d.topics.explicit(column)
+	}
+	return d.topics.rendered(&d.topicTemplate, aggregateType, eventType)
 }
 
 // canonicalUUID is the text of id (as uuid.UUID.String), reusing text when

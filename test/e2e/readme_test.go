@@ -74,7 +74,7 @@ func TestReadmeCommandLines(t *testing.T) {
 			covered[f[0]+" "+f[1]] = true
 		}
 	}
-	for _, want := range []string{"relay setup", "relay run", "relay status", "relay teardown", "relay recover", "relay backfill", "relay dev",
+	for _, want := range []string{"relay setup", "relay run", "relay status", "relay teardown", "relay recover", "relay backfill", "relay verify", "relay dev",
 		"inbox migrate", "inbox status", "inbox list", "inbox revive", "inbox purge", "inbox tail"} {
 		if !covered[want] {
 			t.Errorf("README shows no %s command line", want)

@@ -1,0 +1,350 @@
+package relaycli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/push"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
+	"github.com/pgoutbox/pgoutbox/internal/verify"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+const (
+	flagFrom         = "from"
+	flagTo           = "to"
+	flagList         = "list"
+	flagMargin       = "margin"
+	flagGrace        = "grace"
+	flagMaxInMemory  = "max-in-memory"
+	flagSpillDir     = "spill-dir"
+	flagMetricsFile  = "metrics-file"
+	flagPushgateway  = "pushgateway"
+	flagPushJob      = "pushgateway-job"
+	flagEvery        = "every"
+	catVerify        = "Window and output"
+	defaultPushJob   = "pgoutbox_verify"
+	defaultVerifyFor = "1h"
+)
+
+func verifyCommand(sc *scrubber) *cli.Command {
+	return &cli.Command{
+		Name:  "verify",
+		Usage: "audit the outbox against Kafka: is every row of a time window in its topic? (exit 1 when not)",
+		Description: "verify reads the outbox rows created in the window (--since 1h, or --from/--to), reads the topics\n" +
+			"they route to (the topic column, else --topic-template) and the dead-letter topic, read_committed,\n" +
+			"from the first offset whose timestamp is at or after the window's start minus --margin up to the\n" +
+			"last stable offset, and matches records to rows by the message-id header. It prints the rows,\n" +
+			"found, dead-lettered, missing (the first --list by created_at, with their commit times when\n" +
+			"track_commit_timestamp is on) and pending (newer than --grace: the relay may not have caught up),\n" +
+			"duplicate records, records whose key, business-key header or topic disagree with their row, and\n" +
+			"order breaks among each aggregate's first deliveries. Rows deleted by pruning cannot be checked:\n" +
+			"it names the prune mark and counts the records of the pruned range as unverifiable. Memory is\n" +
+			"bounded by --max-in-memory entries per sort; beyond that it spills sorted runs to --spill-dir.\n" +
+			"It writes nothing to the database or Kafka.\n\n" +
+			"Exit codes: 0 every row found (duplicates and pending rows allowed), 1 a row missing, a record\n" +
+			"mismatched or out of order (or the run failed), 2 bad usage. --metrics-file writes the\n" +
+			"pgoutbox_verify_* gauges for node_exporter's textfile collector, --pushgateway pushes them;\n" +
+			"--every re-verifies the sliding window on an interval and serves them on --metrics-addr.",
+		Flags:  verifyFlags(),
+		Action: func(c *cli.Context) error { return verifyAction(c, sc) },
+	}
+}
+
+// verifyFlags are the database flags, the Kafka flags of relay run that
+// verify needs (picked from runFlags, so they stay one definition), and
+// verify's own.
+func verifyFlags() []cli.Flag {
+	want := []string{flagBrokers, flagTopicTemplate, flagDLQTopic,
+		kafkaflags.FlagTLS, kafkaflags.FlagTLSCAFile, kafkaflags.FlagTLSCertFile, kafkaflags.FlagTLSKeyFile, kafkaflags.FlagTLSInsecure,
+		kafkaflags.FlagSASLMechanism, kafkaflags.FlagSASLUsername, kafkaflags.FlagSASLPassword, kafkaflags.FlagSASLInsecure}
+	flags := databaseFlags()
+	for _, f := range runFlags() {
+		if slices.Contains(want, f.Names()[0]) {
+			flags = append(flags, f)
+		}
+	}
+	str := func(name, usage string) cli.Flag {
+		return &cli.StringFlag{Name: name, Category: catVerify, EnvVars: envVar(name), Usage: usage}
+	}
+	dur := func(name string, def time.Duration, usage string) cli.Flag {
+		return &cli.GenericFlag{Name: name, Category: catVerify, EnvVars: envVar(name), Value: cliutil.NewDuration(def), Usage: usage}
+	}
+	return append(flags,
+		str(flagSince, "verify the rows created in the last DURATION (1h), or since an RFC 3339 time; default 1h unless --from is given"),
+		str(flagFrom, "window start, RFC 3339 time or a duration meaning that long ago (instead of --since)"),
+		str(flagTo, "window end, RFC 3339 time or a duration meaning that long ago (default: now)"),
+		&cli.BoolFlag{Name: flagJSON, Category: catVerify, EnvVars: envVar(flagJSON), Usage: "print the report as JSON"},
+		&cli.IntFlag{Name: flagList, Category: catVerify, EnvVars: envVar(flagList), Value: verify.DefaultList,
+			Usage: "how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"},
+		dur(flagMargin, verify.DefaultMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover)"),
+		dur(flagGrace, verify.DefaultGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing"),
+		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: verify.DefaultMaxInMemory,
+			Usage: "most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"},
+		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
+		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
+		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL after each run"),
+		&cli.StringFlag{Name: flagPushJob, Category: catVerify, EnvVars: envVar(flagPushJob), Value: defaultPushJob, Usage: "job label of the pushed gauges"},
+		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit)"),
+		&cli.StringFlag{Name: flagMetricsAddr, Category: catVerify, EnvVars: envVar(flagMetricsAddr),
+			Usage: "with --every, serve /metrics on this address (empty: do not serve)"},
+	)
+}
+
+// verifyRun is a parsed verify command line.
+type verifyRun struct {
+	cfg   *relay.Config
+	opts  relay.VerifyOptions
+	since time.Duration // the sliding window's length; 0 for a fixed window
+	every time.Duration
+}
+
+func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
+	if err := noArgs(c); err != nil {
+		return nil, err
+	}
+	cfg, err := databaseConfig(c, sc)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+		return nil, err
+	}
+	cfg.TopicTemplate, cfg.DeadLetterTopic = c.String(flagTopicTemplate), c.String(flagDLQTopic)
+	if strings.TrimSpace(cfg.TopicTemplate) == "" {
+		return nil, usagef("--%s must not be empty", flagTopicTemplate)
+	}
+	if err := kafkaSecurity(c, sc, cfg); err != nil {
+		return nil, err
+	}
+
+	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery)}
+	if err := v.window(c, time.Now()); err != nil {
+		return nil, err
+	}
+	v.opts.List = c.Int(flagList)
+	if v.opts.List == 0 {
+		v.opts.List = -1
+	}
+	v.opts.Margin, v.opts.Grace = c.Duration(flagMargin), c.Duration(flagGrace)
+	v.opts.MaxInMemory, v.opts.SpillDir = c.Int(flagMaxInMemory), c.String(flagSpillDir)
+	switch {
+	case c.Int(flagList) < 0:
+		return nil, usagef("--%s must not be negative", flagList)
+	case v.opts.Margin < 0 || v.opts.Grace < 0:
+		return nil, usagef("--%s and --%s must not be negative", flagMargin, flagGrace)
+	case v.opts.MaxInMemory < 1:
+		return nil, usagef("--%s must be at least 1", flagMaxInMemory)
+	case v.every < 0:
+		return nil, usagef("--%s must not be negative", flagEvery)
+	case v.every > 0 && v.since == 0:
+		return nil, usagef("--%s needs a sliding window (--since DURATION), not --from/--to", flagEvery)
+	case v.every == 0 && c.String(flagMetricsAddr) != "":
+		return nil, usagef("--%s serves the gauges of --%s; a single run writes them with --%s or --%s", flagMetricsAddr, flagEvery, flagMetricsFile, flagPushgateway)
+	}
+	warnSecretFlags(sc, cfg.Logger)
+	return v, nil
+}
+
+// window reads --since or --from/--to.
+func (v *verifyRun) window(c *cli.Context, now time.Time) error {
+	since, from, to := c.String(flagSince), c.String(flagFrom), c.String(flagTo)
+	if since != "" && from != "" {
+		return usagef("--%s and --%s are two ways to say where the window starts: give one", flagSince, flagFrom)
+	}
+	if since == "" && from == "" {
+		since = defaultVerifyFor
+	}
+	if since != "" {
+		d, err := time.ParseDuration(since)
+		if err == nil && d > 0 && to == "" {
+			v.since = d
+		}
+		from = since
+	}
+	startFlag := flagFrom
+	if since != "" {
+		startFlag = flagSince
+	}
+	var err error
+	if v.opts.From, err = parseTime(from, now); err != nil {
+		return usagef("--%s: %v", startFlag, err)
+	}
+	v.opts.To = now
+	if to != "" {
+		if v.opts.To, err = parseTime(to, now); err != nil {
+			return usagef("--%s: %v", flagTo, err)
+		}
+	}
+	if !v.opts.To.After(v.opts.From) {
+		return usagef("the window's end (%s) must be after its start (%s)", v.opts.To.UTC().Format(time.RFC3339), v.opts.From.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func verifyAction(c *cli.Context, sc *scrubber) error {
+	v, err := verifyConfig(c, sc)
+	if err != nil {
+		return err
+	}
+	m := verify.NewMetrics(v.cfg.Table)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	if v.every == 0 {
+		return v.once(c, m, reg)
+	}
+	if addr := c.String(flagMetricsAddr); addr != "" {
+		srv, err := cliutil.ServeMetrics(addr, reg, func() bool { return true }, v.cfg.Logger)
+		if err != nil {
+			return fail(fmt.Errorf("metrics: %w", err))
+		}
+		defer srv.Close()
+	}
+	tick := time.NewTicker(v.every)
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		v.opts.From, v.opts.To = now.Add(-v.since), now
+		if err := v.once(c, m, reg); err != nil && c.Context.Err() == nil {
+			v.cfg.Logger.Warn("verify found problems or failed", "error", err)
+		}
+		select {
+		case <-c.Context.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// once verifies the window once, prints the report, exports the gauges,
+// and returns the verdict as an error (exit 1) when a row is not
+// accounted for.
+func (v *verifyRun) once(c *cli.Context, m *verify.Metrics, reg *prometheus.Registry) error {
+	rep, err := relay.Verify(c.Context, v.cfg, v.opts)
+	if errors.Is(err, relay.ErrConfig) {
+		return usagef("%v", err)
+	}
+	m.Set(rep, err)
+	if merr := v.export(c, reg); merr != nil {
+		v.cfg.Logger.Warn("could not export the verify metrics", "error", merr)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	w := c.App.Writer
+	if c.Bool(flagJSON) {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fail(err)
+		}
+	} else {
+		printVerify(w, v.cfg.Table, rep)
+	}
+	if !rep.OK() {
+		return fail(fmt.Errorf("verify: %s", verdict(rep)))
+	}
+	return nil
+}
+
+// export writes the gauges to --metrics-file and pushes them to
+// --pushgateway.
+func (v *verifyRun) export(c *cli.Context, reg *prometheus.Registry) error {
+	var errs []error
+	if path := c.String(flagMetricsFile); path != "" {
+		if err := prometheus.WriteToTextfile(path, reg); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", flagMetricsFile, err))
+		}
+	}
+	if url := c.String(flagPushgateway); url != "" {
+		if err := push.New(url, c.String(flagPushJob)).Gatherer(reg).Grouping("table", v.cfg.Table).PushContext(c.Context); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", flagPushgateway, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// verdict says in one line what is wrong.
+func verdict(r *relay.VerifyReport) string {
+	var parts []string
+	for _, p := range []struct {
+		n    int64
+		what string
+	}{{r.Missing, "rows missing"}, {r.Mismatched, "records mismatched"}, {r.OrderBreaks, "order breaks"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	if len(parts) == 0 {
+		return "ok"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printVerify(w io.Writer, table string, r *relay.VerifyReport) {
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	off := func(o verify.Offset) string { return fmt.Sprintf("%s[%d]@%d", o.Topic, o.Partition, o.Offset) }
+	fmt.Fprintf(w, "window:        %s .. %s (%s)\n", ts(r.From), ts(r.To), table)
+	fmt.Fprintf(w, "rows:          %d\n", r.Rows)
+	fmt.Fprintf(w, "found:         %d\n", r.Found)
+	fmt.Fprintf(w, "dead-lettered: %d\n", r.DeadLettered)
+	fmt.Fprintf(w, "missing:       %d\n", r.Missing)
+	fmt.Fprintf(w, "pending:       %d\n", r.Pending)
+	fmt.Fprintf(w, "duplicates:    %d records of %d rows\n", r.Duplicates, r.DuplicatedRows)
+	fmt.Fprintf(w, "mismatched:    %d records\n", r.Mismatched)
+	fmt.Fprintf(w, "order breaks:  %d\n", r.OrderBreaks)
+	fmt.Fprintf(w, "records read:  %d (no row in the window: %d, no message ID: %d)\n", r.RecordsRead, r.Unmatched, r.RecordsWithoutID)
+	if r.InvalidIDs > 0 {
+		fmt.Fprintf(w, "invalid ids:   %d rows whose id is not a UUID (not verifiable)\n", r.InvalidIDs)
+	}
+	if r.PrunedBefore != nil {
+		fmt.Fprintf(w, "pruned:        rows created before %s may have been deleted by pruning; %d records of that range match no row (unverifiable)\n",
+			ts(*r.PrunedBefore), r.Unverifiable)
+	}
+	if len(r.MissingTopics) > 0 {
+		fmt.Fprintf(w, "missing topics: %s\n", strings.Join(r.MissingTopics, ", "))
+	}
+	if len(r.MissingRows) > 0 {
+		fmt.Fprintf(w, "missing rows (first %d by created_at):\n", len(r.MissingRows))
+		for _, m := range r.MissingRows {
+			commit := "unknown (track_commit_timestamp off)"
+			if m.CommitTime != nil {
+				commit = ts(*m.CommitTime)
+			}
+			fmt.Fprintf(w, "  %s  topic %s  created %s  committed %s\n", m.ID, m.Topic, ts(m.CreatedAt), commit)
+		}
+	}
+	if len(r.DuplicateRows) > 0 {
+		fmt.Fprintf(w, "duplicated rows (first %d):\n", len(r.DuplicateRows))
+		for _, d := range r.DuplicateRows {
+			var at []string
+			for _, o := range d.Offsets {
+				at = append(at, off(o))
+			}
+			fmt.Fprintf(w, "  %s  %d records: %s\n", d.ID, d.Records, strings.Join(at, " "))
+		}
+	}
+	if len(r.MismatchRecords) > 0 {
+		fmt.Fprintf(w, "mismatched records (first %d):\n", len(r.MismatchRecords))
+		for _, m := range r.MismatchRecords {
+			fmt.Fprintf(w, "  %s  %s  %s: row %q, record %q\n", m.ID, off(m.Offset), m.Field, m.Want, m.Got)
+		}
+	}
+	if len(r.OrderBreakList) > 0 {
+		fmt.Fprintf(w, "order breaks (first %d):\n", len(r.OrderBreakList))
+		for _, o := range r.OrderBreakList {
+			fmt.Fprintf(w, "  aggregate %q: %s at %s committed %s, after %s at offset %d committed %s\n",
+				o.AggregateID, o.ID, off(o.At), ts(o.CommitTime), o.AfterID, o.AfterOffset, ts(o.AfterCommit))
+		}
+	}
+	fmt.Fprintf(w, "verdict:       %s\n", verdict(r))
+}

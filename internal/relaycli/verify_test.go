@@ -1,0 +1,93 @@
+package relaycli_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// relay verify exits 0 when every row of the window is in Kafka, 1 naming
+// the missing row when one is not, 2 on bad usage; --json prints the
+// report and --metrics-file writes the gauges.
+func TestVerifyExitCodes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	k := testenv.NewKafka(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	ctx := context.Background()
+	ids := []string{"01900000-0000-7000-8000-000000000001", "01900000-0000-7000-8000-000000000002", "01900000-0000-7000-8000-000000000003"}
+	for i, id := range ids {
+		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
+			VALUES ($1, 'order', 'a1', 'e', $2, '{}', now() - make_interval(mins => $3))`, id, "bk"+id, 10-i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func(ids ...string) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.AllowAutoTopicCreation())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		for _, id := range ids {
+			r := &kgo.Record{Topic: "outbox.order", Key: []byte("a1"), Value: []byte("{}"), Headers: []kgo.RecordHeader{
+				{Key: "message-id", Value: []byte(id)}, {Key: "business-key", Value: []byte("bk" + id)}}}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(ids[0], ids[1])
+	args := []string{"--brokers", k.Brokers[0], "--since", "1h"}
+
+	r := f.cli(t, "verify", args...)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, "1 rows missing")
+	for _, want := range []string{"rows:          3", "found:         2", "missing:       1", ids[2] + "  topic outbox.order", "verdict:       1 rows missing"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("verify output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	publish(ids[2], ids[2])
+	metrics := filepath.Join(t.TempDir(), "verify.prom")
+	r = f.cli(t, "verify", append(args, "--json", "--metrics-file", metrics)...)
+	wantCode(t, r, 0)
+	var rep struct {
+		Rows, Found, Missing, Duplicates int
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if rep.Rows != 3 || rep.Found != 3 || rep.Missing != 0 || rep.Duplicates != 1 {
+		t.Errorf("--json report %+v, want 3 rows found, 1 duplicate", rep)
+	}
+	prom, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`pgoutbox_verify_ok{table="public.outbox"} 1`, `pgoutbox_verify_duplicate_records{table="public.outbox"} 1`,
+		`pgoutbox_verify_rows{table="public.outbox"} 3`} {
+		if !strings.Contains(string(prom), want) {
+			t.Errorf("metrics file lacks %q:\n%s", want, prom)
+		}
+	}
+
+	for _, bad := range [][]string{
+		{"--since", "1h", "--from", "2h"},
+		{"--since", "yesterday"},
+		{"--from", "1h", "--to", "2h"},
+		{"--from", "2h", "--every", "1m"},
+		{"--max-in-memory", "0"},
+	} {
+		r := f.cli(t, "verify", append([]string{"--brokers", k.Brokers[0]}, bad...)...)
+		wantCode(t, r, 2)
+	}
+}

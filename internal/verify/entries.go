@@ -1,0 +1,220 @@
+package verify
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/google/uuid"
+)
+
+// rowEntry is what verify keeps of one outbox row.
+type rowEntry struct {
+	id          uuid.UUID
+	topic       uint32 // index into the topic table
+	createdAt   int64  // Unix microseconds
+	commitAt    int64  // Unix microseconds; 0 when unknown
+	aggregateID string
+	businessKey string
+}
+
+// recordEntry is what verify keeps of one Kafka record.
+type recordEntry struct {
+	id          uuid.UUID
+	topic       uint32
+	partition   int32
+	offset      int64
+	timestamp   int64 // Unix milliseconds
+	key         string
+	businessKey string
+	hasBK       bool
+}
+
+// deliveryEntry is the first delivery of a row, for the order check.
+type deliveryEntry struct {
+	topic       uint32
+	partition   int32
+	aggregateID string
+	offset      int64
+	timestamp   int64 // Unix milliseconds
+	id          uuid.UUID
+}
+
+func compareRows(a, b *rowEntry) int { return bytes.Compare(a.id[:], b.id[:]) }
+
+func compareRecords(a, b *recordEntry) int {
+	if c := bytes.Compare(a.id[:], b.id[:]); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.topic, b.topic); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.partition, b.partition); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.offset, b.offset)
+}
+
+func compareDeliveries(a, b *deliveryEntry) int {
+	if c := cmp.Compare(a.topic, b.topic); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.partition, b.partition); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.aggregateID, b.aggregateID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.offset, b.offset)
+}
+
+// The codecs write fixed fields and length-prefixed strings.
+
+type rowCodec struct{}
+
+func (rowCodec) append(dst []byte, v *rowEntry) []byte {
+	dst = append(dst, v.id[:]...)
+	dst = binary.AppendUvarint(dst, uint64(v.topic))
+	dst = binary.AppendVarint(dst, v.createdAt)
+	dst = binary.AppendVarint(dst, v.commitAt)
+	dst = appendString(dst, v.aggregateID)
+	return appendString(dst, v.businessKey)
+}
+
+func (rowCodec) read(r *bufio.Reader, v *rowEntry) error {
+	if _, err := io.ReadFull(r, v.id[:]); err != nil {
+		return err
+	}
+	d := decoder{r: r}
+	v.topic = uint32(d.uvarint())
+	v.createdAt = d.varint()
+	v.commitAt = d.varint()
+	v.aggregateID = d.string()
+	v.businessKey = d.string()
+	return d.err
+}
+
+type recordCodec struct{}
+
+func (recordCodec) append(dst []byte, v *recordEntry) []byte {
+	dst = append(dst, v.id[:]...)
+	dst = binary.AppendUvarint(dst, uint64(v.topic))
+	dst = binary.AppendVarint(dst, int64(v.partition))
+	dst = binary.AppendVarint(dst, v.offset)
+	dst = binary.AppendVarint(dst, v.timestamp)
+	dst = appendString(dst, v.key)
+	if v.hasBK {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
+	return appendString(dst, v.businessKey)
+}
+
+func (recordCodec) read(r *bufio.Reader, v *recordEntry) error {
+	if _, err := io.ReadFull(r, v.id[:]); err != nil {
+		return err
+	}
+	d := decoder{r: r}
+	v.topic = uint32(d.uvarint())
+	v.partition = int32(d.varint())
+	v.offset = d.varint()
+	v.timestamp = d.varint()
+	v.key = d.string()
+	v.hasBK = d.byte() == 1
+	v.businessKey = d.string()
+	return d.err
+}
+
+type deliveryCodec struct{}
+
+func (deliveryCodec) append(dst []byte, v *deliveryEntry) []byte {
+	dst = append(dst, v.id[:]...)
+	dst = binary.AppendUvarint(dst, uint64(v.topic))
+	dst = binary.AppendVarint(dst, int64(v.partition))
+	dst = binary.AppendVarint(dst, v.offset)
+	dst = binary.AppendVarint(dst, v.timestamp)
+	return appendString(dst, v.aggregateID)
+}
+
+func (deliveryCodec) read(r *bufio.Reader, v *deliveryEntry) error {
+	if _, err := io.ReadFull(r, v.id[:]); err != nil {
+		return err
+	}
+	d := decoder{r: r}
+	v.topic = uint32(d.uvarint())
+	v.partition = int32(d.varint())
+	v.offset = d.varint()
+	v.timestamp = d.varint()
+	v.aggregateID = d.string()
+	return d.err
+}
+
+func appendString(dst []byte, s string) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+// decoder reads the fields after a value's first one; the first error
+// sticks (an end of file there is a truncated file).
+type decoder struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		d.err = fmt.Errorf("truncated value: %w", err)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := binary.ReadUvarint(d.r)
+	if err != nil {
+		d.fail(err)
+	}
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := binary.ReadVarint(d.r)
+	if err != nil {
+		d.fail(err)
+	}
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	b, err := d.r.ReadByte()
+	if err != nil {
+		d.fail(err)
+	}
+	return b
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil || n == 0 {
+		return ""
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(d.r, buf); err != nil {
+		d.fail(err)
+		return ""
+	}
+	return string(buf)
+}

@@ -1,0 +1,176 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
+)
+
+// readRecords reads the routed topics (and the dead-letter topic) from the
+// first offset whose timestamp is at or after From minus Margin (the record
+// timestamp is the commit time, never before the row's created_at) up to
+// the last stable offset listed when the read begins, read_committed, and
+// sorts what it keeps of each record by message ID.
+func (v *verifier) readRecords(ctx context.Context) error {
+	c := v.c
+	v.dlq = -1
+	if c.DeadLetterTopic != "" {
+		v.dlq = int64(v.topics.intern(c.DeadLetterTopic))
+	}
+	names := slices.Clone(v.topics.names)
+	if len(names) == 0 {
+		return nil
+	}
+	opts := append(slices.Clone(c.Kafka),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// The commit marker at the end of a transaction is how a
+		// read_committed reader sees that it reached the end offset.
+		kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(16<<20),
+		kgo.FetchMaxPartitionBytes(4<<20),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("verify: kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListOffsetsAfterMilli(ctx, c.From.Add(-c.Margin).UnixMilli(), names...)
+	if err != nil {
+		return fmt.Errorf("verify: list offsets by time: %w", err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("verify: list end offsets: %w", err)
+	}
+	consume := map[string]map[int32]kgo.Offset{}
+	// left holds the end offset of every partition still to read.
+	left := map[string]map[int32]int64{}
+	for _, name := range names {
+		tr := TopicRange{Topic: name}
+		ps := ends[name]
+		if unknown, ok := ps[-1]; len(ps) == 0 || ok && errors.Is(unknown.Err, kerr.UnknownTopicOrPartition) {
+			if int64(v.topics.index[name]) != v.dlq {
+				v.rep.MissingTopics = append(v.rep.MissingTopics, name)
+			}
+			continue
+		}
+		for p, end := range ps {
+			if end.Err != nil {
+				return fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
+			}
+			start, ok := starts.Lookup(name, p)
+			if !ok || start.Err != nil {
+				return fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
+			}
+			r := PartitionRange{Partition: p, Start: start.Offset, End: end.Offset}
+			if r.Start > r.End {
+				r.Start = r.End
+			}
+			tr.Partitions = append(tr.Partitions, r)
+			if r.Start < r.End {
+				if consume[name] == nil {
+					consume[name], left[name] = map[int32]kgo.Offset{}, map[int32]int64{}
+				}
+				consume[name][p] = kgo.NewOffset().At(r.Start)
+				left[name][p] = r.End
+			}
+		}
+		slices.SortFunc(tr.Partitions, func(a, b PartitionRange) int { return int(a.Partition - b.Partition) })
+		v.rep.Topics = append(v.rep.Topics, tr)
+	}
+	if len(consume) == 0 {
+		return nil
+	}
+	cl.AddConsumePartitions(consume)
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			var loss *kgo.ErrDataLoss
+			if errors.As(err, &loss) {
+				c.Logger.Warn("verify: records were deleted while being read", "topic", t, "partition", p, "error", err)
+				return
+			}
+			if ferr == nil {
+				ferr = fmt.Errorf("verify: read %s[%d]: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		var addErr error
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			end, ok := left[fp.Topic][fp.Partition]
+			if !ok {
+				return
+			}
+			for _, r := range fp.Records {
+				if r.Offset >= end {
+					break
+				}
+				if !r.Attrs.IsControl() && addErr == nil {
+					addErr = v.addRecord(r)
+				}
+				if r.Offset >= end-1 {
+					v.done(cl, left, fp.Topic, fp.Partition)
+					break
+				}
+			}
+			// Everything up to the end was deleted while reading.
+			if fp.LogStartOffset >= end {
+				v.done(cl, left, fp.Topic, fp.Partition)
+			}
+		})
+		if addErr != nil {
+			return addErr
+		}
+	}
+	return nil
+}
+
+// done marks a partition read to its end offset.
+func (v *verifier) done(cl *kgo.Client, left map[string]map[int32]int64, topic string, p int32) {
+	if _, ok := left[topic][p]; !ok {
+		return
+	}
+	cl.PauseFetchPartitions(map[string][]int32{topic: {p}})
+	delete(left[topic], p)
+	if len(left[topic]) == 0 {
+		delete(left, topic)
+	}
+}
+
+// addRecord keeps what verify needs of r.
+func (v *verifier) addRecord(r *kgo.Record) error {
+	v.rep.RecordsRead++
+	e := recordEntry{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset,
+		timestamp: r.Timestamp.UnixMilli(), key: string(r.Key)}
+	var idOK bool
+	for _, h := range r.Headers {
+		switch h.Key {
+		case contract.HeaderMessageID:
+			id, err := uuid.ParseBytes(h.Value)
+			e.id, idOK = id, err == nil
+		case contract.HeaderBusinessKey:
+			e.businessKey, e.hasBK = string(h.Value), true
+		}
+	}
+	if !idOK {
+		v.rep.RecordsWithoutID++
+		return nil
+	}
+	return v.records.add(e)
+}

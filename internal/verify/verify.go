@@ -1,0 +1,304 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+)
+
+// Defaults of the Config fields.
+const (
+	DefaultMargin      = time.Minute
+	DefaultGrace       = time.Minute
+	DefaultList        = 20
+	DefaultMaxInMemory = 200_000
+)
+
+// ErrUsage marks a Config or window that cannot be verified as given.
+var ErrUsage = errors.New("verify: bad usage")
+
+// Config says what to verify and how.
+type Config struct {
+	// Conn reads the outbox table. Required.
+	Conn *pgx.Conn
+	// Table is the outbox table. Required.
+	Table pgname.Table
+	// Route is the relay's routing: the topic of a row with these
+	// aggregate type, event type and topic column (empty when NULL or
+	// absent). Required.
+	Route func(aggregateType, eventType, topic []byte) string
+	// DeadLetterTopic is read too: a row found there was dead-lettered
+	// by the relay, not lost. Empty: not read.
+	DeadLetterTopic string
+	// Kafka are the client options that reach the brokers (seed brokers,
+	// TLS, SASL). Required.
+	Kafka []kgo.Opt
+
+	// From and To bound the window: rows created at or after From and
+	// before To. Required; From before To.
+	From, To time.Time
+	// PrunedBefore, when not nil, is the relay's prune high-water mark:
+	// rows created before it may have been deleted.
+	PrunedBefore *time.Time
+	// Margin is how far before From the topics are read (by record
+	// timestamp). Defaults to DefaultMargin.
+	Margin time.Duration
+	// Grace: a row created less than this before the run started and not
+	// found in Kafka is pending, not missing (the relay may not have
+	// published it yet). Defaults to DefaultGrace.
+	Grace time.Duration
+	// List is how many missing rows, duplicates, mismatches and order
+	// breaks the report names (each). Defaults to DefaultList; negative
+	// means none.
+	List int
+	// MaxInMemory bounds the rows, records and deliveries held in memory
+	// by each of the three sorts; above it they spill to files in
+	// SpillDir. Defaults to DefaultMaxInMemory.
+	MaxInMemory int
+	// SpillDir holds the spill files. Defaults to os.TempDir().
+	SpillDir string
+	// Logger receives progress. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	cc := *c
+	if cc.Margin == 0 {
+		cc.Margin = DefaultMargin
+	}
+	if cc.Grace == 0 {
+		cc.Grace = DefaultGrace
+	}
+	if cc.List == 0 {
+		cc.List = DefaultList
+	}
+	if cc.List < 0 {
+		cc.List = 0
+	}
+	if cc.MaxInMemory == 0 {
+		cc.MaxInMemory = DefaultMaxInMemory
+	}
+	if cc.Logger == nil {
+		cc.Logger = slog.Default()
+	}
+	if cc.Now == nil {
+		cc.Now = time.Now
+	}
+	switch {
+	case cc.Conn == nil || cc.Route == nil || len(cc.Kafka) == 0:
+		return cc, fmt.Errorf("%w: a connection, a route and Kafka options are required", ErrUsage)
+	case cc.From.IsZero() || cc.To.IsZero():
+		return cc, fmt.Errorf("%w: the window needs a start and an end", ErrUsage)
+	case !cc.To.After(cc.From):
+		return cc, fmt.Errorf("%w: the window's end %s is not after its start %s", ErrUsage, cc.To.UTC().Format(time.RFC3339), cc.From.UTC().Format(time.RFC3339))
+	case cc.Margin < 0 || cc.Grace < 0 || cc.MaxInMemory < 0:
+		return cc, fmt.Errorf("%w: margin, grace and max-in-memory must not be negative", ErrUsage)
+	}
+	return cc, nil
+}
+
+// Report is what verify found. Counts cover the whole window; the lists
+// name the first Config.List of each.
+type Report struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// PrunedBefore is the relay's prune high-water mark when it falls
+	// after From: rows created before it may have been deleted, and verify
+	// cannot tell them from rows never written.
+	PrunedBefore *time.Time `json:"pruned_before,omitempty"`
+
+	// Rows are the outbox rows of the window still in the table.
+	Rows int64 `json:"rows"`
+	// Found are the rows with at least one record in their topic.
+	Found int64 `json:"found"`
+	// DeadLettered are the rows found only in the dead-letter topic.
+	DeadLettered int64 `json:"dead_lettered"`
+	// Missing are rows in no topic, created more than Grace before the
+	// run; Pending the newer ones (the relay may not have caught up).
+	Missing int64 `json:"missing"`
+	Pending int64 `json:"pending"`
+	// InvalidIDs are rows whose id is not a UUID (the relay
+	// dead-letters them under no message ID: they cannot be matched).
+	InvalidIDs int64 `json:"invalid_ids"`
+	// Duplicates are the records beyond the first of a row (all topics);
+	// DuplicatedRows the rows that have them.
+	Duplicates     int64 `json:"duplicates"`
+	DuplicatedRows int64 `json:"duplicated_rows"`
+	// Mismatched are records whose key, business-key header or topic
+	// disagree with their row.
+	Mismatched int64 `json:"mismatched"`
+	// OrderBreaks are first deliveries of an aggregate (in its topic and
+	// partition) whose commit time (record timestamp) is earlier than
+	// that of a first delivery before them.
+	OrderBreaks int64 `json:"order_breaks"`
+
+	// RecordsRead are the records read from the topics (control records
+	// not counted); RecordsWithoutID those without a message-id header
+	// that parses as a UUID; Unmatched those whose ID is no row of the
+	// window (rows outside it, read through the margin, logical messages,
+	// rows deleted from the table); Unverifiable the unmatched ones with
+	// a timestamp in [From, PrunedBefore): records of rows pruning may
+	// have deleted.
+	RecordsRead      int64 `json:"records_read"`
+	RecordsWithoutID int64 `json:"records_without_id"`
+	Unmatched        int64 `json:"unmatched"`
+	Unverifiable     int64 `json:"unverifiable"`
+
+	// Topics are the topics read with the offsets read from each
+	// partition; MissingTopics the routed topics that do not exist.
+	Topics        []TopicRange `json:"topics"`
+	MissingTopics []string     `json:"missing_topics,omitempty"`
+	// SpillFiles is the number of sorted runs written to disk (0: the
+	// window fit in memory).
+	SpillFiles int `json:"spill_files"`
+
+	MissingRows     []MissingRow `json:"missing_rows"`
+	DuplicateRows   []Duplicate  `json:"duplicate_rows"`
+	MismatchRecords []Mismatch   `json:"mismatch_records"`
+	OrderBreakList  []OrderBreak `json:"order_break_list"`
+
+	// Started and Duration time the run.
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// OK is true when every row is accounted for: nothing missing, no
+// mismatched record, no order break. Duplicates and pending rows do not
+// count against it.
+func (r *Report) OK() bool { return r.Missing == 0 && r.Mismatched == 0 && r.OrderBreaks == 0 }
+
+// TopicRange is a topic read and its partitions.
+type TopicRange struct {
+	Topic      string           `json:"topic"`
+	Partitions []PartitionRange `json:"partitions"`
+}
+
+// PartitionRange is the offsets [Start, End) read from a partition: Start
+// the first at or after the window's start minus the margin, End the last
+// stable offset when the read began.
+type PartitionRange struct {
+	Partition int32 `json:"partition"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+}
+
+// MissingRow is a row found in no topic.
+type MissingRow struct {
+	ID        string    `json:"id"`
+	Topic     string    `json:"topic"`
+	CreatedAt time.Time `json:"created_at"`
+	// CommitTime is the row's commit time, known only when the server
+	// runs with track_commit_timestamp = on.
+	CommitTime *time.Time `json:"commit_time,omitempty"`
+}
+
+// Duplicate is a row with more than one record.
+type Duplicate struct {
+	ID      string   `json:"id"`
+	Records int      `json:"records"`
+	Offsets []Offset `json:"offsets"`
+}
+
+// Offset is where a record is.
+type Offset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// Mismatch is a record that disagrees with its row: Field is "key",
+// "business-key" or "topic"; Want is the row's, Got the record's.
+type Mismatch struct {
+	ID     string `json:"id"`
+	Offset Offset `json:"at"`
+	Field  string `json:"field"`
+	Want   string `json:"want"`
+	Got    string `json:"got"`
+}
+
+// OrderBreak is a first delivery committed before one that precedes it in
+// its aggregate's partition.
+type OrderBreak struct {
+	AggregateID string    `json:"aggregate_id"`
+	ID          string    `json:"id"`
+	At          Offset    `json:"at"`
+	CommitTime  time.Time `json:"commit_time"`
+	AfterID     string    `json:"after_id"`
+	AfterOffset int64     `json:"after_offset"`
+	AfterCommit time.Time `json:"after_commit_time"`
+}
+
+// Run verifies the window of cfg.
+func Run(ctx context.Context, cfg *Config) (*Report, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	v := &verifier{c: &c, topics: newTopics(), rep: &Report{From: c.From, To: c.To, Started: c.Now()}}
+	if c.PrunedBefore != nil && c.PrunedBefore.After(c.From) {
+		p := *c.PrunedBefore
+		v.rep.PrunedBefore = &p
+	}
+	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, c.SpillDir)
+	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, c.SpillDir)
+	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, c.SpillDir)
+	defer v.rows.close()
+	defer v.records.close()
+	defer v.deliveries.close()
+	if err := v.readRows(ctx); err != nil {
+		return nil, err
+	}
+	c.Logger.Debug("verify: read the window's rows", "rows", v.rep.Rows, "topics", len(v.topics.names))
+	if err := v.readRecords(ctx); err != nil {
+		return nil, err
+	}
+	c.Logger.Debug("verify: read the topics", "records", v.rep.RecordsRead)
+	if err := v.match(); err != nil {
+		return nil, err
+	}
+	if err := v.checkOrder(); err != nil {
+		return nil, err
+	}
+	v.rep.SpillFiles = v.rows.spilled + v.records.spilled + v.deliveries.spilled
+	v.rep.Duration = c.Now().Sub(v.rep.Started)
+	return v.rep, nil
+}
+
+// verifier holds one run.
+type verifier struct {
+	c          *Config
+	topics     *topics
+	rep        *Report
+	rows       *sorter[rowEntry]
+	records    *sorter[recordEntry]
+	deliveries *sorter[deliveryEntry]
+	// dlq is the dead-letter topic's index; -1 when not read.
+	dlq int64
+}
+
+// topics interns topic names.
+type topics struct {
+	index map[string]uint32
+	names []string
+}
+
+func newTopics() *topics { return &topics{index: map[string]uint32{}} }
+
+func (t *topics) intern(name string) uint32 {
+	if i, ok := t.index[name]; ok {
+		return i
+	}
+	i := uint32(len(t.names))
+	t.index[name] = i
+	t.names = append(t.names, name)
+	return i
+}

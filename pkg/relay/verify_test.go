@@ -1,0 +1,235 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// produce writes recs to the cluster with kgo (acks=all, keys hashed as
+// the relay does: one key, one partition).
+func produce(t *testing.T, brokers []string, recs ...*kgo.Record) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// record is the Kafka record the relay would write for a row.
+func record(topic, id string, m outbox.Message, at time.Time) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: []byte(m.AggregateID), Value: m.Payload, Timestamp: at, Headers: []kgo.RecordHeader{
+		{Key: "message-id", Value: []byte(id)},
+		{Key: "business-key", Value: []byte(m.BusinessKey)},
+		{Key: "event-type", Value: []byte(m.EventType)},
+		{Key: "aggregate-type", Value: []byte(m.AggregateType)},
+		{Key: "aggregate-id", Value: []byte(m.AggregateID)},
+	}}
+}
+
+func verifyWindow(t *testing.T, b *bundle, from time.Time, opts relay.VerifyOptions) *relay.VerifyReport {
+	t.Helper()
+	opts.From, opts.To = from, time.Now().Add(time.Second)
+	if opts.Grace == 0 {
+		opts.Grace = time.Nanosecond // nothing is pending: every row was published before
+	}
+	if opts.List == 0 {
+		opts.List = 1000
+	}
+	rep, err := relay.Verify(context.Background(), b.cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// Rows streamed by the relay, then records deleted from a partition
+// (DeleteRecords), rows published twice (a backfill of one aggregate
+// type) and a record with a wrong key: verify names each exactly, and
+// gives the same report when it must spill every sort to disk.
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	from := time.Now().Add(-time.Second)
+	run := b.start(t)
+	var ids []string
+	msgs := map[string]outbox.Message{}
+	for i := range 40 {
+		m := msg(fmt.Sprintf("agg-%d", i%5), i)
+		if i%8 == 0 {
+			m.AggregateType = "invoice"
+		}
+		if i == 7 {
+			m.Topic = "audit.explicit"
+		}
+		got := b.insert(t, m)
+		ids = append(ids, got...)
+		msgs[got[0]] = m
+	}
+	testenv.WaitFor(t, time.Minute, "every row in Kafka", func() (bool, error) {
+		rep, err := relay.Verify(ctx, b.cfg, relay.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
+		return err == nil && rep.Found == int64(len(ids)), err
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	rep := verifyWindow(t, b, from, relay.VerifyOptions{})
+	if rep.Rows != 40 || rep.Found != 40 || rep.Missing != 0 || rep.Duplicates != 0 || rep.Mismatched != 0 || rep.OrderBreaks != 0 || !rep.OK() {
+		t.Fatalf("clean window: %+v", rep)
+	}
+	if rep.RecordsRead != 40 || rep.Unmatched != 0 {
+		t.Errorf("records read %d, unmatched %d; want 40, 0", rep.RecordsRead, rep.Unmatched)
+	}
+
+	// Delete the first 3 records of the fullest partition of outbox.order.
+	recs := testenv.MustReadTopic(t, b.kafka.Brokers, "outbox.order")
+	byPartition := map[int32][]testenv.Record{}
+	for _, r := range recs {
+		byPartition[r.Partition] = append(byPartition[r.Partition], r)
+	}
+	var part int32
+	for p, rs := range byPartition {
+		if len(rs) > len(byPartition[part]) {
+			part = p
+		}
+	}
+	var wantMissing []string
+	for _, r := range byPartition[part] {
+		if r.Offset < 3 {
+			id, _ := r.Header("message-id")
+			wantMissing = append(wantMissing, id)
+		}
+	}
+	adm := kadmClient(t, b.kafka.Brokers)
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "outbox.order", Partition: part, At: 3})
+	if res, err := adm.DeleteRecords(ctx, del); err != nil || res.Error() != nil {
+		t.Fatalf("DeleteRecords: %v %v", err, res.Error())
+	}
+
+	// Publish the invoice rows a second time.
+	var invoices []string
+	for _, id := range ids {
+		if msgs[id].AggregateType == "invoice" {
+			invoices = append(invoices, id)
+		}
+	}
+	n, err := relay.Backfill(ctx, b.cfg, relay.BackfillOptions{Since: from, AggregateType: "invoice"})
+	if err != nil || n != len(invoices) {
+		t.Fatalf("backfill: %d, %v; want %d", n, err, len(invoices))
+	}
+
+	// A record with a wrong key for a row whose record is still there.
+	var wrong string
+	for _, id := range ids {
+		if m := msgs[id]; m.AggregateType == "order" && m.Topic == "" && !slices.Contains(wantMissing, id) {
+			wrong = id
+			break
+		}
+	}
+	bad := record("outbox.order", wrong, msgs[wrong], time.Now())
+	bad.Key = []byte("wrong-key")
+	produce(t, b.kafka.Brokers, bad)
+
+	check := func(rep *relay.VerifyReport) {
+		t.Helper()
+		var missing []string
+		for _, m := range rep.MissingRows {
+			missing = append(missing, m.ID)
+		}
+		slices.Sort(missing)
+		slices.Sort(wantMissing)
+		if !slices.Equal(missing, wantMissing) || rep.Missing != int64(len(wantMissing)) {
+			t.Errorf("missing %d %v, want %v", rep.Missing, missing, wantMissing)
+		}
+		if rep.Found != int64(40-len(wantMissing)) {
+			t.Errorf("found %d, want %d", rep.Found, 40-len(wantMissing))
+		}
+		var dups []string
+		for _, d := range rep.DuplicateRows {
+			dups = append(dups, d.ID)
+			if d.Records != 2 {
+				t.Errorf("duplicate %s: %d records, want 2", d.ID, d.Records)
+			}
+		}
+		wantDups := append(slices.Clone(invoices), wrong)
+		slices.Sort(dups)
+		slices.Sort(wantDups)
+		if !slices.Equal(dups, wantDups) || rep.Duplicates != int64(len(wantDups)) || rep.DuplicatedRows != int64(len(wantDups)) {
+			t.Errorf("duplicates %d of %d rows %v, want %v", rep.Duplicates, rep.DuplicatedRows, dups, wantDups)
+		}
+		if rep.Mismatched != 1 || len(rep.MismatchRecords) != 1 {
+			t.Fatalf("mismatched %d %+v, want the one wrong key", rep.Mismatched, rep.MismatchRecords)
+		}
+		if mm := rep.MismatchRecords[0]; mm.ID != wrong || mm.Field != "key" || mm.Want != msgs[wrong].AggregateID || mm.Got != "wrong-key" {
+			t.Errorf("mismatch %+v, want %s key %q vs wrong-key", mm, wrong, msgs[wrong].AggregateID)
+		}
+		if rep.OrderBreaks != 0 || rep.OK() {
+			t.Errorf("order breaks %d, OK %v; want 0, false", rep.OrderBreaks, rep.OK())
+		}
+	}
+	rep = verifyWindow(t, b, from, relay.VerifyOptions{})
+	check(rep)
+	if rep.SpillFiles != 0 {
+		t.Errorf("spill files %d for 40 rows, want 0", rep.SpillFiles)
+	}
+	spilled := verifyWindow(t, b, from, relay.VerifyOptions{MaxInMemory: 3, SpillDir: t.TempDir()})
+	check(spilled)
+	if spilled.SpillFiles < 3 {
+		t.Errorf("spill files %d with 3 entries in memory, want several", spilled.SpillFiles)
+	}
+}
+
+func kadmClient(t *testing.T, brokers []string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// A first delivery committed before one ahead of it in its aggregate's
+// partition is an order break; records of rows outside the window are
+// unmatched, not missing.
+func TestVerifyOrderBreak(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	from := time.Now().Add(-time.Second)
+	m1, m2 := msg("ledger-1", 1), msg("ledger-1", 2)
+	id1, id2 := b.insert(t, m1)[0], b.insert(t, m2)[0]
+	at := time.Now()
+	// The second row first, with the later commit time; then the first.
+	produce(t, b.kafka.Brokers,
+		record("outbox.order", id2, m2, at),
+		record("outbox.order", id1, m1, at.Add(-time.Second)),
+		record("outbox.order", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", m1, at),
+	)
+	rep := verifyWindow(t, b, from, relay.VerifyOptions{})
+	if rep.Rows != 2 || rep.Found != 2 || rep.Missing != 0 || rep.OrderBreaks != 1 || rep.Unmatched != 1 || rep.OK() {
+		t.Fatalf("report %+v: want 2 rows found, 1 order break, 1 unmatched", rep)
+	}
+	ob := rep.OrderBreakList[0]
+	if ob.ID != id1 || ob.AfterID != id2 || ob.AggregateID != "ledger-1" {
+		t.Errorf("order break %+v: want %s after %s", ob, id1, id2)
+	}
+}

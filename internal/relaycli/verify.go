@@ -203,7 +203,7 @@ func verifyAction(c *cli.Context, sc *scrubber) error {
 		return v.once(c, m, reg)
 	}
 	if addr := c.String(flagMetricsAddr); addr != "" {
-		srv, err := cliutil.ServeMetrics(addr, reg, func() bool { return true }, v.cfg.Logger)
+		srv, err := cliutil.ServeMetrics(addr, reg, alwaysReady{}, v.cfg.Logger)
 		if err != nil {
 			return fail(fmt.Errorf("metrics: %w", err))
 		}
@@ -224,6 +224,13 @@ func verifyAction(c *cli.Context, sc *scrubber) error {
 		}
 	}
 }
+
+// alwaysReady is the /readyz role of relay verify --every: it has no slot
+// to stream, so it is ready while it runs.
+type alwaysReady struct{}
+
+func (alwaysReady) Ready() bool   { return true }
+func (alwaysReady) Standby() bool { return false }
 
 // once verifies the window once, prints the report, exports the gauges,
 // and returns the verdict as an error (exit 1) when a row is not

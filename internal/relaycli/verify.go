@@ -96,7 +96,7 @@ func verifyFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagPushJob, Category: catVerify, EnvVars: envVar(flagPushJob), Value: defaultPushJob, Usage: "job label of the pushed gauges"},
 		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit)"),
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catVerify, EnvVars: envVar(flagMetricsAddr),
-			Usage: "with --every, serve /metrics on this address (empty: do not serve)"},
+			Usage: "with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"},
 	)
 }
 
@@ -148,8 +148,6 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 		return nil, usagef("--%s must not be negative", flagEvery)
 	case v.every > 0 && v.since == 0:
 		return nil, usagef("--%s needs a sliding window (--since DURATION), not --from/--to", flagEvery)
-	case v.every == 0 && c.String(flagMetricsAddr) != "":
-		return nil, usagef("--%s serves the gauges of --%s; a single run writes them with --%s or --%s", flagMetricsAddr, flagEvery, flagMetricsFile, flagPushgateway)
 	}
 	warnSecretFlags(sc, cfg.Logger)
 	return v, nil

@@ -195,7 +195,7 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"sasl scram without tls", append(base, "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "u"), "plaintext"},
 		{"require-tls", []string{"status", "--database-url", "postgres://relay@db.example.com/db?sslmode=require", "--require-tls"}, "verify-full"},
 		{"unknown flag", append(base, "--bogus"), "bogus"},
-		{"unknown command", []string{"start"}, `unknown command "start" (commands: run, setup, status, teardown, recover, backfill, dev; see relay --help)`},
+		{"unknown command", []string{"start"}, `unknown command "start" (commands: run, setup, status, teardown, recover, backfill, verify, dev; see relay --help)`},
 		{"help unknown command", []string{"help", "start"}, `unknown command "start"`},
 		{"stray argument", []string{"status", "--database-url", url, "extra"}, `unexpected argument "extra"`},
 	} {

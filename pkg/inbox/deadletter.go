@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -107,3 +108,109 @@ func (d *deadLetterWriter) Close() error {
 	d.transport.CloseIdleConnections()
 	return err
 }
+
+// DeadLetterConfig configures a DeadLetterWriter. Brokers and Inbox are
+// required.
+type DeadLetterConfig struct {
+	// Brokers are the bootstrap addresses. Required.
+	Brokers []string
+	// Inbox is the inbox whose outcomes are settled; its consumer name goes
+	// in the dlq-consumer header. Required.
+	Inbox *Inbox
+	// DB, when set, is the inbox's database: after a dead letter is written
+	// the row records it (dead_lettered_at), so that a redelivery of the
+	// FAILED_FINAL message does not write it again. Without it every
+	// redelivery writes it again (at least once, never lost).
+	DB Beginner
+	// Topic receives the dead letters. Defaults to "inbox.dlq".
+	Topic string
+	// Dialer connects to the brokers (TLS, SASL, timeouts). Defaults to a
+	// Dialer with a 10s timeout.
+	Dialer *kafka.Dialer
+}
+
+// DeadLetterWriter settles the deliveries of a consumer loop of your own
+// (franz-go, sarama, confluent-kafka-go): Settle writes the dead letter of a
+// dead-lettered message, as NewConsumer's loop does, and says whether the
+// record's offset may be committed. It is safe for concurrent use.
+type DeadLetterWriter struct {
+	w  *deadLetterWriter
+	in *Inbox
+	db database // nil: dead letters are not recorded in the row
+}
+
+// NewDeadLetterWriter validates cfg and returns a DeadLetterWriter; Close it
+// when the loop ends.
+func NewDeadLetterWriter(cfg *DeadLetterConfig) (*DeadLetterWriter, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("inbox: dead-letter config is nil")
+	case len(cfg.Brokers) == 0:
+		return nil, errors.New("inbox: DeadLetterConfig.Brokers is required")
+	case cfg.Inbox == nil:
+		return nil, errors.New("inbox: DeadLetterConfig.Inbox is required")
+	}
+	d := &DeadLetterWriter{in: cfg.Inbox}
+	if cfg.DB != nil {
+		if err := checkDB(cfg.DB); err != nil {
+			return nil, err
+		}
+		d.db = pgxDB{cfg.DB}
+	}
+	topic, dialer := cfg.Topic, cfg.Dialer
+	if topic == "" {
+		topic = DefaultDeadLetterTopic
+	}
+	if dialer == nil {
+		dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
+	}
+	d.w = newDeadLetterWriter(cfg.Brokers, dialer, topic, cfg.Inbox)
+	return d, nil
+}
+
+// Settle finishes one delivery of rec in a consumer loop of your own. Pass
+// what Process, ProcessTx, ProcessSQL or ProcessExternal returned for
+// rec.Message(). It writes the dead letter of a DeadLettered outcome, and of
+// a record Process refused (ErrInvalidMessage: no message-id or
+// business-key header, or a key that breaks the key rules), and returns
+// once every in-sync replica has it. The answer:
+//
+//   - true: Processed, Duplicate, or dead-lettered with the dead letter
+//     written. Commit rec's offset.
+//   - false, nil error: Retry or Busy. Deliver rec again after a backoff
+//     (Config.Backoff), before any later record of its partition:
+//     committing a later offset commits rec's too.
+//   - false, an error: the outcome is unknown (Process failed: the
+//     database), or the dead-letter write failed. Deliver rec again. An error
+//     wrapping ErrConflict is a Conflict under ConflictPolicyStop: stop the
+//     loop without committing.
+func (d *DeadLetterWriter) Settle(ctx context.Context, rec KafkaRecord, res Result, err error) (commit bool, _ error) {
+	km := rec.kafkaMessage()
+	var bad *Result
+	if errors.Is(err, ErrInvalidMessage) && res.Outcome == 0 {
+		msg, b := messageFromKafka(km)
+		if b == nil {
+			b = &Result{Outcome: DeadLettered, Reason: ReasonInvalidKey, Err: err}
+		}
+		res, err, bad = d.in.deadLetterUnprocessable(&msg, *b), nil, b
+	}
+	switch {
+	case err != nil:
+		return false, err
+	case !res.Outcome.Acked():
+		return false, nil
+	case res.Outcome != DeadLettered || res.deadLetterSent:
+		return true, nil
+	}
+	if err := d.w.write(ctx, km, res); err != nil {
+		return false, fmt.Errorf("inbox: write dead letter to %s: %w", d.w.topic, err)
+	}
+	if d.db != nil && bad == nil && res.Reason != ReasonConflict {
+		msg := rec.Message()
+		d.in.markDeadLettered(context.WithoutCancel(ctx), d.db, &msg)
+	}
+	return true, nil
+}
+
+// Close closes the writer's connections.
+func (d *DeadLetterWriter) Close() error { return d.w.Close() }

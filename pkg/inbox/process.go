@@ -47,7 +47,11 @@ func (m *Message) validate() error {
 //
 // The returned error is non-nil only when the outcome is unknown (the
 // database failed; deliver the message again) or for a Conflict under
-// ConflictPolicyStop (wrapping ErrConflict).
+// ConflictPolicyStop (wrapping ErrConflict). A nil error is not a success:
+// Retry and Busy must be delivered again, and a DeadLettered message must
+// be written to a dead-letter topic. A consumer loop of your own commits a
+// record's offset only when Result.Outcome.Acked(), after writing the dead
+// letter: DeadLetterWriter.Settle does both checks.
 func (in *Inbox) Process(ctx context.Context, db Beginner, msg Message, handler TxHandler) (Result, error) {
 	if err := checkDB(db); err != nil {
 		return Result{}, err

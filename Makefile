@@ -52,11 +52,12 @@ $(ACTIONLINT):
 	mv $(BIN)/.tools/actionlint $@
 
 .PHONY: check-deploy
-check-deploy: $(HELM) ## Validate deploy files: alert rules (promtool), the Helm chart (helm lint, helm template), and go test ./test/deploy.
+check-deploy: $(HELM) $(ACTIONLINT) ## Validate deploy files: alert rules (promtool), the Helm chart (helm lint, helm template), the CI workflows (actionlint), and go test ./test/deploy.
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
 	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/full-values.yaml
 	$(HELM) template check $(CHART) -f $(CHART)/ci/full-values.yaml >/dev/null
+	$(ACTIONLINT) .github/workflows/*.yml
 	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -count=1 ./test/deploy
 
 .PHONY: test

@@ -17,4 +17,12 @@
 // a server. Otherwise the server binaries are looked up on PATH and under
 // /usr/lib/postgresql/*/bin; when running as root the server runs as the
 // postgres OS user, because initdb refuses to run as root.
+//
+// # External broker
+//
+// When PGOUTBOX_TEST_KAFKA_BROKERS is set, tests that call NewBroker (those
+// written for any Kafka-protocol broker) use it instead of kfake, with
+// topic and group names prefixed per test (Kafka.TopicPrefix). Tests that
+// shape or break the broker (NewKafka with options, Cluster.Control) keep
+// kfake.
 package testenv

@@ -1,7 +1,12 @@
 package testenv
 
 import (
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -10,10 +15,14 @@ import (
 // a loopback port.
 type Kafka struct {
 	// Cluster is the kfake cluster, for fault injection (Control) and
-	// topic administration.
+	// topic administration; nil for an external broker (NewBroker).
 	Cluster *kfake.Cluster
 	// Brokers are the bootstrap addresses ("127.0.0.1:port").
 	Brokers []string
+	// TopicPrefix starts the name of every topic and consumer group of the
+	// test: empty on a broker of its own (kfake), unique to the test on an
+	// external one.
+	TopicPrefix string
 }
 
 // DefaultPartitions is the partition count of auto-created topics.
@@ -34,4 +43,36 @@ func NewKafka(t testing.TB, opts ...kfake.Opt) *Kafka {
 	}
 	t.Cleanup(c.Close)
 	return &Kafka{Cluster: c, Brokers: c.ListenAddrs()}
+}
+
+// KafkaEnv names the environment variable that points the tests written
+// for any broker (those that call NewBroker) at an external one instead of
+// kfake: bootstrap addresses, comma-separated ("localhost:9092"). CI sets it
+// for Apache Kafka and Redpanda.
+const KafkaEnv = "PGOUTBOX_TEST_KAFKA_BROKERS"
+
+var topicPrefixes atomic.Int64
+
+// NewBroker is the broker of a test that needs only its addresses and
+// topics of its own: the external broker named by KafkaEnv, else a kfake
+// cluster as NewKafka(t) starts. On an external broker, which tests and
+// runs share, Cluster is nil and TopicPrefix is unique to the test: name
+// every topic and consumer group with it. The broker must create topics on
+// first use (auto.create.topics.enable).
+func NewBroker(t testing.TB) *Kafka {
+	t.Helper()
+	addrs := os.Getenv(KafkaEnv)
+	if addrs == "" {
+		return NewKafka(t)
+	}
+	var brokers []string
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			brokers = append(brokers, a)
+		}
+	}
+	return &Kafka{
+		Brokers:     brokers,
+		TopicPrefix: fmt.Sprintf("t%d-%d-%d.", time.Now().Unix(), os.Getpid(), topicPrefixes.Add(1)),
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,44 +55,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	w, err := outbox.NewWriter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu      sync.Mutex
-		acked   int
-		stopped = make(chan struct{})
-		done    = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for n := 0; ; n++ {
-			select {
-			case <-stopped:
-				return
-			default:
-			}
-			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: fmt.Sprintf("a%d", n%7),
-					EventType: "e", BusinessKey: fmt.Sprintf("bk-%d", n), Payload: []byte(`{}`)})
-				return err
-			})
-			if err == nil {
-				mu.Lock()
-				acked++
-				mu.Unlock()
-				time.Sleep(2 * time.Millisecond) // a steady few hundred a second
-			} else {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-	}()
-	writerAcked := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return acked
-	}
+	writerAcked, stopWriter := startOrderWriter(ctx, t, pool)
 	// Let the relay publish a good part, and the standby replay it. The
 	// writer's progress is waited for first, so a failure tells a slow
 	// writer from a relay that does not publish.
@@ -137,8 +101,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	}
 	relay = startRelay(t, bin, logPath, runArgs...)
 	testenv.WaitFor(t, time.Minute, "writes after the recovery", func() (bool, error) { return writerAcked() > killedAt+100, nil })
-	close(stopped)
-	<-done
+	stopWriter()
 
 	// Every row the new primary holds is in Kafka.
 	rows, err := pool.Query(ctx, `SELECT id::text FROM outbox`)
@@ -160,4 +123,42 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	if code := relay.stop(time.Minute); code != 0 {
 		t.Fatalf("relay after SIGTERM: exit code %d", code)
 	}
+}
+
+// startOrderWriter commits single-row "order" transactions on pool, a few
+// hundred a second, retrying while no primary accepts them, until stop.
+// acked counts the commits.
+func startOrderWriter(ctx context.Context, t *testing.T, pool *pgxpool.Pool) (acked func() int, stop func()) {
+	t.Helper()
+	w, err := outbox.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	stopped, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stopped:
+				return
+			default:
+			}
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: fmt.Sprintf("a%d", i%7),
+					EventType: "e", BusinessKey: fmt.Sprintf("bk-%d", i), Payload: []byte(`{}`)})
+				return err
+			})
+			if err == nil {
+				n.Add(1)
+				time.Sleep(2 * time.Millisecond) // a steady few hundred a second
+			} else {
+				time.Sleep(20 * time.Millisecond) // no primary yet
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(stopped); <-done }) }
+	t.Cleanup(stop)
+	return func() int { return int(n.Load()) }, stop
 }

@@ -43,7 +43,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	bin := buildRelay(t)
 	producerDB := testenv.NewDB(t)
 	consumerDB := testenv.NewDB(t)
-	kafka := testenv.NewKafka(t)
+	kafka := testenv.NewBroker(t) // also Apache Kafka and Redpanda on CI
 	ctx := context.Background()
 	logPath := relayLog(t)
 
@@ -51,7 +51,8 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	args := func(cmd, slot string) []string {
 		a := []string{cmd, "--database-url", producerDB.URL, "--slot", slot, "--publication", "pub_e2e"}
 		if cmd == "run" {
-			a = append(a, "--brokers", kafka.Brokers[0], "--metrics-addr", "", "--log-format", "json", "--status-interval", "500ms")
+			a = append(a, "--brokers", kafka.Brokers[0], "--metrics-addr", "", "--log-format", "json", "--status-interval", "500ms",
+				"--topic-template", kafka.TopicPrefix+"outbox.{aggregate_type}")
 		}
 		return a
 	}
@@ -74,11 +75,11 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	outcomes := &outcomeCounter{n: make(map[inbox.Outcome]int)}
 	var topics []string
 	for _, typ := range crashAggregateTypes {
-		topics = append(topics, "outbox."+typ)
+		topics = append(topics, kafka.TopicPrefix+"outbox."+typ)
 	}
 	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig{
 		Brokers: kafka.Brokers,
-		GroupID: "e2e",
+		GroupID: kafka.TopicPrefix + "e2e",
 		Topics:  topics,
 		Inbox:   in,
 		DB:      consumerDB.Pool,

@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// TestFailoverSlotSurvivesPromotion is TestFailoverGapAndRecover on PG 17
+// with a failover slot: relay setup creates the slot with FAILOVER true,
+// the physical standby synchronises it (sync_replication_slots, through
+// its own physical slot named in the primary's synchronized_standby_slots),
+// the primary is killed and the standby promoted while a writer commits.
+// The relay must stream on from the new primary without a gap and without
+// recover: it does not exit, and every row the new primary holds reaches
+// Kafka. It skips below PG 17 (CI runs it on 17; our machine has only 15).
+func TestFailoverSlotSurvivesPromotion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary := testenv.NewServer(t)
+	var version int
+	if err := queryRow(ctx, primary.AdminURL, `SELECT current_setting('server_version_num')::int`, &version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 170000 {
+		t.Skipf("failover slots need PostgreSQL 17; the server is %d", version)
+	}
+	bin := buildRelay(t)
+	kafka := testenv.NewBroker(t)
+	logPath := relayLog(t)
+	topic := kafka.TopicPrefix + "outbox.order"
+
+	common := func(url string) []string {
+		return []string{"--database-url", url, "--slot", "failover", "--publication", "pub_failover"}
+	}
+	mustRunRelay(t, bin, append([]string{"setup"}, common(primary.AdminURL)...)...)
+	mustExec(ctx, t, primary.AdminURL, `SELECT pg_create_physical_replication_slot('pgoutbox_standby')`)
+	standby, err := primary.StartStandby(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Stop()
+	// The slot sync worker needs a dbname in primary_conninfo, the
+	// standby's physical slot and its feedback. Set after the base backup,
+	// so that the standby does not inherit the primary's
+	// synchronized_standby_slots (a promoted server would wait for a slot
+	// it does not have).
+	for _, q := range []string{
+		fmt.Sprintf(`ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=%d user=postgres dbname=postgres'`, primary.Port()),
+		`ALTER SYSTEM SET primary_slot_name = 'pgoutbox_standby'`,
+		`ALTER SYSTEM SET hot_standby_feedback = on`,
+		`ALTER SYSTEM SET sync_replication_slots = on`,
+		`SELECT pg_reload_conf()`,
+	} {
+		mustExec(ctx, t, standby.AdminURL, q)
+	}
+	mustExec(ctx, t, primary.AdminURL, `ALTER SYSTEM SET synchronized_standby_slots = 'pgoutbox_standby'`)
+	mustExec(ctx, t, primary.AdminURL, `SELECT pg_reload_conf()`)
+
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=5",
+		primary.Port(), standby.Port())
+	runArgs := append(append([]string{"run"}, common(url)...),
+		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--status-interval", "200ms", "--standby-retry-interval", "200ms",
+		"--topic-template", kafka.TopicPrefix+"outbox.{aggregate_type}")
+	relay := startRelay(t, bin, logPath, runArgs...)
+
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	acked, stopWriter := startOrderWriter(ctx, t, pool)
+	testenv.WaitFor(t, 2*time.Minute, "the writer to commit 200 rows", func() (bool, error) { return acked() >= 200, nil })
+	testenv.WaitForRecords(t, kafka.Brokers, topic, 200, 2*time.Minute)
+	testenv.WaitFor(t, 2*time.Minute, "the standby to synchronise the failover slot", func() (bool, error) {
+		var ok bool
+		err := queryRow(ctx, standby.AdminURL, `SELECT count(*) = 1 FROM pg_replication_slots
+			WHERE slot_name = 'failover' AND failover AND synced AND NOT temporary AND confirmed_flush_lsn IS NOT NULL`, &ok)
+		return ok, err
+	})
+
+	primary.Kill()
+	killedAt := acked()
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 2*time.Minute, "writes on the new primary", func() (bool, error) {
+		if relay.exited() {
+			return false, fmt.Errorf("the relay exited after the promotion: %v\n%s", relay.err, logTail(logPath))
+		}
+		return acked() > killedAt+100, nil
+	})
+	stopWriter()
+
+	rows, err := pool.Query(ctx, `SELECT id::text FROM outbox`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := testenv.WaitForIDs(t, kafka.Brokers, topic, ids, 2*time.Minute)
+	t.Logf("failover slot: %d rows on the new primary, %d before the kill; Kafka: %d records", len(ids), killedAt, len(recs))
+	if relay.exited() {
+		t.Fatalf("the relay exited: %v", relay.err)
+	}
+	logs, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(logs), "survived the promotion") {
+		t.Errorf("the relay log does not say the failover slot survived the promotion:\n%s", logTail(logPath))
+	}
+	if code := relay.stop(time.Minute); code != 0 {
+		t.Fatalf("relay exit code %d at the end, want 0", code)
+	}
+}
+
+// queryRow runs q once on a new connection to url and scans its row.
+func queryRow(ctx context.Context, url, q string, dest ...any) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return conn.QueryRow(ctx, q).Scan(dest...)
+}
+
+// mustExec runs q on a new connection to url.
+func mustExec(ctx context.Context, t *testing.T, url, q string) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}

@@ -9,9 +9,21 @@ import "strings"
 // last, another ignores case, so a forged second message-id or business-key
 // could change what a consumer deduplicates on. Such a record is invalid.
 func RepeatedReserved(names []string) string {
-	var seen [5]bool
+	return repeated(names, HeaderMessageID, HeaderBusinessKey, HeaderEventType, HeaderAggregateType, HeaderAggregateID)
+}
+
+// RepeatedCloudEvents is RepeatedReserved for the CloudEvents headers the
+// inbox reads a record by (ce_id, ce_businesskey, ce_type).
+func RepeatedCloudEvents(names []string) string {
+	return repeated(names, HeaderCEID, HeaderCEBusinessKey, HeaderCEType)
+}
+
+// repeated returns the first of reserved (at most 8) that names holds more
+// than once, ignoring case, or "".
+func repeated(names []string, reserved ...string) string {
+	var seen [8]bool
 	for _, n := range names {
-		for i, h := range [...]string{HeaderMessageID, HeaderBusinessKey, HeaderEventType, HeaderAggregateType, HeaderAggregateID} {
+		for i, h := range reserved {
 			if !strings.EqualFold(n, h) {
 				continue
 			}

@@ -116,6 +116,19 @@
 // Changing the function turns redeliveries of already stored messages into
 // conflicts: set it before the first message.
 //
+// # CloudEvents
+//
+// A record without a message-id header but with ce_id is read as a
+// CloudEvent in binary content mode (the CloudEvents Kafka protocol
+// binding, as any CloudEvents SDK writes it): message ID = ce_id, business
+// key = the business-key header, else the ce_businesskey extension
+// attribute, else ce_id; event type = the event-type header, else ce_type.
+// Message.Headers then also holds message-id, business-key and event-type
+// as read. A repeated ce_id, ce_businesskey or ce_type is a repeated
+// contract header. Records with the relay's headers are read by them, even
+// when they carry CloudEvents headers too. Structured mode (the event as a
+// JSON value) is not read. See KafkaRecord.Message.
+//
 // # Invalid keys
 //
 // A message ID or business key must be non-empty, valid UTF-8, free of NUL

@@ -40,6 +40,17 @@ type KafkaHeader struct {
 // (message-id, business-key, event-type, aggregate-type, aggregate-id; in
 // any case), gives a Message that Process rejects (ErrInvalidMessage):
 // dead-letter it.
+//
+// A record without a message-id header but with ce_id is read as a
+// CloudEvent in the binary content mode of the CloudEvents Kafka binding
+// (any CloudEvents producer): the message ID is ce_id; the business key is
+// the business-key header, else the ce_businesskey extension, else ce_id
+// (the event's ID then serves as the key: a redelivery is a duplicate, a
+// second event is a second operation); the event type is the event-type
+// header, else ce_type. Headers then also holds message-id, business-key
+// and (from ce_type) event-type as read, so a handler finds them where the
+// relay puts them. A repeated ce_id, ce_businesskey or ce_type makes the
+// record invalid as a repeated contract header does.
 func (r KafkaRecord) Message() Message {
 	m := Message{
 		Payload:   r.Value,
@@ -61,8 +72,38 @@ func (r KafkaRecord) Message() Message {
 		if h := contract.RepeatedReserved(names); h != "" {
 			m.invalid = &RepeatedHeaderError{Header: h}
 		}
+		if _, ours := m.Headers[HeaderMessageID]; !ours {
+			m.fromCloudEvent(names)
+		}
 	}
 	return m
+}
+
+// fromCloudEvent fills m's keys from the CloudEvents headers of a record
+// without a message-id header (see KafkaRecord.Message); names are the
+// record's header names.
+func (m *Message) fromCloudEvent(names []string) {
+	id, ok := m.Headers[contract.HeaderCEID]
+	if !ok {
+		return
+	}
+	if h := contract.RepeatedCloudEvents(names); h != "" && m.invalid == nil {
+		m.invalid = &RepeatedHeaderError{Header: h}
+	}
+	m.ID = id
+	if m.BusinessKey == "" {
+		m.BusinessKey = m.Headers[contract.HeaderCEBusinessKey]
+	}
+	if m.BusinessKey == "" {
+		m.BusinessKey = id
+	}
+	m.Headers[HeaderMessageID] = m.ID
+	m.Headers[HeaderBusinessKey] = m.BusinessKey
+	if t, ok := m.Headers[contract.HeaderCEType]; ok {
+		if _, set := m.Headers[HeaderEventType]; !set {
+			m.Headers[HeaderEventType] = t
+		}
+	}
 }
 
 // RepeatedHeaderError is the error of a record that carries one of the

@@ -19,16 +19,21 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-// Names of the demo's objects. They live in their own schema, so that
-// Options.DatabaseURL may point at a server holding other data.
+// Names of the demo's objects. They live in their own schema and topics,
+// so that Options.DatabaseURL may point at a server holding other data, and
+// a relay of the user's may share the broker: the demo never writes to the
+// default topics (outbox.*, inbox.dlq) nor reads them.
 const (
-	Schema      = "pgoutbox_dev"
-	Slot        = "pgoutbox_dev"
-	Publication = "pgoutbox_dev"
-	Topic       = "outbox.order"
-	Consumer    = "dev-shipping"
-	group       = "pgoutbox-dev"
-	partitions  = 4
+	Schema        = "pgoutbox_dev"
+	Slot          = "pgoutbox_dev"
+	Publication   = "pgoutbox_dev"
+	Topic         = "pgoutbox_dev.order"
+	topicTemplate = "pgoutbox_dev.{aggregate_type}"
+	relayDLQ      = "pgoutbox_dev.outbox_dlq"
+	inboxDLQ      = "pgoutbox_dev.inbox_dlq"
+	Consumer      = "dev-shipping"
+	group         = "pgoutbox-dev"
+	partitions    = 4
 )
 
 // drainTimeouts bound how long the demo waits, once the producer has
@@ -62,6 +67,9 @@ type Options struct {
 	Keep bool
 	// Logger receives the components' logs.
 	Logger *slog.Logger
+	// BrokerOnly serves the embedded broker alone, with no Postgres and no
+	// demo, for a relay and programs of the user's.
+	BrokerOnly bool
 	// Out receives the demo's lines: what runs where, a status line per
 	// second and the summary.
 	Out io.Writer
@@ -72,6 +80,9 @@ type Options struct {
 // inconsistent result is an error.
 func Run(ctx context.Context, o Options) (err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(o.Out, "relay dev: "+format+"\n", args...) }
+	if o.BrokerOnly {
+		return serveBroker(ctx, o, say)
+	}
 	url, stopPostgres, err := startPostgres(ctx, o.DatabaseURL, say)
 	if err != nil || url == "" {
 		return err
@@ -138,15 +149,46 @@ func startPostgres(ctx context.Context, url string, say func(string, ...any)) (s
 	return srv.AdminURL, srv.Stop, nil
 }
 
+// serveBroker serves the embedded broker alone until o.Duration passes or
+// ctx ends.
+func serveBroker(ctx context.Context, o Options, say func(string, ...any)) error {
+	cluster, err := newBroker(o.KafkaPort, kfake.SeedTopics(partitions, relay.DefaultDeadLetterTopic, inbox.DefaultDeadLetterTopic))
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	b := cluster.ListenAddrs()[0]
+	say("kafka     %s (embedded kfake broker, no demo; topics are created on first use with %d partitions)", b, partitions)
+	say("the broker keeps its topics in memory: they are gone when it stops, and relays and consumers using it then retry until it is back (empty)")
+	if o.Duration > 0 {
+		t := time.NewTimer(o.Duration)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	} else {
+		<-ctx.Done()
+	}
+	return nil
+}
+
 // startKafka starts the embedded broker on port (0: a free one) with the
 // demo's topic.
 func startKafka(port int, say func(string, ...any)) (*kfake.Cluster, error) {
-	opts := []kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.AllowAutoTopicCreation(),
-		kfake.DefaultNumPartitions(partitions),
-		kfake.SeedTopics(partitions, Topic),
+	cluster, err := newBroker(port, kfake.SeedTopics(partitions, Topic))
+	if err != nil {
+		return nil, err
 	}
+	b := cluster.ListenAddrs()[0]
+	say("kafka     %s (embedded kfake broker, in memory; watch it: kcat -b %s -C -t %s -f '%%k %%s\\n')", b, b, Topic)
+	return cluster, nil
+}
+
+// newBroker starts the embedded broker on port (0: a free one); topics are
+// created on first use.
+func newBroker(port int, opts ...kfake.Opt) (*kfake.Cluster, error) {
+	opts = append(opts, kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(partitions))
 	if port > 0 {
 		opts = append(opts, kfake.Ports(port))
 	}
@@ -154,8 +196,6 @@ func startKafka(port int, say func(string, ...any)) (*kfake.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the embedded kafka broker: %w", err)
 	}
-	b := cluster.ListenAddrs()[0]
-	say("kafka     %s (embedded kfake broker; watch it: kcat -b %s -C -t %s -f '%%k %%s\\n')", b, b, Topic)
 	return cluster, nil
 }
 
@@ -164,14 +204,16 @@ func startKafka(port int, say func(string, ...any)) (*kfake.Cluster, error) {
 func newDemo(pool *pgxpool.Pool, o Options, url string, brokers []string) *demo {
 	reg := prometheus.NewRegistry()
 	return &demo{pool: pool, opts: o, log: o.Logger, reg: reg, relayCfg: &relay.Config{
-		DatabaseURL:    url,
-		Brokers:        brokers,
-		Table:          Schema + ".outbox",
-		Slot:           Slot,
-		Publication:    Publication,
-		StatusInterval: time.Second,
-		Logger:         o.Logger,
-		Registerer:     reg,
+		DatabaseURL:     url,
+		Brokers:         brokers,
+		Table:           Schema + ".outbox",
+		TopicTemplate:   topicTemplate,
+		DeadLetterTopic: relayDLQ,
+		Slot:            Slot,
+		Publication:     Publication,
+		StatusInterval:  time.Second,
+		Logger:          o.Logger,
+		Registerer:      reg,
 	}}
 }
 
@@ -188,13 +230,14 @@ func (d *demo) components(brokers []string) (*relay.Relay, *inbox.Consumer, erro
 	}
 	d.inbox = in
 	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig{
-		Brokers:  brokers,
-		GroupID:  group,
-		Topics:   []string{Topic},
-		Inbox:    in,
-		DB:       d.pool,
-		Handler:  d.ship,
-		OnResult: d.remember,
+		Brokers:         brokers,
+		GroupID:         group,
+		Topics:          []string{Topic},
+		DeadLetterTopic: inboxDLQ,
+		Inbox:           in,
+		DB:              d.pool,
+		Handler:         d.ship,
+		OnResult:        d.remember,
 	})
 	if err != nil {
 		return nil, nil, err

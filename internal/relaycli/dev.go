@@ -19,6 +19,7 @@ const (
 	flagDevRedeliver = "redeliver"
 	flagDevKafkaPort = "kafka-port"
 	flagDevKeep      = "keep"
+	flagDevBroker    = "broker-only"
 )
 
 func devEnvVar(name string) []string {
@@ -51,8 +52,14 @@ func devCommand(sc *scrubber) *cli.Command {
 			"then removes everything it started: the server and its directory, or, with --database-url,\n" +
 			"the slot, the publication and the " + devdemo.Schema + " schema (unless --keep).\n" +
 			"With --duration, an inconsistent result exits 1. A second Ctrl-C exits at once: the\n" +
-			"throwaway server dies with the process (Linux), but its temporary directory stays behind.",
+			"throwaway server dies with the process (Linux), but its temporary directory stays behind.\n\n" +
+			"The demo uses topics of its own (" + devdemo.Topic + " and pgoutbox_dev.*_dlq), so a relay of yours may\n" +
+			"share its broker. --broker-only serves the embedded broker alone (no Postgres, no demo), for\n" +
+			"your own relay and programs: relay dev --broker-only --kafka-port 19092. The broker keeps its\n" +
+			"topics in memory: they are gone when it stops.",
 		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: flagDevBroker, EnvVars: devEnvVar(flagDevBroker),
+				Usage: "serve only the embedded broker (in memory), no Postgres and no demo, until Ctrl-C or --duration"},
 			&cli.StringFlag{Name: flagDatabaseURL, EnvVars: devEnvVar(flagDatabaseURL),
 				Usage: "use this server (superuser or replication rights, wal_level=logical) instead of a throwaway one; the demo works in schema " + devdemo.Schema},
 			&cli.GenericFlag{Name: flagDevDuration, EnvVars: devEnvVar(flagDevDuration),
@@ -89,7 +96,15 @@ func devAction(c *cli.Context, sc *scrubber) error {
 		KafkaPort:   c.Int(flagDevKafkaPort),
 		MetricsAddr: c.String(flagMetricsAddr),
 		Keep:        c.Bool(flagDevKeep),
+		BrokerOnly:  c.Bool(flagDevBroker),
 		Out:         c.App.Writer,
+	}
+	if o.BrokerOnly {
+		for _, f := range []string{flagDatabaseURL, flagDevRate, flagDevRedeliver, flagMetricsAddr, flagDevKeep} {
+			if c.IsSet(f) {
+				return usagef("--%s runs no demo: --%s does not apply", flagDevBroker, f)
+			}
+		}
 	}
 	if o.DatabaseURL != "" {
 		sc.addURL(o.DatabaseURL)

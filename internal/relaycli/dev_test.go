@@ -162,6 +162,8 @@ func TestDevUsage(t *testing.T) {
 		{"dev", "--redeliver", "-1"},
 		{"dev", "--database-url", "postgres://x:y@:bad:port/"},
 		{"dev", "extra"},
+		{"dev", "--broker-only", "--database-url", "postgres://localhost/x"},
+		{"dev", "--broker-only", "--rate", "5"},
 	} {
 		r := cli(t, args...)
 		if r.code != relaycli.ExitUsage || strings.Count(r.stderr, "\n") != 1 {

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,21 +193,7 @@ func TestReadmeInstallLines(t *testing.T) {
 
 // The README's quick start program compiles against this module as written.
 func TestReadmeQuickStartCompiles(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	i := strings.Index(s, "## Quick start")
-	if i < 0 {
-		t.Fatal("README has no Quick start section")
-	}
-	start := strings.Index(s[i:], "```go\n")
-	if start < 0 {
-		t.Fatal("README's Quick start has no Go program")
-	}
-	code := s[i+start+len("```go\n"):]
-	code = code[:strings.Index(code, "```")]
+	_, code, _ := readmeQuickStart(t)
 	if !strings.Contains(code, "package main") || !strings.Contains(code, `os.Getenv("DATABASE_URL")`) {
 		t.Fatalf("quick start is not a complete program:\n%s", code)
 	}
@@ -224,5 +213,183 @@ func TestReadmeQuickStartCompiles(t *testing.T) {
 	cmd.Dir = "../.."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("README quick start does not compile: %v\n%s", err, out)
+	}
+}
+
+// readmeQuickStart returns the Quick start's console lines (without the
+// prompt and the trailing comment), its Go program and the replace line
+// its note gives for the unpublished module.
+func readmeQuickStart(t *testing.T) (lines []string, program, replace string) {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "## Quick start")
+	if i < 0 {
+		t.Fatal("README has no Quick start section")
+	}
+	s = s[i:]
+	block := func(fence string) string {
+		start := strings.Index(s, fence)
+		if start < 0 {
+			t.Fatalf("README's Quick start has no %s block", fence)
+		}
+		code := s[start+len(fence):]
+		return code[:strings.Index(code, "```")]
+	}
+	comment := regexp.MustCompile(`\s+# .*$`)
+	for _, l := range strings.Split(block("```console\n"), "\n") {
+		if l, ok := strings.CutPrefix(l, "$ "); ok {
+			lines = append(lines, comment.ReplaceAllString(l, ""))
+		}
+	}
+	m := regexp.MustCompile("`(go mod edit -replace[^`]*)`").FindStringSubmatch(strings.Join(strings.Fields(s), " "))
+	if m == nil {
+		t.Fatal("README's Quick start gives no go mod edit -replace line")
+	}
+	return lines, block("```go\n"), m[1]
+}
+
+// startLine starts one command line through sh in dir, in a process group
+// of its own (go run's child gets the interrupt too), and returns its output
+// and how to stop it with SIGINT (failing the test if it then fails).
+func startLine(t *testing.T, line, dir string, env []string) (*testenv.SyncBuffer, func()) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out := &testenv.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case err := <-done:
+			var exit *exec.ExitError
+			interrupted := errors.As(err, &exit) && (exit.ExitCode() == 130 ||
+				exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT)
+			if err != nil && !interrupted {
+				t.Errorf("%s: %v\n%s", line, err, out.String())
+			}
+		case <-time.After(time.Minute):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Errorf("%s did not stop on SIGINT:\n%s", line, out.String())
+		}
+	}
+	t.Cleanup(stop)
+	return out, stop
+}
+
+// The Quick start runs as written, terminal by terminal: the embedded
+// broker alone, the relay, the program (in a new module next to a clone,
+// with the README's replace line), and kcat, which sees order 42. The
+// program ships order 42 once; nothing else (no demo) is on outbox.order.
+// Only the port (19092 may be taken) and the database URL differ.
+func TestReadmeQuickStart(t *testing.T) {
+	lines, program, replace := readmeQuickStart(t)
+	if len(lines) != 7 {
+		t.Fatalf("Quick start has %d command lines, want 7 (broker, export, relay, module, go get, go run, kcat):\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	for i := range lines {
+		lines[i] = strings.ReplaceAll(lines[i], "19092", port)
+	}
+	bin := buildBinaries(t)
+	db := testenv.NewDB(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(root, filepath.Join(dir, "pgoutbox")); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "RELAY_METRICS_ADDR=127.0.0.1:0")
+
+	// 1: the broker.
+	if !strings.HasPrefix(lines[0], "relay dev --broker-only ") {
+		t.Fatalf("terminal 1 runs %q, want relay dev --broker-only", lines[0])
+	}
+	brokerOut, stopBroker := startLine(t, lines[0], dir, env)
+	testenv.WaitFor(t, time.Minute, "the embedded broker", func() (bool, error) {
+		return strings.Contains(brokerOut.String(), "127.0.0.1:"+port), nil
+	})
+	// The export line, with the test's database.
+	exports, ok := strings.CutPrefix(lines[1], "export ")
+	if !ok {
+		t.Fatalf("the second line is %q, want export", lines[1])
+	}
+	for _, kv := range strings.Fields(exports) {
+		if strings.HasPrefix(kv, "DATABASE_URL=") {
+			kv = "DATABASE_URL=" + db.URL
+		}
+		env = append(env, kv)
+	}
+	// 2: the relay.
+	relayOut, stopRelay := startLine(t, lines[2], dir, env)
+	// 3: the module, the program, its dependencies.
+	run := func(line, dir string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+	}
+	run(lines[3], dir)
+	qs := filepath.Join(dir, "quickstart")
+	if err := os.WriteFile(filepath.Join(qs, "main.go"), []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(lines[4], "go get github.com/pgoutbox/pgoutbox@latest && ") {
+		t.Fatalf("the fifth line is %q, want go get of the module", lines[4])
+	}
+	run(replace, qs) // the module is not published yet
+	progOut, stopProg := startLine(t, lines[5], qs, env)
+	testenv.WaitFor(t, 5*time.Minute, "the program to ship order 42", func() (bool, error) {
+		if strings.Contains(relayOut.String(), "level=ERROR") {
+			return false, fmt.Errorf("relay: %s", relayOut.String())
+		}
+		return strings.Contains(progOut.String(), "shipped order 42"), nil
+	})
+	// 4: kcat.
+	kcatOut, stopKcat := startLine(t, lines[6], dir, env)
+	// kcat buffers the records it prints; its end-of-partition notes go to
+	// stderr at once.
+	testenv.WaitFor(t, time.Minute, "kcat to read order 42", func() (bool, error) {
+		return regexp.MustCompile(`end of topic outbox\.order \[\d\] at offset 1`).MatchString(kcatOut.String()), nil
+	})
+	recs, err := testenv.ReadTopic(context.Background(), []string{"127.0.0.1:" + port}, "outbox.order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || string(recs[0].Key) != "42" {
+		t.Errorf("outbox.order holds %d records, want order 42 alone (no demo): %+v", len(recs), recs)
+	}
+	stopKcat()
+	stopProg()
+	stopRelay()
+	stopBroker()
+	if !strings.Contains(kcatOut.String(), "42 message-id=") || !strings.Contains(kcatOut.String(), "business-key=order-42-placed") {
+		t.Errorf("kcat did not print order 42 with its headers:\n%s", kcatOut.String())
+	}
+	if n := strings.Count(progOut.String(), "shipped order"); n != 1 {
+		t.Errorf("the program shipped %d orders, want 1 (order 42):\n%s", n, progOut.String())
 	}
 }

@@ -76,6 +76,10 @@ bench-latency: ## Commit single-row transactions at 500..10000/s through the rel
 bench-inbox: ## Print inbox consumer-loop throughput against a hand-rolled dedup baseline and a plain consumer (N=messages per run, BENCHFLAGS="-rounds 5 -pk -sql").
 	$(GO) run ./test/bench/inboxbench -n $(or $(N),50000) $(BENCHFLAGS)
 
+.PHONY: soak
+soak: ## Soak the relay: steady writes, leader + standby, inbox consumer, a fault every few minutes, relay verify at the end (DURATION=1h, SOAKFLAGS="-rate 200 -seed 1").
+	$(GO) run ./test/soak -duration $(or $(DURATION),1h) $(SOAKFLAGS)
+
 # Release binaries: `relay --version` shows the build information (module
 # version, VCS revision when git stamping works, Go version) and VERSION
 # (git describe) when the module version is only "(devel)".

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// row is one interval's figures.
+type row struct {
+	at                             time.Duration
+	committed, delivered           int64 // totals
+	duplicates                     int64 // inbox Duplicate outcomes, total
+	p99, maxLatency                time.Duration
+	backlog                        int64 // committed - delivered
+	leaderRSS, standbyRSS          int64
+	leaderGoroutines, leaderFDs    int
+	standbyGoroutines, standbyFDs  int
+	retainedWAL                    int64
+	relayRestarts, consumerRestart int
+}
+
+type faultMark struct {
+	at   time.Duration
+	name string
+}
+
+// stats collects the consumer's outcomes and the intervals' figures.
+type stats struct {
+	mu         sync.Mutex
+	processed  int64
+	duplicates int64
+	other      map[string]int64
+	latencies  []time.Duration // this interval's first deliveries
+	rows       []row
+	faults     []faultMark
+}
+
+func newStats() *stats { return &stats{other: map[string]int64{}} }
+
+// readConsumer reads the consumer's lines until its stdout ends.
+func (st *stats) readConsumer(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 {
+			continue
+		}
+		commit, err1 := strconv.ParseInt(f[1], 10, 64)
+		recv, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		st.mu.Lock()
+		switch f[0] {
+		case "processed":
+			st.processed++
+			st.latencies = append(st.latencies, time.Unix(0, recv).Sub(time.UnixMilli(commit)))
+		case "duplicate":
+			st.duplicates++
+		default:
+			st.other[f[0]]++
+		}
+		st.mu.Unlock()
+	}
+}
+
+func (st *stats) delivered() int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.processed
+}
+
+func (st *stats) fault(at time.Duration, name string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.faults = append(st.faults, faultMark{at, name})
+}
+
+func printHeader() {
+	fmt.Printf("%8s %9s %9s %7s %6s %9s %9s %8s %9s %5s %9s %5s %5s\n",
+		"time", "committed", "delivered", "backlog", "dups", "p99", "max", "rss", "goroutine", "fds", "slot-wal", "rr", "cr")
+}
+
+// interval samples the processes and the slot and prints a line.
+func (st *stats) interval(ctx context.Context, s *soak) {
+	r := row{at: time.Since(s.started).Truncate(time.Second), committed: s.committed.Load()}
+	st.mu.Lock()
+	r.delivered, r.duplicates = st.processed, st.duplicates
+	lat := st.latencies
+	st.latencies = nil
+	st.mu.Unlock()
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		r.p99, r.maxLatency = lat[(len(lat)*99)/100], lat[len(lat)-1]
+	}
+	r.backlog = r.committed - r.delivered
+	var leader, standby usage
+	for i, p := range s.relays {
+		u := sample(ctx, p.pid(), s.metrics[i])
+		if u.leader && !leader.leader {
+			leader = u
+		} else {
+			standby = u
+		}
+		p.mu.Lock()
+		r.relayRestarts += p.restarts
+		p.mu.Unlock()
+	}
+	r.leaderRSS, r.leaderGoroutines, r.leaderFDs = leader.rssBytes, leader.goroutines, leader.fds
+	r.standbyRSS, r.standbyGoroutines, r.standbyFDs = standby.rssBytes, standby.goroutines, standby.fds
+	s.consumer.mu.Lock()
+	r.consumerRestart = s.consumer.restarts
+	s.consumer.mu.Unlock()
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = s.pool.QueryRow(qctx, `SELECT coalesce(pg_current_wal_lsn() - restart_lsn, 0)::bigint FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&r.retainedWAL)
+	cancel()
+	st.mu.Lock()
+	st.rows = append(st.rows, r)
+	st.mu.Unlock()
+	fmt.Printf("%8s %9d %9d %7d %6d %9s %9s %7.1fM %9d %5d %8.1fM %5d %5d\n",
+		r.at, r.committed, r.delivered, r.backlog, r.duplicates, ms(r.p99), ms(r.maxLatency),
+		float64(r.leaderRSS)/(1<<20), r.leaderGoroutines, r.leaderFDs, float64(r.retainedWAL)/(1<<20), r.relayRestarts, r.consumerRestart)
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + "ms" }
+
+func (st *stats) printTotals(s *soak) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	fmt.Printf("\ntotals: %d rows committed (%d commits failed during faults), %d delivered to the inbox, %d duplicate deliveries",
+		s.committed.Load(), s.writeErrors.Load(), st.processed, st.duplicates)
+	for k, v := range st.other {
+		fmt.Printf(", %d %s", v, k)
+	}
+	fmt.Printf("; %d faults\n", len(st.faults))
+	fmt.Println("(rr: relay restarts, cr: consumer restarts; rss/goroutine/fds: the leading relay; slot-wal: the slot's retained WAL)")
+}
+
+// writeFiles writes soak.csv and soak.svg into dir.
+func (st *stats) writeFiles(dir string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	f, err := os.Create(filepath.Join(dir, "soak.csv"))
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"seconds", "committed", "delivered", "backlog", "duplicates", "p99_ms", "max_ms",
+		"leader_rss_bytes", "leader_goroutines", "leader_fds", "standby_rss_bytes", "standby_goroutines", "standby_fds",
+		"slot_retained_wal_bytes", "relay_restarts", "consumer_restarts", "fault"})
+	fi := 0
+	for _, r := range st.rows {
+		var names []string
+		for fi < len(st.faults) && st.faults[fi].at <= r.at {
+			names = append(names, st.faults[fi].name)
+			fi++
+		}
+		i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+		_ = w.Write([]string{i64(int64(r.at.Seconds())), i64(r.committed), i64(r.delivered), i64(r.backlog), i64(r.duplicates),
+			strconv.FormatFloat(float64(r.p99)/1e6, 'f', 3, 64), strconv.FormatFloat(float64(r.maxLatency)/1e6, 'f', 3, 64),
+			i64(r.leaderRSS), strconv.Itoa(r.leaderGoroutines), strconv.Itoa(r.leaderFDs),
+			i64(r.standbyRSS), strconv.Itoa(r.standbyGoroutines), strconv.Itoa(r.standbyFDs),
+			i64(r.retainedWAL), strconv.Itoa(r.relayRestarts), strconv.Itoa(r.consumerRestart), strings.Join(names, " ")})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "soak.svg"), st.svg(), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s and %s\n", filepath.Join(dir, "soak.csv"), filepath.Join(dir, "soak.svg"))
+	return nil
+}
+
+// freePort is a TCP port free on loopback now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -27,9 +27,9 @@ var faults = []fault{
 		return err
 	}},
 	{"broker-error-burst", func(ctx context.Context, s *soak) error {
-		// The next 20 produce requests fail, each partition with one of
-		// the errors a leader move or a slow replica brings.
-		s.produceErrors.Store(20)
+		// For errorBurst every produce request fails, each partition with
+		// one of the errors a leader move or a slow replica brings.
+		s.produceErrorsUntil.Store(time.Now().Add(errorBurst).UnixNano())
 		return nil
 	}},
 	{"leader-move", func(ctx context.Context, s *soak) error {
@@ -84,16 +84,18 @@ func (s *schedule) next() fault {
 // leader, timed out, not enough replicas (all retriable).
 var produceErrorCodes = []int16{6, 7, 19}
 
-// failProduce makes the broker answer produce requests with errors while
-// s.produceErrors counts down.
+// errorBurst is how long a broker error burst lasts.
+const errorBurst = 3 * time.Second
+
+// failProduce makes the broker answer produce requests with errors until
+// s.produceErrorsUntil.
 func (s *soak) failProduce() {
 	var n atomic.Int64
 	s.kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		s.kafka.KeepControl()
-		if s.produceErrors.Load() <= 0 {
+		if time.Now().UnixNano() >= s.produceErrorsUntil.Load() {
 			return nil, nil, false
 		}
-		s.produceErrors.Add(-1)
 		code := produceErrorCodes[n.Add(1)%int64(len(produceErrorCodes))]
 		pr := req.(*kmsg.ProduceRequest)
 		resp := pr.ResponseKind().(*kmsg.ProduceResponse)

@@ -117,10 +117,10 @@ type soak struct {
 	consumer *proc
 	started  time.Time
 
-	produceErrors atomic.Int64
-	committed     atomic.Int64
-	writeErrors   atomic.Int64
-	stats         *stats
+	produceErrorsUntil atomic.Int64 // Unix nanoseconds
+	committed          atomic.Int64
+	writeErrors        atomic.Int64
+	stats              *stats
 }
 
 // leader is the relay streaming the slot (the first when neither says so).
@@ -309,7 +309,7 @@ func (s *soak) injectFaults(ctx context.Context) {
 			return
 		case <-time.After(time.Until(s.started.Add(next))):
 		}
-		if next+s.o.faultEvery > s.o.duration {
+		if next+s.o.faultEvery >= s.o.duration {
 			return
 		}
 		f := sched.next()
@@ -320,7 +320,9 @@ func (s *soak) injectFaults(ctx context.Context) {
 		}
 		s.stats.fault(at.Sub(s.started), f.name)
 		fmt.Println(faultLine(at.Sub(s.started), f, time.Since(at), err))
-		next += s.o.faultEvery
+		// A fault that took long (a SIGSTOP) does not bring the next
+		// one closer.
+		next = max(next+s.o.faultEvery, time.Since(s.started)+s.o.faultEvery/2)
 	}
 }
 

@@ -53,6 +53,10 @@ const KafkaEnv = "PGOUTBOX_TEST_KAFKA_BROKERS"
 
 var topicPrefixes atomic.Int64
 
+// Topic is name under k's TopicPrefix: the name a test gives a topic or a
+// consumer group (or the relay a topic template) on this broker.
+func (k *Kafka) Topic(name string) string { return k.TopicPrefix + name }
+
 // NewBroker is the broker of a test that needs only its addresses and
 // topics of its own: the external broker named by KafkaEnv, else a kfake
 // cluster as NewKafka(t) starts. On an external broker, which tests and

@@ -126,12 +126,12 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 	const kills = 6
 	bin := buildRelay(t)
 	db := testenv.NewDB(t)
-	kafka := testenv.NewKafka(t)
+	kafka := testenv.NewBroker(t)
 	logPath := relayLog(t)
 	slot := db.Name
 	common := []string{"--database-url", db.URL, "--slot", slot, "--publication", "pub_crash"}
 	runArgs := append(append([]string{"run"}, common...),
-		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--log-format", "json")
+		"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", "", "--log-format", "json")
 
 	mustRunRelay(t, bin, append([]string{"setup"}, common...)...)
 
@@ -152,7 +152,7 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 	firsts := make(map[string][]uuid.UUID) // aggregate -> first occurrences in Kafka order
 	records := 0
 	for _, typ := range crashAggregateTypes {
-		for _, rec := range testenv.MustReadTopic(t, kafka.Brokers, "outbox."+typ) {
+		for _, rec := range testenv.MustReadTopic(t, kafka.Brokers, kafka.Topic("outbox."+typ)) {
 			records++
 			h, _ := rec.Header("message-id")
 			id, err := uuid.Parse(h)

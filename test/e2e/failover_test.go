@@ -28,7 +28,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bin := buildRelay(t)
-	kafka := testenv.NewKafka(t)
+	kafka := testenv.NewBroker(t)
 	primary := testenv.NewServer(t)
 	logPath := relayLog(t)
 
@@ -44,7 +44,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=5",
 		primary.Port(), standby.Port())
 	runArgs := append(append([]string{"run"}, common(url)...),
-		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--status-interval", "200ms", "--standby-retry-interval", "200ms")
+		"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", "", "--status-interval", "200ms", "--standby-retry-interval", "200ms")
 	relay := startRelay(t, bin, logPath, runArgs...)
 
 	// A writer commits single-row transactions through the same
@@ -60,7 +60,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	// writer's progress is waited for first, so a failure tells a slow
 	// writer from a relay that does not publish.
 	testenv.WaitFor(t, 2*time.Minute, "the writer to commit 200 rows", func() (bool, error) { return writerAcked() >= 200, nil })
-	testenv.WaitForRecords(t, kafka.Brokers, "outbox.order", 200, 2*time.Minute)
+	testenv.WaitForRecords(t, kafka.Brokers, kafka.Topic("outbox.order"), 200, 2*time.Minute)
 
 	primary.Kill()
 	killedAt := writerAcked()
@@ -94,7 +94,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	// Same machine, short transactions: a margin of seconds covers them
 	// (the default is 5m) and keeps the duplicates to what the margin and
 	// the state's lag add.
-	if code, out := runRelay(t, bin, append(append([]string{"recover"}, common(url)...), "--brokers", kafka.Brokers[0],
+	if code, out := runRelay(t, bin, append(append([]string{"recover"}, common(url)...), "--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate),
 		"--backfill-margin", "2s")...); code != 0 ||
 		!strings.Contains(out, "recovered a gap (slot-missing)") {
 		t.Fatalf("relay recover: exit %d\n%s", code, out)
@@ -112,7 +112,7 @@ func TestFailoverGapAndRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := testenv.WaitForIDs(t, kafka.Brokers, "outbox.order", ids, 2*time.Minute)
+	recs := testenv.WaitForIDs(t, kafka.Brokers, kafka.Topic("outbox.order"), ids, 2*time.Minute)
 	distinct := map[string]bool{}
 	for _, r := range recs {
 		id, _ := r.Header("message-id")

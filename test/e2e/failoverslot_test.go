@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // TestFailoverSlotSurvivesPromotion is TestFailoverGapAndRecover on PG 17
@@ -36,7 +37,7 @@ func TestFailoverSlotSurvivesPromotion(t *testing.T) {
 	bin := buildRelay(t)
 	kafka := testenv.NewBroker(t)
 	logPath := relayLog(t)
-	topic := kafka.TopicPrefix + "outbox.order"
+	topic := kafka.Topic("outbox.order")
 
 	common := func(url string) []string {
 		return []string{"--database-url", url, "--slot", "failover", "--publication", "pub_failover"}
@@ -69,7 +70,7 @@ func TestFailoverSlotSurvivesPromotion(t *testing.T) {
 		primary.Port(), standby.Port())
 	runArgs := append(append([]string{"run"}, common(url)...),
 		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--status-interval", "200ms", "--standby-retry-interval", "200ms",
-		"--topic-template", kafka.TopicPrefix+"outbox.{aggregate_type}")
+		"--topic-template", kafka.Topic(topicTemplate))
 	relay := startRelay(t, bin, logPath, runArgs...)
 
 	pool, err := pgxpool.New(ctx, url)
@@ -121,6 +122,10 @@ func TestFailoverSlotSurvivesPromotion(t *testing.T) {
 		t.Fatalf("relay exit code %d at the end, want 0", code)
 	}
 }
+
+// topicTemplate is the relay's default topic template, which tests put
+// under their broker's topic prefix (testenv.Kafka.Topic).
+const topicTemplate = relay.DefaultTopicTemplate
 
 // queryRow runs q once on a new connection to url and scans its row.
 func queryRow(ctx context.Context, url, q string, dest ...any) error {

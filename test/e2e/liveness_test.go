@@ -55,7 +55,7 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 	t.Parallel()
 	bin := buildRelay(t)
 	db := testenv.NewDB(t)
-	kafka := testenv.NewKafka(t)
+	kafka := testenv.NewBroker(t)
 	logPath := relayLog(t)
 	slot := db.Name
 	u, err := url.Parse(db.URL)
@@ -70,7 +70,7 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 	defer hc.CloseIdleConnections()
 	p := probe{freeAddr(t), hc}
 	pr := startRelay(t, bin, logPath, append(append([]string{"run", "--database-url", relayURL}, common...),
-		"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json", "--lag-poll-interval", "200ms")...)
+		"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", p.addr, "--log-format", "json", "--lag-poll-interval", "200ms")...)
 	waitReady(t, "the relay ready", pr, p)
 	if !strings.Contains(readFile(t, logPath), `"liveness_bound":"1s"`) {
 		t.Errorf("the relay did not log a liveness bound of 1s (wal_sender_timeout %v / 2)", testSenderTimeout)
@@ -124,7 +124,7 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 
 	seen := make(map[uuid.UUID]bool)
 	for _, typ := range crashAggregateTypes {
-		for _, rec := range testenv.MustReadTopic(t, kafka.Brokers, "outbox."+typ) {
+		for _, rec := range testenv.MustReadTopic(t, kafka.Brokers, kafka.Topic("outbox."+typ)) {
 			h, _ := rec.Header("message-id")
 			id, _ := uuid.Parse(h)
 			seen[id] = true

@@ -52,7 +52,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 		a := []string{cmd, "--database-url", producerDB.URL, "--slot", slot, "--publication", "pub_e2e"}
 		if cmd == "run" {
 			a = append(a, "--brokers", kafka.Brokers[0], "--metrics-addr", "", "--log-format", "json", "--status-interval", "500ms",
-				"--topic-template", kafka.TopicPrefix+"outbox.{aggregate_type}")
+				"--topic-template", kafka.Topic(topicTemplate))
 		}
 		return a
 	}
@@ -75,11 +75,11 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	outcomes := &outcomeCounter{n: make(map[inbox.Outcome]int)}
 	var topics []string
 	for _, typ := range crashAggregateTypes {
-		topics = append(topics, kafka.TopicPrefix+"outbox."+typ)
+		topics = append(topics, kafka.Topic("outbox."+typ))
 	}
 	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig{
 		Brokers: kafka.Brokers,
-		GroupID: kafka.TopicPrefix + "e2e",
+		GroupID: kafka.Topic("e2e"),
 		Topics:  topics,
 		Inbox:   in,
 		DB:      consumerDB.Pool,

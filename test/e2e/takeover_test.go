@@ -106,7 +106,7 @@ type relayPair struct {
 // when the test fails, logs the tails of both logs under nameA and nameB.
 func setupRelayPair(t *testing.T, publication, nameA, nameB string) *relayPair {
 	t.Helper()
-	rp := &relayPair{bin: buildRelay(t), db: testenv.NewDB(t), kafka: testenv.NewKafka(t)}
+	rp := &relayPair{bin: buildRelay(t), db: testenv.NewDB(t), kafka: testenv.NewBroker(t)}
 	dir := t.TempDir()
 	rp.logA, rp.logB = filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
 	rp.slot = rp.db.Name
@@ -134,7 +134,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	logA, logB, a, b := rp.logA, rp.logB, rp.a, rp.b
 	run := func(p probe, log string) *relayProc {
 		return startRelay(t, bin, log, append(append([]string{"run", "--database-url", db.URL}, common...),
-			"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json",
+			"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", p.addr, "--log-format", "json",
 			"--status-interval", "500ms", "--lag-poll-interval", "200ms", "--standby-retry-interval", "500ms",
 			"--heartbeat-interval", "200ms")...)
 	}
@@ -231,7 +231,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	testenv.WaitFor(t, 2*time.Minute, "every committed message in Kafka", func() (bool, error) {
 		seen := make(map[uuid.UUID]bool)
 		for _, typ := range crashAggregateTypes {
-			recs, err := testenv.ReadTopic(context.Background(), kafka.Brokers, "outbox."+typ)
+			recs, err := testenv.ReadTopic(context.Background(), kafka.Brokers, kafka.Topic("outbox."+typ))
 			if err != nil {
 				return false, err
 			}
@@ -283,7 +283,7 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	relayURL := withSenderTimeout(t, db.URL, testSenderTimeout)
 	run := func(p probe, log, instance string) *relayProc {
 		return startRelay(t, bin, log, append(append([]string{"run", "--database-url", relayURL}, common...),
-			"--brokers", kafka.Brokers[0], "--metrics-addr", p.addr, "--log-format", "json", "--instance-id", instance,
+			"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", p.addr, "--log-format", "json", "--instance-id", instance,
 			"--lag-poll-interval", "200ms", "--standby-retry-interval", "200ms",
 			// A short queue: after the freeze, the reader waits for the
 			// sink to write what it reads from the socket buffer (as
@@ -363,7 +363,7 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	last := make(map[uuid.UUID]int)     // position of the last copy, in its aggregate's partition order
 	byInstance := map[string]int{}
 	for _, typ := range crashAggregateTypes {
-		for i, rec := range testenv.MustReadTopic(t, kafka.Brokers, "outbox."+typ) {
+		for i, rec := range testenv.MustReadTopic(t, kafka.Brokers, kafka.Topic("outbox."+typ)) {
 			inst, _ := rec.Header("relay-instance")
 			byInstance[inst]++
 			p := partition{rec.Topic, rec.Partition}

@@ -31,10 +31,11 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 	prop := propagation.TraceContext{}
 	db := testenv.NewDB(t)
-	k := testenv.NewKafka(t)
+	k := testenv.NewBroker(t)
 	ctx := context.Background()
 
 	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: db.Name + "_trace", Publication: "pub_trace",
+		TopicTemplate:  k.Topic(relay.DefaultTopicTemplate),
 		StatusInterval: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	}
 	want := producerSpan.SpanContext()
 
-	recs := testenv.WaitForRecords(t, k.Brokers, "outbox.payment", 1, time.Minute)
+	recs := testenv.WaitForRecords(t, k.Brokers, k.Topic("outbox.payment"), 1, time.Minute)
 	if tp, _ := recs[0].Header("traceparent"); tp != "00-"+want.TraceID().String()+"-"+want.SpanID().String()+"-01" {
 		t.Fatalf("traceparent header in Kafka %q, want the producer span's", tp)
 	}
@@ -81,7 +82,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	handled := make(chan trace.SpanContext, 1)
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{Brokers: k.Brokers, GroupID: "trace", Topics: []string{"outbox.payment"},
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{Brokers: k.Brokers, GroupID: k.Topic("trace"), Topics: []string{k.Topic("outbox.payment")},
 		Inbox: in, DB: db.Pool, Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			select {
 			case handled <- trace.SpanContextFromContext(ctx):
@@ -123,7 +124,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	for _, a := range delivery.Attributes {
 		attrs[string(a.Key)] = a.Value.String()
 	}
-	for k, v := range map[string]string{"messaging.system": "kafka", "messaging.destination.name": "outbox.payment",
+	for k, v := range map[string]string{"messaging.system": "kafka", "messaging.destination.name": k.Topic("outbox.payment"),
 		"pgoutbox.inbox.outcome":  "processed",
 		"pgoutbox.inbox.attempts": "1", "pgoutbox.inbox.result_ref": "ref-1", "pgoutbox.inbox.business_key": "pay-1"} {
 		if attrs[k] != v {

@@ -102,7 +102,7 @@ func Setup(ctx context.Context, cfg *Config) error {
 	if err := ensurePublication(ctx, conn, &c, true); err != nil {
 		return err
 	}
-	_, _, err = ensureSlot(ctx, conn, &c)
+	_, _, err = ensureSlot(ctx, conn, &c, true)
 	return err
 }
 

@@ -97,6 +97,7 @@ func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *Config, setup bo
 		user: pgx.Identifier{f.user}.Sanitize(),
 	}
 	p.checkServer()
+	p.checkSlotName()
 	p.checkReplicationRole()
 	p.checkCreate()
 	p.checkRunRights()
@@ -119,6 +120,7 @@ type prereqFacts struct {
 	tableExists, tableOwner, dbCreate bool
 	bookkeeping                       bool
 	slotExists, slotActive, pubExists bool
+	slotPlugin, slotDatabase          string // "" for a physical slot
 	stateExists, stateWrite           bool
 	tableSelect, tableDelete          bool
 }
@@ -148,6 +150,8 @@ func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *Config, table pgnam
 			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $3),
 			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $3 AND active),
 			EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $4),
+			coalesce((SELECT plugin::text FROM pg_replication_slots WHERE slot_name = $3), ''),
+			coalesce((SELECT database::text FROM pg_replication_slots WHERE slot_name = $3), ''),
 			st.oid IS NOT NULL,
 			st.oid IS NOT NULL AND has_table_privilege(st.oid, 'SELECT, INSERT, UPDATE'),
 			t.oid IS NOT NULL AND has_table_privilege(t.oid, 'SELECT'),
@@ -161,7 +165,7 @@ func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *Config, table pgnam
 		&s.walLevel, &s.maxSlots, &s.usedSlots, &s.maxSenders, &s.usedSenders,
 		&s.user, &s.database, &s.super, &s.replication, &s.rdsRepl, &s.plat,
 		&s.schemaExists, &s.schemaCreate, &s.tableExists, &s.tableOwner, &s.dbCreate,
-		&s.bookkeeping, &s.slotExists, &s.slotActive, &s.pubExists,
+		&s.bookkeeping, &s.slotExists, &s.slotActive, &s.pubExists, &s.slotPlugin, &s.slotDatabase,
 		&s.stateExists, &s.stateWrite, &s.tableSelect, &s.tableDelete)
 	return s, err
 }
@@ -196,6 +200,23 @@ func (p *prereqCheck) checkServer() {
 		p.add("wal senders", fmt.Sprintf("all %d WAL senders are in use (max_wal_senders)", s.maxSenders),
 			settingFix(p.plat, "max_wal_senders", s.maxSenders+4))
 	}
+}
+
+// checkSlotName checks that the slot name is free or names a pgoutput slot
+// of this database: slot names are cluster-wide, so a slot of another
+// database (or a physical one) takes the name from every database.
+func (p *prereqCheck) checkSlotName() {
+	s := p.f
+	if !s.slotExists || (s.slotPlugin == "pgoutput" && s.slotDatabase == s.database) {
+		return
+	}
+	what := fmt.Sprintf("a slot of database %s with plugin %s", s.slotDatabase, s.slotPlugin)
+	if s.slotDatabase == "" {
+		what = "a physical slot"
+	}
+	p.add("slot name", fmt.Sprintf("replication slot %s is %s; slot names are shared by every database of the server", p.c.Slot, what),
+		fmt.Sprintf("choose another name with --slot (e.g. --slot %s_%s), or drop that slot if nothing uses it: SELECT pg_drop_replication_slot('%s');",
+			p.c.Slot, s.database, p.c.Slot))
 }
 
 // checkReplicationRole checks that the role may stream replication.

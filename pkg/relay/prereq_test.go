@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/url"
 	"strings"
 	"testing"
@@ -228,5 +229,49 @@ func TestCheckPrerequisitesRunRights(t *testing.T) {
 	}
 	if err := relay.CheckPrerequisites(ctx, &cfg); err != nil {
 		t.Fatalf("after the GRANTs: %v", err)
+	}
+}
+
+// Slot names are cluster-wide: a slot of another database (any plugin)
+// takes the name, and setup says so before creating anything, naming
+// --slot. It created the table and the publication, then failed.
+func TestSetupSlotNameTakenInAnotherDatabase(t *testing.T) {
+	t.Parallel()
+	other, db := testenv.NewDB(t), testenv.NewDB(t)
+	ctx := context.Background()
+	slot := "taken_" + db.Name
+	for _, plugin := range []string{"pgoutput", "test_decoding"} {
+		if _, err := other.Pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, $2)`, slot, plugin); err != nil {
+			t.Fatal(err)
+		}
+		cfg := &relay.Config{DatabaseURL: db.URL, Slot: slot, Publication: "p_taken", Logger: testLogger(t)}
+		ps := setupProblems(t, cfg)
+		if got := checks(ps); got != "slot name" {
+			t.Fatalf("%s: checks %q, want slot name: %+v", plugin, got, ps)
+		}
+		if !strings.Contains(ps[0].Detail, "database "+other.Name+" with plugin "+plugin) || !strings.Contains(ps[0].Fix, "--slot") {
+			t.Errorf("%s: %+v, want the other database, the plugin and --slot", plugin, ps[0])
+		}
+		nothingCreated(t, db, "public.outbox", "", cfg.Publication)
+		if _, err := other.Pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// relay run creates a slot that neither exists nor has a state row (a
+// first start), and says so at Warn with what to do if the name is a typo:
+// the new slot holds WAL from then on.
+func TestRunWarnsWhenItCreatesASlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var logs testenv.SyncBuffer
+	b.cfg.Slot += "_typo"
+	b.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	b.start(t)
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN msg=\"created replication slot "+b.cfg.Slot+": ") ||
+		!strings.Contains(out, "relay teardown --slot "+b.cfg.Slot+" --yes") {
+		t.Fatalf("no warning naming the new slot and how to drop it:\n%s", out)
 	}
 }

@@ -222,12 +222,12 @@ func (r *Relay) prepareStream(ctx context.Context, c *Config) (pglogrepl.LSN, er
 	if err := ensurePublication(ctx, conn, c, false); err != nil {
 		return 0, err
 	}
-	start, st, err := ensureSlot(ctx, conn, c)
+	start, st, err := ensureSlot(ctx, conn, c, false)
 	if err != nil {
 		if err := r.onGap(ctx, err); err != nil {
 			return 0, err
 		}
-		if start, st, err = ensureSlot(ctx, conn, c); err != nil {
+		if start, st, err = ensureSlot(ctx, conn, c, false); err != nil {
 			return 0, err
 		}
 	}

@@ -58,7 +58,7 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 // missing slot with a state row is a gap (a *GapError), never re-created,
 // since a new slot starts at the current WAL position and would skip every
 // event committed since the last confirmation.
-func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, *relayState, error) {
+func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) (pglogrepl.LSN, *relayState, error) {
 	if err := ensureStateTable(ctx, conn, c); err != nil {
 		return 0, nil, err
 	}
@@ -86,7 +86,7 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, c *Config) (pglogrepl.LSN, 
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return 0, nil, fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
 		}
-		if err := replaceMissingSlot(ctx, conn, c, st, attempt); err != nil {
+		if err := replaceMissingSlot(ctx, conn, c, st, attempt, setup); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -115,7 +115,8 @@ func readSlotCheck(ctx context.Context, conn *pgx.Conn, slot string) (slotCheck,
 // adopted: read both again.
 func resumeSlot(ctx context.Context, conn *pgx.Conn, c *Config, row slotCheck, st *relayState) (lsn pglogrepl.LSN, adopted bool, err error) {
 	if deref(row.plugin) != "pgoutput" || !row.sameDB {
-		return 0, false, fmt.Errorf("%w: slot %s has plugin %q in database %q", ErrSlotMismatch, c.Slot, deref(row.plugin), deref(row.database))
+		return 0, false, fmt.Errorf("%w: slot %s has plugin %q in database %q (slot names are cluster-wide: choose another with --slot)",
+			ErrSlotMismatch, c.Slot, deref(row.plugin), deref(row.database))
 	}
 	walStatus := deref(row.walStatus)
 	lsn, err = pglogrepl.ParseLSN(deref(row.confirmed))
@@ -146,7 +147,7 @@ func resumeSlot(ctx context.Context, conn *pgx.Conn, c *Config, row slotCheck, s
 // st it is a gap (never re-created), with NoCreate an error; otherwise it
 // creates the slot, tolerating one created concurrently on the first
 // attempt. nil means: read the slot again.
-func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *Config, st *relayState, attempt int) error {
+func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *Config, st *relayState, attempt int, setup bool) error {
 	if st != nil {
 		gap, err := checkGap(ctx, c, st, slotInfo{})
 		if err != nil {
@@ -157,7 +158,7 @@ func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *Config, st *rela
 	if c.NoCreate {
 		return fmt.Errorf("%w: %s (run relay setup, or allow creation)", ErrSlotMissing, c.Slot)
 	}
-	if err := createSlot(ctx, conn, c); err != nil {
+	if err := createSlot(ctx, conn, c, setup); err != nil {
 		var pgErr *pgconn.PgError
 		if !(errors.As(err, &pgErr) && pgErr.Code == "42710" && attempt == 0) { // created concurrently
 			return err
@@ -166,8 +167,10 @@ func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *Config, st *rela
 	return nil
 }
 
-// createSlot creates the slot and records its state row.
-func createSlot(ctx context.Context, conn *pgx.Conn, c *Config) error {
+// createSlot creates the slot and records its state row. Outside setup
+// (Run's first start, with no slot and no state row of that name) it says so
+// at Warn: a mistyped slot name makes a new slot that pins WAL from now on.
+func createSlot(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) error {
 	rc, err := connectReplication(ctx, c)
 	if err != nil {
 		return err
@@ -180,7 +183,14 @@ func createSlot(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	if err := writeNewState(ctx, conn, c, ns, nil); err != nil {
 		return err
 	}
-	c.Logger.Info("created replication slot", "slot", c.Slot, "consistent_point", ns.consistent.String())
+	if setup {
+		c.Logger.Info("created replication slot", "slot", c.Slot, "consistent_point", ns.consistent.String())
+		return nil
+	}
+	c.Logger.Warn("created replication slot "+c.Slot+": no slot and no relay state row had that name, so this is a first start. "+
+		"If the slot name is mistyped, stop the relay and drop the new slot (relay teardown --slot "+c.Slot+" --yes): "+
+		"it holds WAL from now on. Use relay setup and --no-create to make relay run never create one",
+		"slot", c.Slot, "consistent_point", ns.consistent.String())
 	return nil
 }
 

@@ -1,5 +1,7 @@
 package contract
 
+import "strings"
+
 // Record headers the relay sets on every record from an outbox row, and the
 // inbox reads. The row's own headers object cannot override them.
 const (
@@ -20,12 +22,21 @@ const (
 // Headers of the relay's dead-letter records, besides the original ones.
 // HeaderDLQReason is also the inbox's: the inbox's dead-letter records carry
 // it with dlq-error, dlq-consumer, dlq-attempts and dlq-original-* (see
-// package inbox).
+// package inbox). HeaderDLQTruncated lists what the relay cut or left out of
+// a dead-letter record to keep it within its bounds.
 const (
 	HeaderDLQReason     = "dlq-reason"
 	HeaderDLQDetail     = "dlq-detail"
+	HeaderDLQTruncated  = "dlq-truncated"
 	HeaderOriginalTopic = "original-topic"
 )
+
+// HeaderRelayInstance carries the relay's instance ID (relay.Config.InstanceID).
+const HeaderRelayInstance = "relay-instance"
+
+// dlqPrefix starts the name of every dead-letter header, the relay's and the
+// inbox's.
+const dlqPrefix = "dlq-"
 
 // Reserved reports whether name is one of the headers the relay sets from
 // the row's columns (HeaderMessageID and the others), which the row's
@@ -34,6 +45,25 @@ func Reserved(name string) bool {
 	switch name {
 	case HeaderMessageID, HeaderBusinessKey, HeaderEventType, HeaderAggregateType, HeaderAggregateID:
 		return true
+	}
+	return false
+}
+
+// WrittenByRelay reports whether name is a header the relay writes itself,
+// which a row's headers object may not name: the Reserved headers,
+// original-topic, relay-instance and every dlq-* name. Case is ignored, so
+// that "Message-ID" cannot pose as message-id to a reader that ignores it.
+// traceparent and tracestate are not: the writer puts them in the row and
+// the relay passes them through.
+func WrittenByRelay(name string) bool {
+	if len(name) >= len(dlqPrefix) && strings.EqualFold(name[:len(dlqPrefix)], dlqPrefix) {
+		return true
+	}
+	for _, h := range [...]string{HeaderMessageID, HeaderBusinessKey, HeaderEventType, HeaderAggregateType, HeaderAggregateID,
+		HeaderOriginalTopic, HeaderRelayInstance} {
+		if strings.EqualFold(name, h) {
+			return true
+		}
 	}
 	return false
 }

@@ -145,6 +145,13 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	if strings.TrimSpace(cfg.DeadLetterTopic) == "" {
 		return usagef("--%s must not be empty", flagDLQTopic)
 	}
+	for _, p := range c.StringSlice(flagAllowedTopics) {
+		for _, p := range strings.Split(p, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				cfg.AllowedTopics = append(cfg.AllowedTopics, p)
+			}
+		}
+	}
 	switch p := relay.InvalidPolicy(c.String(flagOnInvalid)); p {
 	case relay.InvalidDeadLetter, relay.InvalidStop:
 		cfg.OnInvalid = p
@@ -247,6 +254,7 @@ func logAttrs(cfg *relay.Config) []any {
 		slog.String("slot", cfg.Slot),
 		slog.String("publication", cfg.Publication),
 		slog.String("topic_template", cfg.TopicTemplate),
+		slog.String("allowed_topics", strings.Join(cfg.AllowedTopics, ",")),
 		slog.String("on_invalid", string(cfg.OnInvalid)),
 		slog.Bool("tls", cfg.TLS != nil),
 		slog.Bool("sasl", cfg.SASL != nil),

@@ -24,6 +24,7 @@ const (
 	flagRequireTLS      = "require-tls"
 	flagTopicTemplate   = "topic-template"
 	flagDLQTopic        = "dlq-topic"
+	flagAllowedTopics   = "allowed-topics"
 	flagOnInvalid       = "on-invalid"
 	flagMaxMessageBytes = "max-message-bytes"
 	flagBatchSize       = "batch-size"
@@ -96,6 +97,8 @@ func runFlags() []cli.Flag {
 			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced"},
 		&cli.StringFlag{Name: flagDLQTopic, Category: catKafka, EnvVars: envVar(flagDLQTopic), Value: relay.DefaultDeadLetterTopic,
 			Usage: "dead-letter topic for rows that cannot be published (reason in headers)"},
+		&cli.StringSliceFlag{Name: flagAllowedTopics, Category: catKafka, EnvVars: envVar(flagAllowedTopics),
+			Usage: "topic prefixes rows may publish to, comma separated; a row for any other topic is dead-lettered (bad-topic), so no other topic is written or created (default: any legal topic but the dead-letter topic)"},
 		&cli.StringFlag{Name: flagOnInvalid, Category: catKafka, EnvVars: envVar(flagOnInvalid), Value: string(relay.InvalidDeadLetter),
 			Usage: "what to do with a row that cannot be published: dlq (dead-letter it and go on) or stop (exit with an error, nothing acknowledged past it)"},
 		&cli.GenericFlag{Name: flagMaxMessageBytes, Category: catKafka, EnvVars: envVar(flagMaxMessageBytes), Value: cliutil.NewSize(relay.DefaultMaxMessageBytes),

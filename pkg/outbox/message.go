@@ -40,7 +40,10 @@ type Message struct {
 	// was configured with RawPayload.
 	Payload []byte
 	// Headers are extra Kafka headers (trace context, correlation ID). They
-	// cannot override the relay's own headers. Optional.
+	// may not name a header the relay writes (message-id, business-key,
+	// event-type, aggregate-type, aggregate-id, original-topic,
+	// relay-instance, dlq-*, in any case): the relay dead-letters such a
+	// message (reason bad-headers). Optional.
 	Headers map[string]string
 	// Topic overrides the relay's topic template for this message. Optional.
 	Topic string

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 )
@@ -75,6 +76,13 @@ type Config struct {
 	// DeadLetterTopic receives rows that cannot be published. Defaults to
 	// "outbox.dlq".
 	DeadLetterTopic string
+	// AllowedTopics, when set, are the topic prefixes rows may publish to:
+	// a row whose topic (explicit or rendered) starts with none of them is
+	// dead-lettered with reason bad-topic, so no topic outside them is
+	// written or auto-created. A row naming DeadLetterTopic is
+	// dead-lettered the same way whether or not this is set. Defaults to
+	// none: every legal topic name but DeadLetterTopic.
+	AllowedTopics []string
 	// OnInvalid is the policy for rows that cannot be published. Defaults
 	// to InvalidDeadLetter.
 	OnInvalid InvalidPolicy
@@ -189,7 +197,7 @@ type Config struct {
 }
 
 // InstanceHeader is the record header that carries Config.InstanceID.
-const InstanceHeader = "relay-instance"
+const InstanceHeader = contract.HeaderRelayInstance
 
 // Defaults of the Config fields.
 const (
@@ -270,6 +278,17 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	if !slotNamePattern.MatchString(c.Slot) {
 		bad("slot %q: want 1 to 63 characters of a-z, 0-9 and _", c.Slot)
+	}
+	if err := contract.CheckTopic([]byte(c.DeadLetterTopic)); err != nil {
+		bad("dead-letter topic: %v", err)
+	}
+	for _, p := range c.AllowedTopics {
+		if err := contract.CheckTopic([]byte(p)); err != nil {
+			bad("allowed topic prefix: %v", err)
+		}
+	}
+	if err := parseTopicTemplate(c.TopicTemplate).check(); err != nil {
+		bad("topic template %q: %v", c.TopicTemplate, err)
 	}
 	if c.OnInvalid != InvalidDeadLetter && c.OnInvalid != InvalidStop {
 		bad("on-invalid %q: want %q or %q", c.OnInvalid, InvalidDeadLetter, InvalidStop)

@@ -1,71 +1,175 @@
 package relay
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
-// maxDetailBytes caps dlq-detail in a slim dead-letter record.
-const maxDetailBytes = 1024
+// Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
+// are untrusted: whatever they hold, its dead-letter record fits, so no row
+// can stop the relay.
+const (
+	// maxDetailBytes bounds dlq-detail (and the detail of an
+	// InvalidEventError).
+	maxDetailBytes = 1024
+	// MaxDeadLetterHeaderBytes bounds the value of every header a
+	// dead-letter record carries over from its event (business-key,
+	// aggregate-id, the row's own headers...): a longer value is cut to it
+	// and named in dlq-truncated. original-topic is cut to Kafka's longest
+	// topic name (249 bytes), dlq-detail to 1,024 bytes.
+	MaxDeadLetterHeaderBytes = 4096
+	// MaxDeadLetterHeaderNameBytes bounds the name of a header a
+	// dead-letter record carries over: a header with a longer name is left
+	// out ("headers" in dlq-truncated).
+	MaxDeadLetterHeaderNameBytes = 256
+	// maxTruncatedBytes bounds dlq-truncated.
+	maxTruncatedBytes = 1024
+)
 
 // deadLetter turns ev, whose problem is ev.invalid, into its dead-letter
 // record: the same key and value (no value when the value is what is too
 // large), the reason in dlq-reason and dlq-detail, the original topic, and
-// the event's normal headers. When that record would still be over
-// MaxMessageBytes (a huge key or headers object), it is slim instead (see
-// slimDeadLetter). It counts and logs the event.
+// the event's headers, each cut to its bound (dlq-truncated then says what
+// was cut). Its size is checked last: over MaxMessageBytes (less the
+// relay-instance header stage adds), it loses its value, then its key, then
+// becomes the minimal record (see minimalDeadLetter). It counts and logs
+// the event, with bounded excerpts only.
 func deadLetter(c *Config, m *metrics, ev *event) {
 	inv := ev.invalid
 	orig := ev.msg
-	hs := make([]kafka.Header, 0, len(orig.Headers)+4)
+	var cut truncation
+	hs := make([]kafka.Header, 0, len(orig.Headers)+5)
 	hs = append(hs,
 		kafka.Header{Key: contract.HeaderDLQReason, Value: []byte(inv.Reason)},
-		kafka.Header{Key: contract.HeaderDLQDetail, Value: []byte(inv.Detail)},
+		kafka.Header{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(inv.Detail), maxDetailBytes)},
 	)
-	if orig.Topic != "" {
-		hs = append(hs, kafka.Header{Key: contract.HeaderOriginalTopic, Value: []byte(orig.Topic)})
+	origTopic := orig.Topic
+	if origTopic != "" {
+		if len(origTopic) > contract.MaxTopicBytes {
+			origTopic = string(contract.Cut([]byte(origTopic), contract.MaxTopicBytes))
+			cut.add(contract.HeaderOriginalTopic)
+		}
+		hs = append(hs, kafka.Header{Key: contract.HeaderOriginalTopic, Value: []byte(origTopic)})
 	}
 	hasID := false
 	for _, h := range orig.Headers {
+		if len(h.Key) > MaxDeadLetterHeaderNameBytes {
+			cut.add("headers")
+			continue
+		}
 		hasID = hasID || h.Key == contract.HeaderMessageID
+		if len(h.Value) > MaxDeadLetterHeaderBytes {
+			h.Value = contract.Cut(h.Value, MaxDeadLetterHeaderBytes)
+			cut.add(h.Key)
+		}
 		hs = append(hs, h)
 	}
 	if !hasID {
 		hs = append(hs, kafka.Header{Key: contract.HeaderMessageID, Value: []byte(messageID(ev))})
 	}
 	value := orig.Value
-	if inv.Reason == ReasonTooLarge {
+	if inv.Reason == ReasonTooLarge && value != nil {
 		value = nil
+		cut.add("value")
 	}
 	ev.msg = kafka.Message{Topic: c.DeadLetterTopic, Key: orig.Key, Value: value, Headers: hs, Time: orig.Time}
-	slim := recordSize(&ev.msg) > c.MaxMessageBytes
-	if slim {
-		slimDeadLetter(ev)
+	limit := deadLetterLimit(c)
+	size := func() int { return recordSize(&ev.msg) + len(contract.HeaderDLQTruncated) + maxTruncatedBytes }
+	if size() > limit && ev.msg.Value != nil {
+		ev.msg.Value = nil
+		cut.add("value")
+	}
+	if size() > limit && ev.msg.Key != nil {
+		ev.msg.Key = nil
+		cut.add("key")
+	}
+	if size() > limit {
+		minimalDeadLetter(ev, fmt.Sprintf("the dead-letter record was over max message bytes (%d) even without key and value", c.MaxMessageBytes))
+	} else if v := cut.value(); v != nil {
+		ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: contract.HeaderDLQTruncated, Value: v})
 	}
 	m.invalid.WithLabelValues(inv.Reason).Inc()
 	c.Logger.Warn("outbox event sent to the dead-letter topic", "message_id", inv.MessageID.String(),
-		"reason", inv.Reason, "detail", truncateString(inv.Detail, maxDetailBytes), "original_topic", orig.Topic,
-		slog.String("dead_letter_topic", c.DeadLetterTopic), "slim", slim)
+		"reason", inv.Reason, "detail", string(contract.Cut([]byte(inv.Detail), maxDetailBytes)), "original_topic", origTopic,
+		slog.String("dead_letter_topic", c.DeadLetterTopic), "minimal", ev.minimal, "truncated", string(cut.value()))
 }
 
-// slimDeadLetter reduces the dead-letter record of ev to what always fits:
-// no key, no value, and only the headers message-id, dlq-reason, dlq-detail
-// (cut to maxDetailBytes) and original-topic.
-func slimDeadLetter(ev *event) {
-	var hs []kafka.Header
+// deadLetterLimit is the most recordSize a dead-letter record may have:
+// MaxMessageBytes less the relay-instance header the stream adds.
+func deadLetterLimit(c *Config) int {
+	limit := c.MaxMessageBytes
+	if c.InstanceID != "" {
+		limit -= len(InstanceHeader) + len(c.InstanceID)
+	}
+	return limit
+}
+
+// minimalDeadLetter reduces the dead-letter record of ev to what always
+// fits: no key, no value, and only the headers message-id, dlq-reason,
+// dlq-detail (saying why, then the event's detail, cut to maxDetailBytes),
+// original-topic (at most 249 bytes) and dlq-truncated ("key,value,headers").
+// Only a dead-letter topic refusing this record stops the relay.
+func minimalDeadLetter(ev *event, why string) {
+	var id, topic []byte
 	for _, h := range ev.msg.Headers {
 		switch h.Key {
-		case contract.HeaderDLQDetail:
-			hs = append(hs, kafka.Header{Key: h.Key, Value: []byte(truncateString(string(h.Value), maxDetailBytes))})
-		case contract.HeaderDLQReason, contract.HeaderOriginalTopic, contract.HeaderMessageID:
-			hs = append(hs, h)
+		case contract.HeaderMessageID:
+			id = h.Value
+		case contract.HeaderOriginalTopic:
+			topic = h.Value
 		}
 	}
+	if id == nil {
+		id = []byte(messageID(ev))
+	}
+	detail := why + "; it holds only message-id, dlq-reason, dlq-detail and original-topic. The event's problem: " + ev.invalid.Detail
+	hs := []kafka.Header{
+		{Key: contract.HeaderDLQReason, Value: []byte(ev.invalid.Reason)},
+		{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(detail), maxDetailBytes)},
+	}
+	if topic != nil {
+		hs = append(hs, kafka.Header{Key: contract.HeaderOriginalTopic, Value: contract.Cut(topic, contract.MaxTopicBytes)})
+	}
+	hs = append(hs,
+		kafka.Header{Key: contract.HeaderMessageID, Value: contract.Cut(id, 64)},
+		kafka.Header{Key: contract.HeaderDLQTruncated, Value: []byte("key,value,headers")},
+	)
 	ev.msg.Key, ev.msg.Value, ev.msg.Headers = nil, nil, hs
-	ev.slim = true
+	ev.minimal = true
+}
+
+// truncation lists what a dead-letter record lost, for dlq-truncated: the
+// names of headers whose values were cut, "original-topic", and "key",
+// "value" or "headers" for what was left out.
+type truncation struct {
+	items []string
+}
+
+func (t *truncation) add(item string) {
+	for _, have := range t.items {
+		if have == item {
+			return
+		}
+	}
+	t.items = append(t.items, item)
+}
+
+// value is the dlq-truncated header's value, nil when nothing was cut; at
+// most maxTruncatedBytes, ending in ",..." when the list was longer.
+func (t *truncation) value() []byte {
+	if len(t.items) == 0 {
+		return nil
+	}
+	v := strings.Join(t.items, ",")
+	if len(v) > maxTruncatedBytes {
+		v = string(contract.Cut([]byte(v), maxTruncatedBytes-4)) + ",..."
+	}
+	return []byte(v)
 }
 
 // messageID is ev's message ID as text, empty when it has none.
@@ -74,12 +178,4 @@ func messageID(ev *event) string {
 		return ""
 	}
 	return ev.id.String()
-}
-
-// truncateString cuts s to at most n bytes, marking the cut.
-func truncateString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

@@ -139,9 +139,9 @@ type event struct {
 	msg     kafka.Message
 	id      uuid.UUID
 	invalid *InvalidEventError
-	// slim marks a dead-letter record reduced to the headers that always
-	// fit (see slimDeadLetter).
-	slim bool
+	// minimal marks a dead-letter record reduced to the headers that
+	// always fit (see minimalDeadLetter).
+	minimal bool
 	// tx and commit are set by the reader.
 	tx     acktrack.TxID
 	commit time.Time
@@ -209,6 +209,10 @@ type decoder struct {
 	// event type, and explicit topics, so that a row does not allocate
 	// its topic.
 	topics topicCache
+	// deadLetterTopic and allowedTopics are Config's: a row's topic must
+	// be an allowed one (see topicProblem).
+	deadLetterTopic string
+	allowedTopics   []string
 }
 
 func newDecoder(c *Config, res relationResolver) *decoder {
@@ -221,6 +225,8 @@ func newDecoder(c *Config, res relationResolver) *decoder {
 		relations:       make(map[uint32]*relation),
 		stopOnInvalid:   c.OnInvalid == InvalidStop,
 		logger:          c.Logger,
+		deadLetterTopic: c.DeadLetterTopic,
+		allowedTopics:   c.AllowedTopics,
 	}
 }
 
@@ -510,8 +516,11 @@ type fields struct {
 }
 
 // finish builds the Kafka record of f, checks it, and records problem.
+// The topic is checked before anything else uses it: an illegal name is
+// never cached, and the record keeps only a bounded excerpt of it (for the
+// dead-letter record's original-topic header and the log line).
 func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event {
-	topic := d.route(f.aggregateType, f.eventType, f.topic)
+	topic, topicErr := d.topic(f.aggregateType, f.eventType, f.topic)
 	ev.msg = kafka.Message{
 		Topic: topic,
 		Value: f.payload,
@@ -528,10 +537,16 @@ func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event 
 	if len(f.aggregateID) > 0 {
 		ev.msg.Key = f.aggregateID
 	}
+	// A header the relay writes may not come from the row: it is left
+	// out, and the row is dead-lettered (a row posing as a dead letter,
+	// or as another message, is a producer's bug or an attack).
+	var reserved []string
 	if len(f.headers) > 0 {
 		keys := make([]string, 0, len(f.headers))
 		for k := range f.headers {
-			if !reservedHeader(k) {
+			if contract.WrittenByRelay(k) {
+				reserved = append(reserved, k)
+			} else {
 				keys = append(keys, k)
 			}
 		}
@@ -543,27 +558,70 @@ func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event 
 	if problem == nil {
 		if err := contract.CheckKey("business key", string(f.businessKey)); err != nil {
 			problem = &InvalidEventError{Reason: ReasonInvalidKey, Detail: err.Error()}
-		} else if err := validTopic(topic); err != nil {
-			problem = &InvalidEventError{Reason: ReasonBadTopic, Detail: err.Error()}
+		} else if topicErr != nil {
+			problem = &InvalidEventError{Reason: ReasonBadTopic, Detail: topicErr.Error()}
+		} else if len(reserved) > 0 {
+			sort.Strings(reserved)
+			problem = &InvalidEventError{Reason: ReasonBadHeaders, Detail: fmt.Sprintf(
+				"headers name %s, which the relay writes itself (reserved: message-id, business-key, event-type, aggregate-type, aggregate-id, original-topic, relay-instance, dlq-*)",
+				contract.Excerpt([]byte(strings.Join(reserved, ",")), 128))}
 		} else if n := recordSize(&ev.msg); n > d.maxMessageBytes {
 			problem = &InvalidEventError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}
 		}
 	}
 	if problem != nil {
 		problem.MessageID = ev.id
+		problem.Detail = string(contract.Cut([]byte(problem.Detail), maxDetailBytes))
 		ev.invalid = problem
 	}
 	return ev
 }
 
-// route is the topic of a row: its topic column, else the topic template
-// rendered with its aggregate and event types. Verify routes rows with it
-// too.
+// route is the topic the relay writes a row with these values to: its
+// topic column, else the topic template rendered with its aggregate and
+// event types; the dead-letter topic when that is not a topic the relay
+// publishes to (bad-topic). Verify routes rows with it too.
 func (d *decoder) route(aggregateType, eventType, column []byte) string {
-	if len(column) > 0 {
-		return d.topics.explicit(column)
+	topic, err := d.topic(aggregateType, eventType, column)
+	if err != nil {
+		return d.deadLetterTopic
 	}
-	return d.topics.rendered(&d.topicTemplate, aggregateType, eventType)
+	return topic
+}
+
+// topic is the topic of a row: its topic column, else the topic template
+// rendered with its aggregate and event types, checked (see topicProblem).
+// For an illegal name it returns an excerpt (see excerptTopic).
+func (d *decoder) topic(aggregateType, eventType, column []byte) (string, error) {
+	var topic string
+	var err error
+	if len(column) > 0 {
+		topic, err = d.topics.explicit(column)
+	} else {
+		topic, err = d.topics.rendered(&d.topicTemplate, aggregateType, eventType)
+	}
+	if err == nil {
+		err = d.topicProblem(topic)
+	}
+	return topic, err
+}
+
+// topicProblem says why the relay does not publish to topic, a legal topic
+// name: it is the dead-letter topic (a row may not pose as a dead letter),
+// or it starts with none of the allowed prefixes.
+func (d *decoder) topicProblem(topic string) error {
+	if topic == d.deadLetterTopic {
+		return fmt.Errorf("topic %s is the dead-letter topic, which only the relay writes", topic)
+	}
+	if len(d.allowedTopics) == 0 {
+		return nil
+	}
+	for _, p := range d.allowedTopics {
+		if strings.HasPrefix(topic, p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("topic %s starts with none of the allowed topic prefixes (%s)", topic, strings.Join(d.allowedTopics, ", "))
 }
 
 // canonicalUUID is the text of id (as uuid.UUID.String), reusing text when
@@ -625,6 +683,42 @@ func parseTopicTemplate(s string) topicTemplate {
 	return t
 }
 
+// uses reports whether the template has the placeholder of field
+// (colAggregateType or colEventType).
+func (t topicTemplate) uses(field int) bool {
+	for _, p := range t {
+		if p.field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// check reports why no row could have a legal topic under the template: its
+// literal text alone is too long or holds a character Kafka refuses, or,
+// without placeholders, it is not a legal topic name.
+func (t topicTemplate) check() error {
+	var lit []byte
+	placeholders := false
+	for _, p := range t {
+		lit = append(lit, p.literal...)
+		placeholders = placeholders || p.field != 0
+	}
+	if !placeholders || len(lit) > contract.MaxTopicBytes {
+		return contract.CheckTopic(lit)
+	}
+	for _, p := range t {
+		if p.literal == "" {
+			continue
+		}
+		// A literal that is legal inside a longer name: "x" + the part.
+		if err := contract.CheckTopic([]byte("x" + p.literal)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // render appends the topic of a row with these aggregate and event types
 // to dst.
 func (t topicTemplate) render(dst, aggregateType, eventType []byte) []byte {
@@ -641,47 +735,89 @@ func (t topicTemplate) render(dst, aggregateType, eventType []byte) []byte {
 	return dst
 }
 
-// topicCacheSize bounds each map of a topicCache; a full map starts over.
-const topicCacheSize = 1024
+// Bounds of a topicCache: each of its maps holds at most topicCacheSize
+// names, and only names whose cache key (the explicit topic, or the
+// template's fields) is at most topicCacheKeyBytes long; a full map starts
+// over. Together they bound the cache to about 2 × 1,024 × (512 + 249)
+// bytes plus the maps' own overhead.
+const (
+	topicCacheSize     = 1024
+	topicCacheKeyBytes = 512
+)
 
 // topicCache holds the topic names rows used last, so that most rows
-// share one string rather than allocating their own.
+// share one string rather than allocating their own. It holds legal topic
+// names only (contract.CheckTopic): an illegal one is never kept.
 type topicCache struct {
 	byTypes  map[string]string // length of the aggregate type, aggregate type, event type: rendered template
 	byColumn map[string]string // explicit topic column: the same text
 	scratch  []byte
+	render   []byte
 }
 
 // rendered is the topic template rendered for aggregateType and eventType.
-func (c *topicCache) rendered(t *topicTemplate, aggregateType, eventType []byte) string {
+func (c *topicCache) rendered(t *topicTemplate, aggregateType, eventType []byte) (string, error) {
+	// The key holds only the fields the template uses.
+	if !t.uses(colEventType) {
+		eventType = nil
+	}
+	if !t.uses(colAggregateType) {
+		aggregateType = nil
+	}
 	c.scratch = append(append(binary.AppendUvarint(c.scratch[:0], uint64(len(aggregateType))), aggregateType...), eventType...)
 	if topic, ok := c.byTypes[string(c.scratch)]; ok {
-		return topic
+		return topic, nil
 	}
-	if len(c.byTypes) >= topicCacheSize || c.byTypes == nil {
-		c.byTypes = make(map[string]string)
+	c.render = t.render(c.render[:0], aggregateType, eventType)
+	if err := contract.CheckTopic(c.render); err != nil {
+		return excerptTopic(c.render), err
 	}
-	topic := string(t.render(nil, aggregateType, eventType))
-	c.byTypes[string(c.scratch)] = topic
-	return topic
+	topic := string(c.render)
+	if len(c.scratch) <= topicCacheKeyBytes {
+		if len(c.byTypes) >= topicCacheSize || c.byTypes == nil {
+			c.byTypes = make(map[string]string)
+		}
+		c.byTypes[string(c.scratch)] = topic
+	}
+	if cap(c.render) > 4*topicCacheKeyBytes {
+		c.render = nil // a huge type's buffer is not kept
+	}
+	return topic, nil
 }
 
 // explicit is the topic named by a row's topic column.
-func (c *topicCache) explicit(b []byte) string {
+func (c *topicCache) explicit(b []byte) (string, error) {
 	if topic, ok := c.byColumn[string(b)]; ok {
-		return topic
+		return topic, nil
+	}
+	if err := contract.CheckTopic(b); err != nil {
+		return excerptTopic(b), err
 	}
 	if len(c.byColumn) >= topicCacheSize || c.byColumn == nil {
 		c.byColumn = make(map[string]string)
 	}
 	topic := string(b)
 	c.byColumn[topic] = topic
-	return topic
+	return topic, nil
 }
 
-// reservedHeader reports whether the relay sets header k itself.
-func reservedHeader(k string) bool {
-	return contract.Reserved(k) || k == InstanceHeader || strings.HasPrefix(k, "dlq-")
+// excerptTopic is what an event keeps of an illegal topic name: at most
+// contract.MaxTopicBytes+1 bytes, so that its dead-letter record can tell a
+// name cut to contract.MaxTopicBytes from one that was that long.
+func excerptTopic(b []byte) string {
+	return string(b[:min(len(b), contract.MaxTopicBytes+1)])
+}
+
+// size is the number of names the cache holds and the bytes of their keys
+// and values.
+func (c *topicCache) size() (names, bytes int) {
+	for _, m := range []map[string]string{c.byTypes, c.byColumn} {
+		for k, v := range m {
+			names++
+			bytes += len(k) + len(v)
+		}
+	}
+	return names, bytes
 }
 
 // recordSize is the size a record counts against the limit: key, value
@@ -692,20 +828,6 @@ func recordSize(m *kafka.Message) int {
 		n += len(h.Key) + len(h.Value)
 	}
 	return n
-}
-
-// validTopic applies Kafka's topic name rules.
-func validTopic(t string) error {
-	if t == "" || t == "." || t == ".." || len(t) > 249 {
-		return fmt.Errorf("topic %q is not a legal Kafka topic name", t)
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("topic %q is not a legal Kafka topic name (allowed: a-z A-Z 0-9 . _ -)", t)
-		}
-	}
-	return nil
 }
 
 // decodeBytea decodes bytea in the hex output format (\x...).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
@@ -164,7 +165,7 @@ func FuzzDecode(f *testing.F) {
 				}
 				continue
 			}
-			if err := validTopic(ev.msg.Topic); err != nil {
+			if err := contract.CheckTopic([]byte(ev.msg.Topic)); err != nil {
 				t.Fatalf("valid event with topic %q", ev.msg.Topic)
 			}
 			if recordSize(&ev.msg) > c.MaxMessageBytes || ev.msg.Key == nil || ev.msg.Value == nil {

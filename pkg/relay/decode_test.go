@@ -160,16 +160,18 @@ func TestTopicTemplate(t *testing.T) {
 	tmpl := parseTopicTemplate("{aggregate_type}.{event_type}")
 	for i := range 3 * topicCacheSize {
 		at, et := []byte(strconv.Itoa(i%(2*topicCacheSize))), []byte("e"+strconv.Itoa(i%7))
-		if got, want := c.rendered(&tmpl, at, et), string(at)+"."+string(et); got != want {
-			t.Fatalf("row %d: topic %q, want %q", i, got, want)
+		if got, err := c.rendered(&tmpl, at, et); err != nil || got != string(at)+"."+string(et) {
+			t.Fatalf("row %d: topic %q (%v), want %q", i, got, err, string(at)+"."+string(et))
 		}
-		if got := c.explicit(at); got != string(at) {
-			t.Fatalf("row %d: explicit topic %q, want %q", i, got, at)
+		if got, err := c.explicit(at); err != nil || got != string(at) {
+			t.Fatalf("row %d: explicit topic %q (%v), want %q", i, got, err, at)
 		}
 	}
-	// The key keeps ("a", "b.c") and ("a.b", "c") apart.
-	if a, b := c.rendered(&tmpl, []byte("a"), []byte("b\x00c")), c.rendered(&tmpl, []byte("a\x00b"), []byte("c")); a == b {
-		t.Fatalf("two rows share topic %q", a)
+	// The key keeps ("a", "bc") and ("ab", "c") apart.
+	a, _ := c.rendered(&tmpl, []byte("a"), []byte("bc"))
+	b, _ := c.rendered(&tmpl, []byte("ab"), []byte("c"))
+	if a != "a.bc" || b != "ab.c" {
+		t.Fatalf("topics %q and %q, want a.bc and ab.c", a, b)
 	}
 }
 

@@ -127,8 +127,11 @@
 //   - bad-value: a message ID that is not a UUID, bytea that does not
 //     decode.
 //   - unsupported-type: a value in a form the relay cannot read.
-//   - bad-headers: headers that are not a JSON object.
-//   - bad-topic: not a legal topic name.
+//   - bad-headers: headers that are not a JSON object, or that name a
+//     header the relay writes itself (see Reserved headers).
+//   - bad-topic: not a legal Kafka topic name (1 to 249 bytes of a-z A-Z
+//     0-9 . _ -, not "." or ".."), the dead-letter topic (a row may not
+//     pose as a dead letter), or a topic outside Config.AllowedTopics.
 //   - bad-message: a pgoutbox logical message that does not parse.
 //   - kafka-rejected: a record Kafka refuses for good (see below).
 //   - bad-columns: a row of a table layout the relay cannot read (see
@@ -145,12 +148,20 @@
 // for too-large), the headers dlq-reason, dlq-detail, original-topic (when
 // known) and message-id, plus its normal headers; it is counted in
 // pgoutbox_relay_invalid_events_total and logged at Warn with its message
-// ID. A dead-letter record that would itself be over MaxMessageBytes (a
-// huge key or headers object), or that the broker rejects as too large, is
-// sent slim: no key, no value, only message-id, dlq-reason, original-topic
-// and dlq-detail (cut to 1 KiB). It keeps its place in the batch. With
-// InvalidStop, Run returns an *InvalidEventError naming the message ID and
-// reason, and the transaction holding it is not confirmed.
+// ID and bounded excerpts (never a whole value). Its headers are bounded
+// whatever the row holds: dlq-detail to 1,024 bytes, original-topic to 249
+// (a longer, illegal topic is cut), every other header's value to
+// MaxDeadLetterHeaderBytes (4,096) and its name to
+// MaxDeadLetterHeaderNameBytes (256; a header with a longer name is left
+// out). What was cut or left out is named in a dlq-truncated header (a
+// header's name, original-topic, key, value, headers). Its size is checked
+// last: over MaxMessageBytes it loses its value, then its key, then becomes
+// the minimal record: no key, no value, only message-id, dlq-reason,
+// dlq-detail (saying why), original-topic and dlq-truncated. A dead-letter
+// record Kafka refuses for good is sent again as the minimal record. It
+// keeps its place in the batch. With InvalidStop, Run returns an
+// *InvalidEventError naming the message ID and reason, and the transaction
+// holding it is not confirmed.
 //
 // Kafka's answer decides too. A record the brokers refuse for good is
 // invalid. Refused as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE),
@@ -160,9 +171,9 @@
 // Kafka's error in dlq-detail. CORRUPT_MESSAGE may pass, so it makes a record
 // invalid only after 5 attempts over at least 5 seconds. When a write of
 // several records fails that way, the relay writes them one by one to
-// find which is at fault. Kafka refusing a dead-letter record for good
-// (after one slim retry for too-large) ends Run with an error wrapping
-// ErrDeadLetter; SASL and cluster authorization failures end it with
+// find which is at fault. Kafka refusing even the minimal dead-letter
+// record ends Run with an error wrapping ErrDeadLetter, the only row that
+// can stop the relay; SASL and cluster authorization failures end it with
 // ErrKafkaAuth. Any other Kafka error is retried with backoff, forever.
 //
 // A topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, with topic
@@ -176,6 +187,16 @@
 // with an error wrapping ErrTopicUnavailable naming the topic and the
 // waiting message; its transaction is not confirmed, so a restart after
 // the fix publishes it.
+//
+// # Reserved headers
+//
+// A row's headers object may not name a header the relay writes:
+// message-id, business-key, event-type, aggregate-type, aggregate-id,
+// original-topic, relay-instance or any dlq-* name, compared without
+// regard to case. Such a row is dead-lettered (reason bad-headers) and its
+// dead-letter record leaves those headers out, so no row can pose as
+// another message or as a dead letter. traceparent and tracestate are the
+// row's: the outbox writer injects them and the relay passes them through.
 //
 // # Metrics
 //

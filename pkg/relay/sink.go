@@ -490,17 +490,19 @@ func (s *sink) topicUnavailable(ev *event, e error) error {
 
 // reject handles a record the broker will never accept, with error e: a
 // normal record is dead-lettered in place (or, under InvalidStop, stops
-// the relay); a dead-letter record is slimmed once, then stops the relay.
+// the relay); a dead-letter record becomes the minimal one, and only the
+// minimal one refused stops the relay.
 func (s *sink) reject(ev *event, st *recordState, e error) error {
 	*st = recordState{alone: true}
 	if ev.invalid != nil { // a dead-letter record
-		if errors.Is(e, kafka.MessageSizeTooLarge) && !ev.slim {
-			s.cfg.Logger.Warn("the broker rejected a dead-letter record as too large; sending it without key, value and headers",
-				"message_id", ev.invalid.MessageID.String())
-			slimDeadLetter(ev)
+		if !ev.minimal {
+			s.cfg.Logger.Warn("kafka rejected a dead-letter record; sending the minimal one (message ID, reason, detail, original topic)",
+				"message_id", ev.invalid.MessageID.String(), "error", e)
+			minimalDeadLetter(ev, "kafka rejected the dead-letter record ("+e.Error()+")")
 			return nil
 		}
-		return permanent(fmt.Errorf("%w: message %s to %s: %w", ErrDeadLetter, ev.invalid.MessageID, ev.msg.Topic, e))
+		return permanent(fmt.Errorf("%w: the dead-letter topic %s refused even the minimal record (message ID, reason, detail) of message %s (reason %s), so the row cannot be dead-lettered: %w",
+			ErrDeadLetter, ev.msg.Topic, ev.invalid.MessageID, ev.invalid.Reason, e))
 	}
 	inv := &InvalidEventError{MessageID: ev.id, Reason: ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
 	if errors.Is(e, kafka.MessageSizeTooLarge) || errors.Is(e, kafka.RecordListTooLarge) {

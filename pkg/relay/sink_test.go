@@ -134,35 +134,59 @@ func TestDeadLetterKeepsOrder(t *testing.T) {
 	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 30*time.Second)
 	assertLastCopiesInOrder(t, recs, ids)
 	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
-	if r := dlq[0]; header(t, r, "dlq-reason") != relay.ReasonBadHeaders || r.Key != nil || r.Value != nil {
-		t.Fatalf("dead letter: reason %q, key %d bytes, value %d bytes; want a slim bad-headers record",
-			header(t, r, "dlq-reason"), len(r.Key), len(r.Value))
+	if r := dlq[0]; header(t, r, "dlq-reason") != relay.ReasonBadHeaders || string(r.Key) != "a" || r.Value != nil ||
+		header(t, r, "dlq-truncated") != "value" {
+		t.Fatalf("dead letter: reason %q, key %q, value %d bytes, dlq-truncated %q; want a bad-headers record without its value",
+			header(t, r, "dlq-reason"), r.Key, len(r.Value), header(t, r, "dlq-truncated"))
 	}
 }
 
 // A row too large because of its key or headers has a dead-letter record
-// that fits: no key, no value, only message-id, dlq-reason, dlq-detail and
-// original-topic. Later rows are published, and Run stops when asked.
+// that fits: every header it carries over is cut to
+// MaxDeadLetterHeaderBytes, then the key goes, and when that is not enough
+// (many headers) it is the minimal record: no key, no value, only
+// message-id, dlq-reason, dlq-detail, original-topic and dlq-truncated.
+// dlq-truncated names what was cut. Later rows are published, and Run stops
+// when asked.
 func TestDeadLetterAlwaysFits(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	run := b.start(t)
-	hugeHeaders := msg("a", 1)
-	hugeHeaders.Headers = map[string]string{"trace": strings.Repeat("t", 1_200_000)}
+	hugeHeader := msg("a", 1)
+	hugeHeader.Headers = map[string]string{"trace": strings.Repeat("t", 1_200_000)}
 	hugeKey := msg(strings.Repeat("k", 1_200_000), 2)
 	hugeKey.BusinessKey = "bk-huge-key-2" // the aggregate ID (Kafka key) is what is huge
-	bad := b.insert(t, hugeHeaders, hugeKey)
-	good := b.insert(t, msg("b", 3))
+	manyHeaders := msg("a", 3)
+	manyHeaders.Headers = make(map[string]string)
+	for i := range 300 {
+		manyHeaders.Headers[fmt.Sprintf("h%03d", i)] = strings.Repeat("v", 4000)
+	}
+	ids := b.insert(t, hugeHeader, hugeKey, manyHeaders)
+	good := b.insert(t, msg("b", 4))
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 30*time.Second)
-	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", bad, 30*time.Second)
+	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", ids, 30*time.Second)
+	want := map[string]struct {
+		key, headers, truncated string
+	}{
+		ids[0]: {"a", "dlq-reason,dlq-detail,original-topic,message-id,business-key,event-type,aggregate-type,aggregate-id,trace,dlq-truncated", "trace,value"},
+		ids[1]: {"", "dlq-reason,dlq-detail,original-topic,message-id,business-key,event-type,aggregate-type,aggregate-id,dlq-truncated", "aggregate-id,value,key"},
+		ids[2]: {"", "dlq-reason,dlq-detail,original-topic,message-id,dlq-truncated", "key,value,headers"},
+	}
 	for _, r := range dlq {
+		id := header(t, r, "message-id")
 		var keys []string
 		for _, h := range r.Headers {
 			keys = append(keys, h.Key)
+			if len(h.Value) > relay.MaxDeadLetterHeaderBytes {
+				t.Fatalf("dead letter %s: header %s of %d bytes", id, h.Key, len(h.Value))
+			}
 		}
-		if got := strings.Join(keys, ","); got != "dlq-reason,dlq-detail,original-topic,message-id" || r.Key != nil || r.Value != nil ||
-			header(t, r, "dlq-reason") != relay.ReasonTooLarge || header(t, r, "original-topic") != "outbox.order" {
-			t.Fatalf("dead letter %s: headers %s, key %d bytes, value %d bytes", header(t, r, "message-id"), got, len(r.Key), len(r.Value))
+		w := want[id]
+		if got := strings.Join(keys, ","); got != w.headers || string(r.Key) != w.key || r.Value != nil ||
+			header(t, r, "dlq-reason") != relay.ReasonTooLarge || header(t, r, "original-topic") != "outbox.order" ||
+			header(t, r, "dlq-truncated") != w.truncated {
+			t.Fatalf("dead letter %s: headers %s, key of %d bytes, value of %d bytes, dlq-truncated %q; want headers %s, key %q, dlq-truncated %q",
+				id, got, len(r.Key), len(r.Value), header(t, r, "dlq-truncated"), w.headers, w.key, w.truncated)
 		}
 	}
 	if err := run.stop(t); err != nil {

@@ -1,0 +1,204 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// Rows written to stop the relay or to pose as dead letters (issue 22) are
+// dead-lettered, each with a record the broker accepts, and the rows after
+// them are published: a 2.5 MB topic, a 2 MB original-topic header, a row
+// naming the dead-letter topic with a forged origin, and rows naming other
+// headers the relay writes. Each runs its own relay, so that one stopping
+// does not hide the others.
+func TestHostileRowsDeadLettered(t *testing.T) {
+	t.Parallel()
+	hugeTopic := strings.Repeat("\x1b[2J"+"0123456789abcdef0123456789abcdef", 70_000) // 2.5 MB, terminal escapes included
+	for _, tc := range []struct {
+		name, headers, topic string
+		reason, origTopic    string
+		topicCut             bool
+	}{
+		{"huge-topic", "", hugeTopic, relay.ReasonBadTopic, hugeTopic[:249], true},
+		{"huge-original-topic-header", `{"original-topic": "` + strings.Repeat("p", 2_000_000) + `"}`, "", relay.ReasonBadHeaders, "outbox.order", false},
+		{"dead-letter-forgery", `{"original-topic": "payments.commands", "dlq-reason": "too-large"}`, "outbox.dlq", relay.ReasonBadTopic, "outbox.dlq", false},
+		{"dlq-header", `{"dlq-reason": "too-large"}`, "", relay.ReasonBadHeaders, "outbox.order", false},
+		{"message-id-header", `{"Message-ID": "00000000-0000-7000-8000-0000000000ff"}`, "", relay.ReasonBadHeaders, "outbox.order", false},
+		{"relay-instance-header", `{"relay-instance": "the real relay"}`, "", relay.ReasonBadHeaders, "outbox.order", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			run := b.start(t)
+			const id = "00000000-0000-7000-8000-000000000001"
+			_, err := b.db.Pool.Exec(context.Background(), `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, headers, topic)
+				VALUES ($1, 'order', 'a', 'e', 'k1', '{}', $2, $3)`, id, nullIfEmpty(tc.headers), nullIfEmpty(tc.topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			good := b.insert(t, msg("a", 1), msg("b", 2))
+			waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 60*time.Second)
+			dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+			r := dlq[0]
+			detail := header(t, r, "dlq-detail")
+			if len(dlq) != 1 || header(t, r, "message-id") != id || header(t, r, "dlq-reason") != tc.reason ||
+				header(t, r, "original-topic") != tc.origTopic || len(detail) > 1024 {
+				t.Fatalf("%d dead letters; %s: reason %q, original topic %.80q (%d bytes), detail of %d bytes %.200q; want %s, %.80q",
+					len(dlq), header(t, r, "message-id"), header(t, r, "dlq-reason"), header(t, r, "original-topic"),
+					len(header(t, r, "original-topic")), len(detail), detail, tc.reason, tc.origTopic)
+			}
+			truncated, _ := r.Header("dlq-truncated")
+			if tc.topicCut != strings.Contains(truncated, "original-topic") {
+				t.Fatalf("dlq-truncated %q, want original-topic in it: %v", truncated, tc.topicCut)
+			}
+			// One of each relay header, none from the row.
+			seen := make(map[string]int)
+			for _, h := range r.Headers {
+				seen[strings.ToLower(h.Key)]++
+			}
+			for _, k := range []string{"message-id", "original-topic", "dlq-reason", "dlq-detail"} {
+				if seen[k] != 1 {
+					t.Fatalf("%d headers %q, want 1 (headers %.300v)", seen[k], k, r.Headers)
+				}
+			}
+			if seen["relay-instance"] != 0 {
+				t.Fatal("a relay-instance header from the row")
+			}
+			if string(r.Key) != "a" || string(r.Value) != "{}" {
+				t.Fatalf("key %q, value %q; want the row's", r.Key, r.Value)
+			}
+			if n := b.metric(t, "pgoutbox_relay_invalid_events_total"); n != 1 {
+				t.Fatalf("invalid_events_total %v, want 1", n)
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatalf("Run: %v, want nil", err)
+			}
+		})
+	}
+}
+
+// nullIfEmpty is s, or SQL NULL for "".
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// A dead-letter record the broker still refuses (its limit is below
+// MaxMessageBytes) is sent again as the minimal record, and the rows after
+// it are published.
+func TestDeadLetterRefusedSendsMinimal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
+	b.cfg.Brokers = b.kafka.Brokers
+	b.start(t)
+	big := msg("a", 2)
+	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)
+	big.Headers = map[string]string{"context": strings.Repeat("c", 3500)} // the dead-letter record keeps it: over 3000 bytes
+	ids := b.insert(t, msg("a", 1), big, msg("a", 3))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 30*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != ids[1] || header(t, r, "dlq-reason") != relay.ReasonTooLarge ||
+		header(t, r, "dlq-truncated") != "key,value,headers" || r.Key != nil || r.Value != nil || len(r.Headers) != 5 ||
+		!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the dead-letter record") {
+		t.Fatalf("dead letters: %+v", dlq)
+	}
+}
+
+// Only a dead-letter topic refusing even the minimal record stops the
+// relay, saying so plainly; the row is not confirmed.
+func TestMinimalDeadLetterRefusedStops(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
+	b.cfg.Brokers = b.kafka.Brokers
+	answerProduce(b.kafka, func(topic string) int16 {
+		if topic == "outbox.order" || topic == "outbox.dlq" {
+			return 44 // POLICY_VIOLATION
+		}
+		return 0
+	})
+	id, err := b.stopsOnRow(t, "")
+	if !errors.Is(err, relay.ErrDeadLetter) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) ||
+		!strings.Contains(err.Error(), "refused even the minimal record") {
+		t.Fatalf("Run: %v, want a permanent ErrDeadLetter naming %s and the minimal record", err, id)
+	}
+}
+
+// The dead-letter topic, the allowed topic prefixes and the template's
+// literal text must be legal Kafka topic names (or parts of one).
+func TestConfigValidationTopics(t *testing.T) {
+	t.Parallel()
+	err := relay.Setup(context.Background(), &relay.Config{DatabaseURL: "postgres://x", DeadLetterTopic: "dead letters",
+		AllowedTopics: []string{"ok.", "not ok"}, TopicTemplate: "events/{aggregate_type}"})
+	if !errors.Is(err, relay.ErrConfig) {
+		t.Fatalf("got %v, want ErrConfig", err)
+	}
+	for _, want := range []string{`dead-letter topic: invalid topic: topic "dead letters"`, `allowed topic prefix: invalid topic: topic "not ok"`,
+		`topic template "events/{aggregate_type}": invalid topic: topic "xevents/"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("got %q, want it to hold %q", err, want)
+		}
+	}
+}
+
+// With AllowedTopics set, a row for a topic outside them is dead-lettered
+// as bad-topic and its topic is neither written nor created; rows of the
+// allowed topics are published.
+func TestAllowedTopics(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.AllowedTopics = []string{"outbox.", "audit"} })
+	b.start(t)
+	var msgs []outbox.Message
+	for i, topic := range []string{"", "elsewhere.x", "audit-log", "outbox", "outbox.orders"} {
+		m := msg("a", i)
+		m.Topic = topic
+		msgs = append(msgs, m)
+	}
+	ids := b.insert(t, msgs...)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids[0:1], 30*time.Second)
+	waitForIDs(t, b.kafka.Brokers, "audit-log", ids[2:3], 30*time.Second)
+	waitForIDs(t, b.kafka.Brokers, "outbox.orders", ids[4:5], 30*time.Second)
+	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", []string{ids[1], ids[3]}, 30*time.Second)
+	for _, r := range dlq {
+		if header(t, r, "dlq-reason") != relay.ReasonBadTopic || !strings.Contains(header(t, r, "dlq-detail"), "allowed topic prefixes") {
+			t.Fatalf("dead letter %s: reason %q, detail %q", header(t, r, "message-id"), header(t, r, "dlq-reason"), header(t, r, "dlq-detail"))
+		}
+	}
+	for _, topic := range []string{"elsewhere.x", "outbox"} {
+		if topicExists(t, b.kafka, topic) {
+			t.Fatalf("topic %s was created", topic)
+		}
+	}
+}
+
+// topicExists reports whether the broker has topic, asking for every topic
+// (a metadata request naming it could create it).
+func topicExists(t *testing.T, k *testenv.Kafka, topic string) bool {
+	t.Helper()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr}
+	res, err := client.Metadata(context.Background(), &kafka.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range res.Topics {
+		if tm.Name == topic {
+			return true
+		}
+	}
+	return false
+}

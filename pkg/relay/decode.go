@@ -808,18 +808,6 @@ func excerptTopic(b []byte) string {
 	return string(b[:min(len(b), contract.MaxTopicBytes+1)])
 }
 
-// size is the number of names the cache holds and the bytes of their keys
-// and values.
-func (c *topicCache) size() (names, bytes int) {
-	for _, m := range []map[string]string{c.byTypes, c.byColumn} {
-		for k, v := range m {
-			names++
-			bytes += len(k) + len(v)
-		}
-	}
-	return names, bytes
-}
-
 // recordSize is the size a record counts against the limit: key, value
 // and headers.
 func recordSize(m *kafka.Message) int {

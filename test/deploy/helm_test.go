@@ -369,7 +369,8 @@ func show(n *int) string {
 }
 
 // The values a release must set are required, secrets are refused as
-// flags, and one replica gets no budget (it would block every drain).
+// flags, values of the wrong shape are refused (values.schema.json), and
+// one replica gets no budget (it would block every drain).
 func TestHelmChartValues(t *testing.T) {
 	t.Parallel()
 	base := []string{"--set", "brokers[0]=kafka:9092", "--set", "database.existingSecret=db"}
@@ -394,6 +395,9 @@ func TestHelmChartValues(t *testing.T) {
 		{[]string{"--set", "brokers[0]=kafka:9092"}, "database.existingSecret:"},
 		{append(base, "--set", "kafka.sasl.mechanism=plain"), "kafka.sasl.existingSecret:"},
 		{append(base, "--set", "flags.database-url=postgres://u:pw@db/app"), "flags.database-url:"},
+		// values.schema.json: a list, and a slot name Postgres accepts.
+		{[]string{"--set", "brokers=kafka:9092", "--set", "database.existingSecret=db"}, "/brokers"},
+		{append(base, "--set", "slot=Billing-Outbox"), "/slot"},
 	} {
 		out, err := helm(t, append([]string{"template", "billing", chartDir}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -47,6 +47,8 @@ func tailCommand() *cli.Command {
 			&cli.BoolFlag{Name: "force", Usage: "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"},
 			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
 				Usage: "a new group starts at the end of the topics instead of the beginning"},
+			&cli.GenericFlag{Name: "max-queue-bytes", EnvVars: []string{"INBOX_MAX_QUEUE_BYTES"}, Value: cliutil.NewSize(inbox.DefaultMaxQueueBytes),
+				Usage: "most bytes of fetched records (key, value, headers) held, queued or being handled; fetching pauses at the bound"},
 		}, kafkaflags.Flags(envName, "")...),
 		Action: tailAction,
 	}
@@ -98,6 +100,7 @@ func tailAction(c *cli.Context) error {
 		DB:              pool,
 		DeadLetterTopic: c.String("dlq-topic"),
 		StartOffset:     start,
+		MaxQueueBytes:   cliutil.SizeFlagValue(c, "max-queue-bytes"),
 		Dialer:          &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: sec.TLS, SASLMechanism: sec.SASL},
 		Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 			return "", nil

@@ -78,6 +78,14 @@ type ConsumerConfig struct {
 	// the partition's current message is retried. When it is full, fetching
 	// pauses for every partition. Defaults to 1000.
 	PartitionQueue int
+	// MaxQueueBytes bounds the bytes (keys, values and headers) of the
+	// fetched records the loop holds, queued for every partition's worker
+	// or being handled: when it is reached, fetching pauses for every
+	// partition until workers settle records. A single record larger than
+	// the bound is still taken, alone. kafka-go's reader reads ahead of
+	// this (up to 100 records and a fetch of up to 1 MB per partition).
+	// Defaults to DefaultMaxQueueBytes (64 MiB).
+	MaxQueueBytes int64
 	// BatchSize is how many messages already queued for a partition are
 	// handled together in one transaction (Handler only; ExternalHandler
 	// always goes one at a time). Order is kept; any outcome other than
@@ -125,6 +133,7 @@ type Consumer struct {
 	db     database
 	work   txWork  // nil on the two-phase path
 	admin  querier // Stats and Purge; nil when DB cannot run them
+	queue  *queueBytes
 }
 
 // NewConsumer validates cfg and returns a Consumer.
@@ -188,6 +197,13 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 	if c.PartitionQueue <= 0 {
 		c.PartitionQueue = 1000
 	}
+	switch {
+	case c.MaxQueueBytes < 0:
+		return nil, fmt.Errorf("inbox: ConsumerConfig.MaxQueueBytes %d is negative", c.MaxQueueBytes)
+	case c.MaxQueueBytes == 0:
+		c.MaxQueueBytes = DefaultMaxQueueBytes
+	}
+	cons.queue = newQueueBytes(c.MaxQueueBytes, c.Inbox.metrics.queueBytes.Set)
 	if c.BatchSize <= 0 {
 		c.BatchSize = 100
 	}
@@ -280,6 +296,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		fetchErrs.n = 0
+		if !c.queue.take(runCtx, recordBytes(&m)) {
+			break
+		}
 		k := partitionKey{m.Topic, m.Partition}
 		ch, ok := workers[k]
 		if !ok {
@@ -301,6 +320,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	stop(nil)
 	wg.Wait()
+	c.queue.reset()
 	cause := context.Cause(runCtx)
 	if ctx.Err() != nil && cause == context.Cause(ctx) {
 		cause = nil // a graceful stop

@@ -237,7 +237,10 @@
 // committed with CommitMessages only after the database commit. Each
 // partition has its own worker fed by one fetching goroutine: a message
 // being retried (Retry, Busy, database unavailable) holds its partition, in
-// order, while the other partitions proceed. Dead-lettered messages are
+// order, while the other partitions proceed, until the records held reach
+// ConsumerConfig.MaxQueueBytes (default 64 MiB) or PartitionQueue records
+// for one partition: then fetching pauses for every partition, so memory
+// stays bounded however large the records. Dead-lettered messages are
 // written to ConsumerConfig.DeadLetterTopic (default "inbox.dlq") with
 // RequiredAcks=all before their offset is committed, with headers
 // dlq-reason, dlq-error, dlq-consumer, dlq-attempts, dlq-original-topic,
@@ -311,6 +314,9 @@
 //   - pgoutbox_inbox_fetch_errors_total{consumer}: Kafka fetch errors the
 //     consumer loop survived; it logs them (at Warn at most every 10s), backs
 //     off and fetches again.
+//   - pgoutbox_inbox_queue_bytes{consumer}: bytes of fetched records the
+//     consumer loop holds, queued or being handled (at most
+//     ConsumerConfig.MaxQueueBytes).
 //
 // Stats reads only the rows that are not COMPLETED, through the partial index
 // of migration 003, so the periodic call stays cheap on an inbox of millions

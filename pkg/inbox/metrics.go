@@ -24,6 +24,7 @@ type metrics struct {
 	oldestUnfinished prometheus.Gauge
 	messageAge       prometheus.Histogram
 	fetchErrors      prometheus.Counter
+	queueBytes       prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -52,6 +53,8 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}),
 		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fetch_errors_total",
 			Help: "Kafka fetch errors the consumer loop survived (it backs off and fetches again)."}),
+		queueBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "queue_bytes",
+			Help: "Bytes of fetched records the consumer loop holds, queued or being handled (bounded by ConsumerConfig.MaxQueueBytes)."}),
 	}
 	// Pre-create the outcome series so dashboards see zeros.
 	for o := Processed; o <= DeadLettered; o++ {
@@ -62,7 +65,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.outcomes, m.duration, m.attempts, m.retries, m.deadLettered, m.inFlight, m.stuck,
-		m.unfinished, m.oldestUnfinished, m.messageAge, m.fetchErrors}
+		m.unfinished, m.oldestUnfinished, m.messageAge, m.fetchErrors, m.queueBytes}
 }
 
 // register registers the collectors on reg with the constant label

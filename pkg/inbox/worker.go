@@ -60,15 +60,19 @@ func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
 			w.last = max(w.last, m.Offset)
 		}
 		if len(batch) > 1 && w.suspect == 0 && w.handleBatch(ctx, batch) {
+			for i := range batch {
+				w.c.queue.give(recordBytes(&batch[i]))
+			}
 			continue
 		}
-		for _, m := range batch {
+		for i, m := range batch {
 			if ctx.Err() != nil {
 				return
 			}
 			mark := w.suspect > 0 && w.c.work != nil
 			w.suspect = max(w.suspect-1, 0)
 			w.handle(ctx, m, mark)
+			w.c.queue.give(recordBytes(&batch[i]))
 		}
 	}
 }

@@ -172,7 +172,8 @@ func NewDeadLetterWriter(cfg *DeadLetterConfig) (*DeadLetterWriter, error) {
 // what Process, ProcessTx, ProcessSQL or ProcessExternal returned for
 // rec.Message(). It writes the dead letter of a DeadLettered outcome, and of
 // a record Process refused (ErrInvalidMessage: no message-id or
-// business-key header, or a key that breaks the key rules), and returns
+// business-key header, a repeated contract header, or a key that breaks the
+// key rules), and returns
 // once every in-sync replica has it. The answer:
 //
 //   - true: Processed, Duplicate, or dead-lettered with the dead letter

@@ -187,10 +187,18 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 
 // On a caller's own consumer loop, KafkaRecord.Message marks a record that
 // repeats a contract header, and Process refuses it (ErrInvalidMessage,
-// RepeatedHeaderError) before the claim; the handler never runs.
+// RepeatedHeaderError) before the claim; the handler never runs, and
+// DeadLetterWriter.Settle dead-letters it with reason repeated-header.
 func TestProcessRefusesRepeatedContractHeader(t *testing.T) {
 	t.Parallel()
+	const dlq = "own-loop.dlq"
+	k := newKafka(t, dlq, 1)
 	b := setup(t, nil)
+	dw, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig{Brokers: k.Brokers, Inbox: b.in, DB: b.db.Pool, Topic: dlq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dw.Close()
 	for _, dup := range []inbox.KafkaHeader{
 		{Key: "message-id", Value: []byte("m-forged")},
 		{Key: "BUSINESS-KEY", Value: []byte("k-forged")},
@@ -207,6 +215,14 @@ func TestProcessRefusesRepeatedContractHeader(t *testing.T) {
 		var rep *inbox.RepeatedHeaderError
 		if !errors.Is(err, inbox.ErrInvalidMessage) || !errors.As(err, &rep) || !strings.EqualFold(rep.Header, dup.Key) || ran {
 			t.Fatalf("repeated %s: err %v, handler ran %v", dup.Key, err, ran)
+		}
+		if commit, err := dw.Settle(context.Background(), r, inbox.Result{}, err); !commit || err != nil {
+			t.Fatalf("Settle: commit %v, %v", commit, err)
+		}
+	}
+	for _, r := range deadLetters(t, k.Brokers, dlq, 3) {
+		if reason, _ := r.Header("dlq-reason"); reason != inbox.ReasonRepeatedHeader {
+			t.Fatalf("dead letter reason %q", reason)
 		}
 	}
 	var rows int

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -231,5 +233,38 @@ func TestVerifyOrderBreak(t *testing.T) {
 	ob := rep.OrderBreakList[0]
 	if ob.ID != id1 || ob.AfterID != id2 || ob.AggregateID != "ledger-1" {
 		t.Errorf("order break %+v: want %s after %s", ob, id1, id2)
+	}
+}
+
+// Verify reaches brokers that require SASL with Config.SASL (SCRAM: a
+// multi-step exchange), and fails on a wrong password.
+func TestVerifySASL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	k := testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "relay", "right-pw"), kfake.SeedTopics(2, "outbox.order"))
+	from := time.Now().Add(-time.Second)
+	id := b.insert(t, msg("a", 1))[0]
+	for _, pw := range []string{"right-pw", "wrong-pw"} {
+		cfg := *b.cfg
+		cfg.Brokers = k.Brokers
+		var err error
+		if cfg.SASL, err = scram.Mechanism(scram.SHA256, "relay", pw); err != nil {
+			t.Fatal(err)
+		}
+		// kgo may retry a refused authentication until the deadline: an
+		// error either way.
+		timeout := time.Minute
+		if pw != "right-pw" {
+			timeout = 10 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		rep, err := relay.Verify(ctx, &cfg, relay.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
+		cancel()
+		switch {
+		case pw == "right-pw" && (err != nil || rep.Missing != 1 || rep.MissingRows[0].ID != id):
+			t.Fatalf("verify with the right password: %v, %+v; want the row missing", err, rep)
+		case pw == "wrong-pw" && err == nil:
+			t.Fatalf("verify with a wrong password: %+v, want an error", rep)
+		}
 	}
 }

@@ -59,7 +59,7 @@ type options struct {
 	duration, interval, faultEvery, warmup time.Duration
 	rate, writers, aggregates              int
 	seed                                   uint64
-	out, relayBin                          string
+	out, relayBin, relayArgs               string
 }
 
 func main() {
@@ -77,6 +77,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the fault order")
 	flag.StringVar(&o.out, "out", "soak-out", "directory for soak.csv, soak.svg and the processes' logs")
 	flag.StringVar(&o.relayBin, "relay-bin", "", "relay binary (default: go build ./cmd/relay into -out)")
+	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments of both relay run processes, space separated (for example \"--exactly-once\" once the relay has it)")
 	flag.Parse()
 	if flag.NArg() > 0 || o.duration <= 0 || o.rate <= 0 || o.writers <= 0 || o.aggregates <= 0 {
 		flag.Usage()
@@ -212,8 +213,10 @@ func (s *soak) startProcesses(addrs string) error {
 			return err
 		}
 		s.relays[i] = &proc{name: name, newCmd: func() *exec.Cmd {
-			cmd := exec.Command(s.o.relayBin, "run", "--database-url", s.pg.AdminURL, "--brokers", addrs, "--slot", slot,
-				"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--standby-retry-interval", "500ms", "--instance-id", name)
+			args := append([]string{"run", "--database-url", s.pg.AdminURL, "--brokers", addrs, "--slot", slot,
+				"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--standby-retry-interval", "500ms", "--instance-id", name},
+				strings.Fields(s.o.relayArgs)...)
+			cmd := exec.Command(s.o.relayBin, args...)
 			cmd.Stdout, cmd.Stderr = log, log
 			return cmd
 		}}

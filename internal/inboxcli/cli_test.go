@@ -233,6 +233,9 @@ func TestTail(t *testing.T) {
 		kafka.Message{Value: []byte(`{"n":1}`), Headers: h("m-1", "k-1")},
 		kafka.Message{Value: []byte(`{"n":1}`), Headers: h("m-1", "k-1")},
 		kafka.Message{Value: []byte(`{"n":2}`)},
+		// Terminal escapes (window title, colour) and a newline that would
+		// forge an output line, from the producer's headers.
+		kafka.Message{Value: []byte(`{"n":3}`), Headers: h("m-\x1b]0;pwned\x07", "k-\x1b[31m\norders/0@9 m-9 k-9 processed")},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +253,7 @@ func TestTail(t *testing.T) {
 		"orders/0@0 m-1 k-1 processed",
 		"orders/0@1 m-1 k-1 duplicate",
 		"orders/0@2 - - dead_lettered reason=missing_headers",
+		`orders/0@3 "m-\x1b]0;pwned\a" "k-\x1b[31m\norders/0@9 m-9 k-9 processed" processed`,
 	}
 	deadline := time.Now().Add(time.Minute)
 	for strings.Count(stdout.String(), "\n") < len(want) {
@@ -268,6 +272,38 @@ func TestTail(t *testing.T) {
 	recs := testenv.WaitForRecords(t, k.Brokers, "orders.dlq", 1, time.Minute)
 	if reason, _ := recs[0].Header("dlq-reason"); reason != "missing_headers" || string(recs[0].Value) != `{"n":2}` {
 		t.Fatalf("dead letter %+v", recs[0])
+	}
+}
+
+// inbox list prints message IDs, business keys, request references and
+// last errors (from Kafka, handlers and external APIs) quoted when they hold
+// anything but printable characters: no terminal escape reaches the
+// terminal and no newline forges a row.
+func TestListQuotesUntrustedText(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := context.Background()
+	url := "--database-url=" + db.URL
+	mustRun(t, url, "migrate")
+	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := inbox.Message{ID: "m-\x1b]0;pwned\x07", BusinessKey: "k-1\nbilling  m-2  k-2  COMPLETED", Topic: "payments", Partition: 1, Offset: 5}
+	fail := func(context.Context, pgx.Tx) (string, error) {
+		return "", errors.New("gateway said: \x1b[2J\x1b[31mcleared\r\nok")
+	}
+	if res, err := in.Process(ctx, db.Pool, msg, fail); err != nil || res.Outcome != inbox.DeadLettered {
+		t.Fatal(res, err)
+	}
+	out := mustRun(t, url, "list")
+	if strings.ContainsAny(out, "\x1b\x07\r") || strings.Count(out, "\n") != 2 {
+		t.Fatalf("list printed raw control characters or extra lines:\n%q", out)
+	}
+	for _, want := range []string{`"m-\x1b]0;pwned\a"`, `"k-1\nbilling  m-2  k-2  COMPLETED"`, `"gateway said: \x1b[2J\x1b[31mcleared\r\nok"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("list lacks %s:\n%s", want, out)
+		}
 	}
 }
 

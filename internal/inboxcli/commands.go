@@ -1,7 +1,6 @@
 package inboxcli
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -78,7 +78,7 @@ func statusCommand() *cli.Command {
 				}
 				return writeTable(c, counts, "CONSUMER\tSTATUS\tCOUNT\tSTUCK\tOLDEST", func(tw io.Writer) {
 					for _, r := range counts {
-						fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.Consumer, r.Status, r.Count, r.Stuck, r.Oldest.UTC().Format(time.RFC3339))
+						fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", cliutil.Quote(r.Consumer), r.Status, r.Count, r.Stuck, r.Oldest.UTC().Format(time.RFC3339))
 					}
 				})
 			})
@@ -159,13 +159,15 @@ func listCommand() *cli.Command {
 				}
 				return writeTable(c, recs, "CONSUMER\tMESSAGE_ID\tBUSINESS_KEY\tSTATUS\tATTEMPTS\tSOURCE\tRECEIVED\tREQUEST_REF\tLAST_ERROR", func(tw io.Writer) {
 					for _, r := range recs {
+						// Every text but the status and the times came from
+						// Kafka, a handler or an external API: quoted.
 						src := "-"
 						if r.Topic != "" {
-							src = fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
+							src = fmt.Sprintf("%s/%d@%d", cliutil.Quote(r.Topic), r.Partition, r.Offset)
 						}
-						ref := cmp.Or(r.RequestRef, "-")
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Consumer, r.MessageID, r.BusinessKey, r.Status,
-							r.Attempts, src, r.ReceivedAt.UTC().Format(time.RFC3339), ref, r.LastError)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cliutil.Quote(r.Consumer), cliutil.Quote(r.MessageID),
+							cliutil.Quote(r.BusinessKey), r.Status, r.Attempts, src, r.ReceivedAt.UTC().Format(time.RFC3339),
+							orDash(r.RequestRef), orDash(r.LastError))
 					}
 				})
 			})

@@ -114,7 +114,9 @@ func tailAction(c *cli.Context) error {
 }
 
 // printOutcome returns an OnResult that prints one line per delivery to w:
-// topic/partition@offset, message ID, business key, outcome and reason.
+// topic/partition@offset, message ID, business key, outcome and reason. The
+// message ID and business key come from the record: they are quoted when
+// they hold anything but printable characters (cliutil.Quote).
 func printOutcome(w io.Writer) func(inbox.Message, inbox.Result) {
 	var mu sync.Mutex
 	return func(msg inbox.Message, res inbox.Result) {
@@ -153,9 +155,10 @@ func refuseRealConsumer(c *cli.Context, q inbox.Querier) error {
 	return nil
 }
 
+// orDash quotes s for the terminal, or gives "-" when it is empty.
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return cliutil.Quote(s)
 }

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/relaycli"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
@@ -89,5 +91,41 @@ func TestVerifyExitCodes(t *testing.T) {
 	} {
 		r := f.cli(t, "verify", append([]string{"--brokers", k.Brokers[0]}, bad...)...)
 		wantCode(t, r, 2)
+	}
+}
+
+// relay verify --every keeps verifying the sliding window, serving the
+// gauges of the last run on --metrics-addr, and exits 0 when its context
+// ends (SIGTERM).
+func TestVerifyEveryServesMetrics(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	k := testenv.NewKafka(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	if _, err := f.db.Pool.Exec(context.Background(), `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
+		VALUES ('01900000-0000-7000-8000-000000000009', 'order', 'a1', 'e', 'bk', '{}', now() - interval '5 minutes')`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr testenv.SyncBuffer
+	done := make(chan struct{})
+	var code int
+	args := append(append([]string{"verify"}, f.args...), "--brokers", k.Brokers[0], "--since", "1h", "--every", "1h",
+		"--metrics-addr", "127.0.0.1:0", "--log-format", "json")
+	go func() {
+		defer close(done)
+		code = relaycli.Run(ctx, args, &stdout, &stderr)
+	}()
+	base := "http://" + metricsAddr(t, &stderr, done)
+	testenv.WaitFor(t, time.Minute, "the first run's gauges", func() (bool, error) {
+		_, body := get(t, base+"/metrics")
+		return strings.Contains(body, `pgoutbox_verify_missing_rows{table="public.outbox"} 1`) &&
+			strings.Contains(body, `pgoutbox_verify_ok{table="public.outbox"} 0`), nil
+	})
+	cancel()
+	<-done
+	if code != 0 {
+		t.Fatalf("verify --every exited %d after its context ended, want 0\n%s", code, stderr.String())
 	}
 }

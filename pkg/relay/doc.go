@@ -83,6 +83,16 @@
 // After any restart or reconnect, streaming resumes at confirmed_flush_lsn:
 // events of the transactions in flight at the time are published again
 // (consumers deduplicate on message-id, see package inbox); none is lost.
+// After a server restart PG 15 moves confirmed_flush_lsn back to the
+// slot's last checkpoint, minutes of WAL maybe; so at every session start
+// (start, reconnect, taking over as a standby) the relay skips the
+// replayed transactions that end at or before the confirmed position of
+// its state row (see Gaps), which it writes only after Kafka acknowledged
+// them: they are neither published again nor hold back confirmation, and
+// pgoutbox_relay_replay_skipped_total counts them. Duplicates after a
+// restart are then what Kafka acknowledged since the last state write
+// (written at most every 200ms while events are acknowledged). A state row
+// of another system or timeline skips nothing.
 //
 // Failed Kafka writes are retried with backoff from RetryBackoff up to
 // MaxRetryBackoff and nothing after them is acknowledged meanwhile (see
@@ -216,6 +226,8 @@
 //	pgoutbox_relay_reconnects_total               counter: replication reconnects (standby waits excluded)
 //	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning
 //	pgoutbox_relay_gap{slot,reason}               gauge: 1 when Run found a gap (see Gaps) and stopped
+//	pgoutbox_relay_replay_skipped_total           counter: replayed transactions not published again
+//	                                              because Kafka already had them (see Acknowledgement)
 //
 // Slot gauges, read from pg_replication_slots and pg_current_wal_lsn()
 // every LagPollInterval on a regular connection, by the active relay and

@@ -89,10 +89,16 @@ type slotInfo struct {
 // otherwise. It asks the server for its identity (a short replication
 // connection).
 func checkGap(ctx context.Context, c *Config, st *relayState, slot slotInfo) (*GapError, error) {
+	_, gap, err := checkServer(ctx, c, st, slot)
+	return gap, err
+}
+
+// checkServer is checkGap that also returns the server's identity.
+func checkServer(ctx context.Context, c *Config, st *relayState, slot slotInfo) (identity, *GapError, error) {
 	gap := &GapError{Slot: c.Slot, Since: st.since(), ConfirmedLSN: st.confirmedLSN, MessagesSeen: st.messagesSeen}
 	id, err := identify(ctx, c)
 	if err != nil {
-		return nil, err
+		return id, nil, err
 	}
 	var moved string
 	switch {
@@ -122,13 +128,13 @@ func checkGap(ctx context.Context, c *Config, st *relayState, slot slotInfo) (*G
 		// server kept it consistent with the WAL the standby received.
 		c.Logger.Warn("the server's timeline changed; the slot is a failover slot that survived the promotion, streaming on",
 			"slot", c.Slot, "from_timeline", st.timeline, "to_timeline", id.timeline)
-		return nil, nil
+		return id, nil, nil
 	case id.timeline != st.timeline:
 		gap.Reason, gap.Detail = GapTimelineChanged, moved
 	default:
-		return nil, nil
+		return id, nil, nil
 	}
-	return gap, nil
+	return id, gap, nil
 }
 
 // onGap handles an error of the slot check. A gap sets pgoutbox_relay_gap;

@@ -21,6 +21,7 @@ type metrics struct {
 	reconnects      prometheus.Counter
 	pruned          prometheus.Counter
 	gap             *prometheus.GaugeVec
+	replaySkipped   prometheus.Counter
 	slot            *slotMetrics
 
 	mu      sync.Mutex
@@ -58,6 +59,8 @@ func newMetrics(slot string, l *live) *metrics {
 		gap: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "gap",
 			Help: "1 when the relay found a gap (the slot cannot resume where it left off) and does not stream, by reason; see relay recover."},
 			[]string{"slot", "reason"}),
+		replaySkipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "replay_skipped_total",
+			Help: "Replayed WAL transactions not published again at a session start because Kafka already had them (they end at or before the relay state's acknowledged position)."}),
 		slot:    newSlotMetrics(slot, l),
 		byTopic: make(map[string]prometheus.Counter),
 	}
@@ -65,7 +68,7 @@ func newMetrics(slot string, l *live) *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.published, m.publishErrors, m.batchSize, m.publishDuration, m.commitToAck,
-		m.confirmedLSN, m.inFlight, m.bufferBytes, m.invalid, m.topicUnavail, m.reconnects, m.pruned, m.gap}, m.slot.collectors()...)
+		m.confirmedLSN, m.inFlight, m.bufferBytes, m.invalid, m.topicUnavail, m.reconnects, m.pruned, m.gap, m.replaySkipped}, m.slot.collectors()...)
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {

@@ -23,6 +23,9 @@ type Relay struct {
 	runCtx  context.Context
 	ready   atomic.Bool
 	running atomic.Bool
+	// skipOff turns skipping replays off for the rest of Run, after a
+	// skip overshot (see replaySkip).
+	skipOff atomic.Bool
 }
 
 // New validates cfg, fills in its defaults, registers the metrics on

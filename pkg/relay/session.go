@@ -22,7 +22,7 @@ var errSinkFailed = errors.New("relay: kafka writer failed")
 // from the slot's confirmed position.
 func (r *Relay) session(ctx context.Context, sk *sink) error {
 	c := &r.cfg
-	start, err := r.prepareStream(ctx, r.checkConfig()) // unbounded: it may recover a gap
+	start, through, err := r.prepareStream(ctx, r.checkConfig()) // unbounded: it may recover a gap
 	if err != nil {
 		return err
 	}
@@ -54,9 +54,14 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	sinking := runSink(ctx, sk, events, room, free, buf, tr, stopRead)
 	defer sinking.stop()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, room: room, free: free, buf: buf, stop: readCtx, lv: lv, state: r.state}
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, room: room, free: free, buf: buf, stop: readCtx, lv: lv, state: r.state,
+		skip: newReplaySkip(through, start, c.Logger, r.m.replaySkipped)}
 	readErr := st.run()
 	close(events)
+	st.skip.done()
+	if st.skip != nil && st.skip.overshot {
+		r.skipOff.Store(true)
+	}
 
 	end := sessionEnd(ctx.Err(), context.Cause(readCtx), readErr)
 	sinkErr := sinking.wait(end.graceful(), c, tr)
@@ -212,28 +217,29 @@ func sessionEnd(runErr, readCause, readErr error) ending {
 // prepareStream checks (and creates, unless NoCreate) the publication and the
 // slot, checks the slot against the relay state (a gap ends Run, or is
 // recovered under OnGap backfill), checks the table's columns, arms the
-// state keeper and returns the slot's confirmed position.
-func (r *Relay) prepareStream(ctx context.Context, c *Config) (pglogrepl.LSN, error) {
+// state keeper and returns the slot's confirmed position, and the position
+// through which the session skips replayed transactions (see replaySkip).
+func (r *Relay) prepareStream(ctx context.Context, c *Config) (start, through pglogrepl.LSN, err error) {
 	conn, err := connect(ctx, c)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := ensurePublication(ctx, conn, c, false); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	start, st, err := ensureSlot(ctx, conn, c, false)
 	if err != nil {
 		if err := r.onGap(ctx, err); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if start, st, err = ensureSlot(ctx, conn, c, false); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	if err := checkTable(ctx, conn, c); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	r.state.start(st)
-	return start, nil
+	return start, r.publishedThrough(st), nil
 }

@@ -110,7 +110,8 @@ func readSlotCheck(ctx context.Context, conn *pgx.Conn, slot string) (slotCheck,
 }
 
 // resumeSlot checks that the existing slot can resume where the state row
-// st says the relay left off, and returns its confirmed position. Without a
+// st says the relay left off, and returns its confirmed position; it marks
+// st resumable when the server is the one st describes. Without a
 // state row it adopts the slot (writes a state row for it) and reports
 // adopted: read both again.
 func resumeSlot(ctx context.Context, conn *pgx.Conn, c *Config, row slotCheck, st *relayState) (lsn pglogrepl.LSN, adopted bool, err error) {
@@ -129,13 +130,14 @@ func resumeSlot(ctx context.Context, conn *pgx.Conn, c *Config, row slotCheck, s
 		}
 		return 0, true, adoptSlot(ctx, conn, c, lsn)
 	}
-	gap, err := checkGap(ctx, c, st, slotInfo{exists: true, confirmed: lsn, walStatus: walStatus, failover: row.failover})
+	id, gap, err := checkServer(ctx, c, st, slotInfo{exists: true, confirmed: lsn, walStatus: walStatus, failover: row.failover})
 	if err != nil {
 		return 0, false, err
 	}
 	if gap != nil {
 		return 0, false, gap
 	}
+	st.resumable = id == st.identity
 	if walStatus == "unreserved" {
 		c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
 			"slot", c.Slot)

@@ -44,6 +44,11 @@ type relayState struct {
 	messagesSeen bool
 	prunedBefore *time.Time
 	updatedAt    time.Time
+	// resumable is set by ensureSlot when the slot resumes with no gap on
+	// the server the row describes (same system identifier and
+	// timeline): only then does confirmedLSN say what Kafka holds of the
+	// WAL the session replays (see publishedThrough).
+	resumable bool
 }
 
 // since is the commit time from which events may be missing after a gap:
@@ -177,8 +182,11 @@ const (
 	// most about this long for one.
 	stateMinGap = 100 * time.Millisecond
 	// stateRefresh is how often the confirmed position and commit time
-	// are recorded while they advance.
-	stateRefresh = time.Second
+	// are recorded while they advance. After a server restart the relay
+	// republishes what Kafka acknowledged since the last write (see
+	// replaySkip): about this much traffic, or what a relay catching up
+	// publishes in this time.
+	stateRefresh = 200 * time.Millisecond
 	// stateSettle bounds how long a graceful stop waits for the ceiling to
 	// cover its final confirmation (see keeper.settle).
 	stateSettle = 3 * time.Second
@@ -293,14 +301,19 @@ func (r *Relay) keepState(ctx context.Context) {
 		case <-r.state.kick:
 		case <-tick.C:
 		}
-		confirmed, at, msgs, due := r.stateDue(w)
-		if !due {
+		if _, _, _, due := r.stateDue(w); !due {
 			continue
 		}
 		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !sleep(ctx, wait) {
-			return
+			continue // the select writes the final state
 		}
-		w.write(ctx, confirmed, at, msgs)
+		// Read after the wait: the confirmed position the row records
+		// trails Kafka's acknowledgements by as little as it can, and a
+		// session after a server restart republishes only what it trails
+		// by (see replaySkip).
+		if confirmed, at, msgs, due := r.stateDue(w); due {
+			w.write(ctx, confirmed, at, msgs)
+		}
 	}
 }
 

@@ -46,9 +46,10 @@ type stream struct {
 	sent   pglogrepl.LSN // last position sent to the server
 	nextSS time.Time     // when the next periodic status update is due
 	lv     liveness
-	lastSS time.Time // when the last status update was sent
-	state  *keeper   // caps what may be confirmed (see keeper); nil caps nothing
-	readAt time.Time // when the WAL message being handled was read
+	lastSS time.Time   // when the last status update was sent
+	state  *keeper     // caps what may be confirmed (see keeper); nil caps nothing
+	readAt time.Time   // when the WAL message being handled was read
+	skip   *replaySkip // drops replayed transactions Kafka already has; nil drops nothing
 }
 
 // startReplication starts streaming the slot from start.
@@ -188,6 +189,7 @@ func (s *stream) readUntilDeadline() error {
 				now := time.Now()
 				s.live.heard(s.lv.heardAt(ka.ServerTime, now), now)
 				if !s.inTx {
+					s.skip.passed(ka.ServerWALEnd)
 					s.tr.AdvanceIdle(uint64(ka.ServerWALEnd))
 				}
 				if ka.ReplyRequested {
@@ -241,17 +243,26 @@ func (s *stream) handle(data []byte) error {
 			return fmt.Errorf("%w: begin inside a transaction", errProtocol)
 		}
 		s.inTx, s.tx, s.commit = true, s.tr.BeginAt(it.commitTime), it.commitTime
+		// A skipped transaction stays registered, without events: it
+		// completes in commit order and confirmation passes it.
+		s.skip.begin(beginFinalLSN(data))
 	case walCommit:
 		if !s.inTx {
 			return fmt.Errorf("%w: commit outside a transaction", errProtocol)
 		}
 		s.inTx = false
+		if err := s.skip.commit(it.endLSN); err != nil {
+			return err // the transaction stays unsealed: never confirmed
+		}
 		s.state.read(it.endLSN, s.dec.messages)
 		s.tr.Commit(s.tx, uint64(it.endLSN))
 		return s.flush()
 	case walEvent:
 		if !s.inTx {
 			return fmt.Errorf("%w: event outside a transaction", errProtocol)
+		}
+		if s.skip.skipping() {
+			return nil // Kafka has it (dead-lettered if it was invalid)
 		}
 		ev := it.ev
 		if ev.invalid != nil {

@@ -1,0 +1,169 @@
+package relay
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+)
+
+// skipStream is a stream over the fuzz seeds' outbox that starts at start
+// and skips through through, logging to log.
+func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
+	t.Helper()
+	events := make(chan []event, 8)
+	c, _ := (&Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))}).withDefaults()
+	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
+	s := &stream{cfg: &c, dec: newDecoder(&c, fuzzOutbox), tr: acktrack.New(uint64(start)),
+		events: events, room: semaphore.NewWeighted(int64(c.BatchSize)), free: make(chan []event),
+		buf:  newBudget(c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
+		skip: newReplaySkip(through, start, c.Logger, skipped)}
+	if err := s.handle(pgRelation(16385, "public", "outbox", fuzzCols, fuzzTypes)); err != nil {
+		t.Fatal(err)
+	}
+	return &skipTest{stream: s, events: events}, skipped
+}
+
+// skipTest is a stream and the queue it writes to.
+type skipTest struct {
+	*stream
+	events chan []event
+}
+
+// tx feeds one transaction of n rows whose commit record spans final..end.
+func (s *skipTest) feed(final, end uint64, n int) error {
+	row := pgInsert(16385, [][]byte{[]byte("0190f0e0-0000-7000-8000-000000000001"), []byte("order"), []byte("agg-1"),
+		[]byte("order.created"), []byte("bk-1"), []byte(`{}`), nil, nil, []byte("2026-11-30 16:56:09+00")})
+	msgs := [][]byte{pgBegin(final, 1000, 7)}
+	for range n {
+		msgs = append(msgs, row)
+	}
+	for _, m := range append(msgs, pgCommit(final, end, 1000)) {
+		if err := s.handle(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queued counts the events the stream queued for the sink.
+func (s *skipTest) queued() int {
+	n := 0
+	for {
+		select {
+		case evs := <-s.events:
+			n += len(evs)
+		default:
+			return n
+		}
+	}
+}
+
+// A replay skips the transactions that end at or before the skip
+// position: it queues none of their events, confirmation passes them at
+// once, they are counted and logged once; the first transaction past it is
+// published, and so is everything after.
+func TestReplaySkip(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	s, skipped := skipStream(t, 100, 300, &log)
+	for _, tx := range []struct {
+		final, end uint64
+		rows       int
+		confirmed  uint64
+		queued     int
+	}{
+		{150, 200, 1, 200, 0},
+		{250, 300, 2, 300, 0}, // ends at the skip position: Kafka has it
+		{300, 350, 1, 300, 1}, // past it: published, confirmed once acknowledged
+		{360, 370, 0, 300, 0},
+	} {
+		if err := s.feed(tx.final, tx.end, tx.rows); err != nil {
+			t.Fatal(err)
+		}
+		if got, q := s.tr.Confirmed(), s.queued(); got != tx.confirmed || q != tx.queued {
+			t.Fatalf("after the transaction %d..%d: confirmed %d, %d events queued; want %d, %d", tx.final, tx.end, got, q, tx.confirmed, tx.queued)
+		}
+	}
+	if v := testutil.ToFloat64(skipped); v != 2 {
+		t.Fatalf("replay_skipped_total = %v, want 2", v)
+	}
+	s.skip.done() // the session's end
+	if n := strings.Count(log.String(), "skipped replayed transactions"); n != 1 || !strings.Contains(log.String(), "transactions=2 events=3") {
+		t.Fatalf("want one log line for 2 transactions, 3 events; log:\n%s", log.String())
+	}
+}
+
+// A keepalive past the skip position ends the skipping (and logs it);
+// nothing is skipped without a position past the start.
+func TestReplaySkipEnds(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	s, _ := skipStream(t, 100, 300, &log)
+	if err := s.feed(150, 200, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.skip.passed(250)
+	if s.skip.over {
+		t.Fatal("a keepalive before the skip position ended the skipping")
+	}
+	s.skip.passed(300)
+	if !s.skip.over || !strings.Contains(log.String(), "transactions=1") {
+		t.Fatalf("a keepalive at the skip position did not end the skipping; log:\n%s", log.String())
+	}
+	if newReplaySkip(100, 100, slog.Default(), nil) != nil || newReplaySkip(0, 100, slog.Default(), nil) != nil {
+		t.Fatal("a skip position not past the start skips")
+	}
+	var none *replaySkip // a nil skip skips nothing
+	none.begin(1)
+	if none.skipping() || none.commit(2) != nil {
+		t.Fatal("a nil replaySkip skipped")
+	}
+}
+
+// A transaction judged skipped at its BEGIN that ends past the skip
+// position (the position was not where a commit ends) is never confirmed:
+// the session ends with errSkipOvershoot.
+func TestReplaySkipOvershoot(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	s, skipped := skipStream(t, 100, 300, &log)
+	err := s.feed(250, 320, 1)
+	if !errors.Is(err, errSkipOvershoot) {
+		t.Fatalf("handle: %v, want errSkipOvershoot", err)
+	}
+	if got := s.tr.Confirmed(); got != 100 || !s.skip.overshot || testutil.ToFloat64(skipped) != 0 {
+		t.Fatalf("confirmed %d (want 100), overshot %v, skipped %v", got, s.skip.overshot, testutil.ToFloat64(skipped))
+	}
+}
+
+// The skip position is the state row's confirmed LSN only when the row
+// describes the slot and the server the session resumes on, and only
+// until a skip overshot.
+func TestPublishedThrough(t *testing.T) {
+	t.Parallel()
+	r := &Relay{}
+	st := &relayState{confirmedLSN: 500}
+	if got := r.publishedThrough(nil); got != 0 {
+		t.Fatalf("no state row: %s, want 0", got)
+	}
+	if got := r.publishedThrough(st); got != 0 {
+		t.Fatalf("a row of another server or timeline (not resumable): %s, want 0", got)
+	}
+	st.resumable = true
+	if got := r.publishedThrough(st); got != 500 {
+		t.Fatalf("resumable row: %s, want its confirmed LSN 500", got)
+	}
+	r.skipOff.Store(true)
+	if got := r.publishedThrough(st); got != 0 {
+		t.Fatalf("after an overshoot: %s, want 0", got)
+	}
+}

@@ -115,7 +115,7 @@ func (b *bundle) waitRecorded(t *testing.T, lsn pglogrepl.LSN) {
 // the skip they are the whole replay since the checkpoint).
 func TestServerRestartsBoundDuplicates(t *testing.T) {
 	t.Parallel()
-	const perPhase = 1000 // rows committed between two restarts
+	const perPhase = 2000 // rows committed between two restarts
 	// Restarts come seconds apart here, not minutes: a capped backoff
 	// keeps the relay from staying away while the writer piles up a
 	// backlog (a restart during the catch-up republishes what the

@@ -291,7 +291,9 @@ func (k *keeper) settle(pos pglogrepl.LSN, timeout time.Duration) {
 func (r *Relay) keepState(ctx context.Context) {
 	w := &stateWriter{r: r}
 	defer w.close(ctx)
-	tick := time.NewTicker(stateRefresh)
+	// Finer than stateRefresh, so a refresh is written within
+	// stateMinGap of falling due, not a whole tick later.
+	tick := time.NewTicker(stateMinGap)
 	defer tick.Stop()
 	for {
 		select {

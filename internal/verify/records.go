@@ -35,8 +35,11 @@ func (v *verifier) readRecords(ctx context.Context) error {
 		// read_committed reader sees that it reached the end offset.
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(16<<20),
-		kgo.FetchMaxPartitionBytes(4<<20),
+		// One fetch of at most 4 MiB at a time: what kgo buffers is
+		// part of verify's memory.
+		kgo.FetchMaxBytes(4<<20),
+		kgo.FetchMaxPartitionBytes(1<<20),
+		kgo.MaxConcurrentFetches(1),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

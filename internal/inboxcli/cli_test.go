@@ -89,7 +89,7 @@ func TestAdminCommands(t *testing.T) {
 			t.Fatalf("status output lacks %q:\n%s", want, out)
 		}
 	}
-	if out := mustRun(t, url, "status", "--json"); !strings.Contains(out, `"Stuck": 1`) {
+	if out := mustRun(t, url, "status", "--json"); !strings.Contains(out, `"stuck": 1`) {
 		t.Fatalf("status --json: %s", out)
 	}
 	close(release)
@@ -98,6 +98,11 @@ func TestAdminCommands(t *testing.T) {
 	// The reference a two-phase attempt saved before calling out shows.
 	if out := mustRun(t, url, "list", "--consumer", "billing"); !regexp.MustCompile(`m-ext .* req-ext-1 `).MatchString(out) {
 		t.Fatalf("list shows no request reference: %s", out)
+	}
+	// --json keys are snake_case, like relay status --json.
+	if out := mustRun(t, url, "list", "--status", "failed_final", "--json"); !strings.Contains(out, `"message_id": "m-bad"`) ||
+		!strings.Contains(out, `"dead_lettered_at": `) {
+		t.Fatalf("list --json: %s", out)
 	}
 	out = mustRun(t, url, "list", "--status", "failed_final")
 	if !strings.Contains(out, "m-bad") || !strings.Contains(out, "payments/2@7") || !strings.Contains(out, "card declined") || strings.Contains(out, "m-1") {

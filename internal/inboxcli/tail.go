@@ -43,8 +43,8 @@ func tailCommand() *cli.Command {
 			&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"INBOX_DLQ_TOPIC"}, Value: inbox.DefaultDeadLetterTopic,
 				Usage: "dead-letter topic"},
 			&cli.StringFlag{Name: "conflict-policy", EnvVars: []string{"INBOX_CONFLICT_POLICY"}, Value: "dead-letter",
-				Usage: "what a conflicting message becomes: error (stop) or dead-letter"},
-			&cli.BoolFlag{Name: "force", Usage: "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"},
+				Usage: "what a conflicting message becomes: stop (the loop stops with an error; \"error\" is accepted too) or dead-letter"},
+			&cli.BoolFlag{Name: "force", EnvVars: []string{"INBOX_FORCE"}, Usage: "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"},
 			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
 				Usage: "a new group starts at the end of the topics instead of the beginning"},
 			&cli.GenericFlag{Name: "max-queue-bytes", EnvVars: []string{"INBOX_MAX_QUEUE_BYTES"}, Value: cliutil.NewSize(inbox.DefaultMaxQueueBytes),
@@ -62,7 +62,7 @@ func tailAction(c *cli.Context) error {
 	}
 	policy, err := inbox.ParseConflictPolicy(c.String("conflict-policy"))
 	if err != nil {
-		return usagef("--conflict-policy %q: want error or dead-letter", c.String("conflict-policy"))
+		return usagef("--conflict-policy %q: want stop or dead-letter", c.String("conflict-policy"))
 	}
 	log, err := logger(c)
 	if err != nil {

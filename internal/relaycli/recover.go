@@ -119,9 +119,9 @@ func backfillCommand(sc *scrubber) *cli.Command {
 			"its progress on stderr and the count published. Logical messages (EmitTx) are not in the table\n" +
 			"and are not backfilled. It takes the Kafka flags of relay run.",
 		Flags: append(append(databaseFlags(), runFlags()...),
-			&cli.StringFlag{Name: flagSince, Usage: "publish rows created at or after this time (required)"},
-			&cli.StringFlag{Name: flagUntil, Usage: "publish rows created before this time (default: no bound)"},
-			&cli.StringFlag{Name: flagAggregateType, Usage: "publish only rows of this aggregate type"},
+			&cli.StringFlag{Name: flagSince, EnvVars: envVar(flagSince), Usage: "publish rows created at or after this time (required)"},
+			&cli.StringFlag{Name: flagUntil, EnvVars: envVar(flagUntil), Usage: "publish rows created before this time (default: no bound)"},
+			&cli.StringFlag{Name: flagAggregateType, EnvVars: envVar(flagAggregateType), Usage: "publish only rows of this aggregate type"},
 		),
 		Action: func(c *cli.Context) error { return backfillAction(c, sc) },
 	}

@@ -33,7 +33,7 @@ func statusCommand(sc *scrubber) *cli.Command {
 			"wrong, listing each problem (also in the text form): a missing table, state table,\n" +
 			"publication or slot, a publication that does not publish the table, a gap, a lost slot, or\n" +
 			"no relay streaming the slot; so it can serve as a health check.",
-		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "print JSON instead of a table"}),
+		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, EnvVars: envVar(flagJSON), Usage: "print JSON instead of a table"}),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			st, err := relay.Status(ctx, cfg)
 			if err != nil {

@@ -18,7 +18,7 @@ func teardownCommand(sc *scrubber) *cli.Command {
 		Description: "teardown drops the replication slot and the publication; the outbox table and its rows stay.\n" +
 			"The slot's position is lost: rows committed before the next setup are never published. An\n" +
 			"active slot (a relay still running) is an error. Pass --yes to confirm.",
-		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagYes, Usage: "confirm dropping the slot and the publication"}),
+		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagYes, EnvVars: envVar(flagYes), Usage: "confirm dropping the slot and the publication"}),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			if !c.Bool(flagYes) {
 				return usagef("teardown drops slot %q and publication %q and loses the slot's position; pass --%s to confirm", cfg.Slot, cfg.Publication, flagYes)

@@ -39,16 +39,17 @@ func NewStore(table string) (*Store, error) {
 	return &Store{table: t.Sanitize()}, nil
 }
 
-// StatusCount is the number of rows of one consumer in one status.
+// StatusCount is the number of rows of one consumer in one status. Its JSON
+// keys are snake_case, like every JSON the CLIs print.
 type StatusCount struct {
-	Consumer string
-	Status   Status
-	Count    int64
+	Consumer string `json:"consumer"`
+	Status   Status `json:"status"`
+	Count    int64  `json:"count"`
 	// Oldest is the earliest received_at among the rows.
-	Oldest time.Time
+	Oldest time.Time `json:"oldest"`
 	// Stuck counts PROCESSING rows whose lease expired: a two-phase handler
 	// crashed or hangs; the next delivery takes them over.
-	Stuck int64
+	Stuck int64 `json:"stuck"`
 }
 
 // Counts counts rows per consumer and status (consumer "" means all), in
@@ -94,24 +95,29 @@ func (s *Store) HasRows(ctx context.Context, q Querier, consumer string) (bool, 
 	return found, nil
 }
 
-// Record is one inbox row.
+// Record is one inbox row. Its JSON keys are the table's column names
+// (snake_case), like every JSON the CLIs print.
 type Record struct {
-	Consumer, MessageID, BusinessKey string
-	Status                           Status
-	Attempts                         int
-	LastError, ResultRef             string
+	Consumer    string `json:"consumer"`
+	MessageID   string `json:"message_id"`
+	BusinessKey string `json:"business_key"`
+	Status      Status `json:"status"`
+	Attempts    int    `json:"attempts"`
+	LastError   string `json:"last_error"`
+	ResultRef   string `json:"result_ref"`
 	// RequestRef is what the last two-phase attempt saved with
 	// SaveRequestRef before calling out ("" when none).
-	RequestRef            string
-	LockedUntil           *time.Time
-	Topic                 string
-	Partition             int
-	Offset                int64
-	ReceivedAt, UpdatedAt time.Time
-	CompletedAt           *time.Time
+	RequestRef  string     `json:"request_ref"`
+	LockedUntil *time.Time `json:"locked_until"`
+	Topic       string     `json:"topic"`
+	Partition   int        `json:"partition"`
+	Offset      int64      `json:"offset"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	CompletedAt *time.Time `json:"completed_at"`
 	// DeadLetteredAt is when the consumer loop wrote the message to the
 	// dead-letter topic.
-	DeadLetteredAt *time.Time
+	DeadLetteredAt *time.Time `json:"dead_lettered_at"`
 }
 
 // ListParams selects rows for List.

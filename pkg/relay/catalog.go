@@ -249,10 +249,12 @@ func (k *catalog) isOutbox(m *pglogrepl.RelationMessage) (bool, error) {
 		k.outbox.Store(now)
 		return true, nil
 	case slices.Contains(ancestors, followed) || now != 0 && slices.Contains(ancestors, now):
-		// A partition published under its own name: publish_via_partition_root
-		// was off when this WAL was written, or the old outbox attached as
-		// a partition of the new one (WAL written before the change).
-		log.Info("rows of a partition of the outbox table, published under its own name", "partition", name, "oid", m.RelationID)
+		// A partition of the outbox. Its rows come under its own name when
+		// publish_via_partition_root was off when this WAL was written, or
+		// the old outbox attached as a partition of the new one; but
+		// pgoutput also announces partitions published via the root (with
+		// no rows under their name), so this says nothing about the setting.
+		log.Debug("relation message for a partition of the outbox table; rows under its name are outbox rows", "partition", name, "oid", m.RelationID)
 		return true, nil
 	case historic == k.table:
 		// Replayed WAL from before a rename or replacement: the relation

@@ -72,6 +72,10 @@ func tailAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	mech, err := kafkaflags.KafkaGo(sec.SASL)
+	if err != nil {
+		return err
+	}
 	if sec.PasswordOnCommandLine {
 		cliutil.WarnSecretFlag(log, kafkaflags.FlagSASLPassword, envName(kafkaflags.FlagSASLPassword))
 	}
@@ -101,7 +105,7 @@ func tailAction(c *cli.Context) error {
 		DeadLetterTopic: c.String("dlq-topic"),
 		StartOffset:     start,
 		MaxQueueBytes:   cliutil.SizeFlagValue(c, "max-queue-bytes"),
-		Dialer:          &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: sec.TLS, SASLMechanism: sec.SASL},
+		Dialer:          &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: sec.TLS, SASLMechanism: mech},
 		Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 			return "", nil
 		},

@@ -5,12 +5,15 @@ import (
 	"crypto/x509"
 	"os"
 
+	"strings"
+
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
 )
 
 // Flag names.
@@ -23,6 +26,7 @@ const (
 	FlagSASLMechanism = "kafka-sasl-mechanism"
 	FlagSASLUsername  = "kafka-sasl-username"
 	FlagSASLPassword  = "kafka-sasl-password"
+	FlagSASLTokenFile = "kafka-sasl-token-file"
 	FlagSASLInsecure  = "kafka-allow-insecure-sasl"
 )
 
@@ -46,9 +50,10 @@ func Flags(env EnvFunc, category string) []cli.Flag {
 		str(FlagTLSCertFile, "PEM client certificate for mutual TLS (with --kafka-tls-key-file)"),
 		str(FlagTLSKeyFile, "PEM client key for mutual TLS (with --kafka-tls-cert-file)"),
 		boolean(FlagTLSInsecure, "do not verify the brokers' certificates (testing only)"),
-		str(FlagSASLMechanism, "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL; needs --kafka-tls)"),
-		str(FlagSASLUsername, "SASL user name"),
+		str(FlagSASLMechanism, "SASL mechanism: plain, scram-sha-256, scram-sha-512, oauthbearer or aws-msk-iam (default: no SASL; needs --kafka-tls)"),
+		str(FlagSASLUsername, "SASL user name (aws-msk-iam: the access key ID; default AWS_ACCESS_KEY_ID)"),
 		str(FlagSASLPassword, "SASL password; prefer "+env(FlagSASLPassword)+" or "+env(FlagSASLPassword)+cliutil.FileSuffix+" (a file holding it): a flag is visible in ps. Never logged"),
+		str(FlagSASLTokenFile, "oauthbearer: file holding the token, read again at every authentication (so a refreshed token is used)"),
 		boolean(FlagSASLInsecure, "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local test brokers only"),
 	}
 }
@@ -58,7 +63,7 @@ type Security struct {
 	// TLS is nil for plaintext.
 	TLS *tls.Config
 	// SASL is nil for none.
-	SASL sasl.Mechanism
+	SASL *producer.SASL
 	// Password is the SASL password (empty without SASL), to scrub from
 	// output; PasswordOnCommandLine says it was given as a flag.
 	Password              string
@@ -78,7 +83,7 @@ func Read(c *cli.Context, env EnvFunc) (Security, error) {
 		return s, err
 	}
 	s.Password, s.PasswordOnCommandLine = pw.Value, pw.OnCommandLine
-	if s.SASL, err = saslMechanism(c, pw.Value); err != nil {
+	if s.SASL, err = saslConfig(c, pw.Value); err != nil {
 		return s, err
 	}
 	if s.SASL != nil && s.TLS == nil && !c.Bool(FlagSASLInsecure) {
@@ -122,33 +127,62 @@ func tlsConfig(c *cli.Context) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// saslMechanism builds the broker SASL mechanism; nil means none.
-func saslMechanism(c *cli.Context, pass string) (sasl.Mechanism, error) {
-	mech, user := c.String(FlagSASLMechanism), c.String(FlagSASLUsername)
+// saslConfig reads the SASL flags; nil means none.
+func saslConfig(c *cli.Context, pass string) (*producer.SASL, error) {
+	mech, user, token := c.String(FlagSASLMechanism), c.String(FlagSASLUsername), c.String(FlagSASLTokenFile)
 	if mech == "" {
-		if user != "" || pass != "" {
-			return nil, cliutil.Usagef("--%s is required with a SASL user name or password", FlagSASLMechanism)
+		if user != "" || pass != "" || token != "" {
+			return nil, cliutil.Usagef("--%s is required with a SASL user name, password or token file", FlagSASLMechanism)
 		}
 		return nil, nil
+	}
+	s := &producer.SASL{Username: user, Password: pass, TokenFile: token}
+	switch strings.ToLower(mech) {
+	case "plain":
+		s.Mechanism = producer.MechanismPlain
+	case "scram-sha-256":
+		s.Mechanism = producer.MechanismSCRAMSHA256
+	case "scram-sha-512":
+		s.Mechanism = producer.MechanismSCRAMSHA512
+	case "oauthbearer":
+		s.Mechanism = producer.MechanismOAuthBearer
+		if token == "" {
+			return nil, cliutil.Usagef("--%s is required with --%s oauthbearer", FlagSASLTokenFile, FlagSASLMechanism)
+		}
+		return s, nil
+	case "aws-msk-iam", "aws_msk_iam":
+		s.Mechanism = producer.MechanismAWSMSKIAM
+		return s, nil
+	default:
+		return nil, cliutil.Usagef("--%s: %q is not one of plain, scram-sha-256, scram-sha-512, oauthbearer, aws-msk-iam", FlagSASLMechanism, mech)
 	}
 	if user == "" {
 		return nil, cliutil.Usagef("--%s is required with --%s", FlagSASLUsername, FlagSASLMechanism)
 	}
-	switch mech {
-	case "plain":
-		return plain.Mechanism{Username: user, Password: pass}, nil
-	case "scram-sha-256", "scram-sha-512":
+	return s, nil
+}
+
+// KafkaGo is s's kafka-go mechanism (the inbox consumer's client), nil
+// without SASL. kafka-go speaks PLAIN and SCRAM only.
+func KafkaGo(s *producer.SASL) (sasl.Mechanism, error) {
+	if s == nil {
+		return nil, nil
+	}
+	switch s.Mechanism {
+	case producer.MechanismPlain:
+		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
+	case producer.MechanismSCRAMSHA256, producer.MechanismSCRAMSHA512:
 		algo := scram.SHA256
-		if mech == "scram-sha-512" {
+		if s.Mechanism == producer.MechanismSCRAMSHA512 {
 			algo = scram.SHA512
 		}
-		m, err := scram.Mechanism(algo, user, pass)
+		m, err := scram.Mechanism(algo, s.Username, s.Password)
 		if err != nil {
 			// The error is about the user name or password encoding;
 			// never echo them.
-			return nil, cliutil.Usagef("--%s: cannot prepare %s credentials (invalid characters in the user name or password)", FlagSASLMechanism, mech)
+			return nil, cliutil.Usagef("--%s: cannot prepare %s credentials (invalid characters in the user name or password)", FlagSASLMechanism, s.Mechanism)
 		}
 		return m, nil
 	}
-	return nil, cliutil.Usagef("--%s: %q is not one of plain, scram-sha-256, scram-sha-512", FlagSASLMechanism, mech)
+	return nil, cliutil.Usagef("--%s: %s is not supported by the inbox consumer (plain, scram-sha-256 and scram-sha-512 are)", FlagSASLMechanism, s.Mechanism)
 }

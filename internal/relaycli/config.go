@@ -125,7 +125,7 @@ func kafkaSecurity(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 	if sec.PasswordOnCommandLine {
 		sc.exposed = append(sc.exposed, kafkaflags.FlagSASLPassword)
 	}
-	cfg.TLS, cfg.SASL = sec.TLS, sec.SASL
+	cfg.TLS, cfg.SASL = sec.TLS, (*relay.SASL)(sec.SASL)
 	return nil
 }
 

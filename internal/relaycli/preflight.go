@@ -2,14 +2,13 @@ package relaycli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
 
+	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -48,19 +47,9 @@ func pingDatabase(ctx context.Context, url string) error {
 func pingBrokers(ctx context.Context, cfg *relay.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
-	tr := &kafka.Transport{TLS: cfg.TLS, SASL: cfg.SASL, DialTimeout: 5 * time.Second, ClientID: "pgoutbox-relay"}
-	defer tr.CloseIdleConnections()
-	var errs []error
-	for _, b := range cfg.Brokers {
-		client := &kafka.Client{Addr: kafka.TCP(b), Transport: tr, Timeout: preflightTimeout}
-		_, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", b, err))
-		if ctx.Err() != nil {
-			break
-		}
+	err := producer.Ping(ctx, producer.Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: (*producer.SASL)(cfg.SASL)})
+	if err != nil {
+		return fmt.Errorf("kafka unreachable (%s): %w", strings.Join(cfg.Brokers, ","), err)
 	}
-	return fmt.Errorf("kafka unreachable (%s): %w", strings.Join(cfg.Brokers, ","), errors.Join(errs...))
+	return nil
 }

@@ -3,7 +3,7 @@ package relaytrace
 import (
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Hooks, called from the relay's reader and sink goroutines when set.
@@ -15,9 +15,9 @@ var (
 	// WAL message holding it was read from the connection. The record
 	// comes by value: a pointer to it would move every event of the
 	// reader to the heap, hook set or not.
-	Read func(msg kafka.Message, commit, read time.Time)
+	Read func(msg kgo.Record, commit, read time.Time)
 	// Written is called after each Kafka write the sink makes: its
 	// records, when the write started and when it returned, and its
 	// error.
-	Written func(msgs []kafka.Message, start, end time.Time, err error)
+	Written func(msgs []*kgo.Record, start, end time.Time, err error)
 )

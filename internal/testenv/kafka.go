@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Kafka is an in-process broker speaking the Kafka wire protocol over TCP on
@@ -28,11 +30,25 @@ type Kafka struct {
 // DefaultPartitions is the partition count of auto-created topics.
 const DefaultPartitions = 4
 
+// produceMaxVersion is the highest produce request version the test
+// brokers speak: v13 (Kafka 4) names topics by ID, and the tests' control
+// hooks match produce requests by topic name (the clients negotiate).
+const produceMaxVersion = 12
+
+// ProduceByName caps the brokers' produce requests at the last version
+// that names topics (see produceMaxVersion).
+func ProduceByName() kfake.Opt {
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(int16(kmsg.Produce), produceMaxVersion)
+	return kfake.MaxVersions(versions)
+}
+
 // NewKafka starts a one-broker cluster with topic auto-creation that is
 // closed when t ends. opts are appended to the defaults.
 func NewKafka(t testing.TB, opts ...kfake.Opt) *Kafka {
 	t.Helper()
 	all := append([]kfake.Opt{
+		ProduceByName(),
 		kfake.NumBrokers(1),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(DefaultPartitions),

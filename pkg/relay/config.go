@@ -10,12 +10,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
 )
 
 // InvalidPolicy says what the relay does with a row it cannot publish
@@ -114,10 +113,12 @@ type Config struct {
 	Compression string
 	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
 	TLS *tls.Config
-	// SASL authenticates to the brokers when non-nil (kafka-go plain or
-	// scram mechanisms). Defaults to none.
-	SASL sasl.Mechanism
-	// WriteTimeout bounds one Kafka write attempt. Defaults to 10s.
+	// SASL authenticates to the brokers when non-nil. Defaults to none.
+	SASL *SASL
+	// WriteTimeout is how long a broker may wait for the in-sync replicas
+	// before it answers a produce request (the producer waits that long
+	// plus 10s for the answer, then retries on a new connection).
+	// Defaults to 10s.
 	WriteTimeout time.Duration
 	// RetryBackoff is the first wait after a failed Kafka write or a lost
 	// replication connection; it doubles up to MaxRetryBackoff. Defaults to
@@ -296,8 +297,13 @@ func (cfg *Config) withDefaults() (Config, error) {
 	if c.OnGap != GapFail && c.OnGap != GapBackfill {
 		bad("on-gap %q: want %q or %q", c.OnGap, GapFail, GapBackfill)
 	}
-	if _, err := compressionCodec(c.Compression); err != nil {
+	if _, err := producer.Codec(c.Compression); err != nil {
 		bad("%v", err)
+	}
+	if c.SASL != nil {
+		if err := c.SASL.check(); err != nil {
+			bad("%v", err)
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -341,19 +347,54 @@ func setDefault[T comparable](p *T, def T) {
 	}
 }
 
-// compressionCodec maps Config.Compression to kafka-go's codec; nil is none.
-func compressionCodec(name string) (kafka.Compression, error) {
-	switch strings.ToLower(name) {
-	case "", "none":
-		return 0, nil
-	case "gzip":
-		return kafka.Gzip, nil
-	case "snappy":
-		return kafka.Snappy, nil
-	case "lz4":
-		return kafka.Lz4, nil
-	case "zstd":
-		return kafka.Zstd, nil
+// SASL mechanisms, as Kafka names them.
+const (
+	SASLPlain       = producer.MechanismPlain
+	SASLSCRAMSHA256 = producer.MechanismSCRAMSHA256
+	SASLSCRAMSHA512 = producer.MechanismSCRAMSHA512
+	// SASLOAuthBearer authenticates with a token read from
+	// SASL.TokenFile at every authentication, so a token another process
+	// refreshes in the file is picked up.
+	SASLOAuthBearer = producer.MechanismOAuthBearer
+	// SASLAWSMSKIAM authenticates to Amazon MSK with IAM: Username is the
+	// access key ID, Password the secret access key, SessionToken the
+	// session token; with Username empty, AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN are read at every
+	// authentication.
+	SASLAWSMSKIAM = producer.MechanismAWSMSKIAM
+)
+
+// SASL is the SASL mechanism and credentials the relay authenticates to
+// the brokers with. None of it is ever logged.
+type SASL struct {
+	// Mechanism is SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512,
+	// SASLOAuthBearer or SASLAWSMSKIAM.
+	Mechanism string
+	// Username and Password: PLAIN and SCRAM credentials; for
+	// AWS_MSK_IAM the access key ID and secret access key.
+	Username string
+	Password string
+	// TokenFile is the file holding the OAUTHBEARER token.
+	TokenFile string
+	// SessionToken is the AWS_MSK_IAM session token, when the
+	// credentials are temporary.
+	SessionToken string
+}
+
+// check validates s.
+func (s *SASL) check() error {
+	switch strings.ToUpper(s.Mechanism) {
+	case SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512:
+		if s.Username == "" {
+			return fmt.Errorf("SASL %s needs a username", s.Mechanism)
+		}
+	case SASLOAuthBearer:
+		if s.TokenFile == "" {
+			return errors.New("SASL OAUTHBEARER needs a token file")
+		}
+	case SASLAWSMSKIAM:
+	default:
+		return fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(producer.Mechanisms, ", "))
 	}
-	return 0, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", name)
+	return nil
 }

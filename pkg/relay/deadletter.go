@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
@@ -43,10 +43,10 @@ func deadLetter(c *Config, m *metrics, ev *event) {
 	inv := ev.invalid
 	orig := ev.msg
 	var cut truncation
-	hs := make([]kafka.Header, 0, len(orig.Headers)+5)
+	hs := make([]kgo.RecordHeader, 0, len(orig.Headers)+5)
 	hs = append(hs,
-		kafka.Header{Key: contract.HeaderDLQReason, Value: []byte(inv.Reason)},
-		kafka.Header{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(inv.Detail), maxDetailBytes)},
+		kgo.RecordHeader{Key: contract.HeaderDLQReason, Value: []byte(inv.Reason)},
+		kgo.RecordHeader{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(inv.Detail), maxDetailBytes)},
 	)
 	origTopic := orig.Topic
 	if origTopic != "" {
@@ -54,7 +54,7 @@ func deadLetter(c *Config, m *metrics, ev *event) {
 			origTopic = string(contract.Cut([]byte(origTopic), contract.MaxTopicBytes))
 			cut.add(contract.HeaderOriginalTopic)
 		}
-		hs = append(hs, kafka.Header{Key: contract.HeaderOriginalTopic, Value: []byte(origTopic)})
+		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderOriginalTopic, Value: []byte(origTopic)})
 	}
 	hasID := false
 	for _, h := range orig.Headers {
@@ -70,14 +70,14 @@ func deadLetter(c *Config, m *metrics, ev *event) {
 		hs = append(hs, h)
 	}
 	if !hasID {
-		hs = append(hs, kafka.Header{Key: contract.HeaderMessageID, Value: []byte(messageID(ev))})
+		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderMessageID, Value: []byte(messageID(ev))})
 	}
 	value := orig.Value
 	if inv.Reason == ReasonTooLarge && value != nil {
 		value = nil
 		cut.add("value")
 	}
-	ev.msg = kafka.Message{Topic: c.DeadLetterTopic, Key: orig.Key, Value: value, Headers: hs, Time: orig.Time}
+	ev.msg = kgo.Record{Topic: c.DeadLetterTopic, Key: orig.Key, Value: value, Headers: hs, Timestamp: orig.Timestamp}
 	limit := deadLetterLimit(c)
 	size := func() int { return recordSize(&ev.msg) + len(contract.HeaderDLQTruncated) + maxTruncatedBytes }
 	if size() > limit && ev.msg.Value != nil {
@@ -91,7 +91,7 @@ func deadLetter(c *Config, m *metrics, ev *event) {
 	if size() > limit {
 		minimalDeadLetter(ev, fmt.Sprintf("the dead-letter record was over max message bytes (%d) even without key and value", c.MaxMessageBytes))
 	} else if v := cut.value(); v != nil {
-		ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: contract.HeaderDLQTruncated, Value: v})
+		ev.msg.Headers = append(ev.msg.Headers, kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: v})
 	}
 	m.invalid.WithLabelValues(inv.Reason).Inc()
 	c.Logger.Warn("outbox event sent to the dead-letter topic", "message_id", inv.MessageID.String(),
@@ -128,16 +128,16 @@ func minimalDeadLetter(ev *event, why string) {
 		id = []byte(messageID(ev))
 	}
 	detail := why + "; it holds only message-id, dlq-reason, dlq-detail and original-topic. The event's problem: " + ev.invalid.Detail
-	hs := []kafka.Header{
+	hs := []kgo.RecordHeader{
 		{Key: contract.HeaderDLQReason, Value: []byte(ev.invalid.Reason)},
 		{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(detail), maxDetailBytes)},
 	}
 	if topic != nil {
-		hs = append(hs, kafka.Header{Key: contract.HeaderOriginalTopic, Value: contract.Cut(topic, contract.MaxTopicBytes)})
+		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderOriginalTopic, Value: contract.Cut(topic, contract.MaxTopicBytes)})
 	}
 	hs = append(hs,
-		kafka.Header{Key: contract.HeaderMessageID, Value: contract.Cut(id, 64)},
-		kafka.Header{Key: contract.HeaderDLQTruncated, Value: []byte("key,value,headers")},
+		kgo.RecordHeader{Key: contract.HeaderMessageID, Value: contract.Cut(id, 64)},
+		kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: []byte("key,value,headers")},
 	)
 	ev.msg.Key, ev.msg.Value, ev.msg.Headers = nil, nil, hs
 	ev.minimal = true

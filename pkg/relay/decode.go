@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
@@ -136,7 +136,7 @@ func checkColumns(table string, names []string, types []uint32) (layout, error) 
 // event is one record to publish: a valid record for its topic, or an
 // invalid row (invalid != nil) that becomes a dead-letter record.
 type event struct {
-	msg     kafka.Message
+	msg     kgo.Record
 	id      uuid.UUID
 	invalid *InvalidEventError
 	// minimal marks a dead-letter record reduced to the headers that
@@ -481,7 +481,7 @@ func (d *decoder) foreignEvent(r *relation, cols []tupleColumn) event {
 	}
 	b.WriteByte('}')
 	return event{
-		msg: kafka.Message{Value: []byte(b.String()), Time: d.commitTime},
+		msg: kgo.Record{Value: []byte(b.String()), Timestamp: d.commitTime},
 		invalid: &InvalidEventError{Reason: ReasonNotOutbox, Detail: fmt.Sprintf(
 			"a row of table %s, which the publication publishes but is not the outbox table %s (the value holds its columns as JSON)",
 			r.foreign, d.table)},
@@ -493,7 +493,7 @@ func (d *decoder) messageEvent(content []byte) event {
 	m, err := outbox.DecodeLogicalMessage(content)
 	if err != nil {
 		ev := event{id: m.ID, invalid: &InvalidEventError{MessageID: m.ID, Reason: ReasonBadMessage, Detail: err.Error()}}
-		ev.msg = kafka.Message{Value: content}
+		ev.msg = kgo.Record{Value: content}
 		if m.AggregateID != "" {
 			ev.msg.Key = []byte(m.AggregateID)
 		}
@@ -521,19 +521,19 @@ type fields struct {
 // dead-letter record's original-topic header and the log line).
 func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event {
 	topic, topicErr := d.topic(f.aggregateType, f.eventType, f.topic)
-	ev.msg = kafka.Message{
-		Topic: topic,
-		Value: f.payload,
-		Time:  d.commitTime,
+	ev.msg = kgo.Record{
+		Topic:     topic,
+		Value:     f.payload,
+		Timestamp: d.commitTime,
 		// Room for the row's headers and the instance header (see
 		// stream.enqueue).
-		Headers: make([]kafka.Header, 5, 6+len(f.headers)),
+		Headers: make([]kgo.RecordHeader, 5, 6+len(f.headers)),
 	}
-	ev.msg.Headers[0] = kafka.Header{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.id, f.idText)}
-	ev.msg.Headers[1] = kafka.Header{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
-	ev.msg.Headers[2] = kafka.Header{Key: contract.HeaderEventType, Value: nonNil(f.eventType)}
-	ev.msg.Headers[3] = kafka.Header{Key: contract.HeaderAggregateType, Value: nonNil(f.aggregateType)}
-	ev.msg.Headers[4] = kafka.Header{Key: contract.HeaderAggregateID, Value: nonNil(f.aggregateID)}
+	ev.msg.Headers[0] = kgo.RecordHeader{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.id, f.idText)}
+	ev.msg.Headers[1] = kgo.RecordHeader{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
+	ev.msg.Headers[2] = kgo.RecordHeader{Key: contract.HeaderEventType, Value: nonNil(f.eventType)}
+	ev.msg.Headers[3] = kgo.RecordHeader{Key: contract.HeaderAggregateType, Value: nonNil(f.aggregateType)}
+	ev.msg.Headers[4] = kgo.RecordHeader{Key: contract.HeaderAggregateID, Value: nonNil(f.aggregateID)}
 	if len(f.aggregateID) > 0 {
 		ev.msg.Key = f.aggregateID
 	}
@@ -552,7 +552,7 @@ func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event 
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: k, Value: []byte(f.headers[k])})
+			ev.msg.Headers = append(ev.msg.Headers, kgo.RecordHeader{Key: k, Value: []byte(f.headers[k])})
 		}
 	}
 	if problem == nil {
@@ -810,7 +810,7 @@ func excerptTopic(b []byte) string {
 
 // recordSize is the size a record counts against the limit: key, value
 // and headers.
-func recordSize(m *kafka.Message) int {
+func recordSize(m *kgo.Record) int {
 	n := len(m.Key) + len(m.Value)
 	for _, h := range m.Headers {
 		n += len(h.Key) + len(h.Value)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Sentinel errors. Run, Setup, Status and Teardown wrap them with the
@@ -128,13 +128,59 @@ func IsPermanent(err error) bool {
 			return true
 		}
 	}
-	var kerr kafka.Error
-	if errors.As(err, &kerr) {
-		switch kerr {
-		case kafka.SASLAuthenticationFailed, kafka.TopicAuthorizationFailed, kafka.ClusterAuthorizationFailed,
-			kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
-			return true
-		}
+	return classify(err) == fatal
+}
+
+// Kafka errors, by what the sink does about them.
+type verdict int
+
+const (
+	// retryable: the broker or the network; retry with backoff, forever.
+	// (The producer retries these itself; a record fails with one only
+	// when the producer gave up on it.)
+	retryable verdict = iota
+	// ownFaultUnlessTransient: most likely the record's own fault, but it
+	// may pass; dead-letter it when it persists for rejectAttempts
+	// attempts and rejectAfter.
+	ownFaultUnlessTransient
+	// ownFault: the broker will never accept the record; dead-letter it.
+	ownFault
+	// topicUnavailable: the record's topic does not exist or the relay
+	// may not write it: the operator's to fix (a topic provisioned late,
+	// a missing ACL). Retry with backoff for TopicUnavailableGrace, then
+	// stop; never dead-letter.
+	topicUnavailable
+	// fatal: the relay's credentials or rights, or a newer relay of the
+	// slot (fenced); stop.
+	fatal
+)
+
+// kafkaVerdicts is the one table of Kafka errors the relay acts on; every
+// other error is retryable.
+var kafkaVerdicts = map[*kerr.Error]verdict{
+	kerr.SaslAuthenticationFailed:           fatal,
+	kerr.ClusterAuthorizationFailed:         fatal,
+	kerr.UnsupportedSaslMechanism:           fatal,
+	kerr.IllegalSaslState:                   fatal,
+	kerr.TransactionalIDAuthorizationFailed: fatal,
+	kerr.ProducerFenced:                     fatal,
+	kerr.UnknownTopicOrPartition:            topicUnavailable,
+	kerr.TopicAuthorizationFailed:           topicUnavailable,
+	kerr.CorruptMessage:                     ownFaultUnlessTransient,
+	kerr.MessageTooLarge:                    ownFault,
+	kerr.RecordListTooLarge:                 ownFault,
+	kerr.InvalidTopicException:              ownFault,
+	kerr.InvalidTimestamp:                   ownFault,
+	kerr.UnsupportedForMessageFormat:        ownFault,
+	kerr.PolicyViolation:                    ownFault,
+	kerr.InvalidRecord:                      ownFault,
+}
+
+// classify says what err, the failure of a Kafka write, calls for.
+func classify(err error) verdict {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return retryable
 	}
-	return false
+	return kafkaVerdicts[ke]
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 
@@ -117,32 +116,3 @@ func (e *staleError) Error() string {
 }
 
 func (e *staleError) Unwrap() error { return errServerSilent }
-
-// guardedDial returns a Kafka transport Dial function whose connections
-// ask guard before every write: the last moment before bytes leave the
-// process, closer than the sink's check before each batch (the transport
-// writes the requests from its connections' goroutines, and a call to
-// several leaders sends its requests concurrently).
-func guardedDial(guard func() error) func(ctx context.Context, network, address string) (net.Conn, error) {
-	d := &net.Dialer{Timeout: 3 * time.Second} // kafka-go's default
-	return func(ctx context.Context, network, address string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, address)
-		if err != nil {
-			return nil, err
-		}
-		return &guardedConn{Conn: c, guard: guard}, nil
-	}
-}
-
-// guardedConn is a connection that refuses to write while guard fails.
-type guardedConn struct {
-	net.Conn
-	guard func() error
-}
-
-func (c *guardedConn) Write(p []byte) (int, error) {
-	if err := c.guard(); err != nil {
-		return 0, err
-	}
-	return c.Conn.Write(p)
-}

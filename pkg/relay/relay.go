@@ -68,14 +68,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer r.running.Store(false)
 	sk := newSink(&r.cfg, r.m)
-	defer sk.close()
 	// A relay without a recent sign of life from its walsender writes
 	// nothing more to Kafka: the server may have given the slot to
 	// another relay (see Liveness in the package doc). The sink checks
-	// before each write call, the connections before each byte.
+	// before each write call, the producer's connections before each
+	// byte.
 	r.live.begin(time.Now(), defaultLivenessBound)
 	sk.guard = func() error { return r.live.stale(time.Now()) }
-	sk.transport.Dial = guardedDial(sk.guard)
 
 	g, gctx := errgroup.WithContext(ctx)
 	r.runCtx = gctx

@@ -51,6 +51,9 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
+	if err := sk.open(); err != nil {
+		return err
+	}
 	sinking := runSink(ctx, sk, events, room, free, buf, tr, stopRead)
 	defer sinking.stop()
 
@@ -152,6 +155,7 @@ func runSink(ctx context.Context, sk *sink, events <-chan []event, room *semapho
 	s := &sinkRun{stop: stop, done: make(chan error, 1)}
 	go func() {
 		err := sk.run(sinkCtx, events, room, free, buf, tr)
+		sk.close()
 		if err != nil {
 			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))
 		}

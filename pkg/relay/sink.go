@@ -4,34 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
 
 // sink batches events and writes them to Kafka, one write in flight, then
-// acknowledges them in the tracker.
+// acknowledges them in the tracker. It lives as long as Run; its producer
+// as long as a session (see open).
 type sink struct {
-	cfg       *Config
-	m         *metrics
-	prod      *producer
-	transport *kafka.Transport
-	limits    *topicLimits
-	// guard, when set, is asked before every Kafka write; an error
-	// refuses the write (see Liveness in the package doc).
+	cfg  *Config
+	m    *metrics
+	prod *producer.Producer
+	// guard, when set, is asked before every Kafka write, and by the
+	// producer's connections before every socket write; an error refuses
+	// the write (see Liveness in the package doc).
 	guard func() error
 	// unavailable holds the topics whose writes fail as
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
 	unavailable map[string]unavailableTopic
-	// msgs is write's slice of records, kept between writes.
-	msgs []kafka.Message
+	// recs is write's slice of records, kept between writes.
+	recs []*kgo.Record
 }
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
@@ -41,21 +41,43 @@ type unavailableTopic struct {
 }
 
 func newSink(c *Config, m *metrics) *sink {
-	transport := &kafka.Transport{TLS: c.TLS, SASL: c.SASL, ClientID: kafkaClientID}
-	return &sink{
-		cfg: c, m: m, transport: transport, limits: newTopicLimits(c, transport), unavailable: make(map[string]unavailableTopic),
-		prod: newProducer(c, transport),
+	return &sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
+}
+
+// open gives the sink a new producer for a session. A session's producer
+// is closed when its sink stops (close): records the producer still
+// retries must not reach Kafka after the session, whose successor replays
+// them in order.
+func (s *sink) open() error {
+	c := s.cfg
+	p, err := producer.New(producer.Config{
+		Brokers:          c.Brokers,
+		TLS:              c.TLS,
+		SASL:             (*producer.SASL)(c.SASL),
+		Guard:            s.guard,
+		Compression:      c.Compression,
+		MaxBufferedBytes: c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
+		MaxMessageBytes:  c.MaxMessageBytes,
+		RequestTimeout:   c.WriteTimeout,
+		AutoCreateTopics: true,
+		Logger:           c.Logger,
+		OnError:          s.m.publishErrors.Inc,
+	})
+	if err != nil {
+		return permanent(fmt.Errorf("%w: %w", ErrConfig, err))
+	}
+	s.prod = p
+	return nil
+}
+
+// close closes the session's producer, once every record's outcome is
+// known.
+func (s *sink) close() {
+	if s.prod != nil {
+		s.prod.Close()
+		s.prod = nil
 	}
 }
-
-// close closes the sink's Kafka connections.
-func (s *sink) close() {
-	s.prod.close()
-	s.transport.CloseIdleConnections()
-}
-
-// kafkaClientID is the client ID of the relay's Kafka requests.
-const kafkaClientID = "pgoutbox-relay"
 
 // The sink hands emptied event slices back to the reader for reuse: at most
 // freeSlices of them, of at most maxFreeCap events each.
@@ -174,53 +196,11 @@ func (s *sink) acknowledge(batch []event, tr *acktrack.Tracker, buf *budget) {
 	buf.give(cost)
 }
 
-// Kafka errors, by what the sink does about them.
-type verdict int
-
-const (
-	// retryable: the broker or the network; retry with backoff, forever.
-	retryable verdict = iota
-	// ownFaultUnlessTransient: most likely the record's own fault (its
-	// topic does not exist), but it may pass; dead-letter it when it
-	// persists for rejectAttempts attempts and rejectAfter.
-	ownFaultUnlessTransient
-	// ownFault: the broker will never accept the record; dead-letter it.
-	ownFault
-	// topicUnavailable: the record's topic does not exist or the relay
-	// may not write it: the operator's to fix (a topic provisioned late,
-	// a missing ACL). Retry with backoff for TopicUnavailableGrace, then
-	// stop; never dead-letter.
-	topicUnavailable
-	// fatal: the relay's credentials or rights; stop.
-	fatal
-)
-
 // Bounds for ownFaultUnlessTransient errors.
 const (
 	rejectAttempts = 5
 	rejectAfter    = 5 * time.Second
 )
-
-// classify says what err, the failure of a write, calls for.
-func classify(err error) verdict {
-	var kerr kafka.Error
-	if !errors.As(err, &kerr) {
-		return retryable
-	}
-	switch kerr {
-	case kafka.SASLAuthenticationFailed, kafka.ClusterAuthorizationFailed, kafka.UnsupportedSASLMechanism,
-		kafka.IllegalSASLState, kafka.TransactionalIDAuthorizationFailed:
-		return fatal
-	case kafka.UnknownTopicOrPartition, kafka.TopicAuthorizationFailed:
-		return topicUnavailable
-	case kafka.InvalidMessage:
-		return ownFaultUnlessTransient
-	case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidTopic, kafka.InvalidTimestamp,
-		kafka.UnsupportedForMessageFormat, kafka.PolicyViolation, kafka.InvalidRecord:
-		return ownFault
-	}
-	return retryable
-}
 
 // recordState is what publish knows about one record of a batch.
 type recordState struct {
@@ -234,21 +214,21 @@ type recordState struct {
 // failed records with backoff. It returns only on success, ctx end or a
 // permanent error.
 //
-// Order: records are written in batch order, one call at a time, and a
-// call holds at most one record batch per partition (its share, sized to
-// the broker's limit by callShares), which the broker takes or refuses
-// whole. After a call in which a record failed, the attempt ends; the next
-// one starts at the first record not written. So per key, nothing after a
-// failed record is written before it, and every copy in Kafka is in commit
-// order. (Should a later record of a failed record's key have been written
-// anyway, it is written again after it, so the last copies keep commit
-// order.)
+// Order: the producer keeps each partition's order across its own
+// retries and leader moves (the idempotent producer), and gives up on a
+// record only for a reason of its own (too large, its topic unavailable).
+// Records are written in batch order, a call at a time. After a call in
+// which a record failed, the attempt ends; the next one starts at the
+// first record not written. So per key, nothing after a failed record is
+// written before it; should a later record of a failed record's key have
+// been written anyway (in the same call), it is written again after it,
+// so the last copies keep commit order.
 //
 // A record the broker will never accept (ownFault, or
 // ownFaultUnlessTransient for too long) is dead-lettered in place, or
-// stops the relay under InvalidStop. A call of several records failing
-// that way may be any one's fault: those records are then written one by
-// one.
+// stops the relay under InvalidStop. A record batch of several records
+// failing that way may be any one's fault: those records are then written
+// one by one.
 func (s *sink) publish(ctx context.Context, batch []event) error {
 	s.m.batchSize.Observe(float64(len(batch)))
 	st := make([]recordState, len(batch))
@@ -282,25 +262,25 @@ func (s *sink) publish(ctx context.Context, batch []event) error {
 type group struct{ topic, key string }
 
 // attempt writes the records of batch not yet done, in order, in as few
-// calls as their alone flags and the broker's size limit allow, up to and
-// including the first call in which a record fails. It returns how many
-// records are left, the error to wait out before the next attempt (nil
-// when the next one may start at once), or an error that ends publish.
+// calls as their alone flags allow, up to and including the first call in
+// which a record fails. It returns how many records are left, the error
+// to wait out before the next attempt (nil when the next one may start at
+// once), or an error that ends publish.
 func (s *sink) attempt(ctx context.Context, batch []event, st []recordState) (pending int, retryErr error, err error) {
 	order := notDone(st)
 	failed := make(map[group]int) // first failed record of each group
-	shares := newCallShares(s.limits)
-	written := 0 // order[:written] went out, in calls
+	written := 0                  // order[:written] went out, in calls
 calls:
 	for written < len(order) {
-		call := s.nextCall(ctx, batch, st, order[written:], shares)
+		call := nextCall(st, order[written:])
 		written += len(call)
 		errs, callErr := s.write(ctx, batch, call)
 		if callErr != nil {
 			// Nothing of the call is known to be in Kafka.
-			if retryErr, err = s.callFailed(ctx, batch, st, call, callErr); err != nil {
-				return 0, nil, err
+			if ctx.Err() != nil {
+				return 0, nil, ctx.Err()
 			}
+			retryErr = callErr
 			for _, i := range call {
 				noteFailure(failed, batch, i)
 			}
@@ -337,45 +317,15 @@ func notDone(st []recordState) []int {
 }
 
 // nextCall is the records of the next call: the first of order, alone if
-// it must be, else with as many of the following records not alone as
-// every partition's share allows.
-func (s *sink) nextCall(ctx context.Context, batch []event, st []recordState, order []int, shares *callShares) []int {
+// it must be, else with the following records not alone.
+func nextCall(st []recordState, order []int) []int {
 	j := 1
 	if !st[order[0]].alone {
-		shares.reset(ctx)
-		shares.take(&batch[order[0]].msg)
-		for j < len(order) && !st[order[j]].alone && shares.take(&batch[order[j]].msg) {
+		for j < len(order) && !st[order[j]].alone {
 			j++
 		}
 	}
 	return order[:j]
-}
-
-// callFailed handles callErr, the failure of a whole call (nothing of it
-// is known to be in Kafka): it returns the error to wait out before the
-// next attempt, nil when the call's records are to be written alone, or
-// an error that ends publish.
-func (s *sink) callFailed(ctx context.Context, batch []event, st []recordState, call []int, callErr error) (retryErr, err error) {
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	switch v := classify(callErr); {
-	case v == fatal:
-		return nil, permanent(fmt.Errorf("%w: %w", ErrKafkaAuth, callErr))
-	case v == retryable:
-		return callErr, nil
-	case v == topicUnavailable && oneTopic(batch, call):
-		if err := s.topicUnavailable(&batch[call[0]], callErr); err != nil {
-			return nil, err
-		}
-		return callErr, nil
-	}
-	// One record's fault (a topic without partitions, a record over
-	// BatchBytes): find which, one by one.
-	for _, i := range call {
-		st[i].alone = true
-	}
-	return nil, nil
 }
 
 // recordsFailed records the outcome of a call, errs being each record's
@@ -449,23 +399,13 @@ func rewriteAfterFailures(batch []event, st []recordState, written []int, failed
 	}
 }
 
-// oneTopic reports whether the records call of batch all have one topic.
-func oneTopic(batch []event, call []int) bool {
-	for _, i := range call[1:] {
-		if batch[i].msg.Topic != batch[call[0]].msg.Topic {
-			return false
-		}
-	}
-	return true
-}
-
 // topicUnavailable records that a write of ev failed with e, a
 // topicUnavailable error. It returns a permanent error once ev's topic has
 // been failing for longer than TopicUnavailableGrace.
 func (s *sink) topicUnavailable(ev *event, e error) error {
 	topic := ev.msg.Topic
 	reason := "unknown-topic"
-	if errors.Is(e, kafka.TopicAuthorizationFailed) {
+	if errors.Is(e, kerr.TopicAuthorizationFailed) {
 		reason = "not-authorized"
 	}
 	u, ok := s.unavailable[topic]
@@ -505,7 +445,7 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 			ErrDeadLetter, ev.msg.Topic, ev.invalid.MessageID, ev.invalid.Reason, e))
 	}
 	inv := &InvalidEventError{MessageID: ev.id, Reason: ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
-	if errors.Is(e, kafka.MessageSizeTooLarge) || errors.Is(e, kafka.RecordListTooLarge) {
+	if errors.Is(e, kerr.MessageTooLarge) || errors.Is(e, kerr.RecordListTooLarge) {
 		inv.Reason, inv.Detail = ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
 	}
 	if s.cfg.OnInvalid == InvalidStop {
@@ -519,45 +459,20 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 
 // write sends the records call of batch in one producer call. It returns
 // each record's error (nil: acknowledged), or an error of the whole call
-// when it cannot say which record failed (nothing was sent, or the call
-// timed out).
+// when nothing of it was sent (the liveness guard refused, or ctx ended).
 func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
-	// Nothing of a call is in use once the producer's write returned: one
-	// slice serves every write.
-	msgs := s.msgs[:0]
-	for _, i := range call {
-		msgs = append(msgs, batch[i].msg)
-	}
-	defer func() { clear(msgs); s.msgs = msgs[:0] }()
-	errs, err := s.writeMessages(ctx, msgs)
-	if leaderMoved(err, errs) {
-		// The transport's metadata is stale until its next refresh (at a
-		// random time within kafka-go's 6 s); dropping its connection
-		// pools makes the next write read the cluster's layout again.
-		s.cfg.Logger.Debug("kafka partition leadership moved; reading the cluster's metadata again")
-		s.transport.CloseIdleConnections()
-	}
-	switch {
-	case err == nil:
-	case len(msgs) == 1 && ctx.Err() == nil:
-		errs = []error{err}
-	default:
-		return nil, err
-	}
-	s.countPublished(msgs, errs)
-	return errs, nil
-}
-
-func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) ([]error, error) {
 	if s.guard != nil {
 		if err := s.guard(); err != nil {
 			return nil, err
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-	defer cancel()
+	recs := s.recs[:0]
+	for _, i := range call {
+		recs = append(recs, &batch[i].msg)
+	}
+	defer func() { clear(recs); s.recs = recs[:0] }()
 	start := time.Now()
-	errs, err := s.prod.write(wctx, msgs)
+	errs, err := s.prod.Produce(ctx, recs)
 	end := time.Now()
 	s.m.publishDuration.Observe(end.Sub(start).Seconds())
 	failed := err
@@ -567,28 +482,20 @@ func (s *sink) writeMessages(ctx context.Context, msgs []kafka.Message) ([]error
 		}
 	}
 	if relaytrace.Written != nil {
-		relaytrace.Written(msgs, start, end, failed)
+		relaytrace.Written(recs, start, end, failed)
 	}
 	if failed != nil {
 		s.m.publishErrors.Inc()
 	}
-	return errs, err
-}
-
-// leaderMoved reports whether a write failed because a partition's leader
-// is not where the transport's metadata says.
-func leaderMoved(err error, errs []error) bool {
-	moved := func(e error) bool {
-		return errors.Is(e, kafka.NotLeaderForPartition) || errors.Is(e, kafka.LeaderNotAvailable) || errors.Is(e, protocol.ErrNoLeader)
-	}
 	if err != nil {
-		return moved(err)
+		return nil, err
 	}
-	return slices.ContainsFunc(errs, moved)
+	s.countPublished(recs, errs)
+	return errs, nil
 }
 
-// countPublished counts the records of msgs that did not fail.
-func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
+// countPublished counts the records of recs that did not fail.
+func (s *sink) countPublished(recs []*kgo.Record, errs []error) {
 	var topic string
 	n := 0
 	flush := func() {
@@ -596,13 +503,13 @@ func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
 			s.m.publishedTo(topic).Add(float64(n))
 		}
 	}
-	for k := range msgs {
+	for k, r := range recs {
 		if errs[k] != nil {
 			continue
 		}
-		if msgs[k].Topic != topic {
+		if r.Topic != topic {
 			flush()
-			topic, n = msgs[k].Topic, 0
+			topic, n = r.Topic, 0
 			if u, ok := s.unavailable[topic]; ok {
 				delete(s.unavailable, topic)
 				s.m.topicUnavail.DeleteLabelValues(topic, u.reason)
@@ -612,74 +519,4 @@ func (s *sink) countPublished(msgs []kafka.Message, errs []error) {
 		n++
 	}
 	flush()
-}
-
-// callShares sizes one producer call: the producer sends each partition's
-// share of a call as one record batch, which must stay within the topic's
-// limit (see topicLimits). A record whose partition the sink cannot tell
-// (no key) counts against every share of its topic; of a topic whose
-// partition count is unknown, a call holds one record.
-type callShares struct {
-	limits *topicLimits
-	ctx    context.Context
-	n      int
-	topics map[string]*topicShares
-}
-
-// topicShares is one topic's part of a call.
-type topicShares struct {
-	info  topicInfo
-	parts []int   // 0..partitions-1, for the balancer
-	bytes []int64 // per partition
-	wild  int64   // records of unknown partition
-	most  int64   // the largest of bytes
-}
-
-func newCallShares(l *topicLimits) *callShares {
-	return &callShares{limits: l, topics: make(map[string]*topicShares)}
-}
-
-// reset starts a new call.
-func (c *callShares) reset(ctx context.Context) {
-	c.ctx, c.n = ctx, 0
-	for _, ts := range c.topics {
-		clear(ts.bytes)
-		ts.wild, ts.most = 0, 0
-	}
-}
-
-// take adds m to the call when it is the call's first record or its share
-// stays within the limit, and reports whether it did.
-func (c *callShares) take(m *kafka.Message) bool {
-	ts := c.topics[m.Topic]
-	if ts == nil {
-		ts = &topicShares{info: c.limits.get(c.ctx, m.Topic)}
-		for p := range ts.info.partitions {
-			ts.parts = append(ts.parts, p)
-		}
-		ts.bytes = make([]int64, len(ts.parts))
-		c.topics[m.Topic] = ts
-	}
-	cost := batchCost(m)
-	p := -1
-	if m.Key != nil && len(ts.parts) > 0 {
-		p = (&kafka.Murmur2Balancer{}).Balance(*m, ts.parts...)
-	}
-	share := ts.most
-	if p >= 0 {
-		share = ts.bytes[p]
-	}
-	if c.n > 0 && (share+ts.wild+cost > ts.info.maxShare || len(ts.parts) == 0 && ts.wild > 0) {
-		// Over the limit; or a second record of a topic not known yet
-		// (its first write creates it, the next call knows its limit).
-		return false
-	}
-	c.n++
-	if p >= 0 {
-		ts.bytes[p] += cost
-		ts.most = max(ts.most, ts.bytes[p])
-	} else {
-		ts.wild += cost
-	}
-	return true
 }

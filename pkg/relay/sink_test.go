@@ -197,7 +197,7 @@ func TestDeadLetterAlwaysFits(t *testing.T) {
 // noAutoCreate is a broker without topic auto-creation, with topics.
 func noAutoCreate(t *testing.T, topics ...string) *testenv.Kafka {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(testenv.DefaultPartitions), topics...))
+	c, err := kfake.NewCluster(testenv.ProduceByName(), kfake.NumBrokers(1), kfake.SeedTopics(int32(testenv.DefaultPartitions), topics...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
@@ -289,7 +289,7 @@ func (s *stream) handle(data []byte) error {
 // server does not time the connection out while Kafka is slow.
 func (s *stream) stage(ev event) error {
 	if s.cfg.InstanceID != "" {
-		ev.msg.Headers = append(ev.msg.Headers, kafka.Header{Key: InstanceHeader, Value: []byte(s.cfg.InstanceID)})
+		ev.msg.Headers = append(ev.msg.Headers, kgo.RecordHeader{Key: InstanceHeader, Value: []byte(s.cfg.InstanceID)})
 	}
 	ev.cost = s.buf.cost(&ev)
 	if !s.buf.tryTake(ev.cost) {

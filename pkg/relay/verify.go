@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	kafkasasl "github.com/segmentio/kafka-go/sasl"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 )
 
@@ -82,13 +79,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		prunedBefore = st.prunedBefore
 	}
 	table, _ := pgname.Parse(c.Table, "public")
-	kopts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
-	if c.TLS != nil {
-		kopts = append(kopts, kgo.DialTLSConfig(c.TLS.Clone()))
-	}
-	if c.SASL != nil {
-		kopts = append(kopts, kgo.SASL(kgoSASL{c.SASL}))
-	}
+	kopts := producer.ClientOpts(producer.Config{Brokers: c.Brokers, TLS: c.TLS, SASL: (*producer.SASL)(c.SASL)})
 	dec := newDecoder(&c, nil)
 	rep, err := verify.Run(ctx, &verify.Config{
 		Conn:            conn,
@@ -110,27 +101,4 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return rep, err
-}
-
-// kgoSASL lets franz-go authenticate with the kafka-go mechanism of
-// Config.SASL.
-type kgoSASL struct{ m kafkasasl.Mechanism }
-
-func (k kgoSASL) Name() string { return k.m.Name() }
-
-func (k kgoSASL) Authenticate(ctx context.Context, _ string) (sasl.Session, []byte, error) {
-	sm, first, err := k.m.Start(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return kgoSession{ctx: ctx, sm: sm}, first, nil
-}
-
-type kgoSession struct {
-	ctx context.Context
-	sm  kafkasasl.StateMachine
-}
-
-func (s kgoSession) Challenge(challenge []byte) (bool, []byte, error) {
-	return s.sm.Next(s.ctx, challenge)
 }

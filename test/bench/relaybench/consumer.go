@@ -44,7 +44,8 @@ func runAsConsumer() (code int, ok bool) {
 	var wg sync.WaitGroup
 	for p := range partitions {
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: strings.Split(brokers, ","), Topic: topic, Partition: p, MinBytes: 1,
-			MaxBytes: 10 << 20, MaxWait: 50 * time.Millisecond, ReadBatchTimeout: 50 * time.Millisecond})
+			MaxBytes: 10 << 20, MaxWait: 50 * time.Millisecond, ReadBatchTimeout: 50 * time.Millisecond,
+			IsolationLevel: kafka.ReadCommitted})
 		wg.Go(func() {
 			defer r.Close()
 			for {
@@ -53,9 +54,11 @@ func runAsConsumer() (code int, ok bool) {
 					return
 				}
 				now := time.Now()
-				seq, ok := traceSeq(&m)
-				if !ok {
-					seq = -1
+				seq := -1
+				for _, h := range m.Headers {
+					if n, ok := businessKeySeq(h.Value); ok && h.Key == "business-key" {
+						seq = n
+					}
 				}
 				mu.Lock()
 				fmt.Fprintf(out, "%d %d %d\n", seq, now.UnixNano(), m.Time.UnixMilli())

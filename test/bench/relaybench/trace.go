@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
@@ -40,20 +40,20 @@ func installTrace(path string) func() error {
 		mu   sync.Mutex
 		recs = make([]rec, 0, 1<<20)
 	)
-	relaytrace.Read = func(msg kafka.Message, commit, read time.Time) {
+	relaytrace.Read = func(msg kgo.Record, commit, read time.Time) {
 		if seq, ok := traceSeq(&msg); ok {
 			mu.Lock()
 			recs = append(recs, rec{false, seq, commit.UnixNano(), read.UnixNano()})
 			mu.Unlock()
 		}
 	}
-	relaytrace.Written = func(msgs []kafka.Message, start, end time.Time, err error) {
+	relaytrace.Written = func(msgs []*kgo.Record, start, end time.Time, err error) {
 		if err != nil {
 			return
 		}
 		mu.Lock()
 		for i := range msgs {
-			if seq, ok := traceSeq(&msgs[i]); ok {
+			if seq, ok := traceSeq(msgs[i]); ok {
 				recs = append(recs, rec{true, seq, start.UnixNano(), end.UnixNano()})
 			}
 		}
@@ -83,14 +83,19 @@ func installTrace(path string) func() error {
 }
 
 // traceSeq is the sequence number of msg's business key, "bk-N".
-func traceSeq(msg *kafka.Message) (int, bool) {
+func traceSeq(msg *kgo.Record) (int, bool) {
 	for _, h := range msg.Headers {
 		if h.Key == "business-key" {
-			n, err := strconv.Atoi(strings.TrimPrefix(string(h.Value), "bk-"))
-			return n, err == nil
+			return businessKeySeq(h.Value)
 		}
 	}
 	return 0, false
+}
+
+// businessKeySeq is the sequence number of a business key, "bk-N".
+func businessKeySeq(v []byte) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(string(v), "bk-"))
+	return n, err == nil
 }
 
 // scanTrace calls fn with each line of the trace file at path: its kind

@@ -1,0 +1,249 @@
+package producer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ClientID is the client ID of the relay's Kafka requests.
+const ClientID = "pgoutbox-relay"
+
+// metadataMinAge is the least time between two metadata reads.
+const metadataMinAge = 250 * time.Millisecond
+
+// Config configures a Producer.
+type Config struct {
+	// Brokers are the bootstrap addresses.
+	Brokers []string
+	// TLS enables TLS when set.
+	TLS *tls.Config
+	// SASL authenticates when set.
+	SASL *SASL
+	// Guard, when set, is asked before every write on every connection;
+	// its error fails the write (the client retries the request later).
+	Guard func() error
+	// Compression is none, gzip, snappy, lz4 or zstd.
+	Compression string
+	// MaxBufferedBytes bounds the record bytes the client holds; a
+	// producer blocks while it is full.
+	MaxBufferedBytes int
+	// MaxMessageBytes is the largest record the caller sends; record
+	// batches of a topic whose limit cannot be read stay near it.
+	MaxMessageBytes int
+	// RequestTimeout is how long a broker may wait for the in-sync
+	// replicas before it answers a produce request.
+	RequestTimeout time.Duration
+	// AutoCreateTopics lets the first write to a missing topic create it
+	// (where the cluster allows).
+	AutoCreateTopics bool
+	// TransactionalID, when set, makes the producer transactional (see
+	// Txn): every record is written in a transaction.
+	TransactionalID string
+	// TransactionTimeout bounds a transaction the producer leaves open
+	// (the broker aborts it after that long).
+	TransactionTimeout time.Duration
+	// Logger receives the client's warnings and errors.
+	Logger *slog.Logger
+	// OnError, when set, is called for each failed connection attempt
+	// and each produce request that could not be written or answered:
+	// failures the client retries by itself.
+	OnError func()
+	// Hooks are kgo hooks (metrics, tests).
+	Hooks []kgo.Hook
+}
+
+// Producer writes records to Kafka through one kgo client.
+type Producer struct {
+	cl      *kgo.Client
+	cfg     Config
+	limits  *topicLimits
+	pending sync.WaitGroup // records whose outcome is not known yet
+}
+
+// New returns a Producer. It does not connect: the client dials the
+// brokers on its first request.
+func New(cfg Config) (*Producer, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("producer: no brokers")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	codec, err := Codec(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{cfg: cfg}
+	p.limits = newTopicLimits(cfg.MaxMessageBytes)
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(ClientID),
+		kgo.Dialer(dialer(cfg.TLS, cfg.Guard)),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2, as the Java client
+		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
+		kgo.ProducerBatchCompression(codec),
+		kgo.WithLogger(&logger{log: cfg.Logger}),
+		kgo.DisableClientMetrics(),
+		// A produce error that calls for new metadata (a leader moved, a
+		// replica fell behind) is retried once the metadata is read
+		// again: no later than this after the last read (kgo: 5s).
+		kgo.MetadataMinAge(metadataMinAge),
+	}
+	if cfg.MaxBufferedBytes > 0 {
+		opts = append(opts, kgo.MaxBufferedBytes(cfg.MaxBufferedBytes))
+	}
+	if cfg.RequestTimeout > 0 {
+		opts = append(opts, kgo.ProduceRequestTimeout(cfg.RequestTimeout))
+	}
+	if cfg.SASL != nil {
+		m, err := cfg.SASL.mechanism()
+		if err != nil {
+			return nil, fmt.Errorf("producer: %w", err)
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	if cfg.AutoCreateTopics {
+		opts = append(opts, kgo.AllowAutoTopicCreation())
+	}
+	if cfg.TransactionalID != "" {
+		opts = append(opts, kgo.TransactionalID(cfg.TransactionalID))
+		if cfg.TransactionTimeout > 0 {
+			opts = append(opts, kgo.TransactionTimeout(cfg.TransactionTimeout))
+		}
+	}
+	hooks := cfg.Hooks
+	if cfg.OnError != nil {
+		hooks = append(hooks[:len(hooks):len(hooks)], errorHook{cfg.OnError})
+	}
+	if len(hooks) > 0 {
+		opts = append(opts, kgo.WithHooks(hooks...))
+	}
+	if p.cl, err = kgo.NewClient(opts...); err != nil {
+		return nil, fmt.Errorf("producer: %w", err)
+	}
+	return p, nil
+}
+
+// Client is the producer's kgo client, for requests of the caller's own
+// (the progress topic's administration and reads).
+func (p *Producer) Client() *kgo.Client { return p.cl }
+
+// Close closes the client: records still in flight fail with
+// kgo.ErrClientClosed. It returns once every record's outcome is known,
+// so the caller may reuse the records of a Produce that returned early.
+func (p *Producer) Close() {
+	p.cl.Close()
+	p.pending.Wait()
+}
+
+// Produce writes recs and waits for each one's outcome: errs[i] is nil
+// when every in-sync replica has recs[i]. The client retries what fails
+// for the broker or the network (the idempotent producer keeps each
+// partition's order and writes nothing twice); what it gives up on is in
+// errs. When ctx ends first, Produce returns ctx's error: records may be
+// in flight still, and recs must not be reused before Close returns.
+func (p *Producer) Produce(ctx context.Context, recs []*kgo.Record) ([]error, error) {
+	// The promises write errs, this call's own: they may run after an
+	// early return.
+	errs := make([]error, len(recs))
+	if len(recs) == 0 {
+		return errs, nil
+	}
+	for _, r := range recs {
+		if err := p.limits.learn(ctx, p.cl, r.Topic, p.cfg.AutoCreateTopics, p.cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
+	done := make(chan struct{})
+	var left atomic.Int64
+	left.Store(int64(len(recs)))
+	p.pending.Add(len(recs))
+	for i, r := range recs {
+		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			errs[i] = err
+			p.pending.Done()
+			if left.Add(-1) == 0 {
+				close(done)
+			}
+		})
+	}
+	select {
+	case <-done:
+		return errs, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Codec maps a compression name to kgo's codec.
+func Codec(name string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(name) {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.NoCompression(), fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", name)
+}
+
+// logger passes the client's warnings and errors to slog.
+type logger struct{ log *slog.Logger }
+
+func (*logger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (l *logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lv := slog.LevelWarn
+	if level == kgo.LogLevelError {
+		lv = slog.LevelError
+	}
+	l.log.Log(context.Background(), lv, "kafka client: "+msg, keyvals...)
+}
+
+// Ping checks that a broker answers a metadata request with the
+// configuration's TLS and SASL (nothing is produced).
+func Ping(ctx context.Context, cfg Config) error {
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	p, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	_, err = req.RequestWith(ctx, p.cl)
+	return err
+}
+
+// ClientOpts are the options of a client of cfg's brokers that reads
+// (brokers, TLS with the liveness guard when set, SASL), followed by more.
+func ClientOpts(cfg Config, more ...kgo.Opt) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(ClientID),
+		kgo.Dialer(dialer(cfg.TLS, cfg.Guard)),
+		kgo.DisableClientMetrics(),
+	}
+	if cfg.SASL != nil {
+		if m, err := cfg.SASL.mechanism(); err == nil {
+			opts = append(opts, kgo.SASL(m))
+		}
+	}
+	return append(opts, more...)
+}

@@ -1,0 +1,114 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/aws"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// SASL mechanism names, as Kafka spells them.
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
+	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
+	MechanismOAuthBearer = "OAUTHBEARER"
+	MechanismAWSMSKIAM   = "AWS_MSK_IAM"
+)
+
+// Mechanisms lists the SASL mechanisms the relay speaks.
+var Mechanisms = []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512, MechanismOAuthBearer, MechanismAWSMSKIAM}
+
+// SASL is a SASL mechanism and its credentials (relay.SASL converts to it).
+type SASL struct {
+	Mechanism    string
+	Username     string
+	Password     string
+	TokenFile    string
+	SessionToken string
+}
+
+// Environment variables AWS_MSK_IAM reads when the username (access key
+// ID) is empty, at every authentication.
+const (
+	envAWSAccessKey    = "AWS_ACCESS_KEY_ID"
+	envAWSSecretKey    = "AWS_SECRET_ACCESS_KEY"
+	envAWSSessionToken = "AWS_SESSION_TOKEN"
+)
+
+// errNoToken is the error of an OAUTHBEARER token file holding nothing.
+var errNoToken = errors.New("the OAUTHBEARER token file is empty")
+
+// mechanism builds s's franz-go mechanism. Its errors never carry a
+// credential.
+func (s *SASL) mechanism() (sasl.Mechanism, error) {
+	switch strings.ToUpper(s.Mechanism) {
+	case MechanismPlain:
+		if s.Username == "" {
+			return nil, errors.New("SASL PLAIN needs a username")
+		}
+		return plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism(), nil
+	case MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+		if s.Username == "" {
+			return nil, fmt.Errorf("SASL %s needs a username", s.Mechanism)
+		}
+		a := scram.Auth{User: s.Username, Pass: s.Password}
+		if strings.EqualFold(s.Mechanism, MechanismSCRAMSHA512) {
+			return a.AsSha512Mechanism(), nil
+		}
+		return a.AsSha256Mechanism(), nil
+	case MechanismOAuthBearer:
+		if s.TokenFile == "" {
+			return nil, errors.New("SASL OAUTHBEARER needs a token file")
+		}
+		file := s.TokenFile
+		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+			tok, err := readToken(file)
+			return oauth.Auth{Token: tok}, err
+		}), nil
+	case MechanismAWSMSKIAM:
+		static := *s
+		return aws.ManagedStreamingIAM(func(context.Context) (aws.Auth, error) {
+			return awsAuth(&static)
+		}), nil
+	}
+	return nil, fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(Mechanisms, ", "))
+}
+
+// readToken reads an OAUTHBEARER token from file. It is read at every
+// authentication, so a token refreshed by another process (a sidecar, a
+// Kubernetes projected volume) is used from the next connection or
+// re-authentication on.
+func readToken(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read the OAUTHBEARER token file: %w", err)
+	}
+	tok := string(bytes.TrimSpace(b))
+	if tok == "" {
+		return "", fmt.Errorf("%w: %s", errNoToken, file)
+	}
+	return tok, nil
+}
+
+// awsAuth is the AWS_MSK_IAM credentials of s: its username (access key
+// ID), password (secret access key) and session token, or, without a
+// username, the standard AWS environment variables, read now.
+func awsAuth(s *SASL) (aws.Auth, error) {
+	a := aws.Auth{AccessKey: s.Username, SecretKey: s.Password, SessionToken: s.SessionToken, UserAgent: "pgoutbox-relay"}
+	if a.AccessKey == "" {
+		a.AccessKey, a.SecretKey, a.SessionToken = os.Getenv(envAWSAccessKey), os.Getenv(envAWSSecretKey), os.Getenv(envAWSSessionToken)
+	}
+	if a.AccessKey == "" || a.SecretKey == "" {
+		return a, fmt.Errorf("AWS_MSK_IAM needs an access key ID and a secret access key (the SASL username and password, or %s and %s)", envAWSAccessKey, envAWSSecretKey)
+	}
+	return a, nil
+}

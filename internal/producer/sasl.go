@@ -112,3 +112,7 @@ func awsAuth(s *SASL) (aws.Auth, error) {
 	}
 	return a, nil
 }
+
+// MechanismOf is s's franz-go mechanism (for tests of the mechanisms kfake
+// does not speak).
+func MechanismOf(s *SASL) (sasl.Mechanism, error) { return s.mechanism() }

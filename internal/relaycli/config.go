@@ -158,6 +158,11 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	default:
 		return usagef("--%s: %q is not one of dlq, stop", flagOnInvalid, p)
 	}
+	cfg.ExactlyOnce = c.Bool(flagExactlyOnce)
+	cfg.ProgressTopic = c.String(flagProgressTopic)
+	if strings.TrimSpace(cfg.ProgressTopic) == "" {
+		return usagef("--%s must not be empty", flagProgressTopic)
+	}
 	switch comp := c.String(flagCompression); comp {
 	case "none", "gzip", "snappy", "lz4", "zstd":
 		cfg.Compression = comp

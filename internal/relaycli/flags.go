@@ -43,6 +43,8 @@ const (
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
 	flagInstanceID      = "instance-id"
+	flagExactlyOnce     = "exactly-once"
+	flagProgressTopic   = "progress-topic"
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
@@ -106,7 +108,11 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagCompression, Category: catKafka, EnvVars: envVar(flagCompression), Value: "none",
 			Usage: "compression codec: none, gzip, snappy, lz4 or zstd"},
 		&cli.GenericFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: cliutil.NewDuration(relay.DefaultWriteTimeout),
-			Usage: "bound on one Kafka write attempt"},
+			Usage: "how long a broker may wait for the in-sync replicas before answering a produce request"},
+		&cli.BoolFlag{Name: flagExactlyOnce, Category: catKafka, EnvVars: envVar(flagExactlyOnce),
+			Usage: "write each batch as one Kafka transaction with a progress record: a read_committed consumer sees every row once across relay crashes and takeovers (default: at-least-once, idempotent producer)"},
+		&cli.StringFlag{Name: flagProgressTopic, Category: catKafka, EnvVars: envVar(flagProgressTopic), Value: relay.DefaultProgressTopic,
+			Usage: "--exactly-once: compacted topic of the progress records (created with one partition when missing)"},
 
 		&cli.GenericFlag{Name: flagTopicGrace, Category: catKafka, EnvVars: envVar(flagTopicGrace), Value: cliutil.NewDuration(relay.DefaultTopicUnavailableGrace),
 			Usage: "how long to retry writes to a topic that does not exist or may not be written (never dead-lettered) before stopping"},

@@ -291,9 +291,9 @@ func TestHelpAndEnvironment(t *testing.T) {
 		"on-invalid", "max-message-bytes", "batch-size", "buffer-bytes", "batch-timeout", "compression", "write-timeout",
 		"status-interval", "shutdown-timeout", "prune-after", "prune-interval", "prune-batch-size", "metrics-addr",
 		"log-level", "log-format", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
-		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
+		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "kafka-sasl-token-file",
 		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval", "topic-unavailable-grace",
-		"instance-id", "allowed-topics",
+		"instance-id", "allowed-topics", "exactly-once", "progress-topic",
 	}
 	for _, f := range flags {
 		env := "$RELAY_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_")) + "]"

@@ -28,10 +28,16 @@ const (
 )
 
 // refuseProduce makes the broker fail every produce request as mode says.
-func refuseProduce(k *testenv.Kafka, mode *atomic.Int32) {
+// It returns the count of requests refused.
+func refuseProduce(k *testenv.Kafka, mode *atomic.Int32) *atomic.Int64 {
+	var refused atomic.Int64
 	k.Cluster.ControlKey(0, func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.Cluster.KeepControl()
-		switch mode.Load() {
+		m := mode.Load()
+		if m != outageOff {
+			refused.Add(1)
+		}
+		switch m {
 		case outageOff:
 			return nil, nil, false
 		case outageDrop:
@@ -39,6 +45,7 @@ func refuseProduce(k *testenv.Kafka, mode *atomic.Int32) {
 		}
 		return produceErrors(req.(*kmsg.ProduceRequest), func(string) int16 { return 19 }), nil, true // NOT_ENOUGH_REPLICAS
 	})
+	return &refused
 }
 
 // While the broker refuses writes the slot's confirmed position never

@@ -32,6 +32,8 @@ type sink struct {
 	unavailable map[string]unavailableTopic
 	// recs is write's slice of records, kept between writes.
 	recs []*kgo.Record
+	// eos is the exactly-once state, nil in at-least-once mode.
+	eos *eosState
 }
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
@@ -48,21 +50,12 @@ func newSink(c *Config, m *metrics) *sink {
 // is closed when its sink stops (close): records the producer still
 // retries must not reach Kafka after the session, whose successor replays
 // them in order.
-func (s *sink) open() error {
-	c := s.cfg
-	p, err := producer.New(producer.Config{
-		Brokers:          c.Brokers,
-		TLS:              c.TLS,
-		SASL:             (*producer.SASL)(c.SASL),
-		Guard:            s.guard,
-		Compression:      c.Compression,
-		MaxBufferedBytes: c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
-		MaxMessageBytes:  c.MaxMessageBytes,
-		RequestTimeout:   c.WriteTimeout,
-		AutoCreateTopics: true,
-		Logger:           c.Logger,
-		OnError:          s.m.publishErrors.Inc,
-	})
+func (s *sink) open() error { return s.openWith("") }
+
+// openWith opens a producer, transactional under txnID when set.
+func (s *sink) openWith(txnID string) error {
+	s.close()
+	p, err := producer.New(producerConfig(s.cfg, s, txnID))
 	if err != nil {
 		return permanent(fmt.Errorf("%w: %w", ErrConfig, err))
 	}
@@ -70,9 +63,39 @@ func (s *sink) open() error {
 	return nil
 }
 
+// producerConfig is c's producer configuration; sk, when set, gives the
+// liveness guard and the error counter; txnID, the transactional ID.
+func producerConfig(c *Config, sk *sink, txnID string) producer.Config {
+	pc := producer.Config{
+		Brokers:            c.Brokers,
+		TLS:                c.TLS,
+		SASL:               (*producer.SASL)(c.SASL),
+		Compression:        c.Compression,
+		MaxBufferedBytes:   c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
+		MaxMessageBytes:    c.MaxMessageBytes,
+		RequestTimeout:     c.WriteTimeout,
+		AutoCreateTopics:   true,
+		TransactionalID:    txnID,
+		TransactionTimeout: c.TransactionTimeout,
+		Logger:             c.Logger,
+	}
+	if sk != nil {
+		pc.Guard, pc.OnError = sk.guard, sk.m.publishErrors.Inc
+	}
+	return pc
+}
+
 // close closes the session's producer, once every record's outcome is
 // known.
 func (s *sink) close() {
+	if s.eos != nil && s.eos.open && s.prod != nil {
+		// Abort now rather than let the transaction block read_committed
+		// readers until it times out.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.prod.Abort(ctx)
+		cancel()
+		s.eos.open, s.eos.acks = false, s.eos.acks[:0]
+	}
 	if s.prod != nil {
 		s.prod.Close()
 		s.prod = nil
@@ -167,6 +190,22 @@ func (s *sink) run(ctx context.Context, ch <-chan []event, room *semaphore.Weigh
 			add(evs)
 		}
 		timer.Stop()
+		if s.eos != nil {
+			committed, err := s.publishTxn(ctx, batch)
+			if err != nil {
+				return err
+			}
+			// The records are in Kafka's hands: their memory is free,
+			// their acknowledgement waits for the commit.
+			buf.give(batchCost(batch))
+			if committed {
+				s.acknowledgeTxn(tr)
+			}
+			if closed {
+				return nil
+			}
+			continue
+		}
 		if err := s.publish(ctx, batch); err != nil {
 			return err
 		}
@@ -175,6 +214,15 @@ func (s *sink) run(ctx context.Context, ch <-chan []event, room *semaphore.Weigh
 			return nil
 		}
 	}
+}
+
+// batchCost is what batch took from the buffer budget.
+func batchCost(batch []event) int64 {
+	var n int64
+	for i := range batch {
+		n += batch[i].cost
+	}
+	return n
 }
 
 // acknowledge records batch as acknowledged, per transaction, and gives its
@@ -279,6 +327,9 @@ calls:
 			// Nothing of the call is known to be in Kafka.
 			if ctx.Err() != nil {
 				return 0, nil, ctx.Err()
+			}
+			if IsPermanent(callErr) {
+				return 0, nil, callErr
 			}
 			retryErr = callErr
 			for _, i := range call {
@@ -463,6 +514,11 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 func (s *sink) write(ctx context.Context, batch []event, call []int) ([]error, error) {
 	if s.guard != nil {
 		if err := s.guard(); err != nil {
+			return nil, err
+		}
+	}
+	if s.prod == nil { // a backfill's sink: opened at its first write
+		if err := s.open(); err != nil {
 			return nil, err
 		}
 	}

@@ -49,6 +49,14 @@ func answerProduceRecords(k *testenv.Kafka, code func(topic string, records int)
 		if !fail {
 			return nil, nil, false
 		}
+		// The producer puts several topics in one request, and the
+		// broker cannot answer part of it: the topics that pass are
+		// answered NOT_LEADER_OR_FOLLOWER, which the producer retries.
+		for topic, c := range codes {
+			if c == 0 {
+				codes[topic] = 6
+			}
+		}
 		return produceErrors(preq, func(topic string) int16 { return codes[topic] }), nil, true
 	})
 }

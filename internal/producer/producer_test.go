@@ -1,0 +1,331 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// newProducer returns a producer to k, closed when t ends.
+func newProducer(t *testing.T, k *testenv.Kafka, edit func(*producer.Config)) *producer.Producer {
+	t.Helper()
+	cfg := producer.Config{Brokers: k.Brokers, MaxMessageBytes: 1 << 20, AutoCreateTopics: true, RequestTimeout: 5 * time.Second}
+	if edit != nil {
+		edit(&cfg)
+	}
+	p, err := producer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func produce(t *testing.T, p *producer.Producer, recs ...*kgo.Record) []error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs, err := p.Produce(ctx, recs)
+	if err != nil {
+		t.Fatalf("Produce: %v", err)
+	}
+	return errs
+}
+
+// Keys go to the partition the Java client (and kafka-go's
+// Murmur2Balancer, which the relay used before) picks: murmur2 of the
+// key, positive, modulo the partition count.
+func TestKeysPartitionLikeJava(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t, kfake.SeedTopics(7, "keys"))
+	p := newProducer(t, k, nil)
+	var recs []*kgo.Record
+	for i := range 200 {
+		recs = append(recs, &kgo.Record{Topic: "keys", Key: fmt.Appendf(nil, "aggregate-%d-%s", i, strings.Repeat("x", i%13)), Value: []byte("v")})
+	}
+	for i, err := range produce(t, p, recs...) {
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	parts := []int{0, 1, 2, 3, 4, 5, 6}
+	for _, r := range recs {
+		want := (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: r.Key}, parts...)
+		if int(r.Partition) != want {
+			t.Fatalf("key %q went to partition %d, the Java client's murmur2 picks %d", r.Key, r.Partition, want)
+		}
+	}
+}
+
+// Every produced record gets its own outcome: a record over the topic's
+// limit (read from the broker) fails with MESSAGE_TOO_LARGE, the others
+// are acknowledged.
+func TestProduceReportsEachRecord(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "50000"}))
+	p := newProducer(t, k, nil)
+	recs := []*kgo.Record{
+		{Topic: "t", Key: []byte("a"), Value: []byte("small")},
+		{Topic: "t", Key: []byte("a"), Value: make([]byte, 100_000)},
+		{Topic: "t", Key: []byte("b"), Value: []byte("small")},
+	}
+	errs := produce(t, p, recs...)
+	if errs[0] != nil || !errors.Is(errs[1], kerr.MessageTooLarge) || errs[2] != nil {
+		t.Fatalf("errors %v, want nil, MESSAGE_TOO_LARGE, nil", errs)
+	}
+}
+
+// A broker answering NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT and
+// NOT_ENOUGH_REPLICAS to produce requests mid-stream costs neither a
+// record nor the order of a partition: the client retries, and the
+// idempotent producer writes each record once.
+func TestRetriableErrorsKeepOrder(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t, kfake.SeedTopics(3, "order"))
+	var n atomic.Int32
+	codes := []int16{6, 7, 19} // NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS
+	var refused atomic.Int32
+	k.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.Cluster.KeepControl()
+		i := n.Add(1)
+		if i%3 != 0 || i > 30 {
+			return nil, nil, false
+		}
+		preq := req.(*kmsg.ProduceRequest)
+		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+		for _, pt := range preq.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
+			for _, pp := range pt.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = pp.Partition
+				rp.ErrorCode = codes[int(i/3)%len(codes)]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		refused.Add(1)
+		return resp, nil, true
+	})
+	p := newProducer(t, k, nil)
+	const keys, perKey = 5, 40
+	for round := range perKey {
+		var recs []*kgo.Record
+		for key := range keys {
+			recs = append(recs, &kgo.Record{Topic: "order", Key: fmt.Appendf(nil, "k%d", key), Value: fmt.Appendf(nil, "%d", round)})
+		}
+		for i, err := range produce(t, p, recs...) {
+			if err != nil {
+				t.Fatalf("round %d record %d: %v", round, i, err)
+			}
+		}
+	}
+	if refused.Load() == 0 {
+		t.Fatal("the broker refused no produce request; the test wants some")
+	}
+	got := testenv.WaitForRecords(t, k.Brokers, "order", keys*perKey, 30*time.Second)
+	next := make(map[string]int)
+	for _, r := range got {
+		if want := fmt.Sprint(next[string(r.Key)]); string(r.Value) != want {
+			t.Fatalf("key %s: record %s where %s comes next (a loss, a duplicate or a reorder)", r.Key, r.Value, want)
+		}
+		next[string(r.Key)]++
+	}
+	if len(got) != keys*perKey {
+		t.Fatalf("%d records, want %d", len(got), keys*perKey)
+	}
+}
+
+// While the guard fails, nothing reaches the broker; once it passes, the
+// record is written.
+func TestGuardCoversEveryWrite(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t)
+	var produced atomic.Int32
+	k.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.Cluster.KeepControl()
+		produced.Add(1)
+		return nil, nil, false
+	})
+	var stale atomic.Bool
+	stale.Store(true)
+	var asked atomic.Int32
+	errStale := errors.New("stale")
+	var requests atomic.Int32
+	k.Cluster.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.Cluster.KeepControl()
+		requests.Add(1)
+		return nil, nil, false
+	})
+	p := newProducer(t, k, func(c *producer.Config) {
+		c.Guard = func() error {
+			asked.Add(1)
+			if stale.Load() {
+				return errStale
+			}
+			return nil
+		}
+	})
+	done := make(chan []error, 1)
+	go func() {
+		errs, _ := p.Produce(context.Background(), []*kgo.Record{{Topic: "guarded", Key: []byte("k"), Value: []byte("v")}})
+		done <- errs
+	}()
+	testenv.WaitFor(t, 30*time.Second, "the guard asked several times", func() (bool, error) { return asked.Load() >= 3, nil })
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the broker received %d requests while the guard failed, want 0", n)
+	}
+	stale.Store(false)
+	select {
+	case errs := <-done:
+		if errs[0] != nil {
+			t.Fatalf("record: %v", errs[0])
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the record was not written after the guard passed")
+	}
+	if produced.Load() == 0 {
+		t.Fatal("no produce request")
+	}
+}
+
+// SASL PLAIN and SCRAM authenticate against a broker that requires them;
+// with a wrong password nothing is written (kfake closes the connection,
+// which the client retries; a Kafka broker answers
+// SASL_AUTHENTICATION_FAILED, which fails the records).
+func TestSASL(t *testing.T) {
+	t.Parallel()
+	for _, mech := range []string{producer.MechanismPlain, producer.MechanismSCRAMSHA256, producer.MechanismSCRAMSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			t.Parallel()
+			k := testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(mech, "relay", "s3cret"))
+			for _, pass := range []string{"s3cret", "wrong"} {
+				p := newProducer(t, k, func(c *producer.Config) {
+					c.SASL = &producer.SASL{Mechanism: mech, Username: "relay", Password: pass}
+				})
+				if pass == "s3cret" {
+					if errs := produce(t, p, &kgo.Record{Topic: "sasl", Key: []byte("k"), Value: []byte("v")}); errs[0] != nil {
+						t.Fatalf("with the right password: %v", errs[0])
+					}
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				errs, err := p.Produce(ctx, []*kgo.Record{{Topic: "sasl", Key: []byte("k2"), Value: []byte("v")}})
+				cancel()
+				if err == nil && errs[0] == nil {
+					t.Fatal("with a wrong password: the record was written")
+				}
+			}
+		})
+	}
+}
+
+// Ping answers with the configuration's credentials.
+func TestPing(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(producer.MechanismPlain, "relay", "s3cret"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok := producer.Config{Brokers: k.Brokers, SASL: &producer.SASL{Mechanism: "PLAIN", Username: "relay", Password: "s3cret"}}
+	if err := producer.Ping(ctx, ok); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	bad := ok
+	bad.SASL = &producer.SASL{Mechanism: "PLAIN", Username: "relay", Password: "wrong"}
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := producer.Ping(ctx, bad); err == nil {
+		t.Fatal("Ping with a wrong password: no error")
+	}
+}
+
+// The OAUTHBEARER token is read from its file at every authentication, so
+// a token refreshed in the file is the one sent next (kfake does not speak
+// OAUTHBEARER; the mechanism's first message is checked instead).
+func TestOAuthBearerRereadsTheToken(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "token")
+	first := func(tok string) string {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := producer.MechanismOf(&producer.SASL{Mechanism: "OAUTHBEARER", TokenFile: file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, msg, err := m.Authenticate(context.Background(), "broker:9092")
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return string(msg)
+	}
+	if got := first("token-1"); !strings.Contains(got, "auth=Bearer token-1\x01") {
+		t.Fatalf("first message %q, want token-1", got)
+	}
+	if got := first("token-2"); !strings.Contains(got, "auth=Bearer token-2\x01") {
+		t.Fatalf("first message after the file changed %q, want token-2", got)
+	}
+	if got := first(""); !strings.Contains(got, "empty") {
+		t.Fatalf("empty token file: %q, want an error", got)
+	}
+}
+
+// AWS_MSK_IAM signs with the configured keys, or the AWS environment
+// variables, read at each authentication (kfake does not speak it; the
+// signed first message is checked instead). Its errors never carry a
+// secret.
+func TestAWSMSKIAM(t *testing.T) {
+	const secret = "SECRET-never-shown"
+	m, err := producer.MechanismOf(&producer.SASL{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE", Password: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, msg, err := m.Authenticate(context.Background(), "b-1.cluster.kafka.eu-west-1.amazonaws.com:9098")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(msg); !strings.Contains(s, "AKIAEXAMPLE") || !strings.Contains(s, "kafka-cluster:Connect") || strings.Contains(s, secret) {
+		t.Fatalf("first message %s: want the access key and the action, never the secret", s)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAFROMENV")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	m, _ = producer.MechanismOf(&producer.SASL{Mechanism: "AWS_MSK_IAM"})
+	if _, msg, err = m.Authenticate(context.Background(), "b-1.cluster.kafka.eu-west-1.amazonaws.com:9098"); err != nil || !strings.Contains(string(msg), "AKIAFROMENV") {
+		t.Fatalf("from the environment: %s, %v; want the environment's access key", msg, err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	m, _ = producer.MechanismOf(&producer.SASL{Mechanism: "AWS_MSK_IAM"})
+	if _, _, err = m.Authenticate(context.Background(), "b-1.cluster.kafka.eu-west-1.amazonaws.com:9098"); err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("without an access key: %v, want an error without the secret", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*producer.SASL{{Mechanism: "GSSAPI"}, {Mechanism: "PLAIN"}, {Mechanism: "OAUTHBEARER"}} {
+		if _, err := producer.New(producer.Config{Brokers: []string{"127.0.0.1:1"}, SASL: s}); err == nil {
+			t.Errorf("SASL %+v: no error", s)
+		}
+	}
+	if _, err := producer.New(producer.Config{Brokers: []string{"127.0.0.1:1"}, Compression: "brotli"}); err == nil {
+		t.Error("compression brotli: no error")
+	}
+}

@@ -1,0 +1,179 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Transactions (Config.TransactionalID set): the caller begins a
+// transaction, produces into it, and commits it; readers at
+// read_committed see its records only once it commits. A producer of the
+// same transactional ID that initialises later (Init) fences this one:
+// its next transactional call fails with PRODUCER_FENCED, and the broker
+// aborts the transaction it left open.
+
+// ErrFenced means a newer producer of the same transactional ID took
+// over; nothing of the open transaction will commit.
+var ErrFenced = errors.New("producer: fenced by a newer producer of the same transactional ID")
+
+// Init initialises the producer's ID now (rather than at the first
+// write), which fences every older producer of its transactional ID and
+// aborts the transaction such a producer left open.
+func (p *Producer) Init(ctx context.Context) error {
+	_, _, err := p.cl.ProducerID(ctx)
+	return fenced(err)
+}
+
+// Begin starts a transaction.
+func (p *Producer) Begin() error { return fenced(p.cl.BeginTransaction()) }
+
+// Commit commits the open transaction once every record produced in it is
+// acknowledged.
+func (p *Producer) Commit(ctx context.Context) error {
+	if err := p.cl.Flush(ctx); err != nil {
+		return err
+	}
+	return fenced(p.cl.EndTransaction(ctx, kgo.TryCommit))
+}
+
+// Abort aborts the open transaction, failing what it still buffers.
+func (p *Producer) Abort(ctx context.Context) error {
+	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
+		return err
+	}
+	return fenced(p.cl.EndTransaction(ctx, kgo.TryAbort))
+}
+
+// fenced wraps err with ErrFenced when a newer producer fenced this one.
+func fenced(err error) error {
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return err
+}
+
+// EnsureCompactedTopic creates topic with one partition and
+// cleanup.policy=compact unless it exists.
+func (p *Producer) EnsureCompactedTopic(ctx context.Context, topic string) error {
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	md.Topics = append(md.Topics, mt)
+	mres, err := md.RequestWith(ctx, p.cl)
+	if err != nil {
+		return err
+	}
+	if len(mres.Topics) == 1 && mres.Topics[0].ErrorCode == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, -1
+	c := kmsg.NewCreateTopicsRequestTopicConfig()
+	c.Name, c.Value = "cleanup.policy", kmsg.StringPtr("compact")
+	rt.Configs = append(rt.Configs, c)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30_000
+	res, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		return err
+	}
+	for _, t := range res.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			if t.ErrorMessage != nil {
+				return fmt.Errorf("%w: %s", err, *t.ErrorMessage)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadLast returns the value of the last committed record of key in
+// partition 0 of topic, reading at read_committed up to the partition's
+// last stable offset; found is false when there is none.
+func ReadLast(ctx context.Context, cfg Config, topic, key string) (value []byte, found bool, err error) {
+	lso, err := lastStableOffset(ctx, cfg, topic)
+	if err != nil || lso <= 0 {
+		return nil, false, err
+	}
+	cl, err := kgo.NewClient(consumerOpts(cfg,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer cl.Close()
+	for next := int64(0); next < lso; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, e error) { ferr = e })
+		if ferr != nil {
+			return nil, false, ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if !r.Attrs.IsControl() && string(r.Key) == key {
+				value, found = r.Value, true
+			}
+		})
+	}
+	return value, found, nil
+}
+
+// lastStableOffset is partition 0 of topic's last stable offset: the end
+// of what read_committed readers may read.
+func lastStableOffset(ctx context.Context, cfg Config, topic string) (int64, error) {
+	cl, err := kgo.NewClient(consumerOpts(cfg)...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = 1 // read_committed
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = 0, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	res, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range res.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
+			}
+			return p.Offset, nil
+		}
+	}
+	return 0, fmt.Errorf("list offsets of %s: no answer", topic)
+}
+
+// consumerOpts are the options of a reading client of cfg.
+func consumerOpts(cfg Config, more ...kgo.Opt) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(ClientID),
+		kgo.Dialer(dialer(cfg.TLS, nil)),
+		kgo.DisableClientMetrics(),
+	}
+	if cfg.SASL != nil {
+		if m, err := cfg.SASL.mechanism(); err == nil {
+			opts = append(opts, kgo.SASL(m))
+		}
+	}
+	return append(opts, more...)
+}

@@ -1,0 +1,82 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// A transaction's records are read at read_committed only once it
+// commits; a producer initialised later with the same transactional ID
+// fences the first (its commit fails with ErrFenced) and aborts what it
+// left open.
+func TestTransactionsAndFencing(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	txn := func(c *producer.Config) { c.TransactionalID = "relay-test" }
+	first := newProducer(t, k, txn)
+	if err := first.EnsureCompactedTopic(ctx, "progress"); err != nil {
+		t.Fatalf("EnsureCompactedTopic: %v", err)
+	}
+	if err := first.EnsureCompactedTopic(ctx, "progress"); err != nil {
+		t.Fatalf("EnsureCompactedTopic again: %v", err)
+	}
+	cfg := producer.Config{Brokers: k.Brokers}
+	write := func(p *producer.Producer, value string) error {
+		if err := p.Begin(); err != nil {
+			return err
+		}
+		errs, err := p.Produce(ctx, []*kgo.Record{{Topic: "progress", Key: []byte("slot"), Value: []byte(value)}})
+		if err != nil {
+			return err
+		}
+		if errs[0] != nil {
+			return errs[0]
+		}
+		return p.Commit(ctx)
+	}
+	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "slot"); err != nil || found {
+		t.Fatalf("ReadLast before any: found %v, %v; want none", found, err)
+	}
+	if err := first.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(first, "1"); err != nil {
+		t.Fatalf("first commit: %v", err)
+	}
+	// An open transaction of the first producer...
+	if err := first.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := first.Produce(ctx, []*kgo.Record{{Topic: "progress", Key: []byte("slot"), Value: []byte("stale")}}); err != nil || errs[0] != nil {
+		t.Fatalf("produce: %v %v", err, errs)
+	}
+	// ... is aborted when a second producer initialises.
+	second := newProducer(t, k, txn)
+	if err := second.Init(ctx); err != nil {
+		t.Fatalf("second Init: %v", err)
+	}
+	if v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot"); err != nil || !found || string(v) != "1" {
+		t.Fatalf("ReadLast after fencing: %q %v %v; want 1", v, found, err)
+	}
+	// Kafka answers PRODUCER_FENCED; kfake, having aborted the
+	// transaction, INVALID_TXN_STATE.
+	if err := first.Commit(ctx); !errors.Is(err, producer.ErrFenced) && !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("the fenced producer's commit: %v, want ErrFenced", err)
+	}
+	if err := write(second, "2"); err != nil {
+		t.Fatalf("second commit: %v", err)
+	}
+	if v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot"); err != nil || !found || string(v) != "2" {
+		t.Fatalf("ReadLast: %q %v %v; want 2", v, found, err)
+	}
+}

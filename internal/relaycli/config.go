@@ -205,6 +205,7 @@ func limitsConfig(c *cli.Context, cfg *relay.Config) error {
 		return usagef("--%s: must not be negative", flagBatchTimeout)
 	}
 	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
+	cfg.TransactionTimeout = c.Duration(flagTxnTimeout)
 	cfg.InstanceID = c.String(flagInstanceID)
 	for flag, d := range map[string]int64{
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
@@ -214,6 +215,7 @@ func limitsConfig(c *cli.Context, cfg *relay.Config) error {
 		flagLagPoll:         int64(cfg.LagPollInterval),
 		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
 		flagTopicGrace:      int64(cfg.TopicUnavailableGrace),
+		flagTxnTimeout:      int64(cfg.TransactionTimeout),
 	} {
 		if d <= 0 {
 			return usagef("--%s: must be positive", flag)

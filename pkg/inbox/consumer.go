@@ -261,6 +261,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		HeartbeatInterval: heartbeatInterval(c.cfg.SessionTimeout),
 		RebalanceTimeout:  c.cfg.RebalanceTimeout,
 		CommitInterval:    0, // synchronous: a commit returns once Kafka has it
+		// Records of an aborted or still open transaction (a relay in
+		// exactly-once mode) are never delivered.
+		IsolationLevel: kafka.ReadCommitted,
 		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
 			c.log.Debug("inbox: kafka reader: " + fmt.Sprintf(format, args...))
 		}),

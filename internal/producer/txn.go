@@ -102,7 +102,7 @@ func ReadLast(ctx context.Context, cfg Config, topic, key string) (value []byte,
 	if err != nil || lso <= 0 {
 		return nil, false, err
 	}
-	cl, err := kgo.NewClient(consumerOpts(cfg,
+	cl, err := kgo.NewClient(ClientOpts(cfg,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
@@ -134,7 +134,7 @@ func ReadLast(ctx context.Context, cfg Config, topic, key string) (value []byte,
 // lastStableOffset is partition 0 of topic's last stable offset: the end
 // of what read_committed readers may read.
 func lastStableOffset(ctx context.Context, cfg Config, topic string) (int64, error) {
-	cl, err := kgo.NewClient(consumerOpts(cfg)...)
+	cl, err := kgo.NewClient(ClientOpts(cfg)...)
 	if err != nil {
 		return 0, err
 	}
@@ -160,20 +160,4 @@ func lastStableOffset(ctx context.Context, cfg Config, topic string) (int64, err
 		}
 	}
 	return 0, fmt.Errorf("list offsets of %s: no answer", topic)
-}
-
-// consumerOpts are the options of a reading client of cfg.
-func consumerOpts(cfg Config, more ...kgo.Opt) []kgo.Opt {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ClientID(ClientID),
-		kgo.Dialer(dialer(cfg.TLS, nil)),
-		kgo.DisableClientMetrics(),
-	}
-	if cfg.SASL != nil {
-		if m, err := cfg.SASL.mechanism(); err == nil {
-			opts = append(opts, kgo.SASL(m))
-		}
-	}
-	return append(opts, more...)
 }

@@ -158,11 +158,6 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	default:
 		return usagef("--%s: %q is not one of dlq, stop", flagOnInvalid, p)
 	}
-	cfg.ExactlyOnce = c.Bool(flagExactlyOnce)
-	cfg.ProgressTopic = c.String(flagProgressTopic)
-	if strings.TrimSpace(cfg.ProgressTopic) == "" {
-		return usagef("--%s must not be empty", flagProgressTopic)
-	}
 	switch comp := c.String(flagCompression); comp {
 	case "none", "gzip", "snappy", "lz4", "zstd":
 		cfg.Compression = comp
@@ -205,7 +200,6 @@ func limitsConfig(c *cli.Context, cfg *relay.Config) error {
 		return usagef("--%s: must not be negative", flagBatchTimeout)
 	}
 	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
-	cfg.TransactionTimeout = c.Duration(flagTxnTimeout)
 	cfg.InstanceID = c.String(flagInstanceID)
 	for flag, d := range map[string]int64{
 		flagWriteTimeout:    int64(cfg.WriteTimeout),
@@ -215,7 +209,6 @@ func limitsConfig(c *cli.Context, cfg *relay.Config) error {
 		flagLagPoll:         int64(cfg.LagPollInterval),
 		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
 		flagTopicGrace:      int64(cfg.TopicUnavailableGrace),
-		flagTxnTimeout:      int64(cfg.TransactionTimeout),
 	} {
 		if d <= 0 {
 			return usagef("--%s: must be positive", flag)

@@ -43,9 +43,6 @@ const (
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
 	flagInstanceID      = "instance-id"
-	flagExactlyOnce     = "exactly-once"
-	flagProgressTopic   = "progress-topic"
-	flagTxnTimeout      = "transaction-timeout"
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
@@ -110,12 +107,6 @@ func runFlags() []cli.Flag {
 			Usage: "compression codec: none, gzip, snappy, lz4 or zstd"},
 		&cli.GenericFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: cliutil.NewDuration(relay.DefaultWriteTimeout),
 			Usage: "how long a broker may wait for the in-sync replicas before answering a produce request"},
-		&cli.BoolFlag{Name: flagExactlyOnce, Category: catKafka, EnvVars: envVar(flagExactlyOnce),
-			Usage: "write each batch as one Kafka transaction with a progress record: a read_committed consumer sees every row once across relay crashes and takeovers (default: at-least-once, idempotent producer)"},
-		&cli.StringFlag{Name: flagProgressTopic, Category: catKafka, EnvVars: envVar(flagProgressTopic), Value: relay.DefaultProgressTopic,
-			Usage: "--exactly-once: compacted topic of the progress records (created with one partition when missing)"},
-		&cli.GenericFlag{Name: flagTxnTimeout, Category: catKafka, EnvVars: envVar(flagTxnTimeout), Value: cliutil.NewDuration(relay.DefaultTransactionTimeout),
-			Usage: "--exactly-once: how long the brokers keep a relay's Kafka transaction open before aborting it (transaction.timeout.ms)"},
 
 		&cli.GenericFlag{Name: flagTopicGrace, Category: catKafka, EnvVars: envVar(flagTopicGrace), Value: cliutil.NewDuration(relay.DefaultTopicUnavailableGrace),
 			Usage: "how long to retry writes to a topic that does not exist or may not be written (never dead-lettered) before stopping"},

@@ -255,9 +255,6 @@ func (s *stream) handle(data []byte) error {
 			return err // the transaction stays unsealed: never confirmed
 		}
 		s.state.read(it.endLSN, s.dec.messages)
-		if s.cfg.ExactlyOnce {
-			s.staged = append(s.staged, event{marker: true, tx: s.tx, commit: s.commit, endLSN: uint64(it.endLSN)})
-		}
 		s.tr.Commit(s.tx, uint64(it.endLSN))
 		return s.flush()
 	case walEvent:

@@ -151,13 +151,12 @@ func lastStableOffset(ctx context.Context, cfg Config, topic string) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	for _, t := range res.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
-			}
-			return p.Offset, nil
-		}
+	if len(res.Topics) != 1 || len(res.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("list offsets of %s: no answer", topic)
 	}
-	return 0, fmt.Errorf("list offsets of %s: no answer", topic)
+	p := res.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	return p.Offset, nil
 }

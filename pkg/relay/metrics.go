@@ -35,7 +35,7 @@ func newMetrics(slot string, l *live) *metrics {
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "events_published_total",
 			Help: "Events acknowledged by Kafka, by topic (dead-letter records count under the dead-letter topic)."}, []string{"topic"}),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "publish_errors_total",
-			Help: "Failed Kafka write attempts (each is retried)."}),
+			Help: "Failed Kafka connections, produce requests without an answer, and records the producer gave up on (each is retried)."}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "batch_size",
 			Help: "Events per Kafka write.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
 		publishDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "publish_duration_seconds",

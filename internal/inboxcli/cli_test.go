@@ -167,7 +167,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "list", "--status", "DONE"}, inboxcli.ExitUsage, `--status "DONE": want one of RECEIVED, PROCESSING, COMPLETED, FAILED_RETRYABLE, FAILED_FINAL`},
 		{[]string{"list", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--status", "failed"}, inboxcli.ExitUsage, `inbox: --status "failed": want one of`},
 		{[]string{"bogus"}, inboxcli.ExitUsage, `unknown command "bogus" (commands: migrate, status, purge, list, revive, tail`},
-		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--conflict-policy", "x"}, inboxcli.ExitUsage, `--conflict-policy "x": want error or dead-letter`},
+		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--conflict-policy", "x"}, inboxcli.ExitUsage, `--conflict-policy "x": want stop or dead-letter`},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "revive", "m-1"}, inboxcli.ExitUsage, "--consumer is required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "tail"}, inboxcli.ExitUsage, "--brokers and --topics are required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "--log-level=error", "status"}, inboxcli.ExitError, "connect to u@127.0.0.1:1/x"},

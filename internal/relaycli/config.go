@@ -152,6 +152,13 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 			}
 		}
 	}
+	cfg.NoAutoCreateTopics = c.Bool(flagNoAutoCreate)
+	switch p := relay.UnavailablePolicy(c.String(flagOnUnavailable)); p {
+	case relay.UnavailableDeadLetter, relay.UnavailableStop:
+		cfg.OnUnavailableTopic = p
+	default:
+		return usagef("--%s: %q is not one of dlq, stop", flagOnUnavailable, p)
+	}
 	switch p := relay.InvalidPolicy(c.String(flagOnInvalid)); p {
 	case relay.InvalidDeadLetter, relay.InvalidStop:
 		cfg.OnInvalid = p
@@ -256,6 +263,8 @@ func logAttrs(cfg *relay.Config) []any {
 		slog.String("topic_template", cfg.TopicTemplate),
 		slog.String("allowed_topics", strings.Join(cfg.AllowedTopics, ",")),
 		slog.String("on_invalid", string(cfg.OnInvalid)),
+		slog.String("on_unavailable_topic", string(cfg.OnUnavailableTopic)),
+		slog.Bool("auto_create_topics", !cfg.NoAutoCreateTopics),
 		slog.Bool("tls", cfg.TLS != nil),
 		slog.Bool("sasl", cfg.SASL != nil),
 	}

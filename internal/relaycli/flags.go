@@ -31,6 +31,8 @@ const (
 	flagBufferBytes     = "buffer-bytes"
 	flagBatchTimeout    = "batch-timeout"
 	flagTopicGrace      = "topic-unavailable-grace"
+	flagOnUnavailable   = "on-unavailable-topic"
+	flagNoAutoCreate    = "no-auto-create-topics"
 	flagCompression     = "compression"
 	flagWriteTimeout    = "write-timeout"
 	flagStatusInterval  = "status-interval"
@@ -109,7 +111,11 @@ func runFlags() []cli.Flag {
 			Usage: "how long a broker may wait for the in-sync replicas before answering a produce request"},
 
 		&cli.GenericFlag{Name: flagTopicGrace, Category: catKafka, EnvVars: envVar(flagTopicGrace), Value: cliutil.NewDuration(relay.DefaultTopicUnavailableGrace),
-			Usage: "how long to retry writes to a topic that does not exist or may not be written (never dead-lettered) before stopping"},
+			Usage: "how long to retry writes to a topic that does not exist or may not be written before --on-unavailable-topic applies"},
+		&cli.StringFlag{Name: flagOnUnavailable, Category: catKafka, EnvVars: envVar(flagOnUnavailable), Value: string(relay.UnavailableDeadLetter),
+			Usage: "what to do with a record whose topic is still unavailable after --topic-unavailable-grace: dlq (dead-letter it as topic-unavailable and go on) or stop (exit with an error, nothing acknowledged past it)"},
+		&cli.BoolFlag{Name: flagNoAutoCreate, Category: catKafka, EnvVars: envVar(flagNoAutoCreate),
+			Usage: "never ask the brokers to create a missing topic (a row for one is topic-unavailable); recommended in production"},
 
 		&cli.IntFlag{Name: flagBatchSize, Category: catBatching, EnvVars: envVar(flagBatchSize), Value: relay.DefaultBatchSize,
 			Usage: "most events in one Kafka write"},

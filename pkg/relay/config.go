@@ -30,6 +30,23 @@ const (
 	InvalidStop InvalidPolicy = "stop"
 )
 
+// UnavailablePolicy says what the relay does with a record whose topic
+// stays unavailable (it does not exist, or the relay may not write it)
+// for longer than Config.TopicUnavailableGrace.
+type UnavailablePolicy string
+
+const (
+	// UnavailableDeadLetter dead-letters the record with reason
+	// topic-unavailable and goes on; later records of the topic are
+	// dead-lettered at their first failed write while it stays
+	// unavailable. The default: a producer naming a topic that does not
+	// exist cannot stop the relay.
+	UnavailableDeadLetter UnavailablePolicy = "dlq"
+	// UnavailableStop ends Run with ErrTopicUnavailable, the record not
+	// confirmed (so a restart after the fix publishes it).
+	UnavailableStop UnavailablePolicy = "stop"
+)
+
 // GapPolicy says what Run does when it finds a gap (see GapError).
 type GapPolicy string
 
@@ -129,11 +146,20 @@ type Config struct {
 	// TopicUnavailableGrace is how long the relay keeps retrying a write
 	// that fails because its topic does not exist
 	// (UNKNOWN_TOPIC_OR_PARTITION) or may not be written
-	// (TOPIC_AUTHORIZATION_FAILED) before it stops with
-	// ErrTopicUnavailable. Such records are never dead-lettered: a topic
-	// provisioned late or a missing ACL is for the operator to fix.
-	// Defaults to 5m.
+	// (TOPIC_AUTHORIZATION_FAILED), for the operator to provision the
+	// topic or grant the ACL, before OnUnavailableTopic applies. Defaults
+	// to 5m.
 	TopicUnavailableGrace time.Duration
+	// OnUnavailableTopic is what the relay does with a record whose topic
+	// is still unavailable after TopicUnavailableGrace. Defaults to
+	// UnavailableDeadLetter (reason topic-unavailable).
+	OnUnavailableTopic UnavailablePolicy
+	// NoAutoCreateTopics stops the relay from asking the brokers to create
+	// a topic that does not exist (Metadata's AllowAutoTopicCreation): a
+	// record for it is then topic-unavailable. Defaults to false: topics
+	// are created where the cluster allows it (auto.create.topics.enable),
+	// as `relay dev` and the Quick start rely on.
+	NoAutoCreateTopics bool
 
 	// StatusInterval is the longest time between two standby status
 	// updates to the server; a third of the liveness bound when that is
@@ -250,6 +276,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
 	setDefault(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
 	setDefault(&c.TopicUnavailableGrace, DefaultTopicUnavailableGrace)
+	setDefault(&c.OnUnavailableTopic, UnavailableDeadLetter)
 	setDefault(&c.StatusInterval, DefaultStatusInterval)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
@@ -293,6 +320,9 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	if c.OnInvalid != InvalidDeadLetter && c.OnInvalid != InvalidStop {
 		bad("on-invalid %q: want %q or %q", c.OnInvalid, InvalidDeadLetter, InvalidStop)
+	}
+	if c.OnUnavailableTopic != UnavailableDeadLetter && c.OnUnavailableTopic != UnavailableStop {
+		bad("on-unavailable-topic %q: want %q or %q", c.OnUnavailableTopic, UnavailableDeadLetter, UnavailableStop)
 	}
 	if c.OnGap != GapFail && c.OnGap != GapBackfill {
 		bad("on-gap %q: want %q or %q", c.OnGap, GapFail, GapBackfill)

@@ -24,17 +24,18 @@ import (
 // Reasons of invalid events: the dlq-reason header and the reason label of
 // pgoutbox_relay_invalid_events_total.
 const (
-	ReasonNullColumn      = "null-column"      // NULL in a required column
-	ReasonBadValue        = "bad-value"        // a value that does not parse (message ID, bytea)
-	ReasonTooLarge        = "too-large"        // record over MaxMessageBytes or the broker's limit
-	ReasonUnsupportedType = "unsupported-type" // a column value in a form the relay cannot read
-	ReasonBadHeaders      = "bad-headers"      // headers not a JSON object
-	ReasonBadTopic        = "bad-topic"        // topic not a legal Kafka topic name
-	ReasonBadMessage      = "bad-message"      // a pgoutbox logical message that does not parse
-	ReasonKafkaRejected   = "kafka-rejected"   // a record the brokers refuse for good (unknown topic, policy...)
-	ReasonBadColumns      = "bad-columns"      // a row of a table layout (relation message) the relay cannot read
-	ReasonNotOutbox       = "not-outbox"       // a row of a table the publication publishes that is not the outbox
-	ReasonInvalidKey      = "invalid-key"      // a business key that breaks the key rules (internal/contract)
+	ReasonNullColumn       = "null-column"       // NULL in a required column
+	ReasonBadValue         = "bad-value"         // a value that does not parse (message ID, bytea)
+	ReasonTooLarge         = "too-large"         // record over MaxMessageBytes or the broker's limit
+	ReasonUnsupportedType  = "unsupported-type"  // a column value in a form the relay cannot read
+	ReasonBadHeaders       = "bad-headers"       // headers not a JSON object, or naming a header the relay writes
+	ReasonBadTopic         = "bad-topic"         // not a legal Kafka topic name, the dead-letter topic, or not allowed
+	ReasonBadMessage       = "bad-message"       // a pgoutbox logical message that does not parse
+	ReasonKafkaRejected    = "kafka-rejected"    // a record the brokers refuse for good (policy, invalid record...)
+	ReasonBadColumns       = "bad-columns"       // a row of a table layout (relation message) the relay cannot read
+	ReasonNotOutbox        = "not-outbox"        // a row of a table the publication publishes that is not the outbox
+	ReasonInvalidKey       = "invalid-key"       // a business key that breaks the key rules (internal/contract)
+	ReasonTopicUnavailable = "topic-unavailable" // a topic missing or not writable past TopicUnavailableGrace
 )
 
 // Column type OIDs the relay reads.
@@ -806,6 +807,18 @@ func (c *topicCache) explicit(b []byte) (string, error) {
 // name cut to contract.MaxTopicBytes from one that was that long.
 func excerptTopic(b []byte) string {
 	return string(b[:min(len(b), contract.MaxTopicBytes+1)])
+}
+
+// size is the number of names the cache holds and the bytes of their keys
+// and values.
+func (c *topicCache) size() (names, bytes int) {
+	for _, m := range []map[string]string{c.byTypes, c.byColumn} {
+		for k, v := range m {
+			names++
+			bytes += len(k) + len(v)
+		}
+	}
+	return names, bytes
 }
 
 // recordSize is the size a record counts against the limit: key, value

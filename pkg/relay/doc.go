@@ -152,6 +152,8 @@
 //   - not-outbox: a row of a table added to the publication while the
 //     relay streams (see Partitioned tables and renames); its value is the
 //     row as a JSON object of column texts.
+//   - topic-unavailable: a record whose topic did not exist or could not be
+//     written for longer than TopicUnavailableGrace (see below).
 //
 // With OnInvalid = InvalidDeadLetter (the default) the event goes to
 // DeadLetterTopic (default "outbox.dlq") with its key and value (no value
@@ -186,17 +188,25 @@
 // can stop the relay; SASL and cluster authorization failures end it with
 // ErrKafkaAuth. Any other Kafka error is retried with backoff, forever.
 //
-// A topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, with topic
-// auto-creation off) or that the relay may not write
-// (TOPIC_AUTHORIZATION_FAILED) is the operator's to fix, not the record's
-// fault: its records are never dead-lettered. The relay retries with
-// backoff, sets pgoutbox_relay_topic_unavailable{topic,reason} to 1 and
-// logs a warning; nothing after the waiting record is published meanwhile.
-// Once the topic exists or the ACL is granted, everything is delivered.
-// If it lasts longer than TopicUnavailableGrace (default 5m), Run ends
-// with an error wrapping ErrTopicUnavailable naming the topic and the
-// waiting message; its transaction is not confirmed, so a restart after
-// the fix publishes it.
+// A topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION: auto-creation
+// off on the brokers, or Config.NoAutoCreateTopics) or that the relay may
+// not write (TOPIC_AUTHORIZATION_FAILED) is first the operator's to fix: a
+// topic provisioned late, a missing ACL. The relay retries with backoff,
+// sets pgoutbox_relay_topic_unavailable{topic,reason} to 1 and logs a
+// warning; nothing after the waiting record is published meanwhile. Once
+// the topic exists or the ACL is granted, everything is delivered. If it
+// lasts longer than TopicUnavailableGrace (default 5m), the record is
+// dead-lettered with reason topic-unavailable (OnUnavailableTopic =
+// UnavailableDeadLetter, the default, so a row naming a topic that does not
+// exist cannot stop the relay), the gauge is removed, and later records of
+// the topic are dead-lettered at their first failed write until a write to
+// it succeeds or it has not failed for TopicUnavailableGrace. With
+// UnavailableStop, Run ends instead with an error wrapping
+// ErrTopicUnavailable naming the topic and the waiting message; its
+// transaction is not confirmed, so a restart after the fix publishes it. A
+// dead-letter topic that is unavailable that long always ends Run so.
+// At most 1,024 topics are tracked as unavailable at once (the one whose
+// last failure is oldest is dropped).
 //
 // # Reserved headers
 //
@@ -212,7 +222,9 @@
 //
 // Registered on Config.Registerer when it is not nil:
 //
-//	pgoutbox_relay_events_published_total{topic}  counter: records acknowledged by Kafka
+//	pgoutbox_relay_events_published_total{topic}  counter: records acknowledged by Kafka; the first 1,000
+//	                                              topics have their own series, later ones count under
+//	                                              OtherTopicLabel ("(other)")
 //	pgoutbox_relay_publish_errors_total           counter: failed Kafka write attempts
 //	pgoutbox_relay_batch_size                     histogram: events per batch
 //	pgoutbox_relay_publish_duration_seconds       histogram: one Kafka write
@@ -222,7 +234,8 @@
 //	pgoutbox_relay_buffer_bytes                   gauge: record bytes queued or being written (at most BufferBytes)
 //	pgoutbox_relay_invalid_events_total{reason}   counter: invalid events, by reason
 //	pgoutbox_relay_topic_unavailable{topic,reason} gauge: 1 while writes to the topic fail as
-//	                                              unknown-topic or not-authorized (absent otherwise)
+//	                                              unknown-topic or not-authorized, until its records are
+//	                                              dead-lettered (absent otherwise)
 //	pgoutbox_relay_reconnects_total               counter: replication reconnects (standby waits excluded)
 //	pgoutbox_relay_pruned_rows_total              counter: outbox rows deleted by pruning
 //	pgoutbox_relay_gap{slot,reason}               gauge: 1 when Run found a gap (see Gaps) and stopped

@@ -2,11 +2,15 @@ package relay_test
 
 import (
 	"context"
+	"crypto/md5"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -201,4 +205,112 @@ func topicExists(t *testing.T, k *testenv.Kafka, topic string) bool {
 		}
 	}
 	return false
+}
+
+// By default a topic still unavailable after TopicUnavailableGrace does
+// not stop the relay: its record is dead-lettered (topic-unavailable), a
+// later record of the topic is dead-lettered at its first failed write,
+// the topic_unavailable gauge is gone, and the rows around them are
+// published.
+func TestTopicUnavailableDeadLettered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) {
+		c.TopicUnavailableGrace = 2 * time.Second
+		c.MaxRetryBackoff = 200 * time.Millisecond
+	})
+	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
+	b.cfg.Brokers = b.kafka.Brokers
+	run := b.start(t)
+	var msgs []outbox.Message
+	for i, topic := range []string{"", "missing", ""} {
+		m := msg("a", i)
+		m.Topic = topic
+		msgs = append(msgs, m)
+	}
+	ids := b.insert(t, msgs...)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 60*time.Second)
+	later := msg("b", 3)
+	later.Topic = "missing"
+	ids = append(ids, b.insert(t, later, msg("b", 4))...)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids[4:5], 60*time.Second)
+	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", []string{ids[1], ids[3]}, 30*time.Second)
+	for _, r := range dlq {
+		if header(t, r, "dlq-reason") != relay.ReasonTopicUnavailable || header(t, r, "original-topic") != "missing" ||
+			!strings.Contains(header(t, r, "dlq-detail"), "topic unavailable grace") || r.Value == nil {
+			t.Fatalf("dead letter %s: reason %q, original topic %q, detail %q, value %q", header(t, r, "message-id"),
+				header(t, r, "dlq-reason"), header(t, r, "original-topic"), header(t, r, "dlq-detail"), r.Value)
+		}
+	}
+	if n := b.metric(t, "pgoutbox_relay_topic_unavailable"); n != 0 {
+		t.Fatalf("topic_unavailable sums to %v once the records are dead-lettered, want 0", n)
+	}
+	if topicExists(t, b.kafka, "missing") {
+		t.Fatal("topic missing was created")
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v, want nil", err)
+	}
+}
+
+// NoAutoCreateTopics: a topic that does not exist is not created, even on
+// a broker that allows auto-creation; its record is topic-unavailable, then
+// dead-lettered.
+func TestNoAutoCreateTopics(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) {
+		c.NoAutoCreateTopics = true
+		c.TopicUnavailableGrace = time.Second
+		c.MaxRetryBackoff = 200 * time.Millisecond
+	})
+	b.kafka = testenv.NewKafka(t, kfake.SeedTopics(int32(testenv.DefaultPartitions), "outbox.order", "outbox.dlq")) // auto-creation allowed
+	b.cfg.Brokers = b.kafka.Brokers
+	b.start(t)
+	fresh := msg("a", 1)
+	fresh.Topic = "fresh.topic"
+	ids := b.insert(t, fresh, msg("a", 2))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids[1:], 60*time.Second)
+	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", ids[:1], 30*time.Second)
+	if header(t, dlq[0], "dlq-reason") != relay.ReasonTopicUnavailable {
+		t.Fatalf("dead letter: reason %q, want %s", header(t, dlq[0], "dlq-reason"), relay.ReasonTopicUnavailable)
+	}
+	if topicExists(t, b.kafka, "fresh.topic") {
+		t.Fatal("topic fresh.topic was created")
+	}
+}
+
+// Rows of 2,000 distinct aggregate types (2,000 topics, auto-created) are
+// all published, and the relay's topic series stay bounded: the first
+// 1,000 topics have their own, the rest count under relay.OtherTopicLabel
+// (TestSinkPerTopicStateBounded and TestTopicCacheBounded check the caches
+// behind it).
+func TestManyAggregateTypesBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.start(t)
+	const types = 2000
+	msgs := make([]outbox.Message, types)
+	for i := range msgs {
+		msgs[i] = msg("a", i)
+		msgs[i].AggregateType = fmt.Sprintf("t%x", md5.Sum(fmt.Append(nil, i)))
+	}
+	ids := b.insert(t, msgs...)
+	testenv.WaitFor(t, 5*time.Minute, "2,000 events acknowledged", func() (bool, error) {
+		return b.metric(t, "pgoutbox_relay_events_published_total") >= types, nil
+	})
+	series := 0
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "pgoutbox_relay_") && slices.ContainsFunc(mf.GetMetric()[0].GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "topic" }) {
+			series += len(mf.GetMetric())
+		}
+	}
+	if series > 1001 || testenv.MetricValue(t, b.reg, "pgoutbox_relay_events_published_total", "topic", relay.OtherTopicLabel) < types-1000 {
+		t.Fatalf("%d series with a topic label, want at most 1001 (1,000 topics and %s)", series, relay.OtherTopicLabel)
+	}
+	// The last row's topic, read back with kcat.
+	waitForIDs(t, b.kafka.Brokers, "outbox."+msgs[types-1].AggregateType, ids[types-1:], 30*time.Second)
+	t.Logf("%d aggregate types: %d series with a topic label; peak RSS of the test process %s", types, series, vmHWM())
 }

@@ -33,7 +33,7 @@ func newMetrics(slot string, l *live) *metrics {
 	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	return &metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "events_published_total",
-			Help: "Events acknowledged by Kafka, by topic (dead-letter records count under the dead-letter topic)."}, []string{"topic"}),
+			Help: "Events acknowledged by Kafka, by topic (dead-letter records count under the dead-letter topic; topics past the first 1000 under (other))."}, []string{"topic"}),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "publish_errors_total",
 			Help: "Failed Kafka connections, produce requests without an answer, and records the producer gave up on (each is retried)."}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "batch_size",
@@ -51,7 +51,7 @@ func newMetrics(slot string, l *live) *metrics {
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "invalid_events_total",
 			Help: "Events that could not be published as they are, by reason (dead-lettered, or stopping the relay)."}, []string{"reason"}),
 		topicUnavail: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "topic_unavailable",
-			Help: "1 while writes to the topic fail because it does not exist (reason unknown-topic) or may not be written (reason not-authorized); the relay retries, then stops after --topic-unavailable-grace."}, []string{"topic", "reason"}),
+			Help: "1 while writes to the topic fail because it does not exist (reason unknown-topic) or may not be written (reason not-authorized); the relay retries, then after --topic-unavailable-grace dead-letters its events (reason topic-unavailable) or, with --on-unavailable-topic=stop, stops."}, []string{"topic", "reason"}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnects_total",
 			Help: "Replication connections re-established after a failure."}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pruned_rows_total",
@@ -86,12 +86,29 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	return nil
 }
 
-// publishedTo returns the counter of topic, caching the child.
+// Rows choose topics, so the topic label is capped: the first
+// maxTopicSeries topics published to have series of their own, later ones
+// count under OtherTopicLabel.
+const maxTopicSeries = 1000
+
+// OtherTopicLabel is the topic label of pgoutbox_relay_events_published_total
+// that counts the records of every topic past the first 1,000 the relay
+// published to. It cannot be a topic's name: Kafka refuses parentheses.
+const OtherTopicLabel = "(other)"
+
+// publishedTo returns the counter of topic, caching the child; past
+// maxTopicSeries topics, the OtherTopicLabel one.
 func (m *metrics) publishedTo(topic string) prometheus.Counter {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.byTopic[topic]
 	if !ok {
+		if len(m.byTopic) >= maxTopicSeries {
+			topic = OtherTopicLabel
+			if c, ok = m.byTopic[topic]; ok {
+				return c
+			}
+		}
 		c = m.published.WithLabelValues(topic)
 		m.byTopic[topic] = c
 	}

@@ -36,11 +36,21 @@ type sink struct {
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
 type unavailableTopic struct {
-	since  time.Time
-	reason string // the topic_unavailable label: unknown-topic or not-authorized
+	since  time.Time // the first failure of this spell
+	last   time.Time // the latest failure
+	reason string    // the topic_unavailable label: unknown-topic or not-authorized
+	// expired is set once the spell outlasted TopicUnavailableGrace and
+	// its records are dead-lettered: the gauge is gone (nothing waits).
+	expired bool
 }
 
+// maxUnavailableTopics bounds the sink's unavailable map (and so the
+// topic_unavailable series): a row can name any number of topics that do
+// not exist. When full, the entry whose last failure is oldest goes.
+const maxUnavailableTopics = 1024
+
 func newSink(c *Config, m *metrics) *sink {
+	m.publishedTo(c.DeadLetterTopic) // a series of its own, whatever the topics rows name
 	return &sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
 }
 
@@ -72,7 +82,7 @@ func producerConfig(c *Config, sk *sink, txnID string) producer.Config {
 		MaxBufferedBytes: c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
 		MaxMessageBytes:  c.MaxMessageBytes,
 		RequestTimeout:   c.WriteTimeout,
-		AutoCreateTopics: true,
+		AutoCreateTopics: !c.NoAutoCreateTopics,
 		TransactionalID:  txnID,
 		Logger:           c.Logger,
 	}
@@ -366,11 +376,18 @@ func (s *sink) recordsFailed(batch []event, st []recordState, call []int, errs [
 			retryErr = e
 			continue
 		case v == topicUnavailable:
-			if err := s.topicUnavailable(&batch[i], e); err != nil {
+			expired, err := s.topicUnavailable(&batch[i], e)
+			if err != nil {
 				return stop, nil, err
 			}
-			retryErr = e
-			continue
+			if !expired {
+				retryErr = e
+				continue
+			}
+			if len(call) > 1 {
+				st[i].alone = true
+				continue
+			}
 		case len(call) > 1:
 			st[i].alone = true
 			continue
@@ -415,32 +432,82 @@ func rewriteAfterFailures(batch []event, st []recordState, written []int, failed
 }
 
 // topicUnavailable records that a write of ev failed with e, a
-// topicUnavailable error. It returns a permanent error once ev's topic has
-// been failing for longer than TopicUnavailableGrace.
-func (s *sink) topicUnavailable(ev *event, e error) error {
+// topicUnavailable error, and reports whether ev's topic has been failing
+// for longer than TopicUnavailableGrace: ev is then to be dead-lettered
+// (reason topic-unavailable). It returns a permanent error instead when
+// OnUnavailableTopic is UnavailableStop, or when ev is a dead-letter record
+// (the dead-letter topic is unavailable: nothing can be dead-lettered). A
+// spell ends when a write to the topic succeeds, or when its last failure
+// is older than the grace period (the next failure starts a new one).
+func (s *sink) topicUnavailable(ev *event, e error) (expired bool, err error) {
 	topic := ev.msg.Topic
 	reason := "unknown-topic"
 	if errors.Is(e, kerr.TopicAuthorizationFailed) {
 		reason = "not-authorized"
 	}
+	now := time.Now()
 	u, ok := s.unavailable[topic]
+	if ok && now.Sub(u.last) > s.cfg.TopicUnavailableGrace {
+		s.forgetUnavailable(topic)
+		ok = false
+	}
 	if !ok || u.reason != reason {
 		if ok {
 			s.m.topicUnavail.DeleteLabelValues(topic, u.reason)
 		} else {
-			u.since = time.Now()
+			s.makeRoomUnavailable()
+			u = unavailableTopic{since: now}
 		}
-		u.reason = reason
-		s.unavailable[topic] = u
+		u.reason, u.expired = reason, false
 		s.m.topicUnavail.WithLabelValues(topic, reason).Set(1)
-		s.cfg.Logger.Warn("kafka topic unavailable; retrying (its events are never dead-lettered), stopping if it lasts",
-			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "error", e)
+		s.cfg.Logger.Warn("kafka topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts",
+			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", s.cfg.OnUnavailableTopic, "error", e)
 	}
-	if d := time.Since(u.since); d > s.cfg.TopicUnavailableGrace {
-		return permanent(fmt.Errorf("%w: writes to topic %s failed for %v (topic unavailable grace %v; waiting: message %s): %w",
+	u.last = now
+	s.unavailable[topic] = u
+	d := now.Sub(u.since)
+	if d <= s.cfg.TopicUnavailableGrace {
+		return false, nil
+	}
+	if s.cfg.OnUnavailableTopic == UnavailableStop || ev.invalid != nil {
+		return false, permanent(fmt.Errorf("%w: writes to topic %s failed for %v (topic unavailable grace %v; waiting: message %s): %w",
 			ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, messageID(ev), e))
 	}
-	return nil
+	if !u.expired {
+		u.expired = true
+		s.unavailable[topic] = u
+		s.m.topicUnavail.DeleteLabelValues(topic, u.reason)
+		s.cfg.Logger.Warn("kafka topic unavailable past the grace period; dead-lettering its events (reason topic-unavailable)",
+			"topic", topic, "reason", reason, "for", d.Round(time.Second))
+	}
+	return true, nil
+}
+
+// forgetUnavailable ends topic's spell of unavailability.
+func (s *sink) forgetUnavailable(topic string) {
+	if u, ok := s.unavailable[topic]; ok {
+		delete(s.unavailable, topic)
+		if !u.expired {
+			s.m.topicUnavail.DeleteLabelValues(topic, u.reason)
+		}
+	}
+}
+
+// makeRoomUnavailable keeps the unavailable map under
+// maxUnavailableTopics: when full, the topic whose last failure is oldest
+// is forgotten.
+func (s *sink) makeRoomUnavailable() {
+	if len(s.unavailable) < maxUnavailableTopics {
+		return
+	}
+	var oldest string
+	var at time.Time
+	for topic, u := range s.unavailable {
+		if oldest == "" || u.last.Before(at) {
+			oldest, at = topic, u.last
+		}
+	}
+	s.forgetUnavailable(oldest)
 }
 
 // reject handles a record the broker will never accept, with error e: a
@@ -460,8 +527,12 @@ func (s *sink) reject(ev *event, st *recordState, e error) error {
 			ErrDeadLetter, ev.msg.Topic, ev.invalid.MessageID, ev.invalid.Reason, e))
 	}
 	inv := &InvalidEventError{MessageID: ev.id, Reason: ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
-	if errors.Is(e, kerr.MessageTooLarge) || errors.Is(e, kerr.RecordListTooLarge) {
+	switch {
+	case errors.Is(e, kerr.MessageTooLarge) || errors.Is(e, kerr.RecordListTooLarge):
 		inv.Reason, inv.Detail = ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
+	case classify(e) == topicUnavailable:
+		inv.Reason, inv.Detail = ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
+			ev.msg.Topic, s.cfg.TopicUnavailableGrace, e)
 	}
 	if s.cfg.OnInvalid == InvalidStop {
 		s.m.invalid.WithLabelValues(inv.Reason).Inc()
@@ -531,8 +602,7 @@ func (s *sink) countPublished(recs []*kgo.Record, errs []error) {
 			flush()
 			topic, n = r.Topic, 0
 			if u, ok := s.unavailable[topic]; ok {
-				delete(s.unavailable, topic)
-				s.m.topicUnavail.DeleteLabelValues(topic, u.reason)
+				s.forgetUnavailable(topic)
 				s.cfg.Logger.Info("kafka topic available again", "topic", topic, "after", time.Since(u.since).Round(time.Millisecond))
 			}
 		}

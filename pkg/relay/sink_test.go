@@ -326,14 +326,15 @@ func (b *bundle) stopsOnRow(t *testing.T, topic string) (id string, err error) {
 	return id, err
 }
 
-// A topic still unavailable after TopicUnavailableGrace stops the relay
-// with ErrTopicUnavailable naming the topic; the row is not confirmed and
-// not dead-lettered.
+// With OnUnavailableTopic = UnavailableStop, a topic still unavailable
+// after TopicUnavailableGrace stops the relay with ErrTopicUnavailable
+// naming the topic; the row is not confirmed and not dead-lettered.
 func TestTopicUnavailableStops(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) {
 		c.TopicUnavailableGrace = 2 * time.Second
 		c.MaxRetryBackoff = 200 * time.Millisecond
+		c.OnUnavailableTopic = relay.UnavailableStop
 	})
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
 	b.cfg.Brokers = b.kafka.Brokers

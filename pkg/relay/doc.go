@@ -200,7 +200,8 @@
 // UnavailableDeadLetter, the default, so a row naming a topic that does not
 // exist cannot stop the relay), the gauge is removed, and later records of
 // the topic are dead-lettered at their first failed write until a write to
-// it succeeds or it has not failed for TopicUnavailableGrace. With
+// it succeeds or it has not failed for twice TopicUnavailableGrace (at
+// least a minute). With
 // UnavailableStop, Run ends instead with an error wrapping
 // ErrTopicUnavailable naming the topic and the waiting message; its
 // transaction is not confirmed, so a restart after the fix publishes it. A

@@ -438,7 +438,8 @@ func rewriteAfterFailures(batch []event, st []recordState, written []int, failed
 // OnUnavailableTopic is UnavailableStop, or when ev is a dead-letter record
 // (the dead-letter topic is unavailable: nothing can be dead-lettered). A
 // spell ends when a write to the topic succeeds, or when its last failure
-// is older than the grace period (the next failure starts a new one).
+// is older than twice the grace period, and a minute (the next failure
+// starts a new one).
 func (s *sink) topicUnavailable(ev *event, e error) (expired bool, err error) {
 	topic := ev.msg.Topic
 	reason := "unknown-topic"
@@ -447,7 +448,9 @@ func (s *sink) topicUnavailable(ev *event, e error) (expired bool, err error) {
 	}
 	now := time.Now()
 	u, ok := s.unavailable[topic]
-	if ok && now.Sub(u.last) > s.cfg.TopicUnavailableGrace {
+	// A write fails only after the producer's own retries (seconds), so a
+	// spell ends after a quiet time well above that.
+	if ok && now.Sub(u.last) > max(2*s.cfg.TopicUnavailableGrace, time.Minute) {
 		s.forgetUnavailable(topic)
 		ok = false
 	}

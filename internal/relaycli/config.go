@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
@@ -106,12 +107,47 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err := kafkaSecurity(c, sc, cfg); err != nil {
 		return nil, err
 	}
-	if addr := c.String(flagMetricsAddr); addr != "" {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, usagef("--%s: %q is not host:port (use :9740 for every interface, empty to disable)", flagMetricsAddr, addr)
+	return cfg, nil
+}
+
+// streamingConfig validates the flags only relay run has (streamingFlags)
+// into cfg.
+func streamingConfig(c *cli.Context, cfg *relay.Config) error {
+	cfg.NoCreate = c.Bool(flagNoCreate)
+	cfg.PruneBatchSize = c.Int(flagPruneBatchSize)
+	if cfg.PruneBatchSize < 1 {
+		return usagef("--%s: must be at least 1, got %d", flagPruneBatchSize, cfg.PruneBatchSize)
+	}
+	cfg.StatusInterval = c.Duration(flagStatusInterval)
+	cfg.PruneInterval = c.Duration(flagPruneInterval)
+	cfg.PruneAfter = c.Duration(flagPruneAfter)
+	cfg.ShutdownTimeout = c.Duration(flagShutdownTimeout)
+	cfg.LagPollInterval = c.Duration(flagLagPoll)
+	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
+	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	for flag, d := range map[string]time.Duration{
+		flagStatusInterval:  cfg.StatusInterval,
+		flagPruneInterval:   cfg.PruneInterval,
+		flagShutdownTimeout: cfg.ShutdownTimeout,
+		flagLagPoll:         cfg.LagPollInterval,
+		flagStandbyRetry:    cfg.StandbyRetryInterval,
+	} {
+		if d <= 0 {
+			return usagef("--%s: must be positive", flag)
 		}
 	}
-	return cfg, nil
+	if cfg.PruneAfter < 0 {
+		return usagef("--%s: must not be negative (0 disables pruning)", flagPruneAfter)
+	}
+	if cfg.HeartbeatInterval < 0 {
+		return usagef("--%s: must not be negative (0 disables the heartbeat)", flagHeartbeat)
+	}
+	if addr := c.String(flagMetricsAddr); addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return usagef("--%s: %q is not host:port (use :9740 for every interface, empty to disable)", flagMetricsAddr, addr)
+		}
+	}
+	return nil
 }
 
 // kafkaSecurity reads the Kafka TLS and SASL flags into cfg, teaching sc
@@ -136,7 +172,6 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return err
 	}
-	cfg.NoCreate = c.Bool(flagNoCreate)
 	cfg.TopicTemplate = c.String(flagTopicTemplate)
 	if strings.TrimSpace(cfg.TopicTemplate) == "" {
 		return usagef("--%s must not be empty", flagTopicTemplate)
@@ -174,13 +209,12 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	return nil
 }
 
-// limitsConfig validates the size, batching, interval and timeout flags
-// into cfg.
+// limitsConfig validates the size, batching and Kafka timeout flags into
+// cfg.
 func limitsConfig(c *cli.Context, cfg *relay.Config) error {
 	cfg.MaxMessageBytes = int(cliutil.SizeFlagValue(c, flagMaxMessageBytes))
 	cfg.BufferBytes = int(cliutil.SizeFlagValue(c, flagBufferBytes))
 	cfg.BatchSize = c.Int(flagBatchSize)
-	cfg.PruneBatchSize = c.Int(flagPruneBatchSize)
 	for _, f := range []struct {
 		flag string
 		v    int
@@ -188,7 +222,6 @@ func limitsConfig(c *cli.Context, cfg *relay.Config) error {
 		{flagMaxMessageBytes, cfg.MaxMessageBytes},
 		{flagBatchSize, cfg.BatchSize},
 		{flagBufferBytes, cfg.BufferBytes},
-		{flagPruneBatchSize, cfg.PruneBatchSize},
 	} {
 		if f.v < 1 {
 			return usagef("--%s: must be at least 1, got %d", f.flag, f.v)
@@ -196,36 +229,18 @@ func limitsConfig(c *cli.Context, cfg *relay.Config) error {
 	}
 	cfg.BatchTimeout = c.Duration(flagBatchTimeout)
 	cfg.WriteTimeout = c.Duration(flagWriteTimeout)
-	cfg.StatusInterval = c.Duration(flagStatusInterval)
-	cfg.PruneInterval = c.Duration(flagPruneInterval)
-	cfg.PruneAfter = c.Duration(flagPruneAfter)
-	cfg.ShutdownTimeout = c.Duration(flagShutdownTimeout)
-	cfg.LagPollInterval = c.Duration(flagLagPoll)
-	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
-	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
 	if cfg.BatchTimeout < 0 {
 		return usagef("--%s: must not be negative", flagBatchTimeout)
 	}
 	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
 	cfg.InstanceID = c.String(flagInstanceID)
-	for flag, d := range map[string]int64{
-		flagWriteTimeout:    int64(cfg.WriteTimeout),
-		flagStatusInterval:  int64(cfg.StatusInterval),
-		flagPruneInterval:   int64(cfg.PruneInterval),
-		flagShutdownTimeout: int64(cfg.ShutdownTimeout),
-		flagLagPoll:         int64(cfg.LagPollInterval),
-		flagStandbyRetry:    int64(cfg.StandbyRetryInterval),
-		flagTopicGrace:      int64(cfg.TopicUnavailableGrace),
+	for flag, d := range map[string]time.Duration{
+		flagWriteTimeout: cfg.WriteTimeout,
+		flagTopicGrace:   cfg.TopicUnavailableGrace,
 	} {
 		if d <= 0 {
 			return usagef("--%s: must be positive", flag)
 		}
-	}
-	if cfg.PruneAfter < 0 {
-		return usagef("--%s: must not be negative (0 disables pruning)", flagPruneAfter)
-	}
-	if cfg.HeartbeatInterval < 0 {
-		return usagef("--%s: must not be negative (0 disables the heartbeat)", flagHeartbeat)
 	}
 	return nil
 }

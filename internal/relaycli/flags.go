@@ -87,12 +87,16 @@ func databaseFlags() []cli.Flag {
 	}
 }
 
-// runFlags are the flags of `relay run` besides databaseFlags.
+// runFlags are the flags of `relay run` besides databaseFlags: the
+// publishing ones and those of a streaming relay only.
 func runFlags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.BoolFlag{Name: flagNoCreate, Category: catDatabase, EnvVars: envVar(flagNoCreate),
-			Usage: "do not create a missing slot or publication; fail naming what is missing"},
+	return append(publishFlags(), streamingFlags()...)
+}
 
+// publishFlags are the flags of every command that publishes outbox rows
+// (run, recover, backfill): Kafka, topics, invalid rows and batching.
+func publishFlags() []cli.Flag {
+	return append([]cli.Flag{
 		&cli.StringSliceFlag{Name: flagBrokers, Category: catKafka, EnvVars: envVar(flagBrokers),
 			Usage: "Kafka bootstrap brokers, host:port, comma separated (required)"},
 		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: relay.DefaultTopicTemplate,
@@ -123,12 +127,22 @@ func runFlags() []cli.Flag {
 			Usage: "most record bytes (key, value, headers) held between the WAL reader and Kafka, queued or being written; bounds memory with large payloads"},
 		&cli.GenericFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: cliutil.NewDuration(relay.DefaultBatchTimeout),
 			Usage: "how long a partial batch waits for more events once the queue is empty (0: adaptive, send as soon as the previous write is done)"},
+
+		&cli.StringFlag{Name: flagInstanceID, Category: catOps, EnvVars: envVar(flagInstanceID),
+			Usage: "when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"},
+	}, kafkaflags.Flags(envName, catKafka)...)
+}
+
+// streamingFlags are the flags only `relay run` has: slot creation,
+// acknowledgements, shutdown, pruning, metrics, standby and heartbeat.
+func streamingFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: flagNoCreate, Category: catDatabase, EnvVars: envVar(flagNoCreate),
+			Usage: "do not create a missing slot or publication; fail naming what is missing"},
 		&cli.GenericFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: cliutil.NewDuration(relay.DefaultStatusInterval),
 			Usage: "longest time between two standby status updates (acknowledgements) to Postgres"},
-
 		&cli.GenericFlag{Name: flagShutdownTimeout, Category: catBatching, EnvVars: envVar(flagShutdownTimeout), Value: cliutil.NewDuration(relay.DefaultShutdownTimeout),
 			Usage: "on SIGINT/SIGTERM, how long to wait for Kafka to acknowledge what is in flight before confirming what was acknowledged and exiting"},
-
 		&cli.GenericFlag{Name: flagPruneAfter, Category: catPrune, EnvVars: envVar(flagPruneAfter),
 			Value: cliutil.NewDuration(0),
 			Usage: "delete published outbox rows older than this (0 disables pruning)"},
@@ -136,7 +150,6 @@ func runFlags() []cli.Flag {
 			Usage: "time between two prune passes"},
 		&cli.IntFlag{Name: flagPruneBatchSize, Category: catPrune, EnvVars: envVar(flagPruneBatchSize), Value: relay.DefaultPruneBatchSize,
 			Usage: "most rows one prune statement deletes"},
-
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catOps, EnvVars: envVar(flagMetricsAddr), Value: DefaultMetricsAddr,
 			Usage: "address serving /metrics, /healthz and /readyz (empty disables)"},
 		&cli.GenericFlag{Name: flagLagPoll, Category: catOps, EnvVars: envVar(flagLagPoll), Value: cliutil.NewDuration(relay.DefaultLagPollInterval),
@@ -146,9 +159,7 @@ func runFlags() []cli.Flag {
 		&cli.GenericFlag{Name: flagHeartbeat, Category: catOps, EnvVars: envVar(flagHeartbeat),
 			Value: cliutil.NewDuration(0),
 			Usage: "emit a pg_logical_emit_message heartbeat at this interval so the slot advances on a database without writes (0 disables)"},
-		&cli.StringFlag{Name: flagInstanceID, Category: catOps, EnvVars: envVar(flagInstanceID),
-			Usage: "when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"},
-	}, kafkaflags.Flags(envName, catKafka)...)
+	}
 }
 
 // envName is envVar's single name, as kafkaflags wants it.

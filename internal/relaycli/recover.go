@@ -56,21 +56,15 @@ func recoverCommand(sc *scrubber) *cli.Command {
 			"naming the time range, when pruning may have deleted rows it needs. Events written as logical\n" +
 			"messages (EmitTx) are not in the table and cannot be recovered. Without a gap it does nothing.\n" +
 			"It takes the Kafka flags of relay run.",
-		Flags:  streamFlags(),
+		Flags:  append(append(databaseFlags(), publishFlags()...), gapFlags()...),
 		Action: func(c *cli.Context) error { return recoverAction(c, sc) },
 	}
 }
 
-// streamFlags are the flags of relay run and relay recover, those
-// streamConfig reads.
-func streamFlags() []cli.Flag {
-	return append(append(databaseFlags(), runFlags()...), gapFlags()...)
-}
-
 // streamConfig is the prologue of relay run and relay recover: no stray
-// arguments, every run and gap flag valid, then the warning about secrets
-// given as flags.
-func streamConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
+// arguments, every publishing and gap flag valid, and those more reads
+// (relay run's own flags), then the warning about secrets given as flags.
+func streamConfig(c *cli.Context, sc *scrubber, more ...func(*cli.Context, *relay.Config) error) (*relay.Config, error) {
 	if err := noArgs(c); err != nil {
 		return nil, err
 	}
@@ -78,8 +72,10 @@ func streamConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := gapConfig(c, cfg); err != nil {
-		return nil, err
+	for _, read := range append([]func(*cli.Context, *relay.Config) error{gapConfig}, more...) {
+		if err := read(c, cfg); err != nil {
+			return nil, err
+		}
 	}
 	warnSecretFlags(sc, cfg.Logger)
 	return cfg, nil
@@ -118,7 +114,7 @@ func backfillCommand(sc *scrubber) *cli.Command {
 			"Times are RFC 3339 (2026-01-02T15:04:05Z) or a duration meaning that long ago (90m). It prints\n" +
 			"its progress on stderr and the count published. Logical messages (EmitTx) are not in the table\n" +
 			"and are not backfilled. It takes the Kafka flags of relay run.",
-		Flags: append(append(databaseFlags(), runFlags()...),
+		Flags: append(append(databaseFlags(), publishFlags()...),
 			&cli.StringFlag{Name: flagSince, EnvVars: envVar(flagSince), Usage: "publish rows created at or after this time (required)"},
 			&cli.StringFlag{Name: flagUntil, EnvVars: envVar(flagUntil), Usage: "publish rows created before this time (default: no bound)"},
 			&cli.StringFlag{Name: flagAggregateType, EnvVars: envVar(flagAggregateType), Usage: "publish only rows of this aggregate type"},

@@ -39,13 +39,13 @@ func runCommand(sc *scrubber) *cli.Command {
 			"timeline (a failover), is a gap: it exits 1 naming the slot and since when, streaming nothing,\n" +
 			"unless --on-gap=backfill (see relay recover). Only relay setup or a first start with no state\n" +
 			"creates the slot.",
-		Flags:  streamFlags(),
+		Flags:  append(append(databaseFlags(), runFlags()...), gapFlags()...),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	}
 }
 
 func runAction(c *cli.Context, sc *scrubber) error {
-	cfg, err := streamConfig(c, sc)
+	cfg, err := streamConfig(c, sc, streamingConfig)
 	if err != nil {
 		return err
 	}

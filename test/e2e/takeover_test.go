@@ -52,9 +52,10 @@ func (p probe) status(path string) int {
 	return resp.StatusCode
 }
 
-// metric returns the value of the first sample of name with the given
-// label text (e.g. `slot="x"`) on /metrics; ok is false when absent or
-// unreachable.
+// metric returns the sum of the samples of name with the given label
+// text (e.g. `slot="x"`) on /metrics; ok is false when absent or
+// unreachable. A sum, not the first sample: events_published_total has a
+// series per topic, the dead-letter topic's (0) from the start.
 func (p probe) metric(name, labels string) (v float64, ok bool) {
 	resp, err := p.client.Get("http://" + p.addr + "/metrics")
 	if err != nil {
@@ -71,10 +72,13 @@ func (p probe) metric(name, labels string) (v float64, ok bool) {
 			continue
 		}
 		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		return v, err == nil
+		x, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, false
+		}
+		v, ok = v+x, true
 	}
-	return 0, false
+	return v, ok
 }
 
 // waitReady waits until /readyz of p answers 200 (what names the wait);

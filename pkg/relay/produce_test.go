@@ -57,9 +57,9 @@ func watchProduce(k *testenv.Kafka, topic string) *produceSeen {
 }
 
 // On a cluster of three brokers each request goes to its partitions'
-// leader; when the leaders move mid-stream, the relay follows them after
-// one failed write (it reads the cluster's metadata again instead of
-// waiting for the transport's periodic refresh), and every event arrives
+// leader; when the leaders move mid-stream, the relay follows them at once
+// (kgo reads the cluster's metadata again after a NOT_LEADER answer
+// instead of waiting for its periodic refresh), and every event arrives
 // once, in commit order per aggregate.
 func TestLeadersMoveMidStream(t *testing.T) {
 	t.Parallel()
@@ -111,8 +111,13 @@ func TestLeadersMoveMidStream(t *testing.T) {
 	}
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
-	if seen.misrouted > 6 {
-		t.Fatalf("%d record batches went to a former leader, want at most 6 (one failed write)", seen.misrouted)
+	// Without a prompt metadata read the relay wrote 24 and 72 batches to
+	// former leaders. kgo reads the metadata again after the first
+	// NOT_LEADER, but a second request per partition may already be in
+	// flight (linger 0, several requests in flight per broker): at most
+	// two per partition.
+	if seen.misrouted > 12 {
+		t.Fatalf("%d record batches went to a former leader, want at most 12 (two per partition)", seen.misrouted)
 	}
 }
 

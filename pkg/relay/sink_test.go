@@ -520,11 +520,13 @@ func TestTransactionInOneWrite(t *testing.T) {
 	}
 }
 
-// Each partition's share of a write goes to the broker in one produce
-// request, however unequal the shares: were a share cut into several
-// requests, one could fail while a later one succeeds, reordering the
-// partition. (kafka-go's Writer, which the relay used before, cut a share
-// larger than its BatchSize.)
+// A write of unequal partition shares keeps each partition's order. The
+// hand-written client sent each share in one produce request, as a request
+// failing after a later one succeeded could reorder the partition; kgo's
+// idempotent producer keeps the order across requests instead (sequence
+// numbers), and with linger 0 it may cut a share over several requests
+// (the first leaves as soon as it can): what the test asserts is the
+// order, the count and one sink batch, not the number of requests.
 func TestPartitionShareInOneRequest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -555,6 +557,7 @@ func TestPartitionShareInOneRequest(t *testing.T) {
 	// Three aggregates: shares of about 200, 100 and 50 records, or two
 	// aggregates in one partition.
 	msgs := make([]outbox.Message, 350)
+	order := make(map[string][]string)
 	for i := range msgs {
 		agg := "agg-0"
 		switch {
@@ -566,17 +569,19 @@ func TestPartitionShareInOneRequest(t *testing.T) {
 		msgs[i] = msg(agg, i)
 	}
 	ids := b.insert(t, msgs...)
-	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	for i, id := range ids {
+		order[msgs[i].AggregateID] = append(order[msgs[i].AggregateID], id)
+	}
+	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", len(msgs), 60*time.Second)
+	if n, dups, broken := deliveryReport(t, recs, order); n != len(msgs) || dups != 0 || broken != 0 {
+		t.Fatalf("%d records, %d duplicates, %d aggregates out of order; want %d, 0, 0", n, dups, broken, len(msgs))
+	}
 	if n := b.metric(t, "pgoutbox_relay_batch_size"); n != 1 {
 		t.Fatalf("the transaction of %d rows went out in %v batches, want 1", len(msgs), n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for p, n := range requests {
-		if n != 1 {
-			t.Errorf("partition %d: its %d records came in %d produce requests, want 1", p, records[p], n)
-		}
-	}
+	t.Logf("produce requests per partition %v for records %v", requests, records)
 	if len(requests) < 2 {
 		t.Errorf("records went to partitions %v; the test wants shares of several partitions", records)
 	}

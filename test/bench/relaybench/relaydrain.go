@@ -17,6 +17,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 type relayResult struct {
@@ -60,7 +62,7 @@ func relayCommand(bin, slot, dbURL string, brokers []string, relayArgs string, l
 // broker until topic holds o.rows events and the slot's confirmed position
 // reached endLSN, then stops it with SIGTERM.
 func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options, logPath string) (relayResult, error) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4))
+	cluster, err := kfake.NewCluster(testenv.ProduceByName(), kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4))
 	if err != nil {
 		return relayResult{}, err
 	}

@@ -42,6 +42,28 @@ func runAsConsumer() (code int, ok bool) {
 	return 0, true
 }
 
+// consumerOpts are the soak consumer's kgo options: group, topic,
+// read_committed, offsets committed by hand.
+//
+// A group without committed offsets starts at the beginning, and a
+// partition is never reset: NoResetOffset, not AtStart. kfake answers
+// OffsetForLeaderEpoch for the epoch before a leader move with
+// UNDEFINED_EPOCH_OFFSET until the new leader has appended a batch (its
+// epoch history is the batches' epochs; Kafka's leader records the new
+// epoch's start offset when it is elected), and kgo then resets the
+// partition with the reset offset: AtStart rewound the consumer to offset
+// 0 and reported ErrDataLoss after every leader move. With NoResetOffset
+// kgo keeps the offset it was validating; a real loss still shows as an
+// OFFSET_OUT_OF_RANGE fetch error.
+func consumerOpts(brokers []string, group string) []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()), kgo.FetchMaxWait(100 * time.Millisecond),
+		// A killed consumer's partitions go to its successor once the
+		// group gives the dead member up: 6s, not kgo's 45s default.
+		kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second)}
+}
+
 func consume(ctx context.Context, brokers []string, dbURL string) error {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
@@ -52,12 +74,7 @@ func consume(ctx context.Context, brokers []string, dbURL string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("soak"), kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
-		// A killed consumer's partitions go to its successor once the
-		// group gives the dead member up: 6s, not kgo's 45s default.
-		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(time.Second))
+	cl, err := kgo.NewClient(consumerOpts(brokers, "soak")...)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +26,8 @@ const envAsConsumer = "PGOUTBOX_SOAK_AS_CONSUMER"
 // read_committed, passing each record through the inbox (consumer "soak",
 // a handler that does nothing) and committing the offsets of a poll once
 // every record of it has an outcome. It prints "outcome commit-unix-ms
-// received-unix-ns" on stdout for each record, until SIGTERM. It reports
+// received-unix-ns row" on stdout for each record, until SIGTERM (row: the
+// writer's sequence number, from the business key). It reports
 // whether it was the consumer; code is its exit code.
 func runAsConsumer() (code int, ok bool) {
 	v := os.Getenv(envAsConsumer)
@@ -110,7 +112,7 @@ func consume(ctx context.Context, brokers []string, dbURL string) error {
 			for {
 				res, err := in.Process(ctx, pool, m, noop)
 				if err == nil {
-					fmt.Fprintf(out, "%s %d %d\n", res.Outcome, r.Timestamp.UnixMilli(), time.Now().UnixNano())
+					fmt.Fprintf(out, "%s %d %d %d\n", res.Outcome, r.Timestamp.UnixMilli(), time.Now().UnixNano(), rowNumber(m.BusinessKey))
 					return
 				}
 				if ctx.Err() != nil {
@@ -133,4 +135,18 @@ func consume(ctx context.Context, brokers []string, dbURL string) error {
 			fmt.Fprintf(os.Stderr, "soak consumer: commit offsets: %v\n", err)
 		}
 	}
+}
+
+// rowNumber is the writer's sequence number in a business key
+// "bk-<run>-<n>", or -1.
+func rowNumber(businessKey string) int64 {
+	i := strings.LastIndexByte(businessKey, '-')
+	if i < 0 {
+		return -1
+	}
+	n, err := strconv.ParseInt(businessKey[i+1:], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }

@@ -188,12 +188,14 @@ func run(ctx context.Context, o *options) (int, error) {
 	sctx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
 	sampling.Go(func() { s.sampleEvery(sctx) })
+	sampling.Go(func() { s.sampleLag(sctx) })
 	wg.Wait()
 	// Drain: everything committed delivered, or a minute without progress.
 	s.drain(ctx)
 	stopSampling()
 	sampling.Wait()
 	s.stats.printTotals(s)
+	s.stats.printSummary(o)
 	if err := s.stats.writeFiles(o.out); err != nil {
 		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
 	}
@@ -291,8 +293,10 @@ func (s *soak) write(ctx context.Context) {
 				}
 				if err != nil {
 					s.writeErrors.Add(1)
+					s.stats.ledger.failed(n)
 					continue
 				}
+				s.stats.ledger.committed(n, time.Now())
 				s.committed.Add(1)
 			}
 		})
@@ -321,7 +325,7 @@ func (s *soak) injectFaults(ctx context.Context) {
 		if errors.Is(err, context.Canceled) {
 			return
 		}
-		s.stats.fault(at.Sub(s.started), f.name)
+		s.stats.fault(at.Sub(s.started), time.Since(at), f.name)
 		fmt.Println(faultLine(at.Sub(s.started), f, time.Since(at), err))
 		// A fault that took long (a SIGSTOP) does not bring the next
 		// one closer.
@@ -341,6 +345,20 @@ func (s *soak) sampleEvery(ctx context.Context) {
 		case <-tick.C:
 		}
 		s.stats.interval(ctx, s)
+	}
+}
+
+// sampleLag samples the lag every 100 ms.
+func (s *soak) sampleLag(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			s.stats.addLag(lagSample{at: now.Sub(s.started), lag: s.stats.ledger.lag(now)})
+		}
 	}
 }
 

@@ -48,7 +48,8 @@ func runAsConsumer() (code int, ok bool) {
 // read_committed, offsets committed by hand.
 //
 // A group without committed offsets starts at the beginning, and a
-// partition is never reset: NoResetOffset, not AtStart. kfake answers
+// partition is never reset: NoResetOffset().AtStart(), not AtStart()
+// (NoResetOffset alone starts at the end). kfake answers
 // OffsetForLeaderEpoch for the epoch before a leader move with
 // UNDEFINED_EPOCH_OFFSET until the new leader has appended a batch (its
 // epoch history is the batches' epochs; Kafka's leader records the new
@@ -60,7 +61,7 @@ func runAsConsumer() (code int, ok bool) {
 func consumerOpts(brokers []string, group string) []kgo.Opt {
 	return []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()), kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond),
 		// A killed consumer's partitions go to its successor once the
 		// group gives the dead member up: 6s, not kgo's 45s default.
 		kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second)}

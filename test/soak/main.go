@@ -4,7 +4,9 @@
 // relays' memory, goroutines and open files, and the slot's retained WAL;
 // at the end it runs relay verify over the whole run. It prints; it never
 // asserts on time. It exits 1 when relay verify finds a row missing (or
-// mismatched, or out of order), 2 on bad usage.
+// mismatched, or out of order), 2 on bad usage. -exactly-once runs the
+// relays with --exactly-once: relay verify, reading read_committed, should
+// then find no duplicate.
 //
 //	go run ./test/soak -duration 1h        # make soak DURATION=1h
 //	go run ./test/soak -duration 2m        # a short run
@@ -20,7 +22,9 @@
 // relay SIGKILL, a relay SIGSTOP past wal_sender_timeout, an inbox
 // consumer SIGKILL. Killed processes are started again. It writes every
 // interval's figures to -out/soak.csv and a plot of them to
-// -out/soak.svg.
+// -out/soak.svg, and at the end a summary against the targets: each
+// fault's lag recovery, and the relays' resources in the two halves of the
+// run.
 package main
 
 import (
@@ -60,6 +64,7 @@ type options struct {
 	rate, writers, aggregates              int
 	seed                                   uint64
 	out, relayBin, relayArgs               string
+	exactlyOnce                            bool
 }
 
 func main() {
@@ -77,7 +82,8 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the fault order")
 	flag.StringVar(&o.out, "out", "soak-out", "directory for soak.csv, soak.svg and the processes' logs")
 	flag.StringVar(&o.relayBin, "relay-bin", "", "relay binary (default: go build ./cmd/relay into -out)")
-	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments of both relay run processes, space separated (for example \"--exactly-once\" once the relay has it)")
+	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments of both relay run processes, space separated")
+	flag.BoolVar(&o.exactlyOnce, "exactly-once", false, "run both relays with --exactly-once (relay verify, read_committed, should then find no duplicate)")
 	flag.Parse()
 	if flag.NArg() > 0 || o.duration <= 0 || o.rate <= 0 || o.writers <= 0 || o.aggregates <= 0 {
 		flag.Usage()
@@ -147,6 +153,14 @@ func run(ctx context.Context, o *options) (int, error) {
 			return 0, fmt.Errorf("go build ./cmd/relay (run the soak from the repository root): %w", err)
 		}
 	}
+	if o.exactlyOnce {
+		// A relay without the flag would exit at once, again and again.
+		help, _ := exec.CommandContext(ctx, o.relayBin, "help", "run").CombinedOutput()
+		if !strings.Contains(string(help), "--exactly-once") {
+			return 0, fmt.Errorf("%s run has no --exactly-once", o.relayBin)
+		}
+		o.relayArgs += " --exactly-once"
+	}
 	pg, err := pgserver.Start(ctx, "wal_sender_timeout="+walSenderTimeout.String(), "track_commit_timestamp=on")
 	if err != nil {
 		return 0, err
@@ -177,8 +191,12 @@ func run(ctx context.Context, o *options) (int, error) {
 	}
 	defer s.stopProcesses()
 
-	fmt.Printf("soak: %s at %d rows/s, a fault every %s after %s (seed %d), figures every %s; output in %s\n",
-		o.duration, o.rate, o.faultEvery, o.warmup, o.seed, o.interval, o.out)
+	mode := "at-least-once"
+	if o.exactlyOnce {
+		mode = "exactly-once"
+	}
+	fmt.Printf("soak: %s, %s at %d rows/s, a fault every %s after %s (seed %d), figures every %s; output in %s\n",
+		mode, o.duration, o.rate, o.faultEvery, o.warmup, o.seed, o.interval, o.out)
 	s.started = time.Now()
 	var wg sync.WaitGroup
 	wctx, stopWriting := context.WithTimeout(ctx, o.duration)

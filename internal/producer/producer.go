@@ -90,7 +90,11 @@ func New(cfg Config) (*Producer, error) {
 		kgo.ClientID(ClientID),
 		kgo.Dialer(dialer(cfg.TLS, cfg.Guard)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
+		// Produce buffers a call's records and then flushes them at once.
+		// The idempotent producer has one request in flight per broker:
+		// with auto-flushing (linger 0), the first record of a call went
+		// out alone and the rest waited a round trip for it.
+		kgo.ManualFlushing(),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2, as the Java client
 		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
 		kgo.ProducerBatchCompression(codec),
@@ -179,12 +183,11 @@ func (p *Producer) Produce(ctx context.Context, recs []*kgo.Record) ([]error, er
 			}
 		})
 	}
-	select {
-	case <-done:
-		return errs, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := p.cl.Flush(ctx); err != nil {
+		return nil, err
 	}
+	<-done // Flush returned: every promise has run
+	return errs, nil
 }
 
 // Codec maps a compression name to kgo's codec.

@@ -206,6 +206,7 @@ func report(label, bin string, res relayResult, rawRate float64, o *options) {
 		label, filepath.Base(bin), res.events, res.elapsed.Round(time.Millisecond), relayRate, res.first.Round(time.Millisecond),
 		res.confirmed.Round(time.Millisecond), float64(res.peakRSSKiB)/1024)
 	fmt.Printf("%s CPU (user+system): %v = %.4f s per 1k events\n", label, res.cpu.Round(10*time.Millisecond), res.cpu.Seconds()/float64(res.events)*1000)
+	fmt.Printf("%s produce requests holding the backlog: %d, %.0f records each\n", label, res.requests, float64(res.events)/float64(max(res.requests, 1)))
 	buffer := bufferBytes(o.relayArgs)
 	bound := 2*buffer + 40<<20
 	fmt.Printf("%s peak RSS against --buffer-bytes %.0f MiB: %.2f x buffer; documented bound 2 x buffer + 40 MiB = %.0f MiB (%s)\n",

@@ -34,6 +34,8 @@ type relayResult struct {
 	peakRSSKiB int64
 	// cpu is the relay process's user + system CPU time at the end.
 	cpu time.Duration
+	// requests is how many produce requests held the backlog's records.
+	requests int64
 }
 
 // buildRelay builds cmd/relay into bin.
@@ -142,12 +144,12 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 		}
 	}
 	res := relayResult{events: events, confirmed: time.Since(start)}
-	first, all := produced()
+	first, all, requests := produced()
 	if all.IsZero() {
 		// ListOffsets saw every event, the produce requests did not.
 		return fail(fmt.Errorf("the broker's produce requests for topic %s held fewer than %d records", topic, o.rows))
 	}
-	res.first, res.elapsed = first.Sub(start), all.Sub(start)
+	res.first, res.elapsed, res.requests = first.Sub(start), all.Sub(start), requests
 	if res.peakRSSKiB, err = vmHWM(cmd.Process.Pid); err != nil {
 		return fail(err)
 	}
@@ -167,18 +169,18 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 }
 
 // watchProduce counts the records of topic in the produce requests cluster
-// receives, and returns a function that says when the first one came and
-// when the count reached n. The control function runs in the broker's
+// receives, and returns a function that says when the first one came, when
+// the count reached n, and how many requests held them. The control function runs in the broker's
 // request loop, so these are the times the broker took the requests: the
 // drain's end is not blurred by the poll's period, nor by kafka-go's
 // cached metadata (see relayDrain's transport). A request the relay retried
 // counts twice; the drain still ends only once ListOffsets shows every
 // event in the topic.
-func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time) {
+func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time, requests int64) {
 	var (
-		mu         sync.Mutex
-		count      int64
-		first, all time.Time
+		mu              sync.Mutex
+		count, requests int64
+		first, all      time.Time
 	)
 	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
@@ -201,15 +203,18 @@ func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time)
 			first = now
 		}
 		count += records
+		if records > 0 && all.IsZero() {
+			requests++
+		}
 		if count >= n && all.IsZero() {
 			all = now
 		}
 		return nil, nil, false
 	})
-	return func() (time.Time, time.Time) {
+	return func() (time.Time, time.Time, int64) {
 		mu.Lock()
 		defer mu.Unlock()
-		return first, all
+		return first, all, requests
 	}
 }
 

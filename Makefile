@@ -80,9 +80,10 @@ bench-inbox: ## Print inbox consumer-loop throughput against a hand-rolled dedup
 soak: ## Soak the relay: steady writes, leader + standby, inbox consumer, a fault every few minutes, relay verify at the end (DURATION=1h, SOAKFLAGS="-rate 200 -seed 1").
 	$(GO) run ./test/soak -duration $(or $(DURATION),1h) $(SOAKFLAGS)
 
-# Release binaries: `relay --version` shows the build information (module
-# version, VCS revision when git stamping works, Go version) and VERSION
-# (git describe) when the module version is only "(devel)".
+# Release binaries: `relay --version` and `inbox --version` print VERSION
+# (default: git describe), stamped with -ldflags -X, then the VCS revision
+# when git stamping works and the Go version. TestReleaseStampsVersion
+# (test/e2e) runs this target. It builds; it does not tag.
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 DIST      ?= dist

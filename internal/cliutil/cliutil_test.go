@@ -125,4 +125,12 @@ func TestFormatVersion(t *testing.T) {
 	if got, want := formatVersion(&debug.BuildInfo{GoVersion: "go1.26.0"}), "(devel) (go1.26.0)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
+	// make release's VERSION wins over the pseudo-version that a build in a
+	// git checkout stamps (Go 1.24 and later).
+	defer func(v string) { releaseVersion = v }(releaseVersion)
+	releaseVersion = "v0.1.0"
+	bi.Main.Version = "v0.0.0-20261130120000-0123456789ab+dirty"
+	if got, want := formatVersion(bi), "v0.1.0 (revision 0123456789ab (dirty) of 2026-11-30T12:00:00Z, go1.26.0)"; got != want {
+		t.Errorf("release build: got %q, want %q", got, want)
+	}
 }

@@ -5,14 +5,18 @@ import (
 	"strings"
 )
 
-// releaseVersion is set by `make release` (-ldflags -X) to git describe's
-// answer, shown when the build information has no module version.
+// releaseVersion is set by `make release VERSION=…` (-ldflags -X). It wins
+// over the module version of the build information: since Go 1.24 a build
+// in a git checkout stamps a pseudo-version (v0.0.0-2026…-abcdef+dirty)
+// there, which must not hide the version the release was built as.
 var releaseVersion string
 
-// Version describes the running binary from its build information: the
-// module version ("v0.1.0" when installed with go install …@v0.1.0,
-// "(devel)" for a local build), the VCS revision and whether the work tree
-// had uncommitted changes (when built with VCS stamping), and the Go version.
+// Version describes the running binary: the release version stamped by
+// `make release`, else the module version of its build information
+// ("v0.1.0" when installed with go install …@v0.1.0, a pseudo-version or
+// "(devel)" for a local build); then the VCS revision and whether the work
+// tree had uncommitted changes (when built with VCS stamping), and the Go
+// version.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -23,7 +27,7 @@ func Version() string {
 
 func formatVersion(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
-	if (v == "" || v == "(devel)") && releaseVersion != "" {
+	if releaseVersion != "" {
 		v = releaseVersion
 	}
 	if v == "" {

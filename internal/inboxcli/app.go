@@ -80,8 +80,9 @@ func commonFlags() []cli.Flag {
 
 // statusList names every inbox status, for help and errors.
 func statusList() string {
-	names := make([]string, len(inbox.Statuses))
-	for i, st := range inbox.Statuses {
+	statuses := inbox.Statuses()
+	names := make([]string, len(statuses))
+	for i, st := range statuses {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")

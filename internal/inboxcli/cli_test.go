@@ -257,7 +257,7 @@ func TestTail(t *testing.T) {
 	want := []string{
 		"orders/0@0 m-1 k-1 processed",
 		"orders/0@1 m-1 k-1 duplicate",
-		"orders/0@2 - - dead_lettered reason=missing_headers",
+		"orders/0@2 - - dead_lettered reason=missing-headers",
 		`orders/0@3 "m-\x1b]0;pwned\a" "k-\x1b[31m\norders/0@9 m-9 k-9 processed" processed`,
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -275,7 +275,7 @@ func TestTail(t *testing.T) {
 		t.Fatalf("tail printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	recs := testenv.WaitForRecords(t, k.Brokers, "orders.dlq", 1, time.Minute)
-	if reason, _ := recs[0].Header("dlq-reason"); reason != "missing_headers" || string(recs[0].Value) != `{"n":2}` {
+	if reason, _ := recs[0].Header("dlq-reason"); reason != "missing-headers" || string(recs[0].Value) != `{"n":2}` {
 		t.Fatalf("dead letter %+v", recs[0])
 	}
 }

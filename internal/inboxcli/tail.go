@@ -60,8 +60,8 @@ func tailAction(c *cli.Context) error {
 	if len(c.StringSlice("brokers")) == 0 || len(c.StringSlice("topics")) == 0 {
 		return usagef("tail: --brokers and --topics are required")
 	}
-	policy, err := inbox.ParseConflictPolicy(c.String("conflict-policy"))
-	if err != nil {
+	policy := inbox.ConflictPolicy(c.String("conflict-policy"))
+	if policy != inbox.ConflictPolicyStop && policy != inbox.ConflictPolicyDeadLetter {
 		return usagef("--conflict-policy %q: want stop or dead-letter", c.String("conflict-policy"))
 	}
 	log, err := logger(c)

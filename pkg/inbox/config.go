@@ -19,8 +19,9 @@ const DefaultTable = "public.inbox"
 
 // ConflictPolicy says what happens to a conflicting message: the same message
 // ID with another business key or payload, or the same business key with
-// another payload.
-type ConflictPolicy int
+// another payload. Its values are the words of inbox tail's
+// --conflict-policy flag; the zero value "" means ConflictPolicyDeadLetter.
+type ConflictPolicy string
 
 const (
 	// ConflictPolicyDeadLetter, the default, answers DeadLettered (reason
@@ -28,40 +29,13 @@ const (
 	// the record to the dead-letter topic with both sides of the conflict in
 	// its headers, acknowledges it and goes on. The stored row is left as it
 	// is.
-	ConflictPolicyDeadLetter ConflictPolicy = iota
+	ConflictPolicyDeadLetter ConflictPolicy = "dead-letter"
 	// ConflictPolicyStop answers Conflict with an error wrapping ErrConflict
 	// and leaves the message unacknowledged: an operator must look at it. The
 	// consumer loop stops with that error, naming the record (topic,
 	// partition, offset); a restart meets the same record and stops again.
-	ConflictPolicyStop
-	// ConflictPolicyError is the former name of ConflictPolicyStop.
-	//
-	// Deprecated: use ConflictPolicyStop.
-	ConflictPolicyError = ConflictPolicyStop
+	ConflictPolicyStop ConflictPolicy = "stop"
 )
-
-// String returns "dead-letter" or "stop".
-func (p ConflictPolicy) String() string {
-	switch p {
-	case ConflictPolicyDeadLetter:
-		return "dead-letter"
-	case ConflictPolicyStop:
-		return "stop"
-	}
-	return fmt.Sprintf("ConflictPolicy(%d)", int(p))
-}
-
-// ParseConflictPolicy parses "dead-letter" or "stop" ("error" is accepted
-// for "stop").
-func ParseConflictPolicy(s string) (ConflictPolicy, error) {
-	switch s {
-	case "dead-letter":
-		return ConflictPolicyDeadLetter, nil
-	case "stop", "error":
-		return ConflictPolicyStop, nil
-	}
-	return 0, fmt.Errorf("inbox: conflict policy %q: want dead-letter or stop", s)
-}
 
 // Config configures an Inbox. Consumer is required; every other field has a
 // default.
@@ -170,8 +144,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.LeaseDuration < 0 {
 		return Config{}, fmt.Errorf("inbox: Config.LeaseDuration %v is negative", cfg.LeaseDuration)
 	}
+	if cfg.ConflictPolicy == "" {
+		cfg.ConflictPolicy = ConflictPolicyDeadLetter
+	}
 	if cfg.ConflictPolicy != ConflictPolicyStop && cfg.ConflictPolicy != ConflictPolicyDeadLetter {
-		return Config{}, fmt.Errorf("inbox: unknown %v", cfg.ConflictPolicy)
+		return Config{}, fmt.Errorf("inbox: Config.ConflictPolicy %q: want %q or %q", cfg.ConflictPolicy, ConflictPolicyDeadLetter, ConflictPolicyStop)
 	}
 	if cfg.PayloadHash == nil {
 		cfg.PayloadHash = SHA256Payload

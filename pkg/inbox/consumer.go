@@ -242,7 +242,7 @@ type partitionKey struct {
 // finishes its current message (database and offset commit), queued
 // messages are left for the next run (their offsets are not committed), and
 // the reader and writer are closed. It returns nil after a graceful stop, or
-// the error that stopped it: a conflict under ConflictPolicyError (wrapping
+// the error that stopped it: a conflict under ConflictPolicyStop (wrapping
 // ErrConflict). Fetch errors do not stop it: they are logged (at Warn at most
 // every 10s), counted in pgoutbox_inbox_fetch_errors_total and retried with
 // a backoff (100ms doubling up to 6.4s).

@@ -159,7 +159,7 @@ func TestConsumerLoop(t *testing.T) {
 		t.Fatalf("missing-headers dead letter offset %q", off)
 	}
 	if v := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonMissingHeaders); v != 1 {
-		t.Fatalf("missing_headers metric %v", v)
+		t.Fatalf("missing-headers metric %v", v)
 	}
 	if v := metricValue(t, b.reg, "pgoutbox_inbox_message_age_seconds", "", ""); v == 0 {
 		t.Fatal("message age not observed")
@@ -322,7 +322,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(recs))
 	}
-	for h, want := range map[string]string{"dlq-reason": "max_attempts", "dlq-attempts": "3", "dlq-error": "ledger locked", "message-id": "m-1"} {
+	for h, want := range map[string]string{"dlq-reason": "max-attempts", "dlq-attempts": "3", "dlq-error": "ledger locked", "message-id": "m-1"} {
 		if v, _ := recs[0].Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
 		}

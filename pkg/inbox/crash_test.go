@@ -328,7 +328,7 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 	}
 	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3")
 	recs := deadLetters(t, k.Brokers, inbox.DefaultDeadLetterTopic, 1)
-	for h, want := range map[string]string{"message-id": "m-kill", "dlq-reason": "max_attempts", "dlq-attempts": "3"} {
+	for h, want := range map[string]string{"message-id": "m-kill", "dlq-reason": "max-attempts", "dlq-attempts": "3"} {
 		if v, _ := recs[0].Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
 		}

@@ -20,11 +20,6 @@ import (
 // SQLBeginner and the SQL variants of the methods instead.
 type Beginner = pgtx.Beginner
 
-// TxBeginner is the former name of Beginner.
-//
-// Deprecated: use Beginner.
-type TxBeginner = Beginner
-
 // ErrTxNotAllowed is returned when a pgx.Tx is passed where the inbox needs
 // to begin transactions of its own (a Beginner).
 var ErrTxNotAllowed = errors.New("inbox: a pgx.Tx cannot serve as the Beginner (pass a *pgxpool.Pool or *pgx.Conn; use ProcessTx inside a transaction)")

@@ -136,13 +136,13 @@
 // or index anything else. Process, ProcessTx and ProcessExternal return
 // ErrInvalidMessage for such a message before touching the table; the
 // consumer loop dead-letters it with reason "invalid-key" (a record without
-// the headers: "missing_headers"). A record that repeats a contract header
+// the headers: "missing-headers"). A record that repeats a contract header
 // (message-id, business-key, event-type, aggregate-type, aggregate-id; in
 // any case) is invalid too (RepeatedHeaderError): no copy is picked, since a
 // forged second one could change what is deduplicated; the consumer loop
 // dead-letters it with reason "repeated-header". A record the database refuses for its
 // content in some other way (SQLSTATE class 22 or 54) is dead-lettered with
-// reason "max_attempts" after Config.MaxAttempts deliveries, counted in
+// reason "max-attempts" after Config.MaxAttempts deliveries, counted in
 // memory when no inbox row can hold the count. None of them blocks its
 // partition.
 //
@@ -152,8 +152,8 @@
 // error text and FAILED_RETRYABLE are then recorded in a separate short
 // transaction so they survive the rollback. At Config.MaxAttempts, or at once
 // for an error wrapped with Permanent, the row becomes FAILED_FINAL and the
-// outcome is DeadLettered (reason "max_attempts" or "permanent"); later
-// deliveries answer DeadLettered (reason "failed_final") without running the
+// outcome is DeadLettered (reason "max-attempts" or "permanent"); later
+// deliveries answer DeadLettered (reason "failed-final") without running the
 // handler. Store.Revive (command "inbox revive") makes such a message
 // processable again.
 //
@@ -173,7 +173,7 @@
 // (a redelivery). Those messages are handled one at a time. A message
 // whose Config.MaxAttempts counted attempts all ended without an outcome is
 // made FAILED_FINAL instead of run again and is dead-lettered (reason
-// "max_attempts"), and the records behind it proceed: N kills in a row on
+// "max-attempts"), and the records behind it proceed: N kills in a row on
 // one message end in the dead-letter topic. Messages outside that window, the
 // steady state, cost nothing extra. The two-phase path needs no marker: its
 // committed PROCESSING claim and lease count the attempts.
@@ -188,7 +188,7 @@
 // answers Busy; one meeting an expired lease takes the message over with the
 // same key and attempt count + 1 — unless Config.MaxAttempts attempts were
 // made: then the message becomes FAILED_FINAL and is DeadLettered (reason
-// "max_attempts") without calling the handler, so a handler that crashes the
+// "max-attempts") without calling the handler, so a handler that crashes the
 // process every time is not retried forever. A handler finishing after
 // losing its lease gets ErrLeaseLost and does not overwrite the new owner's
 // record; the lease's end (locked_until) is the fencing token, so this holds
@@ -233,7 +233,7 @@
 // Consumer runs a kafka-go Reader in a consumer group. The message ID and
 // business key come from the relay's message-id and business-key headers; a
 // record without either cannot be deduplicated and is dead-lettered with
-// reason "missing_headers" (never dropped, never processed). Offsets are
+// reason "missing-headers" (never dropped, never processed). Offsets are
 // committed with CommitMessages only after the database commit. Each
 // partition has its own worker fed by one fetching goroutine: a message
 // being retried (Retry, Busy, database unavailable) holds its partition, in
@@ -299,7 +299,7 @@
 //   - pgoutbox_inbox_retries_total{consumer}: handler failures recorded for a
 //     retry.
 //   - pgoutbox_inbox_dead_lettered_total{consumer,reason}: dead-lettered
-//     messages by reason (max_attempts, permanent, conflict, missing_headers,
+//     messages by reason (max-attempts, permanent, conflict, missing-headers,
 //     invalid-key, repeated-header).
 //   - pgoutbox_inbox_in_flight{consumer}: deliveries being handled now.
 //   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an

@@ -54,17 +54,24 @@ func TestNames(t *testing.T) {
 	if _, err := inbox.ParseStatus("DONE"); err == nil {
 		t.Error("ParseStatus accepted DONE")
 	}
-	for _, s := range []string{"stop", "dead-letter"} {
-		p, err := inbox.ParseConflictPolicy(s)
-		if err != nil || p.String() != s {
-			t.Errorf("ParseConflictPolicy(%q) = %v, %v", s, p, err)
+	if inbox.ConflictPolicyStop != "stop" || inbox.ConflictPolicyDeadLetter != "dead-letter" {
+		t.Errorf("conflict policies %q, %q; want the flag words stop, dead-letter", inbox.ConflictPolicyStop, inbox.ConflictPolicyDeadLetter)
+	}
+	for _, p := range []inbox.ConflictPolicy{"", inbox.ConflictPolicyDeadLetter, inbox.ConflictPolicyStop} {
+		if _, err := inbox.New(&inbox.Config{Consumer: "c", ConflictPolicy: p}); err != nil {
+			t.Errorf("ConflictPolicy %q: %v", p, err)
 		}
 	}
-	if p, err := inbox.ParseConflictPolicy("error"); err != nil || p != inbox.ConflictPolicyStop {
-		t.Errorf(`ParseConflictPolicy("error") = %v, %v; want stop`, p, err)
+	for _, p := range []inbox.ConflictPolicy{"error", "dlq", "Stop"} {
+		if _, err := inbox.New(&inbox.Config{Consumer: "c", ConflictPolicy: p}); err == nil {
+			t.Errorf("New accepted ConflictPolicy %q", p)
+		}
 	}
-	if inbox.ConflictPolicy(0) != inbox.ConflictPolicyDeadLetter {
-		t.Error("the zero ConflictPolicy is not dead-letter")
+	// Statuses hands out a copy: changing it changes nothing else.
+	all := inbox.Statuses()
+	all[0] = "CHANGED"
+	if got := inbox.Statuses()[0]; got != inbox.StatusReceived {
+		t.Errorf("Statuses()[0] = %q after a caller changed its copy", got)
 	}
 	if _, err := inbox.New(&inbox.Config{}); err == nil {
 		t.Error("New accepted a config without Consumer")

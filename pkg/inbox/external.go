@@ -27,7 +27,7 @@ type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef
 // answers Busy; one that finds an expired lease takes the message over with
 // the same idempotency key and attempt count + 1, unless Config.MaxAttempts
 // attempts were made: then the message becomes FAILED_FINAL and the outcome
-// is DeadLettered (reason "max_attempts") without calling handler, so a
+// is DeadLettered (reason "max-attempts") without calling handler, so a
 // handler that crashes the process every time is not retried forever. When
 // the handler outlives its lease and another delivery took over (or the
 // message was dead-lettered, or revived and claimed again), the error wraps

@@ -295,7 +295,7 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 	if got := metricValue(t, b.reg, "pgoutbox_inbox_retries_total", "", ""); got != 2 {
 		t.Fatalf("retries metric %v, want 2", got)
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max_attempts"); got != 1 {
+	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max-attempts"); got != 1 {
 		t.Fatalf("dead-lettered metric %v, want 1", got)
 	}
 }
@@ -539,7 +539,7 @@ func TestLogsCarryMessageAndTransition(t *testing.T) {
 		t.Fatalf("log %q: %v", buf.String(), err)
 	}
 	want := map[string]any{"consumer": "billing", "message_id": "m-1", "business_key": "key-1", "from": "NEW",
-		"to": "FAILED_FINAL", "attempt": float64(1), "reason": "max_attempts", "err": "boom", "outcome": "dead_lettered"}
+		"to": "FAILED_FINAL", "attempt": float64(1), "reason": "max-attempts", "err": "boom", "outcome": "dead_lettered"}
 	for k, v := range want {
 		if rec[k] != v {
 			t.Fatalf("log field %s = %v, want %v (record %v)", k, rec[k], v, rec)

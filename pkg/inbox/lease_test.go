@@ -244,7 +244,7 @@ func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
 		return "", nil
 	})
 	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts || res.Attempts != 2 {
-		t.Fatalf("third delivery %+v, %v; want DeadLettered max_attempts after 2 attempts", res, err)
+		t.Fatalf("third delivery %+v, %v; want DeadLettered max-attempts after 2 attempts", res, err)
 	}
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" || r.Attempts != 2 || r.LastError == nil {
 		t.Fatalf("row %+v", r)
@@ -266,7 +266,7 @@ func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" {
 		t.Fatalf("row after the late workers %+v", r)
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max_attempts"); got != 1 {
+	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max-attempts"); got != 1 {
 		t.Fatalf("dead-lettered metric %v", got)
 	}
 }

@@ -14,7 +14,7 @@ const (
 	Duplicate
 	// Conflict: the message ID was seen with another business key or
 	// payload, or the business key with another payload. Returned with an
-	// error wrapping ErrConflict under ConflictPolicyError.
+	// error wrapping ErrConflict under ConflictPolicyStop.
 	Conflict
 	// Busy: another worker holds a live PROCESSING lease; try again later.
 	Busy
@@ -67,12 +67,19 @@ const (
 	StatusFailedFinal     Status = "FAILED_FINAL"
 )
 
-// Statuses lists every status in state-machine order.
-var Statuses = []Status{StatusReceived, StatusProcessing, StatusCompleted, StatusFailedRetryable, StatusFailedFinal}
+// statuses is every status in state-machine order.
+var statuses = [...]Status{StatusReceived, StatusProcessing, StatusCompleted, StatusFailedRetryable, StatusFailedFinal}
+
+// Statuses returns every status in state-machine order, in a new slice the
+// caller may change.
+func Statuses() []Status {
+	s := statuses
+	return s[:]
+}
 
 // ParseStatus accepts a status in any case.
 func ParseStatus(s string) (Status, error) {
-	for _, st := range Statuses {
+	for _, st := range statuses {
 		if equalFold(string(st), s) {
 			return st, nil
 		}
@@ -100,12 +107,13 @@ func equalFold(a, b string) bool {
 }
 
 // Dead-letter reasons: the dlq-reason header and the reason label of
-// pgoutbox_inbox_dead_lettered_total.
+// pgoutbox_inbox_dead_lettered_total. They are spelled with hyphens, like
+// the relay's (relay.ReasonInvalidKey is "invalid-key" at both hops).
 const (
-	ReasonMaxAttempts    = "max_attempts"
+	ReasonMaxAttempts    = "max-attempts"
 	ReasonPermanent      = "permanent"
 	ReasonConflict       = "conflict"
-	ReasonMissingHeaders = "missing_headers"
+	ReasonMissingHeaders = "missing-headers"
 	// ReasonInvalidKey: the message ID or business key breaks the key rules
 	// (see MaxKeyBytes); the record never reached the table.
 	ReasonInvalidKey = "invalid-key"
@@ -115,7 +123,7 @@ const (
 	ReasonRepeatedHeader = "repeated-header"
 	// ReasonFailedFinal marks a redelivery of a message that was already
 	// FAILED_FINAL.
-	ReasonFailedFinal = "failed_final"
+	ReasonFailedFinal = "failed-final"
 )
 
 // Result describes one delivery.

@@ -337,7 +337,7 @@ func (in *Inbox) finish(ctx context.Context, msg *Message, start time.Time, res 
 		level, text, extra = slog.LevelError, "inbox: conflict", []any{"reason", res.Reason}
 	}
 	// Most deliveries log at Debug: build the attributes only when that
-	// is on, the consumer loop handles tens of thousands per second.
+	// is on (the throughput of the consumer loop: docs/benchmarks.md).
 	if in.log.Enabled(ctx, level) {
 		if text == "" {
 			text = "inbox: " + res.Outcome.String()

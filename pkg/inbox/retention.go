@@ -74,14 +74,6 @@ func (s *Store) Counts(ctx context.Context, q Querier, consumer string) ([]Statu
 	return out, nil
 }
 
-// Status is Counts.
-//
-// Deprecated: Use Counts. Status is the name of a row's state (type
-// Status); the per-status counts are Counts.
-func (s *Store) Status(ctx context.Context, q Querier, consumer string) ([]StatusCount, error) {
-	return s.Counts(ctx, q, consumer)
-}
-
 // HasRows reports whether consumer has any row in the table.
 func (s *Store) HasRows(ctx context.Context, q Querier, consumer string) (bool, error) {
 	rows, err := q.Query(ctx, `SELECT EXISTS (SELECT FROM `+s.table+` WHERE consumer = $1)`, consumer)
@@ -310,7 +302,7 @@ func (in *Inbox) stats(ctx context.Context, q querier) ([]StatusCount, error) {
 		return nil, fmt.Errorf("inbox: stats: %w", err)
 	}
 	slices.SortFunc(counts, func(a, b StatusCount) int {
-		return slices.Index(Statuses, a.Status) - slices.Index(Statuses, b.Status)
+		return slices.Index(statuses[:], a.Status) - slices.Index(statuses[:], b.Status)
 	})
 	var (
 		stuck  int64
@@ -325,7 +317,7 @@ func (in *Inbox) stats(ctx context.Context, q querier) ([]StatusCount, error) {
 			oldest = c.Oldest
 		}
 	}
-	for _, st := range Statuses {
+	for _, st := range statuses {
 		if st != StatusCompleted && !seen[st] {
 			in.metrics.unfinished.WithLabelValues(string(st)).Set(0)
 		}

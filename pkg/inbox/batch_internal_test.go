@@ -100,7 +100,7 @@ func TestStatsAndPurgeOnDatabaseSQL(t *testing.T) {
 	if err != nil || len(counts) != 1 || counts[0].Status != StatusFailedRetryable || counts[0].Count != 3 {
 		t.Fatalf("stats %+v, %v", counts, err)
 	}
-	n, err := in.purge(ctx, sqlQuerier{sdb}, 24*time.Hour, 4)
+	n, err := (&Store{table: in.table}).purge(ctx, sqlQuerier{sdb}, PurgeParams{Consumer: in.Consumer(), OlderThan: 24 * time.Hour, BatchSize: 4})
 	if err != nil || n != 7 {
 		t.Fatalf("purged %d, %v; want 7", n, err)
 	}

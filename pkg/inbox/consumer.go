@@ -99,12 +99,12 @@ type ConsumerConfig struct {
 	// SessionTimeout, at most every 3s (kafka-go's default interval), so a
 	// short session does not expire between two heartbeats.
 	SessionTimeout, RebalanceTimeout time.Duration
-	// StatsInterval is how often the stuck-PROCESSING gauge is refreshed.
+	// StatsInterval is how often the loop calls Inbox.RefreshMetrics.
 	// Defaults to 30s; negative disables it.
 	StatsInterval time.Duration
 	// Retention, when positive, makes the loop purge this consumer's
 	// COMPLETED rows older than Retention every PurgeInterval (see
-	// Inbox.Purge; FAILED_FINAL rows are kept), so no cron job is needed.
+	// Store.Purge; FAILED_FINAL rows are kept), so no cron job is needed.
 	// Keep it well above the longest redelivery window: a purged message is
 	// no longer recognised as a duplicate. Several instances of a consumer
 	// may all purge; they skip each other's rows. Defaults to 0: off.
@@ -131,8 +131,8 @@ type Consumer struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 	db     database
-	work   txWork  // nil on the two-phase path
-	admin  querier // Stats and Purge; nil when DB cannot run them
+	work   txWork    // nil on the two-phase path
+	admin  dbQuerier // stats and purge; nil when DB cannot run them
 	queue  *queueBytes
 }
 
@@ -391,7 +391,7 @@ func (c *Consumer) purgeLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.PurgeInterval)
 	defer t.Stop()
 	for {
-		if _, err := c.in.purge(ctx, c.admin, c.cfg.Retention, 0); err != nil && ctx.Err() == nil {
+		if _, err := c.in.purge(ctx, c.admin, c.cfg.Retention); err != nil && ctx.Err() == nil {
 			c.log.Warn("inbox: purge", "err", err)
 		}
 		select {

@@ -62,8 +62,10 @@ type dbRows interface {
 	Close()
 }
 
-// querier runs statements, in a transaction or not.
-type querier interface {
+// dbQuerier runs statements, in a transaction or not: Querier for either
+// driver (pgxQuerier adapts a Querier, sqlQuerier a *sql.DB or *sql.Conn;
+// every dbTx is one).
+type dbQuerier interface {
 	exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
 	query(ctx context.Context, sql string, args ...any) (dbRows, error)
 }
@@ -77,7 +79,7 @@ type stmtRunner interface {
 
 // dbTx is a transaction, or a savepoint in one.
 type dbTx interface {
-	querier
+	dbQuerier
 	queryRow(ctx context.Context, sql string, args ...any) dbRow
 	// savepoint starts a nested transaction (a SAVEPOINT).
 	savepoint(ctx context.Context) (dbTx, error)

@@ -259,13 +259,15 @@
 //
 // # Retention
 //
-// Store.Purge and Inbox.Purge delete COMPLETED rows older than a retention in
+// Store is the admin API (the command inbox is built on it): Store.Counts,
+// Store.List, Store.Purge and Store.Revive, for one consumer or all of them.
+// Store.Purge deletes COMPLETED rows older than a retention in
 // small batches; FAILED_FINAL rows stay until revived or purged explicitly.
 // A purged message is no longer recognised as a duplicate: keep the retention
 // above the longest redelivery window. ConsumerConfig.Retention makes the
 // consumer loop purge on its own every PurgeInterval (off by default).
 // PROCESSING rows whose lease expired are reported as stuck by Store.Counts
-// and Inbox.Stats.
+// and by the gauges Inbox.RefreshMetrics sets.
 //
 // # Tracing
 //
@@ -303,10 +305,10 @@
 //     invalid-key, repeated-header).
 //   - pgoutbox_inbox_in_flight{consumer}: deliveries being handled now.
 //   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an
-//     expired lease, as of the last Stats call (the consumer loop calls it
+//     expired lease, as of the last RefreshMetrics call (the consumer loop calls it
 //     every ConsumerConfig.StatsInterval).
 //   - pgoutbox_inbox_unfinished{consumer,status}: rows per status other than
-//     COMPLETED, as of the last Stats call.
+//     COMPLETED, as of the last RefreshMetrics call.
 //   - pgoutbox_inbox_oldest_unfinished_seconds{consumer}: age of the oldest
 //     RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none).
 //   - pgoutbox_inbox_message_age_seconds{consumer}: histogram of the age of a
@@ -318,7 +320,7 @@
 //     consumer loop holds, queued or being handled (at most
 //     ConsumerConfig.MaxQueueBytes).
 //
-// Stats reads only the rows that are not COMPLETED, through the partial index
+// RefreshMetrics reads only the rows that are not COMPLETED, through the partial index
 // of migration 003, so the periodic call stays cheap on an inbox of millions
 // of rows; Store.Counts (command "inbox status") counts every row exactly.
 //

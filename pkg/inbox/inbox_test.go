@@ -62,6 +62,16 @@ func setup(t *testing.T, cfg *inbox.Config) *bundle {
 	return &bundle{db: db, in: in, reg: reg}
 }
 
+// store is the admin API of the default table.
+func store(t *testing.T) *inbox.Store {
+	t.Helper()
+	s, err := inbox.NewStore("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // effect is a handler whose side effect is one row in table effect.
 func effect(msg inbox.Message) inbox.TxHandler {
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
@@ -282,7 +292,7 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 		t.Fatalf("redelivery %+v, %v", res, err)
 	}
 	// Revive makes it processable again.
-	if n, err := b.in.Revive(ctx, b.db.Pool, "m-1"); err != nil || n != 1 {
+	if n, err := store(t).Revive(ctx, b.db.Pool, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
 		t.Fatalf("revive %d, %v", n, err)
 	}
 	res, err = b.in.Process(ctx, b.db.Pool, m, effect(m))

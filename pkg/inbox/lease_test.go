@@ -187,9 +187,12 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	counts, err := b.in.Stats(ctx, b.db.Pool)
+	if err := b.in.RefreshMetrics(ctx, b.db.Pool); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := store(t).Counts(ctx, b.db.Pool, "billing")
 	if err != nil || len(counts) != 1 || counts[0].Status != inbox.StatusProcessing || counts[0].Stuck != 1 {
-		t.Fatalf("stats %+v, %v", counts, err)
+		t.Fatalf("counts %+v, %v", counts, err)
 	}
 	if got := metricValue(t, b.reg, "pgoutbox_inbox_stuck_processing", "", ""); got != 1 {
 		t.Fatalf("stuck gauge %v", got)
@@ -284,7 +287,7 @@ func TestStaleWorkerCannotCompleteRevivedClaim(t *testing.T) {
 	}); err != nil || res.Outcome != inbox.DeadLettered {
 		t.Fatalf("delivery after the crash %+v, %v", res, err)
 	}
-	if n, err := b.in.Revive(ctx, b.db.Pool, "m-1"); err != nil || n != 1 {
+	if n, err := store(t).Revive(ctx, b.db.Pool, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
 		t.Fatalf("revive %d, %v", n, err)
 	}
 	// The revived message is claimed again: attempt 1 once more.

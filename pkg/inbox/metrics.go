@@ -19,7 +19,7 @@ type metrics struct {
 	stuck        prometheus.Gauge
 	// unfinished counts rows per status other than COMPLETED; oldest
 	// unfinished is the age of the oldest RECEIVED, PROCESSING or
-	// FAILED_RETRYABLE row (as of the last Stats call).
+	// FAILED_RETRYABLE row (as of the last RefreshMetrics call).
 	unfinished       *prometheus.GaugeVec
 	oldestUnfinished prometheus.Gauge
 	messageAge       prometheus.Histogram
@@ -43,11 +43,11 @@ func newMetrics() *metrics {
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight",
 			Help: "Deliveries being handled now."}),
 		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "stuck_processing",
-			Help: "PROCESSING rows whose lease expired, as of the last Stats call."}),
+			Help: "PROCESSING rows whose lease expired, as of the last RefreshMetrics call."}),
 		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "unfinished",
-			Help: "Rows per status other than COMPLETED, as of the last Stats call."}, []string{"status"}),
+			Help: "Rows per status other than COMPLETED, as of the last RefreshMetrics call."}, []string{"status"}),
 		oldestUnfinished: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "oldest_unfinished_seconds",
-			Help: "Age of the oldest RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none), as of the last Stats call."}),
+			Help: "Age of the oldest RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none), as of the last RefreshMetrics call."}),
 		messageAge: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "message_age_seconds",
 			Help:    "Age of a message (from its Kafka record timestamp) when the inbox started handling it.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}),

@@ -123,7 +123,7 @@ type sqlRunner interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// sqlQuerier runs statements outside a transaction (Stats, Purge).
+// sqlQuerier runs statements outside a transaction (the consumer loop's metrics and purge).
 type sqlQuerier struct{ db sqlRunner }
 
 func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64, error) {

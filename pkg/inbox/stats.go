@@ -1,0 +1,71 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// statsQuery reads only the rows that are not COMPLETED, through the
+// partial index inbox_unfinished_idx (migration 003): with days of
+// retention nearly every row is COMPLETED, and those are never read.
+const statsQuery = `SELECT status, count(*), min(received_at),
+	count(*) FILTER (WHERE status = 'PROCESSING' AND locked_until < now())
+	FROM %s WHERE consumer = $1 AND status <> 'COMPLETED'
+	GROUP BY status`
+
+// RefreshMetrics counts this consumer's rows per unfinished status (every
+// status but COMPLETED) and sets the gauges pgoutbox_inbox_stuck_processing,
+// pgoutbox_inbox_unfinished and pgoutbox_inbox_oldest_unfinished_seconds.
+// It reads only those rows, through an index, so it stays cheap on an inbox
+// of millions of COMPLETED rows. The consumer loop calls it every
+// ConsumerConfig.StatsInterval; a consumer loop of your own calls it
+// periodically. For the counts themselves use Store.Counts, which counts
+// every status exactly (COMPLETED rows too).
+func (in *Inbox) RefreshMetrics(ctx context.Context, q Querier) error {
+	_, err := in.stats(ctx, pgxQuerier{q})
+	return err
+}
+
+// stats is RefreshMetrics; it returns the counts it read, in state-machine
+// order.
+func (in *Inbox) stats(ctx context.Context, q dbQuerier) ([]StatusCount, error) {
+	rows, err := q.query(ctx, fmt.Sprintf(statsQuery, in.table), in.cfg.Consumer)
+	counts, err := collect(rows, err, func(r dbRows) (StatusCount, error) {
+		c := StatusCount{Consumer: in.cfg.Consumer}
+		err := r.Scan(&c.Status, &c.Count, &c.Oldest, &c.Stuck)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: stats: %w", err)
+	}
+	slices.SortFunc(counts, func(a, b StatusCount) int {
+		return slices.Index(statuses[:], a.Status) - slices.Index(statuses[:], b.Status)
+	})
+	var (
+		stuck  int64
+		oldest time.Time
+	)
+	seen := map[Status]bool{}
+	for _, c := range counts {
+		stuck += c.Stuck
+		seen[c.Status] = true
+		in.metrics.unfinished.WithLabelValues(string(c.Status)).Set(float64(c.Count))
+		if c.Status != StatusFailedFinal && (oldest.IsZero() || c.Oldest.Before(oldest)) {
+			oldest = c.Oldest
+		}
+	}
+	for _, st := range statuses {
+		if st != StatusCompleted && !seen[st] {
+			in.metrics.unfinished.WithLabelValues(string(st)).Set(0)
+		}
+	}
+	in.metrics.stuck.Set(float64(stuck))
+	age := 0.0
+	if !oldest.IsZero() {
+		age = max(time.Since(oldest).Seconds(), 0)
+	}
+	in.metrics.oldestUnfinished.Set(age)
+	return counts, nil
+}

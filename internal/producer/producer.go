@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,11 @@ func New(cfg Config) (*Producer, error) {
 		// with auto-flushing (linger 0), the first record of a call went
 		// out alone and the rest waited a round trip for it.
 		kgo.ManualFlushing(),
+		// Under manual flushing a record over the buffer's bounds fails at
+		// once (kgo.ErrMaxBuffered) rather than wait: no count may refuse
+		// a batch of any --batch-size. Memory is bounded by bytes
+		// (MaxBufferedBytes) and, before that, by the caller.
+		kgo.MaxBufferedRecords(math.MaxInt32),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2, as the Java client
 		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
 		kgo.ProducerBatchCompression(codec),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -89,6 +90,24 @@ func TestProduceReportsEachRecord(t *testing.T) {
 	errs := produce(t, p, recs...)
 	if errs[0] != nil || !errors.Is(errs[1], kerr.MessageTooLarge) || errs[2] != nil {
 		t.Fatalf("errors %v, want nil, MESSAGE_TOO_LARGE, nil", errs)
+	}
+}
+
+// One call may hold more records than kgo buffers by default (50,000):
+// under manual flushing the surplus would fail at once with
+// ErrMaxBuffered, so a large --batch-size could never be written.
+func TestProduceLargeCall(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t)
+	p := newProducer(t, k, func(c *producer.Config) { c.MaxBufferedBytes = 64 << 20 })
+	recs := make([]*kgo.Record, 60_000)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "t", Key: []byte(strconv.Itoa(i % 100)), Value: []byte("v")}
+	}
+	for i, err := range produce(t, p, recs...) {
+		if err != nil {
+			t.Fatalf("record %d of %d: %v", i, len(recs), err)
+		}
 	}
 }
 

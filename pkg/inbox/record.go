@@ -117,6 +117,7 @@ type RepeatedHeaderError struct {
 	Header string
 }
 
+// Error names the repeated header.
 func (e *RepeatedHeaderError) Error() string {
 	return "header " + e.Header + " repeated"
 }

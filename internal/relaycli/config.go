@@ -125,7 +125,12 @@ func streamingConfig(c *cli.Context, cfg *relay.Config) error {
 	cfg.LagPollInterval = c.Duration(flagLagPoll)
 	cfg.StandbyRetryInterval = c.Duration(flagStandbyRetry)
 	cfg.HeartbeatInterval = c.Duration(flagHeartbeat)
+	if err := exactlyOnceConfig(c, cfg); err != nil {
+		return err
+	}
+	cfg.TransactionTimeout = c.Duration(flagTxnTimeout)
 	for flag, d := range map[string]time.Duration{
+		flagTxnTimeout:      cfg.TransactionTimeout,
 		flagStatusInterval:  cfg.StatusInterval,
 		flagPruneInterval:   cfg.PruneInterval,
 		flagShutdownTimeout: cfg.ShutdownTimeout,
@@ -146,6 +151,16 @@ func streamingConfig(c *cli.Context, cfg *relay.Config) error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return usagef("--%s: %q is not host:port (use :9740 for every interface, empty to disable)", flagMetricsAddr, addr)
 		}
+	}
+	return nil
+}
+
+// exactlyOnceConfig validates the exactlyOnceFlags into cfg.
+func exactlyOnceConfig(c *cli.Context, cfg *relay.Config) error {
+	cfg.ExactlyOnce = c.Bool(flagExactlyOnce)
+	cfg.ProgressTopic = c.String(flagProgressTopic)
+	if strings.TrimSpace(cfg.ProgressTopic) == "" {
+		return usagef("--%s must not be empty", flagProgressTopic)
 	}
 	return nil
 }

@@ -45,6 +45,9 @@ const (
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
 	flagInstanceID      = "instance-id"
+	flagExactlyOnce     = "exactly-once"
+	flagProgressTopic   = "progress-topic"
+	flagTxnTimeout      = "transaction-timeout"
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
@@ -97,8 +100,7 @@ func runFlags() []cli.Flag {
 // (run, recover, backfill): Kafka, topics, invalid rows and batching.
 func publishFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringSliceFlag{Name: flagBrokers, Category: catKafka, EnvVars: envVar(flagBrokers),
-			Usage: "Kafka bootstrap brokers, host:port, comma separated (required)"},
+		brokersFlag("Kafka bootstrap brokers, host:port, comma separated (required)"),
 		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: relay.DefaultTopicTemplate,
 			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced"},
 		&cli.StringFlag{Name: flagDLQTopic, Category: catKafka, EnvVars: envVar(flagDLQTopic), Value: relay.DefaultDeadLetterTopic,
@@ -113,7 +115,6 @@ func publishFlags() []cli.Flag {
 			Usage: "compression codec: none, gzip, snappy, lz4 or zstd"},
 		&cli.GenericFlag{Name: flagWriteTimeout, Category: catKafka, EnvVars: envVar(flagWriteTimeout), Value: cliutil.NewDuration(relay.DefaultWriteTimeout),
 			Usage: "how long a broker may wait for the in-sync replicas before answering a produce request"},
-
 		&cli.GenericFlag{Name: flagTopicGrace, Category: catKafka, EnvVars: envVar(flagTopicGrace), Value: cliutil.NewDuration(relay.DefaultTopicUnavailableGrace),
 			Usage: "how long to retry writes to a topic that does not exist or may not be written before --on-unavailable-topic applies"},
 		&cli.StringFlag{Name: flagOnUnavailable, Category: catKafka, EnvVars: envVar(flagOnUnavailable), Value: string(relay.UnavailableDeadLetter),
@@ -133,10 +134,28 @@ func publishFlags() []cli.Flag {
 	}, kafkaflags.Flags(envName, catKafka)...)
 }
 
-// streamingFlags are the flags only `relay run` has: slot creation,
-// acknowledgements, shutdown, pruning, metrics, standby and heartbeat.
-func streamingFlags() []cli.Flag {
+// exactlyOnceFlags are the flags that say whether and where the relays of
+// the slot record exactly-once progress: relay run's, and relay status's
+// (which reads the progress).
+func exactlyOnceFlags() []cli.Flag {
 	return []cli.Flag{
+		&cli.BoolFlag{Name: flagExactlyOnce, Category: catKafka, EnvVars: envVar(flagExactlyOnce),
+			Usage: "write each batch as one Kafka transaction with a progress record: a read_committed consumer sees every row once across relay crashes and takeovers (default: at-least-once, idempotent producer)"},
+		&cli.StringFlag{Name: flagProgressTopic, Category: catKafka, EnvVars: envVar(flagProgressTopic), Value: relay.DefaultProgressTopic,
+			Usage: "--exactly-once: compacted topic of the progress records (created with one partition when missing)"},
+	}
+}
+
+// brokersFlag is the bootstrap brokers flag.
+func brokersFlag(usage string) cli.Flag {
+	return &cli.StringSliceFlag{Name: flagBrokers, Category: catKafka, EnvVars: envVar(flagBrokers), Usage: usage}
+}
+
+// streamingFlags are the flags only `relay run` has: slot creation,
+// acknowledgements, shutdown, pruning, metrics, standby, heartbeat and
+// exactly-once.
+func streamingFlags() []cli.Flag {
+	return append(exactlyOnceFlags(), []cli.Flag{
 		&cli.BoolFlag{Name: flagNoCreate, Category: catDatabase, EnvVars: envVar(flagNoCreate),
 			Usage: "do not create a missing slot or publication; fail naming what is missing"},
 		&cli.GenericFlag{Name: flagStatusInterval, Category: catBatching, EnvVars: envVar(flagStatusInterval), Value: cliutil.NewDuration(relay.DefaultStatusInterval),
@@ -156,10 +175,12 @@ func streamingFlags() []cli.Flag {
 			Usage: "how often to read pg_replication_slots for the slot lag metrics"},
 		&cli.GenericFlag{Name: flagStandbyRetry, Category: catOps, EnvVars: envVar(flagStandbyRetry), Value: cliutil.NewDuration(relay.DefaultStandbyRetryInterval),
 			Usage: "while another relay streams the slot, how often this one (a standby) tries to take over"},
+		&cli.GenericFlag{Name: flagTxnTimeout, Category: catKafka, EnvVars: envVar(flagTxnTimeout), Value: cliutil.NewDuration(relay.DefaultTransactionTimeout),
+			Usage: "--exactly-once: how long the brokers keep a relay's Kafka transaction open before aborting it (transaction.timeout.ms)"},
 		&cli.GenericFlag{Name: flagHeartbeat, Category: catOps, EnvVars: envVar(flagHeartbeat),
 			Value: cliutil.NewDuration(0),
 			Usage: "emit a pg_logical_emit_message heartbeat at this interval so the slot advances on a database without writes (0 disables)"},
-	}
+	}...)
 }
 
 // envName is envVar's single name, as kafkaflags wants it.

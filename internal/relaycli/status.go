@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -32,9 +33,16 @@ func statusCommand(sc *scrubber) *cli.Command {
 			"commit time) and any gap the relay would refuse to stream over. It exits 1 when anything is\n" +
 			"wrong, listing each problem (also in the text form): a missing table, state table,\n" +
 			"publication or slot, a publication that does not publish the table, a gap, a lost slot, or\n" +
-			"no relay streaming the slot; so it can serve as a health check.",
-		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, EnvVars: envVar(flagJSON), Usage: "print JSON instead of a table"}),
+			"no relay streaming the slot; so it can serve as a health check. With --exactly-once (and\n" +
+			"--brokers) it also reads the progress the relays of the slot committed to Kafka\n" +
+			"(read_committed): the end LSN of the last WAL transaction and its commit time.",
+		Flags: append(append(append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, EnvVars: envVar(flagJSON), Usage: "print JSON instead of a table"}),
+			append(exactlyOnceFlags(), brokersFlag("--exactly-once: Kafka bootstrap brokers, host:port, comma separated"))...),
+			kafkaflags.Flags(envName, catKafka)...),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
+			if err := statusKafkaConfig(c, sc, cfg); err != nil {
+				return err
+			}
 			st, err := relay.Status(ctx, cfg)
 			if err != nil {
 				return fail(err)
@@ -59,6 +67,19 @@ func statusCommand(sc *scrubber) *cli.Command {
 			return fail(err)
 		}),
 	}
+}
+
+// statusKafkaConfig reads, with --exactly-once, what relay status needs
+// to read the committed progress from Kafka into cfg.
+func statusKafkaConfig(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
+	if err := exactlyOnceConfig(c, cfg); err != nil || !cfg.ExactlyOnce {
+		return err
+	}
+	var err error
+	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+		return err
+	}
+	return kafkaSecurity(c, sc, cfg)
 }
 
 // unhealthy returns the status's problems as one error, or nil.
@@ -110,6 +131,20 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 		row("state_ceiling_lsn", s.CeilingLSN)
 		if s.PrunedBefore != nil {
 			row("pruned_before", s.PrunedBefore.UTC().Format(time.RFC3339))
+		}
+	}
+	if p := st.Progress; p != nil {
+		switch {
+		case p.Error != "":
+			row("progress", "unknown ("+p.Error+")")
+		case !p.Found:
+			row("progress", "none committed yet (topic "+p.Topic+", key "+p.Key+")")
+		default:
+			v := p.CommittedLSN
+			if p.CommitTime != nil {
+				v += ", committed " + p.CommitTime.UTC().Format(time.RFC3339)
+			}
+			row("progress", v+" (topic "+p.Topic+", key "+p.Key+")")
 		}
 	}
 	if st.Gap != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -263,5 +264,72 @@ func TestStatusLostSlotFails(t *testing.T) {
 				t.Errorf("status --json = %+v (%v), want an existing slot with wal_status lost", st, err)
 			}
 		}
+	}
+}
+
+// In exactly-once mode relay status reads the progress the relay
+// committed to Kafka: none before the relay ran, then the end LSN of the
+// last WAL transaction it published, with its commit time.
+func TestStatusShowsExactlyOnceProgress(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	k := testenv.NewKafka(t)
+	const topic = "pgoutbox.progress.status"
+	eos := []string{"--exactly-once", "--brokers", k.Brokers[0], "--progress-topic", topic}
+	status := func() relay.SlotStatus {
+		t.Helper()
+		out := f.cli(t, "status", append(eos, "--json")...)
+		var st relay.SlotStatus
+		if err := json.Unmarshal([]byte(out.stdout), &st); err != nil {
+			t.Fatalf("status --json: %v\n%s%s", err, out.stdout, out.stderr)
+		}
+		return st
+	}
+	if p := status().Progress; p == nil || p.Found || p.Error != "" || p.Topic != topic || p.Key == "" {
+		t.Fatalf("progress before any relay ran = %+v, want none found, no error", p)
+	}
+	if st := f.cli(t, "status", "--json"); strings.Contains(st.stdout, `"progress"`) {
+		t.Errorf("status without --exactly-once shows a progress:\n%s", st.stdout)
+	}
+
+	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Brokers: k.Brokers, Slot: f.slot, Publication: "pub_" + f.slot,
+		NoCreate: true, ExactlyOnce: true, ProgressTopic: topic, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Go(context.Background(), t, r.Run)
+	w, err := outbox.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end string
+	err = pgx.BeginFunc(context.Background(), f.db.Pool, func(tx pgx.Tx) error {
+		_, err := w.InsertTx(context.Background(), tx, outbox.Message{AggregateType: "order", AggregateID: "o-1", EventType: "order.created",
+			BusinessKey: "o-1", Payload: []byte(`{}`)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.Pool.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	var p *relay.ProgressStatus
+	testenv.WaitFor(t, time.Minute, "the relay's progress in relay status", func() (bool, error) {
+		p = status().Progress
+		if p == nil || !p.Found {
+			return false, nil
+		}
+		var past bool
+		err := f.db.Pool.QueryRow(context.Background(), `SELECT $1::pg_lsn >= $2::pg_lsn`, p.CommittedLSN, end).Scan(&past)
+		return past, err
+	})
+	if p.CommitTime == nil || time.Since(*p.CommitTime) > time.Hour || p.Error != "" {
+		t.Errorf("progress = %+v, want the commit time of the row's transaction", p)
+	}
+	text := f.cli(t, "status", eos...)
+	if !strings.Contains(text.stdout, p.CommittedLSN+", committed ") || !strings.Contains(text.stdout, "key "+p.Key) {
+		t.Errorf("status does not show the progress %s:\n%s", p.CommittedLSN, text.stdout)
 	}
 }

@@ -72,6 +72,9 @@ type SlotStatus struct {
 	State *StateStatus `json:"state,omitempty"`
 	// Gap describes the gap Run would stop on; nil when none.
 	Gap *GapStatus `json:"gap,omitempty"`
+	// Progress is, when the configuration is exactly-once (ExactlyOnce,
+	// with Brokers), the progress committed to Kafka; nil otherwise.
+	Progress *ProgressStatus `json:"progress,omitempty"`
 	// Problems lists in words what keeps the relay from streaming
 	// healthily: a missing table, state table, publication or slot, a
 	// publication mismatch, a gap, a lost slot, no active relay. Empty when
@@ -106,7 +109,9 @@ func Setup(ctx context.Context, cfg *Config) error {
 	return err
 }
 
-// Status reads the slot and publication state from the database.
+// Status reads the slot and publication state from the database and, with
+// cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
+// cfg.ProgressTopic).
 func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
@@ -142,6 +147,9 @@ func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
 	st.PublicationMismatch, st.PublicationExtra = pub.mismatch, pub.extra
 	if err := statusHealth(ctx, conn, &c, st); err != nil {
 		return nil, err
+	}
+	if c.ExactlyOnce {
+		progressStatus(ctx, &c, st)
 	}
 	return st, nil
 }

@@ -161,6 +161,23 @@ type Config struct {
 	// as `relay dev` and the Quick start rely on.
 	NoAutoCreateTopics bool
 
+	// ExactlyOnce writes each flush as one Kafka transaction with a
+	// progress record on ProgressTopic, so that a read_committed consumer
+	// sees every outbox row once, across relay crashes, restarts and
+	// takeovers (see Exactly-once in the package doc and
+	// docs/semantics.md). Defaults to false: at-least-once, with the
+	// idempotent producer.
+	ExactlyOnce bool
+	// ProgressTopic is the compacted topic of exactly-once progress
+	// records, created (one partition, cleanup.policy=compact) when
+	// missing. Defaults to "pgoutbox.progress".
+	ProgressTopic string
+	// TransactionTimeout is how long the brokers keep an exactly-once
+	// relay's Kafka transaction open before they abort it (a relay that
+	// died holding one; a new relay of the slot aborts it at once).
+	// Defaults to 40s.
+	TransactionTimeout time.Duration
+
 	// StatusInterval is the longest time between two standby status
 	// updates to the server; a third of the liveness bound when that is
 	// shorter (see Liveness in the package doc). Defaults to 3s.
@@ -242,6 +259,7 @@ const (
 	DefaultMaxRetryBackoff               = 10 * time.Second
 
 	DefaultTopicUnavailableGrace = 5 * time.Minute
+	DefaultTransactionTimeout    = 40 * time.Second
 	DefaultStatusInterval        = 3 * time.Second
 	DefaultShutdownTimeout       = 10 * time.Second
 	DefaultPruneInterval         = time.Minute
@@ -278,6 +296,8 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.TopicUnavailableGrace, DefaultTopicUnavailableGrace)
 	setDefault(&c.OnUnavailableTopic, UnavailableDeadLetter)
 	setDefault(&c.StatusInterval, DefaultStatusInterval)
+	setDefault(&c.ProgressTopic, DefaultProgressTopic)
+	setDefault(&c.TransactionTimeout, DefaultTransactionTimeout)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
 	setDefault(&c.PruneBatchSize, DefaultPruneBatchSize)
@@ -330,6 +350,11 @@ func (cfg *Config) withDefaults() (Config, error) {
 	if _, err := producer.Codec(c.Compression); err != nil {
 		bad("%v", err)
 	}
+	if c.ExactlyOnce {
+		if err := contract.CheckTopic([]byte(c.ProgressTopic)); err != nil {
+			bad("progress topic: %v", err)
+		}
+	}
 	if c.SASL != nil {
 		if err := c.SASL.check(); err != nil {
 			bad("%v", err)
@@ -342,7 +367,8 @@ func (cfg *Config) withDefaults() (Config, error) {
 		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
 		{"prune after", c.PruneAfter}, {"lag poll interval", c.LagPollInterval},
 		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval},
-		{"topic unavailable grace", c.TopicUnavailableGrace}, {"backfill margin", c.BackfillMargin}} {
+		{"topic unavailable grace", c.TopicUnavailableGrace}, {"backfill margin", c.BackfillMargin},
+		{"transaction timeout", c.TransactionTimeout}} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)
 		}

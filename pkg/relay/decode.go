@@ -149,6 +149,10 @@ type event struct {
 	// cost is what the event took from the buffer budget; the sink gives
 	// it back once Kafka acknowledged the event.
 	cost int64
+	// marker, in exactly-once mode, is an event without a record that
+	// ends transaction tx, at endLSN (see exactlyonce.go).
+	marker bool
+	endLSN uint64
 }
 
 // walKind says what one pgoutput message meant to the relay.

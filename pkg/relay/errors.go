@@ -55,6 +55,10 @@ var (
 	// ErrKafkaAuth means the brokers refused the relay's credentials or
 	// permissions.
 	ErrKafkaAuth = errors.New("relay: kafka refused authentication or authorization")
+	// ErrFenced means, in exactly-once mode, that a newer relay of the
+	// slot initialised its transactional producer: this relay's open
+	// Kafka transaction is aborted and it stops without confirming it.
+	ErrFenced = errors.New("relay: fenced by a newer relay of the slot")
 	// ErrTopicUnavailable means writes to a topic failed because it does
 	// not exist or the relay may not write it, for longer than
 	// Config.TopicUnavailableGrace.
@@ -109,7 +113,7 @@ func IsPermanent(err error) bool {
 		return true
 	}
 	for _, s := range []error{ErrConfig, ErrSlotMissing, ErrPublicationMissing, ErrPublicationMismatch, ErrSlotMismatch,
-		ErrSlotInvalidated, ErrGap, ErrStateMissing, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth, ErrDeadLetter} {
+		ErrSlotInvalidated, ErrGap, ErrStateMissing, ErrTableMissing, ErrTableColumns, ErrInvalidEvent, ErrKafkaAuth, ErrDeadLetter, ErrFenced} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -163,6 +167,7 @@ var kafkaVerdicts = map[*kerr.Error]verdict{
 	kerr.UnsupportedSaslMechanism:           fatal,
 	kerr.IllegalSaslState:                   fatal,
 	kerr.TransactionalIDAuthorizationFailed: fatal,
+	kerr.ProducerFenced:                     fatal,
 	kerr.UnknownTopicOrPartition:            topicUnavailable,
 	kerr.TopicAuthorizationFailed:           topicUnavailable,
 	kerr.CorruptMessage:                     ownFaultUnlessTransient,

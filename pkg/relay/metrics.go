@@ -14,6 +14,7 @@ type metrics struct {
 	publishDuration prometheus.Histogram
 	commitToAck     prometheus.Histogram
 	confirmedLSN    prometheus.Gauge
+	progressLSN     prometheus.Gauge
 	inFlight        prometheus.Gauge
 	bufferBytes     prometheus.Gauge
 	invalid         *prometheus.CounterVec
@@ -44,6 +45,8 @@ func newMetrics(slot string, l *live) *metrics {
 			Help: "Time from an event's transaction commit to its Kafka acknowledgement.", Buckets: latency}),
 		confirmedLSN: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "confirmed_lsn",
 			Help: "WAL position last confirmed to the server (as a number)."}),
+		progressLSN: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "progress_lsn",
+			Help: "Exactly-once mode: end LSN of the last WAL transaction committed to Kafka (the progress record), as a number."}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight_events",
 			Help: "Events read from the WAL and not yet acknowledged by Kafka."}),
 		bufferBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "buffer_bytes",
@@ -68,7 +71,7 @@ func newMetrics(slot string, l *live) *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.published, m.publishErrors, m.batchSize, m.publishDuration, m.commitToAck,
-		m.confirmedLSN, m.inFlight, m.bufferBytes, m.invalid, m.topicUnavail, m.reconnects, m.pruned, m.gap, m.replaySkipped}, m.slot.collectors()...)
+		m.confirmedLSN, m.progressLSN, m.inFlight, m.bufferBytes, m.invalid, m.topicUnavail, m.reconnects, m.pruned, m.gap, m.replaySkipped}, m.slot.collectors()...)
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {

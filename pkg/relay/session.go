@@ -22,7 +22,7 @@ var errSinkFailed = errors.New("relay: kafka writer failed")
 // from the slot's confirmed position.
 func (r *Relay) session(ctx context.Context, sk *sink) error {
 	c := &r.cfg
-	start, through, err := r.prepareStream(ctx, r.checkConfig()) // unbounded: it may recover a gap
+	start, state, err := r.prepareStream(ctx, r.checkConfig()) // unbounded: it may recover a gap
 	if err != nil {
 		return err
 	}
@@ -30,6 +30,16 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	if err != nil {
 		return err
 	}
+	var committed pglogrepl.LSN
+	if c.ExactlyOnce {
+		// Holding the slot (a standby never gets here): fence the relays
+		// of the slot before us and read what they committed.
+		if committed, err = r.fence(ctx, sk); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return err
+		}
+	}
+	through := r.publishedThrough(state, committed)
 	defer conn.Close(context.WithoutCancel(ctx))
 	cat, err := openCatalog(ctx, c)
 	if err != nil {
@@ -51,8 +61,10 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
-	if err := sk.open(); err != nil {
-		return err
+	if !c.ExactlyOnce {
+		if err := sk.open(); err != nil {
+			return err
+		}
 	}
 	sinking := runSink(ctx, sk, events, room, free, buf, tr, stopRead)
 	defer sinking.stop()
@@ -74,6 +86,10 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	if end.graceful() {
 		r.state.settle(st.cat.fenced(tr.Confirmed()), stateSettle)
 	}
+	if errors.Is(sinkErr, ErrFenced) {
+		// A newer relay of the slot holds it: confirm nothing.
+		return sinkErr
+	}
 	if err := st.sendStandbyStatus(); err == nil && end.graceful() {
 		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
 	}
@@ -84,6 +100,22 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		return nil
 	}
 	return readErr
+}
+
+// fence opens the sink's transactional producer for an exactly-once
+// session, which fences the older relays of the slot and aborts what they
+// left open, and returns the progress they committed.
+func (r *Relay) fence(ctx context.Context, sk *sink) (pglogrepl.LSN, error) {
+	id, err := identify(ctx, &r.cfg)
+	if err != nil {
+		return 0, err
+	}
+	committed, err := sk.openExactlyOnce(ctx, id.systemID)
+	if err != nil {
+		sk.close()
+		return 0, err
+	}
+	return committed, nil
 }
 
 // checkConfig is the configuration the session's checks run with: a
@@ -221,29 +253,29 @@ func sessionEnd(runErr, readCause, readErr error) ending {
 // prepareStream checks (and creates, unless NoCreate) the publication and the
 // slot, checks the slot against the relay state (a gap ends Run, or is
 // recovered under OnGap backfill), checks the table's columns, arms the
-// state keeper and returns the slot's confirmed position, and the position
-// through which the session skips replayed transactions (see replaySkip).
-func (r *Relay) prepareStream(ctx context.Context, c *Config) (start, through pglogrepl.LSN, err error) {
+// state keeper and returns the slot's confirmed position and its state row
+// (from which publishedThrough tells what Kafka already has).
+func (r *Relay) prepareStream(ctx context.Context, c *Config) (start pglogrepl.LSN, st *relayState, err error) {
 	conn, err := connect(ctx, c)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := ensurePublication(ctx, conn, c, false); err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
-	start, st, err := ensureSlot(ctx, conn, c, false)
+	start, st, err = ensureSlot(ctx, conn, c, false)
 	if err != nil {
 		if err := r.onGap(ctx, err); err != nil {
-			return 0, 0, err
+			return 0, nil, err
 		}
 		if start, st, err = ensureSlot(ctx, conn, c, false); err != nil {
-			return 0, 0, err
+			return 0, nil, err
 		}
 	}
 	if err := checkTable(ctx, conn, c); err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	r.state.start(st)
-	return start, r.publishedThrough(st), nil
+	return start, st, nil
 }

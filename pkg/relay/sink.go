@@ -32,6 +32,8 @@ type sink struct {
 	unavailable map[string]unavailableTopic
 	// recs is write's slice of records, kept between writes.
 	recs []*kgo.Record
+	// eos is the exactly-once state, nil in at-least-once mode.
+	eos *eosState
 }
 
 // unavailableTopic is a topic whose writes fail as topicUnavailable.
@@ -75,16 +77,17 @@ func (s *sink) openWith(txnID string) error {
 // liveness guard and the error counter; txnID, the transactional ID.
 func producerConfig(c *Config, sk *sink, txnID string) producer.Config {
 	pc := producer.Config{
-		Brokers:          c.Brokers,
-		TLS:              c.TLS,
-		SASL:             (*producer.SASL)(c.SASL),
-		Compression:      c.Compression,
-		MaxBufferedBytes: c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
-		MaxMessageBytes:  c.MaxMessageBytes,
-		RequestTimeout:   c.WriteTimeout,
-		AutoCreateTopics: !c.NoAutoCreateTopics,
-		TransactionalID:  txnID,
-		Logger:           c.Logger,
+		Brokers:            c.Brokers,
+		TLS:                c.TLS,
+		SASL:               (*producer.SASL)(c.SASL),
+		Compression:        c.Compression,
+		MaxBufferedBytes:   c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
+		MaxMessageBytes:    c.MaxMessageBytes,
+		RequestTimeout:     c.WriteTimeout,
+		AutoCreateTopics:   !c.NoAutoCreateTopics,
+		TransactionalID:    txnID,
+		TransactionTimeout: c.TransactionTimeout,
+		Logger:             c.Logger,
 	}
 	if sk != nil {
 		pc.Guard, pc.OnError = sk.guard, sk.m.publishErrors.Inc
@@ -95,6 +98,14 @@ func producerConfig(c *Config, sk *sink, txnID string) producer.Config {
 // close closes the session's producer, once every record's outcome is
 // known.
 func (s *sink) close() {
+	if s.eos != nil && s.eos.open && s.prod != nil {
+		// Abort now rather than let the transaction block read_committed
+		// readers until it times out.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.prod.Abort(ctx)
+		cancel()
+		s.eos.open, s.eos.acks = false, s.eos.acks[:0]
+	}
 	if s.prod != nil {
 		s.prod.Close()
 		s.prod = nil
@@ -189,6 +200,22 @@ func (s *sink) run(ctx context.Context, ch <-chan []event, room *semaphore.Weigh
 			add(evs)
 		}
 		timer.Stop()
+		if s.eos != nil {
+			committed, err := s.publishTxn(ctx, batch)
+			if err != nil {
+				return err
+			}
+			// The records are in Kafka's hands: their memory is free,
+			// their acknowledgement waits for the commit.
+			buf.give(batchCost(batch))
+			if committed {
+				s.acknowledgeTxn(tr)
+			}
+			if closed {
+				return nil
+			}
+			continue
+		}
 		if err := s.publish(ctx, batch); err != nil {
 			return err
 		}
@@ -197,6 +224,15 @@ func (s *sink) run(ctx context.Context, ch <-chan []event, room *semaphore.Weigh
 			return nil
 		}
 	}
+}
+
+// batchCost is what batch took from the buffer budget.
+func batchCost(batch []event) int64 {
+	var n int64
+	for i := range batch {
+		n += batch[i].cost
+	}
+	return n
 }
 
 // acknowledge records batch as acknowledged, per transaction, and gives its

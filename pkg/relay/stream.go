@@ -41,6 +41,9 @@ type stream struct {
 	staged []event
 	stop   context.Context // ends the stream (Run's context, or a failure)
 	inTx   bool
+	// queued reports whether the current transaction queued an event
+	// (exactly-once mode then ends it with a marker, see exactlyonce.go).
+	queued bool
 	tx     acktrack.TxID
 	commit time.Time
 	sent   pglogrepl.LSN // last position sent to the server
@@ -242,7 +245,7 @@ func (s *stream) handle(data []byte) error {
 		if s.inTx {
 			return fmt.Errorf("%w: begin inside a transaction", errProtocol)
 		}
-		s.inTx, s.tx, s.commit = true, s.tr.BeginAt(it.commitTime), it.commitTime
+		s.inTx, s.queued, s.tx, s.commit = true, false, s.tr.BeginAt(it.commitTime), it.commitTime
 		// A skipped transaction stays registered, without events: it
 		// completes in commit order and confirmation passes it.
 		s.skip.begin(beginFinalLSN(data))
@@ -255,6 +258,9 @@ func (s *stream) handle(data []byte) error {
 			return err // the transaction stays unsealed: never confirmed
 		}
 		s.state.read(it.endLSN, s.dec.messages)
+		if s.cfg.ExactlyOnce && s.queued {
+			s.staged = append(s.staged, event{marker: true, tx: s.tx, commit: s.commit, endLSN: uint64(it.endLSN)})
+		}
 		s.tr.Commit(s.tx, uint64(it.endLSN))
 		return s.flush()
 	case walEvent:
@@ -277,6 +283,7 @@ func (s *stream) handle(data []byte) error {
 			relaytrace.Read(ev.msg, s.commit, s.readAt)
 		}
 		s.tr.Add(s.tx, 1)
+		s.queued = true
 		return s.stage(ev)
 	}
 	return nil

@@ -44,4 +44,11 @@
 // records.
 //
 //	go run ./test/bench/relaybench -latency 1000,5000 -conns 32 -duration 20s -trace
+//
+// -exactly-once runs the relay (and -compare-bin's) with --exactly-once:
+// one Kafka transaction per flush; the latency mode's consumer reads
+// read_committed in both modes, so it counts a record once it committed.
+//
+//	go run ./test/bench/relaybench -n 1000000 -exactly-once
+//	go run ./test/bench/relaybench -latency 1000,5000 -conns 1 -duration 20s -exactly-once
 package main

@@ -38,6 +38,7 @@ type options struct {
 	duration                                 time.Duration
 	cpuProfile, memProfile                   string
 	trace                                    bool
+	exactlyOnce                              bool
 	compareBin                               string
 }
 
@@ -58,6 +59,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 4, "parallel insert connections")
 	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate IDs (Kafka keys)")
 	flag.StringVar(&o.relayBin, "relay-bin", "", "relay binary to measure (default: go build ./cmd/relay into a temporary directory)")
+	flag.BoolVar(&o.exactlyOnce, "exactly-once", false, "run the relay under test (and -compare-bin's) with --exactly-once: Kafka transactions, read_committed consumers")
 	flag.StringVar(&o.relayArgs, "relay-args", "", "extra arguments for relay run, space separated (for example \"--batch-size 10000\")")
 	flag.StringVar(&o.latency, "latency", "", "latency mode: comma-separated commit rates (single-row transactions per second), for example 500,1000,5000,10000")
 	flag.StringVar(&o.writer, "writer", writerInsert, "latency mode: how each single-row transaction commits: "+writerInsert+
@@ -68,6 +70,9 @@ func main() {
 	flag.BoolVar(&o.trace, "trace", false, "time each record's legs inside the relay (it then runs inside this binary): in latency mode, print their percentiles per rate; in drain mode, the relay's Kafka writes")
 	flag.StringVar(&o.compareBin, "compare-bin", "", "a second relay binary (for example one built from main) to drain the same backlog after the first, on a slot of its own")
 	flag.Parse()
+	if o.exactlyOnce {
+		o.relayArgs = strings.TrimSpace(o.relayArgs + " --exactly-once")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, &o)

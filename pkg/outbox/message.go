@@ -42,10 +42,13 @@ type Message struct {
 	// Headers are extra Kafka headers (trace context, correlation ID). They
 	// may not name a header the relay writes (message-id, business-key,
 	// event-type, aggregate-type, aggregate-id, original-topic,
-	// relay-instance, dlq-*, in any case): the relay dead-letters such a
-	// message (reason bad-headers). Optional.
+	// relay-instance, dlq-*, in any case): the writer refuses such a
+	// message, and the relay dead-letters a row that holds one anyway
+	// (reason bad-headers). Optional.
 	Headers map[string]string
-	// Topic overrides the relay's topic template for this message. Optional.
+	// Topic overrides the relay's topic template for this message. It must
+	// be a legal Kafka topic name (at most 249 bytes of a-z, A-Z, 0-9, '.',
+	// '_' and '-'). Optional.
 	Topic string
 }
 
@@ -72,6 +75,16 @@ func (m *Message) validate(rawPayload bool, index int) error {
 	}
 	if err := contract.CheckKey("business key", m.BusinessKey); err != nil {
 		return fail("%v", err)
+	}
+	for name := range m.Headers {
+		if contract.WrittenByRelay(name) {
+			return fail("header %s is written by the relay (the relay would dead-letter the message as bad-headers)", contract.Excerpt([]byte(name), 64))
+		}
+	}
+	if m.Topic != "" {
+		if err := contract.CheckTopic([]byte(m.Topic)); err != nil {
+			return fail("%v (the relay would dead-letter the message as bad-topic)", err)
+		}
 	}
 	switch {
 	case m.Payload == nil:

@@ -194,6 +194,12 @@ func TestValidation(t *testing.T) {
 			"invalid outbox message: aggregate ID is not valid UTF-8 or holds a NUL byte"},
 		{"aggregate id NUL", func(m *outbox.Message) { m.AggregateID = "a\x00" },
 			"invalid outbox message: aggregate ID is not valid UTF-8 or holds a NUL byte"},
+		{"relay's header", func(m *outbox.Message) { m.Headers = map[string]string{"trace": "t", "Original-Topic": "payments.commands"} },
+			"invalid outbox message: header \"Original-Topic\" is written by the relay (the relay would dead-letter the message as bad-headers)"},
+		{"dlq header", func(m *outbox.Message) { m.Headers = map[string]string{"dlq-reason": "none"} },
+			"invalid outbox message: header \"dlq-reason\" is written by the relay (the relay would dead-letter the message as bad-headers)"},
+		{"bad topic", func(m *outbox.Message) { m.Topic = "orders/eu" },
+			"invalid outbox message: invalid topic: topic \"orders/eu\" is not a legal Kafka topic name (allowed: a-z A-Z 0-9 . _ -) (the relay would dead-letter the message as bad-topic)"},
 		{"nil payload", func(m *outbox.Message) { m.Payload = nil }, "invalid outbox message: payload is required"},
 		{"bad json", func(m *outbox.Message) { m.Payload = []byte(`{"x":`) }, "invalid outbox message: payload is not valid JSON (set Config.RawPayload for a text or bytea payload column)"},
 	}

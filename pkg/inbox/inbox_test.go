@@ -466,9 +466,9 @@ func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 	}
 }
 
-// A pgx.Tx passed as the TxBeginner is refused at once: its Begin would make
+// A pgx.Tx passed as the Beginner is refused at once: its Begin would make
 // savepoints that nobody else sees.
-func TestTxRefusedAsTxBeginner(t *testing.T) {
+func TestTxRefusedAsBeginner(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -70,6 +71,44 @@ func Table(ctx context.Context, db pgtx.Beginner, component, name string, rename
 		return nil, err
 	}
 	return Apply(ctx, db, component, table.String(), migrations, rename(table))
+}
+
+// OutboxNames rewrites the default names of the sql/outbox migrations for
+// the outbox table: the table, its index, the ID function and the relay
+// state table, which live in the table's schema.
+func OutboxNames(table pgname.Table) *strings.Replacer {
+	return strings.NewReplacer(
+		"public.outbox", table.Sanitize(),
+		"public.pgoutbox_uuidv7", pgx.Identifier{table.Schema, "pgoutbox_uuidv7"}.Sanitize(),
+		"outbox_created_at_idx", `"`+strings.ReplaceAll(table.Name, `"`, `""`)+`_created_at_idx"`,
+		"public.pgoutbox_relay_state", pgx.Identifier{table.Schema, "pgoutbox_relay_state"}.Sanitize(),
+	)
+}
+
+// RelayState creates the relay state table of the outbox table name (the
+// sql/outbox migration of the state table alone), for an outbox table
+// pgoutbox does not create: a Debezium-shaped one. Its bookkeeping
+// component is "relay-state".
+func RelayState(ctx context.Context, db pgtx.Beginner, name string) error {
+	table, err := pgname.Parse(name, "public")
+	if err != nil {
+		return fmt.Errorf("relay state: %w", err)
+	}
+	all, err := Load(pgoutbox.Migrations, "outbox")
+	if err != nil {
+		return err
+	}
+	var state []Migration
+	for _, m := range all {
+		if strings.HasSuffix(m.Name, "_relay_state.up.sql") {
+			state = append(state, m)
+		}
+	}
+	if len(state) == 0 {
+		return errors.New("relay state: no relay state migration in sql/outbox")
+	}
+	_, err = Apply(ctx, db, "relay-state", table.String(), state, OutboxNames(table))
+	return err
 }
 
 // lockKey is the advisory lock every migration transaction takes first.

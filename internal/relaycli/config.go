@@ -51,6 +51,12 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if _, err := pgname.Parse(cfg.Table, "public"); err != nil {
 		return nil, usagef("--%s: %v", flagTable, err)
 	}
+	switch f := relay.TableFormat(c.String(flagTableFormat)); f {
+	case relay.TableFormatPgoutbox, relay.TableFormatDebezium:
+		cfg.TableFormat = f
+	default:
+		return nil, usagef("--%s: %q is not one of pgoutbox, debezium", flagTableFormat, f)
+	}
 	if err := checkSlotName(cfg.Slot); err != nil {
 		return nil, usagef("--%s: %v", flagSlot, err)
 	}
@@ -188,8 +194,16 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 		return err
 	}
 	cfg.TopicTemplate = c.String(flagTopicTemplate)
+	if !c.IsSet(flagTopicTemplate) && cfg.TableFormat == relay.TableFormatDebezium {
+		cfg.TopicTemplate = relay.DefaultDebeziumTopicTemplate // the router's route.topic.replacement
+	}
 	if strings.TrimSpace(cfg.TopicTemplate) == "" {
 		return usagef("--%s must not be empty", flagTopicTemplate)
+	}
+	cfg.CloudEvents = c.Bool(flagCloudEvents)
+	cfg.CloudEventsSource = c.String(flagCESource)
+	if cfg.CloudEventsSource != "" && !cfg.CloudEvents {
+		return usagef("--%s needs --%s", flagCESource, flagCloudEvents)
 	}
 	cfg.DeadLetterTopic = c.String(flagDLQTopic)
 	if strings.TrimSpace(cfg.DeadLetterTopic) == "" {
@@ -290,7 +304,9 @@ func logAttrs(cfg *relay.Config) []any {
 		slog.String("table", cfg.Table),
 		slog.String("slot", cfg.Slot),
 		slog.String("publication", cfg.Publication),
+		slog.String("table_format", string(cfg.TableFormat)),
 		slog.String("topic_template", cfg.TopicTemplate),
+		slog.Bool("cloudevents", cfg.CloudEvents),
 		slog.String("allowed_topics", strings.Join(cfg.AllowedTopics, ",")),
 		slog.String("on_invalid", string(cfg.OnInvalid)),
 		slog.String("on_unavailable_topic", string(cfg.OnUnavailableTopic)),

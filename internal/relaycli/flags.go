@@ -48,6 +48,9 @@ const (
 	flagExactlyOnce     = "exactly-once"
 	flagProgressTopic   = "progress-topic"
 	flagTxnTimeout      = "transaction-timeout"
+	flagTableFormat     = "table-format"
+	flagCloudEvents     = "cloudevents"
+	flagCESource        = "cloudevents-source"
 )
 
 // DefaultMetricsAddr is where `relay run` serves /metrics, /healthz and
@@ -77,6 +80,8 @@ func databaseFlags() []cli.Flag {
 			Usage: "Postgres URL or key=value string of the service database (required; its password is never printed). Prefer RELAY_DATABASE_URL or RELAY_DATABASE_URL_FILE (a file holding it): a flag is visible in ps"},
 		&cli.StringFlag{Name: flagTable, Category: catDatabase, EnvVars: envVar(flagTable), Value: relay.DefaultTable,
 			Usage: "outbox table, table or schema.table"},
+		&cli.StringFlag{Name: flagTableFormat, Category: catDatabase, EnvVars: envVar(flagTableFormat), Value: string(relay.TableFormatPgoutbox),
+			Usage: "column layout of the outbox table: pgoutbox, or debezium for a table of Debezium's Outbox Event Router (id, aggregatetype, aggregateid, type, payload; relay setup then checks it and creates only the state table)"},
 		&cli.StringFlag{Name: flagSlot, Category: catDatabase, EnvVars: envVar(flagSlot), Value: relay.DefaultSlot,
 			Usage: "logical replication slot"},
 		&cli.StringFlag{Name: flagPublication, Category: catDatabase, EnvVars: envVar(flagPublication), Value: relay.DefaultPublication,
@@ -102,7 +107,7 @@ func publishFlags() []cli.Flag {
 	return append([]cli.Flag{
 		brokersFlag("Kafka bootstrap brokers, host:port, comma separated (required)"),
 		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: relay.DefaultTopicTemplate,
-			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced"},
+			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced (default with --table-format debezium: " + relay.DefaultDebeziumTopicTemplate + ")"},
 		&cli.StringFlag{Name: flagDLQTopic, Category: catKafka, EnvVars: envVar(flagDLQTopic), Value: relay.DefaultDeadLetterTopic,
 			Usage: "dead-letter topic for rows that cannot be published (reason in headers)"},
 		&cli.StringSliceFlag{Name: flagAllowedTopics, Category: catKafka, EnvVars: envVar(flagAllowedTopics),
@@ -129,6 +134,10 @@ func publishFlags() []cli.Flag {
 		&cli.GenericFlag{Name: flagBatchTimeout, Category: catBatching, EnvVars: envVar(flagBatchTimeout), Value: cliutil.NewDuration(relay.DefaultBatchTimeout),
 			Usage: "how long a partial batch waits for more events once the queue is empty (0: adaptive, send as soon as the previous write is done)"},
 
+		&cli.BoolFlag{Name: flagCloudEvents, Category: catKafka, EnvVars: envVar(flagCloudEvents),
+			Usage: "add CloudEvents headers (Kafka binding, binary content mode): ce_specversion, ce_id, ce_source, ce_type, ce_time, ce_subject, content-type"},
+		&cli.StringFlag{Name: flagCESource, Category: catKafka, EnvVars: envVar(flagCESource),
+			Usage: "the ce_source attribute with --cloudevents (default /pgoutbox/DATABASE/SCHEMA.TABLE)"},
 		&cli.StringFlag{Name: flagInstanceID, Category: catOps, EnvVars: envVar(flagInstanceID),
 			Usage: "when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"},
 	}, kafkaflags.Flags(envName, catKafka)...)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
@@ -84,7 +85,11 @@ type SlotStatus struct {
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
 // the outbox WITH (publish = 'insert', publish_via_partition_root = true))
-// and the slot (pgoutput). On an existing publication it turns
+// and the slot (pgoutput). An existing table must have the columns of
+// cfg.TableFormat (an error wrapping ErrTableColumns otherwise, naming the
+// format its columns fit); Setup never adds its own columns to it. With
+// TableFormatDebezium the table must exist: Setup creates only the relay
+// state table next to it. On an existing publication it turns
 // publish_via_partition_root on; one that does not publish exactly the
 // table's inserts (see SlotStatus.PublicationMismatch) is an error wrapping
 // ErrPublicationMismatch; one that also publishes updates, deletes or
@@ -98,8 +103,8 @@ func Setup(ctx context.Context, cfg *Config) error {
 	if err := checkPrerequisites(ctx, conn, &c, true); err != nil {
 		return err // nothing created: every problem at once, each with its fix
 	}
-	if _, err := outbox.Migrate(ctx, conn, c.Table); err != nil {
-		return fmt.Errorf("relay: create table %s: %w", c.Table, err)
+	if err := setupTable(ctx, conn, &c); err != nil {
+		return err
 	}
 	c.NoCreate = false
 	if err := ensurePublication(ctx, conn, &c, true); err != nil {
@@ -107,6 +112,37 @@ func Setup(ctx context.Context, cfg *Config) error {
 	}
 	_, _, err = ensureSlot(ctx, conn, &c, true)
 	return err
+}
+
+// setupTable creates or upgrades the outbox table of the pgoutbox format,
+// or checks the existing table of another format and creates the relay
+// state table next to it. An existing table is checked before any
+// migration runs: a table of another shape is never altered.
+func setupTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
+	table, _ := pgname.Parse(c.Table, "public")
+	oid, err := tableOID(ctx, conn, table)
+	if err != nil {
+		return err
+	}
+	if oid != 0 {
+		if err := checkTable(ctx, conn, c); err != nil {
+			return err
+		}
+	}
+	if c.TableFormat == TableFormatPgoutbox {
+		if _, err := outbox.Migrate(ctx, conn, c.Table); err != nil {
+			return fmt.Errorf("relay: create table %s: %w", c.Table, err)
+		}
+		return nil
+	}
+	if oid == 0 {
+		return fmt.Errorf("%w: %s (with table format %s, relay setup does not create the table: create it as the %s tool expects, "+
+			"or use the pgoutbox format)", ErrTableMissing, table, c.TableFormat, c.TableFormat)
+	}
+	if err := migrate.RelayState(ctx, conn, c.Table); err != nil {
+		return fmt.Errorf("relay: create %s: %w", stateTable(c), err)
+	}
+	return nil
 }
 
 // Status reads the slot and publication state from the database and, with

@@ -251,11 +251,11 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *Config, m *metrics,
 // backfillTx publishes the rows opts selects, read in tx, through sk.
 func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *metrics, sk *sink, opts BackfillOptions) (int, error) {
 	table, _ := pgname.Parse(c.Table, "public")
-	names, l, err := backfillColumns(ctx, tx, table)
+	names, l, err := backfillColumns(ctx, tx, table, c.TableFormat)
 	if err != nil {
 		return 0, err
 	}
-	q, args := backfillQuery(table, names, opts)
+	q, args := backfillQuery(table, &l, names, opts)
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("relay: backfill: read %s: %w", table, err)
@@ -289,38 +289,54 @@ func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *metrics, sk *sink,
 }
 
 // backfillColumns reads the table's column names, in the table's order,
-// and the decoder's layout for them.
-func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table) ([]string, layout, error) {
+// and the decoder's layout for them. A table without the format's creation
+// time column (Debezium's optional timestamp) cannot be backfilled.
+func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f TableFormat) ([]string, layout, error) {
 	names, types, err := readColumns(ctx, tx, table)
 	if err != nil {
 		return nil, layout{}, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
 	}
-	l, err := checkColumns(table.String(), names, types)
+	l, err := checkColumns(table.String(), f, names, types)
 	if err != nil {
+		return nil, layout{}, err
+	}
+	if err := checkCreatedAt(table, &l, names); err != nil {
 		return nil, layout{}, err
 	}
 	return names, l, nil
 }
 
-// backfillQuery selects created_at and then every column as text, in the
-// table's order, so that the decoder's layout applies as it does to a
-// pgoutput tuple; ordered by created_at then id.
-func backfillQuery(table pgname.Table, names []string, opts BackfillOptions) (string, []any) {
+// checkCreatedAt says why the table cannot be backfilled or pruned: it has
+// no creation time column.
+func checkCreatedAt(table pgname.Table, l *layout, names []string) error {
+	if !hasColumn(names, l.shape.createdAt) {
+		return fmt.Errorf("%w: %s: backfill and pruning need column %s (a timestamptz set at insert)",
+			ErrTableColumns, table, l.shape.createdAt)
+	}
+	return nil
+}
+
+// backfillQuery selects the creation time and then every column as text,
+// in the table's order, so that the decoder's layout applies as it does to
+// a pgoutput tuple; ordered by creation time then id.
+func backfillQuery(table pgname.Table, l *layout, names []string, opts BackfillOptions) (string, []any) {
 	cols := make([]string, len(names))
 	for i, n := range names {
 		cols[i] = "o." + pgx.Identifier{n}.Sanitize() + "::text"
 	}
-	q := `SELECT o.created_at, ` + strings.Join(cols, ", ") + ` FROM ` + table.Sanitize() + ` AS o WHERE o.created_at >= $1`
+	createdAt := "o." + pgx.Identifier{l.shape.createdAt}.Sanitize()
+	id := "o." + pgx.Identifier{l.shape.columns[colID].name}.Sanitize()
+	q := `SELECT ` + createdAt + `, ` + strings.Join(cols, ", ") + ` FROM ` + table.Sanitize() + ` AS o WHERE ` + createdAt + ` >= $1`
 	args := []any{opts.Since}
 	if !opts.Until.IsZero() {
 		args = append(args, opts.Until)
-		q += fmt.Sprintf(` AND o.created_at < $%d`, len(args))
+		q += fmt.Sprintf(` AND %s < $%d`, createdAt, len(args))
 	}
 	if opts.AggregateType != "" {
 		args = append(args, opts.AggregateType)
-		q += fmt.Sprintf(` AND o.aggregate_type = $%d`, len(args))
+		q += fmt.Sprintf(` AND o.%s = $%d`, pgx.Identifier{l.shape.columns[colAggregateType].name}.Sanitize(), len(args))
 	}
-	return q + ` ORDER BY o.created_at, o.id`, args
+	return q + ` ORDER BY ` + createdAt + `, ` + id, args
 }
 
 // textRow is the scan target of one backfillQuery row.

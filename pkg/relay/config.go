@@ -80,6 +80,11 @@ type Config struct {
 	// Publication is the publication the slot decodes. Defaults to
 	// "pgoutbox".
 	Publication string
+	// TableFormat is the column layout of Table: TableFormatPgoutbox, or
+	// TableFormatDebezium for a table in the shape of Debezium's Outbox
+	// Event Router. Setup creates a table of the pgoutbox format only; it
+	// checks an existing table of either. Defaults to TableFormatPgoutbox.
+	TableFormat TableFormat
 	// NoCreate stops Run from creating a missing slot or publication; Run
 	// then fails with an error naming what is missing. Defaults to false
 	// (create when missing).
@@ -87,7 +92,9 @@ type Config struct {
 
 	// TopicTemplate names the topic of a row without an explicit topic;
 	// "{aggregate_type}" and "{event_type}" are replaced. Defaults to
-	// "outbox.{aggregate_type}".
+	// "outbox.{aggregate_type}" (DefaultTopicTemplate), and to
+	// "outbox.event.{aggregate_type}" (DefaultDebeziumTopicTemplate, the
+	// router's route.topic.replacement) for TableFormatDebezium.
 	TopicTemplate string
 	// DeadLetterTopic receives rows that cannot be published. Defaults to
 	// "outbox.dlq".
@@ -226,6 +233,19 @@ type Config struct {
 	// to 1000.
 	PruneBatchSize int
 
+	// CloudEvents adds the headers of the CloudEvents Kafka protocol
+	// binding's binary content mode to every record: ce_specversion
+	// ("1.0"), ce_id (the message ID), ce_source (CloudEventsSource),
+	// ce_type (the event type), ce_time (the commit time, RFC 3339 in UTC
+	// to the millisecond), ce_subject (the aggregate ID) and content-type
+	// (application/json for a json or jsonb payload). A row's headers
+	// may then not name ce_* or content-type. Defaults to false.
+	CloudEvents bool
+	// CloudEventsSource is the ce_source attribute. Defaults to
+	// "/pgoutbox/DATABASE/SCHEMA.TABLE", the database of DatabaseURL and
+	// Table.
+	CloudEventsSource string
+
 	// InstanceID, when set, is sent in a "relay-instance" header
 	// (InstanceHeader) of every record, so a reader can tell which relay
 	// process wrote it (for example hostname and PID, or the pod name).
@@ -245,18 +265,19 @@ const InstanceHeader = contract.HeaderRelayInstance
 
 // Defaults of the Config fields.
 const (
-	DefaultTable                         = "public.outbox"
-	DefaultSlot                          = "pgoutbox"
-	DefaultPublication                   = "pgoutbox"
-	DefaultTopicTemplate                 = "outbox.{aggregate_type}"
-	DefaultDeadLetterTopic               = "outbox.dlq"
-	DefaultMaxMessageBytes               = 1000000
-	DefaultBatchSize                     = 5000
-	DefaultBufferBytes                   = 32 << 20
-	DefaultBatchTimeout    time.Duration = 0
-	DefaultWriteTimeout                  = 10 * time.Second
-	DefaultRetryBackoff                  = 100 * time.Millisecond
-	DefaultMaxRetryBackoff               = 10 * time.Second
+	DefaultTable                               = "public.outbox"
+	DefaultSlot                                = "pgoutbox"
+	DefaultPublication                         = "pgoutbox"
+	DefaultTopicTemplate                       = "outbox.{aggregate_type}"
+	DefaultDebeziumTopicTemplate               = "outbox.event.{aggregate_type}"
+	DefaultDeadLetterTopic                     = "outbox.dlq"
+	DefaultMaxMessageBytes                     = 1000000
+	DefaultBatchSize                           = 5000
+	DefaultBufferBytes                         = 32 << 20
+	DefaultBatchTimeout          time.Duration = 0
+	DefaultWriteTimeout                        = 10 * time.Second
+	DefaultRetryBackoff                        = 100 * time.Millisecond
+	DefaultMaxRetryBackoff                     = 10 * time.Second
 
 	DefaultTopicUnavailableGrace = 5 * time.Minute
 	DefaultTransactionTimeout    = 40 * time.Second
@@ -283,7 +304,11 @@ func (cfg *Config) withDefaults() (Config, error) {
 	setDefault(&c.Table, DefaultTable)
 	setDefault(&c.Slot, DefaultSlot)
 	setDefault(&c.Publication, DefaultPublication)
-	setDefault(&c.TopicTemplate, DefaultTopicTemplate)
+	setDefault(&c.TableFormat, TableFormatPgoutbox)
+	setDefault(&c.TopicTemplate, shape(c.TableFormat).topicTemplate)
+	if c.CloudEvents && c.CloudEventsSource == "" {
+		c.CloudEventsSource = defaultCloudEventsSource(c.DatabaseURL, c.Table)
+	}
 	setDefault(&c.DeadLetterTopic, DefaultDeadLetterTopic)
 	setDefault(&c.OnInvalid, InvalidDeadLetter)
 	setDefault(&c.Compression, "none")
@@ -323,6 +348,9 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	if _, err := pgname.Parse(c.Table, "public"); err != nil {
 		bad("table: %v", err)
+	}
+	if _, ok := tableShapes[c.TableFormat]; !ok {
+		bad("table format %q: want %q or %q", c.TableFormat, TableFormatPgoutbox, TableFormatDebezium)
 	}
 	if !slotNamePattern.MatchString(c.Slot) {
 		bad("slot %q: want 1 to 63 characters of a-z, 0-9 and _", c.Slot)

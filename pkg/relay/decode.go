@@ -48,40 +48,14 @@ const (
 	oidJSONB   = 3802
 )
 
-type column struct {
-	name     string
-	required bool
-	types    []uint32
-}
-
-// outboxColumns are the columns the relay reads, with the types it accepts.
-var outboxColumns = []column{
-	{"id", true, []uint32{oidUUID, oidText, oidVarchar}},
-	{"aggregate_type", true, []uint32{oidText, oidVarchar}},
-	{"aggregate_id", true, []uint32{oidText, oidVarchar}},
-	{"event_type", true, []uint32{oidText, oidVarchar}},
-	{"business_key", true, []uint32{oidText, oidVarchar}},
-	{"payload", true, []uint32{oidJSONB, oidJSON, oidText, oidVarchar, oidBytea}},
-	{"headers", false, []uint32{oidJSONB, oidJSON}},
-	{"topic", false, []uint32{oidText, oidVarchar}},
-}
-
-const (
-	colID = iota
-	colAggregateType
-	colAggregateID
-	colEventType
-	colBusinessKey
-	colPayload
-	colHeaders
-	colTopic
-	numColumns
-)
-
-// layout maps outboxColumns to positions in a tuple; -1 is absent.
+// layout maps the fields of a table format to positions in a tuple; -1 is
+// absent.
 type layout struct {
+	shape        *tableShape
 	pos          [numColumns]int
 	byteaPayload bool
+	// contentType is the payload column's content type (CloudEvents).
+	contentType []byte
 	// problem, when not empty, says why the relay cannot read rows of
 	// this layout (checkColumns' error): they are invalid (bad-columns).
 	problem string
@@ -92,13 +66,17 @@ var typeNames = map[uint32]string{oidBytea: "bytea", oidText: "text", oidJSON: "
 	16: "boolean", 18: "char", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 1042: "character", 1114: "timestamp",
 	1184: "timestamptz", 1700: "numeric"}
 
-// checkColumns builds the layout of a table given its column names and type
-// OIDs, or an error wrapping ErrTableColumns naming every problem.
-func checkColumns(table string, names []string, types []uint32) (layout, error) {
-	var l layout
+// checkColumns builds the layout of a table of format f given its column
+// names and type OIDs, or an error wrapping ErrTableColumns naming every
+// problem.
+func checkColumns(table string, f TableFormat, names []string, types []uint32) (layout, error) {
+	l := layout{shape: shape(f)}
 	var problems []string
-	for i, want := range outboxColumns {
+	for i, want := range l.shape.columns {
 		l.pos[i] = -1
+		if want.name == "" {
+			continue
+		}
 		for j, name := range names {
 			if name == want.name {
 				l.pos[i] = j
@@ -124,12 +102,13 @@ func checkColumns(table string, names []string, types []uint32) (layout, error) 
 			}
 			problems = append(problems, fmt.Sprintf("column %s is %s, want %s", want.name, name, strings.Join(accepted, " or ")))
 		}
-		if i == colPayload && got == oidBytea {
-			l.byteaPayload = true
+		if i == colPayload {
+			l.byteaPayload = got == oidBytea
+			l.contentType = contentType(got)
 		}
 	}
 	if len(problems) > 0 {
-		return l, fmt.Errorf("%w: %s: %s", ErrTableColumns, table, strings.Join(problems, "; "))
+		return l, fmt.Errorf("%w: %s: %s%s", ErrTableColumns, table, strings.Join(problems, "; "), checkShape(f, names))
 	}
 	return l, nil
 }
@@ -218,11 +197,20 @@ type decoder struct {
 	// be an allowed one (see topicProblem).
 	deadLetterTopic string
 	allowedTopics   []string
+	// format is Config.TableFormat.
+	format TableFormat
+	// cloudEvents adds the CloudEvents headers, with ceSource as the
+	// source attribute (Config.CloudEvents, CloudEventsSource).
+	cloudEvents bool
+	ceSource    []byte
 }
 
 func newDecoder(c *Config, res relationResolver) *decoder {
 	table, _ := pgname.Parse(c.Table, "public")
 	return &decoder{
+		format:          c.TableFormat,
+		cloudEvents:     c.CloudEvents,
+		ceSource:        []byte(c.CloudEventsSource),
 		table:           table,
 		topicTemplate:   parseTopicTemplate(c.TopicTemplate),
 		maxMessageBytes: c.MaxMessageBytes,
@@ -271,7 +259,7 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 			d.relations[m.RelationID] = &relation{foreign: pgname.Table{Schema: m.Namespace, Name: m.RelationName}.String(), names: names}
 			return walItem{}, nil
 		}
-		l, err := checkColumns(d.table.String(), names, types)
+		l, err := checkColumns(d.table.String(), d.format, names, types)
 		if err != nil {
 			if d.stopOnInvalid {
 				return walItem{}, err
@@ -410,19 +398,19 @@ func (d *decoder) rowEvent(l *layout, cols []tupleColumn) event {
 			continue
 		}
 		if pos >= len(cols) {
-			fail(ReasonUnsupportedType, "column %s missing from the row", outboxColumns[i].name)
+			fail(ReasonUnsupportedType, "column %s missing from the row", l.shape.columns[i].name)
 			continue
 		}
 		switch c := cols[pos]; c.kind {
 		case pglogrepl.TupleDataTypeNull:
-			if outboxColumns[i].required {
-				fail(ReasonNullColumn, "column %s is NULL", outboxColumns[i].name)
+			if l.shape.columns[i].required {
+				fail(ReasonNullColumn, "column %s is NULL", l.shape.columns[i].name)
 			}
 		case pglogrepl.TupleDataTypeText:
 			vals[i], present[i] = c.data, true
 			size += len(c.data)
 		default:
-			fail(ReasonUnsupportedType, "column %s sent as %q, want text", outboxColumns[i].name, c.kind)
+			fail(ReasonUnsupportedType, "column %s sent as %q, want text", l.shape.columns[i].name, c.kind)
 		}
 	}
 	// One copy of the values the record keeps; its key, value and
@@ -457,7 +445,28 @@ func (d *decoder) rowEvent(l *layout, cols []tupleColumn) event {
 			fail(ReasonBadHeaders, "headers: %v", err)
 		}
 	}
+	if l.shape.debeziumHeaders {
+		d.debezium(&ev, &f, vals[colTracing])
+	}
+	f.contentType = l.contentType
 	return d.finish(ev, &f, problem)
+}
+
+// debezium completes the fields of a row of a Debezium outbox table: the
+// message ID stands for the business key it lacks, the headers Debezium's
+// router writes (id, type), and the trace context of its
+// tracingspancontext column.
+func (d *decoder) debezium(ev *event, f *fields, tracing []byte) {
+	if f.idText != nil {
+		f.idText = canonicalUUID(ev.id, f.idText)
+		f.businessKey = f.idText
+	}
+	f.headers = traceHeaders(tracing)
+	if f.headers == nil {
+		f.headers = make(map[string]string, 2)
+	}
+	f.headers[debeziumHeaderID] = string(f.idText)
+	f.headers[debeziumHeaderType] = string(f.eventType)
 }
 
 // foreignEvent builds the invalid event (reason not-outbox) of a row of a
@@ -505,7 +514,7 @@ func (d *decoder) messageEvent(content []byte) event {
 		return ev
 	}
 	f := fields{aggregateType: []byte(m.AggregateType), aggregateID: []byte(m.AggregateID), eventType: []byte(m.EventType),
-		businessKey: []byte(m.BusinessKey), payload: m.Payload, headers: m.Headers, topic: []byte(m.Topic)}
+		businessKey: []byte(m.BusinessKey), payload: m.Payload, headers: m.Headers, topic: []byte(m.Topic), contentType: ceJSON}
 	return d.finish(event{id: m.ID}, &f, nil)
 }
 
@@ -518,6 +527,9 @@ type fields struct {
 	aggregateType, aggregateID, eventType, businessKey, topic []byte
 	payload                                                   []byte
 	headers                                                   map[string]string
+	// contentType is the payload's content type (CloudEvents): JSON for
+	// a json or jsonb column and a logical message.
+	contentType []byte
 }
 
 // finish builds the Kafka record of f, checks it, and records problem.
@@ -530,9 +542,9 @@ func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event 
 		Topic:     topic,
 		Value:     f.payload,
 		Timestamp: d.commitTime,
-		// Room for the row's headers and the instance header (see
-		// stream.enqueue).
-		Headers: make([]kgo.RecordHeader, 5, 6+len(f.headers)),
+		// Room for the CloudEvents headers, the row's headers and the
+		// instance header (see stream.enqueue).
+		Headers: make([]kgo.RecordHeader, 5, 6+numCloudEventsHeaders+len(f.headers)),
 	}
 	ev.msg.Headers[0] = kgo.RecordHeader{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.id, f.idText)}
 	ev.msg.Headers[1] = kgo.RecordHeader{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
@@ -542,6 +554,9 @@ func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event 
 	if len(f.aggregateID) > 0 {
 		ev.msg.Key = f.aggregateID
 	}
+	if d.cloudEvents {
+		ev.msg.Headers = d.appendCloudEvents(ev.msg.Headers, f)
+	}
 	// A header the relay writes may not come from the row: it is left
 	// out, and the row is dead-lettered (a row posing as a dead letter,
 	// or as another message, is a producer's bug or an attack).
@@ -549,7 +564,7 @@ func (d *decoder) finish(ev event, f *fields, problem *InvalidEventError) event 
 	if len(f.headers) > 0 {
 		keys := make([]string, 0, len(f.headers))
 		for k := range f.headers {
-			if contract.WrittenByRelay(k) {
+			if contract.WrittenByRelay(k) || d.cloudEvents && contract.CloudEventsHeader(k) {
 				reserved = append(reserved, k)
 			} else {
 				keys = append(keys, k)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
@@ -61,7 +62,7 @@ func (r *Relay) prunePass(ctx context.Context) error {
 	// A row's ctid is unique only within its partition: tableoid tells the
 	// partitions of a partitioned outbox apart.
 	q := `DELETE FROM ` + table.Sanitize() + ` WHERE (tableoid, ctid) IN (SELECT tableoid, ctid FROM ` + table.Sanitize() +
-		` WHERE created_at < $1 LIMIT $2)`
+		` WHERE ` + pgx.Identifier{shape(c.TableFormat).createdAt}.Sanitize() + ` < $1 LIMIT $2)`
 	total := int64(0)
 	for ctx.Err() == nil {
 		tag, err := conn.Exec(ctx, q, cutoff, c.PruneBatchSize)

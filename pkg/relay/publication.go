@@ -275,14 +275,21 @@ func createPublication(ctx context.Context, conn *pgx.Conn, c *Config, table pgn
 	return false, nil
 }
 
-// checkTable validates the outbox table's columns from the catalog.
+// checkTable validates the outbox table's columns from the catalog against
+// c.TableFormat, and that pruning has the creation time column it needs.
 func checkTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	names, types, err := readColumns(ctx, conn, table)
 	if err != nil {
 		return fmt.Errorf("relay: read columns of %s: %w", table, err)
 	}
-	_, err = checkColumns(table.String(), names, types)
+	if len(names) == 0 {
+		return fmt.Errorf("%w: %s", ErrTableMissing, table)
+	}
+	l, err := checkColumns(table.String(), c.TableFormat, names, types)
+	if err == nil && c.PruneAfter > 0 {
+		err = checkCreatedAt(table, &l, names)
+	}
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
@@ -113,7 +114,13 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	if c.NoCreate {
 		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", ErrStateMissing, stateTable(c))
 	}
-	if _, err := outbox.Migrate(ctx, conn, c.Table); err != nil {
+	var err error
+	if c.TableFormat == TableFormatPgoutbox {
+		_, err = outbox.Migrate(ctx, conn, c.Table)
+	} else {
+		err = migrate.RelayState(ctx, conn, c.Table)
+	}
+	if err != nil {
 		return fmt.Errorf("relay: create %s: %w", stateTable(c), err)
 	}
 	c.Logger.Info("created the relay state table", "table", stateTable(c).String())

@@ -1,0 +1,70 @@
+package relay
+
+import (
+	"net/url"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+)
+
+// numCloudEventsHeaders is how many headers appendCloudEvents adds.
+const numCloudEventsHeaders = 7
+
+// ceTimeLayout is ce_time's form: RFC 3339 in UTC to the millisecond, the
+// precision of the record's timestamp (both are the commit time).
+const ceTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Content types of the payload (content-type header), by its column type.
+var (
+	ceSpecVersion = []byte(contract.CloudEventsSpecVersion)
+	ceJSON        = []byte("application/json")
+	ceText        = []byte("text/plain; charset=utf-8")
+	ceBytes       = []byte("application/octet-stream")
+)
+
+// contentType is the content type of a payload column of type OID t.
+func contentType(t uint32) []byte {
+	switch t {
+	case oidJSON, oidJSONB:
+		return ceJSON
+	case oidText, oidVarchar:
+		return ceText
+	}
+	return ceBytes
+}
+
+// appendCloudEvents appends the attributes of the binary content mode of
+// the CloudEvents Kafka protocol binding to h: specversion 1.0, id (the
+// message ID), source, type (the event type), time (the commit time),
+// subject (the aggregate ID) and content-type. h[0] is the message-id
+// header.
+func (d *decoder) appendCloudEvents(h []kgo.RecordHeader, f *fields) []kgo.RecordHeader {
+	ct := f.contentType
+	if ct == nil {
+		ct = ceBytes
+	}
+	return append(h,
+		kgo.RecordHeader{Key: contract.HeaderCESpecVersion, Value: ceSpecVersion},
+		kgo.RecordHeader{Key: contract.HeaderCEID, Value: h[0].Value},
+		kgo.RecordHeader{Key: contract.HeaderCESource, Value: d.ceSource},
+		kgo.RecordHeader{Key: contract.HeaderCEType, Value: nonNil(f.eventType)},
+		kgo.RecordHeader{Key: contract.HeaderCETime, Value: d.commitTime.UTC().AppendFormat(nil, ceTimeLayout)},
+		kgo.RecordHeader{Key: contract.HeaderCESubject, Value: nonNil(f.aggregateID)},
+		kgo.RecordHeader{Key: contract.HeaderContentType, Value: ct},
+	)
+}
+
+// defaultCloudEventsSource is Config.CloudEventsSource's default:
+// /pgoutbox/DATABASE/SCHEMA.TABLE, path-escaped. Nothing of the URL but the
+// database name appears in it.
+func defaultCloudEventsSource(databaseURL, tableName string) string {
+	db := ""
+	if pg, err := pgconn.ParseConfig(databaseURL); err == nil {
+		db = pg.Database
+	}
+	table, _ := pgname.Parse(tableName, "public")
+	return "/pgoutbox/" + url.PathEscape(db) + "/" + url.PathEscape(table.Schema+"."+table.Name)
+}

@@ -63,6 +63,17 @@
 // the row's headers object (which cannot override those); timestamp the
 // transaction's commit time. Writes use acks=all.
 //
+// # Table formats and CloudEvents
+//
+// Config.TableFormat maps the columns: TableFormatPgoutbox (the table
+// above) or TableFormatDebezium, the table of Debezium's Outbox Event
+// Router (id, aggregatetype, aggregateid, type, payload; the message ID
+// serves as business key; topic "outbox.event.{aggregate_type}"; the
+// router's "id" and "type" headers besides the contract's). Both go through
+// the same decoder. Config.CloudEvents adds the attributes of the
+// CloudEvents Kafka binding's binary content mode (ce_specversion, ce_id,
+// ce_source, ce_type, ce_time, ce_subject, content-type) to every record.
+//
 // # Acknowledgement
 //
 // The slot's confirmed_flush_lsn is the single record of what was

@@ -47,10 +47,6 @@ func TestCloudEventsHeadersByteForByte(t *testing.T) {
 		}
 	}
 	recs := testenv.WaitForRecords(t, kafka.Brokers, kafka.Topic("outbox.payment"), 1, 2*time.Minute)
-	dead := testenv.WaitForRecords(t, kafka.Brokers, dlq, 1, 2*time.Minute)
-	if code := proc.stop(time.Minute); code != 0 {
-		t.Errorf("relay run exited %d", code)
-	}
 	if len(recs) != 1 {
 		t.Fatalf("%d records on outbox.payment, want 1", len(recs))
 	}
@@ -78,6 +74,10 @@ func TestCloudEventsHeadersByteForByte(t *testing.T) {
 	}
 	if since := time.Since(rec.Timestamp); since < 0 || since > time.Hour {
 		t.Errorf("record timestamp %v is not the recent commit time", rec.Timestamp)
+	}
+	dead := testenv.WaitForRecords(t, kafka.Brokers, dlq, 1, 2*time.Minute)
+	if code := proc.stop(time.Minute); code != 0 {
+		t.Errorf("relay run exited %d", code)
 	}
 	if len(dead) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(dead))

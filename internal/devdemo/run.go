@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/pgserver"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -132,7 +133,7 @@ func Run(ctx context.Context, o Options) (err error) {
 // when ctx ended while the server started.
 func startPostgres(ctx context.Context, url string, say func(string, ...any)) (string, func(), error) {
 	if url != "" {
-		say("postgres  %s (schema %s)", relay.RedactURL(url), Schema)
+		say("postgres  %s (schema %s)", redact.URL(url), Schema)
 		return url, func() {}, nil
 	}
 	say("starting a throwaway Postgres (initdb, wal_level=logical) ...")

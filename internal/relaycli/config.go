@@ -13,6 +13,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -299,7 +300,7 @@ func brokers(values []string) ([]string, error) {
 // logAttrs describes cfg for the start-up log line, without secrets.
 func logAttrs(cfg *relay.Config) []any {
 	return []any{
-		slog.String("database", relay.RedactURL(cfg.DatabaseURL)),
+		slog.String("database", redact.URL(cfg.DatabaseURL)),
 		slog.String("brokers", strings.Join(cfg.Brokers, ",")),
 		slog.String("table", cfg.Table),
 		slog.String("slot", cfg.Slot),

@@ -17,7 +17,7 @@ const minSecretLen = 4
 
 // scrubber removes known secrets (the database and SASL passwords) from text
 // the CLI prints: the error line and every log record. It is the last line of
-// defence; the engine (relay.RedactURL) and pgx already avoid printing
+// defence; the engine (internal/redact) and pgx already avoid printing
 // passwords.
 type scrubber struct {
 	secrets []string

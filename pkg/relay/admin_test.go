@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -175,8 +176,8 @@ func TestRedactURL(t *testing.T) {
 		{"postgres://app:pa%zz@db/app", "(unparsable connection string)"},
 	}
 	for _, tt := range tests {
-		if got := relay.RedactURL(tt.in); got != tt.want {
-			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := redact.URL(tt.in); got != tt.want {
+			t.Errorf("redact.URL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -498,5 +498,4 @@
 // that keeps the relay from streaming healthily (a missing table, state
 // table, publication or slot, a publication mismatch, a gap, a lost slot,
 // no active relay).
-// RedactURL strips the password from a database URL for logs.
 package relay

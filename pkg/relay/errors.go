@@ -97,12 +97,6 @@ func permanent(err error) error {
 	return &permanentError{err}
 }
 
-// Permanent is the former name of IsPermanent.
-//
-// Deprecated: use IsPermanent. In every pgoutbox package IsPermanent is the
-// predicate; inbox.Permanent wraps a handler error.
-func Permanent(err error) bool { return IsPermanent(err) }
-
 // IsPermanent reports whether err is one that retrying cannot fix: bad
 // configuration, refused credentials or privileges, a missing or
 // invalidated slot, unusable table columns, an invalid event under

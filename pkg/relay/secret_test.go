@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -38,7 +39,7 @@ func TestPasswordNeverLogged(t *testing.T) {
 	if err == nil || !relay.IsPermanent(err) || !strings.Contains(err.Error(), "no_such_db") {
 		t.Fatalf("Run against a missing database: %v, want a permanent error naming it", err)
 	}
-	for _, e := range []error{err, relay.Setup(ctx, &bad), errors.New(relay.RedactURL(bad.DatabaseURL))} {
+	for _, e := range []error{err, relay.Setup(ctx, &bad), errors.New(redact.URL(bad.DatabaseURL))} {
 		if strings.Contains(e.Error(), secret) {
 			t.Fatalf("error leaks the password: %v", e)
 		}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 )
 
 // errSinkFailed is the cause with which a failing sink ends the reader.
@@ -163,7 +164,7 @@ func (r *Relay) lead(tr *acktrack.Tracker, lv liveness, start pglogrepl.LSN) {
 	if r.live.standby.Swap(false) {
 		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
 	}
-	c.Logger.Info("streaming", "database", RedactURL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
+	c.Logger.Info("streaming", "database", redact.URL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
 		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout.String(), "liveness_bound", lv.bound.String())
 }
 

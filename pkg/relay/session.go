@@ -33,6 +33,10 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	}
 	var committed pglogrepl.LSN
 	if c.ExactlyOnce {
+		// The Kafka dials below are guarded by the liveness clock: start
+		// it with this connection, not the last session's silence (after
+		// an outage longer than the bound, every dial was refused).
+		r.live.begin(time.Now(), lv.bound)
 		// Holding the slot (a standby never gets here): fence the relays
 		// of the slot before us and read what they committed.
 		if committed, err = r.fence(ctx, sk); err != nil {

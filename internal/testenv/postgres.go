@@ -212,3 +212,17 @@ func redact(err error) error {
 	}
 	return err
 }
+
+// WithSenderTimeout returns the database URL u with wal_sender_timeout set
+// to d for its connections (a relay's liveness bound is half of it).
+func WithSenderTimeout(t testing.TB, u string, d time.Duration) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := parsed.Query()
+	q.Set("options", fmt.Sprintf("-c wal_sender_timeout=%dms", d.Milliseconds()))
+	parsed.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // libpq reads + literally
+	return parsed.String()
+}

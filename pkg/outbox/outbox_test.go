@@ -194,7 +194,9 @@ func TestValidation(t *testing.T) {
 			"invalid outbox message: aggregate ID is not valid UTF-8 or holds a NUL byte"},
 		{"aggregate id NUL", func(m *outbox.Message) { m.AggregateID = "a\x00" },
 			"invalid outbox message: aggregate ID is not valid UTF-8 or holds a NUL byte"},
-		{"relay's header", func(m *outbox.Message) { m.Headers = map[string]string{"trace": "t", "Original-Topic": "payments.commands"} },
+		{"relay's header", func(m *outbox.Message) {
+			m.Headers = map[string]string{"trace": "t", "Original-Topic": "payments.commands"}
+		},
 			"invalid outbox message: header \"Original-Topic\" is written by the relay (the relay would dead-letter the message as bad-headers)"},
 		{"dlq header", func(m *outbox.Message) { m.Headers = map[string]string{"dlq-reason": "none"} },
 			"invalid outbox message: header \"dlq-reason\" is written by the relay (the relay would dead-letter the message as bad-headers)"},

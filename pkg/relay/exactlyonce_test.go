@@ -1,10 +1,12 @@
 package relay_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -29,6 +31,33 @@ func TestExactlyOnceAcrossRestart(t *testing.T) {
 		more = append(more, msg(fmt.Sprintf("agg-%d", i%3), 100+i))
 	}
 	ids = append(ids, b.insert(t, more...)...)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	if len(recs) != len(ids) {
+		t.Fatalf("%d records for %d rows", len(recs), len(ids))
+	}
+}
+
+// An exactly-once relay outlives a database outage longer than its
+// liveness bound: each session starts its liveness clock before it fences
+// the slot's older relays, whose Kafka dials the clock guards. With the
+// last session's silence on the clock, every dial was refused, for ever.
+func TestExactlyOnceOutlivesOutage(t *testing.T) {
+	t.Parallel()
+	b, srv := ownServer(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.MaxRetryBackoff = 200 * time.Millisecond
+		// A liveness bound of 1 s (wal_sender_timeout / 2).
+		c.DatabaseURL = testenv.WithSenderTimeout(t, c.DatabaseURL, 2*time.Second)
+	})
+	b.start(t)
+	ids := b.insert(t, msg("agg-0", 0))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	srv.Kill()
+	time.Sleep(3 * time.Second) // the outage: three liveness bounds
+	if err := srv.Restart(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, b.insertRetry(t, msg("agg-0", 1))...)
 	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
 	if len(recs) != len(ids) {
 		t.Fatalf("%d records for %d rows", len(recs), len(ids))

@@ -19,20 +19,6 @@ import (
 // is half of it.
 const testSenderTimeout = 2 * time.Second
 
-// withSenderTimeout returns the database URL u with wal_sender_timeout
-// set for its connections.
-func withSenderTimeout(t *testing.T, u string, d time.Duration) string {
-	t.Helper()
-	parsed, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := parsed.Query()
-	q.Set("options", fmt.Sprintf("-c wal_sender_timeout=%dms", d.Milliseconds()))
-	parsed.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // libpq reads + literally
-	return parsed.String()
-}
-
 // committedIDs returns every message ID the ledger holds as committed.
 func committedIDs(l *ledger) []uuid.UUID {
 	l.mu.Lock()
@@ -63,7 +49,7 @@ func TestHalfOpenReplicationConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := testenv.NewProxy(t, u.Host)
-	relayURL := withSenderTimeout(t, proxy.ProxyURL(t, db.URL), testSenderTimeout)
+	relayURL := testenv.WithSenderTimeout(t, proxy.ProxyURL(t, db.URL), testSenderTimeout)
 	common := []string{"--slot", slot, "--publication", "pub_halfopen"}
 	mustRunRelay(t, bin, append([]string{"setup", "--database-url", db.URL}, common...)...)
 	hc := &http.Client{Timeout: 2 * time.Second}

@@ -284,7 +284,7 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	rp := setupRelayPair(t, "pub_paused", "old leader", "new leader")
 	bin, db, kafka, slot, common := rp.bin, rp.db, rp.kafka, rp.slot, rp.common
 	logA, logB, a, b := rp.logA, rp.logB, rp.a, rp.b
-	relayURL := withSenderTimeout(t, db.URL, testSenderTimeout)
+	relayURL := testenv.WithSenderTimeout(t, db.URL, testSenderTimeout)
 	run := func(p probe, log, instance string) *relayProc {
 		return startRelay(t, bin, log, append(append([]string{"run", "--database-url", relayURL}, common...),
 			"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", p.addr, "--log-format", "json", "--instance-id", instance,

@@ -186,7 +186,7 @@ func TestDebeziumOutboxThroughRelayAndInbox(t *testing.T) {
 	}
 
 	// The inbox processed each order event once, under its message ID.
-	testenv.WaitFor(t, 2*time.Minute, "the inbox to process both order events", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "the inbox to process both order events", func() (bool, error) {
 		return outcomes.get(inbox.Processed) >= 2, nil
 	})
 	if err := stopConsumer(); err != nil {

@@ -50,6 +50,8 @@ const kcatFormat = `%p %o %T %K %S\n%k%s\n`
 
 // ReadTopic reads every record of topic up to its end when the call starts,
 // with kcat, and returns them in partition, offset order within a partition.
+// kcat reads read_committed (librdkafka's default): records of aborted or
+// still open Kafka transactions are never read.
 //
 // The end is taken first (kcat -Q) and each partition is read up to it, so a
 // topic still being written does not keep kcat reading: kcat -e ends a
@@ -57,17 +59,28 @@ const kcatFormat = `%p %o %T %K %S\n%k%s\n`
 // whose produce requests hold every partition (the relay's) can answer every
 // fetch for as long as it writes.
 func ReadTopic(ctx context.Context, brokers []string, topic string) ([]Record, error) {
+	return ReadTopicWith(ctx, brokers, topic)
+}
+
+// ReadTopicWith is ReadTopic with librdkafka properties for kcat ("name=value",
+// each passed as -X): security.protocol and sasl.* for a broker that
+// requires SASL, isolation.level=read_committed said explicitly.
+func ReadTopicWith(ctx context.Context, brokers []string, topic string, props ...string) ([]Record, error) {
 	if _, err := exec.LookPath("kcat"); err != nil {
 		return nil, errors.New("kcat not found; install it with: apt-get install -y kcat")
 	}
-	ends, err := topicEnds(ctx, brokers, topic)
+	var x []string
+	for _, p := range props {
+		x = append(x, "-X", p)
+	}
+	ends, err := topicEnds(ctx, brokers, topic, x)
 	if err != nil {
 		return nil, err
 	}
 	var recs []Record
 	for p, end := range ends {
 		if end > 0 {
-			part, err := readPartition(ctx, brokers, topic, int32(p), end)
+			part, err := readPartition(ctx, brokers, topic, int32(p), end, x)
 			if err != nil {
 				return nil, err
 			}
@@ -78,10 +91,11 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) ([]Record, e
 }
 
 // topicEnds returns the end offset of each partition of topic, by partition
-// number; a topic that does not exist is an error (and is not created).
-func topicEnds(ctx context.Context, brokers []string, topic string) ([]int64, error) {
+// number; a topic that does not exist is an error (and is not created). x
+// are kcat -X arguments.
+func topicEnds(ctx context.Context, brokers []string, topic string, x []string) ([]int64, error) {
 	b := strings.Join(brokers, ",")
-	raw, err := runKcat(ctx, []string{"-L", "-J", "-b", b, "-t", topic, "-X", "allow.auto.create.topics=false"})
+	raw, err := runKcat(ctx, append([]string{"-L", "-J", "-b", b, "-t", topic, "-X", "allow.auto.create.topics=false"}, x...))
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +117,7 @@ func topicEnds(ctx context.Context, brokers []string, topic string) ([]int64, er
 	if t := md.Topics[0]; t.Error != "" || len(t.Partitions) == 0 {
 		return nil, fmt.Errorf("kcat metadata: topic %s: %s", topic, t.Error)
 	}
-	query := []string{"-Q", "-J", "-b", b}
+	query := append([]string{"-Q", "-J", "-b", b}, x...)
 	for _, p := range md.Topics[0].Partitions {
 		query = append(query, "-t", fmt.Sprintf("%s:%d:-1", topic, p.Partition))
 	}
@@ -131,9 +145,10 @@ func topicEnds(ctx context.Context, brokers []string, topic string) ([]int64, er
 // readPartition reads the records of one partition below offset end. kcat
 // stops after end records (a partition's offsets start at 0 on a broker that
 // deletes nothing); records at or past end are dropped.
-func readPartition(ctx context.Context, brokers []string, topic string, partition int32, end int64) ([]Record, error) {
+func readPartition(ctx context.Context, brokers []string, topic string, partition int32, end int64, x []string) ([]Record, error) {
 	base := []string{"-C", "-b", strings.Join(brokers, ","), "-t", topic, "-p", strconv.Itoa(int(partition)),
 		"-o", "beginning", "-c", strconv.FormatInt(end, 10), "-e", "-q"}
+	base = append(base, x...)
 	raw, err := runKcat(ctx, append(base, "-f", kcatFormat))
 	if err != nil {
 		return nil, err

@@ -124,14 +124,27 @@ func writer(ctx context.Context, pool interface {
 func TestCrashRestartLosesNothing(t *testing.T) {
 	t.Parallel()
 	const kills = 6
+	l, kafka := crashScenario(t, "pub_crash", kills)
+	records, duplicates := checkDelivered(t, kafka, l)
+	t.Logf("%d kills; %d committed messages, %d rolled back; Kafka holds %d records: %d duplicates (%.2f%%), %.0f duplicates per kill",
+		kills, l.count, len(l.rolledBack), records, duplicates, 100*float64(duplicates)/float64(l.count), float64(duplicates)/kills)
+}
+
+// crashScenario runs relay setup for publication, then the relay binary
+// with extra flags while writers commit, SIGKILLs it kills times at
+// random moments (restarting it each time), and finally lets one relay
+// confirm every committed message and stop with SIGTERM. It returns the
+// writers' ledger and the broker.
+func crashScenario(t *testing.T, publication string, kills int, extra ...string) (*ledger, *testenv.Kafka) {
+	t.Helper()
 	bin := buildRelay(t)
 	db := testenv.NewDB(t)
 	kafka := testenv.NewBroker(t)
 	logPath := relayLog(t)
 	slot := db.Name
-	common := []string{"--database-url", db.URL, "--slot", slot, "--publication", "pub_crash"}
-	runArgs := append(append([]string{"run"}, common...),
-		"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", "", "--log-format", "json")
+	common := []string{"--database-url", db.URL, "--slot", slot, "--publication", publication}
+	runArgs := append(append(append([]string{"run"}, common...),
+		"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", "", "--log-format", "json"), extra...)
 
 	mustRunRelay(t, bin, append([]string{"setup"}, common...)...)
 
@@ -146,13 +159,20 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 	if code := last.stop(time.Minute); code != 0 {
 		t.Fatalf("relay after SIGTERM: exit code %d, want 0", code)
 	}
+	return l, kafka
+}
 
-	// Kafka as kcat sees it.
+// checkDelivered reads the writers' topics as kcat sees them (with the
+// librdkafka properties props) and fails t unless they hold every message
+// committed in l, none rolled back, and each aggregate's first
+// occurrences in commit order. It returns the records read and how many
+// were duplicates.
+func checkDelivered(t *testing.T, kafka *testenv.Kafka, l *ledger, props ...string) (records, duplicates int) {
+	t.Helper()
 	seen := make(map[uuid.UUID]int)
 	firsts := make(map[string][]uuid.UUID) // aggregate -> first occurrences in Kafka order
-	records := 0
 	for _, typ := range crashAggregateTypes {
-		for _, rec := range testenv.MustReadTopic(t, kafka.Brokers, kafka.Topic("outbox."+typ)) {
+		for _, rec := range mustReadTopic(t, kafka, "outbox."+typ, props...) {
 			records++
 			h, _ := rec.Header("message-id")
 			id, err := uuid.Parse(h)
@@ -165,7 +185,7 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 		}
 	}
 
-	missing, duplicates := 0, 0
+	missing := 0
 	for agg, ids := range l.committed {
 		for _, id := range ids {
 			switch n := seen[id]; {
@@ -189,6 +209,18 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 	if missing > 0 {
 		t.Fatalf("%d of %d committed messages missing from Kafka", missing, l.count)
 	}
-	t.Logf("%d kills; %d committed messages, %d rolled back; Kafka holds %d records: %d duplicates (%.2f%%), %.0f duplicates per kill",
-		kills, l.count, len(l.rolledBack), records, duplicates, 100*float64(duplicates)/float64(l.count), float64(duplicates)/kills)
+	return records, duplicates
+}
+
+// mustReadTopic reads topic (under kafka's prefix) with kcat, with the
+// librdkafka properties props, failing t on error.
+func mustReadTopic(t *testing.T, kafka *testenv.Kafka, topic string, props ...string) []testenv.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recs, err := testenv.ReadTopicWith(ctx, kafka.Brokers, kafka.Topic(topic), props...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }

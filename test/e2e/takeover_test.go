@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,11 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
@@ -281,21 +284,50 @@ func readFile(t *testing.T, path string) string {
 // of each aggregate's messages is in commit order.
 func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	t.Parallel()
-	rp := setupRelayPair(t, "pub_paused", "old leader", "new leader")
-	bin, db, kafka, slot, common := rp.bin, rp.db, rp.kafka, rp.slot, rp.common
+	pr := pauseLeader(t, "pub_paused", false)
+	testenv.WaitFor(t, time.Minute, "the old leader turned standby", func() (bool, error) {
+		if pr.pa.exited() {
+			return false, fmt.Errorf("old leader exited: %v", pr.pa.err)
+		}
+		return strings.Contains(readFile(t, pr.rp.logA), "waiting as a standby"), nil
+	})
+	if v, ok := pr.rp.a.metric("pgoutbox_relay_leader", `slot="`+pr.rp.slot+`"`); !ok || v != 0 {
+		t.Errorf("old leader: leader = %v (present %v), want 0", v, ok)
+	}
+	pr.finish(t, pr.pa, pr.pb)
+}
+
+// pausedRun is a takeover from a frozen leader (see pauseLeader).
+type pausedRun struct {
+	rp          *relayPair
+	pa, pb      *relayProc // the frozen (and resumed) leader; the standby that took over
+	l           *ledger
+	stopWriters func()
+	// kcatProps are librdkafka properties for the final read.
+	kcatProps []string
+}
+
+// pauseLeader runs relays a and b on one slot with extra flags (a leads,
+// b waits as a standby) while writers commit, freezes a (SIGSTOP) until b
+// took over and published, and resumes a (SIGCONT). The writers go on.
+// With atCommit (exactly-once relays) a is frozen as it commits a Kafka
+// transaction, which stays open (on an external broker, whenever it is).
+func pauseLeader(t *testing.T, publication string, atCommit bool, extra ...string) *pausedRun {
+	t.Helper()
+	rp := setupRelayPair(t, publication, "old leader", "new leader")
+	bin, db, kafka, common := rp.bin, rp.db, rp.kafka, rp.common
 	logA, logB, a, b := rp.logA, rp.logB, rp.a, rp.b
 	relayURL := testenv.WithSenderTimeout(t, db.URL, testSenderTimeout)
 	run := func(p probe, log, instance string) *relayProc {
-		return startRelay(t, bin, log, append(append([]string{"run", "--database-url", relayURL}, common...),
+		return startRelay(t, bin, log, append(append(append([]string{"run", "--database-url", relayURL}, common...),
 			"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", p.addr, "--log-format", "json", "--instance-id", instance,
 			"--lag-poll-interval", "200ms", "--standby-retry-interval", "200ms",
 			// A short queue: after the freeze, the reader waits for the
 			// sink to write what it reads from the socket buffer (as
 			// under load) instead of reaching the end of the stream
 			// first.
-			"--batch-size", "50")...)
+			"--batch-size", "50"), extra...)...)
 	}
-	slotLabel := `slot="` + slot + `"`
 	pa := run(a, logA, "a")
 	waitReady(t, "the first relay ready", pa, a)
 	pb := run(b, logB, "b")
@@ -314,7 +346,16 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 		return v > 0 && committed() >= 1000, nil
 	})
 
-	if err := pa.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if atCommit && kafka.Cluster != nil {
+		// The broker drops a's next EndTxn and freezes a meanwhile: a
+		// stops with a Kafka transaction open, its records written.
+		var frozen atomic.Bool
+		kafka.Cluster.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+			frozen.Store(pa.cmd.Process.Signal(syscall.SIGSTOP) == nil)
+			return nil, errors.New("test: the leader froze before its commit reached the broker"), true
+		})
+		testenv.WaitFor(t, time.Minute, "the leader frozen at a commit", func() (bool, error) { return frozen.Load(), nil })
+	} else if err := pa.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
@@ -336,26 +377,30 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	resume()
 	t.Logf("old leader frozen %v (wal_sender_timeout %v); the standby was ready after %v", time.Since(stopped).Round(time.Millisecond),
 		testSenderTimeout, took.Round(time.Millisecond))
-	testenv.WaitFor(t, time.Minute, "the old leader turned standby", func() (bool, error) {
-		if pa.exited() {
-			return false, fmt.Errorf("old leader exited: %v", pa.err)
-		}
-		return strings.Contains(readFile(t, logA), "waiting as a standby"), nil
-	})
-	if v, ok := a.metric("pgoutbox_relay_leader", slotLabel); !ok || v != 0 {
-		t.Errorf("old leader: leader = %v (present %v), want 0", v, ok)
-	}
+	return &pausedRun{rp: rp, pa: pa, pb: pb, l: l, stopWriters: stopWriters}
+}
+
+// finish lets the writers commit a little more, stops them, waits until
+// one of the running relays confirmed everything, and checks Kafka: no
+// record of the old leader after the new leader's first in a partition,
+// the last copy of each aggregate's messages in commit order, none
+// missing. The running relays must then stop with exit code 0. It returns
+// the number of duplicate records.
+func (pr *pausedRun) finish(t *testing.T, running ...*relayProc) (duplicates int) {
+	t.Helper()
+	rp, l := pr.rp, pr.l
+	committed := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.count }
 	target := committed() + 500
 	testenv.WaitFor(t, time.Minute, "writers going on after the takeover", func() (bool, error) { return committed() >= target, nil })
-	stopWriters()
-	endLSN := writeFence(t, db.Pool, l)
-	waitConfirmed(t, db.Pool, slot, endLSN, pa, pb)
+	pr.stopWriters()
+	endLSN := writeFence(t, rp.db.Pool, l)
+	waitConfirmed(t, rp.db.Pool, rp.slot, endLSN, running...)
 	// The check below attributes every record of "a" after the takeover
 	// to the paused session: the old leader must not have streamed again
 	// (which it would, legitimately, had the new leader lost the slot).
-	if n := strings.Count(readFile(t, logA), `"msg":"streaming"`); n != 1 {
+	if n := strings.Count(readFile(t, rp.logA), `"msg":"streaming"`); n != 1 {
 		t.Fatalf("the old leader streamed %d times, want once: the new leader lost the slot (log: %d interruptions)",
-			n, strings.Count(readFile(t, logB), "replication interrupted"))
+			n, strings.Count(readFile(t, rp.logB), "replication interrupted"))
 	}
 
 	type partition struct {
@@ -366,8 +411,10 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	stale := make(map[partition]int)    // old leader's records after it
 	last := make(map[uuid.UUID]int)     // position of the last copy, in its aggregate's partition order
 	byInstance := map[string]int{}
+	records := 0
 	for _, typ := range crashAggregateTypes {
-		for i, rec := range testenv.MustReadTopic(t, kafka.Brokers, kafka.Topic("outbox."+typ)) {
+		for i, rec := range mustReadTopic(t, rp.kafka, "outbox."+typ, pr.kcatProps...) {
+			records++
 			inst, _ := rec.Header("relay-instance")
 			byInstance[inst]++
 			p := partition{rec.Topic, rec.Partition}
@@ -408,10 +455,12 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	if missing > 0 {
 		t.Fatalf("%d of %d committed messages missing from Kafka", missing, l.count)
 	}
-	t.Logf("%d committed messages, all in Kafka; %d records by the new leader", l.count, byInstance["b"])
-	for _, p := range []*relayProc{pa, pb} {
+	duplicates = records - len(last)
+	t.Logf("%d committed messages, all in Kafka; %d records by the new leader; %d duplicates", l.count, byInstance["b"], duplicates)
+	for _, p := range running {
 		if code := p.stop(time.Minute); code != 0 {
 			t.Errorf("relay after SIGTERM: exit %d, want 0", code)
 		}
 	}
+	return duplicates
 }

@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// readCommitted is the kcat property of a consumer of an exactly-once
+// relay (librdkafka's default, said explicitly).
+const readCommitted = "isolation.level=read_committed"
+
+// TestExactlyOnceSurvivesKills is TestCrashRestartLosesNothing in
+// exactly-once mode, with 4 kills: a read_committed reader (kcat) sees
+// every committed message exactly once, in commit order per aggregate.
+// Each restarted relay fences the killed one's transactional ID (aborting
+// the Kafka transaction it left open) and skips the WAL its committed
+// progress covers. (The progress topic is the default one: its records
+// are keyed by slot, and every test has a slot of its own.)
+func TestExactlyOnceSurvivesKills(t *testing.T) {
+	t.Parallel()
+	const kills = 4
+	l, kafka := crashScenario(t, "pub_eos_crash", kills, "--exactly-once")
+	records, duplicates := checkDelivered(t, kafka, l, readCommitted)
+	t.Logf("%d kills; %d committed messages, %d rolled back; Kafka holds %d records (read_committed): %d duplicates",
+		kills, l.count, len(l.rolledBack), records, duplicates)
+	if duplicates != 0 {
+		t.Fatalf("%d duplicates for a read_committed reader in exactly-once mode, want 0", duplicates)
+	}
+}
+
+// TestExactlyOncePausedLeaderFenced is TestPausedLeaderPublishesNothingAfterTakeover
+// in exactly-once mode, the leader frozen as it commits a Kafka
+// transaction (the broker drops that EndTxn): the new leader's
+// InitProducerID fences the frozen one and aborts the transaction it held
+// open. After SIGCONT the old leader commits nothing (it exits with the
+// fenced error, or waits as a standby when its liveness guard stopped it
+// first), and a read_committed reader sees every committed message
+// exactly once, none of the old leader's after the new leader's.
+func TestExactlyOncePausedLeaderFenced(t *testing.T) {
+	t.Parallel()
+	pr := pauseLeader(t, "pub_eos_paused", true, "--exactly-once")
+	pr.kcatProps = []string{readCommitted}
+	running := []*relayProc{pr.pb}
+	testenv.WaitFor(t, time.Minute, "the old leader fenced (exited) or turned standby", func() (bool, error) {
+		log := readFile(t, pr.rp.logA)
+		switch {
+		case pr.pa.exited():
+			if !strings.Contains(log, "fenced by a newer relay of the slot") {
+				return false, fmt.Errorf("old leader exited, not fenced: %v", pr.pa.err)
+			}
+			t.Log("the old leader exited: fenced")
+			return true, nil
+		case strings.Contains(log, "waiting as a standby"):
+			t.Log("the old leader stepped down: waiting as a standby")
+			running = append(running, pr.pa)
+			return true, nil
+		}
+		return false, nil
+	})
+	if duplicates := pr.finish(t, running...); duplicates != 0 {
+		t.Fatalf("%d duplicates for a read_committed reader in exactly-once mode, want 0", duplicates)
+	}
+}

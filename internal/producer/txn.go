@@ -95,15 +95,37 @@ func (p *Producer) EnsureCompactedTopic(ctx context.Context, topic string) error
 }
 
 // ReadLast returns the value of the last committed record of key in
-// partition 0 of topic, reading at read_committed up to the partition's
+// partition 0 of topic, reading at read_committed below the partition's
 // last stable offset; found is false when there is none.
+//
+// It reads backwards, in windows growing from readLastWindow records: the
+// key's last record is usually near the end (a relay writes one per
+// transaction), and the active segment of a compacted topic is never
+// compacted, so a read from the start would grow with every transaction
+// since the segment rolled.
 func ReadLast(ctx context.Context, cfg Config, topic, key string) (value []byte, found bool, err error) {
-	lso, err := lastStableOffset(ctx, cfg, topic)
-	if err != nil || lso <= 0 {
+	end, err := lastStableOffset(ctx, cfg, topic)
+	if err != nil {
 		return nil, false, err
 	}
+	for window := int64(readLastWindow); end > 0; window *= 8 {
+		from := max(0, end-window)
+		if value, found, err = readLastIn(ctx, cfg, topic, key, from, end); err != nil || found {
+			return value, found, err
+		}
+		end = from
+	}
+	return nil, false, nil
+}
+
+// readLastWindow is the size of ReadLast's first window, in offsets.
+const readLastWindow = 1024
+
+// readLastIn returns the value of the last committed record of key in
+// partition 0 of topic at offsets from (inclusive) to end (exclusive).
+func readLastIn(ctx context.Context, cfg Config, topic, key string, from, end int64) (value []byte, found bool, err error) {
 	cl, err := kgo.NewClient(ClientOpts(cfg,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 	)...)
@@ -111,7 +133,7 @@ func ReadLast(ctx context.Context, cfg Config, topic, key string) (value []byte,
 		return nil, false, err
 	}
 	defer cl.Close()
-	for next := int64(0); next < lso; {
+	for next := from; next < end; {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return nil, false, err
@@ -122,8 +144,8 @@ func ReadLast(ctx context.Context, cfg Config, topic, key string) (value []byte,
 			return nil, false, ferr
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			next = r.Offset + 1
-			if !r.Attrs.IsControl() && string(r.Key) == key {
+			next = max(next, r.Offset+1)
+			if r.Offset < end && !r.Attrs.IsControl() && string(r.Key) == key {
 				value, found = r.Value, true
 			}
 		})

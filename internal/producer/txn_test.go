@@ -88,3 +88,48 @@ func TestTransactionsAndFencing(t *testing.T) {
 		return found && string(v) == "2", nil
 	})
 }
+
+// ReadLast reads backwards in growing windows: it finds a key's last
+// record behind more records of other keys than its first window holds,
+// and the later of two records of the key.
+func TestReadLastReadsBackwards(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := newProducer(t, k, nil)
+	if err := p.EnsureCompactedTopic(ctx, "progress"); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(recs ...*kgo.Record) {
+		t.Helper()
+		errs, err := p.Produce(ctx, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range errs {
+			if e != nil {
+				t.Fatal(e)
+			}
+		}
+	}
+	cfg := producer.Config{Brokers: k.Brokers}
+	produce(&kgo.Record{Topic: "progress", Key: []byte("slot"), Value: []byte("old")}, &kgo.Record{Topic: "progress", Key: []byte("slot"), Value: []byte("a")})
+	var others []*kgo.Record
+	for i := range 3000 { // past the first two windows' start: 1,024, then 8,192 back
+		others = append(others, &kgo.Record{Topic: "progress", Key: []byte("other"), Value: []byte(fmt.Sprint(i))})
+	}
+	produce(others...)
+	for key, want := range map[string]string{"slot": "a", "other": "2999"} {
+		if v, found, err := producer.ReadLast(ctx, cfg, "progress", key); err != nil || !found || string(v) != want {
+			t.Fatalf("ReadLast(%s): %q %v %v; want %s", key, v, found, err, want)
+		}
+	}
+	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "none"); err != nil || found {
+		t.Fatalf("ReadLast of a key never written: found %v, %v", found, err)
+	}
+	produce(&kgo.Record{Topic: "progress", Key: []byte("slot"), Value: []byte("b")})
+	if v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot"); err != nil || !found || string(v) != "b" {
+		t.Fatalf("ReadLast(slot) after another: %q %v %v; want b", v, found, err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/inboxcli"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -332,5 +333,60 @@ func TestTailRefusesARealConsumer(t *testing.T) {
 	if code != inboxcli.ExitUsage || !strings.Contains(errOut, `consumer "billing" already has rows`) ||
 		!strings.Contains(errOut, "--force") {
 		t.Fatalf("tail --consumer billing: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// inbox tail reads read_committed: the records of an aborted Kafka
+// transaction (an exactly-once relay that was fenced or failed) are never
+// processed, those of a committed one are.
+func TestTailReadsCommitted(t *testing.T) {
+	t.Parallel()
+	const topic = "orders"
+	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic))
+	db := testenv.NewDB(t)
+	mustRun(t, "--database-url="+db.URL, "migrate")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.TransactionalID("tail-test"), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	txn := func(id string, end kgo.TransactionEndTry) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		rec := &kgo.Record{Value: []byte(`{}`), Headers: []kgo.RecordHeader{{Key: "message-id", Value: []byte(id)}, {Key: "business-key", Value: []byte("k-" + id)}}}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn("m-aborted", kgo.TryAbort)
+	txn("m-committed", kgo.TryCommit)
+
+	tailCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var stdout, stderr testenv.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- inboxcli.Run(tailCtx, []string{"--database-url=" + db.URL, "tail", "--brokers", strings.Join(k.Brokers, ","),
+			"--topics", topic, "--dlq-topic", "orders.dlq"}, &stdout, &stderr)
+	}()
+	testenv.WaitFor(t, time.Minute, "tail printing the committed record", func() (bool, error) {
+		return strings.Contains(stdout.String(), "m-committed"), nil
+	})
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("tail exit %d: %s", code, stderr.String())
+	}
+	// Offsets: the aborted record 0, its abort marker 1, the committed
+	// record 2.
+	if got, want := strings.TrimSpace(stdout.String()), "orders/0@2 m-committed k-m-committed processed"; got != want {
+		t.Fatalf("tail printed\n%s\nwant\n%s", got, want)
 	}
 }

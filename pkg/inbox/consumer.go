@@ -299,6 +299,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		fetchErrs.n = 0
+		if isTxnMarker(&m) {
+			continue
+		}
 		if !c.queue.take(runCtx, recordBytes(&m)) {
 			break
 		}
@@ -329,6 +332,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 		cause = nil // a graceful stop
 	}
 	return errors.Join(cause, reader.Close(), dlq.Close())
+}
+
+// isTxnMarker reports whether m is a Kafka transaction marker (a control
+// record ending a transaction, as an exactly-once relay writes), which
+// kafka-go hands out as a record (segmentio/kafka-go#1332): no headers, a
+// 4-byte key (version 0; type 0 abort or 1 commit) and a 6-byte value
+// (version 0, coordinator epoch). It is skipped, never dead-lettered as
+// missing-headers; its offset is committed with the next record's.
+func isTxnMarker(m *kafka.Message) bool {
+	return len(m.Headers) == 0 && len(m.Key) == 4 && m.Key[0] == 0 && m.Key[1] == 0 && m.Key[2] == 0 && m.Key[3] <= 1 &&
+		len(m.Value) == 6 && m.Value[0] == 0 && m.Value[1] == 0
 }
 
 // fetchErrors tracks the fetch errors in a row, for the backoff and the

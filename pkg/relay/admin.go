@@ -241,11 +241,3 @@ func openAdmin(ctx context.Context, cfg *Config) (Config, *pgx.Conn, error) {
 	conn, err := connect(ctx, &c)
 	return c, conn, err
 }
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}

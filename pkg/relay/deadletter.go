@@ -14,9 +14,6 @@ import (
 // are untrusted: whatever they hold, its dead-letter record fits, so no row
 // can stop the relay.
 const (
-	// maxDetailBytes bounds dlq-detail (and the detail of an
-	// InvalidEventError).
-	maxDetailBytes = 1024
 	// MaxDeadLetterHeaderBytes bounds the value of every header a
 	// dead-letter record carries over from its event (business-key,
 	// aggregate-id, the row's own headers...): a longer value is cut to it

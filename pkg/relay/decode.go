@@ -223,6 +223,10 @@ func newDecoder(c *Config, res relationResolver) *decoder {
 	}
 }
 
+// maxDetailBytes bounds the detail of an InvalidEventError, and so
+// dlq-detail.
+const maxDetailBytes = 1024
+
 // errProtocol wraps messages that are not valid pgoutput.
 var errProtocol = errors.New("relay: unexpected replication data")
 
@@ -671,90 +675,6 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// topicTemplate is a parsed TopicTemplate: literal text and the
-// placeholders {aggregate_type} and {event_type}.
-type topicTemplate []templatePart
-
-type templatePart struct {
-	literal string
-	field   int // 0: literal; colAggregateType or colEventType
-}
-
-// parseTopicTemplate splits s at its placeholders, left to right, as
-// strings.Replacer would replace them.
-func parseTopicTemplate(s string) topicTemplate {
-	var t topicTemplate
-	for s != "" {
-		a, e := strings.Index(s, "{aggregate_type}"), strings.Index(s, "{event_type}")
-		i, n, field := a, len("{aggregate_type}"), colAggregateType
-		if i < 0 || e >= 0 && e < i {
-			i, n, field = e, len("{event_type}"), colEventType
-		}
-		if i < 0 {
-			t = append(t, templatePart{literal: s})
-			break
-		}
-		if i > 0 {
-			t = append(t, templatePart{literal: s[:i]})
-		}
-		t = append(t, templatePart{field: field})
-		s = s[i+n:]
-	}
-	return t
-}
-
-// uses reports whether the template has the placeholder of field
-// (colAggregateType or colEventType).
-func (t topicTemplate) uses(field int) bool {
-	for _, p := range t {
-		if p.field == field {
-			return true
-		}
-	}
-	return false
-}
-
-// check reports why no row could have a legal topic under the template: its
-// literal text alone is too long or holds a character Kafka refuses, or,
-// without placeholders, it is not a legal topic name.
-func (t topicTemplate) check() error {
-	var lit []byte
-	placeholders := false
-	for _, p := range t {
-		lit = append(lit, p.literal...)
-		placeholders = placeholders || p.field != 0
-	}
-	if !placeholders || len(lit) > contract.MaxTopicBytes {
-		return contract.CheckTopic(lit)
-	}
-	for _, p := range t {
-		if p.literal == "" {
-			continue
-		}
-		// A literal that is legal inside a longer name: "x" + the part.
-		if err := contract.CheckTopic([]byte("x" + p.literal)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// render appends the topic of a row with these aggregate and event types
-// to dst.
-func (t topicTemplate) render(dst, aggregateType, eventType []byte) []byte {
-	for _, p := range t {
-		switch p.field {
-		case colAggregateType:
-			dst = append(dst, aggregateType...)
-		case colEventType:
-			dst = append(dst, eventType...)
-		default:
-			dst = append(dst, p.literal...)
-		}
-	}
-	return dst
-}
-
 // Bounds of a topicCache: each of its maps holds at most topicCacheSize
 // names, and only names whose cache key (the explicit topic, or the
 // template's fields) is at most topicCacheKeyBytes long; a full map starts
@@ -778,10 +698,10 @@ type topicCache struct {
 // rendered is the topic template rendered for aggregateType and eventType.
 func (c *topicCache) rendered(t *topicTemplate, aggregateType, eventType []byte) (string, error) {
 	// The key holds only the fields the template uses.
-	if !t.uses(colEventType) {
+	if !t.uses(eventTypePart) {
 		eventType = nil
 	}
-	if !t.uses(colAggregateType) {
+	if !t.uses(aggregateTypePart) {
 		aggregateType = nil
 	}
 	c.scratch = append(append(binary.AppendUvarint(c.scratch[:0], uint64(len(aggregateType))), aggregateType...), eventType...)

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -135,29 +134,4 @@ func checkServer(ctx context.Context, c *Config, st *relayState, slot slotInfo) 
 		return id, nil, nil
 	}
 	return id, gap, nil
-}
-
-// onGap handles an error of the slot check. A gap sets pgoutbox_relay_gap;
-// under GapBackfill it is recovered (onGap returns nil: check the slot
-// again), otherwise returned, a permanent error that ends Run. Other errors
-// pass.
-func (r *Relay) onGap(ctx context.Context, err error) error {
-	var gap *GapError
-	if !errors.As(err, &gap) {
-		return err
-	}
-	r.m.gap.WithLabelValues(gap.Slot, gap.Reason).Set(1)
-	if r.cfg.OnGap != GapBackfill {
-		return err
-	}
-	r.cfg.Logger.Warn("gap found; recovering it (--on-gap=backfill)", "error", err)
-	if r.runCtx != nil {
-		ctx = r.runCtx // not the session start's bound: a backfill takes its time
-	}
-	sk := newSink(&r.cfg, r.m)
-	defer sk.close()
-	if _, rerr := recoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {
-		return fmt.Errorf("%w (recovery failed: %w)", err, rerr)
-	}
-	return nil
 }

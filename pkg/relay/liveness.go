@@ -116,3 +116,15 @@ func (e *staleError) Error() string {
 }
 
 func (e *staleError) Unwrap() error { return errServerSilent }
+
+// sleep waits for d; it returns false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -88,7 +88,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The state keeper outlives the sessions, so that a graceful stop's
 	// final confirmation is not held back by a ceiling it could not raise.
 	keepCtx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
-	g.Go(func() error { r.keepState(keepCtx); return nil })
+	g.Go(func() error { r.state.keep(keepCtx, &r.cfg, &r.live); return nil })
 	g.Go(func() error {
 		defer stopKeep()
 		return r.replicate(gctx, ctx, sk)
@@ -157,17 +157,5 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 		}
 		backoff = min(2*backoff, r.cfg.MaxRetryBackoff)
 		r.m.reconnects.Inc()
-	}
-}
-
-// sleep waits for d; it returns false when ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

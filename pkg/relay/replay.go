@@ -124,37 +124,3 @@ func (k *replaySkip) done() {
 func beginFinalLSN(data []byte) pglogrepl.LSN {
 	return pglogrepl.LSN(binary.BigEndian.Uint64(data[1:9]))
 }
-
-// publishedThrough is the skip position of a session that resumes the slot
-// described by st (see replaySkip): the end of the last transaction Kafka
-// is known to hold; zero skips nothing. committed is, in exactly-once
-// mode, the progress the relays of the slot committed to Kafka (read by
-// the session after it fenced them). It is the one source of that
-// position.
-//
-// The state row's confirmed LSN counts in both modes. The state keeper
-// writes the tracker's confirmed position (keepState, finalState), and
-// the tracker passes a transaction only once every event of it was
-// acknowledged by Kafka (at-least-once: the sink calls Tracker.Ack after a
-// write with acks=all succeeded, see sink.acknowledge; exactly-once: after
-// the Kafka transaction holding it committed, see sink.acknowledgeTxn),
-// or moves to a keepalive's WAL end only while nothing is in flight. So
-// the row never records a position before Kafka acknowledged it, and a
-// row that trails only costs duplicates. In exactly-once mode the
-// committed progress, written in the Kafka transaction it describes,
-// trails nothing: the session skips every WAL transaction Kafka holds.
-//
-// Either counts only when the slot check found the slot and the server
-// the state row describes (st.resumable): after a gap, or on another
-// system or timeline (a PG 17 failover slot after a promotion: the old
-// primary's WAL past the promotion point is not the new one's), it skips
-// nothing. Once a skip overshot in this run (skipOff), it skips nothing.
-func (r *Relay) publishedThrough(st *relayState, committed pglogrepl.LSN) pglogrepl.LSN {
-	if st == nil || !st.resumable || r.skipOff.Load() {
-		return 0
-	}
-	if r.cfg.ExactlyOnce {
-		return max(st.confirmedLSN, committed)
-	}
-	return st.confirmedLSN
-}

@@ -250,3 +250,12 @@ func createSlotOn(ctx context.Context, rc *pgconn.PgConn, c *Config, export bool
 	}
 	return newSlot{consistent: lsn, snapshot: created.SnapshotName, id: identity{res.SystemID, res.Timeline}, at: time.Now()}, nil
 }
+
+// deref returns *p, or the zero value for nil (a NULL column).
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -294,9 +294,10 @@ func (k *keeper) settle(pos pglogrepl.LSN, timeout time.Duration) {
 	}
 }
 
-// keepState writes the state row while the relay streams, until ctx ends.
-func (r *Relay) keepState(ctx context.Context) {
-	w := &stateWriter{r: r}
+// keep writes the state row while the relay streams (l says whether it
+// leads and what it confirmed), until ctx ends.
+func (k *keeper) keep(ctx context.Context, c *Config, l *live) {
+	w := &stateWriter{k: k, c: c, l: l}
 	defer w.close(ctx)
 	// Finer than stateRefresh, so a refresh is written within
 	// stateMinGap of falling due, not a whole tick later.
@@ -305,12 +306,12 @@ func (r *Relay) keepState(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			r.finalState(ctx, w.conn, w.lastAt, w.lastMsgs)
+			w.final(ctx)
 			return
-		case <-r.state.kick:
+		case <-k.kick:
 		case <-tick.C:
 		}
-		if _, _, _, due := r.stateDue(w); !due {
+		if _, _, _, due := w.due(); !due {
 			continue
 		}
 		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !sleep(ctx, wait) {
@@ -320,20 +321,20 @@ func (r *Relay) keepState(ctx context.Context) {
 		// trails Kafka's acknowledgements by as little as it can, and a
 		// session after a server restart republishes only what it trails
 		// by (see replaySkip).
-		if confirmed, at, msgs, due := r.stateDue(w); due {
+		if confirmed, at, msgs, due := w.due(); due {
 			w.write(ctx, confirmed, at, msgs)
 		}
 	}
 }
 
-// stateDue returns what the leader would write to the state row, and
+// due returns what the leader would write to the state row, and
 // whether a write is due: the relay needs a higher ceiling, or the commit
 // time or the messages flag changed and stateRefresh passed since the last
 // write.
-func (r *Relay) stateDue(w *stateWriter) (confirmed uint64, at time.Time, msgs, due bool) {
-	k := r.state
-	tr := r.live.tracker.Load()
-	if !r.live.leader.Load() || tr == nil || k.systemID.Load() == nil {
+func (w *stateWriter) due() (confirmed uint64, at time.Time, msgs, due bool) {
+	k := w.k
+	tr := w.l.tracker.Load()
+	if !w.l.leader.Load() || tr == nil || k.systemID.Load() == nil {
 		return 0, time.Time{}, false, false
 	}
 	confirmed, at = tr.ConfirmedAt()
@@ -344,11 +345,13 @@ func (r *Relay) stateDue(w *stateWriter) (confirmed uint64, at time.Time, msgs, 
 	return confirmed, at, msgs, need || refresh
 }
 
-// stateWriter is keepState's connection and what it wrote last. A failed
+// stateWriter is keep's connection and what it wrote last. A failed
 // write drops the connection (the next one reconnects) and is logged once
 // until a write works again.
 type stateWriter struct {
-	r         *Relay
+	k         *keeper
+	c         *Config
+	l         *live
 	conn      *pgx.Conn
 	lastWrite time.Time
 	lastAt    time.Time
@@ -358,14 +361,14 @@ type stateWriter struct {
 
 func (w *stateWriter) write(ctx context.Context, confirmed uint64, at time.Time, msgs bool) {
 	if w.conn == nil {
-		conn, err := connect(ctx, &w.r.cfg)
+		conn, err := connect(ctx, w.c)
 		if err != nil {
 			w.failed(ctx, err)
 			return
 		}
 		w.conn = conn
 	}
-	err := w.r.writeState(ctx, w.conn, confirmed, at, msgs)
+	err := w.writeState(ctx, w.conn, confirmed, at, msgs)
 	w.lastWrite = time.Now()
 	if err != nil {
 		w.close(ctx)
@@ -373,7 +376,7 @@ func (w *stateWriter) write(ctx context.Context, confirmed uint64, at time.Time,
 		return
 	}
 	if w.failing {
-		w.r.cfg.Logger.Info("writing the relay state works again")
+		w.c.Logger.Info("writing the relay state works again")
 		w.failing = false
 	}
 	w.lastAt, w.lastMsgs = at, msgs
@@ -381,7 +384,7 @@ func (w *stateWriter) write(ctx context.Context, confirmed uint64, at time.Time,
 
 func (w *stateWriter) failed(ctx context.Context, err error) {
 	if !w.failing && ctx.Err() == nil {
-		w.r.cfg.Logger.Warn("writing the relay state failed; confirmation waits until it works", "error", err)
+		w.c.Logger.Warn("writing the relay state failed; confirmation waits until it works", "error", err)
 		w.failing = true
 	}
 }
@@ -396,12 +399,12 @@ func (w *stateWriter) close(ctx context.Context) {
 // finalTimeout bounds the state write on the way out.
 const finalTimeout = 5 * time.Second
 
-// finalState records, once Run stops, the confirmed position and commit
+// final records, once Run stops, the confirmed position and commit
 // time the rate limit held back (a graceful stop confirms last), so that
-// status and recovery see where the relay stopped. conn may be nil.
-func (r *Relay) finalState(ctx context.Context, conn *pgx.Conn, lastAt time.Time, lastMsgs bool) {
-	k := r.state
-	tr := r.live.tracker.Load()
+// status and recovery see where the relay stopped.
+func (w *stateWriter) final(ctx context.Context) {
+	k, conn, lastAt, lastMsgs := w.k, w.conn, w.lastAt, w.lastMsgs
+	tr := w.l.tracker.Load()
 	if tr == nil || k.systemID.Load() == nil {
 		return
 	}
@@ -415,15 +418,15 @@ func (r *Relay) finalState(ctx context.Context, conn *pgx.Conn, lastAt time.Time
 	err := func() error {
 		if conn == nil {
 			var err error
-			if conn, err = connect(ctx, &r.cfg); err != nil {
+			if conn, err = connect(ctx, w.c); err != nil {
 				return err
 			}
 			defer conn.Close(ctx)
 		}
-		return r.writeState(ctx, conn, confirmed, at, msgs)
+		return w.writeState(ctx, conn, confirmed, at, msgs)
 	}()
 	if err != nil && !errors.Is(err, errStateMoved) {
-		r.cfg.Logger.Warn("recording the relay's final position failed; it trails the slot (recovery only backfills more)", "error", err)
+		w.c.Logger.Warn("recording the relay's final position failed; it trails the slot (recovery only backfills more)", "error", err)
 	}
 }
 
@@ -433,10 +436,10 @@ var errStateMoved = errors.New("relay: the slot or its state changed under this 
 
 // writeState records confirmed (with its commit time at) and raises the
 // ceiling to the current WAL position; see keeper for why in two steps.
-func (r *Relay) writeState(ctx context.Context, conn *pgx.Conn, confirmed uint64, at time.Time, msgs bool) error {
-	c, k := &r.cfg, r.state
-	var w string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&w); err != nil {
+func (w *stateWriter) writeState(ctx context.Context, conn *pgx.Conn, confirmed uint64, at time.Time, msgs bool) error {
+	c, k := w.c, w.k
+	var current string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&current); err != nil {
 		return err
 	}
 	var commit *time.Time
@@ -453,7 +456,7 @@ func (r *Relay) writeState(ctx context.Context, conn *pgx.Conn, confirmed uint64
 		WHERE s.slot_name = $1 AND s.system_identifier = $6 AND s.slot_created_lsn = $7::pg_lsn
 		  AND EXISTS (SELECT 1 FROM pg_replication_slots p WHERE p.slot_name = $1 AND p.confirmed_flush_lsn <= s.ceiling_lsn)
 		RETURNING s.ceiling_lsn::text`,
-		c.Slot, w, pglogrepl.LSN(confirmed).String(), commit, msgs, *k.systemID.Load(), pglogrepl.LSN(k.createdLSN.Load()).String()).
+		c.Slot, current, pglogrepl.LSN(confirmed).String(), commit, msgs, *k.systemID.Load(), pglogrepl.LSN(k.createdLSN.Load()).String()).
 		Scan(&ceiling)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errStateMoved

@@ -1,9 +1,6 @@
 package relay
 
 import (
-	"context"
-
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -103,20 +100,4 @@ func (m *slotMetrics) set(r slotRow) {
 		active = 1
 	}
 	m.active.WithLabelValues(m.slot).Set(active)
-}
-
-// pollSlot reads the slot every LagPollInterval on a regular connection
-// and updates the slot gauges, until ctx ends. It runs whether the relay
-// streams or waits as a standby.
-func (r *Relay) pollSlot(ctx context.Context) {
-	(&periodic{
-		cfg: &r.cfg, what: "reading the slot's lag", interval: r.cfg.LagPollInterval, now: true,
-		job: func(ctx context.Context, conn *pgx.Conn) error {
-			row, err := readSlot(ctx, conn, r.cfg.Slot)
-			if err == nil {
-				r.m.slot.set(row)
-			}
-			return err
-		},
-	}).run(ctx)
 }

@@ -210,8 +210,8 @@ func (k *catalog) checkLocked(ctx context.Context) error {
 	return nil
 }
 
-// isOutbox implements relationResolver.
-func (k *catalog) isOutbox(m *pglogrepl.RelationMessage) (bool, error) {
+// IsOutbox implements relationResolver.
+func (k *catalog) IsOutbox(m *pglogrepl.RelationMessage) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var (

@@ -168,7 +168,7 @@ type relation struct {
 // session's catalog answers by OID (see catalog.resolve); tests use a fixed
 // set.
 type relationResolver interface {
-	isOutbox(m *pglogrepl.RelationMessage) (bool, error)
+	IsOutbox(m *pglogrepl.RelationMessage) (bool, error)
 }
 
 // decoder turns pgoutput (proto_version 1) messages into walItems. It keeps
@@ -250,7 +250,7 @@ func (d *decoder) decode(data []byte) (walItem, error) {
 		// message: a partition, a renamed or a replaced outbox carry
 		// other names, and a table that is not the outbox is never
 		// skipped silently.
-		outbox, err := d.resolve.isOutbox(m)
+		outbox, err := d.resolve.IsOutbox(m)
 		if err != nil {
 			return walItem{}, err
 		}

@@ -6,92 +6,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
-
-// pgoutput (proto_version 1) message builders.
-
-func pgString(b []byte, s string) []byte { return append(append(b, s...), 0) }
-
-func pgRelation(id uint32, schema, name string, cols []string, types []uint32) []byte {
-	b := []byte{'R'}
-	b = binary.BigEndian.AppendUint32(b, id)
-	b = pgString(b, schema)
-	b = pgString(b, name)
-	b = append(b, 'd')
-	b = binary.BigEndian.AppendUint16(b, uint16(len(cols)))
-	for i, c := range cols {
-		b = append(b, 0)
-		b = pgString(b, c)
-		b = binary.BigEndian.AppendUint32(b, types[i])
-		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
-	}
-	return b
-}
-
-func pgBegin(final uint64, ts int64, xid uint32) []byte {
-	b := []byte{'B'}
-	b = binary.BigEndian.AppendUint64(b, final)
-	b = binary.BigEndian.AppendUint64(b, uint64(ts))
-	return binary.BigEndian.AppendUint32(b, xid)
-}
-
-func pgCommit(lsn, end uint64, ts int64) []byte {
-	b := []byte{'C', 0}
-	b = binary.BigEndian.AppendUint64(b, lsn)
-	b = binary.BigEndian.AppendUint64(b, end)
-	return binary.BigEndian.AppendUint64(b, uint64(ts))
-}
-
-// pgInsert encodes values; nil is NULL.
-func pgInsert(id uint32, vals [][]byte) []byte {
-	b := []byte{'I'}
-	b = binary.BigEndian.AppendUint32(b, id)
-	b = append(b, 'N')
-	b = binary.BigEndian.AppendUint16(b, uint16(len(vals)))
-	for _, v := range vals {
-		if v == nil {
-			b = append(b, 'n')
-			continue
-		}
-		b = append(b, 't')
-		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-		b = append(b, v...)
-	}
-	return b
-}
-
-func pgMessage(transactional bool, lsn uint64, prefix string, content []byte) []byte {
-	b := []byte{'M', 0}
-	if transactional {
-		b[1] = 1
-	}
-	b = binary.BigEndian.AppendUint64(b, lsn)
-	b = pgString(b, prefix)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(content)))
-	return append(b, content...)
-}
-
-// outboxOIDs is a relationResolver for tests: the relations of these OIDs
-// are the outbox.
-type outboxOIDs []uint32
-
-func (o outboxOIDs) isOutbox(m *pglogrepl.RelationMessage) (bool, error) {
-	return slices.Contains(o, m.RelationID), nil
-}
-
-// fuzzOutbox: 16387 (the seeds' "other" table) is not the outbox.
-var fuzzOutbox = outboxOIDs{16385, 16386}
-
-var fuzzCols = []string{"id", "aggregate_type", "aggregate_id", "event_type", "business_key", "payload", "headers", "topic", "created_at"}
-var fuzzTypes = []uint32{oidUUID, oidText, oidText, oidText, oidText, oidJSONB, oidJSONB, oidText, 1184}
 
 // frame joins messages, each prefixed with its uint16 length: one fuzz
 // input is a short replication stream.
@@ -114,22 +37,22 @@ func fuzzSeeds() [][]byte {
 		}
 		return out
 	}
-	rel := pgRelation(16385, "public", "outbox", fuzzCols, fuzzTypes)
-	byteaTypes := append([]uint32(nil), fuzzTypes...)
+	rel := pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)
+	byteaTypes := append([]uint32(nil), pgoutputtest.Types...)
 	byteaTypes[5] = oidBytea
 	// The content EmitTx writes (payload bytes 00 01 ff in base64).
 	content := []byte(`{"v":1,"id":"0190f0e0-0000-7000-8000-000000000003","aggregate_type":"order","aggregate_id":"o-1",` +
 		`"event_type":"e","business_key":"k","payload":"AAH/","headers":{"h":"v"}}`)
 	return [][]byte{
-		frame(rel, pgBegin(100, 1000, 7), pgInsert(16385, row("0190f0e0-0000-7000-8000-000000000001", "order", "o-1", "order.created", "bk",
-			`{"a": 1}`, `{"traceparent": "00-1"}`, "\x00NULL", "2026-01-01")), pgCommit(100, 120, 1000)),
-		frame(rel, pgBegin(100, 1000, 7), pgInsert(16385, row("not-a-uuid", "order", "o-1", "e", "\x00NULL", `{}`, `[1]`, "bad topic", "x")), pgCommit(100, 120, 1000)),
-		frame(pgRelation(16385, "public", "outbox", fuzzCols, byteaTypes), pgBegin(1, 2, 3),
-			pgInsert(16385, row("0190f0e0-0000-7000-8000-000000000002", "t", "a", "e", "k", `\x00ff10`, "\x00NULL", "x.y", "t")), pgCommit(1, 2, 3)),
-		frame(pgBegin(1, 2, 3), pgMessage(true, 5, outbox.LogicalMessagePrefix, content), pgMessage(true, 6, "other", []byte("x")),
-			pgMessage(true, 7, "pgoutbox", []byte(`{"v":1,"id":"zz"}`)), pgCommit(1, 9, 3)),
-		frame(pgRelation(16386, "public", "outbox", fuzzCols[:3], fuzzTypes[:3])),
-		frame(pgRelation(16387, "public", "other", []string{"x"}, []uint32{23}), pgInsert(16387, row("1"))),
+		frame(rel, pgoutputtest.Begin(100, 1000, 7), pgoutputtest.Insert(16385, row("0190f0e0-0000-7000-8000-000000000001", "order", "o-1", "order.created", "bk",
+			`{"a": 1}`, `{"traceparent": "00-1"}`, "\x00NULL", "2026-01-01")), pgoutputtest.Commit(100, 120, 1000)),
+		frame(rel, pgoutputtest.Begin(100, 1000, 7), pgoutputtest.Insert(16385, row("not-a-uuid", "order", "o-1", "e", "\x00NULL", `{}`, `[1]`, "bad topic", "x")), pgoutputtest.Commit(100, 120, 1000)),
+		frame(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, byteaTypes), pgoutputtest.Begin(1, 2, 3),
+			pgoutputtest.Insert(16385, row("0190f0e0-0000-7000-8000-000000000002", "t", "a", "e", "k", `\x00ff10`, "\x00NULL", "x.y", "t")), pgoutputtest.Commit(1, 2, 3)),
+		frame(pgoutputtest.Begin(1, 2, 3), pgoutputtest.Message(true, 5, outbox.LogicalMessagePrefix, content), pgoutputtest.Message(true, 6, "other", []byte("x")),
+			pgoutputtest.Message(true, 7, "pgoutbox", []byte(`{"v":1,"id":"zz"}`)), pgoutputtest.Commit(1, 9, 3)),
+		frame(pgoutputtest.Relation(16386, "public", "outbox", pgoutputtest.Cols[:3], pgoutputtest.Types[:3])),
+		frame(pgoutputtest.Relation(16387, "public", "other", []string{"x"}, []uint32{23}), pgoutputtest.Insert(16387, row("1"))),
 	}
 }
 
@@ -145,7 +68,7 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d := newDecoder(&c, fuzzOutbox)
+		d := newDecoder(&c, pgoutputtest.Outbox)
 		for len(data) >= 2 {
 			n := int(binary.BigEndian.Uint16(data))
 			data = data[2:]
@@ -203,8 +126,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 // past its end and panics, after allocating the length the message
 // declares: it is not asked.)
 func FuzzParseInsert(f *testing.F) {
-	f.Add(pgInsert(16385, [][]byte{[]byte("a"), nil, {}, []byte(`{"x": 1}`)}))
-	f.Add(pgInsert(1, nil))
+	f.Add(pgoutputtest.Insert(16385, [][]byte{[]byte("a"), nil, {}, []byte(`{"x": 1}`)}))
+	f.Add(pgoutputtest.Insert(1, nil))
 	f.Add([]byte{'I', 0, 0, 0, 1, 'N', 0, 2, 'u', 'b', 0, 0, 0, 1, 'z'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 || data[0] != 'I' {

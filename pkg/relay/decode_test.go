@@ -8,10 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/semaphore"
-
-	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 )
 
 // The seed streams decode to the events and errors a relay acts on.
@@ -24,7 +21,7 @@ func TestDecodeSeeds(t *testing.T) {
 		errs    int
 	}
 	run := func(stream []byte) result {
-		d := newDecoder(&c, fuzzOutbox)
+		d := newDecoder(&c, pgoutputtest.Outbox)
 		var r result
 		for len(stream) >= 2 {
 			n := int(binary.BigEndian.Uint16(stream))
@@ -52,7 +49,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != "" {
 		t.Fatalf("valid row: %+v", r)
 	}
-	d := newDecoder(&c, fuzzOutbox)
+	d := newDecoder(&c, pgoutputtest.Outbox)
 	var last walItem
 	for s := seeds[0]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -85,12 +82,12 @@ func TestDecodeSeeds(t *testing.T) {
 	const unusable = "relay: outbox table columns unusable: public.outbox: missing column event_type; missing column business_key; missing column payload"
 	stop := c
 	stop.OnInvalid = InvalidStop
-	d = newDecoder(&stop, fuzzOutbox)
+	d = newDecoder(&stop, pgoutputtest.Outbox)
 	n := int(binary.BigEndian.Uint16(seeds[4]))
 	if _, err := d.decode(seeds[4][2 : 2+n]); !errors.Is(err, ErrTableColumns) || err.Error() != unusable {
 		t.Fatalf("relation with missing columns: %v", err)
 	}
-	d = newDecoder(&c, fuzzOutbox)
+	d = newDecoder(&c, pgoutputtest.Outbox)
 	if _, err := d.decode(seeds[4][2 : 2+n]); err != nil || len(d.relations) != 1 {
 		t.Fatalf("relation with missing columns, dead-letter policy: %v", err)
 	}
@@ -103,7 +100,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != ReasonNotOutbox {
 		t.Fatalf("other table: %+v", r)
 	}
-	d = newDecoder(&c, fuzzOutbox)
+	d = newDecoder(&c, pgoutputtest.Outbox)
 	var other walItem
 	for s := seeds[5]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -120,16 +117,16 @@ func TestDecodeSeeds(t *testing.T) {
 // does: the Insert message of a ~300-byte payload into its Kafka record.
 func BenchmarkDecodeInsert(b *testing.B) {
 	c, _ := (&Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).withDefaults()
-	d := newDecoder(&c, fuzzOutbox)
-	if _, err := d.decode(pgRelation(16385, "public", "outbox", fuzzCols, fuzzTypes)); err != nil {
+	d := newDecoder(&c, pgoutputtest.Outbox)
+	if _, err := d.decode(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := d.decode(pgBegin(100, 1000, 7)); err != nil {
+	if _, err := d.decode(pgoutputtest.Begin(100, 1000, 7)); err != nil {
 		b.Fatal(err)
 	}
 	payload := `{"order_id":"ord-000000042","customer_id":"cus-000042","amount_cents":142,"currency":"EUR","status":"created","note":"` +
 		strings.Repeat("x", 180) + `"}`
-	msg := pgInsert(16385, [][]byte{[]byte("0190f0e0-0000-7000-8000-000000000001"), []byte("bench"), []byte("agg-42"),
+	msg := pgoutputtest.Insert(16385, [][]byte{[]byte("0190f0e0-0000-7000-8000-000000000001"), []byte("bench"), []byte("agg-42"),
 		[]byte("bench.created"), []byte("bk-42"), []byte(payload), nil, nil, []byte("2026-11-30 16:56:09.123456+00")})
 	b.ReportAllocs()
 	b.SetBytes(int64(len(msg)))
@@ -172,36 +169,5 @@ func TestTopicTemplate(t *testing.T) {
 	b, _ := c.rendered(&tmpl, []byte("ab"), []byte("c"))
 	if a != "a.bc" || b != "ab.c" {
 		t.Fatalf("topics %q and %q, want a.bc and ab.c", a, b)
-	}
-}
-
-// The reader allocates nothing per event beyond the decoder's two (the
-// row's values, its headers): an event moved to the heap on its way to
-// the sink (a closure capturing it, a hook taking its address) would add
-// one for every event. Not parallel: AllocsPerRun counts the process's
-// allocations.
-func TestStreamAllocationsPerEvent(t *testing.T) {
-	c, _ := (&Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).withDefaults()
-	s := &stream{cfg: &c, dec: newDecoder(&c, fuzzOutbox), tr: acktrack.New(0),
-		events: make(chan []event, 1), room: semaphore.NewWeighted(int64(c.BatchSize)), free: make(chan []event),
-		buf: newBudget(c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}
-	for _, m := range [][]byte{pgRelation(16385, "public", "outbox", fuzzCols, fuzzTypes), pgBegin(100, 1000, 7)} {
-		if err := s.handle(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	insert := pgInsert(16385, [][]byte{[]byte("0190f0e0-0000-7000-8000-000000000001"), []byte("order"), []byte("agg-42"),
-		[]byte("order.created"), []byte("bk-42"), []byte(`{"amount_cents":142}`), nil, nil, []byte("2026-11-30 16:56:09.123456+00")})
-	// Fewer than BatchSize events: all stay staged in the transaction.
-	allocs := testing.AllocsPerRun(c.BatchSize/2, func() {
-		if err := s.handle(insert); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs > 2 {
-		t.Fatalf("the reader made %v allocations per event, want at most 2 (the row's values and headers)", allocs)
-	}
-	if n := len(s.staged); n != c.BatchSize/2+1 || s.staged[0].invalid != nil {
-		t.Fatalf("%d events staged (first invalid: %v), want %d valid", n, s.staged[0].invalid, c.BatchSize/2+1)
 	}
 }

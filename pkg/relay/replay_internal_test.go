@@ -10,26 +10,24 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 )
 
 // skipStream is a stream over the fuzz seeds' outbox that starts at start
 // and skips through through, logging to log.
 func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
 	t.Helper()
-	events := make(chan []event, 8)
 	c, _ := (&Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))}).withDefaults()
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
-	s := &stream{cfg: &c, dec: newDecoder(&c, fuzzOutbox), tr: acktrack.New(uint64(start)),
-		events: events, room: semaphore.NewWeighted(int64(c.BatchSize)), free: make(chan []event),
-		buf:  newBudget(c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
+	s := &stream{cfg: &c, dec: newDecoder(&c, pgoutputtest.Outbox), tr: acktrack.New(uint64(start)),
+		q:    newQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
 		skip: newReplaySkip(through, start, c.Logger, skipped)}
-	if err := s.handle(pgRelation(16385, "public", "outbox", fuzzCols, fuzzTypes)); err != nil {
+	if err := s.handle(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		t.Fatal(err)
 	}
-	return &skipTest{stream: s, events: events}, skipped
+	return &skipTest{stream: s, events: s.q.events}, skipped
 }
 
 // skipTest is a stream and the queue it writes to.
@@ -40,13 +38,13 @@ type skipTest struct {
 
 // tx feeds one transaction of n rows whose commit record spans final..end.
 func (s *skipTest) feed(final, end uint64, n int) error {
-	row := pgInsert(16385, [][]byte{[]byte("0190f0e0-0000-7000-8000-000000000001"), []byte("order"), []byte("agg-1"),
+	row := pgoutputtest.Insert(16385, [][]byte{[]byte("0190f0e0-0000-7000-8000-000000000001"), []byte("order"), []byte("agg-1"),
 		[]byte("order.created"), []byte("bk-1"), []byte(`{}`), nil, nil, []byte("2026-11-30 16:56:09+00")})
-	msgs := [][]byte{pgBegin(final, 1000, 7)}
+	msgs := [][]byte{pgoutputtest.Begin(final, 1000, 7)}
 	for range n {
 		msgs = append(msgs, row)
 	}
-	for _, m := range append(msgs, pgCommit(final, end, 1000)) {
+	for _, m := range append(msgs, pgoutputtest.Commit(final, end, 1000)) {
 		if err := s.handle(m); err != nil {
 			return err
 		}
@@ -142,43 +140,5 @@ func TestReplaySkipOvershoot(t *testing.T) {
 	}
 	if got := s.tr.Confirmed(); got != 100 || !s.skip.overshot || testutil.ToFloat64(skipped) != 0 {
 		t.Fatalf("confirmed %d (want 100), overshot %v, skipped %v", got, s.skip.overshot, testutil.ToFloat64(skipped))
-	}
-}
-
-// The skip position is the state row's confirmed LSN only when the row
-// describes the slot and the server the session resumes on, and only
-// until a skip overshot.
-func TestPublishedThrough(t *testing.T) {
-	t.Parallel()
-	r := &Relay{}
-	st := &relayState{confirmedLSN: 500}
-	if got := r.publishedThrough(nil, 0); got != 0 {
-		t.Fatalf("no state row: %s, want 0", got)
-	}
-	if got := r.publishedThrough(st, 0); got != 0 {
-		t.Fatalf("a row of another server or timeline (not resumable): %s, want 0", got)
-	}
-	st.resumable = true
-	if got := r.publishedThrough(st, 0); got != 500 {
-		t.Fatalf("resumable row: %s, want its confirmed LSN 500", got)
-	}
-	if got := r.publishedThrough(st, 700); got != 500 {
-		t.Fatalf("at-least-once with a committed progress: %s, want the row's 500", got)
-	}
-	// Exactly-once: the later of the row and the committed progress.
-	r.cfg.ExactlyOnce = true
-	for committed, want := range map[pglogrepl.LSN]pglogrepl.LSN{0: 500, 400: 500, 700: 700} {
-		if got := r.publishedThrough(st, committed); got != want {
-			t.Fatalf("exactly-once, committed progress %s: %s, want %s", committed, got, want)
-		}
-	}
-	st.resumable = false
-	if got := r.publishedThrough(st, 700); got != 0 {
-		t.Fatalf("exactly-once, a row of another server or timeline: %s, want 0", got)
-	}
-	st.resumable = true
-	r.skipOff.Store(true)
-	if got := r.publishedThrough(st, 700); got != 0 {
-		t.Fatalf("after an overshoot: %s, want 0", got)
 	}
 }

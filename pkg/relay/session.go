@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
@@ -56,12 +55,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	r.lead(tr, lv, start)
 	defer r.stepDown()
 
-	// Slices of events, one a transaction or less (see stream.staged),
-	// BatchSize events in all (room); the budget bounds their bytes.
-	events := make(chan []event, c.BatchSize)
-	room := semaphore.NewWeighted(int64(c.BatchSize))
-	free := make(chan []event, freeSlices)
-	buf := newBudget(c.BufferBytes, r.m.bufferBytes)
+	q := newQueue(c.BatchSize, c.BufferBytes, r.m.bufferBytes)
 	// Events still queued when the session ends are dropped with it.
 	defer r.m.bufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
@@ -71,13 +65,13 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 			return err
 		}
 	}
-	sinking := runSink(ctx, sk, events, room, free, buf, tr, stopRead)
+	sinking := runSink(ctx, sk, q, tr, stopRead)
 	defer sinking.stop()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, events: events, room: room, free: free, buf: buf, stop: readCtx, lv: lv, state: r.state,
+	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, q: q, stop: readCtx, lv: lv, state: r.state,
 		skip: newReplaySkip(through, start, c.Logger, r.m.replaySkipped)}
 	readErr := st.run()
-	close(events)
+	q.close()
 	st.skip.done()
 	if st.skip != nil && st.skip.overshot {
 		r.skipOff.Store(true)
@@ -184,14 +178,14 @@ type sinkRun struct {
 	done chan error         // the sink's result
 }
 
-// runSink starts the sink on events. A failing sink ends the reader
+// runSink starts the sink on q. A failing sink ends the reader
 // (stopRead) with errSinkFailed as the cause. The sink's context is not
 // ctx: on a graceful stop it keeps writing what is queued (see wait).
-func runSink(ctx context.Context, sk *sink, events <-chan []event, room *semaphore.Weighted, free chan<- []event, buf *budget, tr *acktrack.Tracker, stopRead context.CancelCauseFunc) *sinkRun {
+func runSink(ctx context.Context, sk *sink, q *queue, tr *acktrack.Tracker, stopRead context.CancelCauseFunc) *sinkRun {
 	sinkCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &sinkRun{stop: stop, done: make(chan error, 1)}
 	go func() {
-		err := sk.run(sinkCtx, events, room, free, buf, tr)
+		err := sk.run(sinkCtx, q, tr)
 		sk.close()
 		if err != nil {
 			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
@@ -112,22 +111,16 @@ func (s *sink) close() {
 	}
 }
 
-// The sink hands emptied event slices back to the reader for reuse: at most
-// freeSlices of them, of at most maxFreeCap events each.
-const (
-	freeSlices = 64
-	maxFreeCap = 256 // events
-)
-
-// run publishes the events of ch in batches until ch is closed (it returns
+// run publishes the events of q in batches until q is closed (it returns
 // nil) or ctx ends (it returns ctx.Err()), giving each acknowledged batch's
-// cost back to buf. Each receive from ch is a slice of events (see
+// cost back to q's budget. Each receive from q is a slice of events (see
 // stream.staged), whose room it gives back once it holds them in a batch,
-// and which it empties and hands back on free. A batch is sent as soon
+// and which it empties and hands back on q.free. A batch is sent as soon
 // as the sink is free (after BatchTimeout, when set): what is queued while
 // a write is in flight goes in the next one. Kafka errors are retried; only
 // a permanent one ends run early.
-func (s *sink) run(ctx context.Context, ch <-chan []event, room *semaphore.Weighted, free chan<- []event, buf *budget, tr *acktrack.Tracker) error {
+func (s *sink) run(ctx context.Context, q *queue, tr *acktrack.Tracker) error {
+	ch, room, free, buf := q.events, q.room, q.free, q.buf
 	batch := make([]event, 0, s.cfg.BatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

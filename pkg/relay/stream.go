@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
@@ -23,17 +22,14 @@ import (
 // transactions with the tracker, queues events for the sink, and sends
 // standby status updates. It alone uses conn.
 type stream struct {
-	cfg    *Config
-	m      *metrics
-	live   *live
-	conn   *pgconn.PgConn
-	dec    *decoder
-	cat    *catalog // fences confirmation (see catalog)
-	tr     *acktrack.Tracker
-	events chan<- []event
-	room   *semaphore.Weighted // events queued, at most BatchSize: the reader takes, the sink gives back
-	free   <-chan []event      // slices the sink is done with, for staged
-	buf    *budget
+	cfg  *Config
+	m    *metrics
+	live *live
+	conn *pgconn.PgConn
+	dec  *decoder
+	cat  *catalog // fences confirmation (see catalog)
+	tr   *acktrack.Tracker
+	q    *queue
 	// staged holds the events of the current transaction not yet queued:
 	// they go to the sink together at its commit (or when BatchSize of
 	// them are staged), so a sink that is free never writes a part of a
@@ -298,18 +294,18 @@ func (s *stream) stage(ev event) error {
 	if s.cfg.InstanceID != "" {
 		ev.msg.Headers = append(ev.msg.Headers, kgo.RecordHeader{Key: InstanceHeader, Value: []byte(s.cfg.InstanceID)})
 	}
-	ev.cost = s.buf.cost(&ev)
-	if !s.buf.tryTake(ev.cost) {
+	ev.cost = s.q.buf.cost(&ev)
+	if !s.q.buf.tryTake(ev.cost) {
 		if err := s.flush(); err != nil {
 			return err
 		}
-		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.buf.take(ctx, ev.cost) }); err != nil {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.q.buf.take(ctx, ev.cost) }); err != nil {
 			return err
 		}
 	}
 	if s.staged == nil {
 		select {
-		case s.staged = <-s.free:
+		case s.staged = <-s.q.free:
 		default:
 			s.staged = make([]event, 0, 8)
 		}
@@ -329,19 +325,19 @@ func (s *stream) flush() error {
 	}
 	evs := s.staged
 	s.staged = nil
-	if n := int64(len(evs)); !s.room.TryAcquire(n) {
-		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.room.Acquire(ctx, n) }); err != nil {
+	if n := int64(len(evs)); !s.q.room.TryAcquire(n) {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.q.room.Acquire(ctx, n) }); err != nil {
 			return err
 		}
 	}
 	select {
-	case s.events <- evs:
+	case s.q.events <- evs:
 		return nil
 	default:
 	}
 	return s.waitSendingStatus(func(ctx context.Context) error {
 		select {
-		case s.events <- evs:
+		case s.q.events <- evs:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

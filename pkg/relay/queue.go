@@ -7,6 +7,38 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
+// queue is the hand-off from the WAL reader to the sink: slices of decoded
+// events, each a transaction or less (see stream.staged), at most BatchSize
+// events in all (room), their record bytes bounded by the budget. The sink
+// hands emptied slices back on free for the reader to fill again.
+type queue struct {
+	events chan []event
+	room   *semaphore.Weighted // events queued: the reader takes, the sink gives back
+	free   chan []event        // slices the sink is done with, for stream.staged
+	buf    *budget
+}
+
+// The sink hands emptied event slices back to the reader for reuse: at most
+// freeSlices of them, of at most maxFreeCap events each.
+const (
+	freeSlices = 64
+	maxFreeCap = 256 // events
+)
+
+// newQueue returns a queue of batchSize events and bufferBytes record
+// bytes; gauge shows the bytes taken.
+func newQueue(batchSize, bufferBytes int, gauge prometheus.Gauge) *queue {
+	return &queue{
+		events: make(chan []event, batchSize),
+		room:   semaphore.NewWeighted(int64(batchSize)),
+		free:   make(chan []event, freeSlices),
+		buf:    newBudget(bufferBytes, gauge),
+	}
+}
+
+// close ends the queue: the sink publishes what is in it, then stops.
+func (q *queue) close() { close(q.events) }
+
 // budget bounds the record bytes held between the WAL reader and Kafka: the
 // reader takes an event's cost before it queues the event, and the sink gives
 // a batch's costs back once Kafka acknowledged the batch. With the queue

@@ -185,7 +185,10 @@ func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
 		return nil, err
 	}
 	if c.ExactlyOnce {
-		progressStatus(ctx, &c, st)
+		st.Progress = progressStatus(ctx, &c)
+		if st.Progress.Error != "" {
+			st.Problems = append(st.Problems, "exactly-once progress: "+st.Progress.Error)
+		}
 	}
 	return st, nil
 }

@@ -289,6 +289,8 @@ const (
 
 	DefaultLagPollInterval      = 10 * time.Second
 	DefaultStandbyRetryInterval = time.Second
+	// DefaultProgressTopic is the default Config.ProgressTopic.
+	DefaultProgressTopic = "pgoutbox.progress"
 )
 
 // slotNamePattern is what Postgres accepts as a replication slot name.

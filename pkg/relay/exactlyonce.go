@@ -28,9 +28,6 @@ import (
 // aborts what it left open) and reading the committed progress, through
 // which it skips the WAL it replays.
 
-// DefaultProgressTopic is the default Config.ProgressTopic.
-const DefaultProgressTopic = "pgoutbox.progress"
-
 // progress is the value of a progress record.
 type progress struct {
 	Slot             string    `json:"slot"`
@@ -158,34 +155,31 @@ type ProgressStatus struct {
 }
 
 // progressStatus reads the slot's committed progress for Status; a
-// failure is reported in the result, and as a problem of st.
-func progressStatus(ctx context.Context, c *Config, st *SlotStatus) {
+// failure is reported in the result's Error.
+func progressStatus(ctx context.Context, c *Config) *ProgressStatus {
 	ps := &ProgressStatus{Topic: c.ProgressTopic}
-	st.Progress = ps
-	fail := func(err error) {
-		ps.Error = err.Error()
-		st.Problems = append(st.Problems, "exactly-once progress: "+ps.Error)
-	}
+	fail := func(err error) { ps.Error = err.Error() }
 	if err := c.needBrokers(); err != nil {
 		fail(err)
-		return
+		return ps
 	}
 	id, err := identify(ctx, c)
 	if err != nil {
 		fail(err)
-		return
+		return ps
 	}
 	ps.Key = ProgressKey(id.systemID, c.Slot)
 	p, found, err := readProgressRecord(ctx, c, ps.Key)
 	if err != nil {
 		fail(err)
-		return
+		return ps
 	}
 	if ps.Found = found; found {
 		ps.CommittedLSN = p.lsn.String()
 		t := p.CommitTime
 		ps.CommitTime = &t
 	}
+	return ps
 }
 
 // txnError is the session's error for a failed transactional call: a

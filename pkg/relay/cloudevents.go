@@ -1,13 +1,9 @@
 package relay
 
 import (
-	"net/url"
-
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
-	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
 // numCloudEventsHeaders is how many headers appendCloudEvents adds.
@@ -55,16 +51,4 @@ func (d *decoder) appendCloudEvents(h []kgo.RecordHeader, f *fields) []kgo.Recor
 		kgo.RecordHeader{Key: contract.HeaderCESubject, Value: nonNil(f.aggregateID)},
 		kgo.RecordHeader{Key: contract.HeaderContentType, Value: ct},
 	)
-}
-
-// defaultCloudEventsSource is Config.CloudEventsSource's default:
-// /pgoutbox/DATABASE/SCHEMA.TABLE, path-escaped. Nothing of the URL but the
-// database name appears in it.
-func defaultCloudEventsSource(databaseURL, tableName string) string {
-	db := ""
-	if pg, err := pgconn.ParseConfig(databaseURL); err == nil {
-		db = pg.Database
-	}
-	table, _ := pgname.Parse(tableName, "public")
-	return "/pgoutbox/" + url.PathEscape(db) + "/" + url.PathEscape(table.Schema+"."+table.Name)
 }

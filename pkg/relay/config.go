@@ -265,19 +265,17 @@ const InstanceHeader = contract.HeaderRelayInstance
 
 // Defaults of the Config fields.
 const (
-	DefaultTable                               = "public.outbox"
-	DefaultSlot                                = "pgoutbox"
-	DefaultPublication                         = "pgoutbox"
-	DefaultTopicTemplate                       = "outbox.{aggregate_type}"
-	DefaultDebeziumTopicTemplate               = "outbox.event.{aggregate_type}"
-	DefaultDeadLetterTopic                     = "outbox.dlq"
-	DefaultMaxMessageBytes                     = 1000000
-	DefaultBatchSize                           = 5000
-	DefaultBufferBytes                         = 32 << 20
-	DefaultBatchTimeout          time.Duration = 0
-	DefaultWriteTimeout                        = 10 * time.Second
-	DefaultRetryBackoff                        = 100 * time.Millisecond
-	DefaultMaxRetryBackoff                     = 10 * time.Second
+	DefaultTable                         = "public.outbox"
+	DefaultSlot                          = "pgoutbox"
+	DefaultPublication                   = "pgoutbox"
+	DefaultDeadLetterTopic               = "outbox.dlq"
+	DefaultMaxMessageBytes               = 1000000
+	DefaultBatchSize                     = 5000
+	DefaultBufferBytes                   = 32 << 20
+	DefaultBatchTimeout    time.Duration = 0
+	DefaultWriteTimeout                  = 10 * time.Second
+	DefaultRetryBackoff                  = 100 * time.Millisecond
+	DefaultMaxRetryBackoff               = 10 * time.Second
 
 	DefaultTopicUnavailableGrace = 5 * time.Minute
 	DefaultTransactionTimeout    = 40 * time.Second

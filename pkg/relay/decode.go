@@ -38,16 +38,6 @@ const (
 	ReasonTopicUnavailable = "topic-unavailable" // a topic missing or not writable past TopicUnavailableGrace
 )
 
-// Column type OIDs the relay reads.
-const (
-	oidBytea   = 17
-	oidText    = 25
-	oidJSON    = 114
-	oidVarchar = 1043
-	oidUUID    = 2950
-	oidJSONB   = 3802
-)
-
 // layout maps the fields of a table format to positions in a tuple; -1 is
 // absent.
 type layout struct {

@@ -3,7 +3,11 @@ package relay
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
 // TableFormat names the column layout of the outbox table: which column
@@ -172,4 +176,32 @@ func traceHeaders(text []byte) map[string]string {
 		}
 	}
 	return out
+}
+
+// Column type OIDs the relay reads.
+const (
+	oidBytea   = 17
+	oidText    = 25
+	oidJSON    = 114
+	oidVarchar = 1043
+	oidUUID    = 2950
+	oidJSONB   = 3802
+)
+
+// Default topic templates of the table formats.
+const (
+	DefaultTopicTemplate         = "outbox.{aggregate_type}"
+	DefaultDebeziumTopicTemplate = "outbox.event.{aggregate_type}"
+)
+
+// defaultCloudEventsSource is Config.CloudEventsSource's default:
+// /pgoutbox/DATABASE/SCHEMA.TABLE, path-escaped. Nothing of the URL but the
+// database name appears in it.
+func defaultCloudEventsSource(databaseURL, tableName string) string {
+	db := ""
+	if pg, err := pgconn.ParseConfig(databaseURL); err == nil {
+		db = pg.Database
+	}
+	table, _ := pgname.Parse(tableName, "public")
+	return "/pgoutbox/" + url.PathEscape(db) + "/" + url.PathEscape(table.Schema+"."+table.Name)
 }

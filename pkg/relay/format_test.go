@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,15 +24,15 @@ func decodeRow(t *testing.T, c *Config, cols []string, types []uint32, commit ti
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDecoder(&cfg, fuzzOutbox)
+	d := newDecoder(&cfg, pgoutputtest.Outbox)
 	// pgoutput's commit time: microseconds since 2000-01-01.
 	us := commit.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
-	for _, m := range [][]byte{pgRelation(16385, "public", "outbox", cols, types), pgBegin(100, us, 7)} {
+	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", cols, types), pgoutputtest.Begin(100, us, 7)} {
 		if _, err := d.decode(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	it, err := d.decode(pgInsert(16385, vals))
+	it, err := d.decode(pgoutputtest.Insert(16385, vals))
 	if err != nil || it.kind != walEvent {
 		t.Fatalf("insert: %v %v", it.kind, err)
 	}
@@ -74,7 +75,7 @@ func TestDecodeDebeziumRow(t *testing.T) {
 		t.Fatalf("NULL payload: invalid %+v, value %q; want a null value", ev.invalid, ev.msg.Value)
 	}
 	// Under the pgoutbox format a NULL payload stays invalid.
-	ev = decodeRow(t, &Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}, fuzzCols, fuzzTypes, time.Unix(1700000000, 0),
+	ev = decodeRow(t, &Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}, pgoutputtest.Cols, pgoutputtest.Types, time.Unix(1700000000, 0),
 		[]byte(id), []byte("order"), []byte("1"), []byte("t"), []byte("k"), nil, nil, nil, []byte("2024-01-01 00:00:00+00"))
 	if ev.invalid == nil || ev.invalid.Reason != ReasonNullColumn {
 		t.Fatalf("pgoutbox NULL payload: %+v", ev.invalid)
@@ -90,7 +91,7 @@ func TestCheckColumnsNamesTheOtherFormat(t *testing.T) {
 	if !errors.Is(err, ErrTableColumns) || err.Error() != want {
 		t.Fatalf("pgoutbox format on a Debezium table: %v\nwant %s", err, want)
 	}
-	_, err = checkColumns("public.outbox", TableFormatDebezium, fuzzCols, fuzzTypes)
+	_, err = checkColumns("public.outbox", TableFormatDebezium, pgoutputtest.Cols, pgoutputtest.Types)
 	if !errors.Is(err, ErrTableColumns) || err.Error() != "relay: outbox table columns unusable: public.outbox: missing column aggregatetype; "+
 		"missing column aggregateid; missing column type (its columns are those of table format pgoutbox: pass --table-format pgoutbox)" {
 		t.Fatalf("Debezium format on a pgoutbox table: %v", err)
@@ -110,9 +111,9 @@ func TestCloudEventsHeaders(t *testing.T) {
 	id := "018f4d2e-8b1c-7a3e-9f00-0123456789ab"
 	commit := time.Date(2026, 3, 4, 5, 6, 7, 891234000, time.FixedZone("CET", 3600))
 	row := func(payloadType uint32, headers string) event {
-		types := append([]uint32(nil), fuzzTypes...)
+		types := append([]uint32(nil), pgoutputtest.Types...)
 		types[5] = payloadType
-		return decodeRow(t, c, fuzzCols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
+		return decodeRow(t, c, pgoutputtest.Cols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
 			[]byte("k-1"), []byte(`{"a":1}`), []byte(headers), nil, []byte("2024-01-01 00:00:00+00"))
 	}
 	ev := row(oidJSONB, `{"x":"y"}`)
@@ -128,9 +129,9 @@ func TestCloudEventsHeaders(t *testing.T) {
 		if typ == oidBytea {
 			payload = `\x7b7d`
 		}
-		types := append([]uint32(nil), fuzzTypes...)
+		types := append([]uint32(nil), pgoutputtest.Types...)
 		types[5] = typ
-		ev := decodeRow(t, c, fuzzCols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
+		ev := decodeRow(t, c, pgoutputtest.Cols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
 			[]byte("k-1"), []byte(payload), nil, nil, []byte("2024-01-01 00:00:00+00"))
 		if got := headers(&ev.msg)["content-type"]; got != ct {
 			t.Errorf("payload type %d: content-type %q, want %q", typ, got, ct)

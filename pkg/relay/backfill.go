@@ -306,16 +306,6 @@ func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f Table
 	return names, l, nil
 }
 
-// checkCreatedAt says why the table cannot be backfilled or pruned: it has
-// no creation time column.
-func checkCreatedAt(table pgname.Table, l *layout, names []string) error {
-	if !hasColumn(names, l.shape.createdAt) {
-		return fmt.Errorf("%w: %s: backfill and pruning need column %s (a timestamptz set at insert)",
-			ErrTableColumns, table, l.shape.createdAt)
-	}
-	return nil
-}
-
 // backfillQuery selects the creation time and then every column as text,
 // in the table's order, so that the decoder's layout applies as it does to
 // a pgoutput tuple; ordered by creation time then id.

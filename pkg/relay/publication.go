@@ -314,3 +314,13 @@ func readColumns(ctx context.Context, q interface {
 	}
 	return names, types, rows.Err()
 }
+
+// checkCreatedAt says why the table cannot be backfilled or pruned: it has
+// no creation time column.
+func checkCreatedAt(table pgname.Table, l *layout, names []string) error {
+	if !hasColumn(names, l.shape.createdAt) {
+		return fmt.Errorf("%w: %s: backfill and pruning need column %s (a timestamptz set at insert)",
+			ErrTableColumns, table, l.shape.createdAt)
+	}
+	return nil
+}

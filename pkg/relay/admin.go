@@ -237,7 +237,7 @@ func Teardown(ctx context.Context, cfg *Config) error {
 
 // openAdmin applies the defaults of cfg and connects.
 func openAdmin(ctx context.Context, cfg *Config) (Config, *pgx.Conn, error) {
-	c, err := cfg.withDefaults()
+	c, err := withDefaults(cfg)
 	if err != nil {
 		return c, nil, err
 	}

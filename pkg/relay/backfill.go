@@ -73,11 +73,11 @@ type RecoverResult struct {
 // deduplicate on message-id. Logical messages (EmitTx) are not in the table
 // and are not backfilled.
 func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, error) {
-	c, err := cfg.withDefaults()
+	c, err := withDefaults(cfg)
 	if err != nil {
 		return 0, err
 	}
-	if err := c.needBrokers(); err != nil {
+	if err := needBrokers(&c); err != nil {
 		return 0, err
 	}
 	if opts.Since.IsZero() {
@@ -114,11 +114,11 @@ func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, erro
 // of the needed range. Without a gap it does nothing (RecoverResult.Gap is
 // nil).
 func Recover(ctx context.Context, cfg *Config) (*RecoverResult, error) {
-	c, err := cfg.withDefaults()
+	c, err := withDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.needBrokers(); err != nil {
+	if err := needBrokers(&c); err != nil {
 		return nil, err
 	}
 	m := newMetrics(c.Slot, &live{})

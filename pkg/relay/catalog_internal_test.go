@@ -38,7 +38,7 @@ func BenchmarkCatalogCheck(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			c, err := (&Config{DatabaseURL: db.URL, Publication: "p_bench", Logger: slog.New(slog.DiscardHandler)}).withDefaults()
+			c, err := withDefaults(&Config{DatabaseURL: db.URL, Publication: "p_bench", Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}

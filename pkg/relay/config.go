@@ -296,7 +296,7 @@ var slotNamePattern = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // withDefaults returns a copy of cfg with every zero field set to its
 // default, and validates it.
-func (cfg *Config) withDefaults() (Config, error) {
+func withDefaults(cfg *Config) (Config, error) {
 	var c Config
 	if cfg != nil {
 		c = *cfg
@@ -417,7 +417,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 }
 
 // needBrokers is the extra check of the configurations that talk to Kafka.
-func (c *Config) needBrokers() error {
+func needBrokers(c *Config) error {
 	if len(c.Brokers) == 0 {
 		return fmt.Errorf("%w: brokers are required", ErrConfig)
 	}

@@ -63,7 +63,7 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
-	c, err := (&Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)}).withDefaults()
+	c, err := withDefaults(&Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
 	}

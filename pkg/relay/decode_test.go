@@ -14,7 +14,7 @@ import (
 // The seed streams decode to the events and errors a relay acts on.
 func TestDecodeSeeds(t *testing.T) {
 	t.Parallel()
-	c, _ := (&Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)}).withDefaults()
+	c, _ := withDefaults(&Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
 	type result struct {
 		kinds   []walKind
 		reasons []string // "" for a valid event
@@ -116,7 +116,7 @@ func TestDecodeSeeds(t *testing.T) {
 // BenchmarkDecodeInsert decodes one outbox row as the relay's hot path
 // does: the Insert message of a ~300-byte payload into its Kafka record.
 func BenchmarkDecodeInsert(b *testing.B) {
-	c, _ := (&Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).withDefaults()
+	c, _ := withDefaults(&Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)})
 	d := newDecoder(&c, pgoutputtest.Outbox)
 	if _, err := d.decode(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		b.Fatal(err)

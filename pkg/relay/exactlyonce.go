@@ -159,7 +159,7 @@ type ProgressStatus struct {
 func progressStatus(ctx context.Context, c *Config) *ProgressStatus {
 	ps := &ProgressStatus{Topic: c.ProgressTopic}
 	fail := func(err error) { ps.Error = err.Error() }
-	if err := c.needBrokers(); err != nil {
+	if err := needBrokers(c); err != nil {
 		fail(err)
 		return ps
 	}

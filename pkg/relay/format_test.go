@@ -20,7 +20,7 @@ var (
 // into the outbox (OID 16385) with a decoder of c, and returns the event.
 func decodeRow(t *testing.T, c *Config, cols []string, types []uint32, commit time.Time, vals ...[]byte) event {
 	t.Helper()
-	cfg, err := c.withDefaults()
+	cfg, err := withDefaults(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestDefaultCloudEventsSource(t *testing.T) {
 		{"postgres://u:secret@db.example:5432/shop?sslmode=disable", "", "/pgoutbox/shop/public.outbox"},
 		{"host=db dbname='my db' password=secret", "sales.outboxevent", "/pgoutbox/my%20db/sales.outboxevent"},
 	} {
-		c, err := (&Config{DatabaseURL: tc.url, Table: tc.table, CloudEvents: true}).withDefaults()
+		c, err := withDefaults(&Config{DatabaseURL: tc.url, Table: tc.table, CloudEvents: true})
 		if err != nil || c.CloudEventsSource != tc.want {
 			t.Errorf("%s %s: source %q (%v), want %q", tc.url, tc.table, c.CloudEventsSource, err, tc.want)
 		}

@@ -22,7 +22,7 @@ const growthTopics = 2000
 func TestSinkPerTopicStateBounded(t *testing.T) {
 	t.Parallel()
 	k := testenv.NewKafka(t)
-	c, err := (&Config{DatabaseURL: "x", Brokers: k.Brokers, Logger: slog.New(slog.DiscardHandler)}).withDefaults()
+	c, err := withDefaults(&Config{DatabaseURL: "x", Brokers: k.Brokers, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

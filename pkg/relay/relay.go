@@ -32,11 +32,11 @@ type Relay struct {
 // cfg.Registerer and returns a Relay. It does not connect to anything; Run
 // does.
 func New(cfg *Config) (*Relay, error) {
-	c, err := cfg.withDefaults()
+	c, err := withDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.needBrokers(); err != nil {
+	if err := needBrokers(&c); err != nil {
 		return nil, err
 	}
 	if c.BufferBytes < c.MaxMessageBytes {

@@ -19,7 +19,7 @@ import (
 // and skips through through, logging to log.
 func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
 	t.Helper()
-	c, _ := (&Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))}).withDefaults()
+	c, _ := withDefaults(&Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))})
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
 	s := &stream{cfg: &c, dec: newDecoder(&c, pgoutputtest.Outbox), tr: acktrack.New(uint64(start)),
 		q:    newQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),

@@ -15,7 +15,7 @@ import (
 // one for every event. Not parallel: AllocsPerRun counts the process's
 // allocations.
 func TestStreamAllocationsPerEvent(t *testing.T) {
-	c, _ := (&Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).withDefaults()
+	c, _ := withDefaults(&Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)})
 	s := &stream{cfg: &c, dec: newDecoder(&c, pgoutputtest.Outbox), tr: acktrack.New(0),
 		q: newQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}
 	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types), pgoutputtest.Begin(100, 1000, 7)} {

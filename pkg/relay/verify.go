@@ -54,11 +54,11 @@ type VerifyReport = verify.Report
 // It needs cfg's database, table, topic template, dead-letter topic and
 // Kafka settings; it writes nothing.
 func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport, error) {
-	c, err := cfg.withDefaults()
+	c, err := withDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.needBrokers(); err != nil {
+	if err := needBrokers(&c); err != nil {
 		return nil, err
 	}
 	if opts.From.IsZero() || opts.To.IsZero() || !opts.To.After(opts.From) {

@@ -18,7 +18,7 @@ const HeartbeatPrefix = "pgoutbox.heartbeat"
 func (r *Relay) heartbeat(ctx context.Context) {
 	(&periodic{
 		cfg: &r.cfg, what: "heartbeat", interval: r.cfg.HeartbeatInterval,
-		skip: func() bool { return !r.live.leader.Load() }, // a standby leaves it to the active relay
+		skip: func() bool { return !r.live.Leader.Load() }, // a standby leaves it to the active relay
 		job: func(ctx context.Context, conn *pgx.Conn) error {
 			_, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, '')`, HeartbeatPrefix)
 			return err

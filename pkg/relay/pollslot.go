@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
 
 // pollSlot reads the slot every LagPollInterval on a regular connection
@@ -13,9 +14,9 @@ func (r *Relay) pollSlot(ctx context.Context) {
 	(&periodic{
 		cfg: &r.cfg, what: "reading the slot's lag", interval: r.cfg.LagPollInterval, now: true,
 		job: func(ctx context.Context, conn *pgx.Conn) error {
-			row, err := readSlot(ctx, conn, r.cfg.Slot)
+			row, err := slotstate.ReadSlot(ctx, conn, r.cfg.Slot)
 			if err == nil {
-				r.m.slot.set(row)
+				r.m.Slot.Set(row)
 			}
 			return err
 		},

@@ -8,7 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
 // prune deletes outbox rows older than PruneAfter every PruneInterval, in
@@ -40,8 +43,8 @@ func (r *Relay) prune(ctx context.Context) {
 func (r *Relay) prunePass(ctx context.Context) error {
 	c := &r.cfg
 	table, _ := pgname.Parse(c.Table, "public")
-	state := stateTable(c).Sanitize()
-	conn, err := connect(ctx, c)
+	state := slotstate.StateTable(c).Sanitize()
+	conn, err := liveness.Connect(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -62,7 +65,7 @@ func (r *Relay) prunePass(ctx context.Context) error {
 	// A row's ctid is unique only within its partition: tableoid tells the
 	// partitions of a partitioned outbox apart.
 	q := `DELETE FROM ` + table.Sanitize() + ` WHERE (tableoid, ctid) IN (SELECT tableoid, ctid FROM ` + table.Sanitize() +
-		` WHERE ` + pgx.Identifier{shape(c.TableFormat).createdAt}.Sanitize() + ` < $1 LIMIT $2)`
+		` WHERE ` + pgx.Identifier{tableformat.Shape(c.TableFormat).CreatedAt}.Sanitize() + ` < $1 LIMIT $2)`
 	total := int64(0)
 	for ctx.Err() == nil {
 		tag, err := conn.Exec(ctx, q, cutoff, c.PruneBatchSize)
@@ -71,7 +74,7 @@ func (r *Relay) prunePass(ctx context.Context) error {
 		}
 		n := tag.RowsAffected()
 		total += n
-		r.m.pruned.Add(float64(n))
+		r.m.Pruned.Add(float64(n))
 		if n < int64(c.PruneBatchSize) {
 			break
 		}

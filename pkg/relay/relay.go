@@ -9,15 +9,21 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/internal/sink"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
 type Relay struct {
-	cfg   Config
-	m     *metrics
-	live  live
-	state *keeper
+	cfg   relayconfig.Config
+	m     *relaymetrics.Metrics
+	live  liveness.Live
+	state *slotstate.Keeper
 	// runCtx is Run's context: a recovery under GapBackfill runs in it,
 	// not under the session start's bound (a backfill takes its time).
 	runCtx  context.Context
@@ -31,12 +37,12 @@ type Relay struct {
 // New validates cfg, fills in its defaults, registers the metrics on
 // cfg.Registerer and returns a Relay. It does not connect to anything; Run
 // does.
-func New(cfg *Config) (*Relay, error) {
-	c, err := withDefaults(cfg)
+func New(cfg *relayconfig.Config) (*Relay, error) {
+	c, err := relayconfig.WithDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := needBrokers(&c); err != nil {
+	if err := relayconfig.NeedBrokers(&c); err != nil {
 		return nil, err
 	}
 	if c.BufferBytes < c.MaxMessageBytes {
@@ -47,11 +53,11 @@ func New(cfg *Config) (*Relay, error) {
 		c.Logger.Warn("the database connection is not verified TLS: the replication stream carries every payload; use sslmode=verify-full, or RequireTLS (--require-tls) to refuse",
 			"hosts", pgtls.Describe(ws))
 	}
-	r := &Relay{cfg: c, state: newKeeper()}
-	r.live.acked(time.Now())
-	r.live.begin(time.Now(), defaultLivenessBound)
-	r.m = newMetrics(c.Slot, &r.live)
-	if err := r.m.register(c.Registerer); err != nil {
+	r := &Relay{cfg: c, state: slotstate.NewKeeper()}
+	r.live.Acked(time.Now())
+	r.live.Begin(time.Now(), liveness.DefaultLivenessBound)
+	r.m = relaymetrics.NewMetrics(c.Slot, &r.live)
+	if err := r.m.Register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
 	}
 	return r, nil
@@ -67,14 +73,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("relay: Run is already running")
 	}
 	defer r.running.Store(false)
-	sk := newSink(&r.cfg, r.m)
+	sk := sink.NewSink(&r.cfg, r.m)
 	// A relay without a recent sign of life from its walsender writes
 	// nothing more to Kafka: the server may have given the slot to
 	// another relay (see Liveness in the package doc). The sink checks
 	// before each write call, the producer's connections before each
 	// byte.
-	r.live.begin(time.Now(), defaultLivenessBound)
-	sk.guard = func() error { return r.live.stale(time.Now()) }
+	r.live.Begin(time.Now(), liveness.DefaultLivenessBound)
+	sk.Guard = func() error { return r.live.Stale(time.Now()) }
 
 	g, gctx := errgroup.WithContext(ctx)
 	r.runCtx = gctx
@@ -88,7 +94,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The state keeper outlives the sessions, so that a graceful stop's
 	// final confirmation is not held back by a ceiling it could not raise.
 	keepCtx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
-	g.Go(func() error { r.state.keep(keepCtx, &r.cfg, &r.live); return nil })
+	g.Go(func() error { r.state.Keep(keepCtx, &r.cfg, &r.live); return nil })
 	g.Go(func() error {
 		defer stopKeep()
 		return r.replicate(gctx, ctx, sk)
@@ -100,18 +106,18 @@ func (r *Relay) Run(ctx context.Context) error {
 // It is false while the relay waits as a standby, and while its walsender
 // has given no sign of life for longer than the liveness bound (see
 // Liveness in the package doc).
-func (r *Relay) Ready() bool { return r.ready.Load() && r.live.stale(time.Now()) == nil }
+func (r *Relay) Ready() bool { return r.ready.Load() && r.live.Stale(time.Now()) == nil }
 
 // Standby reports whether the relay waits as a standby: it reached the
 // server, and another process streams the slot. It is false while the relay
 // streams, and while it cannot reach the server at all (for a readiness
 // probe that counts a healthy standby, /readyz?standby=ok).
-func (r *Relay) Standby() bool { return r.live.standby.Load() }
+func (r *Relay) Standby() bool { return r.live.Standby.Load() }
 
 // replicate runs sessions, reconnecting with backoff after transient
 // failures, and waiting as a standby while another process streams the
 // slot. parent is Run's context: its end is a graceful stop.
-func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
+func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 	log := r.cfg.Logger
 	backoff := r.cfg.RetryBackoff
 	stopped := func() error {
@@ -124,38 +130,38 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink) error {
 		began := time.Now()
 		err := r.session(ctx, sk)
 		switch {
-		case IsPermanent(err):
+		case relayerr.IsPermanent(err):
 			return err // the caller reports it (relay run prints it once)
 		case parent.Err() != nil:
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		if errors.Is(err, ErrSlotActive) {
+		if errors.Is(err, relayerr.ErrSlotActive) {
 			// Another relay streams the slot: wait for it to go, without
 			// backoff (take over quickly), counting no reconnect, logging
 			// once.
-			if !r.live.standby.Swap(true) {
+			if !r.live.Standby.Swap(true) {
 				// After our own connection dropped, our previous walsender
 				// may also hold the slot until the server notices.
 				log.Info("slot busy (another relay, or our previous connection not yet gone); waiting as a standby",
 					"slot", r.cfg.Slot, "retry_every", r.cfg.StandbyRetryInterval, "detail", err)
 			}
 			backoff = r.cfg.RetryBackoff
-			if !sleep(ctx, r.cfg.StandbyRetryInterval) {
+			if !liveness.Sleep(ctx, r.cfg.StandbyRetryInterval) {
 				return stopped()
 			}
 			continue
 		}
-		r.live.standby.Store(false)
+		r.live.Standby.Store(false)
 		if time.Since(began) > time.Minute {
 			backoff = r.cfg.RetryBackoff
 		}
 		log.Warn("replication interrupted; reconnecting", "error", err, "backoff", backoff)
-		if !sleep(ctx, backoff) {
+		if !liveness.Sleep(ctx, backoff) {
 			return stopped()
 		}
 		backoff = min(2*backoff, r.cfg.MaxRetryBackoff)
-		r.m.reconnects.Inc()
+		r.m.Reconnects.Inc()
 	}
 }

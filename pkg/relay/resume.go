@@ -10,6 +10,10 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/pgoutbox/pgoutbox/internal/admin"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/sink"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
 
 // onGap handles an error of the slot check. A gap sets pgoutbox_relay_gap;
@@ -17,21 +21,21 @@ import (
 // again), otherwise returned, a permanent error that ends Run. Other errors
 // pass.
 func (r *Relay) onGap(ctx context.Context, err error) error {
-	var gap *GapError
+	var gap *slotstate.GapError
 	if !errors.As(err, &gap) {
 		return err
 	}
-	r.m.gap.WithLabelValues(gap.Slot, gap.Reason).Set(1)
-	if r.cfg.OnGap != GapBackfill {
+	r.m.Gap.WithLabelValues(gap.Slot, gap.Reason).Set(1)
+	if r.cfg.OnGap != relayconfig.GapBackfill {
 		return err
 	}
 	r.cfg.Logger.Warn("gap found; recovering it (--on-gap=backfill)", "error", err)
 	if r.runCtx != nil {
 		ctx = r.runCtx // not the session start's bound: a backfill takes its time
 	}
-	sk := newSink(&r.cfg, r.m)
-	defer sk.close()
-	if _, rerr := recoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {
+	sk := sink.NewSink(&r.cfg, r.m)
+	defer sk.Close()
+	if _, rerr := admin.RecoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {
 		return fmt.Errorf("%w (recovery failed: %w)", err, rerr)
 	}
 	return nil
@@ -61,12 +65,12 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 // system or timeline (a PG 17 failover slot after a promotion: the old
 // primary's WAL past the promotion point is not the new one's), it skips
 // nothing. Once a skip overshot in this run (skipOff), it skips nothing.
-func (r *Relay) publishedThrough(st *relayState, committed pglogrepl.LSN) pglogrepl.LSN {
-	if st == nil || !st.resumable || r.skipOff.Load() {
+func (r *Relay) publishedThrough(st *slotstate.RelayState, committed pglogrepl.LSN) pglogrepl.LSN {
+	if st == nil || !st.Resumable || r.skipOff.Load() {
 		return 0
 	}
 	if r.cfg.ExactlyOnce {
-		return max(st.confirmedLSN, committed)
+		return max(st.ConfirmedLSN, committed)
 	}
-	return st.confirmedLSN
+	return st.ConfirmedLSN
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
 
 // The skip position is the state row's confirmed LSN only when the row
@@ -12,14 +13,14 @@ import (
 func TestPublishedThrough(t *testing.T) {
 	t.Parallel()
 	r := &Relay{}
-	st := &relayState{confirmedLSN: 500}
+	st := &slotstate.RelayState{ConfirmedLSN: 500}
 	if got := r.publishedThrough(nil, 0); got != 0 {
 		t.Fatalf("no state row: %s, want 0", got)
 	}
 	if got := r.publishedThrough(st, 0); got != 0 {
 		t.Fatalf("a row of another server or timeline (not resumable): %s, want 0", got)
 	}
-	st.resumable = true
+	st.Resumable = true
 	if got := r.publishedThrough(st, 0); got != 500 {
 		t.Fatalf("resumable row: %s, want its confirmed LSN 500", got)
 	}
@@ -33,11 +34,11 @@ func TestPublishedThrough(t *testing.T) {
 			t.Fatalf("exactly-once, committed progress %s: %s, want %s", committed, got, want)
 		}
 	}
-	st.resumable = false
+	st.Resumable = false
 	if got := r.publishedThrough(st, 700); got != 0 {
 		t.Fatalf("exactly-once, a row of another server or timeline: %s, want 0", got)
 	}
-	st.resumable = true
+	st.Resumable = true
 	r.skipOff.Store(true)
 	if got := r.publishedThrough(st, 700); got != 0 {
 		t.Fatalf("after an overshoot: %s, want 0", got)

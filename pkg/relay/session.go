@@ -11,16 +11,24 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/sink"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/wal"
 )
 
 // errSinkFailed is the cause with which a failing sink ends the reader.
-var errSinkFailed = errors.New("relay: kafka writer failed")
+var errSinkFailed = errors.New("relay: the kafka sink failed")
 
 // session streams the slot over one replication connection. Everything in
 // memory (queue, tracker) lives and dies with it; the next session resumes
 // from the slot's confirmed position.
-func (r *Relay) session(ctx context.Context, sk *sink) error {
+func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	c := &r.cfg
 	start, state, err := r.prepareStream(ctx, r.checkConfig()) // unbounded: it may recover a gap
 	if err != nil {
@@ -35,7 +43,7 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 		// The Kafka dials below are guarded by the liveness clock: start
 		// it with this connection, not the last session's silence (after
 		// an outage longer than the bound, every dial was refused).
-		r.live.begin(time.Now(), lv.bound)
+		r.live.Begin(time.Now(), lv.Bound)
 		// Holding the slot (a standby never gets here): fence the relays
 		// of the slot before us and read what they committed.
 		if committed, err = r.fence(ctx, sk); err != nil {
@@ -45,35 +53,35 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	}
 	through := r.publishedThrough(state, committed)
 	defer conn.Close(context.WithoutCancel(ctx))
-	cat, err := openCatalog(ctx, c)
+	cat, err := slotstate.OpenCatalog(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer cat.close()
-	cat.watch()
+	defer cat.Close()
+	cat.Watch()
 	tr := acktrack.New(uint64(start))
 	r.lead(tr, lv, start)
 	defer r.stepDown()
 
-	q := newQueue(c.BatchSize, c.BufferBytes, r.m.bufferBytes)
+	q := queue.NewQueue(c.BatchSize, c.BufferBytes, r.m.BufferBytes)
 	// Events still queued when the session ends are dropped with it.
-	defer r.m.bufferBytes.Set(0)
+	defer r.m.BufferBytes.Set(0)
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
 	if !c.ExactlyOnce {
-		if err := sk.open(); err != nil {
+		if err := sk.Open(); err != nil {
 			return err
 		}
 	}
 	sinking := runSink(ctx, sk, q, tr, stopRead)
 	defer sinking.stop()
 
-	st := &stream{cfg: c, m: r.m, live: &r.live, conn: conn, sent: start, dec: newDecoder(c, cat), cat: cat, tr: tr, q: q, stop: readCtx, lv: lv, state: r.state,
-		skip: newReplaySkip(through, start, c.Logger, r.m.replaySkipped)}
-	readErr := st.run()
-	q.close()
-	st.skip.done()
-	if st.skip != nil && st.skip.overshot {
+	st := &wal.Stream{Cfg: c, M: r.m, Live: &r.live, Conn: conn, Sent: start, Dec: decode.NewDecoder(c, cat), Cat: cat, Tr: tr, Q: q, Stop: readCtx, Lv: lv, State: r.state,
+		Skip: wal.NewReplaySkip(through, start, c.Logger, r.m.ReplaySkipped)}
+	readErr := st.Run()
+	q.Close()
+	st.Skip.Done()
+	if st.Skip != nil && st.Skip.Overshot {
 		r.skipOff.Store(true)
 	}
 
@@ -81,15 +89,15 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 	sinkErr := sinking.wait(end.graceful(), c, tr)
 	// Confirm what Kafka acknowledged; on a broken connection this fails
 	// harmlessly.
-	cat.recheck()
+	cat.Recheck()
 	if end.graceful() {
-		r.state.settle(st.cat.fenced(tr.Confirmed()), stateSettle)
+		r.state.Settle(st.Cat.Fenced(tr.Confirmed()), slotstate.StateSettle)
 	}
-	if errors.Is(sinkErr, ErrFenced) {
+	if errors.Is(sinkErr, relayerr.ErrFenced) {
 		// A newer relay of the slot holds it: confirm nothing.
 		return sinkErr
 	}
-	if err := st.sendStandbyStatus(); err == nil && end.graceful() {
+	if err := st.SendStandbyStatus(); err == nil && end.graceful() {
 		c.Logger.Info("stopped", "confirmed_lsn", pglogrepl.LSN(tr.Confirmed()).String())
 	}
 	switch {
@@ -104,14 +112,14 @@ func (r *Relay) session(ctx context.Context, sk *sink) error {
 // fence opens the sink's transactional producer for an exactly-once
 // session, which fences the older relays of the slot and aborts what they
 // left open, and returns the progress they committed.
-func (r *Relay) fence(ctx context.Context, sk *sink) (pglogrepl.LSN, error) {
-	id, err := identify(ctx, &r.cfg)
+func (r *Relay) fence(ctx context.Context, sk *sink.Sink) (pglogrepl.LSN, error) {
+	id, err := slotstate.Identify(ctx, &r.cfg)
 	if err != nil {
 		return 0, err
 	}
-	committed, err := sk.openExactlyOnce(ctx, id.systemID)
+	committed, err := sk.OpenExactlyOnce(ctx, id.SystemID)
 	if err != nil {
-		sk.close()
+		sk.Close()
 		return 0, err
 	}
 	return committed, nil
@@ -120,8 +128,8 @@ func (r *Relay) fence(ctx context.Context, sk *sink) (pglogrepl.LSN, error) {
 // checkConfig is the configuration the session's checks run with: a
 // standby repeats them every StandbyRetryInterval, without the warnings it
 // logged at its first attempt.
-func (r *Relay) checkConfig() *Config {
-	if !r.live.standby.Load() {
+func (r *Relay) checkConfig() *relayconfig.Config {
+	if !r.live.Standby.Load() {
 		return &r.cfg
 	}
 	quiet := r.cfg
@@ -132,43 +140,43 @@ func (r *Relay) checkConfig() *Config {
 // startStream opens the replication connection, reads the liveness bound
 // and starts streaming from start, within sessionStartTimeout: a
 // connection that hangs (a blackholing network) is retried.
-func startStream(ctx context.Context, c *Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness, error) {
-	ctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
+func startStream(ctx context.Context, c *relayconfig.Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness.Liveness, error) {
+	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)
 	defer cancel()
-	conn, err := connectReplication(ctx, c)
+	conn, err := liveness.ConnectReplication(ctx, c)
 	if err != nil {
-		return nil, liveness{}, err
+		return nil, liveness.Liveness{}, err
 	}
-	lv, err := readLiveness(ctx, conn, c.StatusInterval)
+	lv, err := liveness.ReadLiveness(ctx, conn, c.StatusInterval)
 	if err == nil {
-		err = startReplication(ctx, conn, c, start)
+		err = wal.StartReplication(ctx, conn, c, start)
 	}
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, liveness{}, err
+		return nil, liveness.Liveness{}, err
 	}
 	return conn, lv, nil
 }
 
 // lead makes the relay the slot's leader for a session that streams from
 // start with tracker tr: ready, with a fresh liveness clock.
-func (r *Relay) lead(tr *acktrack.Tracker, lv liveness, start pglogrepl.LSN) {
+func (r *Relay) lead(tr *acktrack.Tracker, lv liveness.Liveness, start pglogrepl.LSN) {
 	c := &r.cfg
-	r.live.tracker.Store(tr)
-	r.live.acked(time.Now())
-	r.live.begin(time.Now(), lv.bound)
+	r.live.Tracker.Store(tr)
+	r.live.Acked(time.Now())
+	r.live.Begin(time.Now(), lv.Bound)
 	r.ready.Store(true)
-	r.live.leader.Store(true)
-	if r.live.standby.Swap(false) {
+	r.live.Leader.Store(true)
+	if r.live.Standby.Swap(false) {
 		c.Logger.Info("took over the slot from the process that streamed it", "slot", c.Slot)
 	}
 	c.Logger.Info("streaming", "database", redact.URL(c.DatabaseURL), "slot", c.Slot, "publication", c.Publication,
-		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.senderTimeout.String(), "liveness_bound", lv.bound.String())
+		"table", c.Table, "from", start.String(), "wal_sender_timeout", lv.SenderTimeout.String(), "liveness_bound", lv.Bound.String())
 }
 
 // stepDown ends the leadership lead began.
 func (r *Relay) stepDown() {
-	r.live.leader.Store(false)
+	r.live.Leader.Store(false)
 	r.ready.Store(false)
 }
 
@@ -181,12 +189,12 @@ type sinkRun struct {
 // runSink starts the sink on q. A failing sink ends the reader
 // (stopRead) with errSinkFailed as the cause. The sink's context is not
 // ctx: on a graceful stop it keeps writing what is queued (see wait).
-func runSink(ctx context.Context, sk *sink, q *queue, tr *acktrack.Tracker, stopRead context.CancelCauseFunc) *sinkRun {
+func runSink(ctx context.Context, sk *sink.Sink, q *queue.Queue, tr *acktrack.Tracker, stopRead context.CancelCauseFunc) *sinkRun {
 	sinkCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &sinkRun{stop: stop, done: make(chan error, 1)}
 	go func() {
-		err := sk.run(sinkCtx, q, tr)
-		sk.close()
+		err := sk.Run(sinkCtx, q, tr)
+		sk.Close()
 		if err != nil {
 			stopRead(fmt.Errorf("%w: %w", errSinkFailed, err))
 		}
@@ -198,7 +206,7 @@ func runSink(ctx context.Context, sk *sink, q *queue, tr *acktrack.Tracker, stop
 // wait returns the sink's result once the reader has closed its events.
 // On a graceful end it lets Kafka acknowledge what is queued, within
 // c.ShutdownTimeout; otherwise it stops the sink at once.
-func (s *sinkRun) wait(graceful bool, c *Config, tr *acktrack.Tracker) error {
+func (s *sinkRun) wait(graceful bool, c *relayconfig.Config, tr *acktrack.Tracker) error {
 	if !graceful {
 		s.stop()
 		return <-s.done
@@ -239,7 +247,7 @@ func (e ending) graceful() bool { return e != endBroken }
 // sessionEnd classifies the end of a session from Run's context error, the
 // reader's cancellation cause and the reader's error.
 func sessionEnd(runErr, readCause, readErr error) ending {
-	var invalid *InvalidEventError
+	var invalid *relayerr.InvalidEventError
 	switch {
 	case errors.As(readErr, &invalid):
 		return endInvalid
@@ -254,27 +262,27 @@ func sessionEnd(runErr, readCause, readErr error) ending {
 // recovered under OnGap backfill), checks the table's columns, arms the
 // state keeper and returns the slot's confirmed position and its state row
 // (from which publishedThrough tells what Kafka already has).
-func (r *Relay) prepareStream(ctx context.Context, c *Config) (start pglogrepl.LSN, st *relayState, err error) {
-	conn, err := connect(ctx, c)
+func (r *Relay) prepareStream(ctx context.Context, c *relayconfig.Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
+	conn, err := liveness.Connect(ctx, c)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := ensurePublication(ctx, conn, c, false); err != nil {
+	if err := slotstate.EnsurePublication(ctx, conn, c, false); err != nil {
 		return 0, nil, err
 	}
-	start, st, err = ensureSlot(ctx, conn, c, false)
+	start, st, err = slotstate.EnsureSlot(ctx, conn, c, false)
 	if err != nil {
 		if err := r.onGap(ctx, err); err != nil {
 			return 0, nil, err
 		}
-		if start, st, err = ensureSlot(ctx, conn, c, false); err != nil {
+		if start, st, err = slotstate.EnsureSlot(ctx, conn, c, false); err != nil {
 			return 0, nil, err
 		}
 	}
-	if err := checkTable(ctx, conn, c); err != nil {
+	if err := slotstate.CheckTable(ctx, conn, c); err != nil {
 		return 0, nil, err
 	}
-	r.state.start(st)
+	r.state.Start(st)
 	return start, st, nil
 }

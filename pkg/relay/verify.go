@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 )
 
@@ -53,38 +58,38 @@ type VerifyReport = verify.Report
 // opts.MaxInMemory; see internal/verify for the method and its limits.
 // It needs cfg's database, table, topic template, dead-letter topic and
 // Kafka settings; it writes nothing.
-func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport, error) {
-	c, err := withDefaults(cfg)
+func Verify(ctx context.Context, cfg *relayconfig.Config, opts VerifyOptions) (*VerifyReport, error) {
+	c, err := relayconfig.WithDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := needBrokers(&c); err != nil {
+	if err := relayconfig.NeedBrokers(&c); err != nil {
 		return nil, err
 	}
 	if opts.From.IsZero() || opts.To.IsZero() || !opts.To.After(opts.From) {
-		return nil, fmt.Errorf("%w: verify needs a window whose end is after its start", ErrConfig)
+		return nil, fmt.Errorf("%w: verify needs a window whose end is after its start", relayerr.ErrConfig)
 	}
-	conn, err := connect(ctx, &c)
+	conn, err := liveness.Connect(ctx, &c)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var prunedBefore *time.Time
-	st, err := readState(ctx, conn, &c)
+	st, err := slotstate.ReadState(ctx, conn, &c)
 	switch {
-	case errors.Is(err, ErrStateMissing): // no state table: no prune mark either
+	case errors.Is(err, relayerr.ErrStateMissing): // no state table: no prune mark either
 	case err != nil:
 		return nil, err
 	case st != nil:
-		prunedBefore = st.prunedBefore
+		prunedBefore = st.PrunedBefore
 	}
 	table, _ := pgname.Parse(c.Table, "public")
 	kopts := producer.ClientOpts(producer.Config{Brokers: c.Brokers, TLS: c.TLS, SASL: (*producer.SASL)(c.SASL)})
-	dec := newDecoder(&c, nil)
+	dec := decode.NewDecoder(&c, nil)
 	rep, err := verify.Run(ctx, &verify.Config{
 		Conn:            conn,
 		Table:           table,
-		Route:           dec.route,
+		Route:           dec.Route,
 		DeadLetterTopic: c.DeadLetterTopic,
 		Kafka:           kopts,
 		From:            opts.From,
@@ -98,7 +103,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		Logger:          c.Logger,
 	})
 	if errors.Is(err, verify.ErrUsage) {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", relayerr.ErrConfig, err)
 	}
 	return rep, err
 }

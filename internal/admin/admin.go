@@ -1,0 +1,252 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/migrate"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/sink"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+// SlotStatus describes the relay's slot and publication as the database
+// sees them. It can be read while no relay runs.
+type SlotStatus struct {
+	Slot              string `json:"slot"`
+	Publication       string `json:"publication"`
+	Table             string `json:"table"`
+	SlotExists        bool   `json:"slot_exists"`
+	PublicationExists bool   `json:"publication_exists"`
+	// PublicationMismatch says why the relay refuses to start on the
+	// publication (the table missing or not published, inserts not
+	// published, other tables, a row filter or column list, a partitioned
+	// table without publish_via_partition_root), with the fix where there
+	// is one; empty when it can start.
+	PublicationMismatch string `json:"publication_mismatch,omitempty"`
+	// PublicationExtra says what the publication publishes beyond the
+	// outbox inserts (updates, deletes, truncates): harmless but wasted
+	// decoding. Empty when nothing.
+	PublicationExtra string `json:"publication_extra,omitempty"`
+	// Active is true while a walsender streams the slot; ActivePID is its
+	// backend PID.
+	Active    bool   `json:"active"`
+	ActivePID *int32 `json:"active_pid"`
+	// LSNs in the usual X/Y text form; empty when the slot is missing.
+	ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
+	RestartLSN        string `json:"restart_lsn"`
+	CurrentWALLSN     string `json:"current_wal_lsn"`
+	// LagBytes is current WAL minus confirmed flush.
+	LagBytes int64 `json:"lag_bytes"`
+	// RetainedWALBytes is current WAL minus restart LSN: what the slot pins.
+	RetainedWALBytes int64 `json:"retained_wal_bytes"`
+	// WALStatus is pg_replication_slots.wal_status: reserved, extended,
+	// unreserved or lost.
+	WALStatus string `json:"wal_status"`
+	// SafeWALSize is pg_replication_slots.safe_wal_size; nil when
+	// max_slot_wal_keep_size is unlimited.
+	SafeWALSize *int64 `json:"safe_wal_size"`
+
+	// The process streaming the slot, from pg_stat_replication; empty or
+	// nil while the slot is not active. ActiveApplicationName is
+	// "pgoutbox-relay" for a relay unless its database URL sets
+	// application_name; ActiveClientAddr is empty for a Unix socket.
+	ActiveApplicationName string `json:"active_application_name,omitempty"`
+	ActiveClientAddr      string `json:"active_client_addr,omitempty"`
+	// ActiveState is the walsender state: "streaming" once it caught up
+	// with the WAL, "catchup" before.
+	ActiveState string `json:"active_state,omitempty"`
+	// ActiveBackendStart is when the streaming connection was opened.
+	ActiveBackendStart *time.Time `json:"active_backend_start,omitempty"`
+	// ActiveReplyTime is when the streaming process last sent a status
+	// update (an acknowledgement).
+	ActiveReplyTime *time.Time `json:"active_reply_time,omitempty"`
+
+	// TableExists is false when the outbox table does not exist.
+	TableExists bool `json:"table_exists"`
+	// State is the slot's row of the relay state table; nil when there is
+	// none (or no state table).
+	State *StateStatus `json:"state,omitempty"`
+	// Gap describes the gap Run would stop on; nil when none.
+	Gap *GapStatus `json:"gap,omitempty"`
+	// Progress is, when the configuration is exactly-once (ExactlyOnce,
+	// with Brokers), the progress committed to Kafka; nil otherwise.
+	Progress *sink.ProgressStatus `json:"progress,omitempty"`
+	// Problems lists in words what keeps the relay from streaming
+	// healthily: a missing table, state table, publication or slot, a
+	// publication mismatch, a gap, a lost slot, no active relay. Empty when
+	// healthy.
+	Problems []string `json:"problems"`
+}
+
+// Setup creates, idempotently, the outbox table, the publication (FOR TABLE
+// the outbox WITH (publish = 'insert', publish_via_partition_root = true))
+// and the slot (pgoutput). An existing table must have the columns of
+// cfg.TableFormat (an error wrapping ErrTableColumns otherwise, naming the
+// format its columns fit); Setup never adds its own columns to it. With
+// TableFormatDebezium the table must exist: Setup creates only the relay
+// state table next to it. On an existing publication it turns
+// publish_via_partition_root on; one that does not publish exactly the
+// table's inserts (see SlotStatus.PublicationMismatch) is an error wrapping
+// ErrPublicationMismatch; one that also publishes updates, deletes or
+// truncates is accepted with a warning, since the relay ignores them.
+func Setup(ctx context.Context, cfg *relayconfig.Config) error {
+	c, conn, err := openAdmin(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := checkPrerequisites(ctx, conn, &c, true); err != nil {
+		return err // nothing created: every problem at once, each with its fix
+	}
+	if err := setupTable(ctx, conn, &c); err != nil {
+		return err
+	}
+	c.NoCreate = false
+	if err := slotstate.EnsurePublication(ctx, conn, &c, true); err != nil {
+		return err
+	}
+	_, _, err = slotstate.EnsureSlot(ctx, conn, &c, true)
+	return err
+}
+
+// setupTable creates or upgrades the outbox table of the pgoutbox format,
+// or checks the existing table of another format and creates the relay
+// state table next to it. An existing table is checked before any
+// migration runs: a table of another shape is never altered.
+func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) error {
+	table, _ := pgname.Parse(c.Table, "public")
+	oid, err := slotstate.TableOID(ctx, conn, table)
+	if err != nil {
+		return err
+	}
+	if oid != 0 {
+		if err := slotstate.CheckTable(ctx, conn, c); err != nil {
+			return err
+		}
+	}
+	if c.TableFormat == tableformat.TableFormatPgoutbox {
+		if _, err := outbox.Migrate(ctx, conn, c.Table); err != nil {
+			return fmt.Errorf("relay: create table %s: %w", c.Table, err)
+		}
+		return nil
+	}
+	if oid == 0 {
+		return fmt.Errorf("%w: %s (with table format %s, relay setup does not create the table: create it as the %s tool expects, "+
+			"or use the pgoutbox format)", relayerr.ErrTableMissing, table, c.TableFormat, c.TableFormat)
+	}
+	if err := migrate.RelayState(ctx, conn, c.Table); err != nil {
+		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(c), err)
+	}
+	return nil
+}
+
+// Status reads the slot and publication state from the database and, with
+// cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
+// cfg.ProgressTopic).
+func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
+	c, conn, err := openAdmin(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	table, _ := pgname.Parse(c.Table, "public")
+	st := &SlotStatus{Slot: c.Slot, Publication: c.Publication, Table: table.String()}
+	row, err := slotstate.ReadSlot(ctx, conn, c.Slot)
+	if err != nil {
+		return nil, err
+	}
+	st.SlotExists = row.Exists
+	st.Active = row.Active
+	st.ActivePID = row.ActivePID
+	st.ConfirmedFlushLSN = slotstate.Deref(row.Confirmed)
+	st.RestartLSN = slotstate.Deref(row.Restart)
+	st.CurrentWALLSN = row.CurrentWAL
+	st.LagBytes = slotstate.Deref(row.Lag)
+	st.RetainedWALBytes = slotstate.Deref(row.Retained)
+	st.WALStatus = slotstate.Deref(row.WALStatus)
+	st.SafeWALSize = row.SafeWALSize
+	st.ActiveApplicationName = slotstate.Deref(row.AppName)
+	st.ActiveClientAddr = slotstate.Deref(row.ClientAddr)
+	st.ActiveState = slotstate.Deref(row.State)
+	st.ActiveBackendStart = row.BackendStart
+	st.ActiveReplyTime = row.ReplyTime
+	pub, err := slotstate.InspectPublication(ctx, conn, &c)
+	if err != nil {
+		return nil, err
+	}
+	st.PublicationExists = pub.Exists
+	st.PublicationMismatch, st.PublicationExtra = pub.Mismatch, pub.Extra
+	if err := statusHealth(ctx, conn, &c, st); err != nil {
+		return nil, err
+	}
+	if c.ExactlyOnce {
+		st.Progress = sink.ReadProgressStatus(ctx, &c)
+		if st.Progress.Error != "" {
+			st.Problems = append(st.Problems, "exactly-once progress: "+st.Progress.Error)
+		}
+	}
+	return st, nil
+}
+
+// Teardown drops the slot and the publication (not the table) and deletes
+// the slot's relay state row, giving its position up. An active slot is an
+// error wrapping ErrSlotActive. Missing objects are not errors.
+func Teardown(ctx context.Context, cfg *relayconfig.Config) error {
+	c, conn, err := openAdmin(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var pid *int32
+	err = conn.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, c.Slot).Scan(&pid)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
+	case pid != nil:
+		return fmt.Errorf("%w: slot %s is streamed by backend %d; stop the relay first", relayerr.ErrSlotActive, c.Slot, *pid)
+	default:
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.Slot); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use
+				return fmt.Errorf("%w: slot %s: %s", relayerr.ErrSlotActive, c.Slot, pgErr.Message)
+			}
+			if !(errors.As(err, &pgErr) && pgErr.Code == "42704") { // dropped meanwhile
+				return fmt.Errorf("relay: drop slot %s: %w", c.Slot, err)
+			}
+		}
+	}
+	// Without its slot the state row would read as a gap at the next
+	// setup: teardown gives the position up on purpose.
+	if _, err := conn.Exec(ctx, `DELETE FROM `+slotstate.StateTable(&c).Sanitize()+` WHERE slot_name = $1`, c.Slot); err != nil {
+		var pgErr *pgconn.PgError
+		if !(errors.As(err, &pgErr) && pgErr.Code == "42P01") { // no state table: nothing to forget
+			return fmt.Errorf("relay: delete state of slot %s: %w", c.Slot, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{c.Publication}.Sanitize()); err != nil {
+		return fmt.Errorf("relay: drop publication %s: %w", c.Publication, err)
+	}
+	return nil
+}
+
+// openAdmin applies the defaults of cfg and connects.
+func openAdmin(ctx context.Context, cfg *relayconfig.Config) (relayconfig.Config, *pgx.Conn, error) {
+	c, err := relayconfig.WithDefaults(cfg)
+	if err != nil {
+		return c, nil, err
+	}
+	conn, err := liveness.Connect(ctx, &c)
+	return c, conn, err
+}

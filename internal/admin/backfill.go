@@ -1,0 +1,402 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/internal/sink"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+)
+
+// ErrBackfillPruned means rows a recovery needs may have been deleted by
+// pruning: the BackfillPrunedError names the time range.
+var ErrBackfillPruned = errors.New("relay: rows needed for recovery may have been pruned")
+
+// BackfillPrunedError names the creation-time range of outbox rows that
+// recovery would have to publish but that pruning may already have
+// deleted. Recover refuses rather than publish part of it.
+type BackfillPrunedError struct {
+	Slot string
+	// From and To bound the range: rows created at or after From and
+	// before To may be gone.
+	From, To time.Time
+}
+
+// Error names the slot and the exact range.
+func (e *BackfillPrunedError) Error() string {
+	return fmt.Sprintf("relay: cannot recover slot %s: outbox rows created from %s to %s may have been deleted by pruning (prune's high-water mark); "+
+		"events of that range cannot be recovered from the table; to give them up, run relay teardown --yes and relay setup, then relay backfill --since %s",
+		e.Slot, e.From.UTC().Format(time.RFC3339Nano), e.To.UTC().Format(time.RFC3339Nano), e.To.UTC().Format(time.RFC3339))
+}
+
+// Unwrap returns ErrBackfillPruned.
+func (e *BackfillPrunedError) Unwrap() error { return ErrBackfillPruned }
+
+// BackfillOptions selects the outbox rows Backfill publishes.
+type BackfillOptions struct {
+	// Since selects rows created at or after it. Required.
+	Since time.Time
+	// Until, when not zero, selects rows created before it.
+	Until time.Time
+	// AggregateType, when not empty, selects rows of that aggregate type.
+	AggregateType string
+	// Progress, when not nil, is called after every acknowledged batch with
+	// the rows published so far and the creation time of the last one.
+	Progress func(published int, createdAt time.Time)
+}
+
+// RecoverResult says what Recover did.
+type RecoverResult struct {
+	// Gap is the gap that was repaired; nil when there was none (Recover
+	// then did nothing).
+	Gap *slotstate.GapError
+	// Since is the creation time from which rows were published: the
+	// last confirmed commit time minus BackfillMargin.
+	Since time.Time
+	// Published is the number of rows published (dead-lettered rows
+	// included).
+	Published int
+	// SlotLSN is the new slot's consistent point: streaming resumes there.
+	SlotLSN pglogrepl.LSN
+}
+
+// Backfill publishes the outbox rows opts selects, read from the table in
+// one snapshot, ordered by created_at then id (UUIDv7 ids sort by creation),
+// as Kafka records built exactly as the relay builds them from the WAL
+// (timestamp: created_at), through the same writer. It returns the number
+// published. Use it to bootstrap or repair a consumer; consumers
+// deduplicate on message-id. Logical messages (EmitTx) are not in the table
+// and are not backfilled.
+func Backfill(ctx context.Context, cfg *relayconfig.Config, opts BackfillOptions) (int, error) {
+	c, err := relayconfig.WithDefaults(cfg)
+	if err != nil {
+		return 0, err
+	}
+	if err := relayconfig.NeedBrokers(&c); err != nil {
+		return 0, err
+	}
+	if opts.Since.IsZero() {
+		return 0, fmt.Errorf("%w: backfill needs a since time", relayerr.ErrConfig)
+	}
+	conn, err := liveness.Connect(ctx, &c)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
+	sk := sink.NewSink(&c, m)
+	defer sk.Close()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, fmt.Errorf("relay: backfill: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return backfillTx(ctx, tx, &c, m, sk, opts)
+}
+
+// Recover repairs a gap on cfg.Slot (see GapError) without losing events:
+// it drops the slot if it still exists (it must not be active), creates it
+// anew exporting its snapshot, and inside that snapshot publishes every
+// outbox row created at or after the last confirmed commit time minus
+// BackfillMargin, in created_at, id order; then it records the new slot in
+// the relay state, so that Run streams from it. Events committed before
+// the snapshot come from the table, later ones from the slot: none is
+// missing; rows published twice are bounded by the margin. A crash midway
+// leaves the gap in place (the state is written last), so Recover can run
+// again.
+//
+// It refuses with a *BackfillPrunedError when pruning may have deleted rows
+// of the needed range. Without a gap it does nothing (RecoverResult.Gap is
+// nil).
+func Recover(ctx context.Context, cfg *relayconfig.Config) (*RecoverResult, error) {
+	c, err := relayconfig.WithDefaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := relayconfig.NeedBrokers(&c); err != nil {
+		return nil, err
+	}
+	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
+	sk := sink.NewSink(&c, m)
+	defer sk.Close()
+	return RecoverGap(ctx, &c, m, sk)
+}
+
+// recoverLockKey namespaces the advisory lock that serialises recoveries
+// of one slot.
+const recoverLockKey = "pgoutbox.recover."
+
+// RecoverGap repairs the gap of c.Slot, if there is one: it drops the slot,
+// creates it anew exporting its snapshot, publishes the outbox rows since
+// the last confirmed commit time minus the margin from that snapshot, and
+// records the new slot's state.
+func RecoverGap(ctx context.Context, c *relayconfig.Config, m *relaymetrics.Metrics, sk *sink.Sink) (*RecoverResult, error) {
+	conn, err := liveness.Connect(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// Two recoveries of one slot would drop each other's slot.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, recoverLockKey+c.Slot); err != nil {
+		return nil, fmt.Errorf("relay: recover: lock: %w", err)
+	}
+	info, active, err := readGapSlot(ctx, conn, c.Slot)
+	if err != nil {
+		return nil, err
+	}
+	// The state after the slot, as in ensureSlot: no false gap from a
+	// relay still confirming meanwhile.
+	st, err := slotstate.ReadState(ctx, conn, c)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: no relay state for slot %s: nothing to recover (relay setup creates the slot)", relayerr.ErrSlotMissing, c.Slot)
+	}
+	gap, err := slotstate.CheckGap(ctx, c, st, info)
+	if err != nil || gap == nil {
+		return &RecoverResult{}, err
+	}
+	res := &RecoverResult{Gap: gap, Since: st.Since().Add(-c.BackfillMargin)}
+	if st.PrunedBefore != nil && st.PrunedBefore.After(res.Since) {
+		return nil, &BackfillPrunedError{Slot: c.Slot, From: res.Since, To: *st.PrunedBefore}
+	}
+	if info.Exists {
+		if active != nil {
+			return nil, fmt.Errorf("%w: slot %s is streamed by backend %d; stop it first", relayerr.ErrSlotActive, c.Slot, *active)
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.Slot); err != nil {
+			return nil, fmt.Errorf("relay: drop slot %s: %w", c.Slot, err)
+		}
+	}
+	c.Logger.Warn("recovering a gap: creating the slot anew and publishing the outbox rows from the table",
+		"slot", c.Slot, "gap", gap.Reason, "since", res.Since, "margin", c.BackfillMargin)
+	ns, err := backfillNewSlot(ctx, conn, c, m, sk, res)
+	if err != nil {
+		return nil, err
+	}
+	// Everything committed before the snapshot is in Kafka now: that is
+	// the new confirmed commit time.
+	if err := slotstate.WriteNewState(ctx, conn, c, ns, &ns.At); err != nil {
+		return nil, err
+	}
+	m.Gap.Reset()
+	c.Logger.Info("recovered the gap; the relay streams from the new slot", "slot", c.Slot, "published", res.Published,
+		"since", res.Since, "slot_lsn", ns.Consistent.String())
+	return res, nil
+}
+
+// readGapSlot reads what recovery needs of the slot: whether it exists,
+// its confirmed position and wal_status (for checkGap), and the PID of the
+// process streaming it (nil when none).
+func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotstate.SlotInfo, active *int32, err error) {
+	var confirmed, walStatus *string
+	err = conn.QueryRow(ctx, `SELECT active_pid, confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = $1`, slot).
+		Scan(&active, &confirmed, &walStatus)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return slotstate.SlotInfo{}, nil, nil
+	case err != nil:
+		return slotstate.SlotInfo{}, nil, fmt.Errorf("relay: read slot %s: %w", slot, err)
+	}
+	info.Exists, info.WALStatus = true, slotstate.Deref(walStatus)
+	if confirmed != nil {
+		if info.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return slotstate.SlotInfo{}, nil, err
+		}
+	}
+	return info, active, nil
+}
+
+// backfillNewSlot creates c.Slot exporting its snapshot and publishes, in
+// that snapshot, the rows created since res.Since; it sets res.SlotLSN and
+// res.Published and returns the new slot.
+func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, m *relaymetrics.Metrics, sk *sink.Sink, res *RecoverResult) (slotstate.NewSlot, error) {
+	rc, err := liveness.ConnectReplication(ctx, c)
+	if err != nil {
+		return slotstate.NewSlot{}, err
+	}
+	defer rc.Close(context.WithoutCancel(ctx))
+	ns, err := slotstate.CreateSlotOn(ctx, rc, c, true)
+	if err != nil {
+		return slotstate.NewSlot{}, err
+	}
+	res.SlotLSN = ns.Consistent
+	// The snapshot lives until rc runs its next command: import it first.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return slotstate.NewSlot{}, fmt.Errorf("relay: recover: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+strings.ReplaceAll(ns.Snapshot, `'`, `''`)+`'`); err != nil {
+		return slotstate.NewSlot{}, fmt.Errorf("relay: recover: import the slot's snapshot: %w", err)
+	}
+	rc.Close(context.WithoutCancel(ctx))
+	if res.Published, err = backfillTx(ctx, tx, c, m, sk, BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
+		c.Logger.Info("recovering: published outbox rows", "slot", c.Slot, "rows", n, "created_at", at)
+	}}); err != nil {
+		return slotstate.NewSlot{}, err
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		return slotstate.NewSlot{}, fmt.Errorf("relay: recover: %w", err)
+	}
+	return ns, nil
+}
+
+// backfillTx publishes the rows opts selects, read in tx, through sk.
+func backfillTx(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, m *relaymetrics.Metrics, sk *sink.Sink, opts BackfillOptions) (int, error) {
+	table, _ := pgname.Parse(c.Table, "public")
+	names, l, err := backfillColumns(ctx, tx, table, c.TableFormat)
+	if err != nil {
+		return 0, err
+	}
+	q, args := backfillQuery(table, &l, names, opts)
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+	}
+	defer rows.Close()
+	dec := decode.NewDecoder(c, nil) // rows come from the table: no relation messages to resolve
+	row := newTextRow(len(names))
+	out := backfillBatches{sk: sk, size: c.BatchSize, progress: opts.Progress}
+	for rows.Next() {
+		if err := rows.Scan(row.dest...); err != nil {
+			return out.published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+		}
+		// The commit time is unknown here; created_at stands for it.
+		dec.CommitTime = row.createdAt
+		ev := dec.RowEvent(&l, row.tuple())
+		if ev.Invalid != nil {
+			if c.OnInvalid == relayconfig.InvalidStop {
+				m.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
+				return out.published, relayerr.Permanent(ev.Invalid)
+			}
+			sink.DeadLetter(c, m, &ev)
+		}
+		if err := out.add(ctx, ev, row.createdAt); err != nil {
+			return out.published, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return out.published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+	}
+	return out.published, out.flush(ctx)
+}
+
+// backfillColumns reads the table's column names, in the table's order,
+// and the decoder's layout for them. A table without the format's creation
+// time column (Debezium's optional timestamp) cannot be backfilled.
+func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f tableformat.TableFormat) ([]string, decode.Layout, error) {
+	names, types, err := slotstate.ReadColumns(ctx, tx, table)
+	if err != nil {
+		return nil, decode.Layout{}, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
+	}
+	l, err := decode.CheckColumns(table.String(), f, names, types)
+	if err != nil {
+		return nil, decode.Layout{}, err
+	}
+	if err := slotstate.CheckCreatedAt(table, &l, names); err != nil {
+		return nil, decode.Layout{}, err
+	}
+	return names, l, nil
+}
+
+// backfillQuery selects the creation time and then every column as text,
+// in the table's order, so that the decoder's layout applies as it does to
+// a pgoutput tuple; ordered by creation time then id.
+func backfillQuery(table pgname.Table, l *decode.Layout, names []string, opts BackfillOptions) (string, []any) {
+	cols := make([]string, len(names))
+	for i, n := range names {
+		cols[i] = "o." + pgx.Identifier{n}.Sanitize() + "::text"
+	}
+	createdAt := "o." + pgx.Identifier{l.Shape.CreatedAt}.Sanitize()
+	id := "o." + pgx.Identifier{l.Shape.Columns[tableformat.ColID].Name}.Sanitize()
+	q := `SELECT ` + createdAt + `, ` + strings.Join(cols, ", ") + ` FROM ` + table.Sanitize() + ` AS o WHERE ` + createdAt + ` >= $1`
+	args := []any{opts.Since}
+	if !opts.Until.IsZero() {
+		args = append(args, opts.Until)
+		q += fmt.Sprintf(` AND %s < $%d`, createdAt, len(args))
+	}
+	if opts.AggregateType != "" {
+		args = append(args, opts.AggregateType)
+		q += fmt.Sprintf(` AND o.%s = $%d`, pgx.Identifier{l.Shape.Columns[tableformat.ColAggregateType].Name}.Sanitize(), len(args))
+	}
+	return q + ` ORDER BY ` + createdAt + `, ` + id, args
+}
+
+// textRow is the scan target of one backfillQuery row.
+type textRow struct {
+	createdAt time.Time
+	vals      []*string
+	dest      []any
+}
+
+func newTextRow(n int) *textRow {
+	r := &textRow{vals: make([]*string, n), dest: make([]any, n+1)}
+	r.dest[0] = &r.createdAt
+	for i := range r.vals {
+		r.dest[i+1] = &r.vals[i]
+	}
+	return r
+}
+
+// tuple is the row as pgoutput would send it: text columns, NULL as null.
+func (r *textRow) tuple() []decode.TupleColumn {
+	tuple := make([]decode.TupleColumn, len(r.vals))
+	for i, v := range r.vals {
+		if v == nil {
+			tuple[i] = decode.TupleColumn{Kind: pglogrepl.TupleDataTypeNull}
+			continue
+		}
+		tuple[i] = decode.TupleColumn{Kind: pglogrepl.TupleDataTypeText, Data: []byte(*v)}
+	}
+	return tuple
+}
+
+// backfillBatches publishes events in batches of size, reporting progress
+// after each with the created_at of the last row read.
+type backfillBatches struct {
+	sk        *sink.Sink
+	size      int
+	progress  func(published int, createdAt time.Time)
+	batch     []decode.Event
+	published int
+	last      time.Time
+}
+
+func (b *backfillBatches) add(ctx context.Context, ev decode.Event, createdAt time.Time) error {
+	b.batch = append(b.batch, ev)
+	b.last = createdAt
+	if len(b.batch) >= b.size {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+func (b *backfillBatches) flush(ctx context.Context) error {
+	if len(b.batch) == 0 {
+		return nil
+	}
+	if err := b.sk.Publish(ctx, b.batch); err != nil {
+		return err
+	}
+	b.published += len(b.batch)
+	b.batch = b.batch[:0]
+	if b.progress != nil {
+		b.progress(b.published, b.last)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+)
+
+// StateStatus is the slot's row of the relay state table (see
+// StateTableName), LSNs in the X/Y text form.
+type StateStatus struct {
+	SystemIdentifier string    `json:"system_identifier"`
+	Timeline         int32     `json:"timeline"`
+	SlotCreatedLSN   string    `json:"slot_created_lsn"`
+	SlotCreatedAt    time.Time `json:"slot_created_at"`
+	// ConfirmedLSN and ConfirmedCommitTime are the last transaction the
+	// relay recorded as published (they trail the slot a little).
+	ConfirmedLSN        string     `json:"confirmed_lsn"`
+	ConfirmedCommitTime *time.Time `json:"confirmed_commit_time"`
+	// CeilingLSN is the position the relay may confirm up to.
+	CeilingLSN   string `json:"ceiling_lsn"`
+	MessagesSeen bool   `json:"messages_seen"`
+	// PrunedBefore is prune's high-water mark: rows created before it
+	// may have been deleted.
+	PrunedBefore *time.Time `json:"pruned_before"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+}
+
+// GapStatus is a gap as relay status shows it (see GapError).
+type GapStatus struct {
+	Reason       string    `json:"reason"`
+	Detail       string    `json:"detail"`
+	Since        time.Time `json:"since"`
+	ConfirmedLSN string    `json:"confirmed_lsn"`
+	MessagesSeen bool      `json:"messages_seen"`
+	// Message is the error Run stops with.
+	Message string `json:"message"`
+}
+
+// statusHealth fills st's table, state and gap fields and lists its
+// problems.
+func statusHealth(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, st *SlotStatus) error {
+	problem := func(format string, args ...any) { st.Problems = append(st.Problems, fmt.Sprintf(format, args...)) }
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, st.Table).Scan(&st.TableExists); err != nil {
+		return fmt.Errorf("relay: look up table %s: %w", st.Table, err)
+	}
+	if !st.TableExists {
+		problem("table %q does not exist (relay setup creates it)", st.Table)
+	}
+	if !st.PublicationExists {
+		problem("publication %q does not exist (relay setup creates it)", st.Publication)
+	} else if st.PublicationMismatch != "" {
+		problem("%s", st.PublicationMismatch)
+	}
+	rs, err := slotstate.ReadState(ctx, conn, c)
+	switch {
+	case errors.Is(err, relayerr.ErrStateMissing):
+		problem("relay state table %q does not exist (relay setup creates it)", slotstate.StateTable(c).String())
+	case err != nil:
+		return err
+	case rs != nil:
+		st.State = &StateStatus{
+			SystemIdentifier: rs.SystemID, Timeline: rs.Timeline, SlotCreatedLSN: rs.CreatedLSN.String(), SlotCreatedAt: rs.CreatedAt,
+			ConfirmedLSN: rs.ConfirmedLSN.String(), ConfirmedCommitTime: rs.ConfirmedAt, CeilingLSN: rs.Ceiling.String(),
+			MessagesSeen: rs.MessagesSeen, PrunedBefore: rs.PrunedBefore, UpdatedAt: rs.UpdatedAt,
+		}
+		info := slotstate.SlotInfo{Exists: st.SlotExists, WALStatus: st.WALStatus}
+		if st.SlotExists && st.WALStatus != "lost" {
+			if info.Confirmed, err = pglogrepl.ParseLSN(st.ConfirmedFlushLSN); err != nil {
+				return fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, st.ConfirmedFlushLSN, err)
+			}
+			if err := conn.QueryRow(ctx, `SELECT coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
+				FROM pg_replication_slots s WHERE slot_name = $1`, c.Slot).Scan(&info.Failover); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
+			}
+		}
+		gap, err := slotstate.CheckGap(ctx, c, rs, info)
+		if err != nil {
+			// A user without REPLICATION cannot ask the server's
+			// identity; the rest of the status still stands.
+			problem("cannot check for a gap: %v", err)
+		}
+		if gap != nil {
+			st.Gap = &GapStatus{Reason: gap.Reason, Detail: gap.Detail, Since: gap.Since, ConfirmedLSN: gap.ConfirmedLSN.String(),
+				MessagesSeen: gap.MessagesSeen, Message: gap.Error()}
+			problem("%s", gap.Error())
+		}
+	}
+	if st.Gap == nil {
+		switch {
+		case !st.SlotExists:
+			problem("slot %q does not exist (relay setup creates it)", st.Slot)
+		case st.WALStatus == "lost":
+			problem("slot %q has wal_status lost: the WAL it needs was removed; it cannot be resumed", st.Slot)
+		}
+	}
+	if st.SlotExists && !st.Active && st.WALStatus != "lost" && st.Gap == nil {
+		problem("no relay streams slot %q (it is not active)", st.Slot)
+	}
+	return nil
+}

@@ -1,0 +1,805 @@
+package decode
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+// Reasons of invalid events: the dlq-reason header and the reason label of
+// pgoutbox_relay_invalid_events_total.
+const (
+	ReasonNullColumn       = "null-column"       // NULL in a required column
+	ReasonBadValue         = "bad-value"         // a value that does not parse (message ID, bytea)
+	ReasonTooLarge         = "too-large"         // record over MaxMessageBytes or the broker's limit
+	ReasonUnsupportedType  = "unsupported-type"  // a column value in a form the relay cannot read
+	ReasonBadHeaders       = "bad-headers"       // headers not a JSON object, or naming a header the relay writes
+	ReasonBadTopic         = "bad-topic"         // not a legal Kafka topic name, the dead-letter topic, or not allowed
+	ReasonBadMessage       = "bad-message"       // a pgoutbox logical message that does not parse
+	ReasonKafkaRejected    = "kafka-rejected"    // a record the brokers refuse for good (policy, invalid record...)
+	ReasonBadColumns       = "bad-columns"       // a row of a table layout (relation message) the relay cannot read
+	ReasonNotOutbox        = "not-outbox"        // a row of a table the publication publishes that is not the outbox
+	ReasonInvalidKey       = "invalid-key"       // a business key that breaks the key rules (internal/contract)
+	ReasonTopicUnavailable = "topic-unavailable" // a topic missing or not writable past TopicUnavailableGrace
+)
+
+// Layout maps the fields of a table format to positions in a tuple; -1 is
+// absent.
+type Layout struct {
+	Shape        *tableformat.TableShape
+	pos          [tableformat.NumColumns]int
+	byteaPayload bool
+	// contentType is the payload column's content type (CloudEvents).
+	contentType []byte
+	// problem, when not empty, says why the relay cannot read rows of
+	// this layout (checkColumns' error): they are invalid (bad-columns).
+	problem string
+}
+
+// typeNames names the OIDs in error messages.
+var typeNames = map[uint32]string{tableformat.OIDBytea: "bytea", tableformat.OIDText: "text", tableformat.OIDJSON: "json", tableformat.OIDVarchar: "varchar", tableformat.OIDUUID: "uuid", tableformat.OIDJSONB: "jsonb",
+	16: "boolean", 18: "char", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 1042: "character", 1114: "timestamp",
+	1184: "timestamptz", 1700: "numeric"}
+
+// CheckColumns builds the layout of a table of format f given its column
+// names and type OIDs, or an error wrapping ErrTableColumns naming every
+// problem.
+func CheckColumns(table string, f tableformat.TableFormat, names []string, types []uint32) (Layout, error) {
+	l := Layout{Shape: tableformat.Shape(f)}
+	var problems []string
+	for i, want := range l.Shape.Columns {
+		l.pos[i] = -1
+		if want.Name == "" {
+			continue
+		}
+		for j, name := range names {
+			if name == want.Name {
+				l.pos[i] = j
+			}
+		}
+		if l.pos[i] < 0 {
+			if want.Required {
+				problems = append(problems, "missing column "+want.Name)
+			}
+			continue
+		}
+		got := types[l.pos[i]]
+		ok := false
+		var accepted []string
+		for _, t := range want.Types {
+			ok = ok || t == got
+			accepted = append(accepted, typeNames[t])
+		}
+		if !ok {
+			name := typeNames[got]
+			if name == "" {
+				name = fmt.Sprintf("type OID %d", got)
+			}
+			problems = append(problems, fmt.Sprintf("column %s is %s, want %s", want.Name, name, strings.Join(accepted, " or ")))
+		}
+		if i == tableformat.ColPayload {
+			l.byteaPayload = got == tableformat.OIDBytea
+			l.contentType = contentType(got)
+		}
+	}
+	if len(problems) > 0 {
+		return l, fmt.Errorf("%w: %s: %s%s", relayerr.ErrTableColumns, table, strings.Join(problems, "; "), tableformat.CheckShape(f, names))
+	}
+	return l, nil
+}
+
+// Event is one record to publish: a valid record for its topic, or an
+// invalid row (invalid != nil) that becomes a dead-letter record.
+type Event struct {
+	Msg     kgo.Record
+	ID      uuid.UUID
+	Invalid *relayerr.InvalidEventError
+	// Minimal marks a dead-letter record reduced to the headers that
+	// always fit (see minimalDeadLetter).
+	Minimal bool
+	// Tx and commit are set by the reader.
+	Tx     acktrack.TxID
+	Commit time.Time
+	// Cost is what the event took from the buffer budget; the sink gives
+	// it back once Kafka acknowledged the event.
+	Cost int64
+	// Marker, in exactly-once mode, is an event without a record that
+	// ends transaction tx, at endLSN (see exactlyonce.go).
+	Marker bool
+	EndLSN uint64
+}
+
+// walKind says what one pgoutput message meant to the relay.
+type walKind int
+
+const (
+	walNone   walKind = iota // nothing to do (other tables, types, origins...)
+	WALBegin                 // a transaction starts
+	WALCommit                // it ends at endLSN
+	WALEvent                 // an outbox event of the current transaction
+)
+
+type walItem struct {
+	Kind       walKind
+	CommitTime time.Time
+	EndLSN     pglogrepl.LSN
+	Ev         Event
+}
+
+// relation is a cached relation message: the outbox (or a partition of
+// it, or the outbox under a former name) with its layout, or a foreign
+// table of the publication.
+type relation struct {
+	Layout
+	// foreign names a table that is not the outbox; empty for the outbox.
+	foreign string
+	// names are the columns, for the dead-letter value of a foreign row.
+	names []string
+	// warned is set once a foreign row was logged.
+	warned bool
+}
+
+// relationResolver says whether a relation message is the outbox's. The
+// session's catalog answers by OID (see catalog.resolve); tests use a fixed
+// set.
+type relationResolver interface {
+	IsOutbox(m *pglogrepl.RelationMessage) (bool, error)
+}
+
+// Decoder turns pgoutput (proto_version 1) messages into walItems. It keeps
+// the relation cache; it is not safe for concurrent use.
+type Decoder struct {
+	table           pgname.Table
+	topicTemplate   relayconfig.TopicTemplate
+	maxMessageBytes int
+	resolve         relationResolver
+	relations       map[uint32]*relation
+	CommitTime      time.Time
+	// stopOnInvalid makes an unusable layout an error (ErrTableColumns)
+	// rather than a layout whose rows are invalid.
+	stopOnInvalid bool
+	logger        *slog.Logger
+	// Messages is set once a pgoutbox logical message was decoded (the
+	// relay state records it: a backfill cannot recover those).
+	Messages bool
+	// cols is the scratch tuple of parseInsert.
+	cols []TupleColumn
+	// topics caches topic names: rendered templates by aggregate and
+	// event type, and explicit topics, so that a row does not allocate
+	// its topic.
+	topics topicCache
+	// deadLetterTopic and allowedTopics are Config's: a row's topic must
+	// be an allowed one (see topicProblem).
+	deadLetterTopic string
+	allowedTopics   []string
+	// format is Config.TableFormat.
+	format tableformat.TableFormat
+	// cloudEvents adds the CloudEvents headers, with ceSource as the
+	// source attribute (Config.CloudEvents, CloudEventsSource).
+	cloudEvents bool
+	ceSource    []byte
+}
+
+func NewDecoder(c *relayconfig.Config, res relationResolver) *Decoder {
+	table, _ := pgname.Parse(c.Table, "public")
+	return &Decoder{
+		format:          c.TableFormat,
+		cloudEvents:     c.CloudEvents,
+		ceSource:        []byte(c.CloudEventsSource),
+		table:           table,
+		topicTemplate:   relayconfig.ParseTopicTemplate(c.TopicTemplate),
+		maxMessageBytes: c.MaxMessageBytes,
+		resolve:         res,
+		relations:       make(map[uint32]*relation),
+		stopOnInvalid:   c.OnInvalid == relayconfig.InvalidStop,
+		logger:          c.Logger,
+		deadLetterTopic: c.DeadLetterTopic,
+		allowedTopics:   c.AllowedTopics,
+	}
+}
+
+// MaxDetailBytes bounds the detail of an InvalidEventError, and so
+// dlq-detail.
+const MaxDetailBytes = 1024
+
+// ErrProtocol wraps messages that are not valid pgoutput.
+var ErrProtocol = errors.New("relay: unexpected replication data")
+
+// Decode interprets one XLogData payload.
+func (d *Decoder) Decode(data []byte) (walItem, error) {
+	if len(data) == 0 {
+		return walItem{}, fmt.Errorf("%w: empty message", ErrProtocol)
+	}
+	if data[0] == 'I' {
+		// The hot path: one message per row, parsed without
+		// pglogrepl's allocation per column.
+		return d.insert(data)
+	}
+	msg, err := parsePgoutput(data)
+	if err != nil {
+		return walItem{}, err
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		// Matched by OID through the catalog, not by the name in the
+		// message: a partition, a renamed or a replaced outbox carry
+		// other names, and a table that is not the outbox is never
+		// skipped silently.
+		outbox, err := d.resolve.IsOutbox(m)
+		if err != nil {
+			return walItem{}, err
+		}
+		names := make([]string, len(m.Columns))
+		types := make([]uint32, len(m.Columns))
+		for i, c := range m.Columns {
+			names[i], types[i] = c.Name, c.DataType
+		}
+		if !outbox {
+			d.relations[m.RelationID] = &relation{foreign: pgname.Table{Schema: m.Namespace, Name: m.RelationName}.String(), names: names}
+			return walItem{}, nil
+		}
+		l, err := CheckColumns(d.table.String(), d.format, names, types)
+		if err != nil {
+			if d.stopOnInvalid {
+				return walItem{}, err
+			}
+			// The table changed while streaming (or did, in the WAL
+			// being replayed): its rows go to the dead-letter topic
+			// until the next relation message, rather than stalling
+			// the relay on WAL that can never be read otherwise.
+			l.problem = err.Error()
+			if d.logger != nil {
+				d.logger.Warn("the outbox table's columns changed to a layout the relay cannot read; its rows go to the dead-letter topic",
+					"error", err)
+			}
+		}
+		d.relations[m.RelationID] = &relation{Layout: l, names: names}
+		return walItem{}, nil
+	case *pglogrepl.BeginMessage:
+		d.CommitTime = m.CommitTime
+		return walItem{Kind: WALBegin, CommitTime: m.CommitTime}, nil
+	case *pglogrepl.CommitMessage:
+		return walItem{Kind: WALCommit, CommitTime: m.CommitTime, EndLSN: m.TransactionEndLSN}, nil
+	case *pglogrepl.LogicalDecodingMessage:
+		if m.Prefix != outbox.LogicalMessagePrefix || !m.Transactional {
+			return walItem{}, nil
+		}
+		d.Messages = true
+		return walItem{Kind: WALEvent, Ev: d.messageEvent(m.Content)}, nil
+	}
+	return walItem{}, nil
+}
+
+// insert interprets an Insert message.
+func (d *Decoder) insert(data []byte) (walItem, error) {
+	rel, cols, err := parseInsert(data, d.cols[:0])
+	if err != nil {
+		return walItem{}, err
+	}
+	d.cols = cols
+	r, known := d.relations[rel]
+	if !known {
+		return walItem{}, fmt.Errorf("%w: insert into relation %d before its relation message", ErrProtocol, rel)
+	}
+	if r.foreign != "" {
+		if !r.warned && d.logger != nil {
+			r.warned = true
+			d.logger.Warn("a table in the publication is not the outbox; its rows are invalid (reason not-outbox)",
+				"table", r.foreign, "oid", rel)
+		}
+		return walItem{Kind: WALEvent, Ev: d.foreignEvent(r, cols)}, nil
+	}
+	return walItem{Kind: WALEvent, Ev: d.RowEvent(&r.Layout, cols)}, nil
+}
+
+// TupleColumn is one column of a pgoutput tuple.
+type TupleColumn struct {
+	Kind byte   // pglogrepl.TupleDataType*: 'n' null, 'u' unchanged TOAST, 't' text, 'b' binary
+	Data []byte // the value of 't' and 'b'
+}
+
+// parseInsert reads an Insert message (proto_version 1: 'I', relation OID,
+// 'N', the new tuple) into cols, whose data alias data. It replaces
+// pglogrepl.Parse for the message of every row, which allocates each
+// column twice; a kind other than 't' and 'b' carries no value, as there.
+func parseInsert(data []byte, cols []TupleColumn) (rel uint32, _ []TupleColumn, err error) {
+	short := func() (uint32, []TupleColumn, error) {
+		return 0, cols, fmt.Errorf("%w: malformed 'I' message: %d bytes", ErrProtocol, len(data))
+	}
+	if len(data) < 8 {
+		return short()
+	}
+	rel = binary.BigEndian.Uint32(data[1:])
+	if data[5] != 'N' {
+		return 0, cols, fmt.Errorf("%w: insert without a new tuple (%q)", ErrProtocol, data[5])
+	}
+	n := int(binary.BigEndian.Uint16(data[6:]))
+	p := 8
+	for range n {
+		if p >= len(data) {
+			return short()
+		}
+		c := TupleColumn{Kind: data[p]}
+		p++
+		if c.Kind == pglogrepl.TupleDataTypeText || c.Kind == pglogrepl.TupleDataTypeBinary {
+			if len(data)-p < 4 {
+				return short()
+			}
+			size := binary.BigEndian.Uint32(data[p:])
+			p += 4
+			if uint64(size) > uint64(len(data)-p) {
+				return short()
+			}
+			c.Data = data[p : p+int(size) : p+int(size)]
+			p += int(size)
+		}
+		cols = append(cols, c)
+	}
+	return rel, cols, nil
+}
+
+// parsePgoutput is pglogrepl.Parse, which indexes past the end of some
+// malformed messages (found by FuzzDecode): a panic there is a protocol
+// error, not a crash.
+func parsePgoutput(data []byte) (msg pglogrepl.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg, err = nil, fmt.Errorf("%w: malformed %q message: %v", ErrProtocol, data[0], p)
+		}
+	}()
+	msg, err = pglogrepl.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	return msg, nil
+}
+
+// RowEvent builds the event of one inserted outbox row; cols may alias a
+// buffer the caller reuses: the event keeps copies.
+func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
+	var (
+		vals    [tableformat.NumColumns][]byte
+		present [tableformat.NumColumns]bool
+		ev      Event
+	)
+	var problem *relayerr.InvalidEventError
+	fail := func(reason, format string, args ...any) {
+		if problem == nil {
+			problem = &relayerr.InvalidEventError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+		}
+	}
+	if l.problem != "" {
+		fail(ReasonBadColumns, "%s", l.problem)
+	}
+	size := 0
+	for i, pos := range l.pos {
+		if pos < 0 {
+			continue
+		}
+		if pos >= len(cols) {
+			fail(ReasonUnsupportedType, "column %s missing from the row", l.Shape.Columns[i].Name)
+			continue
+		}
+		switch c := cols[pos]; c.Kind {
+		case pglogrepl.TupleDataTypeNull:
+			if l.Shape.Columns[i].Required {
+				fail(ReasonNullColumn, "column %s is NULL", l.Shape.Columns[i].Name)
+			}
+		case pglogrepl.TupleDataTypeText:
+			vals[i], present[i] = c.Data, true
+			size += len(c.Data)
+		default:
+			fail(ReasonUnsupportedType, "column %s sent as %q, want text", l.Shape.Columns[i].Name, c.Kind)
+		}
+	}
+	// One copy of the values the record keeps; its key, value and
+	// headers are slices of it.
+	own := make([]byte, 0, size)
+	for i := range vals {
+		if present[i] {
+			own = append(own, vals[i]...)
+			vals[i] = own[len(own)-len(vals[i]) : len(own) : len(own)]
+		}
+	}
+	f := fields{aggregateType: vals[tableformat.ColAggregateType], aggregateID: vals[tableformat.ColAggregateID], eventType: vals[tableformat.ColEventType],
+		businessKey: vals[tableformat.ColBusinessKey], payload: vals[tableformat.ColPayload], topic: vals[tableformat.ColTopic]}
+	if present[tableformat.ColID] {
+		id, err := uuid.ParseBytes(vals[tableformat.ColID])
+		if err != nil {
+			fail(ReasonBadValue, "message ID %q is not a UUID", truncate(vals[tableformat.ColID]))
+		}
+		ev.ID = id
+		f.idText = vals[tableformat.ColID]
+	}
+	if present[tableformat.ColPayload] && l.byteaPayload {
+		raw, err := decodeBytea(f.payload)
+		if err != nil {
+			fail(ReasonBadValue, "payload: %v", err)
+		}
+		f.payload = raw
+	}
+	if present[tableformat.ColHeaders] {
+		var err error
+		if f.headers, err = parseHeaders(vals[tableformat.ColHeaders]); err != nil {
+			fail(ReasonBadHeaders, "headers: %v", err)
+		}
+	}
+	if l.Shape.DebeziumHeaders {
+		d.debezium(&ev, &f, vals[tableformat.ColTracing])
+	}
+	f.contentType = l.contentType
+	return d.finish(ev, &f, problem)
+}
+
+// debezium completes the fields of a row of a Debezium outbox table: the
+// message ID stands for the business key it lacks, the headers Debezium's
+// router writes (id, type), and the trace context of its
+// tracingspancontext column.
+func (d *Decoder) debezium(ev *Event, f *fields, tracing []byte) {
+	if f.idText != nil {
+		f.idText = canonicalUUID(ev.ID, f.idText)
+		f.businessKey = f.idText
+	}
+	f.headers = tableformat.TraceHeaders(tracing)
+	if f.headers == nil {
+		f.headers = make(map[string]string, 2)
+	}
+	f.headers[tableformat.DebeziumHeaderID] = string(f.idText)
+	f.headers[tableformat.DebeziumHeaderType] = string(f.eventType)
+}
+
+// foreignEvent builds the invalid event (reason not-outbox) of a row of a
+// table the publication publishes that is not the outbox: its value is the
+// row as a JSON object of column texts (null for NULL), so nothing is lost.
+func (d *Decoder) foreignEvent(r *relation, cols []TupleColumn) Event {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name := fmt.Sprintf("column%d", i+1)
+		if i < len(r.names) {
+			name = r.names[i]
+		}
+		k, _ := json.Marshal(name)
+		b.Write(k)
+		b.WriteByte(':')
+		if c.Kind != pglogrepl.TupleDataTypeText {
+			b.WriteString("null")
+			continue
+		}
+		v, _ := json.Marshal(string(c.Data))
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return Event{
+		Msg: kgo.Record{Value: []byte(b.String()), Timestamp: d.CommitTime},
+		Invalid: &relayerr.InvalidEventError{Reason: ReasonNotOutbox, Detail: fmt.Sprintf(
+			"a row of table %s, which the publication publishes but is not the outbox table %s (the value holds its columns as JSON)",
+			r.foreign, d.table)},
+	}
+}
+
+// messageEvent builds the event of one pgoutbox logical message.
+func (d *Decoder) messageEvent(content []byte) Event {
+	m, err := outbox.DecodeLogicalMessage(content)
+	if err != nil {
+		ev := Event{ID: m.ID, Invalid: &relayerr.InvalidEventError{MessageID: m.ID, Reason: ReasonBadMessage, Detail: err.Error()}}
+		ev.Msg = kgo.Record{Value: content}
+		if m.AggregateID != "" {
+			ev.Msg.Key = []byte(m.AggregateID)
+		}
+		return ev
+	}
+	f := fields{aggregateType: []byte(m.AggregateType), aggregateID: []byte(m.AggregateID), eventType: []byte(m.EventType),
+		businessKey: []byte(m.BusinessKey), payload: m.Payload, headers: m.Headers, topic: []byte(m.Topic), contentType: ceJSON}
+	return d.finish(Event{ID: m.ID}, &f, nil)
+}
+
+// fields are the parts of an outbox row that make its Kafka record. The
+// record keeps the slices (key, value and header values alias them).
+type fields struct {
+	// idText is the message ID column as sent; the message-id header
+	// is the event's ID in canonical form, which is often the same bytes.
+	idText                                                    []byte
+	aggregateType, aggregateID, eventType, businessKey, topic []byte
+	payload                                                   []byte
+	headers                                                   map[string]string
+	// contentType is the payload's content type (CloudEvents): JSON for
+	// a json or jsonb column and a logical message.
+	contentType []byte
+}
+
+// finish builds the Kafka record of f, checks it, and records problem.
+// The topic is checked before anything else uses it: an illegal name is
+// never cached, and the record keeps only a bounded excerpt of it (for the
+// dead-letter record's original-topic header and the log line).
+func (d *Decoder) finish(ev Event, f *fields, problem *relayerr.InvalidEventError) Event {
+	topic, topicErr := d.topic(f.aggregateType, f.eventType, f.topic)
+	ev.Msg = kgo.Record{
+		Topic:     topic,
+		Value:     f.payload,
+		Timestamp: d.CommitTime,
+		// Room for the CloudEvents headers, the row's headers and the
+		// instance header (see stream.enqueue).
+		Headers: make([]kgo.RecordHeader, 5, 6+numCloudEventsHeaders+len(f.headers)),
+	}
+	ev.Msg.Headers[0] = kgo.RecordHeader{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.ID, f.idText)}
+	ev.Msg.Headers[1] = kgo.RecordHeader{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
+	ev.Msg.Headers[2] = kgo.RecordHeader{Key: contract.HeaderEventType, Value: nonNil(f.eventType)}
+	ev.Msg.Headers[3] = kgo.RecordHeader{Key: contract.HeaderAggregateType, Value: nonNil(f.aggregateType)}
+	ev.Msg.Headers[4] = kgo.RecordHeader{Key: contract.HeaderAggregateID, Value: nonNil(f.aggregateID)}
+	if len(f.aggregateID) > 0 {
+		ev.Msg.Key = f.aggregateID
+	}
+	if d.cloudEvents {
+		ev.Msg.Headers = d.appendCloudEvents(ev.Msg.Headers, f)
+	}
+	// A header the relay writes may not come from the row: it is left
+	// out, and the row is dead-lettered (a row posing as a dead letter,
+	// or as another message, is a producer's bug or an attack).
+	var reserved []string
+	if len(f.headers) > 0 {
+		keys := make([]string, 0, len(f.headers))
+		for k := range f.headers {
+			if contract.WrittenByRelay(k) || d.cloudEvents && contract.CloudEventsHeader(k) {
+				reserved = append(reserved, k)
+			} else {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ev.Msg.Headers = append(ev.Msg.Headers, kgo.RecordHeader{Key: k, Value: []byte(f.headers[k])})
+		}
+	}
+	if problem == nil {
+		if err := contract.CheckKey("business key", string(f.businessKey)); err != nil {
+			problem = &relayerr.InvalidEventError{Reason: ReasonInvalidKey, Detail: err.Error()}
+		} else if topicErr != nil {
+			problem = &relayerr.InvalidEventError{Reason: ReasonBadTopic, Detail: topicErr.Error()}
+		} else if len(reserved) > 0 {
+			sort.Strings(reserved)
+			problem = &relayerr.InvalidEventError{Reason: ReasonBadHeaders, Detail: fmt.Sprintf(
+				"headers name %s, which the relay writes itself (reserved: message-id, business-key, event-type, aggregate-type, aggregate-id, original-topic, relay-instance, dlq-*)",
+				contract.Excerpt([]byte(strings.Join(reserved, ",")), 128))}
+		} else if n := RecordSize(&ev.Msg); n > d.maxMessageBytes {
+			problem = &relayerr.InvalidEventError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}
+		}
+	}
+	if problem != nil {
+		problem.MessageID = ev.ID
+		problem.Detail = string(contract.Cut([]byte(problem.Detail), MaxDetailBytes))
+		ev.Invalid = problem
+	}
+	return ev
+}
+
+// Route is the topic the relay writes a row with these values to: its
+// topic column, else the topic template rendered with its aggregate and
+// event types; the dead-letter topic when that is not a topic the relay
+// publishes to (bad-topic). Verify routes rows with it too.
+func (d *Decoder) Route(aggregateType, eventType, column []byte) string {
+	topic, err := d.topic(aggregateType, eventType, column)
+	if err != nil {
+		return d.deadLetterTopic
+	}
+	return topic
+}
+
+// topic is the topic of a row: its topic column, else the topic template
+// rendered with its aggregate and event types, checked (see topicProblem).
+// For an illegal name it returns an excerpt (see excerptTopic).
+func (d *Decoder) topic(aggregateType, eventType, column []byte) (string, error) {
+	var topic string
+	var err error
+	if len(column) > 0 {
+		topic, err = d.topics.explicit(column)
+	} else {
+		topic, err = d.topics.rendered(&d.topicTemplate, aggregateType, eventType)
+	}
+	if err == nil {
+		err = d.topicProblem(topic)
+	}
+	return topic, err
+}
+
+// topicProblem says why the relay does not publish to topic, a legal topic
+// name: it is the dead-letter topic (a row may not pose as a dead letter),
+// or it starts with none of the allowed prefixes.
+func (d *Decoder) topicProblem(topic string) error {
+	if topic == d.deadLetterTopic {
+		return fmt.Errorf("topic %s is the dead-letter topic, which only the relay writes", topic)
+	}
+	if len(d.allowedTopics) == 0 {
+		return nil
+	}
+	for _, p := range d.allowedTopics {
+		if strings.HasPrefix(topic, p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("topic %s starts with none of the allowed topic prefixes (%s)", topic, strings.Join(d.allowedTopics, ", "))
+}
+
+// canonicalUUID is the text of id (as uuid.UUID.String), reusing text when
+// it already is.
+func canonicalUUID(id uuid.UUID, text []byte) []byte {
+	var buf [36]byte
+	hex.Encode(buf[0:8], id[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], id[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], id[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], id[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:], id[10:])
+	if string(text) == string(buf[:]) {
+		return text
+	}
+	return append([]byte(nil), buf[:]...)
+}
+
+// nonNil is b, or an empty slice for nil: a header value is never null.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Bounds of a topicCache: each of its maps holds at most topicCacheSize
+// names, and only names whose cache key (the explicit topic, or the
+// template's fields) is at most topicCacheKeyBytes long; a full map starts
+// over. Together they bound the cache to about 2 × 1,024 × (512 + 249)
+// bytes plus the maps' own overhead.
+const (
+	topicCacheSize     = 1024
+	topicCacheKeyBytes = 512
+)
+
+// topicCache holds the topic names rows used last, so that most rows
+// share one string rather than allocating their own. It holds legal topic
+// names only (contract.CheckTopic): an illegal one is never kept.
+type topicCache struct {
+	byTypes  map[string]string // length of the aggregate type, aggregate type, event type: rendered template
+	byColumn map[string]string // explicit topic column: the same text
+	scratch  []byte
+	render   []byte
+}
+
+// rendered is the topic template rendered for aggregateType and eventType.
+func (c *topicCache) rendered(t *relayconfig.TopicTemplate, aggregateType, eventType []byte) (string, error) {
+	// The key holds only the fields the template uses.
+	if !t.Uses(relayconfig.EventTypePart) {
+		eventType = nil
+	}
+	if !t.Uses(relayconfig.AggregateTypePart) {
+		aggregateType = nil
+	}
+	c.scratch = append(append(binary.AppendUvarint(c.scratch[:0], uint64(len(aggregateType))), aggregateType...), eventType...)
+	if topic, ok := c.byTypes[string(c.scratch)]; ok {
+		return topic, nil
+	}
+	c.render = t.Render(c.render[:0], aggregateType, eventType)
+	if err := contract.CheckTopic(c.render); err != nil {
+		return excerptTopic(c.render), err
+	}
+	topic := string(c.render)
+	if len(c.scratch) <= topicCacheKeyBytes {
+		if len(c.byTypes) >= topicCacheSize || c.byTypes == nil {
+			c.byTypes = make(map[string]string)
+		}
+		c.byTypes[string(c.scratch)] = topic
+	}
+	if cap(c.render) > 4*topicCacheKeyBytes {
+		c.render = nil // a huge type's buffer is not kept
+	}
+	return topic, nil
+}
+
+// explicit is the topic named by a row's topic column.
+func (c *topicCache) explicit(b []byte) (string, error) {
+	if topic, ok := c.byColumn[string(b)]; ok {
+		return topic, nil
+	}
+	if err := contract.CheckTopic(b); err != nil {
+		return excerptTopic(b), err
+	}
+	if len(c.byColumn) >= topicCacheSize || c.byColumn == nil {
+		c.byColumn = make(map[string]string)
+	}
+	topic := string(b)
+	c.byColumn[topic] = topic
+	return topic, nil
+}
+
+// excerptTopic is what an event keeps of an illegal topic name: at most
+// contract.MaxTopicBytes+1 bytes, so that its dead-letter record can tell a
+// name cut to contract.MaxTopicBytes from one that was that long.
+func excerptTopic(b []byte) string {
+	return string(b[:min(len(b), contract.MaxTopicBytes+1)])
+}
+
+// size is the number of names the cache holds and the bytes of their keys
+// and values.
+func (c *topicCache) size() (names, bytes int) {
+	for _, m := range []map[string]string{c.byTypes, c.byColumn} {
+		for k, v := range m {
+			names++
+			bytes += len(k) + len(v)
+		}
+	}
+	return names, bytes
+}
+
+// RecordSize is the size a record counts against the limit: key, value
+// and headers.
+func RecordSize(m *kgo.Record) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// decodeBytea decodes bytea in the hex output format (\x...).
+func decodeBytea(text []byte) ([]byte, error) {
+	if len(text) < 2 || text[0] != '\\' || text[1] != 'x' {
+		return nil, errors.New("bytea not in hex format (set bytea_output = 'hex')")
+	}
+	out := make([]byte, hex.DecodedLen(len(text)-2))
+	if _, err := hex.Decode(out, text[2:]); err != nil {
+		return nil, fmt.Errorf("bytea: %w", err)
+	}
+	return out, nil
+}
+
+// parseHeaders reads a JSON object into string headers; non-string values
+// keep their JSON text, and a JSON null means none.
+func parseHeaders(text []byte) (map[string]string, error) {
+	if string(text) == "null" { // a JSON null: no headers
+		return nil, nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(text, &raw); err != nil || raw == nil {
+		return nil, fmt.Errorf("not a JSON object: %q", truncate(text))
+	}
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		var s string
+		if err := json.Unmarshal(v, &s); err == nil {
+			out[k] = s
+		} else {
+			out[k] = string(v)
+		}
+	}
+	return out, nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 64 {
+		return string(b[:64]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,91 @@
+package queue
+
+import (
+	"context"
+
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+)
+
+// Queue is the hand-off from the WAL reader to the sink: slices of decoded
+// events, each a transaction or less (see stream.staged), at most BatchSize
+// events in all (room), their record bytes bounded by the budget. The sink
+// hands emptied slices back on free for the reader to fill again.
+type Queue struct {
+	Events chan []decode.Event
+	Room   *semaphore.Weighted // events queued: the reader takes, the sink gives back
+	Free   chan []decode.Event // slices the sink is done with, for stream.staged
+	Buf    *Budget
+}
+
+// The sink hands emptied event slices back to the reader for reuse: at most
+// freeSlices of them, of at most maxFreeCap events each.
+const (
+	freeSlices = 64
+	MaxFreeCap = 256 // events
+)
+
+// NewQueue returns a queue of batchSize events and bufferBytes record
+// bytes; gauge shows the bytes taken.
+func NewQueue(batchSize, bufferBytes int, gauge prometheus.Gauge) *Queue {
+	return &Queue{
+		Events: make(chan []decode.Event, batchSize),
+		Room:   semaphore.NewWeighted(int64(batchSize)),
+		Free:   make(chan []decode.Event, freeSlices),
+		Buf:    newBudget(bufferBytes, gauge),
+	}
+}
+
+// Close ends the queue: the sink publishes what is in it, then stops.
+func (q *Queue) Close() { close(q.Events) }
+
+// Budget bounds the record bytes held between the WAL reader and Kafka: the
+// reader takes an event's cost before it queues the event, and the sink gives
+// a batch's costs back once Kafka acknowledged the batch. With the queue
+// bounded in events alone, large payloads could hold BatchSize events in the
+// queue and as many in the batch being written.
+type Budget struct {
+	sem   *semaphore.Weighted
+	size  int64
+	gauge prometheus.Gauge
+}
+
+func newBudget(size int, gauge prometheus.Gauge) *Budget {
+	return &Budget{sem: semaphore.NewWeighted(int64(size)), size: int64(size), gauge: gauge}
+}
+
+// Cost is what ev takes from the budget: its record size (key, value and
+// headers), at least 1, and at most the whole budget, so that a record
+// larger than the budget still passes, alone.
+func (b *Budget) Cost(ev *decode.Event) int64 {
+	return min(max(int64(decode.RecordSize(&ev.Msg)), 1), b.size)
+}
+
+// TryTake takes n if it is free now.
+func (b *Budget) TryTake(n int64) bool {
+	if !b.sem.TryAcquire(n) {
+		return false
+	}
+	b.gauge.Add(float64(n))
+	return true
+}
+
+// Take waits until n is free and takes it, or returns ctx's error having
+// taken nothing.
+func (b *Budget) Take(ctx context.Context, n int64) error {
+	if err := b.sem.Acquire(ctx, n); err != nil {
+		return err
+	}
+	b.gauge.Add(float64(n))
+	return nil
+}
+
+// Give returns n, the sum of costs taken before.
+func (b *Budget) Give(n int64) {
+	if n == 0 {
+		return // an empty batch
+	}
+	b.sem.Release(n)
+	b.gauge.Sub(float64(n))
+}

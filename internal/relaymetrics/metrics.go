@@ -1,0 +1,120 @@
+package relaymetrics
+
+import (
+	"sync"
+
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the relay's Prometheus collectors; the package doc lists them.
+type Metrics struct {
+	Published       *prometheus.CounterVec
+	PublishErrors   prometheus.Counter
+	BatchSize       prometheus.Histogram
+	PublishDuration prometheus.Histogram
+	CommitToAck     prometheus.Histogram
+	ConfirmedLSN    prometheus.Gauge
+	ProgressLSN     prometheus.Gauge
+	InFlight        prometheus.Gauge
+	BufferBytes     prometheus.Gauge
+	Invalid         *prometheus.CounterVec
+	TopicUnavail    *prometheus.GaugeVec
+	Reconnects      prometheus.Counter
+	Pruned          prometheus.Counter
+	Gap             *prometheus.GaugeVec
+	ReplaySkipped   prometheus.Counter
+	Slot            *slotMetrics
+
+	mu      sync.Mutex
+	byTopic map[string]prometheus.Counter
+}
+
+func NewMetrics(slot string, l *liveness.Live) *Metrics {
+	const ns, sub = "pgoutbox", "relay"
+	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	return &Metrics{
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "events_published_total",
+			Help: "Events acknowledged by Kafka, by topic (dead-letter records count under the dead-letter topic; topics past the first 1000 under (other))."}, []string{"topic"}),
+		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "publish_errors_total",
+			Help: "Failed Kafka connections, produce requests without an answer, and records the producer gave up on (each is retried)."}),
+		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "batch_size",
+			Help: "Events per Kafka write.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
+		PublishDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "publish_duration_seconds",
+			Help: "Duration of one Kafka write attempt.", Buckets: latency}),
+		CommitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "commit_to_ack_seconds",
+			Help: "Time from an event's transaction commit to its Kafka acknowledgement.", Buckets: latency}),
+		ConfirmedLSN: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "confirmed_lsn",
+			Help: "WAL position last confirmed to the server (as a number)."}),
+		ProgressLSN: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "progress_lsn",
+			Help: "Exactly-once mode: end LSN of the last WAL transaction committed to Kafka (the progress record), as a number."}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight_events",
+			Help: "Events read from the WAL and not yet acknowledged by Kafka."}),
+		BufferBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "buffer_bytes",
+			Help: "Record bytes held between the WAL reader and Kafka (queued or being written); at most --buffer-bytes."}),
+		Invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "invalid_events_total",
+			Help: "Events that could not be published as they are, by reason (dead-lettered, or stopping the relay)."}, []string{"reason"}),
+		TopicUnavail: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "topic_unavailable",
+			Help: "1 while writes to the topic fail because it does not exist (reason unknown-topic) or may not be written (reason not-authorized); the relay retries, then after --topic-unavailable-grace dead-letters its events (reason topic-unavailable) or, with --on-unavailable-topic=stop, stops."}, []string{"topic", "reason"}),
+		Reconnects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnects_total",
+			Help: "Replication connections re-established after a failure."}),
+		Pruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pruned_rows_total",
+			Help: "Outbox rows deleted by pruning."}),
+		Gap: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "gap",
+			Help: "1 when the relay found a gap (the slot cannot resume where it left off) and does not stream, by reason; see relay recover."},
+			[]string{"slot", "reason"}),
+		ReplaySkipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "replay_skipped_total",
+			Help: "Replayed WAL transactions not published again at a session start because Kafka already had them (they end at or before the relay state's acknowledged position)."}),
+		Slot:    newSlotMetrics(slot, l),
+		byTopic: make(map[string]prometheus.Counter),
+	}
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{m.Published, m.PublishErrors, m.BatchSize, m.PublishDuration, m.CommitToAck,
+		m.ConfirmedLSN, m.ProgressLSN, m.InFlight, m.BufferBytes, m.Invalid, m.TopicUnavail, m.Reconnects, m.Pruned, m.Gap, m.ReplaySkipped}, m.Slot.collectors()...)
+}
+
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for i, c := range m.collectors() {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors()[:i] {
+				reg.Unregister(done)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Rows choose topics, so the topic label is capped: the first
+// maxTopicSeries topics published to have series of their own, later ones
+// count under OtherTopicLabel.
+const maxTopicSeries = 1000
+
+// OtherTopicLabel is the topic label of pgoutbox_relay_events_published_total
+// that counts the records of every topic past the first 1,000 the relay
+// published to. It cannot be a topic's name: Kafka refuses parentheses.
+const OtherTopicLabel = "(other)"
+
+// PublishedTo returns the counter of topic, caching the child; past
+// maxTopicSeries topics, the OtherTopicLabel one.
+func (m *Metrics) PublishedTo(topic string) prometheus.Counter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byTopic[topic]
+	if !ok {
+		if len(m.byTopic) >= maxTopicSeries {
+			topic = OtherTopicLabel
+			if c, ok = m.byTopic[topic]; ok {
+				return c
+			}
+		}
+		c = m.Published.WithLabelValues(topic)
+		m.byTopic[topic] = c
+	}
+	return c
+}

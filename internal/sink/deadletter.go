@@ -1,0 +1,181 @@
+package sink
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+)
+
+// Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
+// are untrusted: whatever they hold, its dead-letter record fits, so no row
+// can stop the relay.
+const (
+	// MaxDeadLetterHeaderBytes bounds the value of every header a
+	// dead-letter record carries over from its event (business-key,
+	// aggregate-id, the row's own headers...): a longer value is cut to it
+	// and named in dlq-truncated. original-topic is cut to Kafka's longest
+	// topic name (249 bytes), dlq-detail to 1,024 bytes.
+	MaxDeadLetterHeaderBytes = 4096
+	// MaxDeadLetterHeaderNameBytes bounds the name of a header a
+	// dead-letter record carries over: a header with a longer name is left
+	// out ("headers" in dlq-truncated).
+	MaxDeadLetterHeaderNameBytes = 256
+	// maxTruncatedBytes bounds dlq-truncated.
+	maxTruncatedBytes = 1024
+)
+
+// DeadLetter turns ev, whose problem is ev.invalid, into its dead-letter
+// record: the same key and value (no value when the value is what is too
+// large), the reason in dlq-reason and dlq-detail, the original topic, and
+// the event's headers, each cut to its bound (dlq-truncated then says what
+// was cut). Its size is checked last: over MaxMessageBytes (less the
+// relay-instance header stage adds), it loses its value, then its key, then
+// becomes the minimal record (see minimalDeadLetter). It counts and logs
+// the event, with bounded excerpts only.
+func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event) {
+	inv := ev.Invalid
+	orig := ev.Msg
+	var cut truncation
+	hs := make([]kgo.RecordHeader, 0, len(orig.Headers)+5)
+	hs = append(hs,
+		kgo.RecordHeader{Key: contract.HeaderDLQReason, Value: []byte(inv.Reason)},
+		kgo.RecordHeader{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(inv.Detail), decode.MaxDetailBytes)},
+	)
+	origTopic := orig.Topic
+	if origTopic != "" {
+		if len(origTopic) > contract.MaxTopicBytes {
+			origTopic = string(contract.Cut([]byte(origTopic), contract.MaxTopicBytes))
+			cut.add(contract.HeaderOriginalTopic)
+		}
+		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderOriginalTopic, Value: []byte(origTopic)})
+	}
+	hasID := false
+	for _, h := range orig.Headers {
+		if len(h.Key) > MaxDeadLetterHeaderNameBytes {
+			cut.add("headers")
+			continue
+		}
+		hasID = hasID || h.Key == contract.HeaderMessageID
+		if len(h.Value) > MaxDeadLetterHeaderBytes {
+			h.Value = contract.Cut(h.Value, MaxDeadLetterHeaderBytes)
+			cut.add(h.Key)
+		}
+		hs = append(hs, h)
+	}
+	if !hasID {
+		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderMessageID, Value: []byte(messageID(ev))})
+	}
+	value := orig.Value
+	if inv.Reason == decode.ReasonTooLarge && value != nil {
+		value = nil
+		cut.add("value")
+	}
+	ev.Msg = kgo.Record{Topic: c.DeadLetterTopic, Key: orig.Key, Value: value, Headers: hs, Timestamp: orig.Timestamp}
+	limit := deadLetterLimit(c)
+	size := func() int { return decode.RecordSize(&ev.Msg) + len(contract.HeaderDLQTruncated) + maxTruncatedBytes }
+	if size() > limit && ev.Msg.Value != nil {
+		ev.Msg.Value = nil
+		cut.add("value")
+	}
+	if size() > limit && ev.Msg.Key != nil {
+		ev.Msg.Key = nil
+		cut.add("key")
+	}
+	if size() > limit {
+		minimalDeadLetter(ev, fmt.Sprintf("the dead-letter record was over max message bytes (%d) even without key and value", c.MaxMessageBytes))
+	} else if v := cut.value(); v != nil {
+		ev.Msg.Headers = append(ev.Msg.Headers, kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: v})
+	}
+	m.Invalid.WithLabelValues(inv.Reason).Inc()
+	c.Logger.Warn("outbox event sent to the dead-letter topic", "message_id", inv.MessageID.String(),
+		"reason", inv.Reason, "detail", string(contract.Cut([]byte(inv.Detail), decode.MaxDetailBytes)), "original_topic", origTopic,
+		slog.String("dead_letter_topic", c.DeadLetterTopic), "minimal", ev.Minimal, "truncated", string(cut.value()))
+}
+
+// deadLetterLimit is the most recordSize a dead-letter record may have:
+// MaxMessageBytes less the relay-instance header the stream adds.
+func deadLetterLimit(c *relayconfig.Config) int {
+	limit := c.MaxMessageBytes
+	if c.InstanceID != "" {
+		limit -= len(relayconfig.InstanceHeader) + len(c.InstanceID)
+	}
+	return limit
+}
+
+// minimalDeadLetter reduces the dead-letter record of ev to what always
+// fits: no key, no value, and only the headers message-id, dlq-reason,
+// dlq-detail (saying why, then the event's detail, cut to maxDetailBytes),
+// original-topic (at most 249 bytes) and dlq-truncated ("key,value,headers").
+// Only a dead-letter topic refusing this record stops the relay.
+func minimalDeadLetter(ev *decode.Event, why string) {
+	var id, topic []byte
+	for _, h := range ev.Msg.Headers {
+		switch h.Key {
+		case contract.HeaderMessageID:
+			id = h.Value
+		case contract.HeaderOriginalTopic:
+			topic = h.Value
+		}
+	}
+	if id == nil {
+		id = []byte(messageID(ev))
+	}
+	detail := why + "; it holds only message-id, dlq-reason, dlq-detail and original-topic. The event's problem: " + ev.Invalid.Detail
+	hs := []kgo.RecordHeader{
+		{Key: contract.HeaderDLQReason, Value: []byte(ev.Invalid.Reason)},
+		{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(detail), decode.MaxDetailBytes)},
+	}
+	if topic != nil {
+		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderOriginalTopic, Value: contract.Cut(topic, contract.MaxTopicBytes)})
+	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: contract.HeaderMessageID, Value: contract.Cut(id, 64)},
+		kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: []byte("key,value,headers")},
+	)
+	ev.Msg.Key, ev.Msg.Value, ev.Msg.Headers = nil, nil, hs
+	ev.Minimal = true
+}
+
+// truncation lists what a dead-letter record lost, for dlq-truncated: the
+// names of headers whose values were cut, "original-topic", and "key",
+// "value" or "headers" for what was left out.
+type truncation struct {
+	items []string
+}
+
+func (t *truncation) add(item string) {
+	for _, have := range t.items {
+		if have == item {
+			return
+		}
+	}
+	t.items = append(t.items, item)
+}
+
+// value is the dlq-truncated header's value, nil when nothing was cut; at
+// most maxTruncatedBytes, ending in ",..." when the list was longer.
+func (t *truncation) value() []byte {
+	if len(t.items) == 0 {
+		return nil
+	}
+	v := strings.Join(t.items, ",")
+	if len(v) > maxTruncatedBytes {
+		v = string(contract.Cut([]byte(v), maxTruncatedBytes-4)) + ",..."
+	}
+	return []byte(v)
+}
+
+// messageID is ev's message ID as text, empty when it has none.
+func messageID(ev *decode.Event) string {
+	if ev.ID == [16]byte{} {
+		return ""
+	}
+	return ev.ID.String()
+}

@@ -1,0 +1,80 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// growthTopics is how many distinct topics rows name in the growth tests.
+const growthTopics = 2000
+
+// A sink that writes to 2,000 distinct topics (auto-created) keeps the
+// published counter's topic series within maxTopicSeries (later topics
+// count under OtherTopicLabel), and every record is counted.
+func TestSinkPerTopicStateBounded(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t)
+	c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Brokers: k.Brokers, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Published)
+	s := NewSink(&c, m)
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const perBatch = 100
+	for n := 0; n < growthTopics; n += perBatch {
+		batch := make([]decode.Event, perBatch)
+		for i := range batch {
+			batch[i].Msg = kgo.Record{Topic: fmt.Sprintf("grow.%04d", n+i), Key: []byte("k"), Value: []byte("v")}
+		}
+		if err := s.Publish(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const maxSeries = 1000 // maxTopicSeries
+	series := 0
+	sum := 0.0
+	var other float64
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "pgoutbox_relay_events_published_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			series++
+			sum += mt.GetCounter().GetValue()
+			if mt.GetLabel()[0].GetValue() == relaymetrics.OtherTopicLabel {
+				other = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	// The dead-letter topic's series comes first, then 999 topics, then
+	// (other).
+	if series != maxSeries+1 || sum != growthTopics || other != growthTopics-(maxSeries-1) {
+		t.Errorf("%d published series summing to %v, %v under %s; want %d, %d, %d", series, sum, other, relaymetrics.OtherTopicLabel,
+			maxSeries+1, growthTopics, growthTopics-(maxSeries-1))
+	}
+	t.Logf("after %d topics: %d published series", growthTopics, series)
+}

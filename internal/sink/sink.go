@@ -1,0 +1,649 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/queue"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
+)
+
+// Sink batches events and writes them to Kafka, one write in flight, then
+// acknowledges them in the tracker. It lives as long as Run; its producer
+// as long as a session (see open).
+type Sink struct {
+	cfg  *relayconfig.Config
+	m    *relaymetrics.Metrics
+	prod *producer.Producer
+	// Guard, when set, is asked before every Kafka write, and by the
+	// producer's connections before every socket write; an error refuses
+	// the write (see Liveness in the package doc).
+	Guard func() error
+	// unavailable holds the topics whose writes fail as
+	// topicUnavailable, since when and why; a write to the topic that
+	// succeeds removes it.
+	unavailable map[string]unavailableTopic
+	// recs is write's slice of records, kept between writes.
+	recs []*kgo.Record
+	// eos is the exactly-once state, nil in at-least-once mode.
+	eos *eosState
+}
+
+// unavailableTopic is a topic whose writes fail as topicUnavailable.
+type unavailableTopic struct {
+	since  time.Time // the first failure of this spell
+	last   time.Time // the latest failure
+	reason string    // the topic_unavailable label: unknown-topic or not-authorized
+	// expired is set once the spell outlasted TopicUnavailableGrace and
+	// its records are dead-lettered: the gauge is gone (nothing waits).
+	expired bool
+}
+
+// maxUnavailableTopics bounds the sink's unavailable map (and so the
+// topic_unavailable series): a row can name any number of topics that do
+// not exist. When full, the entry whose last failure is oldest goes.
+const maxUnavailableTopics = 1024
+
+func NewSink(c *relayconfig.Config, m *relaymetrics.Metrics) *Sink {
+	m.PublishedTo(c.DeadLetterTopic) // a series of its own, whatever the topics rows name
+	return &Sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
+}
+
+// Open gives the sink a new producer for a session. A session's producer
+// is closed when its sink stops (close): records the producer still
+// retries must not reach Kafka after the session, whose successor replays
+// them in order.
+func (s *Sink) Open() error { return s.openWith("") }
+
+// openWith opens a producer, transactional under txnID when set.
+func (s *Sink) openWith(txnID string) error {
+	s.Close()
+	p, err := producer.New(producerConfig(s.cfg, s, txnID))
+	if err != nil {
+		return relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrConfig, err))
+	}
+	s.prod = p
+	return nil
+}
+
+// producerConfig is c's producer configuration; sk, when set, gives the
+// liveness guard and the error counter; txnID, the transactional ID.
+func producerConfig(c *relayconfig.Config, sk *Sink, txnID string) producer.Config {
+	pc := producer.Config{
+		Brokers:            c.Brokers,
+		TLS:                c.TLS,
+		SASL:               (*producer.SASL)(c.SASL),
+		Compression:        c.Compression,
+		MaxBufferedBytes:   c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
+		MaxMessageBytes:    c.MaxMessageBytes,
+		RequestTimeout:     c.WriteTimeout,
+		AutoCreateTopics:   !c.NoAutoCreateTopics,
+		TransactionalID:    txnID,
+		TransactionTimeout: c.TransactionTimeout,
+		Logger:             c.Logger,
+	}
+	if sk != nil {
+		pc.Guard, pc.OnError = sk.Guard, sk.m.PublishErrors.Inc
+	}
+	return pc
+}
+
+// Close closes the session's producer, once every record's outcome is
+// known.
+func (s *Sink) Close() {
+	if s.eos != nil && s.eos.open && s.prod != nil {
+		// Abort now rather than let the transaction block read_committed
+		// readers until it times out.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.prod.Abort(ctx)
+		cancel()
+		s.eos.open, s.eos.acks = false, s.eos.acks[:0]
+	}
+	if s.prod != nil {
+		s.prod.Close()
+		s.prod = nil
+	}
+}
+
+// Run publishes the events of q in batches until q is closed (it returns
+// nil) or ctx ends (it returns ctx.Err()), giving each acknowledged batch's
+// cost back to q's budget. Each receive from q is a slice of events (see
+// stream.staged), whose room it gives back once it holds them in a batch,
+// and which it empties and hands back on q.free. A batch is sent as soon
+// as the sink is free (after BatchTimeout, when set): what is queued while
+// a write is in flight goes in the next one. Kafka errors are retried; only
+// a permanent one ends run early.
+func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
+	ch, room, free, buf := q.Events, q.Room, q.Free, q.Buf
+	batch := make([]decode.Event, 0, s.cfg.BatchSize)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	// add moves evs into batch and hands the slice back, unless it is
+	// large (a large transaction's: the reader's next ones are likely
+	// small, and the free slices should not hold much memory).
+	add := func(evs []decode.Event) {
+		batch = append(batch, evs...)
+		room.Release(int64(len(evs)))
+		if cap(evs) > queue.MaxFreeCap {
+			return
+		}
+		clear(evs)
+		select {
+		case free <- evs[:0]:
+		default:
+		}
+	}
+	var next []decode.Event // received, but over BatchSize with the batch before
+	for {
+		clear(batch)
+		batch = batch[:0]
+		if next == nil {
+			select {
+			case evs, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				next = evs
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		add(next)
+		next = nil
+		closed := false
+		waited := s.cfg.BatchTimeout <= 0
+		if !waited {
+			timer.Reset(s.cfg.BatchTimeout)
+		}
+	fill:
+		for len(batch) < s.cfg.BatchSize {
+			// What is queued goes first; the timer only decides how long
+			// to wait for more once the queue is empty.
+			var (
+				evs []decode.Event
+				ok  bool
+			)
+			select {
+			case evs, ok = <-ch:
+			default:
+				if waited {
+					break fill
+				}
+				select {
+				case evs, ok = <-ch:
+				case <-timer.C:
+					waited = true
+					continue
+				}
+			}
+			if !ok {
+				closed = true
+				break
+			}
+			if len(batch)+len(evs) > s.cfg.BatchSize {
+				next = evs
+				break
+			}
+			add(evs)
+		}
+		timer.Stop()
+		if s.eos != nil {
+			committed, err := s.publishTxn(ctx, batch)
+			if err != nil {
+				return err
+			}
+			// The records are in Kafka's hands: their memory is free,
+			// their acknowledgement waits for the commit.
+			buf.Give(batchCost(batch))
+			if committed {
+				s.acknowledgeTxn(tr)
+			}
+			if closed {
+				return nil
+			}
+			continue
+		}
+		if err := s.Publish(ctx, batch); err != nil {
+			return err
+		}
+		s.acknowledge(batch, tr, buf)
+		if closed {
+			return nil
+		}
+	}
+}
+
+// batchCost is what batch took from the buffer budget.
+func batchCost(batch []decode.Event) int64 {
+	var n int64
+	for i := range batch {
+		n += batch[i].Cost
+	}
+	return n
+}
+
+// acknowledge records batch as acknowledged, per transaction, and gives its
+// cost back to buf.
+func (s *Sink) acknowledge(batch []decode.Event, tr *acktrack.Tracker, buf *queue.Budget) {
+	now := time.Now()
+	var cost int64
+	for i := 0; i < len(batch); {
+		j := i
+		for j < len(batch) && batch[j].Tx == batch[i].Tx {
+			s.m.CommitToAck.Observe(now.Sub(batch[j].Commit).Seconds())
+			cost += batch[j].Cost
+			j++
+		}
+		tr.Ack(batch[i].Tx, j-i)
+		i = j
+	}
+	s.m.InFlight.Set(float64(tr.InFlight()))
+	buf.Give(cost)
+}
+
+// Bounds for ownFaultUnlessTransient errors.
+const (
+	rejectAttempts = 5
+	rejectAfter    = 5 * time.Second
+)
+
+// recordState is what publish knows about one record of a batch.
+type recordState struct {
+	done    bool      // acknowledged by Kafka, and not to be sent again
+	alone   bool      // write it in a call of its own: a call holding it failed for some record's fault
+	rejects int       // failed single writes with an ownFaultUnlessTransient error
+	since   time.Time // the first of them
+}
+
+// Publish writes batch until Kafka acknowledged every record, retrying
+// failed records with backoff. It returns only on success, ctx end or a
+// permanent error.
+//
+// Order: the producer keeps each partition's order across its own
+// retries and leader moves (the idempotent producer), and gives up on a
+// record only for a reason of its own (too large, its topic unavailable).
+// Records are written in batch order, a call at a time. After a call in
+// which a record failed, the attempt ends; the next one starts at the
+// first record not written. So per key, nothing after a failed record is
+// written before it; should a later record of a failed record's key have
+// been written anyway (in the same call), it is written again after it,
+// so the last copies keep commit order.
+//
+// A record the broker will never accept (ownFault, or
+// ownFaultUnlessTransient for too long) is dead-lettered in place, or
+// stops the relay under InvalidStop. A record batch of several records
+// failing that way may be any one's fault: those records are then written
+// one by one.
+func (s *Sink) Publish(ctx context.Context, batch []decode.Event) error {
+	s.m.BatchSize.Observe(float64(len(batch)))
+	st := make([]recordState, len(batch))
+	backoff := s.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		pending, retryErr, err := s.attempt(ctx, batch, st)
+		switch {
+		case err != nil:
+			return err
+		case pending == 0:
+			return nil
+		case retryErr == nil:
+			// Progress without a failure to wait out: records to write
+			// alone, or dead-lettered in place.
+			continue
+		}
+		s.cfg.Logger.Warn("kafka write failed; retrying", "attempt", attempt, "records", pending, "backoff", backoff, "error", retryErr)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
+	}
+}
+
+// group is the unit of ordering: records of one topic and key.
+type group struct{ topic, key string }
+
+// attempt writes the records of batch not yet done, in order, in as few
+// calls as their alone flags allow, up to and including the first call in
+// which a record fails. It returns how many records are left, the error
+// to wait out before the next attempt (nil when the next one may start at
+// once), or an error that ends publish.
+func (s *Sink) attempt(ctx context.Context, batch []decode.Event, st []recordState) (pending int, retryErr error, err error) {
+	order := notDone(st)
+	failed := make(map[group]int) // first failed record of each group
+	written := 0                  // order[:written] went out, in calls
+calls:
+	for written < len(order) {
+		call := nextCall(st, order[written:])
+		written += len(call)
+		errs, callErr := s.write(ctx, batch, call)
+		if callErr != nil {
+			// Nothing of the call is known to be in Kafka.
+			if ctx.Err() != nil {
+				return 0, nil, ctx.Err()
+			}
+			if relayerr.IsPermanent(callErr) {
+				return 0, nil, callErr
+			}
+			retryErr = callErr
+			for _, i := range call {
+				noteFailure(failed, batch, i)
+			}
+			break calls
+		}
+		var stop bool
+		if stop, retryErr, err = s.recordsFailed(batch, st, call, errs, failed); err != nil {
+			return 0, nil, err
+		}
+		if stop {
+			// No later call of this attempt: it could write a record
+			// of a failed record's key before that record.
+			break calls
+		}
+	}
+	rewriteAfterFailures(batch, st, order[:written], failed)
+	for i := range st {
+		if !st[i].done {
+			pending++
+		}
+	}
+	return pending, retryErr, nil
+}
+
+// notDone lists the records not done, in batch order.
+func notDone(st []recordState) []int {
+	order := make([]int, 0, len(st))
+	for i := range st {
+		if !st[i].done {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// nextCall is the records of the next call: the first of order, alone if
+// it must be, else with the following records not alone.
+func nextCall(st []recordState, order []int) []int {
+	j := 1
+	if !st[order[0]].alone {
+		for j < len(order) && !st[order[j]].alone {
+			j++
+		}
+	}
+	return order[:j]
+}
+
+// recordsFailed records the outcome of a call, errs being each record's
+// error: a record acknowledged is done; a failed one is noted in failed
+// and handled by its error's verdict. It reports whether a record failed
+// (the attempt then ends after this call), the error to wait out before
+// the next attempt (nil when it may start at once), or an error that ends
+// publish.
+func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int, errs []error, failed map[group]int) (stop bool, retryErr, err error) {
+	for n, i := range call {
+		e := errs[n]
+		if e == nil {
+			st[i].done = true
+			continue
+		}
+		stop = true
+		noteFailure(failed, batch, i)
+		v := relayerr.Classify(e)
+		switch {
+		case v == relayerr.Fatal:
+			return stop, nil, relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrKafkaAuth, e))
+		case v == relayerr.Retryable:
+			retryErr = e
+			continue
+		case v == relayerr.TopicUnavailable:
+			expired, err := s.topicUnavailable(&batch[i], e)
+			if err != nil {
+				return stop, nil, err
+			}
+			if !expired {
+				retryErr = e
+				continue
+			}
+			if len(call) > 1 {
+				st[i].alone = true
+				continue
+			}
+		case len(call) > 1:
+			st[i].alone = true
+			continue
+		case v == relayerr.OwnFaultUnlessTransient:
+			if st[i].rejects == 0 {
+				st[i].since = time.Now()
+			}
+			st[i].rejects++
+			if st[i].rejects < rejectAttempts || time.Since(st[i].since) < rejectAfter {
+				retryErr = e
+				continue
+			}
+		}
+		if err := s.reject(&batch[i], &st[i], e); err != nil {
+			return stop, nil, err
+		}
+	}
+	return stop, retryErr, nil
+}
+
+// noteFailure records that record i of batch failed, unless an earlier
+// record of its group did.
+func noteFailure(failed map[group]int, batch []decode.Event, i int) {
+	g := group{batch[i].Msg.Topic, string(batch[i].Msg.Key)}
+	if _, ok := failed[g]; !ok {
+		failed[g] = i
+	}
+}
+
+// rewriteAfterFailures marks the records of written (those the attempt
+// sent, in batch order) that follow a failed record of their group as not
+// done: they go again, after it.
+func rewriteAfterFailures(batch []decode.Event, st []recordState, written []int, failed map[group]int) {
+	if len(failed) == 0 {
+		return
+	}
+	for _, i := range written {
+		if f, ok := failed[group{batch[i].Msg.Topic, string(batch[i].Msg.Key)}]; ok && i > f {
+			st[i].done = false
+		}
+	}
+}
+
+// topicUnavailable records that a write of ev failed with e, a
+// topicUnavailable error, and reports whether ev's topic has been failing
+// for longer than TopicUnavailableGrace: ev is then to be dead-lettered
+// (reason topic-unavailable). It returns a permanent error instead when
+// OnUnavailableTopic is UnavailableStop, or when ev is a dead-letter record
+// (the dead-letter topic is unavailable: nothing can be dead-lettered). A
+// spell ends when a write to the topic succeeds, or when its last failure
+// is older than twice the grace period, and a minute (the next failure
+// starts a new one).
+func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err error) {
+	topic := ev.Msg.Topic
+	reason := "unknown-topic"
+	if errors.Is(e, kerr.TopicAuthorizationFailed) {
+		reason = "not-authorized"
+	}
+	now := time.Now()
+	u, ok := s.unavailable[topic]
+	// A write fails only after the producer's own retries (seconds), so a
+	// spell ends after a quiet time well above that.
+	if ok && now.Sub(u.last) > max(2*s.cfg.TopicUnavailableGrace, time.Minute) {
+		s.forgetUnavailable(topic)
+		ok = false
+	}
+	if !ok || u.reason != reason {
+		if ok {
+			s.m.TopicUnavail.DeleteLabelValues(topic, u.reason)
+		} else {
+			s.makeRoomUnavailable()
+			u = unavailableTopic{since: now}
+		}
+		u.reason, u.expired = reason, false
+		s.m.TopicUnavail.WithLabelValues(topic, reason).Set(1)
+		s.cfg.Logger.Warn("kafka topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts",
+			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", s.cfg.OnUnavailableTopic, "error", e)
+	}
+	u.last = now
+	s.unavailable[topic] = u
+	d := now.Sub(u.since)
+	if d <= s.cfg.TopicUnavailableGrace {
+		return false, nil
+	}
+	if s.cfg.OnUnavailableTopic == relayconfig.UnavailableStop || ev.Invalid != nil {
+		return false, relayerr.Permanent(fmt.Errorf("%w: writes to topic %s failed for %v (topic unavailable grace %v; waiting: message %s): %w",
+			relayerr.ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, messageID(ev), e))
+	}
+	if !u.expired {
+		u.expired = true
+		s.unavailable[topic] = u
+		s.m.TopicUnavail.DeleteLabelValues(topic, u.reason)
+		s.cfg.Logger.Warn("kafka topic unavailable past the grace period; dead-lettering its events (reason topic-unavailable)",
+			"topic", topic, "reason", reason, "for", d.Round(time.Second))
+	}
+	return true, nil
+}
+
+// forgetUnavailable ends topic's spell of unavailability.
+func (s *Sink) forgetUnavailable(topic string) {
+	if u, ok := s.unavailable[topic]; ok {
+		delete(s.unavailable, topic)
+		if !u.expired {
+			s.m.TopicUnavail.DeleteLabelValues(topic, u.reason)
+		}
+	}
+}
+
+// makeRoomUnavailable keeps the unavailable map under
+// maxUnavailableTopics: when full, the topic whose last failure is oldest
+// is forgotten.
+func (s *Sink) makeRoomUnavailable() {
+	if len(s.unavailable) < maxUnavailableTopics {
+		return
+	}
+	var oldest string
+	var at time.Time
+	for topic, u := range s.unavailable {
+		if oldest == "" || u.last.Before(at) {
+			oldest, at = topic, u.last
+		}
+	}
+	s.forgetUnavailable(oldest)
+}
+
+// reject handles a record the broker will never accept, with error e: a
+// normal record is dead-lettered in place (or, under InvalidStop, stops
+// the relay); a dead-letter record becomes the minimal one, and only the
+// minimal one refused stops the relay.
+func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
+	*st = recordState{alone: true}
+	if ev.Invalid != nil { // a dead-letter record
+		if !ev.Minimal {
+			s.cfg.Logger.Warn("kafka rejected a dead-letter record; sending the minimal one (message ID, reason, detail, original topic)",
+				"message_id", ev.Invalid.MessageID.String(), "error", e)
+			minimalDeadLetter(ev, "kafka rejected the dead-letter record ("+e.Error()+")")
+			return nil
+		}
+		return relayerr.Permanent(fmt.Errorf("%w: the dead-letter topic %s refused even the minimal record (message ID, reason, detail) of message %s (reason %s), so the row cannot be dead-lettered: %w",
+			relayerr.ErrDeadLetter, ev.Msg.Topic, ev.Invalid.MessageID, ev.Invalid.Reason, e))
+	}
+	inv := &relayerr.InvalidEventError{MessageID: ev.ID, Reason: decode.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
+	switch {
+	case errors.Is(e, kerr.MessageTooLarge) || errors.Is(e, kerr.RecordListTooLarge):
+		inv.Reason, inv.Detail = decode.ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
+	case relayerr.Classify(e) == relayerr.TopicUnavailable:
+		inv.Reason, inv.Detail = decode.ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
+			ev.Msg.Topic, s.cfg.TopicUnavailableGrace, e)
+	}
+	if s.cfg.OnInvalid == relayconfig.InvalidStop {
+		s.m.Invalid.WithLabelValues(inv.Reason).Inc()
+		return relayerr.Permanent(inv)
+	}
+	ev.Invalid = inv
+	DeadLetter(s.cfg, s.m, ev)
+	return nil
+}
+
+// write sends the records call of batch in one producer call. It returns
+// each record's error (nil: acknowledged), or an error of the whole call
+// when nothing of it was sent (the liveness guard refused, or ctx ended).
+func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]error, error) {
+	if s.Guard != nil {
+		if err := s.Guard(); err != nil {
+			return nil, err
+		}
+	}
+	if s.prod == nil { // a backfill's sink: opened at its first write
+		if err := s.Open(); err != nil {
+			return nil, err
+		}
+	}
+	recs := s.recs[:0]
+	for _, i := range call {
+		recs = append(recs, &batch[i].Msg)
+	}
+	defer func() { clear(recs); s.recs = recs[:0] }()
+	start := time.Now()
+	errs, err := s.prod.Produce(ctx, recs)
+	end := time.Now()
+	s.m.PublishDuration.Observe(end.Sub(start).Seconds())
+	failed := err
+	for _, e := range errs {
+		if failed == nil && e != nil {
+			failed = e
+		}
+	}
+	if relaytrace.Written != nil {
+		relaytrace.Written(recs, start, end, failed)
+	}
+	if failed != nil {
+		s.m.PublishErrors.Inc()
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.countPublished(recs, errs)
+	return errs, nil
+}
+
+// countPublished counts the records of recs that did not fail.
+func (s *Sink) countPublished(recs []*kgo.Record, errs []error) {
+	var topic string
+	n := 0
+	flush := func() {
+		if n > 0 {
+			s.m.PublishedTo(topic).Add(float64(n))
+		}
+	}
+	for k, r := range recs {
+		if errs[k] != nil {
+			continue
+		}
+		if r.Topic != topic {
+			flush()
+			topic, n = r.Topic, 0
+			if u, ok := s.unavailable[topic]; ok {
+				s.forgetUnavailable(topic)
+				s.cfg.Logger.Info("kafka topic available again", "topic", topic, "after", time.Since(u.since).Round(time.Millisecond))
+			}
+		}
+		n++
+	}
+	flush()
+}

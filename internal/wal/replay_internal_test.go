@@ -1,0 +1,147 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
+	"github.com/pgoutbox/pgoutbox/internal/queue"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+)
+
+// skipStream is a stream over the fuzz seeds' outbox that starts at start
+// and skips through through, logging to log.
+func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
+	t.Helper()
+	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))})
+	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
+	s := &Stream{Cfg: &c, Dec: decode.NewDecoder(&c, pgoutputtest.Outbox), Tr: acktrack.New(uint64(start)),
+		Q:    queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
+		Skip: NewReplaySkip(through, start, c.Logger, skipped)}
+	if err := s.handle(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
+		t.Fatal(err)
+	}
+	return &skipTest{Stream: s, events: s.Q.Events}, skipped
+}
+
+// skipTest is a stream and the queue it writes to.
+type skipTest struct {
+	*Stream
+	events chan []decode.Event
+}
+
+// tx feeds one transaction of n rows whose commit record spans final..end.
+func (s *skipTest) feed(final, end uint64, n int) error {
+	row := pgoutputtest.Insert(16385, [][]byte{[]byte("0190f0e0-0000-7000-8000-000000000001"), []byte("order"), []byte("agg-1"),
+		[]byte("order.created"), []byte("bk-1"), []byte(`{}`), nil, nil, []byte("2026-11-30 16:56:09+00")})
+	msgs := [][]byte{pgoutputtest.Begin(final, 1000, 7)}
+	for range n {
+		msgs = append(msgs, row)
+	}
+	for _, m := range append(msgs, pgoutputtest.Commit(final, end, 1000)) {
+		if err := s.handle(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queued counts the events the stream queued for the sink.
+func (s *skipTest) queued() int {
+	n := 0
+	for {
+		select {
+		case evs := <-s.events:
+			n += len(evs)
+		default:
+			return n
+		}
+	}
+}
+
+// A replay skips the transactions that end at or before the skip
+// position: it queues none of their events, confirmation passes them at
+// once, they are counted and logged once; the first transaction past it is
+// published, and so is everything after.
+func TestReplaySkip(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	s, skipped := skipStream(t, 100, 300, &log)
+	for _, tx := range []struct {
+		final, end uint64
+		rows       int
+		confirmed  uint64
+		queued     int
+	}{
+		{150, 200, 1, 200, 0},
+		{250, 300, 2, 300, 0}, // ends at the skip position: Kafka has it
+		{300, 350, 1, 300, 1}, // past it: published, confirmed once acknowledged
+		{360, 370, 0, 300, 0},
+	} {
+		if err := s.feed(tx.final, tx.end, tx.rows); err != nil {
+			t.Fatal(err)
+		}
+		if got, q := s.Tr.Confirmed(), s.queued(); got != tx.confirmed || q != tx.queued {
+			t.Fatalf("after the transaction %d..%d: confirmed %d, %d events queued; want %d, %d", tx.final, tx.end, got, q, tx.confirmed, tx.queued)
+		}
+	}
+	if v := testutil.ToFloat64(skipped); v != 2 {
+		t.Fatalf("replay_skipped_total = %v, want 2", v)
+	}
+	s.Skip.Done() // the session's end
+	if n := strings.Count(log.String(), "skipped replayed transactions"); n != 1 || !strings.Contains(log.String(), "transactions=2 events=3") {
+		t.Fatalf("want one log line for 2 transactions, 3 events; log:\n%s", log.String())
+	}
+}
+
+// A keepalive past the skip position ends the skipping (and logs it);
+// nothing is skipped without a position past the start.
+func TestReplaySkipEnds(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	s, _ := skipStream(t, 100, 300, &log)
+	if err := s.feed(150, 200, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Skip.passed(250)
+	if s.Skip.over {
+		t.Fatal("a keepalive before the skip position ended the skipping")
+	}
+	s.Skip.passed(300)
+	if !s.Skip.over || !strings.Contains(log.String(), "transactions=1") {
+		t.Fatalf("a keepalive at the skip position did not end the skipping; log:\n%s", log.String())
+	}
+	if NewReplaySkip(100, 100, slog.Default(), nil) != nil || NewReplaySkip(0, 100, slog.Default(), nil) != nil {
+		t.Fatal("a skip position not past the start skips")
+	}
+	var none *replaySkip // a nil skip skips nothing
+	none.begin(1)
+	if none.skipping() || none.commit(2) != nil {
+		t.Fatal("a nil replaySkip skipped")
+	}
+}
+
+// A transaction judged skipped at its BEGIN that ends past the skip
+// position (the position was not where a commit ends) is never confirmed:
+// the session ends with errSkipOvershoot.
+func TestReplaySkipOvershoot(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	s, skipped := skipStream(t, 100, 300, &log)
+	err := s.feed(250, 320, 1)
+	if !errors.Is(err, errSkipOvershoot) {
+		t.Fatalf("handle: %v, want errSkipOvershoot", err)
+	}
+	if got := s.Tr.Confirmed(); got != 100 || !s.Skip.Overshot || testutil.ToFloat64(skipped) != 0 {
+		t.Fatalf("confirmed %d (want 100), overshot %v, skipped %v", got, s.Skip.Overshot, testutil.ToFloat64(skipped))
+	}
+}

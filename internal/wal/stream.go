@@ -1,0 +1,417 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/queue"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
+	"github.com/pgoutbox/pgoutbox/internal/sink"
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+)
+
+// Stream reads the replication connection: it decodes the WAL, registers
+// transactions with the tracker, queues events for the sink, and sends
+// standby status updates. It alone uses conn.
+type Stream struct {
+	Cfg  *relayconfig.Config
+	M    *relaymetrics.Metrics
+	Live *liveness.Live
+	Conn *pgconn.PgConn
+	Dec  *decode.Decoder
+	Cat  *slotstate.Catalog // fences confirmation (see catalog)
+	Tr   *acktrack.Tracker
+	Q    *queue.Queue
+	// staged holds the events of the current transaction not yet queued:
+	// they go to the sink together at its commit (or when BatchSize of
+	// them are staged), so a sink that is free never writes a part of a
+	// transaction the reader is still reading.
+	staged []decode.Event
+	Stop   context.Context // ends the stream (Run's context, or a failure)
+	inTx   bool
+	// queued reports whether the current transaction queued an event
+	// (exactly-once mode then ends it with a marker, see exactlyonce.go).
+	queued bool
+	tx     acktrack.TxID
+	commit time.Time
+	Sent   pglogrepl.LSN // last position sent to the server
+	nextSS time.Time     // when the next periodic status update is due
+	Lv     liveness.Liveness
+	lastSS time.Time         // when the last status update was sent
+	State  *slotstate.Keeper // caps what may be confirmed (see keeper); nil caps nothing
+	readAt time.Time         // when the WAL message being handled was read
+	Skip   *replaySkip       // drops replayed transactions Kafka already has; nil drops nothing
+}
+
+// StartReplication starts streaming the slot from start.
+func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relayconfig.Config, start pglogrepl.LSN) error {
+	pub := `"` + strings.ReplaceAll(c.Publication, `"`, `""`) + `"`
+	err := pglogrepl.StartReplication(ctx, conn, c.Slot, start, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication,
+		PluginArgs: []string{
+			"proto_version '1'",
+			"publication_names '" + strings.ReplaceAll(pub, `'`, `''`) + "'",
+			"messages 'true'",
+		},
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: another process streams the slot
+		return fmt.Errorf("%w: %s", relayerr.ErrSlotActive, pgErr.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("relay: start replication of slot %s: %w", c.Slot, err)
+	}
+	return nil
+}
+
+// Run reads until s.stop ends (it returns its cause) or the connection
+// fails, or the server falls silent for longer than the liveness bound.
+//
+// Reads take no context: pgconn would watch one for every message (a
+// callback registered and removed each time). A read deadline on the
+// socket bounds each round of reading instead, and the end of s.stop moves
+// it to now.
+func (s *Stream) Run() error {
+	ctx := s.Stop
+	nc := s.Conn.Conn()
+	var (
+		mu   sync.Mutex
+		done bool // run returned: the socket's deadline is no longer its
+	)
+	unwatch := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			_ = nc.SetReadDeadline(time.Now())
+		}
+	})
+	defer func() {
+		unwatch()
+		mu.Lock()
+		done = true
+		mu.Unlock()
+		_ = nc.SetReadDeadline(time.Time{})
+	}()
+	s.nextSS = time.Now().Add(s.Lv.StatusEvery)
+	for {
+		if err := nc.SetReadDeadline(s.wake()); err != nil {
+			return fmt.Errorf("relay: replication connection: %w", err)
+		}
+		// After the deadline is set: a stop from now on moves it.
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		err := s.readUntilDeadline()
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.Live.Stale(time.Now()); err != nil {
+			return err
+		}
+		if s.statusDue() {
+			if err := s.SendStandbyStatus(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// confirmable is the position a status update may confirm: what Kafka
+// acknowledged, never past the catalog fence (see catalog) nor the state's
+// ceiling (see keeper).
+func (s *Stream) confirmable() pglogrepl.LSN {
+	return s.State.Cap(s.Cat.Fenced(s.Tr.Confirmed()))
+}
+
+// wake is when the reader next stops reading to check for a status update:
+// when the periodic one is due, or, while Kafka may acknowledge events,
+// promptStatusGap after the last one, so a confirmation goes out promptly
+// (a crash then replays only what was in flight).
+func (s *Stream) wake() time.Time {
+	switch {
+	case s.confirmable() != s.Sent:
+		return minTime(s.nextSS, s.lastSS.Add(liveness.PromptStatusGap))
+	case s.Tr.InFlight() > 0:
+		return minTime(s.nextSS, time.Now().Add(liveness.PromptStatusGap))
+	}
+	return s.nextSS
+}
+
+// statusDue reports whether a status update is due: the periodic one, or
+// a prompt one for a position that advanced.
+func (s *Stream) statusDue() bool {
+	now := time.Now()
+	return !now.Before(s.nextSS) ||
+		s.confirmable() != s.Sent && !now.Before(s.lastSS.Add(liveness.PromptStatusGap))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// readUntilDeadline handles messages until the socket's read deadline
+// passes (it returns nil) or an error.
+func (s *Stream) readUntilDeadline() error {
+	for {
+		raw, err := s.Conn.ReceiveMessage(context.Background())
+		if err != nil {
+			if pgconn.Timeout(err) {
+				return nil
+			}
+			return fmt.Errorf("relay: replication connection: %w", err)
+		}
+		switch msg := raw.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				return fmt.Errorf("%w: empty CopyData", decode.ErrProtocol)
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("%w: %w", decode.ErrProtocol, err)
+				}
+				now := time.Now()
+				s.Live.Heard(s.Lv.HeardAt(ka.ServerTime, now), now)
+				if !s.inTx {
+					s.Skip.passed(ka.ServerWALEnd)
+					s.Tr.AdvanceIdle(uint64(ka.ServerWALEnd))
+				}
+				if ka.ReplyRequested {
+					if err := s.SendStandbyStatus(); err != nil {
+						return err
+					}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("%w: %w", decode.ErrProtocol, err)
+				}
+				// Data sent before a freeze longer than the bound (read
+				// from the socket buffer after it) is not published: the
+				// slot may belong to another relay by now.
+				now := time.Now()
+				s.Live.Heard(s.Lv.HeardAt(xld.ServerTime, now), now)
+				if err := s.Live.Stale(now); err != nil {
+					return err
+				}
+				s.readAt = now
+				if err := s.handle(xld.WALData); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("relay: replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return fmt.Errorf("relay: the server ended the replication stream")
+		default:
+			// Notices and the like.
+		}
+		if s.statusDue() {
+			return nil
+		}
+	}
+}
+
+// handle applies one pgoutput message.
+func (s *Stream) handle(data []byte) error {
+	it, err := s.Dec.Decode(data)
+	if err != nil {
+		if errors.Is(err, relayerr.ErrTableColumns) {
+			return relayerr.Permanent(err)
+		}
+		return err
+	}
+	switch it.Kind {
+	case decode.WALBegin:
+		if s.inTx {
+			return fmt.Errorf("%w: begin inside a transaction", decode.ErrProtocol)
+		}
+		s.inTx, s.queued, s.tx, s.commit = true, false, s.Tr.BeginAt(it.CommitTime), it.CommitTime
+		// A skipped transaction stays registered, without events: it
+		// completes in commit order and confirmation passes it.
+		s.Skip.begin(beginFinalLSN(data))
+	case decode.WALCommit:
+		if !s.inTx {
+			return fmt.Errorf("%w: commit outside a transaction", decode.ErrProtocol)
+		}
+		s.inTx = false
+		if err := s.Skip.commit(it.EndLSN); err != nil {
+			return err // the transaction stays unsealed: never confirmed
+		}
+		s.State.Read(it.EndLSN, s.Dec.Messages)
+		if s.Cfg.ExactlyOnce && s.queued {
+			s.staged = append(s.staged, decode.Event{Marker: true, Tx: s.tx, Commit: s.commit, EndLSN: uint64(it.EndLSN)})
+		}
+		s.Tr.Commit(s.tx, uint64(it.EndLSN))
+		return s.flush()
+	case decode.WALEvent:
+		if !s.inTx {
+			return fmt.Errorf("%w: event outside a transaction", decode.ErrProtocol)
+		}
+		if s.Skip.skipping() {
+			return nil // Kafka has it (dead-lettered if it was invalid)
+		}
+		ev := it.Ev
+		if ev.Invalid != nil {
+			if s.Cfg.OnInvalid == relayconfig.InvalidStop {
+				s.M.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
+				return relayerr.Permanent(ev.Invalid)
+			}
+			sink.DeadLetter(s.Cfg, s.M, &ev)
+		}
+		ev.Tx, ev.Commit = s.tx, s.commit
+		if relaytrace.Read != nil {
+			relaytrace.Read(ev.Msg, s.commit, s.readAt)
+		}
+		s.Tr.Add(s.tx, 1)
+		s.queued = true
+		return s.stage(ev)
+	}
+	return nil
+}
+
+// stage adds ev to the staged events once the buffer budget has room for
+// it, queueing them for the sink when BatchSize are staged. While it waits
+// for the budget (having queued what was staged: the sink gives the budget
+// back only for events it has), it keeps sending status updates, so the
+// server does not time the connection out while Kafka is slow.
+func (s *Stream) stage(ev decode.Event) error {
+	if s.Cfg.InstanceID != "" {
+		ev.Msg.Headers = append(ev.Msg.Headers, kgo.RecordHeader{Key: relayconfig.InstanceHeader, Value: []byte(s.Cfg.InstanceID)})
+	}
+	ev.Cost = s.Q.Buf.Cost(&ev)
+	if !s.Q.Buf.TryTake(ev.Cost) {
+		if err := s.flush(); err != nil {
+			return err
+		}
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.Q.Buf.Take(ctx, ev.Cost) }); err != nil {
+			return err
+		}
+	}
+	if s.staged == nil {
+		select {
+		case s.staged = <-s.Q.Free:
+		default:
+			s.staged = make([]decode.Event, 0, 8)
+		}
+	}
+	s.staged = append(s.staged, ev)
+	if len(s.staged) >= s.Cfg.BatchSize {
+		return s.flush()
+	}
+	return nil
+}
+
+// flush queues the staged events for the sink, waiting (and sending status
+// updates, as stage does) while the queue holds BatchSize events.
+func (s *Stream) flush() error {
+	if len(s.staged) == 0 {
+		return nil
+	}
+	evs := s.staged
+	s.staged = nil
+	if n := int64(len(evs)); !s.Q.Room.TryAcquire(n) {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.Q.Room.Acquire(ctx, n) }); err != nil {
+			return err
+		}
+	}
+	select {
+	case s.Q.Events <- evs:
+		return nil
+	default:
+	}
+	return s.waitSendingStatus(func(ctx context.Context) error {
+		select {
+		case s.Q.Events <- evs:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// waitSendingStatus calls wait with a context that ends when the next
+// status update may be due, and sends it when it is, until wait succeeds
+// or the stream stops.
+func (s *Stream) waitSendingStatus(wait func(context.Context) error) error {
+	for {
+		ctx, cancel := context.WithDeadline(s.Stop, s.wake())
+		err := wait(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case s.Stop.Err() != nil:
+			return context.Cause(s.Stop)
+		}
+		if err := s.Live.Stale(time.Now()); err != nil {
+			return err
+		}
+		if !s.statusDue() {
+			continue
+		}
+		if err := s.SendStandbyStatus(); err != nil {
+			return err
+		}
+		// The reader is not reading: the status update it just sent
+		// (which keeps the walsender alive) is its sign of life.
+		s.Live.Vouch(time.Now())
+	}
+}
+
+// SendStandbyStatus confirms the tracker's position, with write, flush and apply
+// positions all set explicitly.
+func (s *Stream) SendStandbyStatus() error {
+	if s.Conn.IsClosed() {
+		// A failed read closed it: pgconn sends Terminate from a goroutine
+		// of its own, and writing beside it would race on the connection's
+		// buffer.
+		return fmt.Errorf("relay: send standby status: %w", net.ErrClosed)
+	}
+	pos := s.confirmable()
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.Conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pos,
+		WALFlushPosition: pos,
+		WALApplyPosition: pos,
+		ClientTime:       time.Now(),
+		ReplyRequested:   true, // the reply is the server's sign of life
+	})
+	if err != nil {
+		return fmt.Errorf("relay: send standby status: %w", err)
+	}
+	if pos != s.Sent {
+		s.Cfg.Logger.Debug("confirmed WAL position", "lsn", pos.String())
+	}
+	if pos != s.Sent || s.Tr.Idle() {
+		s.Live.Acked(time.Now())
+	}
+	s.Sent = pos
+	s.lastSS = time.Now()
+	s.nextSS = s.lastSS.Add(s.Lv.StatusEvery)
+	s.M.ConfirmedLSN.Set(float64(pos))
+	s.M.InFlight.Set(float64(s.Tr.InFlight()))
+	return s.Cat.Failure()
+}

@@ -51,8 +51,9 @@
 // stream (TCP_USER_TIMEOUT, set to the bound on the replication socket,
 // and the new leader's own start-up time bound it); and a relay whose
 // reader waits on a slow Kafka behind a middlebox that acknowledges but
-// drops its status updates. Fencing Kafka writes outright would need
-// transactional producers, which the Kafka client used here lacks.
+// drops its status updates. Exactly-once mode (relay run --exactly-once)
+// fences Kafka writes outright: a new leader's InitProducerID fences the
+// old one's transactional producer (see internal/sink).
 // Config.InstanceID adds a relay-instance header to every record, so you
 // can check which process wrote what.
 package liveness

@@ -18,16 +18,7 @@ import (
 // and the next heading of the same level in the doc file.
 func docBlocks(t *testing.T, doc, heading, kind string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("../../docs", doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	i := strings.Index(s, heading)
-	if i < 0 {
-		t.Fatalf("%s has no %q", doc, heading)
-	}
-	s = s[i+len(heading):]
+	s := docFrom(t, doc, heading)[len(heading):]
 	level := heading[:strings.Index(heading, " ")+1]
 	if end := strings.Index(s, "\n"+level); end >= 0 {
 		s = s[:end]

@@ -15,9 +15,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
-// docBlock returns the first fenced block of kind (sh, sql) after heading
-// in the doc file.
-func docBlock(t *testing.T, doc, heading, kind string) string {
+// docFrom returns the doc file from heading on.
+func docFrom(t *testing.T, doc, heading string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("../../docs", doc))
 	if err != nil {
@@ -28,7 +27,14 @@ func docBlock(t *testing.T, doc, heading, kind string) string {
 	if i < 0 {
 		t.Fatalf("%s has no %q", doc, heading)
 	}
-	s = s[i:]
+	return s[i:]
+}
+
+// docBlock returns the first fenced block of kind (sh, sql) after heading
+// in the doc file.
+func docBlock(t *testing.T, doc, heading, kind string) string {
+	t.Helper()
+	s := docFrom(t, doc, heading)
 	start := strings.Index(s, "```"+kind+"\n")
 	if start < 0 {
 		t.Fatalf("%s: no %s block after %q", doc, kind, heading)

@@ -127,21 +127,9 @@ func TestRetriableErrorsKeepOrder(t *testing.T) {
 		if i%3 != 0 || i > 30 {
 			return nil, nil, false
 		}
-		preq := req.(*kmsg.ProduceRequest)
-		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
-		for _, pt := range preq.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
-			for _, pp := range pt.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = pp.Partition
-				rp.ErrorCode = codes[int(i/3)%len(codes)]
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
 		refused.Add(1)
-		return resp, nil, true
+		code := codes[int(i/3)%len(codes)]
+		return testenv.ProduceErrors(req.(*kmsg.ProduceRequest), func(string) int16 { return code }), nil, true
 	})
 	p := newProducer(t, k, nil)
 	const keys, perKey = 5, 40

@@ -96,3 +96,21 @@ func NewBroker(t testing.TB) *Kafka {
 		TopicPrefix: fmt.Sprintf("t%d-%d-%d.", time.Now().Unix(), os.Getpid(), topicPrefixes.Add(1)),
 	}
 }
+
+// ProduceErrors answers preq with the error code(topic) for every
+// partition of each topic.
+func ProduceErrors(preq *kmsg.ProduceRequest, code func(topic string) int16) *kmsg.ProduceResponse {
+	resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+	for _, pt := range preq.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
+		for _, pp := range pt.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = pp.Partition
+			rp.ErrorCode = code(pt.Topic)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -49,7 +49,7 @@ func TestBrokerErrorsMidStream(t *testing.T) {
 						return nil, nil, false
 					}
 					answered.Add(1)
-					return produceErrors(preq, func(string) int16 { return code.Code }), nil, true
+					return testenv.ProduceErrors(preq, func(string) int16 { return code.Code }), nil, true
 				})
 				b.start(t)
 

@@ -43,7 +43,7 @@ func refuseProduce(k *testenv.Kafka, mode *atomic.Int32) *atomic.Int64 {
 		case outageDrop:
 			return nil, errors.New("outage: connection dropped"), true
 		}
-		return produceErrors(req.(*kmsg.ProduceRequest), func(string) int16 { return 19 }), nil, true // NOT_ENOUGH_REPLICAS
+		return testenv.ProduceErrors(req.(*kmsg.ProduceRequest), func(string) int16 { return 19 }), nil, true // NOT_ENOUGH_REPLICAS
 	})
 	return &refused
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -206,22 +205,4 @@ func header(t *testing.T, rec testenv.Record, key string) string {
 		t.Fatalf("record %d@%d has no header %q (headers %v)", rec.Partition, rec.Offset, key, rec.Headers)
 	}
 	return v
-}
-
-// produceErrors answers preq with the error code(topic) for every
-// partition of each topic.
-func produceErrors(preq *kmsg.ProduceRequest, code func(topic string) int16) *kmsg.ProduceResponse {
-	resp := preq.ResponseKind().(*kmsg.ProduceResponse)
-	for _, pt := range preq.Topics {
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic, rt.TopicID = pt.Topic, pt.TopicID
-		for _, pp := range pt.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition = pp.Partition
-			rp.ErrorCode = code(pt.Topic)
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp
 }

@@ -57,7 +57,7 @@ func answerProduceRecords(k *testenv.Kafka, code func(topic string, records int)
 				codes[topic] = 6
 			}
 		}
-		return produceErrors(preq, func(topic string) int16 { return codes[topic] }), nil, true
+		return testenv.ProduceErrors(preq, func(topic string) int16 { return codes[topic] }), nil, true
 	})
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // fault is one kind of trouble the soak injects.
@@ -97,20 +99,7 @@ func (s *soak) failProduce() {
 			return nil, nil, false
 		}
 		code := produceErrorCodes[n.Add(1)%int64(len(produceErrorCodes))]
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, t := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return testenv.ProduceErrors(req.(*kmsg.ProduceRequest), func(string) int16 { return code }), nil, true
 	})
 }
 

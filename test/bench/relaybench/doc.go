@@ -22,6 +22,16 @@
 //
 //	go run ./test/bench/relaybench -n 1000000
 //
+// -compare-bin drains the same backlog with a second relay binary (for
+// example one built from main), on a slot of its own. -rounds N drains N
+// times with each, in the order ABBA ABBA..., and prints each binary's
+// medians and their ratio: a drain that follows another finds the server
+// in another state (warmer caches, the last drain's WAL still being
+// recycled), so a binary that always drains first or second is measured
+// with that bias.
+//
+//	go run ./test/bench/relaybench -n 300000 -relay-bin ./relay -compare-bin ./relay-main -rounds 4
+//
 // -cpuprofile and -memprofile profile the relay: it then runs inside this
 // binary (the same code as cmd/relay) and writes the profiles when it stops.
 //

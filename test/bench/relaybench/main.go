@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,7 @@ type options struct {
 	trace                                    bool
 	exactlyOnce                              bool
 	compareBin                               string
+	rounds                                   int
 }
 
 func main() {
@@ -69,6 +71,7 @@ func main() {
 	flag.StringVar(&o.memProfile, "memprofile", "", "write the relay's allocation profile to this file at its exit (as -cpuprofile)")
 	flag.BoolVar(&o.trace, "trace", false, "time each record's legs inside the relay (it then runs inside this binary): in latency mode, print their percentiles per rate; in drain mode, the relay's Kafka writes")
 	flag.StringVar(&o.compareBin, "compare-bin", "", "a second relay binary (for example one built from main) to drain the same backlog after the first, on a slot of its own")
+	flag.IntVar(&o.rounds, "rounds", 1, "with -compare-bin: drains of each binary, in the order ABBA ABBA... on one backlog (a slot per drain), so that neither binary always drains first; prints each binary's medians")
 	flag.Parse()
 	if o.exactlyOnce {
 		o.relayArgs = strings.TrimSpace(o.relayArgs + " --exactly-once")
@@ -84,8 +87,11 @@ func main() {
 }
 
 func run(ctx context.Context, o *options) error {
-	if o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 {
-		return fmt.Errorf("-n, -tx, -conns and -aggregates must be positive")
+	if o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 || o.rounds <= 0 {
+		return fmt.Errorf("-n, -tx, -conns, -aggregates and -rounds must be positive")
+	}
+	if o.rounds > 1 && o.compareBin == "" {
+		return fmt.Errorf("-rounds needs -compare-bin")
 	}
 	if o.writer != writerInsert && o.writer != writerTx {
 		return fmt.Errorf("-writer: %q is neither %s nor %s", o.writer, writerInsert, writerTx)
@@ -158,8 +164,9 @@ func run(ctx context.Context, o *options) error {
 	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, rawSlot); err != nil {
 		return fmt.Errorf("create slot %s: %w", rawSlot, err)
 	}
-	if o.compareBin != "" {
-		if err := relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: compareSlot, Publication: publication}); err != nil {
+	drains := drainOrder(bin, o)
+	for _, d := range drains[1:] {
+		if err := relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: d.slot, Publication: publication}); err != nil {
 			return err
 		}
 	}
@@ -183,16 +190,17 @@ func run(ctx context.Context, o *options) error {
 	fmt.Printf("raw pglogrepl parse-only drain: %d rows in %v = %.0f rows/s (last commit ends at %s)\n",
 		raw.rows, raw.elapsed.Round(time.Millisecond), rawRate, raw.endLSN)
 
-	drains := []struct{ label, bin, slot string }{{"relay", bin, relaySlot}}
-	if o.compareBin != "" {
-		drains = append(drains, struct{ label, bin, slot string }{"compare", o.compareBin, compareSlot})
-	}
+	results := make(map[string][]relayResult)
 	for _, d := range drains {
-		res, err := relayDrain(ctx, d.bin, d.slot, dbURL, raw.endLSN.String(), o, filepath.Join(tmp, d.label+".log"))
+		res, err := relayDrain(ctx, d.bin, d.slot, dbURL, raw.endLSN.String(), o, filepath.Join(tmp, d.slot+".log"))
 		if err != nil {
 			return fmt.Errorf("%s drain: %w", d.label, err)
 		}
 		report(d.label, d.bin, res, rawRate, o)
+		results[d.label] = append(results[d.label], res)
+	}
+	if o.rounds > 1 {
+		reportMedians(results["relay"], results["compare"])
 	}
 	if tracePath != "" {
 		sum, err := writeSummary(tracePath)
@@ -202,6 +210,65 @@ func run(ctx context.Context, o *options) error {
 		fmt.Printf("relay Kafka writes: %s\n", sum)
 	}
 	return nil
+}
+
+// drain is one relay drain: which binary, on which slot.
+type drain struct{ label, bin, slot string }
+
+// drainOrder lists the drains of a run: the relay under test (bin) on
+// relaySlot; with -compare-bin, o.rounds drains of each binary in the
+// order ABBA ABBA..., each on a slot of its own. A drain that runs after
+// another may find the server warmer (or still busy with the one before):
+// in that order each binary drains first as often as second.
+func drainOrder(bin string, o *options) []drain {
+	ds := []drain{{"relay", bin, relaySlot}}
+	if o.compareBin == "" {
+		return ds
+	}
+	ds = append(ds, drain{"compare", o.compareBin, compareSlot})
+	for i := 2; i <= o.rounds; i++ {
+		a := drain{"relay", bin, fmt.Sprintf("%s_%d", relaySlot, i)}
+		b := drain{"compare", o.compareBin, fmt.Sprintf("%s_%d", compareSlot, i)}
+		if i%2 == 0 {
+			a, b = b, a
+		}
+		ds = append(ds, a, b)
+	}
+	return ds
+}
+
+// reportMedians prints the median rate, CPU and peak RSS of each binary's
+// drains, and the ratio of the medians.
+func reportMedians(relayRes, compareRes []relayResult) {
+	type fig struct{ rate, cpu, rss []float64 }
+	figs := func(rs []relayResult) fig {
+		var f fig
+		for _, r := range rs {
+			f.rate = append(f.rate, float64(r.events)/r.elapsed.Seconds())
+			f.cpu = append(f.cpu, r.cpu.Seconds()/float64(r.events)*1000)
+			f.rss = append(f.rss, float64(r.peakRSSKiB)/1024)
+		}
+		return f
+	}
+	a, b := figs(relayRes), figs(compareRes)
+	for _, x := range []struct {
+		label string
+		f     fig
+	}{{"relay", a}, {"compare", b}} {
+		fmt.Printf("%s medians of %d drains: %.0f events/s (%.0f-%.0f), CPU %.4f s per 1k events, peak RSS %.1f MiB\n",
+			x.label, len(x.f.rate), median(x.f.rate), slices.Min(x.f.rate), slices.Max(x.f.rate), median(x.f.cpu), median(x.f.rss))
+	}
+	fmt.Printf("relay/compare: drain rate %.3f, CPU per 1k events %.3f\n", median(a.rate)/median(b.rate), median(a.cpu)/median(b.cpu))
+}
+
+// median is the median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // report prints the figures of one relay drain.

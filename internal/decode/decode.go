@@ -535,13 +535,19 @@ type fields struct {
 // dead-letter record's original-topic header and the log line).
 func (d *Decoder) finish(ev Event, f *fields, problem *relayerr.InvalidEventError) Event {
 	topic, topicErr := d.topic(f.aggregateType, f.eventType, f.topic)
+	// Room for the contract's five headers, the row's, the instance
+	// header (see wal.Stream's stage) and, when on, the CloudEvents
+	// headers: every record holds its headers' slice while it is queued
+	// and in flight.
+	room := 6 + len(f.headers)
+	if d.cloudEvents {
+		room += numCloudEventsHeaders
+	}
 	ev.Msg = kgo.Record{
 		Topic:     topic,
 		Value:     f.payload,
 		Timestamp: d.CommitTime,
-		// Room for the CloudEvents headers, the row's headers and the
-		// instance header (see stream.enqueue).
-		Headers: make([]kgo.RecordHeader, 5, 6+numCloudEventsHeaders+len(f.headers)),
+		Headers:   make([]kgo.RecordHeader, 5, room),
 	}
 	ev.Msg.Headers[0] = kgo.RecordHeader{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.ID, f.idText)}
 	ev.Msg.Headers[1] = kgo.RecordHeader{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}

@@ -176,23 +176,43 @@ func (p *Producer) Produce(ctx context.Context, recs []*kgo.Record) ([]error, er
 			return nil, err
 		}
 	}
-	done := make(chan struct{})
-	var left atomic.Int64
+	// One promise serves the whole call (a closure per record was an
+	// allocation per record). Failures are rare: they are kept by record
+	// and put in place once every promise has run.
+	var (
+		mu     sync.Mutex
+		failed map[*kgo.Record]error
+		left   atomic.Int64
+		done   = make(chan struct{})
+	)
 	left.Store(int64(len(recs)))
 	p.pending.Add(len(recs))
-	for i, r := range recs {
-		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			errs[i] = err
-			p.pending.Done()
-			if left.Add(-1) == 0 {
-				close(done)
+	promise := func(r *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			if failed == nil {
+				failed = make(map[*kgo.Record]error)
 			}
-		})
+			failed[r] = err
+			mu.Unlock()
+		}
+		p.pending.Done()
+		if left.Add(-1) == 0 {
+			close(done)
+		}
+	}
+	for _, r := range recs {
+		p.cl.Produce(ctx, r, promise)
 	}
 	if err := p.cl.Flush(ctx); err != nil {
 		return nil, err
 	}
 	<-done // Flush returned: every promise has run
+	if failed != nil {
+		for i, r := range recs {
+			errs[i] = failed[r]
+		}
+	}
 	return errs, nil
 }
 

@@ -34,8 +34,11 @@ type Sink struct {
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
 	unavailable map[string]unavailableTopic
-	// recs is write's slice of records, kept between writes.
-	recs []*kgo.Record
+	// recs is write's slice of records, kept between writes; states and
+	// order are Publish's, kept between batches.
+	recs   []*kgo.Record
+	states []recordState
+	order  []int
 	// eos is the exactly-once state, nil in at-least-once mode.
 	eos *eosState
 }
@@ -55,6 +58,8 @@ type unavailableTopic struct {
 // not exist. When full, the entry whose last failure is oldest goes.
 const maxUnavailableTopics = 1024
 
+// NewSink returns a sink writing with c's settings and counting in m; Open
+// (or OpenExactlyOnce) gives it its producer.
 func NewSink(c *relayconfig.Config, m *relaymetrics.Metrics) *Sink {
 	m.PublishedTo(c.DeadLetterTopic) // a series of its own, whatever the topics rows name
 	return &Sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
@@ -287,7 +292,11 @@ type recordState struct {
 // one by one.
 func (s *Sink) Publish(ctx context.Context, batch []decode.Event) error {
 	s.m.BatchSize.Observe(float64(len(batch)))
-	st := make([]recordState, len(batch))
+	if cap(s.states) < len(batch) {
+		s.states = make([]recordState, len(batch))
+	}
+	st := s.states[:len(batch)]
+	clear(st)
 	backoff := s.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -323,7 +332,8 @@ type group struct{ topic, key string }
 // to wait out before the next attempt (nil when the next one may start at
 // once), or an error that ends publish.
 func (s *Sink) attempt(ctx context.Context, batch []decode.Event, st []recordState) (pending int, retryErr error, err error) {
-	order := notDone(st)
+	order := notDone(s.order[:0], st)
+	s.order = order
 	failed := make(map[group]int) // first failed record of each group
 	written := 0                  // order[:written] went out, in calls
 calls:
@@ -364,9 +374,8 @@ calls:
 	return pending, retryErr, nil
 }
 
-// notDone lists the records not done, in batch order.
-func notDone(st []recordState) []int {
-	order := make([]int, 0, len(st))
+// notDone appends the records not done to order, in batch order.
+func notDone(order []int, st []recordState) []int {
 	for i := range st {
 		if !st[i].done {
 			order = append(order, i)

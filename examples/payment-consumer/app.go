@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -118,7 +119,7 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 		fmt.Fprintf(stdout, "payment-consumer: fake payment API on %s (GET /v1/charges lists the charges)\n", apiURL)
 	}
 	reg := prometheus.NewRegistry()
-	in, err := inbox.New(&inbox.Config{
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{
 		Consumer:      cfg.group,
 		LeaseDuration: cfg.leaseDuration,
 		Backoff: func(attempt int) time.Duration {
@@ -137,12 +138,11 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 		}
 		fmt.Fprintf(stdout, "payment-consumer: metrics on http://%s/metrics\n", addr)
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
 		Brokers:          cfg.brokers,
 		GroupID:          cfg.group,
 		Topics:           []string{cfg.topic},
 		Inbox:            in,
-		DB:               pool,
 		ExternalHandler:  strategyHandler(newPaymentClient(apiURL, cfg.apiTimeout), cfg.strategy),
 		SessionTimeout:   cfg.sessionTimeout,
 		RebalanceTimeout: cfg.sessionTimeout,
@@ -159,7 +159,7 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 }
 
 // strategyHandler is the charge of strategy.
-func strategyHandler(client *paymentClient, strategy string) inbox.MessageExternalHandler {
+func strategyHandler(client *paymentClient, strategy string) inbox.ExternalHandler {
 	switch strategy {
 	case strategyQueryStatus:
 		return client.chargeQueryStatus

@@ -238,7 +238,7 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "payments", LeaseDuration: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "payments", LeaseDuration: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 	charged, release := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
-		_, err := in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+		_, err := in.ProcessExternal(ctx, msg, func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 			ref, err := client.charge(ctx, msg, key)
 			close(charged)
 			<-release
@@ -267,7 +267,7 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 	// A redelivery meets the live lease (Busy), then takes over.
 	var res inbox.Result
 	testenv.WaitFor(t, 30*time.Second, "a takeover", func() (bool, error) {
-		res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+		res, err = in.ProcessExternal(ctx, msg, func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 			return client.charge(ctx, msg, key)
 		})
 		if err != nil {

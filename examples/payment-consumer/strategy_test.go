@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -20,13 +21,13 @@ import (
 
 // setupNoKey returns an inbox on a fresh database, a provider without
 // idempotency keys, a client of it, and an order.placed message.
-func setupNoKey(t *testing.T) (*inbox.Inbox, *testenv.DB, *noKeyAPI, *paymentClient, inbox.Message) {
+func setupNoKey(t *testing.T) (*inbox.Inbox[pgx.Tx], *noKeyAPI, *paymentClient, inbox.Message) {
 	t.Helper()
 	db := testenv.NewDB(t)
 	if _, err := inbox.Migrate(context.Background(), db.Pool, ""); err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func setupNoKey(t *testing.T) (*inbox.Inbox, *testenv.DB, *noKeyAPI, *paymentCli
 	srv := httptest.NewServer(api.routes())
 	t.Cleanup(srv.Close)
 	payload, _ := json.Marshal(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200})
-	return in, db, api, newPaymentClient(srv.URL, 10*time.Second), inbox.Message{ID: uuid.NewString(), BusinessKey: "charge-o-1", Payload: payload}
+	return in, api, newPaymentClient(srv.URL, 10*time.Second), inbox.Message{ID: uuid.NewString(), BusinessKey: "charge-o-1", Payload: payload}
 }
 
 var errLost = errors.New("request lost before it reached the provider")
@@ -45,12 +46,12 @@ var errLost = errors.New("request lost before it reached the provider")
 // deadline, looks again, and only then charges under a new reference.
 func TestQueryStatusWaitsForTheDeadlineBeforeCharging(t *testing.T) {
 	t.Parallel()
-	in, db, api, client, msg := setupNoKey(t)
+	in, api, client, msg := setupNoKey(t)
 	ctx := context.Background()
 	// Far enough ahead that the retry's first lookup comes before it, even
 	// on a loaded machine.
 	notAfter := time.Now().Add(2 * time.Second)
-	res, err := in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+	res, err := in.ProcessExternal(ctx, msg, func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		saved, _ := json.Marshal(sentRequest{Ref: key + "/attempt-1", NotAfter: notAfter})
 		if err := inbox.SaveRequestRef(ctx, string(saved)); err != nil {
 			return "", err
@@ -61,9 +62,7 @@ func TestQueryStatusWaitsForTheDeadlineBeforeCharging(t *testing.T) {
 		t.Fatalf("first attempt: %v %v, want Retry", res.Outcome, err)
 	}
 
-	res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
-		return client.chargeQueryStatus(ctx, msg, key)
-	})
+	res, err = in.ProcessExternal(ctx, msg, client.chargeQueryStatus)
 	charges := api.list()
 	if err != nil || res.Outcome != inbox.Processed || res.Reconciled || len(charges) != 1 || res.ResultRef != charges[0].ID {
 		t.Fatalf("retry: %v %v reconciled %v ref %q; charges %+v; want one new charge", res.Outcome, err, res.Reconciled, res.ResultRef, charges)
@@ -81,7 +80,7 @@ func TestQueryStatusWaitsForTheDeadlineBeforeCharging(t *testing.T) {
 // finds the charge and completes with it (Reconciled), charging nothing.
 func TestQueryStatusReconcilesAfterATimeout(t *testing.T) {
 	t.Parallel()
-	in, db, api, client, msg := setupNoKey(t)
+	in, api, client, msg := setupNoKey(t)
 	// The request must reach the provider before the client gives up, even
 	// on a loaded machine.
 	client = newPaymentClient(client.baseURL, 2*time.Second)
@@ -91,12 +90,12 @@ func TestQueryStatusReconcilesAfterATimeout(t *testing.T) {
 		<-r.Context().Done() // the client timed out
 	})
 	ctx := context.Background()
-	handler := func(ctx context.Context, key string) (string, error) { return client.chargeQueryStatus(ctx, msg, key) }
-	res, err := in.ProcessExternal(ctx, db.Pool, msg, handler)
+	handler := client.chargeQueryStatus
+	res, err := in.ProcessExternal(ctx, msg, handler)
 	if err != nil || res.Outcome != inbox.Retry || !errors.Is(res.Err, context.DeadlineExceeded) {
 		t.Fatalf("first attempt: %v %v (%v), want Retry after a timeout", res.Outcome, err, res.Err)
 	}
-	res, err = in.ProcessExternal(ctx, db.Pool, msg, handler)
+	res, err = in.ProcessExternal(ctx, msg, handler)
 	charges := api.list()
 	if err != nil || res.Outcome != inbox.Processed || !res.Reconciled || len(charges) != 1 || res.ResultRef != charges[0].ID || charges[0].Requests != 1 {
 		t.Fatalf("retry: %v %v reconciled %v ref %q; charges %+v; want the first charge, reconciled", res.Outcome, err, res.Reconciled, res.ResultRef, charges)
@@ -134,10 +133,10 @@ func TestReserveConfirmRetryAfterReserving(t *testing.T) {
 	for _, expired := range []bool{false, true} {
 		t.Run(fmt.Sprintf("expired=%v", expired), func(t *testing.T) {
 			t.Parallel()
-			in, db, api, client, msg := setupNoKey(t)
+			in, api, client, msg := setupNoKey(t)
 			ctx := context.Background()
 			var first reservation
-			res, err := in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
+			res, err := in.ProcessExternal(ctx, msg, func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 				if err := client.call(ctx, "POST", "/v1/reservations", nil,
 					noKeyChargeRequest{AmountCents: 4200, Reference: key + "/attempt-1"}, &first); err != nil {
 					return "", err
@@ -156,9 +155,7 @@ func TestReserveConfirmRetryAfterReserving(t *testing.T) {
 				api.mu.Unlock()
 			}
 
-			res, err = in.ProcessExternal(ctx, db.Pool, msg, func(ctx context.Context, key string) (string, error) {
-				return client.chargeReserveConfirm(ctx, msg, key)
-			})
+			res, err = in.ProcessExternal(ctx, msg, client.chargeReserveConfirm)
 			charges, rs := api.list(), api.listReservations()
 			if err != nil || res.Outcome != inbox.Processed || res.Reconciled || len(charges) != 1 || res.ResultRef != charges[0].ID {
 				t.Fatalf("retry: %v %v reconciled %v ref %q; charges %+v; want one charge", res.Outcome, err, res.Reconciled, res.ResultRef, charges)

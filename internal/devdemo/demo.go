@@ -27,7 +27,7 @@ type demo struct {
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	relayCfg *relay.Config
-	inbox    *inbox.Inbox
+	inbox    *inbox.Inbox[pgx.Tx]
 
 	written  atomic.Int64 // orders committed by the producer
 	prepared bool         // the schema and slot exist and must be cleaned up
@@ -198,7 +198,7 @@ func (d *demo) redeliverLoop(ctx context.Context) error {
 		}
 		for _, msg := range d.pick(d.opts.Redeliver) {
 			// Short, and not cut off midway: a delivery is settled or not.
-			res, err := d.inbox.Process(context.WithoutCancel(ctx), d.pool, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
+			res, err := d.inbox.Process(context.WithoutCancel(ctx), msg, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 				return d.ship(ctx, tx, msg)
 			})
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"io"
 	"log/slog"
 	"time"
@@ -220,23 +221,22 @@ func newDemo(pool *pgxpool.Pool, o Options, url string, brokers []string) *demo 
 
 // components creates the relay and the inbox consumer, which ships each
 // order (see ship).
-func (d *demo) components(brokers []string) (*relay.Relay, *inbox.Consumer, error) {
+func (d *demo) components(brokers []string) (*relay.Relay, *inbox.Consumer[pgx.Tx], error) {
 	r, err := relay.New(d.relayCfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: Consumer, Table: Schema + ".inbox", Logger: d.log, Registerer: d.reg})
+	in, err := inbox.New(inbox.Pgx(d.pool), &inbox.Config{Consumer: Consumer, Table: Schema + ".inbox", Logger: d.log, Registerer: d.reg})
 	if err != nil {
 		return nil, nil, err
 	}
 	d.inbox = in
-	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
 		Brokers:         brokers,
 		GroupID:         group,
 		Topics:          []string{Topic},
 		DeadLetterTopic: inboxDLQ,
 		Inbox:           in,
-		DB:              d.pool,
 		Handler:         d.ship,
 		OnResult:        d.remember,
 	})
@@ -262,7 +262,7 @@ func (d *demo) announce(say func(string, ...any)) {
 // the end (see watch), then stops the producer, waits for the rest to be
 // published and consumed, stops the relay and the consumer and prints the
 // summary.
-func (d *demo) run(ctx context.Context, r *relay.Relay, consumer *inbox.Consumer, say func(string, ...any)) error {
+func (d *demo) run(ctx context.Context, r *relay.Relay, consumer *inbox.Consumer[pgx.Tx], say func(string, ...any)) error {
 	bg := context.WithoutCancel(ctx)
 	// The relay and the consumer stop only when told, after the drain.
 	compCtx, stopComps := context.WithCancel(bg)

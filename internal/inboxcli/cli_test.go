@@ -51,26 +51,26 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("second migrate: %q", out)
 	}
 
-	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 1, LeaseDuration: time.Hour,
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "billing", MaxAttempts: 1, LeaseDuration: time.Hour,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := func(context.Context, pgx.Tx) (string, error) { return "ref", nil }
-	bad := func(context.Context, pgx.Tx) (string, error) { return "", errors.New("card declined") }
+	ok := func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "ref", nil }
+	bad := func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", errors.New("card declined") }
 	for _, m := range []inbox.Message{{ID: "m-1", BusinessKey: "k-1"}, {ID: "m-2", BusinessKey: "k-2"}} {
-		if _, err := in.Process(ctx, db.Pool, m, ok); err != nil {
+		if _, err := in.Process(ctx, m, ok); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if res, err := in.Process(ctx, db.Pool, inbox.Message{ID: "m-bad", BusinessKey: "k-bad", Topic: "payments", Partition: 2, Offset: 7}, bad); err != nil || res.Outcome != inbox.DeadLettered {
+	if res, err := in.Process(ctx, inbox.Message{ID: "m-bad", BusinessKey: "k-bad", Topic: "payments", Partition: 2, Offset: 7}, bad); err != nil || res.Outcome != inbox.DeadLettered {
 		t.Fatal(res, err)
 	}
 	// A stuck two-phase claim: leased, then the lease expired.
 	stuck, release, released := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(released)
-		_, _ = in.ProcessExternal(ctx, db.Pool, inbox.Message{ID: "m-ext", BusinessKey: "k-ext"}, func(ctx context.Context, _ string) (string, error) {
+		_, _ = in.ProcessExternal(ctx, inbox.Message{ID: "m-ext", BusinessKey: "k-ext"}, func(ctx context.Context, _ inbox.Message, _ string) (string, error) {
 			if err := inbox.SaveRequestRef(ctx, "req-ext-1"); err != nil {
 				t.Error(err)
 			}
@@ -113,7 +113,7 @@ func TestAdminCommands(t *testing.T) {
 	if out := mustRun(t, url, "revive", "--consumer", "billing", "m-bad"); !strings.Contains(out, "revived 1 messages of billing") {
 		t.Fatalf("revive: %q", out)
 	}
-	if res, err := in.Process(ctx, db.Pool, inbox.Message{ID: "m-bad", BusinessKey: "k-bad"}, ok); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, inbox.Message{ID: "m-bad", BusinessKey: "k-bad"}, ok); err != nil || res.Outcome != inbox.Processed {
 		t.Fatalf("after revive: %+v, %v", res, err)
 	}
 
@@ -291,15 +291,15 @@ func TestListQuotesUntrustedText(t *testing.T) {
 	ctx := context.Background()
 	url := "--database-url=" + db.URL
 	mustRun(t, url, "migrate")
-	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 1, Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "billing", MaxAttempts: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg := inbox.Message{ID: "m-\x1b]0;pwned\x07", BusinessKey: "k-1\nbilling  m-2  k-2  COMPLETED", Topic: "payments", Partition: 1, Offset: 5}
-	fail := func(context.Context, pgx.Tx) (string, error) {
+	fail := func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		return "", errors.New("gateway said: \x1b[2J\x1b[31mcleared\r\nok")
 	}
-	if res, err := in.Process(ctx, db.Pool, msg, fail); err != nil || res.Outcome != inbox.DeadLettered {
+	if res, err := in.Process(ctx, msg, fail); err != nil || res.Outcome != inbox.DeadLettered {
 		t.Fatal(res, err)
 	}
 	out := mustRun(t, url, "list")
@@ -320,12 +320,12 @@ func TestTailRefusesARealConsumer(t *testing.T) {
 	db := testenv.NewDB(t)
 	url := "--database-url=" + db.URL
 	mustRun(t, url, "migrate")
-	in, err := inbox.New(&inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := func(context.Context, pgx.Tx) (string, error) { return "", nil }
-	if _, err := in.Process(context.Background(), db.Pool, inbox.Message{ID: "m-1", BusinessKey: "k-1"}, ok); err != nil {
+	ok := func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", nil }
+	if _, err := in.Process(context.Background(), inbox.Message{ID: "m-1", BusinessKey: "k-1"}, ok); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut := run(t, context.Background(), url, "tail", "--brokers", "127.0.0.1:1", "--topics", "orders",

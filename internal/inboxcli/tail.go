@@ -87,7 +87,7 @@ func tailAction(c *cli.Context) error {
 	if err := refuseRealConsumer(c, pool); err != nil {
 		return err
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: c.String("consumer"), Table: c.String("table"),
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: c.String("consumer"), Table: c.String("table"),
 		ConflictPolicy: policy, Logger: log})
 	if err != nil {
 		return usageError{Err: err}
@@ -96,12 +96,11 @@ func tailAction(c *cli.Context) error {
 	if c.Bool("from-end") {
 		start = kafka.LastOffset
 	}
-	cons, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	cons, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
 		Brokers:         c.StringSlice("brokers"),
 		GroupID:         c.String("group"),
 		Topics:          c.StringSlice("topics"),
 		Inbox:           in,
-		DB:              pool,
 		DeadLetterTopic: c.String("dlq-topic"),
 		StartOffset:     start,
 		MaxQueueBytes:   cliutil.SizeFlagValue(c, "max-queue-bytes"),

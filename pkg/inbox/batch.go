@@ -20,7 +20,7 @@ type batchEntry struct {
 // error, a conflict, a retry or lease to take over, a database error) rolls
 // the whole batch back and returns ok false: the caller then handles the
 // messages one at a time, where every outcome has its full treatment.
-func (in *Inbox) processBatch(ctx context.Context, db database, msgs []Message, handler txWork) (results []Result, ok bool) {
+func (in *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, handler TxHandler[TTx]) (results []Result, ok bool) {
 	start := time.Now()
 	in.metrics.inFlight.Add(float64(len(msgs)))
 	defer func() {
@@ -29,7 +29,7 @@ func (in *Inbox) processBatch(ctx context.Context, db database, msgs []Message, 
 			in.metrics.inFlight.Sub(float64(len(msgs)))
 		}
 	}()
-	tx, err := db.begin(ctx)
+	tx, err := in.db.begin(ctx)
 	if err != nil {
 		return nil, false
 	}

@@ -32,16 +32,16 @@ func BenchmarkDatabaseCost(b *testing.B) {
 	b.Run("inbox-1", func(b *testing.B) {
 		for range b.N {
 			m := next()
-			if _, err := in.Process(ctx, db.Pool, m, func(ctx context.Context, tx pgx.Tx) (string, error) { return insert(ctx, tx, m) }); err != nil {
+			if _, err := in.Process(ctx, m, insert); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	sdb := db.SQL
+	sin := newInbox(b, SQL(db.SQL), "bench-sql")
 	b.Run("sql-inbox-1", func(b *testing.B) {
 		for range b.N {
 			m := next()
-			_, err := in.ProcessSQL(ctx, sdb, m, func(ctx context.Context, tx *sql.Tx) (string, error) {
+			_, err := sin.Process(ctx, m, func(ctx context.Context, tx *sql.Tx, m Message) (string, error) {
 				_, err := tx.ExecContext(ctx, `INSERT INTO effect VALUES ($1, $2)`, m.BusinessKey, m.Payload)
 				return "", err
 			})
@@ -64,7 +64,7 @@ func BenchmarkDatabaseCost(b *testing.B) {
 			for j := range msgs {
 				msgs[j] = next()
 			}
-			if _, ok := in.processBatch(ctx, pgxDB{db.Pool}, msgs, pgxMessageWork(insert)); !ok {
+			if _, ok := in.processBatch(ctx, msgs, insert); !ok {
 				b.Fatal("batch failed")
 			}
 		}

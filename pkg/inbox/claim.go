@@ -46,7 +46,7 @@ type storedRow struct {
 // claimTx claims msg as the first statement of tx. lease > 0 sets
 // locked_until (two-phase path). marked says that markAttempt counted this
 // attempt in a RECEIVED row.
-func (in *Inbox) claimTx(ctx context.Context, tx dbTx, msg *Message, hash []byte, lease time.Duration, marked bool) (claim, error) {
+func (in *core) claimTx(ctx context.Context, tx dbTx, msg *Message, hash []byte, lease time.Duration, marked bool) (claim, error) {
 	q := &in.queries
 	for range 3 {
 		var (
@@ -85,7 +85,7 @@ func (in *Inbox) claimTx(ctx context.Context, tx dbTx, msg *Message, hash []byte
 }
 
 // decide settles a delivery that met an existing row.
-func (in *Inbox) decide(ctx context.Context, tx dbTx, msg *Message, hash []byte, lease time.Duration, marked bool, row storedRow) (claim, error) {
+func (in *core) decide(ctx context.Context, tx dbTx, msg *Message, hash []byte, lease time.Duration, marked bool, row storedRow) (claim, error) {
 	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts, prevStart: deref(row.startedAt), prevRef: row.requestRef}
 	done := func(o Outcome) (claim, error) {
 		c.done = &Result{Outcome: o, Status: row.status, Attempts: row.attempts, ResultRef: row.resultRef, from: row.status}
@@ -141,7 +141,7 @@ func (in *Inbox) decide(ctx context.Context, tx dbTx, msg *Message, hash []byte,
 // it over: a PROCESSING row whose lease expired MaxAttempts times (the
 // handler crashed or hung every time), or a FAILED_RETRYABLE one after
 // MaxAttempts was lowered. The delivery is DeadLettered.
-func (in *Inbox) exhaust(ctx context.Context, tx dbTx, c claim, row storedRow) (claim, error) {
+func (in *core) exhaust(ctx context.Context, tx dbTx, c claim, row storedRow) (claim, error) {
 	why := fmt.Sprintf("attempt %d of %d ended without an outcome (lease expired)", row.attempts, in.cfg.MaxAttempts)
 	var lastErr string
 	if err := tx.queryRow(ctx, in.queries.exhaust, in.cfg.Consumer, row.messageID, why).Scan(&lastErr); err != nil {
@@ -155,13 +155,13 @@ func (in *Inbox) exhaust(ctx context.Context, tx dbTx, c claim, row storedRow) (
 // markAttempt counts the coming attempt of msg in a statement of its own,
 // committed before the attempt starts (see queries.markAttempt). It reports whether it did; final is set when
 // the message has used up its attempts: it is FAILED_FINAL now.
-func (in *Inbox) markAttempt(ctx context.Context, db database, msg *Message, hash []byte) (marked bool, final *Result, err error) {
+func (in *core) markAttempt(ctx context.Context, msg *Message, hash []byte) (marked bool, final *Result, err error) {
 	var (
 		status   Status
 		attempts int
 		lastErr  string
 	)
-	err = runStatement(ctx, db, func(q stmtRunner) error {
+	err = runStatement(ctx, in.db, func(q stmtRunner) error {
 		return q.queryRow(ctx, in.queries.markAttempt, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash,
 			in.cfg.MaxAttempts, msg.Topic, msg.Partition, msg.Offset).Scan(&status, &attempts, &lastErr)
 	})

@@ -71,8 +71,8 @@ func TestConsumerTakesCloudEvents(t *testing.T) {
 		seen    []inbox.Message // by the handler
 		results []inbox.Result  // in offset order
 	)
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			mu.Lock()

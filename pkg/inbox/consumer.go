@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/trace"
 
@@ -29,39 +28,24 @@ const (
 	HeaderAggregateID   = contract.HeaderAggregateID
 )
 
-// MessageHandler does the business work of one Kafka message inside tx (see
-// TxHandler).
-type MessageHandler func(ctx context.Context, tx pgx.Tx, msg Message) (resultRef string, err error)
-
-// MessageExternalHandler performs the external effect of one Kafka message
-// with idempotencyKey (see ExternalHandler).
-type MessageExternalHandler func(ctx context.Context, msg Message, idempotencyKey string) (resultRef string, err error)
-
-// ConsumerConfig configures a Consumer. Brokers, GroupID, Topics, Inbox,
-// exactly one of DB and SQLDB, and exactly one handler are required: Handler
-// (with DB) or SQLHandler (with SQLDB) for the transactional path, or
-// ExternalHandler (with either) for the two-phase path.
-type ConsumerConfig struct {
+// ConsumerConfig configures a Consumer; TTx is the transaction type of the
+// Inbox's driver. Brokers, GroupID, Topics, Inbox and exactly one handler
+// are required: Handler for the transactional path, or ExternalHandler for
+// the two-phase path. The messages are handled on the Inbox's database.
+type ConsumerConfig[TTx any] struct {
 	// Brokers are the bootstrap addresses. Required.
 	Brokers []string
 	// GroupID is the Kafka consumer group. Required.
 	GroupID string
 	// Topics are consumed by the group. Required.
 	Topics []string
-	// Inbox deduplicates the messages. Required.
-	Inbox *Inbox
-	// DB is the database of the inbox and the handler (*pgxpool.Pool).
-	DB Beginner
-	// SQLDB is the database of the inbox and the handler for applications
-	// on database/sql (a *sql.DB of pgx's stdlib driver), instead of DB.
-	SQLDB SQLBeginner
-	// Handler runs each message on the transactional path (with DB).
-	Handler MessageHandler
-	// SQLHandler runs each message on the transactional path with a
-	// *sql.Tx (with SQLDB).
-	SQLHandler SQLMessageHandler
+	// Inbox deduplicates the messages, on its driver's database. Required.
+	Inbox *Inbox[TTx]
+	// Handler runs each message on the transactional path, in a
+	// transaction of the Inbox's database.
+	Handler TxHandler[TTx]
 	// ExternalHandler runs each message on the two-phase path instead.
-	ExternalHandler MessageExternalHandler
+	ExternalHandler ExternalHandler
 	// DeadLetterTopic receives dead-lettered messages. Defaults to
 	// "inbox.dlq".
 	DeadLetterTopic string
@@ -125,19 +109,16 @@ type ConsumerConfig struct {
 // its offset only after the database commit. Each partition has its own
 // worker, so a message being retried holds its partition (order kept) while
 // the other partitions proceed.
-type Consumer struct {
-	cfg    ConsumerConfig
-	in     *Inbox
+type Consumer[TTx any] struct {
+	cfg    ConsumerConfig[TTx]
+	in     *Inbox[TTx]
 	log    *slog.Logger
 	tracer trace.Tracer
-	db     database
-	work   txWork    // nil on the two-phase path
-	admin  dbQuerier // stats and purge; nil when DB cannot run them
 	queue  *queueBytes
 }
 
 // NewConsumer validates cfg and returns a Consumer.
-func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
+func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 	if cfg == nil {
 		return nil, errors.New("inbox: consumer config is nil")
 	}
@@ -151,37 +132,11 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 		return nil, errors.New("inbox: ConsumerConfig.Topics is required")
 	case c.Inbox == nil:
 		return nil, errors.New("inbox: ConsumerConfig.Inbox is required")
-	case (c.DB == nil) == (c.SQLDB == nil):
-		return nil, errors.New("inbox: set exactly one of ConsumerConfig.DB and SQLDB")
-	case countSet(c.Handler != nil, c.SQLHandler != nil, c.ExternalHandler != nil) != 1:
-		return nil, errors.New("inbox: set exactly one of ConsumerConfig.Handler, SQLHandler and ExternalHandler")
-	case c.Handler != nil && c.DB == nil:
-		return nil, errors.New("inbox: ConsumerConfig.Handler takes a pgx.Tx: set DB (or use SQLHandler with SQLDB)")
-	case c.SQLHandler != nil && c.SQLDB == nil:
-		return nil, errors.New("inbox: ConsumerConfig.SQLHandler takes a *sql.Tx: set SQLDB (or use Handler with DB)")
+	case (c.Handler == nil) == (c.ExternalHandler == nil):
+		return nil, errors.New("inbox: set exactly one of ConsumerConfig.Handler and ExternalHandler")
 	}
-	cons := &Consumer{in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID),
+	cons := &Consumer[TTx]{in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID),
 		tracer: c.Inbox.cfg.TracerProvider.Tracer(tracerName)}
-	if c.DB != nil {
-		if err := checkDB(c.DB); err != nil {
-			return nil, err
-		}
-		cons.db = pgxDB{c.DB}
-		if q, ok := c.DB.(Querier); ok {
-			cons.admin = pgxQuerier{q}
-		}
-	} else {
-		cons.db = sqlDB{c.SQLDB}
-		if q, ok := c.SQLDB.(sqlRunner); ok {
-			cons.admin = sqlQuerier{q}
-		}
-	}
-	switch {
-	case c.Handler != nil:
-		cons.work = pgxMessageWork(c.Handler)
-	case c.SQLHandler != nil:
-		cons.work = sqlMessageWork(c.SQLHandler)
-	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = DefaultDeadLetterTopic
 	}
@@ -216,21 +171,11 @@ func NewConsumer(cfg *ConsumerConfig) (*Consumer, error) {
 	if c.PurgeInterval <= 0 {
 		c.PurgeInterval = time.Hour
 	}
-	if c.Retention > 0 && cons.admin == nil {
-		return nil, errors.New("inbox: ConsumerConfig.Retention needs a DB that can also run statements (a *pgxpool.Pool or *sql.DB)")
+	if c.Retention > 0 && c.Inbox.admin == nil {
+		return nil, errors.New("inbox: ConsumerConfig.Retention needs a driver handle that can also run statements (a *pgxpool.Pool or *sql.DB)")
 	}
 	cons.cfg = c
 	return cons, nil
-}
-
-func countSet(set ...bool) int {
-	n := 0
-	for _, b := range set {
-		if b {
-			n++
-		}
-	}
-	return n
 }
 
 type partitionKey struct {
@@ -246,7 +191,7 @@ type partitionKey struct {
 // ErrConflict). Fetch errors do not stop it: they are logged (at Warn at most
 // every 10s), counted in pgoutbox_inbox_fetch_errors_total and retried with
 // a backoff (100ms doubling up to 6.4s).
-func (c *Consumer) Run(ctx context.Context) error {
+func (c *Consumer[TTx]) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 
@@ -268,7 +213,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Debug("inbox: kafka reader: " + fmt.Sprintf(format, args...))
 		}),
 	})
-	dlq := newDeadLetterWriter(c.cfg.Brokers, c.cfg.Dialer, c.cfg.DeadLetterTopic, c.in)
+	dlq := newDeadLetterWriter(c.cfg.Brokers, c.cfg.Dialer, c.cfg.DeadLetterTopic, c.in.core)
 
 	var wg sync.WaitGroup
 	if c.cfg.StatsInterval > 0 {
@@ -361,7 +306,7 @@ const fetchErrorWarnEvery = 10 * time.Second
 // transient errors (group join or sync failures, a lost leader connection,
 // retriable broker error codes) through FetchMessage and keeps going, so
 // none of them stops the loop.
-func (c *Consumer) fetchFailed(ctx context.Context, fe *fetchErrors, err error) bool {
+func (c *Consumer[TTx]) fetchFailed(ctx context.Context, fe *fetchErrors, err error) bool {
 	fe.n++
 	c.in.metrics.fetchErrors.Inc()
 	if now := time.Now(); now.Sub(fe.lastWarn) >= fetchErrorWarnEvery {
@@ -382,14 +327,12 @@ func (c *Consumer) fetchFailed(ctx context.Context, fe *fetchErrors, err error) 
 	}
 }
 
-func (c *Consumer) statsLoop(ctx context.Context) {
+func (c *Consumer[TTx]) statsLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.StatsInterval)
 	defer t.Stop()
 	for {
-		if c.admin != nil {
-			if _, err := c.in.stats(ctx, c.admin); err != nil && ctx.Err() == nil {
-				c.log.Warn("inbox: stats", "err", err)
-			}
+		if _, err := c.in.refresh(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("inbox: stats", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -401,11 +344,11 @@ func (c *Consumer) statsLoop(ctx context.Context) {
 
 // purgeLoop deletes the consumer's COMPLETED rows older than Retention every
 // PurgeInterval. A failure is logged; the next round tries again.
-func (c *Consumer) purgeLoop(ctx context.Context) {
+func (c *Consumer[TTx]) purgeLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.PurgeInterval)
 	defer t.Stop()
 	for {
-		if _, err := c.in.purge(ctx, c.admin, c.cfg.Retention); err != nil && ctx.Err() == nil {
+		if _, err := c.in.purge(ctx, c.cfg.Retention); err != nil && ctx.Err() == nil {
 			c.log.Warn("inbox: purge", "err", err)
 		}
 		select {

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,7 @@ import (
 // insertEffect is a consumer handler whose side effect is one row in table
 // effect.
 func insertEffect(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-	_, err := effect(msg)(ctx, tx)
+	_, err := effect(msg)(ctx, tx, msg)
 	return "", err
 }
 
@@ -74,12 +75,11 @@ func TestConsumerLoop(t *testing.T) {
 		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
 		return "", err
 	}
-	runConsumer(t, &inbox.ConsumerConfig{
+	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
 		Brokers:         k.Brokers,
 		GroupID:         group,
 		Topics:          []string{topic},
 		Inbox:           b.in,
-		DB:              b.db.Pool,
 		Handler:         handler,
 		DeadLetterTopic: dlq,
 		SessionTimeout:  time.Second,
@@ -173,76 +173,78 @@ func TestConsumerLoop(t *testing.T) {
 func TestConsumerBatchesBacklog(t *testing.T) {
 	t.Parallel()
 	cfg := inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
-	onBothPaths(t, cfg, func(t *testing.T, b *bundle, p dbPath) {
-		const topic, group, dlq = "backlog", "backlog-group", "backlog.dlq"
-		k := newKafka(t, topic, 2)
-		var recs []rec
-		for i := range 40 {
-			p := i % 2
-			recs = append(recs, rec{Partition: p, ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
-			switch i {
-			case 3, 30:
-				recs = append(recs, recs[len(recs)-1]) // the same message again
-			case 6:
-				recs = append(recs, rec{Partition: p, ID: "n-6", Key: "k-6", Value: `{"i":6}`}) // new ID, same key and payload
-			case 9:
-				recs = append(recs, rec{Partition: p, ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // a conflict
-			}
-		}
-		produce(t, k.Brokers, topic, recs...)
-		want := map[int]int64{}
-		for _, r := range recs {
-			want[r.Partition]++
-		}
+	onBothPaths(t, cfg, consumerBatchesBacklog[pgx.Tx], consumerBatchesBacklog[*sql.Tx])
+}
 
-		var (
-			mu      sync.Mutex
-			got     = map[inbox.Outcome]int{}
-			flakyOK atomic.Bool
-		)
-		cc := &inbox.ConsumerConfig{
-			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
-			DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, StatsInterval: 10 * time.Millisecond,
-			Retention: time.Hour,
-			OnResult: func(msg inbox.Message, res inbox.Result) {
-				mu.Lock()
-				got[res.Outcome]++
-				mu.Unlock()
-			},
+func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
+	const topic, group, dlq = "backlog", "backlog-group", "backlog.dlq"
+	k := newKafka(t, topic, 2)
+	var recs []rec
+	for i := range 40 {
+		p := i % 2
+		recs = append(recs, rec{Partition: p, ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
+		switch i {
+		case 3, 30:
+			recs = append(recs, recs[len(recs)-1]) // the same message again
+		case 6:
+			recs = append(recs, rec{Partition: p, ID: "n-6", Key: "k-6", Value: `{"i":6}`}) // new ID, same key and payload
+		case 9:
+			recs = append(recs, rec{Partition: p, ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // a conflict
 		}
-		p.consumeWith(cc, func(msg inbox.Message) error {
-			if msg.ID == "m-12" && !flakyOK.Swap(true) {
-				return errors.New("flaky")
-			}
-			return nil
-		})
-		runConsumer(t, cc, want)
-		mu.Lock()
-		defer mu.Unlock()
-		results := 0
-		for _, n := range got {
-			results += n
+	}
+	produce(t, k.Brokers, topic, recs...)
+	want := map[int]int64{}
+	for _, r := range recs {
+		want[r.Partition]++
+	}
+
+	var (
+		mu      sync.Mutex
+		got     = map[inbox.Outcome]int{}
+		flakyOK atomic.Bool
+	)
+	cc := &inbox.ConsumerConfig[TTx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: p.in,
+		DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, StatsInterval: 10 * time.Millisecond,
+		Retention: time.Hour,
+		OnResult: func(msg inbox.Message, res inbox.Result) {
+			mu.Lock()
+			got[res.Outcome]++
+			mu.Unlock()
+		},
+	}
+	cc.Handler = p.consumerHandler(func(msg inbox.Message) error {
+		if msg.ID == "m-12" && !flakyOK.Swap(true) {
+			return errors.New("flaky")
 		}
-		// One result per record, and one more for the retried delivery.
-		if got[inbox.Processed] != 40 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || got[inbox.Retry] != 1 ||
-			results != len(recs)+1 {
-			t.Fatalf("outcomes %v over %d records", got, len(recs))
-		}
-		var rows, keys int
-		if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
-			t.Fatal(err)
-		}
-		if rows != 40 || keys != 40 {
-			t.Fatalf("effect rows %d for %d keys, want 40 and 40", rows, keys)
-		}
-		if r := readRow(t, b.db, "billing", "m-12"); r.Status != "COMPLETED" || r.Attempts != 2 {
-			t.Fatalf("retried message's row %+v", r)
-		}
-		dl := deadLetters(t, k.Brokers, dlq, 1)
-		if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict {
-			t.Fatalf("dead letters %+v", dl)
-		}
+		return nil
 	})
+	runConsumer(t, cc, want)
+	mu.Lock()
+	defer mu.Unlock()
+	results := 0
+	for _, n := range got {
+		results += n
+	}
+	// One result per record, and one more for the retried delivery.
+	if got[inbox.Processed] != 40 || got[inbox.Duplicate] != 3 || got[inbox.DeadLettered] != 1 || got[inbox.Retry] != 1 ||
+		results != len(recs)+1 {
+		t.Fatalf("outcomes %v over %d records", got, len(recs))
+	}
+	var rows, keys int
+	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 40 || keys != 40 {
+		t.Fatalf("effect rows %d for %d keys, want 40 and 40", rows, keys)
+	}
+	if r := readRow(t, b.db, "billing", "m-12"); r.Status != "COMPLETED" || r.Attempts != 2 {
+		t.Fatalf("retried message's row %+v", r)
+	}
+	dl := deadLetters(t, k.Brokers, dlq, 1)
+	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict {
+		t.Fatalf("dead letters %+v", dl)
+	}
 }
 
 // Under ConflictPolicyStop a conflict stops the loop with ErrConflict, naming
@@ -257,8 +259,8 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 		rec{ID: "m-1", Key: "k-2", Value: `{"v":1}`},
 		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
 	)
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool, SessionTimeout: time.Second,
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, SessionTimeout: time.Second,
 		Handler: insertEffect,
 	})
 	if err != nil {
@@ -291,8 +293,8 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	var calls atomic.Int32
 	run := func(wantOffset int64) {
 		t.Helper()
-		runConsumer(t, &inbox.ConsumerConfig{
-			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+		runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 			DeadLetterTopic: dlq, SessionTimeout: time.Second,
 			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 				if msg.ID == "m-1" {
@@ -355,8 +357,8 @@ func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 		rec{Partition: 1, ID: "m-3", Key: "k-3-other", Value: `{"v":3}`}, // message ID reused
 		rec{Partition: 1, ID: "m-4", Key: "k-4", Value: `{"v":4}`},
 	)
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 	}, map[int]int64{0: 3, 1: 3})
 	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3", "k-4")
@@ -407,15 +409,15 @@ func TestPayloadHashOfStableFields(t *testing.T) {
 	b := setup(t, &inbox.Config{PayloadHash: stable})
 	ctx := context.Background()
 	first := inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{"v":1,"at":"10:00"}`)}
-	if res, err := b.in.Process(ctx, b.db.Pool, first, effect(first)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := b.in.Process(ctx, first, effect(first)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatalf("first: %+v, %v", res, err)
 	}
 	retry := inbox.Message{ID: "m-1b", BusinessKey: "k-1", Payload: []byte(`{"v":1,"at":"10:05"}`)}
-	if res, err := b.in.Process(ctx, b.db.Pool, retry, effect(retry)); err != nil || res.Outcome != inbox.Duplicate {
+	if res, err := b.in.Process(ctx, retry, effect(retry)); err != nil || res.Outcome != inbox.Duplicate {
 		t.Fatalf("re-emitted with a new timestamp: %+v, %v", res, err)
 	}
 	other := inbox.Message{ID: "m-1c", BusinessKey: "k-1", Payload: []byte(`{"v":2,"at":"10:05"}`)}
-	if res, err := b.in.Process(ctx, b.db.Pool, other, effect(other)); err != nil || res.Reason != inbox.ReasonConflict {
+	if res, err := b.in.Process(ctx, other, effect(other)); err != nil || res.Reason != inbox.ReasonConflict {
 		t.Fatalf("another amount: %+v, %v", res, err)
 	}
 }
@@ -436,8 +438,8 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
-	rc := startConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: "retained-group", Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: "retained-group", Topics: []string{topic}, Inbox: b.in,
 		SessionTimeout: time.Second, Handler: insertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
 	})
 	left := func() []string {

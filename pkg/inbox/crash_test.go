@@ -61,7 +61,7 @@ func runCrashChild() error {
 		return err
 	}
 	defer pool.Close()
-	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 3})
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "billing", MaxAttempts: 3})
 	if err != nil {
 		return err
 	}
@@ -70,12 +70,11 @@ func runCrashChild() error {
 	if os.Getenv(envExternal) == "1" {
 		return runExternalChild(ctx, pool, killOn)
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
 		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
 		GroupID:          "crash-group",
 		Topics:           []string{os.Getenv(envTopic)},
 		Inbox:            in,
-		DB:               pool,
 		SessionTimeout:   time.Second,
 		RebalanceTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
@@ -103,16 +102,15 @@ func runCrashChild() error {
 // found again only by the request reference sent with it. A takeover first
 // asks the provider about the previous attempt's saved reference.
 func runExternalChild(ctx context.Context, pool *pgxpool.Pool, killOn string) error {
-	in, err := inbox.New(&inbox.Config{Consumer: "billing", MaxAttempts: 3, LeaseDuration: time.Second})
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "billing", MaxAttempts: 3, LeaseDuration: time.Second})
 	if err != nil {
 		return err
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
 		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
 		GroupID:          "crash-group",
 		Topics:           []string{os.Getenv(envTopic)},
 		Inbox:            in,
-		DB:               pool,
 		SessionTimeout:   time.Second,
 		RebalanceTimeout: time.Second,
 		ExternalHandler: func(ctx context.Context, msg inbox.Message, key string) (string, error) {

@@ -16,17 +16,18 @@ import (
 // refused with ErrTxNotAllowed: its Begin makes a savepoint that nobody else
 // sees, so the two-phase claim, the attempt records that must survive a
 // rollback and the leases would all be lost with the caller's transaction.
-// Use ProcessTx to work inside one. Applications on database/sql use
-// SQLBeginner and the SQL variants of the methods instead.
+// Use ProcessTx to work inside one. Pgx takes a Beginner; applications on
+// database/sql pass a SQLBeginner to SQL instead.
 type Beginner = pgtx.Beginner
 
-// ErrTxNotAllowed is returned when a pgx.Tx is passed where the inbox needs
-// to begin transactions of its own (a Beginner).
+// ErrTxNotAllowed is returned by New when the driver's handle is a pgx.Tx
+// (Pgx(tx)): the inbox needs to begin transactions of its own.
 var ErrTxNotAllowed = errors.New("inbox: a pgx.Tx cannot serve as the Beginner (pass a *pgxpool.Pool or *pgx.Conn; use ProcessTx inside a transaction)")
 
-// Nil arguments of the Process methods, refused before anything is done
-// (they would panic mid-delivery).
+// Nil arguments of New and the Process methods, refused before anything is
+// done (they would panic mid-delivery).
 var (
+	errNilDB      = errors.New("inbox: db is nil")
 	errNilTx      = errors.New("inbox: tx is nil")
 	errNilHandler = errors.New("inbox: handler is nil")
 )
@@ -37,7 +38,7 @@ func checkDB(db Beginner) error {
 		return ErrTxNotAllowed
 	}
 	if db == nil {
-		return errors.New("inbox: db is nil")
+		return errNilDB
 	}
 	return nil
 }
@@ -46,7 +47,7 @@ func checkDB(db Beginner) error {
 // one implementation of the claim, the state machine and the leases serves
 // both pgx (pgxDB, pgxTx: the statements go straight to pgx) and
 // database/sql (sqlDB, sqlTx in stdsql.go). Only the handler sees the
-// driver's own transaction type.
+// driver's own transaction type (Driver.unwrap).
 
 // dbRow is one row of a query that returns at most one; Scan returns
 // pgx.ErrNoRows when there is none, whatever the driver.
@@ -97,10 +98,6 @@ type database interface {
 	// transaction.
 	autocommit() stmtRunner
 }
-
-// txWork is a transactional handler bound to its driver: it unwraps tx into
-// the pgx.Tx or *sql.Tx the application's handler takes.
-type txWork func(ctx context.Context, tx dbTx, msg *Message) (resultRef string, err error)
 
 // pgxDB is a database on pgx.
 type pgxDB struct{ db Beginner }
@@ -340,28 +337,6 @@ func execOne(ctx context.Context, db database, sql string, args ...any) (int64, 
 		return err
 	})
 	return n, err
-}
-
-// pgxWork binds a pgx handler.
-func pgxWork(handler TxHandler) txWork {
-	return func(ctx context.Context, tx dbTx, _ *Message) (string, error) {
-		ptx, err := pgxOf(ctx, tx)
-		if err != nil {
-			return "", err
-		}
-		return handler(ctx, ptx)
-	}
-}
-
-// pgxMessageWork binds a pgx consumer handler.
-func pgxMessageWork(handler MessageHandler) txWork {
-	return func(ctx context.Context, tx dbTx, msg *Message) (string, error) {
-		ptx, err := pgxOf(ctx, tx)
-		if err != nil {
-			return "", err
-		}
-		return handler(ctx, ptx, *msg)
-	}
 }
 
 // pgxOf returns the pgx transaction behind tx, a pgxTx or a pgxLateTx.

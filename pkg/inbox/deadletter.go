@@ -51,7 +51,7 @@ type deadLetterWriter struct {
 	w               *kafka.Writer
 }
 
-func newDeadLetterWriter(brokers []string, d *kafka.Dialer, topic string, in *Inbox) *deadLetterWriter {
+func newDeadLetterWriter(brokers []string, d *kafka.Dialer, topic string, in *core) *deadLetterWriter {
 	tr := &kafka.Transport{ClientID: "pgoutbox-inbox", DialTimeout: d.Timeout, TLS: d.TLS, SASL: d.SASLMechanism}
 	return &deadLetterWriter{
 		topic:     topic,
@@ -109,19 +109,17 @@ func (d *deadLetterWriter) Close() error {
 	return err
 }
 
-// DeadLetterConfig configures a DeadLetterWriter. Brokers and Inbox are
-// required.
-type DeadLetterConfig struct {
+// DeadLetterConfig configures a DeadLetterWriter; TTx is the transaction
+// type of the Inbox's driver. Brokers and Inbox are required.
+type DeadLetterConfig[TTx any] struct {
 	// Brokers are the bootstrap addresses. Required.
 	Brokers []string
 	// Inbox is the inbox whose outcomes are settled; its consumer name goes
-	// in the dlq-consumer header. Required.
-	Inbox *Inbox
-	// DB, when set, is the inbox's database: after a dead letter is written
-	// the row records it (dead_lettered_at), so that a redelivery of the
-	// FAILED_FINAL message does not write it again. Without it every
-	// redelivery writes it again (at least once, never lost).
-	DB Beginner
+	// in the dlq-consumer header. After a dead letter is written the row
+	// records it (dead_lettered_at) on the Inbox's database, so that a
+	// redelivery of the FAILED_FINAL message does not write it again.
+	// Required.
+	Inbox *Inbox[TTx]
 	// Topic receives the dead letters. Defaults to "inbox.dlq".
 	Topic string
 	// Dialer connects to the brokers (TLS, SASL, timeouts). Defaults to a
@@ -135,13 +133,12 @@ type DeadLetterConfig struct {
 // record's offset may be committed. It is safe for concurrent use.
 type DeadLetterWriter struct {
 	w  *deadLetterWriter
-	in *Inbox
-	db database // nil: dead letters are not recorded in the row
+	in *core
 }
 
 // NewDeadLetterWriter validates cfg and returns a DeadLetterWriter; Close it
 // when the loop ends.
-func NewDeadLetterWriter(cfg *DeadLetterConfig) (*DeadLetterWriter, error) {
+func NewDeadLetterWriter[TTx any](cfg *DeadLetterConfig[TTx]) (*DeadLetterWriter, error) {
 	switch {
 	case cfg == nil:
 		return nil, errors.New("inbox: dead-letter config is nil")
@@ -150,13 +147,7 @@ func NewDeadLetterWriter(cfg *DeadLetterConfig) (*DeadLetterWriter, error) {
 	case cfg.Inbox == nil:
 		return nil, errors.New("inbox: DeadLetterConfig.Inbox is required")
 	}
-	d := &DeadLetterWriter{in: cfg.Inbox}
-	if cfg.DB != nil {
-		if err := checkDB(cfg.DB); err != nil {
-			return nil, err
-		}
-		d.db = pgxDB{cfg.DB}
-	}
+	d := &DeadLetterWriter{in: cfg.Inbox.core}
 	topic, dialer := cfg.Topic, cfg.Dialer
 	if topic == "" {
 		topic = DefaultDeadLetterTopic
@@ -164,12 +155,12 @@ func NewDeadLetterWriter(cfg *DeadLetterConfig) (*DeadLetterWriter, error) {
 	if dialer == nil {
 		dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
 	}
-	d.w = newDeadLetterWriter(cfg.Brokers, dialer, topic, cfg.Inbox)
+	d.w = newDeadLetterWriter(cfg.Brokers, dialer, topic, cfg.Inbox.core)
 	return d, nil
 }
 
 // Settle finishes one delivery of rec in a consumer loop of your own. Pass
-// what Process, ProcessTx, ProcessSQL or ProcessExternal returned for
+// what Process, ProcessTx or ProcessExternal returned for
 // rec.Message(). It writes the dead letter of a DeadLettered outcome, and of
 // a record Process refused (ErrInvalidMessage: no message-id or
 // business-key header, a repeated contract header, or a key that breaks the
@@ -206,9 +197,9 @@ func (d *DeadLetterWriter) Settle(ctx context.Context, rec KafkaRecord, res Resu
 	if err := d.w.write(ctx, km, res); err != nil {
 		return false, fmt.Errorf("inbox: write dead letter to %s: %w", d.w.topic, err)
 	}
-	if d.db != nil && bad == nil && res.Reason != ReasonConflict {
+	if bad == nil && res.Reason != ReasonConflict {
 		msg := rec.Message()
-		d.in.markDeadLettered(context.WithoutCancel(ctx), d.db, &msg)
+		d.in.markDeadLettered(context.WithoutCancel(ctx), &msg)
 	}
 	return true, nil
 }

@@ -22,6 +22,15 @@
 // (migration 002 converts an existing table, rebuilding the two unique
 // indexes under an exclusive lock).
 //
+// # Drivers
+//
+// An Inbox works on one database through its Driver, and its type parameter
+// is the driver's transaction type: New(Pgx(pool), cfg) returns an
+// *Inbox[pgx.Tx], New(SQL(db), cfg) an *Inbox[*sql.Tx]. Process, ProcessTx,
+// ProcessExternal, the consumer loop (ConsumerConfig[TTx]) and the
+// dead-letter writer are one family of calls for both; the handler types
+// are TxHandler[TTx] and ExternalHandler.
+//
 // # Transactional path
 //
 // Process begins a transaction, claims the message with INSERT ... ON
@@ -34,9 +43,9 @@
 // error rolls the savepoint back, claim included, and the caller should
 // roll its transaction back).
 //
-//	in, err := inbox.New(&inbox.Config{Consumer: "billing"})
+//	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "billing"})
 //	...
-//	res, err := in.Process(ctx, pool, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
+//	res, err := in.Process(ctx, msg, func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 //		_, err := tx.Exec(ctx, `UPDATE account SET balance = balance - 10 WHERE id = $1`, id)
 //		return "", err
 //	})
@@ -44,20 +53,21 @@
 // # database/sql
 //
 // Applications on database/sql (and so on sqlx, GORM, ent and bun, which
-// hand out the *sql.DB and *sql.Tx underneath) use the SQL variants:
-// ProcessSQL, ProcessSQLTx and ProcessExternalSQL take a SQLBeginner (a
-// *sql.DB or *sql.Conn) or the caller's *sql.Tx, and the handler gets the
-// *sql.Tx; for the consumer loop set ConsumerConfig.SQLDB and SQLHandler
-// (or ExternalHandler) instead of DB and Handler. The claim, the state
-// machine, the leases, the batch path and every guarantee are the same code
-// as on pgx; ProcessSQLTx's savepoints are SAVEPOINT statements. Use pgx's
+// hand out the *sql.DB and *sql.Tx underneath) make their Inbox with the SQL
+// driver, on a SQLBeginner (a *sql.DB or *sql.Conn): the calls are the same,
+// the handlers get the *sql.Tx, and ProcessTx takes the caller's *sql.Tx.
+// The claim, the state machine, the leases, the batch path and every
+// guarantee are the same code as on pgx; ProcessTx's savepoints are
+// SAVEPOINT statements. Use pgx's
 // stdlib driver (github.com/jackc/pgx/v5/stdlib, driver name "pgx", or
 // stdlib.OpenDBFromPool to share a pgxpool): the batch path passes Go slices
 // as arrays, and errors are classified by SQLSTATE through *pgconn.PgError.
 // Migrate takes a pgx connection; sql.Conn.Raw hands out the one under a
-// database/sql connection (see the example of ProcessSQL).
+// database/sql connection (see the example of SQL).
 //
-//	res, err := in.ProcessSQL(ctx, db, msg, func(ctx context.Context, tx *sql.Tx) (string, error) {
+//	in, err := inbox.New(inbox.SQL(db), &inbox.Config{Consumer: "billing"})
+//	...
+//	res, err := in.Process(ctx, msg, func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
 //		_, err := tx.ExecContext(ctx, `UPDATE account SET balance = balance - 10 WHERE id = $1`, id)
 //		return "", err
 //	})

@@ -134,7 +134,7 @@ const MaxErrorText = 1024
 // MaxErrorText bytes, and as Postgres text can store it (last_error): valid
 // UTF-8 without NUL bytes, so a handler error quoting a bad record cannot
 // make the failure record itself fail.
-func (in *Inbox) errText(err error) string {
+func (in *core) errText(err error) string {
 	if err == nil {
 		return ""
 	}
@@ -155,7 +155,7 @@ func (in *Inbox) errText(err error) string {
 
 // logKey is how a message ID or business key appears in a log line: whole
 // with LogFullKeys, else shortened (see redact.Key).
-func (in *Inbox) logKey(s string) string {
+func (in *core) logKey(s string) string {
 	if in.cfg.LogFullKeys {
 		return s
 	}

@@ -58,12 +58,12 @@ func TestNames(t *testing.T) {
 		t.Errorf("conflict policies %q, %q; want the flag words stop, dead-letter", inbox.ConflictPolicyStop, inbox.ConflictPolicyDeadLetter)
 	}
 	for _, p := range []inbox.ConflictPolicy{"", inbox.ConflictPolicyDeadLetter, inbox.ConflictPolicyStop} {
-		if _, err := inbox.New(&inbox.Config{Consumer: "c", ConflictPolicy: p}); err != nil {
+		if _, err := inbox.New(inbox.Pgx(beginnerStub{}), &inbox.Config{Consumer: "c", ConflictPolicy: p}); err != nil {
 			t.Errorf("ConflictPolicy %q: %v", p, err)
 		}
 	}
 	for _, p := range []inbox.ConflictPolicy{"error", "dlq", "Stop"} {
-		if _, err := inbox.New(&inbox.Config{Consumer: "c", ConflictPolicy: p}); err == nil {
+		if _, err := inbox.New(inbox.Pgx(beginnerStub{}), &inbox.Config{Consumer: "c", ConflictPolicy: p}); err == nil {
 			t.Errorf("New accepted ConflictPolicy %q", p)
 		}
 	}
@@ -73,7 +73,7 @@ func TestNames(t *testing.T) {
 	if got := inbox.Statuses()[0]; got != inbox.StatusReceived {
 		t.Errorf("Statuses()[0] = %q after a caller changed its copy", got)
 	}
-	if _, err := inbox.New(&inbox.Config{}); err == nil {
+	if _, err := inbox.New(inbox.Pgx(beginnerStub{}), &inbox.Config{}); err == nil {
 		t.Error("New accepted a config without Consumer")
 	}
 }

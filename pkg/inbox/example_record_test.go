@@ -26,8 +26,8 @@ import (
 // outcome is settled (kgo.DisableAutoCommit). Anything else (Retry, Busy,
 // an unknown outcome) delivers the same record again before any later one
 // of its partition.
-func consume(ctx context.Context, client *kgo.Client, in *inbox.Inbox, pool *pgxpool.Pool, dlq *inbox.DeadLetterWriter,
-	handle inbox.MessageHandler, report func(inbox.Message, inbox.Result)) error {
+func consume(ctx context.Context, client *kgo.Client, in *inbox.Inbox[pgx.Tx], dlq *inbox.DeadLetterWriter,
+	handle inbox.TxHandler[pgx.Tx], report func(inbox.Message, inbox.Result)) error {
 	for {
 		fetches := client.PollFetches(ctx)
 		if err := fetches.Err0(); err != nil {
@@ -45,9 +45,7 @@ func consume(ctx context.Context, client *kgo.Client, in *inbox.Inbox, pool *pgx
 			msg := rec.Message()
 			work := context.WithoutCancel(ctx) // a started record is settled
 			for attempt := 1; ; attempt++ {
-				res, err := in.Process(work, pool, msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
-					return handle(ctx, tx, msg)
-				})
+				res, err := in.Process(work, msg, handle)
 				// Settle writes the dead letter of a dead-lettered message;
 				// true: the offset may be committed.
 				commit, err := dlq.Settle(work, rec, res, err)
@@ -91,7 +89,7 @@ func ExampleKafkaRecord_Message() {
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS shipment (order_id text PRIMARY KEY)`); err != nil {
 		log.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "shipping-custom", Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "shipping-custom", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -122,7 +120,7 @@ func ExampleKafkaRecord_Message() {
 		}
 	}
 
-	dlq, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig{Brokers: broker.ListenAddrs(), Inbox: in, DB: pool})
+	dlq, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig[pgx.Tx]{Brokers: broker.ListenAddrs(), Inbox: in})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -164,7 +162,7 @@ func ExampleKafkaRecord_Message() {
 			}
 		}
 	}
-	if err := consume(runCtx, client, in, pool, dlq, handle, report); !errors.Is(err, context.Canceled) {
+	if err := consume(runCtx, client, in, dlq, handle, report); !errors.Is(err, context.Canceled) {
 		log.Fatalf("%d of 5 records settled: %v", seen, err)
 	}
 

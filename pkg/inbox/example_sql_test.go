@@ -17,7 +17,7 @@ import (
 // hand out the *sql.DB and *sql.Tx underneath) gets the same guarantees:
 // the handler's writes commit in the claim's transaction, and a redelivery
 // is a Duplicate that does not run the handler.
-func ExampleInbox_ProcessSQL() {
+func ExampleSQL() {
 	ctx := context.Background()
 	db, err := sql.Open("pgx", os.Getenv("DATABASE_URL"))
 	if err != nil {
@@ -41,17 +41,17 @@ func ExampleInbox_ProcessSQL() {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refund (request_id text PRIMARY KEY, amount int)`); err != nil {
 		log.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "refunds", Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.SQL(db), &inbox.Config{Consumer: "refunds", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	msg := inbox.Message{ID: "0193a0b4-7c1e-7d3a-9b1e-00000000sql1", BusinessKey: "refund-7", Payload: []byte(`{"amount":300}`)}
-	refund := func(ctx context.Context, tx *sql.Tx) (string, error) {
+	refund := func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
 		_, err := tx.ExecContext(ctx, `INSERT INTO refund VALUES ($1, 300)`, msg.BusinessKey)
 		return "refund/" + msg.BusinessKey, err
 	}
 	for range 2 {
-		res, err := in.ProcessSQL(ctx, db, msg, refund)
+		res, err := in.Process(ctx, msg, refund)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -29,17 +29,17 @@ func ExampleInbox_Process() {
 		log.Fatal(err)
 	}
 
-	in, err := inbox.New(&inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	msg := inbox.Message{ID: "0193a0b4-7c1e-7d3a", BusinessKey: "req-42", Payload: []byte(`{"amount":1200}`)}
-	charge := func(ctx context.Context, tx pgx.Tx) (string, error) {
+	charge := func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 		_, err := tx.Exec(ctx, `INSERT INTO payment VALUES ($1, 1200)`, msg.BusinessKey)
 		return "payment/" + msg.BusinessKey, err
 	}
 	for range 2 {
-		res, err := in.Process(ctx, pool, msg, charge)
+		res, err := in.Process(ctx, msg, charge)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -62,16 +62,16 @@ func ExampleInbox_ProcessExternal() {
 	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
 		log.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "mailer", MaxAttempts: 2, Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "mailer", MaxAttempts: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	msg := inbox.Message{ID: "m-7", BusinessKey: "welcome-mail-user-7", Payload: []byte(`{}`)}
-	send := func(ctx context.Context, idempotencyKey string) (string, error) {
+	send := func(ctx context.Context, _ inbox.Message, idempotencyKey string) (string, error) {
 		return "", errors.New("smtp: 451 try again later")
 	}
 	for range 3 {
-		res, err := in.ProcessExternal(ctx, pool, msg, send)
+		res, err := in.ProcessExternal(ctx, msg, send)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -101,12 +101,12 @@ func ExampleAttemptFromContext() {
 	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
 		log.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	charges := map[string]string{} // the provider: charge ID by request reference
-	charge := func(ctx context.Context, key string) (string, error) {
+	charge := func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		a, _ := inbox.AttemptFromContext(ctx)
 		if id, found := charges[a.PreviousRequestRef]; found {
 			fmt.Printf("attempt %d: %s already charged as %s\n", a.Number, a.PreviousRequestRef, id)
@@ -125,7 +125,7 @@ func ExampleAttemptFromContext() {
 	}
 	msg := inbox.Message{ID: "m-9", BusinessKey: "order-9", Payload: []byte(`{"amount_cents":990}`)}
 	for range 2 {
-		res, err := in.ProcessExternal(ctx, pool, msg, charge)
+		res, err := in.ProcessExternal(ctx, msg, charge)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 )
 
-// ExternalHandler performs an effect outside the database (a payment
-// gateway, an e-mail) and must pass idempotencyKey (the message's business
-// key) to the external system, so that a takeover after a crash does not
+// ExternalHandler performs the effect of msg outside the database (a
+// payment gateway, an e-mail) and must pass idempotencyKey (the message's
+// business key) to the external system, so that a takeover after a crash does not
 // repeat the effect there. It returns an optional result reference.
 //
 // Its ctx ends when the lease does (cause ErrLeaseExpired); ExtendLease moves
@@ -18,7 +18,10 @@ import (
 // happened first, using that reference. SaveRequestRef records the reference
 // before calling out; returning ErrAlreadyDone with the result reference
 // completes the message without a new call.
-type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef string, err error)
+//
+// The same handler serves ProcessExternal and ConsumerConfig.ExternalHandler,
+// on either driver.
+type ExternalHandler func(ctx context.Context, msg Message, idempotencyKey string) (resultRef string, err error)
 
 // ProcessExternal is the two-phase path for external effects: it commits a
 // PROCESSING claim holding a lease of Config.LeaseDuration, calls handler
@@ -32,26 +35,18 @@ type ExternalHandler func(ctx context.Context, idempotencyKey string) (resultRef
 // the handler outlives its lease and another delivery took over (or the
 // message was dead-lettered, or revived and claimed again), the error wraps
 // ErrLeaseLost and the outcome is Busy.
-func (in *Inbox) ProcessExternal(ctx context.Context, db Beginner, msg Message, handler ExternalHandler) (Result, error) {
-	if err := checkDB(db); err != nil {
-		return Result{}, err
-	}
-	return in.processExternalOn(ctx, pgxDB{db}, msg, handler)
-}
-
-// processExternalOn is ProcessExternal for either driver.
-func (in *Inbox) processExternalOn(ctx context.Context, db database, msg Message, handler ExternalHandler) (Result, error) {
+func (in *Inbox[TTx]) ProcessExternal(ctx context.Context, msg Message, handler ExternalHandler) (Result, error) {
 	if handler == nil {
 		return Result{}, errNilHandler
 	}
-	return in.deliver(ctx, msg, func(msg *Message) (Result, error) { return in.processExternal(ctx, db, msg, handler) })
+	return in.deliver(ctx, msg, func(msg *Message) (Result, error) { return in.processExternal(ctx, msg, handler) })
 }
 
-func (in *Inbox) processExternal(ctx context.Context, db database, msg *Message, handler ExternalHandler) (Result, error) {
+func (in *core) processExternal(ctx context.Context, msg *Message, handler ExternalHandler) (Result, error) {
 	hash := in.hash(msg)
 	var c claim
 	for try := 0; ; try++ {
-		err := beginFunc(ctx, db, func(tx dbTx) error {
+		err := beginFunc(ctx, in.db, func(tx dbTx) error {
 			var err error
 			c, err = in.claimTx(ctx, tx, msg, hash, in.cfg.LeaseDuration, false)
 			return err
@@ -69,7 +64,7 @@ func (in *Inbox) processExternal(ctx context.Context, db database, msg *Message,
 	key := msg.BusinessKey
 	in.log.Debug("inbox: lease taken", "message_id", in.logKey(msg.ID), "business_key", in.logKey(key),
 		"from", string(c.from), "to", string(StatusProcessing), "attempt", c.attempt)
-	hctx, l, stop := in.withLease(ctx, db, c)
+	hctx, l, stop := in.withLease(ctx, c)
 	ref, herr := in.runExternal(hctx, msg, key, handler)
 	stop()
 	token := l.token()
@@ -83,7 +78,7 @@ func (in *Inbox) processExternal(ctx context.Context, db database, msg *Message,
 	}
 	if herr != nil {
 		status, reason := in.failureStatus(c.attempt, herr)
-		tag, err := execOne(ctx, db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, in.errText(herr), c.attempt, token)
+		tag, err := execOne(ctx, in.db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, in.errText(herr), c.attempt, token)
 		if err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w (handler: %w)", msg.ID, err, herr)
 		}
@@ -95,7 +90,7 @@ func (in *Inbox) processExternal(ctx context.Context, db database, msg *Message,
 		r.IdempotencyKey, r.from = key, StatusProcessing
 		return r, nil
 	}
-	tag, err := execOne(ctx, db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt, token)
+	tag, err := execOne(ctx, in.db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt, token)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
 	}

@@ -49,8 +49,8 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 		return resp, nil, true
 	})
 
-	rc := startConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		SessionTimeout: time.Second, Handler: insertEffect, StatsInterval: -1,
 	})
 	rc.waitOffsets(t, map[int]int64{0: 1}) // m-1 committed despite the fetch error
@@ -88,8 +88,8 @@ func TestConsumerShortSessionOutlivesRetries(t *testing.T) {
 	})
 	var first time.Time
 	var deliveries atomic.Int32
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			if msg.ID == "m-1" {

@@ -27,14 +27,32 @@ func TestMain(m *testing.M) {
 }
 
 type bundle struct {
-	db  *testenv.DB
-	in  *inbox.Inbox
-	reg *prometheus.Registry
+	db    *testenv.DB
+	in    *inbox.Inbox[pgx.Tx]  // set by setup
+	sqlIn *inbox.Inbox[*sql.Tx] // set by setupSQL
+	reg   *prometheus.Registry
 }
 
 // setup migrates a fresh database, creates the side-effect table and an
-// Inbox for consumer "billing".
+// Inbox on pgx for consumer "billing".
 func setup(t *testing.T, cfg *inbox.Config) *bundle {
+	t.Helper()
+	b, cfg := prepare(t, cfg)
+	b.in = newInbox(t, inbox.Pgx(b.db.Pool), cfg)
+	return b
+}
+
+// setupSQL is setup with the Inbox on database/sql.
+func setupSQL(t *testing.T, cfg *inbox.Config) *bundle {
+	t.Helper()
+	b, cfg := prepare(t, cfg)
+	b.sqlIn = newInbox(t, inbox.SQL(b.db.SQL), cfg)
+	return b
+}
+
+// prepare is setup but the Inbox: the database, the tables, the defaults of
+// cfg and the registry.
+func prepare(t *testing.T, cfg *inbox.Config) (*bundle, *inbox.Config) {
 	t.Helper()
 	db := testenv.NewDB(t)
 	ctx := context.Background()
@@ -55,11 +73,17 @@ func setup(t *testing.T, cfg *inbox.Config) *bundle {
 	}
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
-	in, err := inbox.New(cfg)
+	return &bundle{db: db, reg: reg}, cfg
+}
+
+// newInbox returns an Inbox on driver, failing t on an error.
+func newInbox[TTx any](t testing.TB, driver *inbox.Driver[TTx], cfg *inbox.Config) *inbox.Inbox[TTx] {
+	t.Helper()
+	in, err := inbox.New(driver, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{db: db, in: in, reg: reg}
+	return in
 }
 
 // store is the admin API of the default table.
@@ -73,8 +97,8 @@ func store(t *testing.T) *inbox.Store {
 }
 
 // effect is a handler whose side effect is one row in table effect.
-func effect(msg inbox.Message) inbox.TxHandler {
-	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+func effect(msg inbox.Message) inbox.TxHandler[pgx.Tx] {
+	return func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
 		return "ref-" + msg.BusinessKey, err
 	}
@@ -157,27 +181,29 @@ func deliverConcurrently(t *testing.T, workers int, deliver func(i int) (inbox.R
 // duplicates.
 func TestConcurrentDeliveriesProcessOnce(t *testing.T) {
 	t.Parallel()
-	onBothPaths(t, inbox.Config{}, func(t *testing.T, b *bundle, p dbPath) {
-		ctx := context.Background()
-		const workers = 24
-		m := msg("m-1", "pay-1", `{"amount":1}`)
-		m2 := msg("m-2", "pay-1", `{"amount":1}`)
-		results := deliverConcurrently(t, workers, func(i int) (inbox.Result, error) {
-			if i%2 == 1 {
-				return p.process(ctx, m2)
-			}
-			return p.process(ctx, m)
-		})
-		if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
-			t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
+	onBothPaths(t, inbox.Config{}, concurrentDeliveriesProcessOnce[pgx.Tx], concurrentDeliveriesProcessOnce[*sql.Tx])
+}
+
+func concurrentDeliveriesProcessOnce[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
+	ctx := context.Background()
+	const workers = 24
+	m := msg("m-1", "pay-1", `{"amount":1}`)
+	m2 := msg("m-2", "pay-1", `{"amount":1}`)
+	results := deliverConcurrently(t, workers, func(i int) (inbox.Result, error) {
+		if i%2 == 1 {
+			return p.process(ctx, m2)
 		}
-		if n := effects(t, b.db, "pay-1"); n != 1 {
-			t.Fatalf("side effect happened %d times, want 1", n)
-		}
-		if got := metricValue(t, b.reg, "pgoutbox_inbox_messages_total", "outcome", "duplicate"); got != workers-1 {
-			t.Fatalf("duplicate metric %v", got)
-		}
+		return p.process(ctx, m)
 	})
+	if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
+		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
+	}
+	if n := effects(t, b.db, "pay-1"); n != 1 {
+		t.Fatalf("side effect happened %d times, want 1", n)
+	}
+	if got := metricValue(t, b.reg, "pgoutbox_inbox_messages_total", "outcome", "duplicate"); got != workers-1 {
+		t.Fatalf("duplicate metric %v", got)
+	}
 }
 
 func TestOutcomeMatrix(t *testing.T) {
@@ -185,13 +211,13 @@ func TestOutcomeMatrix(t *testing.T) {
 	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyDeadLetter, MaxAttempts: 1})
 	ctx := context.Background()
 	first := msg("m-1", "key-1", `{"v":1}`)
-	if res, err := b.in.Process(ctx, b.db.Pool, first, effect(first)); err != nil || res.Outcome != inbox.Processed || res.ResultRef != "ref-key-1" {
+	if res, err := b.in.Process(ctx, first, effect(first)); err != nil || res.Outcome != inbox.Processed || res.ResultRef != "ref-key-1" {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
 	// A message that will be dead-lettered.
 	bad := msg("m-bad", "key-bad", `{}`)
-	failing := func(context.Context, pgx.Tx) (string, error) { return "", errors.New("boom") }
-	if res, err := b.in.Process(ctx, b.db.Pool, bad, failing); err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts {
+	failing := func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", errors.New("boom") }
+	if res, err := b.in.Process(ctx, bad, failing); err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts {
 		t.Fatalf("failing delivery: %+v, %v", res, err)
 	}
 
@@ -211,7 +237,7 @@ func TestOutcomeMatrix(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ran := false
-			res, err := b.in.Process(ctx, b.db.Pool, tc.msg, func(ctx context.Context, tx pgx.Tx) (string, error) {
+			res, err := b.in.Process(ctx, tc.msg, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 				ran = true
 				return "", nil
 			})
@@ -239,10 +265,10 @@ func TestConflictPolicyStopReturnsConflict(t *testing.T) {
 	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `1`)
-	if _, err := b.in.Process(ctx, b.db.Pool, m, effect(m)); err != nil {
+	if _, err := b.in.Process(ctx, m, effect(m)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.in.Process(ctx, b.db.Pool, msg("m-1", "key-2", `1`), effect(m))
+	res, err := b.in.Process(ctx, msg("m-1", "key-2", `1`), effect(m))
 	var cerr *inbox.ConflictError
 	if !errors.Is(err, inbox.ErrConflict) || !errors.As(err, &cerr) || res.Outcome != inbox.Conflict {
 		t.Fatalf("got %+v, %v; want Conflict and ErrConflict", res, err)
@@ -257,14 +283,14 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 	b := setup(t, &inbox.Config{MaxAttempts: 3})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
-	failing := func(ctx context.Context, tx pgx.Tx) (string, error) {
-		if _, err := effect(m)(ctx, tx); err != nil {
+	failing := func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
+		if _, err := effect(m)(ctx, tx, m); err != nil {
 			return "", err
 		}
 		return "", fmt.Errorf("gateway down")
 	}
 	for attempt := 1; attempt <= 3; attempt++ {
-		res, err := b.in.Process(ctx, b.db.Pool, m, failing)
+		res, err := b.in.Process(ctx, m, failing)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +310,7 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 		}
 	}
 	// Later deliveries do not run the handler.
-	res, err := b.in.Process(ctx, b.db.Pool, m, func(context.Context, pgx.Tx) (string, error) {
+	res, err := b.in.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		t.Fatal("handler ran for a FAILED_FINAL message")
 		return "", nil
 	})
@@ -295,7 +321,7 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 	if n, err := store(t).Revive(ctx, b.db.Pool, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
 		t.Fatalf("revive %d, %v", n, err)
 	}
-	res, err = b.in.Process(ctx, b.db.Pool, m, effect(m))
+	res, err = b.in.Process(ctx, m, effect(m))
 	if err != nil || res.Outcome != inbox.Processed || res.Attempts != 1 {
 		t.Fatalf("after revive %+v, %v", res, err)
 	}
@@ -315,7 +341,7 @@ func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 	b := setup(t, &inbox.Config{MaxAttempts: 10})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
-	res, err := b.in.Process(ctx, b.db.Pool, m, func(context.Context, pgx.Tx) (string, error) {
+	res, err := b.in.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		return "", inbox.Permanent(errors.New("invalid amount"))
 	})
 	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonPermanent || res.Attempts != 1 {
@@ -332,13 +358,13 @@ func TestSerializationFailureRetried(t *testing.T) {
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
 	calls := 0
-	res, err := b.in.Process(ctx, b.db.Pool, m, func(ctx context.Context, tx pgx.Tx) (string, error) {
+	res, err := b.in.Process(ctx, m, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 		calls++
 		if calls < 3 {
 			_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$`)
 			return "", err
 		}
-		return effect(m)(ctx, tx)
+		return effect(m)(ctx, tx, m)
 	})
 	if err != nil || res.Outcome != inbox.Processed || calls != 3 {
 		t.Fatalf("got %+v, %v after %d calls", res, err, calls)
@@ -356,22 +382,22 @@ func TestExhaustedTxRetriesRecordAttempt(t *testing.T) {
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
 	calls := 0
-	handler := func(ctx context.Context, tx pgx.Tx) (string, error) {
+	handler := func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 		calls++
-		if _, err := effect(m)(ctx, tx); err != nil {
+		if _, err := effect(m)(ctx, tx, m); err != nil {
 			return "", err
 		}
 		_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$`)
 		return "", err
 	}
-	res, err := b.in.Process(ctx, b.db.Pool, m, handler)
+	res, err := b.in.Process(ctx, m, handler)
 	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 1 || calls != 2 {
 		t.Fatalf("first delivery %+v, %v after %d calls; want Retry after 2 calls", res, err, calls)
 	}
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_RETRYABLE" || r.Attempts != 1 || r.LastError == nil {
 		t.Fatalf("row %+v", r)
 	}
-	res, err = b.in.Process(ctx, b.db.Pool, m, handler)
+	res, err = b.in.Process(ctx, m, handler)
 	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts || res.Attempts != 2 {
 		t.Fatalf("second delivery %+v, %v", res, err)
 	}
@@ -391,8 +417,8 @@ func TestProcessTxInCallerTransaction(t *testing.T) {
 		if err != nil || res.Outcome != inbox.Processed {
 			return fmt.Errorf("ok: %+v, %w", res, err)
 		}
-		res, err = b.in.ProcessTx(ctx, tx, bad, func(ctx context.Context, tx pgx.Tx) (string, error) {
-			if _, err := effect(bad)(ctx, tx); err != nil {
+		res, err = b.in.ProcessTx(ctx, tx, bad, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
+			if _, err := effect(bad)(ctx, tx, bad); err != nil {
 				return "", err
 			}
 			return "", errors.New("nope")
@@ -425,7 +451,7 @@ func TestProcessTxInCallerTransaction(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	_ = tx.Rollback(ctx)
-	if res, err := b.in.Process(ctx, b.db.Pool, m3, effect(m3)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := b.in.Process(ctx, m3, effect(m3)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 }
@@ -440,8 +466,8 @@ func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 	m := msg("m-1", "key-1", `{}`)
 	deadlock := &pgconn.PgError{Code: "40P01", Message: "deadlock detected"}
 	err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
-		_, err := b.in.ProcessTx(ctx, tx, m, func(ctx context.Context, tx pgx.Tx) (string, error) {
-			if _, err := effect(m)(ctx, tx); err != nil {
+		_, err := b.in.ProcessTx(ctx, tx, m, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
+			if _, err := effect(m)(ctx, tx, m); err != nil {
 				return "", err
 			}
 			return "", deadlock
@@ -457,7 +483,7 @@ func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 	if n := effects(t, b.db, "key-1"); n != 0 {
 		t.Fatalf("%d effects after the failed handler, want 0", n)
 	}
-	res, err := b.in.Process(ctx, b.db.Pool, m, effect(m))
+	res, err := b.in.Process(ctx, m, effect(m))
 	if err != nil || res.Outcome != inbox.Processed {
 		t.Fatalf("redelivery %+v, %v; want Processed", res, err)
 	}
@@ -466,8 +492,9 @@ func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 	}
 }
 
-// A pgx.Tx passed as the Beginner is refused at once: its Begin would make
-// savepoints that nobody else sees.
+// A pgx.Tx as the driver's handle is refused at once: its Begin would make
+// savepoints that nobody else sees. Every call of the Inbox (Process,
+// ProcessExternal, the consumer loop) goes through the handle New checked.
 func TestTxRefusedAsBeginner(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -477,26 +504,18 @@ func TestTxRefusedAsBeginner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	m := msg("m-1", "k-1", `{}`)
-	noop := func(context.Context, pgx.Tx) (string, error) { return "", nil }
-	if _, err := b.in.Process(ctx, tx, m, noop); !errors.Is(err, inbox.ErrTxNotAllowed) {
-		t.Fatalf("Process with a Tx: %v", err)
-	}
-	if _, err := b.in.ProcessExternal(ctx, tx, m, func(context.Context, string) (string, error) { return "", nil }); !errors.Is(err, inbox.ErrTxNotAllowed) {
-		t.Fatalf("ProcessExternal with a Tx: %v", err)
-	}
-	_, err = inbox.NewConsumer(&inbox.ConsumerConfig{Brokers: []string{"x:1"}, GroupID: "g", Topics: []string{"t"},
-		Inbox: b.in, DB: tx, Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", nil }})
-	if !errors.Is(err, inbox.ErrTxNotAllowed) {
-		t.Fatalf("NewConsumer with a Tx: %v", err)
+	if _, err := inbox.New(inbox.Pgx(tx), &inbox.Config{Consumer: "billing"}); !errors.Is(err, inbox.ErrTxNotAllowed) {
+		t.Fatalf("New with a Tx: %v", err)
 	}
 }
 
-// A nil transaction or handler is refused with an error before anything is
-// claimed, on every Process method of both drivers (it panicked mid-delivery).
+// A nil database, transaction or handler is refused with an error before
+// anything is claimed, by New and every Process method of both drivers (it
+// panicked mid-delivery).
 func TestNilArgumentsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
+	sin := newInbox(t, inbox.SQL(b.db.SQL), &inbox.Config{Consumer: "billing-sql", Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	m := msg("m-1", "k-1", `{}`)
 	tx, err := b.db.Pool.Begin(ctx)
@@ -509,17 +528,27 @@ func TestNilArgumentsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = stx.Rollback() }()
-	noop := func(context.Context, pgx.Tx) (string, error) { return "", nil }
-	sqlNoop := func(context.Context, *sql.Tx) (string, error) { return "", nil }
+	noop := func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", nil }
+	sqlNoop := func(context.Context, *sql.Tx, inbox.Message) (string, error) { return "", nil }
+	newErr := func(err error) func() (inbox.Result, error) {
+		return func() (inbox.Result, error) { return inbox.Result{}, err }
+	}
+	cfg := func() *inbox.Config { return &inbox.Config{Consumer: "c"} }
+	_, nilDriver := inbox.New[pgx.Tx](nil, cfg())
+	_, nilPgx := inbox.New(inbox.Pgx(nil), cfg())
+	_, nilSQL := inbox.New(inbox.SQL(nil), cfg())
 	for name, call := range map[string]func() (inbox.Result, error){
-		"Process, nil handler":            func() (inbox.Result, error) { return b.in.Process(ctx, b.db.Pool, m, nil) },
-		"ProcessTx, nil tx":               func() (inbox.Result, error) { return b.in.ProcessTx(ctx, nil, m, noop) },
-		"ProcessTx, nil handler":          func() (inbox.Result, error) { return b.in.ProcessTx(ctx, tx, m, nil) },
-		"ProcessExternal, nil handler":    func() (inbox.Result, error) { return b.in.ProcessExternal(ctx, b.db.Pool, m, nil) },
-		"ProcessSQL, nil handler":         func() (inbox.Result, error) { return b.in.ProcessSQL(ctx, b.db.SQL, m, nil) },
-		"ProcessSQLTx, nil tx":            func() (inbox.Result, error) { return b.in.ProcessSQLTx(ctx, nil, m, sqlNoop) },
-		"ProcessSQLTx, nil handler":       func() (inbox.Result, error) { return b.in.ProcessSQLTx(ctx, stx, m, nil) },
-		"ProcessExternalSQL, nil handler": func() (inbox.Result, error) { return b.in.ProcessExternalSQL(ctx, b.db.SQL, m, nil) },
+		"New, nil driver":                  newErr(nilDriver),
+		"New, Pgx(nil)":                    newErr(nilPgx),
+		"New, SQL(nil)":                    newErr(nilSQL),
+		"Process, nil handler":             func() (inbox.Result, error) { return b.in.Process(ctx, m, nil) },
+		"ProcessTx, nil tx":                func() (inbox.Result, error) { return b.in.ProcessTx(ctx, nil, m, noop) },
+		"ProcessTx, nil handler":           func() (inbox.Result, error) { return b.in.ProcessTx(ctx, tx, m, nil) },
+		"ProcessExternal, nil handler":     func() (inbox.Result, error) { return b.in.ProcessExternal(ctx, m, nil) },
+		"SQL Process, nil handler":         func() (inbox.Result, error) { return sin.Process(ctx, m, nil) },
+		"SQL ProcessTx, nil tx":            func() (inbox.Result, error) { return sin.ProcessTx(ctx, nil, m, sqlNoop) },
+		"SQL ProcessTx, nil handler":       func() (inbox.Result, error) { return sin.ProcessTx(ctx, stx, m, nil) },
+		"SQL ProcessExternal, nil handler": func() (inbox.Result, error) { return sin.ProcessExternal(ctx, m, nil) },
 	} {
 		if _, err := call(); err == nil || !strings.HasSuffix(err.Error(), " is nil") {
 			t.Errorf("%s: %v, want an error naming the nil argument", name, err)
@@ -538,7 +567,7 @@ func TestLogsCarryMessageAndTransition(t *testing.T) {
 	var buf testenv.SyncBuffer
 	b := setup(t, &inbox.Config{MaxAttempts: 1, LogFullKeys: true, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	m := msg("m-1", "key-1", `{}`)
-	_, err := b.in.Process(context.Background(), b.db.Pool, m, func(context.Context, pgx.Tx) (string, error) {
+	_, err := b.in.Process(context.Background(), m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		return "", errors.New("boom")
 	})
 	if err != nil {

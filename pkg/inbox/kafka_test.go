@@ -94,14 +94,15 @@ func committedOffsets(t *testing.T, brokers []string, group, topic string, parti
 
 // runningConsumer is a consumer whose Run goes on in the background.
 type runningConsumer struct {
-	cfg    *inbox.ConsumerConfig
-	cancel context.CancelFunc
-	done   chan error
+	brokers      []string
+	group, topic string
+	cancel       context.CancelFunc
+	done         chan error
 }
 
 // startConsumer starts a consumer with cfg; stop ends it (the test's end
 // cancels it too).
-func startConsumer(t *testing.T, cfg *inbox.ConsumerConfig) *runningConsumer {
+func startConsumer[TTx any](t *testing.T, cfg *inbox.ConsumerConfig[TTx]) *runningConsumer {
 	t.Helper()
 	c, err := inbox.NewConsumer(cfg)
 	if err != nil {
@@ -109,7 +110,7 @@ func startConsumer(t *testing.T, cfg *inbox.ConsumerConfig) *runningConsumer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	rc := &runningConsumer{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
+	rc := &runningConsumer{brokers: cfg.Brokers, group: cfg.GroupID, topic: cfg.Topics[0], cancel: cancel, done: make(chan error, 1)}
 	go func() { rc.done <- c.Run(ctx) }()
 	return rc
 }
@@ -124,7 +125,7 @@ func (rc *runningConsumer) waitOffsets(t *testing.T, want map[int]int64) {
 			t.Fatalf("Run stopped early: %v", err)
 		default:
 		}
-		offs := committedOffsets(t, rc.cfg.Brokers, rc.cfg.GroupID, rc.cfg.Topics[0], len(want))
+		offs := committedOffsets(t, rc.brokers, rc.group, rc.topic, len(want))
 		for p, off := range want {
 			if offs[p] != off {
 				return false, nil
@@ -145,7 +146,7 @@ func (rc *runningConsumer) stop(t *testing.T) {
 
 // runConsumer runs a consumer with cfg until every partition's committed
 // offset reaches want, then stops it gracefully.
-func runConsumer(t *testing.T, cfg *inbox.ConsumerConfig, want map[int]int64) {
+func runConsumer[TTx any](t *testing.T, cfg *inbox.ConsumerConfig[TTx], want map[int]int64) {
 	t.Helper()
 	rc := startConsumer(t, cfg)
 	rc.waitOffsets(t, want)

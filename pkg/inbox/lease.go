@@ -51,7 +51,7 @@ func SaveRequestRef(ctx context.Context, ref string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, err := execOne(context.WithoutCancel(ctx), l.db, l.in.queries.saveRequestRef, l.in.cfg.Consumer, l.rowID,
+	n, err := execOne(context.WithoutCancel(ctx), l.in.db, l.in.queries.saveRequestRef, l.in.cfg.Consumer, l.rowID,
 		ref, l.attempt.Number, l.until)
 	if err != nil {
 		return fmt.Errorf("inbox: save request reference: %w", err)
@@ -78,7 +78,7 @@ func ExtendLease(ctx context.Context, d time.Duration) error {
 	defer l.mu.Unlock()
 	var until time.Time
 	wctx := context.WithoutCancel(ctx)
-	err := runStatement(wctx, l.db, func(q stmtRunner) error {
+	err := runStatement(wctx, l.in.db, func(q stmtRunner) error {
 		return q.queryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
 			d.Microseconds(), l.attempt.Number, l.until).Scan(&until)
 	})
@@ -115,8 +115,7 @@ type leaseKey struct{}
 
 // lease is the state of one two-phase claim while its handler runs.
 type lease struct {
-	in      *Inbox
-	db      database
+	in      *core
 	rowID   string
 	attempt Attempt
 	timer   *time.Timer
@@ -128,9 +127,9 @@ type lease struct {
 
 // withLease returns the handler's context: it carries the lease and ends
 // with it (cause ErrLeaseExpired). stop releases the timer.
-func (in *Inbox) withLease(ctx context.Context, db database, c claim) (hctx context.Context, l *lease, stop func()) {
+func (in *core) withLease(ctx context.Context, c claim) (hctx context.Context, l *lease, stop func()) {
 	hctx, cancel := context.WithCancelCause(ctx)
-	l = &lease{in: in, db: db, rowID: c.rowID, until: c.lease,
+	l = &lease{in: in, rowID: c.rowID, until: c.lease,
 		attempt: Attempt{Number: c.attempt, PreviousStart: c.prevStart, PreviousRequestRef: c.prevRef}}
 	// Measured from now, after the claim committed: the lease in the
 	// database ends a little later, so the handler stops first.

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 	b := setup(t, &inbox.Config{LeaseDuration: 200 * time.Millisecond})
 	ctx := context.Background()
 
-	res, err := b.in.ProcessExternal(ctx, b.db.Pool, msg("m-1", "k-1", `{}`), func(ctx context.Context, key string) (string, error) {
+	res, err := b.in.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		a, ok := inbox.AttemptFromContext(ctx)
 		if !ok || a.Number != 1 || !a.PreviousStart.IsZero() || a.PreviousRequestRef != "" {
 			t.Errorf("first attempt %+v, %v", a, ok)
@@ -35,7 +36,7 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 	}
 
 	release, done := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, b.db.Pool, msg("m-1", "k-1", `{}`), h)
+		return b.in.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), h)
 	}, func(ctx context.Context, held func()) (string, error) {
 		a, _ := inbox.AttemptFromContext(ctx)
 		if a.Number != 2 || a.PreviousStart.IsZero() {
@@ -70,7 +71,7 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	res, err = b.in.ProcessExternal(ctx, b.db.Pool, msg("m-1", "k-1", `{}`), func(ctx context.Context, key string) (string, error) {
+	res, err = b.in.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		a, _ := inbox.AttemptFromContext(ctx)
 		if a.Number != 3 || a.PreviousRequestRef != "req-2" {
 			t.Errorf("takeover attempt %+v", a)
@@ -98,7 +99,7 @@ func heldExternal(t *testing.T, deliver func(inbox.ExternalHandler) (inbox.Resul
 	inHandler, rel := make(chan struct{}), make(chan struct{})
 	ch := make(chan delivered, 1)
 	go func() {
-		res, err := deliver(func(ctx context.Context, _ string) (string, error) {
+		res, err := deliver(func(ctx context.Context, _ inbox.Message, _ string) (string, error) {
 			return handler(ctx, func() {
 				close(inHandler)
 				<-rel
@@ -121,53 +122,55 @@ type delivered struct {
 // handler's request reference is recorded.
 func TestTwoPhaseLease(t *testing.T) {
 	t.Parallel()
-	onBothPaths(t, inbox.Config{LeaseDuration: time.Hour}, func(t *testing.T, b *bundle, p dbPath) {
-		ctx := context.Background()
-		m := msg("m-1", "pay-1", `{"amount":5}`)
+	onBothPaths(t, inbox.Config{LeaseDuration: time.Hour}, twoPhaseLease[pgx.Tx], twoPhaseLease[*sql.Tx])
+}
 
-		// The first delivery holds the lease while its handler runs.
-		release, first := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-			return p.processExternal(ctx, m, h)
-		}, func(ctx context.Context, held func()) (string, error) {
-			if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
-				t.Errorf("attempt %+v, %v", a, ok)
-			}
-			if err := inbox.SaveRequestRef(ctx, "req-1"); err != nil {
-				t.Error(err)
-			}
-			if err := inbox.ExtendLease(ctx, 2*time.Hour); err != nil {
-				t.Error(err)
-			}
-			held()
-			return "charge-1", nil
-		})
-		res, err := p.processExternal(ctx, m, func(context.Context, string) (string, error) {
-			t.Error("handler ran under a live lease")
-			return "", nil
-		})
-		if err != nil || res.Outcome != inbox.Busy {
-			t.Fatalf("live lease: %+v, %v", res, err)
+func twoPhaseLease[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
+	ctx := context.Background()
+	m := msg("m-1", "pay-1", `{"amount":5}`)
+
+	// The first delivery holds the lease while its handler runs.
+	release, first := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
+		return p.processExternal(ctx, m, h)
+	}, func(ctx context.Context, held func()) (string, error) {
+		if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
+			t.Errorf("attempt %+v, %v", a, ok)
 		}
-		// The transactional path respects the lease too.
-		if res, err := p.process(ctx, m); err != nil || res.Outcome != inbox.Busy {
-			t.Fatalf("live lease, tx path: %+v, %v", res, err)
+		if err := inbox.SaveRequestRef(ctx, "req-1"); err != nil {
+			t.Error(err)
 		}
-		release()
-		if d := <-first; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "charge-1" || d.res.IdempotencyKey != "pay-1" {
-			t.Fatalf("first delivery %+v, %v", d.res, d.err)
+		if err := inbox.ExtendLease(ctx, 2*time.Hour); err != nil {
+			t.Error(err)
 		}
-		done := func(context.Context, string) (string, error) {
-			t.Error("handler ran for a completed message")
-			return "", nil
-		}
-		if res, err := p.processExternal(ctx, m, done); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
-			t.Fatalf("after completion %+v, %v", res, err)
-		}
-		var ref string
-		if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
-			t.Fatalf("request_ref %q, %v", ref, err)
-		}
+		held()
+		return "charge-1", nil
 	})
+	res, err := p.processExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
+		t.Error("handler ran under a live lease")
+		return "", nil
+	})
+	if err != nil || res.Outcome != inbox.Busy {
+		t.Fatalf("live lease: %+v, %v", res, err)
+	}
+	// The transactional path respects the lease too.
+	if res, err := p.process(ctx, m); err != nil || res.Outcome != inbox.Busy {
+		t.Fatalf("live lease, tx path: %+v, %v", res, err)
+	}
+	release()
+	if d := <-first; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "charge-1" || d.res.IdempotencyKey != "pay-1" {
+		t.Fatalf("first delivery %+v, %v", d.res, d.err)
+	}
+	done := func(context.Context, inbox.Message, string) (string, error) {
+		t.Error("handler ran for a completed message")
+		return "", nil
+	}
+	if res, err := p.processExternal(ctx, m, done); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
+		t.Fatalf("after completion %+v, %v", res, err)
+	}
+	var ref string
+	if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
+		t.Fatalf("request_ref %q, %v", ref, err)
+	}
 }
 
 func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
@@ -178,7 +181,7 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 
 	// A worker claims and "crashes" inside its handler: its lease stays.
 	release, crashed := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+		return b.in.ProcessExternal(ctx, m, h)
 	}, func(_ context.Context, held func()) (string, error) {
 		held()
 		return "", errors.New("crash")
@@ -187,7 +190,7 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.in.RefreshMetrics(ctx, b.db.Pool); err != nil {
+	if err := b.in.RefreshMetrics(ctx); err != nil {
 		t.Fatal(err)
 	}
 	counts, err := store(t).Counts(ctx, b.db.Pool, "billing")
@@ -198,7 +201,7 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 		t.Fatalf("stuck gauge %v", got)
 	}
 	var gotKey string
-	res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(ctx context.Context, key string) (string, error) {
+	res, err := b.in.ProcessExternal(ctx, m, func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		gotKey = key
 		return "charge-1", nil
 	})
@@ -222,7 +225,7 @@ func hangingDelivery(t *testing.T, b *bundle, m inbox.Message, ref string) (rele
 	t.Helper()
 	ctx := context.Background()
 	rel, d := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+		return b.in.ProcessExternal(ctx, m, h)
 	}, func(_ context.Context, held func()) (string, error) {
 		held()
 		return ref, nil
@@ -242,7 +245,7 @@ func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
 	m := msg("m-1", "pay-1", `{"amount":5}`)
 	release1, done1 := hangingDelivery(t, b, m, "r1") // attempt 1
 	release2, done2 := hangingDelivery(t, b, m, "r2") // attempt 2 takes over
-	res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(context.Context, string) (string, error) {
+	res, err := b.in.ProcessExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
 		t.Error("handler ran a third time with MaxAttempts 2")
 		return "", nil
 	})
@@ -253,7 +256,7 @@ func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
 		t.Fatalf("row %+v", r)
 	}
 	// The transactional path also dead-letters it, without the handler.
-	if res, err := b.in.Process(ctx, b.db.Pool, m, func(context.Context, pgx.Tx) (string, error) {
+	if res, err := b.in.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		t.Error("handler ran for a FAILED_FINAL message")
 		return "", nil
 	}); err != nil || res.Outcome != inbox.DeadLettered {
@@ -282,7 +285,7 @@ func TestStaleWorkerCannotCompleteRevivedClaim(t *testing.T) {
 	ctx := context.Background()
 	m := msg("m-1", "pay-1", `{"amount":5}`)
 	releaseStale, staleDone := hangingDelivery(t, b, m, "stale") // attempt 1, lease expired
-	if res, err := b.in.ProcessExternal(ctx, b.db.Pool, m, func(context.Context, string) (string, error) {
+	if res, err := b.in.ProcessExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
 		return "", errors.New("handler ran past MaxAttempts")
 	}); err != nil || res.Outcome != inbox.DeadLettered {
 		t.Fatalf("delivery after the crash %+v, %v", res, err)
@@ -292,7 +295,7 @@ func TestStaleWorkerCannotCompleteRevivedClaim(t *testing.T) {
 	}
 	// The revived message is claimed again: attempt 1 once more.
 	release, fresh := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
+		return b.in.ProcessExternal(ctx, m, h)
 	}, func(_ context.Context, held func()) (string, error) {
 		held()
 		return "fresh", nil

@@ -48,6 +48,6 @@ func SHA256Payload(msg *Message) []byte {
 }
 
 // hash is msg's payload digest under Config.PayloadHash.
-func (in *Inbox) hash(msg *Message) []byte {
+func (in *core) hash(msg *Message) []byte {
 	return in.cfg.PayloadHash(msg)
 }

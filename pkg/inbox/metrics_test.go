@@ -20,11 +20,11 @@ func TestMetricsRegistration(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	for _, name := range []string{"billing", "shipping"} {
-		if _, err := inbox.New(&inbox.Config{Consumer: name, Registerer: reg}); err != nil {
+		if _, err := inbox.New(inbox.Pgx(beginnerStub{}), &inbox.Config{Consumer: name, Registerer: reg}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	_, err := inbox.New(&inbox.Config{Consumer: "billing", Registerer: reg})
+	_, err := inbox.New(inbox.Pgx(beginnerStub{}), &inbox.Config{Consumer: "billing", Registerer: reg})
 	var are prometheus.AlreadyRegisteredError
 	if !errors.As(err, &are) || !strings.Contains(err.Error(), `"billing"`) {
 		t.Fatalf("second billing inbox: %v", err)

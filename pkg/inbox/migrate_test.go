@@ -30,13 +30,13 @@ func TestMigrateCustomTableIsIdempotent(t *testing.T) {
 			t.Fatalf("second Migrate(%q) = %v, %v", table, got, err)
 		}
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "c", Table: "ops.Inbox-2"})
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "c", Table: "ops.Inbox-2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := inbox.Message{ID: "m", BusinessKey: "k"}
-	noop := func(context.Context, pgx.Tx) (string, error) { return "", nil }
-	if res, err := in.Process(ctx, db.Pool, m, noop); err != nil || res.Outcome != inbox.Processed {
+	noop := func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", nil }
+	if res, err := in.Process(ctx, m, noop); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	var n int
@@ -113,14 +113,14 @@ func TestMigrateUpgradesKeyCollation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "billing", Table: "inbox2"})
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "billing", Table: "inbox2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	effects := 0
-	handler := func(context.Context, pgx.Tx) (string, error) { effects++; return "", nil }
+	handler := func(context.Context, pgx.Tx, inbox.Message) (string, error) { effects++; return "", nil }
 	m := inbox.Message{ID: "m-1", BusinessKey: "order-1:charge", Payload: []byte(`{"amount":1}`)}
-	if res, err := in.Process(ctx, db.Pool, m, handler); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, m, handler); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	for _, table := range []string{"", "inbox2"} {
@@ -134,7 +134,7 @@ func TestMigrateUpgradesKeyCollation(t *testing.T) {
 	if got, want := keyCollations(t, db.Pool, "inbox2"), []string{`business_key "C"`, `consumer "C"`, `message_id "C"`}; !slices.Equal(got, want) {
 		t.Fatalf("inbox2 key collations %q, want %q", got, want)
 	}
-	if res, err := in.Process(ctx, db.Pool, m, handler); err != nil || res.Outcome != inbox.Duplicate {
+	if res, err := in.Process(ctx, m, handler); err != nil || res.Outcome != inbox.Duplicate {
 		t.Fatalf("redelivery after the upgrade: %v, %v", res, err)
 	}
 	if effects != 1 {

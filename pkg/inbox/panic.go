@@ -21,7 +21,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v",
 
 // recovered turns a panic of a handler into a *PanicError in *err and logs it.
 // Use as: defer in.recovered(msg, &err).
-func (in *Inbox) recovered(msg *Message, err *error) {
+func (in *core) recovered(msg *Message, err *error) {
 	v := recover()
 	if v == nil {
 		return
@@ -32,14 +32,19 @@ func (in *Inbox) recovered(msg *Message, err *error) {
 	*err = perr
 }
 
-// runTx runs a transactional handler, recovering a panic.
-func (in *Inbox) runTx(ctx context.Context, msg *Message, tx dbTx, handler txWork) (ref string, err error) {
+// runTx runs a transactional handler with the driver's transaction behind
+// tx, recovering a panic.
+func (in *Inbox[TTx]) runTx(ctx context.Context, msg *Message, tx dbTx, handler TxHandler[TTx]) (ref string, err error) {
 	defer in.recovered(msg, &err)
-	return handler(ctx, tx, msg)
+	t, err := in.driver.unwrap(ctx, tx)
+	if err != nil {
+		return "", err
+	}
+	return handler(ctx, t, *msg)
 }
 
 // runExternal runs an external handler, recovering a panic.
-func (in *Inbox) runExternal(ctx context.Context, msg *Message, key string, handler ExternalHandler) (ref string, err error) {
+func (in *core) runExternal(ctx context.Context, msg *Message, key string, handler ExternalHandler) (ref string, err error) {
 	defer in.recovered(msg, &err)
-	return handler(ctx, key)
+	return handler(ctx, *msg, key)
 }

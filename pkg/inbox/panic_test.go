@@ -17,7 +17,7 @@ func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &inbox.Config{MaxAttempts: 2, LeaseDuration: time.Minute})
 	ctx := context.Background()
-	boom := func(context.Context, pgx.Tx) (string, error) { panic("boom") }
+	boom := func(context.Context, pgx.Tx, inbox.Message) (string, error) { panic("boom") }
 	check := func(name string, res inbox.Result, err error, outcome inbox.Outcome, attempts int) {
 		t.Helper()
 		var perr *inbox.PanicError
@@ -28,9 +28,9 @@ func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 	}
 
 	m := msg("m-1", "k-1", `{}`)
-	res, err := b.in.Process(ctx, b.db.Pool, m, boom)
+	res, err := b.in.Process(ctx, m, boom)
 	check("Process 1", res, err, inbox.Retry, 1)
-	res, err = b.in.Process(ctx, b.db.Pool, m, boom)
+	res, err = b.in.Process(ctx, m, boom)
 	check("Process 2", res, err, inbox.DeadLettered, 2)
 	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" || *r.LastError != "handler panicked: boom" {
 		t.Fatalf("row %+v", r)
@@ -46,7 +46,7 @@ func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, err = b.in.ProcessExternal(ctx, b.db.Pool, msg("m-3", "k-3", `{}`), func(context.Context, string) (string, error) {
+	res, err = b.in.ProcessExternal(ctx, msg("m-3", "k-3", `{}`), func(context.Context, inbox.Message, string) (string, error) {
 		panic("boom")
 	})
 	check("ProcessExternal", res, err, inbox.Retry, 1)

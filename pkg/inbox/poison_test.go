@@ -35,8 +35,8 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 		mu      sync.Mutex
 		results = map[string][]inbox.Result{}
 	)
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			mu.Lock()
@@ -93,8 +93,8 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 		mu    sync.Mutex
 		tries []inbox.Result
 	)
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			if msg.ID == "m-refused" {
@@ -143,8 +143,8 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 		mu      sync.Mutex
 		results = map[int64][]inbox.Result{}
 	)
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			mu.Lock()
@@ -194,7 +194,7 @@ func TestProcessRefusesRepeatedContractHeader(t *testing.T) {
 	const dlq = "own-loop.dlq"
 	k := newKafka(t, dlq, 1)
 	b := setup(t, nil)
-	dw, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig{Brokers: k.Brokers, Inbox: b.in, DB: b.db.Pool, Topic: dlq})
+	dw, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig[pgx.Tx]{Brokers: k.Brokers, Inbox: b.in, Topic: dlq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestProcessRefusesRepeatedContractHeader(t *testing.T) {
 			{Key: "message-id", Value: []byte("m-1")}, {Key: "business-key", Value: []byte("k-1")},
 			{Key: "aggregate-id", Value: []byte("a-1")}, dup}}
 		ran := false
-		_, err := b.in.Process(context.Background(), b.db.Pool, r.Message(), func(context.Context, pgx.Tx) (string, error) {
+		_, err := b.in.Process(context.Background(), r.Message(), func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 			ran = true
 			return "", nil
 		})

@@ -13,11 +13,14 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
-// TxHandler does the business work of one message inside tx and returns an
-// optional result reference (an order ID, a payment ID) stored with the
-// COMPLETED record. Returning an error rolls its writes back; wrap it with
-// Permanent to dead-letter the message at once.
-type TxHandler func(ctx context.Context, tx pgx.Tx) (resultRef string, err error)
+// TxHandler does the business work of msg inside tx, the transaction of
+// the claim, and returns an optional result reference (an order ID, a
+// payment ID) stored with the COMPLETED record. TTx is the driver's
+// transaction type: pgx.Tx (Pgx) or *sql.Tx (SQL). Returning an error rolls
+// its writes back; wrap it with Permanent to dead-letter the message at
+// once. It must not commit or roll back tx: the inbox does, with the claim.
+// The same handler serves Process, ProcessTx and ConsumerConfig.Handler.
+type TxHandler[TTx any] func(ctx context.Context, tx TTx, msg Message) (resultRef string, err error)
 
 // validate applies the key rules (see MaxKeyBytes) to the message ID and the
 // business key before anything reaches the database.
@@ -34,7 +37,8 @@ func (m *Message) validate() error {
 	return nil
 }
 
-// Process handles msg in its own transaction on db: the claim is the first
+// Process handles msg in its own transaction on the driver's database: the
+// claim is the first
 // statement, then handler runs with the transaction, then the row is marked
 // COMPLETED and everything commits together. A duplicate answers Duplicate
 // without running handler. A handler error rolls the transaction back and
@@ -52,34 +56,31 @@ func (m *Message) validate() error {
 // be written to a dead-letter topic. A consumer loop of your own commits a
 // record's offset only when Result.Outcome.Acked(), after writing the dead
 // letter: DeadLetterWriter.Settle does both checks.
-func (in *Inbox) Process(ctx context.Context, db Beginner, msg Message, handler TxHandler) (Result, error) {
-	if err := checkDB(db); err != nil {
-		return Result{}, err
-	}
+func (in *Inbox[TTx]) Process(ctx context.Context, msg Message, handler TxHandler[TTx]) (Result, error) {
 	if handler == nil {
 		return Result{}, errNilHandler
 	}
-	return in.process(ctx, pgxDB{db}, msg, pgxWork(handler), false)
+	return in.process(ctx, msg, handler, false)
 }
 
 // process is Process; mark first counts the attempt in its own transaction
 // (markAttempt), so that a handler that kills the process every time ends
 // FAILED_FINAL after MaxAttempts deliveries instead of being retried forever.
-func (in *Inbox) process(ctx context.Context, db database, msg Message, handler txWork, mark bool) (Result, error) {
+func (in *Inbox[TTx]) process(ctx context.Context, msg Message, handler TxHandler[TTx], mark bool) (Result, error) {
 	return in.deliver(ctx, msg, func(msg *Message) (Result, error) {
 		hash := in.hash(msg)
 		marked := false
 		if mark {
 			var final *Result
 			var err error
-			if marked, final, err = in.markAttempt(ctx, db, msg, hash); final != nil {
+			if marked, final, err = in.markAttempt(ctx, msg, hash); final != nil {
 				return *final, err
 			} else if err != nil {
 				return Result{}, err
 			}
 		}
 		for try := 0; ; try++ {
-			res, err := in.processOnce(ctx, db, msg, hash, handler, marked, try >= in.cfg.TxRetries)
+			res, err := in.processOnce(ctx, msg, hash, handler, marked, try >= in.cfg.TxRetries)
 			if err == nil || !isTxRetry(err) || try >= in.cfg.TxRetries {
 				return res, err
 			}
@@ -97,8 +98,8 @@ func isTxRetry(err error) bool {
 // processOnce runs one transaction of Process. A serialization failure or
 // deadlock after the claim is returned for a retry, unless lastTry: then it
 // is recorded as a failed attempt, as is any other failure after the claim.
-func (in *Inbox) processOnce(ctx context.Context, db database, msg *Message, hash []byte, handler txWork, marked, lastTry bool) (Result, error) {
-	tx, err := db.begin(ctx)
+func (in *Inbox[TTx]) processOnce(ctx context.Context, msg *Message, hash []byte, handler TxHandler[TTx], marked, lastTry bool) (Result, error) {
+	tx, err := in.db.begin(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: begin: %w", err)
 	}
@@ -131,7 +132,7 @@ func (in *Inbox) processOnce(ctx context.Context, db database, msg *Message, has
 	if isTxRetry(ferr) && !lastTry {
 		return Result{}, ferr
 	}
-	res, err := in.recordFailure(context.WithoutCancel(ctx), db, msg, hash, c, ferr)
+	res, err := in.recordFailure(context.WithoutCancel(ctx), msg, hash, c, ferr)
 	res.from = c.from
 	return res, err
 }
@@ -148,22 +149,18 @@ func (in *Inbox) processOnce(ctx context.Context, db database, msg *Message, has
 // as handled. Serialization failures are not retried here (the caller owns
 // the transaction; see Retryable): the caller should roll tx back and run it
 // again.
-func (in *Inbox) ProcessTx(ctx context.Context, tx pgx.Tx, msg Message, handler TxHandler) (Result, error) {
-	switch {
-	case tx == nil:
-		return Result{}, errNilTx
-	case handler == nil:
+func (in *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, handler TxHandler[TTx]) (Result, error) {
+	t, err := in.driver.adopt(tx)
+	if err != nil {
+		return Result{}, err
+	}
+	if handler == nil {
 		return Result{}, errNilHandler
 	}
-	return in.processInTx(ctx, pgxTx{tx}, msg, pgxWork(handler))
+	return in.deliver(ctx, msg, func(msg *Message) (Result, error) { return in.processTx(ctx, t, msg, handler) })
 }
 
-// processInTx is ProcessTx for either driver.
-func (in *Inbox) processInTx(ctx context.Context, tx dbTx, msg Message, handler txWork) (Result, error) {
-	return in.deliver(ctx, msg, func(msg *Message) (Result, error) { return in.processTx(ctx, tx, msg, handler) })
-}
-
-func (in *Inbox) processTx(ctx context.Context, tx dbTx, msg *Message, handler txWork) (Result, error) {
+func (in *Inbox[TTx]) processTx(ctx context.Context, tx dbTx, msg *Message, handler TxHandler[TTx]) (Result, error) {
 	// The savepoint comes before the claim, so that an error undoes the
 	// claim too: a COMPLETED claim left in tx would turn the redelivery into
 	// a Duplicate with no effect.
@@ -185,7 +182,7 @@ func (in *Inbox) processTx(ctx context.Context, tx dbTx, msg *Message, handler t
 }
 
 // processSavepoint claims msg in sp and runs handler in a nested savepoint.
-func (in *Inbox) processSavepoint(ctx context.Context, sp dbTx, msg *Message, handler txWork) (Result, error) {
+func (in *Inbox[TTx]) processSavepoint(ctx context.Context, sp dbTx, msg *Message, handler TxHandler[TTx]) (Result, error) {
 	c, err := in.claimTx(ctx, sp, msg, in.hash(msg), 0, false)
 	if err != nil {
 		return Result{}, err
@@ -224,7 +221,7 @@ func (in *Inbox) processSavepoint(ctx context.Context, sp dbTx, msg *Message, ha
 
 // completeTx marks a claimed row COMPLETED. A new row was inserted
 // COMPLETED by the claim; it only needs the result reference.
-func (in *Inbox) completeTx(ctx context.Context, tx dbTx, c claim, ref string) error {
+func (in *core) completeTx(ctx context.Context, tx dbTx, c claim, ref string) error {
 	if c.from == "" && ref == "" {
 		return nil
 	}
@@ -234,7 +231,7 @@ func (in *Inbox) completeTx(ctx context.Context, tx dbTx, c claim, ref string) e
 
 // failureStatus is FAILED_FINAL (with its reason) at the attempt limit or for
 // a permanent error, else FAILED_RETRYABLE.
-func (in *Inbox) failureStatus(attempt int, herr error) (Status, string) {
+func (in *core) failureStatus(attempt int, herr error) (Status, string) {
 	switch {
 	case IsPermanent(herr):
 		return StatusFailedFinal, ReasonPermanent
@@ -253,13 +250,13 @@ func failureResult(status Status, attempt int, reason string, herr error) Result
 
 // recordFailure writes the failed attempt in a statement of its own, after
 // the handler's transaction rolled back.
-func (in *Inbox) recordFailure(ctx context.Context, db database, msg *Message, hash []byte, c claim, herr error) (Result, error) {
+func (in *core) recordFailure(ctx context.Context, msg *Message, hash []byte, c claim, herr error) (Result, error) {
 	status, reason := in.failureStatus(c.attempt, herr)
 	var (
 		stored   Status
 		attempts int
 	)
-	err := runStatement(ctx, db, func(q stmtRunner) error {
+	err := runStatement(ctx, in.db, func(q stmtRunner) error {
 		return q.queryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
 			status, c.attempt, in.errText(herr), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
 	})
@@ -278,7 +275,7 @@ func (in *Inbox) recordFailure(ctx context.Context, db database, msg *Message, h
 // deliver is one delivery of msg by Process, ProcessTx or ProcessExternal:
 // the key rules first, then fn between begin and finish (the in-flight gauge,
 // the duration and outcome metrics, the log record).
-func (in *Inbox) deliver(ctx context.Context, msg Message, fn func(msg *Message) (Result, error)) (Result, error) {
+func (in *core) deliver(ctx context.Context, msg Message, fn func(msg *Message) (Result, error)) (Result, error) {
 	if err := msg.validate(); err != nil {
 		return Result{}, err
 	}
@@ -288,7 +285,7 @@ func (in *Inbox) deliver(ctx context.Context, msg Message, fn func(msg *Message)
 }
 
 // begin starts the bookkeeping of one delivery.
-func (in *Inbox) begin(msg *Message) time.Time {
+func (in *core) begin(msg *Message) time.Time {
 	in.metrics.inFlight.Inc()
 	now := time.Now()
 	in.observeAge(msg, now)
@@ -297,7 +294,7 @@ func (in *Inbox) begin(msg *Message) time.Time {
 
 // observeAge records the age of msg at processing time, when it has a
 // record timestamp.
-func (in *Inbox) observeAge(msg *Message, now time.Time) {
+func (in *core) observeAge(msg *Message, now time.Time) {
 	if !msg.Time.IsZero() {
 		in.metrics.messageAge.Observe(max(now.Sub(msg.Time), 0).Seconds())
 	}
@@ -305,7 +302,7 @@ func (in *Inbox) observeAge(msg *Message, now time.Time) {
 
 // finish records metrics and logs for one delivery; the log records carry
 // the trace ID of ctx's span, when there is one.
-func (in *Inbox) finish(ctx context.Context, msg *Message, start time.Time, res Result, err error) (Result, error) {
+func (in *core) finish(ctx context.Context, msg *Message, start time.Time, res Result, err error) (Result, error) {
 	m := in.metrics
 	m.inFlight.Dec()
 	m.duration.Observe(time.Since(start).Seconds())

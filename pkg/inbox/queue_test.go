@@ -43,8 +43,8 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 	var resumeOnce sync.Once
 	release := func() { resumeOnce.Do(func() { close(resume) }) }
 	var started atomic.Int32
-	cfg := &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	cfg := &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		SessionTimeout: time.Second, MaxQueueBytes: bound,
 		// kafka-go must receive a fetch response within MaxWait of sending
 		// the request: at the default 250ms a 1 MB response of these
@@ -94,7 +94,7 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 	t.Logf("stalled: %d bytes held (peak %d, bound %d), %d handlers started", held, peak, bound, started.Load())
 
 	release()
-	rc := &runningConsumer{cfg: cfg, cancel: cancel, done: done}
+	rc := &runningConsumer{brokers: cfg.Brokers, group: cfg.GroupID, topic: cfg.Topics[0], cancel: cancel, done: done}
 	want := map[int]int64{}
 	for p := range partitions {
 		want[p] = perPartition

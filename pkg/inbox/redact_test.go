@@ -37,8 +37,8 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 			return tokenParam.ReplaceAllString(err.Error(), "token=REDACTED")
 		},
 	})
-	rc := startConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, DB: b.db.Pool,
+	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			return "", errors.New(`POST https://api.example.com/v1/charge?token=` + token + `: 502 Bad Gateway`)
@@ -72,8 +72,8 @@ func TestLongErrorBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	long := strings.Repeat("é", 4000) // 8,000 bytes
-	_, err := b.in.Process(context.Background(), b.db.Pool, inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{}`)},
-		func(ctx context.Context, tx pgx.Tx) (string, error) { return "", errors.New(long) })
+	_, err := b.in.Process(context.Background(), inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{}`)},
+		func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) { return "", errors.New(long) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -71,9 +72,10 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	in := newInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
 
 	m := msg("m-1", "k-1", `{}`)
-	if res, err := b.in.Process(ctx, pool, m, effect(m)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, m, effect(m)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	// BEGIN with the claim, the handler's INSERT, the result reference,
@@ -83,26 +85,26 @@ func TestRoundTrips(t *testing.T) {
 	}
 	// Without a result reference: BEGIN with the claim, the handler's
 	// INSERT, COMMIT; a dedup table written by hand takes one more.
-	plain := func(ctx context.Context, tx pgx.Tx) (string, error) {
+	plain := func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ('k-p', 'm-p')`)
 		return "", err
 	}
 	p := msg("m-p", "k-p", `{}`)
-	if res, err := b.in.Process(ctx, pool, p, plain); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, p, plain); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	if got := trace.take(); strings.Join(got, " ") != "begin+INSERT INSERT commit" {
 		t.Errorf("transactional path without a result reference: %v", got)
 	}
 	// A duplicate: the claim inserts nothing, the lookup finds the row.
-	if res, err := b.in.Process(ctx, pool, p, plain); err != nil || res.Outcome != inbox.Duplicate {
+	if res, err := in.Process(ctx, p, plain); err != nil || res.Outcome != inbox.Duplicate {
 		t.Fatal(res, err)
 	}
 	if got := trace.take(); strings.Join(got, " ") != "begin+INSERT SELECT commit" {
 		t.Errorf("duplicate: %v", got)
 	}
 	f := msg("m-2", "k-2", `{}`)
-	res, err := b.in.Process(ctx, pool, f, func(context.Context, pgx.Tx) (string, error) { return "", errors.New("no") })
+	res, err := in.Process(ctx, f, func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", errors.New("no") })
 	if err != nil || res.Outcome != inbox.Retry {
 		t.Fatal(res, err)
 	}
@@ -111,7 +113,7 @@ func TestRoundTrips(t *testing.T) {
 		t.Errorf("failed attempt: %v", got)
 	}
 	x := msg("m-3", "k-3", `{}`)
-	res, err = b.in.ProcessExternal(ctx, pool, x, func(context.Context, string) (string, error) { return "ref", nil })
+	res, err = in.ProcessExternal(ctx, x, func(context.Context, inbox.Message, string) (string, error) { return "ref", nil })
 	if err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
@@ -145,15 +147,16 @@ func TestClaimFailureInFirstBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	in := newInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
 
 	bad := msg("m-refused", "k-refused", `{}`)
-	_, err = b.in.Process(ctx, pool, bad, effect(bad))
+	_, err = in.Process(ctx, bad, effect(bad))
 	if err == nil || !strings.Contains(err.Error(), "22023") {
 		t.Fatalf("Process of a refused claim: %v", err)
 	}
 	// With one connection, a leaked one would block here until ctx ends.
 	good := msg("m-good", "k-good", `{}`)
-	if res, err := b.in.Process(ctx, pool, good, effect(good)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, good, effect(good)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	if st := pool.Stat(); st.NewConnsCount() != 1 || st.AcquiredConns() != 0 {

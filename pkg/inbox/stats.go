@@ -21,16 +21,31 @@ const statsQuery = `SELECT status, count(*), min(received_at),
 // It reads only those rows, through an index, so it stays cheap on an inbox
 // of millions of COMPLETED rows. The consumer loop calls it every
 // ConsumerConfig.StatsInterval; a consumer loop of your own calls it
-// periodically. For the counts themselves use Store.Counts, which counts
-// every status exactly (COMPLETED rows too).
-func (in *Inbox) RefreshMetrics(ctx context.Context, q Querier) error {
-	_, err := in.stats(ctx, pgxQuerier{q})
+// periodically. It runs on the driver's database, in a transaction of its
+// own when the handle only begins transactions. For the counts themselves
+// use Store.Counts, which counts every status exactly (COMPLETED rows too).
+func (in *Inbox[TTx]) RefreshMetrics(ctx context.Context) error {
+	_, err := in.refresh(ctx)
 	return err
 }
 
-// stats is RefreshMetrics; it returns the counts it read, in state-machine
-// order.
-func (in *Inbox) stats(ctx context.Context, q dbQuerier) ([]StatusCount, error) {
+// refresh is RefreshMetrics; it returns the counts it read, in
+// state-machine order.
+func (in *core) refresh(ctx context.Context) ([]StatusCount, error) {
+	if in.admin != nil {
+		return in.stats(ctx, in.admin)
+	}
+	var counts []StatusCount
+	err := beginFunc(ctx, in.db, func(tx dbTx) error {
+		var err error
+		counts, err = in.stats(ctx, tx)
+		return err
+	})
+	return counts, err
+}
+
+// stats reads the counts on q and sets the gauges.
+func (in *core) stats(ctx context.Context, q dbQuerier) ([]StatusCount, error) {
 	rows, err := q.query(ctx, fmt.Sprintf(statsQuery, in.table), in.cfg.Consumer)
 	counts, err := collect(rows, err, func(r dbRows) (StatusCount, error) {
 		c := StatusCount{Consumer: in.cfg.Consumer}

@@ -9,77 +9,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// SQLBeginner starts database/sql transactions: *sql.DB and *sql.Conn
-// satisfy it, and so do the handles of libraries built on database/sql
+// SQLBeginner is the handle SQL takes: it starts database/sql
+// transactions. *sql.DB and *sql.Conn satisfy it, and so do the handles of libraries built on database/sql
 // (sqlx's *sqlx.DB, the *sql.DB of GORM's db.DB() or of bun and ent). A
 // *sql.Tx does not: like a pgx.Tx for Beginner, it could not hold the
-// inbox's own transactions. Use ProcessSQLTx to work inside one.
+// inbox's own transactions. Use ProcessTx to work inside one.
 //
 // Use pgx's stdlib driver (github.com/jackc/pgx/v5/stdlib): the consumer
 // loop's batch path passes Go slices as Postgres arrays, which lib/pq does
 // not do.
 type SQLBeginner interface {
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
-}
-
-// SQLTxHandler is TxHandler for database/sql: it does the business work of
-// one message inside tx and returns an optional result reference. Returning
-// an error rolls its writes back. It must not commit or roll back tx: the
-// inbox does, with the claim.
-type SQLTxHandler func(ctx context.Context, tx *sql.Tx) (resultRef string, err error)
-
-// SQLMessageHandler is MessageHandler for database/sql: it does the business
-// work of one Kafka message inside tx (see SQLTxHandler).
-type SQLMessageHandler func(ctx context.Context, tx *sql.Tx, msg Message) (resultRef string, err error)
-
-// ProcessSQL is Process on database/sql: the claim, handler's writes and the
-// COMPLETED record commit together in one transaction of db, and every
-// outcome, retry and guarantee is Process's.
-func (in *Inbox) ProcessSQL(ctx context.Context, db SQLBeginner, msg Message, handler SQLTxHandler) (Result, error) {
-	switch {
-	case db == nil:
-		return Result{}, errors.New("inbox: db is nil")
-	case handler == nil:
-		return Result{}, errNilHandler
-	}
-	return in.process(ctx, sqlDB{db}, msg, sqlWork(handler), false)
-}
-
-// ProcessSQLTx is ProcessTx on database/sql: the claim is the next statement
-// of the caller's tx, claim and handler run in a savepoint, and the caller
-// commits (see ProcessTx for the outcomes and errors).
-func (in *Inbox) ProcessSQLTx(ctx context.Context, tx *sql.Tx, msg Message, handler SQLTxHandler) (Result, error) {
-	switch {
-	case tx == nil:
-		return Result{}, errNilTx
-	case handler == nil:
-		return Result{}, errNilHandler
-	}
-	return in.processInTx(ctx, &sqlTx{tx: tx}, msg, sqlWork(handler))
-}
-
-// ProcessExternalSQL is ProcessExternal on database/sql: the two-phase path
-// for external effects, its claim, lease and completion each committed in
-// a short transaction of db.
-func (in *Inbox) ProcessExternalSQL(ctx context.Context, db SQLBeginner, msg Message, handler ExternalHandler) (Result, error) {
-	if db == nil {
-		return Result{}, errors.New("inbox: db is nil")
-	}
-	return in.processExternalOn(ctx, sqlDB{db}, msg, handler)
-}
-
-// sqlWork binds a database/sql handler.
-func sqlWork(handler SQLTxHandler) txWork {
-	return func(ctx context.Context, tx dbTx, _ *Message) (string, error) {
-		return handler(ctx, tx.(*sqlTx).tx)
-	}
-}
-
-// sqlMessageWork binds a database/sql consumer handler.
-func sqlMessageWork(handler SQLMessageHandler) txWork {
-	return func(ctx context.Context, tx dbTx, msg *Message) (string, error) {
-		return handler(ctx, tx.(*sqlTx).tx, *msg)
-	}
 }
 
 // sqlDB is a database on database/sql.
@@ -123,7 +63,8 @@ type sqlRunner interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// sqlQuerier runs statements outside a transaction (the consumer loop's metrics and purge).
+// sqlQuerier runs statements outside a transaction (the metrics and the
+// consumer loop's purge).
 type sqlQuerier struct{ db sqlRunner }
 
 func (q sqlQuerier) exec(ctx context.Context, query string, args ...any) (int64, error) {

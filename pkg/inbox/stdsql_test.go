@@ -18,89 +18,73 @@ import (
 
 // sqlEffect is a database/sql handler whose side effect is one row in table
 // effect.
-func sqlEffect(msg inbox.Message) inbox.SQLTxHandler {
-	return func(ctx context.Context, tx *sql.Tx) (string, error) {
+func sqlEffect(msg inbox.Message) inbox.TxHandler[*sql.Tx] {
+	return func(ctx context.Context, tx *sql.Tx, _ inbox.Message) (string, error) {
 		_, err := tx.ExecContext(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
 		return "ref-" + msg.BusinessKey, err
 	}
 }
 
-// dbPath is one of the inbox's two database paths, pgx or database/sql,
-// bound to a bundle's database.
-type dbPath struct {
-	// process delivers m with a handler that writes its effect row (effect
-	// or sqlEffect).
-	process func(ctx context.Context, m inbox.Message) (inbox.Result, error)
-	// processExternal delivers m on the two-phase path.
-	processExternal func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error)
-	// consumeWith sets cfg's database and a handler that writes the
-	// message's effect row and then fails with fail's error (nil: success).
-	consumeWith func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error)
+// dbPath is one of the inbox's two drivers, pgx or database/sql, with the
+// Inbox of a bundle on it.
+type dbPath[TTx any] struct {
+	in *inbox.Inbox[TTx]
+	// effect is effect or sqlEffect.
+	effect func(msg inbox.Message) inbox.TxHandler[TTx]
 }
 
-// onBothPaths runs test in parallel subtests on pgx and on database/sql,
-// each on a bundle of its own made with a copy of cfg.
-func onBothPaths(t *testing.T, cfg inbox.Config, test func(t *testing.T, b *bundle, p dbPath)) {
+// process delivers m with a handler that writes its effect row.
+func (p dbPath[TTx]) process(ctx context.Context, m inbox.Message) (inbox.Result, error) {
+	return p.in.Process(ctx, m, p.effect(m))
+}
+
+// processExternal delivers m on the two-phase path.
+func (p dbPath[TTx]) processExternal(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
+	return p.in.ProcessExternal(ctx, m, h)
+}
+
+// consumerHandler writes the message's effect row and then fails with
+// fail's error (nil: success).
+func (p dbPath[TTx]) consumerHandler(fail func(inbox.Message) error) inbox.TxHandler[TTx] {
+	return func(ctx context.Context, tx TTx, msg inbox.Message) (string, error) {
+		if _, err := p.effect(msg)(ctx, tx, msg); err != nil {
+			return "", err
+		}
+		return "", fail(msg)
+	}
+}
+
+// onBothPaths runs test in parallel subtests on pgx (onPgx) and on
+// database/sql (onSQL, the same test instantiated for *sql.Tx), each on a
+// bundle of its own made with a copy of cfg.
+func onBothPaths(t *testing.T, cfg inbox.Config, onPgx func(t *testing.T, b *bundle, p dbPath[pgx.Tx]),
+	onSQL func(t *testing.T, b *bundle, p dbPath[*sql.Tx])) {
 	t.Run("pgx", func(t *testing.T) {
 		t.Parallel()
 		c := cfg
 		b := setup(t, &c)
-		test(t, b, dbPath{
-			process: func(ctx context.Context, m inbox.Message) (inbox.Result, error) {
-				return b.in.Process(ctx, b.db.Pool, m, effect(m))
-			},
-			processExternal: func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
-				return b.in.ProcessExternal(ctx, b.db.Pool, m, h)
-			},
-			consumeWith: func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error) {
-				cfg.DB = b.db.Pool
-				cfg.Handler = func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-					if _, err := effect(msg)(ctx, tx); err != nil {
-						return "", err
-					}
-					return "", fail(msg)
-				}
-			},
-		})
+		onPgx(t, b, dbPath[pgx.Tx]{in: b.in, effect: effect})
 	})
 	t.Run("database/sql", func(t *testing.T) {
 		t.Parallel()
 		c := cfg
-		b := setup(t, &c)
-		db := b.db.SQL
-		test(t, b, dbPath{
-			process: func(ctx context.Context, m inbox.Message) (inbox.Result, error) {
-				return b.in.ProcessSQL(ctx, db, m, sqlEffect(m))
-			},
-			processExternal: func(ctx context.Context, m inbox.Message, h inbox.ExternalHandler) (inbox.Result, error) {
-				return b.in.ProcessExternalSQL(ctx, db, m, h)
-			},
-			consumeWith: func(cfg *inbox.ConsumerConfig, fail func(inbox.Message) error) {
-				cfg.SQLDB = db
-				cfg.SQLHandler = func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
-					if _, err := sqlEffect(msg)(ctx, tx); err != nil {
-						return "", err
-					}
-					return "", fail(msg)
-				}
-			},
-		})
+		b := setupSQL(t, &c)
+		onSQL(t, b, dbPath[*sql.Tx]{in: b.sqlIn, effect: sqlEffect})
 	})
 }
 
 func TestSQLHandlerErrorRollsBack(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 5})
-	db := b.db.SQL
+	b := setupSQL(t, &inbox.Config{MaxAttempts: 5})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
-	failing := func(ctx context.Context, tx *sql.Tx) (string, error) {
-		if _, err := sqlEffect(m)(ctx, tx); err != nil {
+	failing := func(ctx context.Context, tx *sql.Tx, _ inbox.Message) (string, error) {
+		if _, err := sqlEffect(m)(ctx, tx, m); err != nil {
 			return "", err
 		}
 		return "", errors.New("downstream refused")
 	}
-	res, err := b.in.ProcessSQL(ctx, db, m, failing)
+	res, err := b.sqlIn.Process(ctx, m, failing)
 	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 1 {
 		t.Fatalf("failing handler: %+v, %v", res, err)
 	}
@@ -111,8 +95,8 @@ func TestSQLHandlerErrorRollsBack(t *testing.T) {
 		t.Fatalf("row after the failure: %+v", r)
 	}
 	// A panic is a failed attempt too, its writes rolled back.
-	res, err = b.in.ProcessSQL(ctx, db, m, func(ctx context.Context, tx *sql.Tx) (string, error) {
-		if _, err := sqlEffect(m)(ctx, tx); err != nil {
+	res, err = b.sqlIn.Process(ctx, m, func(ctx context.Context, tx *sql.Tx, _ inbox.Message) (string, error) {
+		if _, err := sqlEffect(m)(ctx, tx, m); err != nil {
 			return "", err
 		}
 		panic("boom")
@@ -123,25 +107,25 @@ func TestSQLHandlerErrorRollsBack(t *testing.T) {
 	}
 	// A handler whose statement fails leaves the transaction aborted; the
 	// rollback still records the attempt.
-	res, err = b.in.ProcessSQL(ctx, db, m, func(ctx context.Context, tx *sql.Tx) (string, error) {
+	res, err = b.sqlIn.Process(ctx, m, func(ctx context.Context, tx *sql.Tx, _ inbox.Message) (string, error) {
 		_, err := tx.ExecContext(ctx, `INSERT INTO no_such_table VALUES (1)`)
 		return "", err
 	})
 	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 3 {
 		t.Fatalf("failing statement: %+v, %v", res, err)
 	}
-	res, err = b.in.ProcessSQL(ctx, db, m, sqlEffect(m))
+	res, err = b.sqlIn.Process(ctx, m, sqlEffect(m))
 	if err != nil || res.Outcome != inbox.Processed || res.Attempts != 4 || res.ResultRef != "ref-key-1" {
 		t.Fatalf("succeeding handler: %+v, %v", res, err)
 	}
 	if n := effects(t, b.db, "key-1"); n != 1 {
 		t.Fatalf("effect rows %d, want 1", n)
 	}
-	if res, err := b.in.ProcessSQL(ctx, db, m, sqlEffect(m)); err != nil || res.Outcome != inbox.Duplicate {
+	if res, err := b.sqlIn.Process(ctx, m, sqlEffect(m)); err != nil || res.Outcome != inbox.Duplicate {
 		t.Fatalf("redelivery: %+v, %v", res, err)
 	}
 	p := msg("m-2", "key-2", `{}`)
-	res, err = b.in.ProcessSQL(ctx, db, p, func(context.Context, *sql.Tx) (string, error) {
+	res, err = b.sqlIn.Process(ctx, p, func(context.Context, *sql.Tx, inbox.Message) (string, error) {
 		return "", inbox.Permanent(errors.New("invalid amount"))
 	})
 	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonPermanent {
@@ -151,7 +135,7 @@ func TestSQLHandlerErrorRollsBack(t *testing.T) {
 
 func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 2})
+	b := setupSQL(t, &inbox.Config{MaxAttempts: 2})
 	db := b.db.SQL
 	ctx := context.Background()
 	ok := msg("m-1", "key-1", `{}`)
@@ -161,11 +145,11 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }() // on a failure: db.Close waits for open transactions
-	if res, err := b.in.ProcessSQLTx(ctx, tx, ok, sqlEffect(ok)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := b.sqlIn.ProcessTx(ctx, tx, ok, sqlEffect(ok)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatalf("ok: %+v, %v", res, err)
 	}
-	res, err := b.in.ProcessSQLTx(ctx, tx, bad, func(ctx context.Context, tx *sql.Tx) (string, error) {
-		if _, err := sqlEffect(bad)(ctx, tx); err != nil {
+	res, err := b.sqlIn.ProcessTx(ctx, tx, bad, func(ctx context.Context, tx *sql.Tx, _ inbox.Message) (string, error) {
+		if _, err := sqlEffect(bad)(ctx, tx, bad); err != nil {
 			return "", err
 		}
 		_, err := tx.ExecContext(ctx, `SELECT 1/0`) // aborts the transaction: the savepoint saves it
@@ -174,7 +158,7 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 	if err != nil || res.Outcome != inbox.Retry {
 		t.Fatalf("bad: %+v, %v", res, err)
 	}
-	if res, err := b.in.ProcessSQLTx(ctx, tx, ok, sqlEffect(ok)); err != nil || res.Outcome != inbox.Duplicate {
+	if res, err := b.sqlIn.ProcessTx(ctx, tx, ok, sqlEffect(ok)); err != nil || res.Outcome != inbox.Duplicate {
 		t.Fatalf("dup: %+v, %v", res, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -192,11 +176,11 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	m3 := msg("m-3", "key-3", `{}`)
-	if res, err := b.in.ProcessSQLTx(ctx, tx, m3, sqlEffect(m3)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := b.sqlIn.ProcessTx(ctx, tx, m3, sqlEffect(m3)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	_ = tx.Rollback()
-	if res, err := b.in.ProcessSQL(ctx, db, m3, sqlEffect(m3)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := b.sqlIn.Process(ctx, m3, sqlEffect(m3)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 }
@@ -206,15 +190,14 @@ func TestSQLConsumerExternal(t *testing.T) {
 	t.Parallel()
 	const topic, group = "sqlext", "sqlext-group"
 	k := newKafka(t, topic, 1)
-	b := setup(t, nil)
-	db := b.db.SQL
+	b := setupSQL(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{}`},
 		rec{ID: "m-2", Key: "k-2", Value: `{}`},
 		rec{ID: "m-1", Key: "k-1", Value: `{}`})
 	var calls sync.Map
-	runConsumer(t, &inbox.ConsumerConfig{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, SQLDB: db,
+	runConsumer(t, &inbox.ConsumerConfig[*sql.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.sqlIn,
 		SessionTimeout: time.Second,
 		ExternalHandler: func(ctx context.Context, msg inbox.Message, key string) (string, error) {
 			if _, dup := calls.LoadOrStore(key, true); dup {
@@ -230,26 +213,26 @@ func TestSQLConsumerExternal(t *testing.T) {
 	}
 }
 
+// A consumer on database/sql takes exactly one handler; a handler of the
+// other driver, or one without a database, no longer compiles (the
+// ConsumerConfig carries the Inbox's transaction type, and the Inbox its
+// database), and a nil database is refused by New.
 func TestSQLConsumerConfigChecked(t *testing.T) {
 	t.Parallel()
-	in, err := inbox.New(&inbox.Config{Consumer: "c"})
+	if _, err := inbox.New(inbox.SQL(nil), &inbox.Config{Consumer: "c"}); err == nil {
+		t.Error("no db: accepted")
+	}
+	in, err := inbox.New(inbox.SQL(&sql.DB{}), &inbox.Config{Consumer: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := &sql.DB{}
-	base := inbox.ConsumerConfig{Brokers: []string{"x"}, GroupID: "g", Topics: []string{"t"}, Inbox: in}
+	base := inbox.ConsumerConfig[*sql.Tx]{Brokers: []string{"x"}, GroupID: "g", Topics: []string{"t"}, Inbox: in}
 	handler := func(context.Context, *sql.Tx, inbox.Message) (string, error) { return "", nil }
-	for name, mod := range map[string]func(c *inbox.ConsumerConfig){
-		"no db":            func(c *inbox.ConsumerConfig) { c.SQLHandler = handler },
-		"sql handler, pgx": func(c *inbox.ConsumerConfig) { c.SQLHandler = handler; c.DB = beginnerStub{} },
-		"two handlers": func(c *inbox.ConsumerConfig) {
-			c.SQLDB = db
-			c.SQLHandler = handler
+	for name, mod := range map[string]func(c *inbox.ConsumerConfig[*sql.Tx]){
+		"no handler": func(c *inbox.ConsumerConfig[*sql.Tx]) {},
+		"two handlers": func(c *inbox.ConsumerConfig[*sql.Tx]) {
+			c.Handler = handler
 			c.ExternalHandler = func(context.Context, inbox.Message, string) (string, error) { return "", nil }
-		},
-		"pgx handler, sql": func(c *inbox.ConsumerConfig) {
-			c.SQLDB = db
-			c.Handler = insertEffect
 		},
 	} {
 		c := base
@@ -259,7 +242,7 @@ func TestSQLConsumerConfigChecked(t *testing.T) {
 		}
 	}
 	c := base
-	c.SQLDB, c.SQLHandler = db, handler
+	c.Handler = handler
 	if _, err := inbox.NewConsumer(&c); err != nil {
 		t.Fatal(err)
 	}

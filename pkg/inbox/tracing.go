@@ -39,7 +39,7 @@ func (h headerCarrier) Keys() []string {
 // startDelivery extracts the producer's trace context from msg's headers and
 // starts the span of one delivery as its child (messaging semantic
 // conventions, operation "process"). end records the outcome and ends it.
-func (c *Consumer) startDelivery(ctx context.Context, msg *Message) (context.Context, func(Result, error)) {
+func (c *Consumer[TTx]) startDelivery(ctx context.Context, msg *Message) (context.Context, func(Result, error)) {
 	cfg := &c.in.cfg
 	ctx = cfg.Propagator.Extract(ctx, headerCarrier(msg.Headers))
 	attrs := []attribute.KeyValue{

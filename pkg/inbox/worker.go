@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/segmentio/kafka-go"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // worker handles the messages of one partition, one at a time, in order.
-type worker struct {
-	c      *Consumer
+type worker[TTx any] struct {
+	c      *Consumer[TTx]
 	reader *kafka.Reader
 	dlq    *deadLetterWriter
 	stop   context.CancelCauseFunc
@@ -27,14 +28,14 @@ type worker struct {
 
 // newWorker returns the worker of a partition that this process has not
 // handled yet.
-func newWorker(c *Consumer, reader *kafka.Reader, dlq *deadLetterWriter, stop context.CancelCauseFunc) *worker {
-	return &worker{c: c, reader: reader, dlq: dlq, stop: stop, suspect: c.cfg.BatchSize, last: -1}
+func newWorker[TTx any](c *Consumer[TTx], reader *kafka.Reader, dlq *deadLetterWriter, stop context.CancelCauseFunc) *worker[TTx] {
+	return &worker[TTx]{c: c, reader: reader, dlq: dlq, stop: stop, suspect: c.cfg.BatchSize, last: -1}
 }
 
 // run handles the partition's queue until it is closed or ctx ends; on a
 // graceful stop the rest of the queue is left for the next run (its offsets
 // are not committed).
-func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
+func (w *worker[TTx]) run(ctx context.Context, ch <-chan kafka.Message) {
 	batch := make([]kafka.Message, 0, w.c.cfg.BatchSize)
 	for m := range ch {
 		if ctx.Err() != nil {
@@ -69,7 +70,7 @@ func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
 			if ctx.Err() != nil {
 				return
 			}
-			mark := w.suspect > 0 && w.c.work != nil
+			mark := w.suspect > 0 && w.c.cfg.Handler != nil
 			w.suspect = max(w.suspect-1, 0)
 			w.handle(ctx, m, mark)
 			w.c.queue.give(recordBytes(&batch[i]))
@@ -79,9 +80,9 @@ func (w *worker) run(ctx context.Context, ch <-chan kafka.Message) {
 
 // handleBatch tries the batch fast path; false means nothing was committed
 // and the messages must be handled one at a time.
-func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
+func (w *worker[TTx]) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 	c := w.c
-	if c.work == nil {
+	if c.cfg.Handler == nil {
 		return false
 	}
 	msgs := make([]Message, len(batch))
@@ -98,13 +99,13 @@ func (w *worker) handleBatch(ctx context.Context, batch []kafka.Message) bool {
 	for i := range msgs {
 		ctxs[msgs[i].Offset], ends[i] = c.startDelivery(work, &msgs[i])
 	}
-	handler := func(ctx context.Context, tx dbTx, msg *Message) (string, error) {
+	handler := func(ctx context.Context, tx TTx, msg Message) (string, error) {
 		if sctx, ok := ctxs[msg.Offset]; ok {
 			ctx = sctx
 		}
-		return c.work(ctx, tx, msg)
+		return c.cfg.Handler(ctx, tx, msg)
 	}
-	results, ok := c.in.processBatch(work, c.db, msgs, handler)
+	results, ok := c.in.processBatch(work, msgs, handler)
 	for i, end := range ends {
 		if ok {
 			end(results[i], nil)
@@ -137,7 +138,7 @@ const commitTimeout = 30 * time.Second
 // handle settles one message: it returns once the offset is committed, when
 // ctx ends during a retry wait, or after stopping the run on a fatal error.
 // The current attempt itself always finishes, even when ctx ends.
-func (w *worker) handle(ctx context.Context, km kafka.Message, mark bool) {
+func (w *worker[TTx]) handle(ctx context.Context, km kafka.Message, mark bool) {
 	c := w.c
 	msg, bad := messageFromKafka(km)
 	work := context.WithoutCancel(ctx)
@@ -183,7 +184,7 @@ func (w *worker) handle(ctx context.Context, km kafka.Message, mark bool) {
 					return
 				}
 				if bad == nil && res.Reason != ReasonConflict {
-					c.in.markDeadLettered(work, c.db, &msg)
+					c.in.markDeadLettered(work, &msg)
 				}
 			}
 			w.commit(work, km, &msg)
@@ -200,20 +201,18 @@ func (w *worker) handle(ctx context.Context, km kafka.Message, mark bool) {
 	}
 }
 
-func (w *worker) process(ctx context.Context, msg Message, mark bool) (Result, error) {
+func (w *worker[TTx]) process(ctx context.Context, msg Message, mark bool) (Result, error) {
 	c := w.c
-	if c.work == nil {
-		return c.in.processExternalOn(ctx, c.db, msg, func(ctx context.Context, key string) (string, error) {
-			return c.cfg.ExternalHandler(ctx, msg, key)
-		})
+	if c.cfg.Handler == nil {
+		return c.in.ProcessExternal(ctx, msg, c.cfg.ExternalHandler)
 	}
-	return c.in.process(ctx, c.db, msg, c.work, mark)
+	return c.in.process(ctx, msg, c.cfg.Handler, mark)
 }
 
 // sendDeadLetter writes the message to the dead-letter topic, retrying until
 // it succeeds or ctx ends (then the offset stays uncommitted and the
 // redelivery answers DeadLettered again).
-func (w *worker) sendDeadLetter(ctx context.Context, km kafka.Message, msg *Message, res Result) bool {
+func (w *worker[TTx]) sendDeadLetter(ctx context.Context, km kafka.Message, msg *Message, res Result) bool {
 	for attempt := 1; ; attempt++ {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 		err := w.dlq.write(wctx, km, res)
@@ -235,7 +234,7 @@ func (w *worker) sendDeadLetter(ctx context.Context, km kafka.Message, msg *Mess
 
 // commit commits the offset after the database commit. A failure is only
 // logged: the message is redelivered and answers Duplicate.
-func (w *worker) commit(ctx context.Context, km kafka.Message, msg *Message) {
+func (w *worker[TTx]) commit(ctx context.Context, km kafka.Message, msg *Message) {
 	cctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if err := w.reader.CommitMessages(cctx, km); err != nil {
@@ -281,8 +280,8 @@ func messageFromKafka(km kafka.Message) (msg Message, bad *Result) {
 // markDeadLettered records that the dead-letter record of a FAILED_FINAL
 // message was written. A failure is only logged: a redelivery then writes the
 // record again (at least once, never lost).
-func (in *Inbox) markDeadLettered(ctx context.Context, db database, msg *Message) {
-	if _, err := execOne(ctx, db, in.queries.markDeadLettered, in.cfg.Consumer, msg.BusinessKey); err != nil {
+func (in *core) markDeadLettered(ctx context.Context, msg *Message) {
+	if _, err := execOne(ctx, in.db, in.queries.markDeadLettered, in.cfg.Consumer, msg.BusinessKey); err != nil {
 		in.log.Warn("inbox: recording the dead-letter write failed", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey), "err", err)
 	}
 }
@@ -290,7 +289,7 @@ func (in *Inbox) markDeadLettered(ctx context.Context, db database, msg *Message
 // deadLetterUnprocessable accounts for a message the inbox cannot
 // deduplicate (bad, from messageFromKafka) or one the database refuses for
 // its content: it goes to the dead-letter topic without an inbox row.
-func (in *Inbox) deadLetterUnprocessable(msg *Message, bad Result) Result {
+func (in *core) deadLetterUnprocessable(msg *Message, bad Result) Result {
 	in.metrics.outcomes.WithLabelValues(DeadLettered.String()).Inc()
 	in.metrics.deadLettered.WithLabelValues(bad.Reason).Inc()
 	in.log.Warn("inbox: dead-lettered", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey),

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -59,7 +60,7 @@ func registered(t *testing.T) map[string]bool {
 	if _, err := relay.New(&relay.Config{DatabaseURL: "postgres://localhost/db", Brokers: []string{"localhost:9092"}, Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inbox.New(&inbox.Config{Consumer: "deploy-test", Registerer: rec}); err != nil {
+	if _, err := inbox.New(inbox.SQL(&sql.DB{}), &inbox.Config{Consumer: "deploy-test", Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
 	names := rec.names(t)

@@ -111,13 +111,13 @@ func TestDebeziumOutboxThroughRelayAndInbox(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (message_id text NOT NULL, business_key text NOT NULL, event_type text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "dbz"})
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "dbz"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	outcomes := &outcomeCounter{n: make(map[inbox.Outcome]int)}
-	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig{
-		Brokers: kafka.Brokers, GroupID: kafka.Topic("dbz"), Topics: []string{orderTopic}, Inbox: in, DB: db.Pool,
+	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: kafka.Brokers, GroupID: kafka.Topic("dbz"), Topics: []string{orderTopic}, Inbox: in,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			_, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1, $2, $3)`, msg.ID, msg.BusinessKey, msg.Headers["event-type"])
 			return "", err

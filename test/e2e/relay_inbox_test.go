@@ -68,7 +68,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	if _, err := consumerDB.Pool.Exec(ctx, `CREATE TABLE effect (message_id text NOT NULL, business_key text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	in, err := inbox.New(&inbox.Config{Consumer: "e2e"})
+	in, err := inbox.New(inbox.Pgx(consumerDB.Pool), &inbox.Config{Consumer: "e2e"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +77,11 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	for _, typ := range crashAggregateTypes {
 		topics = append(topics, kafka.Topic("outbox."+typ))
 	}
-	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig{
+	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
 		Brokers: kafka.Brokers,
 		GroupID: kafka.Topic("e2e"),
 		Topics:  topics,
 		Inbox:   in,
-		DB:      consumerDB.Pool,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			_, err := tx.Exec(ctx, `INSERT INTO effect (message_id, business_key) VALUES ($1, $2)`, msg.ID, msg.BusinessKey)
 			return "", err

@@ -76,14 +76,14 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs testenv.SyncBuffer
-	in, err := inbox.New(&inbox.Config{Consumer: "trace", TracerProvider: tp, Propagator: prop, TraceBusinessKey: true,
+	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "trace", TracerProvider: tp, Propagator: prop, TraceBusinessKey: true,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	handled := make(chan trace.SpanContext, 1)
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig{Brokers: k.Brokers, GroupID: k.Topic("trace"), Topics: []string{k.Topic("outbox.payment")},
-		Inbox: in, DB: db.Pool, Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{Brokers: k.Brokers, GroupID: k.Topic("trace"), Topics: []string{k.Topic("outbox.payment")},
+		Inbox: in, Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			select {
 			case handled <- trace.SpanContextFromContext(ctx):
 			default:

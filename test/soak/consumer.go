@@ -73,7 +73,7 @@ func consume(ctx context.Context, brokers []string, dbURL string) error {
 		return err
 	}
 	defer pool.Close()
-	in, err := inbox.New(&inbox.Config{Consumer: "soak"})
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "soak"})
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func consume(ctx context.Context, brokers []string, dbURL string) error {
 	}
 	defer cl.Close()
 	out := bufio.NewWriter(os.Stdout)
-	noop := func(context.Context, pgx.Tx) (string, error) { return "", nil }
+	noop := func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", nil }
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -111,7 +111,7 @@ func consume(ctx context.Context, brokers []string, dbURL string) error {
 			// The database may be restarting: an unknown outcome is
 			// retried until it is known.
 			for {
-				res, err := in.Process(ctx, pool, m, noop)
+				res, err := in.Process(ctx, m, noop)
 				if err == nil {
 					fmt.Fprintf(out, "%s %d %d %d\n", res.Outcome, r.Timestamp.UnixMilli(), time.Now().UnixNano(), rowNumber(m.BusinessKey))
 					return

@@ -448,38 +448,45 @@ func insertPlain(ctx context.Context, pool *pgxpool.Pool, msgs []kafka.Message) 
 // throughInbox runs the inbox consumer loop on pool, or on sqlDB when pool
 // is nil.
 func throughInbox(ctx context.Context, brokers []string, pool *pgxpool.Pool, sqlDB *sql.DB, topic string, n, batch int) (time.Duration, error) {
-	in, err := inbox.New(&inbox.Config{Consumer: topic, Logger: slog.New(slog.DiscardHandler)})
+	cfg := &inbox.Config{Consumer: topic, Logger: slog.New(slog.DiscardHandler)}
+	clk := newClock(n)
+	const insert = `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`
+	if pool != nil {
+		in, err := inbox.New(inbox.Pgx(pool), cfg)
+		if err != nil {
+			return 0, err
+		}
+		return consumeAll(ctx, brokers, topic, batch, in, clk, func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			clk.begin()
+			_, err := tx.Exec(ctx, insert, msg.BusinessKey, msg.Payload)
+			return "", err
+		})
+	}
+	in, err := inbox.New(inbox.SQL(sqlDB), cfg)
 	if err != nil {
 		return 0, err
 	}
-	clk := newClock(n)
+	return consumeAll(ctx, brokers, topic, batch, in, clk, func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
+		clk.begin()
+		_, err := tx.ExecContext(ctx, insert, msg.BusinessKey, msg.Payload)
+		return "", err
+	})
+}
+
+// consumeAll runs in's consumer loop with handler until clk has counted
+// every message processed.
+func consumeAll[TTx any](ctx context.Context, brokers []string, topic string, batch int, in *inbox.Inbox[TTx], clk *clock,
+	handler inbox.TxHandler[TTx]) (time.Duration, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	const insert = `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`
-	cfg := &inbox.ConsumerConfig{
-		Brokers: brokers, GroupID: topic, Topics: []string{topic}, Inbox: in, BatchSize: batch,
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[TTx]{
+		Brokers: brokers, GroupID: topic, Topics: []string{topic}, Inbox: in, BatchSize: batch, Handler: handler,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			if res.Outcome == inbox.Processed {
 				clk.tick()
 			}
 		},
-	}
-	if pool != nil {
-		cfg.DB = pool
-		cfg.Handler = func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-			clk.begin()
-			_, err := tx.Exec(ctx, insert, msg.BusinessKey, msg.Payload)
-			return "", err
-		}
-	} else {
-		cfg.SQLDB = sqlDB
-		cfg.SQLHandler = func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
-			clk.begin()
-			_, err := tx.ExecContext(ctx, insert, msg.BusinessKey, msg.Payload)
-			return "", err
-		}
-	}
-	c, err := inbox.NewConsumer(cfg)
+	})
 	if err != nil {
 		return 0, err
 	}

@@ -20,73 +20,37 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
-// SlotStatus describes the relay's slot and publication as the database
-// sees them. It can be read while no relay runs.
+// SlotStatus is what Status finds. Package relay copies it into
+// relay.SlotStatus, which documents the fields.
 type SlotStatus struct {
-	Slot              string `json:"slot"`
-	Publication       string `json:"publication"`
-	Table             string `json:"table"`
-	SlotExists        bool   `json:"slot_exists"`
-	PublicationExists bool   `json:"publication_exists"`
-	// PublicationMismatch says why the relay refuses to start on the
-	// publication (the table missing or not published, inserts not
-	// published, other tables, a row filter or column list, a partitioned
-	// table without publish_via_partition_root), with the fix where there
-	// is one; empty when it can start.
-	PublicationMismatch string `json:"publication_mismatch,omitempty"`
-	// PublicationExtra says what the publication publishes beyond the
-	// outbox inserts (updates, deletes, truncates): harmless but wasted
-	// decoding. Empty when nothing.
-	PublicationExtra string `json:"publication_extra,omitempty"`
-	// Active is true while a walsender streams the slot; ActivePID is its
-	// backend PID.
-	Active    bool   `json:"active"`
-	ActivePID *int32 `json:"active_pid"`
-	// LSNs in the usual X/Y text form; empty when the slot is missing.
-	ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
-	RestartLSN        string `json:"restart_lsn"`
-	CurrentWALLSN     string `json:"current_wal_lsn"`
-	// LagBytes is current WAL minus confirmed flush.
-	LagBytes int64 `json:"lag_bytes"`
-	// RetainedWALBytes is current WAL minus restart LSN: what the slot pins.
-	RetainedWALBytes int64 `json:"retained_wal_bytes"`
-	// WALStatus is pg_replication_slots.wal_status: reserved, extended,
-	// unreserved or lost.
-	WALStatus string `json:"wal_status"`
-	// SafeWALSize is pg_replication_slots.safe_wal_size; nil when
-	// max_slot_wal_keep_size is unlimited.
-	SafeWALSize *int64 `json:"safe_wal_size"`
+	Slot                string
+	Publication         string
+	Table               string
+	SlotExists          bool
+	PublicationExists   bool
+	PublicationMismatch string
+	PublicationExtra    string
+	Active              bool
+	ActivePID           *int32
+	ConfirmedFlushLSN   string
+	RestartLSN          string
+	CurrentWALLSN       string
+	LagBytes            int64
+	RetainedWALBytes    int64
+	WALStatus           string
+	SafeWALSize         *int64
 
-	// The process streaming the slot, from pg_stat_replication; empty or
-	// nil while the slot is not active. ActiveApplicationName is
-	// "pgoutbox-relay" for a relay unless its database URL sets
-	// application_name; ActiveClientAddr is empty for a Unix socket.
-	ActiveApplicationName string `json:"active_application_name,omitempty"`
-	ActiveClientAddr      string `json:"active_client_addr,omitempty"`
-	// ActiveState is the walsender state: "streaming" once it caught up
-	// with the WAL, "catchup" before.
-	ActiveState string `json:"active_state,omitempty"`
-	// ActiveBackendStart is when the streaming connection was opened.
-	ActiveBackendStart *time.Time `json:"active_backend_start,omitempty"`
-	// ActiveReplyTime is when the streaming process last sent a status
-	// update (an acknowledgement).
-	ActiveReplyTime *time.Time `json:"active_reply_time,omitempty"`
+	ActiveApplicationName string
+	ActiveClientAddr      string
+	ActiveState           string
+	ActiveBackendStart    *time.Time
+	ActiveReplyTime       *time.Time
 
-	// TableExists is false when the outbox table does not exist.
-	TableExists bool `json:"table_exists"`
-	// State is the slot's row of the relay state table; nil when there is
-	// none (or no state table).
-	State *StateStatus `json:"state,omitempty"`
-	// Gap describes the gap Run would stop on; nil when none.
-	Gap *GapStatus `json:"gap,omitempty"`
-	// Progress is, when the configuration is exactly-once (ExactlyOnce,
-	// with Brokers), the progress committed to Kafka; nil otherwise.
-	Progress *sink.ProgressStatus `json:"progress,omitempty"`
-	// Problems lists in words what keeps the relay from streaming
-	// healthily: a missing table, state table, publication or slot, a
-	// publication mismatch, a gap, a lost slot, no active relay. Empty when
-	// healthy.
-	Problems []string `json:"problems"`
+	TableExists bool
+	State       *StateStatus
+	Gap         *GapStatus
+	Progress    *sink.ProgressStatus
+	Problems    []string
 }
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE

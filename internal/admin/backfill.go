@@ -45,32 +45,24 @@ func (e *BackfillPrunedError) Error() string {
 // Unwrap returns ErrBackfillPruned.
 func (e *BackfillPrunedError) Unwrap() error { return ErrBackfillPruned }
 
-// BackfillOptions selects the outbox rows Backfill publishes.
+// BackfillOptions is relay.BackfillOptions (which documents the fields):
+// package relay converts it, so both declare the same fields in the same
+// order.
 type BackfillOptions struct {
-	// Since selects rows created at or after it. Required.
-	Since time.Time
-	// Until, when not zero, selects rows created before it.
-	Until time.Time
-	// AggregateType, when not empty, selects rows of that aggregate type.
+	Since         time.Time
+	Until         time.Time
 	AggregateType string
-	// Progress, when not nil, is called after every acknowledged batch with
-	// the rows published so far and the creation time of the last one.
-	Progress func(published int, createdAt time.Time)
+	Progress      func(published int, createdAt time.Time)
 }
 
-// RecoverResult says what Recover did.
+// RecoverResult is relay.RecoverResult (which documents the fields):
+// package relay converts it, so both declare the same fields in the same
+// order.
 type RecoverResult struct {
-	// Gap is the gap that was repaired; nil when there was none (Recover
-	// then did nothing).
-	Gap *slotstate.GapError
-	// Since is the creation time from which rows were published: the
-	// last confirmed commit time minus BackfillMargin.
-	Since time.Time
-	// Published is the number of rows published (dead-lettered rows
-	// included).
+	Gap       *slotstate.GapError
+	Since     time.Time
 	Published int
-	// SlotLSN is the new slot's consistent point: streaming resumes there.
-	SlotLSN pglogrepl.LSN
+	SlotLSN   pglogrepl.LSN
 }
 
 // Backfill publishes the outbox rows opts selects, read from the table in

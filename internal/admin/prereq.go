@@ -19,17 +19,13 @@ import (
 // senders, REPLICATION, CREATE rights, table ownership).
 var ErrPrerequisites = errors.New("relay: prerequisites not met")
 
-// Problem is one unmet prerequisite and the statement or setting that fixes
-// it.
-type Problem struct {
-	// Check names what was checked: "wal_level", "replication slots",
-	// "wal senders", "replication role", "create", "table owner".
-	Check string
-	// Detail says what was found.
+// Problem is relay.Problem (which documents the fields): an alias of the
+// same struct type, so that PrerequisitesError.Problems reads as
+// []relay.Problem.
+type Problem = struct {
+	Check  string
 	Detail string
-	// Fix is the statement or setting that fixes it, for the platform the
-	// server looks like (self-managed, Amazon RDS/Aurora, Cloud SQL, Azure).
-	Fix string
+	Fix    string
 }
 
 // PrerequisitesError lists every unmet prerequisite at once.

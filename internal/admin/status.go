@@ -13,35 +13,30 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
 
-// StateStatus is the slot's row of the relay state table (see
-// StateTableName), LSNs in the X/Y text form.
+// StateStatus is relay.StateStatus (which documents the fields): package
+// relay converts it, so both declare the same fields in the same order.
 type StateStatus struct {
-	SystemIdentifier string    `json:"system_identifier"`
-	Timeline         int32     `json:"timeline"`
-	SlotCreatedLSN   string    `json:"slot_created_lsn"`
-	SlotCreatedAt    time.Time `json:"slot_created_at"`
-	// ConfirmedLSN and ConfirmedCommitTime are the last transaction the
-	// relay recorded as published (they trail the slot a little).
-	ConfirmedLSN        string     `json:"confirmed_lsn"`
-	ConfirmedCommitTime *time.Time `json:"confirmed_commit_time"`
-	// CeilingLSN is the position the relay may confirm up to.
-	CeilingLSN   string `json:"ceiling_lsn"`
-	MessagesSeen bool   `json:"messages_seen"`
-	// PrunedBefore is prune's high-water mark: rows created before it
-	// may have been deleted.
-	PrunedBefore *time.Time `json:"pruned_before"`
-	UpdatedAt    time.Time  `json:"updated_at"`
+	SystemIdentifier    string
+	Timeline            int32
+	SlotCreatedLSN      string
+	SlotCreatedAt       time.Time
+	ConfirmedLSN        string
+	ConfirmedCommitTime *time.Time
+	CeilingLSN          string
+	MessagesSeen        bool
+	PrunedBefore        *time.Time
+	UpdatedAt           time.Time
 }
 
-// GapStatus is a gap as relay status shows it (see GapError).
+// GapStatus is relay.GapStatus (which documents the fields): package
+// relay converts it, so both declare the same fields in the same order.
 type GapStatus struct {
-	Reason       string    `json:"reason"`
-	Detail       string    `json:"detail"`
-	Since        time.Time `json:"since"`
-	ConfirmedLSN string    `json:"confirmed_lsn"`
-	MessagesSeen bool      `json:"messages_seen"`
-	// Message is the error Run stops with.
-	Message string `json:"message"`
+	Reason       string
+	Detail       string
+	Since        time.Time
+	ConfirmedLSN string
+	MessagesSeen bool
+	Message      string
 }
 
 // statusHealth fills st's table, state and gap fields and lists its

@@ -1,4 +1,4 @@
-// Package relayconfig holds the relay's Config, its defaults and its
-// validation, and the topic template. Package relay exposes Config and
-// its constants under their own names.
+// Package relayconfig holds the engine's copy of relay.Config (the same
+// fields, documented in package relay, which converts its Config to this
+// one), its defaults and validation, and the topic template.
 package relayconfig

@@ -2,20 +2,18 @@ package relay
 
 import (
 	"context"
+	"time"
+
+	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/internal/admin"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
-
-// SlotStatus describes the relay's slot and publication as the database
-// sees them. It can be read while no relay runs.
-type SlotStatus = admin.SlotStatus
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
 // the outbox WITH (publish = 'insert', publish_via_partition_root = true))
@@ -29,21 +27,14 @@ type SlotStatus = admin.SlotStatus
 // ErrPublicationMismatch; one that also publishes updates, deletes or
 // truncates is accepted with a warning, since the relay ignores them.
 func Setup(ctx context.Context, cfg *Config) error {
-	return admin.Setup(ctx, cfg)
-}
-
-// Status reads the slot and publication state from the database and, with
-// cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
-// cfg.ProgressTopic).
-func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
-	return admin.Status(ctx, cfg)
+	return admin.Setup(ctx, cfg.engine())
 }
 
 // Teardown drops the slot and the publication (not the table) and deletes
 // the slot's relay state row, giving its position up. An active slot is an
 // error wrapping ErrSlotActive. Missing objects are not errors.
 func Teardown(ctx context.Context, cfg *Config) error {
-	return admin.Teardown(ctx, cfg)
+	return admin.Teardown(ctx, cfg.engine())
 }
 
 // ErrBackfillPruned means rows a recovery needs may have been deleted by
@@ -52,14 +43,39 @@ var ErrBackfillPruned = admin.ErrBackfillPruned
 
 // BackfillPrunedError names the creation-time range of outbox rows that
 // recovery would have to publish but that pruning may already have
-// deleted. Recover refuses rather than publish part of it.
+// deleted. Recover refuses rather than publish part of it. Its fields:
+// Slot; From and To, the range (rows created at or after From and before
+// To may be gone). It is the engine's own type, so that errors.As finds
+// the value Recover returns, wrapped or not.
 type BackfillPrunedError = admin.BackfillPrunedError
 
 // BackfillOptions selects the outbox rows Backfill publishes.
-type BackfillOptions = admin.BackfillOptions
+type BackfillOptions struct {
+	// Since selects rows created at or after it. Required.
+	Since time.Time
+	// Until, when not zero, selects rows created before it.
+	Until time.Time
+	// AggregateType, when not empty, selects rows of that aggregate type.
+	AggregateType string
+	// Progress, when not nil, is called after every acknowledged batch with
+	// the rows published so far and the creation time of the last one.
+	Progress func(published int, createdAt time.Time)
+}
 
 // RecoverResult says what Recover did.
-type RecoverResult = admin.RecoverResult
+type RecoverResult struct {
+	// Gap is the gap that was repaired; nil when there was none (Recover
+	// then did nothing).
+	Gap *GapError
+	// Since is the creation time from which rows were published: the
+	// last confirmed commit time minus BackfillMargin.
+	Since time.Time
+	// Published is the number of rows published (dead-lettered rows
+	// included).
+	Published int
+	// SlotLSN is the new slot's consistent point: streaming resumes there.
+	SlotLSN pglogrepl.LSN
+}
 
 // Backfill publishes the outbox rows opts selects, read from the table in
 // one snapshot, ordered by created_at then id (UUIDv7 ids sort by creation),
@@ -69,7 +85,7 @@ type RecoverResult = admin.RecoverResult
 // deduplicate on message-id. Logical messages (EmitTx) are not in the table
 // and are not backfilled.
 func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, error) {
-	return admin.Backfill(ctx, cfg, opts)
+	return admin.Backfill(ctx, cfg.engine(), admin.BackfillOptions(opts))
 }
 
 // Recover repairs a gap on cfg.Slot (see GapError) without losing events:
@@ -87,102 +103,9 @@ func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, erro
 // of the needed range. Without a gap it does nothing (RecoverResult.Gap is
 // nil).
 func Recover(ctx context.Context, cfg *Config) (*RecoverResult, error) {
-	return admin.Recover(ctx, cfg)
+	res, err := admin.Recover(ctx, cfg.engine())
+	return (*RecoverResult)(res), err
 }
-
-// InvalidPolicy says what the relay does with a row it cannot publish
-// (value over the size limit, NULL in a required column, unsupported type).
-type InvalidPolicy = relayconfig.InvalidPolicy
-
-const (
-	// InvalidDeadLetter publishes the row to the dead-letter topic with the
-	// reason in headers, counts and logs it, and goes on. The default.
-	InvalidDeadLetter = relayconfig.InvalidDeadLetter
-	// InvalidStop stops the relay with an error naming the row; its WAL
-	// position is not acknowledged, so it is read again after a restart.
-	InvalidStop = relayconfig.InvalidStop
-)
-
-// UnavailablePolicy says what the relay does with a record whose topic
-// stays unavailable (it does not exist, or the relay may not write it)
-// for longer than Config.TopicUnavailableGrace.
-type UnavailablePolicy = relayconfig.UnavailablePolicy
-
-const (
-	// UnavailableDeadLetter dead-letters the record with reason
-	// topic-unavailable and goes on; later records of the topic are
-	// dead-lettered at their first failed write while it stays
-	// unavailable. The default: a producer naming a topic that does not
-	// exist cannot stop the relay.
-	UnavailableDeadLetter = relayconfig.UnavailableDeadLetter
-	// UnavailableStop ends Run with ErrTopicUnavailable, the record not
-	// confirmed (so a restart after the fix publishes it).
-	UnavailableStop = relayconfig.UnavailableStop
-)
-
-// GapPolicy says what Run does when it finds a gap (see GapError).
-type GapPolicy = relayconfig.GapPolicy
-
-const (
-	// GapFail ends Run with the *GapError, streaming nothing. The default.
-	GapFail = relayconfig.GapFail
-	// GapBackfill recovers the gap as Recover does, then streams.
-	GapBackfill = relayconfig.GapBackfill
-)
-
-// Config configures a Relay. DatabaseURL and Brokers are required; every
-// other field has a default.
-type Config = relayconfig.Config
-
-// InstanceHeader is the record header that carries Config.InstanceID.
-const InstanceHeader = relayconfig.InstanceHeader
-
-// Defaults of the Config fields.
-const (
-	DefaultTable                 = relayconfig.DefaultTable
-	DefaultSlot                  = relayconfig.DefaultSlot
-	DefaultPublication           = relayconfig.DefaultPublication
-	DefaultDeadLetterTopic       = relayconfig.DefaultDeadLetterTopic
-	DefaultMaxMessageBytes       = relayconfig.DefaultMaxMessageBytes
-	DefaultBatchSize             = relayconfig.DefaultBatchSize
-	DefaultBufferBytes           = relayconfig.DefaultBufferBytes
-	DefaultBatchTimeout          = relayconfig.DefaultBatchTimeout
-	DefaultWriteTimeout          = relayconfig.DefaultWriteTimeout
-	DefaultRetryBackoff          = relayconfig.DefaultRetryBackoff
-	DefaultMaxRetryBackoff       = relayconfig.DefaultMaxRetryBackoff
-	DefaultTopicUnavailableGrace = relayconfig.DefaultTopicUnavailableGrace
-	DefaultTransactionTimeout    = relayconfig.DefaultTransactionTimeout
-	DefaultStatusInterval        = relayconfig.DefaultStatusInterval
-	DefaultShutdownTimeout       = relayconfig.DefaultShutdownTimeout
-	DefaultPruneInterval         = relayconfig.DefaultPruneInterval
-	DefaultPruneBatchSize        = relayconfig.DefaultPruneBatchSize
-	DefaultBackfillMargin        = relayconfig.DefaultBackfillMargin
-	DefaultLagPollInterval       = relayconfig.DefaultLagPollInterval
-	DefaultStandbyRetryInterval  = relayconfig.DefaultStandbyRetryInterval
-	// DefaultProgressTopic is the default Config.ProgressTopic.
-	DefaultProgressTopic = relayconfig.DefaultProgressTopic
-)
-
-// SASL mechanisms, as Kafka names them.
-const (
-	SASLPlain       = relayconfig.SASLPlain
-	SASLSCRAMSHA256 = relayconfig.SASLSCRAMSHA256
-	SASLSCRAMSHA512 = relayconfig.SASLSCRAMSHA512
-	// SASLOAuthBearer authenticates with a token read from
-	// SASL.TokenFile at every authentication, so a token another process
-	// refreshes in the file is picked up.
-	SASLOAuthBearer = relayconfig.SASLOAuthBearer
-	// SASLAWSMSKIAM authenticates to Amazon MSK with IAM: Username is the
-	// access key ID, Password the secret access key, SessionToken the
-	// session token; with Username empty, AWS_ACCESS_KEY_ID,
-	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN are read at every
-	// authentication.
-	SASLAWSMSKIAM = relayconfig.SASLAWSMSKIAM
-)
-
-// SASL is the SASL mechanism and credentials the relay authenticates to
-// the brokers with. None of it is ever logged.
-type SASL = relayconfig.SASL
 
 // Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
 // are untrusted: whatever they hold, its dead-letter record fits, so no row
@@ -274,7 +197,10 @@ var (
 )
 
 // InvalidEventError names an event the relay could not publish, returned by
-// Run when Config.OnInvalid is InvalidStop.
+// Run when Config.OnInvalid is InvalidStop. Its fields: MessageID, the
+// event's message ID (uuid.Nil when it has none); Reason, one of the
+// Reason* constants; Detail, what exactly is wrong. It is the engine's own
+// type, so that errors.As finds the value Run returns.
 type InvalidEventError = relayerr.InvalidEventError
 
 // IsPermanent reports whether err is one that retrying cannot fix: bad
@@ -291,10 +217,6 @@ func IsPermanent(err error) bool {
 func ProgressKey(systemID string, slot string) string {
 	return sink.ProgressKey(systemID, slot)
 }
-
-// ProgressStatus is the exactly-once progress of a slot as Kafka holds
-// it (see SlotStatus.Progress).
-type ProgressStatus = sink.ProgressStatus
 
 // TableFormat names the column layout of the outbox table: which column
 // holds each field of an event. The decoder is the same for every format;
@@ -349,15 +271,16 @@ const (
 
 // GapError says that events may have been skipped: the slot cannot be
 // trusted to resume where the relay left off. Run returns it (wrapping
-// ErrGap) before streaming anything; Recover repairs it.
+// ErrGap) before streaming anything; Recover repairs it. Its fields:
+// Slot; Reason, one of the Gap* constants; Detail, what happened in
+// words; Since, the commit time of the last transaction the relay
+// recorded as published (or the slot's creation time), after which events
+// may be missing from Kafka; ConfirmedLSN, the last position the relay
+// recorded as published; MessagesSeen, true when the relay published
+// logical messages (outbox.Writer.EmitTx) on the slot, which exist only in
+// the WAL and which no backfill from the table recovers. It is the
+// engine's own type, so that errors.As finds the value Run returns.
 type GapError = slotstate.GapError
-
-// StateStatus is the slot's row of the relay state table (see
-// StateTableName), LSNs in the X/Y text form.
-type StateStatus = admin.StateStatus
-
-// GapStatus is a gap as relay status shows it (see GapError).
-type GapStatus = admin.GapStatus
 
 // OtherTopicLabel is the topic label of pgoutbox_relay_events_published_total
 // that counts the records of every topic past the first 1,000 the relay
@@ -371,9 +294,20 @@ var ErrPrerequisites = admin.ErrPrerequisites
 
 // Problem is one unmet prerequisite and the statement or setting that fixes
 // it.
-type Problem = admin.Problem
+type Problem = struct {
+	// Check names what was checked: "wal_level", "replication slots",
+	// "wal senders", "replication role", "create", "table owner".
+	Check string
+	// Detail says what was found.
+	Detail string
+	// Fix is the statement or setting that fixes it, for the platform the
+	// server looks like (self-managed, Amazon RDS/Aurora, Cloud SQL, Azure).
+	Fix string
+}
 
-// PrerequisitesError lists every unmet prerequisite at once.
+// PrerequisitesError lists every unmet prerequisite at once, in its field
+// Problems ([]Problem). It is the engine's own type, so that errors.As
+// finds the value Setup and CheckPrerequisites return.
 type PrerequisitesError = admin.PrerequisitesError
 
 // CheckPrerequisites checks, without changing anything, that the server
@@ -388,7 +322,7 @@ type PrerequisitesError = admin.PrerequisitesError
 // DELETE with PruneAfter. It returns a
 // *PrerequisitesError listing every problem with its fix, or nil.
 func CheckPrerequisites(ctx context.Context, cfg *Config) error {
-	return admin.CheckPrerequisites(ctx, cfg)
+	return admin.CheckPrerequisites(ctx, cfg.engine())
 }
 
 // StateTableName is the name of the relay's state table, created by

@@ -30,9 +30,14 @@
 //	internal/slotstate   the slot, the publication, the catalog fence, the state row and gaps
 //	internal/liveness    the liveness clock, and the connections it guards
 //
-// Config (internal/relayconfig), the errors (internal/relayerr), the
-// metrics (internal/relaymetrics) and the administrative calls
-// (internal/admin) have packages of their own too. What a user relies on
+// Config's defaults and validation (internal/relayconfig), the errors
+// (internal/relayerr), the metrics (internal/relaymetrics) and the
+// administrative calls (internal/admin) have packages of their own too.
+// The structs a user builds or reads (Config, SASL, SlotStatus,
+// RecoverResult...) are declared here with their documentation; the
+// engine declares the same fields and this package converts at the
+// boundary. The error types are the engine's own (aliases), so that
+// errors.As finds what the engine returns. What a user relies on
 // is summed up in docs/semantics.md (acknowledgement, ordering, gaps),
 // docs/kafka.md (records, invalid rows, dead letters) and docs/liveness.md.
 //

@@ -37,8 +37,8 @@ type Relay struct {
 // New validates cfg, fills in its defaults, registers the metrics on
 // cfg.Registerer and returns a Relay. It does not connect to anything; Run
 // does.
-func New(cfg *relayconfig.Config) (*Relay, error) {
-	c, err := relayconfig.WithDefaults(cfg)
+func New(cfg *Config) (*Relay, error) {
+	c, err := relayconfig.WithDefaults(cfg.engine())
 	if err != nil {
 		return nil, err
 	}

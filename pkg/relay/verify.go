@@ -58,8 +58,8 @@ type VerifyReport = verify.Report
 // opts.MaxInMemory; see internal/verify for the method and its limits.
 // It needs cfg's database, table, topic template, dead-letter topic and
 // Kafka settings; it writes nothing.
-func Verify(ctx context.Context, cfg *relayconfig.Config, opts VerifyOptions) (*VerifyReport, error) {
-	c, err := relayconfig.WithDefaults(cfg)
+func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport, error) {
+	c, err := relayconfig.WithDefaults(cfg.engine())
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,11 @@ import (
 // ConsumerConfig.DeadLetterTopic is empty.
 const DefaultDeadLetterTopic = "inbox.dlq"
 
+// defaultMaxWait is ConsumerConfig.MaxWait's default: above 1s kafka-go
+// leaves a fetch's round trip its full margin of 1s, and 5s keeps an idle
+// partition at one fetch per 4s (kafka-go's own default is 10s).
+const defaultMaxWait = 5 * time.Second
+
 // Record headers the relay sets and the consumer loop reads.
 const (
 	HeaderMessageID     = contract.HeaderMessageID
@@ -56,7 +61,15 @@ type ConsumerConfig[TTx any] struct {
 	// StartOffset is where a group without committed offsets starts:
 	// kafka.FirstOffset or kafka.LastOffset. Defaults to kafka.FirstOffset.
 	StartOffset int64
-	// MaxWait bounds how long a fetch waits for data. Defaults to 250ms.
+	// MaxWait bounds how long a fetch of an idle partition waits for data;
+	// a record that arrives ends the wait at once. kafka-go also makes it
+	// the deadline for the fetch's response, asking the broker to answer
+	// 1s before it (MaxWait/4 before it when MaxWait is under 1s): that
+	// margin is all the round trip may take. A broker farther away (or
+	// slower) makes every fetch time out and reconnect, and delivers nothing
+	// once the round trip exceeds MaxWait itself. A graceful stop and a
+	// rebalance wait for the fetches in flight, up to MaxWait. Defaults to
+	// 5s, at most a third of RebalanceTimeout when that is set.
 	MaxWait time.Duration
 	// PartitionQueue is how many fetched messages wait per partition while
 	// the partition's current message is retried. When it is full, fetching
@@ -147,7 +160,11 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 		c.StartOffset = kafka.FirstOffset
 	}
 	if c.MaxWait == 0 {
-		c.MaxWait = 250 * time.Millisecond
+		c.MaxWait = defaultMaxWait
+		if c.RebalanceTimeout > 0 {
+			// A member stops its fetches before it rejoins.
+			c.MaxWait = min(c.MaxWait, c.RebalanceTimeout/3)
+		}
 	}
 	if c.PartitionQueue <= 0 {
 		c.PartitionQueue = 1000

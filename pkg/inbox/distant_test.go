@@ -1,0 +1,82 @@
+package inbox_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+)
+
+// A broker a long round trip away (300ms, another continent) is consumed
+// with the default MaxWait. kafka-go makes MaxWait the deadline of a fetch's
+// response: at the former default of 250ms every response came too late,
+// the reader reconnected and fetched again, over and over, and nothing was
+// ever delivered.
+func TestConsumerReachesADistantBroker(t *testing.T) {
+	t.Parallel()
+	const topic, group = "distant", "distant-group"
+	k := newKafka(t, topic, 1)
+	b := setup(t, nil)
+	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
+	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, Handler: insertEffect,
+		Dialer: &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: distantDial(300 * time.Millisecond)},
+	}, map[int]int64{0: 1})
+	wantEffectOnce(t, b.db, "k-1")
+}
+
+// distantDial dials the broker and hands kafka-go a connection on which
+// what the broker sends arrives delay later, as from a broker far away;
+// requests go out at once. The connection keeps net.Conn's deadlines, so a
+// response that comes after the read deadline times the read out.
+func distantDial(delay time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		broker, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		client, near := net.Pipe()
+		go func() {
+			_, _ = io.Copy(broker, near)
+			_ = broker.Close()
+		}()
+		type chunk struct {
+			b  []byte
+			at time.Time
+		}
+		chunks := make(chan chunk, 1024)
+		go func() {
+			defer close(chunks)
+			for {
+				buf := make([]byte, 64<<10)
+				n, err := broker.Read(buf)
+				if n > 0 {
+					chunks <- chunk{buf[:n], time.Now().Add(delay)}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() {
+			defer func() { _ = near.Close() }()
+			for c := range chunks {
+				time.Sleep(time.Until(c.at)) // the latency being emulated
+				if _, err := near.Write(c.b); err != nil {
+					_ = broker.Close()
+					for range chunks { // until the reader sees the close
+					}
+					return
+				}
+			}
+		}()
+		return client, nil
+	}
+}

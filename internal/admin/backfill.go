@@ -149,7 +149,7 @@ func RecoverGap(ctx context.Context, c *relayconfig.Config, m *relaymetrics.Metr
 	if err != nil {
 		return nil, err
 	}
-	// The state after the slot, as in ensureSlot: no false gap from a
+	// The state after the slot, as in slotstate.EnsureSlot: no false gap from a
 	// relay still confirming meanwhile.
 	st, err := slotstate.ReadState(ctx, conn, c)
 	if err != nil {
@@ -192,7 +192,7 @@ func RecoverGap(ctx context.Context, c *relayconfig.Config, m *relaymetrics.Metr
 }
 
 // readGapSlot reads what recovery needs of the slot: whether it exists,
-// its confirmed position and wal_status (for checkGap), and the PID of the
+// its confirmed position and wal_status (for slotstate.CheckGap), and the PID of the
 // process streaming it (nil when none).
 func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotstate.SlotInfo, active *int32, err error) {
 	var confirmed, walStatus *string

@@ -50,7 +50,7 @@ type Layout struct {
 	// contentType is the payload column's content type (CloudEvents).
 	contentType []byte
 	// problem, when not empty, says why the relay cannot read rows of
-	// this layout (checkColumns' error): they are invalid (bad-columns).
+	// this layout (CheckColumns' error): they are invalid (bad-columns).
 	problem string
 }
 
@@ -107,41 +107,47 @@ func CheckColumns(table string, f tableformat.TableFormat, names []string, types
 }
 
 // Event is one record to publish: a valid record for its topic, or an
-// invalid row (invalid != nil) that becomes a dead-letter record.
+// invalid row (Invalid != nil) that becomes a dead-letter record.
 type Event struct {
-	Msg     kgo.Record
+	// Record is the Kafka record, as the decoder built it.
+	Record kgo.Record
+	// ID is the message ID; uuid.Nil when the row has none that parses.
 	ID      uuid.UUID
 	Invalid *relayerr.InvalidEventError
 	// Minimal marks a dead-letter record reduced to the headers that
-	// always fit (see minimalDeadLetter).
+	// always fit (see internal/sink's minimalDeadLetter).
 	Minimal bool
-	// Tx and commit are set by the reader.
+	// Tx and Commit are set by the reader: the event's transaction and
+	// its commit time.
 	Tx     acktrack.TxID
 	Commit time.Time
 	// Cost is what the event took from the buffer budget; the sink gives
 	// it back once Kafka acknowledged the event.
 	Cost int64
 	// Marker, in exactly-once mode, is an event without a record that
-	// ends transaction tx, at endLSN (see exactlyonce.go).
+	// ends transaction Tx, at EndLSN (see internal/sink's exactlyonce.go).
 	Marker bool
 	EndLSN uint64
 }
 
-// walKind says what one pgoutput message meant to the relay.
-type walKind int
+// WALKind says what one pgoutput message meant to the relay.
+type WALKind int
 
 const (
-	walNone   walKind = iota // nothing to do (other tables, types, origins...)
+	walNone   WALKind = iota // nothing to do (other tables, types, origins...)
 	WALBegin                 // a transaction starts
-	WALCommit                // it ends at endLSN
+	WALCommit                // it ends at EndLSN
 	WALEvent                 // an outbox event of the current transaction
 )
 
-type walItem struct {
-	Kind       walKind
+// WALItem is what Decode made of one pgoutput message: its kind, the
+// transaction's commit time (WALBegin), its end (WALCommit), or the event
+// (WALEvent).
+type WALItem struct {
+	Kind       WALKind
 	CommitTime time.Time
 	EndLSN     pglogrepl.LSN
-	Ev         Event
+	Event      Event
 }
 
 // relation is a cached relation message: the outbox (or a partition of
@@ -158,13 +164,13 @@ type relation struct {
 }
 
 // relationResolver says whether a relation message is the outbox's. The
-// session's catalog answers by OID (see catalog.resolve); tests use a fixed
+// session's catalog answers by OID (see slotstate.Catalog.IsOutbox); tests use a fixed
 // set.
 type relationResolver interface {
 	IsOutbox(m *pglogrepl.RelationMessage) (bool, error)
 }
 
-// Decoder turns pgoutput (proto_version 1) messages into walItems. It keeps
+// Decoder turns pgoutput (proto_version 1) messages into WALItems. It keeps
 // the relation cache; it is not safe for concurrent use.
 type Decoder struct {
 	table           pgname.Table
@@ -224,9 +230,9 @@ const MaxDetailBytes = 1024
 var ErrProtocol = errors.New("relay: unexpected replication data")
 
 // Decode interprets one XLogData payload.
-func (d *Decoder) Decode(data []byte) (walItem, error) {
+func (d *Decoder) Decode(data []byte) (WALItem, error) {
 	if len(data) == 0 {
-		return walItem{}, fmt.Errorf("%w: empty message", ErrProtocol)
+		return WALItem{}, fmt.Errorf("%w: empty message", ErrProtocol)
 	}
 	if data[0] == 'I' {
 		// The hot path: one message per row, parsed without
@@ -235,7 +241,7 @@ func (d *Decoder) Decode(data []byte) (walItem, error) {
 	}
 	msg, err := parsePgoutput(data)
 	if err != nil {
-		return walItem{}, err
+		return WALItem{}, err
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
@@ -245,7 +251,7 @@ func (d *Decoder) Decode(data []byte) (walItem, error) {
 		// skipped silently.
 		outbox, err := d.resolve.IsOutbox(m)
 		if err != nil {
-			return walItem{}, err
+			return WALItem{}, err
 		}
 		names := make([]string, len(m.Columns))
 		types := make([]uint32, len(m.Columns))
@@ -254,12 +260,12 @@ func (d *Decoder) Decode(data []byte) (walItem, error) {
 		}
 		if !outbox {
 			d.relations[m.RelationID] = &relation{foreign: pgname.Table{Schema: m.Namespace, Name: m.RelationName}.String(), names: names}
-			return walItem{}, nil
+			return WALItem{}, nil
 		}
 		l, err := CheckColumns(d.table.String(), d.format, names, types)
 		if err != nil {
 			if d.stopOnInvalid {
-				return walItem{}, err
+				return WALItem{}, err
 			}
 			// The table changed while streaming (or did, in the WAL
 			// being replayed): its rows go to the dead-letter topic
@@ -272,32 +278,32 @@ func (d *Decoder) Decode(data []byte) (walItem, error) {
 			}
 		}
 		d.relations[m.RelationID] = &relation{Layout: l, names: names}
-		return walItem{}, nil
+		return WALItem{}, nil
 	case *pglogrepl.BeginMessage:
 		d.CommitTime = m.CommitTime
-		return walItem{Kind: WALBegin, CommitTime: m.CommitTime}, nil
+		return WALItem{Kind: WALBegin, CommitTime: m.CommitTime}, nil
 	case *pglogrepl.CommitMessage:
-		return walItem{Kind: WALCommit, CommitTime: m.CommitTime, EndLSN: m.TransactionEndLSN}, nil
+		return WALItem{Kind: WALCommit, CommitTime: m.CommitTime, EndLSN: m.TransactionEndLSN}, nil
 	case *pglogrepl.LogicalDecodingMessage:
 		if m.Prefix != outbox.LogicalMessagePrefix || !m.Transactional {
-			return walItem{}, nil
+			return WALItem{}, nil
 		}
 		d.Messages = true
-		return walItem{Kind: WALEvent, Ev: d.messageEvent(m.Content)}, nil
+		return WALItem{Kind: WALEvent, Event: d.messageEvent(m.Content)}, nil
 	}
-	return walItem{}, nil
+	return WALItem{}, nil
 }
 
 // insert interprets an Insert message.
-func (d *Decoder) insert(data []byte) (walItem, error) {
+func (d *Decoder) insert(data []byte) (WALItem, error) {
 	rel, cols, err := parseInsert(data, d.cols[:0])
 	if err != nil {
-		return walItem{}, err
+		return WALItem{}, err
 	}
 	d.cols = cols
 	r, known := d.relations[rel]
 	if !known {
-		return walItem{}, fmt.Errorf("%w: insert into relation %d before its relation message", ErrProtocol, rel)
+		return WALItem{}, fmt.Errorf("%w: insert into relation %d before its relation message", ErrProtocol, rel)
 	}
 	if r.foreign != "" {
 		if !r.warned && d.logger != nil {
@@ -305,9 +311,9 @@ func (d *Decoder) insert(data []byte) (walItem, error) {
 			d.logger.Warn("a table in the publication is not the outbox; its rows are invalid (reason not-outbox)",
 				"table", r.foreign, "oid", rel)
 		}
-		return walItem{Kind: WALEvent, Ev: d.foreignEvent(r, cols)}, nil
+		return WALItem{Kind: WALEvent, Event: d.foreignEvent(r, cols)}, nil
 	}
-	return walItem{Kind: WALEvent, Ev: d.RowEvent(&r.Layout, cols)}, nil
+	return WALItem{Kind: WALEvent, Event: d.RowEvent(&r.Layout, cols)}, nil
 }
 
 // TupleColumn is one column of a pgoutput tuple.
@@ -492,7 +498,7 @@ func (d *Decoder) foreignEvent(r *relation, cols []TupleColumn) Event {
 	}
 	b.WriteByte('}')
 	return Event{
-		Msg: kgo.Record{Value: []byte(b.String()), Timestamp: d.CommitTime},
+		Record: kgo.Record{Value: []byte(b.String()), Timestamp: d.CommitTime},
 		Invalid: &relayerr.InvalidEventError{Reason: ReasonNotOutbox, Detail: fmt.Sprintf(
 			"a row of table %s, which the publication publishes but is not the outbox table %s (the value holds its columns as JSON)",
 			r.foreign, d.table)},
@@ -504,9 +510,9 @@ func (d *Decoder) messageEvent(content []byte) Event {
 	m, err := outbox.DecodeLogicalMessage(content)
 	if err != nil {
 		ev := Event{ID: m.ID, Invalid: &relayerr.InvalidEventError{MessageID: m.ID, Reason: ReasonBadMessage, Detail: err.Error()}}
-		ev.Msg = kgo.Record{Value: content}
+		ev.Record = kgo.Record{Value: content}
 		if m.AggregateID != "" {
-			ev.Msg.Key = []byte(m.AggregateID)
+			ev.Record.Key = []byte(m.AggregateID)
 		}
 		return ev
 	}
@@ -543,22 +549,22 @@ func (d *Decoder) finish(ev Event, f *fields, problem *relayerr.InvalidEventErro
 	if d.cloudEvents {
 		room += numCloudEventsHeaders
 	}
-	ev.Msg = kgo.Record{
+	ev.Record = kgo.Record{
 		Topic:     topic,
 		Value:     f.payload,
 		Timestamp: d.CommitTime,
 		Headers:   make([]kgo.RecordHeader, 5, room),
 	}
-	ev.Msg.Headers[0] = kgo.RecordHeader{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.ID, f.idText)}
-	ev.Msg.Headers[1] = kgo.RecordHeader{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
-	ev.Msg.Headers[2] = kgo.RecordHeader{Key: contract.HeaderEventType, Value: nonNil(f.eventType)}
-	ev.Msg.Headers[3] = kgo.RecordHeader{Key: contract.HeaderAggregateType, Value: nonNil(f.aggregateType)}
-	ev.Msg.Headers[4] = kgo.RecordHeader{Key: contract.HeaderAggregateID, Value: nonNil(f.aggregateID)}
+	ev.Record.Headers[0] = kgo.RecordHeader{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.ID, f.idText)}
+	ev.Record.Headers[1] = kgo.RecordHeader{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
+	ev.Record.Headers[2] = kgo.RecordHeader{Key: contract.HeaderEventType, Value: nonNil(f.eventType)}
+	ev.Record.Headers[3] = kgo.RecordHeader{Key: contract.HeaderAggregateType, Value: nonNil(f.aggregateType)}
+	ev.Record.Headers[4] = kgo.RecordHeader{Key: contract.HeaderAggregateID, Value: nonNil(f.aggregateID)}
 	if len(f.aggregateID) > 0 {
-		ev.Msg.Key = f.aggregateID
+		ev.Record.Key = f.aggregateID
 	}
 	if d.cloudEvents {
-		ev.Msg.Headers = d.appendCloudEvents(ev.Msg.Headers, f)
+		ev.Record.Headers = d.appendCloudEvents(ev.Record.Headers, f)
 	}
 	// A header the relay writes may not come from the row: it is left
 	// out, and the row is dead-lettered (a row posing as a dead letter,
@@ -575,7 +581,7 @@ func (d *Decoder) finish(ev Event, f *fields, problem *relayerr.InvalidEventErro
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			ev.Msg.Headers = append(ev.Msg.Headers, kgo.RecordHeader{Key: k, Value: []byte(f.headers[k])})
+			ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: k, Value: []byte(f.headers[k])})
 		}
 	}
 	if problem == nil {
@@ -588,7 +594,7 @@ func (d *Decoder) finish(ev Event, f *fields, problem *relayerr.InvalidEventErro
 			problem = &relayerr.InvalidEventError{Reason: ReasonBadHeaders, Detail: fmt.Sprintf(
 				"headers name %s, which the relay writes itself (reserved: message-id, business-key, event-type, aggregate-type, aggregate-id, original-topic, relay-instance, dlq-*)",
 				contract.Excerpt([]byte(strings.Join(reserved, ",")), 128))}
-		} else if n := RecordSize(&ev.Msg); n > d.maxMessageBytes {
+		} else if n := RecordSize(&ev.Record); n > d.maxMessageBytes {
 			problem = &relayerr.InvalidEventError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}
 		}
 	}

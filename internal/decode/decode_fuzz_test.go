@@ -83,21 +83,21 @@ func FuzzDecode(f *testing.F) {
 			if err != nil || it.Kind != WALEvent {
 				continue
 			}
-			ev := it.Ev
+			ev := it.Event
 			if ev.Invalid != nil {
 				if ev.Invalid.Reason == "" || ev.Invalid.MessageID != ev.ID {
 					t.Fatalf("invalid event without a reason or with a mismatched ID: %+v", ev.Invalid)
 				}
 				continue
 			}
-			if err := contract.CheckTopic([]byte(ev.Msg.Topic)); err != nil {
-				t.Fatalf("valid event with topic %q", ev.Msg.Topic)
+			if err := contract.CheckTopic([]byte(ev.Record.Topic)); err != nil {
+				t.Fatalf("valid event with topic %q", ev.Record.Topic)
 			}
-			if RecordSize(&ev.Msg) > c.MaxMessageBytes || ev.Msg.Key == nil || ev.Msg.Value == nil {
-				t.Fatalf("valid event breaks limits: key %q, %d bytes", ev.Msg.Key, RecordSize(&ev.Msg))
+			if RecordSize(&ev.Record) > c.MaxMessageBytes || ev.Record.Key == nil || ev.Record.Value == nil {
+				t.Fatalf("valid event breaks limits: key %q, %d bytes", ev.Record.Key, RecordSize(&ev.Record))
 			}
-			if ev.Msg.Headers[0].Key != "message-id" || !utf8.Valid(ev.Msg.Headers[0].Value) {
-				t.Fatalf("headers %v", ev.Msg.Headers)
+			if ev.Record.Headers[0].Key != "message-id" || !utf8.Valid(ev.Record.Headers[0].Value) {
+				t.Fatalf("headers %v", ev.Record.Headers)
 			}
 		}
 	})

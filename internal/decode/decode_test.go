@@ -18,7 +18,7 @@ func TestDecodeSeeds(t *testing.T) {
 	t.Parallel()
 	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
 	type result struct {
-		kinds   []walKind
+		kinds   []WALKind
 		reasons []string // "" for a valid event
 		errs    int
 	}
@@ -37,8 +37,8 @@ func TestDecodeSeeds(t *testing.T) {
 			r.kinds = append(r.kinds, it.Kind)
 			if it.Kind == WALEvent {
 				reason := ""
-				if it.Ev.Invalid != nil {
-					reason = it.Ev.Invalid.Reason
+				if it.Event.Invalid != nil {
+					reason = it.Event.Invalid.Reason
 				}
 				r.reasons = append(r.reasons, reason)
 			}
@@ -52,7 +52,7 @@ func TestDecodeSeeds(t *testing.T) {
 		t.Fatalf("valid row: %+v", r)
 	}
 	d := NewDecoder(&c, pgoutputtest.Outbox)
-	var last walItem
+	var last WALItem
 	for s := seeds[0]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
 		it, _ := d.Decode(s[2 : 2+n])
@@ -64,7 +64,7 @@ func TestDecodeSeeds(t *testing.T) {
 		}
 		s = s[2+n:]
 	}
-	m := last.Ev.Msg
+	m := last.Event.Record
 	if m.Topic != "outbox.order" || string(m.Key) != "o-1" || string(m.Value) != `{"a": 1}` || len(m.Headers) != 6 ||
 		m.Headers[5].Key != "traceparent" || string(m.Headers[5].Value) != "00-1" {
 		t.Fatalf("record %+v", m)
@@ -103,15 +103,15 @@ func TestDecodeSeeds(t *testing.T) {
 		t.Fatalf("other table: %+v", r)
 	}
 	d = NewDecoder(&c, pgoutputtest.Outbox)
-	var other walItem
+	var other WALItem
 	for s := seeds[5]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
 		other, _ = d.Decode(s[2 : 2+n])
 		s = s[2+n:]
 	}
-	if string(other.Ev.Msg.Value) != `{"x":"1"}` || other.Ev.Invalid.Detail !=
+	if string(other.Event.Record.Value) != `{"x":"1"}` || other.Event.Invalid.Detail !=
 		"a row of table public.other, which the publication publishes but is not the outbox table public.outbox (the value holds its columns as JSON)" {
-		t.Fatalf("other table's row: %q %+v", other.Ev.Msg.Value, other.Ev.Invalid)
+		t.Fatalf("other table's row: %q %+v", other.Event.Record.Value, other.Event.Invalid)
 	}
 }
 
@@ -134,8 +134,8 @@ func BenchmarkDecodeInsert(b *testing.B) {
 	b.SetBytes(int64(len(msg)))
 	for b.Loop() {
 		it, err := d.Decode(msg)
-		if err != nil || it.Ev.Invalid != nil {
-			b.Fatal(err, it.Ev.Invalid)
+		if err != nil || it.Event.Invalid != nil {
+			b.Fatal(err, it.Event.Invalid)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func decodeRow(t *testing.T, c *relayconfig.Config, cols []string, types []uint3
 	if err != nil || it.Kind != WALEvent {
 		t.Fatalf("insert: %v %v", it.Kind, err)
 	}
-	return it.Ev
+	return it.Event
 }
 
 func headers(m *kgo.Record) map[string]string {
@@ -63,19 +63,19 @@ func TestDecodeDebeziumRow(t *testing.T) {
 	if ev.Invalid != nil {
 		t.Fatalf("invalid: %+v", ev.Invalid)
 	}
-	if ev.Msg.Topic != "outbox.event.Order" || string(ev.Msg.Key) != "1" || string(ev.Msg.Value) != `{"id": 1}` {
-		t.Fatalf("record %s %q %q", ev.Msg.Topic, ev.Msg.Key, ev.Msg.Value)
+	if ev.Record.Topic != "outbox.event.Order" || string(ev.Record.Key) != "1" || string(ev.Record.Value) != `{"id": 1}` {
+		t.Fatalf("record %s %q %q", ev.Record.Topic, ev.Record.Key, ev.Record.Value)
 	}
 	want := map[string]string{"id": id, "type": "OrderCreated", "message-id": id, "business-key": id, "event-type": "OrderCreated",
 		"aggregate-type": "Order", "aggregate-id": "1", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-	if got := headers(&ev.Msg); !maps.Equal(got, want) {
+	if got := headers(&ev.Record); !maps.Equal(got, want) {
 		t.Fatalf("headers %v, want %v", got, want)
 	}
 
 	ev = decodeRow(t, c, debeziumCols[:5], debeziumTypes[:5], time.Unix(1700000000, 0),
 		[]byte(id), []byte("Order"), []byte("1"), []byte("OrderDeleted"), nil)
-	if ev.Invalid != nil || ev.Msg.Value != nil {
-		t.Fatalf("NULL payload: invalid %+v, value %q; want a null value", ev.Invalid, ev.Msg.Value)
+	if ev.Invalid != nil || ev.Record.Value != nil {
+		t.Fatalf("NULL payload: invalid %+v, value %q; want a null value", ev.Invalid, ev.Record.Value)
 	}
 	// Under the pgoutbox format a NULL payload stays invalid.
 	ev = decodeRow(t, &relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}, pgoutputtest.Cols, pgoutputtest.Types, time.Unix(1700000000, 0),
@@ -124,7 +124,7 @@ func TestCloudEventsHeaders(t *testing.T) {
 		"aggregate-id": "o-1", "x": "y",
 		"ce_specversion": "1.0", "ce_id": id, "ce_source": "urn:example:orders", "ce_type": "order.placed",
 		"ce_time": "2026-03-04T04:06:07.891Z", "ce_subject": "o-1", "content-type": "application/json"}
-	if got := headers(&ev.Msg); ev.Invalid != nil || !maps.Equal(got, want) {
+	if got := headers(&ev.Record); ev.Invalid != nil || !maps.Equal(got, want) {
 		t.Fatalf("headers %v (invalid %+v), want %v", got, ev.Invalid, want)
 	}
 	for typ, ct := range map[uint32]string{tableformat.OIDText: "text/plain; charset=utf-8", tableformat.OIDBytea: "application/octet-stream"} {
@@ -136,7 +136,7 @@ func TestCloudEventsHeaders(t *testing.T) {
 		types[5] = typ
 		ev := decodeRow(t, c, pgoutputtest.Cols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
 			[]byte("k-1"), []byte(payload), nil, nil, []byte("2024-01-01 00:00:00+00"))
-		if got := headers(&ev.Msg)["content-type"]; got != ct {
+		if got := headers(&ev.Record)["content-type"]; got != ct {
 			t.Errorf("payload type %d: content-type %q, want %q", typ, got, ct)
 		}
 	}
@@ -148,7 +148,7 @@ func TestCloudEventsHeaders(t *testing.T) {
 	// Without CloudEvents, no attribute is written and ce_* row headers pass.
 	c.CloudEvents, c.CloudEventsSource = false, ""
 	ev = row(tableformat.OIDJSONB, `{"ce_type":"other"}`)
-	if got := headers(&ev.Msg); ev.Invalid != nil || len(got) != 6 || got["ce_type"] != "other" {
+	if got := headers(&ev.Record); ev.Invalid != nil || len(got) != 6 || got["ce_type"] != "other" {
 		t.Fatalf("CloudEvents off: headers %v, invalid %+v", got, ev.Invalid)
 	}
 }

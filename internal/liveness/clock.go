@@ -17,7 +17,7 @@ type Live struct {
 	// alive is when (monoNanos) the relay last knew
 	// its walsender alive: the send time of the latest server message,
 	// or a status update of its own sent while the reader waited for
-	// Kafka (see vouch). bound is the session's liveness bound.
+	// Kafka (see Vouch). bound is the session's liveness bound.
 	alive atomic.Int64
 	bound atomic.Int64
 }
@@ -38,7 +38,7 @@ func monoNanos(t time.Time) int64 { return int64(t.Sub(monoBase)) }
 
 // Heard records a server message sent at sent and received at recv (our
 // clock). While the relay has been alive without a break (the previous
-// sign is at most chainGap old), receiving is a sign of life: a reader
+// sign is at most half the bound old, see chained), receiving is a sign of life: a reader
 // draining a backlog reads old data from a live connection. After a break
 // (a freeze, a stall), only what the server sent recently counts, so data
 // that waited in the socket buffer through a freeze does not. Only the

@@ -9,18 +9,18 @@ import (
 )
 
 // Queue is the hand-off from the WAL reader to the sink: slices of decoded
-// events, each a transaction or less (see stream.staged), at most BatchSize
+// events, each a transaction or less (see wal.Stream.staged), at most BatchSize
 // events in all (room), their record bytes bounded by the budget. The sink
 // hands emptied slices back on free for the reader to fill again.
 type Queue struct {
 	Events chan []decode.Event
 	Room   *semaphore.Weighted // events queued: the reader takes, the sink gives back
-	Free   chan []decode.Event // slices the sink is done with, for stream.staged
-	Buf    *Budget
+	Free   chan []decode.Event // slices the sink is done with, for wal.Stream.staged
+	Budget *Budget
 }
 
 // The sink hands emptied event slices back to the reader for reuse: at most
-// freeSlices of them, of at most maxFreeCap events each.
+// freeSlices of them, of at most MaxFreeCap events each.
 const (
 	freeSlices = 64
 	MaxFreeCap = 256 // events
@@ -33,7 +33,7 @@ func NewQueue(batchSize, bufferBytes int, gauge prometheus.Gauge) *Queue {
 		Events: make(chan []decode.Event, batchSize),
 		Room:   semaphore.NewWeighted(int64(batchSize)),
 		Free:   make(chan []decode.Event, freeSlices),
-		Buf:    newBudget(bufferBytes, gauge),
+		Budget: newBudget(bufferBytes, gauge),
 	}
 }
 
@@ -59,7 +59,7 @@ func newBudget(size int, gauge prometheus.Gauge) *Budget {
 // headers), at least 1, and at most the whole budget, so that a record
 // larger than the budget still passes, alone.
 func (b *Budget) Cost(ev *decode.Event) int64 {
-	return min(max(int64(decode.RecordSize(&ev.Msg)), 1), b.size)
+	return min(max(int64(decode.RecordSize(&ev.Record)), 1), b.size)
 }
 
 // TryTake takes n if it is free now.

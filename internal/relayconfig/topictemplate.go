@@ -6,20 +6,20 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
-// TopicTemplate is a parsed TopicTemplate: literal text and the
+// TopicTemplate is a parsed topic template (Config.TopicTemplate): literal text and the
 // placeholders {aggregate_type} and {event_type}.
 type TopicTemplate []templatePart
 
 type templatePart struct {
 	literal string
-	field   placeholder
+	field   Placeholder
 }
 
-// placeholder says what a templatePart stands for.
-type placeholder int
+// Placeholder says what a part of a TopicTemplate stands for.
+type Placeholder int
 
 const (
-	literalPart       placeholder = iota // its literal text
+	literalPart       Placeholder = iota // its literal text
 	AggregateTypePart                    // {aggregate_type}
 	EventTypePart                        // {event_type}
 )
@@ -48,8 +48,8 @@ func ParseTopicTemplate(s string) TopicTemplate {
 }
 
 // Uses reports whether the template has the placeholder of field
-// (aggregateTypePart or eventTypePart).
-func (t TopicTemplate) Uses(field placeholder) bool {
+// (AggregateTypePart or EventTypePart).
+func (t TopicTemplate) Uses(field Placeholder) bool {
 	for _, p := range t {
 		if p.field == field {
 			return true

@@ -35,7 +35,7 @@ var (
 	ErrSlotInvalidated = errors.New("relay: replication slot invalidated (required WAL removed)")
 	// ErrGap is wrapped by the GapError that stops Run when the slot
 	// cannot be trusted to resume where the relay left off: events may
-	// have been skipped (see Gaps in the package doc).
+	// have been skipped (see Gaps in internal/slotstate).
 	ErrGap = errors.New("relay: gap in the replication stream")
 	// ErrStateMissing means the relay's state table does not exist (see
 	// StateTableName) and NoCreate is set.
@@ -129,21 +129,21 @@ func IsPermanent(err error) bool {
 	return Classify(err) == Fatal
 }
 
-// Kafka errors, by what the sink does about them.
-type verdict int
+// Verdict is what the sink does about a Kafka error (see Classify).
+type Verdict int
 
 const (
-	// retryable: the broker or the network; retry with backoff, forever.
+	// Retryable: the broker or the network; retry with backoff, forever.
 	// (The producer retries these itself; a record fails with one only
 	// when the producer gave up on it.)
-	Retryable verdict = iota
-	// ownFaultUnlessTransient: most likely the record's own fault, but it
+	Retryable Verdict = iota
+	// OwnFaultUnlessTransient: most likely the record's own fault, but it
 	// may pass; dead-letter it when it persists for rejectAttempts
 	// attempts and rejectAfter.
 	OwnFaultUnlessTransient
-	// ownFault: the broker will never accept the record; dead-letter it.
+	// OwnFault: the broker will never accept the record; dead-letter it.
 	OwnFault
-	// topicUnavailable: the record's topic does not exist or the relay
+	// TopicUnavailable: the record's topic does not exist or the relay
 	// may not write it: the operator's to fix (a topic provisioned late,
 	// a missing ACL). Retry with backoff for TopicUnavailableGrace, then
 	// stop; never dead-letter.
@@ -155,7 +155,7 @@ const (
 
 // kafkaVerdicts is the one table of Kafka errors the relay acts on; every
 // other error is retryable.
-var kafkaVerdicts = map[*kerr.Error]verdict{
+var kafkaVerdicts = map[*kerr.Error]Verdict{
 	kerr.SaslAuthenticationFailed:           Fatal,
 	kerr.ClusterAuthorizationFailed:         Fatal,
 	kerr.UnsupportedSaslMechanism:           Fatal,
@@ -175,7 +175,7 @@ var kafkaVerdicts = map[*kerr.Error]verdict{
 }
 
 // Classify says what err, the failure of a Kafka write, calls for.
-func Classify(err error) verdict {
+func Classify(err error) Verdict {
 	var ke *kerr.Error
 	if !errors.As(err, &ke) {
 		return Retryable

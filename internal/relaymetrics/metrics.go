@@ -9,22 +9,22 @@ import (
 
 // Metrics are the relay's Prometheus collectors; the package doc lists them.
 type Metrics struct {
-	Published       *prometheus.CounterVec
-	PublishErrors   prometheus.Counter
-	BatchSize       prometheus.Histogram
-	PublishDuration prometheus.Histogram
-	CommitToAck     prometheus.Histogram
-	ConfirmedLSN    prometheus.Gauge
-	ProgressLSN     prometheus.Gauge
-	InFlight        prometheus.Gauge
-	BufferBytes     prometheus.Gauge
-	Invalid         *prometheus.CounterVec
-	TopicUnavail    *prometheus.GaugeVec
-	Reconnects      prometheus.Counter
-	Pruned          prometheus.Counter
-	Gap             *prometheus.GaugeVec
-	ReplaySkipped   prometheus.Counter
-	Slot            *slotMetrics
+	Published        *prometheus.CounterVec
+	PublishErrors    prometheus.Counter
+	BatchSize        prometheus.Histogram
+	PublishDuration  prometheus.Histogram
+	CommitToAck      prometheus.Histogram
+	ConfirmedLSN     prometheus.Gauge
+	ProgressLSN      prometheus.Gauge
+	InFlight         prometheus.Gauge
+	BufferBytes      prometheus.Gauge
+	Invalid          *prometheus.CounterVec
+	TopicUnavailable *prometheus.GaugeVec
+	Reconnects       prometheus.Counter
+	Pruned           prometheus.Counter
+	Gap              *prometheus.GaugeVec
+	ReplaySkipped    prometheus.Counter
+	Slot             *SlotMetrics
 
 	mu      sync.Mutex
 	byTopic map[string]prometheus.Counter
@@ -54,7 +54,7 @@ func NewMetrics(slot string, l *liveness.Live) *Metrics {
 			Help: "Record bytes held between the WAL reader and Kafka (queued or being written); at most --buffer-bytes."}),
 		Invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "invalid_events_total",
 			Help: "Events that could not be published as they are, by reason (dead-lettered, or stopping the relay)."}, []string{"reason"}),
-		TopicUnavail: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "topic_unavailable",
+		TopicUnavailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "topic_unavailable",
 			Help: "1 while writes to the topic fail because it does not exist (reason unknown-topic) or may not be written (reason not-authorized); the relay retries, then after --topic-unavailable-grace dead-letters its events (reason topic-unavailable) or, with --on-unavailable-topic=stop, stops."}, []string{"topic", "reason"}),
 		Reconnects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnects_total",
 			Help: "Replication connections re-established after a failure."}),
@@ -72,7 +72,7 @@ func NewMetrics(slot string, l *liveness.Live) *Metrics {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.Published, m.PublishErrors, m.BatchSize, m.PublishDuration, m.CommitToAck,
-		m.ConfirmedLSN, m.ProgressLSN, m.InFlight, m.BufferBytes, m.Invalid, m.TopicUnavail, m.Reconnects, m.Pruned, m.Gap, m.ReplaySkipped}, m.Slot.collectors()...)
+		m.ConfirmedLSN, m.ProgressLSN, m.InFlight, m.BufferBytes, m.Invalid, m.TopicUnavailable, m.Reconnects, m.Pruned, m.Gap, m.ReplaySkipped}, m.Slot.collectors()...)
 }
 
 func (m *Metrics) Register(reg prometheus.Registerer) error {

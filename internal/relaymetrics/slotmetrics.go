@@ -9,9 +9,9 @@ import (
 // walStatuses are the values of pg_replication_slots.wal_status.
 var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 
-// slotMetrics are the per-slot gauges: the slot's figures polled from the
+// SlotMetrics are the per-slot gauges: the slot's figures polled from the
 // database, and the relay's own lag and role read live.
-type slotMetrics struct {
+type SlotMetrics struct {
 	slot         string
 	lagBytes     *prometheus.GaugeVec
 	retained     *prometheus.GaugeVec
@@ -24,7 +24,7 @@ type slotMetrics struct {
 	leader       prometheus.GaugeFunc
 }
 
-func newSlotMetrics(slot string, l *liveness.Live) *slotMetrics {
+func newSlotMetrics(slot string, l *liveness.Live) *SlotMetrics {
 	const ns, sub = "pgoutbox", "relay"
 	vec := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help},
@@ -34,7 +34,7 @@ func newSlotMetrics(slot string, l *liveness.Live) *slotMetrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help,
 			ConstLabels: prometheus.Labels{"slot": slot}}, f)
 	}
-	return &slotMetrics{
+	return &SlotMetrics{
 		slot: slot,
 		lagBytes: vec("slot_lag_bytes",
 			"Current WAL position minus the slot's confirmed_flush_lsn (polled)."),
@@ -65,13 +65,13 @@ func newSlotMetrics(slot string, l *liveness.Live) *slotMetrics {
 	}
 }
 
-func (m *slotMetrics) collectors() []prometheus.Collector {
+func (m *SlotMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.lagBytes, m.retained, m.walStatus, m.safeWALSize, m.active, m.lagSeconds,
 		m.sinceLastAck, m.sinceServer, m.leader}
 }
 
 // Set records one reading of the slot.
-func (m *slotMetrics) Set(r slotstate.SlotRow) {
+func (m *SlotMetrics) Set(r slotstate.SlotRow) {
 	if !r.Exists {
 		// No figures for a slot that is not there.
 		for _, v := range []*prometheus.GaugeVec{m.lagBytes, m.retained, m.walStatus, m.safeWALSize} {

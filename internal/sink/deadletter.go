@@ -41,7 +41,7 @@ const (
 // the event, with bounded excerpts only.
 func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event) {
 	inv := ev.Invalid
-	orig := ev.Msg
+	orig := ev.Record
 	var cut truncation
 	hs := make([]kgo.RecordHeader, 0, len(orig.Headers)+5)
 	hs = append(hs,
@@ -77,21 +77,23 @@ func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event
 		value = nil
 		cut.add("value")
 	}
-	ev.Msg = kgo.Record{Topic: c.DeadLetterTopic, Key: orig.Key, Value: value, Headers: hs, Timestamp: orig.Timestamp}
+	ev.Record = kgo.Record{Topic: c.DeadLetterTopic, Key: orig.Key, Value: value, Headers: hs, Timestamp: orig.Timestamp}
 	limit := deadLetterLimit(c)
-	size := func() int { return decode.RecordSize(&ev.Msg) + len(contract.HeaderDLQTruncated) + maxTruncatedBytes }
-	if size() > limit && ev.Msg.Value != nil {
-		ev.Msg.Value = nil
+	size := func() int {
+		return decode.RecordSize(&ev.Record) + len(contract.HeaderDLQTruncated) + maxTruncatedBytes
+	}
+	if size() > limit && ev.Record.Value != nil {
+		ev.Record.Value = nil
 		cut.add("value")
 	}
-	if size() > limit && ev.Msg.Key != nil {
-		ev.Msg.Key = nil
+	if size() > limit && ev.Record.Key != nil {
+		ev.Record.Key = nil
 		cut.add("key")
 	}
 	if size() > limit {
 		minimalDeadLetter(ev, fmt.Sprintf("the dead-letter record was over max message bytes (%d) even without key and value", c.MaxMessageBytes))
 	} else if v := cut.value(); v != nil {
-		ev.Msg.Headers = append(ev.Msg.Headers, kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: v})
+		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: v})
 	}
 	m.Invalid.WithLabelValues(inv.Reason).Inc()
 	c.Logger.Warn("outbox event sent to the dead-letter topic", "message_id", inv.MessageID.String(),
@@ -116,7 +118,7 @@ func deadLetterLimit(c *relayconfig.Config) int {
 // Only a dead-letter topic refusing this record stops the relay.
 func minimalDeadLetter(ev *decode.Event, why string) {
 	var id, topic []byte
-	for _, h := range ev.Msg.Headers {
+	for _, h := range ev.Record.Headers {
 		switch h.Key {
 		case contract.HeaderMessageID:
 			id = h.Value
@@ -139,7 +141,7 @@ func minimalDeadLetter(ev *decode.Event, why string) {
 		kgo.RecordHeader{Key: contract.HeaderMessageID, Value: contract.Cut(id, 64)},
 		kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: []byte("key,value,headers")},
 	)
-	ev.Msg.Key, ev.Msg.Value, ev.Msg.Headers = nil, nil, hs
+	ev.Record.Key, ev.Record.Value, ev.Record.Headers = nil, nil, hs
 	ev.Minimal = true
 }
 

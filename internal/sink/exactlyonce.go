@@ -235,7 +235,7 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 				return false, err
 			}
 		}
-		recs = append(recs, &ev.Msg)
+		recs = append(recs, &ev.Record)
 		idx = append(idx, i)
 	}
 	ends := len(batch) > 0 && batch[len(batch)-1].Marker

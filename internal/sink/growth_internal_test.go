@@ -44,7 +44,7 @@ func TestSinkPerTopicStateBounded(t *testing.T) {
 	for n := 0; n < growthTopics; n += perBatch {
 		batch := make([]decode.Event, perBatch)
 		for i := range batch {
-			batch[i].Msg = kgo.Record{Topic: fmt.Sprintf("grow.%04d", n+i), Key: []byte("k"), Value: []byte("v")}
+			batch[i].Record = kgo.Record{Topic: fmt.Sprintf("grow.%04d", n+i), Key: []byte("k"), Value: []byte("v")}
 		}
 		if err := s.Publish(ctx, batch); err != nil {
 			t.Fatal(err)

@@ -130,7 +130,7 @@ func (s *Sink) Close() {
 // a write is in flight goes in the next one. Kafka errors are retried; only
 // a permanent one ends run early.
 func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
-	ch, room, free, buf := q.Events, q.Room, q.Free, q.Buf
+	ch, room, free, buf := q.Events, q.Room, q.Free, q.Budget
 	batch := make([]decode.Event, 0, s.cfg.BatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -454,7 +454,7 @@ func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int,
 // noteFailure records that record i of batch failed, unless an earlier
 // record of its group did.
 func noteFailure(failed map[group]int, batch []decode.Event, i int) {
-	g := group{batch[i].Msg.Topic, string(batch[i].Msg.Key)}
+	g := group{batch[i].Record.Topic, string(batch[i].Record.Key)}
 	if _, ok := failed[g]; !ok {
 		failed[g] = i
 	}
@@ -468,7 +468,7 @@ func rewriteAfterFailures(batch []decode.Event, st []recordState, written []int,
 		return
 	}
 	for _, i := range written {
-		if f, ok := failed[group{batch[i].Msg.Topic, string(batch[i].Msg.Key)}]; ok && i > f {
+		if f, ok := failed[group{batch[i].Record.Topic, string(batch[i].Record.Key)}]; ok && i > f {
 			st[i].done = false
 		}
 	}
@@ -484,7 +484,7 @@ func rewriteAfterFailures(batch []decode.Event, st []recordState, written []int,
 // is older than twice the grace period, and a minute (the next failure
 // starts a new one).
 func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err error) {
-	topic := ev.Msg.Topic
+	topic := ev.Record.Topic
 	reason := "unknown-topic"
 	if errors.Is(e, kerr.TopicAuthorizationFailed) {
 		reason = "not-authorized"
@@ -499,13 +499,13 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 	}
 	if !ok || u.reason != reason {
 		if ok {
-			s.m.TopicUnavail.DeleteLabelValues(topic, u.reason)
+			s.m.TopicUnavailable.DeleteLabelValues(topic, u.reason)
 		} else {
 			s.makeRoomUnavailable()
 			u = unavailableTopic{since: now}
 		}
 		u.reason, u.expired = reason, false
-		s.m.TopicUnavail.WithLabelValues(topic, reason).Set(1)
+		s.m.TopicUnavailable.WithLabelValues(topic, reason).Set(1)
 		s.cfg.Logger.Warn("kafka topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts",
 			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", s.cfg.OnUnavailableTopic, "error", e)
 	}
@@ -522,7 +522,7 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 	if !u.expired {
 		u.expired = true
 		s.unavailable[topic] = u
-		s.m.TopicUnavail.DeleteLabelValues(topic, u.reason)
+		s.m.TopicUnavailable.DeleteLabelValues(topic, u.reason)
 		s.cfg.Logger.Warn("kafka topic unavailable past the grace period; dead-lettering its events (reason topic-unavailable)",
 			"topic", topic, "reason", reason, "for", d.Round(time.Second))
 	}
@@ -534,7 +534,7 @@ func (s *Sink) forgetUnavailable(topic string) {
 	if u, ok := s.unavailable[topic]; ok {
 		delete(s.unavailable, topic)
 		if !u.expired {
-			s.m.TopicUnavail.DeleteLabelValues(topic, u.reason)
+			s.m.TopicUnavailable.DeleteLabelValues(topic, u.reason)
 		}
 	}
 }
@@ -570,7 +570,7 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 			return nil
 		}
 		return relayerr.Permanent(fmt.Errorf("%w: the dead-letter topic %s refused even the minimal record (message ID, reason, detail) of message %s (reason %s), so the row cannot be dead-lettered: %w",
-			relayerr.ErrDeadLetter, ev.Msg.Topic, ev.Invalid.MessageID, ev.Invalid.Reason, e))
+			relayerr.ErrDeadLetter, ev.Record.Topic, ev.Invalid.MessageID, ev.Invalid.Reason, e))
 	}
 	inv := &relayerr.InvalidEventError{MessageID: ev.ID, Reason: decode.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
 	switch {
@@ -578,7 +578,7 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 		inv.Reason, inv.Detail = decode.ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
 	case relayerr.Classify(e) == relayerr.TopicUnavailable:
 		inv.Reason, inv.Detail = decode.ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
-			ev.Msg.Topic, s.cfg.TopicUnavailableGrace, e)
+			ev.Record.Topic, s.cfg.TopicUnavailableGrace, e)
 	}
 	if s.cfg.OnInvalid == relayconfig.InvalidStop {
 		s.m.Invalid.WithLabelValues(inv.Reason).Inc()
@@ -605,7 +605,7 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]e
 	}
 	recs := s.recs[:0]
 	for _, i := range call {
-		recs = append(recs, &batch[i].Msg)
+		recs = append(recs, &batch[i].Record)
 	}
 	defer func() { clear(recs); s.recs = recs[:0] }()
 	start := time.Now()

@@ -94,8 +94,8 @@ func CheckGap(ctx context.Context, c *relayconfig.Config, st *RelayState, slot S
 	return gap, err
 }
 
-// checkServer is checkGap that also returns the server's identity.
-func checkServer(ctx context.Context, c *relayconfig.Config, st *RelayState, slot SlotInfo) (identity, *GapError, error) {
+// checkServer is CheckGap that also returns the server's identity.
+func checkServer(ctx context.Context, c *relayconfig.Config, st *RelayState, slot SlotInfo) (ServerIdentity, *GapError, error) {
 	gap := &GapError{Slot: c.Slot, Since: st.Since(), ConfirmedLSN: st.ConfirmedLSN, MessagesSeen: st.MessagesSeen}
 	id, err := Identify(ctx, c)
 	if err != nil {

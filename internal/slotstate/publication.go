@@ -16,9 +16,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
-// publicationState is what the catalog says about the publication and the
+// PublicationState is what the catalog says about the publication and the
 // outbox table it should publish.
-type publicationState struct {
+type PublicationState struct {
 	Exists bool
 	// Mismatch says why outbox rows could miss the stream (the table is not
 	// published, inserts are not, a row filter or column list); empty when
@@ -43,7 +43,7 @@ type publicationState struct {
 // problem says why the relay must not start on this publication: mismatch,
 // foreign tables, or a partitioned outbox published under its partitions'
 // names. Empty when it may.
-func (st *publicationState) problem(c *relayconfig.Config, table pgname.Table) string {
+func (st *PublicationState) problem(c *relayconfig.Config, table pgname.Table) string {
 	pub := pgx.Identifier{c.Publication}.Sanitize()
 	switch {
 	case st.Mismatch != "":
@@ -131,15 +131,15 @@ func publicationQuery(version int) string {
 // InspectPublication reads the publication against the configured outbox
 // table, for Status: its mismatch is every reason the relay would refuse
 // to start (see problem).
-func InspectPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) (publicationState, error) {
+func InspectPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) (PublicationState, error) {
 	table, _ := pgname.Parse(c.Table, "public")
 	oid, err := TableOID(ctx, conn, table)
 	if err != nil {
-		return publicationState{}, err
+		return PublicationState{}, err
 	}
 	version, err := serverVersion(ctx, conn)
 	if err != nil {
-		return publicationState{}, err
+		return PublicationState{}, err
 	}
 	st, err := scanPublication(conn.QueryRow(ctx, publicationQuery(version), c.Publication, oid), c, table)
 	switch {
@@ -153,15 +153,15 @@ func InspectPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Conf
 }
 
 // scanPublication reads a row of publicationQuery.
-func scanPublication(row pgx.Row, c *relayconfig.Config, table pgname.Table) (publicationState, error) {
+func scanPublication(row pgx.Row, c *relayconfig.Config, table pgname.Table) (PublicationState, error) {
 	var (
-		st                                     publicationState
+		st                                     PublicationState
 		ins, upd, del, trunc, listed, filtered bool
 		columns                                bool
 	)
 	err := row.Scan(&st.allTables, &ins, &upd, &del, &trunc, &st.viaRoot, &st.partitioned, &listed, &st.foreign, &filtered, &columns)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return publicationState{}, nil
+		return PublicationState{}, nil
 	}
 	if err != nil {
 		return st, fmt.Errorf("relay: read publication %s: %w", c.Publication, err)
@@ -234,7 +234,7 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Confi
 // publish_via_partition_root on where it can; a mismatch is an error,
 // publish_via_partition_root off and more than the outbox inserts are
 // warnings.
-func checkPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, table pgname.Table, version int, st publicationState, fix bool) error {
+func checkPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, table pgname.Table, version int, st PublicationState, fix bool) error {
 	if fix && !st.viaRoot && version >= 130000 && st.Mismatch == "" && !st.allTables && len(st.foreign) == 0 {
 		if _, err := conn.Exec(ctx, viaRootFix(c)); err != nil {
 			return fmt.Errorf("relay: set publish_via_partition_root on publication %s: %w", c.Publication, err)

@@ -95,14 +95,14 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, setu
 	}
 }
 
-// slotCheck is what ensureSlot reads of the slot in pg_replication_slots.
+// slotCheck is what EnsureSlot reads of the slot in pg_replication_slots.
 type slotCheck struct {
 	plugin, database, walStatus *string
 	sameDB, failover            bool
 	confirmed                   *string
 }
 
-// readSlotCheck reads the slot for ensureSlot; pgx.ErrNoRows when there is
+// readSlotCheck reads the slot for EnsureSlot; pgx.ErrNoRows when there is
 // none.
 func readSlotCheck(ctx context.Context, conn *pgx.Conn, slot string) (slotCheck, error) {
 	var s slotCheck
@@ -140,7 +140,7 @@ func resumeSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, row 
 	if gap != nil {
 		return 0, false, gap
 	}
-	st.Resumable = id == st.identity
+	st.Resumable = id == st.ServerIdentity
 	if walStatus == "unreserved" {
 		c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
 			"slot", c.Slot)
@@ -203,7 +203,7 @@ func createSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, setu
 type NewSlot struct {
 	Consistent pglogrepl.LSN
 	Snapshot   string // exported snapshot; empty unless asked for
-	id         identity
+	id         ServerIdentity
 	At         time.Time // server time right after the creation
 }
 
@@ -251,7 +251,7 @@ func CreateSlotOn(ctx context.Context, rc *pgconn.PgConn, c *relayconfig.Config,
 	if err != nil {
 		return NewSlot{}, fmt.Errorf("relay: create slot %s: consistent point %q: %w", c.Slot, created.ConsistentPoint, err)
 	}
-	return NewSlot{Consistent: lsn, Snapshot: created.SnapshotName, id: identity{res.SystemID, res.Timeline}, At: time.Now()}, nil
+	return NewSlot{Consistent: lsn, Snapshot: created.SnapshotName, id: ServerIdentity{res.SystemID, res.Timeline}, At: time.Now()}, nil
 }
 
 // Deref returns *p, or the zero value for nil (a NULL column).

@@ -32,15 +32,15 @@ func StateTable(c *relayconfig.Config) pgname.Table {
 	return pgname.Table{Schema: t.Schema, Name: StateTableName}
 }
 
-// identity is the server as IDENTIFY_SYSTEM describes it.
-type identity struct {
+// ServerIdentity is the server as IDENTIFY_SYSTEM describes it.
+type ServerIdentity struct {
 	SystemID string
 	Timeline int32
 }
 
 // RelayState is the slot's row of the state table.
 type RelayState struct {
-	identity
+	ServerIdentity
 	CreatedLSN   pglogrepl.LSN
 	CreatedAt    time.Time
 	ConfirmedLSN pglogrepl.LSN
@@ -49,10 +49,10 @@ type RelayState struct {
 	MessagesSeen bool
 	PrunedBefore *time.Time
 	UpdatedAt    time.Time
-	// Resumable is set by ensureSlot when the slot resumes with no gap on
+	// Resumable is set by EnsureSlot when the slot resumes with no gap on
 	// the server the row describes (same system identifier and
-	// timeline): only then does confirmedLSN say what Kafka holds of the
-	// WAL the session replays (see publishedThrough).
+	// timeline): only then does ConfirmedLSN say what Kafka holds of the
+	// WAL the session replays (see package relay's publishedThrough).
 	Resumable bool
 }
 
@@ -91,7 +91,7 @@ func ReadState(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) (*Rel
 	case err != nil:
 		return nil, fmt.Errorf("relay: read state of slot %s: %w", c.Slot, err)
 	}
-	st.identity = identity{systemID, timeline}
+	st.ServerIdentity = ServerIdentity{systemID, timeline}
 	st.CreatedAt, st.ConfirmedAt, st.MessagesSeen, st.PrunedBefore, st.UpdatedAt = createdAt, confirmedAt, messagesSeen, prunedBefore, updatedAt
 	for _, p := range []struct {
 		text string
@@ -173,20 +173,20 @@ func adoptSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, confi
 // Identify asks the server for its system identifier and timeline on a
 // replication connection (IDENTIFY_SYSTEM: the current timeline, even right
 // after a promotion, when pg_control_checkpoint still shows the old one).
-func Identify(ctx context.Context, c *relayconfig.Config) (identity, error) {
+func Identify(ctx context.Context, c *relayconfig.Config) (ServerIdentity, error) {
 	rc, err := liveness.ConnectReplication(ctx, c)
 	if err != nil {
-		return identity{}, err
+		return ServerIdentity{}, err
 	}
 	defer rc.Close(context.WithoutCancel(ctx))
 	res, err := pglogrepl.IdentifySystem(ctx, rc)
 	if err != nil {
-		return identity{}, fmt.Errorf("relay: identify system: %w", err)
+		return ServerIdentity{}, fmt.Errorf("relay: identify system: %w", err)
 	}
-	return identity{SystemID: res.SystemID, Timeline: res.Timeline}, nil
+	return ServerIdentity{SystemID: res.SystemID, Timeline: res.Timeline}, nil
 }
 
-// Bounds of the state writer (see keeper).
+// Bounds of the state writer (see Keeper).
 const (
 	// stateMinGap spaces the writes that raise the ceiling for events
 	// read past it: at most ten a second, and confirmation waits at
@@ -199,7 +199,7 @@ const (
 	// publishes in this time.
 	stateRefresh = 200 * time.Millisecond
 	// StateSettle bounds how long a graceful stop waits for the ceiling to
-	// cover its final confirmation (see keeper.settle).
+	// cover its final confirmation (see Keeper.Settle).
 	StateSettle = 3 * time.Second
 	// idleSlack is how far keepalives may move the position the relay
 	// would confirm past the ceiling before a write raises it: without
@@ -213,7 +213,7 @@ const (
 // Keeper keeps the slot's state row ahead of what the stream confirms.
 //
 // The soundness argument. The stream never confirms past the ceiling (cap,
-// called from sendStandbyStatus). A write reads W = pg_current_wal_lsn() first
+// called from wal.Stream.SendStandbyStatus). A write reads W = pg_current_wal_lsn() first
 // and then, in a second statement, sets ceiling = W only if the slot still
 // exists with confirmed_flush_lsn <= the recorded ceiling. A slot created
 // (or re-created) after that check has a confirmed_flush_lsn at or past
@@ -439,7 +439,7 @@ func (w *stateWriter) final(ctx context.Context) {
 var errStateMoved = errors.New("relay: the slot or its state changed under this relay (re-created, recovered or dropped)")
 
 // writeState records confirmed (with its commit time at) and raises the
-// ceiling to the current WAL position; see keeper for why in two steps.
+// ceiling to the current WAL position; see Keeper for why in two steps.
 func (w *stateWriter) writeState(ctx context.Context, conn *pgx.Conn, confirmed uint64, at time.Time, msgs bool) error {
 	c, k := w.c, w.k
 	var current string

@@ -40,14 +40,18 @@ const (
 	DebeziumHeaderType = "type"
 )
 
-type column struct {
+// Column is where a TableShape finds one field of an event, and what it
+// accepts there.
+type Column struct {
 	// Name is the column in the table; "" when the format has none.
-	Name     string
+	Name string
+	// Required: a table of the format must have it.
 	Required bool
-	Types    []uint32
+	// Types are the type OIDs the relay reads it as.
+	Types []uint32
 }
 
-// Fields of an event, the index of a column in tableShape.columns and of
+// Fields of an event, the index of a column in TableShape.Columns and of
 // its position in a layout.
 const (
 	ColID = iota
@@ -65,7 +69,7 @@ const (
 // TableShape is one TableFormat: the column of each field and the types
 // the relay accepts for it.
 type TableShape struct {
-	Columns [NumColumns]column
+	Columns [NumColumns]Column
 	// CreatedAt is the column backfill and prune select rows by; "" when
 	// the format has none. Optional in the table when not createdAtRequired.
 	CreatedAt         string
@@ -86,7 +90,7 @@ var (
 // column means what.
 var TableShapes = map[TableFormat]*TableShape{
 	TableFormatPgoutbox: {
-		Columns: [NumColumns]column{
+		Columns: [NumColumns]Column{
 			ColID:            {"id", true, idTypes},
 			ColAggregateType: {"aggregate_type", true, textTypes},
 			ColAggregateID:   {"aggregate_id", true, textTypes},
@@ -101,7 +105,7 @@ var TableShapes = map[TableFormat]*TableShape{
 		TopicTemplate:     DefaultTopicTemplate,
 	},
 	TableFormatDebezium: {
-		Columns: [NumColumns]column{
+		Columns: [NumColumns]Column{
 			ColID:            {"id", true, idTypes},
 			ColAggregateType: {"aggregatetype", true, textTypes},
 			ColAggregateID:   {"aggregateid", true, textTypes},
@@ -117,7 +121,7 @@ var TableShapes = map[TableFormat]*TableShape{
 	},
 }
 
-// Shape is the tableShape of f; the default's for "".
+// Shape is the TableShape of f; the default's for "".
 func Shape(f TableFormat) *TableShape {
 	if s, ok := TableShapes[f]; ok {
 		return s

@@ -17,7 +17,7 @@ import (
 // a server restart, so a session may start minutes of WAL behind what Kafka
 // acknowledged. At session start the relay takes one position, through:
 // Kafka holds every event of every transaction of the slot that ends at or
-// before it (publishedThrough says where it comes from). The session
+// before it (package relay's publishedThrough says where it comes from). The session
 // neither publishes those transactions nor lets them hold back
 // confirmation: the stream registers them with the tracker without events,
 // so they complete in commit order as empty transactions do, and the slot
@@ -31,7 +31,7 @@ import (
 // past it, so a commit record that starts before it also ends at or before
 // it. The COMMIT's end LSN checks that; should it not hold, the transaction
 // is not confirmed, the session ends with errSkipOvershoot, and the relay
-// skips nothing in later sessions (see Relay.skipOff).
+// skips nothing in later sessions (see Stream.SkipOvershot).
 //
 // A nil *replaySkip skips nothing.
 type replaySkip struct {
@@ -42,16 +42,16 @@ type replaySkip struct {
 	txs, events int  // skipped so far in this session
 	active      bool // the current transaction is skipped
 	over        bool // the replay passed through; the count was logged
-	Overshot    bool // a skipped transaction ended past through
+	overshot    bool // a skipped transaction ended past through
 }
 
 // errSkipOvershoot ends a session that skipped a transaction ending past
 // the skip position (see replaySkip).
 var errSkipOvershoot = errors.New("relay: a replayed transaction judged already published ends past the acknowledged position")
 
-// NewReplaySkip returns the skip of a session that starts streaming at
+// newReplaySkip returns the skip of a session that starts streaming at
 // start, or nil when through is not past start (nothing to skip).
-func NewReplaySkip(through, start pglogrepl.LSN, log *slog.Logger, skipped prometheus.Counter) *replaySkip {
+func newReplaySkip(through, start pglogrepl.LSN, log *slog.Logger, skipped prometheus.Counter) *replaySkip {
 	if through <= start {
 		return nil
 	}
@@ -64,7 +64,7 @@ func (k *replaySkip) begin(final pglogrepl.LSN) {
 		return
 	}
 	if final >= k.through {
-		k.Done()
+		k.done()
 		return
 	}
 	k.active = true
@@ -89,7 +89,7 @@ func (k *replaySkip) commit(end pglogrepl.LSN) error {
 	}
 	k.active = false
 	if end > k.through {
-		k.Overshot = true
+		k.overshot = true
 		return fmt.Errorf("%w: it ends at %s, past %s; skipping replays is off for this run", errSkipOvershoot, end, k.through)
 	}
 	k.txs++
@@ -101,13 +101,13 @@ func (k *replaySkip) commit(end pglogrepl.LSN) error {
 // through, no transaction left to stream can be skipped.
 func (k *replaySkip) passed(walEnd pglogrepl.LSN) {
 	if k != nil && !k.over && walEnd >= k.through {
-		k.Done()
+		k.done()
 	}
 }
 
-// Done ends the skipping and logs, once, what it skipped. The session calls
-// it when it ends too.
-func (k *replaySkip) Done() {
+// done ends the skipping and logs, once, what it skipped. Stream.Run calls
+// it when it returns too.
+func (k *replaySkip) done() {
 	if k == nil || k.over {
 		return
 	}

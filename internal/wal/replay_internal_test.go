@@ -24,13 +24,13 @@ func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (
 	t.Helper()
 	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))})
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
-	s := &Stream{Cfg: &c, Dec: decode.NewDecoder(&c, pgoutputtest.Outbox), Tr: acktrack.New(uint64(start)),
-		Q:    queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
-		Skip: NewReplaySkip(through, start, c.Logger, skipped)}
+	s := &Stream{cfg: &c, dec: decode.NewDecoder(&c, pgoutputtest.Outbox), tracker: acktrack.New(uint64(start)),
+		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
+		skip:  newReplaySkip(through, start, c.Logger, skipped)}
 	if err := s.handle(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		t.Fatal(err)
 	}
-	return &skipTest{Stream: s, events: s.Q.Events}, skipped
+	return &skipTest{Stream: s, events: s.queue.Events}, skipped
 }
 
 // skipTest is a stream and the queue it writes to.
@@ -90,14 +90,14 @@ func TestReplaySkip(t *testing.T) {
 		if err := s.feed(tx.final, tx.end, tx.rows); err != nil {
 			t.Fatal(err)
 		}
-		if got, q := s.Tr.Confirmed(), s.queued(); got != tx.confirmed || q != tx.queued {
+		if got, q := s.tracker.Confirmed(), s.queued(); got != tx.confirmed || q != tx.queued {
 			t.Fatalf("after the transaction %d..%d: confirmed %d, %d events queued; want %d, %d", tx.final, tx.end, got, q, tx.confirmed, tx.queued)
 		}
 	}
 	if v := testutil.ToFloat64(skipped); v != 2 {
 		t.Fatalf("replay_skipped_total = %v, want 2", v)
 	}
-	s.Skip.Done() // the session's end
+	s.skip.done() // the session's end
 	if n := strings.Count(log.String(), "skipped replayed transactions"); n != 1 || !strings.Contains(log.String(), "transactions=2 events=3") {
 		t.Fatalf("want one log line for 2 transactions, 3 events; log:\n%s", log.String())
 	}
@@ -112,15 +112,15 @@ func TestReplaySkipEnds(t *testing.T) {
 	if err := s.feed(150, 200, 1); err != nil {
 		t.Fatal(err)
 	}
-	s.Skip.passed(250)
-	if s.Skip.over {
+	s.skip.passed(250)
+	if s.skip.over {
 		t.Fatal("a keepalive before the skip position ended the skipping")
 	}
-	s.Skip.passed(300)
-	if !s.Skip.over || !strings.Contains(log.String(), "transactions=1") {
+	s.skip.passed(300)
+	if !s.skip.over || !strings.Contains(log.String(), "transactions=1") {
 		t.Fatalf("a keepalive at the skip position did not end the skipping; log:\n%s", log.String())
 	}
-	if NewReplaySkip(100, 100, slog.Default(), nil) != nil || NewReplaySkip(0, 100, slog.Default(), nil) != nil {
+	if newReplaySkip(100, 100, slog.Default(), nil) != nil || newReplaySkip(0, 100, slog.Default(), nil) != nil {
 		t.Fatal("a skip position not past the start skips")
 	}
 	var none *replaySkip // a nil skip skips nothing
@@ -141,7 +141,7 @@ func TestReplaySkipOvershoot(t *testing.T) {
 	if !errors.Is(err, errSkipOvershoot) {
 		t.Fatalf("handle: %v, want errSkipOvershoot", err)
 	}
-	if got := s.Tr.Confirmed(); got != 100 || !s.Skip.Overshot || testutil.ToFloat64(skipped) != 0 {
-		t.Fatalf("confirmed %d (want 100), overshot %v, skipped %v", got, s.Skip.Overshot, testutil.ToFloat64(skipped))
+	if got := s.tracker.Confirmed(); got != 100 || !s.skip.overshot || testutil.ToFloat64(skipped) != 0 {
+		t.Fatalf("confirmed %d (want 100), overshot %v, skipped %v", got, s.skip.overshot, testutil.ToFloat64(skipped))
 	}
 }

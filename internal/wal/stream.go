@@ -28,35 +28,82 @@ import (
 
 // Stream reads the replication connection: it decodes the WAL, registers
 // transactions with the tracker, queues events for the sink, and sends
-// standby status updates. It alone uses conn.
+// standby status updates. It alone uses the connection. Build it with
+// NewStream.
 type Stream struct {
-	Cfg  *relayconfig.Config
-	M    *relaymetrics.Metrics
-	Live *liveness.Live
-	Conn *pgconn.PgConn
-	Dec  *decode.Decoder
-	Cat  *slotstate.Catalog // fences confirmation (see catalog)
-	Tr   *acktrack.Tracker
-	Q    *queue.Queue
+	cfg     *relayconfig.Config
+	metrics *relaymetrics.Metrics
+	live    *liveness.Live
+	conn    *pgconn.PgConn
+	timing  liveness.Liveness
+	dec     *decode.Decoder
+	catalog *slotstate.Catalog // fences confirmation (see slotstate.Catalog)
+	tracker *acktrack.Tracker
+	queue   *queue.Queue
+	keeper  *slotstate.Keeper // caps what may be confirmed; nil caps nothing
+	skip    *replaySkip       // drops replayed transactions Kafka already has; nil drops nothing
+
+	stop context.Context // Run's context: ends the stream
 	// staged holds the events of the current transaction not yet queued:
 	// they go to the sink together at its commit (or when BatchSize of
 	// them are staged), so a sink that is free never writes a part of a
 	// transaction the reader is still reading.
 	staged []decode.Event
-	Stop   context.Context // ends the stream (Run's context, or a failure)
 	inTx   bool
 	// queued reports whether the current transaction queued an event
-	// (exactly-once mode then ends it with a marker, see exactlyonce.go).
+	// (exactly-once mode then ends it with a marker, see sink's
+	// exactlyonce.go).
 	queued bool
 	tx     acktrack.TxID
 	commit time.Time
-	Sent   pglogrepl.LSN // last position sent to the server
+	sent   pglogrepl.LSN // last position sent to the server
 	nextSS time.Time     // when the next periodic status update is due
-	Lv     liveness.Liveness
-	lastSS time.Time         // when the last status update was sent
-	State  *slotstate.Keeper // caps what may be confirmed (see keeper); nil caps nothing
-	readAt time.Time         // when the WAL message being handled was read
-	Skip   *replaySkip       // drops replayed transactions Kafka already has; nil drops nothing
+	lastSS time.Time     // when the last status update was sent
+	readAt time.Time     // when the WAL message being handled was read
+}
+
+// StreamConfig is what a Stream reads, writes and answers to.
+type StreamConfig struct {
+	Config  *relayconfig.Config
+	Metrics *relaymetrics.Metrics
+	// Live is the relay's liveness clock: the stream tells it when the
+	// server spoke and when a confirmation went out, and stops when it
+	// is stale.
+	Live *liveness.Live
+	// Conn is the replication connection, streaming from Start.
+	Conn  *pgconn.PgConn
+	Start pglogrepl.LSN
+	// Timing is the server's timing, read from Conn before streaming.
+	Timing  liveness.Liveness
+	Decoder *decode.Decoder
+	// Catalog fences confirmation (see slotstate.Catalog).
+	Catalog *slotstate.Catalog
+	Tracker *acktrack.Tracker
+	// Queue takes the events to the sink.
+	Queue *queue.Queue
+	// Keeper caps what may be confirmed; nil caps nothing.
+	Keeper *slotstate.Keeper
+	// SkipThrough is where Kafka holds every transaction of the slot that
+	// ends at or before it: the replayed transactions up to it are not
+	// published again (see replaySkip). At or before Start: nothing is
+	// skipped.
+	SkipThrough pglogrepl.LSN
+}
+
+// NewStream returns the stream of one session.
+func NewStream(c StreamConfig) *Stream {
+	return &Stream{
+		cfg: c.Config, metrics: c.Metrics, live: c.Live, conn: c.Conn, sent: c.Start, timing: c.Timing,
+		dec: c.Decoder, catalog: c.Catalog, tracker: c.Tracker, queue: c.Queue, keeper: c.Keeper,
+		skip: newReplaySkip(c.SkipThrough, c.Start, c.Config.Logger, c.Metrics.ReplaySkipped),
+	}
+}
+
+// SkipOvershot reports whether the stream ended because a transaction it
+// judged already published ended past SkipThrough: the relay then skips
+// nothing for the rest of its run.
+func (s *Stream) SkipOvershot() bool {
+	return s.skip != nil && s.skip.overshot
 }
 
 // StartReplication starts streaming the slot from start.
@@ -80,16 +127,18 @@ func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relayconfig.C
 	return nil
 }
 
-// Run reads until s.stop ends (it returns its cause) or the connection
+// Run reads until ctx ends (it returns its cause) or the connection
 // fails, or the server falls silent for longer than the liveness bound.
+// Once it returns, the replay skip is over (what it skipped is logged).
 //
 // Reads take no context: pgconn would watch one for every message (a
 // callback registered and removed each time). A read deadline on the
-// socket bounds each round of reading instead, and the end of s.stop moves
+// socket bounds each round of reading instead, and the end of ctx moves
 // it to now.
-func (s *Stream) Run() error {
-	ctx := s.Stop
-	nc := s.Conn.Conn()
+func (s *Stream) Run(ctx context.Context) error {
+	s.stop = ctx
+	defer s.skip.done()
+	nc := s.conn.Conn()
 	var (
 		mu   sync.Mutex
 		done bool // run returned: the socket's deadline is no longer its
@@ -108,7 +157,7 @@ func (s *Stream) Run() error {
 		mu.Unlock()
 		_ = nc.SetReadDeadline(time.Time{})
 	}()
-	s.nextSS = time.Now().Add(s.Lv.StatusEvery)
+	s.nextSS = time.Now().Add(s.timing.StatusEvery)
 	for {
 		if err := nc.SetReadDeadline(s.wake()); err != nil {
 			return fmt.Errorf("relay: replication connection: %w", err)
@@ -124,7 +173,7 @@ func (s *Stream) Run() error {
 		if err != nil {
 			return err
 		}
-		if err := s.Live.Stale(time.Now()); err != nil {
+		if err := s.live.Stale(time.Now()); err != nil {
 			return err
 		}
 		if s.statusDue() {
@@ -136,21 +185,21 @@ func (s *Stream) Run() error {
 }
 
 // confirmable is the position a status update may confirm: what Kafka
-// acknowledged, never past the catalog fence (see catalog) nor the state's
-// ceiling (see keeper).
+// acknowledged, never past the catalog fence (see slotstate.Catalog) nor
+// the state's ceiling (see slotstate.Keeper).
 func (s *Stream) confirmable() pglogrepl.LSN {
-	return s.State.Cap(s.Cat.Fenced(s.Tr.Confirmed()))
+	return s.keeper.Cap(s.catalog.Fenced(s.tracker.Confirmed()))
 }
 
 // wake is when the reader next stops reading to check for a status update:
 // when the periodic one is due, or, while Kafka may acknowledge events,
-// promptStatusGap after the last one, so a confirmation goes out promptly
+// liveness.PromptStatusGap after the last one, so a confirmation goes out promptly
 // (a crash then replays only what was in flight).
 func (s *Stream) wake() time.Time {
 	switch {
-	case s.confirmable() != s.Sent:
+	case s.confirmable() != s.sent:
 		return minTime(s.nextSS, s.lastSS.Add(liveness.PromptStatusGap))
-	case s.Tr.InFlight() > 0:
+	case s.tracker.InFlight() > 0:
 		return minTime(s.nextSS, time.Now().Add(liveness.PromptStatusGap))
 	}
 	return s.nextSS
@@ -161,7 +210,7 @@ func (s *Stream) wake() time.Time {
 func (s *Stream) statusDue() bool {
 	now := time.Now()
 	return !now.Before(s.nextSS) ||
-		s.confirmable() != s.Sent && !now.Before(s.lastSS.Add(liveness.PromptStatusGap))
+		s.confirmable() != s.sent && !now.Before(s.lastSS.Add(liveness.PromptStatusGap))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -175,7 +224,7 @@ func minTime(a, b time.Time) time.Time {
 // passes (it returns nil) or an error.
 func (s *Stream) readUntilDeadline() error {
 	for {
-		raw, err := s.Conn.ReceiveMessage(context.Background())
+		raw, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
 			if pgconn.Timeout(err) {
 				return nil
@@ -194,10 +243,10 @@ func (s *Stream) readUntilDeadline() error {
 					return fmt.Errorf("%w: %w", decode.ErrProtocol, err)
 				}
 				now := time.Now()
-				s.Live.Heard(s.Lv.HeardAt(ka.ServerTime, now), now)
+				s.live.Heard(s.timing.HeardAt(ka.ServerTime, now), now)
 				if !s.inTx {
-					s.Skip.passed(ka.ServerWALEnd)
-					s.Tr.AdvanceIdle(uint64(ka.ServerWALEnd))
+					s.skip.passed(ka.ServerWALEnd)
+					s.tracker.AdvanceIdle(uint64(ka.ServerWALEnd))
 				}
 				if ka.ReplyRequested {
 					if err := s.SendStandbyStatus(); err != nil {
@@ -213,8 +262,8 @@ func (s *Stream) readUntilDeadline() error {
 				// from the socket buffer after it) is not published: the
 				// slot may belong to another relay by now.
 				now := time.Now()
-				s.Live.Heard(s.Lv.HeardAt(xld.ServerTime, now), now)
-				if err := s.Live.Stale(now); err != nil {
+				s.live.Heard(s.timing.HeardAt(xld.ServerTime, now), now)
+				if err := s.live.Stale(now); err != nil {
 					return err
 				}
 				s.readAt = now
@@ -237,7 +286,7 @@ func (s *Stream) readUntilDeadline() error {
 
 // handle applies one pgoutput message.
 func (s *Stream) handle(data []byte) error {
-	it, err := s.Dec.Decode(data)
+	it, err := s.dec.Decode(data)
 	if err != nil {
 		if errors.Is(err, relayerr.ErrTableColumns) {
 			return relayerr.Permanent(err)
@@ -249,44 +298,44 @@ func (s *Stream) handle(data []byte) error {
 		if s.inTx {
 			return fmt.Errorf("%w: begin inside a transaction", decode.ErrProtocol)
 		}
-		s.inTx, s.queued, s.tx, s.commit = true, false, s.Tr.BeginAt(it.CommitTime), it.CommitTime
+		s.inTx, s.queued, s.tx, s.commit = true, false, s.tracker.BeginAt(it.CommitTime), it.CommitTime
 		// A skipped transaction stays registered, without events: it
 		// completes in commit order and confirmation passes it.
-		s.Skip.begin(beginFinalLSN(data))
+		s.skip.begin(beginFinalLSN(data))
 	case decode.WALCommit:
 		if !s.inTx {
 			return fmt.Errorf("%w: commit outside a transaction", decode.ErrProtocol)
 		}
 		s.inTx = false
-		if err := s.Skip.commit(it.EndLSN); err != nil {
+		if err := s.skip.commit(it.EndLSN); err != nil {
 			return err // the transaction stays unsealed: never confirmed
 		}
-		s.State.Read(it.EndLSN, s.Dec.Messages)
-		if s.Cfg.ExactlyOnce && s.queued {
+		s.keeper.Read(it.EndLSN, s.dec.Messages)
+		if s.cfg.ExactlyOnce && s.queued {
 			s.staged = append(s.staged, decode.Event{Marker: true, Tx: s.tx, Commit: s.commit, EndLSN: uint64(it.EndLSN)})
 		}
-		s.Tr.Commit(s.tx, uint64(it.EndLSN))
+		s.tracker.Commit(s.tx, uint64(it.EndLSN))
 		return s.flush()
 	case decode.WALEvent:
 		if !s.inTx {
 			return fmt.Errorf("%w: event outside a transaction", decode.ErrProtocol)
 		}
-		if s.Skip.skipping() {
+		if s.skip.skipping() {
 			return nil // Kafka has it (dead-lettered if it was invalid)
 		}
-		ev := it.Ev
+		ev := it.Event
 		if ev.Invalid != nil {
-			if s.Cfg.OnInvalid == relayconfig.InvalidStop {
-				s.M.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
+			if s.cfg.OnInvalid == relayconfig.InvalidStop {
+				s.metrics.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
 				return relayerr.Permanent(ev.Invalid)
 			}
-			sink.DeadLetter(s.Cfg, s.M, &ev)
+			sink.DeadLetter(s.cfg, s.metrics, &ev)
 		}
 		ev.Tx, ev.Commit = s.tx, s.commit
 		if relaytrace.Read != nil {
-			relaytrace.Read(ev.Msg, s.commit, s.readAt)
+			relaytrace.Read(ev.Record, s.commit, s.readAt)
 		}
-		s.Tr.Add(s.tx, 1)
+		s.tracker.Add(s.tx, 1)
 		s.queued = true
 		return s.stage(ev)
 	}
@@ -299,27 +348,27 @@ func (s *Stream) handle(data []byte) error {
 // back only for events it has), it keeps sending status updates, so the
 // server does not time the connection out while Kafka is slow.
 func (s *Stream) stage(ev decode.Event) error {
-	if s.Cfg.InstanceID != "" {
-		ev.Msg.Headers = append(ev.Msg.Headers, kgo.RecordHeader{Key: relayconfig.InstanceHeader, Value: []byte(s.Cfg.InstanceID)})
+	if s.cfg.InstanceID != "" {
+		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: relayconfig.InstanceHeader, Value: []byte(s.cfg.InstanceID)})
 	}
-	ev.Cost = s.Q.Buf.Cost(&ev)
-	if !s.Q.Buf.TryTake(ev.Cost) {
+	ev.Cost = s.queue.Budget.Cost(&ev)
+	if !s.queue.Budget.TryTake(ev.Cost) {
 		if err := s.flush(); err != nil {
 			return err
 		}
-		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.Q.Buf.Take(ctx, ev.Cost) }); err != nil {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.queue.Budget.Take(ctx, ev.Cost) }); err != nil {
 			return err
 		}
 	}
 	if s.staged == nil {
 		select {
-		case s.staged = <-s.Q.Free:
+		case s.staged = <-s.queue.Free:
 		default:
 			s.staged = make([]decode.Event, 0, 8)
 		}
 	}
 	s.staged = append(s.staged, ev)
-	if len(s.staged) >= s.Cfg.BatchSize {
+	if len(s.staged) >= s.cfg.BatchSize {
 		return s.flush()
 	}
 	return nil
@@ -333,19 +382,19 @@ func (s *Stream) flush() error {
 	}
 	evs := s.staged
 	s.staged = nil
-	if n := int64(len(evs)); !s.Q.Room.TryAcquire(n) {
-		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.Q.Room.Acquire(ctx, n) }); err != nil {
+	if n := int64(len(evs)); !s.queue.Room.TryAcquire(n) {
+		if err := s.waitSendingStatus(func(ctx context.Context) error { return s.queue.Room.Acquire(ctx, n) }); err != nil {
 			return err
 		}
 	}
 	select {
-	case s.Q.Events <- evs:
+	case s.queue.Events <- evs:
 		return nil
 	default:
 	}
 	return s.waitSendingStatus(func(ctx context.Context) error {
 		select {
-		case s.Q.Events <- evs:
+		case s.queue.Events <- evs:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -358,16 +407,16 @@ func (s *Stream) flush() error {
 // or the stream stops.
 func (s *Stream) waitSendingStatus(wait func(context.Context) error) error {
 	for {
-		ctx, cancel := context.WithDeadline(s.Stop, s.wake())
+		ctx, cancel := context.WithDeadline(s.stop, s.wake())
 		err := wait(ctx)
 		cancel()
 		switch {
 		case err == nil:
 			return nil
-		case s.Stop.Err() != nil:
-			return context.Cause(s.Stop)
+		case s.stop.Err() != nil:
+			return context.Cause(s.stop)
 		}
-		if err := s.Live.Stale(time.Now()); err != nil {
+		if err := s.live.Stale(time.Now()); err != nil {
 			return err
 		}
 		if !s.statusDue() {
@@ -378,21 +427,21 @@ func (s *Stream) waitSendingStatus(wait func(context.Context) error) error {
 		}
 		// The reader is not reading: the status update it just sent
 		// (which keeps the walsender alive) is its sign of life.
-		s.Live.Vouch(time.Now())
+		s.live.Vouch(time.Now())
 	}
 }
 
 // SendStandbyStatus confirms the tracker's position, with write, flush and apply
 // positions all set explicitly.
 func (s *Stream) SendStandbyStatus() error {
-	if s.Conn.IsClosed() {
+	if s.conn.IsClosed() {
 		// A failed read closed it: pgconn sends Terminate from a goroutine
 		// of its own, and writing beside it would race on the connection's
 		// buffer.
 		return fmt.Errorf("relay: send standby status: %w", net.ErrClosed)
 	}
 	pos := s.confirmable()
-	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.Conn, pglogrepl.StandbyStatusUpdate{
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,
 		WALApplyPosition: pos,
@@ -402,16 +451,16 @@ func (s *Stream) SendStandbyStatus() error {
 	if err != nil {
 		return fmt.Errorf("relay: send standby status: %w", err)
 	}
-	if pos != s.Sent {
-		s.Cfg.Logger.Debug("confirmed WAL position", "lsn", pos.String())
+	if pos != s.sent {
+		s.cfg.Logger.Debug("confirmed WAL position", "lsn", pos.String())
 	}
-	if pos != s.Sent || s.Tr.Idle() {
-		s.Live.Acked(time.Now())
+	if pos != s.sent || s.tracker.Idle() {
+		s.live.Acked(time.Now())
 	}
-	s.Sent = pos
+	s.sent = pos
 	s.lastSS = time.Now()
-	s.nextSS = s.lastSS.Add(s.Lv.StatusEvery)
-	s.M.ConfirmedLSN.Set(float64(pos))
-	s.M.InFlight.Set(float64(s.Tr.InFlight()))
-	return s.Cat.Failure()
+	s.nextSS = s.lastSS.Add(s.timing.StatusEvery)
+	s.metrics.ConfirmedLSN.Set(float64(pos))
+	s.metrics.InFlight.Set(float64(s.tracker.InFlight()))
+	return s.catalog.Failure()
 }

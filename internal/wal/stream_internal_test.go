@@ -19,8 +19,8 @@ import (
 // allocations.
 func TestStreamAllocationsPerEvent(t *testing.T) {
 	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)})
-	s := &Stream{Cfg: &c, Dec: decode.NewDecoder(&c, pgoutputtest.Outbox), Tr: acktrack.New(0),
-		Q: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}
+	s := &Stream{cfg: &c, dec: decode.NewDecoder(&c, pgoutputtest.Outbox), tracker: acktrack.New(0),
+		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}
 	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types), pgoutputtest.Begin(100, 1000, 7)} {
 		if err := s.handle(m); err != nil {
 			t.Fatal(err)

@@ -166,7 +166,7 @@ var (
 	ErrSlotInvalidated = relayerr.ErrSlotInvalidated
 	// ErrGap is wrapped by the GapError that stops Run when the slot
 	// cannot be trusted to resume where the relay left off: events may
-	// have been skipped (see Gaps in the package doc).
+	// have been skipped (see docs/failover.md).
 	ErrGap = relayerr.ErrGap
 	// ErrStateMissing means the relay's state table does not exist (see
 	// StateTableName) and NoCreate is set.
@@ -328,5 +328,5 @@ func CheckPrerequisites(ctx context.Context, cfg *Config) error {
 // StateTableName is the name of the relay's state table, created by
 // outbox.Migrate (migration 002) in the outbox table's schema: one row per
 // slot holding what a new primary needs to know to tell a gap from a
-// replay (see Gaps in the package doc).
+// replay (see docs/failover.md).
 const StateTableName = slotstate.StateTableName

@@ -124,9 +124,8 @@ type Config struct {
 	// ExactlyOnce writes each flush as one Kafka transaction with a
 	// progress record on ProgressTopic, so that a read_committed consumer
 	// sees every outbox row once, across relay crashes, restarts and
-	// takeovers (see Exactly-once in the package doc and
-	// docs/semantics.md). Defaults to false: at-least-once, with the
-	// idempotent producer.
+	// takeovers (see docs/semantics.md). Defaults to false:
+	// at-least-once, with the idempotent producer.
 	ExactlyOnce bool
 	// ProgressTopic is the compacted topic of exactly-once progress
 	// records, created (one partition, cleanup.policy=compact) when
@@ -140,7 +139,7 @@ type Config struct {
 
 	// StatusInterval is the longest time between two standby status
 	// updates to the server; a third of the liveness bound when that is
-	// shorter (see Liveness in the package doc). Defaults to 3s.
+	// shorter (see docs/liveness.md). Defaults to 3s.
 	StatusInterval time.Duration
 	// ShutdownTimeout bounds how long a stopping relay waits for Kafka to
 	// acknowledge what is in flight before it confirms the final position
@@ -167,7 +166,7 @@ type Config struct {
 	HeartbeatInterval time.Duration
 
 	// OnGap is what Run does when the slot cannot resume where the relay
-	// left off (see Gaps in the package doc). Defaults to GapFail.
+	// left off (see docs/failover.md). Defaults to GapFail.
 	OnGap GapPolicy
 	// BackfillMargin is how far before the last confirmed commit time a
 	// recovery starts publishing rows from the table (by created_at, which

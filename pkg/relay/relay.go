@@ -76,7 +76,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	sk := sink.NewSink(&r.cfg, r.m)
 	// A relay without a recent sign of life from its walsender writes
 	// nothing more to Kafka: the server may have given the slot to
-	// another relay (see Liveness in the package doc). The sink checks
+	// another relay (see docs/liveness.md). The sink checks
 	// before each write call, the producer's connections before each
 	// byte.
 	r.live.Begin(time.Now(), liveness.DefaultLivenessBound)

@@ -49,7 +49,7 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 // position.
 //
 // The state row's confirmed LSN counts in both modes. The state keeper
-// writes the tracker's confirmed position (keepState, finalState), and
+// writes the tracker's confirmed position (slotstate.Keeper's Keep and Settle), and
 // the tracker passes a transaction only once every event of it was
 // acknowledged by Kafka (at-least-once: the sink calls Tracker.Ack after a
 // write with acks=all succeeded, see sink.acknowledge; exactly-once: after

@@ -76,12 +76,14 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	sinking := runSink(ctx, sk, q, tr, stopRead)
 	defer sinking.stop()
 
-	st := &wal.Stream{Cfg: c, M: r.m, Live: &r.live, Conn: conn, Sent: start, Dec: decode.NewDecoder(c, cat), Cat: cat, Tr: tr, Q: q, Stop: readCtx, Lv: lv, State: r.state,
-		Skip: wal.NewReplaySkip(through, start, c.Logger, r.m.ReplaySkipped)}
-	readErr := st.Run()
+	st := wal.NewStream(wal.StreamConfig{
+		Config: c, Metrics: r.m, Live: &r.live, Conn: conn, Start: start, Timing: lv,
+		Decoder: decode.NewDecoder(c, cat), Catalog: cat, Tracker: tr, Queue: q, Keeper: r.state,
+		SkipThrough: through,
+	})
+	readErr := st.Run(readCtx)
 	q.Close()
-	st.Skip.Done()
-	if st.Skip != nil && st.Skip.Overshot {
+	if st.SkipOvershot() {
 		r.skipOff.Store(true)
 	}
 
@@ -91,7 +93,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	// harmlessly.
 	cat.Recheck()
 	if end.graceful() {
-		r.state.Settle(st.Cat.Fenced(tr.Confirmed()), slotstate.StateSettle)
+		r.state.Settle(cat.Fenced(tr.Confirmed()), slotstate.StateSettle)
 	}
 	if errors.Is(sinkErr, relayerr.ErrFenced) {
 		// A newer relay of the slot holds it: confirm nothing.
@@ -138,7 +140,7 @@ func (r *Relay) checkConfig() *relayconfig.Config {
 }
 
 // startStream opens the replication connection, reads the liveness bound
-// and starts streaming from start, within sessionStartTimeout: a
+// and starts streaming from start, within liveness.SessionStartTimeout: a
 // connection that hangs (a blackholing network) is retried.
 func startStream(ctx context.Context, c *relayconfig.Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness.Liveness, error) {
 	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)

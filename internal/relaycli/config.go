@@ -222,13 +222,13 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	case relay.UnavailableDeadLetter, relay.UnavailableStop:
 		cfg.OnUnavailableTopic = p
 	default:
-		return usagef("--%s: %q is not one of dlq, stop", flagOnUnavailable, p)
+		return usagef("--%s: %q is not one of %s, %s", flagOnUnavailable, p, relay.UnavailableDeadLetter, relay.UnavailableStop)
 	}
 	switch p := relay.InvalidPolicy(c.String(flagOnInvalid)); p {
 	case relay.InvalidDeadLetter, relay.InvalidStop:
 		cfg.OnInvalid = p
 	default:
-		return usagef("--%s: %q is not one of dlq, stop", flagOnInvalid, p)
+		return usagef("--%s: %q is not one of %s, %s", flagOnInvalid, p, relay.InvalidDeadLetter, relay.InvalidStop)
 	}
 	switch comp := c.String(flagCompression); comp {
 	case "none", "gzip", "snappy", "lz4", "zstd":

@@ -113,7 +113,7 @@ func publishFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: flagAllowedTopics, Category: catKafka, EnvVars: envVar(flagAllowedTopics),
 			Usage: "topic prefixes rows may publish to, comma separated; a row for any other topic is dead-lettered (bad-topic), so no other topic is written or created (default: any legal topic but the dead-letter topic)"},
 		&cli.StringFlag{Name: flagOnInvalid, Category: catKafka, EnvVars: envVar(flagOnInvalid), Value: string(relay.InvalidDeadLetter),
-			Usage: "what to do with a row that cannot be published: dlq (dead-letter it and go on) or stop (exit with an error, nothing acknowledged past it)"},
+			Usage: "what to do with a row that cannot be published: dead-letter (dead-letter it and go on) or stop (exit with an error, nothing acknowledged past it)"},
 		&cli.GenericFlag{Name: flagMaxMessageBytes, Category: catKafka, EnvVars: envVar(flagMaxMessageBytes), Value: cliutil.NewSize(relay.DefaultMaxMessageBytes),
 			Usage: "largest record value sent; larger rows are invalid (keep it at or below the broker's message.max.bytes)"},
 		&cli.StringFlag{Name: flagCompression, Category: catKafka, EnvVars: envVar(flagCompression), Value: "none",
@@ -123,7 +123,7 @@ func publishFlags() []cli.Flag {
 		&cli.GenericFlag{Name: flagTopicGrace, Category: catKafka, EnvVars: envVar(flagTopicGrace), Value: cliutil.NewDuration(relay.DefaultTopicUnavailableGrace),
 			Usage: "how long to retry writes to a topic that does not exist or may not be written before --on-unavailable-topic applies"},
 		&cli.StringFlag{Name: flagOnUnavailable, Category: catKafka, EnvVars: envVar(flagOnUnavailable), Value: string(relay.UnavailableDeadLetter),
-			Usage: "what to do with a record whose topic is still unavailable after --topic-unavailable-grace: dlq (dead-letter it as topic-unavailable and go on) or stop (exit with an error, nothing acknowledged past it)"},
+			Usage: "what to do with a record whose topic is still unavailable after --topic-unavailable-grace: dead-letter (dead-letter it as topic-unavailable and go on) or stop (exit with an error, nothing acknowledged past it)"},
 		&cli.BoolFlag{Name: flagNoAutoCreate, Category: catKafka, EnvVars: envVar(flagNoAutoCreate),
 			Usage: "never ask the brokers to create a missing topic (a row for one is topic-unavailable); recommended in production"},
 

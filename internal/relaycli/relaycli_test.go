@@ -170,6 +170,10 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		want string
 	}{
 		{"on-invalid", append(base, "--on-invalid", "maybe"), "--on-invalid"},
+		// The policy value is dead-letter, as the inbox's --conflict-policy
+		// spells it; no release accepted "dlq".
+		{"on-invalid dlq", append(base, "--on-invalid", "dlq"), `--on-invalid: "dlq" is not one of dead-letter, stop`},
+		{"on-unavailable-topic dlq", append(base, "--on-unavailable-topic", "dlq"), `--on-unavailable-topic: "dlq" is not one of dead-letter, stop`},
 		{"compression", append(base, "--compression", "brotli"), "--compression"},
 		{"batch-size", append(base, "--batch-size", "0"), "--batch-size"},
 		{"max-message-bytes", append(base, "--max-message-bytes", "-1"), "--max-message-bytes"},

@@ -26,7 +26,7 @@ type InvalidPolicy string
 const (
 	// InvalidDeadLetter publishes the row to the dead-letter topic with the
 	// reason in headers, counts and logs it, and goes on. The default.
-	InvalidDeadLetter InvalidPolicy = "dlq"
+	InvalidDeadLetter InvalidPolicy = "dead-letter"
 	// InvalidStop stops the relay with an error naming the row; its WAL
 	// position is not acknowledged, so it is read again after a restart.
 	InvalidStop InvalidPolicy = "stop"
@@ -43,7 +43,7 @@ const (
 	// dead-lettered at their first failed write while it stays
 	// unavailable. The default: a producer naming a topic that does not
 	// exist cannot stop the relay.
-	UnavailableDeadLetter UnavailablePolicy = "dlq"
+	UnavailableDeadLetter UnavailablePolicy = "dead-letter"
 	// UnavailableStop ends Run with ErrTopicUnavailable, the record not
 	// confirmed (so a restart after the fix publishes it).
 	UnavailableStop UnavailablePolicy = "stop"

@@ -289,11 +289,13 @@ const InstanceHeader = relayconfig.InstanceHeader
 type InvalidPolicy = relayconfig.InvalidPolicy
 
 const (
-	// InvalidDeadLetter publishes the row to the dead-letter topic with the
-	// reason in headers, counts and logs it, and goes on. The default.
+	// InvalidDeadLetter ("dead-letter") publishes the row to the
+	// dead-letter topic with the reason in headers, counts and logs it,
+	// and goes on. The default.
 	InvalidDeadLetter = relayconfig.InvalidDeadLetter
-	// InvalidStop stops the relay with an error naming the row; its WAL
-	// position is not acknowledged, so it is read again after a restart.
+	// InvalidStop ("stop") stops the relay with an error naming the row;
+	// its WAL position is not acknowledged, so it is read again after a
+	// restart.
 	InvalidStop = relayconfig.InvalidStop
 )
 
@@ -303,14 +305,14 @@ const (
 type UnavailablePolicy = relayconfig.UnavailablePolicy
 
 const (
-	// UnavailableDeadLetter dead-letters the record with reason
-	// topic-unavailable and goes on; later records of the topic are
-	// dead-lettered at their first failed write while it stays
+	// UnavailableDeadLetter ("dead-letter") dead-letters the record with
+	// reason topic-unavailable and goes on; later records of the topic
+	// are dead-lettered at their first failed write while it stays
 	// unavailable. The default: a producer naming a topic that does not
 	// exist cannot stop the relay.
 	UnavailableDeadLetter = relayconfig.UnavailableDeadLetter
-	// UnavailableStop ends Run with ErrTopicUnavailable, the record not
-	// confirmed (so a restart after the fix publishes it).
+	// UnavailableStop ("stop") ends Run with ErrTopicUnavailable, the
+	// record not confirmed (so a restart after the fix publishes it).
 	UnavailableStop = relayconfig.UnavailableStop
 )
 
@@ -318,8 +320,9 @@ const (
 type GapPolicy = relayconfig.GapPolicy
 
 const (
-	// GapFail ends Run with the *GapError, streaming nothing. The default.
+	// GapFail ("fail") ends Run with the *GapError, streaming nothing.
+	// The default.
 	GapFail = relayconfig.GapFail
-	// GapBackfill recovers the gap as Recover does, then streams.
+	// GapBackfill ("backfill") recovers the gap as Recover does, then streams.
 	GapBackfill = relayconfig.GapBackfill
 )

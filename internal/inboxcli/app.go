@@ -18,9 +18,9 @@ import (
 
 // Exit codes of Run.
 const (
-	ExitOK    = cliutil.ExitOK
-	ExitError = cliutil.ExitFailure
-	ExitUsage = cliutil.ExitUsage
+	ExitOK      = cliutil.ExitOK
+	ExitFailure = cliutil.ExitFailure
+	ExitUsage   = cliutil.ExitUsage
 )
 
 // usageError marks bad arguments (exit code 2).

@@ -119,7 +119,7 @@ func TestAdminCommands(t *testing.T) {
 
 	// An explicit ID that matched nothing is an error, the others are revived.
 	code, out, errOut := run(t, ctx, "revive", "--consumer", "billing", "nosuchid", url)
-	if code != inboxcli.ExitError || out != "" || !strings.Contains(errOut, "1 of the 1 given message IDs are not FAILED_FINAL messages") {
+	if code != inboxcli.ExitFailure || out != "" || !strings.Contains(errOut, "1 of the 1 given message IDs are not FAILED_FINAL messages") {
 		t.Fatalf("revive nosuchid: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if out := mustRun(t, "revive", url, "--consumer", "billing", "--all"); out != "revived nothing: billing has no FAILED_FINAL messages\n" {
@@ -169,9 +169,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"list", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--status", "failed"}, inboxcli.ExitUsage, `inbox: --status "failed": want one of`},
 		{[]string{"bogus"}, inboxcli.ExitUsage, `unknown command "bogus" (commands: migrate, status, purge, list, revive, tail`},
 		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--conflict-policy", "x"}, inboxcli.ExitUsage, `--conflict-policy "x": want stop or dead-letter`},
+		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--conflict-policy", "error"}, inboxcli.ExitUsage, `--conflict-policy "error": want stop or dead-letter`},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "revive", "m-1"}, inboxcli.ExitUsage, "--consumer is required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "tail"}, inboxcli.ExitUsage, "--brokers and --topics are required"},
-		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "--log-level=error", "status"}, inboxcli.ExitError, "connect to u@127.0.0.1:1/x"},
+		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "--log-level=error", "status"}, inboxcli.ExitFailure, "connect to u@127.0.0.1:1/x"},
 		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--kafka-sasl-mechanism", "plain", "--kafka-sasl-username", "u"}, inboxcli.ExitUsage, "--kafka-allow-insecure-sasl"},
 		{[]string{"--bogus"}, inboxcli.ExitUsage, "unknown flag --bogus"},
 		{[]string{"migrate", "--bogus"}, inboxcli.ExitUsage, "unknown flag --bogus"},

@@ -43,7 +43,7 @@ func tailCommand() *cli.Command {
 			&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"INBOX_DLQ_TOPIC"}, Value: inbox.DefaultDeadLetterTopic,
 				Usage: "dead-letter topic"},
 			&cli.StringFlag{Name: "conflict-policy", EnvVars: []string{"INBOX_CONFLICT_POLICY"}, Value: "dead-letter",
-				Usage: "what a conflicting message becomes: stop (the loop stops with an error; \"error\" is accepted too) or dead-letter"},
+				Usage: "what a conflicting message becomes: stop (the loop stops with an error) or dead-letter"},
 			&cli.BoolFlag{Name: "force", EnvVars: []string{"INBOX_FORCE"}, Usage: "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"},
 			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
 				Usage: "a new group starts at the end of the topics instead of the beginning"},

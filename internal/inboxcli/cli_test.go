@@ -259,7 +259,7 @@ func TestTail(t *testing.T) {
 	want := []string{
 		"orders/0@0 m-1 k-1 processed",
 		"orders/0@1 m-1 k-1 duplicate",
-		"orders/0@2 - - dead_lettered reason=missing-headers",
+		"orders/0@2 - - dead-lettered reason=missing-headers",
 		`orders/0@3 "m-\x1b]0;pwned\a" "k-\x1b[31m\norders/0@9 m-9 k-9 processed" processed`,
 	}
 	deadline := time.Now().Add(time.Minute)

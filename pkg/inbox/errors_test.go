@@ -40,7 +40,7 @@ func TestClassifiers(t *testing.T) {
 func TestNames(t *testing.T) {
 	t.Parallel()
 	want := map[inbox.Outcome]string{inbox.Processed: "processed", inbox.Duplicate: "duplicate", inbox.Conflict: "conflict",
-		inbox.Busy: "busy", inbox.Retry: "retry", inbox.DeadLettered: "dead_lettered", inbox.Outcome(0): "Outcome(0)"}
+		inbox.Busy: "busy", inbox.Retry: "retry", inbox.DeadLettered: "dead-lettered", inbox.Outcome(0): "Outcome(0)"}
 	for o, s := range want {
 		if o.String() != s {
 			t.Errorf("%d.String() = %q, want %q", int(o), o.String(), s)

@@ -190,8 +190,8 @@ func ExampleKafkaRecord_Message() {
 	// 42 duplicate shipment/42
 	// 43 retry
 	// 43 processed shipment/43
-	// 44 dead_lettered permanent
-	// 45 dead_lettered conflict
+	// 44 dead-lettered permanent
+	// 45 dead-lettered conflict
 	// dead letter: order 44, permanent
 	// dead letter: order 45, conflict
 }

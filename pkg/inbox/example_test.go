@@ -83,8 +83,8 @@ func ExampleInbox_ProcessExternal() {
 	}
 	// Output:
 	// retry after 1 attempts (will retry)
-	// dead_lettered after 2 attempts max-attempts
-	// dead_lettered after 2 attempts failed-final
+	// dead-lettered after 2 attempts max-attempts
+	// dead-lettered after 2 attempts failed-final
 }
 
 // A provider without idempotency keys: the first attempt saves its request

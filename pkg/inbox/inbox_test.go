@@ -578,7 +578,7 @@ func TestLogsCarryMessageAndTransition(t *testing.T) {
 		t.Fatalf("log %q: %v", buf.String(), err)
 	}
 	want := map[string]any{"consumer": "billing", "message_id": "m-1", "business_key": "key-1", "from": "NEW",
-		"to": "FAILED_FINAL", "attempt": float64(1), "reason": "max-attempts", "err": "boom", "outcome": "dead_lettered"}
+		"to": "FAILED_FINAL", "attempt": float64(1), "reason": "max-attempts", "err": "boom", "outcome": "dead-lettered"}
 	for k, v := range want {
 		if rec[k] != v {
 			t.Fatalf("log field %s = %v, want %v (record %v)", k, rec[k], v, rec)

@@ -34,7 +34,7 @@ var outcomeNames = [...]string{
 	Conflict:     "conflict",
 	Busy:         "busy",
 	Retry:        "retry",
-	DeadLettered: "dead_lettered",
+	DeadLettered: "dead-lettered",
 }
 
 // String returns the lower-case name used in logs and metric labels.

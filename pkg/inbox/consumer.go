@@ -96,9 +96,9 @@ type ConsumerConfig[TTx any] struct {
 	// SessionTimeout, at most every 3s (kafka-go's default interval), so a
 	// short session does not expire between two heartbeats.
 	SessionTimeout, RebalanceTimeout time.Duration
-	// StatsInterval is how often the loop calls Inbox.RefreshMetrics.
+	// MetricsInterval is how often the loop calls Inbox.RefreshMetrics.
 	// Defaults to 30s; negative disables it.
-	StatsInterval time.Duration
+	MetricsInterval time.Duration
 	// Retention, when positive, makes the loop purge this consumer's
 	// COMPLETED rows older than Retention every PurgeInterval (see
 	// Store.Purge; FAILED_FINAL rows are kept), so no cron job is needed.
@@ -179,8 +179,8 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 100
 	}
-	if c.StatsInterval == 0 {
-		c.StatsInterval = 30 * time.Second
+	if c.MetricsInterval == 0 {
+		c.MetricsInterval = 30 * time.Second
 	}
 	if c.Retention < 0 {
 		return nil, fmt.Errorf("inbox: ConsumerConfig.Retention %v is negative", c.Retention)
@@ -233,11 +233,11 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 	dlq := newDeadLetterWriter(c.cfg.Brokers, c.cfg.Dialer, c.cfg.DeadLetterTopic, c.in.core)
 
 	var wg sync.WaitGroup
-	if c.cfg.StatsInterval > 0 {
+	if c.cfg.MetricsInterval > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.statsLoop(runCtx)
+			c.metricsLoop(runCtx)
 		}()
 	}
 	if c.cfg.Retention > 0 {
@@ -344,12 +344,14 @@ func (c *Consumer[TTx]) fetchFailed(ctx context.Context, fe *fetchErrors, err er
 	}
 }
 
-func (c *Consumer[TTx]) statsLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.StatsInterval)
+// metricsLoop calls RefreshMetrics every MetricsInterval. A failure is
+// logged; the next round tries again.
+func (c *Consumer[TTx]) metricsLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.MetricsInterval)
 	defer t.Stop()
 	for {
 		if _, err := c.in.refresh(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("inbox: stats", "err", err)
+			c.log.Warn("inbox: refresh metrics", "err", err)
 		}
 		select {
 		case <-ctx.Done():

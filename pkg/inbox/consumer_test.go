@@ -205,7 +205,7 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 	)
 	cc := &inbox.ConsumerConfig[TTx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: p.in,
-		DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, StatsInterval: 10 * time.Millisecond,
+		DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, MetricsInterval: 10 * time.Millisecond,
 		Retention: time.Hour,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			mu.Lock()

@@ -316,7 +316,7 @@
 //   - pgoutbox_inbox_in_flight{consumer}: deliveries being handled now.
 //   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an
 //     expired lease, as of the last RefreshMetrics call (the consumer loop calls it
-//     every ConsumerConfig.StatsInterval).
+//     every ConsumerConfig.MetricsInterval).
 //   - pgoutbox_inbox_unfinished{consumer,status}: rows per status other than
 //     COMPLETED, as of the last RefreshMetrics call.
 //   - pgoutbox_inbox_oldest_unfinished_seconds{consumer}: age of the oldest

@@ -51,7 +51,7 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 
 	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
-		SessionTimeout: time.Second, Handler: insertEffect, StatsInterval: -1,
+		SessionTimeout: time.Second, Handler: insertEffect, MetricsInterval: -1,
 	})
 	rc.waitOffsets(t, map[int]int64{0: 1}) // m-1 committed despite the fetch error
 	if !injected.Load() {

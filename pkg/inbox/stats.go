@@ -20,7 +20,7 @@ const statsQuery = `SELECT status, count(*), min(received_at),
 // pgoutbox_inbox_unfinished and pgoutbox_inbox_oldest_unfinished_seconds.
 // It reads only those rows, through an index, so it stays cheap on an inbox
 // of millions of COMPLETED rows. The consumer loop calls it every
-// ConsumerConfig.StatsInterval; a consumer loop of your own calls it
+// ConsumerConfig.MetricsInterval; a consumer loop of your own calls it
 // periodically. It runs on the driver's database, in a transaction of its
 // own when the handle only begins transactions. For the counts themselves
 // use Store.Counts, which counts every status exactly (COMPLETED rows too).
@@ -53,7 +53,7 @@ func (in *core) stats(ctx context.Context, q dbQuerier) ([]StatusCount, error) {
 		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("inbox: stats: %w", err)
+		return nil, fmt.Errorf("inbox: refresh metrics: %w", err)
 	}
 	slices.SortFunc(counts, func(a, b StatusCount) int {
 		return slices.Index(statuses[:], a.Status) - slices.Index(statuses[:], b.Status)

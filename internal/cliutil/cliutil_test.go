@@ -29,7 +29,7 @@ func testApp(stdout, stderr *bytes.Buffer, got *[]string) *cli.App {
 				&cli.GenericFlag{Name: "wait", Value: NewDuration(time.Second)},
 			},
 			Action: func(c *cli.Context) error {
-				*got = append([]string{c.String("database-url"), FormatSize(SizeFlagValue(c, "buffer")), c.Duration("wait").String()},
+				*got = append([]string{c.String("database-url"), formatSize(SizeFlagValue(c, "buffer")), c.Duration("wait").String()},
 					c.Args().Slice()...)
 				if c.Bool("json") {
 					*got = append(*got, "json")

@@ -33,9 +33,9 @@ func IsUsage(err error) bool {
 	return errors.As(err, &ue)
 }
 
-// ExitCode is the default mapping of an error to an exit code: nil is
+// exitCode is the default mapping of an error to an exit code: nil is
 // ExitOK, a UsageError ExitUsage, anything else ExitFailure.
-func ExitCode(err error) int {
+func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK

@@ -17,7 +17,7 @@ type Program struct {
 	// to, which concurrent runs in one test process would race on).
 	App *cli.App
 	// Code maps the error of a command to an exit code. Defaults to
-	// ExitCode.
+	// ExitUsage for a UsageError and ExitFailure for any other error.
 	Code func(error) int
 	// Clean rewrites the error line before it is printed, for example to
 	// remove a password. Optional.
@@ -31,7 +31,7 @@ func (p *Program) Run(ctx context.Context, args []string) int {
 	prepare(app)
 	code := p.Code
 	if code == nil {
-		code = ExitCode
+		code = exitCode
 	}
 	args, done, err := arrange(app, args)
 	if err == nil && done {
@@ -96,7 +96,7 @@ func arrange(app *cli.App, args []string) (out []string, done bool, err error) {
 	lead, rest := splitFlags(args, values, true)
 	for _, a := range lead {
 		if a == "--version" || a == "-version" {
-			fmt.Fprintf(app.Writer, "%s %s\n", app.Name, Version())
+			fmt.Fprintf(app.Writer, "%s %s\n", app.Name, version())
 			return nil, true, nil
 		}
 	}

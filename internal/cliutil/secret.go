@@ -52,13 +52,13 @@ func ReadSecret(c *cli.Context, name, env string) (Secret, error) {
 	return Secret{Value: v}, nil
 }
 
-// CommandLineWarning is the log message for a secret given as a flag.
-const CommandLineWarning = "credentials given on the command line can be read by other users of this host (ps, /proc/PID/cmdline); use the environment variable or its *_FILE variant instead"
+// commandLineWarning is the log message for a secret given as a flag.
+const commandLineWarning = "credentials given on the command line can be read by other users of this host (ps, /proc/PID/cmdline); use the environment variable or its *_FILE variant instead"
 
-// WarnSecretFlag logs CommandLineWarning for the secret given as --flag;
+// WarnSecretFlag logs commandLineWarning for the secret given as --flag;
 // env is its environment variable, to use instead (or env+FileSuffix).
 func WarnSecretFlag(log *slog.Logger, flag, env string) {
-	log.Warn(CommandLineWarning, "flag", "--"+flag, "instead", env+" or "+env+FileSuffix)
+	log.Warn(commandLineWarning, "flag", "--"+flag, "instead", env+" or "+env+FileSuffix)
 }
 
 // URLExposed reports whether the connection string s was given on the

@@ -36,7 +36,7 @@ func (s *Size) String() string {
 	if s == nil {
 		return "0"
 	}
-	return FormatSize(s.n)
+	return formatSize(s.n)
 }
 
 var sizeUnits = []struct {
@@ -65,9 +65,9 @@ func ParseSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
-// FormatSize prints n in the largest binary unit that divides it exactly:
+// formatSize prints n in the largest binary unit that divides it exactly:
 // 67108864 is "64MiB", 1000 is "1000".
-func FormatSize(n int64) string {
+func formatSize(n int64) string {
 	for _, u := range []struct {
 		suffix string
 		mult   int64

@@ -11,13 +11,13 @@ import (
 // there, which must not hide the version the release was built as.
 var releaseVersion string
 
-// Version describes the running binary: the release version stamped by
+// version describes the running binary: the release version stamped by
 // `make release`, else the module version of its build information
 // ("v0.1.0" when installed with go install …@v0.1.0, a pseudo-version or
 // "(devel)" for a local build); then the VCS revision and whether the work
 // tree had uncommitted changes (when built with VCS stamping), and the Go
 // version.
-func Version() string {
+func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown (no build information)"

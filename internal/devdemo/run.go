@@ -38,8 +38,8 @@ const (
 	partitions    = 4
 )
 
-// drainTimeouts bound how long the demo waits, once the producer has
-// stopped, for everything written to be published and consumed.
+// How long the demo waits, once the producer has stopped, for everything
+// written to be published and consumed.
 const (
 	drainAfterDuration  = 30 * time.Second
 	drainAfterInterrupt = 5 * time.Second

@@ -63,9 +63,10 @@ type dbRows interface {
 	Close()
 }
 
-// dbQuerier runs statements, in a transaction or not: Querier for either
-// driver (pgxQuerier adapts a Querier, sqlQuerier a *sql.DB or *sql.Conn;
-// every dbTx is one).
+// dbQuerier runs statements, in a transaction or not: the driver-neutral
+// form of Querier, through which every statement of the package goes
+// (pgxQuerier adapts a Querier, sqlQuerier a *sql.DB or *sql.Conn; every
+// dbTx is one).
 type dbQuerier interface {
 	exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
 	query(ctx context.Context, sql string, args ...any) (dbRows, error)

@@ -13,9 +13,7 @@ import (
 )
 
 // Querier runs the Store's statements; *pgx.Conn, *pgxpool.Pool and pgx.Tx
-// satisfy it. Inside the package every statement goes through dbQuerier,
-// its driver-neutral form (db.go), so that one implementation serves pgx
-// and database/sql.
+// satisfy it.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

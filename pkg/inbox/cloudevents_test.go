@@ -72,7 +72,7 @@ func TestConsumerTakesCloudEvents(t *testing.T) {
 		results []inbox.Result  // in offset order
 	)
 	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			mu.Lock()

@@ -80,6 +80,7 @@ func TestConsumerLoop(t *testing.T) {
 		GroupID:         group,
 		Topics:          []string{topic},
 		Inbox:           b.in,
+		MaxWait:         testMaxWait,
 		Handler:         handler,
 		DeadLetterTopic: dlq,
 		SessionTimeout:  time.Second,
@@ -204,7 +205,7 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 		flakyOK atomic.Bool
 	)
 	cc := &inbox.ConsumerConfig[TTx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: p.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: p.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, MetricsInterval: 10 * time.Millisecond,
 		Retention: time.Hour,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
@@ -260,7 +261,7 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
 	)
 	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, SessionTimeout: time.Second,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait, SessionTimeout: time.Second,
 		Handler: insertEffect,
 	})
 	if err != nil {
@@ -294,7 +295,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	run := func(wantOffset int64) {
 		t.Helper()
 		runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 			DeadLetterTopic: dlq, SessionTimeout: time.Second,
 			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 				if msg.ID == "m-1" {
@@ -358,7 +359,7 @@ func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 		rec{Partition: 1, ID: "m-4", Key: "k-4", Value: `{"v":4}`},
 	)
 	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 	}, map[int]int64{0: 3, 1: 3})
 	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3", "k-4")
@@ -439,7 +440,7 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 	}
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
 	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: "retained-group", Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: "retained-group", Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second, Handler: insertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
 	})
 	left := func() []string {

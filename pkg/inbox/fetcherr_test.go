@@ -50,7 +50,7 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 	})
 
 	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second, Handler: insertEffect, MetricsInterval: -1,
 	})
 	rc.waitOffsets(t, map[int]int64{0: 1}) // m-1 committed despite the fetch error
@@ -89,7 +89,7 @@ func TestConsumerShortSessionOutlivesRetries(t *testing.T) {
 	var first time.Time
 	var deliveries atomic.Int32
 	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			if msg.ID == "m-1" {

@@ -21,6 +21,15 @@ func newKafka(t *testing.T, topic string, partitions int) *testenv.Kafka {
 	return testenv.NewKafka(t, kfake.SeedTopics(int32(partitions), topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 }
 
+// testMaxWait is ConsumerConfig.MaxWait in the consumer tests. A graceful
+// stop waits for the fetches in flight, up to MaxWait, so the 5s default
+// would idle every test seconds at its stop. Above 1s kafka-go leaves a
+// fetch's round trip the same margin of 1s as at the default (it asks the
+// broker to answer 1s before MaxWait), which a loaded machine needs; the
+// broker then waits 0.5s on an idle partition. TestConsumerReachesADistantBroker
+// runs the default.
+const testMaxWait = 1500 * time.Millisecond
+
 // rec is a record to produce; Partition picks the partition exactly.
 type rec struct {
 	Partition int

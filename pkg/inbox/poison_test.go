@@ -36,7 +36,7 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 		results = map[string][]inbox.Result{}
 	)
 	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			mu.Lock()
@@ -94,7 +94,7 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 		tries []inbox.Result
 	)
 	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			if msg.ID == "m-refused" {
@@ -144,7 +144,7 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 		results = map[int64][]inbox.Result{}
 	)
 	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			mu.Lock()

@@ -38,7 +38,7 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 		},
 	})
 	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			return "", errors.New(`POST https://api.example.com/v1/charge?token=` + token + `: 502 Bad Gateway`)

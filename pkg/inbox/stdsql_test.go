@@ -197,7 +197,7 @@ func TestSQLConsumerExternal(t *testing.T) {
 		rec{ID: "m-1", Key: "k-1", Value: `{}`})
 	var calls sync.Map
 	runConsumer(t, &inbox.ConsumerConfig[*sql.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.sqlIn,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.sqlIn, MaxWait: testMaxWait,
 		SessionTimeout: time.Second,
 		ExternalHandler: func(ctx context.Context, msg inbox.Message, key string) (string, error) {
 			if _, dup := calls.LoadOrStore(key, true); dup {

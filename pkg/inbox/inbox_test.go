@@ -334,6 +334,11 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max-attempts"); got != 1 {
 		t.Fatalf("dead-lettered metric %v, want 1", got)
 	}
+	// The redelivery of the FAILED_FINAL message (failed-final) is not a
+	// second dead-lettered message (docs/operations.md).
+	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "", ""); got != 1 {
+		t.Fatalf("dead-lettered metric over every reason %v, want 1", got)
+	}
 }
 
 func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {

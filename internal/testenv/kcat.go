@@ -202,7 +202,11 @@ func WaitForRecords(t testing.TB, brokers []string, topic string, n int, timeout
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// One read may take what is left of timeout (at least a
+		// minute): under load kcat can need more than a minute to read
+		// a large topic, and a read killed at a fixed bound would start
+		// over, never to finish.
+		ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), time.Minute))
 		recs, err := ReadTopic(ctx, brokers, topic)
 		cancel()
 		if err == nil && len(recs) >= n {

@@ -15,11 +15,12 @@ type batchEntry struct {
 // processBatch handles msgs, in order, in one transaction: one statement
 // claims them all, the handler runs for each new one, one statement marks
 // them COMPLETED (the claim inserts COMPLETED rows, invisible until the
-// commit; only result references are written afterwards), one commit. It is the consumer loop's fast path for
-// partitions with a backlog. Anything but Processed or Duplicate (a handler
-// error, a conflict, a retry or lease to take over, a database error) rolls
-// the whole batch back and returns ok false: the caller then handles the
-// messages one at a time, where every outcome has its full treatment.
+// commit; only result references are written afterwards), one commit. It is
+// the consumer loop's fast path for partitions with a backlog. Anything but
+// Processed or Duplicate (a handler error, a conflict, a retry or lease to
+// take over, a database error) rolls the whole batch back and returns ok
+// false: the caller then handles the messages one at a time, where every
+// outcome has its full treatment.
 func (in *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, handler TxHandler[TTx]) (results []Result, ok bool) {
 	start := time.Now()
 	in.metrics.inFlight.Add(float64(len(msgs)))

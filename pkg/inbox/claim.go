@@ -153,8 +153,9 @@ func (in *core) exhaust(ctx context.Context, tx dbTx, c claim, row storedRow) (c
 }
 
 // markAttempt counts the coming attempt of msg in a statement of its own,
-// committed before the attempt starts (see queries.markAttempt). It reports whether it did; final is set when
-// the message has used up its attempts: it is FAILED_FINAL now.
+// committed before the attempt starts (see queries.markAttempt). It reports
+// whether it did; final is set when the message has used up its attempts: it
+// is FAILED_FINAL now.
 func (in *core) markAttempt(ctx context.Context, msg *Message, hash []byte) (marked bool, final *Result, err error) {
 	var (
 		status   Status

@@ -160,11 +160,10 @@ func NewDeadLetterWriter[TTx any](cfg *DeadLetterConfig[TTx]) (*DeadLetterWriter
 }
 
 // Settle finishes one delivery of rec in a consumer loop of your own. Pass
-// what Process, ProcessTx or ProcessExternal returned for
-// rec.Message(). It writes the dead letter of a DeadLettered outcome, and of
-// a record Process refused (ErrInvalidMessage: no message-id or
-// business-key header, a repeated contract header, or a key that breaks the
-// key rules), and returns
+// what Process, ProcessTx or ProcessExternal returned for rec.Message(). It
+// writes the dead letter of a DeadLettered outcome, and of a record Process
+// refused (ErrInvalidMessage: no message-id or business-key header, a
+// repeated contract header, or a key that breaks the key rules), and returns
 // once every in-sync replica has it. The answer:
 //
 //   - true: Processed, Duplicate, or dead-lettered with the dead letter

@@ -22,8 +22,9 @@ import (
 // implements a public contract. A Driver is opaque.
 type Driver[TTx any] struct {
 	db database
-	// admin runs single statements outside a transaction (the consumer
-	// loop's retention); nil when the handle only begins transactions.
+	// admin runs single statements outside a transaction (RefreshMetrics
+	// and the consumer loop's retention); nil when the handle only begins
+	// transactions.
 	admin dbQuerier
 	// err is why the handle was refused; New returns it.
 	err error

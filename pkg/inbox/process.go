@@ -38,12 +38,12 @@ func (m *Message) validate() error {
 }
 
 // Process handles msg in its own transaction on the driver's database: the
-// claim is the first
-// statement, then handler runs with the transaction, then the row is marked
-// COMPLETED and everything commits together. A duplicate answers Duplicate
-// without running handler. A handler error rolls the transaction back and
-// records the attempt in a separate short transaction: the outcome is Retry,
-// or DeadLettered at Config.MaxAttempts or for a Permanent error.
+// claim is the first statement, then handler runs with the transaction, then
+// the row is marked COMPLETED and everything commits together. A duplicate
+// answers Duplicate without running handler. A handler error rolls the
+// transaction back and records the attempt in a separate short transaction:
+// the outcome is Retry, or DeadLettered at Config.MaxAttempts or for a
+// Permanent error.
 // Serialization failures and deadlocks are retried transparently, running
 // handler again, up to Config.TxRetries times; when they persist, or the
 // completion or the commit fails after the claim, the failure is recorded as

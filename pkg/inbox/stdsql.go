@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// SQLBeginner is the handle SQL takes: it starts database/sql
-// transactions. *sql.DB and *sql.Conn satisfy it, and so do the handles of libraries built on database/sql
-// (sqlx's *sqlx.DB, the *sql.DB of GORM's db.DB() or of bun and ent). A
-// *sql.Tx does not: like a pgx.Tx for Beginner, it could not hold the
-// inbox's own transactions. Use ProcessTx to work inside one.
+// SQLBeginner is the handle SQL takes: it starts database/sql transactions.
+// *sql.DB and *sql.Conn satisfy it, and so do the handles of libraries built
+// on database/sql (sqlx's *sqlx.DB, the *sql.DB of GORM's db.DB() or of bun
+// and ent). A *sql.Tx does not: like a pgx.Tx for Beginner, it could not hold
+// the inbox's own transactions. Use ProcessTx to work inside one.
 //
 // Use pgx's stdlib driver (github.com/jackc/pgx/v5/stdlib): the consumer
 // loop's batch path passes Go slices as Postgres arrays, which lib/pq does

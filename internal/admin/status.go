@@ -11,6 +11,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
 // StateStatus is relay.StateStatus (which documents the fields): package
@@ -46,8 +47,13 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, st
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, st.Table).Scan(&st.TableExists); err != nil {
 		return fmt.Errorf("relay: look up table %s: %w", st.Table, err)
 	}
-	if !st.TableExists {
+	switch {
+	case st.TableExists:
+	case c.TableFormat == tableformat.TableFormatPgoutbox:
 		problem("table %q does not exist (relay setup creates it)", st.Table)
+	default: // Setup creates only tables of the pgoutbox format
+		problem("table %q does not exist (relay setup creates tables of the pgoutbox format only: create the %s outbox table, then run relay setup --table-format %s)",
+			st.Table, c.TableFormat, c.TableFormat)
 	}
 	if !st.PublicationExists {
 		problem("publication %q does not exist (relay setup creates it)", st.Publication)

@@ -187,6 +187,19 @@ func kafkaSecurity(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 	return nil
 }
 
+// topicTemplate reads --topic-template into cfg: when it is not set, the
+// default of cfg.TableFormat.
+func topicTemplate(c *cli.Context, cfg *relay.Config) error {
+	cfg.TopicTemplate = c.String(flagTopicTemplate)
+	if !c.IsSet(flagTopicTemplate) && cfg.TableFormat == relay.TableFormatDebezium {
+		cfg.TopicTemplate = relay.DefaultDebeziumTopicTemplate // the router's route.topic.replacement
+	}
+	if strings.TrimSpace(cfg.TopicTemplate) == "" {
+		return usagef("--%s must not be empty", flagTopicTemplate)
+	}
+	return nil
+}
+
 // kafkaConfig validates the brokers, topics, invalid-row policy and
 // compression flags into cfg.
 func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
@@ -194,12 +207,8 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return err
 	}
-	cfg.TopicTemplate = c.String(flagTopicTemplate)
-	if !c.IsSet(flagTopicTemplate) && cfg.TableFormat == relay.TableFormatDebezium {
-		cfg.TopicTemplate = relay.DefaultDebeziumTopicTemplate // the router's route.topic.replacement
-	}
-	if strings.TrimSpace(cfg.TopicTemplate) == "" {
-		return usagef("--%s must not be empty", flagTopicTemplate)
+	if err := topicTemplate(c, cfg); err != nil {
+		return err
 	}
 	cfg.CloudEvents = c.Bool(flagCloudEvents)
 	cfg.CloudEventsSource = c.String(flagCESource)

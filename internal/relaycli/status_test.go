@@ -333,3 +333,31 @@ func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 		t.Errorf("status does not show the progress %s:\n%s", p.CommittedLSN, text.stdout)
 	}
 }
+
+// relay status with --table-format debezium: a missing table is one that
+// relay setup does not create (it says what to do instead), and once the
+// Debezium table exists and setup ran, the table is no problem.
+func TestStatusDebeziumTable(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	dbz := []string{"--table-format", "debezium", "--table", "outboxevent"}
+	r := f.cli(t, "status", dbz...)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, `table "public.outboxevent" does not exist (relay setup creates tables of the pgoutbox format only: create the debezium outbox table, then run relay setup --table-format debezium)`)
+	if !containsRow(r.stdout, "problem", `table "public.outboxevent" does not exist (relay setup creates tables of the pgoutbox format only: create the debezium outbox table, then run relay setup --table-format debezium)`) {
+		t.Errorf("status does not show the missing Debezium table:\n%s", r.stdout)
+	}
+
+	if _, err := f.db.Pool.Exec(context.Background(), `CREATE TABLE outboxevent (
+		id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL,
+		type varchar(255) NOT NULL, payload jsonb, timestamp timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, f.cli(t, "setup", dbz...), 0)
+	r = f.cli(t, "status", dbz...)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, `no relay streams slot "`+f.slot+`"`)
+	if !containsRow(r.stdout, "table", "public.outboxevent") || strings.Contains(r.stdout, "does not exist") {
+		t.Errorf("status of a set-up Debezium table:\n%s", r.stdout)
+	}
+}

@@ -119,13 +119,10 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return nil, err
 	}
-	if cfg.TableFormat != relay.TableFormatPgoutbox {
-		return nil, usagef("--%s %s: relay verify reads tables of the pgoutbox format only", flagTableFormat, cfg.TableFormat)
+	if err := topicTemplate(c, cfg); err != nil {
+		return nil, err
 	}
-	cfg.TopicTemplate, cfg.DeadLetterTopic = c.String(flagTopicTemplate), c.String(flagDLQTopic)
-	if strings.TrimSpace(cfg.TopicTemplate) == "" {
-		return nil, usagef("--%s must not be empty", flagTopicTemplate)
-	}
+	cfg.DeadLetterTopic = c.String(flagDLQTopic)
 	if err := kafkaSecurity(c, sc, cfg); err != nil {
 		return nil, err
 	}

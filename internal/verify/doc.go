@@ -4,7 +4,8 @@
 //
 // # What it reads
 //
-// The rows of the window: the outbox rows with created_at in [From, To),
+// The rows of the window: the outbox rows with created_at in [From, To)
+// (Debezium's table: timestamp; its message ID serves as business key),
 // read in one statement, routed to their topic by the relay's own routing
 // (Config.Route: the topic column, else the topic template).
 //

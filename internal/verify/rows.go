@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
 // readRows reads the window's rows, routes each as the relay does, and
@@ -15,22 +18,42 @@ import (
 func (v *verifier) readRows(ctx context.Context) error {
 	c := v.c
 	conn := c.Conn
-	var hasTopic bool
+	shape := tableformat.Shape(c.Format)
+	col := func(i int) string {
+		if name := shape.Columns[i].Name; name != "" {
+			return `o.` + pgx.Identifier{name}.Sanitize() + `::text`
+		}
+		return `NULL::text`
+	}
+	// The optional columns: the topic, and the creation time (which a
+	// Debezium table may lack).
+	var hasTopic, hasCreatedAt bool
 	var trackCommit string
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'topic' AND attnum > 0 AND NOT attisdropped),
-		current_setting('track_commit_timestamp')`, c.Table.Sanitize()).Scan(&hasTopic, &trackCommit)
+	err := conn.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2 AND attnum > 0 AND NOT attisdropped),
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $3 AND attnum > 0 AND NOT attisdropped),
+		current_setting('track_commit_timestamp')`, c.Table.Sanitize(), shape.Columns[tableformat.ColTopic].Name, shape.CreatedAt).
+		Scan(&hasTopic, &hasCreatedAt, &trackCommit)
 	if err != nil {
 		return fmt.Errorf("verify: read the columns of %s: %w", c.Table, err)
 	}
+	if !hasCreatedAt {
+		return fmt.Errorf("%w: table %s has no %s column: verify selects the window's rows by their creation time", ErrUsage, c.Table, createdAtName(shape))
+	}
 	topicCol, commitCol := `NULL::text`, `NULL::timestamptz`
 	if hasTopic {
-		topicCol = `o.topic::text`
+		topicCol = col(tableformat.ColTopic)
 	}
 	if trackCommit == "on" {
 		commitCol = `pg_xact_commit_timestamp(o.xmin)`
 	}
-	q := `SELECT o.id::text, o.aggregate_type::text, o.event_type::text, o.aggregate_id::text, o.business_key::text, ` +
-		topicCol + `, o.created_at, ` + commitCol + ` FROM ` + c.Table.Sanitize() + ` AS o WHERE o.created_at >= $1 AND o.created_at < $2`
+	// Without a business key column (Debezium's table), the message ID
+	// serves as business key, as the relay's business-key header says.
+	idAsKey := shape.Columns[tableformat.ColBusinessKey].Name == ""
+	created := `o.` + pgx.Identifier{shape.CreatedAt}.Sanitize()
+	q := `SELECT ` + col(tableformat.ColID) + `, ` + col(tableformat.ColAggregateType) + `, ` + col(tableformat.ColEventType) + `, ` +
+		col(tableformat.ColAggregateID) + `, ` + col(tableformat.ColBusinessKey) + `, ` + topicCol + `, ` + created + `::timestamptz, ` + commitCol +
+		` FROM ` + c.Table.Sanitize() + ` AS o WHERE ` + created + ` >= $1 AND ` + created + ` < $2`
 	rows, err := conn.Query(ctx, q, c.From, c.To)
 	if err != nil {
 		return fmt.Errorf("verify: read %s: %w", c.Table, err)
@@ -58,6 +81,9 @@ func (v *verifier) readRows(ctx context.Context) error {
 			aggregateID: string(aggID),
 			businessKey: string(bk),
 		}
+		if idAsKey {
+			e.businessKey = parsed.String()
+		}
 		if commitAt != nil {
 			e.commitAt = commitAt.UnixMicro()
 		}
@@ -69,4 +95,13 @@ func (v *verifier) readRows(ctx context.Context) error {
 		return fmt.Errorf("verify: read %s: %w", c.Table, err)
 	}
 	return nil
+}
+
+// createdAtName names the creation-time column shape selects rows by, for
+// an error saying it is missing.
+func createdAtName(shape *tableformat.TableShape) string {
+	if shape.CreatedAt == "" {
+		return "creation-time"
+	}
+	return pgx.Identifier{shape.CreatedAt}.Sanitize()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
 // Defaults of the Config fields.
@@ -30,6 +31,9 @@ type Config struct {
 	Conn *pgx.Conn
 	// Table is the outbox table. Required.
 	Table pgname.Table
+	// Format is the table's column layout. Defaults to
+	// tableformat.TableFormatPgoutbox.
+	Format tableformat.TableFormat
 	// Route is the relay's routing: the topic of a row with these
 	// aggregate type, event type and topic column (empty when NULL or
 	// absent). Required.

@@ -89,6 +89,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 	rep, err := verify.Run(ctx, &verify.Config{
 		Conn:            conn,
 		Table:           table,
+		Format:          c.TableFormat,
 		Route:           dec.Route,
 		DeadLetterTopic: c.DeadLetterTopic,
 		Kafka:           kopts,

@@ -2,8 +2,10 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,5 +264,74 @@ func TestVerifySASL(t *testing.T) {
 		case pw == "wrong-pw" && err == nil:
 			t.Fatalf("verify with a wrong password: %+v, want an error", rep)
 		}
+	}
+}
+
+// A table of Debezium's Outbox Event Router: verify reads its columns
+// (aggregatetype, aggregateid, type, timestamp; the message ID as business
+// key), routes rows as the relay does (outbox.event.<aggregatetype>),
+// finds every published row without a mismatch and names the one the
+// relay did not publish. A Debezium table without the optional timestamp
+// column cannot be verified, and Verify says why.
+func TestVerifyDebeziumTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.NewDB(t)
+	for _, q := range []string{
+		`CREATE TABLE outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+			aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb, timestamp timestamptz NOT NULL DEFAULT now())`,
+		`CREATE TABLE notimestamp (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+			aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
+	} {
+		if _, err := db.Pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := testenv.NewKafka(t)
+	n := slotSeq.Add(1)
+	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Table: "outboxevent", TableFormat: relay.TableFormatDebezium,
+		Slot: fmt.Sprintf("s_%d", n), Publication: fmt.Sprintf("p_%d", n), StatusInterval: 200 * time.Millisecond, Logger: testLogger(t)}
+	if err := relay.Setup(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{db: db, kafka: k, cfg: cfg}
+	var from time.Time
+	if err := db.Pool.QueryRow(ctx, `SELECT now() - interval '1 second'`).Scan(&from); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(i int) string {
+		var id string
+		if err := db.Pool.QueryRow(ctx, `INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, payload)
+			VALUES (gen_random_uuid(), 'order', $1, 'order.created', '{}') RETURNING id::text`, fmt.Sprintf("agg-%d", i%3)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	run := b.start(t)
+	for i := range 10 {
+		insert(i)
+	}
+	testenv.WaitFor(t, time.Minute, "every row in Kafka", func() (bool, error) {
+		rep, err := relay.Verify(ctx, cfg, relay.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
+		return err == nil && rep.Found == 10, err
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	missing := insert(10) // the relay is stopped: never published
+
+	rep := verifyWindow(t, b, from, relay.VerifyOptions{})
+	if rep.Rows != 11 || rep.Found != 10 || rep.Missing != 1 || rep.Mismatched != 0 || rep.Duplicates != 0 || rep.OrderBreaks != 0 || rep.OK() {
+		t.Fatalf("report: %+v", rep)
+	}
+	if len(rep.MissingRows) != 1 || rep.MissingRows[0].ID != missing || rep.MissingRows[0].Topic != "outbox.event.order" {
+		t.Fatalf("missing rows %+v, want %s in outbox.event.order", rep.MissingRows, missing)
+	}
+
+	bare := *cfg
+	bare.Table = "notimestamp"
+	_, err := relay.Verify(ctx, &bare, relay.VerifyOptions{From: from, To: time.Now()})
+	if !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), `has no "timestamp" column`) {
+		t.Fatalf("verify of a Debezium table without timestamp: %v, want ErrConfig naming the column", err)
 	}
 }

@@ -238,7 +238,7 @@ func (v *verifyRun) once(c *cli.Context, m *verify.Metrics, reg *prometheus.Regi
 	if errors.Is(err, relay.ErrConfig) {
 		return usagef("%v", err)
 	}
-	m.Set(rep, err)
+	m.Set((*verify.Report)(rep), err)
 	if merr := v.export(c, reg); merr != nil {
 		v.cfg.Logger.Warn("could not export the verify metrics", "error", merr)
 	}
@@ -297,7 +297,7 @@ func verdict(r *relay.VerifyReport) string {
 
 func printVerify(w io.Writer, table string, r *relay.VerifyReport) {
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-	off := func(o verify.Offset) string { return fmt.Sprintf("%s[%d]@%d", o.Topic, o.Partition, o.Offset) }
+	off := func(o relay.VerifyOffset) string { return fmt.Sprintf("%s[%d]@%d", o.Topic, o.Partition, o.Offset) }
 	fmt.Fprintf(w, "window:        %s .. %s (%s)\n", ts(r.From), ts(r.To), table)
 	fmt.Fprintf(w, "rows:          %d\n", r.Rows)
 	fmt.Fprintf(w, "found:         %d\n", r.Found)

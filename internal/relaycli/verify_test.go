@@ -129,3 +129,36 @@ func TestVerifyEveryServesMetrics(t *testing.T) {
 		t.Fatalf("verify --every exited %d after its context ended, want 0\n%s", code, stderr.String())
 	}
 }
+
+// relay verify --table-format debezium reads Debezium's table and routes
+// its rows with that format's default topic template; a Debezium table
+// without the timestamp column is bad usage, with the reason.
+func TestVerifyDebeziumTable(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	k := testenv.NewKafka(t)
+	ctx := context.Background()
+	const id = "01900000-0000-7000-8000-0000000000d1"
+	for _, q := range []string{
+		`CREATE TABLE outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+			aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb, timestamp timestamptz NOT NULL)`,
+		`CREATE TABLE notimestamp (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+			aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
+		`INSERT INTO outboxevent VALUES ('` + id + `', 'order', 'a1', 'order.created', '{}', now() - interval '10 minutes')`,
+	} {
+		if _, err := f.db.Pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--brokers", k.Brokers[0], "--since", "1h", "--table-format", "debezium"}
+	r := f.cli(t, "verify", append(args, "--table", "outboxevent")...)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, "1 rows missing")
+	if !strings.Contains(r.stdout, id+"  topic outbox.event.order") {
+		t.Errorf("verify output does not name the row missing from outbox.event.order:\n%s", r.stdout)
+	}
+
+	r = f.cli(t, "verify", append(args, "--table", "notimestamp")...)
+	wantCode(t, r, 2)
+	wantOneErrorLine(t, r.stderr, `table public.notimestamp has no "timestamp" column`)
+}

@@ -110,67 +110,40 @@ func (c *Config) withDefaults() (Config, error) {
 	return cc, nil
 }
 
-// Report is what verify found. Counts cover the whole window; the lists
-// name the first Config.List of each.
+// Report is what verify found: relay.VerifyReport, which documents the
+// fields. Package relay declares it again, field for field, and converts
+// one to the other; the types it holds are aliases of struct types
+// declared in both, so that the conversion compiles. Change both together.
 type Report struct {
-	From time.Time `json:"from"`
-	To   time.Time `json:"to"`
-	// PrunedBefore is the relay's prune high-water mark when it falls
-	// after From: rows created before it may have been deleted, and verify
-	// cannot tell them from rows never written.
+	From         time.Time  `json:"from"`
+	To           time.Time  `json:"to"`
 	PrunedBefore *time.Time `json:"pruned_before,omitempty"`
 
-	// Rows are the outbox rows of the window still in the table.
-	Rows int64 `json:"rows"`
-	// Found are the rows with at least one record in their topic.
-	Found int64 `json:"found"`
-	// DeadLettered are the rows found only in the dead-letter topic.
-	DeadLettered int64 `json:"dead_lettered"`
-	// Missing are rows in no topic, created more than Grace before the
-	// run; Pending the newer ones (the relay may not have caught up).
-	Missing int64 `json:"missing"`
-	Pending int64 `json:"pending"`
-	// InvalidIDs are rows whose id is not a UUID (the relay
-	// dead-letters them under no message ID: they cannot be matched).
-	InvalidIDs int64 `json:"invalid_ids"`
-	// Duplicates are the records beyond the first of a row (all topics);
-	// DuplicatedRows the rows that have them.
+	Rows           int64 `json:"rows"`
+	Found          int64 `json:"found"`
+	DeadLettered   int64 `json:"dead_lettered"`
+	Missing        int64 `json:"missing"`
+	Pending        int64 `json:"pending"`
+	InvalidIDs     int64 `json:"invalid_ids"`
 	Duplicates     int64 `json:"duplicates"`
 	DuplicatedRows int64 `json:"duplicated_rows"`
-	// Mismatched are records whose key, business-key header or topic
-	// disagree with their row.
-	Mismatched int64 `json:"mismatched"`
-	// OrderBreaks are first deliveries of an aggregate (in its topic and
-	// partition) whose commit time (record timestamp) is earlier than
-	// that of a first delivery before them.
-	OrderBreaks int64 `json:"order_breaks"`
+	Mismatched     int64 `json:"mismatched"`
+	OrderBreaks    int64 `json:"order_breaks"`
 
-	// RecordsRead are the records read from the topics (control records
-	// not counted); RecordsWithoutID those without a message-id header
-	// that parses as a UUID; Unmatched those whose ID is no row of the
-	// window (rows outside it, read through the margin, logical messages,
-	// rows deleted from the table); Unverifiable the unmatched ones with
-	// a timestamp in [From, PrunedBefore): records of rows pruning may
-	// have deleted.
 	RecordsRead      int64 `json:"records_read"`
 	RecordsWithoutID int64 `json:"records_without_id"`
 	Unmatched        int64 `json:"unmatched"`
 	Unverifiable     int64 `json:"unverifiable"`
 
-	// Topics are the topics read with the offsets read from each
-	// partition; MissingTopics the routed topics that do not exist.
 	Topics        []TopicRange `json:"topics"`
 	MissingTopics []string     `json:"missing_topics,omitempty"`
-	// SpillFiles is the number of sorted runs written to disk (0: the
-	// window fit in memory).
-	SpillFiles int `json:"spill_files"`
+	SpillFiles    int          `json:"spill_files"`
 
 	MissingRows     []MissingRow `json:"missing_rows"`
 	DuplicateRows   []Duplicate  `json:"duplicate_rows"`
 	MismatchRecords []Mismatch   `json:"mismatch_records"`
 	OrderBreakList  []OrderBreak `json:"order_break_list"`
 
-	// Started and Duration time the run.
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration_ns"`
 }
@@ -181,7 +154,7 @@ type Report struct {
 func (r *Report) OK() bool { return r.Missing == 0 && r.Mismatched == 0 && r.OrderBreaks == 0 }
 
 // TopicRange is a topic read and its partitions.
-type TopicRange struct {
+type TopicRange = struct {
 	Topic      string           `json:"topic"`
 	Partitions []PartitionRange `json:"partitions"`
 }
@@ -189,14 +162,14 @@ type TopicRange struct {
 // PartitionRange is the offsets [Start, End) read from a partition: Start
 // the first at or after the window's start minus the margin, End the last
 // stable offset when the read began.
-type PartitionRange struct {
+type PartitionRange = struct {
 	Partition int32 `json:"partition"`
 	Start     int64 `json:"start"`
 	End       int64 `json:"end"`
 }
 
 // MissingRow is a row found in no topic.
-type MissingRow struct {
+type MissingRow = struct {
 	ID        string    `json:"id"`
 	Topic     string    `json:"topic"`
 	CreatedAt time.Time `json:"created_at"`
@@ -206,14 +179,14 @@ type MissingRow struct {
 }
 
 // Duplicate is a row with more than one record.
-type Duplicate struct {
+type Duplicate = struct {
 	ID      string   `json:"id"`
 	Records int      `json:"records"`
 	Offsets []Offset `json:"offsets"`
 }
 
 // Offset is where a record is.
-type Offset struct {
+type Offset = struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
@@ -221,7 +194,7 @@ type Offset struct {
 
 // Mismatch is a record that disagrees with its row: Field is "key",
 // "business-key" or "topic"; Want is the row's, Got the record's.
-type Mismatch struct {
+type Mismatch = struct {
 	ID     string `json:"id"`
 	Offset Offset `json:"at"`
 	Field  string `json:"field"`
@@ -231,7 +204,7 @@ type Mismatch struct {
 
 // OrderBreak is a first delivery committed before one that precedes it in
 // its aggregate's partition.
-type OrderBreak struct {
+type OrderBreak = struct {
 	AggregateID string    `json:"aggregate_id"`
 	ID          string    `json:"id"`
 	At          Offset    `json:"at"`

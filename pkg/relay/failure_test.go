@@ -347,16 +347,24 @@ func TestGracefulStop(t *testing.T) {
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
 }
 
+// waitReleased waits until no walsender holds the slot: the last
+// standby status update of a stopped relay is applied to the slot by its
+// walsender, which may read it after Run returned.
+func (b *bundle) waitReleased(t *testing.T) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, "slot released", func() (bool, error) {
+		var active bool
+		err := b.db.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&active)
+		return !active, err
+	})
+}
+
 // pendingInserts counts the outbox inserts the slot would replay: those
 // after its confirmed position. It waits for the slot to be released.
 func (b *bundle) pendingInserts(t *testing.T) int {
 	t.Helper()
 	ctx := context.Background()
-	testenv.WaitFor(t, 30*time.Second, "slot released", func() (bool, error) {
-		var active bool
-		err := b.db.Pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&active)
-		return !active, err
-	})
+	b.waitReleased(t)
 	var n int
 	err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
 		'proto_version', '1', 'publication_names', $2) WHERE substr(data, 1, 1) = 'I'::bytea`, b.cfg.Slot, b.cfg.Publication).Scan(&n)

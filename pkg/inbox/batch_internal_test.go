@@ -89,8 +89,8 @@ func batchOn[TTx any](t *testing.T, name string, in *Inbox[TTx], handler TxHandl
 	}
 }
 
-// The consumer loop's periodic Stats and Purge run on database/sql too.
-func TestStatsAndPurgeOnDatabaseSQL(t *testing.T) {
+// The consumer loop's periodic RefreshMetrics and purge run on database/sql too.
+func TestRefreshMetricsAndPurgeOnDatabaseSQL(t *testing.T) {
 	t.Parallel()
 	db, in := migrated(t, "c")
 	ctx := context.Background()
@@ -104,7 +104,7 @@ func TestStatsAndPurgeOnDatabaseSQL(t *testing.T) {
 	sin := newInbox(t, SQL(db.SQL), in.Consumer())
 	counts, err := sin.refresh(ctx)
 	if err != nil || len(counts) != 1 || counts[0].Status != StatusFailedRetryable || counts[0].Count != 3 {
-		t.Fatalf("stats %+v, %v", counts, err)
+		t.Fatalf("refresh %+v, %v", counts, err)
 	}
 	n, err := (&Store{table: in.table}).purge(ctx, sin.admin, PurgeParams{Consumer: in.Consumer(), OlderThan: 24 * time.Hour, BatchSize: 4})
 	if err != nil || n != 7 {

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// statsQuery reads only the rows that are not COMPLETED, through the
+// unfinishedQuery reads only the rows that are not COMPLETED, through the
 // partial index inbox_unfinished_idx (migration 003): with days of
 // retention nearly every row is COMPLETED, and those are never read.
-const statsQuery = `SELECT status, count(*), min(received_at),
+const unfinishedQuery = `SELECT status, count(*), min(received_at),
 	count(*) FILTER (WHERE status = 'PROCESSING' AND locked_until < now())
 	FROM %s WHERE consumer = $1 AND status <> 'COMPLETED'
 	GROUP BY status`
@@ -33,20 +33,20 @@ func (in *Inbox[TTx]) RefreshMetrics(ctx context.Context) error {
 // state-machine order.
 func (in *core) refresh(ctx context.Context) ([]StatusCount, error) {
 	if in.admin != nil {
-		return in.stats(ctx, in.admin)
+		return in.readUnfinished(ctx, in.admin)
 	}
 	var counts []StatusCount
 	err := beginFunc(ctx, in.db, func(tx dbTx) error {
 		var err error
-		counts, err = in.stats(ctx, tx)
+		counts, err = in.readUnfinished(ctx, tx)
 		return err
 	})
 	return counts, err
 }
 
-// stats reads the counts on q and sets the gauges.
-func (in *core) stats(ctx context.Context, q dbQuerier) ([]StatusCount, error) {
-	rows, err := q.query(ctx, fmt.Sprintf(statsQuery, in.table), in.cfg.Consumer)
+// readUnfinished reads the counts on q and sets the gauges.
+func (in *core) readUnfinished(ctx context.Context, q dbQuerier) ([]StatusCount, error) {
+	rows, err := q.query(ctx, fmt.Sprintf(unfinishedQuery, in.table), in.cfg.Consumer)
 	counts, err := collect(rows, err, func(r dbRows) (StatusCount, error) {
 		c := StatusCount{Consumer: in.cfg.Consumer}
 		err := r.Scan(&c.Status, &c.Count, &c.Oldest, &c.Stuck)

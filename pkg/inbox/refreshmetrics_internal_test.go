@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// The periodic stats query reads the unfinished rows through their partial
+// RefreshMetrics's query reads the unfinished rows through their partial
 // index, not the consumer's million COMPLETED rows. The plan and the time
-// are printed (go test -v -run TestStatsOnAMillionCompletedRows); no timed
+// are printed (go test -v -run TestRefreshMetricsOnAMillionCompletedRows); no timed
 // assertion.
-func TestStatsOnAMillionCompletedRows(t *testing.T) {
+func TestRefreshMetricsOnAMillionCompletedRows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("inserts 1,000,000 rows")
 	}
@@ -44,7 +44,7 @@ func TestStatsOnAMillionCompletedRows(t *testing.T) {
 	}
 	t.Logf("1,000,000 COMPLETED rows inserted and analyzed in %v", time.Since(start).Round(time.Millisecond))
 
-	rows, err := db.Pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+fmt.Sprintf(statsQuery, in.table), "billing")
+	rows, err := db.Pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+fmt.Sprintf(unfinishedQuery, in.table), "billing")
 	if err != nil {
 		t.Fatal(err)
 	}

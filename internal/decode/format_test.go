@@ -85,7 +85,7 @@ func TestDecodeDebeziumRow(t *testing.T) {
 	}
 }
 
-// checkColumns names the format a table of the other shape fits.
+// CheckColumns names the format a table of the other shape fits.
 func TestCheckColumnsNamesTheOtherFormat(t *testing.T) {
 	t.Parallel()
 	_, err := CheckColumns("public.outboxevent", tableformat.TableFormatPgoutbox, debeziumCols, debeziumTypes)

@@ -42,7 +42,7 @@ func monoNanos(t time.Time) int64 { return int64(t.Sub(monoBase)) }
 // draining a backlog reads old data from a live connection. After a break
 // (a freeze, a stall), only what the server sent recently counts, so data
 // that waited in the socket buffer through a freeze does not. Only the
-// session's reader calls heard and vouch.
+// session's reader calls Heard and Vouch.
 func (l *Live) Heard(sent, recv time.Time) {
 	at := sent
 	if l.chained(recv) {

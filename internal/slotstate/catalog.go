@@ -30,14 +30,14 @@ const catalogQueryTimeout = 5 * time.Second
 // Catalog is a streaming session's view of the outbox in the system
 // catalog, on a regular connection of its own. It does two things.
 //
-// It resolves relation messages by OID (resolve): the outbox is the table
+// It resolves relation messages by OID (IsOutbox): the outbox is the table
 // the session started with, the table the configured name resolves to now,
 // any partition of either, or a relation that carried the configured name
 // when the WAL was written. So a partition, a renamed outbox and an outbox
 // replaced by a partitioned table are followed, and a table that is not the
 // outbox is reported, never skipped.
 //
-// And it fences confirmation (watch, fenced). A change to the catalog can
+// And it fences confirmation (Watch, Fenced). A change to the catalog can
 // take outbox rows out of the stream without anything in it to say so: the
 // outbox replaced by a new partitioned table that the publication does not
 // include, the publication altered. Such rows are never decoded, and the

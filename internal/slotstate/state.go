@@ -212,9 +212,9 @@ const (
 
 // Keeper keeps the slot's state row ahead of what the stream confirms.
 //
-// The soundness argument. The stream never confirms past the ceiling (cap,
-// called from wal.Stream.SendStandbyStatus). A write reads W = pg_current_wal_lsn() first
-// and then, in a second statement, sets ceiling = W only if the slot still
+// The soundness argument. The stream never confirms past the ceiling
+// (Cap, called from wal.Stream.SendStandbyStatus). A write reads W =
+// pg_current_wal_lsn() first and then, in a second statement, sets ceiling = W only if the slot still
 // exists with confirmed_flush_lsn <= the recorded ceiling. A slot created
 // (or re-created) after that check has a confirmed_flush_lsn at or past
 // its creation point, which is past W; one created before it fails the

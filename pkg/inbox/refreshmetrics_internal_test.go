@@ -53,9 +53,9 @@ func TestRefreshMetricsOnAMillionCompletedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := strings.Join(lines, "\n")
-	t.Logf("periodic stats query plan:\n%s", plan)
+	t.Logf("RefreshMetrics query plan:\n%s", plan)
 	if !strings.Contains(plan, "inbox_unfinished_idx") || strings.Contains(plan, "Seq Scan") {
-		t.Fatalf("the stats query does not read through inbox_unfinished_idx:\n%s", plan)
+		t.Fatalf("the RefreshMetrics query does not read through inbox_unfinished_idx:\n%s", plan)
 	}
 	start = time.Now()
 	counts, err := in.refresh(ctx)
@@ -68,7 +68,7 @@ func TestRefreshMetricsOnAMillionCompletedRows(t *testing.T) {
 		got[c.Status] = c
 	}
 	if len(counts) != 3 || got[StatusFailedRetryable].Count != 2 || got[StatusProcessing].Stuck != 1 || got[StatusFailedFinal].Count != 1 {
-		t.Fatalf("stats %+v", counts)
+		t.Fatalf("refresh %+v", counts)
 	}
 	if v := testutil.ToFloat64(in.metrics.oldestUnfinished); v < 3600 || v > 3600+600 {
 		t.Fatalf("oldest unfinished %v s, want about an hour", v)

@@ -44,7 +44,7 @@ const recentCap = 1000
 func (d *demo) prepare(ctx context.Context) error {
 	if err := relay.Teardown(ctx, d.relayCfg); err != nil {
 		if errors.Is(err, relay.ErrSlotActive) {
-			return fmt.Errorf("slot %s is in use: is another relay dev running on this server?", Slot)
+			return fmt.Errorf("slot %s is in use: is another relay dev running on this server?", slot)
 		}
 		return err
 	}

@@ -27,8 +27,8 @@ import (
 // default topics (outbox.*, inbox.dlq) nor reads them.
 const (
 	Schema        = "pgoutbox_dev"
-	Slot          = "pgoutbox_dev"
-	Publication   = "pgoutbox_dev"
+	slot          = "pgoutbox_dev"
+	publication   = "pgoutbox_dev"
 	Topic         = "pgoutbox_dev.order"
 	topicTemplate = "pgoutbox_dev.{aggregate_type}"
 	relayDLQ      = "pgoutbox_dev.outbox_dlq"
@@ -211,8 +211,8 @@ func newDemo(pool *pgxpool.Pool, o Options, url string, brokers []string) *demo 
 		Table:           Schema + ".outbox",
 		TopicTemplate:   topicTemplate,
 		DeadLetterTopic: relayDLQ,
-		Slot:            Slot,
-		Publication:     Publication,
+		Slot:            slot,
+		Publication:     publication,
 		StatusInterval:  time.Second,
 		Logger:          o.Logger,
 		Registerer:      reg,

@@ -20,9 +20,9 @@ const (
 )
 
 // Headers of the relay's dead-letter records, besides the original ones.
-// HeaderDLQReason is also the inbox's: the inbox's dead-letter records carry
-// it with dlq-error, dlq-consumer, dlq-attempts and dlq-original-* (see
-// package inbox). HeaderDLQTruncated lists what the relay cut or left out of
+// HeaderDLQReason and HeaderDLQDetail (the text saying why) are also the
+// inbox's: the inbox's dead-letter records carry them with dlq-consumer,
+// dlq-attempts and dlq-original-* (see package inbox). HeaderDLQTruncated lists what the relay cut or left out of
 // a dead-letter record to keep it within its bounds.
 const (
 	HeaderDLQReason     = "dlq-reason"

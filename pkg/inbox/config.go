@@ -81,7 +81,7 @@ type Config struct {
 	// LogFullKeys logs message IDs and business keys whole, for debugging.
 	LogFullKeys bool
 	// ErrorRedactor renders a handler error for every place it is kept or
-	// shown: the last_error column, the dlq-error header and the logs. Use
+	// shown: the last_error column, the dlq-detail header and the logs. Use
 	// it to scrub what an error may quote (URLs with tokens, response
 	// bodies). Defaults to err.Error(). The text is then bounded to
 	// MaxErrorText bytes.

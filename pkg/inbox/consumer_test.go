@@ -147,7 +147,7 @@ func TestConsumerLoop(t *testing.T) {
 		t.Fatalf("dead letters %+v", recs)
 	}
 	for h, want := range map[string]string{"message-id": "c-2", "business-key": "kc-2", "dlq-original-topic": topic,
-		"dlq-original-partition": "2", "dlq-original-offset": "1", "dlq-consumer": "billing", "dlq-error": "permanent: bad payload"} {
+		"dlq-original-partition": "2", "dlq-original-offset": "1", "dlq-consumer": "billing", "dlq-detail": "permanent: bad payload"} {
 		if v, _ := perm.Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
 		}
@@ -325,7 +325,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(recs))
 	}
-	for h, want := range map[string]string{"dlq-reason": "max-attempts", "dlq-attempts": "3", "dlq-error": "ledger locked", "message-id": "m-1"} {
+	for h, want := range map[string]string{"dlq-reason": "max-attempts", "dlq-attempts": "3", "dlq-detail": "ledger locked", "message-id": "m-1"} {
 		if v, _ := recs[0].Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
 		}

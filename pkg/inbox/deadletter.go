@@ -16,7 +16,7 @@ import (
 // Dead-letter record headers, added to the original record's headers.
 const (
 	HeaderDLQReason            = contract.HeaderDLQReason
-	HeaderDLQError             = "dlq-error"
+	HeaderDLQDetail            = contract.HeaderDLQDetail
 	HeaderDLQConsumer          = "dlq-consumer"
 	HeaderDLQAttempts          = "dlq-attempts"
 	HeaderDLQOriginalTopic     = "dlq-original-topic"
@@ -36,7 +36,7 @@ const (
 // dlqHeaders are the headers the dead-letter writer sets; a record
 // dead-lettered twice keeps only the latest.
 var dlqHeaders = map[string]bool{
-	HeaderDLQReason: true, HeaderDLQError: true, HeaderDLQConsumer: true, HeaderDLQAttempts: true,
+	HeaderDLQReason: true, HeaderDLQDetail: true, HeaderDLQConsumer: true, HeaderDLQAttempts: true,
 	HeaderDLQOriginalTopic: true, HeaderDLQOriginalPartition: true, HeaderDLQOriginalOffset: true,
 	HeaderDLQConflictStoredMessageID: true, HeaderDLQConflictStoredBusinessKey: true,
 	HeaderDLQConflictStoredPayloadHash: true, HeaderDLQConflictPayloadHash: true, HeaderDLQConflictReason: true,
@@ -46,7 +46,7 @@ var dlqHeaders = map[string]bool{
 // acks from every in-sync replica.
 type deadLetterWriter struct {
 	topic, consumer string
-	errText         func(error) string // the dlq-error header (Inbox.errText)
+	errText         func(error) string // the dlq-detail header (Inbox.errText)
 	transport       *kafka.Transport
 	w               *kafka.Writer
 }
@@ -82,7 +82,7 @@ func (d *deadLetterWriter) write(ctx context.Context, km kafka.Message, res Resu
 	errText := d.errText(res.Err)
 	headers = append(headers,
 		kafka.Header{Key: HeaderDLQReason, Value: []byte(res.Reason)},
-		kafka.Header{Key: HeaderDLQError, Value: []byte(errText)},
+		kafka.Header{Key: HeaderDLQDetail, Value: []byte(errText)},
 		kafka.Header{Key: HeaderDLQConsumer, Value: []byte(d.consumer)},
 		kafka.Header{Key: HeaderDLQAttempts, Value: []byte(strconv.Itoa(res.Attempts))},
 		kafka.Header{Key: HeaderDLQOriginalTopic, Value: []byte(km.Topic)},

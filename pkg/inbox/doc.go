@@ -253,7 +253,7 @@
 // stays bounded however large the records. Dead-lettered messages are
 // written to ConsumerConfig.DeadLetterTopic (default "inbox.dlq") with
 // RequiredAcks=all before their offset is committed, with headers
-// dlq-reason, dlq-error, dlq-consumer, dlq-attempts, dlq-original-topic,
+// dlq-reason, dlq-detail, dlq-consumer, dlq-attempts, dlq-original-topic,
 // dlq-original-partition and dlq-original-offset added to the original ones
 // (message-id, business-key, ...). The row then records dead_lettered_at,
 // so a redelivery of a FAILED_FINAL message is acknowledged without a second
@@ -353,7 +353,7 @@
 // Message IDs and business keys (often personal data) are logged shortened
 // to a prefix, their length and a short hash; Config.LogFullKeys logs them
 // whole. A handler error's text, in the logs, in last_error and in the
-// dlq-error header, is rendered by Config.ErrorRedactor when set (to scrub
+// dlq-detail header, is rendered by Config.ErrorRedactor when set (to scrub
 // tokens or response bodies an error quotes) and bounded to MaxErrorText
 // bytes.
 package inbox

@@ -127,7 +127,7 @@ func Retryable(err error) bool {
 }
 
 // MaxErrorText bounds the text of an error kept in last_error, sent in the
-// dlq-error header or logged for a delivery.
+// dlq-detail header or logged for a delivery.
 const MaxErrorText = 1024
 
 // errText is err's text as Config.ErrorRedactor renders it, bounded to

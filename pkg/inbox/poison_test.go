@@ -59,7 +59,7 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 	for _, r := range recs {
 		id, _ := r.Header("message-id")
 		reason, _ := r.Header("dlq-reason")
-		text, _ := r.Header("dlq-error")
+		text, _ := r.Header("dlq-detail")
 		if reason != "invalid-key" || !strings.Contains(text, wantErr[id]) {
 			t.Fatalf("dead letter %s: reason %q, error %q", id, reason, text)
 		}
@@ -115,7 +115,7 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 		t.Fatalf("effect of the record behind it happened %d times", n)
 	}
 	recs := deadLetters(t, k.Brokers, dlq, 1)
-	if text, _ := recs[0].Header("dlq-error"); !strings.Contains(text, "22023") {
+	if text, _ := recs[0].Header("dlq-detail"); !strings.Contains(text, "22023") {
 		t.Fatalf("dead letters %+v", recs)
 	}
 }
@@ -175,7 +175,7 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 	for _, r := range deadLetters(t, k.Brokers, dlq, 3) {
 		id, _ := r.Header("message-id") // the first copy
 		reason, _ := r.Header("dlq-reason")
-		text, _ := r.Header("dlq-error")
+		text, _ := r.Header("dlq-detail")
 		if reason != "repeated-header" || wantErr[id] == "" || !strings.Contains(text, wantErr[id]) {
 			t.Fatalf("dead letter %s: reason %q, error %q", id, reason, text)
 		}

@@ -18,7 +18,7 @@ import (
 // A long business key (personal data) and a handler error that quotes a URL
 // with a token: at the default log level the key never appears whole in the
 // logs, and with an ErrorRedactor the token appears nowhere, neither in the
-// logs nor in last_error nor in the dlq-error header.
+// logs nor in last_error nor in the dlq-detail header.
 func TestKeysAndErrorsRedacted(t *testing.T) {
 	t.Parallel()
 	const topic, group, dlq = "pii", "pii-group", "pii.dlq"
@@ -52,8 +52,8 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 	if r.LastError == nil || !strings.Contains(*r.LastError, "token=REDACTED") || strings.Contains(*r.LastError, token) {
 		t.Fatalf("last_error %v, want the redacted text", r.LastError)
 	}
-	if e, _ := recs[0].Header("dlq-error"); !strings.Contains(e, "token=REDACTED") || strings.Contains(e, token) {
-		t.Fatalf("dlq-error %q, want the redacted text", e)
+	if e, _ := recs[0].Header("dlq-detail"); !strings.Contains(e, "token=REDACTED") || strings.Contains(e, token) {
+		t.Fatalf("dlq-detail %q, want the redacted text", e)
 	}
 	out := logs.String()
 	if !strings.Contains(out, "dead-lettered") {

@@ -138,8 +138,8 @@ const (
 	// when the producer gave up on it.)
 	Retryable Verdict = iota
 	// OwnFaultUnlessTransient: most likely the record's own fault, but it
-	// may pass; dead-letter it when it persists for rejectAttempts
-	// attempts and rejectAfter.
+	// may pass; dead-letter it when it persists (internal/sink: for rejectAttempts
+	// attempts and at least rejectAfter).
 	OwnFaultUnlessTransient
 	// OwnFault: the broker will never accept the record; dead-letter it.
 	OwnFault

@@ -101,7 +101,7 @@ func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event
 		slog.String("dead_letter_topic", c.DeadLetterTopic), "minimal", ev.Minimal, "truncated", string(cut.value()))
 }
 
-// deadLetterLimit is the most recordSize a dead-letter record may have:
+// deadLetterLimit is the most decode.RecordSize a dead-letter record may have:
 // MaxMessageBytes less the relay-instance header the stream adds.
 func deadLetterLimit(c *relayconfig.Config) int {
 	limit := c.MaxMessageBytes
@@ -113,7 +113,7 @@ func deadLetterLimit(c *relayconfig.Config) int {
 
 // minimalDeadLetter reduces the dead-letter record of ev to what always
 // fits: no key, no value, and only the headers message-id, dlq-reason,
-// dlq-detail (saying why, then the event's detail, cut to maxDetailBytes),
+// dlq-detail (saying why, then the event's detail, cut to decode.MaxDetailBytes),
 // original-topic (at most 249 bytes) and dlq-truncated ("key,value,headers").
 // Only a dead-letter topic refusing this record stops the relay.
 func minimalDeadLetter(ev *decode.Event, why string) {

@@ -21,7 +21,7 @@ import (
 
 // Sink batches events and writes them to Kafka, one write in flight, then
 // acknowledges them in the tracker. It lives as long as Run; its producer
-// as long as a session (see open).
+// as long as a session (see Open).
 type Sink struct {
 	cfg  *relayconfig.Config
 	m    *relaymetrics.Metrics
@@ -124,8 +124,8 @@ func (s *Sink) Close() {
 // Run publishes the events of q in batches until q is closed (it returns
 // nil) or ctx ends (it returns ctx.Err()), giving each acknowledged batch's
 // cost back to q's budget. Each receive from q is a slice of events (see
-// stream.staged), whose room it gives back once it holds them in a batch,
-// and which it empties and hands back on q.free. A batch is sent as soon
+// wal.Stream), whose room it gives back once it holds them in a batch,
+// and which it empties and hands back on q.Free. A batch is sent as soon
 // as the sink is free (after BatchTimeout, when set): what is queued while
 // a write is in flight goes in the next one. Kafka errors are retried; only
 // a permanent one ends run early.
@@ -257,17 +257,17 @@ func (s *Sink) acknowledge(batch []decode.Event, tr *acktrack.Tracker, buf *queu
 	buf.Give(cost)
 }
 
-// Bounds for ownFaultUnlessTransient errors.
+// Bounds for relayerr.OwnFaultUnlessTransient errors.
 const (
 	rejectAttempts = 5
 	rejectAfter    = 5 * time.Second
 )
 
-// recordState is what publish knows about one record of a batch.
+// recordState is what Publish knows about one record of a batch.
 type recordState struct {
 	done    bool      // acknowledged by Kafka, and not to be sent again
 	alone   bool      // write it in a call of its own: a call holding it failed for some record's fault
-	rejects int       // failed single writes with an ownFaultUnlessTransient error
+	rejects int       // failed single writes with a relayerr.OwnFaultUnlessTransient error
 	since   time.Time // the first of them
 }
 
@@ -285,8 +285,8 @@ type recordState struct {
 // been written anyway (in the same call), it is written again after it,
 // so the last copies keep commit order.
 //
-// A record the broker will never accept (ownFault, or
-// ownFaultUnlessTransient for too long) is dead-lettered in place, or
+// A record the broker will never accept (relayerr.OwnFault, or
+// OwnFaultUnlessTransient for too long) is dead-lettered in place, or
 // stops the relay under InvalidStop. A record batch of several records
 // failing that way may be any one's fault: those records are then written
 // one by one.
@@ -330,7 +330,7 @@ type group struct{ topic, key string }
 // calls as their alone flags allow, up to and including the first call in
 // which a record fails. It returns how many records are left, the error
 // to wait out before the next attempt (nil when the next one may start at
-// once), or an error that ends publish.
+// once), or an error that ends Publish.
 func (s *Sink) attempt(ctx context.Context, batch []decode.Event, st []recordState) (pending int, retryErr error, err error) {
 	order := notDone(s.order[:0], st)
 	s.order = order
@@ -401,7 +401,7 @@ func nextCall(st []recordState, order []int) []int {
 // and handled by its error's verdict. It reports whether a record failed
 // (the attempt then ends after this call), the error to wait out before
 // the next attempt (nil when it may start at once), or an error that ends
-// publish.
+// Publish.
 func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int, errs []error, failed map[group]int) (stop bool, retryErr, err error) {
 	for n, i := range call {
 		e := errs[n]

@@ -21,8 +21,8 @@ const (
 // gapFlags are the flags of run and recover that concern gaps.
 func gapFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: flagOnGap, Category: catDatabase, EnvVars: envVar(flagOnGap), Value: string(relay.GapFail),
-			Usage: "when the slot cannot resume where the relay left off (failover, dropped or lost slot): fail (exit 1 naming the gap) or backfill (recover as relay recover does, then stream)"},
+		&cli.StringFlag{Name: flagOnGap, Category: catDatabase, EnvVars: envVar(flagOnGap), Value: string(relay.GapStop),
+			Usage: "when the slot cannot resume where the relay left off (failover, dropped or lost slot): stop (exit 1 naming the gap) or backfill (recover as relay recover does, then stream)"},
 		&cli.DurationFlag{Name: flagBackfillMargin, Category: catDatabase, EnvVars: envVar(flagBackfillMargin), Value: relay.DefaultBackfillMargin,
 			Usage: "a recovery publishes the rows created since the last confirmed commit time minus this (longer than the longest outbox transaction plus clock skew); pruning keeps them"},
 	}
@@ -31,10 +31,10 @@ func gapFlags() []cli.Flag {
 // gapConfig reads the gap flags into cfg.
 func gapConfig(c *cli.Context, cfg *relay.Config) error {
 	switch p := relay.GapPolicy(c.String(flagOnGap)); p {
-	case relay.GapFail, relay.GapBackfill:
+	case relay.GapStop, relay.GapBackfill:
 		cfg.OnGap = p
 	default:
-		return usagef("--%s: %q is not one of fail, backfill", flagOnGap, p)
+		return usagef("--%s: %q is not one of %s, %s", flagOnGap, p, relay.GapStop, relay.GapBackfill)
 	}
 	if cfg.BackfillMargin = c.Duration(flagBackfillMargin); cfg.BackfillMargin <= 0 {
 		return usagef("--%s: must be positive", flagBackfillMargin)

@@ -174,6 +174,7 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		// spells it; no release accepted "dlq".
 		{"on-invalid dlq", append(base, "--on-invalid", "dlq"), `--on-invalid: "dlq" is not one of dead-letter, stop`},
 		{"on-unavailable-topic dlq", append(base, "--on-unavailable-topic", "dlq"), `--on-unavailable-topic: "dlq" is not one of dead-letter, stop`},
+		{"on-gap fail", append(base, "--on-gap", "fail"), `--on-gap: "fail" is not one of stop, backfill`},
 		{"compression", append(base, "--compression", "brotli"), "--compression"},
 		{"batch-size", append(base, "--batch-size", "0"), "--batch-size"},
 		{"max-message-bytes", append(base, "--max-message-bytes", "-1"), "--max-message-bytes"},

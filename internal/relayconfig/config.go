@@ -53,8 +53,8 @@ const (
 type GapPolicy string
 
 const (
-	// GapFail ends Run with the *GapError, streaming nothing. The default.
-	GapFail GapPolicy = "fail"
+	// GapStop ends Run with the *GapError, streaming nothing. The default.
+	GapStop GapPolicy = "stop"
 	// GapBackfill recovers the gap as Recover does, then streams.
 	GapBackfill GapPolicy = "backfill"
 )
@@ -186,7 +186,7 @@ func WithDefaults(cfg *Config) (Config, error) {
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
 	setDefault(&c.PruneBatchSize, DefaultPruneBatchSize)
-	setDefault(&c.OnGap, GapFail)
+	setDefault(&c.OnGap, GapStop)
 	setDefault(&c.BackfillMargin, DefaultBackfillMargin)
 	setDefault(&c.LagPollInterval, DefaultLagPollInterval)
 	setDefault(&c.StandbyRetryInterval, DefaultStandbyRetryInterval)
@@ -232,8 +232,8 @@ func WithDefaults(cfg *Config) (Config, error) {
 	if c.OnUnavailableTopic != UnavailableDeadLetter && c.OnUnavailableTopic != UnavailableStop {
 		bad("on-unavailable-topic %q: want %q or %q", c.OnUnavailableTopic, UnavailableDeadLetter, UnavailableStop)
 	}
-	if c.OnGap != GapFail && c.OnGap != GapBackfill {
-		bad("on-gap %q: want %q or %q", c.OnGap, GapFail, GapBackfill)
+	if c.OnGap != GapStop && c.OnGap != GapBackfill {
+		bad("on-gap %q: want %q or %q", c.OnGap, GapStop, GapBackfill)
 	}
 	if _, err := producer.Codec(c.Compression); err != nil {
 		bad("%v", err)

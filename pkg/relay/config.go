@@ -166,7 +166,7 @@ type Config struct {
 	HeartbeatInterval time.Duration
 
 	// OnGap is what Run does when the slot cannot resume where the relay
-	// left off (see docs/failover.md). Defaults to GapFail.
+	// left off (see docs/failover.md). Defaults to GapStop.
 	OnGap GapPolicy
 	// BackfillMargin is how far before the last confirmed commit time a
 	// recovery starts publishing rows from the table (by created_at, which
@@ -320,9 +320,9 @@ const (
 type GapPolicy = relayconfig.GapPolicy
 
 const (
-	// GapFail ("fail") ends Run with the *GapError, streaming nothing.
+	// GapStop ("stop") ends Run with the *GapError, streaming nothing.
 	// The default.
-	GapFail = relayconfig.GapFail
+	GapStop = relayconfig.GapStop
 	// GapBackfill ("backfill") recovers the gap as Recover does, then streams.
 	GapBackfill = relayconfig.GapBackfill
 )

@@ -140,22 +140,16 @@ func readProgressRecord(ctx context.Context, c *relayconfig.Config, key string) 
 	return p, true, nil
 }
 
-// ProgressStatus is the exactly-once progress of a slot as Kafka holds
-// it (see SlotStatus.Progress).
+// ProgressStatus is relay.ProgressStatus (which documents the fields):
+// package relay converts it, so both declare the same fields in the same
+// order.
 type ProgressStatus struct {
-	// Topic and Key locate the progress record; Key is also the
-	// transactional ID of the relays of the slot.
-	Topic string `json:"topic"`
-	Key   string `json:"key"`
-	// Found is false while no relay of the slot has committed a Kafka
-	// transaction.
-	Found bool `json:"found"`
-	// CommittedLSN is the end LSN of the last WAL transaction committed
-	// to Kafka; CommitTime is its commit time in Postgres.
+	Topic        string     `json:"topic"`
+	Key          string     `json:"key"`
+	Found        bool       `json:"found"`
 	CommittedLSN string     `json:"committed_lsn,omitempty"`
 	CommitTime   *time.Time `json:"commit_time,omitempty"`
-	// Error says why the progress could not be read; empty when it was.
-	Error string `json:"error,omitempty"`
+	Error        string     `json:"error,omitempty"`
 }
 
 // ReadProgressStatus reads the slot's committed progress for Status; a

@@ -2,9 +2,14 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -61,5 +66,129 @@ func TestExactlyOnceOutlivesOutage(t *testing.T) {
 	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
 	if len(recs) != len(ids) {
 		t.Fatalf("%d records for %d rows", len(recs), len(ids))
+	}
+}
+
+// progressOf is the slot's history as its state row records it, and its
+// progress key.
+func (b *bundle) progressOf(t *testing.T) (key, systemID string, timeline int32, created string) {
+	t.Helper()
+	err := b.db.Pool.QueryRow(context.Background(), `SELECT system_identifier, timeline, slot_created_lsn::text
+		FROM public.pgoutbox_relay_state WHERE slot_name = $1`, b.cfg.Slot).Scan(&systemID, &timeline, &created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "pgoutbox-relay/" + systemID + "/" + b.cfg.Slot, systemID, timeline, created
+}
+
+// forgeProgress writes a record under the slot's progress key straight to
+// Kafka (as anything with write access to the topic could).
+func (b *bundle) forgeProgress(t *testing.T, value string, headers ...kgo.RecordHeader) {
+	t.Helper()
+	key, _, _, _ := b.progressOf(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.kafka.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := &kgo.Record{Topic: relay.DefaultProgressTopic, Key: []byte(key), Value: []byte(value), Headers: headers}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Progress that no relay wrote for this history of the slot never skips a
+// row: a row routed to the progress topic (keyed and shaped as the slot's
+// progress) is dead-lettered as bad-topic; then a record written to the
+// progress topic without the relay's header, one with it but of another
+// history of the slot, and one past the server's WAL, each under the
+// slot's key and each claiming the rows written while the relay was down:
+// every row is published after each restart, and each is counted as
+// ignored. Before the fix the relay trusted any record under its key and
+// published none of them.
+func TestExactlyOnceProgressCannotBeForged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.ExactlyOnce = true })
+	run := b.start(t)
+	key, systemID, timeline, created := b.progressOf(t)
+	ids := b.insert(t, msg("agg-0", 0))
+	forged := fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"end_lsn":"FFFFFFFF/FFFFFF00"}`, b.cfg.Slot, systemID)
+	var rowID string
+	err := b.db.Pool.QueryRow(context.Background(), `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload, topic)
+		VALUES ('order', $1, 'progress', 'bk-forged', $2, $3) RETURNING id::text`, key, forged, relay.DefaultProgressTopic).Scan(&rowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, b.insert(t, msg("agg-0", 1))...)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+	if header(t, dlq[0], "message-id") != rowID || header(t, dlq[0], "dlq-reason") != relay.ReasonBadTopic {
+		t.Fatalf("dead letter %+v, want the row %s as bad-topic", dlq[0], rowID)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	mark := kgo.RecordHeader{Key: "pgoutbox-progress", Value: []byte("2")}
+	for i, attack := range []struct {
+		name, reason string
+		forge        func(end string)
+	}{
+		{"no relay header", "not-relay", func(end string) {
+			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":%q,"end_lsn":%q}`,
+				b.cfg.Slot, systemID, timeline, created, end))
+		}},
+		{"another history", "other-history", func(end string) {
+			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":"0/1","end_lsn":%q}`,
+				b.cfg.Slot, systemID, timeline, end), mark)
+		}},
+		{"past the WAL", "beyond-wal", func(string) {
+			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":%q,"end_lsn":"FFFFFFFF/FFFFFF00"}`,
+				b.cfg.Slot, systemID, timeline, created), mark)
+		}},
+	} {
+		var more []outbox.Message
+		for n := range 5 {
+			more = append(more, msg("agg-1", 10*i+n))
+		}
+		ids = append(ids, b.insert(t, more...)...)
+		attack.forge(b.currentLSN(t).String()) // claims the rows just written
+		run := b.start(t)
+		recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+		if distinct, _ := distinctIDs(recs); distinct != len(ids) {
+			t.Fatalf("%s: %d of %d rows in Kafka", attack.name, distinct, len(ids))
+		}
+		if n := testenv.MetricValue(t, b.reg, "pgoutbox_relay_progress_ignored_total", "reason", attack.reason); n < 1 {
+			t.Fatalf("%s: progress_ignored_total{reason=%s} = %v, want ≥ 1", attack.name, attack.reason, n)
+		}
+		if err := run.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A progress topic that exists with more than one partition is refused at
+// start, with a message that says how to fix it (progress is read from
+// partition 0 only: the relay would skip nothing, or worse).
+func TestExactlyOnceRefusesPartitionedProgressTopic(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) { c.ExactlyOnce = true })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.kafka.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, relay.DefaultProgressTopic); err != nil {
+		t.Fatal(err)
+	}
+	r := b.newRelay(t)
+	err = r.Run(ctx)
+	if !relay.IsPermanent(err) || !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), "has 3 partitions, want 1") ||
+		!strings.Contains(err.Error(), "--progress-topic") {
+		t.Fatalf("Run: %v, want a permanent ErrConfig naming the 3 partitions and the fix", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -190,5 +191,62 @@ func TestExactlyOnceRefusesPartitionedProgressTopic(t *testing.T) {
 	if !relay.IsPermanent(err) || !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), "has 3 partitions, want 1") ||
 		!strings.Contains(err.Error(), "--progress-topic") {
 		t.Fatalf("Run: %v, want a permanent ErrConfig naming the 3 partitions and the fix", err)
+	}
+}
+
+// A WAL transaction that takes longer to publish than the transaction
+// timeout (50,000 rows, a 2 s timeout, a broker slowed to 100 ms a produce
+// request) is committed in parts: every row arrives exactly once for a
+// read_committed reader and the relay never stops, also when it is
+// stopped between two parts and resumes inside the transaction. Before,
+// the brokers aborted the one Kafka transaction, the epoch error stopped
+// the relay for good, and every restart did the same.
+func TestExactlyOnceLargeTransactionInParts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.TransactionTimeout = 2 * time.Second
+		c.BatchSize = 1000
+	})
+	b.kafka.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.kafka.Cluster.KeepControl()
+		time.Sleep(100 * time.Millisecond)
+		return nil, nil, false
+	})
+	run := b.start(t)
+	const n = 50_000
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{AggregateType: "bulk", AggregateID: fmt.Sprint("a", i%100), EventType: "bulk.loaded",
+			BusinessKey: fmt.Sprint(i), Payload: []byte(`{"x": 1}`)}
+	}
+	ids := b.insert(t, msgs...)
+	// Stop between two parts: after the first committed, before the last.
+	testenv.WaitFor(t, 2*time.Minute, "a part of the transaction committed", func() (bool, error) {
+		recs, err := testenv.ReadTopic(context.Background(), b.kafka.Brokers, "outbox.bulk")
+		return err == nil && len(recs) > 0, nil // the topic is created by the first write
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	before, err := testenv.ReadTopic(context.Background(), b.kafka.Brokers, "outbox.bulk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = b.start(t)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.bulk", ids, 3*time.Minute)
+	distinct, duplicates := distinctIDs(recs)
+	t.Logf("%d rows in one transaction: %d committed before the stop; %d records, %d distinct, %d duplicates (read_committed)",
+		n, len(before), len(recs), distinct, duplicates)
+	if distinct != n || duplicates != 0 {
+		t.Fatalf("%d distinct rows, %d duplicates; want %d, 0", distinct, duplicates, n)
+	}
+	if len(before) == n {
+		t.Log("the stop came after the last part: the resume inside the transaction was not exercised")
+	}
+	select {
+	case err := <-run.done:
+		t.Fatalf("the relay stopped: %v", err)
+	default:
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -248,5 +250,50 @@ func TestExactlyOnceLargeTransactionInParts(t *testing.T) {
 	case err := <-run.done:
 		t.Fatalf("the relay stopped: %v", err)
 	default:
+	}
+}
+
+// In exactly-once mode a row without a UUID message ID (a text id column)
+// whose dead-letter record Kafka refuses is dead-lettered as the minimal
+// record, and the rows after it are published. Refusals were remembered by
+// message ID, which such a row lacks: the relay reconnected for ever and
+// published nothing after it.
+func TestExactlyOnceTextIDDeadLetterRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.Table = "public.textid"
+		c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
+	}, `CREATE TABLE textid (id text PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
+		business_key text NOT NULL, payload jsonb NOT NULL, headers jsonb, topic text, created_at timestamptz NOT NULL DEFAULT now())`)
+	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
+	b.cfg.Brokers = b.kafka.Brokers
+	b.start(t)
+	insert := func(id, headers string) {
+		t.Helper()
+		_, err := b.db.Pool.Exec(context.Background(), `INSERT INTO textid (id, aggregate_type, aggregate_id, event_type, business_key, payload, headers)
+			VALUES ($1, 'order', 'a', 'order.created', $1, '{}', $2::jsonb)`, id, headers)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := uuid.New().String()
+	insert(before, `{}`)
+	// Not a UUID: dead-lettered (bad-value); the dead letter keeps the
+	// headers, over the broker's limit.
+	insert("order-42", fmt.Sprintf(`{"context": %q}`, strings.Repeat("c", 3500)))
+	var after []string
+	for range 3 {
+		id := uuid.New().String()
+		insert(id, `{}`)
+		after = append(after, id)
+	}
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", append([]string{before}, after...), 60*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+	// The message-id header of a row whose ID is not a UUID is the nil
+	// UUID (as in at-least-once mode); the detail names the ID.
+	if r := dlq[0]; len(dlq) != 1 || header(t, r, "dlq-reason") != relay.ReasonBadValue || r.Value != nil ||
+		!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the dead-letter record") || !strings.Contains(header(t, r, "dlq-detail"), `"order-42"`) {
+		t.Fatalf("dead letters: %+v, want the minimal one of order-42", dlq)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,5 +296,36 @@ func TestExactlyOnceTextIDDeadLetterRefused(t *testing.T) {
 	if r := dlq[0]; len(dlq) != 1 || header(t, r, "dlq-reason") != relay.ReasonBadValue || r.Value != nil ||
 		!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the dead-letter record") || !strings.Contains(header(t, r, "dlq-detail"), `"order-42"`) {
 		t.Fatalf("dead letters: %+v, want the minimal one of order-42", dlq)
+	}
+}
+
+// In exactly-once mode one transient CORRUPT_MESSAGE (a record Kafka
+// refuses "for its own sake" but takes on a retry) is retried, as in
+// at-least-once mode, not dead-lettered at once.
+func TestExactlyOnceTransientRefusalRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
+	})
+	var refused atomic.Int32
+	b.kafka.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		preq := req.(*kmsg.ProduceRequest)
+		for _, pt := range preq.Topics {
+			if pt.Topic == "outbox.order" && refused.Add(1) == 1 {
+				return testenv.ProduceErrors(preq, func(string) int16 { return 2 }), nil, true // CORRUPT_MESSAGE, once
+			}
+		}
+		b.kafka.Cluster.KeepControl()
+		return nil, nil, false
+	})
+	b.start(t)
+	ids := b.insert(t, msg("a", 1))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	if refused.Load() == 0 {
+		t.Fatal("the broker refused nothing")
+	}
+	if recs, err := testenv.ReadTopic(context.Background(), b.kafka.Brokers, "outbox.dlq"); err == nil && len(recs) > 0 {
+		t.Fatalf("dead-lettered after one transient refusal: %+v", recs)
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -327,5 +330,78 @@ func TestExactlyOnceTransientRefusalRetried(t *testing.T) {
 	}
 	if recs, err := testenv.ReadTopic(context.Background(), b.kafka.Brokers, "outbox.dlq"); err == nil && len(recs) > 0 {
 		t.Fatalf("dead-lettered after one transient refusal: %+v", recs)
+	}
+}
+
+// An exactly-once relay's progress from before a failover never skips a
+// row of the new primary: the standby is stopped while the primary writes
+// (so Kafka's progress runs ahead of the standby's WAL), the primary
+// killed, the standby promoted, Recover run; then every row written on
+// the new primary is published. Before the fix, progress of the old
+// history skipped them (5 of 5 missing; at-least-once mode was right).
+func TestExactlyOnceFailoverOldProgressSkipsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, primary := ownServer(t, func(c *relay.Config) { c.ExactlyOnce = true; c.BackfillMargin = time.Second })
+	standby, err := primary.StartStandby(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(standby.Stop)
+	run := b.start(t)
+	ids := b.insert(t, msg("a", 0))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	// The standby has the slot's state and the first row, then stops.
+	lsn := b.currentLSN(t)
+	testenv.WaitFor(t, time.Minute, "the standby to replay", func() (bool, error) {
+		conn, err := pgx.Connect(ctx, standby.AdminURL)
+		if err != nil {
+			return false, nil
+		}
+		defer conn.Close(ctx)
+		var replayed string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(pg_last_wal_replay_lsn()::text, '0/0')`).Scan(&replayed); err != nil {
+			return false, err
+		}
+		got, _ := pglogrepl.ParseLSN(replayed)
+		return got >= lsn, nil
+	})
+	standby.Kill()
+	var lost []outbox.Message
+	for i := range 200 {
+		lost = append(lost, msg("lost", i))
+	}
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", append(ids, b.insert(t, lost...)...), 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	primary.Kill()
+	if err := standby.Restart(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	pool, err := pgxpool.New(ctx, standby.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b.db = &testenv.DB{Name: "postgres", URL: standby.AdminURL, Pool: pool, Server: standby}
+	b.cfg.DatabaseURL = standby.AdminURL
+	res, err := relay.Recover(ctx, b.cfg)
+	if err != nil || res.Gap == nil {
+		t.Fatalf("Recover: %+v, %v; want a recovered gap", res, err)
+	}
+	b.start(t)
+	var fresh []outbox.Message
+	for i := range 5 {
+		fresh = append(fresh, msg("new", i))
+	}
+	newIDs := b.insert(t, fresh...)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", newIDs, 60*time.Second)
+	if missing := testenv.MissingIDs(recs, newIDs); missing != 0 {
+		t.Fatalf("%d of %d rows of the new primary missing", missing, len(newIDs))
 	}
 }

@@ -31,6 +31,7 @@ const (
 	flagPushgateway  = "pushgateway"
 	flagPushJob      = "pushgateway-job"
 	flagEvery        = "every"
+	flagAllowEmpty   = "allow-empty"
 	catVerify        = "Window and output"
 	defaultPushJob   = "pgoutbox_verify"
 	defaultVerifyFor = "1h"
@@ -52,7 +53,8 @@ func verifyCommand(sc *scrubber) *cli.Command {
 			"bounded by --max-in-memory entries per sort; beyond that it spills sorted runs to --spill-dir.\n" +
 			"It writes nothing to the database or Kafka.\n\n" +
 			"Exit codes: 0 every row found (duplicates and pending rows allowed), 1 a row missing, a record\n" +
-			"mismatched or out of order (or the run failed), 2 bad usage. --metrics-file writes the\n" +
+			"mismatched or out of order, a window without rows (unless --allow-empty), or the run failed;\n" +
+			"2 bad usage. --metrics-file writes the\n" +
 			"pgoutbox_verify_* gauges for node_exporter's textfile collector, --pushgateway pushes them;\n" +
 			"--every re-verifies the sliding window on an interval and serves them on --metrics-addr.",
 		Flags:  verifyFlags(),
@@ -86,15 +88,17 @@ func verifyFlags() []cli.Flag {
 		&cli.BoolFlag{Name: flagJSON, Category: catVerify, EnvVars: envVar(flagJSON), Usage: "print the report as JSON"},
 		&cli.IntFlag{Name: flagList, Category: catVerify, EnvVars: envVar(flagList), Value: verify.DefaultList,
 			Usage: "how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"},
-		dur(flagMargin, verify.DefaultMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover)"),
-		dur(flagGrace, verify.DefaultGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing"),
+		dur(flagMargin, verify.DefaultMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
+		dur(flagGrace, verify.DefaultGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
+		&cli.BoolFlag{Name: flagAllowEmpty, Category: catVerify, EnvVars: envVar(flagAllowEmpty),
+			Usage: "a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"},
 		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: verify.DefaultMaxInMemory,
 			Usage: "most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"},
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
 		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL after each run"),
 		&cli.StringFlag{Name: flagPushJob, Category: catVerify, EnvVars: envVar(flagPushJob), Value: defaultPushJob, Usage: "job label of the pushed gauges"},
-		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit)"),
+		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit); --since must be at least --every plus --grace, or some rows are never checked"),
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catVerify, EnvVars: envVar(flagMetricsAddr),
 			Usage: "with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"},
 	)
@@ -102,10 +106,11 @@ func verifyFlags() []cli.Flag {
 
 // verifyRun is a parsed verify command line.
 type verifyRun struct {
-	cfg   *relay.Config
-	opts  relay.VerifyOptions
-	since time.Duration // the sliding window's length; 0 for a fixed window
-	every time.Duration
+	cfg        *relay.Config
+	opts       relay.VerifyOptions
+	since      time.Duration // the sliding window's length; 0 for a fixed window
+	every      time.Duration
+	allowEmpty bool
 }
 
 func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
@@ -127,7 +132,7 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 		return nil, err
 	}
 
-	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery)}
+	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery), allowEmpty: c.Bool(flagAllowEmpty)}
 	if err := v.window(c, time.Now()); err != nil {
 		return nil, err
 	}
@@ -148,6 +153,17 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 		return nil, usagef("--%s must not be negative", flagEvery)
 	case v.every > 0 && v.since == 0:
 		return nil, usagef("--%s needs a sliding window (--since DURATION), not --from/--to", flagEvery)
+	case v.every > 0 && v.since < v.every+v.opts.Grace:
+		// A row younger than the grace is pending in one run and out of
+		// the next run's window: never checked.
+		return nil, usagef("--%s %v with --%s %v and --%s %v leaves rows unchecked (pending in one run, outside the next one's window): use --%s %v or more",
+			flagSince, v.since, flagEvery, v.every, flagGrace, v.opts.Grace, flagSince, v.every+v.opts.Grace)
+	}
+	// 0 on the command line means none; the library reads 0 as its default.
+	for _, d := range []*time.Duration{&v.opts.Margin, &v.opts.Grace} {
+		if *d == 0 {
+			*d = -1
+		}
 	}
 	warnSecretFlags(sc, cfg.Logger)
 	return v, nil
@@ -195,6 +211,7 @@ func verifyAction(c *cli.Context, sc *scrubber) error {
 		return err
 	}
 	m := verify.NewMetrics(v.cfg.Table)
+	m.AllowEmpty = v.allowEmpty
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	if v.every == 0 {
@@ -258,6 +275,10 @@ func (v *verifyRun) once(c *cli.Context, m *verify.Metrics, reg *prometheus.Regi
 	if !rep.OK() {
 		return fail(fmt.Errorf("verify: %s", verdict(rep)))
 	}
+	if rep.Rows == 0 && !v.allowEmpty {
+		return fail(fmt.Errorf("verify: the window %s .. %s holds no outbox rows of %s: nothing was checked (--%s accepts an empty window)",
+			rep.From.UTC().Format(time.RFC3339), rep.To.UTC().Format(time.RFC3339), v.cfg.Table, flagAllowEmpty))
+	}
 	return nil
 }
 
@@ -289,7 +310,10 @@ func verdict(r *relay.VerifyReport) string {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}
 	}
-	if len(parts) == 0 {
+	switch {
+	case len(parts) == 0 && r.Rows == 0:
+		return "empty (no outbox rows in the window)"
+	case len(parts) == 0:
 		return "ok"
 	}
 	return strings.Join(parts, ", ")

@@ -13,10 +13,13 @@ import (
 // outbox table.
 type Metrics struct {
 	table string
-	mu    sync.Mutex
-	rep   *Report
-	err   error
-	set   bool
+	// AllowEmpty makes a run over a window without rows ok; by default
+	// pgoutbox_verify_ok is 0 for it (an audit that checked nothing).
+	AllowEmpty bool
+	mu         sync.Mutex
+	rep        *Report
+	err        error
+	set        bool
 }
 
 // NewMetrics returns the collector for table's runs.
@@ -62,7 +65,7 @@ var reportMetrics = []metric{
 
 var (
 	errorMetric = metric{"error", "1 when the last verify run failed before reaching a verdict (unreachable database or brokers, ...).", nil}
-	okMetric    = metric{"ok", "1 when the last verify run found every row of its window: nothing missing, mismatched or out of order.", nil}
+	okMetric    = metric{"ok", "1 when the last verify run found every row of its window: nothing missing, mismatched or out of order (and the window held rows, unless --allow-empty).", nil}
 )
 
 func (m *Metrics) desc(x metric) *prometheus.Desc {
@@ -90,7 +93,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.desc(x), prometheus.GaugeValue, v)
 	}
 	gauge(errorMetric, b2f(err != nil))
-	gauge(okMetric, b2f(err == nil && rep != nil && rep.OK()))
+	gauge(okMetric, b2f(err == nil && rep != nil && rep.OK() && (rep.Rows > 0 || m.AllowEmpty)))
 	if err != nil || rep == nil {
 		return
 	}

@@ -52,11 +52,11 @@ type Config struct {
 	// rows created before it may have been deleted.
 	PrunedBefore *time.Time
 	// Margin is how far before From the topics are read (by record
-	// timestamp). Defaults to DefaultMargin.
+	// timestamp). Defaults to DefaultMargin; negative means none.
 	Margin time.Duration
 	// Grace: a row created less than this before the run started and not
 	// found in Kafka is pending, not missing (the relay may not have
-	// published it yet). Defaults to DefaultGrace.
+	// published it yet). Defaults to DefaultGrace; negative means none.
 	Grace time.Duration
 	// List is how many missing rows, duplicates, mismatches and order
 	// breaks the report names (each). Defaults to DefaultList; negative
@@ -76,11 +76,16 @@ type Config struct {
 
 func (c *Config) withDefaults() (Config, error) {
 	cc := *c
-	if cc.Margin == 0 {
-		cc.Margin = DefaultMargin
-	}
-	if cc.Grace == 0 {
-		cc.Grace = DefaultGrace
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&cc.Margin, DefaultMargin}, {&cc.Grace, DefaultGrace}} {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			*d.v = 0
+		}
 	}
 	if cc.List == 0 {
 		cc.List = DefaultList
@@ -104,8 +109,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return cc, fmt.Errorf("%w: the window needs a start and an end", ErrUsage)
 	case !cc.To.After(cc.From):
 		return cc, fmt.Errorf("%w: the window's end %s is not after its start %s", ErrUsage, cc.To.UTC().Format(time.RFC3339), cc.From.UTC().Format(time.RFC3339))
-	case cc.Margin < 0 || cc.Grace < 0 || cc.MaxInMemory < 0:
-		return cc, fmt.Errorf("%w: margin, grace and max-in-memory must not be negative", ErrUsage)
+	case cc.MaxInMemory < 0:
+		return cc, fmt.Errorf("%w: max-in-memory must not be negative", ErrUsage)
 	}
 	return cc, nil
 }

@@ -22,10 +22,11 @@ type VerifyOptions struct {
 	// and before To. Required.
 	From, To time.Time
 	// Margin is how far before From the topics are read by record
-	// timestamp. Defaults to 1m.
+	// timestamp. Defaults to 1m; negative means none.
 	Margin time.Duration
 	// Grace: a row created less than this before Verify started and not
-	// yet in Kafka is pending, not missing. Defaults to 1m.
+	// yet in Kafka is pending, not missing. Defaults to 1m; negative
+	// means none.
 	Grace time.Duration
 	// List is how many missing rows, duplicates, mismatches and order
 	// breaks the report names (each). Defaults to 20; negative for none.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,10 +28,30 @@ func (v *verifier) readRecords(ctx context.Context) error {
 		v.dlq = int64(v.topics.intern(c.DeadLetterTopic))
 	}
 	names := slices.Clone(v.topics.names)
-	if len(names) == 0 {
-		return nil
+	ranges, missing, err := ScanTopics(ctx, c.Kafka, names, c.From.Add(-c.Margin), c.Logger, v.addRecord)
+	if err != nil {
+		return err
 	}
-	opts := append(slices.Clone(c.Kafka),
+	v.rep.Topics = ranges
+	for _, name := range missing {
+		if int64(v.topics.index[name]) != v.dlq {
+			v.rep.MissingTopics = append(v.rep.MissingTopics, name)
+		}
+	}
+	return nil
+}
+
+// ScanTopics reads topics, read_committed, from the first offset of each
+// partition whose timestamp is at or after since up to the last stable
+// offset listed when the read begins, calling each for every record
+// (control records not); an error of each ends the scan. It returns the
+// ranges it read and the topics that do not exist. kafka are the client
+// options that reach the brokers.
+func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since time.Time, log *slog.Logger, each func(*kgo.Record) error) (ranges []TopicRange, missing []string, err error) {
+	if len(topics) == 0 {
+		return nil, nil, nil
+	}
+	opts := append(slices.Clone(kafka),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// The commit marker at the end of a transaction is how a
 		// read_committed reader sees that it reached the end offset.
@@ -43,37 +65,35 @@ func (v *verifier) readRecords(ctx context.Context) error {
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("verify: kafka client: %w", err)
+		return nil, nil, fmt.Errorf("verify: kafka client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	starts, err := adm.ListOffsetsAfterMilli(ctx, c.From.Add(-c.Margin).UnixMilli(), names...)
+	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topics...)
 	if err != nil {
-		return fmt.Errorf("verify: list offsets by time: %w", err)
+		return nil, nil, fmt.Errorf("verify: list offsets by time: %w", err)
 	}
-	ends, err := adm.ListCommittedOffsets(ctx, names...)
+	ends, err := adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
-		return fmt.Errorf("verify: list end offsets: %w", err)
+		return nil, nil, fmt.Errorf("verify: list end offsets: %w", err)
 	}
 	consume := map[string]map[int32]kgo.Offset{}
 	// left holds the end offset of every partition still to read.
 	left := map[string]map[int32]int64{}
-	for _, name := range names {
+	for _, name := range topics {
 		tr := TopicRange{Topic: name}
 		ps := ends[name]
 		if unknown, ok := ps[-1]; len(ps) == 0 || ok && errors.Is(unknown.Err, kerr.UnknownTopicOrPartition) {
-			if int64(v.topics.index[name]) != v.dlq {
-				v.rep.MissingTopics = append(v.rep.MissingTopics, name)
-			}
+			missing = append(missing, name)
 			continue
 		}
 		for p, end := range ps {
 			if end.Err != nil {
-				return fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
+				return nil, nil, fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
 			}
 			start, ok := starts.Lookup(name, p)
 			if !ok || start.Err != nil {
-				return fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
+				return nil, nil, fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
 			}
 			r := PartitionRange{Partition: p, Start: start.Offset, End: end.Offset}
 			if r.Start > r.End {
@@ -89,22 +109,22 @@ func (v *verifier) readRecords(ctx context.Context) error {
 			}
 		}
 		slices.SortFunc(tr.Partitions, func(a, b PartitionRange) int { return int(a.Partition - b.Partition) })
-		v.rep.Topics = append(v.rep.Topics, tr)
+		ranges = append(ranges, tr)
 	}
 	if len(consume) == 0 {
-		return nil
+		return ranges, missing, nil
 	}
 	cl.AddConsumePartitions(consume)
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, nil, err
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
 			var loss *kgo.ErrDataLoss
 			if errors.As(err, &loss) {
-				c.Logger.Warn("verify: records were deleted while being read", "topic", t, "partition", p, "error", err)
+				log.Warn("verify: records were deleted while being read", "topic", t, "partition", p, "error", err)
 				return
 			}
 			if ferr == nil {
@@ -112,40 +132,40 @@ func (v *verifier) readRecords(ctx context.Context) error {
 			}
 		})
 		if ferr != nil {
-			return ferr
+			return nil, nil, ferr
 		}
-		var addErr error
+		var eachErr error
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			end, ok := left[fp.Topic][fp.Partition]
 			if !ok {
 				return
 			}
 			for _, r := range fp.Records {
-				if r.Offset >= end {
+				if r.Offset >= end || eachErr != nil {
 					break
 				}
-				if !r.Attrs.IsControl() && addErr == nil {
-					addErr = v.addRecord(r)
+				if !r.Attrs.IsControl() {
+					eachErr = each(r)
 				}
 				if r.Offset >= end-1 {
-					v.done(cl, left, fp.Topic, fp.Partition)
+					done(cl, left, fp.Topic, fp.Partition)
 					break
 				}
 			}
 			// Everything up to the end was deleted while reading.
 			if fp.LogStartOffset >= end {
-				v.done(cl, left, fp.Topic, fp.Partition)
+				done(cl, left, fp.Topic, fp.Partition)
 			}
 		})
-		if addErr != nil {
-			return addErr
+		if eachErr != nil {
+			return nil, nil, eachErr
 		}
 	}
-	return nil
+	return ranges, missing, nil
 }
 
 // done marks a partition read to its end offset.
-func (v *verifier) done(cl *kgo.Client, left map[string]map[int32]int64, topic string, p int32) {
+func done(cl *kgo.Client, left map[string]map[int32]int64, topic string, p int32) {
 	if _, ok := left[topic][p]; !ok {
 		return
 	}

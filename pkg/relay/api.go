@@ -73,6 +73,10 @@ type RecoverResult struct {
 	// Published is the number of rows published (dead-lettered rows
 	// included).
 	Published int
+	// InKafka is the number of rows of the range not published because
+	// Kafka already held a record of their message ID (in their topic or
+	// the dead-letter topic, read read_committed).
+	InKafka int
 	// SlotLSN is the new slot's consistent point: streaming resumes there.
 	SlotLSN pglogrepl.LSN
 }

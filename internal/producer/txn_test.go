@@ -97,13 +97,7 @@ func TestTransactionsAndFencing(t *testing.T) {
 // and the later of two records of the key.
 func TestReadLastReadsBackwards(t *testing.T) {
 	t.Parallel()
-	k := testenv.NewKafka(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	p := newProducer(t, k, nil)
-	if err := p.EnsureCompactedTopic(ctx, "progress"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, k, p := progressTopic(t)
 	produce := func(recs ...*kgo.Record) {
 		t.Helper()
 		errs, err := p.Produce(ctx, recs)
@@ -137,6 +131,20 @@ func TestReadLastReadsBackwards(t *testing.T) {
 	}
 }
 
+// progressTopic is a broker with a compacted topic "progress", a producer
+// of it, and a context for the test's calls.
+func progressTopic(t *testing.T) (context.Context, *testenv.Kafka, *producer.Producer) {
+	t.Helper()
+	k := testenv.NewKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	p := newProducer(t, k, nil)
+	if err := p.EnsureCompactedTopic(ctx, "progress"); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, k, p
+}
+
 // acceptAll accepts every record (ReadLast's filter).
 func acceptAll(*kgo.Record) bool { return true }
 
@@ -144,13 +152,7 @@ func acceptAll(*kgo.Record) bool { return true }
 // found behind a later refused one.
 func TestReadLastFilters(t *testing.T) {
 	t.Parallel()
-	k := testenv.NewKafka(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	p := newProducer(t, k, nil)
-	if err := p.EnsureCompactedTopic(ctx, "progress"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, k, p := progressTopic(t)
 	mark := []kgo.RecordHeader{{Key: "ours", Value: []byte("1")}}
 	errs, err := p.Produce(ctx, []*kgo.Record{
 		{Topic: "progress", Key: []byte("slot"), Value: []byte("real"), Headers: mark},

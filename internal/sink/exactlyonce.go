@@ -184,6 +184,9 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.
 		return Progress{}, err
 	}
 	committed := trustProgress(c, s.m, p, h, walEnd)
+	// A part written first in this session (the rest of a transaction
+	// committed in parts) still says where the whole ones end.
+	e.lastEnd, e.lastCommit = uint64(committed.EndLSN), committed.CommitTime
 	c.Logger.Info("exactly-once: committed progress", "progress_topic", c.ProgressTopic, "key", key,
 		"end_lsn", committed.EndLSN.String(), "part_of", committed.Part.Final.String(), "part_events", committed.Part.Seq)
 	s.m.ProgressLSN.Set(float64(committed.EndLSN))

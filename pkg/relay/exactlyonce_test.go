@@ -88,18 +88,26 @@ func (b *bundle) progressOf(t *testing.T) (key, systemID string, timeline int32,
 	return "pgoutbox-relay/" + systemID + "/" + b.cfg.Slot, systemID, timeline, created
 }
 
+// kafkaClient is a plain client of b's broker, closed when t ends, and a
+// context for its calls.
+func (b *bundle) kafkaClient(t *testing.T) (context.Context, *kgo.Client) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.kafka.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, cl
+}
+
 // forgeProgress writes a record under the slot's progress key straight to
 // Kafka (as anything with write access to the topic could).
 func (b *bundle) forgeProgress(t *testing.T, value string, headers ...kgo.RecordHeader) {
 	t.Helper()
 	key, _, _, _ := b.progressOf(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.kafka.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, cl := b.kafkaClient(t)
 	r := &kgo.Record{Topic: relay.DefaultProgressTopic, Key: []byte(key), Value: []byte(value), Headers: headers}
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -182,18 +190,12 @@ func TestExactlyOnceProgressCannotBeForged(t *testing.T) {
 func TestExactlyOnceRefusesPartitionedProgressTopic(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.ExactlyOnce = true })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.kafka.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, cl := b.kafkaClient(t)
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, relay.DefaultProgressTopic); err != nil {
 		t.Fatal(err)
 	}
 	r := b.newRelay(t)
-	err = r.Run(ctx)
+	err := r.Run(ctx)
 	if !relay.IsPermanent(err) || !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), "has 3 partitions, want 1") ||
 		!strings.Contains(err.Error(), "--progress-topic") {
 		t.Fatalf("Run: %v, want a permanent ErrConfig naming the 3 partitions and the fix", err)

@@ -63,8 +63,7 @@ func NewKafka(t testing.TB, opts ...kfake.Opt) *Kafka {
 
 // KafkaEnv names the environment variable that points the tests written
 // for any broker (those that call NewBroker) at an external one instead of
-// kfake: bootstrap addresses, comma-separated ("localhost:9092"). CI sets it
-// for Apache Kafka and Redpanda.
+// kfake: bootstrap addresses, comma-separated ("localhost:9092").
 const KafkaEnv = "PGOUTBOX_TEST_KAFKA_BROKERS"
 
 var topicPrefixes atomic.Int64
@@ -74,27 +73,47 @@ var topicPrefixes atomic.Int64
 func (k *Kafka) Topic(name string) string { return k.TopicPrefix + name }
 
 // NewBroker is the broker of a test that needs only its addresses and
-// topics of its own: the external broker named by KafkaEnv, else a kfake
-// cluster as NewKafka(t) starts. On an external broker, which tests and
-// runs share, Cluster is nil and TopicPrefix is unique to the test: name
-// every topic and consumer group with it. The broker must create topics on
-// first use (auto.create.topics.enable).
+// topics of its own: the external broker named by KafkaEnv; else, with
+// KafkaModeEnv=kafka, the Apache Kafka node this test binary shares
+// (started on first use, stopped by Main); else a kfake cluster as
+// NewKafka(t) starts. On a shared broker Cluster is nil and TopicPrefix is
+// unique to the test: name every topic and consumer group with it. The
+// broker must create topics on first use (auto.create.topics.enable).
 func NewBroker(t testing.TB) *Kafka {
 	t.Helper()
-	addrs := os.Getenv(KafkaEnv)
-	if addrs == "" {
-		return NewKafka(t)
-	}
 	var brokers []string
-	for _, a := range strings.Split(addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			brokers = append(brokers, a)
+	switch addrs, mode := os.Getenv(KafkaEnv), os.Getenv(KafkaModeEnv); {
+	case addrs != "":
+		for _, a := range strings.Split(addrs, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				brokers = append(brokers, a)
+			}
 		}
+	case mode == "kafka":
+		k, err := sharedApacheKafka()
+		if err != nil {
+			t.Fatal(err)
+		}
+		brokers = k.Brokers
+	case mode == "" || mode == "kfake":
+		return NewKafka(t)
+	default:
+		t.Fatalf("%s=%q: want kfake or kafka", KafkaModeEnv, mode)
 	}
 	return &Kafka{
 		Brokers:     brokers,
 		TopicPrefix: fmt.Sprintf("t%d-%d-%d.", time.Now().Unix(), os.Getpid(), topicPrefixes.Add(1)),
 	}
+}
+
+// Fake returns k's kfake cluster for a test that needs its control hooks,
+// and skips the test on a real broker, saying why.
+func (k *Kafka) Fake(t testing.TB, why string) *kfake.Cluster {
+	t.Helper()
+	if k.Cluster == nil {
+		t.Skipf("needs kfake (%s); this run's broker is real (%s)", why, KafkaModeEnv)
+	}
+	return k.Cluster
 }
 
 // ProduceErrors answers preq with the error code(topic) for every

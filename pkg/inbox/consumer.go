@@ -226,10 +226,6 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 		// Records of an aborted or still open transaction (a relay in
 		// exactly-once mode) are never delivered.
 		IsolationLevel: kafka.ReadCommitted,
-		// A topic that appears after the group formed (Apache Kafka creates
-		// an auto-created topic a moment after the metadata request that
-		// asked for it) is assigned at the next rebalance, not never.
-		WatchPartitionChanges: true,
 		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
 			c.log.Debug("inbox: kafka reader: " + fmt.Sprintf(format, args...))
 		}),

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -8,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
@@ -132,4 +137,48 @@ func ProduceErrors(preq *kmsg.ProduceRequest, code func(topic string) int16) *km
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// CreateTopics creates topics with DefaultPartitions partitions on k's
+// broker, as auto-creation would, and waits until every partition has a
+// leader; topics that exist already are left alone. A test whose consumer
+// group joins before anything is produced calls it on a real broker: see
+// docs/kafka.md (a topic auto-created by a metadata request).
+func (k *Kafka) CreateTopics(t testing.TB, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := adm.CreateTopics(ctx, DefaultPartitions, -1, nil, topics...)
+	if err != nil {
+		t.Fatalf("create topics %v: %v", topics, err)
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			t.Fatalf("create topic %s: %v", r.Topic, r.Err)
+		}
+	}
+	WaitFor(t, time.Minute, fmt.Sprintf("leaders for %v", topics), func() (bool, error) {
+		md, err := adm.ListTopics(ctx, topics...)
+		if err != nil {
+			return false, nil
+		}
+		for _, name := range topics {
+			td, ok := md[name]
+			if !ok || td.Err != nil || len(td.Partitions) == 0 {
+				return false, nil
+			}
+			for _, p := range td.Partitions {
+				if p.Err != nil || p.Leader < 0 {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
 }

@@ -46,12 +46,6 @@ func setupAny(t *testing.T, modify func(*relay.Config), ddl ...string) *bundle {
 	return setupOn(t, testenv.NewDB(t), testenv.NewBroker(t), modify, ddl...)
 }
 
-// setupDB is setup on the database db.
-func setupDB(t *testing.T, db *testenv.DB, modify func(*relay.Config), ddl ...string) *bundle {
-	t.Helper()
-	return setupOn(t, db, testenv.NewKafka(t), modify, ddl...)
-}
-
 // setupOn is setup on the database db and the broker k.
 func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.Config), ddl ...string) *bundle {
 	t.Helper()

@@ -21,7 +21,7 @@ import (
 func TestVerifyExitCodes(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	k := testenv.NewKafka(t)
+	k := testenv.NewBroker(t)
 	wantCode(t, f.cli(t, "setup"), 0)
 	ctx := context.Background()
 	ids := []string{"01900000-0000-7000-8000-000000000001", "01900000-0000-7000-8000-000000000002", "01900000-0000-7000-8000-000000000003"}
@@ -39,7 +39,7 @@ func TestVerifyExitCodes(t *testing.T) {
 		}
 		defer cl.Close()
 		for _, id := range ids {
-			r := &kgo.Record{Topic: "outbox.order", Key: []byte("a1"), Value: []byte("{}"), Headers: []kgo.RecordHeader{
+			r := &kgo.Record{Topic: k.Topic("outbox.order"), Key: []byte("a1"), Value: []byte("{}"), Headers: []kgo.RecordHeader{
 				{Key: "message-id", Value: []byte(id)}, {Key: "business-key", Value: []byte("bk" + id)}}}
 			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 				t.Fatal(err)
@@ -47,12 +47,12 @@ func TestVerifyExitCodes(t *testing.T) {
 		}
 	}
 	publish(ids[0], ids[1])
-	args := []string{"--brokers", k.Brokers[0], "--since", "1h"}
+	args := []string{"--brokers", k.Brokers[0], "--since", "1h", "--topic-template", k.Topic("outbox.{aggregate_type}")}
 
 	r := f.cli(t, "verify", args...)
 	wantCode(t, r, 1)
 	wantOneErrorLine(t, r.stderr, "1 rows missing")
-	for _, want := range []string{"rows:          3", "found:         2", "missing:       1", ids[2] + "  topic outbox.order", "verdict:       1 rows missing"} {
+	for _, want := range []string{"rows:          3", "found:         2", "missing:       1", ids[2] + "  topic " + k.Topic("outbox.order"), "verdict:       1 rows missing"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("verify output lacks %q:\n%s", want, r.stdout)
 		}

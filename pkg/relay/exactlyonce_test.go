@@ -27,13 +27,13 @@ import (
 // (kcat's default) across a restart of the relay.
 func TestExactlyOnceAcrossRestart(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *relay.Config) { c.ExactlyOnce = true })
+	b := setupAny(t, func(c *relay.Config) { c.ExactlyOnce = true })
 	run := b.start(t)
 	var ids []string
 	for i := range 20 {
 		ids = append(ids, b.insert(t, msg(fmt.Sprintf("agg-%d", i%3), i))...)
 	}
-	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
 	if err := run.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -43,7 +43,7 @@ func TestExactlyOnceAcrossRestart(t *testing.T) {
 		more = append(more, msg(fmt.Sprintf("agg-%d", i%3), 100+i))
 	}
 	ids = append(ids, b.insert(t, more...)...)
-	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
 	if len(recs) != len(ids) {
 		t.Fatalf("%d records for %d rows", len(recs), len(ids))
 	}
@@ -55,7 +55,7 @@ func TestExactlyOnceAcrossRestart(t *testing.T) {
 // last session's silence on the clock, every dial was refused, for ever.
 func TestExactlyOnceOutlivesOutage(t *testing.T) {
 	t.Parallel()
-	b, srv := ownServer(t, func(c *relay.Config) {
+	b, srv := ownServerOn(t, testenv.NewBroker(t), func(c *relay.Config) {
 		c.ExactlyOnce = true
 		c.MaxRetryBackoff = 200 * time.Millisecond
 		// A liveness bound of 1 s (wal_sender_timeout / 2).
@@ -63,14 +63,14 @@ func TestExactlyOnceOutlivesOutage(t *testing.T) {
 	})
 	b.start(t)
 	ids := b.insert(t, msg("agg-0", 0))
-	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
 	srv.Kill()
 	time.Sleep(3 * time.Second) // the outage: three liveness bounds
 	if err := srv.Restart(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	ids = append(ids, b.insertRetry(t, msg("agg-0", 1))...)
-	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
 	if len(recs) != len(ids) {
 		t.Fatalf("%d records for %d rows", len(recs), len(ids))
 	}

@@ -248,13 +248,19 @@ func TestRecoverRefusesPrunedRange(t *testing.T) {
 // and restarts) and returns a bundle on its postgres database.
 func ownServer(t *testing.T, modify func(*relay.Config)) (*bundle, *testenv.Server) {
 	t.Helper()
+	return ownServerOn(t, testenv.NewKafka(t), modify)
+}
+
+// ownServerOn is ownServer on the broker k.
+func ownServerOn(t *testing.T, k *testenv.Kafka, modify func(*relay.Config)) (*bundle, *testenv.Server) {
+	t.Helper()
 	srv := testenv.NewServer(t)
 	pool, err := pgxpool.New(context.Background(), srv.AdminURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return setupDB(t, &testenv.DB{Name: "postgres", URL: srv.AdminURL, Pool: pool, Server: srv}, modify), srv
+	return setupOn(t, &testenv.DB{Name: "postgres", URL: srv.AdminURL, Pool: pool, Server: srv}, k, modify), srv
 }
 
 // insertRetry is insert that retries while the server restarts.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/push"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
@@ -81,7 +80,7 @@ func verifyFlags() []cli.Flag {
 	dur := func(name string, def time.Duration, usage string) cli.Flag {
 		return &cli.GenericFlag{Name: name, Category: catVerify, EnvVars: envVar(name), Value: cliutil.NewDuration(def), Usage: usage}
 	}
-	return append(flags,
+	flags = append(flags,
 		str(flagSince, "verify the rows created in the last DURATION (1h), or since an RFC 3339 time; default 1h unless --from is given"),
 		str(flagFrom, "window start, RFC 3339 time or a duration meaning that long ago (instead of --since)"),
 		str(flagTo, "window end, RFC 3339 time or a duration meaning that long ago (default: now)"),
@@ -96,12 +95,13 @@ func verifyFlags() []cli.Flag {
 			Usage: "most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"},
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
-		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL after each run"),
+		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL (https://HOST:PORT) after each run, grouped by job and table; a failed push fails the run"),
 		&cli.StringFlag{Name: flagPushJob, Category: catVerify, EnvVars: envVar(flagPushJob), Value: defaultPushJob, Usage: "job label of the pushed gauges"},
 		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit); --since must be at least --every plus --grace, or some rows are never checked"),
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catVerify, EnvVars: envVar(flagMetricsAddr),
 			Usage: "with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"},
 	)
+	return append(flags, pushFlags()...)
 }
 
 // verifyRun is a parsed verify command line.
@@ -111,6 +111,8 @@ type verifyRun struct {
 	since      time.Duration // the sliding window's length; 0 for a fixed window
 	every      time.Duration
 	allowEmpty bool
+	metrics    *verify.Metrics
+	push       *pusher // nil without --pushgateway
 }
 
 func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
@@ -132,7 +134,11 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 		return nil, err
 	}
 
-	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery), allowEmpty: c.Bool(flagAllowEmpty)}
+	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery), allowEmpty: c.Bool(flagAllowEmpty), metrics: verify.NewMetrics(cfg.Table)}
+	v.metrics.AllowEmpty = v.allowEmpty
+	if v.push, err = newPusher(c, sc, v.metrics, cfg.Table); err != nil {
+		return nil, err
+	}
 	if err := v.window(c, time.Now()); err != nil {
 		return nil, err
 	}
@@ -210,8 +216,7 @@ func verifyAction(c *cli.Context, sc *scrubber) error {
 	if err != nil {
 		return err
 	}
-	m := verify.NewMetrics(v.cfg.Table)
-	m.AllowEmpty = v.allowEmpty
+	m := v.metrics
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	if v.every == 0 {
@@ -256,11 +261,11 @@ func (v *verifyRun) once(c *cli.Context, m *verify.Metrics, reg *prometheus.Regi
 		return usagef("%v", err)
 	}
 	m.Set((*verify.Report)(rep), err)
-	if merr := v.export(c, reg); merr != nil {
-		v.cfg.Logger.Warn("could not export the verify metrics", "error", merr)
-	}
+	// The result must arrive: a failed export fails the run, even a
+	// clean one (the alerts on the gauges would never fire).
+	merr := v.export(c, reg)
 	if err != nil {
-		return fail(err)
+		return fail(errors.Join(err, merr))
 	}
 	w := c.App.Writer
 	if c.Bool(flagJSON) {
@@ -271,6 +276,9 @@ func (v *verifyRun) once(c *cli.Context, m *verify.Metrics, reg *prometheus.Regi
 		}
 	} else {
 		printVerify(w, v.cfg.Table, rep)
+	}
+	if merr != nil {
+		return fail(merr)
 	}
 	if !rep.OK() {
 		return fail(fmt.Errorf("verify: %s", verdict(rep)))
@@ -291,9 +299,9 @@ func (v *verifyRun) export(c *cli.Context, reg *prometheus.Registry) error {
 			errs = append(errs, fmt.Errorf("--%s: %w", flagMetricsFile, err))
 		}
 	}
-	if url := c.String(flagPushgateway); url != "" {
-		if err := push.New(url, c.String(flagPushJob)).Gatherer(reg).Grouping("table", v.cfg.Table).PushContext(c.Context); err != nil {
-			errs = append(errs, fmt.Errorf("--%s: %w", flagPushgateway, err))
+	if v.push != nil {
+		if err := v.push.push(c.Context); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

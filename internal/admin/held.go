@@ -59,7 +59,7 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, opts Bac
 	h := &heldIDs{ids: make(map[string]struct{})}
 	kopts := producer.ClientOpts(producer.Config{Brokers: c.Brokers, TLS: c.TLS, SASL: (*producer.SASL)(c.SASL)})
 	full := false
-	_, _, err = verify.ScanTopics(ctx, kopts, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), c.Logger, func(r *kgo.Record) error {
+	_, err = verify.ScanTopics(ctx, kopts, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), c.Logger, func(r *kgo.Record) error {
 		if len(h.ids) >= maxHeldIDs {
 			full = true
 			return nil

@@ -65,9 +65,12 @@ func verifyCommand(sc *scrubber) *cli.Command {
 // verify needs (picked from runFlags, so they stay one definition), and
 // verify's own.
 func verifyFlags() []cli.Flag {
-	want := []string{flagBrokers, flagTopicTemplate, flagDLQTopic,
-		kafkaflags.FlagTLS, kafkaflags.FlagTLSCAFile, kafkaflags.FlagTLSCertFile, kafkaflags.FlagTLSKeyFile, kafkaflags.FlagTLSInsecure,
-		kafkaflags.FlagSASLMechanism, kafkaflags.FlagSASLUsername, kafkaflags.FlagSASLPassword, kafkaflags.FlagSASLInsecure}
+	// Routing as the relay routes (a row it dead-letters is looked for in
+	// the dead-letter topic), and every flag that reaches Kafka.
+	want := []string{flagBrokers, flagTopicTemplate, flagDLQTopic, flagAllowedTopics, flagProgressTopic}
+	for _, f := range kafkaflags.Flags(func(string) string { return "" }, "") {
+		want = append(want, f.Names()[0])
+	}
 	flags := databaseFlags()
 	for _, f := range runFlags() {
 		if slices.Contains(want, f.Names()[0]) {
@@ -130,6 +133,8 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 		return nil, err
 	}
 	cfg.DeadLetterTopic = c.String(flagDLQTopic)
+	cfg.ProgressTopic = c.String(flagProgressTopic)
+	cfg.AllowedTopics = allowedTopics(c)
 	if err := kafkaSecurity(c, sc, cfg); err != nil {
 		return nil, err
 	}
@@ -349,6 +354,13 @@ func printVerify(w io.Writer, table string, r *relay.VerifyReport) {
 	}
 	if len(r.MissingTopics) > 0 {
 		fmt.Fprintf(w, "missing topics: %s\n", strings.Join(r.MissingTopics, ", "))
+	}
+	if len(r.UnreadableTopics) > 0 {
+		fmt.Fprintf(w, "unreadable topics (their rows are not verified; --allowed-topics routes rows as the relay does):\n")
+		for _, u := range r.UnreadableTopics {
+			fmt.Fprintf(w, "  %s: %s\n", u.Topic, u.Error)
+		}
+		fmt.Fprintf(w, "unverified:    %d rows routed to them\n", r.UnreadableRows)
 	}
 	if len(r.MissingRows) > 0 {
 		fmt.Fprintf(w, "missing rows (first %d by created_at):\n", len(r.MissingRows))

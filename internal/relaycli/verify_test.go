@@ -142,6 +142,50 @@ func TestVerifyEdges(t *testing.T) {
 	wantOneErrorLine(t, r.stderr, "leaves rows unchecked", "--since 1h1m0s or more")
 }
 
+// relay verify routes rows as the relay does: with the relay's
+// --allowed-topics, a row naming a topic outside them is routed to the
+// dead-letter topic (where the relay put it) and counted as dead-lettered,
+// and its own topic is never read (a topic the auditor may not read, or
+// that does not exist, cannot fail the run); without, verify reads that
+// topic too.
+func TestVerifyAllowedTopics(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	k := testenv.NewKafka(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	ctx := context.Background()
+	const id = "01900000-0000-7000-8000-0000000000bb"
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, topic, created_at)
+		VALUES ($1, 'order', 'a1', 'e', 'bk', '{}', 'secret.payroll', now() - interval '10 minutes')`, id); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	dead := &kgo.Record{Topic: "outbox.dlq", Key: []byte("a1"), Headers: []kgo.RecordHeader{
+		{Key: "message-id", Value: []byte(id)}, {Key: "dlq-reason", Value: []byte("bad-topic")}}}
+	if err := cl.ProduceSync(ctx, dead).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--brokers", k.Brokers[0], "--since", "1h"}
+	r := f.cli(t, "verify", append(args, "--allowed-topics", "outbox.", "--json")...)
+	wantCode(t, r, 0)
+	var rep struct {
+		DeadLettered int `json:"dead_lettered"`
+		Topics       []struct{ Topic string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.DeadLettered != 1 || len(rep.Topics) != 1 || rep.Topics[0].Topic != "outbox.dlq" {
+		t.Fatalf("with --allowed-topics (%v):\n%s", err, r.stdout)
+	}
+	r = f.cli(t, "verify", args...)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "dead-lettered: 1") || !strings.Contains(r.stdout, "missing topics: secret.payroll") {
+		t.Fatalf("without --allowed-topics:\n%s", r.stdout)
+	}
+}
+
 // relay verify --every keeps verifying the sliding window, serving the
 // gauges of the last run on --metrics-addr, and exits 0 when its context
 // ends (SIGTERM).

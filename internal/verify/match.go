@@ -73,6 +73,8 @@ func (v *verifier) match() error {
 			v.rep.DeadLettered++
 		case n > 0:
 			v.rep.Found++ // in another topic: check reported the mismatch
+		case v.unreadable[row.topic]:
+			v.rep.UnreadableRows++
 		case row.createdAt >= v.rep.Started.Add(-v.c.Grace).UnixMicro():
 			v.rep.Pending++
 		default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -28,28 +29,47 @@ func (v *verifier) readRecords(ctx context.Context) error {
 		v.dlq = int64(v.topics.intern(c.DeadLetterTopic))
 	}
 	names := slices.Clone(v.topics.names)
-	ranges, missing, err := ScanTopics(ctx, c.Kafka, names, c.From.Add(-c.Margin), c.Logger, v.addRecord)
+	scan, err := ScanTopics(ctx, c.Kafka, names, c.From.Add(-c.Margin), c.Logger, v.addRecord)
 	if err != nil {
 		return err
 	}
-	v.rep.Topics = ranges
-	for _, name := range missing {
+	v.rep.Topics = scan.Ranges
+	for _, name := range scan.Missing {
 		if int64(v.topics.index[name]) != v.dlq {
 			v.rep.MissingTopics = append(v.rep.MissingTopics, name)
 		}
 	}
+	v.rep.UnreadableTopics = scan.Unreadable
+	v.unreadable = make(map[uint32]bool, len(scan.Unreadable))
+	for _, u := range scan.Unreadable {
+		v.unreadable[v.topics.index[u.Topic]] = true
+		c.Logger.Warn("verify: cannot read a routed topic; its rows are not verified", "topic", u.Topic, "error", u.Error)
+	}
 	return nil
+}
+
+// Scan is what ScanTopics read.
+type Scan struct {
+	// Ranges are the topics read and the offsets read of each partition.
+	Ranges []TopicRange
+	// Missing are the topics that do not exist.
+	Missing []string
+	// Unreadable are the topics the brokers do not let the client read
+	// (or describe), with the error.
+	Unreadable []UnreadableTopic
 }
 
 // ScanTopics reads topics, read_committed, from the first offset of each
 // partition whose timestamp is at or after since up to the last stable
 // offset listed when the read begins, calling each for every record
-// (control records not); an error of each ends the scan. It returns the
-// ranges it read and the topics that do not exist. kafka are the client
+// (control records not); an error of each ends the scan. A topic that does
+// not exist, or that the brokers do not let it describe or read, is named
+// in the result and skipped; the others are read. kafka are the client
 // options that reach the brokers.
-func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since time.Time, log *slog.Logger, each func(*kgo.Record) error) (ranges []TopicRange, missing []string, err error) {
+func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since time.Time, log *slog.Logger, each func(*kgo.Record) error) (Scan, error) {
+	var scan Scan
 	if len(topics) == 0 {
-		return nil, nil, nil
+		return scan, nil
 	}
 	opts := append(slices.Clone(kafka),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -65,35 +85,52 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("verify: kafka client: %w", err)
+		return scan, fmt.Errorf("verify: kafka client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topics...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("verify: list offsets by time: %w", err)
+	unreadable := func(topic string, err error) {
+		scan.Unreadable = append(scan.Unreadable, UnreadableTopic{Topic: topic, Error: err.Error()})
 	}
-	ends, err := adm.ListCommittedOffsets(ctx, topics...)
+	tds, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("verify: list end offsets: %w", err)
+		return scan, fmt.Errorf("verify: look up topics: %w", err)
+	}
+	var readable []string
+	for _, name := range topics {
+		switch td, ok := tds[name]; {
+		case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+			scan.Missing = append(scan.Missing, name)
+		case td.Err != nil:
+			unreadable(name, td.Err)
+		default:
+			readable = append(readable, name)
+		}
+	}
+	starts, ends, err := listRanges(ctx, adm, since, readable, unreadable)
+	if err != nil {
+		return scan, err
 	}
 	consume := map[string]map[int32]kgo.Offset{}
 	// left holds the end offset of every partition still to read.
 	left := map[string]map[int32]int64{}
-	for _, name := range topics {
+	for _, name := range readable {
+		ps, ok := ends[name]
+		if !ok {
+			continue // unreadable
+		}
 		tr := TopicRange{Topic: name}
-		ps := ends[name]
 		if unknown, ok := ps[-1]; len(ps) == 0 || ok && errors.Is(unknown.Err, kerr.UnknownTopicOrPartition) {
-			missing = append(missing, name)
+			scan.Missing = append(scan.Missing, name)
 			continue
 		}
 		for p, end := range ps {
 			if end.Err != nil {
-				return nil, nil, fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
+				return scan, fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
 			}
 			start, ok := starts.Lookup(name, p)
 			if !ok || start.Err != nil {
-				return nil, nil, fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
+				return scan, fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
 			}
 			r := PartitionRange{Partition: p, Start: start.Offset, End: end.Offset}
 			if r.Start > r.End {
@@ -109,30 +146,37 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 			}
 		}
 		slices.SortFunc(tr.Partitions, func(a, b PartitionRange) int { return int(a.Partition - b.Partition) })
-		ranges = append(ranges, tr)
+		scan.Ranges = append(scan.Ranges, tr)
 	}
 	if len(consume) == 0 {
-		return ranges, missing, nil
+		return scan, nil
 	}
 	cl.AddConsumePartitions(consume)
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+			return scan, err
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
 			var loss *kgo.ErrDataLoss
-			if errors.As(err, &loss) {
+			switch {
+			case errors.As(err, &loss):
 				log.Warn("verify: records were deleted while being read", "topic", t, "partition", p, "error", err)
-				return
-			}
-			if ferr == nil {
+			case errors.Is(err, kerr.TopicAuthorizationFailed):
+				// Described but not readable: skip the topic.
+				if _, ok := left[t]; ok {
+					unreadable(t, err)
+					for p := range left[t] {
+						done(cl, left, t, p)
+					}
+				}
+			case ferr == nil:
 				ferr = fmt.Errorf("verify: read %s[%d]: %w", t, p, err)
 			}
 		})
 		if ferr != nil {
-			return nil, nil, ferr
+			return scan, ferr
 		}
 		var eachErr error
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -158,10 +202,46 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 			}
 		})
 		if eachErr != nil {
-			return nil, nil, eachErr
+			return scan, eachErr
 		}
 	}
-	return ranges, missing, nil
+	return scan, nil
+}
+
+// listRanges lists the start (by timestamp since) and end offsets of the
+// partitions of topics. A topic whose offsets the brokers refuse to list
+// (kadm returns an authorization error for the whole request) is found by
+// listing each topic alone, passed to unreadable and left out.
+func listRanges(ctx context.Context, adm *kadm.Client, since time.Time, topics []string, unreadable func(string, error)) (kadm.ListedOffsets, kadm.ListedOffsets, error) {
+	starts, ends := kadm.ListedOffsets{}, kadm.ListedOffsets{}
+	list := func(topics ...string) error {
+		s, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topics...)
+		if err != nil {
+			return fmt.Errorf("verify: list offsets by time: %w", err)
+		}
+		e, err := adm.ListCommittedOffsets(ctx, topics...)
+		if err != nil {
+			return fmt.Errorf("verify: list end offsets: %w", err)
+		}
+		maps.Copy(starts, s)
+		maps.Copy(ends, e)
+		return nil
+	}
+	if len(topics) == 0 {
+		return starts, ends, nil
+	}
+	err := list(topics...)
+	if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return starts, ends, err
+	}
+	for _, topic := range topics {
+		if err := list(topic); errors.Is(err, kerr.TopicAuthorizationFailed) {
+			unreadable(topic, err)
+		} else if err != nil {
+			return nil, nil, err
+		}
+	}
+	return starts, ends, nil
 }
 
 // done marks a partition read to its end offset.

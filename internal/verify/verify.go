@@ -140,9 +140,11 @@ type Report struct {
 	Unmatched        int64 `json:"unmatched"`
 	Unverifiable     int64 `json:"unverifiable"`
 
-	Topics        []TopicRange `json:"topics"`
-	MissingTopics []string     `json:"missing_topics,omitempty"`
-	SpillFiles    int          `json:"spill_files"`
+	Topics           []TopicRange      `json:"topics"`
+	MissingTopics    []string          `json:"missing_topics,omitempty"`
+	UnreadableTopics []UnreadableTopic `json:"unreadable_topics,omitempty"`
+	UnreadableRows   int64             `json:"unreadable_rows"`
+	SpillFiles       int               `json:"spill_files"`
 
 	MissingRows     []MissingRow `json:"missing_rows"`
 	DuplicateRows   []Duplicate  `json:"duplicate_rows"`
@@ -157,6 +159,12 @@ type Report struct {
 // mismatched record, no order break. Duplicates and pending rows do not
 // count against it.
 func (r *Report) OK() bool { return r.Missing == 0 && r.Mismatched == 0 && r.OrderBreaks == 0 }
+
+// UnreadableTopic is a routed topic verify may not read, and why.
+type UnreadableTopic = struct {
+	Topic string `json:"topic"`
+	Error string `json:"error"`
+}
 
 // TopicRange is a topic read and its partitions.
 type TopicRange = struct {
@@ -265,6 +273,8 @@ type verifier struct {
 	deliveries *sorter[deliveryEntry]
 	// dlq is the dead-letter topic's index; -1 when not read.
 	dlq int64
+	// unreadable holds the indexes of the topics verify may not read.
+	unreadable map[uint32]bool
 }
 
 // topics interns topic names.

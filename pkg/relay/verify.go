@@ -91,6 +91,12 @@ type VerifyReport struct {
 	// partition; MissingTopics the routed topics that do not exist.
 	Topics        []VerifyTopicRange `json:"topics"`
 	MissingTopics []string           `json:"missing_topics,omitempty"`
+	// UnreadableTopics are the routed topics verify may not read (an
+	// authorization error, say); UnreadableRows the rows routed to them
+	// that no readable topic holds: neither found nor missing, they are
+	// not verified. Every other topic is.
+	UnreadableTopics []VerifyUnreadableTopic `json:"unreadable_topics,omitempty"`
+	UnreadableRows   int64                   `json:"unreadable_rows"`
 	// SpillFiles is the number of sorted runs written to disk (0: the
 	// window fit in memory).
 	SpillFiles int `json:"spill_files"`
@@ -109,6 +115,12 @@ type VerifyReport struct {
 // mismatched record, no order break. Duplicates and pending rows do not
 // count against it.
 func (r *VerifyReport) OK() bool { return (*verify.Report)(r).OK() }
+
+// VerifyUnreadableTopic is a routed topic verify may not read, and why.
+type VerifyUnreadableTopic = struct {
+	Topic string `json:"topic"`
+	Error string `json:"error"`
+}
 
 // VerifyTopicRange is a topic read and its partitions.
 type VerifyTopicRange = struct {

@@ -108,7 +108,7 @@ func (b *bundle) forgeProgress(t *testing.T, value string, headers ...kgo.Record
 	t.Helper()
 	key, _, _, _ := b.progressOf(t)
 	ctx, cl := b.kafkaClient(t)
-	r := &kgo.Record{Topic: b.cfg.ProgressTopic, Key: []byte(key), Value: []byte(value), Headers: headers}
+	r := &kgo.Record{Topic: b.topic(relay.DefaultProgressTopic), Key: []byte(key), Value: []byte(value), Headers: headers}
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestExactlyOnceProgressCannotBeForged(t *testing.T) {
 	forged := fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"end_lsn":"FFFFFFFF/FFFFFF00"}`, b.cfg.Slot, systemID)
 	var rowID string
 	err := b.db.Pool.QueryRow(context.Background(), `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload, topic)
-		VALUES ('order', $1, 'progress', 'bk-forged', $2, $3) RETURNING id::text`, key, forged, b.cfg.ProgressTopic).Scan(&rowID)
+		VALUES ('order', $1, 'progress', 'bk-forged', $2, $3) RETURNING id::text`, key, forged, b.topic(relay.DefaultProgressTopic)).Scan(&rowID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestExactlyOnceRefusesPartitionedProgressTopic(t *testing.T) {
 	t.Parallel()
 	b := setupAny(t, func(c *relay.Config) { c.ExactlyOnce = true })
 	ctx, cl := b.kafkaClient(t)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, b.cfg.ProgressTopic); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, b.topic(relay.DefaultProgressTopic)); err != nil {
 		t.Fatal(err)
 	}
 	r := b.newRelay(t)

@@ -411,7 +411,7 @@ func TestRecoverPublishesOnlyWhatKafkaLacks(t *testing.T) {
 	before := b.insert(t, msg("b", 0), msg("b", 1), msg("b", 2), msg("b", 3), msg("b", 4))
 	var badID string
 	if err := b.db.Pool.QueryRow(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload, topic)
-		VALUES ('order', 'b', 'e', 'bk-bad', '{}', $1) RETURNING id::text`, b.cfg.DeadLetterTopic).Scan(&badID); err != nil {
+		VALUES ('order', 'b', 'e', 'bk-bad', '{}', $1) RETURNING id::text`, b.topic(relay.DefaultDeadLetterTopic)).Scan(&badID); err != nil {
 		t.Fatal(err)
 	}
 	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), before, 60*time.Second)

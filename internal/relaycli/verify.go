@@ -31,6 +31,7 @@ const (
 	flagPushJob      = "pushgateway-job"
 	flagEvery        = "every"
 	flagAllowEmpty   = "allow-empty"
+	flagFullKeys     = "full-keys"
 	catVerify        = "Window and output"
 	defaultPushJob   = "pgoutbox_verify"
 	defaultVerifyFor = "1h"
@@ -92,6 +93,8 @@ func verifyFlags() []cli.Flag {
 			Usage: "how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"},
 		dur(flagMargin, verify.DefaultMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
 		dur(flagGrace, verify.DefaultGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
+		&cli.BoolFlag{Name: flagFullKeys, Category: catVerify, EnvVars: envVar(flagFullKeys),
+			Usage: "list keys, business keys and aggregate IDs whole (default: a prefix, the length and a hash: they are often personal data)"},
 		&cli.BoolFlag{Name: flagAllowEmpty, Category: catVerify, EnvVars: envVar(flagAllowEmpty),
 			Usage: "a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"},
 		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: verify.DefaultMaxInMemory,
@@ -147,7 +150,7 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 	if err := v.window(c, time.Now()); err != nil {
 		return nil, err
 	}
-	v.opts.List = c.Int(flagList)
+	v.opts.List, v.opts.FullKeys = c.Int(flagList), c.Bool(flagFullKeys)
 	if v.opts.List == 0 {
 		v.opts.List = -1
 	}

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"time"
 )
 
@@ -115,14 +116,24 @@ func (v *verifier) check(row *rowEntry, rec *recordEntry) {
 		mismatch("topic", v.topics.names[row.topic], v.topics.names[rec.topic])
 	}
 	if rec.key != row.aggregateID {
-		mismatch("key", row.aggregateID, rec.key)
+		mismatch("key", v.key(row.aggregateID), v.key(rec.key))
 	}
 	if !rec.hasBK || rec.businessKey != row.businessKey {
-		mismatch("business-key", row.businessKey, rec.businessKey)
+		mismatch("business-key", v.key(row.businessKey), v.key(rec.businessKey))
 	}
 	if bad {
 		v.rep.Mismatched++
 	}
+}
+
+// key is k as the report lists it: shortened (redact.Key, as the inbox's
+// logs do) unless Config.FullKeys. Keys and aggregate IDs are often
+// personal data.
+func (v *verifier) key(k string) string {
+	if v.c.FullKeys {
+		return k
+	}
+	return redact.Key(k)
 }
 
 // unmatched counts a record of no row of the window.
@@ -188,7 +199,7 @@ func (v *verifier) checkOrder() error {
 		v.rep.OrderBreaks++
 		if len(v.rep.OrderBreakList) < v.c.List {
 			v.rep.OrderBreakList = append(v.rep.OrderBreakList, OrderBreak{
-				AggregateID: d.aggregateID, ID: d.id.String(),
+				AggregateID: v.key(d.aggregateID), ID: d.id.String(),
 				At:         Offset{Topic: v.topics.names[d.topic], Partition: d.partition, Offset: d.offset},
 				CommitTime: time.UnixMilli(d.timestamp).UTC(),
 				AfterID:    top.id.String(), AfterOffset: top.offset, AfterCommit: time.UnixMilli(top.timestamp).UTC(),

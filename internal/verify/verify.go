@@ -58,6 +58,10 @@ type Config struct {
 	// found in Kafka is pending, not missing (the relay may not have
 	// published it yet). Defaults to DefaultGrace; negative means none.
 	Grace time.Duration
+	// FullKeys lists keys, business keys and aggregate IDs whole in the
+	// report; by default they are shortened (redact.Key: a prefix, the
+	// length and a hash), as they are often personal data.
+	FullKeys bool
 	// List is how many missing rows, duplicates, mismatches and order
 	// breaks the report names (each). Defaults to DefaultList; negative
 	// means none.

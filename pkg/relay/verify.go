@@ -28,6 +28,11 @@ type VerifyOptions struct {
 	// yet in Kafka is pending, not missing. Defaults to 1m; negative
 	// means none.
 	Grace time.Duration
+	// FullKeys lists keys, business keys and aggregate IDs whole in the
+	// report; by default they are shortened to a prefix, the length and a
+	// hash (equal keys give equal results), as they are often personal
+	// data.
+	FullKeys bool
 	// List is how many missing rows, duplicates, mismatches and order
 	// breaks the report names (each). Defaults to 20; negative for none.
 	List int
@@ -239,6 +244,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		Margin:          opts.Margin,
 		Grace:           opts.Grace,
 		List:            opts.List,
+		FullKeys:        opts.FullKeys,
 		MaxInMemory:     opts.MaxInMemory,
 		SpillDir:        opts.SpillDir,
 		Logger:          c.Logger,

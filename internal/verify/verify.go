@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,7 +71,9 @@ type Config struct {
 	// by each of the three sorts; above it they spill to files in
 	// SpillDir. Defaults to DefaultMaxInMemory.
 	MaxInMemory int
-	// SpillDir holds the spill files. Defaults to os.TempDir().
+	// SpillDir holds the spill files, in a private directory of the run
+	// that is removed when it ends (and, should the run be killed, by the
+	// next run). Defaults to os.TempDir().
 	SpillDir string
 	// Logger receives progress. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -242,9 +245,14 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		p := *c.PrunedBefore
 		v.rep.PrunedBefore = &p
 	}
-	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, c.SpillDir)
-	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, c.SpillDir)
-	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, c.SpillDir)
+	spill, err := makeSpillDir(c.SpillDir, c.Logger)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(spill)
+	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, spill)
+	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, spill)
+	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, spill)
 	defer v.rows.close()
 	defer v.records.close()
 	defer v.deliveries.close()

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"encoding/binary"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"time"
 )
@@ -126,14 +127,17 @@ func (v *verifier) check(row *rowEntry, rec *recordEntry) {
 	}
 }
 
-// key is k as the report lists it: shortened (redact.Key, as the inbox's
-// logs do) unless Config.FullKeys. Keys and aggregate IDs are often
-// personal data.
+// key is k, a kept key, as the report lists it (see keep).
 func (v *verifier) key(k string) string {
 	if v.c.FullKeys {
 		return k
 	}
-	return redact.Key(k)
+	d := []byte(k)
+	n, w := binary.Uvarint(d)
+	prefix := string(d[w : w+int(n)])
+	d = d[w+int(n):]
+	length, w := binary.Uvarint(d)
+	return redact.FormatKey(prefix, int(length), d[w:])
 }
 
 // unmatched counts a record of no row of the window.

@@ -260,7 +260,7 @@ func done(cl *kgo.Client, left map[string]map[int32]int64, topic string, p int32
 func (v *verifier) addRecord(r *kgo.Record) error {
 	v.rep.RecordsRead++
 	e := recordEntry{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset,
-		timestamp: r.Timestamp.UnixMilli(), key: string(r.Key)}
+		timestamp: r.Timestamp.UnixMilli(), key: v.keep(r.Key)}
 	var idOK bool
 	for _, h := range r.Headers {
 		switch h.Key {
@@ -268,7 +268,7 @@ func (v *verifier) addRecord(r *kgo.Record) error {
 			id, err := uuid.ParseBytes(h.Value)
 			e.id, idOK = id, err == nil
 		case contract.HeaderBusinessKey:
-			e.businessKey, e.hasBK = string(h.Value), true
+			e.businessKey, e.hasBK = v.keep(h.Value), true
 		}
 	}
 	if !idOK {

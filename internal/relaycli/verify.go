@@ -26,6 +26,7 @@ const (
 	flagGrace        = "grace"
 	flagMaxInMemory  = "max-in-memory"
 	flagSpillDir     = "spill-dir"
+	flagMaxSpill     = "max-spill-bytes"
 	flagMetricsFile  = "metrics-file"
 	flagPushgateway  = "pushgateway"
 	flagPushJob      = "pushgateway-job"
@@ -100,6 +101,8 @@ func verifyFlags() []cli.Flag {
 		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: verify.DefaultMaxInMemory,
 			Usage: "most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"},
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
+		&cli.GenericFlag{Name: flagMaxSpill, Category: catVerify, EnvVars: envVar(flagMaxSpill), Value: cliutil.NewSize(verify.DefaultMaxSpillBytes),
+			Usage: "most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"},
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
 		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL (https://HOST:PORT) after each run, grouped by job and table; a failed push fails the run"),
 		&cli.StringFlag{Name: flagPushJob, Category: catVerify, EnvVars: envVar(flagPushJob), Value: defaultPushJob, Usage: "job label of the pushed gauges"},
@@ -156,6 +159,9 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 	}
 	v.opts.Margin, v.opts.Grace = c.Duration(flagMargin), c.Duration(flagGrace)
 	v.opts.MaxInMemory, v.opts.SpillDir = c.Int(flagMaxInMemory), c.String(flagSpillDir)
+	if v.opts.MaxSpillBytes = cliutil.SizeFlagValue(c, flagMaxSpill); v.opts.MaxSpillBytes < 1 {
+		return nil, usagef("--%s must be at least 1 byte", flagMaxSpill)
+	}
 	switch {
 	case c.Int(flagList) < 0:
 		return nil, usagef("--%s must not be negative", flagList)

@@ -17,10 +17,12 @@ import (
 
 // Defaults of the Config fields.
 const (
-	DefaultMargin      = time.Minute
-	DefaultGrace       = time.Minute
-	DefaultList        = 20
-	DefaultMaxInMemory = 200_000
+	DefaultMargin = time.Minute
+	// DefaultMaxSpillBytes is the default Config.MaxSpillBytes.
+	DefaultMaxSpillBytes = 10 << 30
+	DefaultGrace         = time.Minute
+	DefaultList          = 20
+	DefaultMaxInMemory   = 200_000
 )
 
 // ErrUsage marks a Config or window that cannot be verified as given.
@@ -71,6 +73,10 @@ type Config struct {
 	// by each of the three sorts; above it they spill to files in
 	// SpillDir. Defaults to DefaultMaxInMemory.
 	MaxInMemory int
+	// MaxSpillBytes caps what a run writes to its spill files (runs merged
+	// into one count again): past it the run fails with ErrSpillFull.
+	// Defaults to DefaultMaxSpillBytes; negative means no cap.
+	MaxSpillBytes int64
 	// SpillDir holds the spill files, in a private directory of the run
 	// that is removed when it ends (and, should the run be killed, by the
 	// next run). Defaults to os.TempDir().
@@ -102,6 +108,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cc.MaxInMemory == 0 {
 		cc.MaxInMemory = DefaultMaxInMemory
+	}
+	switch {
+	case cc.MaxSpillBytes == 0:
+		cc.MaxSpillBytes = DefaultMaxSpillBytes
+	case cc.MaxSpillBytes < 0:
+		cc.MaxSpillBytes = 0
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()
@@ -250,9 +262,10 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(spill)
-	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, spill)
-	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, spill)
-	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, spill)
+	disk := &spillBudget{max: c.MaxSpillBytes}
+	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, spill, disk)
+	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, spill, disk)
+	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, spill, disk)
 	defer v.rows.close()
 	defer v.records.close()
 	defer v.deliveries.close()

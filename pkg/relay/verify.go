@@ -40,6 +40,9 @@ type VerifyOptions struct {
 	// each of Verify's three sorts keeps in memory; beyond it they spill
 	// to sorted files in SpillDir. Defaults to 200,000.
 	MaxInMemory int
+	// MaxSpillBytes caps what Verify writes to its spill files; past it,
+	// it fails. Defaults to 10 GiB; negative means no cap.
+	MaxSpillBytes int64
 	// SpillDir holds the spill files, removed before Verify returns.
 	// Defaults to os.TempDir().
 	SpillDir string
@@ -247,6 +250,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		FullKeys:        opts.FullKeys,
 		MaxInMemory:     opts.MaxInMemory,
 		SpillDir:        opts.SpillDir,
+		MaxSpillBytes:   opts.MaxSpillBytes,
 		Logger:          c.Logger,
 	})
 	if errors.Is(err, verify.ErrUsage) {

@@ -226,18 +226,22 @@ func readProgress(ctx context.Context, c *relayconfig.Config, ignored *prometheu
 	}
 	pc := producerConfig(c, nil, "")
 	pc.AutoCreateTopics = false // reading creates nothing
+	var forged, lastForged int64 // records no relay wrote, and the offset of the last one
 	byRelay := func(r *kgo.Record) bool {
 		for _, h := range r.Headers {
 			if h.Key == contract.HeaderProgress {
 				return true
 			}
 		}
-		c.Logger.Warn("exactly-once: ignoring a record under the slot's progress key that no relay wrote (no "+contract.HeaderProgress+" header): "+
-			"something else writes the progress topic", "progress_topic", c.ProgressTopic, "key", key, "offset", r.Offset)
+		forged, lastForged = forged+1, r.Offset
 		count("not-relay")
 		return false
 	}
 	v, found, err := producer.ReadLast(ctx, pc, c.ProgressTopic, key, byRelay)
+	if forged > 0 {
+		c.Logger.Warn("exactly-once: ignoring records under the slot's progress key that no relay wrote (no "+contract.HeaderProgress+" header): "+
+			"something else writes the progress topic", "progress_topic", c.ProgressTopic, "key", key, "records", forged, "last_offset", lastForged)
+	}
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		return p, nil // no relay of the slot ran exactly-once yet

@@ -19,6 +19,10 @@ dev: ## Run the whole pipeline locally (throwaway Postgres, embedded Kafka, rela
 	@# make still reports Interrupt (130): it dies by the terminal's SIGINT too.
 	exec $(BIN)/relay dev $(DEVFLAGS)
 
+.PHONY: install
+install: ## go install relay and inbox from this checkout into $(go env GOBIN) or $(go env GOPATH)/bin.
+	$(GO) install ./cmd/relay ./cmd/inbox
+
 .PHONY: build
 build: ## Build the commands into ./bin.
 	@mkdir -p $(BIN)
@@ -81,12 +85,18 @@ soak: ## Soak the relay: steady writes, leader + standby, inbox consumer, a faul
 	$(GO) run ./test/soak -duration $(or $(DURATION),1h) $(SOAKFLAGS)
 
 # Release binaries: `relay --version` and `inbox --version` print VERSION
-# (default: git describe), stamped with -ldflags -X, then the VCS revision
-# when git stamping works and the Go version. TestReleaseStampsVersion
-# (test/e2e) runs this target. It builds; it does not tag.
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# (default: git describe when a tag is reachable, else the VERSION file,
+# which names the last release), stamped with -ldflags -X, then the VCS
+# revision when git stamping works and the Go version.
+# TestReleaseStampsVersion (test/e2e) runs this target. It builds; it does
+# not tag.
+VERSION   ?= $(shell git describe --tags --dirty 2>/dev/null || cat VERSION)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 DIST      ?= dist
+
+.PHONY: version
+version: ## Print the version make release stamps (git describe, else the VERSION file).
+	@echo $(VERSION)
 
 .PHONY: release
 release: ## Cross-compile relay and inbox for linux/darwin x amd64/arm64 into dist/ with SHA256SUMS (PLATFORMS="linux/amd64" for one).

@@ -287,3 +287,34 @@ func TestRecoverRecreatedPublication(t *testing.T) {
 		t.Fatalf("relay run after recover exited %d:\n%s", code, rel.stderr.String())
 	}
 }
+
+// relay setup with another table than the default notes the slot and
+// publication names it took by default, and only those: names given as
+// flags, even the default ones, are the user's choice
+// (docs/migrate-from-debezium.md passes --slot pgoutbox --publication
+// pgoutbox).
+func TestSetupNotesDefaultNames(t *testing.T) {
+	t.Parallel()
+	// A database that does not exist: the note comes before connecting,
+	// and nothing is created.
+	url := "postgres://postgres@127.0.0.1:1/nosuchdb?sslmode=disable&connect_timeout=5"
+	for _, tc := range []struct {
+		flags []string
+		note  string
+	}{
+		{nil, "with the default --slot pgoutbox and --publication pgoutbox;"},
+		{[]string{"--slot", "pgoutbox"}, "with the default --publication pgoutbox;"},
+		{[]string{"--slot", "pgoutbox", "--publication", "pgoutbox"}, ""},
+	} {
+		r := cli(t, append([]string{"setup", "--database-url", url, "--table", "app.orders"}, tc.flags...)...)
+		note := ""
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if strings.HasPrefix(l, "relay: note: ") {
+				note = l
+			}
+		}
+		if (tc.note == "") != (note == "") || !strings.Contains(note, tc.note) {
+			t.Errorf("setup %q: note %q, want one with %q", tc.flags, note, tc.note)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package relaycli_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -193,39 +192,14 @@ func TestTeardownBesideAStreamingRelay(t *testing.T) {
 }
 
 // docCommands returns the relay command lines of the first sh block after
-// heading in docs/doc, as argument lists (after "relay"), with comments
-// dropped and $NAME and "$NAME" replaced from vars.
+// heading in docs/doc, as argument lists (after "relay").
 func docCommands(t *testing.T, doc, heading string, vars map[string]string) [][]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("../../docs", doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	i := strings.Index(s, heading)
-	if i < 0 {
-		t.Fatalf("%s has no %q", doc, heading)
-	}
-	s = s[i:]
-	start := strings.Index(s, "```sh\n")
-	if start < 0 {
-		t.Fatalf("%s: no sh block after %q", doc, heading)
-	}
-	s = s[start+len("```sh\n"):]
 	var cmds [][]string
-	for _, line := range strings.Split(s[:strings.Index(s, "```")], "\n") {
-		if i := strings.Index(line, "#"); i >= 0 {
-			line = line[:i]
-		}
+	for _, line := range testenv.ShBlock(t, filepath.Join("../../docs", doc), heading, vars) {
 		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
 		if fields[0] != "relay" {
 			t.Fatalf("%s: %q is not a relay command", doc, line)
-		}
-		for j, f := range fields {
-			fields[j] = os.Expand(strings.Trim(f, `"`), func(k string) string { return vars[k] })
 		}
 		cmds = append(cmds, fields[1:])
 	}

@@ -27,12 +27,13 @@ type failure struct{ err error }
 func (f failure) Error() string { return f.err.Error() }
 func (f failure) Unwrap() error { return f.err }
 
-// fail wraps err as a runtime failure; nil stays nil.
+// fail wraps err as a runtime failure, a failed connection worded by
+// connectError; nil stays nil.
 func fail(err error) error {
 	if err == nil {
 		return nil
 	}
-	return failure{err}
+	return failure{connectError(err)}
 }
 
 // usagef returns a usage error (exit 2).

@@ -3,6 +3,7 @@ package relaycli_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -289,6 +290,40 @@ func TestSetupNotesDefaultNames(t *testing.T) {
 		}
 		if (tc.note == "") != (note == "") || !strings.Contains(note, tc.note) {
 			t.Errorf("setup %q: note %q, want one with %q", tc.flags, note, tc.note)
+		}
+	}
+}
+
+// A failed connection reads as its cause, once: a missing database is the
+// server's answer, not the TLS attempt sslmode=prefer made first; a
+// refused connection names the address once, although prefer dials twice.
+func TestConnectErrorsSayTheCauseOnce(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("sslmode", "prefer")
+	u.RawQuery = q.Encode()
+	u.Path = "/nosuchdb"
+	missing := u.String()
+	u.Host = "127.0.0.1:1"
+	refused := u.String()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--database-url", missing}, `relay: database refused the connection (user=` + u.User.Username() + ` database=nosuchdb): FATAL: database "nosuchdb" does not exist (SQLSTATE 3D000)`},
+		{[]string{"setup", "--database-url", missing}, `database "nosuchdb" does not exist (SQLSTATE 3D000)`},
+		{[]string{"status", "--database-url", refused}, "relay: database unreachable (user=" + u.User.Username() + " database=nosuchdb): dial tcp 127.0.0.1:1: connect: connection refused"},
+	} {
+		r := cli(t, tc.args...)
+		wantCode(t, r, 1)
+		wantOneErrorLine(t, r.stderr, tc.want)
+		if strings.Contains(r.stderr, "tls error") || strings.Count(r.stderr, "127.0.0.1:1") > 1 {
+			t.Errorf("%q: %s", tc.args, r.stderr)
 		}
 	}
 }

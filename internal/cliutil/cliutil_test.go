@@ -115,6 +115,9 @@ func TestHelpAndVersion(t *testing.T) {
 	if code, _, out, _ := run("--version"); code != 0 || !strings.HasPrefix(out, "tool ") || !strings.Contains(out, "go1.") {
 		t.Errorf("--version: exit %d, %q", code, out)
 	}
+	if code, _, out, _ := run("--help"); code != 0 || !strings.Contains(out, "--version") {
+		t.Errorf("--help does not list --version: exit %d, %q", code, out)
+	}
 }
 
 func TestFormatVersion(t *testing.T) {

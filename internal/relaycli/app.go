@@ -65,7 +65,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 	return &cli.App{
 		Name:  "relay",
-		Usage: "publish committed Postgres outbox rows to Kafka, at-least-once",
+		Usage: "publish committed Postgres outbox rows to Kafka, at-least-once (exactly-once with relay run --exactly-once)",
 		Description: "The relay tails the outbox table through Postgres logical replication (a slot and a\n" +
 			"publication, pgoutput) and publishes every committed row to Kafka, in commit order per\n" +
 			"aggregate. Every flag can also be set with the RELAY_* environment variable shown next to it;\n" +

@@ -333,12 +333,14 @@ func startLine(t *testing.T, line, dir string, env []string) (*testenv.SyncBuffe
 // The Quick start runs as written, terminal by terminal: the embedded
 // broker alone, the relay, the program (in a new module next to a clone,
 // with the README's replace line), and kcat, which sees order 42. The
-// program ships order 42 once; nothing else (no demo) is on outbox.order.
+// program ships order 42 once; run again, it writes a second event for the
+// order, which its consumer answers as a duplicate and does not ship;
+// nothing else (no demo) is on outbox.order.
 // Only the port (19092 may be taken) and the database URL differ.
 func TestReadmeQuickStart(t *testing.T) {
 	lines, program, replace := readmeQuickStart(t)
-	if len(lines) != 7 {
-		t.Fatalf("Quick start has %d command lines, want 7 (broker, export, relay, module, go get, go run, kcat):\n%s", len(lines), strings.Join(lines, "\n"))
+	if len(lines) != 8 {
+		t.Fatalf("Quick start has %d command lines, want 8 (broker, export, relay, module, go get, go run twice, kcat):\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -407,22 +409,32 @@ func TestReadmeQuickStart(t *testing.T) {
 		}
 		return strings.Contains(progOut.String(), "shipped order 42"), nil
 	})
+	stopProg()
+	// Again: the producer writes a second event for order 42 (a retry
+	// that committed twice), which the consumer answers as a duplicate.
+	progOut2, stopProg2 := startLine(t, lines[6], qs, env)
+	testenv.WaitFor(t, 5*time.Minute, "the second run to see the duplicate", func() (bool, error) {
+		return strings.Contains(progOut2.String(), "order 42: duplicate of business key order-42-placed"), nil
+	})
+	stopProg2()
+	if strings.Contains(progOut2.String(), "shipped order") {
+		t.Errorf("the second run shipped again:\n%s", progOut2.String())
+	}
 	// 4: kcat.
-	kcatOut, stopKcat := startLine(t, lines[6], dir, env)
+	kcatOut, stopKcat := startLine(t, lines[7], dir, env)
 	// kcat buffers the records it prints; its end-of-partition notes go to
 	// stderr at once.
-	testenv.WaitFor(t, time.Minute, "kcat to read order 42", func() (bool, error) {
-		return regexp.MustCompile(`end of topic outbox\.order \[\d\] at offset 1`).MatchString(kcatOut.String()), nil
+	testenv.WaitFor(t, time.Minute, "kcat to read order 42's two events", func() (bool, error) {
+		return regexp.MustCompile(`end of topic outbox\.order \[\d\] at offset 2`).MatchString(kcatOut.String()), nil
 	})
 	recs, err := testenv.ReadTopic(context.Background(), []string{"127.0.0.1:" + port}, "outbox.order")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1 || string(recs[0].Key) != "42" {
-		t.Errorf("outbox.order holds %d records, want order 42 alone (no demo): %+v", len(recs), recs)
+	if len(recs) != 2 || string(recs[0].Key) != "42" || string(recs[1].Key) != "42" {
+		t.Errorf("outbox.order holds %d records, want order 42's two events alone (no demo): %+v", len(recs), recs)
 	}
 	stopKcat()
-	stopProg()
 	stopRelay()
 	stopBroker()
 	if !strings.Contains(kcatOut.String(), "42 message-id=") || !strings.Contains(kcatOut.String(), "business-key=order-42-placed") {

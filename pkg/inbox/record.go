@@ -3,8 +3,6 @@ package inbox
 import (
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
@@ -120,13 +118,4 @@ type RepeatedHeaderError struct {
 // Error names the repeated header.
 func (e *RepeatedHeaderError) Error() string {
 	return "header " + e.Header + " repeated"
-}
-
-// kafkaMessage is r as kafka-go's message, for the dead-letter writer.
-func (r KafkaRecord) kafkaMessage() kafka.Message {
-	km := kafka.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Time: r.Time}
-	for _, h := range r.Headers {
-		km.Headers = append(km.Headers, kafka.Header(h))
-	}
-	return km
 }

@@ -2,14 +2,11 @@ package inbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -54,46 +51,20 @@ func (r rec) kgoRecord(topic string) *kgo.Record {
 // produce writes recs in order, each to its partition, and fails t on error.
 func produce(t *testing.T, brokers []string, topic string, recs ...rec) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = r.kgoRecord(topic)
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// One at a time keeps the order within a partition obvious.
-	for _, r := range recs {
-		if err := cl.ProduceSync(ctx, r.kgoRecord(topic)).FirstErr(); err != nil {
-			t.Fatalf("produce: %v", err)
-		}
-	}
+	testenv.Produce(t, brokers, true, krs...)
 }
 
 // committedOffsets returns the group's committed offset per partition of
 // topic (-1 when none).
 func committedOffsets(t *testing.T, brokers []string, group, topic string, partitions int) map[int]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
-	if errors.Is(err, kerr.GroupIDNotFound) { // nothing committed yet
-		err, offs = nil, nil
-	}
+	out, err := testenv.CommittedOffsets(context.Background(), brokers, group, topic, partitions)
 	if err != nil {
 		t.Errorf("offset fetch: %v", err)
-		return nil
-	}
-	out := map[int]int64{}
-	for p := range partitions {
-		out[p] = -1
-		if o, ok := offs.Lookup(topic, int32(p)); ok && o.Err == nil {
-			out[p] = o.At
-		}
 	}
 	return out
 }

@@ -38,10 +38,10 @@ func TestRebalanceWithSlowHandler(t *testing.T) {
 	produce(t, k.Brokers, topic, recs...)
 
 	var (
-		mu         sync.Mutex
-		active     = map[int]string{} // partition -> member handling it now
-		settled    = map[int]map[int64]bool{}
-		handled    = map[string]int{} // member -> messages settled
+		mu            sync.Mutex
+		active        = map[int]string{} // partition -> member handling it now
+		settled       = map[int]map[int64]bool{}
+		handled       = map[string]int{} // member -> messages settled
 		violations    []string
 		secondStarted bool
 	)

@@ -130,9 +130,11 @@ type DeadLetterConfig[TTx any] struct {
 }
 
 // DeadLetterWriter settles the deliveries of a consumer loop of your own
-// (kafka-go through package inboxkafkago, sarama, confluent-kafka-go): Settle writes the dead letter of a
-// dead-lettered message, as NewConsumer's loop does, and says whether the
-// record's offset may be committed. It is safe for concurrent use.
+// (franz-go, kafka-go through package inboxkafkago, sarama,
+// confluent-kafka-go): Settle writes the dead letter of a dead-lettered
+// message, as NewConsumer's loop does, through a franz-go client of its
+// own, and says whether the record's offset may be committed. It is safe
+// for concurrent use.
 type DeadLetterWriter struct {
 	w  *deadLetterWriter
 	in *core

@@ -7,8 +7,9 @@ import (
 )
 
 // KafkaRecord is a Kafka record as any client delivers it (franz-go, sarama,
-// confluent-kafka-go, kafka-go), for callers that run their own consumer
-// loop and call Process, ProcessTx or ProcessExternal per record.
+// confluent-kafka-go, kafka-go: inboxkafkago.Record converts its messages),
+// for callers that run their own consumer loop and call Process, ProcessTx
+// or ProcessExternal per record.
 type KafkaRecord struct {
 	Topic     string
 	Partition int

@@ -95,8 +95,12 @@ type ConsumerConfig[TTx any] struct {
 	// PartitionQueue is how many fetched messages wait per partition
 	// while the partition's current message is handled or retried. When a
 	// partition's queue holds that many, fetching pauses for that
-	// partition alone until its worker has taken half of them. Defaults
-	// to 1000.
+	// partition alone (a stuck partition does not hold the others back)
+	// until its worker has taken half of them; memory is bounded by
+	// MaxQueueBytes whatever the count. A resumed partition is fetched
+	// again once the fetch in flight returns, which on idle partitions
+	// takes up to MaxWait: keep half of PartitionQueue above what a
+	// partition's worker handles in MaxWait. Defaults to 10000.
 	PartitionQueue int
 	// MaxQueueBytes bounds the bytes (keys, values and headers) of the
 	// fetched records the loop holds, queued for every partition's worker
@@ -203,7 +207,7 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 		c.MaxPollRecords = 500
 	}
 	if c.PartitionQueue <= 0 {
-		c.PartitionQueue = 1000
+		c.PartitionQueue = 10000
 	}
 	switch {
 	case c.MaxQueueBytes < 0:

@@ -93,14 +93,12 @@ type ConsumerConfig[TTx any] struct {
 	// only, never for the handlers. Defaults to 500.
 	MaxPollRecords int
 	// PartitionQueue is how many fetched messages wait per partition
-	// while the partition's current message is handled or retried. When a
-	// partition's queue holds that many, fetching pauses for that
-	// partition alone (a stuck partition does not hold the others back)
-	// until its worker has taken half of them; memory is bounded by
-	// MaxQueueBytes whatever the count. A resumed partition is fetched
-	// again once the fetch in flight returns, which on idle partitions
-	// takes up to MaxWait: keep half of PartitionQueue above what a
-	// partition's worker handles in MaxWait. Defaults to 10000.
+	// while the partition's current message is retried (Retry, Busy, the
+	// database unavailable): then fetching pauses for that partition
+	// alone, until the message is settled, so a stuck partition neither
+	// holds the others back nor fills MaxQueueBytes. Otherwise a
+	// partition's queue is bounded only by MaxQueueBytes. Defaults to
+	// 1000.
 	PartitionQueue int
 	// MaxQueueBytes bounds the bytes (keys, values and headers) of the
 	// fetched records the loop holds, queued for every partition's worker
@@ -207,7 +205,7 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 		c.MaxPollRecords = 500
 	}
 	if c.PartitionQueue <= 0 {
-		c.PartitionQueue = 10000
+		c.PartitionQueue = 1000
 	}
 	switch {
 	case c.MaxQueueBytes < 0:

@@ -252,11 +252,12 @@
 // committed right after, and on a revoke. Each partition has its own
 // worker, started when the partition is assigned: a message being retried
 // (Retry, Busy, database unavailable) holds its partition, in order, while
-// the other partitions proceed. Fetching pauses for one partition once
-// PartitionQueue of its records wait, and the loop polls no more records
-// while those it holds reach ConsumerConfig.MaxQueueBytes (default 64 MiB),
-// so memory stays bounded however large the records (plus the one fetch
-// response per broker the client buffers).
+// the other partitions proceed: once PartitionQueue records wait behind a
+// retried message, fetching pauses for that partition alone until the
+// message is settled. The loop polls no more records while those it holds
+// reach ConsumerConfig.MaxQueueBytes (default 64 MiB), so memory stays
+// bounded however large the records (plus the one fetch response per
+// broker the client buffers).
 //
 // Rebalances are known, not guessed (kgo.BlockRebalanceOnPoll and the
 // OnPartitions callbacks): a revoked partition's worker finishes its

@@ -90,9 +90,9 @@ func (g *group[TTx]) poll(ctx context.Context) {
 	}
 }
 
-// dispatch queues the records of p for the partition's worker, pauses
-// fetching the partition when its queue is full, and returns the records'
-// bytes.
+// dispatch queues the records of p for the partition's worker, pauses the
+// partition when its worker is stuck (see worker.maybePause), and returns
+// the records' bytes.
 func (g *group[TTx]) dispatch(p kgo.FetchTopicPartition) (size int64) {
 	if len(p.Records) == 0 {
 		return 0
@@ -113,8 +113,8 @@ func (g *group[TTx]) dispatch(p kgo.FetchTopicPartition) (size int64) {
 		n := recordBytes(r)
 		size += n
 		g.c.queue.add(n)
-		w.ch <- r // never blocks: see newWorker
 	}
+	w.q.push(p.Records)
 	w.maybePause()
 	return size
 }

@@ -17,11 +17,9 @@ type worker[TTx any] struct {
 	c  *Consumer[TTx]
 	g  *group[TTx]
 	tp topicPartition
-	// ch queues the partition's polled records. Its capacity is
-	// PartitionQueue+MaxPollRecords: the partition is paused once
-	// PartitionQueue are queued, and a poll adds at most MaxPollRecords,
-	// so queueing never blocks the poll loop (nor a rebalance).
-	ch     chan *kgo.Record
+	// q queues the partition's polled records; queueing never blocks the
+	// poll loop (nor a rebalance).
+	q      *partitionQueue
 	ctx    context.Context // ends when the worker is stopped
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
@@ -29,8 +27,13 @@ type worker[TTx any] struct {
 	// marked for commit.
 	lost atomic.Bool
 
-	pauseMu sync.Mutex
-	paused  bool // fetching the partition is paused (queue full)
+	// inHand counts the records of the batch being handled that are not
+	// settled yet.
+	inHand atomic.Int64
+
+	pauseMu  sync.Mutex
+	retrying bool // the current message waits for another attempt
+	paused   bool // fetching the partition is paused (retrying, queue full)
 
 	// suspect counts the coming messages that may repeat an attempt that
 	// killed a process: the first BatchSize after the worker starts (the
@@ -43,7 +46,7 @@ type worker[TTx any] struct {
 // newWorker returns the worker of a partition just assigned to the member.
 func newWorker[TTx any](g *group[TTx], tp topicPartition) *worker[TTx] {
 	ctx, cancel := context.WithCancel(g.ctx)
-	return &worker[TTx]{c: g.c, g: g, tp: tp, ch: make(chan *kgo.Record, g.c.cfg.PartitionQueue+g.c.cfg.MaxPollRecords),
+	return &worker[TTx]{c: g.c, g: g, tp: tp, q: newPartitionQueue(),
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), suspect: g.c.cfg.BatchSize}
 }
 
@@ -56,24 +59,34 @@ func (w *worker[TTx]) quit(lost bool) {
 	w.cancel()
 }
 
-// maybePause pauses fetching the partition when its queue is full.
+// maybePause pauses fetching the partition while its worker retries a
+// message and PartitionQueue records wait behind it, so that a stuck
+// partition neither fills MaxQueueBytes for the others nor holds them
+// back. A partition is not paused merely for being behind: kgo drops a
+// paused partition's buffered records, and fetches a resumed one only
+// after the fetch in flight (up to MaxWait on idle partitions).
 func (w *worker[TTx]) maybePause() {
 	w.pauseMu.Lock()
 	defer w.pauseMu.Unlock()
-	if !w.paused && len(w.ch) >= w.c.cfg.PartitionQueue {
+	if !w.paused && w.retrying && w.q.len()+int(w.inHand.Load()) >= w.c.cfg.PartitionQueue {
 		w.paused = true
 		w.g.cl.PauseFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
 	}
 }
 
-// maybeResume resumes fetching the partition once its queue is half empty,
-// or (force) when the worker stops: a pause outlives the assignment.
-func (w *worker[TTx]) maybeResume(force bool) {
+// setRetrying records whether the current message waits for another
+// attempt, pausing the partition (see maybePause) or resuming it.
+func (w *worker[TTx]) setRetrying(retrying bool) {
 	w.pauseMu.Lock()
-	defer w.pauseMu.Unlock()
-	if w.paused && (force || len(w.ch) <= w.c.cfg.PartitionQueue/2) {
+	w.retrying = retrying
+	resume := !retrying && w.paused
+	if resume {
 		w.paused = false
 		w.g.cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+	}
+	w.pauseMu.Unlock()
+	if retrying {
+		w.maybePause()
 	}
 }
 
@@ -86,28 +99,24 @@ func (w *worker[TTx]) run() {
 	ctx := w.ctx
 	batch := make([]*kgo.Record, 0, w.c.cfg.BatchSize)
 	for {
-		var r *kgo.Record
-		select {
-		case <-ctx.Done():
-			return
-		case r = <-w.ch:
+		batch = w.q.take(batch[:0], w.c.cfg.BatchSize)
+		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.q.ready:
+			}
+			continue
 		}
 		if ctx.Err() != nil {
-			w.c.queue.give(recordBytes(r))
+			for _, r := range batch {
+				w.c.queue.give(recordBytes(r))
+			}
 			return
 		}
-		batch = append(batch[:0], r)
-	drain:
-		for len(batch) < cap(batch) {
-			select {
-			case r := <-w.ch:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		w.maybeResume(false)
+		w.inHand.Store(int64(len(batch)))
 		if len(batch) > 1 && w.suspect == 0 && w.handleBatch(ctx, batch) {
+			w.inHand.Store(0)
 			for _, r := range batch {
 				w.c.queue.give(recordBytes(r))
 			}
@@ -123,23 +132,20 @@ func (w *worker[TTx]) run() {
 			mark := w.suspect > 0 && w.c.cfg.Handler != nil
 			w.suspect = max(w.suspect-1, 0)
 			w.handle(ctx, r, mark)
+			w.inHand.Add(-1)
 			w.c.queue.give(recordBytes(r))
 		}
 	}
 }
 
 // drop gives back the bytes of the records left queued when the worker
-// stops, and resumes the partition if it was paused.
+// stops, and resumes the partition if it was paused: a pause outlives the
+// assignment.
 func (w *worker[TTx]) drop() {
-	for {
-		select {
-		case r := <-w.ch:
-			w.c.queue.give(recordBytes(r))
-		default:
-			w.maybeResume(true)
-			return
-		}
+	for _, r := range w.q.take(nil, w.q.len()) {
+		w.c.queue.give(recordBytes(r))
 	}
+	w.setRetrying(false)
 }
 
 // handleBatch tries the batch fast path; false means nothing was committed
@@ -255,6 +261,10 @@ func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) {
 			return
 		}
 		// Retry or Busy: hold the partition and try again after a backoff.
+		if wait == 1 {
+			w.setRetrying(true)
+			defer w.setRetrying(false)
+		}
 		t := time.NewTimer(c.in.cfg.Backoff(max(res.Attempts, wait)))
 		select {
 		case <-ctx.Done():

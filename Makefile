@@ -61,8 +61,21 @@ check-deploy: $(HELM) $(ACTIONLINT) ## Validate deploy files: alert rules (promt
 	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -count=1 ./test/deploy
 
 .PHONY: test
-test: vet lint check-deploy ## Vet, check deploy files, run every test with -race (needs Postgres server binaries, kcat, promtool).
+test: vet lint check-deploy ## Vet, check deploy files, run every test with -race (kfake), then the Kafka-facing suites on Apache Kafka (test-kafka). Needs Postgres server binaries, kcat, promtool, java (and mvn the first time).
 	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+	@$(MAKE) --no-print-directory test-kafka
+
+# The Kafka-facing suites that run on a real Apache Kafka too (docs/kafka.md):
+# the relay end to end, exactly-once (restart, outage, SIGKILL, SIGSTOP
+# fencing, takeover), dead letters, relay verify, relay -> inbox, the README
+# Quick start. One broker per test binary; tests that need kfake's hooks
+# stay on kfake. The pins are in test/kafka/pom.xml.
+KAFKA_PKGS ?= ./internal/testenv ./pkg/relay ./internal/relaycli ./test/e2e
+KAFKA_RUN  ?= ^(TestApacheKafka|TestEndToEnd|TestEndToEndByteaPayload|TestExactlyOnce.*|TestVerify|TestVerifyOrderBreak|TestVerifyExitCodes|TestHostileRowsDeadLettered|TestInvalidBusinessKeyDeadLettered|TestTableChangedWhileStreaming|TestCrashRestartLosesNothing|TestStandbyTakesOver|TestPausedLeaderPublishesNothingAfterTakeover|TestRelayToInboxEffectsOnce|TestTraceFromProducerToInbox|TestCloudEventsHeadersByteForByte|TestFailoverGapAndRecover|TestRecoverPublishesOnlyWhatKafkaLacks|TestHalfOpenReplicationConnection|TestDebeziumOutboxThroughRelayAndInbox|TestMigrateFromDebeziumDocs|TestReadmeQuickStart)$$
+
+.PHONY: test-kafka
+test-kafka: ## Run the Kafka-facing suites on a real Apache Kafka 4 node (PGOUTBOX_TEST_KAFKA=kafka; needs java, and mvn to fetch the broker once).
+	PGOUTBOX_TEST_KAFKA=kafka $(GO) test -race -count=1 -timeout 20m -run '$(KAFKA_RUN)' $(TESTFLAGS) $(KAFKA_PKGS)
 
 .PHONY: bench
 bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print events/s, peak RSS, raw ceiling (BENCHFLAGS="-n 100000").

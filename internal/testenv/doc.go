@@ -1,14 +1,15 @@
 // Package testenv gives tests the real components they run against: a
 // PostgreSQL server with wal_level=logical (one per test binary, a fresh
-// database per test), a Kafka-protocol broker over TCP per test (kfake), and a
-// reader that checks a topic with kcat, an independent librdkafka client.
+// database per test), a Kafka broker over TCP (kfake per test, or one real
+// Apache Kafka per test binary), and a reader that checks a topic with kcat,
+// an independent librdkafka client.
 //
 // Every package that uses it calls Main from TestMain:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 //
-// Main stops the shared server, removes its temporary directory and checks for
-// leaked goroutines, also when tests fail.
+// Main stops the shared server and broker, removes their temporary
+// directories and checks for leaked goroutines, also when tests fail.
 //
 // # External server
 //
@@ -18,11 +19,15 @@
 // /usr/lib/postgresql/*/bin; when running as root the server runs as the
 // postgres OS user, because initdb refuses to run as root.
 //
-// # External broker
+// # Real Kafka
 //
-// When PGOUTBOX_TEST_KAFKA_BROKERS is set, tests that call NewBroker (those
-// written for any Kafka-protocol broker) use it instead of kfake, with
-// topic and group names prefixed per test (Kafka.TopicPrefix). Tests that
-// shape or break the broker (NewKafka with options, Cluster.Control) keep
-// kfake.
+// Tests that call NewBroker (those written for any Kafka broker) run on
+// kfake by default. With PGOUTBOX_TEST_KAFKA=kafka they share one Apache
+// Kafka node per test binary instead (StartApacheKafka: the version pinned
+// in test/kafka/pom.xml, fetched with Maven into a cache once, KRaft,
+// started with java on free loopback ports); with
+// PGOUTBOX_TEST_KAFKA_BROKERS they use that external broker. On a shared
+// broker topic and group names are prefixed per test (Kafka.TopicPrefix).
+// Tests that shape or break the broker (NewKafka with options,
+// Cluster.Control) keep kfake, or skip on a real broker (Kafka.Fake).
 package testenv

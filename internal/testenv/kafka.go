@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -8,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
@@ -63,8 +68,7 @@ func NewKafka(t testing.TB, opts ...kfake.Opt) *Kafka {
 
 // KafkaEnv names the environment variable that points the tests written
 // for any broker (those that call NewBroker) at an external one instead of
-// kfake: bootstrap addresses, comma-separated ("localhost:9092"). CI sets it
-// for Apache Kafka and Redpanda.
+// kfake: bootstrap addresses, comma-separated ("localhost:9092").
 const KafkaEnv = "PGOUTBOX_TEST_KAFKA_BROKERS"
 
 var topicPrefixes atomic.Int64
@@ -74,27 +78,47 @@ var topicPrefixes atomic.Int64
 func (k *Kafka) Topic(name string) string { return k.TopicPrefix + name }
 
 // NewBroker is the broker of a test that needs only its addresses and
-// topics of its own: the external broker named by KafkaEnv, else a kfake
-// cluster as NewKafka(t) starts. On an external broker, which tests and
-// runs share, Cluster is nil and TopicPrefix is unique to the test: name
-// every topic and consumer group with it. The broker must create topics on
-// first use (auto.create.topics.enable).
+// topics of its own: the external broker named by KafkaEnv; else, with
+// KafkaModeEnv=kafka, the Apache Kafka node this test binary shares
+// (started on first use, stopped by Main); else a kfake cluster as
+// NewKafka(t) starts. On a shared broker Cluster is nil and TopicPrefix is
+// unique to the test: name every topic and consumer group with it. The
+// broker must create topics on first use (auto.create.topics.enable).
 func NewBroker(t testing.TB) *Kafka {
 	t.Helper()
-	addrs := os.Getenv(KafkaEnv)
-	if addrs == "" {
-		return NewKafka(t)
-	}
 	var brokers []string
-	for _, a := range strings.Split(addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			brokers = append(brokers, a)
+	switch addrs, mode := os.Getenv(KafkaEnv), os.Getenv(KafkaModeEnv); {
+	case addrs != "":
+		for _, a := range strings.Split(addrs, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				brokers = append(brokers, a)
+			}
 		}
+	case mode == "kafka":
+		k, err := sharedApacheKafka()
+		if err != nil {
+			t.Fatal(err)
+		}
+		brokers = k.Brokers
+	case mode == "" || mode == "kfake":
+		return NewKafka(t)
+	default:
+		t.Fatalf("%s=%q: want kfake or kafka", KafkaModeEnv, mode)
 	}
 	return &Kafka{
 		Brokers:     brokers,
 		TopicPrefix: fmt.Sprintf("t%d-%d-%d.", time.Now().Unix(), os.Getpid(), topicPrefixes.Add(1)),
 	}
+}
+
+// Fake returns k's kfake cluster for a test that needs its control hooks,
+// and skips the test on a real broker, saying why.
+func (k *Kafka) Fake(t testing.TB, why string) *kfake.Cluster {
+	t.Helper()
+	if k.Cluster == nil {
+		t.Skipf("needs kfake (%s); this run's broker is real (%s)", why, KafkaModeEnv)
+	}
+	return k.Cluster
 }
 
 // ProduceErrors answers preq with the error code(topic) for every
@@ -113,4 +137,48 @@ func ProduceErrors(preq *kmsg.ProduceRequest, code func(topic string) int16) *km
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// CreateTopics creates topics with DefaultPartitions partitions on k's
+// broker, as auto-creation would, and waits until every partition has a
+// leader; topics that exist already are left alone. A test whose consumer
+// group joins before anything is produced calls it on a real broker: see
+// docs/kafka.md (a topic auto-created by a metadata request).
+func (k *Kafka) CreateTopics(t testing.TB, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := adm.CreateTopics(ctx, DefaultPartitions, -1, nil, topics...)
+	if err != nil {
+		t.Fatalf("create topics %v: %v", topics, err)
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			t.Fatalf("create topic %s: %v", r.Topic, r.Err)
+		}
+	}
+	WaitFor(t, time.Minute, fmt.Sprintf("leaders for %v", topics), func() (bool, error) {
+		md, err := adm.ListTopics(ctx, topics...)
+		if err != nil {
+			return false, nil
+		}
+		for _, name := range topics {
+			td, ok := md[name]
+			if !ok || td.Err != nil || len(td.Partitions) == 0 {
+				return false, nil
+			}
+			for _, p := range td.Partitions {
+				if p.Err != nil || p.Leader < 0 {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
 }

@@ -8,16 +8,17 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Main runs m, stops the shared Postgres server, and fails the run when
-// goroutines leaked. Call it from TestMain.
+// Main runs m, stops the shared Postgres server and Apache Kafka broker,
+// and fails the run when goroutines leaked. Call it from TestMain.
 func Main(m *testing.M) {
 	exit(m.Run())
 }
 
-// exit stops the shared Postgres server and exits with code, or 1 when
+// exit stops the shared Postgres server and Kafka broker and exits with code, or 1 when
 // code is 0 but goroutines leaked.
 func exit(code int) {
 	stopServer()
+	stopApacheKafka()
 	if code == 0 {
 		if err := goleak.Find(LeakOptions()...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -53,7 +53,7 @@ func expectedHeaders(id uuid.UUID, m outbox.Message) []testenv.Header {
 // does.
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := setupAny(t, nil)
 	b.start(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -81,7 +81,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, id := range ids {
-				txWants = append(txWants, wantFor(id, rows[i], rows[i].Payload))
+				txWants = append(txWants, b.wantFor(id, rows[i], rows[i].Payload))
 			}
 			rows = nil
 		}
@@ -95,7 +95,7 @@ func TestEndToEnd(t *testing.T) {
 				Payload: []byte(fmt.Sprintf(`{"seq": %d, "note": "Grüße, 東京 ✓"}`, seq)),
 			}
 			if agg[len(agg)-1] == '7' {
-				m.Topic = "custom.events"
+				m.Topic = b.topic("custom.events")
 			}
 			if seq%3 == 0 {
 				m.Headers = map[string]string{"traceparent": fmt.Sprintf("00-%032x-01", seq), "note": "ünïcödé"}
@@ -107,7 +107,7 @@ func TestEndToEnd(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				txWants = append(txWants, wantFor(id, m, m.Payload))
+				txWants = append(txWants, b.wantFor(id, m, m.Payload))
 				continue
 			}
 			rows = append(rows, m)
@@ -186,10 +186,10 @@ func TestEndToEnd(t *testing.T) {
 	t.Logf("%d messages in %d committed transactions, %d rolled back, %d aggregates", len(wants), len(sizes)-3, len(rolledBack), len(lastSeq))
 }
 
-func wantFor(id uuid.UUID, m outbox.Message, value []byte) *want {
+func (b *bundle) wantFor(id uuid.UUID, m outbox.Message, value []byte) *want {
 	topic := m.Topic
 	if topic == "" {
-		topic = "outbox." + m.AggregateType
+		topic = b.topic("outbox." + m.AggregateType)
 	}
 	return &want{topic: topic, key: m.AggregateID, value: value, headers: expectedHeaders(id, m)}
 }
@@ -212,7 +212,7 @@ func sortedWants(ws map[string]*want) []*want {
 // A bytea payload column carries arbitrary bytes to Kafka unchanged.
 func TestEndToEndByteaPayload(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *relay.Config) { c.Table = "billing.events" }, `CREATE SCHEMA billing`, `CREATE TABLE billing.events (
+	b := setupAny(t, func(c *relay.Config) { c.Table = "billing.events" }, `CREATE SCHEMA billing`, `CREATE TABLE billing.events (
 		id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
 		business_key text NOT NULL, payload bytea NOT NULL, headers jsonb, topic text,
 		created_at timestamptz NOT NULL DEFAULT now())`)
@@ -243,7 +243,7 @@ func TestEndToEndByteaPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	payloads = append(payloads, []byte{0xde, 0xad, 0x00, 0xbe, 0xef})
-	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.invoice", len(payloads), 60*time.Second)
+	recs := testenv.WaitForRecords(t, b.kafka.Brokers, b.topic("outbox.invoice"), len(payloads), 60*time.Second)
 	for i, r := range recs {
 		if header(t, r, "message-id") != ids[i].String() || !bytes.Equal(r.Value, payloads[i]) {
 			t.Fatalf("record %d: id %s value %x, want %s %x", i, header(t, r, "message-id"), r.Value, ids[i], payloads[i])

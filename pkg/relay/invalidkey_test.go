@@ -20,7 +20,7 @@ import (
 // the rows after it, on the same aggregate, are published.
 func TestInvalidBusinessKeyDeadLettered(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := setupAny(t, nil)
 	b.start(t)
 	ctx := context.Background()
 	bad := map[string]string{ // message ID -> business key
@@ -62,13 +62,13 @@ func TestInvalidBusinessKeyDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 30*time.Second)
+	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), good, 30*time.Second)
 	for _, r := range recs {
 		if id := header(t, r, "message-id"); func() bool { _, ok := bad[id]; return ok }() {
 			t.Fatalf("invalid-key row %s published to outbox.order", id)
 		}
 	}
-	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", len(bad), 30*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, b.topic("outbox.dlq"), len(bad), 30*time.Second)
 	if len(dlq) != len(bad) {
 		t.Fatalf("%d dead-letter records, want %d", len(dlq), len(bad))
 	}

@@ -79,7 +79,7 @@ func TestRunRejectsTableColumns(t *testing.T) {
 // the relay goes on, rather than being stuck on that WAL forever.
 func TestTableChangedWhileStreaming(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *relay.Config) { c.OnInvalid = relay.InvalidStop })
+	b := setupAny(t, func(c *relay.Config) { c.OnInvalid = relay.InvalidStop })
 	run := b.start(t)
 	ctx := context.Background()
 	if _, err := b.db.Pool.Exec(ctx, `ALTER TABLE outbox RENAME COLUMN business_key TO bk`); err != nil {
@@ -102,8 +102,8 @@ func TestTableChangedWhileStreaming(t *testing.T) {
 	good := b.insert(t, msg("a", 1))
 	b.cfg.OnInvalid = relay.InvalidDeadLetter
 	b.start(t)
-	waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 30*time.Second)
-	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), good, 30*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, b.topic("outbox.dlq"), 1, 30*time.Second)
 	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != badID || header(t, r, "dlq-reason") != relay.ReasonBadColumns ||
 		header(t, r, "dlq-detail") != want {
 		t.Fatalf("dead letters: %+v", dlq)

@@ -30,23 +30,30 @@ type bundle struct {
 
 var slotSeq atomic.Int64
 
-// setup creates a database with the outbox table, a broker, and a relay
-// config with a unique slot; modify adjusts the config; ddl runs first (to
-// create a variant table).
+// setup creates a database with the outbox table, a kfake broker (whose
+// control hooks the test may use), and a relay config with a unique slot;
+// modify adjusts the config; ddl runs first (to create a variant table).
 func setup(t *testing.T, modify func(*relay.Config), ddl ...string) *bundle {
 	t.Helper()
-	return setupDB(t, testenv.NewDB(t), modify, ddl...)
+	return setupOn(t, testenv.NewDB(t), testenv.NewKafka(t), modify, ddl...)
 }
 
-// setupDB is setup on the database db.
-func setupDB(t *testing.T, db *testenv.DB, modify func(*relay.Config), ddl ...string) *bundle {
+// setupAny is setup on any broker (testenv.NewBroker): Apache Kafka with
+// PGOUTBOX_TEST_KAFKA=kafka. There the relay's default topics carry the
+// test's prefix: name topics with b.topic.
+func setupAny(t *testing.T, modify func(*relay.Config), ddl ...string) *bundle {
+	t.Helper()
+	return setupOn(t, testenv.NewDB(t), testenv.NewBroker(t), modify, ddl...)
+}
+
+// setupOn is setup on the database db and the broker k.
+func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.Config), ddl ...string) *bundle {
 	t.Helper()
 	for _, q := range ddl {
 		if _, err := db.Pool.Exec(context.Background(), q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k := testenv.NewKafka(t)
 	reg := prometheus.NewRegistry()
 	n := slotSeq.Add(1)
 	cfg := &relay.Config{
@@ -57,6 +64,11 @@ func setupDB(t *testing.T, db *testenv.DB, modify func(*relay.Config), ddl ...st
 		StatusInterval: 200 * time.Millisecond,
 		Registerer:     reg,
 		Logger:         testLogger(t),
+	}
+	if k.TopicPrefix != "" { // a shared broker
+		cfg.TopicTemplate = k.Topic(relay.DefaultTopicTemplate)
+		cfg.DeadLetterTopic = k.Topic(relay.DefaultDeadLetterTopic)
+		cfg.ProgressTopic = k.Topic(relay.DefaultProgressTopic)
 	}
 	if modify != nil {
 		modify(cfg)
@@ -81,6 +93,9 @@ func testLogger(t *testing.T) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+// topic is name on b's broker (testenv.Kafka.Topic).
+func (b *bundle) topic(name string) string { return b.kafka.Topic(name) }
 
 // running is a relay started by start.
 type running struct {

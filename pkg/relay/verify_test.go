@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
@@ -68,7 +69,7 @@ func verifyWindow(t *testing.T, b *bundle, from time.Time, opts relay.VerifyOpti
 // gives the same report when it must spill every sort to disk.
 func TestVerify(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := setupAny(t, nil)
 	ctx := context.Background()
 	from := time.Now().Add(-time.Second)
 	run := b.start(t)
@@ -80,7 +81,7 @@ func TestVerify(t *testing.T) {
 			m.AggregateType = "invoice"
 		}
 		if i == 7 {
-			m.Topic = "audit.explicit"
+			m.Topic = b.topic("audit.explicit")
 		}
 		got := b.insert(t, m)
 		ids = append(ids, got...)
@@ -103,7 +104,7 @@ func TestVerify(t *testing.T) {
 	}
 
 	// Delete the first 3 records of the fullest partition of outbox.order.
-	recs := testenv.MustReadTopic(t, b.kafka.Brokers, "outbox.order")
+	recs := testenv.MustReadTopic(t, b.kafka.Brokers, b.topic("outbox.order"))
 	byPartition := map[int32][]testenv.Record{}
 	for _, r := range recs {
 		byPartition[r.Partition] = append(byPartition[r.Partition], r)
@@ -123,7 +124,7 @@ func TestVerify(t *testing.T) {
 	}
 	adm := kadmClient(t, b.kafka.Brokers)
 	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: "outbox.order", Partition: part, At: 3})
+	del.Add(kadm.Offset{Topic: b.topic("outbox.order"), Partition: part, At: 3})
 	if res, err := adm.DeleteRecords(ctx, del); err != nil || res.Error() != nil {
 		t.Fatalf("DeleteRecords: %v %v", err, res.Error())
 	}
@@ -148,7 +149,7 @@ func TestVerify(t *testing.T) {
 			break
 		}
 	}
-	bad := record("outbox.order", wrong, msgs[wrong], time.Now())
+	bad := record(b.topic("outbox.order"), wrong, msgs[wrong], time.Now())
 	bad.Key = []byte("wrong-key")
 	produce(t, b.kafka.Brokers, bad)
 
@@ -189,12 +190,12 @@ func TestVerify(t *testing.T) {
 			t.Errorf("order breaks %d, OK %v; want 0, false", rep.OrderBreaks, rep.OK())
 		}
 	}
-	rep = verifyWindow(t, b, from, relay.VerifyOptions{})
+	rep = verifyWindow(t, b, from, relay.VerifyOptions{FullKeys: true})
 	check(rep)
 	if rep.SpillFiles != 0 {
 		t.Errorf("spill files %d for 40 rows, want 0", rep.SpillFiles)
 	}
-	spilled := verifyWindow(t, b, from, relay.VerifyOptions{MaxInMemory: 3, SpillDir: t.TempDir()})
+	spilled := verifyWindow(t, b, from, relay.VerifyOptions{MaxInMemory: 3, SpillDir: t.TempDir(), FullKeys: true})
 	check(spilled)
 	if spilled.SpillFiles < 3 {
 		t.Errorf("spill files %d with 3 entries in memory, want several", spilled.SpillFiles)
@@ -216,24 +217,29 @@ func kadmClient(t *testing.T, brokers []string) *kadm.Client {
 // unmatched, not missing.
 func TestVerifyOrderBreak(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := setupAny(t, nil)
 	from := time.Now().Add(-time.Second)
 	m1, m2 := msg("ledger-1", 1), msg("ledger-1", 2)
 	id1, id2 := b.insert(t, m1)[0], b.insert(t, m2)[0]
 	at := time.Now()
 	// The second row first, with the later commit time; then the first.
 	produce(t, b.kafka.Brokers,
-		record("outbox.order", id2, m2, at),
-		record("outbox.order", id1, m1, at.Add(-time.Second)),
-		record("outbox.order", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", m1, at),
+		record(b.topic("outbox.order"), id2, m2, at),
+		record(b.topic("outbox.order"), id1, m1, at.Add(-time.Second)),
+		record(b.topic("outbox.order"), "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", m1, at),
 	)
 	rep := verifyWindow(t, b, from, relay.VerifyOptions{})
 	if rep.Rows != 2 || rep.Found != 2 || rep.Missing != 0 || rep.OrderBreaks != 1 || rep.Unmatched != 1 || rep.OK() {
 		t.Fatalf("report %+v: want 2 rows found, 1 order break, 1 unmatched", rep)
 	}
+	// Aggregate IDs (often personal data) are listed shortened by
+	// default, whole with FullKeys.
 	ob := rep.OrderBreakList[0]
-	if ob.ID != id1 || ob.AfterID != id2 || ob.AggregateID != "ledger-1" {
-		t.Errorf("order break %+v: want %s after %s", ob, id1, id2)
+	if ob.ID != id1 || ob.AfterID != id2 || ob.AggregateID != redact.Key("ledger-1") || strings.Contains(ob.AggregateID, "ledger-1") {
+		t.Errorf("order break %+v: want %s after %s, the aggregate ID shortened", ob, id1, id2)
+	}
+	if full := verifyWindow(t, b, from, relay.VerifyOptions{FullKeys: true}); full.OrderBreakList[0].AggregateID != "ledger-1" {
+		t.Errorf("FullKeys: order break %+v, want aggregate ledger-1", full.OrderBreakList[0])
 	}
 }
 

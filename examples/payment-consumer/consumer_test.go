@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -98,7 +98,7 @@ func testChargedOnce(t *testing.T, strategy string) {
 	// 12 orders; every event delivered twice; 4 re-sent by the producer
 	// under a new message ID.
 	const orders = 12
-	var records []kafka.Message
+	var records []*kgo.Record
 	amounts := map[string]int64{}
 	for i := range orders {
 		o := orderPlaced{OrderID: uuid.NewString(), Customer: "ada", AmountCents: int64(100 * (i + 1))}
@@ -201,9 +201,9 @@ func chargeKey(c charge) string {
 
 // orderRecord is the Kafka record of the order.placed event o with message
 // ID id, as the relay publishes it.
-func orderRecord(o orderPlaced, id string) kafka.Message {
+func orderRecord(o orderPlaced, id string) *kgo.Record {
 	payload, _ := json.Marshal(o)
-	return kafka.Message{Key: []byte(o.OrderID), Value: payload, Headers: []kafka.Header{
+	return &kgo.Record{Key: []byte(o.OrderID), Value: payload, Headers: []kgo.RecordHeader{
 		{Key: inbox.HeaderMessageID, Value: []byte(id)},
 		{Key: inbox.HeaderBusinessKey, Value: []byte("charge-" + o.OrderID)},
 		{Key: inbox.HeaderEventType, Value: []byte("order.placed")},
@@ -211,19 +211,12 @@ func orderRecord(o orderPlaced, id string) kafka.Message {
 }
 
 // writeRecords produces records to topic, acknowledged by every replica.
-func writeRecords(t *testing.T, brokers []string, topic string, records ...kafka.Message) {
+func writeRecords(t *testing.T, brokers []string, topic string, records ...*kgo.Record) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	transport := &kafka.Transport{}
-	defer transport.CloseIdleConnections()
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, Transport: transport}
-	if err := w.WriteMessages(ctx, records...); err != nil {
-		t.Fatal(err)
+	for _, r := range records {
+		r.Topic = topic
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Produce(t, brokers, false, records...)
 }
 
 // A worker that charged but did not record the result before its lease

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -103,14 +102,11 @@ func (w *worker) stop(t *testing.T) {
 // committedOffset returns group's committed offset of partition 0 of topic
 // (-1: none).
 func committedOffset(brokers []string, group, topic string) (int64, error) {
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
-	resp, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: {0}}})
-	if err != nil || len(resp.Topics[topic]) != 1 {
-		return 0, errors.Join(errors.New("offset fetch"), err)
+	offs, err := testenv.CommittedOffsets(context.Background(), brokers, group, topic, 1)
+	if err != nil {
+		return 0, err
 	}
-	return resp.Topics[topic][0].CommittedOffset, nil
+	return offs[0], nil
 }
 
 // inboxRow is the inbox row of the test's one order.

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -170,6 +170,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bogus"}, inboxcli.ExitUsage, `unknown command "bogus" (commands: migrate, status, purge, list, revive, tail`},
 		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--conflict-policy", "x"}, inboxcli.ExitUsage, `--conflict-policy "x": want stop or dead-letter`},
 		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--conflict-policy", "error"}, inboxcli.ExitUsage, `--conflict-policy "error": want stop or dead-letter`},
+		{[]string{"tail", "--database-url=postgres://u:secret@127.0.0.1:1/x", "--brokers", "b:1", "--topics", "t", "--isolation", "serializable"}, inboxcli.ExitUsage, `--isolation "serializable": want read_committed or read_uncommitted`},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "revive", "m-1"}, inboxcli.ExitUsage, "--consumer is required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "tail"}, inboxcli.ExitUsage, "--brokers and --topics are required"},
 		{[]string{"--database-url=postgres://u:secret@127.0.0.1:1/x", "--log-level=error", "status"}, inboxcli.ExitFailure, "connect to u@127.0.0.1:1/x"},
@@ -229,21 +230,22 @@ func TestTail(t *testing.T) {
 	db := testenv.NewDB(t)
 	mustRun(t, "--database-url="+db.URL, "migrate")
 
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	w := &kafka.Writer{Addr: kafka.TCP(k.Brokers...), Topic: topic, Transport: tr, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
-	defer w.Close()
-	h := func(id, key string) []kafka.Header {
-		return []kafka.Header{{Key: "message-id", Value: []byte(id)}, {Key: "business-key", Value: []byte(key)}}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
 	}
-	err := w.WriteMessages(context.Background(),
-		kafka.Message{Value: []byte(`{"n":1}`), Headers: h("m-1", "k-1")},
-		kafka.Message{Value: []byte(`{"n":1}`), Headers: h("m-1", "k-1")},
-		kafka.Message{Value: []byte(`{"n":2}`)},
+	defer cl.Close()
+	h := func(id, key string) []kgo.RecordHeader {
+		return []kgo.RecordHeader{{Key: "message-id", Value: []byte(id)}, {Key: "business-key", Value: []byte(key)}}
+	}
+	err = cl.ProduceSync(context.Background(),
+		&kgo.Record{Value: []byte(`{"n":1}`), Headers: h("m-1", "k-1")},
+		&kgo.Record{Value: []byte(`{"n":1}`), Headers: h("m-1", "k-1")},
+		&kgo.Record{Value: []byte(`{"n":2}`)},
 		// Terminal escapes (window title, colour) and a newline that would
 		// forge an output line, from the producer's headers.
-		kafka.Message{Value: []byte(`{"n":3}`), Headers: h("m-\x1b]0;pwned\x07", "k-\x1b[31m\norders/0@9 m-9 k-9 processed")},
-	)
+		&kgo.Record{Value: []byte(`{"n":3}`), Headers: h("m-\x1b]0;pwned\x07", "k-\x1b[31m\norders/0@9 m-9 k-9 processed")},
+	).FirstErr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,12 +339,11 @@ func TestTailRefusesARealConsumer(t *testing.T) {
 	}
 }
 
-// Transaction markers (control records, which kafka-go hands out as records:
-// segmentio/kafka-go#1332) are skipped by inbox tail and the consumer loop,
-// never dead-lettered as missing-headers. kafka-go does not drop the
-// records of an aborted transaction either: the one here may be processed,
-// which is safe for an exactly-once relay's (its rows are committed, and
-// written again under the same message IDs).
+// inbox tail reads read_committed by default: the records of an aborted
+// Kafka transaction (a fenced exactly-once relay's) never reach the
+// handler, and the transaction markers are never handed out as records
+// (kafka-go did: segmentio/kafka-go#1332). --isolation read_uncommitted
+// reads the aborted record too.
 func TestTailReadsCommitted(t *testing.T) {
 	t.Parallel()
 	const topic = "orders"
@@ -373,26 +374,32 @@ func TestTailReadsCommitted(t *testing.T) {
 	txn("m-aborted", kgo.TryAbort)
 	txn("m-committed", kgo.TryCommit)
 
-	tailCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var stdout, stderr testenv.SyncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- inboxcli.Run(tailCtx, []string{"--database-url=" + db.URL, "tail", "--brokers", strings.Join(k.Brokers, ","),
-			"--topics", topic, "--dlq-topic", "orders.dlq"}, &stdout, &stderr)
-	}()
-	testenv.WaitFor(t, time.Minute, "tail printing the committed record", func() (bool, error) {
-		return strings.Contains(stdout.String(), "m-committed"), nil
-	})
-	stop()
-	if code := <-done; code != 0 {
-		t.Fatalf("tail exit %d: %s", code, stderr.String())
+	tail := func(group string, extra ...string) []string {
+		t.Helper()
+		tailCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		var stdout, stderr testenv.SyncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- inboxcli.Run(tailCtx, append([]string{"--database-url=" + db.URL, "tail", "--brokers", strings.Join(k.Brokers, ","),
+				"--topics", topic, "--dlq-topic", "orders.dlq", "--group", group, "--consumer", group}, extra...), &stdout, &stderr)
+		}()
+		testenv.WaitFor(t, time.Minute, "tail printing the committed record", func() (bool, error) {
+			return strings.Contains(stdout.String(), "m-committed"), nil
+		})
+		stop()
+		if code := <-done; code != 0 {
+			t.Fatalf("tail exit %d: %s", code, stderr.String())
+		}
+		return strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	}
 	// Offsets: the aborted record 0, its abort marker 1, the committed
 	// record 2, its commit marker 3.
-	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-		if !strings.HasSuffix(line, " processed") || strings.Contains(line, "@1 ") || strings.Contains(line, "@3 ") {
-			t.Errorf("tail printed %q: a transaction marker handled as a record", line)
-		}
+	if got, want := tail("inbox-tail-rc"), []string{"orders/0@2 m-committed k-m-committed processed"}; !slices.Equal(got, want) {
+		t.Errorf("tail (read_committed) printed %q, want %q", got, want)
+	}
+	got := tail("inbox-tail-ru", "--isolation", "read_uncommitted")
+	if want := []string{"orders/0@0 m-aborted k-m-aborted processed", "orders/0@2 m-committed k-m-committed processed"}; !slices.Equal(got, want) {
+		t.Errorf("tail --isolation read_uncommitted printed %q, want %q", got, want)
 	}
 }

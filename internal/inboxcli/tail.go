@@ -6,15 +6,14 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // envName is a flag's INBOX_* environment variable: --kafka-tls reads
@@ -47,6 +46,8 @@ func tailCommand() *cli.Command {
 			&cli.BoolFlag{Name: "force", EnvVars: []string{"INBOX_FORCE"}, Usage: "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"},
 			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
 				Usage: "a new group starts at the end of the topics instead of the beginning"},
+			&cli.StringFlag{Name: "isolation", EnvVars: []string{"INBOX_ISOLATION"}, Value: string(inbox.ReadCommitted),
+				Usage: "read_committed (records of aborted or open Kafka transactions are never handled) or read_uncommitted"},
 			&cli.GenericFlag{Name: "max-queue-bytes", EnvVars: []string{"INBOX_MAX_QUEUE_BYTES"}, Value: cliutil.NewSize(inbox.DefaultMaxQueueBytes),
 				Usage: "most bytes of fetched records (key, value, headers) held, queued or being handled; fetching pauses at the bound"},
 		}, kafkaflags.Flags(envName, "")...),
@@ -64,15 +65,15 @@ func tailAction(c *cli.Context) error {
 	if policy != inbox.ConflictPolicyStop && policy != inbox.ConflictPolicyDeadLetter {
 		return usagef("--conflict-policy %q: want stop or dead-letter", c.String("conflict-policy"))
 	}
+	iso := inbox.Isolation(c.String("isolation"))
+	if iso != inbox.ReadCommitted && iso != inbox.ReadUncommitted {
+		return usagef("--isolation %q: want %s or %s", c.String("isolation"), inbox.ReadCommitted, inbox.ReadUncommitted)
+	}
 	log, err := logger(c)
 	if err != nil {
 		return err
 	}
 	sec, err := kafkaflags.Read(c, envName)
-	if err != nil {
-		return err
-	}
-	mech, err := kafkaflags.KafkaGo(sec.SASL)
 	if err != nil {
 		return err
 	}
@@ -92,19 +93,17 @@ func tailAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{Err: err}
 	}
-	start := kafka.FirstOffset
-	if c.Bool("from-end") {
-		start = kafka.LastOffset
-	}
 	cons, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
 		Brokers:         c.StringSlice("brokers"),
 		GroupID:         c.String("group"),
 		Topics:          c.StringSlice("topics"),
 		Inbox:           in,
 		DeadLetterTopic: c.String("dlq-topic"),
-		StartOffset:     start,
+		StartAtEnd:      c.Bool("from-end"),
+		Isolation:       iso,
 		MaxQueueBytes:   cliutil.SizeFlagValue(c, "max-queue-bytes"),
-		Dialer:          &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: sec.TLS, SASLMechanism: mech},
+		TLS:             sec.TLS,
+		SASL:            (*relay.SASL)(sec.SASL),
 		Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 			return "", nil
 		},

@@ -4,12 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
-
 	"strings"
 
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
@@ -160,29 +156,4 @@ func saslConfig(c *cli.Context, pass string) (*producer.SASL, error) {
 		return nil, cliutil.Usagef("--%s is required with --%s", FlagSASLUsername, FlagSASLMechanism)
 	}
 	return s, nil
-}
-
-// KafkaGo is s's kafka-go mechanism (the inbox consumer's client), nil
-// without SASL. kafka-go speaks PLAIN and SCRAM only.
-func KafkaGo(s *producer.SASL) (sasl.Mechanism, error) {
-	if s == nil {
-		return nil, nil
-	}
-	switch s.Mechanism {
-	case producer.MechanismPlain:
-		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
-	case producer.MechanismSCRAMSHA256, producer.MechanismSCRAMSHA512:
-		algo := scram.SHA256
-		if s.Mechanism == producer.MechanismSCRAMSHA512 {
-			algo = scram.SHA512
-		}
-		m, err := scram.Mechanism(algo, s.Username, s.Password)
-		if err != nil {
-			// The error is about the user name or password encoding;
-			// never echo them.
-			return nil, cliutil.Usagef("--%s: cannot prepare %s credentials (invalid characters in the user name or password)", FlagSASLMechanism, s.Mechanism)
-		}
-		return m, nil
-	}
-	return nil, cliutil.Usagef("--%s: %s is not supported by the inbox consumer (plain, scram-sha-256 and scram-sha-512 are)", FlagSASLMechanism, s.Mechanism)
 }

@@ -2,26 +2,27 @@ package inbox
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // DefaultDeadLetterTopic is the dead-letter topic used when
 // ConsumerConfig.DeadLetterTopic is empty.
 const DefaultDeadLetterTopic = "inbox.dlq"
 
-// defaultMaxWait is ConsumerConfig.MaxWait's default: above 1s kafka-go
-// leaves a fetch's round trip its full margin of 1s, and 5s keeps an idle
-// partition at one fetch per 4s (kafka-go's own default is 10s).
+// defaultMaxWait is ConsumerConfig.MaxWait's default: how long a broker
+// holds a fetch of idle partitions (kgo's default too).
 const defaultMaxWait = 5 * time.Second
 
 // Record headers the relay sets and the consumer loop reads.
@@ -31,6 +32,23 @@ const (
 	HeaderEventType     = contract.HeaderEventType
 	HeaderAggregateType = contract.HeaderAggregateType
 	HeaderAggregateID   = contract.HeaderAggregateID
+)
+
+// Isolation is which records of Kafka transactions the consumer loop reads.
+type Isolation string
+
+// Isolation levels.
+const (
+	// ReadCommitted reads only records of committed transactions (and
+	// records written outside transactions): records of an aborted
+	// transaction, as a fenced exactly-once relay leaves, never reach a
+	// handler, and a partition's records after an open transaction wait
+	// until it ends.
+	ReadCommitted Isolation = "read_committed"
+	// ReadUncommitted reads every record, aborted ones too; the inbox
+	// still deduplicates them, but a handler runs for records whose
+	// transaction never committed.
+	ReadUncommitted Isolation = "read_uncommitted"
 )
 
 // ConsumerConfig configures a Consumer; TTx is the transaction type of the
@@ -54,34 +72,41 @@ type ConsumerConfig[TTx any] struct {
 	// DeadLetterTopic receives dead-lettered messages. Defaults to
 	// "inbox.dlq".
 	DeadLetterTopic string
-	// Dialer connects to the brokers (TLS, SASL, timeouts); the dead-letter
-	// writer uses its TLS and SASL settings too. Defaults to a Dialer with a
-	// 10s timeout.
-	Dialer *kafka.Dialer
-	// StartOffset is where a group without committed offsets starts:
-	// kafka.FirstOffset or kafka.LastOffset. Defaults to kafka.FirstOffset.
-	StartOffset int64
-	// MaxWait bounds how long a fetch of an idle partition waits for data;
-	// a record that arrives ends the wait at once. kafka-go also makes it
-	// the deadline for the fetch's response, asking the broker to answer
-	// 1s before it (MaxWait/4 before it when MaxWait is under 1s): that
-	// margin is all the round trip may take. A broker farther away (or
-	// slower) makes every fetch time out and reconnect, and delivers nothing
-	// once the round trip exceeds MaxWait itself. A graceful stop and a
-	// rebalance wait for the fetches in flight, up to MaxWait. Defaults to
-	// 5s, at most a third of RebalanceTimeout when that is set.
+	// TLS enables TLS to the brokers (the consumer's and the dead-letter
+	// writer's connections) when non-nil. Defaults to plaintext.
+	TLS *tls.Config
+	// SASL authenticates to the brokers when non-nil, with the relay's
+	// mechanisms (relay.SASLPlain, SCRAM, OAUTHBEARER from a token file,
+	// AWS MSK IAM). None of it is logged. Defaults to none.
+	SASL *relay.SASL
+	// Isolation is ReadCommitted or ReadUncommitted. Defaults to
+	// ReadCommitted.
+	Isolation Isolation
+	// StartAtEnd makes a group without committed offsets start at the end
+	// of each partition. Defaults to false: the beginning.
+	StartAtEnd bool
+	// MaxWait bounds how long a broker holds a fetch of idle partitions; a
+	// record that arrives ends the wait at once. Defaults to 5s.
 	MaxWait time.Duration
-	// PartitionQueue is how many fetched messages wait per partition while
-	// the partition's current message is retried. When it is full, fetching
-	// pauses for every partition. Defaults to 1000.
+	// MaxPollRecords bounds the records taken from the client per poll,
+	// across partitions; a rebalance waits for the loop between two polls
+	// only, never for the handlers. Defaults to 500.
+	MaxPollRecords int
+	// PartitionQueue is how many fetched messages wait per partition
+	// while the partition's current message is retried (Retry, Busy, the
+	// database unavailable): then fetching pauses for that partition
+	// alone, until the message is settled, so a stuck partition neither
+	// holds the others back nor fills MaxQueueBytes. Otherwise a
+	// partition's queue is bounded only by MaxQueueBytes. Defaults to
+	// 1000.
 	PartitionQueue int
 	// MaxQueueBytes bounds the bytes (keys, values and headers) of the
 	// fetched records the loop holds, queued for every partition's worker
-	// or being handled: when it is reached, fetching pauses for every
-	// partition until workers settle records. A single record larger than
-	// the bound is still taken, alone. kafka-go's reader reads ahead of
-	// this (up to 100 records and a fetch of up to 1 MB per partition).
-	// Defaults to DefaultMaxQueueBytes (64 MiB).
+	// or being handled: once it is reached, the loop polls no more records
+	// until workers settle some. A single record larger than the bound is
+	// still taken. Besides, the client buffers at most one fetch response
+	// per broker, of at most MaxQueueBytes (and kgo's 50 MB). Defaults to
+	// DefaultMaxQueueBytes (64 MiB).
 	MaxQueueBytes int64
 	// BatchSize is how many messages already queued for a partition are
 	// handled together in one transaction (Handler only; ExternalHandler
@@ -92,9 +117,9 @@ type ConsumerConfig[TTx any] struct {
 	// as attempts. 1 disables batching. Defaults to 100.
 	BatchSize int
 	// SessionTimeout and RebalanceTimeout of the group membership. Default
-	// to kafka-go's (30s each). The group heartbeat runs every third of
-	// SessionTimeout, at most every 3s (kafka-go's default interval), so a
-	// short session does not expire between two heartbeats.
+	// to kgo's (45s and 60s). A revoked partition's worker finishes the
+	// message it is handling before the rebalance goes on, so keep
+	// RebalanceTimeout above the longest handler run.
 	SessionTimeout, RebalanceTimeout time.Duration
 	// MetricsInterval is how often the loop calls Inbox.RefreshMetrics.
 	// Defaults to 30s; negative disables it.
@@ -115,13 +140,23 @@ type ConsumerConfig[TTx any] struct {
 	// one partition), so it must be safe for concurrent use. For diagnosis
 	// and demos; it must not block for long.
 	OnResult func(msg Message, res Result)
+	// KafkaOpts are more franz-go client options for the consumer's client,
+	// applied after the loop's own (an escape hatch: a custom dialer, a
+	// balancer, rack awareness). Options that change how the loop consumes
+	// or commits (ConsumerGroup, ConsumeTopics, autocommit, the
+	// OnPartitions callbacks, BlockRebalanceOnPoll) break it. Defaults to
+	// none.
+	KafkaOpts []kgo.Opt
 }
 
-// Consumer is the Kafka consumer loop of an Inbox: it fetches messages of a
-// consumer group with kafka-go, handles each through the inbox and commits
-// its offset only after the database commit. Each partition has its own
-// worker, so a message being retried holds its partition (order kept) while
-// the other partitions proceed.
+// Consumer is the Kafka consumer loop of an Inbox, on franz-go: it fetches
+// the records of a consumer group, read_committed by default, handles each
+// through the inbox and commits its offset only after the database commit.
+// Each partition has its own worker, so a message being retried holds its
+// partition (order kept) while the other partitions proceed. A rebalance
+// is known from the client's callbacks: a revoked partition's worker
+// finishes its current message, its settled offsets are committed, and only
+// then does the partition move; a lost partition commits nothing.
 type Consumer[TTx any] struct {
 	cfg    ConsumerConfig[TTx]
 	in     *Inbox[TTx]
@@ -153,18 +188,21 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = DefaultDeadLetterTopic
 	}
-	if c.Dialer == nil {
-		c.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
+	switch c.Isolation {
+	case "":
+		c.Isolation = ReadCommitted
+	case ReadCommitted, ReadUncommitted:
+	default:
+		return nil, fmt.Errorf("inbox: ConsumerConfig.Isolation %q: want %s or %s", c.Isolation, ReadCommitted, ReadUncommitted)
 	}
-	if c.StartOffset == 0 {
-		c.StartOffset = kafka.FirstOffset
+	if err := checkSASL(c.SASL); err != nil {
+		return nil, fmt.Errorf("inbox: ConsumerConfig.SASL: %w", err)
 	}
-	if c.MaxWait == 0 {
+	if c.MaxWait <= 0 {
 		c.MaxWait = defaultMaxWait
-		if c.RebalanceTimeout > 0 {
-			// A member stops its fetches before it rejoins.
-			c.MaxWait = min(c.MaxWait, c.RebalanceTimeout/3)
-		}
+	}
+	if c.MaxPollRecords <= 0 {
+		c.MaxPollRecords = 500
 	}
 	if c.PartitionQueue <= 0 {
 		c.PartitionQueue = 1000
@@ -195,42 +233,30 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 	return cons, nil
 }
 
-type partitionKey struct {
-	topic     string
-	partition int
-}
-
 // Run consumes until ctx ends, then stops gracefully: each partition worker
-// finishes its current message (database and offset commit), queued
-// messages are left for the next run (their offsets are not committed), and
-// the reader and writer are closed. It returns nil after a graceful stop, or
-// the error that stopped it: a conflict under ConflictPolicyStop (wrapping
-// ErrConflict). Fetch errors do not stop it: they are logged (at Warn at most
-// every 10s), counted in pgoutbox_inbox_fetch_errors_total and retried with
-// a backoff (100ms doubling up to 6.4s).
+// finishes its current message (database commit), the settled offsets are
+// committed, queued messages are left for the next run (their offsets are
+// not committed), the member leaves the group and the clients are closed.
+// It returns nil after a graceful stop, or the error that stopped it: a
+// conflict under ConflictPolicyStop (wrapping ErrConflict), or options the
+// client refuses. Fetch errors do not stop it: the client retries them; they
+// are logged (at Warn at most every 10s) and counted in
+// pgoutbox_inbox_fetch_errors_total.
 func (c *Consumer[TTx]) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 
-	reader := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           c.cfg.Brokers,
-		GroupID:           c.cfg.GroupID,
-		GroupTopics:       c.cfg.Topics,
-		Dialer:            c.cfg.Dialer,
-		StartOffset:       c.cfg.StartOffset,
-		MaxWait:           c.cfg.MaxWait,
-		SessionTimeout:    c.cfg.SessionTimeout,
-		HeartbeatInterval: heartbeatInterval(c.cfg.SessionTimeout),
-		RebalanceTimeout:  c.cfg.RebalanceTimeout,
-		CommitInterval:    0, // synchronous: a commit returns once Kafka has it
-		// Records of an aborted or still open transaction (a relay in
-		// exactly-once mode) are never delivered.
-		IsolationLevel: kafka.ReadCommitted,
-		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
-			c.log.Debug("inbox: kafka reader: " + fmt.Sprintf(format, args...))
-		}),
-	})
-	dlq := newDeadLetterWriter(c.cfg.Brokers, c.cfg.Dialer, c.cfg.DeadLetterTopic, c.in.core)
+	dlq, err := newDeadLetterWriter(c.cfg.Brokers, c.cfg.TLS, c.cfg.SASL, c.cfg.DeadLetterTopic, c.in.core)
+	if err != nil {
+		return err
+	}
+	defer dlq.Close()
+	g := newGroup(c, runCtx, dlq, stop)
+	cl, err := kgo.NewClient(c.clientOpts(g)...)
+	if err != nil {
+		return fmt.Errorf("inbox: kafka client: %w", err)
+	}
+	g.cl = cl
 
 	var wg sync.WaitGroup
 	if c.cfg.MetricsInterval > 0 {
@@ -247,70 +273,76 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 			c.purgeLoop(runCtx)
 		}()
 	}
-	workers := make(map[partitionKey]chan kafka.Message)
-	var fetchErrs fetchErrors
-	for {
-		m, err := reader.FetchMessage(runCtx)
-		if err != nil {
-			if runCtx.Err() != nil || errors.Is(err, io.EOF) {
-				break
-			}
-			if !c.fetchFailed(runCtx, &fetchErrs, err) {
-				break
-			}
-			continue
-		}
-		fetchErrs.n = 0
-		if isTxnMarker(&m) {
-			continue
-		}
-		if !c.queue.take(runCtx, recordBytes(&m)) {
-			break
-		}
-		k := partitionKey{m.Topic, m.Partition}
-		ch, ok := workers[k]
-		if !ok {
-			ch = make(chan kafka.Message, c.cfg.PartitionQueue)
-			workers[k] = ch
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				newWorker(c, reader, dlq, stop).run(runCtx, ch)
-			}()
-		}
-		select {
-		case ch <- m:
-		case <-runCtx.Done():
-		}
-	}
-	for _, ch := range workers {
-		close(ch)
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		g.commitLoop(runCtx)
+	}()
+	g.poll(runCtx)
+
+	// A graceful stop: every worker finishes its message, what settled is
+	// committed, then the member leaves (its revoke finds no worker left).
+	g.stopAll(false)
 	stop(nil)
 	wg.Wait()
+	g.commitMarked(context.WithoutCancel(ctx))
+	cl.CloseAllowingRebalance()
 	c.queue.reset()
 	cause := context.Cause(runCtx)
 	if ctx.Err() != nil && cause == context.Cause(ctx) {
 		cause = nil // a graceful stop
 	}
-	return errors.Join(cause, reader.Close(), dlq.Close())
+	return cause
 }
 
-// isTxnMarker reports whether m is a Kafka transaction marker (a control
-// record ending a transaction, as an exactly-once relay writes), which
-// kafka-go hands out as a record (segmentio/kafka-go#1332): no headers, a
-// 4-byte key (version 0; type 0 abort or 1 commit) and a 6-byte value
-// (version 0, coordinator epoch). It is skipped, never dead-lettered as
-// missing-headers; its offset is committed with the next record's.
-func isTxnMarker(m *kafka.Message) bool {
-	return len(m.Headers) == 0 && len(m.Key) == 4 && m.Key[0] == 0 && m.Key[1] == 0 && m.Key[2] == 0 && m.Key[3] <= 1 &&
-		len(m.Value) == 6 && m.Value[0] == 0 && m.Value[1] == 0
+// clientOpts are the consumer client's options: the relay's brokers, TLS
+// and SASL, the group, read_committed, manual commits of marked offsets and
+// the rebalance callbacks of g, then KafkaOpts.
+func (c *Consumer[TTx]) clientOpts(g *group[TTx]) []kgo.Opt {
+	iso := kgo.ReadCommitted()
+	if c.cfg.Isolation == ReadUncommitted {
+		iso = kgo.ReadUncommitted()
+	}
+	start := kgo.NewOffset().AtStart()
+	if c.cfg.StartAtEnd {
+		start = kgo.NewOffset().AtEnd()
+	}
+	opts := kafkaOpts(c.cfg.Brokers, c.cfg.TLS, c.cfg.SASL,
+		kgo.WithLogger(producer.Logger(c.log)),
+		kgo.ConsumerGroup(c.cfg.GroupID),
+		kgo.ConsumeTopics(c.cfg.Topics...),
+		kgo.FetchIsolationLevel(iso),
+		kgo.ConsumeResetOffset(start),
+		kgo.FetchMaxWait(c.cfg.MaxWait),
+		// Offsets are committed only when marked, and marked only once
+		// the inbox settled the record (after the database commit).
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(time.Second),
+		// Callbacks run between polls only, so no record polled before a
+		// revoke is handed to a worker after it.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(g.assigned),
+		kgo.OnPartitionsRevoked(g.revoked),
+		kgo.OnPartitionsLost(g.lost),
+	)
+	if c.cfg.MaxQueueBytes < 50<<20 {
+		opts = append(opts, kgo.FetchMaxBytes(int32(max(c.cfg.MaxQueueBytes, 1))))
+	}
+	if c.cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(c.cfg.SessionTimeout),
+			// Kafka's advice: a heartbeat every third of the session, so
+			// a short session is not expired between two.
+			kgo.HeartbeatInterval(min(c.cfg.SessionTimeout/3, 3*time.Second)))
+	}
+	if c.cfg.RebalanceTimeout > 0 {
+		opts = append(opts, kgo.RebalanceTimeout(c.cfg.RebalanceTimeout))
+	}
+	return append(opts, c.cfg.KafkaOpts...)
 }
 
-// fetchErrors tracks the fetch errors in a row, for the backoff and the
-// log rate limit.
+// fetchErrors tracks the fetch errors in a row, for the log rate limit.
 type fetchErrors struct {
-	n          int       // errors since the last fetched message
+	n          int       // errors since the last fetched record
 	lastWarn   time.Time // when one was last logged at Warn
 	suppressed int       // errors logged at Debug since
 }
@@ -318,20 +350,19 @@ type fetchErrors struct {
 // fetchErrorWarnEvery bounds how often fetch errors are logged at Warn.
 const fetchErrorWarnEvery = 10 * time.Second
 
-// fetchFailed accounts for a fetch error and backs off before the next
-// fetch; it reports false when ctx ended meanwhile. kafka-go reports
-// transient errors (group join or sync failures, a lost leader connection,
-// retriable broker error codes) through FetchMessage and keeps going, so
-// none of them stops the loop.
-func (c *Consumer[TTx]) fetchFailed(ctx context.Context, fe *fetchErrors, err error) bool {
+// fetchFailed accounts for a fetch error the client reported (it retries
+// by itself) and backs off before the next poll; it reports false when
+// ctx ended meanwhile.
+func (c *Consumer[TTx]) fetchFailed(ctx context.Context, fe *fetchErrors, topic string, partition int32, err error) bool {
 	fe.n++
 	c.in.metrics.fetchErrors.Inc()
 	if now := time.Now(); now.Sub(fe.lastWarn) >= fetchErrorWarnEvery {
-		c.log.Warn("inbox: kafka fetch failed; retrying", "err", err, "in_a_row", fe.n, "suppressed", fe.suppressed)
+		c.log.Warn("inbox: kafka fetch failed; retrying", "topic", topic, "partition", partition, "err", err,
+			"in_a_row", fe.n, "suppressed", fe.suppressed)
 		fe.lastWarn, fe.suppressed = now, 0
 	} else {
 		fe.suppressed++
-		c.log.Debug("inbox: kafka fetch failed; retrying", "err", err, "in_a_row", fe.n)
+		c.log.Debug("inbox: kafka fetch failed; retrying", "topic", topic, "partition", partition, "err", err, "in_a_row", fe.n)
 	}
 	wait := 100 * time.Millisecond << min(fe.n-1, 6) // 100ms .. 6.4s
 	t := time.NewTimer(wait)
@@ -376,17 +407,4 @@ func (c *Consumer[TTx]) purgeLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// heartbeatInterval is a third of the session timeout, and kafka-go's
-// default of 3s for the default session (0) or a longer one: Kafka's advice
-// for heartbeat.interval.ms. With the 3s default and a 1s session, a member
-// that commits nothing for a second (a message being retried) was expired
-// and its partitions redelivered.
-func heartbeatInterval(session time.Duration) time.Duration {
-	const kafkaGoDefault = 3 * time.Second
-	if session <= 0 {
-		return kafkaGoDefault
-	}
-	return min(session/3, kafkaGoDefault)
 }

@@ -2,15 +2,17 @@ package inbox
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // Dead-letter record headers, added to the original record's headers.
@@ -42,71 +44,66 @@ var dlqHeaders = map[string]bool{
 	HeaderDLQConflictStoredPayloadHash: true, HeaderDLQConflictPayloadHash: true, HeaderDLQConflictReason: true,
 }
 
-// deadLetterWriter produces dead-letter records, synchronously and with
-// acks from every in-sync replica.
+// deadLetterWriter produces dead-letter records through its own kgo
+// client, synchronously and with acks from every in-sync replica.
 type deadLetterWriter struct {
 	topic, consumer string
 	errText         func(error) string // the dlq-detail header (Inbox.errText)
-	transport       *kafka.Transport
-	w               *kafka.Writer
+	cl              *kgo.Client
 }
 
-func newDeadLetterWriter(brokers []string, d *kafka.Dialer, topic string, in *core) *deadLetterWriter {
-	tr := &kafka.Transport{ClientID: "pgoutbox-inbox", DialTimeout: d.Timeout, TLS: d.TLS, SASL: d.SASLMechanism}
-	return &deadLetterWriter{
-		topic:     topic,
-		consumer:  in.cfg.Consumer,
-		errText:   in.errText,
-		transport: tr,
-		w: &kafka.Writer{
-			Addr:                   kafka.TCP(brokers...),
-			Topic:                  topic,
-			Transport:              tr,
-			RequiredAcks:           kafka.RequireAll,
-			AllowAutoTopicCreation: true,
-			BatchTimeout:           time.Millisecond,
-			// One attempt per write: sendDeadLetter retries with its own
-			// backoff and logging.
-			MaxAttempts: 1,
-		},
+func newDeadLetterWriter(brokers []string, tlsCfg *tls.Config, sasl *relay.SASL, topic string, in *core, more ...kgo.Opt) (*deadLetterWriter, error) {
+	if err := checkSASL(sasl); err != nil {
+		return nil, fmt.Errorf("inbox: dead-letter writer: SASL: %w", err)
 	}
+	opts := kafkaOpts(brokers, tlsCfg, sasl, append([]kgo.Opt{
+		kgo.WithLogger(producer.Logger(in.log)),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.AllowAutoTopicCreation(),
+	}, more...)...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: dead-letter writer: %w", err)
+	}
+	return &deadLetterWriter{topic: topic, consumer: in.cfg.Consumer, errText: in.errText, cl: cl}, nil
 }
 
-func (d *deadLetterWriter) write(ctx context.Context, km kafka.Message, res Result) error {
-	headers := make([]kafka.Header, 0, len(km.Headers)+12)
+func (d *deadLetterWriter) write(ctx context.Context, km KafkaRecord, res Result) error {
+	headers := make([]kgo.RecordHeader, 0, len(km.Headers)+12)
 	for _, h := range km.Headers {
 		if !dlqHeaders[h.Key] {
-			headers = append(headers, h)
+			headers = append(headers, kgo.RecordHeader(h))
 		}
 	}
 	errText := d.errText(res.Err)
 	headers = append(headers,
-		kafka.Header{Key: HeaderDLQReason, Value: []byte(res.Reason)},
-		kafka.Header{Key: HeaderDLQDetail, Value: []byte(errText)},
-		kafka.Header{Key: HeaderDLQConsumer, Value: []byte(d.consumer)},
-		kafka.Header{Key: HeaderDLQAttempts, Value: []byte(strconv.Itoa(res.Attempts))},
-		kafka.Header{Key: HeaderDLQOriginalTopic, Value: []byte(km.Topic)},
-		kafka.Header{Key: HeaderDLQOriginalPartition, Value: []byte(strconv.Itoa(km.Partition))},
-		kafka.Header{Key: HeaderDLQOriginalOffset, Value: []byte(strconv.FormatInt(km.Offset, 10))},
+		kgo.RecordHeader{Key: HeaderDLQReason, Value: []byte(res.Reason)},
+		kgo.RecordHeader{Key: HeaderDLQDetail, Value: []byte(errText)},
+		kgo.RecordHeader{Key: HeaderDLQConsumer, Value: []byte(d.consumer)},
+		kgo.RecordHeader{Key: HeaderDLQAttempts, Value: []byte(strconv.Itoa(res.Attempts))},
+		kgo.RecordHeader{Key: HeaderDLQOriginalTopic, Value: []byte(km.Topic)},
+		kgo.RecordHeader{Key: HeaderDLQOriginalPartition, Value: []byte(strconv.Itoa(km.Partition))},
+		kgo.RecordHeader{Key: HeaderDLQOriginalOffset, Value: []byte(strconv.FormatInt(km.Offset, 10))},
 	)
 	var cerr *ConflictError
 	if errors.As(res.Err, &cerr) {
 		headers = append(headers,
-			kafka.Header{Key: HeaderDLQConflictReason, Value: []byte(cerr.Reason)},
-			kafka.Header{Key: HeaderDLQConflictStoredMessageID, Value: []byte(cerr.StoredMessageID)},
-			kafka.Header{Key: HeaderDLQConflictStoredBusinessKey, Value: []byte(cerr.StoredBusinessKey)},
-			kafka.Header{Key: HeaderDLQConflictStoredPayloadHash, Value: []byte(hex.EncodeToString(cerr.StoredPayloadHash))},
-			kafka.Header{Key: HeaderDLQConflictPayloadHash, Value: []byte(hex.EncodeToString(cerr.PayloadHash))},
+			kgo.RecordHeader{Key: HeaderDLQConflictReason, Value: []byte(cerr.Reason)},
+			kgo.RecordHeader{Key: HeaderDLQConflictStoredMessageID, Value: []byte(cerr.StoredMessageID)},
+			kgo.RecordHeader{Key: HeaderDLQConflictStoredBusinessKey, Value: []byte(cerr.StoredBusinessKey)},
+			kgo.RecordHeader{Key: HeaderDLQConflictStoredPayloadHash, Value: []byte(hex.EncodeToString(cerr.StoredPayloadHash))},
+			kgo.RecordHeader{Key: HeaderDLQConflictPayloadHash, Value: []byte(hex.EncodeToString(cerr.PayloadHash))},
 		)
 	}
-	return d.w.WriteMessages(ctx, kafka.Message{Key: km.Key, Value: km.Value, Headers: headers, Time: km.Time})
+	r := &kgo.Record{Topic: d.topic, Key: km.Key, Value: km.Value, Headers: headers, Timestamp: km.Time}
+	return d.cl.ProduceSync(ctx, r).FirstErr()
 }
 
-// Close closes the writer and the connections of its transport.
+// Close closes the writer's client.
 func (d *deadLetterWriter) Close() error {
-	err := d.w.Close()
-	d.transport.CloseIdleConnections()
-	return err
+	d.cl.Close()
+	return nil
 }
 
 // DeadLetterConfig configures a DeadLetterWriter; TTx is the transaction
@@ -122,15 +119,22 @@ type DeadLetterConfig[TTx any] struct {
 	Inbox *Inbox[TTx]
 	// Topic receives the dead letters. Defaults to "inbox.dlq".
 	Topic string
-	// Dialer connects to the brokers (TLS, SASL, timeouts). Defaults to a
-	// Dialer with a 10s timeout.
-	Dialer *kafka.Dialer
+	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
+	TLS *tls.Config
+	// SASL authenticates to the brokers when non-nil (see
+	// ConsumerConfig.SASL). Defaults to none.
+	SASL *relay.SASL
+	// KafkaOpts are more franz-go client options, applied after the
+	// writer's own. Defaults to none.
+	KafkaOpts []kgo.Opt
 }
 
 // DeadLetterWriter settles the deliveries of a consumer loop of your own
-// (franz-go, sarama, confluent-kafka-go): Settle writes the dead letter of a
-// dead-lettered message, as NewConsumer's loop does, and says whether the
-// record's offset may be committed. It is safe for concurrent use.
+// (franz-go, kafka-go through package inboxkafkago, sarama,
+// confluent-kafka-go): Settle writes the dead letter of a dead-lettered
+// message, as NewConsumer's loop does, through a franz-go client of its
+// own, and says whether the record's offset may be committed. It is safe
+// for concurrent use.
 type DeadLetterWriter struct {
 	w  *deadLetterWriter
 	in *core
@@ -147,16 +151,15 @@ func NewDeadLetterWriter[TTx any](cfg *DeadLetterConfig[TTx]) (*DeadLetterWriter
 	case cfg.Inbox == nil:
 		return nil, errors.New("inbox: DeadLetterConfig.Inbox is required")
 	}
-	d := &DeadLetterWriter{in: cfg.Inbox.core}
-	topic, dialer := cfg.Topic, cfg.Dialer
+	topic := cfg.Topic
 	if topic == "" {
 		topic = DefaultDeadLetterTopic
 	}
-	if dialer == nil {
-		dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
+	w, err := newDeadLetterWriter(cfg.Brokers, cfg.TLS, cfg.SASL, topic, cfg.Inbox.core, cfg.KafkaOpts...)
+	if err != nil {
+		return nil, err
 	}
-	d.w = newDeadLetterWriter(cfg.Brokers, dialer, topic, cfg.Inbox.core)
-	return d, nil
+	return &DeadLetterWriter{w: w, in: cfg.Inbox.core}, nil
 }
 
 // Settle finishes one delivery of rec in a consumer loop of your own. Pass
@@ -176,10 +179,9 @@ func NewDeadLetterWriter[TTx any](cfg *DeadLetterConfig[TTx]) (*DeadLetterWriter
 //     wrapping ErrConflict is a Conflict under ConflictPolicyStop: stop the
 //     loop without committing.
 func (d *DeadLetterWriter) Settle(ctx context.Context, rec KafkaRecord, res Result, err error) (commit bool, _ error) {
-	km := rec.kafkaMessage()
 	var bad *Result
 	if errors.Is(err, ErrInvalidMessage) && res.Outcome == 0 {
-		msg, b := messageFromKafka(km)
+		msg, b := messageFromKafka(rec)
 		if b == nil {
 			b = &Result{Outcome: DeadLettered, Reason: ReasonInvalidKey, Err: err}
 		}
@@ -193,7 +195,7 @@ func (d *DeadLetterWriter) Settle(ctx context.Context, rec KafkaRecord, res Resu
 	case res.Outcome != DeadLettered || res.deadLetterSent:
 		return true, nil
 	}
-	if err := d.w.write(ctx, km, res); err != nil {
+	if err := d.w.write(ctx, rec, res); err != nil {
 		return false, fmt.Errorf("inbox: write dead letter to %s: %w", d.w.topic, err)
 	}
 	if bad == nil && res.Reason != ReasonConflict {

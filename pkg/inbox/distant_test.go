@@ -8,16 +8,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
 // A broker a long round trip away (300ms, another continent) is consumed
-// with the default MaxWait. kafka-go makes MaxWait the deadline of a fetch's
-// response: at the former default of 250ms every response came too late,
-// the reader reconnected and fetched again, over and over, and nothing was
-// ever delivered.
+// with the default MaxWait. (kafka-go, the former client, made MaxWait the
+// deadline of a fetch's response: at its former default of 250ms every
+// response came too late and nothing was ever delivered.)
 func TestConsumerReachesADistantBroker(t *testing.T) {
 	t.Parallel()
 	const topic, group = "distant", "distant-group"
@@ -26,12 +25,12 @@ func TestConsumerReachesADistantBroker(t *testing.T) {
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
 	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, Handler: insertEffect,
-		Dialer: &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: distantDial(300 * time.Millisecond)},
+		KafkaOpts: []kgo.Opt{kgo.Dialer(distantDial(300 * time.Millisecond))},
 	}, map[int]int64{0: 1})
 	wantEffectOnce(t, b.db, "k-1")
 }
 
-// distantDial dials the broker and hands kafka-go a connection on which
+// distantDial dials the broker and hands the client a connection on which
 // what the broker sends arrives delay later, as from a broker far away;
 // requests go out at once. The connection keeps net.Conn's deadlines, so a
 // response that comes after the read deadline times the read out.

@@ -240,32 +240,53 @@
 //
 // # Kafka consumer loop
 //
-// Consumer runs a kafka-go Reader in a consumer group. The message ID and
-// business key come from the relay's message-id and business-key headers; a
-// record without either cannot be deduplicated and is dead-lettered with
-// reason "missing-headers" (never dropped, never processed). Offsets are
-// committed with CommitMessages only after the database commit. Each
-// partition has its own worker fed by one fetching goroutine: a message
-// being retried (Retry, Busy, database unavailable) holds its partition, in
-// order, while the other partitions proceed, until the records held reach
-// ConsumerConfig.MaxQueueBytes (default 64 MiB) or PartitionQueue records
-// for one partition: then fetching pauses for every partition, so memory
-// stays bounded however large the records. Dead-lettered messages are
-// written to ConsumerConfig.DeadLetterTopic (default "inbox.dlq") with
-// RequiredAcks=all before their offset is committed, with headers
-// dlq-reason, dlq-detail, dlq-consumer, dlq-attempts, dlq-original-topic,
-// dlq-original-partition and dlq-original-offset added to the original ones
-// (message-id, business-key, ...). The row then records dead_lettered_at,
-// so a redelivery of a FAILED_FINAL message is acknowledged without a second
-// dead letter; a crash between the write and that record can write it twice,
-// never lose it. A conflict under ConflictPolicyDeadLetter and a record
-// without headers or with an invalid key have no row of their own: each
-// delivery of one is dead-lettered. Fetch errors (group join failures, a lost broker
-// connection, retriable broker error codes) do not stop Run: they are
-// counted and logged, and the fetch is retried after a backoff. On context
-// cancellation Run finishes
-// the current message of each partition, commits it, closes the reader and
-// the writer, and returns nil.
+// Consumer runs a franz-go (kgo) client in a consumer group, reading
+// read_committed by default (ConsumerConfig.Isolation): the records of an
+// aborted or still open Kafka transaction, as an exactly-once relay leaves
+// when it is fenced, never reach a handler, and transaction markers are not
+// records. The message ID and business key come from the relay's
+// message-id and business-key headers; a record without either cannot be
+// deduplicated and is dead-lettered with reason "missing-headers" (never
+// dropped, never processed). A record's offset is marked for commit only
+// after the database commit (or once its dead letter is written) and
+// committed right after, and on a revoke. Each partition has its own
+// worker, started when the partition is assigned: a message being retried
+// (Retry, Busy, database unavailable) holds its partition, in order, while
+// the other partitions proceed: once PartitionQueue records wait behind a
+// retried message, fetching pauses for that partition alone until the
+// message is settled. The loop polls no more records while those it holds
+// reach ConsumerConfig.MaxQueueBytes (default 64 MiB), so memory stays
+// bounded however large the records (plus the one fetch response per
+// broker the client buffers).
+//
+// Rebalances are known, not guessed (kgo.BlockRebalanceOnPoll and the
+// OnPartitions callbacks): a revoked partition's worker finishes its
+// current message, what it settled is committed, and only then does the
+// partition move to another member, so a rebalance redelivers nothing that
+// was settled; a lost partition (an expired session) commits nothing more,
+// and its redelivered messages answer Duplicate. Keep
+// ConsumerConfig.RebalanceTimeout above the longest handler run.
+//
+// Dead-lettered messages are written to ConsumerConfig.DeadLetterTopic
+// (default "inbox.dlq") with acks from every in-sync replica before their
+// offset is committed, with headers dlq-reason, dlq-detail, dlq-consumer,
+// dlq-attempts, dlq-original-topic, dlq-original-partition and
+// dlq-original-offset added to the original ones (message-id,
+// business-key, ...). The row then records dead_lettered_at, so a
+// redelivery of a FAILED_FINAL message is acknowledged without a second
+// dead letter; a crash between the write and that record can write it
+// twice, never lose it. A conflict under ConflictPolicyDeadLetter and a
+// record without headers or with an invalid key have no row of their own:
+// each delivery of one is dead-lettered. The client retries fetch errors
+// by itself; those it reports do not stop Run either: they are counted and
+// logged, and the next poll waits a backoff. TLS and SASL are the relay's
+// (ConsumerConfig.TLS and SASL: PLAIN, SCRAM, OAUTHBEARER from a token
+// file, AWS MSK IAM). On context cancellation Run finishes the current
+// message of each partition, commits what settled, leaves the group,
+// closes its clients and returns nil.
+//
+// Consumers with kafka-go readers of their own hand each kafka.Message to
+// the inbox through package inboxkafkago.
 //
 // # Retention
 //
@@ -324,8 +345,9 @@
 //   - pgoutbox_inbox_message_age_seconds{consumer}: histogram of the age of a
 //     message (from its Kafka record timestamp) when handling started.
 //   - pgoutbox_inbox_fetch_errors_total{consumer}: Kafka fetch errors the
-//     consumer loop survived; it logs them (at Warn at most every 10s), backs
-//     off and fetches again.
+//     client reported to the consumer loop (it retries retriable broker
+//     errors by itself, uncounted); the loop logs them (at Warn at most
+//     every 10s), backs off and polls again.
 //   - pgoutbox_inbox_queue_bytes{consumer}: bytes of fetched records the
 //     consumer loop holds, queued or being handled (at most
 //     ConsumerConfig.MaxQueueBytes).

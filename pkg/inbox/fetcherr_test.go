@@ -13,8 +13,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
-// A retriable broker error on a fetch is transient: the loop counts it,
-// keeps fetching and handles the messages behind it.
+// A retriable broker error on a fetch is transient: the client retries it
+// by itself (kgo hands the loop only errors it gives up on, which
+// pgoutbox_inbox_fetch_errors_total counts) and the loop handles the
+// messages behind it.
 func TestConsumerSurvivesFetchError(t *testing.T) {
 	t.Parallel()
 	const topic, group = "flaky", "flaky-group"
@@ -23,7 +25,7 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`})
 
 	// The first fetch of the topic answers KAFKA_STORAGE_ERROR (retriable)
-	// for every partition; kafka-go hands it to FetchMessage.
+	// for every partition.
 	var injected atomic.Bool
 	k.Cluster.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		req := r.(*kmsg.FetchRequest)
@@ -57,9 +59,6 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 	if !injected.Load() {
 		t.Fatal("the fetch error was never injected")
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_fetch_errors_total", "", ""); got < 1 {
-		t.Fatalf("fetch errors metric %v, want >= 1", got)
-	}
 	// Later messages are handled too.
 	produce(t, k.Brokers, topic, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
 	rc.waitOffsets(t, map[int]int64{0: 2})
@@ -71,7 +70,7 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 
 // A short session survives a message that is retried for longer than the
 // session: the group heartbeat runs every third of SessionTimeout, not every
-// 3s (kafka-go's default), so the member is never expired and nothing is
+// 3s (kgo's default), so the member is never expired and nothing is
 // redelivered by a rebalance.
 func TestConsumerShortSessionOutlivesRetries(t *testing.T) {
 	t.Parallel()
@@ -109,7 +108,7 @@ func TestConsumerShortSessionOutlivesRetries(t *testing.T) {
 			}
 		},
 	}, map[int]int64{0: 2})
-	// One JoinGroup for the first generation (kafka-go may send a second
+	// One JoinGroup for the first generation (a client may send a second
 	// one to learn its member ID); an expired session adds more.
 	if n := joins.Load(); n > 2 {
 		t.Errorf("%d JoinGroup requests: the session expired while m-1 was retried", n)

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -21,13 +20,10 @@ func newKafka(t *testing.T, topic string, partitions int) *testenv.Kafka {
 	return testenv.NewKafka(t, kfake.SeedTopics(int32(partitions), topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 }
 
-// testMaxWait is ConsumerConfig.MaxWait in the consumer tests. A graceful
-// stop waits for the fetches in flight, up to MaxWait, so the 5s default
-// would idle every test seconds at its stop. Above 1s kafka-go leaves a
-// fetch's round trip the same margin of 1s as at the default (it asks the
-// broker to answer 1s before MaxWait), which a loaded machine needs; the
-// broker then waits 0.5s on an idle partition. TestConsumerReachesADistantBroker
-// runs the default.
+// testMaxWait is ConsumerConfig.MaxWait in the consumer tests: a broker
+// holds a fetch of idle partitions this long. kgo's client does not wait
+// for a fetch in flight at a graceful stop, so it costs the tests nothing;
+// TestConsumerReachesADistantBroker runs the default.
 const testMaxWait = 1500 * time.Millisecond
 
 // rec is a record to produce; Partition picks the partition exactly.
@@ -35,68 +31,40 @@ type rec struct {
 	Partition int
 	ID, Key   string // message-id and business-key headers ("" omits)
 	Value     string
-	Extra     []kafka.Header // appended after the usual headers
+	Extra     []kgo.RecordHeader // appended after the usual headers
+}
+
+// kgoRecord is r as a kgo record of topic.
+func (r rec) kgoRecord(topic string) *kgo.Record {
+	m := &kgo.Record{Topic: topic, Partition: int32(r.Partition), Key: []byte(strconv.Itoa(r.Partition) + "|agg"), Value: []byte(r.Value)}
+	if r.ID != "" {
+		m.Headers = append(m.Headers, kgo.RecordHeader{Key: "message-id", Value: []byte(r.ID)})
+	}
+	if r.Key != "" {
+		m.Headers = append(m.Headers, kgo.RecordHeader{Key: "business-key", Value: []byte(r.Key)})
+	}
+	m.Headers = append(m.Headers, kgo.RecordHeader{Key: "event-type", Value: []byte("payment.completed")})
+	m.Headers = append(m.Headers, r.Extra...)
+	return m
 }
 
 // produce writes recs in order, each to its partition, and fails t on error.
 func produce(t *testing.T, brokers []string, topic string, recs ...rec) {
 	t.Helper()
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	w := &kafka.Writer{
-		Addr:         kafka.TCP(brokers...),
-		Topic:        topic,
-		Transport:    tr,
-		RequiredAcks: kafka.RequireAll,
-		BatchTimeout: time.Millisecond,
-		Balancer: kafka.BalancerFunc(func(m kafka.Message, partitions ...int) int {
-			p, _ := strconv.Atoi(strings.SplitN(string(m.Key), "|", 2)[0])
-			return p
-		}),
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = r.kgoRecord(topic)
 	}
-	defer w.Close()
-	msgs := make([]kafka.Message, 0, len(recs))
-	for _, r := range recs {
-		m := kafka.Message{Key: []byte(strconv.Itoa(r.Partition) + "|agg"), Value: []byte(r.Value)}
-		if r.ID != "" {
-			m.Headers = append(m.Headers, kafka.Header{Key: "message-id", Value: []byte(r.ID)})
-		}
-		if r.Key != "" {
-			m.Headers = append(m.Headers, kafka.Header{Key: "business-key", Value: []byte(r.Key)})
-		}
-		m.Headers = append(m.Headers, kafka.Header{Key: "event-type", Value: []byte("payment.completed")})
-		m.Headers = append(m.Headers, r.Extra...)
-		msgs = append(msgs, m)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// One at a time keeps the order within a partition obvious.
-	for _, m := range msgs {
-		if err := w.WriteMessages(ctx, m); err != nil {
-			t.Fatalf("produce: %v", err)
-		}
-	}
+	testenv.Produce(t, brokers, true, krs...)
 }
 
 // committedOffsets returns the group's committed offset per partition of
 // topic (-1 when none).
 func committedOffsets(t *testing.T, brokers []string, group, topic string, partitions int) map[int]int64 {
 	t.Helper()
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
-	ps := make([]int, partitions)
-	for i := range ps {
-		ps[i] = i
-	}
-	resp, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
+	out, err := testenv.CommittedOffsets(context.Background(), brokers, group, topic, partitions)
 	if err != nil {
 		t.Errorf("offset fetch: %v", err)
-		return nil
-	}
-	out := map[int]int64{}
-	for _, p := range resp.Topics[topic] {
-		out[p.Partition] = p.CommittedOffset
 	}
 	return out
 }

@@ -52,7 +52,7 @@ func newMetrics() *metrics {
 			Help:    "Age of a message (from its Kafka record timestamp) when the inbox started handling it.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}),
 		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fetch_errors_total",
-			Help: "Kafka fetch errors the consumer loop survived (it backs off and fetches again)."}),
+			Help: "Kafka fetch errors the client reported to the consumer loop (it backs off and polls again)."}),
 		queueBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "queue_bytes",
 			Help: "Bytes of fetched records the consumer loop holds, queued or being handled (bounded by ConsumerConfig.MaxQueueBytes)."}),
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
@@ -130,7 +130,7 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 	const topic, group, dlq = "repeated", "repeated-group", "repeated.dlq"
 	k := newKafka(t, topic, 1)
 	b := setup(t, nil)
-	h := func(k, v string) []kafka.Header { return []kafka.Header{{Key: k, Value: []byte(v)}} }
+	h := func(k, v string) []kgo.RecordHeader { return []kgo.RecordHeader{{Key: k, Value: []byte(v)}} }
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-a", Key: "k-a", Value: `{"v":"a"}`, Extra: h("message-id", "m-forged")},
 		rec{ID: "ok-1", Key: "k-1", Value: `{"v":1}`},

@@ -4,18 +4,19 @@ import (
 	"context"
 	"sync"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // DefaultMaxQueueBytes is ConsumerConfig.MaxQueueBytes when it is zero.
 const DefaultMaxQueueBytes = 64 << 20
 
 // queueBytes bounds the bytes of the records the consumer loop holds: those
-// queued for a partition worker and those the worker is handling. The
-// fetching loop takes a record's size before queueing it and waits while
-// the bound is reached; the worker gives it back once the record is
-// settled. A record larger than the bound is taken alone (when nothing else
-// is held), so it cannot stop the loop.
+// queued for a partition worker and those the worker is handling. The poll
+// loop asks room for how many records to poll: as many as fit under the
+// bound at the size of the records it polled last (one when it knows none,
+// or when nothing is held: a record larger than the bound is still taken,
+// alone), waiting while none fits. It adds what it polled; the worker gives
+// a record's bytes back once it is settled.
 type queueBytes struct {
 	max int64
 
@@ -23,7 +24,7 @@ type queueBytes struct {
 	held int64
 	peak int64         // the most held at once, for tests
 	free chan struct{} // closed and replaced when bytes are given back
-	// waiting is true while take waits for bytes, for tests.
+	// waiting is true while waitRoom waits for bytes, for tests.
 	waiting bool
 	gauge   func(float64) // the queue_bytes gauge
 }
@@ -33,27 +34,34 @@ func newQueueBytes(max int64, gauge func(float64)) *queueBytes {
 }
 
 // recordBytes is what a record counts against the bound: its key, value and
-// headers, the bytes kafka-go holds for it.
-func recordBytes(m *kafka.Message) int64 {
-	n := len(m.Key) + len(m.Value)
-	for _, h := range m.Headers {
+// headers.
+func recordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
 		n += len(h.Key) + len(h.Value)
 	}
 	return int64(n)
 }
 
-// take waits until n more bytes fit under the bound (or nothing is held)
-// and counts them as held; it returns false when ctx ends first.
-func (q *queueBytes) take(ctx context.Context, n int64) bool {
+// room waits until at least one record of size est (0: unknown) fits
+// under the bound, or nothing is held, and returns how many fit, at most
+// most; it returns 0 when ctx ends first.
+func (q *queueBytes) room(ctx context.Context, est int64, most int) int {
 	for {
 		q.mu.Lock()
-		if q.held == 0 || q.held+n <= q.max {
-			q.held += n
-			q.peak = max(q.peak, q.held)
+		n := 1
+		if est > 0 {
+			n = int(min((q.max-q.held)/est, int64(most)))
+		}
+		if q.held == 0 {
+			n = max(n, 1)
+		} else if q.held >= q.max {
+			n = 0
+		}
+		if n > 0 {
 			q.waiting = false
-			q.gauge(float64(q.held))
 			q.mu.Unlock()
-			return true
+			return n
 		}
 		q.waiting = true
 		free := q.free
@@ -64,12 +72,21 @@ func (q *queueBytes) take(ctx context.Context, n int64) bool {
 			q.mu.Lock()
 			q.waiting = false
 			q.mu.Unlock()
-			return false
+			return 0
 		}
 	}
 }
 
-// give returns n bytes taken with take.
+// add counts n more bytes as held.
+func (q *queueBytes) add(n int64) {
+	q.mu.Lock()
+	q.held += n
+	q.peak = max(q.peak, q.held)
+	q.gauge(float64(q.held))
+	q.mu.Unlock()
+}
+
+// give returns n bytes counted with add.
 func (q *queueBytes) give(n int64) {
 	if n == 0 {
 		return

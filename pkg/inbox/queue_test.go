@@ -46,11 +46,7 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 	cfg := &inbox.ConsumerConfig[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		SessionTimeout: time.Second, MaxQueueBytes: bound,
-		// kafka-go must receive a fetch response within MaxWait of sending
-		// the request: at the default 250ms a 1 MB response of these
-		// records timed out on every fetch on a loaded machine (i/o timeout
-		// at offset 0 over and over), and the test saw no progress.
-		MaxWait: 5 * time.Second,
+		MaxWait: testMaxWait,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			started.Add(1)
 			<-resume // every worker stalls on its first record

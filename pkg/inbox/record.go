@@ -3,14 +3,13 @@ package inbox
 import (
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
 // KafkaRecord is a Kafka record as any client delivers it (franz-go, sarama,
-// confluent-kafka-go, kafka-go), for callers that run their own consumer
-// loop and call Process, ProcessTx or ProcessExternal per record.
+// confluent-kafka-go, kafka-go: inboxkafkago.Record converts its messages),
+// for callers that run their own consumer loop and call Process, ProcessTx
+// or ProcessExternal per record.
 type KafkaRecord struct {
 	Topic     string
 	Partition int
@@ -120,13 +119,4 @@ type RepeatedHeaderError struct {
 // Error names the repeated header.
 func (e *RepeatedHeaderError) Error() string {
 	return "header " + e.Header + " repeated"
-}
-
-// kafkaMessage is r as kafka-go's message, for the dead-letter writer.
-func (r KafkaRecord) kafkaMessage() kafka.Message {
-	km := kafka.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Time: r.Time}
-	for _, h := range r.Headers {
-		km.Headers = append(km.Headers, kafka.Header(h))
-	}
-	return km
 }

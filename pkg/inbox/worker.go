@@ -4,91 +4,161 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // worker handles the messages of one partition, one at a time, in order.
+// It lives from the partition's assignment to its revoke or loss.
 type worker[TTx any] struct {
-	c      *Consumer[TTx]
-	reader *kafka.Reader
-	dlq    *deadLetterWriter
-	stop   context.CancelCauseFunc
+	c  *Consumer[TTx]
+	g  *group[TTx]
+	tp topicPartition
+	// q queues the partition's polled records; queueing never blocks the
+	// poll loop (nor a rebalance).
+	q      *partitionQueue
+	ctx    context.Context // ends when the worker is stopped
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+	// lost is set before a stop for a lost partition: nothing more is
+	// marked for commit.
+	lost atomic.Bool
+
+	// inHand counts the records of the batch being handled that are not
+	// settled yet.
+	inHand atomic.Int64
+
+	pauseMu  sync.Mutex
+	retrying bool // the current message waits for another attempt
+	paused   bool // fetching the partition is paused (retrying, queue full)
+
 	// suspect counts the coming messages that may repeat an attempt that
 	// killed a process: the first BatchSize after the worker starts (the
 	// previous owner of the partition had at most one batch in flight past
-	// its committed offset) or after the offsets go back (a rebalance
-	// redelivers). Those run one at a time, each attempt counted by
-	// markAttempt before it starts (Handler only).
+	// its committed offset). Those run one at a time, each attempt counted
+	// by markAttempt before it starts (Handler only).
 	suspect int
-	// last is the highest offset handed to the worker (-1: none yet).
-	last int64
 }
 
-// newWorker returns the worker of a partition that this process has not
-// handled yet.
-func newWorker[TTx any](c *Consumer[TTx], reader *kafka.Reader, dlq *deadLetterWriter, stop context.CancelCauseFunc) *worker[TTx] {
-	return &worker[TTx]{c: c, reader: reader, dlq: dlq, stop: stop, suspect: c.cfg.BatchSize, last: -1}
+// newWorker returns the worker of a partition just assigned to the member.
+func newWorker[TTx any](g *group[TTx], tp topicPartition) *worker[TTx] {
+	ctx, cancel := context.WithCancel(g.ctx)
+	return &worker[TTx]{c: g.c, g: g, tp: tp, q: newPartitionQueue(),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), suspect: g.c.cfg.BatchSize}
 }
 
-// run handles the partition's queue until it is closed or ctx ends; on a
-// graceful stop the rest of the queue is left for the next run (its offsets
+// quit stops the worker after its current attempt; lost says the partition
+// was lost, so nothing more is committed.
+func (w *worker[TTx]) quit(lost bool) {
+	if lost {
+		w.lost.Store(true)
+	}
+	w.cancel()
+}
+
+// maybePause pauses fetching the partition while its worker retries a
+// message and PartitionQueue records wait behind it, so that a stuck
+// partition neither fills MaxQueueBytes for the others nor holds them
+// back. A partition is not paused merely for being behind: kgo drops a
+// paused partition's buffered records, and fetches a resumed one only
+// after the fetch in flight (up to MaxWait on idle partitions).
+func (w *worker[TTx]) maybePause() {
+	w.pauseMu.Lock()
+	defer w.pauseMu.Unlock()
+	if !w.paused && w.retrying && w.q.len()+int(w.inHand.Load()) >= w.c.cfg.PartitionQueue {
+		w.paused = true
+		w.g.cl.PauseFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+	}
+}
+
+// setRetrying records whether the current message waits for another
+// attempt, pausing the partition (see maybePause) or resuming it.
+func (w *worker[TTx]) setRetrying(retrying bool) {
+	w.pauseMu.Lock()
+	w.retrying = retrying
+	resume := !retrying && w.paused
+	if resume {
+		w.paused = false
+		w.g.cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+	}
+	w.pauseMu.Unlock()
+	if retrying {
+		w.maybePause()
+	}
+}
+
+// run handles the partition's queue until the worker is stopped; the rest
+// of the queue is then left for the partition's next owner (its offsets
 // are not committed).
-func (w *worker[TTx]) run(ctx context.Context, ch <-chan kafka.Message) {
-	batch := make([]kafka.Message, 0, w.c.cfg.BatchSize)
-	for m := range ch {
-		if ctx.Err() != nil {
-			return
-		}
-		batch = append(batch[:0], m)
-	drain:
-		for len(batch) < cap(batch) {
+func (w *worker[TTx]) run() {
+	defer close(w.done)
+	defer w.drop()
+	ctx := w.ctx
+	batch := make([]*kgo.Record, 0, w.c.cfg.BatchSize)
+	for {
+		batch = w.q.take(batch[:0], w.c.cfg.BatchSize)
+		if len(batch) == 0 {
 			select {
-			case m, ok := <-ch:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, m)
-			default:
-				break drain
-			}
-		}
-		for _, m := range batch {
-			if m.Offset <= w.last {
-				w.suspect = w.c.cfg.BatchSize // a redelivery
-			}
-			w.last = max(w.last, m.Offset)
-		}
-		if len(batch) > 1 && w.suspect == 0 && w.handleBatch(ctx, batch) {
-			for i := range batch {
-				w.c.queue.give(recordBytes(&batch[i]))
+			case <-ctx.Done():
+				return
+			case <-w.q.ready:
 			}
 			continue
 		}
-		for i, m := range batch {
+		if ctx.Err() != nil {
+			for _, r := range batch {
+				w.c.queue.give(recordBytes(r))
+			}
+			return
+		}
+		w.inHand.Store(int64(len(batch)))
+		if len(batch) > 1 && w.suspect == 0 && w.handleBatch(ctx, batch) {
+			w.inHand.Store(0)
+			for _, r := range batch {
+				w.c.queue.give(recordBytes(r))
+			}
+			continue
+		}
+		for i, r := range batch {
 			if ctx.Err() != nil {
+				for _, r := range batch[i:] {
+					w.c.queue.give(recordBytes(r))
+				}
 				return
 			}
 			mark := w.suspect > 0 && w.c.cfg.Handler != nil
 			w.suspect = max(w.suspect-1, 0)
-			w.handle(ctx, m, mark)
-			w.c.queue.give(recordBytes(&batch[i]))
+			w.handle(ctx, r, mark)
+			w.inHand.Add(-1)
+			w.c.queue.give(recordBytes(r))
 		}
 	}
 }
 
+// drop gives back the bytes of the records left queued when the worker
+// stops, and resumes the partition if it was paused: a pause outlives the
+// assignment.
+func (w *worker[TTx]) drop() {
+	for _, r := range w.q.take(nil, w.q.len()) {
+		w.c.queue.give(recordBytes(r))
+	}
+	w.setRetrying(false)
+}
+
 // handleBatch tries the batch fast path; false means nothing was committed
 // and the messages must be handled one at a time.
-func (w *worker[TTx]) handleBatch(ctx context.Context, batch []kafka.Message) bool {
+func (w *worker[TTx]) handleBatch(ctx context.Context, batch []*kgo.Record) bool {
 	c := w.c
 	if c.cfg.Handler == nil {
 		return false
 	}
 	msgs := make([]Message, len(batch))
-	for i, km := range batch {
+	for i, r := range batch {
 		var bad *Result
-		if msgs[i], bad = messageFromKafka(km); bad != nil {
+		if msgs[i], bad = messageFromKafka(kafkaRecordOf(r)); bad != nil {
 			return false
 		}
 	}
@@ -122,8 +192,7 @@ func (w *worker[TTx]) handleBatch(ctx context.Context, batch []kafka.Message) bo
 		}
 	}
 	// Committing the last offset commits the partition up to it.
-	last := batch[len(batch)-1]
-	w.commit(work, last, &msgs[len(msgs)-1])
+	w.settled(batch[len(batch)-1])
 	return true
 }
 
@@ -131,15 +200,16 @@ func (w *worker[TTx]) handleBatch(ctx context.Context, batch []kafka.Message) bo
 // handled one message at a time (each then gets a span of its own).
 var errBatchRolledBack = errors.New("inbox: batch rolled back; handled one message at a time")
 
-// commitTimeout bounds an offset commit and a dead-letter write during a
-// graceful stop.
+// commitTimeout bounds an offset commit and a dead-letter write.
 const commitTimeout = 30 * time.Second
 
-// handle settles one message: it returns once the offset is committed, when
-// ctx ends during a retry wait, or after stopping the run on a fatal error.
-// The current attempt itself always finishes, even when ctx ends.
-func (w *worker[TTx]) handle(ctx context.Context, km kafka.Message, mark bool) {
+// handle settles one message: it returns once the offset is marked for
+// commit, when ctx ends during a retry wait, or after stopping the run on a
+// fatal error. The current attempt itself always finishes, even when ctx
+// ends.
+func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) {
 	c := w.c
+	km := kafkaRecordOf(r)
 	msg, bad := messageFromKafka(km)
 	work := context.WithoutCancel(ctx)
 	// rejected counts the attempts the database refused for the record's
@@ -160,7 +230,7 @@ func (w *worker[TTx]) handle(ctx context.Context, km kafka.Message, mark bool) {
 		end(res, err)
 		if errors.Is(err, ErrConflict) {
 			// ConflictPolicyStop: never ack a conflict silently.
-			w.stop(fmt.Errorf("inbox: stopped at record %s/%d@%d: %w", km.Topic, km.Partition, km.Offset, err))
+			w.g.stop(fmt.Errorf("inbox: stopped at record %s/%d@%d: %w", km.Topic, km.Partition, km.Offset, err))
 			return
 		}
 		if err != nil && res.Outcome == 0 {
@@ -187,10 +257,14 @@ func (w *worker[TTx]) handle(ctx context.Context, km kafka.Message, mark bool) {
 					c.in.markDeadLettered(work, &msg)
 				}
 			}
-			w.commit(work, km, &msg)
+			w.settled(r)
 			return
 		}
 		// Retry or Busy: hold the partition and try again after a backoff.
+		if wait == 1 {
+			w.setRetrying(true)
+			defer w.setRetrying(false)
+		}
 		t := time.NewTimer(c.in.cfg.Backoff(max(res.Attempts, wait)))
 		select {
 		case <-ctx.Done():
@@ -212,16 +286,16 @@ func (w *worker[TTx]) process(ctx context.Context, msg Message, mark bool) (Resu
 // sendDeadLetter writes the message to the dead-letter topic, retrying until
 // it succeeds or ctx ends (then the offset stays uncommitted and the
 // redelivery answers DeadLettered again).
-func (w *worker[TTx]) sendDeadLetter(ctx context.Context, km kafka.Message, msg *Message, res Result) bool {
+func (w *worker[TTx]) sendDeadLetter(ctx context.Context, km KafkaRecord, msg *Message, res Result) bool {
 	for attempt := 1; ; attempt++ {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-		err := w.dlq.write(wctx, km, res)
+		err := w.g.dlq.write(wctx, km, res)
 		cancel()
 		if err == nil {
 			return true
 		}
 		w.c.log.Warn("inbox: dead-letter write failed", "message_id", w.c.in.logKey(msg.ID), "business_key", w.c.in.logKey(msg.BusinessKey),
-			"topic", w.dlq.topic, "attempt", attempt, "err", err)
+			"topic", w.g.dlq.topic, "attempt", attempt, "err", err)
 		t := time.NewTimer(min(time.Duration(attempt)*100*time.Millisecond, 5*time.Second))
 		select {
 		case <-ctx.Done():
@@ -232,26 +306,33 @@ func (w *worker[TTx]) sendDeadLetter(ctx context.Context, km kafka.Message, msg 
 	}
 }
 
-// commit commits the offset after the database commit. A failure is only
-// logged: the message is redelivered and answers Duplicate.
-func (w *worker[TTx]) commit(ctx context.Context, km kafka.Message, msg *Message) {
-	cctx, cancel := context.WithTimeout(ctx, commitTimeout)
-	defer cancel()
-	if err := w.reader.CommitMessages(cctx, km); err != nil {
-		w.c.log.Warn("inbox: offset commit failed; the message will be redelivered", "message_id", w.c.in.logKey(msg.ID),
-			"topic", km.Topic, "partition", km.Partition, "offset", km.Offset, "err", err)
+// settled marks r's offset for commit once the inbox settled it (after
+// the database commit) and wakes the committer. A lost partition marks
+// nothing: another member may own it.
+func (w *worker[TTx]) settled(r *kgo.Record) {
+	if w.lost.Load() {
+		return
 	}
+	w.g.cl.MarkCommitRecords(r)
+	w.g.marked()
+}
+
+// kafkaRecordOf is r as the inbox's record type.
+func kafkaRecordOf(r *kgo.Record) KafkaRecord {
+	kr := KafkaRecord{Topic: r.Topic, Partition: int(r.Partition), Offset: r.Offset, Key: r.Key, Value: r.Value, Time: r.Timestamp}
+	if len(r.Headers) > 0 {
+		kr.Headers = make([]KafkaHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			kr.Headers[i] = KafkaHeader(h)
+		}
+	}
+	return kr
 }
 
 // messageFromKafka builds the inbox message of a record. bad is set when the
 // record cannot be deduplicated (a contract header repeated or missing, or a
 // key that breaks the key rules): it goes to the dead-letter topic untouched.
-func messageFromKafka(km kafka.Message) (msg Message, bad *Result) {
-	r := KafkaRecord{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time,
-		Headers: make([]KafkaHeader, len(km.Headers))}
-	for i, h := range km.Headers {
-		r.Headers[i] = KafkaHeader(h)
-	}
+func messageFromKafka(r KafkaRecord) (msg Message, bad *Result) {
 	msg = r.Message()
 	if msg.Headers == nil {
 		msg.Headers = map[string]string{}

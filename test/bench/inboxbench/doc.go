@@ -3,8 +3,8 @@
 // baseline a team would write instead (a hand-rolled dedup table with a
 // unique constraint on the business key, claimed with INSERT ... ON CONFLICT
 // DO NOTHING in the handler's transaction) and, for reference, the same
-// INSERT without any dedup (kafka-go FetchMessage + INSERT +
-// CommitMessages), in the same run, on a throwaway Postgres server and an
+// INSERT without any dedup (franz-go PollFetches + INSERT +
+// CommitRecords), in the same run, on a throwaway Postgres server and an
 // in-process kfake broker. Every side uses one worker per partition and
 // commits each offset synchronously after the database write.
 //

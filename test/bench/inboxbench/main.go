@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -138,7 +138,7 @@ func run(n, rounds int, pk, withSQL bool) error {
 
 	fmt.Printf("messages per run: %d, %d rounds, %d partitions, one worker per partition, offsets committed after each DB commit; handler table primary key: %v\n",
 		n, rounds, partitions, pk)
-	fmt.Printf("plain = kafka-go FetchMessage + INSERT + CommitMessages (no dedup, for reference); dedup = the same with a hand-rolled dedup table\n" +
+	fmt.Printf("plain = franz-go PollFetches + INSERT + CommitRecords (no dedup, for reference); dedup = the same with a hand-rolled dedup table\n" +
 		"  (INSERT INTO dedup (business_key) ... ON CONFLICT DO NOTHING, then the INSERT, in one transaction); inbox = inbox.Consumer with a one-INSERT handler\n")
 	fmt.Printf("cpu/msg: CPU time of a whole run (group join to shutdown) over its messages; go = this process (consumers and the in-process kfake broker), pg = the PostgreSQL server\n")
 	samples := map[config][]sample{}
@@ -257,24 +257,24 @@ func median(samples []sample, f func(sample) time.Duration) time.Duration {
 }
 
 func produce(ctx context.Context, brokers []string, topic string, n int) error {
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Transport: tr, RequiredAcks: kafka.RequireAll,
-		BatchSize: 1000, BatchTimeout: 5 * time.Millisecond, Balancer: &kafka.Hash{}}
-	defer w.Close()
-	batch := make([]kafka.Message, 0, 1000)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	batch := make([]*kgo.Record, 0, 1000)
 	for i := range n {
 		id := strconv.Itoa(i)
-		batch = append(batch, kafka.Message{
+		batch = append(batch, &kgo.Record{
 			Key:   []byte("agg-" + strconv.Itoa(i%64)),
 			Value: []byte(`{"amount":` + id + `,"currency":"EUR"}`),
-			Headers: []kafka.Header{
+			Headers: []kgo.RecordHeader{
 				{Key: inbox.HeaderMessageID, Value: []byte(topic + "-" + id)},
 				{Key: inbox.HeaderBusinessKey, Value: []byte(topic + "-req-" + id)},
 			},
 		})
 		if len(batch) == cap(batch) || i == n-1 {
-			if err := w.WriteMessages(ctx, batch...); err != nil {
+			if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
 				return err
 			}
 			batch = batch[:0]
@@ -306,18 +306,22 @@ func (c *clock) tick() {
 
 func (c *clock) elapsed() time.Duration { return c.end.Sub(c.start) }
 
-// baseline consumes topic without the inbox: per partition, up to batch
-// queued messages are INSERTed in one transaction (autocommit when batch is
-// 1), then the last offset is committed. With dedup each message is first
-// claimed in the dedup table, in the same transaction (one per message when
-// batch is 1), and its INSERT is skipped when the key was there.
+// baseline consumes topic without the inbox, with a franz-go client as the
+// inbox's loop: per partition, up to batch queued messages are INSERTed in
+// one transaction (autocommit when batch is 1), then the last offset is
+// committed (synchronously). With dedup each message is first claimed in the
+// dedup table, in the same transaction (one per message when batch is 1),
+// and its INSERT is skipped when the key was there.
 func baseline(ctx context.Context, brokers []string, pool *pgxpool.Pool, topic string, n, batch int, dedup bool) (time.Duration, error) {
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: topic, GroupTopics: []string{topic},
-		StartOffset: kafka.FirstOffset, MaxWait: 250 * time.Millisecond})
-	defer r.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
 	clk := newClock(n)
 	errc := make(chan error, partitions+1)
-	queues := map[int]chan kafka.Message{}
+	queues := map[int32]chan *kgo.Record{}
 	var wg sync.WaitGroup
 	runCtx, cancel := context.WithCancel(ctx)
 	dispatched := make(chan struct{})
@@ -330,44 +334,46 @@ func baseline(ctx context.Context, brokers []string, pool *pgxpool.Pool, topic s
 			}
 		}()
 		for {
-			m, err := r.FetchMessage(runCtx)
-			if err != nil {
+			fetches := cl.PollFetches(runCtx)
+			if runCtx.Err() != nil || fetches.IsClientClosed() {
 				return
 			}
-			clk.begin()
-			q, ok := queues[m.Partition]
-			if !ok {
-				q = make(chan kafka.Message, 1000)
-				queues[m.Partition] = q
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for m := range q {
-						msgs := drain(q, m, batch)
-						insert := insertPlain
-						if dedup {
-							insert = insertDedup
-						}
-						if err := insert(runCtx, pool, msgs); err != nil {
-							if runCtx.Err() == nil {
-								errc <- err
+			for _, m := range fetches.Records() {
+				clk.begin()
+				q, ok := queues[m.Partition]
+				if !ok {
+					q = make(chan *kgo.Record, 1000)
+					queues[m.Partition] = q
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for m := range q {
+							msgs := drain(q, m, batch)
+							insert := insertPlain
+							if dedup {
+								insert = insertDedup
 							}
-							return
+							if err := insert(runCtx, pool, msgs); err != nil {
+								if runCtx.Err() == nil {
+									errc <- err
+								}
+								return
+							}
+							for range msgs {
+								clk.tick()
+							}
+							if err := cl.CommitRecords(runCtx, msgs[len(msgs)-1]); err != nil && runCtx.Err() == nil {
+								errc <- err
+								return
+							}
 						}
-						for range msgs {
-							clk.tick()
-						}
-						if err := r.CommitMessages(runCtx, msgs[len(msgs)-1]); err != nil && runCtx.Err() == nil {
-							errc <- err
-							return
-						}
-					}
-				}()
-			}
-			select {
-			case q <- m:
-			case <-runCtx.Done():
-				return
+					}()
+				}
+				select {
+				case q <- m:
+				case <-runCtx.Done():
+					return
+				}
 			}
 		}
 	}()
@@ -380,8 +386,8 @@ func baseline(ctx context.Context, brokers []string, pool *pgxpool.Pool, topic s
 }
 
 // drain returns first plus up to batch-1 messages already queued.
-func drain(q chan kafka.Message, first kafka.Message, batch int) []kafka.Message {
-	msgs := []kafka.Message{first}
+func drain(q chan *kgo.Record, first *kgo.Record, batch int) []*kgo.Record {
+	msgs := []*kgo.Record{first}
 	for len(msgs) < batch {
 		select {
 		case m, ok := <-q:
@@ -397,7 +403,7 @@ func drain(q chan kafka.Message, first kafka.Message, batch int) []kafka.Message
 }
 
 // businessKey returns the business-key header of m.
-func businessKey(m kafka.Message) string {
+func businessKey(m *kgo.Record) string {
 	for _, h := range m.Headers {
 		if h.Key == inbox.HeaderBusinessKey {
 			return string(h.Value)
@@ -409,7 +415,7 @@ func businessKey(m kafka.Message) string {
 // insertDedup is the hand-rolled dedup a team would write instead of the
 // inbox: claim the business key with INSERT ... ON CONFLICT DO NOTHING in
 // the handler's transaction, and do the work only when the claim inserted.
-func insertDedup(ctx context.Context, pool *pgxpool.Pool, msgs []kafka.Message) error {
+func insertDedup(ctx context.Context, pool *pgxpool.Pool, msgs []*kgo.Record) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, m := range msgs {
 			key := businessKey(m)
@@ -428,7 +434,7 @@ func insertDedup(ctx context.Context, pool *pgxpool.Pool, msgs []kafka.Message) 
 	})
 }
 
-func insertPlain(ctx context.Context, pool *pgxpool.Pool, msgs []kafka.Message) error {
+func insertPlain(ctx context.Context, pool *pgxpool.Pool, msgs []*kgo.Record) error {
 	const insert = `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`
 	key := businessKey
 	if len(msgs) == 1 {

@@ -1,0 +1,148 @@
+package inboxkafkago_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafkago"
+)
+
+// consume is a kafka-go reader loop driving the inbox: each message becomes
+// an inbox record, is processed in one transaction with the handler's
+// writes, and is settled (a dead-lettered message is written to the
+// dead-letter topic); its offset is committed only when Settle says so.
+// Retry, Busy or an unknown outcome delivers the same message again before
+// any later one of its partition. A transaction marker is skipped.
+func consume(ctx context.Context, r *kafka.Reader, in *inbox.Inbox[pgx.Tx], dlq *inbox.DeadLetterWriter,
+	handle inbox.TxHandler[pgx.Tx], report func(inbox.Message, inbox.Result)) error {
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			return err // the context ended, or the reader was closed
+		}
+		work := context.WithoutCancel(ctx) // a started message is settled
+		if rec, ok := inboxkafkago.Record(m); ok {
+			msg := rec.Message()
+			for attempt := 1; ; attempt++ {
+				res, err := in.Process(work, msg, handle)
+				commit, err := dlq.Settle(work, rec, res, err)
+				report(msg, res)
+				if commit {
+					break
+				}
+				if errors.Is(err, inbox.ErrConflict) {
+					return err // ConflictPolicyStop: stop, commit nothing
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(inbox.DefaultBackoff(attempt)):
+				}
+			}
+		}
+		if err := r.CommitMessages(work, m); err != nil {
+			return err
+		}
+	}
+}
+
+// A service that already runs kafka-go readers hands each message to the
+// inbox through Record. Order 42 is shipped and its redelivery is a
+// Duplicate; order 44 fails for good (inbox.Permanent) and is dead-lettered.
+func Example() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS shipment (order_id text PRIMARY KEY)`); err != nil {
+		log.Fatal(err)
+	}
+	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "shipping-kafka-go", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// An in-process broker holding the records, as the relay publishes
+	// them; use your brokers instead.
+	broker, err := kfake.NewCluster(kfake.SeedTopics(1, "outbox.order", inbox.DefaultDeadLetterTopic))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer broker.Close()
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(broker.ListenAddrs()...), Topic: "outbox.order", Transport: transport,
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	for _, r := range []struct{ id, key, order string }{
+		{"0193a0b4-7c1e-7d3a-9b1e-000000000042", "order-42-placed", "42"},
+		{"0193a0b4-7c1e-7d3a-9b1e-000000000042", "order-42-placed", "42"}, // a replay
+		{"0193a0b4-7c1e-7d3a-9b1e-000000000044", "order-44-placed", "44"},
+	} {
+		m := kafka.Message{Key: []byte(r.order), Value: []byte(`{"order":"` + r.order + `"}`),
+			Headers: []kafka.Header{{Key: "message-id", Value: []byte(r.id)}, {Key: "business-key", Value: []byte(r.key)}}}
+		if err := w.WriteMessages(ctx, m); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	dlq, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig[pgx.Tx]{Brokers: broker.ListenAddrs(), Inbox: in})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dlq.Close()
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:     broker.ListenAddrs(),
+		GroupID:     "shipping-kafka-go",
+		Topic:       "outbox.order",
+		StartOffset: kafka.FirstOffset,
+		MaxWait:     time.Second,
+		Dialer:      &kafka.Dialer{Timeout: 10 * time.Second},
+	})
+	defer reader.Close()
+
+	handle := func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+		if string(msg.Key) == "44" {
+			return "", inbox.Permanent(errors.New("no such address"))
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO shipment (order_id) VALUES ($1)`, string(msg.Key))
+		return "shipment/" + string(msg.Key), err
+	}
+	runCtx, stop := context.WithTimeout(ctx, time.Minute) // none lost: no wait
+	defer stop()
+	seen := 0
+	report := func(msg inbox.Message, res inbox.Result) {
+		fmt.Println(strings.TrimSpace(fmt.Sprint(string(msg.Key), " ", res.Outcome, " ", res.ResultRef+res.Reason)))
+		if res.Outcome.Acked() {
+			if seen++; seen == 3 {
+				stop() // every message is settled
+			}
+		}
+	}
+	if err := consume(runCtx, reader, in, dlq, handle, report); !errors.Is(err, context.Canceled) {
+		log.Fatalf("%d of 3 messages settled: %v", seen, err)
+	}
+	// Output:
+	// 42 processed shipment/42
+	// 42 duplicate shipment/42
+	// 44 dead-lettered permanent
+}

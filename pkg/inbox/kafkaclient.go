@@ -1,0 +1,31 @@
+package inbox
+
+import (
+	"crypto/tls"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// clientID is the client ID of the inbox's Kafka requests.
+const clientID = "pgoutbox-inbox"
+
+// kafkaOpts are the options of a kgo client of brokers with the relay's
+// TLS dialer and SASL mechanisms (one implementation for both sides),
+// followed by more.
+func kafkaOpts(brokers []string, tlsCfg *tls.Config, sasl *relay.SASL, more ...kgo.Opt) []kgo.Opt {
+	return producer.ClientOpts(producer.Config{Brokers: brokers, TLS: tlsCfg, SASL: (*producer.SASL)(sasl)},
+		append([]kgo.Opt{kgo.ClientID(clientID)}, more...)...)
+}
+
+// checkSASL reports whether s (nil: none) names a mechanism with the
+// credentials it needs; the error never carries a credential.
+func checkSASL(s *relay.SASL) error {
+	if s == nil {
+		return nil
+	}
+	_, err := producer.MechanismOf((*producer.SASL)(s))
+	return err
+}

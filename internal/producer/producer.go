@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,9 +271,16 @@ func ClientOpts(cfg Config, more ...kgo.Opt) []kgo.Opt {
 		kgo.DisableClientMetrics(),
 	}
 	if cfg.SASL != nil {
-		if m, err := cfg.SASL.mechanism(); err == nil {
-			opts = append(opts, kgo.SASL(m))
+		m, err := cfg.SASL.mechanism()
+		if err != nil {
+			// Fail closed: a client that was asked for SASL never talks to
+			// a broker without it (callers check the configuration first;
+			// this only guards a path that skipped the check).
+			err = fmt.Errorf("producer: SASL: %w", err)
+			opts = append(opts, kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err }))
+			return append(opts, more...)
 		}
+		opts = append(opts, kgo.SASL(m))
 	}
 	return append(opts, more...)
 }

@@ -336,3 +336,22 @@ func TestBadConfig(t *testing.T) {
 		t.Error("compression brotli: no error")
 	}
 }
+
+// A client of ClientOpts whose SASL configuration does not build (PLAIN
+// without a user name) never reaches a broker without SASL: every dial
+// fails with the SASL error. It used to leave SASL out and connect.
+func TestClientOptsFailClosedOnBadSASL(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t)
+	cl, err := kgo.NewClient(producer.ClientOpts(producer.Config{Brokers: k.Brokers, SASL: &producer.SASL{Mechanism: "PLAIN"}})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = cl.Ping(ctx)
+	if err == nil || !strings.Contains(err.Error(), "SASL PLAIN needs a username") {
+		t.Fatalf("Ping: %v, want the SASL error", err)
+	}
+}

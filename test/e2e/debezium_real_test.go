@@ -17,26 +17,42 @@ import (
 
 // The phases of TestMigrateFromRealDebezium, as its writer sees them.
 const (
-	phaseDebezium int32 = iota // before relay setup: Debezium alone
-	phaseBoth                  // from relay setup until Debezium stopped
-	phaseRelay                 // after Debezium stopped: the relay alone
+	phaseDebezium int32 = iota // Debezium alone
+	phaseSwitch                // new slot: relay set up, Debezium still on; hand-over: Debezium stopped, relay not yet on
+	phaseRelay                 // the relay alone
 )
 
-// docs/migrate-from-debezium.md's new-slot route against real Debezium
-// (the embedded engine, the Postgres connector and the Outbox Event
-// Router, test/debezium) on Apache Kafka, while a writer commits rows: the
-// relay is set up and started next to the connector, the connector stops
-// once its slot passed the relay slot's starting point, its slot and
-// publication are dropped, and the relay goes on. Every committed row is
-// in Kafka: once if committed before the relay's setup or after the
-// connector stopped, once or twice (both copies carrying the same id, key
-// and payload) in between.
+// docs/migrate-from-debezium.md against real Debezium (the embedded engine,
+// the Postgres connector and the Outbox Event Router, test/debezium) on
+// Apache Kafka, both routes, while a writer commits rows:
+//   - new slot: the relay is set up and started next to the connector, the
+//     connector stops once its slot passed the relay slot's starting point,
+//     its slot and publication are dropped, and the relay goes on. A row
+//     committed before the relay's setup or after the connector stopped is
+//     in Kafka once; one in between once or twice.
+//   - hand the slot over: the connector stops, the relay adopts its slot
+//     and publication and goes on. A row committed after the connector
+//     stopped is in Kafka once; one before once, or twice when the
+//     connector had not committed its offset.
+//
+// Every row is in Kafka; both copies of a row carry the same id, key and
+// payload.
 func TestMigrateFromRealDebezium(t *testing.T) {
 	if !testenv.RealKafka() {
 		t.Skipf("runs Debezium's Kafka client against a real broker: %s=kafka", testenv.KafkaModeEnv)
 	}
 	t.Parallel()
 	bin := buildRelay(t)
+	for _, route := range []string{"new slot", "hand the slot over"} {
+		t.Run(route, func(t *testing.T) {
+			t.Parallel()
+			migrateFromRealDebezium(t, bin, route == "new slot")
+		})
+	}
+}
+
+// migrateFromRealDebezium is one route of TestMigrateFromRealDebezium.
+func migrateFromRealDebezium(t *testing.T, bin string, newSlot bool) {
 	db := testenv.NewDB(t)
 	kafka := testenv.NewBroker(t)
 	ctx := context.Background()
@@ -47,6 +63,8 @@ func TestMigrateFromRealDebezium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Slots are the server's: named per database, as the tests run in parallel.
+	dbzSlot, relaySlot := db.Name+"_debezium", db.Name+"_pgoutbox"
 	dbz := testenv.StartDebezium(t, map[string]string{
 		"name":                         "outbox-connector",
 		"connector.class":              "io.debezium.connector.postgresql.PostgresConnector",
@@ -60,7 +78,7 @@ func TestMigrateFromRealDebezium(t *testing.T) {
 		"database.dbname":              db.Name,
 		"topic.prefix":                 "dbz",
 		"plugin.name":                  "pgoutput",
-		"slot.name":                    "debezium",
+		"slot.name":                    dbzSlot,
 		"publication.name":             "dbz_publication",
 		"publication.autocreate.mode":  "filtered",
 		"table.include.list":           "public.outboxevent",
@@ -119,30 +137,39 @@ func TestMigrateFromRealDebezium(t *testing.T) {
 		return err == nil && len(recs) >= 20 && committed() >= 50, nil
 	})
 
-	// Steps 1 and 2: the relay's setup and run, next to the connector.
-	phase.Store(phaseBoth)
-	flags := []string{"--table-format", "debezium", "--table", "public.outboxevent", "--slot", "pgoutbox", "--publication", "pgoutbox", "--database-url", db.URL}
-	mustRunRelay(t, bin, append([]string{"setup"}, flags...)...)
-	relay := startRelay(t, bin, relayLog(t), append(append([]string{"run"}, flags...),
-		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--status-interval", "500ms",
-		"--topic-template", kafka.Topic("outbox.event.{aggregate_type}"))...)
-
-	// Step 3: the connector's slot past the relay slot's starting point.
-	testenv.WaitFor(t, 2*time.Minute, "the connector's slot past the relay's starting point", func() (bool, error) {
-		var done bool
-		err := db.Pool.QueryRow(ctx, `SELECT d.confirmed_flush_lsn >= s.slot_created_lsn FROM pg_replication_slots d
-			JOIN public.pgoutbox_relay_state s ON s.slot_name = 'pgoutbox' WHERE d.slot_name = 'debezium'`).Scan(&done)
-		return err == nil && done, nil
-	})
-
-	// Step 4: stop the connector, drop its slot and publication.
-	dbz.Stop(t)
-	phase.Store(phaseRelay)
-	if _, err := db.Pool.Exec(ctx, `SELECT pg_drop_replication_slot('debezium')`); err != nil {
-		t.Fatal(err)
+	setupAndRun := func(flags []string) *relayProc {
+		mustRunRelay(t, bin, append([]string{"setup"}, flags...)...)
+		return startRelay(t, bin, relayLog(t), append(append([]string{"run"}, flags...),
+			"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--status-interval", "500ms",
+			"--topic-template", kafka.Topic("outbox.event.{aggregate_type}"))...)
 	}
-	if _, err := db.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS dbz_publication`); err != nil {
-		t.Fatal(err)
+	var relay *relayProc
+	if newSlot {
+		// Steps 1 and 2: the relay's setup and run, next to the connector.
+		phase.Store(phaseSwitch)
+		relay = setupAndRun([]string{"--table-format", "debezium", "--table", "public.outboxevent", "--slot", relaySlot, "--publication", "pgoutbox", "--database-url", db.URL})
+		// Step 3: the connector's slot past the relay slot's starting point.
+		testenv.WaitFor(t, 2*time.Minute, "the connector's slot past the relay's starting point", func() (bool, error) {
+			var done bool
+			err := db.Pool.QueryRow(ctx, `SELECT d.confirmed_flush_lsn >= s.slot_created_lsn FROM pg_replication_slots d
+				JOIN public.pgoutbox_relay_state s ON s.slot_name = $1 WHERE d.slot_name = $2`, relaySlot, dbzSlot).Scan(&done)
+			return err == nil && done, nil
+		})
+		// Step 4: stop the connector, drop its slot and publication.
+		dbz.Stop(t)
+		phase.Store(phaseRelay)
+		if _, err := db.Pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, dbzSlot); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS dbz_publication`); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		// Stop the connector first, then the relay on its slot and publication.
+		dbz.Stop(t)
+		phase.Store(phaseSwitch)
+		relay = setupAndRun([]string{"--table-format", "debezium", "--table", "public.outboxevent", "--slot", dbzSlot, "--publication", "dbz_publication", "--database-url", db.URL})
+		phase.Store(phaseRelay)
 	}
 	before := committed()
 	testenv.WaitFor(t, time.Minute, "rows after the switch", func() (bool, error) { return committed() >= before+50, nil })
@@ -179,48 +206,54 @@ func TestMigrateFromRealDebezium(t *testing.T) {
 		}
 		return true, nil
 	})
+	// once: the rows only one writer can have published.
+	once := func(r row) bool {
+		if newSlot {
+			return r.after == phaseDebezium || r.start == phaseRelay
+		}
+		return r.start != phaseDebezium
+	}
 	counts := map[int32]int{}
-	overlap := 0
+	twice := 0
 	for _, r := range all {
 		copies := byID[r.id]
 		switch {
-		case r.after == phaseDebezium || r.start == phaseRelay:
+		case once(r):
 			if len(copies) != 1 {
 				t.Errorf("row %s (phase %d..%d): %d records, want 1", r.id, r.start, r.after, len(copies))
 			}
 		case len(copies) > 2:
-			t.Errorf("row %s in the overlap: %d records, want 1 or 2", r.id, len(copies))
+			t.Errorf("row %s (phase %d..%d): %d records, want 1 or 2", r.id, r.start, r.after, len(copies))
 		case len(copies) == 2:
-			overlap++
+			twice++
 			if string(copies[0].Key) != string(copies[1].Key) || string(copies[0].Value) != string(copies[1].Value) {
 				t.Errorf("row %s: the two copies differ: %q %q / %q %q", r.id, copies[0].Key, copies[0].Value, copies[1].Key, copies[1].Value)
 			}
 		}
-		counts[r.start*3+r.after]++
+		counts[r.start]++
 	}
-	// Debezium's copies carry its headers alone; the relay's carry the
-	// contract's too.
+	// On the new slot, a row committed while Debezium alone ran has
+	// Debezium's copy only: its headers alone. The relay's copies carry
+	// the contract's too.
 	for _, r := range all {
-		if r.after != phaseDebezium {
-			continue
-		}
-		if _, ok := byID[r.id][0].Header("message-id"); ok {
-			t.Errorf("row %s, committed before the relay's setup, has a message-id header: not Debezium's copy", r.id)
-		}
-		if typ, _ := byID[r.id][0].Header("type"); typ != "OrderCreated" {
-			t.Errorf("Debezium's copy of %s: type header %q, want OrderCreated", r.id, typ)
-		}
-	}
-	for _, r := range all {
-		if r.start != phaseRelay {
-			continue
-		}
-		if mid, _ := byID[r.id][0].Header("message-id"); mid != r.id {
-			t.Errorf("the relay's copy of %s: message-id %q", r.id, mid)
+		first := byID[r.id][0]
+		_, relayCopy := first.Header("message-id")
+		switch {
+		case r.after == phaseDebezium && !newSlot:
+		case r.after == phaseDebezium && relayCopy:
+			t.Errorf("the first record of %s, committed while Debezium alone ran, has a message-id header: not Debezium's", r.id)
+		case r.after == phaseDebezium:
+			if typ, _ := first.Header("type"); typ != "OrderCreated" {
+				t.Errorf("Debezium's copy of %s: type header %q, want OrderCreated", r.id, typ)
+			}
+		case r.start == phaseRelay:
+			if mid, _ := first.Header("message-id"); mid != r.id {
+				t.Errorf("the relay's copy of %s: message-id %q", r.id, mid)
+			}
 		}
 	}
-	t.Logf("%d rows: %d before the relay's setup, %d in the overlap (%d published twice), %d after the connector stopped",
-		len(all), counts[0], len(all)-counts[0]-counts[phaseRelay*3+phaseRelay], overlap, counts[phaseRelay*3+phaseRelay])
+	t.Logf("%d rows: %d begun while Debezium alone ran, %d during the switch, %d after; %d published twice",
+		len(all), counts[phaseDebezium], counts[phaseSwitch], counts[phaseRelay], twice)
 	if code := relay.stop(time.Minute); code != 0 {
 		t.Errorf("relay run exited %d", code)
 	}

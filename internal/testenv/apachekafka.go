@@ -211,7 +211,8 @@ func (k *ApacheKafka) Stop() {
 
 // serverProperties is the configuration of a one-node test cluster:
 // replication factor 1 for the internal topics, auto-created topics with
-// DefaultPartitions partitions like kfake's, few threads.
+// DefaultPartitions partitions like kfake's, sessions as short as the
+// inbox tests give kfake (GroupMinSessionTimeout), few threads.
 func serverProperties(port, controllerPort int, data string) string {
 	return fmt.Sprintf(`process.roles=broker,controller
 node.id=1
@@ -234,6 +235,7 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=100
 num.network.threads=2
 num.io.threads=2
 num.replica.fetchers=1

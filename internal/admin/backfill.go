@@ -62,6 +62,7 @@ type RecoverResult struct {
 	Gap       *slotstate.GapError
 	Since     time.Time
 	Published int
+	InKafka   int
 	SlotLSN   pglogrepl.LSN
 }
 
@@ -96,7 +97,7 @@ func Backfill(ctx context.Context, cfg *relayconfig.Config, opts BackfillOptions
 		return 0, fmt.Errorf("relay: backfill: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	return backfillTx(ctx, tx, &c, m, sk, opts)
+	return backfillTx(ctx, tx, &c, m, sk, opts, nil)
 }
 
 // Recover repairs a gap on cfg.Slot (see GapError) without losing events:
@@ -237,55 +238,77 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config,
 		return slotstate.NewSlot{}, fmt.Errorf("relay: recover: import the slot's snapshot: %w", err)
 	}
 	rc.Close(context.WithoutCancel(ctx))
-	if res.Published, err = backfillTx(ctx, tx, c, m, sk, BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
+	opts := BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
 		c.Logger.Info("recovering: published outbox rows", "slot", c.Slot, "rows", n, "created_at", at)
-	}}); err != nil {
+	}}
+	held, err := heldInKafka(ctx, tx, c, opts)
+	if err != nil {
 		return slotstate.NewSlot{}, err
 	}
+	if res.Published, err = backfillTx(ctx, tx, c, m, sk, opts, held); err != nil {
+		return slotstate.NewSlot{}, err
+	}
+	res.InKafka = held.skipped
 	if err := tx.Rollback(ctx); err != nil {
 		return slotstate.NewSlot{}, fmt.Errorf("relay: recover: %w", err)
 	}
 	return ns, nil
 }
 
-// backfillTx publishes the rows opts selects, read in tx, through sk.
-func backfillTx(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, m *relaymetrics.Metrics, sk *sink.Sink, opts BackfillOptions) (int, error) {
+// backfillTx publishes the rows opts selects, read in tx, through sk,
+// except those held holds (nil: none).
+func backfillTx(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, m *relaymetrics.Metrics, sk *sink.Sink, opts BackfillOptions, held *heldIDs) (int, error) {
+	out := backfillBatches{sk: sk, size: c.BatchSize, progress: opts.Progress}
+	err := eachRow(ctx, tx, c, opts, func(ev decode.Event, createdAt time.Time) error {
+		if held.has(&ev) {
+			return nil
+		}
+		if ev.Invalid != nil {
+			if c.OnInvalid == relayconfig.InvalidStop {
+				m.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
+				return relayerr.Permanent(ev.Invalid)
+			}
+			sink.DeadLetter(c, m, &ev)
+		}
+		return out.add(ctx, ev, createdAt)
+	})
+	if err != nil {
+		return out.published, err
+	}
+	return out.published, out.flush(ctx)
+}
+
+// eachRow calls fn with the event of each row opts selects, read in tx, in
+// created_at, id order, as the relay builds it from the WAL (an invalid
+// row's event carries Invalid and is not yet a dead letter).
+func eachRow(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, opts BackfillOptions, fn func(ev decode.Event, createdAt time.Time) error) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	names, l, err := backfillColumns(ctx, tx, table, c.TableFormat)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	q, args := backfillQuery(table, &l, names, opts)
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
-		return 0, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+		return fmt.Errorf("relay: backfill: read %s: %w", table, err)
 	}
 	defer rows.Close()
 	dec := decode.NewDecoder(c, nil) // rows come from the table: no relation messages to resolve
 	row := newTextRow(len(names))
-	out := backfillBatches{sk: sk, size: c.BatchSize, progress: opts.Progress}
 	for rows.Next() {
 		if err := rows.Scan(row.dest...); err != nil {
-			return out.published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+			return fmt.Errorf("relay: backfill: read %s: %w", table, err)
 		}
 		// The commit time is unknown here; created_at stands for it.
 		dec.CommitTime = row.createdAt
-		ev := dec.RowEvent(&l, row.tuple())
-		if ev.Invalid != nil {
-			if c.OnInvalid == relayconfig.InvalidStop {
-				m.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
-				return out.published, relayerr.Permanent(ev.Invalid)
-			}
-			sink.DeadLetter(c, m, &ev)
-		}
-		if err := out.add(ctx, ev, row.createdAt); err != nil {
-			return out.published, err
+		if err := fn(dec.RowEvent(&l, row.tuple()), row.createdAt); err != nil {
+			return err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return out.published, fmt.Errorf("relay: backfill: read %s: %w", table, err)
+		return fmt.Errorf("relay: backfill: read %s: %w", table, err)
 	}
-	return out.published, out.flush(ctx)
+	return nil
 }
 
 // backfillColumns reads the table's column names, in the table's order,

@@ -34,6 +34,12 @@ const (
 // HeaderRelayInstance carries the relay's instance ID (relay.Config.InstanceID).
 const HeaderRelayInstance = "relay-instance"
 
+// HeaderProgress marks a progress record of an exactly-once relay; its value
+// is the record's format version. Only the relay writes it (a row may not
+// name it), so a record under a slot's progress key without it was not
+// written by a relay and is never trusted.
+const HeaderProgress = "pgoutbox-progress"
+
 // dlqPrefix starts the name of every dead-letter header, the relay's and the
 // inbox's.
 const dlqPrefix = "dlq-"
@@ -51,7 +57,7 @@ func Reserved(name string) bool {
 
 // WrittenByRelay reports whether name is a header the relay writes itself,
 // which a row's headers object may not name: the Reserved headers,
-// original-topic, relay-instance and every dlq-* name. Case is ignored, so
+// original-topic, relay-instance, pgoutbox-progress and every dlq-* name. Case is ignored, so
 // that "Message-ID" cannot pose as message-id to a reader that ignores it.
 // traceparent and tracestate are not: the writer puts them in the row and
 // the relay passes them through.
@@ -60,7 +66,7 @@ func WrittenByRelay(name string) bool {
 		return true
 	}
 	for _, h := range [...]string{HeaderMessageID, HeaderBusinessKey, HeaderEventType, HeaderAggregateType, HeaderAggregateID,
-		HeaderOriginalTopic, HeaderRelayInstance} {
+		HeaderOriginalTopic, HeaderRelayInstance, HeaderProgress} {
 		if strings.EqualFold(name, h) {
 			return true
 		}

@@ -9,6 +9,12 @@ import (
 // MaxTopicBytes is the longest topic name Kafka accepts.
 const MaxTopicBytes = 249
 
+// DefaultProgressTopic is the default progress topic of exactly-once relays
+// (relay.Config.ProgressTopic). Only a relay writes it: a row routed to it
+// is dead-lettered (bad-topic), and outbox.Writer refuses a message that
+// names it.
+const DefaultProgressTopic = "pgoutbox.progress"
+
 // ErrInvalidTopic is wrapped by every error of CheckTopic.
 var ErrInvalidTopic = errors.New("invalid topic")
 

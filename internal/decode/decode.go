@@ -121,6 +121,10 @@ type Event struct {
 	// its commit time.
 	Tx     acktrack.TxID
 	Commit time.Time
+	// Pos is set by the reader too: where the event is in the WAL, the
+	// same in every session that reads it (exactly-once progress and
+	// refusals are kept by it).
+	Pos Position
 	// Cost is what the event took from the buffer budget; the sink gives
 	// it back once Kafka acknowledged the event.
 	Cost int64
@@ -128,6 +132,15 @@ type Event struct {
 	// ends transaction Tx, at EndLSN (see internal/sink's exactlyonce.go).
 	Marker bool
 	EndLSN uint64
+}
+
+// Position is the place of an event in the WAL: the Seq-th event (from 0)
+// of the transaction whose commit record starts at Final (its BEGIN's
+// final LSN). Every session that decodes the transaction gives its events
+// the same positions.
+type Position struct {
+	Final pglogrepl.LSN
+	Seq   int
 }
 
 // WALKind says what one pgoutput message meant to the relay.
@@ -192,9 +205,10 @@ type Decoder struct {
 	// event type, and explicit topics, so that a row does not allocate
 	// its topic.
 	topics topicCache
-	// deadLetterTopic and allowedTopics are Config's: a row's topic must
-	// be an allowed one (see topicProblem).
+	// deadLetterTopic, progressTopic and allowedTopics are Config's: a
+	// row's topic must be an allowed one (see topicProblem).
 	deadLetterTopic string
+	progressTopic   string
 	allowedTopics   []string
 	// format is Config.TableFormat.
 	format tableformat.TableFormat
@@ -218,6 +232,7 @@ func NewDecoder(c *relayconfig.Config, res relationResolver) *Decoder {
 		stopOnInvalid:   c.OnInvalid == relayconfig.InvalidStop,
 		logger:          c.Logger,
 		deadLetterTopic: c.DeadLetterTopic,
+		progressTopic:   c.ProgressTopic,
 		allowedTopics:   c.AllowedTopics,
 	}
 }
@@ -592,7 +607,7 @@ func (d *Decoder) finish(ev Event, f *fields, problem *relayerr.InvalidEventErro
 		} else if len(reserved) > 0 {
 			sort.Strings(reserved)
 			problem = &relayerr.InvalidEventError{Reason: ReasonBadHeaders, Detail: fmt.Sprintf(
-				"headers name %s, which the relay writes itself (reserved: message-id, business-key, event-type, aggregate-type, aggregate-id, original-topic, relay-instance, dlq-*)",
+				"headers name %s, which the relay writes itself (reserved: message-id, business-key, event-type, aggregate-type, aggregate-id, original-topic, relay-instance, pgoutbox-progress, dlq-*)",
 				contract.Excerpt([]byte(strings.Join(reserved, ",")), 128))}
 		} else if n := RecordSize(&ev.Record); n > d.maxMessageBytes {
 			problem = &relayerr.InvalidEventError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}
@@ -637,10 +652,15 @@ func (d *Decoder) topic(aggregateType, eventType, column []byte) (string, error)
 
 // topicProblem says why the relay does not publish to topic, a legal topic
 // name: it is the dead-letter topic (a row may not pose as a dead letter),
-// or it starts with none of the allowed prefixes.
+// a progress topic (the configured one or the default, which every
+// exactly-once relay of another slot may read: a row may not pose as
+// progress), or it starts with none of the allowed prefixes.
 func (d *Decoder) topicProblem(topic string) error {
-	if topic == d.deadLetterTopic {
+	switch topic {
+	case d.deadLetterTopic:
 		return fmt.Errorf("topic %s is the dead-letter topic, which only the relay writes", topic)
+	case d.progressTopic, contract.DefaultProgressTopic:
+		return fmt.Errorf("topic %s is a progress topic of exactly-once relays, which only the relay writes", topic)
 	}
 	if len(d.allowedTopics) == 0 {
 		return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,8 +59,15 @@ func fenced(err error) error {
 	return err
 }
 
+// ErrTopicLayout means a topic exists with a layout the caller cannot use
+// (EnsureCompactedTopic: not one partition, or not compacted).
+var ErrTopicLayout = errors.New("producer: topic layout")
+
 // EnsureCompactedTopic creates topic with one partition and
-// cleanup.policy=compact unless it exists.
+// cleanup.policy=compact unless it exists. An existing topic must have that
+// layout: otherwise the error wraps ErrTopicLayout and says what differs.
+// A cleanup policy the brokers do not let us read (DescribeConfigs denied)
+// is not checked.
 func (p *Producer) EnsureCompactedTopic(ctx context.Context, topic string) error {
 	md := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
@@ -69,7 +78,10 @@ func (p *Producer) EnsureCompactedTopic(ctx context.Context, topic string) error
 		return err
 	}
 	if len(mres.Topics) == 1 && mres.Topics[0].ErrorCode == 0 {
-		return nil
+		if n := len(mres.Topics[0].Partitions); n != 1 {
+			return fmt.Errorf("%w: topic %s has %d partitions, want 1", ErrTopicLayout, topic, n)
+		}
+		return p.checkCompacted(ctx, topic)
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -94,23 +106,55 @@ func (p *Producer) EnsureCompactedTopic(ctx context.Context, topic string) error
 	return nil
 }
 
+// checkCompacted returns an error wrapping ErrTopicLayout when topic's
+// cleanup.policy does not include compact.
+func (p *Producer) checkCompacted(ctx context.Context, topic string) error {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, topic, []string{"cleanup.policy"}
+	req.Resources = append(req.Resources, rr)
+	res, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+				p.cfg.Logger.Warn("cannot read the cleanup policy of the topic (DescribeConfigs denied); not checked", "topic", topic, "error", err)
+				return nil
+			}
+			return fmt.Errorf("describe the configuration of topic %s: %w", topic, err)
+		}
+		for _, c := range r.Configs {
+			if c.Name != "cleanup.policy" || c.Value == nil {
+				continue
+			}
+			if !slices.Contains(strings.Split(*c.Value, ","), "compact") {
+				return fmt.Errorf("%w: topic %s has cleanup.policy=%s, want compact", ErrTopicLayout, topic, *c.Value)
+			}
+		}
+	}
+	return nil
+}
+
 // ReadLast returns the value of the last committed record of key in
-// partition 0 of topic, reading at read_committed below the partition's
-// last stable offset; found is false when there is none.
+// partition 0 of topic that accept accepts, reading at read_committed
+// below the partition's last stable offset; found is false when there is
+// none.
 //
 // It reads backwards, in windows growing from readLastWindow records: the
 // key's last record is usually near the end (a relay writes one per
 // transaction), and the active segment of a compacted topic is never
 // compacted, so a read from the start would grow with every transaction
 // since the segment rolled.
-func ReadLast(ctx context.Context, cfg Config, topic, key string) (value []byte, found bool, err error) {
+func ReadLast(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool) (value []byte, found bool, err error) {
 	end, err := lastStableOffset(ctx, cfg, topic)
 	if err != nil {
 		return nil, false, err
 	}
 	for window := int64(readLastWindow); end > 0; window *= 8 {
 		from := max(0, end-window)
-		if value, found, err = readLastIn(ctx, cfg, topic, key, from, end); err != nil || found {
+		if value, found, err = readLastIn(ctx, cfg, topic, key, accept, from, end); err != nil || found {
 			return value, found, err
 		}
 		end = from
@@ -121,9 +165,10 @@ func ReadLast(ctx context.Context, cfg Config, topic, key string) (value []byte,
 // readLastWindow is the size of ReadLast's first window, in offsets.
 const readLastWindow = 1024
 
-// readLastIn returns the value of the last committed record of key in
-// partition 0 of topic at offsets from (inclusive) to end (exclusive).
-func readLastIn(ctx context.Context, cfg Config, topic, key string, from, end int64) (value []byte, found bool, err error) {
+// readLastIn returns the value of the last committed record of key that
+// accept accepts in partition 0 of topic at offsets from (inclusive) to end
+// (exclusive).
+func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool, from, end int64) (value []byte, found bool, err error) {
 	cl, err := kgo.NewClient(ClientOpts(cfg,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -145,7 +190,7 @@ func readLastIn(ctx context.Context, cfg Config, topic, key string, from, end in
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			next = max(next, r.Offset+1)
-			if r.Offset < end && !r.Attrs.IsControl() && string(r.Key) == key {
+			if r.Offset < end && !r.Attrs.IsControl() && string(r.Key) == key && accept(r) {
 				value, found = r.Value, true
 			}
 		})

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -45,7 +48,7 @@ func TestTransactionsAndFencing(t *testing.T) {
 		}
 		return p.Commit(ctx)
 	}
-	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "slot"); err != nil || found {
+	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "slot", acceptAll); err != nil || found {
 		t.Fatalf("ReadLast before any: found %v, %v; want none", found, err)
 	}
 	if err := first.Init(ctx); err != nil {
@@ -66,7 +69,7 @@ func TestTransactionsAndFencing(t *testing.T) {
 	if err := second.Init(ctx); err != nil {
 		t.Fatalf("second Init: %v", err)
 	}
-	if v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot"); err != nil || !found || string(v) != "1" {
+	if v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot", acceptAll); err != nil || !found || string(v) != "1" {
 		t.Fatalf("ReadLast after fencing: %q %v %v; want 1", v, found, err)
 	}
 	// Kafka answers PRODUCER_FENCED; kfake, having aborted the
@@ -81,7 +84,7 @@ func TestTransactionsAndFencing(t *testing.T) {
 	// let read_committed readers past the records follow (Kafka writes
 	// them asynchronously, and so may kfake).
 	testenv.WaitFor(t, 30*time.Second, "the second commit readable", func() (bool, error) {
-		v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot")
+		v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot", acceptAll)
 		if err != nil || (found && string(v) != "1" && string(v) != "2") {
 			return false, fmt.Errorf("ReadLast: %q %v %v; want 1, then 2", v, found, err)
 		}
@@ -94,13 +97,7 @@ func TestTransactionsAndFencing(t *testing.T) {
 // and the later of two records of the key.
 func TestReadLastReadsBackwards(t *testing.T) {
 	t.Parallel()
-	k := testenv.NewKafka(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	p := newProducer(t, k, nil)
-	if err := p.EnsureCompactedTopic(ctx, "progress"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, k, p := progressTopic(t)
 	produce := func(recs ...*kgo.Record) {
 		t.Helper()
 		errs, err := p.Produce(ctx, recs)
@@ -121,15 +118,93 @@ func TestReadLastReadsBackwards(t *testing.T) {
 	}
 	produce(others...)
 	for key, want := range map[string]string{"slot": "a", "other": "2999"} {
-		if v, found, err := producer.ReadLast(ctx, cfg, "progress", key); err != nil || !found || string(v) != want {
+		if v, found, err := producer.ReadLast(ctx, cfg, "progress", key, acceptAll); err != nil || !found || string(v) != want {
 			t.Fatalf("ReadLast(%s): %q %v %v; want %s", key, v, found, err, want)
 		}
 	}
-	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "none"); err != nil || found {
+	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "none", acceptAll); err != nil || found {
 		t.Fatalf("ReadLast of a key never written: found %v, %v", found, err)
 	}
 	produce(&kgo.Record{Topic: "progress", Key: []byte("slot"), Value: []byte("b")})
-	if v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot"); err != nil || !found || string(v) != "b" {
+	if v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot", acceptAll); err != nil || !found || string(v) != "b" {
 		t.Fatalf("ReadLast(slot) after another: %q %v %v; want b", v, found, err)
+	}
+}
+
+// progressTopic is a broker with a compacted topic "progress", a producer
+// of it, and a context for the test's calls.
+func progressTopic(t *testing.T) (context.Context, *testenv.Kafka, *producer.Producer) {
+	t.Helper()
+	k := testenv.NewKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	p := newProducer(t, k, nil)
+	if err := p.EnsureCompactedTopic(ctx, "progress"); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, k, p
+}
+
+// acceptAll accepts every record (ReadLast's filter).
+func acceptAll(*kgo.Record) bool { return true }
+
+// ReadLast skips the records its filter refuses: the last accepted one is
+// found behind a later refused one.
+func TestReadLastFilters(t *testing.T) {
+	t.Parallel()
+	ctx, k, p := progressTopic(t)
+	mark := []kgo.RecordHeader{{Key: "ours", Value: []byte("1")}}
+	errs, err := p.Produce(ctx, []*kgo.Record{
+		{Topic: "progress", Key: []byte("slot"), Value: []byte("real"), Headers: mark},
+		{Topic: "progress", Key: []byte("slot"), Value: []byte("forged")},
+	})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatal(err, errs)
+	}
+	refused := 0
+	ours := func(r *kgo.Record) bool {
+		if len(r.Headers) == 1 && r.Headers[0].Key == "ours" {
+			return true
+		}
+		refused++
+		return false
+	}
+	v, found, err := producer.ReadLast(ctx, producer.Config{Brokers: k.Brokers}, "progress", "slot", ours)
+	if err != nil || !found || string(v) != "real" || refused != 1 {
+		t.Fatalf("ReadLast: %q %v %v, %d refused; want real, 1 refused", v, found, err, refused)
+	}
+}
+
+// An existing topic of another layout than one compacted partition is
+// refused, saying what differs.
+func TestEnsureCompactedTopicRefusesOtherLayouts(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "three"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("delete")}, "deleting"); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(t, k, nil)
+	for topic, want := range map[string]string{"three": "has 3 partitions, want 1", "deleting": "cleanup.policy=delete, want compact"} {
+		err := p.EnsureCompactedTopic(ctx, topic)
+		if !errors.Is(err, producer.ErrTopicLayout) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("EnsureCompactedTopic(%s): %v, want ErrTopicLayout saying %q", topic, err, want)
+		}
+	}
+	if err := p.EnsureCompactedTopic(ctx, "fresh"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EnsureCompactedTopic(ctx, "fresh"); err != nil {
+		t.Fatalf("the topic it created: %v", err)
 	}
 }

@@ -202,6 +202,20 @@ func topicTemplate(c *cli.Context, cfg *relay.Config) error {
 
 // kafkaConfig validates the brokers, topics, invalid-row policy and
 // compression flags into cfg.
+// allowedTopics reads --allowed-topics: comma-separated prefixes, in one
+// flag or several.
+func allowedTopics(c *cli.Context) []string {
+	var prefixes []string
+	for _, p := range c.StringSlice(flagAllowedTopics) {
+		for _, p := range strings.Split(p, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				prefixes = append(prefixes, p)
+			}
+		}
+	}
+	return prefixes
+}
+
 func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	var err error
 	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
@@ -219,13 +233,7 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	if strings.TrimSpace(cfg.DeadLetterTopic) == "" {
 		return usagef("--%s must not be empty", flagDLQTopic)
 	}
-	for _, p := range c.StringSlice(flagAllowedTopics) {
-		for _, p := range strings.Split(p, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				cfg.AllowedTopics = append(cfg.AllowedTopics, p)
-			}
-		}
-	}
+	cfg.AllowedTopics = allowedTopics(c)
 	cfg.NoAutoCreateTopics = c.Bool(flagNoAutoCreate)
 	switch p := relay.UnavailablePolicy(c.String(flagOnUnavailable)); p {
 	case relay.UnavailableDeadLetter, relay.UnavailableStop:

@@ -95,8 +95,8 @@ func recoverAction(c *cli.Context, sc *scrubber) error {
 		fmt.Fprintf(w, "slot %s: no gap, nothing to recover\n", cfg.Slot)
 		return nil
 	}
-	fmt.Fprintf(w, "slot %s: recovered a gap (%s): published %d outbox rows created since %s; relay run streams from %s\n",
-		cfg.Slot, res.Gap.Reason, res.Published, res.Since.UTC().Format(time.RFC3339), res.SlotLSN)
+	fmt.Fprintf(w, "slot %s: recovered a gap (%s): published %d outbox rows created since %s (%d more were in Kafka already); relay run streams from %s\n",
+		cfg.Slot, res.Gap.Reason, res.Published, res.Since.UTC().Format(time.RFC3339), res.InKafka, res.SlotLSN)
 	if res.Gap.MessagesSeen {
 		fmt.Fprintf(w, "slot %s: events written as logical messages (EmitTx) after %s were not recovered\n",
 			cfg.Slot, res.Gap.Since.UTC().Format(time.RFC3339))

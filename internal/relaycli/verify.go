@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/push"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
@@ -27,10 +26,13 @@ const (
 	flagGrace        = "grace"
 	flagMaxInMemory  = "max-in-memory"
 	flagSpillDir     = "spill-dir"
+	flagMaxSpill     = "max-spill-bytes"
 	flagMetricsFile  = "metrics-file"
 	flagPushgateway  = "pushgateway"
 	flagPushJob      = "pushgateway-job"
 	flagEvery        = "every"
+	flagAllowEmpty   = "allow-empty"
+	flagFullKeys     = "full-keys"
 	catVerify        = "Window and output"
 	defaultPushJob   = "pgoutbox_verify"
 	defaultVerifyFor = "1h"
@@ -52,7 +54,8 @@ func verifyCommand(sc *scrubber) *cli.Command {
 			"bounded by --max-in-memory entries per sort; beyond that it spills sorted runs to --spill-dir.\n" +
 			"It writes nothing to the database or Kafka.\n\n" +
 			"Exit codes: 0 every row found (duplicates and pending rows allowed), 1 a row missing, a record\n" +
-			"mismatched or out of order (or the run failed), 2 bad usage. --metrics-file writes the\n" +
+			"mismatched or out of order, a window without rows (unless --allow-empty), or the run failed;\n" +
+			"2 bad usage. --metrics-file writes the\n" +
 			"pgoutbox_verify_* gauges for node_exporter's textfile collector, --pushgateway pushes them;\n" +
 			"--every re-verifies the sliding window on an interval and serves them on --metrics-addr.",
 		Flags:  verifyFlags(),
@@ -64,9 +67,12 @@ func verifyCommand(sc *scrubber) *cli.Command {
 // verify needs (picked from runFlags, so they stay one definition), and
 // verify's own.
 func verifyFlags() []cli.Flag {
-	want := []string{flagBrokers, flagTopicTemplate, flagDLQTopic,
-		kafkaflags.FlagTLS, kafkaflags.FlagTLSCAFile, kafkaflags.FlagTLSCertFile, kafkaflags.FlagTLSKeyFile, kafkaflags.FlagTLSInsecure,
-		kafkaflags.FlagSASLMechanism, kafkaflags.FlagSASLUsername, kafkaflags.FlagSASLPassword, kafkaflags.FlagSASLInsecure}
+	// Routing as the relay routes (a row it dead-letters is looked for in
+	// the dead-letter topic), and every flag that reaches Kafka.
+	want := []string{flagBrokers, flagTopicTemplate, flagDLQTopic, flagAllowedTopics, flagProgressTopic}
+	for _, f := range kafkaflags.Flags(func(string) string { return "" }, "") {
+		want = append(want, f.Names()[0])
+	}
 	flags := databaseFlags()
 	for _, f := range runFlags() {
 		if slices.Contains(want, f.Names()[0]) {
@@ -79,33 +85,43 @@ func verifyFlags() []cli.Flag {
 	dur := func(name string, def time.Duration, usage string) cli.Flag {
 		return &cli.GenericFlag{Name: name, Category: catVerify, EnvVars: envVar(name), Value: cliutil.NewDuration(def), Usage: usage}
 	}
-	return append(flags,
+	flags = append(flags,
 		str(flagSince, "verify the rows created in the last DURATION (1h), or since an RFC 3339 time; default 1h unless --from is given"),
 		str(flagFrom, "window start, RFC 3339 time or a duration meaning that long ago (instead of --since)"),
 		str(flagTo, "window end, RFC 3339 time or a duration meaning that long ago (default: now)"),
 		&cli.BoolFlag{Name: flagJSON, Category: catVerify, EnvVars: envVar(flagJSON), Usage: "print the report as JSON"},
 		&cli.IntFlag{Name: flagList, Category: catVerify, EnvVars: envVar(flagList), Value: verify.DefaultList,
 			Usage: "how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"},
-		dur(flagMargin, verify.DefaultMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover)"),
-		dur(flagGrace, verify.DefaultGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing"),
+		dur(flagMargin, verify.DefaultMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
+		dur(flagGrace, verify.DefaultGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
+		&cli.BoolFlag{Name: flagFullKeys, Category: catVerify, EnvVars: envVar(flagFullKeys),
+			Usage: "list keys, business keys and aggregate IDs whole (default: a prefix, the length and a hash: they are often personal data)"},
+		&cli.BoolFlag{Name: flagAllowEmpty, Category: catVerify, EnvVars: envVar(flagAllowEmpty),
+			Usage: "a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"},
 		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: verify.DefaultMaxInMemory,
 			Usage: "most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"},
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
+		&cli.GenericFlag{Name: flagMaxSpill, Category: catVerify, EnvVars: envVar(flagMaxSpill), Value: cliutil.NewSize(verify.DefaultMaxSpillBytes),
+			Usage: "most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"},
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
-		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL after each run"),
+		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL (https://HOST:PORT) after each run, grouped by job and table; a failed push fails the run"),
 		&cli.StringFlag{Name: flagPushJob, Category: catVerify, EnvVars: envVar(flagPushJob), Value: defaultPushJob, Usage: "job label of the pushed gauges"},
-		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit)"),
+		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit); --since must be at least --every plus --grace, or some rows are never checked"),
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catVerify, EnvVars: envVar(flagMetricsAddr),
 			Usage: "with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"},
 	)
+	return append(flags, pushFlags()...)
 }
 
 // verifyRun is a parsed verify command line.
 type verifyRun struct {
-	cfg   *relay.Config
-	opts  relay.VerifyOptions
-	since time.Duration // the sliding window's length; 0 for a fixed window
-	every time.Duration
+	cfg        *relay.Config
+	opts       relay.VerifyOptions
+	since      time.Duration // the sliding window's length; 0 for a fixed window
+	every      time.Duration
+	allowEmpty bool
+	metrics    *verify.Metrics
+	push       *pusher // nil without --pushgateway
 }
 
 func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
@@ -123,20 +139,29 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 		return nil, err
 	}
 	cfg.DeadLetterTopic = c.String(flagDLQTopic)
+	cfg.ProgressTopic = c.String(flagProgressTopic)
+	cfg.AllowedTopics = allowedTopics(c)
 	if err := kafkaSecurity(c, sc, cfg); err != nil {
 		return nil, err
 	}
 
-	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery)}
+	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery), allowEmpty: c.Bool(flagAllowEmpty), metrics: verify.NewMetrics(cfg.Table)}
+	v.metrics.AllowEmpty = v.allowEmpty
+	if v.push, err = newPusher(c, sc, v.metrics, cfg.Table); err != nil {
+		return nil, err
+	}
 	if err := v.window(c, time.Now()); err != nil {
 		return nil, err
 	}
-	v.opts.List = c.Int(flagList)
+	v.opts.List, v.opts.FullKeys = c.Int(flagList), c.Bool(flagFullKeys)
 	if v.opts.List == 0 {
 		v.opts.List = -1
 	}
 	v.opts.Margin, v.opts.Grace = c.Duration(flagMargin), c.Duration(flagGrace)
 	v.opts.MaxInMemory, v.opts.SpillDir = c.Int(flagMaxInMemory), c.String(flagSpillDir)
+	if v.opts.MaxSpillBytes = cliutil.SizeFlagValue(c, flagMaxSpill); v.opts.MaxSpillBytes < 1 {
+		return nil, usagef("--%s must be at least 1 byte", flagMaxSpill)
+	}
 	switch {
 	case c.Int(flagList) < 0:
 		return nil, usagef("--%s must not be negative", flagList)
@@ -148,6 +173,17 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 		return nil, usagef("--%s must not be negative", flagEvery)
 	case v.every > 0 && v.since == 0:
 		return nil, usagef("--%s needs a sliding window (--since DURATION), not --from/--to", flagEvery)
+	case v.every > 0 && v.since < v.every+v.opts.Grace:
+		// A row younger than the grace is pending in one run and out of
+		// the next run's window: never checked.
+		return nil, usagef("--%s %v with --%s %v and --%s %v leaves rows unchecked (pending in one run, outside the next one's window): use --%s %v or more",
+			flagSince, v.since, flagEvery, v.every, flagGrace, v.opts.Grace, flagSince, v.every+v.opts.Grace)
+	}
+	// 0 on the command line means none; the library reads 0 as its default.
+	for _, d := range []*time.Duration{&v.opts.Margin, &v.opts.Grace} {
+		if *d == 0 {
+			*d = -1
+		}
 	}
 	warnSecretFlags(sc, cfg.Logger)
 	return v, nil
@@ -194,7 +230,7 @@ func verifyAction(c *cli.Context, sc *scrubber) error {
 	if err != nil {
 		return err
 	}
-	m := verify.NewMetrics(v.cfg.Table)
+	m := v.metrics
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	if v.every == 0 {
@@ -239,11 +275,11 @@ func (v *verifyRun) once(c *cli.Context, m *verify.Metrics, reg *prometheus.Regi
 		return usagef("%v", err)
 	}
 	m.Set((*verify.Report)(rep), err)
-	if merr := v.export(c, reg); merr != nil {
-		v.cfg.Logger.Warn("could not export the verify metrics", "error", merr)
-	}
+	// The result must arrive: a failed export fails the run, even a
+	// clean one (the alerts on the gauges would never fire).
+	merr := v.export(c, reg)
 	if err != nil {
-		return fail(err)
+		return fail(errors.Join(err, merr))
 	}
 	w := c.App.Writer
 	if c.Bool(flagJSON) {
@@ -255,8 +291,15 @@ func (v *verifyRun) once(c *cli.Context, m *verify.Metrics, reg *prometheus.Regi
 	} else {
 		printVerify(w, v.cfg.Table, rep)
 	}
+	if merr != nil {
+		return fail(merr)
+	}
 	if !rep.OK() {
 		return fail(fmt.Errorf("verify: %s", verdict(rep)))
+	}
+	if rep.Rows == 0 && !v.allowEmpty {
+		return fail(fmt.Errorf("verify: the window %s .. %s holds no outbox rows of %s: nothing was checked (--%s accepts an empty window)",
+			rep.From.UTC().Format(time.RFC3339), rep.To.UTC().Format(time.RFC3339), v.cfg.Table, flagAllowEmpty))
 	}
 	return nil
 }
@@ -270,9 +313,9 @@ func (v *verifyRun) export(c *cli.Context, reg *prometheus.Registry) error {
 			errs = append(errs, fmt.Errorf("--%s: %w", flagMetricsFile, err))
 		}
 	}
-	if url := c.String(flagPushgateway); url != "" {
-		if err := push.New(url, c.String(flagPushJob)).Gatherer(reg).Grouping("table", v.cfg.Table).PushContext(c.Context); err != nil {
-			errs = append(errs, fmt.Errorf("--%s: %w", flagPushgateway, err))
+	if v.push != nil {
+		if err := v.push.push(c.Context); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -289,7 +332,10 @@ func verdict(r *relay.VerifyReport) string {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}
 	}
-	if len(parts) == 0 {
+	switch {
+	case len(parts) == 0 && r.Rows == 0:
+		return "empty (no outbox rows in the window)"
+	case len(parts) == 0:
 		return "ok"
 	}
 	return strings.Join(parts, ", ")
@@ -317,6 +363,13 @@ func printVerify(w io.Writer, table string, r *relay.VerifyReport) {
 	}
 	if len(r.MissingTopics) > 0 {
 		fmt.Fprintf(w, "missing topics: %s\n", strings.Join(r.MissingTopics, ", "))
+	}
+	if len(r.UnreadableTopics) > 0 {
+		fmt.Fprintf(w, "unreadable topics (their rows are not verified; --allowed-topics routes rows as the relay does):\n")
+		for _, u := range r.UnreadableTopics {
+			fmt.Fprintf(w, "  %s: %s\n", u.Topic, u.Error)
+		}
+		fmt.Fprintf(w, "unverified:    %d rows routed to them\n", r.UnreadableRows)
 	}
 	if len(r.MissingRows) > 0 {
 		fmt.Fprintf(w, "missing rows (first %d by created_at):\n", len(r.MissingRows))

@@ -88,9 +88,101 @@ func TestVerifyExitCodes(t *testing.T) {
 		{"--from", "1h", "--to", "2h"},
 		{"--from", "2h", "--every", "1m"},
 		{"--max-in-memory", "0"},
+		{"--since", "1h", "--every", "1h"}, // rows younger than --grace never checked
 	} {
 		r := f.cli(t, "verify", append([]string{"--brokers", k.Brokers[0]}, bad...)...)
 		wantCode(t, r, 2)
+	}
+}
+
+// relay verify's edges: --grace 0 and --margin 0 mean none (not the
+// default); --every refuses a --since shorter than --every plus --grace,
+// naming what is enough; a window without rows exits 1 (and
+// pgoutbox_verify_ok is 0) unless --allow-empty.
+func TestVerifyEdges(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	k := testenv.NewKafka(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	args := []string{"--brokers", k.Brokers[0], "--since", "1h"}
+
+	metrics := filepath.Join(t.TempDir(), "verify.prom")
+	r := f.cli(t, "verify", append(args, "--metrics-file", metrics)...)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, "holds no outbox rows", "--allow-empty")
+	if !strings.Contains(r.stdout, "verdict:       empty (no outbox rows in the window)") {
+		t.Errorf("verify output of an empty window:\n%s", r.stdout)
+	}
+	if prom, err := os.ReadFile(metrics); err != nil || !strings.Contains(string(prom), `pgoutbox_verify_ok{table="public.outbox"} 0`) {
+		t.Errorf("metrics of an empty window (%v):\n%s", err, prom)
+	}
+	r = f.cli(t, "verify", append(args, "--allow-empty", "--metrics-file", metrics)...)
+	wantCode(t, r, 0)
+	if prom, err := os.ReadFile(metrics); err != nil || !strings.Contains(string(prom), `pgoutbox_verify_ok{table="public.outbox"} 1`) {
+		t.Errorf("metrics of an allowed empty window (%v):\n%s", err, prom)
+	}
+
+	// A row just written and not in Kafka: pending with the default
+	// grace, missing with none.
+	if _, err := f.db.Pool.Exec(context.Background(), `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload)
+		VALUES ('01900000-0000-7000-8000-0000000000aa', 'order', 'a1', 'e', 'bk', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	r = f.cli(t, "verify", args...)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "pending:       1") {
+		t.Errorf("default grace: the new row is not pending:\n%s", r.stdout)
+	}
+	r = f.cli(t, "verify", append(args, "--grace", "0s", "--margin", "0s")...)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, "1 rows missing")
+
+	r = f.cli(t, "verify", "--brokers", k.Brokers[0], "--since", "1h", "--every", "1h")
+	wantCode(t, r, 2)
+	wantOneErrorLine(t, r.stderr, "leaves rows unchecked", "--since 1h1m0s or more")
+}
+
+// relay verify routes rows as the relay does: with the relay's
+// --allowed-topics, a row naming a topic outside them is routed to the
+// dead-letter topic (where the relay put it) and counted as dead-lettered,
+// and its own topic is never read (a topic the auditor may not read, or
+// that does not exist, cannot fail the run); without, verify reads that
+// topic too.
+func TestVerifyAllowedTopics(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	k := testenv.NewKafka(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	ctx := context.Background()
+	const id = "01900000-0000-7000-8000-0000000000bb"
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, topic, created_at)
+		VALUES ($1, 'order', 'a1', 'e', 'bk', '{}', 'secret.payroll', now() - interval '10 minutes')`, id); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	dead := &kgo.Record{Topic: "outbox.dlq", Key: []byte("a1"), Headers: []kgo.RecordHeader{
+		{Key: "message-id", Value: []byte(id)}, {Key: "dlq-reason", Value: []byte("bad-topic")}}}
+	if err := cl.ProduceSync(ctx, dead).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--brokers", k.Brokers[0], "--since", "1h"}
+	r := f.cli(t, "verify", append(args, "--allowed-topics", "outbox.", "--json")...)
+	wantCode(t, r, 0)
+	var rep struct {
+		DeadLettered int `json:"dead_lettered"`
+		Topics       []struct{ Topic string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.DeadLettered != 1 || len(rep.Topics) != 1 || rep.Topics[0].Topic != "outbox.dlq" {
+		t.Fatalf("with --allowed-topics (%v):\n%s", err, r.stdout)
+	}
+	r = f.cli(t, "verify", args...)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "dead-lettered: 1") || !strings.Contains(r.stdout, "missing topics: secret.payroll") {
+		t.Fatalf("without --allowed-topics:\n%s", r.stdout)
 	}
 }
 
@@ -111,7 +203,7 @@ func TestVerifyEveryServesMetrics(t *testing.T) {
 	var stdout, stderr testenv.SyncBuffer
 	done := make(chan struct{})
 	var code int
-	args := append(append([]string{"verify"}, f.args...), "--brokers", k.Brokers[0], "--since", "1h", "--every", "1h",
+	args := append(append([]string{"verify"}, f.args...), "--brokers", k.Brokers[0], "--since", "2h", "--every", "1h",
 		"--metrics-addr", "127.0.0.1:0", "--log-format", "json")
 	go func() {
 		defer close(done)

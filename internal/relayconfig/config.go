@@ -148,7 +148,7 @@ const (
 	DefaultLagPollInterval      = 10 * time.Second
 	DefaultStandbyRetryInterval = time.Second
 	// DefaultProgressTopic is the default Config.ProgressTopic.
-	DefaultProgressTopic = "pgoutbox.progress"
+	DefaultProgressTopic = contract.DefaultProgressTopic
 )
 
 // slotNamePattern is what Postgres accepts as a replication slot name.
@@ -241,6 +241,8 @@ func WithDefaults(cfg *Config) (Config, error) {
 	if c.ExactlyOnce {
 		if err := contract.CheckTopic([]byte(c.ProgressTopic)); err != nil {
 			bad("progress topic: %v", err)
+		} else if c.ProgressTopic == c.DeadLetterTopic {
+			bad("progress topic %s is the dead-letter topic: give each its own", c.ProgressTopic)
 		}
 	}
 	if c.SASL != nil {

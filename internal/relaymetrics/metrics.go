@@ -16,6 +16,7 @@ type Metrics struct {
 	CommitToAck      prometheus.Histogram
 	ConfirmedLSN     prometheus.Gauge
 	ProgressLSN      prometheus.Gauge
+	ProgressIgnored  *prometheus.CounterVec
 	InFlight         prometheus.Gauge
 	BufferBytes      prometheus.Gauge
 	Invalid          *prometheus.CounterVec
@@ -48,6 +49,8 @@ func NewMetrics(slot string, l *liveness.Live) *Metrics {
 			Help: "WAL position last confirmed to the server (as a number)."}),
 		ProgressLSN: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "progress_lsn",
 			Help: "Exactly-once mode: end LSN of the last WAL transaction committed to Kafka (the progress record), as a number."}),
+		ProgressIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "progress_ignored_total",
+			Help: "Exactly-once mode: records under the slot's progress key not used to skip WAL at a session start, by reason: not-relay (no pgoutbox-progress header: not written by a relay), unreadable, other-history (another system, timeline or slot creation than the state row's), beyond-wal (past the server's current WAL)."}, []string{"reason"}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight_events",
 			Help: "Events read from the WAL and not yet acknowledged by Kafka."}),
 		BufferBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "buffer_bytes",
@@ -72,7 +75,7 @@ func NewMetrics(slot string, l *liveness.Live) *Metrics {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.Published, m.PublishErrors, m.BatchSize, m.PublishDuration, m.CommitToAck,
-		m.ConfirmedLSN, m.ProgressLSN, m.InFlight, m.BufferBytes, m.Invalid, m.TopicUnavailable, m.Reconnects, m.Pruned, m.Gap, m.ReplaySkipped}, m.Slot.collectors()...)
+		m.ConfirmedLSN, m.ProgressLSN, m.ProgressIgnored, m.InFlight, m.BufferBytes, m.Invalid, m.TopicUnavailable, m.Reconnects, m.Pruned, m.Gap, m.ReplaySkipped}, m.Slot.collectors()...)
 }
 
 func (m *Metrics) Register(reg prometheus.Registerer) error {

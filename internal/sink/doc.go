@@ -108,7 +108,7 @@
 //
 // A row's headers object may not name a header the relay writes:
 // message-id, business-key, event-type, aggregate-type, aggregate-id,
-// original-topic, relay-instance or any dlq-* name, compared without
+// original-topic, relay-instance, pgoutbox-progress or any dlq-* name, compared without
 // regard to case. Such a row is dead-lettered (reason bad-headers) and its
 // dead-letter record leaves those headers out, so no row can pose as
 // another message or as a dead letter. traceparent and tracestate are the

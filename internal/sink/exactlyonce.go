@@ -7,59 +7,143 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
 
 // Exactly-once mode (Config.ExactlyOnce): each flush of the sink is one
 // Kafka transaction holding its records and a progress record, the slot's
-// identity → the end LSN of the last WAL transaction in it, on a compacted
-// progress topic. A Kafka transaction never ends inside a WAL transaction:
-// one larger than a batch keeps the Kafka transaction open over several
-// batches. Events are acknowledged (and the slot confirmed) only when
-// their Kafka transaction commits. A session starts by initialising the
-// slot's transactional ID (which fences any older relay of the slot and
-// aborts what it left open) and reading the committed progress, through
-// which it skips the WAL it replays.
+// identity → how far the relay got, on a compacted progress topic. A Kafka
+// transaction ends with a WAL transaction, or, inside a WAL transaction
+// that takes longer to publish than half the transaction timeout, after a
+// batch: its progress then also names the position inside that
+// transaction (Progress.Part), so a restart resumes there. Events are
+// acknowledged (and the slot confirmed) only when their Kafka transaction
+// commits. A session starts by initialising the slot's transactional ID
+// (which fences any older relay of the slot and aborts what it left open)
+// and reading the committed progress, through which it skips the WAL it
+// replays.
+//
+// Progress is trusted only when a relay wrote it (contract.HeaderProgress,
+// which no row may carry), for this slot's history (the state row's system
+// identifier, timeline and slot creation LSN), and not past the server's
+// WAL: anything else could skip rows Kafka does not hold.
+
+// progressFormat is the value of a progress record's HeaderProgress.
+const progressFormat = "2"
 
 // progress is the value of a progress record.
 type progress struct {
-	Slot             string    `json:"slot"`
-	SystemIdentifier string    `json:"system_identifier"`
-	EndLSN           string    `json:"end_lsn"`
-	CommitTime       time.Time `json:"commit_time"`
+	Slot             string        `json:"slot"`
+	SystemIdentifier string        `json:"system_identifier"`
+	Timeline         int32         `json:"timeline"`
+	SlotCreatedLSN   string        `json:"slot_created_lsn"`
+	EndLSN           string        `json:"end_lsn"`
+	CommitTime       time.Time     `json:"commit_time"`
+	Part             *progressPart `json:"part,omitempty"`
+}
 
-	lsn pglogrepl.LSN // EndLSN, parsed
+// progressPart is the part of a WAL transaction a progress record covers:
+// its first Events events.
+type progressPart struct {
+	FinalLSN string `json:"final_lsn"`
+	Events   int    `json:"events"`
+}
+
+// Progress is what the exactly-once relays of a slot committed to Kafka:
+// every WAL transaction that ends at or before EndLSN and, when Part.Seq
+// is above 0, the events before Part.Seq of the transaction whose commit
+// record starts at Part.Final.
+type Progress struct {
+	EndLSN     pglogrepl.LSN
+	Part       decode.Position
+	CommitTime time.Time
+}
+
+// History is the WAL history a slot's progress belongs to, as its state
+// row records it: the server, its timeline and the slot's creation.
+type History struct {
+	SystemID       string
+	Timeline       int32
+	SlotCreatedLSN pglogrepl.LSN
+}
+
+// HistoryOf is the history st records.
+func HistoryOf(st *slotstate.RelayState) History {
+	return History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN}
+}
+
+func (h History) String() string {
+	return fmt.Sprintf("system %s, timeline %d, slot created at %s", h.SystemID, h.Timeline, h.SlotCreatedLSN)
 }
 
 // ProgressKey is the progress record key, and the transactional ID, of a
 // slot on the server of system identifier systemID: the same for every
-// relay of the slot, across restarts.
+// relay of the slot, across restarts and timelines.
 func ProgressKey(systemID, slot string) string { return "pgoutbox-relay/" + systemID + "/" + slot }
 
 // eosState is the sink's exactly-once state.
 type eosState struct {
-	key, systemID string
-	open          bool         // a Kafka transaction is open
-	acks          []pendingAck // what it holds, acknowledged at its commit
+	key     string
+	history History
+	open    bool         // a Kafka transaction is open
+	began   time.Time    // when it began
+	acks    []pendingAck // what it holds, acknowledged at its commit
 	// lastEnd and lastCommit are the end LSN and commit time of the
-	// last WAL transaction it holds.
+	// last WAL transaction written whole; part is how much of the
+	// following one was written (Seq 0: none).
 	lastEnd    uint64
 	lastCommit time.Time
+	part       decode.Position
 	// redo remembers, across sessions, records Kafka refused for their
-	// own sake: the session that reads them again dead-letters them (or
-	// stops) before writing, as at-least-once mode does in place.
-	redo map[uuid.UUID]error
+	// own sake, by WAL position: once refused for good (as at-least-once
+	// mode judges), the session that reads them again dead-letters them
+	// (or stops) before writing.
+	redo map[decode.Position]refusal
+}
+
+// refusal is what a session learnt of a record Kafka refused.
+type refusal struct {
+	err      error
+	attempts int
+	since    time.Time // the first refusal
+	final    bool      // refused for good at once (OwnFault, an expired topic)
+}
+
+// due reports whether the record is to be dead-lettered in place: refused
+// for good, or refused rejectAttempts times over at least rejectAfter.
+func (r refusal) due() bool {
+	return r.final || r.attempts >= rejectAttempts && time.Since(r.since) >= rejectAfter
+}
+
+// maxRefusals bounds eosState.redo: it is cleared when full (the records
+// are then retried as if never refused).
+const maxRefusals = 10_000
+
+// refuse records that Kafka refused ev with err; final when for good.
+func (e *eosState) refuse(ev *decode.Event, err error, final bool) {
+	r, ok := e.redo[ev.Pos]
+	if !ok {
+		if len(e.redo) >= maxRefusals {
+			clear(e.redo)
+		}
+		r.since = time.Now()
+	}
+	r.err, r.final = err, r.final || final
+	r.attempts++
+	e.redo[ev.Pos] = r
 }
 
 // pendingAck is one transaction's events in an open Kafka transaction.
@@ -73,71 +157,174 @@ type pendingAck struct {
 // next session reads the committed progress and writes from there.
 var errTxnAborted = errors.New("relay: exactly-once: kafka transaction aborted")
 
-// OpenExactlyOnce gives the sink a transactional producer for a session
-// on the server of system identifier systemID, fencing older relays of
-// the slot, and returns the committed progress (0 when none).
-func (s *Sink) OpenExactlyOnce(ctx context.Context, systemID string) (pglogrepl.LSN, error) {
+// OpenExactlyOnce gives the sink a transactional producer for a session on
+// the slot history h, fencing older relays of the slot, and returns the
+// committed progress that may be trusted (zero when none): written by a
+// relay, for h, and not past walEnd, the server's current WAL position.
+func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.LSN) (Progress, error) {
 	c := s.cfg
-	key := ProgressKey(systemID, c.Slot)
+	key := ProgressKey(h.SystemID, c.Slot)
 	if s.eos == nil || s.eos.key != key {
-		s.eos = &eosState{key: key, systemID: systemID, redo: make(map[uuid.UUID]error)}
+		s.eos = &eosState{key: key, redo: make(map[decode.Position]refusal)}
 	}
-	s.eos.open, s.eos.acks, s.eos.lastEnd = false, s.eos.acks[:0], 0
+	e := s.eos
+	e.history = h
+	e.open, e.acks, e.lastEnd, e.part = false, e.acks[:0], 0, decode.Position{}
 	if err := s.openWith(key); err != nil {
-		return 0, err
+		return Progress{}, err
 	}
 	if err := s.prod.EnsureCompactedTopic(ctx, c.ProgressTopic); err != nil {
-		var ke *kerr.Error
-		if !errors.As(err, &ke) {
-			return 0, fmt.Errorf("relay: exactly-once: look up the progress topic %s: %w", c.ProgressTopic, err)
-		}
-		return 0, relayerr.Permanent(fmt.Errorf("%w: exactly-once: cannot create the progress topic %s (create it with one partition and cleanup.policy=compact, or grant the relay CreateTopics on it): %w",
-			relayerr.ErrConfig, c.ProgressTopic, err))
+		return Progress{}, progressTopicError(c, err)
 	}
 	if err := s.prod.Init(ctx); err != nil {
-		return 0, s.txnError("initialise the transactional producer", err)
+		return Progress{}, s.txnError("initialise the transactional producer", err)
 	}
-	lsn, err := readProgress(ctx, c, key)
+	p, err := readProgress(ctx, c, s.m.ProgressIgnored, key)
 	if err != nil {
-		return 0, err
+		return Progress{}, err
 	}
-	c.Logger.Info("exactly-once: committed progress", "progress_topic", c.ProgressTopic, "key", key, "end_lsn", lsn.String())
-	s.m.ProgressLSN.Set(float64(lsn))
-	return lsn, nil
+	committed := trustProgress(c, s.m, p, h, walEnd)
+	// A part written first in this session (the rest of a transaction
+	// committed in parts) still says where the whole ones end.
+	e.lastEnd, e.lastCommit = uint64(committed.EndLSN), committed.CommitTime
+	c.Logger.Info("exactly-once: committed progress", "progress_topic", c.ProgressTopic, "key", key,
+		"end_lsn", committed.EndLSN.String(), "part_of", committed.Part.Final.String(), "part_events", committed.Part.Seq)
+	s.m.ProgressLSN.Set(float64(committed.EndLSN))
+	return committed, nil
 }
 
-// readProgress reads key's committed progress from the progress topic:
-// the end LSN of the last WAL transaction the relays of the slot
-// committed to Kafka (0 when none).
-func readProgress(ctx context.Context, c *relayconfig.Config, key string) (pglogrepl.LSN, error) {
-	p, found, err := readProgressRecord(ctx, c, key)
-	if err != nil || !found {
-		return 0, err
+// progressTopicError is the session's error for a progress topic that
+// could not be looked up, created or used (EnsureCompactedTopic's err).
+func progressTopicError(c *relayconfig.Config, err error) error {
+	t := c.ProgressTopic
+	var ke *kerr.Error
+	switch {
+	case errors.Is(err, producer.ErrTopicLayout):
+		return relayerr.Permanent(fmt.Errorf("%w: exactly-once: the progress topic %s cannot hold progress: %w; "+
+			"it needs one partition and cleanup.policy=compact: set the policy with "+
+			"kafka-configs.sh --bootstrap-server BROKER --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact; "+
+			"partitions cannot be removed: give --progress-topic a new name (the relay creates it), or delete the topic "+
+			"(kafka-topics.sh --bootstrap-server BROKER --delete --topic %s) and let the relay create it "+
+			"(each slot's next start then republishes what its state row does not record: duplicates, no loss)",
+			relayerr.ErrConfig, t, err, t, t))
+	case !errors.As(err, &ke):
+		return fmt.Errorf("relay: exactly-once: look up the progress topic %s: %w", t, err)
 	}
-	return p.lsn, nil
+	return relayerr.Permanent(fmt.Errorf("%w: exactly-once: cannot create the progress topic %s (create it with one partition and cleanup.policy=compact, or grant the relay CreateTopics on it): %w",
+		relayerr.ErrConfig, t, err))
 }
 
-// readProgressRecord reads key's last committed progress record (read_committed).
-func readProgressRecord(ctx context.Context, c *relayconfig.Config, key string) (p progress, found bool, err error) {
+// readProgress reads key's last progress record written by a relay
+// (read_committed), zero when there is none. Records of the key without
+// HeaderProgress are skipped, each logged and counted in ignored (when
+// set), as is an unreadable one.
+func readProgress(ctx context.Context, c *relayconfig.Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
+	count := func(reason string) {
+		if ignored != nil {
+			ignored.WithLabelValues(reason).Inc()
+		}
+	}
 	pc := producerConfig(c, nil, "")
 	pc.AutoCreateTopics = false // reading creates nothing
-	v, found, err := producer.ReadLast(ctx, pc, c.ProgressTopic, key)
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return p, false, nil // no relay of the slot ran exactly-once yet
+	var forged, lastForged int64 // records no relay wrote, and the offset of the last one
+	byRelay := func(r *kgo.Record) bool {
+		for _, h := range r.Headers {
+			if h.Key == contract.HeaderProgress {
+				return true
+			}
+		}
+		forged, lastForged = forged+1, r.Offset
+		count("not-relay")
+		return false
 	}
-	if err != nil {
-		return p, false, fmt.Errorf("relay: exactly-once: read the progress topic %s: %w", c.ProgressTopic, err)
+	v, found, err := producer.ReadLast(ctx, pc, c.ProgressTopic, key, byRelay)
+	if forged > 0 {
+		c.Logger.Warn("exactly-once: ignoring records under the slot's progress key that no relay wrote (no "+contract.HeaderProgress+" header): "+
+			"something else writes the progress topic", "progress_topic", c.ProgressTopic, "key", key, "records", forged, "last_offset", lastForged)
 	}
-	if !found {
-		return p, false, nil
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return p, nil // no relay of the slot ran exactly-once yet
+	case err != nil:
+		return p, fmt.Errorf("relay: exactly-once: read the progress topic %s: %w", c.ProgressTopic, err)
+	case !found:
+		return p, nil
 	}
 	if err := json.Unmarshal(v, &p); err != nil {
-		return p, false, relayerr.Permanent(fmt.Errorf("%w: exactly-once: the progress record of %s is not ours: %w", relayerr.ErrConfig, key, err))
+		c.Logger.Warn("exactly-once: ignoring an unreadable progress record", "progress_topic", c.ProgressTopic, "key", key, "error", err)
+		count("unreadable")
+		return progress{}, nil
 	}
-	if p.lsn, err = pglogrepl.ParseLSN(p.EndLSN); err != nil {
-		return p, false, relayerr.Permanent(fmt.Errorf("%w: exactly-once: the progress record of %s: %w", relayerr.ErrConfig, key, err))
+	return p, nil
+}
+
+// trustProgress is the part of p a session may skip through: p when it
+// belongs to history h and is not past walEnd, zero (skip nothing beyond
+// the state row) otherwise, with a warning and a count.
+func trustProgress(c *relayconfig.Config, m *relaymetrics.Metrics, p progress, h History, walEnd pglogrepl.LSN) Progress {
+	if p.EndLSN == "" {
+		return Progress{}
 	}
-	return p, true, nil
+	ignore := func(reason, msg string, attrs ...any) Progress {
+		c.Logger.Warn("exactly-once: not skipping by the committed progress: "+msg+"; the session resumes from the state row (duplicates, no loss)",
+			append(attrs, "progress_topic", c.ProgressTopic, "slot", c.Slot)...)
+		m.ProgressIgnored.WithLabelValues(reason).Inc()
+		return Progress{}
+	}
+	got, err := p.parse()
+	if err != nil {
+		return ignore("unreadable", "the progress record does not parse", "error", err)
+	}
+	if ph := p.history(); ph != h {
+		return ignore("other-history", "it belongs to another history of the slot (a failover, a restore, a recovery or a re-created slot)",
+			"progress_history", ph.String(), "state_history", h.String())
+	}
+	if got.EndLSN > walEnd || got.Part.Final > walEnd {
+		return ignore("beyond-wal", "it is past the server's current WAL position", "end_lsn", got.EndLSN.String(),
+			"part_of", got.Part.Final.String(), "server_wal", walEnd.String())
+	}
+	return got
+}
+
+// history is the slot history p names.
+func (p *progress) history() History {
+	created, _ := pglogrepl.ParseLSN(p.SlotCreatedLSN)
+	return History{SystemID: p.SystemIdentifier, Timeline: p.Timeline, SlotCreatedLSN: created}
+}
+
+// parse reads p's positions.
+func (p *progress) parse() (Progress, error) {
+	end, err := pglogrepl.ParseLSN(p.EndLSN)
+	if err != nil {
+		return Progress{}, fmt.Errorf("end_lsn: %w", err)
+	}
+	if _, err := pglogrepl.ParseLSN(p.SlotCreatedLSN); err != nil {
+		return Progress{}, fmt.Errorf("slot_created_lsn: %w", err)
+	}
+	got := Progress{EndLSN: end, CommitTime: p.CommitTime}
+	if p.Part != nil {
+		final, err := pglogrepl.ParseLSN(p.Part.FinalLSN)
+		if err != nil || p.Part.Events < 0 {
+			return Progress{}, fmt.Errorf("part: final_lsn %q, events %d", p.Part.FinalLSN, p.Part.Events)
+		}
+		got.Part = decode.Position{Final: final, Seq: p.Part.Events}
+	}
+	return got, nil
+}
+
+// progressRecord is the progress record of a Kafka transaction holding the
+// WAL transactions through end (the last committed at commit), and the
+// events before part.Seq of the transaction at part.Final.
+func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position) *kgo.Record {
+	h := s.eos.history
+	p := progress{Slot: s.cfg.Slot, SystemIdentifier: h.SystemID, Timeline: h.Timeline, SlotCreatedLSN: h.SlotCreatedLSN.String(),
+		EndLSN: pglogrepl.LSN(end).String(), CommitTime: commit}
+	if part.Seq > 0 {
+		p.Part = &progressPart{FinalLSN: part.Final.String(), Events: part.Seq}
+	}
+	v, _ := json.Marshal(p)
+	return &kgo.Record{Topic: s.cfg.ProgressTopic, Key: []byte(s.eos.key), Value: v,
+		Headers: []kgo.RecordHeader{{Key: contract.HeaderProgress, Value: []byte(progressFormat)}}}
 }
 
 // ProgressStatus is relay.ProgressStatus (which documents the fields):
@@ -167,43 +354,52 @@ func ReadProgressStatus(ctx context.Context, c *relayconfig.Config) *ProgressSta
 		return ps
 	}
 	ps.Key = ProgressKey(id.SystemID, c.Slot)
-	p, found, err := readProgressRecord(ctx, c, ps.Key)
+	p, err := readProgress(ctx, c, nil, ps.Key)
 	if err != nil {
 		fail(err)
 		return ps
 	}
-	if ps.Found = found; found {
-		ps.CommittedLSN = p.lsn.String()
+	if got, err := p.parse(); err == nil && p.EndLSN != "" {
+		ps.Found, ps.CommittedLSN = true, got.EndLSN.String()
 		t := p.CommitTime
 		ps.CommitTime = &t
 	}
 	return ps
 }
 
-// txnError is the session's error for a failed transactional call: a
-// fenced producer stops the relay (a newer relay of the slot took over);
-// anything else ends the session, and the next one starts from the
-// committed progress.
+// txnError is the session's error for a failed transactional call. Either
+// way the session ends and nothing of the open transaction is
+// acknowledged; the next one initialises the producer again (fencing
+// whoever holds the transactional ID, or waiting as a standby when
+// another relay holds the slot) and starts from the committed progress. A
+// fenced producer wraps ErrFenced: a newer relay of the slot, or the
+// brokers aborting a transaction that outlasted the transaction timeout
+// (both answer with an epoch error). The slot, not the epoch, tells which:
+// only the relay streaming the slot can commit.
 func (s *Sink) txnError(what string, err error) error {
 	if isFenced(err) {
-		return relayerr.Permanent(fmt.Errorf("%w: %s: another relay of slot %s took over: %w", relayerr.ErrFenced, what, s.cfg.Slot, err))
+		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relayerr.ErrFenced, what, s.cfg.TransactionTimeout, err)
 	}
 	return fmt.Errorf("%w: %s: %w", errTxnAborted, what, err)
 }
 
-// isFenced reports whether err says that a newer producer of the
-// transactional ID fenced ours.
+// isFenced reports whether err is an epoch error: a newer producer of the
+// transactional ID fenced ours, or the brokers aborted its transaction.
 func isFenced(err error) bool {
-	return errors.Is(err, producer.ErrFenced) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+	return errors.Is(err, producer.ErrFenced) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionAbortable)
 }
 
 // publishTxn writes batch into the open Kafka transaction (beginning one
 // when none is), and commits it when batch ends at the end of a WAL
-// transaction, with the progress record in the same produce call as the
-// batch's records. It reports whether it committed. A record that fails
-// aborts the transaction and ends the session (a record Kafka refused for
-// its own sake is remembered, for the next session to dead-letter in its
-// place); nothing of the transaction is then acknowledged.
+// transaction, or when the transaction has been open for half the
+// transaction timeout (a large WAL transaction is committed in parts),
+// with the progress record in the same produce call as the batch's
+// records. It reports whether it committed. A record that fails aborts
+// the transaction and ends the session (a record Kafka refused for its own
+// sake is remembered by its WAL position, for a later session to
+// dead-letter in its place once refused for good); nothing of the
+// transaction is then acknowledged.
 func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed bool, err error) {
 	s.m.BatchSize.Observe(float64(len(batch)))
 	e := s.eos
@@ -211,31 +407,34 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 		if err := s.prod.Begin(); err != nil {
 			return false, s.txnError("begin a transaction", err)
 		}
-		e.open = true
+		e.open, e.began = true, time.Now()
 	}
 	recs := s.recs[:0]
 	defer func() { clear(recs); s.recs = recs[:0] }()
 	idx := make([]int, 0, len(batch)+1) // batch index of each record; -1 for the progress record
-	lastEnd, lastCommit := e.lastEnd, e.lastCommit
+	lastEnd, lastCommit, part := e.lastEnd, e.lastCommit, e.part
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Marker {
-			lastEnd, lastCommit = ev.EndLSN, ev.Commit
+			lastEnd, lastCommit, part = ev.EndLSN, ev.Commit, decode.Position{}
 			continue
 		}
-		if why, ok := e.redo[ev.ID]; ok && ev.ID != uuid.Nil {
-			delete(e.redo, ev.ID)
-			if err := s.reject(ev, &recordState{}, why); err != nil {
+		if r, ok := e.redo[ev.Pos]; ok && r.due() {
+			delete(e.redo, ev.Pos)
+			if err := s.reject(ev, &recordState{}, r.err); err != nil {
 				return false, err
 			}
 		}
+		part = decode.Position{Final: ev.Pos.Final, Seq: ev.Pos.Seq + 1}
 		recs = append(recs, &ev.Record)
 		idx = append(idx, i)
 	}
 	ends := len(batch) > 0 && batch[len(batch)-1].Marker
-	if ends {
-		v, _ := json.Marshal(progress{Slot: s.cfg.Slot, SystemIdentifier: e.systemID, EndLSN: pglogrepl.LSN(lastEnd).String(), CommitTime: lastCommit})
-		recs = append(recs, &kgo.Record{Topic: s.cfg.ProgressTopic, Key: []byte(e.key), Value: v})
+	// Commit inside a WAL transaction before the brokers time the Kafka
+	// transaction out (they abort it at TransactionTimeout).
+	split := !ends && time.Since(e.began) >= s.cfg.TransactionTimeout/2
+	if ends || split {
+		recs = append(recs, s.progressRecord(lastEnd, lastCommit, part))
 		idx = append(idx, -1)
 	}
 	if s.Guard != nil {
@@ -250,36 +449,9 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 	if err != nil {
 		return false, err
 	}
-	var failed error
-	for n, rerr := range errs {
-		if rerr == nil {
-			continue
-		}
-		if failed == nil {
-			failed = rerr
-			s.m.PublishErrors.Inc()
-		}
-		switch {
-		case isFenced(rerr):
-			return false, s.txnError("produce", rerr)
-		case idx[n] < 0:
-			continue
-		}
-		ev := &batch[idx[n]]
-		switch relayerr.Classify(rerr) {
-		case relayerr.Fatal:
-			return false, relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrKafkaAuth, rerr))
-		case relayerr.TopicUnavailable:
-			expired, err := s.topicUnavailable(ev, rerr)
-			if err != nil {
-				return false, err
-			}
-			if expired {
-				e.redo[ev.ID] = rerr
-			}
-		case relayerr.OwnFault, relayerr.OwnFaultUnlessTransient:
-			e.redo[ev.ID] = rerr
-		}
+	failed, err := s.txnRecordsFailed(batch, idx, errs)
+	if err != nil {
+		return false, err
 	}
 	if relaytrace.Written != nil {
 		relaytrace.Written(recs, start, end, failed)
@@ -287,15 +459,18 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 	if failed != nil {
 		return false, s.abort(ctx, failed)
 	}
-	if ends {
+	if ends || split {
 		recs, errs = recs[:len(recs)-1], errs[:len(errs)-1] // not an outbox row's
 	}
 	s.countPublished(recs, errs)
-	e.lastEnd, e.lastCommit = lastEnd, lastCommit
+	e.lastEnd, e.lastCommit, e.part = lastEnd, lastCommit, part
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Marker {
 			continue
+		}
+		if len(e.redo) > 0 {
+			delete(e.redo, ev.Pos) // written at last
 		}
 		if n := len(e.acks); n > 0 && e.acks[n-1].tx == ev.Tx {
 			e.acks[n-1].n++
@@ -303,7 +478,7 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 			e.acks = append(e.acks, pendingAck{tx: ev.Tx, n: 1, commit: ev.Commit})
 		}
 	}
-	if !ends {
+	if !ends && !split {
 		return false, nil // a WAL transaction goes on in the next batch
 	}
 	if s.Guard != nil {
@@ -319,6 +494,45 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 	}
 	s.m.ProgressLSN.Set(float64(e.lastEnd))
 	return true, nil
+}
+
+// txnRecordsFailed judges the per-record errors errs of a transactional
+// write of batch (idx maps each record to its batch index, -1 for the
+// progress record). It returns the first record error (the transaction
+// is then aborted), having remembered each record Kafka refused for its
+// own sake, or an error that ends the session at once.
+func (s *Sink) txnRecordsFailed(batch []decode.Event, idx []int, errs []error) (failed, err error) {
+	for n, rerr := range errs {
+		if rerr == nil {
+			continue
+		}
+		if failed == nil {
+			failed = rerr
+			s.m.PublishErrors.Inc()
+		}
+		switch {
+		case isFenced(rerr):
+			return nil, s.txnError("produce", rerr)
+		case idx[n] < 0:
+			continue
+		}
+		ev := &batch[idx[n]]
+		switch v := relayerr.Classify(rerr); v {
+		case relayerr.Fatal:
+			return nil, relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrKafkaAuth, rerr))
+		case relayerr.TopicUnavailable:
+			expired, err := s.topicUnavailable(ev, rerr)
+			if err != nil {
+				return nil, err
+			}
+			if expired {
+				s.eos.refuse(ev, rerr, true)
+			}
+		case relayerr.OwnFault, relayerr.OwnFaultUnlessTransient:
+			s.eos.refuse(ev, rerr, v == relayerr.OwnFault)
+		}
+	}
+	return failed, nil
 }
 
 // abort aborts the open transaction after cause and returns the error that

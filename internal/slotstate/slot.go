@@ -141,6 +141,14 @@ func resumeSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, row 
 		return 0, false, gap
 	}
 	st.Resumable = id == st.ServerIdentity
+	if id.Timeline != st.Timeline {
+		// A failover slot that survived a promotion (checkServer let it
+		// pass): this session skips nothing, later ones skip by what they
+		// confirm on the new timeline.
+		if err := recordTimeline(ctx, conn, c, st, id.Timeline); err != nil {
+			return 0, false, err
+		}
+	}
 	if walStatus == "unreserved" {
 		c.Logger.Warn("replication slot is about to lose WAL it needs (wal_status unreserved): the relay is far behind",
 			"slot", c.Slot)

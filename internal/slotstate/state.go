@@ -148,6 +148,21 @@ func WriteNewState(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, n
 	return nil
 }
 
+// recordTimeline records in the slot's state row st that the server it
+// streams on is now at timeline (a failover slot after a promotion), so
+// that later sessions count as resuming on the server the row describes.
+func recordTimeline(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, st *RelayState, timeline int32) error {
+	_, err := conn.Exec(ctx, `UPDATE `+StateTable(c).Sanitize()+` SET timeline = $2, updated_at = now()
+		WHERE slot_name = $1 AND system_identifier = $3 AND slot_created_lsn = $4::pg_lsn`,
+		c.Slot, timeline, st.SystemID, st.CreatedLSN.String())
+	if err != nil {
+		return fmt.Errorf("relay: record the new timeline %d of slot %s: %w", timeline, c.Slot, err)
+	}
+	c.Logger.Info("recorded the server's new timeline in the relay state", "slot", c.Slot, "from_timeline", st.Timeline, "to_timeline", timeline)
+	st.Timeline = timeline
+	return nil
+}
+
 // adoptSlot records the state of a slot that exists without a state row (a
 // relay upgraded from a version without state, or a slot made by hand):
 // the relay cannot know what happened to it before, so it starts tracking
@@ -174,16 +189,23 @@ func adoptSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, confi
 // replication connection (IDENTIFY_SYSTEM: the current timeline, even right
 // after a promotion, when pg_control_checkpoint still shows the old one).
 func Identify(ctx context.Context, c *relayconfig.Config) (ServerIdentity, error) {
+	id, _, err := IdentifyAt(ctx, c)
+	return id, err
+}
+
+// IdentifyAt is Identify that also returns the server's current WAL flush
+// position.
+func IdentifyAt(ctx context.Context, c *relayconfig.Config) (ServerIdentity, pglogrepl.LSN, error) {
 	rc, err := liveness.ConnectReplication(ctx, c)
 	if err != nil {
-		return ServerIdentity{}, err
+		return ServerIdentity{}, 0, err
 	}
 	defer rc.Close(context.WithoutCancel(ctx))
 	res, err := pglogrepl.IdentifySystem(ctx, rc)
 	if err != nil {
-		return ServerIdentity{}, fmt.Errorf("relay: identify system: %w", err)
+		return ServerIdentity{}, 0, fmt.Errorf("relay: identify system: %w", err)
 	}
-	return ServerIdentity{SystemID: res.SystemID, Timeline: res.Timeline}, nil
+	return ServerIdentity{SystemID: res.SystemID, Timeline: res.Timeline}, res.XLogPos, nil
 }
 
 // Bounds of the state writer (see Keeper).

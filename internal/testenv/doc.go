@@ -29,5 +29,5 @@
 // PGOUTBOX_TEST_KAFKA_BROKERS they use that external broker. On a shared
 // broker topic and group names are prefixed per test (Kafka.TopicPrefix).
 // Tests that shape or break the broker (NewKafka with options,
-// Cluster.Control) keep kfake.
+// Cluster.Control) keep kfake, or skip on a real broker (Kafka.Fake).
 package testenv

@@ -111,6 +111,16 @@ func NewBroker(t testing.TB) *Kafka {
 	}
 }
 
+// Fake returns k's kfake cluster for a test that needs its control hooks,
+// and skips the test on a real broker, saying why.
+func (k *Kafka) Fake(t testing.TB, why string) *kfake.Cluster {
+	t.Helper()
+	if k.Cluster == nil {
+		t.Skipf("needs kfake (%s); this run's broker is real (%s)", why, KafkaModeEnv)
+	}
+	return k.Cluster
+}
+
 // ProduceErrors answers preq with the error code(topic) for every
 // partition of each topic.
 func ProduceErrors(preq *kmsg.ProduceRequest, code func(topic string) int16) *kmsg.ProduceResponse {

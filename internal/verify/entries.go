@@ -9,7 +9,29 @@ import (
 	"io"
 
 	"github.com/google/uuid"
+
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 )
+
+// keep is what an entry holds of a key, a business key or an aggregate ID:
+// the value itself with Config.FullKeys; otherwise a digest of fixed size
+// (its first characters, its length and 16 bytes of its SHA-256, see
+// redact.KeyParts), so that memory and spill files are bounded per entry
+// whatever a row or a record holds, and the report lists the key as the
+// inbox's logs do (redact.Key). Equal keys keep equal digests.
+func (v *verifier) keep(b []byte) string {
+	if v.c.FullKeys {
+		return string(b)
+	}
+	prefix, n, sum := redact.KeyParts(b)
+	d := make([]byte, 0, 2+len(prefix)+binary.MaxVarintLen64+keptSum)
+	d = appendString(d, prefix)
+	d = binary.AppendUvarint(d, uint64(n))
+	return string(append(d, sum[:keptSum]...))
+}
+
+// keptSum is how much of a key's SHA-256 keep holds.
+const keptSum = 16
 
 // rowEntry is what verify keeps of one outbox row.
 type rowEntry struct {

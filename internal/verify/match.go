@@ -2,6 +2,8 @@ package verify
 
 import (
 	"bytes"
+	"encoding/binary"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"time"
 )
 
@@ -73,6 +75,8 @@ func (v *verifier) match() error {
 			v.rep.DeadLettered++
 		case n > 0:
 			v.rep.Found++ // in another topic: check reported the mismatch
+		case v.unreadable[row.topic]:
+			v.rep.UnreadableRows++
 		case row.createdAt >= v.rep.Started.Add(-v.c.Grace).UnixMicro():
 			v.rep.Pending++
 		default:
@@ -113,14 +117,27 @@ func (v *verifier) check(row *rowEntry, rec *recordEntry) {
 		mismatch("topic", v.topics.names[row.topic], v.topics.names[rec.topic])
 	}
 	if rec.key != row.aggregateID {
-		mismatch("key", row.aggregateID, rec.key)
+		mismatch("key", v.key(row.aggregateID), v.key(rec.key))
 	}
 	if !rec.hasBK || rec.businessKey != row.businessKey {
-		mismatch("business-key", row.businessKey, rec.businessKey)
+		mismatch("business-key", v.key(row.businessKey), v.key(rec.businessKey))
 	}
 	if bad {
 		v.rep.Mismatched++
 	}
+}
+
+// key is k, a kept key, as the report lists it (see keep).
+func (v *verifier) key(k string) string {
+	if v.c.FullKeys {
+		return k
+	}
+	d := []byte(k)
+	n, w := binary.Uvarint(d)
+	prefix := string(d[w : w+int(n)])
+	d = d[w+int(n):]
+	length, w := binary.Uvarint(d)
+	return redact.FormatKey(prefix, int(length), d[w:])
 }
 
 // unmatched counts a record of no row of the window.
@@ -186,7 +203,7 @@ func (v *verifier) checkOrder() error {
 		v.rep.OrderBreaks++
 		if len(v.rep.OrderBreakList) < v.c.List {
 			v.rep.OrderBreakList = append(v.rep.OrderBreakList, OrderBreak{
-				AggregateID: d.aggregateID, ID: d.id.String(),
+				AggregateID: v.key(d.aggregateID), ID: d.id.String(),
 				At:         Offset{Topic: v.topics.names[d.topic], Partition: d.partition, Offset: d.offset},
 				CommitTime: time.UnixMilli(d.timestamp).UTC(),
 				AfterID:    top.id.String(), AfterOffset: top.offset, AfterCommit: time.UnixMilli(top.timestamp).UTC(),

@@ -13,10 +13,13 @@ import (
 // outbox table.
 type Metrics struct {
 	table string
-	mu    sync.Mutex
-	rep   *Report
-	err   error
-	set   bool
+	// AllowEmpty makes a run over a window without rows ok; by default
+	// pgoutbox_verify_ok is 0 for it (an audit that checked nothing).
+	AllowEmpty bool
+	mu         sync.Mutex
+	rep        *Report
+	err        error
+	set        bool
 }
 
 // NewMetrics returns the collector for table's runs.
@@ -62,24 +65,43 @@ var reportMetrics = []metric{
 
 var (
 	errorMetric = metric{"error", "1 when the last verify run failed before reaching a verdict (unreachable database or brokers, ...).", nil}
-	okMetric    = metric{"ok", "1 when the last verify run found every row of its window: nothing missing, mismatched or out of order.", nil}
+	okMetric    = metric{"ok", "1 when the last verify run found every row of its window: nothing missing, mismatched or out of order (and the window held rows, unless --allow-empty).", nil}
 )
 
-func (m *Metrics) desc(x metric) *prometheus.Desc {
-	return prometheus.NewDesc("pgoutbox_verify_"+x.name, x.help, nil, prometheus.Labels{"table": m.table})
+// desc is x's descriptor, labelled with the table unless unlabelled.
+func (m *Metrics) desc(x metric, unlabelled bool) *prometheus.Desc {
+	var labels prometheus.Labels
+	if !unlabelled {
+		labels = prometheus.Labels{"table": m.table}
+	}
+	return prometheus.NewDesc("pgoutbox_verify_"+x.name, x.help, nil, labels)
 }
 
 // Describe sends the descriptors of every gauge.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.desc(errorMetric)
-	ch <- m.desc(okMetric)
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { m.describe(ch, false) }
+
+// Collect sends the gauges of the last run; nothing before the first.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) { m.collect(ch, false) }
+
+// Unlabelled is m without the table label on its gauges, for a push that
+// groups by table (a Pushgateway refuses a pushed series that carries a
+// grouping label itself).
+func (m *Metrics) Unlabelled() prometheus.Collector { return unlabelled{m} }
+
+type unlabelled struct{ m *Metrics }
+
+func (u unlabelled) Describe(ch chan<- *prometheus.Desc) { u.m.describe(ch, true) }
+func (u unlabelled) Collect(ch chan<- prometheus.Metric) { u.m.collect(ch, true) }
+
+func (m *Metrics) describe(ch chan<- *prometheus.Desc, unlabelled bool) {
+	ch <- m.desc(errorMetric, unlabelled)
+	ch <- m.desc(okMetric, unlabelled)
 	for _, x := range reportMetrics {
-		ch <- m.desc(x)
+		ch <- m.desc(x, unlabelled)
 	}
 }
 
-// Collect sends the gauges of the last run; nothing before the first.
-func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+func (m *Metrics) collect(ch chan<- prometheus.Metric, unlabelled bool) {
 	m.mu.Lock()
 	rep, err, set := m.rep, m.err, m.set
 	m.mu.Unlock()
@@ -87,10 +109,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge := func(x metric, v float64) {
-		ch <- prometheus.MustNewConstMetric(m.desc(x), prometheus.GaugeValue, v)
+		ch <- prometheus.MustNewConstMetric(m.desc(x, unlabelled), prometheus.GaugeValue, v)
 	}
 	gauge(errorMetric, b2f(err != nil))
-	gauge(okMetric, b2f(err == nil && rep != nil && rep.OK()))
+	gauge(okMetric, b2f(err == nil && rep != nil && rep.OK() && (rep.Rows > 0 || m.AllowEmpty)))
 	if err != nil || rep == nil {
 		return
 	}

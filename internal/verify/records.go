@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,10 +29,49 @@ func (v *verifier) readRecords(ctx context.Context) error {
 		v.dlq = int64(v.topics.intern(c.DeadLetterTopic))
 	}
 	names := slices.Clone(v.topics.names)
-	if len(names) == 0 {
-		return nil
+	scan, err := ScanTopics(ctx, c.Kafka, names, c.From.Add(-c.Margin), c.Logger, v.addRecord)
+	if err != nil {
+		return err
 	}
-	opts := append(slices.Clone(c.Kafka),
+	v.rep.Topics = scan.Ranges
+	for _, name := range scan.Missing {
+		if int64(v.topics.index[name]) != v.dlq {
+			v.rep.MissingTopics = append(v.rep.MissingTopics, name)
+		}
+	}
+	v.rep.UnreadableTopics = scan.Unreadable
+	v.unreadable = make(map[uint32]bool, len(scan.Unreadable))
+	for _, u := range scan.Unreadable {
+		v.unreadable[v.topics.index[u.Topic]] = true
+		c.Logger.Warn("verify: cannot read a routed topic; its rows are not verified", "topic", u.Topic, "error", u.Error)
+	}
+	return nil
+}
+
+// Scan is what ScanTopics read.
+type Scan struct {
+	// Ranges are the topics read and the offsets read of each partition.
+	Ranges []TopicRange
+	// Missing are the topics that do not exist.
+	Missing []string
+	// Unreadable are the topics the brokers do not let the client read
+	// (or describe), with the error.
+	Unreadable []UnreadableTopic
+}
+
+// ScanTopics reads topics, read_committed, from the first offset of each
+// partition whose timestamp is at or after since up to the last stable
+// offset listed when the read begins, calling each for every record
+// (control records not); an error of each ends the scan. A topic that does
+// not exist, or that the brokers do not let it describe or read, is named
+// in the result and skipped; the others are read. kafka are the client
+// options that reach the brokers.
+func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since time.Time, log *slog.Logger, each func(*kgo.Record) error) (Scan, error) {
+	var scan Scan
+	if len(topics) == 0 {
+		return scan, nil
+	}
+	opts := append(slices.Clone(kafka),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// The commit marker at the end of a transaction is how a
 		// read_committed reader sees that it reached the end offset.
@@ -43,37 +85,52 @@ func (v *verifier) readRecords(ctx context.Context) error {
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("verify: kafka client: %w", err)
+		return scan, fmt.Errorf("verify: kafka client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	starts, err := adm.ListOffsetsAfterMilli(ctx, c.From.Add(-c.Margin).UnixMilli(), names...)
-	if err != nil {
-		return fmt.Errorf("verify: list offsets by time: %w", err)
+	unreadable := func(topic string, err error) {
+		scan.Unreadable = append(scan.Unreadable, UnreadableTopic{Topic: topic, Error: err.Error()})
 	}
-	ends, err := adm.ListCommittedOffsets(ctx, names...)
+	tds, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
-		return fmt.Errorf("verify: list end offsets: %w", err)
+		return scan, fmt.Errorf("verify: look up topics: %w", err)
+	}
+	var readable []string
+	for _, name := range topics {
+		switch td, ok := tds[name]; {
+		case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+			scan.Missing = append(scan.Missing, name)
+		case td.Err != nil:
+			unreadable(name, td.Err)
+		default:
+			readable = append(readable, name)
+		}
+	}
+	starts, ends, err := listRanges(ctx, adm, since, readable, unreadable)
+	if err != nil {
+		return scan, err
 	}
 	consume := map[string]map[int32]kgo.Offset{}
 	// left holds the end offset of every partition still to read.
 	left := map[string]map[int32]int64{}
-	for _, name := range names {
+	for _, name := range readable {
+		ps, ok := ends[name]
+		if !ok {
+			continue // unreadable
+		}
 		tr := TopicRange{Topic: name}
-		ps := ends[name]
 		if unknown, ok := ps[-1]; len(ps) == 0 || ok && errors.Is(unknown.Err, kerr.UnknownTopicOrPartition) {
-			if int64(v.topics.index[name]) != v.dlq {
-				v.rep.MissingTopics = append(v.rep.MissingTopics, name)
-			}
+			scan.Missing = append(scan.Missing, name)
 			continue
 		}
 		for p, end := range ps {
 			if end.Err != nil {
-				return fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
+				return scan, fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
 			}
 			start, ok := starts.Lookup(name, p)
 			if !ok || start.Err != nil {
-				return fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
+				return scan, fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
 			}
 			r := PartitionRange{Partition: p, Start: start.Offset, End: end.Offset}
 			if r.Start > r.End {
@@ -89,63 +146,106 @@ func (v *verifier) readRecords(ctx context.Context) error {
 			}
 		}
 		slices.SortFunc(tr.Partitions, func(a, b PartitionRange) int { return int(a.Partition - b.Partition) })
-		v.rep.Topics = append(v.rep.Topics, tr)
+		scan.Ranges = append(scan.Ranges, tr)
 	}
 	if len(consume) == 0 {
-		return nil
+		return scan, nil
 	}
 	cl.AddConsumePartitions(consume)
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return err
+			return scan, err
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
 			var loss *kgo.ErrDataLoss
-			if errors.As(err, &loss) {
-				c.Logger.Warn("verify: records were deleted while being read", "topic", t, "partition", p, "error", err)
-				return
-			}
-			if ferr == nil {
+			switch {
+			case errors.As(err, &loss):
+				log.Warn("verify: records were deleted while being read", "topic", t, "partition", p, "error", err)
+			case errors.Is(err, kerr.TopicAuthorizationFailed):
+				// Described but not readable: skip the topic.
+				if _, ok := left[t]; ok {
+					unreadable(t, err)
+					for p := range left[t] {
+						done(cl, left, t, p)
+					}
+				}
+			case ferr == nil:
 				ferr = fmt.Errorf("verify: read %s[%d]: %w", t, p, err)
 			}
 		})
 		if ferr != nil {
-			return ferr
+			return scan, ferr
 		}
-		var addErr error
+		var eachErr error
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			end, ok := left[fp.Topic][fp.Partition]
 			if !ok {
 				return
 			}
 			for _, r := range fp.Records {
-				if r.Offset >= end {
+				if r.Offset >= end || eachErr != nil {
 					break
 				}
-				if !r.Attrs.IsControl() && addErr == nil {
-					addErr = v.addRecord(r)
+				if !r.Attrs.IsControl() {
+					eachErr = each(r)
 				}
 				if r.Offset >= end-1 {
-					v.done(cl, left, fp.Topic, fp.Partition)
+					done(cl, left, fp.Topic, fp.Partition)
 					break
 				}
 			}
 			// Everything up to the end was deleted while reading.
 			if fp.LogStartOffset >= end {
-				v.done(cl, left, fp.Topic, fp.Partition)
+				done(cl, left, fp.Topic, fp.Partition)
 			}
 		})
-		if addErr != nil {
-			return addErr
+		if eachErr != nil {
+			return scan, eachErr
 		}
 	}
-	return nil
+	return scan, nil
+}
+
+// listRanges lists the start (by timestamp since) and end offsets of the
+// partitions of topics. A topic whose offsets the brokers refuse to list
+// (kadm returns an authorization error for the whole request) is found by
+// listing each topic alone, passed to unreadable and left out.
+func listRanges(ctx context.Context, adm *kadm.Client, since time.Time, topics []string, unreadable func(string, error)) (kadm.ListedOffsets, kadm.ListedOffsets, error) {
+	starts, ends := kadm.ListedOffsets{}, kadm.ListedOffsets{}
+	list := func(topics ...string) error {
+		s, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topics...)
+		if err != nil {
+			return fmt.Errorf("verify: list offsets by time: %w", err)
+		}
+		e, err := adm.ListCommittedOffsets(ctx, topics...)
+		if err != nil {
+			return fmt.Errorf("verify: list end offsets: %w", err)
+		}
+		maps.Copy(starts, s)
+		maps.Copy(ends, e)
+		return nil
+	}
+	if len(topics) == 0 {
+		return starts, ends, nil
+	}
+	err := list(topics...)
+	if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return starts, ends, err
+	}
+	for _, topic := range topics {
+		if err := list(topic); errors.Is(err, kerr.TopicAuthorizationFailed) {
+			unreadable(topic, err)
+		} else if err != nil {
+			return nil, nil, err
+		}
+	}
+	return starts, ends, nil
 }
 
 // done marks a partition read to its end offset.
-func (v *verifier) done(cl *kgo.Client, left map[string]map[int32]int64, topic string, p int32) {
+func done(cl *kgo.Client, left map[string]map[int32]int64, topic string, p int32) {
 	if _, ok := left[topic][p]; !ok {
 		return
 	}
@@ -160,7 +260,7 @@ func (v *verifier) done(cl *kgo.Client, left map[string]map[int32]int64, topic s
 func (v *verifier) addRecord(r *kgo.Record) error {
 	v.rep.RecordsRead++
 	e := recordEntry{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset,
-		timestamp: r.Timestamp.UnixMilli(), key: string(r.Key)}
+		timestamp: r.Timestamp.UnixMilli(), key: v.keep(r.Key)}
 	var idOK bool
 	for _, h := range r.Headers {
 		switch h.Key {
@@ -168,7 +268,7 @@ func (v *verifier) addRecord(r *kgo.Record) error {
 			id, err := uuid.ParseBytes(h.Value)
 			e.id, idOK = id, err == nil
 		case contract.HeaderBusinessKey:
-			e.businessKey, e.hasBK = string(h.Value), true
+			e.businessKey, e.hasBK = v.keep(h.Value), true
 		}
 	}
 	if !idOK {

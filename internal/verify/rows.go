@@ -78,11 +78,11 @@ func (v *verifier) readRows(ctx context.Context) error {
 			id:          parsed,
 			topic:       v.topics.intern(c.Route(aggType, eventType, topic)),
 			createdAt:   createdAt.UnixMicro(),
-			aggregateID: string(aggID),
-			businessKey: string(bk),
+			aggregateID: v.keep(aggID),
+			businessKey: v.keep(bk),
 		}
 		if idAsKey {
-			e.businessKey = parsed.String()
+			e.businessKey = v.keep([]byte(parsed.String()))
 		}
 		if commitAt != nil {
 			e.commitAt = commitAt.UnixMicro()

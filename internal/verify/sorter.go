@@ -30,14 +30,34 @@ type sorter[T any] struct {
 	codec codec[T]
 	max   int
 	dir   string
-	buf   []T
-	runs  []string
+	// disk counts the bytes of the spill files every sorter of a run
+	// wrote (runs merged into one count again), up to its cap.
+	disk *spillBudget
+	buf  []T
+	runs []string
 	// spilled counts the runs written, merged ones included.
 	spilled int
 }
 
-func newSorter[T any](cmp func(a, b *T) int, c codec[T], max int, dir string) *sorter[T] {
-	return &sorter[T]{cmp: cmp, codec: c, max: max, dir: dir}
+func newSorter[T any](cmp func(a, b *T) int, c codec[T], max int, dir string, disk *spillBudget) *sorter[T] {
+	return &sorter[T]{cmp: cmp, codec: c, max: max, dir: dir, disk: disk}
+}
+
+// ErrSpillFull means the spill files of a run reached Config.MaxSpillBytes.
+var ErrSpillFull = errors.New("verify: the spill files reached their byte cap")
+
+// spillBudget bounds the bytes a run writes to its spill files.
+type spillBudget struct {
+	written, max int64 // max 0: no cap
+}
+
+// take counts n more bytes written, failing once over the cap.
+func (b *spillBudget) take(n int) error {
+	b.written += int64(n)
+	if b.max > 0 && b.written > b.max {
+		return fmt.Errorf("%w (%d bytes): verify a shorter window, or raise --max-spill-bytes or --max-in-memory", ErrSpillFull, b.max)
+	}
+	return nil
 }
 
 // add adds v, spilling a run when the buffer is full.
@@ -85,6 +105,9 @@ func (s *sorter[T]) writeRun(each func(yield func(*T) error) error) (string, err
 	var scratch []byte
 	err = each(func(v *T) error {
 		scratch = s.codec.append(scratch[:0], v)
+		if err := s.disk.take(len(scratch)); err != nil {
+			return err
+		}
 		_, err := w.Write(scratch)
 		return err
 	})

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"errors"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -26,7 +27,7 @@ func TestSorter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			rng := rand.New(rand.NewPCG(1, uint64(tc.n)))
-			s := newSorter(compareRecords, codec[recordEntry](recordCodec{}), tc.max, dir)
+			s := newSorter(compareRecords, codec[recordEntry](recordCodec{}), tc.max, dir, &spillBudget{})
 			var want []recordEntry
 			for i := range tc.n {
 				var id uuid.UUID
@@ -71,5 +72,20 @@ func TestSorter(t *testing.T) {
 				t.Errorf("%d files left in the spill directory", len(left))
 			}
 		})
+	}
+}
+
+// A run whose spill files would pass their byte cap fails with
+// ErrSpillFull, saying what to do, rather than fill the disk.
+func TestSorterSpillCap(t *testing.T) {
+	t.Parallel()
+	s := newSorter(compareRecords, codec[recordEntry](recordCodec{}), 10, t.TempDir(), &spillBudget{max: 4096})
+	defer s.close()
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		err = s.add(recordEntry{offset: int64(i), key: strings.Repeat("k", 100)})
+	}
+	if !errors.Is(err, ErrSpillFull) || !strings.Contains(err.Error(), "--max-spill-bytes") {
+		t.Fatalf("add: %v, want ErrSpillFull naming --max-spill-bytes", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,10 +17,12 @@ import (
 
 // Defaults of the Config fields.
 const (
-	DefaultMargin      = time.Minute
-	DefaultGrace       = time.Minute
-	DefaultList        = 20
-	DefaultMaxInMemory = 200_000
+	DefaultMargin = time.Minute
+	// DefaultMaxSpillBytes is the default Config.MaxSpillBytes.
+	DefaultMaxSpillBytes = 10 << 30
+	DefaultGrace         = time.Minute
+	DefaultList          = 20
+	DefaultMaxInMemory   = 200_000
 )
 
 // ErrUsage marks a Config or window that cannot be verified as given.
@@ -52,12 +55,16 @@ type Config struct {
 	// rows created before it may have been deleted.
 	PrunedBefore *time.Time
 	// Margin is how far before From the topics are read (by record
-	// timestamp). Defaults to DefaultMargin.
+	// timestamp). Defaults to DefaultMargin; negative means none.
 	Margin time.Duration
 	// Grace: a row created less than this before the run started and not
 	// found in Kafka is pending, not missing (the relay may not have
-	// published it yet). Defaults to DefaultGrace.
+	// published it yet). Defaults to DefaultGrace; negative means none.
 	Grace time.Duration
+	// FullKeys lists keys, business keys and aggregate IDs whole in the
+	// report; by default they are shortened (redact.Key: a prefix, the
+	// length and a hash), as they are often personal data.
+	FullKeys bool
 	// List is how many missing rows, duplicates, mismatches and order
 	// breaks the report names (each). Defaults to DefaultList; negative
 	// means none.
@@ -66,7 +73,13 @@ type Config struct {
 	// by each of the three sorts; above it they spill to files in
 	// SpillDir. Defaults to DefaultMaxInMemory.
 	MaxInMemory int
-	// SpillDir holds the spill files. Defaults to os.TempDir().
+	// MaxSpillBytes caps what a run writes to its spill files (runs merged
+	// into one count again): past it the run fails with ErrSpillFull.
+	// Defaults to DefaultMaxSpillBytes; negative means no cap.
+	MaxSpillBytes int64
+	// SpillDir holds the spill files, in a private directory of the run
+	// that is removed when it ends (and, should the run be killed, by the
+	// next run). Defaults to os.TempDir().
 	SpillDir string
 	// Logger receives progress. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -76,11 +89,16 @@ type Config struct {
 
 func (c *Config) withDefaults() (Config, error) {
 	cc := *c
-	if cc.Margin == 0 {
-		cc.Margin = DefaultMargin
-	}
-	if cc.Grace == 0 {
-		cc.Grace = DefaultGrace
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&cc.Margin, DefaultMargin}, {&cc.Grace, DefaultGrace}} {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			*d.v = 0
+		}
 	}
 	if cc.List == 0 {
 		cc.List = DefaultList
@@ -90,6 +108,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cc.MaxInMemory == 0 {
 		cc.MaxInMemory = DefaultMaxInMemory
+	}
+	switch {
+	case cc.MaxSpillBytes == 0:
+		cc.MaxSpillBytes = DefaultMaxSpillBytes
+	case cc.MaxSpillBytes < 0:
+		cc.MaxSpillBytes = 0
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()
@@ -104,8 +128,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return cc, fmt.Errorf("%w: the window needs a start and an end", ErrUsage)
 	case !cc.To.After(cc.From):
 		return cc, fmt.Errorf("%w: the window's end %s is not after its start %s", ErrUsage, cc.To.UTC().Format(time.RFC3339), cc.From.UTC().Format(time.RFC3339))
-	case cc.Margin < 0 || cc.Grace < 0 || cc.MaxInMemory < 0:
-		return cc, fmt.Errorf("%w: margin, grace and max-in-memory must not be negative", ErrUsage)
+	case cc.MaxInMemory < 0:
+		return cc, fmt.Errorf("%w: max-in-memory must not be negative", ErrUsage)
 	}
 	return cc, nil
 }
@@ -135,9 +159,11 @@ type Report struct {
 	Unmatched        int64 `json:"unmatched"`
 	Unverifiable     int64 `json:"unverifiable"`
 
-	Topics        []TopicRange `json:"topics"`
-	MissingTopics []string     `json:"missing_topics,omitempty"`
-	SpillFiles    int          `json:"spill_files"`
+	Topics           []TopicRange      `json:"topics"`
+	MissingTopics    []string          `json:"missing_topics,omitempty"`
+	UnreadableTopics []UnreadableTopic `json:"unreadable_topics,omitempty"`
+	UnreadableRows   int64             `json:"unreadable_rows"`
+	SpillFiles       int               `json:"spill_files"`
 
 	MissingRows     []MissingRow `json:"missing_rows"`
 	DuplicateRows   []Duplicate  `json:"duplicate_rows"`
@@ -152,6 +178,12 @@ type Report struct {
 // mismatched record, no order break. Duplicates and pending rows do not
 // count against it.
 func (r *Report) OK() bool { return r.Missing == 0 && r.Mismatched == 0 && r.OrderBreaks == 0 }
+
+// UnreadableTopic is a routed topic verify may not read, and why.
+type UnreadableTopic = struct {
+	Topic string `json:"topic"`
+	Error string `json:"error"`
+}
 
 // TopicRange is a topic read and its partitions.
 type TopicRange = struct {
@@ -225,9 +257,15 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		p := *c.PrunedBefore
 		v.rep.PrunedBefore = &p
 	}
-	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, c.SpillDir)
-	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, c.SpillDir)
-	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, c.SpillDir)
+	spill, err := makeSpillDir(c.SpillDir, c.Logger)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(spill)
+	disk := &spillBudget{max: c.MaxSpillBytes}
+	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, spill, disk)
+	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, spill, disk)
+	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, spill, disk)
 	defer v.rows.close()
 	defer v.records.close()
 	defer v.deliveries.close()
@@ -260,6 +298,8 @@ type verifier struct {
 	deliveries *sorter[deliveryEntry]
 	// dlq is the dead-letter topic's index; -1 when not read.
 	dlq int64
+	// unreadable holds the indexes of the topics verify may not read.
+	unreadable map[uint32]bool
 }
 
 // topics interns topic names.

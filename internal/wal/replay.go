@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgoutbox/pgoutbox/internal/decode"
 )
 
 // replaySkip drops, in one session, the replayed transactions that Kafka
@@ -33,14 +35,24 @@ import (
 // is not confirmed, the session ends with errSkipOvershoot, and the relay
 // skips nothing in later sessions (see Stream.SkipOvershot).
 //
+// In exactly-once mode Kafka may also hold a part of the transaction that
+// follows through (a large one, committed in parts: see internal/sink's
+// exactlyonce.go): part names it by its final LSN and the count of its
+// events Kafka holds. The session drops those events and publishes the
+// rest; the transaction is confirmed once they are acknowledged. Should it
+// hold fewer events than part says, it ends like an overshoot.
+//
 // A nil *replaySkip skips nothing.
 type replaySkip struct {
 	through pglogrepl.LSN
+	part    decode.Position // Kafka holds the events before part.Seq of the transaction at part.Final
 	log     *slog.Logger
 	skipped prometheus.Counter // pgoutbox_relay_replay_skipped_total
 
 	txs, events int  // skipped so far in this session
 	active      bool // the current transaction is skipped
+	inPart      bool // the current transaction is part's
+	left        int  // events of part's transaction still to drop
 	over        bool // the replay passed through; the count was logged
 	overshot    bool // a skipped transaction ended past through
 }
@@ -50,12 +62,16 @@ type replaySkip struct {
 var errSkipOvershoot = errors.New("relay: a replayed transaction judged already published ends past the acknowledged position")
 
 // newReplaySkip returns the skip of a session that starts streaming at
-// start, or nil when through is not past start (nothing to skip).
-func newReplaySkip(through, start pglogrepl.LSN, log *slog.Logger, skipped prometheus.Counter) *replaySkip {
-	if through <= start {
+// start, or nil when neither through nor part is past start (nothing to
+// skip).
+func newReplaySkip(through pglogrepl.LSN, part decode.Position, start pglogrepl.LSN, log *slog.Logger, skipped prometheus.Counter) *replaySkip {
+	if part.Seq <= 0 || part.Final < through || part.Final < start {
+		part = decode.Position{}
+	}
+	if through <= start && part.Seq == 0 {
 		return nil
 	}
-	return &replaySkip{through: through, log: log, skipped: skipped}
+	return &replaySkip{through: through, part: part, log: log, skipped: skipped}
 }
 
 // begin judges the transaction whose commit record starts at final.
@@ -63,17 +79,28 @@ func (k *replaySkip) begin(final pglogrepl.LSN) {
 	if k == nil || k.over {
 		return
 	}
-	if final >= k.through {
+	switch {
+	case final < k.through:
+		k.active = true
+	case k.part.Seq > 0 && final == k.part.Final:
+		k.inPart, k.left = true, k.part.Seq
+	case k.part.Seq > 0 && final < k.part.Final:
+		// Between through and part's transaction: published as usual.
+	default:
 		k.done()
-		return
 	}
-	k.active = true
 }
 
-// skipping reports whether the current transaction is skipped: its events
-// are dropped (and counted).
+// skipping reports whether the current transaction's next event is
+// skipped: it is dropped (and counted).
 func (k *replaySkip) skipping() bool {
-	if k == nil || !k.active {
+	switch {
+	case k == nil:
+		return false
+	case k.active:
+	case k.left > 0:
+		k.left--
+	default:
 		return false
 	}
 	k.events++
@@ -81,10 +108,25 @@ func (k *replaySkip) skipping() bool {
 }
 
 // commit ends the current transaction, which ends at end. It returns
-// errSkipOvershoot when a skipped transaction ends past through; the
-// caller must then not confirm it.
+// errSkipOvershoot when a skipped transaction ends past through, or part's
+// transaction held fewer events than part says; the caller must then not
+// confirm it.
 func (k *replaySkip) commit(end pglogrepl.LSN) error {
-	if k == nil || !k.active {
+	switch {
+	case k == nil:
+		return nil
+	case k.inPart:
+		k.inPart = false
+		if k.left > 0 {
+			k.overshot = true
+			return fmt.Errorf("%w: the transaction at %s held %d events, fewer than the %d committed; skipping replays is off for this run",
+				errSkipOvershoot, k.part.Final, k.part.Seq-k.left, k.part.Seq)
+		}
+		k.txs++
+		k.skipped.Inc()
+		k.done()
+		return nil
+	case !k.active:
 		return nil
 	}
 	k.active = false
@@ -98,9 +140,10 @@ func (k *replaySkip) commit(end pglogrepl.LSN) error {
 }
 
 // passed notes a server WAL end read outside a transaction: at or past
-// through, no transaction left to stream can be skipped.
+// through (and past part's commit record), no transaction left to stream
+// can be skipped.
 func (k *replaySkip) passed(walEnd pglogrepl.LSN) {
-	if k != nil && !k.over && walEnd >= k.through {
+	if k != nil && !k.over && walEnd >= k.through && (k.part.Seq == 0 || walEnd > k.part.Final) {
 		k.done()
 	}
 }
@@ -112,10 +155,14 @@ func (k *replaySkip) done() {
 		return
 	}
 	k.over = true
-	if k.txs > 0 {
-		k.log.Info("skipped replayed transactions that Kafka already had", "transactions", k.txs, "events", k.events,
-			"through", k.through.String())
+	if k.txs == 0 {
+		return
 	}
+	attrs := []any{"transactions", k.txs, "events", k.events, "through", k.through.String()}
+	if k.part.Seq > 0 {
+		attrs = append(attrs, "part_of", k.part.Final.String(), "part_events", k.part.Seq)
+	}
+	k.log.Info("skipped replayed transactions that Kafka already had", attrs...)
 }
 
 // beginFinalLSN returns the final LSN of a pgoutput Begin message (where

@@ -22,11 +22,18 @@ import (
 // and skips through through, logging to log.
 func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
 	t.Helper()
+	return skipPartStream(t, start, through, decode.Position{}, log)
+}
+
+// skipPartStream is skipStream that also skips the part of one
+// transaction that part names.
+func skipPartStream(t *testing.T, start, through pglogrepl.LSN, part decode.Position, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
+	t.Helper()
 	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))})
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
 	s := &Stream{cfg: &c, dec: decode.NewDecoder(&c, pgoutputtest.Outbox), tracker: acktrack.New(uint64(start)),
 		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
-		skip:  newReplaySkip(through, start, c.Logger, skipped)}
+		skip:  newReplaySkip(through, part, start, c.Logger, skipped)}
 	if err := s.handle(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +63,17 @@ func (s *skipTest) feed(final, end uint64, n int) error {
 }
 
 // queued counts the events the stream queued for the sink.
-func (s *skipTest) queued() int {
-	n := 0
+func (s *skipTest) queued() int { return len(s.queuedEvents()) }
+
+// queuedEvents takes the events the stream queued for the sink.
+func (s *skipTest) queuedEvents() []decode.Event {
+	var all []decode.Event
 	for {
 		select {
 		case evs := <-s.events:
-			n += len(evs)
+			all = append(all, evs...)
 		default:
-			return n
+			return all
 		}
 	}
 }
@@ -120,7 +130,7 @@ func TestReplaySkipEnds(t *testing.T) {
 	if !s.skip.over || !strings.Contains(log.String(), "transactions=1") {
 		t.Fatalf("a keepalive at the skip position did not end the skipping; log:\n%s", log.String())
 	}
-	if newReplaySkip(100, 100, slog.Default(), nil) != nil || newReplaySkip(0, 100, slog.Default(), nil) != nil {
+	if newReplaySkip(100, decode.Position{}, 100, slog.Default(), nil) != nil || newReplaySkip(0, decode.Position{}, 100, slog.Default(), nil) != nil {
 		t.Fatal("a skip position not past the start skips")
 	}
 	var none *replaySkip // a nil skip skips nothing
@@ -143,5 +153,46 @@ func TestReplaySkipOvershoot(t *testing.T) {
 	}
 	if got := s.tracker.Confirmed(); got != 100 || !s.skip.overshot || testutil.ToFloat64(skipped) != 0 {
 		t.Fatalf("confirmed %d (want 100), overshot %v, skipped %v", got, s.skip.overshot, testutil.ToFloat64(skipped))
+	}
+}
+
+// A transaction Kafka holds in part (committed in parts by an exactly-once
+// relay): its first events are dropped, the rest published with their
+// positions, and the skipping ends after it. Should it hold fewer events
+// than the part, it is an overshoot: never confirmed.
+func TestReplaySkipPart(t *testing.T) {
+	t.Parallel()
+	var log bytes.Buffer
+	s, skipped := skipPartStream(t, 100, 200, decode.Position{Final: 250, Seq: 3}, &log)
+	if err := s.feed(150, 200, 2); err != nil {
+		t.Fatal(err)
+	}
+	if q := s.queued(); q != 0 {
+		t.Fatalf("%d events queued of a transaction before the skip position", q)
+	}
+	s.skip.passed(250) // a keepalive at part's commit record: not past it
+	if s.skip.over {
+		t.Fatal("a keepalive before part's transaction ended the skipping")
+	}
+	if err := s.feed(250, 300, 5); err != nil {
+		t.Fatal(err)
+	}
+	evs := s.queuedEvents()
+	if len(evs) != 2 || evs[0].Pos != (decode.Position{Final: 250, Seq: 3}) || evs[1].Pos.Seq != 4 {
+		t.Fatalf("queued %d events (%+v), want the events 3 and 4 of the transaction at 250", len(evs), evs)
+	}
+	if !s.skip.over || testutil.ToFloat64(skipped) != 2 || !strings.Contains(log.String(), "part_events=3") {
+		t.Fatalf("skipping over %v, skipped %v; log:\n%s", s.skip.over, testutil.ToFloat64(skipped), log.String())
+	}
+	if err := s.feed(310, 320, 1); err != nil || s.queued() != 1 {
+		t.Fatalf("the transaction after the part: %v", err)
+	}
+
+	short, _ := skipPartStream(t, 100, 200, decode.Position{Final: 250, Seq: 3}, &log)
+	if err := short.feed(250, 300, 2); !errors.Is(err, errSkipOvershoot) || !short.skip.overshot || short.tracker.Confirmed() != 100 {
+		t.Fatalf("a transaction shorter than its part: %v, overshot %v, confirmed %d", err, short.skip.overshot, short.tracker.Confirmed())
+	}
+	if newReplaySkip(300, decode.Position{Final: 250, Seq: 3}, 100, slog.Default(), nil).part.Seq != 0 {
+		t.Fatal("a part before the skip position was kept")
 	}
 }

@@ -56,10 +56,11 @@ type Stream struct {
 	queued bool
 	tx     acktrack.TxID
 	commit time.Time
-	sent   pglogrepl.LSN // last position sent to the server
-	nextSS time.Time     // when the next periodic status update is due
-	lastSS time.Time     // when the last status update was sent
-	readAt time.Time     // when the WAL message being handled was read
+	pos    decode.Position // of the current transaction's next event
+	sent   pglogrepl.LSN   // last position sent to the server
+	nextSS time.Time       // when the next periodic status update is due
+	lastSS time.Time       // when the last status update was sent
+	readAt time.Time       // when the WAL message being handled was read
 }
 
 // StreamConfig is what a Stream reads, writes and answers to.
@@ -88,6 +89,10 @@ type StreamConfig struct {
 	// published again (see replaySkip). At or before Start: nothing is
 	// skipped.
 	SkipThrough pglogrepl.LSN
+	// SkipPart, when its Seq is above 0, is a transaction past SkipThrough
+	// that Kafka holds in part (an exactly-once relay committed it in
+	// parts): its events before SkipPart.Seq are not published again.
+	SkipPart decode.Position
 }
 
 // NewStream returns the stream of one session.
@@ -95,7 +100,7 @@ func NewStream(c StreamConfig) *Stream {
 	return &Stream{
 		cfg: c.Config, metrics: c.Metrics, live: c.Live, conn: c.Conn, sent: c.Start, timing: c.Timing,
 		dec: c.Decoder, catalog: c.Catalog, tracker: c.Tracker, queue: c.Queue, keeper: c.Keeper,
-		skip: newReplaySkip(c.SkipThrough, c.Start, c.Config.Logger, c.Metrics.ReplaySkipped),
+		skip: newReplaySkip(c.SkipThrough, c.SkipPart, c.Start, c.Config.Logger, c.Metrics.ReplaySkipped),
 	}
 }
 
@@ -299,9 +304,10 @@ func (s *Stream) handle(data []byte) error {
 			return fmt.Errorf("%w: begin inside a transaction", decode.ErrProtocol)
 		}
 		s.inTx, s.queued, s.tx, s.commit = true, false, s.tracker.BeginAt(it.CommitTime), it.CommitTime
+		s.pos = decode.Position{Final: beginFinalLSN(data)}
 		// A skipped transaction stays registered, without events: it
 		// completes in commit order and confirmation passes it.
-		s.skip.begin(beginFinalLSN(data))
+		s.skip.begin(s.pos.Final)
 	case decode.WALCommit:
 		if !s.inTx {
 			return fmt.Errorf("%w: commit outside a transaction", decode.ErrProtocol)
@@ -320,10 +326,13 @@ func (s *Stream) handle(data []byte) error {
 		if !s.inTx {
 			return fmt.Errorf("%w: event outside a transaction", decode.ErrProtocol)
 		}
+		pos := s.pos
+		s.pos.Seq++
 		if s.skip.skipping() {
 			return nil // Kafka has it (dead-lettered if it was invalid)
 		}
 		ev := it.Event
+		ev.Pos = pos
 		if ev.Invalid != nil {
 			if s.cfg.OnInvalid == relayconfig.InvalidStop {
 				s.metrics.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()

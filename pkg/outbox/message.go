@@ -48,7 +48,9 @@ type Message struct {
 	Headers map[string]string
 	// Topic overrides the relay's topic template for this message. It must
 	// be a legal Kafka topic name (at most 249 bytes of a-z, A-Z, 0-9, '.',
-	// '_' and '-'). Optional.
+	// '_' and '-'), and not the relay's progress topic (pgoutbox.progress:
+	// the relay also dead-letters a row routed to its dead-letter topic or
+	// to a progress topic configured otherwise). Optional.
 	Topic string
 }
 
@@ -84,6 +86,9 @@ func (m *Message) validate(rawPayload bool, index int) error {
 	if m.Topic != "" {
 		if err := contract.CheckTopic([]byte(m.Topic)); err != nil {
 			return fail("%v (the relay would dead-letter the message as bad-topic)", err)
+		}
+		if m.Topic == contract.DefaultProgressTopic {
+			return fail("topic %s is the progress topic of exactly-once relays, which only the relay writes (the relay would dead-letter the message as bad-topic)", m.Topic)
 		}
 	}
 	switch {

@@ -73,6 +73,10 @@ type RecoverResult struct {
 	// Published is the number of rows published (dead-lettered rows
 	// included).
 	Published int
+	// InKafka is the number of rows of the range not published because
+	// Kafka already held a record of their message ID (in their topic or
+	// the dead-letter topic, read read_committed).
+	InKafka int
 	// SlotLSN is the new slot's consistent point: streaming resumes there.
 	SlotLSN pglogrepl.LSN
 }
@@ -186,9 +190,13 @@ var (
 	// ErrKafkaAuth means the brokers refused the relay's credentials or
 	// permissions.
 	ErrKafkaAuth = relayerr.ErrKafkaAuth
-	// ErrFenced means, in exactly-once mode, that a newer relay of the
-	// slot initialised its transactional producer: this relay's open
-	// Kafka transaction is aborted and it stops without confirming it.
+	// ErrFenced means, in exactly-once mode, that the brokers refused the
+	// relay's transactional producer for its epoch: a newer relay of the
+	// slot initialised the slot's transactional ID, or the brokers aborted
+	// the relay's open transaction (it outlasted the transaction
+	// timeout). Nothing of that transaction is confirmed; the session ends
+	// and the next one initialises the producer again, or waits as a
+	// standby when another relay holds the slot. It is not permanent.
 	ErrFenced = relayerr.ErrFenced
 	// ErrTopicUnavailable means writes to a topic failed because it does
 	// not exist or the relay may not write it, for longer than

@@ -65,6 +65,7 @@
 //	pgoutbox_relay_commit_to_ack_seconds          histogram: commit timestamp to Kafka acknowledgement
 //	pgoutbox_relay_confirmed_lsn                  gauge: last confirmed WAL position
 //	pgoutbox_relay_progress_lsn                   gauge: exactly-once progress committed to Kafka
+//	pgoutbox_relay_progress_ignored_total{reason} counter: progress records not trusted at a session start
 //	pgoutbox_relay_in_flight_events               gauge: events read and not yet acknowledged
 //	pgoutbox_relay_buffer_bytes                   gauge: record bytes queued or being written (at most BufferBytes)
 //	pgoutbox_relay_invalid_events_total{reason}   counter: invalid events, by reason

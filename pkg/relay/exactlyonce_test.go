@@ -2,9 +2,21 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -61,5 +73,341 @@ func TestExactlyOnceOutlivesOutage(t *testing.T) {
 	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
 	if len(recs) != len(ids) {
 		t.Fatalf("%d records for %d rows", len(recs), len(ids))
+	}
+}
+
+// progressOf is the slot's history as its state row records it, and its
+// progress key.
+func (b *bundle) progressOf(t *testing.T) (key, systemID string, timeline int32, created string) {
+	t.Helper()
+	err := b.db.Pool.QueryRow(context.Background(), `SELECT system_identifier, timeline, slot_created_lsn::text
+		FROM public.pgoutbox_relay_state WHERE slot_name = $1`, b.cfg.Slot).Scan(&systemID, &timeline, &created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "pgoutbox-relay/" + systemID + "/" + b.cfg.Slot, systemID, timeline, created
+}
+
+// kafkaClient is a plain client of b's broker, closed when t ends, and a
+// context for its calls.
+func (b *bundle) kafkaClient(t *testing.T) (context.Context, *kgo.Client) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.kafka.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, cl
+}
+
+// forgeProgress writes a record under the slot's progress key straight to
+// Kafka (as anything with write access to the topic could).
+func (b *bundle) forgeProgress(t *testing.T, value string, headers ...kgo.RecordHeader) {
+	t.Helper()
+	key, _, _, _ := b.progressOf(t)
+	ctx, cl := b.kafkaClient(t)
+	r := &kgo.Record{Topic: b.topic(relay.DefaultProgressTopic), Key: []byte(key), Value: []byte(value), Headers: headers}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Progress that no relay wrote for this history of the slot never skips a
+// row: a row routed to the progress topic (keyed and shaped as the slot's
+// progress) is dead-lettered as bad-topic; then a record written to the
+// progress topic without the relay's header, one with it but of another
+// history of the slot, and one past the server's WAL, each under the
+// slot's key and each claiming the rows written while the relay was down:
+// every row is published after each restart, and each is counted as
+// ignored. Before the fix the relay trusted any record under its key and
+// published none of them.
+func TestExactlyOnceProgressCannotBeForged(t *testing.T) {
+	t.Parallel()
+	b := setupAny(t, func(c *relay.Config) { c.ExactlyOnce = true })
+	run := b.start(t)
+	key, systemID, timeline, created := b.progressOf(t)
+	ids := b.insert(t, msg("agg-0", 0))
+	forged := fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"end_lsn":"FFFFFFFF/FFFFFF00"}`, b.cfg.Slot, systemID)
+	var rowID string
+	err := b.db.Pool.QueryRow(context.Background(), `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload, topic)
+		VALUES ('order', $1, 'progress', 'bk-forged', $2, $3) RETURNING id::text`, key, forged, b.topic(relay.DefaultProgressTopic)).Scan(&rowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, b.insert(t, msg("agg-0", 1))...)
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, b.topic("outbox.dlq"), 1, 30*time.Second)
+	if header(t, dlq[0], "message-id") != rowID || header(t, dlq[0], "dlq-reason") != relay.ReasonBadTopic {
+		t.Fatalf("dead letter %+v, want the row %s as bad-topic", dlq[0], rowID)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	mark := kgo.RecordHeader{Key: "pgoutbox-progress", Value: []byte("2")}
+	for i, attack := range []struct {
+		name, reason string
+		forge        func(end string)
+	}{
+		{"no relay header", "not-relay", func(end string) {
+			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":%q,"end_lsn":%q}`,
+				b.cfg.Slot, systemID, timeline, created, end))
+		}},
+		{"another history", "other-history", func(end string) {
+			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":"0/1","end_lsn":%q}`,
+				b.cfg.Slot, systemID, timeline, end), mark)
+		}},
+		{"past the WAL", "beyond-wal", func(string) {
+			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":%q,"end_lsn":"FFFFFFFF/FFFFFF00"}`,
+				b.cfg.Slot, systemID, timeline, created), mark)
+		}},
+	} {
+		var more []outbox.Message
+		for n := range 5 {
+			more = append(more, msg("agg-1", 10*i+n))
+		}
+		ids = append(ids, b.insert(t, more...)...)
+		attack.forge(b.currentLSN(t).String()) // claims the rows just written
+		run := b.start(t)
+		recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
+		if distinct, _ := distinctIDs(recs); distinct != len(ids) {
+			t.Fatalf("%s: %d of %d rows in Kafka", attack.name, distinct, len(ids))
+		}
+		if n := testenv.MetricValue(t, b.reg, "pgoutbox_relay_progress_ignored_total", "reason", attack.reason); n < 1 {
+			t.Fatalf("%s: progress_ignored_total{reason=%s} = %v, want ≥ 1", attack.name, attack.reason, n)
+		}
+		if err := run.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A progress topic that exists with more than one partition is refused at
+// start, with a message that says how to fix it (progress is read from
+// partition 0 only: the relay would skip nothing, or worse).
+func TestExactlyOnceRefusesPartitionedProgressTopic(t *testing.T) {
+	t.Parallel()
+	b := setupAny(t, func(c *relay.Config) { c.ExactlyOnce = true })
+	ctx, cl := b.kafkaClient(t)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, b.topic(relay.DefaultProgressTopic)); err != nil {
+		t.Fatal(err)
+	}
+	r := b.newRelay(t)
+	err := r.Run(ctx)
+	if !relay.IsPermanent(err) || !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), "has 3 partitions, want 1") ||
+		!strings.Contains(err.Error(), "--progress-topic") {
+		t.Fatalf("Run: %v, want a permanent ErrConfig naming the 3 partitions and the fix", err)
+	}
+}
+
+// A WAL transaction that takes longer to publish than the transaction
+// timeout (50,000 rows, a 2 s timeout, a broker slowed to 100 ms a produce
+// request) is committed in parts: every row arrives exactly once for a
+// read_committed reader and the relay never stops, also when it is
+// stopped between two parts and resumes inside the transaction. Before,
+// the brokers aborted the one Kafka transaction, the epoch error stopped
+// the relay for good, and every restart did the same.
+func TestExactlyOnceLargeTransactionInParts(t *testing.T) {
+	t.Parallel()
+	b := setupAny(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.TransactionTimeout = 2 * time.Second
+		c.BatchSize = 1000
+	})
+	if k := b.kafka.Cluster; k != nil { // on a real broker the 50,000 rows outlast 1 s anyway
+		k.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			k.KeepControl()
+			time.Sleep(100 * time.Millisecond)
+			return nil, nil, false
+		})
+	}
+	run := b.start(t)
+	const n = 50_000
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{AggregateType: "bulk", AggregateID: fmt.Sprint("a", i%100), EventType: "bulk.loaded",
+			BusinessKey: fmt.Sprint(i), Payload: []byte(`{"x": 1}`)}
+	}
+	ids := b.insert(t, msgs...)
+	// Stop between two parts: after the first committed, before the last.
+	testenv.WaitFor(t, 2*time.Minute, "a part of the transaction committed", func() (bool, error) {
+		recs, err := testenv.ReadTopic(context.Background(), b.kafka.Brokers, b.topic("outbox.bulk"))
+		return err == nil && len(recs) > 0, nil // the topic is created by the first write
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	before, err := testenv.ReadTopic(context.Background(), b.kafka.Brokers, b.topic("outbox.bulk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = b.start(t)
+	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.bulk"), ids, 3*time.Minute)
+	distinct, duplicates := distinctIDs(recs)
+	t.Logf("%d rows in one transaction: %d committed before the stop; %d records, %d distinct, %d duplicates (read_committed)",
+		n, len(before), len(recs), distinct, duplicates)
+	if distinct != n || duplicates != 0 {
+		t.Fatalf("%d distinct rows, %d duplicates; want %d, 0", distinct, duplicates, n)
+	}
+	if len(before) == n {
+		t.Log("the stop came after the last part: the resume inside the transaction was not exercised")
+	}
+	select {
+	case err := <-run.done:
+		t.Fatalf("the relay stopped: %v", err)
+	default:
+	}
+}
+
+// In exactly-once mode a row without a UUID message ID (a text id column)
+// whose dead-letter record Kafka refuses is dead-lettered as the minimal
+// record, and the rows after it are published. Refusals were remembered by
+// message ID, which such a row lacks: the relay reconnected for ever and
+// published nothing after it.
+func TestExactlyOnceTextIDDeadLetterRefused(t *testing.T) {
+	t.Parallel()
+	testenv.NewBroker(t).Fake(t, "a broker whose message.max.bytes refuses the dead letter")
+	b := setup(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.Table = "public.textid"
+		c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
+	}, `CREATE TABLE textid (id text PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
+		business_key text NOT NULL, payload jsonb NOT NULL, headers jsonb, topic text, created_at timestamptz NOT NULL DEFAULT now())`)
+	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
+	b.cfg.Brokers = b.kafka.Brokers
+	b.start(t)
+	insert := func(id, headers string) {
+		t.Helper()
+		_, err := b.db.Pool.Exec(context.Background(), `INSERT INTO textid (id, aggregate_type, aggregate_id, event_type, business_key, payload, headers)
+			VALUES ($1, 'order', 'a', 'order.created', $1, '{}', $2::jsonb)`, id, headers)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := uuid.New().String()
+	insert(before, `{}`)
+	// Not a UUID: dead-lettered (bad-value); the dead letter keeps the
+	// headers, over the broker's limit.
+	insert("order-42", fmt.Sprintf(`{"context": %q}`, strings.Repeat("c", 3500)))
+	var after []string
+	for range 3 {
+		id := uuid.New().String()
+		insert(id, `{}`)
+		after = append(after, id)
+	}
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", append([]string{before}, after...), 60*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+	// The message-id header of a row whose ID is not a UUID is the nil
+	// UUID (as in at-least-once mode); the detail names the ID.
+	if r := dlq[0]; len(dlq) != 1 || header(t, r, "dlq-reason") != relay.ReasonBadValue || r.Value != nil ||
+		!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the dead-letter record") || !strings.Contains(header(t, r, "dlq-detail"), `"order-42"`) {
+		t.Fatalf("dead letters: %+v, want the minimal one of order-42", dlq)
+	}
+}
+
+// In exactly-once mode one transient CORRUPT_MESSAGE (a record Kafka
+// refuses "for its own sake" but takes on a retry) is retried, as in
+// at-least-once mode, not dead-lettered at once.
+func TestExactlyOnceTransientRefusalRetried(t *testing.T) {
+	t.Parallel()
+	testenv.NewBroker(t).Fake(t, "an injected CORRUPT_MESSAGE")
+	b := setup(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
+	})
+	var refused atomic.Int32
+	b.kafka.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		preq := req.(*kmsg.ProduceRequest)
+		for _, pt := range preq.Topics {
+			if pt.Topic == "outbox.order" && refused.Add(1) == 1 {
+				return testenv.ProduceErrors(preq, func(string) int16 { return 2 }), nil, true // CORRUPT_MESSAGE, once
+			}
+		}
+		b.kafka.Cluster.KeepControl()
+		return nil, nil, false
+	})
+	b.start(t)
+	ids := b.insert(t, msg("a", 1))
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 60*time.Second)
+	if refused.Load() == 0 {
+		t.Fatal("the broker refused nothing")
+	}
+	if recs, err := testenv.ReadTopic(context.Background(), b.kafka.Brokers, "outbox.dlq"); err == nil && len(recs) > 0 {
+		t.Fatalf("dead-lettered after one transient refusal: %+v", recs)
+	}
+}
+
+// An exactly-once relay's progress from before a failover never skips a
+// row of the new primary: the standby is stopped while the primary writes
+// (so Kafka's progress runs ahead of the standby's WAL), the primary
+// killed, the standby promoted, Recover run; then every row written on
+// the new primary is published. Before the fix, progress of the old
+// history skipped them (5 of 5 missing; at-least-once mode was right).
+func TestExactlyOnceFailoverOldProgressSkipsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, primary := ownServerOn(t, testenv.NewBroker(t), func(c *relay.Config) { c.ExactlyOnce = true; c.BackfillMargin = time.Second })
+	standby, err := primary.StartStandby(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(standby.Stop)
+	run := b.start(t)
+	ids := b.insert(t, msg("a", 0))
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
+	// The standby has the slot's state and the first row, then stops.
+	lsn := b.currentLSN(t)
+	testenv.WaitFor(t, time.Minute, "the standby to replay", func() (bool, error) {
+		conn, err := pgx.Connect(ctx, standby.AdminURL)
+		if err != nil {
+			return false, nil
+		}
+		defer conn.Close(ctx)
+		var replayed string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(pg_last_wal_replay_lsn()::text, '0/0')`).Scan(&replayed); err != nil {
+			return false, err
+		}
+		got, _ := pglogrepl.ParseLSN(replayed)
+		return got >= lsn, nil
+	})
+	standby.Kill()
+	var lost []outbox.Message
+	for i := range 200 {
+		lost = append(lost, msg("lost", i))
+	}
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), append(ids, b.insert(t, lost...)...), 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	primary.Kill()
+	if err := standby.Restart(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	pool, err := pgxpool.New(ctx, standby.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b.db = &testenv.DB{Name: "postgres", URL: standby.AdminURL, Pool: pool, Server: standby}
+	b.cfg.DatabaseURL = standby.AdminURL
+	res, err := relay.Recover(ctx, b.cfg)
+	if err != nil || res.Gap == nil {
+		t.Fatalf("Recover: %+v, %v; want a recovered gap", res, err)
+	}
+	b.start(t)
+	var fresh []outbox.Message
+	for i := range 5 {
+		fresh = append(fresh, msg("new", i))
+	}
+	newIDs := b.insert(t, fresh...)
+	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), newIDs, 60*time.Second)
+	if missing := testenv.MissingIDs(recs, newIDs); missing != 0 {
+		t.Fatalf("%d of %d rows of the new primary missing", missing, len(newIDs))
 	}
 }

@@ -397,3 +397,42 @@ func TestStandbyChecksSeeNoFalseGap(t *testing.T) {
 		t.Fatalf("standby Run: %v", err)
 	}
 }
+
+// A recovery publishes only the rows Kafka does not hold: with a margin
+// that covers every row, the rows the relay published before the gap are
+// not published again (they cost one duplicate each before), the rows of
+// the gap are, once; a row dead-lettered before the gap is not sent again
+// either.
+func TestRecoverPublishesOnlyWhatKafkaLacks(t *testing.T) {
+	t.Parallel()
+	b := setupAny(t, func(c *relay.Config) { c.BackfillMargin = time.Hour })
+	ctx := context.Background()
+	run := b.start(t)
+	before := b.insert(t, msg("b", 0), msg("b", 1), msg("b", 2), msg("b", 3), msg("b", 4))
+	var badID string
+	if err := b.db.Pool.QueryRow(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload, topic)
+		VALUES ('order', 'b', 'e', 'bk-bad', '{}', $1) RETURNING id::text`, b.topic(relay.DefaultDeadLetterTopic)).Scan(&badID); err != nil {
+		t.Fatal(err)
+	}
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), before, 60*time.Second)
+	testenv.WaitForRecords(t, b.kafka.Brokers, b.topic("outbox.dlq"), 1, 30*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	b.dropSlot(t)
+	during := b.insert(t, msg("d", 0), msg("d", 1), msg("d", 2))
+	res, err := relay.Recover(ctx, b.cfg)
+	if err != nil || res.Gap == nil {
+		t.Fatalf("Recover: %+v, %v", res, err)
+	}
+	if res.Published != len(during) || res.InKafka != len(before)+1 {
+		t.Fatalf("Recover published %d rows, %d in Kafka already; want %d and %d", res.Published, res.InKafka, len(during), len(before)+1)
+	}
+	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), append(before, during...), 60*time.Second)
+	if distinct, dups := distinctIDs(recs); distinct != len(before)+len(during) || dups != 0 {
+		t.Fatalf("%d distinct rows, %d duplicates; want %d, 0", distinct, dups, len(before)+len(during))
+	}
+	if dlq := testenv.MustReadTopic(t, b.kafka.Brokers, b.topic("outbox.dlq")); len(dlq) != 1 || header(t, dlq[0], "message-id") != badID {
+		t.Fatalf("dead letters after the recovery: %+v, want the one of %s", dlq, badID)
+	}
+}

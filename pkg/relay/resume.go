@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/pgoutbox/pgoutbox/internal/admin"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
@@ -43,10 +44,11 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 
 // publishedThrough is the skip position of a session that resumes the slot
 // described by st (see replaySkip): the end of the last transaction Kafka
-// is known to hold; zero skips nothing. committed is, in exactly-once
-// mode, the progress the relays of the slot committed to Kafka (read by
-// the session after it fenced them). It is the one source of that
-// position.
+// is known to hold, zero skipping nothing, and the part of the next one
+// Kafka holds (Seq 0: none). committed is, in exactly-once mode, the
+// progress the relays of the slot committed to Kafka for this history of
+// the slot (read by the session after it fenced them, and checked by the
+// sink: see sink.OpenExactlyOnce). It is the one source of that position.
 //
 // The state row's confirmed LSN counts in both modes. The state keeper
 // writes the tracker's confirmed position (slotstate.Keeper's Keep and Settle), and
@@ -58,19 +60,20 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 // the row never records a position before Kafka acknowledged it, and a
 // row that trails only costs duplicates. In exactly-once mode the
 // committed progress, written in the Kafka transaction it describes,
-// trails nothing: the session skips every WAL transaction Kafka holds.
+// trails nothing: the session skips every WAL transaction Kafka holds,
+// and the part of a large one committed in parts.
 //
 // Either counts only when the slot check found the slot and the server
 // the state row describes (st.resumable): after a gap, or on another
 // system or timeline (a PG 17 failover slot after a promotion: the old
 // primary's WAL past the promotion point is not the new one's), it skips
 // nothing. Once a skip overshot in this run (skipOff), it skips nothing.
-func (r *Relay) publishedThrough(st *slotstate.RelayState, committed pglogrepl.LSN) pglogrepl.LSN {
+func (r *Relay) publishedThrough(st *slotstate.RelayState, committed sink.Progress) (pglogrepl.LSN, decode.Position) {
 	if st == nil || !st.Resumable || r.skipOff.Load() {
-		return 0
+		return 0, decode.Position{}
 	}
 	if r.cfg.ExactlyOnce {
-		return max(st.ConfirmedLSN, committed)
+		return max(st.ConfirmedLSN, committed.EndLSN), committed.Part
 	}
-	return st.ConfirmedLSN
+	return st.ConfirmedLSN, decode.Position{}
 }

@@ -38,7 +38,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	if err != nil {
 		return err
 	}
-	var committed pglogrepl.LSN
+	var committed sink.Progress
 	if c.ExactlyOnce {
 		// The Kafka dials below are guarded by the liveness clock: start
 		// it with this connection, not the last session's silence (after
@@ -46,12 +46,12 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 		r.live.Begin(time.Now(), lv.Bound)
 		// Holding the slot (a standby never gets here): fence the relays
 		// of the slot before us and read what they committed.
-		if committed, err = r.fence(ctx, sk); err != nil {
+		if committed, err = r.fence(ctx, sk, state); err != nil {
 			conn.Close(context.WithoutCancel(ctx))
 			return err
 		}
 	}
-	through := r.publishedThrough(state, committed)
+	through, part := r.publishedThrough(state, committed)
 	defer conn.Close(context.WithoutCancel(ctx))
 	cat, err := slotstate.OpenCatalog(ctx, c)
 	if err != nil {
@@ -79,7 +79,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	st := wal.NewStream(wal.StreamConfig{
 		Config: c, Metrics: r.m, Live: &r.live, Conn: conn, Start: start, Timing: lv,
 		Decoder: decode.NewDecoder(c, cat), Catalog: cat, Tracker: tr, Queue: q, Keeper: r.state,
-		SkipThrough: through,
+		SkipThrough: through, SkipPart: part,
 	})
 	readErr := st.Run(readCtx)
 	q.Close()
@@ -112,17 +112,18 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 }
 
 // fence opens the sink's transactional producer for an exactly-once
-// session, which fences the older relays of the slot and aborts what they
-// left open, and returns the progress they committed.
-func (r *Relay) fence(ctx context.Context, sk *sink.Sink) (pglogrepl.LSN, error) {
-	id, err := slotstate.Identify(ctx, &r.cfg)
+// session on the slot st describes, which fences the older relays of the
+// slot and aborts what they left open, and returns the progress they
+// committed for this history of the slot, up to the server's WAL.
+func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelayState) (sink.Progress, error) {
+	_, walEnd, err := slotstate.IdentifyAt(ctx, &r.cfg)
 	if err != nil {
-		return 0, err
+		return sink.Progress{}, err
 	}
-	committed, err := sk.OpenExactlyOnce(ctx, id.SystemID)
+	committed, err := sk.OpenExactlyOnce(ctx, sink.HistoryOf(st), walEnd)
 	if err != nil {
 		sk.Close()
-		return 0, err
+		return sink.Progress{}, err
 	}
 	return committed, nil
 }

@@ -22,11 +22,17 @@ type VerifyOptions struct {
 	// and before To. Required.
 	From, To time.Time
 	// Margin is how far before From the topics are read by record
-	// timestamp. Defaults to 1m.
+	// timestamp. Defaults to 1m; negative means none.
 	Margin time.Duration
 	// Grace: a row created less than this before Verify started and not
-	// yet in Kafka is pending, not missing. Defaults to 1m.
+	// yet in Kafka is pending, not missing. Defaults to 1m; negative
+	// means none.
 	Grace time.Duration
+	// FullKeys lists keys, business keys and aggregate IDs whole in the
+	// report; by default they are shortened to a prefix, the length and a
+	// hash (equal keys give equal results), as they are often personal
+	// data.
+	FullKeys bool
 	// List is how many missing rows, duplicates, mismatches and order
 	// breaks the report names (each). Defaults to 20; negative for none.
 	List int
@@ -34,6 +40,9 @@ type VerifyOptions struct {
 	// each of Verify's three sorts keeps in memory; beyond it they spill
 	// to sorted files in SpillDir. Defaults to 200,000.
 	MaxInMemory int
+	// MaxSpillBytes caps what Verify writes to its spill files; past it,
+	// it fails. Defaults to 10 GiB; negative means no cap.
+	MaxSpillBytes int64
 	// SpillDir holds the spill files, removed before Verify returns.
 	// Defaults to os.TempDir().
 	SpillDir string
@@ -90,6 +99,12 @@ type VerifyReport struct {
 	// partition; MissingTopics the routed topics that do not exist.
 	Topics        []VerifyTopicRange `json:"topics"`
 	MissingTopics []string           `json:"missing_topics,omitempty"`
+	// UnreadableTopics are the routed topics verify may not read (an
+	// authorization error, say); UnreadableRows the rows routed to them
+	// that no readable topic holds: neither found nor missing, they are
+	// not verified. Every other topic is.
+	UnreadableTopics []VerifyUnreadableTopic `json:"unreadable_topics,omitempty"`
+	UnreadableRows   int64                   `json:"unreadable_rows"`
 	// SpillFiles is the number of sorted runs written to disk (0: the
 	// window fit in memory).
 	SpillFiles int `json:"spill_files"`
@@ -108,6 +123,12 @@ type VerifyReport struct {
 // mismatched record, no order break. Duplicates and pending rows do not
 // count against it.
 func (r *VerifyReport) OK() bool { return (*verify.Report)(r).OK() }
+
+// VerifyUnreadableTopic is a routed topic verify may not read, and why.
+type VerifyUnreadableTopic = struct {
+	Topic string `json:"topic"`
+	Error string `json:"error"`
+}
 
 // VerifyTopicRange is a topic read and its partitions.
 type VerifyTopicRange = struct {
@@ -226,8 +247,10 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		Margin:          opts.Margin,
 		Grace:           opts.Grace,
 		List:            opts.List,
+		FullKeys:        opts.FullKeys,
 		MaxInMemory:     opts.MaxInMemory,
 		SpillDir:        opts.SpillDir,
+		MaxSpillBytes:   opts.MaxSpillBytes,
 		Logger:          c.Logger,
 	})
 	if errors.Is(err, verify.ErrUsage) {

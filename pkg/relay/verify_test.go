@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
@@ -189,12 +190,12 @@ func TestVerify(t *testing.T) {
 			t.Errorf("order breaks %d, OK %v; want 0, false", rep.OrderBreaks, rep.OK())
 		}
 	}
-	rep = verifyWindow(t, b, from, relay.VerifyOptions{})
+	rep = verifyWindow(t, b, from, relay.VerifyOptions{FullKeys: true})
 	check(rep)
 	if rep.SpillFiles != 0 {
 		t.Errorf("spill files %d for 40 rows, want 0", rep.SpillFiles)
 	}
-	spilled := verifyWindow(t, b, from, relay.VerifyOptions{MaxInMemory: 3, SpillDir: t.TempDir()})
+	spilled := verifyWindow(t, b, from, relay.VerifyOptions{MaxInMemory: 3, SpillDir: t.TempDir(), FullKeys: true})
 	check(spilled)
 	if spilled.SpillFiles < 3 {
 		t.Errorf("spill files %d with 3 entries in memory, want several", spilled.SpillFiles)
@@ -231,9 +232,14 @@ func TestVerifyOrderBreak(t *testing.T) {
 	if rep.Rows != 2 || rep.Found != 2 || rep.Missing != 0 || rep.OrderBreaks != 1 || rep.Unmatched != 1 || rep.OK() {
 		t.Fatalf("report %+v: want 2 rows found, 1 order break, 1 unmatched", rep)
 	}
+	// Aggregate IDs (often personal data) are listed shortened by
+	// default, whole with FullKeys.
 	ob := rep.OrderBreakList[0]
-	if ob.ID != id1 || ob.AfterID != id2 || ob.AggregateID != "ledger-1" {
-		t.Errorf("order break %+v: want %s after %s", ob, id1, id2)
+	if ob.ID != id1 || ob.AfterID != id2 || ob.AggregateID != redact.Key("ledger-1") || strings.Contains(ob.AggregateID, "ledger-1") {
+		t.Errorf("order break %+v: want %s after %s, the aggregate ID shortened", ob, id1, id2)
+	}
+	if full := verifyWindow(t, b, from, relay.VerifyOptions{FullKeys: true}); full.OrderBreakList[0].AggregateID != "ledger-1" {
+		t.Errorf("FullKeys: order break %+v, want aggregate ledger-1", full.OrderBreakList[0])
 	}
 }
 

@@ -1,0 +1,117 @@
+package relaycli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/push"
+	"github.com/prometheus/common/expfmt"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/verify"
+)
+
+// relay verify --pushgateway: the gauges go to a Prometheus Pushgateway
+// after each run, grouped by job and table. A push that fails fails the
+// run (exit 1): an audit whose result never arrives must not look clean.
+
+const (
+	flagPushUser     = "pushgateway-username"
+	flagPushPassword = "pushgateway-password"
+	flagPushInsecure = "pushgateway-insecure"
+)
+
+// pushFlags are the Pushgateway flags besides --pushgateway and
+// --pushgateway-job.
+func pushFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagPushUser, Category: catVerify, EnvVars: envVar(flagPushUser),
+			Usage: "basic-auth user name for --pushgateway (credentials in the URL are refused)"},
+		&cli.StringFlag{Name: flagPushPassword, Category: catVerify, EnvVars: envVar(flagPushPassword),
+			Usage: "basic-auth password for --pushgateway; prefer " + envName(flagPushPassword) + cliutil.FileSuffix + " (a file holding it): a flag is visible in ps. Never logged"},
+		&cli.BoolFlag{Name: flagPushInsecure, Category: catVerify, EnvVars: envVar(flagPushInsecure),
+			Usage: "allow an http:// --pushgateway (the gauges, and any password, travel in clear)"},
+	}
+}
+
+// pushMaxBody bounds what of a Pushgateway's answer reaches an error
+// message.
+const pushMaxBody = 512
+
+// pusher pushes the verify gauges.
+type pusher struct {
+	url, job, table string
+	user, password  string
+	reg             *prometheus.Registry
+}
+
+// newPusher reads the Pushgateway flags; nil when --pushgateway is not
+// set. The URL must name its scheme, https unless --pushgateway-insecure,
+// and hold no credentials.
+func newPusher(c *cli.Context, sc *scrubber, m *verify.Metrics, table string) (*pusher, error) {
+	raw := c.String(flagPushgateway)
+	if raw == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, usagef("--%s: not a URL", flagPushgateway)
+	case u.User != nil:
+		return nil, usagef("--%s: credentials in the URL are refused (they would show in ps and in error messages): use --%s and %s or %s%s",
+			flagPushgateway, flagPushUser, envName(flagPushPassword), envName(flagPushPassword), cliutil.FileSuffix)
+	case u.Scheme != "https" && u.Scheme != "http" || u.Host == "":
+		return nil, usagef("--%s %s: want https://HOST[:PORT] (the scheme is required)", flagPushgateway, u.Redacted())
+	case u.Scheme == "http" && !c.Bool(flagPushInsecure):
+		return nil, usagef("--%s %s: http sends the gauges in clear; use https, or --%s", flagPushgateway, u.Redacted(), flagPushInsecure)
+	}
+	pw, err := cliutil.ReadSecret(c, flagPushPassword, envName(flagPushPassword))
+	if err != nil {
+		return nil, err
+	}
+	sc.add(pw.Value)
+	if pw.OnCommandLine {
+		sc.exposed = append(sc.exposed, flagPushPassword)
+	}
+	p := &pusher{url: u.String(), job: c.String(flagPushJob), table: table, user: c.String(flagPushUser), password: pw.Value,
+		reg: prometheus.NewRegistry()}
+	if p.password != "" && p.user == "" {
+		return nil, usagef("a --%s needs --%s", flagPushPassword, flagPushUser)
+	}
+	p.reg.MustRegister(m.Unlabelled()) // the grouping adds the table label
+	return p, nil
+}
+
+// push sends the gauges, replacing the group's last push.
+func (p *pusher) push(ctx context.Context) error {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: cutBodies{http.DefaultTransport}}
+	pu := push.New(p.url, p.job).Gatherer(p.reg).Grouping("table", p.table).Client(client).Format(expfmt.NewFormat(expfmt.TypeTextPlain))
+	if p.user != "" {
+		pu = pu.BasicAuth(p.user, p.password)
+	}
+	if err := pu.PushContext(ctx); err != nil {
+		return fmt.Errorf("--%s: %w", flagPushgateway, err)
+	}
+	return nil
+}
+
+// cutBodies cuts every response body to pushMaxBody bytes: client_golang
+// quotes a failed push's answer in its error.
+type cutBodies struct{ next http.RoundTripper }
+
+func (t cutBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err == nil {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(resp.Body, pushMaxBody), resp.Body}
+	}
+	return resp, err
+}

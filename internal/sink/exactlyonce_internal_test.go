@@ -1,0 +1,70 @@
+package sink
+
+import (
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+)
+
+// A progress record the sink writes is trusted back for its own history
+// (its part too); one of another system, timeline or slot creation, one
+// past the server's WAL and one that does not parse are not, each counted
+// under its reason.
+func TestTrustProgress(t *testing.T) {
+	t.Parallel()
+	c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Slot: "s", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := History{SystemID: "7", Timeline: 2, SlotCreatedLSN: 0x100}
+	s := &Sink{cfg: &c, eos: &eosState{key: ProgressKey(h.SystemID, "s"), history: h}}
+	commit := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	rec := s.progressRecord(0x500, commit, decode.Position{Final: 0x600, Seq: 3})
+	if len(rec.Headers) != 1 || rec.Headers[0].Key != contract.HeaderProgress || string(rec.Key) != "pgoutbox-relay/7/s" {
+		t.Fatalf("progress record %+v", rec)
+	}
+	var p progress
+	if err := json.Unmarshal(rec.Value, &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		edit   func(p *progress)
+		h      History
+		walEnd uint64
+		want   Progress
+		reason string
+	}{
+		{"its own", nil, h, 0x1000, Progress{EndLSN: 0x500, Part: decode.Position{Final: 0x600, Seq: 3}, CommitTime: commit}, ""},
+		{"another system", nil, History{SystemID: "8", Timeline: 2, SlotCreatedLSN: 0x100}, 0x1000, Progress{}, "other-history"},
+		{"another timeline", nil, History{SystemID: "7", Timeline: 3, SlotCreatedLSN: 0x100}, 0x1000, Progress{}, "other-history"},
+		{"a re-created slot", nil, History{SystemID: "7", Timeline: 2, SlotCreatedLSN: 0x200}, 0x1000, Progress{}, "other-history"},
+		{"past the WAL", nil, h, 0x550, Progress{}, "beyond-wal"},
+		{"a part past the WAL", nil, h, 0x5f0, Progress{}, "beyond-wal"},
+		{"unparsable", func(p *progress) { p.EndLSN = "x" }, h, 0x1000, Progress{}, "unreadable"},
+		{"none", func(p *progress) { *p = progress{} }, h, 0x1000, Progress{}, ""},
+	} {
+		m := relaymetrics.NewMetrics("s", &liveness.Live{})
+		q := p
+		if tc.edit != nil {
+			tc.edit(&q)
+		}
+		got := trustProgress(&c, m, q, tc.h, pglogrepl.LSN(tc.walEnd))
+		if got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+		if tc.reason != "" && testutil.ToFloat64(m.ProgressIgnored.WithLabelValues(tc.reason)) != 1 {
+			t.Errorf("%s: not counted as %s", tc.name, tc.reason)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// verifyPeakRSS is the most a relay verify process may hold in this test
+// (peak resident set): its entries are of fixed size whatever the keys
+// hold, so 400 rows with 1 MB aggregate IDs and 100 records with 450 KB
+// keys fit in the process's baseline plus the rows and fetches in flight
+// and the garbage they leave (measured: 75 MiB). Holding every key
+// whole, as before (and as --full-keys does), peaks at ~550 MiB here.
+const verifyPeakRSS = 256 << 20
+
+// relay verify's memory is bounded per entry, not by what rows and records
+// hold: 400 rows with 1 MB aggregate IDs (compressed in Postgres) and 100
+// records with 450 KB keys whose message IDs match no row. Its peak RSS,
+// read from the child process's rusage, stays under verifyPeakRSS.
+func TestVerifyMemoryBoundedByEntries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bin := buildRelay(t)
+	db := testenv.NewDB(t)
+	kafka := testenv.NewBroker(t)
+	common := []string{"--database-url", db.URL, "--slot", "vmem", "--publication", "pub_vmem"}
+	mustRunRelay(t, bin, append([]string{"setup"}, common...)...)
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload)
+		SELECT 'order', repeat('a', 1 << 20) || n, 'e', 'bk-' || n, '{}' FROM generate_series(1, 400) n`); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 100 {
+		r := &kgo.Record{Topic: kafka.Topic("outbox.order"), Key: []byte(strings.Repeat("k", 450<<10) + fmt.Sprint(i)),
+			Headers: []kgo.RecordHeader{{Key: "message-id", Value: []byte(uuid.New().String())}}}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, append(append([]string{"verify"}, common...), "--brokers", kafka.Brokers[0],
+		"--topic-template", kafka.Topic(topicTemplate), "--since", "1h", "--grace", "0s")...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	t.Logf("relay verify over 400 rows of 1 MB aggregate IDs and 100 records of 450 KB keys: exit %d in %v, peak RSS %d MiB",
+		cmd.ProcessState.ExitCode(), time.Since(start).Round(time.Millisecond), peak>>20)
+	if !strings.Contains(out.String(), "rows:          400") || !strings.Contains(out.String(), "no row in the window: 100") {
+		t.Fatalf("verify output:\n%s", out.String())
+	}
+	if peak > verifyPeakRSS {
+		t.Fatalf("relay verify peaked at %d MiB, over %d MiB", peak>>20, verifyPeakRSS>>20)
+	}
+}

@@ -12,12 +12,35 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: dev
-dev: ## Run the whole pipeline locally (throwaway Postgres, embedded Kafka, relay, demo producer and consumer); Ctrl-C stops.
-	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/relay ./cmd/relay
+dev: dev-build ## Run the whole pipeline locally (throwaway Postgres, embedded Kafka, relay, demo producer and consumer); Ctrl-C stops.
 	@# exec: the relay itself gets Ctrl-C, drains and exits 0 (go run would exit 1);
 	@# make still reports Interrupt (130): it dies by the terminal's SIGINT too.
 	exec $(BIN)/relay dev $(DEVFLAGS)
+
+# dev-build builds bin/relay for make dev and talks while it does: the first
+# build on a cold cache compiles every dependency for minutes. It says so
+# first, then every DEV_TICK seconds prints the time so far, the packages
+# go build -v has compiled and the last one; errors in full, and go build's
+# exit status. TestMakeDevBuildTalks (test/e2e) runs it.
+DEV_TICK ?= 5
+
+.PHONY: dev-build
+dev-build:
+	@mkdir -p $(BIN)
+	@echo "make dev: building $(BIN)/relay (a first build compiles every dependency: minutes on a cold cache)"
+	@log=$(BIN)/.dev-build.log; start=$$(date +%s); \
+	$(GO) build -v -o $(BIN)/relay ./cmd/relay >$$log 2>&1 & build=$$!; \
+	( while sleep $(DEV_TICK); do \
+		printf '  building %ss: %s packages compiled, last %s\n' $$(( $$(date +%s) - start )) \
+			"$$(grep -c '^[^ :]*$$' $$log)" "$$(tail -n 1 $$log)"; \
+	done ) & tick=$$!; \
+	wait $$build; status=$$?; kill $$tick 2>/dev/null; wait $$tick 2>/dev/null; \
+	if [ $$status -ne 0 ]; then grep -v '^[^ :]*$$' $$log >&2; rm -f $$log; exit $$status; fi; \
+	rm -f $$log; echo "make dev: built $(BIN)/relay in $$(( $$(date +%s) - start ))s"
+
+.PHONY: install
+install: ## go install relay and inbox from this checkout into $(go env GOBIN) or $(go env GOPATH)/bin.
+	$(GO) install ./cmd/relay ./cmd/inbox
 
 .PHONY: build
 build: ## Build the commands into ./bin.
@@ -94,12 +117,18 @@ soak: ## Soak the relay: steady writes, leader + standby, inbox consumer, a faul
 	$(GO) run ./test/soak -duration $(or $(DURATION),1h) $(SOAKFLAGS)
 
 # Release binaries: `relay --version` and `inbox --version` print VERSION
-# (default: git describe), stamped with -ldflags -X, then the VCS revision
-# when git stamping works and the Go version. TestReleaseStampsVersion
-# (test/e2e) runs this target. It builds; it does not tag.
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# (default: git describe when a tag is reachable, else the VERSION file,
+# which names the last release), stamped with -ldflags -X, then the VCS
+# revision when git stamping works and the Go version.
+# TestReleaseStampsVersion (test/e2e) runs this target. It builds; it does
+# not tag.
+VERSION   ?= $(shell git describe --tags --dirty 2>/dev/null || cat VERSION)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 DIST      ?= dist
+
+.PHONY: version
+version: ## Print the version make release stamps (git describe, else the VERSION file).
+	@echo $(VERSION)
 
 .PHONY: release
 release: ## Cross-compile relay and inbox for linux/darwin x amd64/arm64 into dist/ with SHA256SUMS (PLATFORMS="linux/amd64" for one).

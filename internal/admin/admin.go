@@ -46,6 +46,8 @@ type SlotStatus struct {
 	ActiveBackendStart    *time.Time
 	ActiveReplyTime       *time.Time
 
+	OtherSlots []string
+
 	TableExists bool
 	State       *StateStatus
 	Gap         *GapStatus
@@ -151,6 +153,13 @@ func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
 	}
 	st.PublicationExists = pub.Exists
 	st.PublicationMismatch, st.PublicationExtra = pub.Mismatch, pub.Extra
+	peers, err := slotstate.PeerSlots(ctx, conn, &c)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range peers {
+		st.OtherSlots = append(st.OtherSlots, p.String())
+	}
 	if err := statusHealth(ctx, conn, &c, st); err != nil {
 		return nil, err
 	}
@@ -163,15 +172,23 @@ func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
 	return st, nil
 }
 
-// Teardown drops the slot and the publication (not the table) and deletes
-// the slot's relay state row, giving its position up. An active slot is an
-// error wrapping ErrSlotActive. Missing objects are not errors.
-func Teardown(ctx context.Context, cfg *relayconfig.Config) error {
+// Teardown drops the slot and, unless slotOnly, the publication (not the
+// table) and deletes the slot's relay state row, giving its position up.
+// An active slot is an error wrapping ErrSlotActive. Without slotOnly, a
+// publication another slot uses (slotstate.PeerSlot.Uses) is an error
+// wrapping ErrPublicationInUse that names it, and nothing is dropped.
+// Missing objects are not errors.
+func Teardown(ctx context.Context, cfg *relayconfig.Config, slotOnly bool) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if !slotOnly {
+		if err := publicationFree(ctx, conn, &c); err != nil {
+			return err
+		}
+	}
 	var pid *int32
 	err = conn.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, c.Slot).Scan(&pid)
 	switch {
@@ -199,10 +216,36 @@ func Teardown(ctx context.Context, cfg *relayconfig.Config) error {
 			return fmt.Errorf("relay: delete state of slot %s: %w", c.Slot, err)
 		}
 	}
+	if slotOnly {
+		return nil
+	}
 	if _, err := conn.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{c.Publication}.Sanitize()); err != nil {
 		return fmt.Errorf("relay: drop publication %s: %w", c.Publication, err)
 	}
 	return nil
+}
+
+// publicationFree returns an error wrapping ErrPublicationInUse when
+// another slot streams c.Publication or may relay the outbox with it.
+// Dropping it under a streaming relay stops that relay for good: the
+// slot's history predates any publication created again (see
+// slotstate.GapPublicationRecreated).
+func publicationFree(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) error {
+	peers, err := slotstate.PeerSlots(ctx, conn, c)
+	if err != nil {
+		return err
+	}
+	var users []slotstate.PeerSlot
+	for _, p := range peers {
+		if p.Uses(c.Publication) {
+			users = append(users, p)
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: publication %s is used by slot %s; nothing dropped. To drop slot %s alone: %s",
+		relayerr.ErrPublicationInUse, c.Publication, slotstate.PeerNames(users), c.Slot, slotstate.TeardownSlotOnly(c.Slot))
 }
 
 // openAdmin applies the defaults of cfg and connects.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox"
 )
 
 // testApp has a command with a value flag, a bool flag and arguments.
@@ -113,6 +115,9 @@ func TestHelpAndVersion(t *testing.T) {
 	if code, _, out, _ := run("--version"); code != 0 || !strings.HasPrefix(out, "tool ") || !strings.Contains(out, "go1.") {
 		t.Errorf("--version: exit %d, %q", code, out)
 	}
+	if code, _, out, _ := run("--help"); code != 0 || !strings.Contains(out, "--version") {
+		t.Errorf("--help does not list --version: exit %d, %q", code, out)
+	}
 }
 
 func TestFormatVersion(t *testing.T) {
@@ -122,8 +127,12 @@ func TestFormatVersion(t *testing.T) {
 	if got, want := formatVersion(bi), "v0.1.0 (revision 0123456789ab (dirty) of 2026-11-30T12:00:00Z, go1.26.0)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if got, want := formatVersion(&debug.BuildInfo{GoVersion: "go1.26.0"}), "(devel) (go1.26.0)"; got != want {
-		t.Errorf("got %q, want %q", got, want)
+	// A local build, with no tag: the source tree's VERSION.
+	for _, local := range []string{"", "(devel)", "v0.0.0-20261201224549-460f8d17f3b4", "v0.0.0-20261201224549-460f8d17f3b4+dirty"} {
+		got := formatVersion(&debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: local}})
+		if want := pgoutbox.Version + " (go1.26.0)"; got != want || !strings.HasPrefix(got, "v0.") {
+			t.Errorf("module version %q: got %q, want %q", local, got, want)
+		}
 	}
 	// make release's VERSION wins over the pseudo-version that a build in a
 	// git checkout stamps (Go 1.24 and later).

@@ -55,6 +55,11 @@ func prepare(app *cli.App) {
 	usage := func(_ *cli.Context, err error, _ bool) error { return UsageError{err} }
 	app.HideHelpCommand = true
 	app.HideVersion = true
+	// arrange answers --version before urfave/cli parses; the flag is
+	// declared only so that --help lists it.
+	if !hasFlag(app.Flags, "version") {
+		app.Flags = append(app.Flags, &cli.BoolFlag{Name: "version", Usage: "print the version (release, VCS revision, Go version) and exit"})
+	}
 	app.OnUsageError = usage
 	app.ExitErrHandler = func(*cli.Context, error) {} // Run prints and maps errors
 	if app.Action == nil {
@@ -67,6 +72,17 @@ func prepare(app *cli.App) {
 		cmd.OnUsageError = usage
 		cmd.HideHelpCommand = true
 	}
+}
+
+func hasFlag(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func commandNames(app *cli.App) []string {

@@ -138,7 +138,7 @@ func startPostgres(ctx context.Context, url string, say func(string, ...any)) (s
 		return url, func() {}, nil
 	}
 	say("starting a throwaway Postgres (initdb, wal_level=logical) ...")
-	srv, err := pgserver.Start(ctx)
+	srv, err := pgserver.StartPrivate(ctx) // no TCP: its superuser trusts whoever connects
 	switch {
 	case errors.Is(err, pgserver.ErrNotFound):
 		return "", nil, fmt.Errorf("%w; or use --database-url with a server that has wal_level=logical", err)

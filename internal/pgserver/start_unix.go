@@ -5,6 +5,7 @@ package pgserver
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -21,11 +22,24 @@ import (
 // start. Stop removes it all; on error nothing is left behind. settings are
 // extra "name=value" server settings, applied after (over) the defaults.
 func Start(ctx context.Context, settings ...string) (*Server, error) {
+	return start(ctx, false, settings)
+}
+
+// StartPrivate is Start for a server only its own OS user (and root) can
+// reach: it listens on no TCP port, only on a Unix socket in its
+// directory, which is mode 0700. Its superuser trusts whoever connects, so
+// a TCP listener would hand any local user a superuser (and through COPY
+// ... TO PROGRAM, the server's OS account). AdminURL names the socket.
+func StartPrivate(ctx context.Context, settings ...string) (*Server, error) {
+	return start(ctx, true, settings)
+}
+
+func start(ctx context.Context, private bool, settings []string) (*Server, error) {
 	bin, err := FindBinDir()
 	if err != nil {
 		return nil, err
 	}
-	return create(ctx, "pgoutbox-pg-", bin, settings, func(data string) *exec.Cmd {
+	return create(ctx, "pgoutbox-pg-", bin, private, settings, func(data string) *exec.Cmd {
 		return exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
 			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
 	})
@@ -35,7 +49,7 @@ func Start(ctx context.Context, settings ...string) (*Server, error) {
 // fill, run as the server's OS user, writes its data directory (initdb,
 // pg_basebackup), then the server starts on a free loopback port. On error
 // nothing is left behind.
-func create(ctx context.Context, prefix, bin string, settings []string, fill func(data string) *exec.Cmd) (*Server, error) {
+func create(ctx context.Context, prefix, bin string, private bool, settings []string, fill func(data string) *exec.Cmd) (*Server, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
@@ -64,7 +78,7 @@ func create(ctx context.Context, prefix, bin string, settings []string, fill fun
 			s.Stop()
 			return nil, err
 		}
-		err = s.start(ctx, bin, data, port, cred, settings)
+		err = s.start(ctx, &proc{bin: bin, data: data, port: port, cred: cred, private: private, settings: settings})
 		if err == nil {
 			return s, nil
 		}
@@ -80,18 +94,25 @@ type proc struct {
 	bin, data string
 	port      int
 	cred      *syscall.Credential
-	settings  []string
+	// private: no TCP listener (StartPrivate).
+	private  bool
+	settings []string
 }
 
-func (s *Server) start(ctx context.Context, bin, data string, port int, cred *syscall.Credential, settings []string) error {
-	s.proc = &proc{bin: bin, data: data, port: port, cred: cred, settings: settings}
+func (s *Server) start(ctx context.Context, p *proc) error {
+	s.proc = p
+	bin, data, port, cred, settings := p.bin, p.data, p.port, p.cred, p.settings
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
+	listen := "127.0.0.1"
+	if p.private {
+		listen = ""
+	}
 	args := []string{"-D", data,
-		"-c", "listen_addresses=127.0.0.1",
+		"-c", "listen_addresses=" + listen,
 		"-c", "port=" + strconv.Itoa(port),
 		"-c", "unix_socket_directories=" + s.Dir,
 		"-c", "wal_level=logical",
@@ -117,6 +138,9 @@ func (s *Server) start(ctx context.Context, bin, data string, port int, cred *sy
 	go func() { _ = cmd.Wait(); close(exited) }()
 	s.cmd, s.exited = cmd, exited
 	s.AdminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if p.private {
+		s.AdminURL = fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d&sslmode=disable", url.QueryEscape(s.Dir), port)
+	}
 
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -214,8 +238,7 @@ func (s *Server) Restart(ctx context.Context, immediate bool) error {
 			s.kill()
 		}
 	}
-	p := s.proc
-	return s.start(ctx, p.bin, p.data, p.port, p.cred, p.settings)
+	return s.start(ctx, s.proc)
 }
 
 // StartStandby makes a physical streaming standby of s: pg_basebackup -R
@@ -224,9 +247,13 @@ func (s *Server) StartStandby(ctx context.Context) (*Server, error) {
 	if s.proc == nil {
 		return nil, fmt.Errorf("pgserver: a standby needs a primary started here")
 	}
-	return create(ctx, "pgoutbox-pg-standby-", s.proc.bin, s.proc.settings, func(data string) *exec.Cmd {
+	host := "127.0.0.1"
+	if s.proc.private {
+		host = s.Dir
+	}
+	return create(ctx, "pgoutbox-pg-standby-", s.proc.bin, s.proc.private, s.proc.settings, func(data string) *exec.Cmd {
 		return exec.CommandContext(ctx, tool(s.proc.bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream",
-			"-c", "fast", "-h", "127.0.0.1", "-p", strconv.Itoa(s.proc.port), "-U", "postgres")
+			"-c", "fast", "-h", host, "-p", strconv.Itoa(s.proc.port), "-U", "postgres")
 	})
 }
 

@@ -27,12 +27,13 @@ type failure struct{ err error }
 func (f failure) Error() string { return f.err.Error() }
 func (f failure) Unwrap() error { return f.err }
 
-// fail wraps err as a runtime failure; nil stays nil.
+// fail wraps err as a runtime failure, a failed connection worded by
+// connectError; nil stays nil.
 func fail(err error) error {
 	if err == nil {
 		return nil
 	}
-	return failure{err}
+	return failure{connectError(err)}
 }
 
 // usagef returns a usage error (exit 2).
@@ -64,7 +65,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newApp(stdout, stderr io.Writer, sc *scrubber) *cli.App {
 	return &cli.App{
 		Name:  "relay",
-		Usage: "publish committed Postgres outbox rows to Kafka, at-least-once",
+		Usage: "publish committed Postgres outbox rows to Kafka, at-least-once (exactly-once with relay run --exactly-once)",
 		Description: "The relay tails the outbox table through Postgres logical replication (a slot and a\n" +
 			"publication, pgoutput) and publishes every committed row to Kafka, in commit order per\n" +
 			"aggregate. Every flag can also be set with the RELAY_* environment variable shown next to it;\n" +

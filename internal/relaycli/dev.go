@@ -3,6 +3,12 @@
 package relaycli
 
 import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 
@@ -51,7 +57,8 @@ func devCommand(sc *scrubber) *cli.Command {
 			"  summary: written=N published=N consumed=N duplicates=M shipments=N double_shipments=0 missing=0 result=ok\n" +
 			"then removes everything it started: the server and its directory, or, with --database-url,\n" +
 			"the slot, the publication and the " + devdemo.Schema + " schema (unless --keep).\n" +
-			"With --duration, an inconsistent result exits 1. A second Ctrl-C exits at once: the\n" +
+			"A closed stdout (relay dev | head) stops it the same way. With --duration, an\n" +
+			"inconsistent result exits 1. A second Ctrl-C exits at once: the\n" +
 			"throwaway server dies with the process (Linux), but its temporary directory stays behind.\n\n" +
 			"The demo uses topics of its own (" + devdemo.Topic + " and pgoutbox_dev.*_dlq), so a relay of yours may\n" +
 			"share its broker. --broker-only serves the embedded broker alone (no Postgres, no demo), for\n" +
@@ -129,5 +136,30 @@ func devAction(c *cli.Context, sc *scrubber) error {
 		return err
 	}
 	o.Logger = logger
-	return fail(devdemo.Run(c.Context, o))
+	// A closed stdout (relay dev | head) stops the demo as Ctrl-C does, so
+	// that it removes its server and directory. Without the Notify, Go's
+	// default for a broken pipe on fd 1 or 2 kills the process at its next
+	// line, leaving both behind.
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+	o.Out = &stopOnWriteError{w: c.App.Writer, stop: cancel}
+	return fail(devdemo.Run(ctx, o))
+}
+
+// stopOnWriteError calls stop when a write fails (the reader of the
+// demo's output is gone).
+type stopOnWriteError struct {
+	w    io.Writer
+	stop func()
+}
+
+func (s *stopOnWriteError) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.stop()
+	}
+	return n, err
 }

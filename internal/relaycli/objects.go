@@ -24,7 +24,7 @@ func readObjects(ctx context.Context, cfg *relay.Config) (objects, error) {
 	}
 	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return objects{}, fmt.Errorf("database unreachable: %w", err)
+		return objects{}, unreachable(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var o objects

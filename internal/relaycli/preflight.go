@@ -35,7 +35,7 @@ func pingDatabase(ctx context.Context, url string) error {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return fmt.Errorf("database unreachable: %w", err)
+		return unreachable(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := conn.Ping(ctx); err != nil {

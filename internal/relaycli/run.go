@@ -26,7 +26,9 @@ func runCommand(sc *scrubber) *cli.Command {
 			"again (consumers deduplicate on message-id) and none are lost. Rows that cannot be published\n" +
 			"go to --dlq-topic with the reason in headers, or stop the relay with --on-invalid=stop.\n\n" +
 			"Stop it with SIGINT or SIGTERM: it flushes what is in flight, confirms the final position and\n" +
-			"exits 0. A second signal exits at once without flushing (nothing is lost, more is replayed).\n" +
+			"exits 0. A second Ctrl-C (SIGINT) exits at once without flushing (nothing is lost, more is\n" +
+			"replayed); a repeated SIGTERM does not, since GNU timeout and some supervisors signal the\n" +
+			"process and then its group (`timeout 10 relay run ...` exits 0): send SIGKILL to force.\n" +
 			"--metrics-addr serves /metrics (Prometheus), /healthz (200 while the process runs) and\n" +
 			"/readyz (200 while connected and streaming, else 503; /readyz?standby=ok is also 200 while\n" +
 			"waiting as a standby, for a readiness probe over a leader and its standbys).\n\n" +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,12 +56,11 @@ func setupCommand(sc *scrubber) *cli.Command {
 			Value: cliutil.NewDuration(0),
 			Usage: "retry connecting for up to this long while the database is unreachable or starting up (containers); 0 tries once"}),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
+			if note := defaultNamesNote(c, cfg); note != "" {
+				fmt.Fprintln(c.App.ErrWriter, note)
+			}
 			if err := waitForDatabase(ctx, c, sc, cfg.DatabaseURL, c.Duration(flagWait)); err != nil {
 				return fail(err)
-			}
-			if cfg.Table != relay.DefaultTable && (cfg.Slot == relay.DefaultSlot || cfg.Publication == relay.DefaultPublication) {
-				fmt.Fprintf(c.App.ErrWriter, "relay: note: --%s %s with the default --%s %s and --%s %s; give each outbox its own slot and publication, and pass the same three flags to relay run\n",
-					flagTable, cfg.Table, flagSlot, cfg.Slot, flagPublication, cfg.Publication)
 			}
 			before, err := readObjects(ctx, cfg)
 			if err != nil {
@@ -80,6 +80,28 @@ func setupCommand(sc *scrubber) *cli.Command {
 			return nil
 		}),
 	}
+}
+
+// defaultNamesNote warns when a table other than the default takes the
+// default slot or publication name without the flag (or its variable)
+// being given: a second outbox set up that way would share them. Names
+// given explicitly are the user's choice, even when they equal a default.
+func defaultNamesNote(c *cli.Context, cfg *relay.Config) string {
+	if cfg.Table == relay.DefaultTable {
+		return ""
+	}
+	var defaulted []string
+	if !c.IsSet(flagSlot) && cfg.Slot == relay.DefaultSlot {
+		defaulted = append(defaulted, "--"+flagSlot+" "+cfg.Slot)
+	}
+	if !c.IsSet(flagPublication) && cfg.Publication == relay.DefaultPublication {
+		defaulted = append(defaulted, "--"+flagPublication+" "+cfg.Publication)
+	}
+	if len(defaulted) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("relay: note: --%s %s with the default %s; give each outbox its own slot and publication, and pass the same three flags to relay run",
+		flagTable, cfg.Table, strings.Join(defaulted, " and "))
 }
 
 func createdOrFound(existed bool) string {

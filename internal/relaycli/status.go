@@ -147,6 +147,9 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 			row("progress", v+" (topic "+p.Topic+", key "+p.Key+")")
 		}
 	}
+	for _, o := range st.OtherSlots {
+		row("other_slot", o+": it publishes every outbox row too")
+	}
 	if st.Gap != nil {
 		row("gap", st.Gap.Reason+": "+st.Gap.Detail)
 	}

@@ -9,30 +9,50 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-const flagYes = "yes"
+const (
+	flagYes      = "yes"
+	flagSlotOnly = "slot-only"
+)
 
 func teardownCommand(sc *scrubber) *cli.Command {
 	return &cli.Command{
 		Name:  "teardown",
-		Usage: "drop the slot and the publication (needs --yes)",
+		Usage: "drop the slot and the publication (needs --yes; --slot-only keeps the publication)",
 		Description: "teardown drops the replication slot and the publication; the outbox table and its rows stay.\n" +
 			"The slot's position is lost: rows committed before the next setup are never published. An\n" +
-			"active slot (a relay still running) is an error. Pass --yes to confirm.",
-		Flags: append(databaseFlags(), &cli.BoolFlag{Name: flagYes, EnvVars: envVar(flagYes), Usage: "confirm dropping the slot and the publication"}),
+			"active slot (a relay still running) is an error. A publication that another slot streams, or\n" +
+			"that another relay slot of this outbox may use, is never dropped: teardown then drops nothing\n" +
+			"and names that slot. --slot-only drops the slot and its state row alone (a mistyped --slot\n" +
+			"beside the real relay). Pass --yes to confirm.",
+		Flags: append(databaseFlags(),
+			&cli.BoolFlag{Name: flagYes, EnvVars: envVar(flagYes), Usage: "confirm dropping the slot and the publication"},
+			&cli.BoolFlag{Name: flagSlotOnly, EnvVars: envVar(flagSlotOnly), Usage: "drop the slot and its state row only, keep the publication"}),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
+			slotOnly := c.Bool(flagSlotOnly)
 			if !c.Bool(flagYes) {
+				if slotOnly {
+					return usagef("teardown drops slot %q and loses its position; pass --%s to confirm", cfg.Slot, flagYes)
+				}
 				return usagef("teardown drops slot %q and publication %q and loses the slot's position; pass --%s to confirm", cfg.Slot, cfg.Publication, flagYes)
 			}
 			before, err := readObjects(ctx, cfg)
 			if err != nil {
 				return fail(err)
 			}
-			if err := relay.Teardown(ctx, cfg); err != nil {
+			drop := relay.Teardown
+			if slotOnly {
+				drop = relay.TeardownSlot
+			}
+			if err := drop(ctx, cfg); err != nil {
 				return fail(err)
 			}
 			w := c.App.Writer
 			fmt.Fprintf(w, "slot %s: %s\n", cfg.Slot, droppedOrMissing(before.Slot))
-			fmt.Fprintf(w, "publication %s: %s\n", cfg.Publication, droppedOrMissing(before.Publication))
+			if slotOnly {
+				fmt.Fprintf(w, "publication %s: kept\n", cfg.Publication)
+			} else {
+				fmt.Fprintf(w, "publication %s: %s\n", cfg.Publication, droppedOrMissing(before.Publication))
+			}
 			fmt.Fprintf(w, "table %s: kept\n", cfg.Table)
 			return nil
 		}),

@@ -29,6 +29,9 @@ var (
 	ErrSlotMismatch = errors.New("relay: replication slot is not a pgoutput slot of this database")
 	// ErrSlotActive means another process streams the slot.
 	ErrSlotActive = errors.New("relay: replication slot is active")
+	// ErrPublicationInUse means Teardown would drop a publication that
+	// another slot streams or relays this outbox with.
+	ErrPublicationInUse = errors.New("relay: publication is used by another slot")
 	// ErrSlotInvalidated means the server removed WAL the slot still
 	// needed (wal_status lost): events may be lost, the slot must be
 	// recreated by an operator.

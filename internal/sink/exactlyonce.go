@@ -225,7 +225,7 @@ func readProgress(ctx context.Context, c *relayconfig.Config, ignored *prometheu
 		}
 	}
 	pc := producerConfig(c, nil, "")
-	pc.AutoCreateTopics = false // reading creates nothing
+	pc.AutoCreateTopics = false  // reading creates nothing
 	var forged, lastForged int64 // records no relay wrote, and the offset of the last one
 	byRelay := func(r *kgo.Record) bool {
 		for _, h := range r.Headers {

@@ -2,11 +2,15 @@ package slotstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 )
@@ -31,6 +35,12 @@ const (
 	// GapTimelineChanged: the server's timeline changed since the slot
 	// was created (a promotion, a point-in-time restore).
 	GapTimelineChanged = "timeline-changed"
+	// GapPublicationRecreated: the publication the slot must decode with
+	// is newer than the slot's position (dropped and created again, by a
+	// teardown of another slot for instance): the slot's history predates
+	// it, so decoding fails with "publication does not exist" on every
+	// start, and rows committed while it was missing were never published.
+	GapPublicationRecreated = "publication-recreated"
 )
 
 // GapError says that events may have been skipped: the slot cannot be
@@ -133,7 +143,43 @@ func checkServer(ctx context.Context, c *relayconfig.Config, st *RelayState, slo
 	case id.Timeline != st.Timeline:
 		gap.Reason, gap.Detail = GapTimelineChanged, moved
 	default:
-		return id, nil, nil
+		if !slot.Exists || !publicationRecreated(ctx, c) {
+			return id, nil, nil
+		}
+		gap.Reason = GapPublicationRecreated
+		gap.Detail = fmt.Sprintf("publication %s is newer than the slot's position: it was dropped and created again "+
+			"(or created after the slot), so the slot cannot decode past the time it was missing", c.Publication)
 	}
 	return id, gap, nil
+}
+
+// publicationRecreated reports whether c.Slot cannot decode with
+// c.Publication because the publication is newer than the slot's history.
+// A cheap test first: the publication's catalog row is at least as new as
+// the oldest catalog row the slot may read (its catalog_xmin); only then
+// is the slot asked to decode what follows its position, up to 10,000
+// protocol messages (a peek, which confirms nothing: bounded work, enough to
+// reach the drop of a publication under a relay that was keeping up),
+// failing with undefined_object when the publication is missing at that
+// point of its history. A slot that is streaming cannot be peeked:
+// its relay would be failing on that error instead. Anything else that
+// fails here is not a gap (the check is a diagnosis, not a gate).
+func publicationRecreated(ctx context.Context, c *relayconfig.Config) bool {
+	conn, err := liveness.Connect(ctx, c)
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var newer bool
+	err = conn.QueryRow(ctx, `SELECT age(p.xmin) <= age(s.catalog_xmin) AND s.active_pid IS NULL
+		FROM pg_publication p, pg_replication_slots s
+		WHERE p.pubname = $1 AND s.slot_name = $2 AND s.catalog_xmin IS NOT NULL`, c.Publication, c.Slot).Scan(&newer)
+	if err != nil || !newer {
+		return false
+	}
+	pub := `"` + strings.ReplaceAll(c.Publication, `"`, `""`) + `"`
+	_, err = conn.Exec(ctx, `SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, NULL, 10000,
+		'proto_version', '1', 'publication_names', $2)`, c.Slot, pub)
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42704" // undefined_object: publication does not exist
 }

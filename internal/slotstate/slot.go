@@ -182,8 +182,23 @@ func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Conf
 
 // createSlot creates the slot and records its state row. Outside setup
 // (Run's first start, with no slot and no state row of that name) it says so
-// at Warn: a mistyped slot name makes a new slot that pins WAL from now on.
+// at Warn: a mistyped slot name makes a new slot that pins WAL from now on;
+// and it refuses when another slot relays the same outbox (PeerSlots), which
+// a mistyped name beside the real relay would duplicate. Setup creates it
+// anyway, with a warning.
 func createSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, setup bool) error {
+	peers, err := PeerSlots(ctx, conn, c)
+	if err != nil {
+		return err
+	}
+	if len(peers) > 0 && !setup {
+		// A second slot on the same outbox publishes every row again: a
+		// mistyped --slot beside the real relay. Only setup creates it.
+		return fmt.Errorf("%w: %s, and relay run creates a slot on a first start only when no other slot relays %s: "+
+			"%s already does (a second slot publishes every row again). If --slot is mistyped, use the existing name; "+
+			"to run a second relay of this outbox on purpose, create its slot first with relay setup --slot %s",
+			relayerr.ErrSlotMissing, c.Slot, c.Table, PeerNames(peers), c.Slot)
+	}
 	rc, err := liveness.ConnectReplication(ctx, c)
 	if err != nil {
 		return err
@@ -196,15 +211,27 @@ func createSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, setu
 	if err := WriteNewState(ctx, conn, c, ns, nil); err != nil {
 		return err
 	}
+	if setup && len(peers) > 0 {
+		c.Logger.Warn("created replication slot "+c.Slot+" beside "+PeerNames(peers)+": each slot publishes every outbox row. "+
+			"If that is a mistake, drop the new slot alone: "+TeardownSlotOnly(c.Slot),
+			"slot", c.Slot, "consistent_point", ns.Consistent.String())
+		return nil
+	}
 	if setup {
 		c.Logger.Info("created replication slot", "slot", c.Slot, "consistent_point", ns.Consistent.String())
 		return nil
 	}
 	c.Logger.Warn("created replication slot "+c.Slot+": no slot and no relay state row had that name, so this is a first start. "+
-		"If the slot name is mistyped, stop the relay and drop the new slot (relay teardown --slot "+c.Slot+" --yes): "+
+		"If the slot name is mistyped, stop the relay and drop the new slot alone ("+TeardownSlotOnly(c.Slot)+"): "+
 		"it holds WAL from now on. Use relay setup and --no-create to make relay run never create one",
 		"slot", c.Slot, "consistent_point", ns.Consistent.String())
 	return nil
+}
+
+// TeardownSlotOnly is the command that drops slot and its state row and
+// nothing else (never the publication another slot may use).
+func TeardownSlotOnly(slot string) string {
+	return "relay teardown --slot " + slot + " --slot-only --yes"
 }
 
 // NewSlot is a slot just created.

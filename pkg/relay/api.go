@@ -32,9 +32,20 @@ func Setup(ctx context.Context, cfg *Config) error {
 
 // Teardown drops the slot and the publication (not the table) and deletes
 // the slot's relay state row, giving its position up. An active slot is an
-// error wrapping ErrSlotActive. Missing objects are not errors.
+// error wrapping ErrSlotActive. A publication that another slot of the
+// database streams, or that another relay slot of the outbox may use (it
+// has a state row), is an error wrapping ErrPublicationInUse naming that
+// slot, and nothing is dropped: use TeardownSlot. Missing objects are not
+// errors.
 func Teardown(ctx context.Context, cfg *Config) error {
-	return admin.Teardown(ctx, cfg.engine())
+	return admin.Teardown(ctx, cfg.engine(), false)
+}
+
+// TeardownSlot is Teardown without the publication: it drops the slot and
+// deletes its relay state row only (a mistyped slot beside a running
+// relay).
+func TeardownSlot(ctx context.Context, cfg *Config) error {
+	return admin.Teardown(ctx, cfg.engine(), true)
 }
 
 // ErrBackfillPruned means rows a recovery needs may have been deleted by
@@ -164,6 +175,10 @@ var (
 	ErrSlotMismatch = relayerr.ErrSlotMismatch
 	// ErrSlotActive means another process streams the slot.
 	ErrSlotActive = relayerr.ErrSlotActive
+	// ErrPublicationInUse means Teardown refused to drop the publication
+	// because another slot streams it or relays the same outbox (the
+	// error names it); TeardownSlot drops the slot alone.
+	ErrPublicationInUse = relayerr.ErrPublicationInUse
 	// ErrSlotInvalidated means the server removed WAL the slot still
 	// needed (wal_status lost): events may be lost, the slot must be
 	// recreated by an operator.

@@ -260,18 +260,21 @@ func TestSetupSlotNameTakenInAnotherDatabase(t *testing.T) {
 }
 
 // relay run creates a slot that neither exists nor has a state row (a
-// first start), and says so at Warn with what to do if the name is a typo:
-// the new slot holds WAL from then on.
+// first start, no other slot relaying the outbox), and says so at Warn with
+// what to do if the name is a typo: the new slot holds WAL from then on.
 func TestRunWarnsWhenItCreatesASlot(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
+	if err := relay.TeardownSlot(context.Background(), b.cfg); err != nil {
+		t.Fatal(err)
+	}
 	var logs testenv.SyncBuffer
 	b.cfg.Slot += "_typo"
 	b.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	b.start(t)
 	out := logs.String()
 	if !strings.Contains(out, "level=WARN msg=\"created replication slot "+b.cfg.Slot+": ") ||
-		!strings.Contains(out, "relay teardown --slot "+b.cfg.Slot+" --yes") {
+		!strings.Contains(out, "relay teardown --slot "+b.cfg.Slot+" --slot-only --yes") {
 		t.Fatalf("no warning naming the new slot and how to drop it:\n%s", out)
 	}
 }

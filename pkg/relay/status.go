@@ -59,6 +59,14 @@ type SlotStatus struct {
 	// update (an acknowledgement).
 	ActiveReplyTime *time.Time `json:"active_reply_time,omitempty"`
 
+	// OtherSlots describes, one string each, the other slots of the
+	// database that relay this outbox (a relay state row) or stream its
+	// publication, e.g. "pgoutbox (streaming, pid 4242; publication
+	// pgoutbox; a relay slot of this outbox)". Each slot publishes every
+	// outbox row: two are either deliberate or a mistyped --slot. Empty
+	// when none.
+	OtherSlots []string `json:"other_slots,omitempty"`
+
 	// TableExists is false when the outbox table does not exist.
 	TableExists bool `json:"table_exists"`
 	// State is the slot's row of the relay state table; nil when there is
@@ -164,6 +172,7 @@ func slotStatus(st *admin.SlotStatus) *SlotStatus {
 		ActiveState:           st.ActiveState,
 		ActiveBackendStart:    st.ActiveBackendStart,
 		ActiveReplyTime:       st.ActiveReplyTime,
+		OtherSlots:            st.OtherSlots,
 		TableExists:           st.TableExists,
 		Problems:              st.Problems,
 		State:                 (*StateStatus)(st.State),

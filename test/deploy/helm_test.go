@@ -43,7 +43,27 @@ func helm(t *testing.T, args ...string) (string, error) {
 	if err := cmd.Run(); err != nil {
 		return stdout.String(), errors.Join(err, errors.New(stderr.String()))
 	}
+	if strings.Contains(stderr.String(), "symbolic link") {
+		t.Errorf("helm %s warns about a symbolic link in the chart:\n%s", args[0], stderr.String())
+	}
 	return stdout.String(), nil
+}
+
+// The chart's copy of the alert rules is deploy/prometheus/alerts.yml, byte
+// for byte (a copy, since helm warns about a symbolic link every time).
+func TestHelmChartAlertsCopy(t *testing.T) {
+	src, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := os.ReadFile(chartDir + "/files/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(src, cp) {
+		t.Errorf("deploy/helm/pgoutbox-relay/files/alerts.yml differs from deploy/prometheus/alerts.yml: " +
+			"cp deploy/prometheus/alerts.yml deploy/helm/pgoutbox-relay/files/alerts.yml")
+	}
 }
 
 // object is the part of a rendered Kubernetes object these checks read.

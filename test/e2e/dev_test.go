@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 var (
@@ -72,5 +76,51 @@ func TestDevBinaryInterrupt(t *testing.T) {
 	if conn, err := pgx.Connect(ctx, string(url[1])); err == nil {
 		_ = conn.Close(ctx)
 		t.Error("the throwaway server still runs after relay dev exited")
+	}
+}
+
+// relay dev whose stdout reader goes away (relay dev | head -3) stops as
+// on Ctrl-C: it removes its throwaway server's data directory instead of
+// dying of SIGPIPE at its next line.
+func TestDevClosedPipeCleansUp(t *testing.T) {
+	t.Parallel()
+	bin := buildRelay(t)
+	cmd := exec.Command(bin, "dev", "--rate", "20")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr testenv.SyncBuffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var dir string
+	sc := bufio.NewScanner(stdout)
+	for dir == "" && sc.Scan() {
+		if m := devDataDir.FindStringSubmatch(sc.Text()); m != nil {
+			dir = m[1]
+		}
+	}
+	for sc.Scan() && !devConsumed.MatchString(sc.Text()) { // streaming: a status line with consumed > 0
+	}
+	stdout.Close() // the reader is gone, as head's after its lines
+	go func() { done <- cmd.Wait() }()
+	if dir == "" {
+		t.Fatalf("no data directory line; stderr:\n%s", stderr.String())
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("relay dev still running 2m after its stdout closed:\n%s", stderr.String())
+	}
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+		t.Errorf("relay dev died of %v", st.Signal())
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("data directory %s left behind (%v); stderr:\n%s", dir, err, stderr.String())
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/pgoutbox/pgoutbox"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
@@ -171,23 +172,61 @@ func TestReadmeCommandLines(t *testing.T) {
 	}
 }
 
-// The README's install lines name packages that exist.
-func TestReadmeInstallLines(t *testing.T) {
+// The README's Install block works as written in this checkout (the clone
+// it starts with needs the network; docker build an engine): make install
+// installs relay and inbox, whose --version names the source tree's VERSION
+// (the last release, v0.1.0) and not a pseudo-version; make release builds
+// the binaries named with the version make version prints. Go packages
+// named in it exist.
+func TestReadmeInstall(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`go (?:install|get) github\.com/pgoutbox/pgoutbox/(\S+?)(?:@\S+)?(?:\s|$)`)
-	found := 0
-	for _, m := range re.FindAllSubmatch(b, -1) {
-		found++
-		dir := filepath.Join("../..", string(m[1]))
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			t.Errorf("README installs %s, which is not a package directory", m[1])
+	s := string(b)
+	s = s[strings.Index(s, "## Install\n"):]
+	s = s[strings.Index(s, "```sh\n")+len("```sh\n"):]
+	block := s[:strings.Index(s, "```")]
+	for _, m := range regexp.MustCompile(`github\.com/pgoutbox/pgoutbox/((?:cmd|pkg)/[a-z]+)`).FindAllStringSubmatch(string(b), -1) {
+		if st, err := os.Stat(filepath.Join("../..", m[1])); err != nil || !st.IsDir() {
+			t.Errorf("README names %s, which is not a package directory", m[1])
 		}
 	}
-	if found == 0 || !bytes.Contains(b, []byte("go install github.com/pgoutbox/pgoutbox/cmd/relay@latest")) {
-		t.Errorf("README has no go install line for the relay")
+	root := moduleRoot(t)
+	gobin := t.TempDir()
+	dist := t.TempDir()
+	env := append(os.Environ(), "GOBIN="+gobin, "PATH="+gobin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var ran []string
+	for _, line := range strings.Split(block, "\n") {
+		if i := strings.Index(line, "#"); i >= 0 {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "git clone ") || strings.HasPrefix(line, "docker build "):
+			continue
+		case strings.HasPrefix(line, "make release"):
+			line = strings.Replace(line, "linux/amd64", runtime.GOOS+"/"+runtime.GOARCH, 1) + " DIST=" + dist
+		}
+		out := runScript(t, line, root, env)
+		ran = append(ran, line)
+		if strings.HasPrefix(line, "relay --version") {
+			if want := "relay " + pgoutbox.Version + " ("; !strings.HasPrefix(out, want) {
+				t.Errorf("relay --version after make install printed %q, want it to start with %q", out, want)
+			}
+		}
+	}
+	if len(ran) != 3 {
+		t.Fatalf("ran %q from README's Install block, want make install, relay --version and make release", ran)
+	}
+	version := strings.TrimSpace(runScript(t, "make -s version", root, env))
+	for _, name := range []string{"relay", "inbox"} {
+		bin := filepath.Join(dist, name+"-"+version+"-"+runtime.GOOS+"-"+runtime.GOARCH)
+		out := runScript(t, bin+" --version", root, env)
+		if want := name + " " + version + " ("; !strings.HasPrefix(out, want) {
+			t.Errorf("%s --version printed %q, want it to start with %q", bin, out, want)
+		}
 	}
 }
 
@@ -294,12 +333,14 @@ func startLine(t *testing.T, line, dir string, env []string) (*testenv.SyncBuffe
 // The Quick start runs as written, terminal by terminal: the embedded
 // broker alone, the relay, the program (in a new module next to a clone,
 // with the README's replace line), and kcat, which sees order 42. The
-// program ships order 42 once; nothing else (no demo) is on outbox.order.
+// program ships order 42 once; run again, it writes a second event for the
+// order, which its consumer answers as a duplicate and does not ship;
+// nothing else (no demo) is on outbox.order.
 // Only the port (19092 may be taken) and the database URL differ.
 func TestReadmeQuickStart(t *testing.T) {
 	lines, program, replace := readmeQuickStart(t)
-	if len(lines) != 7 {
-		t.Fatalf("Quick start has %d command lines, want 7 (broker, export, relay, module, go get, go run, kcat):\n%s", len(lines), strings.Join(lines, "\n"))
+	if len(lines) != 8 {
+		t.Fatalf("Quick start has %d command lines, want 8 (broker, export, relay, module, go get, go run twice, kcat):\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	// On a real broker (PGOUTBOX_TEST_KAFKA=kafka) the broker's port
 	// stands in for 19092 and terminal 1 stays idle. This test alone uses
@@ -384,22 +425,32 @@ func TestReadmeQuickStart(t *testing.T) {
 		}
 		return strings.Contains(progOut.String(), "shipped order 42"), nil
 	})
+	stopProg()
+	// Again: the producer writes a second event for order 42 (a retry
+	// that committed twice), which the consumer answers as a duplicate.
+	progOut2, stopProg2 := startLine(t, lines[6], qs, env)
+	testenv.WaitFor(t, 5*time.Minute, "the second run to see the duplicate", func() (bool, error) {
+		return strings.Contains(progOut2.String(), "order 42: duplicate of business key order-42-placed"), nil
+	})
+	stopProg2()
+	if strings.Contains(progOut2.String(), "shipped order") {
+		t.Errorf("the second run shipped again:\n%s", progOut2.String())
+	}
 	// 4: kcat.
-	kcatOut, stopKcat := startLine(t, lines[6], dir, env)
+	kcatOut, stopKcat := startLine(t, lines[7], dir, env)
 	// kcat buffers the records it prints; its end-of-partition notes go to
 	// stderr at once.
-	testenv.WaitFor(t, time.Minute, "kcat to read order 42", func() (bool, error) {
-		return regexp.MustCompile(`end of topic outbox\.order \[\d\] at offset 1`).MatchString(kcatOut.String()), nil
+	testenv.WaitFor(t, time.Minute, "kcat to read order 42's two events", func() (bool, error) {
+		return regexp.MustCompile(`end of topic outbox\.order \[\d\] at offset 2`).MatchString(kcatOut.String()), nil
 	})
 	recs, err := testenv.ReadTopic(context.Background(), []string{"127.0.0.1:" + port}, "outbox.order")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1 || string(recs[0].Key) != "42" {
-		t.Errorf("outbox.order holds %d records, want order 42 alone (no demo): %+v", len(recs), recs)
+	if len(recs) != 2 || string(recs[0].Key) != "42" || string(recs[1].Key) != "42" {
+		t.Errorf("outbox.order holds %d records, want order 42's two events alone (no demo): %+v", len(recs), recs)
 	}
 	stopKcat()
-	stopProg()
 	stopRelay()
 	stopBroker()
 	if !strings.Contains(kcatOut.String(), "42 message-id=") || !strings.Contains(kcatOut.String(), "business-key=order-42-placed") {

@@ -8,10 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox"
 )
 
 // make release builds the relay and inbox binaries with the version it is
@@ -93,4 +96,35 @@ func readSums(t *testing.T, path string) map[string]string {
 		t.Fatal(err)
 	}
 	return sums
+}
+
+// The version has one home, the VERSION file (pgoutbox.Version), and the
+// places a user reads it agree with it: CHANGELOG.md's newest dated
+// section, the Helm chart's appVersion (its default image tag) and the
+// image tag docs/kubernetes.md installs.
+func TestVersionAgrees(t *testing.T) {
+	want := strings.TrimPrefix(pgoutbox.Version, "v")
+	if !regexp.MustCompile(`^\d+\.\d+\.\d+$`).MatchString(want) {
+		t.Fatalf("VERSION is %q, want vX.Y.Z", pgoutbox.Version)
+	}
+	read := func(path string) string {
+		b, err := os.ReadFile(filepath.Join("../..", path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, c := range []struct {
+		path string
+		re   string
+	}{
+		{"CHANGELOG.md", `(?m)^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d\d-\d\d$`},
+		{"deploy/helm/pgoutbox-relay/Chart.yaml", `(?m)^appVersion: "([^"]+)"$`},
+		{"docs/kubernetes.md", `image\.tag=(\S+)`},
+	} {
+		m := regexp.MustCompile(c.re).FindStringSubmatch(read(c.path))
+		if m == nil || m[1] != want {
+			t.Errorf("%s: version %q, want %s (the VERSION file)", c.path, m, want)
+		}
+	}
 }

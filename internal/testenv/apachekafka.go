@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -212,7 +211,8 @@ func (k *ApacheKafka) Stop() {
 
 // serverProperties is the configuration of a one-node test cluster:
 // replication factor 1 for the internal topics, auto-created topics with
-// DefaultPartitions partitions like kfake's, few threads.
+// DefaultPartitions partitions like kfake's, sessions as short as the
+// inbox tests give kfake (GroupMinSessionTimeout), few threads.
 func serverProperties(port, controllerPort int, data string) string {
 	return fmt.Sprintf(`process.roles=broker,controller
 node.id=1
@@ -235,6 +235,7 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=100
 num.network.threads=2
 num.io.threads=2
 num.replica.fetchers=1
@@ -266,12 +267,19 @@ func clusterID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// kafkaLibs returns the directory holding the jars of the pinned Kafka,
-// fetching them with Maven into the cache first if they are not there.
-// Concurrent test binaries take a file lock, so one fetches and the others
-// wait.
+// kafkaLibs returns the directory holding the jars of the pinned Kafka
+// (test/kafka/pom.xml), fetching them first if need be (mavenLibs).
 func kafkaLibs(ctx context.Context) (string, error) {
-	pom, err := kafkaPOM()
+	return mavenLibs(ctx, "kafka", "kafka.version")
+}
+
+// mavenLibs returns the directory holding the runtime jars of
+// test/<name>/pom.xml, whose version property versionProp names the
+// version pinned there, fetching them with Maven into the cache first if
+// they are not there. Concurrent test binaries take a file lock, so one
+// fetches and the others wait.
+func mavenLibs(ctx context.Context, name, versionProp string) (string, error) {
+	pom, err := modulePOM(name)
 	if err != nil {
 		return "", err
 	}
@@ -280,7 +288,7 @@ func kafkaLibs(ctx context.Context) (string, error) {
 		return "", err
 	}
 	version := "unknown"
-	if m := regexp.MustCompile(`<kafka.version>([^<]+)</kafka.version>`).FindSubmatch(data); m != nil {
+	if m := regexp.MustCompile(`<` + regexp.QuoteMeta(versionProp) + `>([^<]+)</`).FindSubmatch(data); m != nil {
 		version = string(m[1])
 	}
 	sum := sha256.Sum256(data)
@@ -293,7 +301,7 @@ func kafkaLibs(ctx context.Context) (string, error) {
 		cache = filepath.Join(base, "pgoutbox")
 	}
 	// The pom's hash in the name: any change to the pins fetches anew.
-	dir := filepath.Join(cache, fmt.Sprintf("kafka-%s-%s", version, hex.EncodeToString(sum[:4])))
+	dir := filepath.Join(cache, fmt.Sprintf("%s-%s-%s", name, version, hex.EncodeToString(sum[:4])))
 	libs := filepath.Join(dir, "libs")
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
 		return libs, nil
@@ -311,13 +319,13 @@ func kafkaLibs(ctx context.Context) (string, error) {
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		return "", fmt.Errorf("Kafka %s is not in %s yet and mvn is not on PATH to fetch it: install Maven (Debian: maven), or run the tests on kfake (%s=kfake)", version, dir, KafkaModeEnv)
+		return "", fmt.Errorf("%s %s is not in %s yet and mvn is not on PATH to fetch it: install Maven (Debian: maven), or run the tests on kfake (%s=kfake)", name, version, dir, KafkaModeEnv)
 	}
 	_ = os.RemoveAll(libs)
 	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-f", pom, "dependency:copy-dependencies",
 		"-DincludeScope=runtime", "-DoutputDirectory="+libs)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("fetch Kafka %s with Maven (%s): %v: %s", version, pom, err, bytes.TrimSpace(out))
+		return "", fmt.Errorf("fetch %s %s with Maven (%s): %v: %s", name, version, pom, err, bytes.TrimSpace(out))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "complete"), []byte(version+"\n"), 0o644); err != nil {
 		return "", err
@@ -325,24 +333,24 @@ func kafkaLibs(ctx context.Context) (string, error) {
 	return libs, nil
 }
 
-// kafkaPOM finds test/kafka/pom.xml in the module that holds the working
+// modulePOM finds test/<name>/pom.xml in the module that holds the working
 // directory (tests run in their package's directory).
-func kafkaPOM() (string, error) {
+func modulePOM(name string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			pom := filepath.Join(dir, "test", "kafka", "pom.xml")
+			pom := filepath.Join(dir, "test", name, "pom.xml")
 			if _, err := os.Stat(pom); err != nil {
-				return "", fmt.Errorf("the broker's pins: %w", err)
+				return "", fmt.Errorf("the pins of %s: %w", name, err)
 			}
 			return pom, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory: cannot find test/kafka/pom.xml")
+			return "", fmt.Errorf("no go.mod above the working directory: cannot find test/%s/pom.xml", name)
 		}
 		dir = parent
 	}

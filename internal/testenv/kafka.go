@@ -139,12 +139,13 @@ func ProduceErrors(preq *kmsg.ProduceRequest, code func(topic string) int16) *km
 	return resp
 }
 
-// CreateTopics creates topics with DefaultPartitions partitions on k's
-// broker, as auto-creation would, and waits until every partition has a
-// leader; topics that exist already are left alone. A test whose consumer
-// group joins before anything is produced calls it on a real broker: see
-// docs/kafka.md (a topic auto-created by a metadata request).
-func (k *Kafka) CreateTopics(t testing.TB, topics ...string) {
+// CreateTopics creates topics with the given number of partitions on k's
+// broker and waits until every partition has a leader; topics that exist
+// already are left alone. It is kfake.SeedTopics for any broker. A test
+// whose consumer group joins before anything is produced calls it on a
+// real broker: see docs/kafka.md (a topic auto-created by a metadata
+// request).
+func (k *Kafka) CreateTopics(t testing.TB, partitions int32, topics ...string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
 	if err != nil {
@@ -154,7 +155,7 @@ func (k *Kafka) CreateTopics(t testing.TB, topics ...string) {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := adm.CreateTopics(ctx, DefaultPartitions, -1, nil, topics...)
+	res, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
 	if err != nil {
 		t.Fatalf("create topics %v: %v", topics, err)
 	}

@@ -119,7 +119,7 @@ func TestDebeziumOutboxThroughRelayAndInbox(t *testing.T) {
 		// On Apache Kafka the inbox's kafka-go group, joining before the
 		// relay's first record, would be assigned nothing for ever
 		// (docs/kafka.md, a topic auto-created by a metadata request).
-		kafka.CreateTopics(t, orderTopic)
+		kafka.CreateTopics(t, testenv.DefaultPartitions, orderTopic)
 	}
 	outcomes := &outcomeCounter{n: make(map[inbox.Outcome]int)}
 	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{

@@ -81,7 +81,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 		// On Apache Kafka the inbox's kafka-go group, joining before the
 		// relay's first record, would be assigned nothing for ever
 		// (docs/kafka.md, a topic auto-created by a metadata request).
-		kafka.CreateTopics(t, topics...)
+		kafka.CreateTopics(t, testenv.DefaultPartitions, topics...)
 	}
 	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
 		Brokers: kafka.Brokers,

@@ -53,6 +53,9 @@ type recordEntry struct {
 	key         string
 	businessKey string
 	hasBK       bool
+	// debezium: the record names its row in Debezium's id header only
+	// (Debezium published it): its timestamp is not the commit time.
+	debezium bool
 }
 
 // deliveryEntry is the first delivery of a row, for the order check.
@@ -128,12 +131,14 @@ func (recordCodec) append(dst []byte, v *recordEntry) []byte {
 	dst = binary.AppendVarint(dst, v.offset)
 	dst = binary.AppendVarint(dst, v.timestamp)
 	dst = appendString(dst, v.key)
+	var flags byte
 	if v.hasBK {
-		dst = append(dst, 1)
-	} else {
-		dst = append(dst, 0)
+		flags |= 1
 	}
-	return appendString(dst, v.businessKey)
+	if v.debezium {
+		flags |= 2
+	}
+	return appendString(append(dst, flags), v.businessKey)
 }
 
 func (recordCodec) read(r *bufio.Reader, v *recordEntry) error {
@@ -146,7 +151,8 @@ func (recordCodec) read(r *bufio.Reader, v *recordEntry) error {
 	v.offset = d.varint()
 	v.timestamp = d.varint()
 	v.key = d.string()
-	v.hasBK = d.byte() == 1
+	flags := d.byte()
+	v.hasBK, v.debezium = flags&1 != 0, flags&2 != 0
 	v.businessKey = d.string()
 	return d.err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
 // readRecords reads the routed topics (and the dead-letter topic) from the
@@ -262,6 +263,7 @@ func (v *verifier) addRecord(r *kgo.Record) error {
 	e := recordEntry{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset,
 		timestamp: r.Timestamp.UnixMilli(), key: v.keep(r.Key)}
 	var idOK bool
+	var debeziumID []byte
 	for _, h := range r.Headers {
 		switch h.Key {
 		case contract.HeaderMessageID:
@@ -269,6 +271,18 @@ func (v *verifier) addRecord(r *kgo.Record) error {
 			e.id, idOK = id, err == nil
 		case contract.HeaderBusinessKey:
 			e.businessKey, e.hasBK = v.keep(h.Value), true
+		case tableformat.DebeziumHeaderID:
+			debeziumID = h.Value
+		}
+	}
+	// Debezium's Outbox Event Router names the row in its id header only:
+	// a record of a Debezium table published before the switch to the
+	// relay. Its business key is the message ID, as the relay's header
+	// says for such a table.
+	if id, err := uuid.ParseBytes(debeziumID); !idOK && v.c.Format == tableformat.TableFormatDebezium && err == nil {
+		e.id, idOK, e.debezium = id, true, true
+		if !e.hasBK {
+			e.businessKey, e.hasBK = v.keep([]byte(id.String())), true
 		}
 	}
 	if !idOK {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,9 @@ const DefaultDeadLetterTopic = "inbox.dlq"
 // defaultMaxWait is ConsumerConfig.MaxWait's default: how long a broker
 // holds a fetch of idle partitions (kgo's default too).
 const defaultMaxWait = 5 * time.Second
+
+// defaultStartTimeout is ConsumerConfig.StartTimeout's default.
+const defaultStartTimeout = 10 * time.Second
 
 // Record headers the relay sets and the consumer loop reads.
 const (
@@ -88,6 +92,13 @@ type ConsumerConfig[TTx any] struct {
 	// MaxWait bounds how long a broker holds a fetch of idle partitions; a
 	// record that arrives ends the wait at once. Defaults to 5s.
 	MaxWait time.Duration
+	// StartTimeout bounds how long Run waits at its start for a broker to
+	// answer (with the TLS and SASL given): past it, Run returns an error
+	// wrapping ErrBrokersUnreachable that names the brokers, as relay run
+	// does, rather than retry a wrong address for ever. Once a broker has
+	// answered, outages are retried without end. Defaults to 10s; negative
+	// skips the check.
+	StartTimeout time.Duration
 	// MaxPollRecords bounds the records taken from the client per poll,
 	// across partitions; a rebalance waits for the loop between two polls
 	// only, never for the handlers. Defaults to 500.
@@ -201,6 +212,9 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 	if c.MaxWait <= 0 {
 		c.MaxWait = defaultMaxWait
 	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = defaultStartTimeout
+	}
 	if c.MaxPollRecords <= 0 {
 		c.MaxPollRecords = 500
 	}
@@ -256,6 +270,10 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inbox: kafka client: %w", err)
 	}
+	if err := c.reach(ctx, cl); err != nil {
+		cl.Close()
+		return err
+	}
 	g.cl = cl
 
 	var wg sync.WaitGroup
@@ -293,6 +311,31 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 		cause = nil // a graceful stop
 	}
 	return cause
+}
+
+// reach waits for a broker to answer, within StartTimeout.
+func (c *Consumer[TTx]) reach(ctx context.Context, cl *kgo.Client) error {
+	if c.cfg.StartTimeout < 0 {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
+	defer cancel()
+	for {
+		err := cl.Ping(pctx)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return nil // stopped while starting: a graceful stop
+		}
+		// A refused connection fails at once: try again until the bound
+		// (a broker starting beside the consumer).
+		select {
+		case <-pctx.Done():
+			return fmt.Errorf("%w: no broker of %s answered within %v: %w", ErrBrokersUnreachable, strings.Join(c.cfg.Brokers, ","), c.cfg.StartTimeout, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // clientOpts are the consumer client's options: the relay's brokers, TLS

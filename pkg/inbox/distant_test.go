@@ -2,8 +2,10 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +79,32 @@ func distantDial(delay time.Duration) func(ctx context.Context, network, addr st
 			}
 		}()
 		return client, nil
+	}
+}
+
+// A consumer pointed at brokers that never answer (a wrong address) stops
+// at its start with an error naming them, within StartTimeout, as relay
+// run does; it used to log its first warning after ~10s and retry for ever.
+func TestConsumerFailsFastOnUnreachableBrokers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+		Brokers: []string{addr}, GroupID: "unreachable", Topics: []string{"t"}, Inbox: b.in, Handler: insertEffect,
+		StartTimeout: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = c.Run(ctx)
+	if !errors.Is(err, inbox.ErrBrokersUnreachable) || !strings.Contains(err.Error(), addr) || ctx.Err() != nil {
+		t.Fatalf("Run: %v, want ErrBrokersUnreachable naming %s before the test's deadline", err, addr)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
-	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
@@ -183,7 +182,7 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.
 	if err != nil {
 		return Progress{}, err
 	}
-	committed := trustProgress(c, s.m, p, h, walEnd)
+	committed := trustProgress(c, s.m.ProgressIgnored, p, h, walEnd)
 	// A part written first in this session (the rest of a transaction
 	// committed in parts) still says where the whole ones end.
 	e.lastEnd, e.lastCommit = uint64(committed.EndLSN), committed.CommitTime
@@ -261,14 +260,14 @@ func readProgress(ctx context.Context, c *relayconfig.Config, ignored *prometheu
 // trustProgress is the part of p a session may skip through: p when it
 // belongs to history h and is not past walEnd, zero (skip nothing beyond
 // the state row) otherwise, with a warning and a count.
-func trustProgress(c *relayconfig.Config, m *relaymetrics.Metrics, p progress, h History, walEnd pglogrepl.LSN) Progress {
+func trustProgress(c *relayconfig.Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
 	if p.EndLSN == "" {
 		return Progress{}
 	}
 	ignore := func(reason, msg string, attrs ...any) Progress {
 		c.Logger.Warn("exactly-once: not skipping by the committed progress: "+msg+"; the session resumes from the state row (duplicates, no loss)",
 			append(attrs, "progress_topic", c.ProgressTopic, "slot", c.Slot)...)
-		m.ProgressIgnored.WithLabelValues(reason).Inc()
+		ignored.WithLabelValues(reason).Inc()
 		return Progress{}
 	}
 	got, err := p.parse()

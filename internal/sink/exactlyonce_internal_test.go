@@ -59,7 +59,7 @@ func TestTrustProgress(t *testing.T) {
 		if tc.edit != nil {
 			tc.edit(&q)
 		}
-		got := trustProgress(&c, m, q, tc.h, pglogrepl.LSN(tc.walEnd))
+		got := trustProgress(&c, m.ProgressIgnored, q, tc.h, pglogrepl.LSN(tc.walEnd))
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}

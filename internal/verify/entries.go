@@ -30,6 +30,19 @@ func (v *verifier) keep(b []byte) string {
 	return string(append(d, sum[:keptSum]...))
 }
 
+// key is k, a kept key, as the report lists it (see keep).
+func (v *verifier) key(k string) string {
+	if v.c.FullKeys {
+		return k
+	}
+	d := []byte(k)
+	n, w := binary.Uvarint(d)
+	prefix := string(d[w : w+int(n)])
+	d = d[w+int(n):]
+	length, w := binary.Uvarint(d)
+	return redact.FormatKey(prefix, int(length), d[w:])
+}
+
 // keptSum is how much of a key's SHA-256 keep holds.
 const keptSum = 16
 

@@ -2,8 +2,6 @@ package verify
 
 import (
 	"bytes"
-	"encoding/binary"
-	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"time"
 )
 
@@ -65,12 +63,13 @@ func (v *verifier) match() error {
 			}
 		}
 		switch {
-		case first != nil && first.debezium:
-			// Debezium's record: its timestamp is not the commit time,
-			// so it has no place in the order check.
-			v.rep.Found++
 		case first != nil:
 			v.rep.Found++
+			// Debezium's record has no place in the order check: its
+			// timestamp is not the commit time.
+			if first.debezium {
+				break
+			}
 			if err := v.deliveries.add(deliveryEntry{topic: first.topic, partition: first.partition, aggregateID: row.aggregateID,
 				offset: first.offset, timestamp: first.timestamp, id: row.id}); err != nil {
 				return err
@@ -129,19 +128,6 @@ func (v *verifier) check(row *rowEntry, rec *recordEntry) {
 	if bad {
 		v.rep.Mismatched++
 	}
-}
-
-// key is k, a kept key, as the report lists it (see keep).
-func (v *verifier) key(k string) string {
-	if v.c.FullKeys {
-		return k
-	}
-	d := []byte(k)
-	n, w := binary.Uvarint(d)
-	prefix := string(d[w : w+int(n)])
-	d = d[w+int(n):]
-	length, w := binary.Uvarint(d)
-	return redact.FormatKey(prefix, int(length), d[w:])
 }
 
 // unmatched counts a record of no row of the window.

@@ -47,7 +47,7 @@ func Flags(env EnvFunc, category string) []cli.Flag {
 		str(FlagTLSKeyFile, "PEM client key for mutual TLS (with --kafka-tls-cert-file)"),
 		boolean(FlagTLSInsecure, "do not verify the brokers' certificates (testing only)"),
 		str(FlagSASLMechanism, "SASL mechanism: plain, scram-sha-256, scram-sha-512, oauthbearer or aws-msk-iam (default: no SASL; needs --kafka-tls)"),
-		str(FlagSASLUsername, "SASL user name (aws-msk-iam: the access key ID; default AWS_ACCESS_KEY_ID)"),
+		str(FlagSASLUsername, "SASL user name (aws-msk-iam: a static access key ID, with the secret key as password; without it, the AWS SDK's default chain: AWS_ACCESS_KEY_ID..., AWS_PROFILE, web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN, AWS_REGION), ECS, IMDS; refreshed before expiry)"),
 		str(FlagSASLPassword, "SASL password; prefer "+env(FlagSASLPassword)+" or "+env(FlagSASLPassword)+cliutil.FileSuffix+" (a file holding it): a flag is visible in ps. Never logged"),
 		str(FlagSASLTokenFile, "oauthbearer: file holding the token, read again at every authentication (so a refreshed token is used)"),
 		boolean(FlagSASLInsecure, "allow SASL without --kafka-tls (PLAIN then sends the password in clear); for local test brokers only"),

@@ -295,36 +295,6 @@ func TestOAuthBearerRereadsTheToken(t *testing.T) {
 	}
 }
 
-// AWS_MSK_IAM signs with the configured keys, or the AWS environment
-// variables, read at each authentication (kfake does not speak it; the
-// signed first message is checked instead). Its errors never carry a
-// secret.
-func TestAWSMSKIAM(t *testing.T) {
-	const secret = "SECRET-never-shown"
-	m, err := producer.MechanismOf(&producer.SASL{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE", Password: secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, msg, err := m.Authenticate(context.Background(), "b-1.cluster.kafka.eu-west-1.amazonaws.com:9098")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := string(msg); !strings.Contains(s, "AKIAEXAMPLE") || !strings.Contains(s, "kafka-cluster:Connect") || strings.Contains(s, secret) {
-		t.Fatalf("first message %s: want the access key and the action, never the secret", s)
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAFROMENV")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	m, _ = producer.MechanismOf(&producer.SASL{Mechanism: "AWS_MSK_IAM"})
-	if _, msg, err = m.Authenticate(context.Background(), "b-1.cluster.kafka.eu-west-1.amazonaws.com:9098"); err != nil || !strings.Contains(string(msg), "AKIAFROMENV") {
-		t.Fatalf("from the environment: %s, %v; want the environment's access key", msg, err)
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	m, _ = producer.MechanismOf(&producer.SASL{Mechanism: "AWS_MSK_IAM"})
-	if _, _, err = m.Authenticate(context.Background(), "b-1.cluster.kafka.eu-west-1.amazonaws.com:9098"); err == nil || strings.Contains(err.Error(), secret) {
-		t.Fatalf("without an access key: %v, want an error without the secret", err)
-	}
-}
-
 func TestBadConfig(t *testing.T) {
 	t.Parallel()
 	for _, s := range []*producer.SASL{{Mechanism: "GSSAPI"}, {Mechanism: "PLAIN"}, {Mechanism: "OAUTHBEARER"}} {

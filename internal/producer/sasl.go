@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/aws"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -35,14 +34,6 @@ type SASL struct {
 	TokenFile    string
 	SessionToken string
 }
-
-// Environment variables AWS_MSK_IAM reads when the username (access key
-// ID) is empty, at every authentication.
-const (
-	envAWSAccessKey    = "AWS_ACCESS_KEY_ID"
-	envAWSSecretKey    = "AWS_SECRET_ACCESS_KEY"
-	envAWSSessionToken = "AWS_SESSION_TOKEN"
-)
 
 // errNoToken is the error of an OAUTHBEARER token file holding nothing.
 var errNoToken = errors.New("the OAUTHBEARER token file is empty")
@@ -75,10 +66,7 @@ func (s *SASL) mechanism() (sasl.Mechanism, error) {
 			return oauth.Auth{Token: tok}, err
 		}), nil
 	case MechanismAWSMSKIAM:
-		static := *s
-		return aws.ManagedStreamingIAM(func(context.Context) (aws.Auth, error) {
-			return awsAuth(&static)
-		}), nil
+		return awsMechanism(s)
 	}
 	return nil, fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(Mechanisms, ", "))
 }
@@ -97,20 +85,6 @@ func readToken(file string) (string, error) {
 		return "", fmt.Errorf("%w: %s", errNoToken, file)
 	}
 	return tok, nil
-}
-
-// awsAuth is the AWS_MSK_IAM credentials of s: its username (access key
-// ID), password (secret access key) and session token, or, without a
-// username, the standard AWS environment variables, read now.
-func awsAuth(s *SASL) (aws.Auth, error) {
-	a := aws.Auth{AccessKey: s.Username, SecretKey: s.Password, SessionToken: s.SessionToken, UserAgent: "pgoutbox-relay"}
-	if a.AccessKey == "" {
-		a.AccessKey, a.SecretKey, a.SessionToken = os.Getenv(envAWSAccessKey), os.Getenv(envAWSSecretKey), os.Getenv(envAWSSessionToken)
-	}
-	if a.AccessKey == "" || a.SecretKey == "" {
-		return a, fmt.Errorf("AWS_MSK_IAM needs an access key ID and a secret access key (the SASL username and password, or %s and %s)", envAWSAccessKey, envAWSSecretKey)
-	}
-	return a, nil
 }
 
 // MechanismOf is s's franz-go mechanism (for tests of the mechanisms kfake

@@ -32,3 +32,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "pgoutbox-relay.env" -}}
 {{- printf "RELAY_%s" (. | upper | replace "-" "_") -}}
 {{- end -}}
+
+{{/* The container image: by digest when image.digest is set, else the tag (default: the chart's appVersion). */}}
+{{- define "pgoutbox-relay.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Kafka ports of the NetworkPolicy: networkPolicy.kafka.ports, else the ports of the brokers value. */}}
+{{- define "pgoutbox-relay.kafkaPorts" -}}
+{{- $ports := list -}}
+{{- if .Values.networkPolicy.kafka.ports -}}
+{{- $ports = .Values.networkPolicy.kafka.ports -}}
+{{- else -}}
+{{- range .Values.brokers -}}
+{{- $ports = append $ports (splitList ":" . | last | int) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson ($ports | uniq) -}}
+{{- end -}}

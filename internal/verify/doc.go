@@ -42,6 +42,15 @@
 // MaxInMemory entries of memory, plus a 64 KiB buffer per run while
 // merging, and about its size in entries on disk.
 //
+// Records of no row are not stored: the rows are read first, and their
+// message IDs fill a Bloom filter (about 1.8 bytes a row at a 0.1%
+// false-positive rate, at most 32 MiB); a record whose ID the filter does
+// not hold is counted as unmatched (and unverifiable, in the pruned
+// range) as it is read, and dropped before its keys are kept. The few
+// other IDs the filter lets through are stored and counted by the merge,
+// as before. So the records sort holds the records of the window's rows
+// only, however many others the topics hold.
+//
 // # What it cannot tell
 //
 //   - A row deleted from the table. Pruning deletes published rows; the

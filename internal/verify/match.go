@@ -21,8 +21,8 @@ func (v *verifier) match() error {
 		return err
 	}
 	defer recs.close()
-	rec, more, err := recs.next()
-	if err != nil {
+	cur := recordCursor{m: recs}
+	if err := cur.advance(); err != nil {
 		return err
 	}
 	for {
@@ -33,71 +33,106 @@ func (v *verifier) match() error {
 		if !ok {
 			break
 		}
-		for more && bytes.Compare(rec.id[:], row.id[:]) < 0 {
-			v.unmatched(&rec)
-			if rec, more, err = recs.next(); err != nil {
+		for cur.more && bytes.Compare(cur.rec.id[:], row.id[:]) < 0 {
+			v.unmatched(&cur.rec)
+			if err := cur.advance(); err != nil {
 				return err
 			}
 		}
-		var (
-			n       int
-			first   *recordEntry
-			inDLQ   bool
-			offsets []Offset
-		)
-		for more && rec.id == row.id {
-			n++
-			switch {
-			case int64(rec.topic) == v.dlq:
-				inDLQ = true
-			case rec.topic == row.topic && first == nil:
-				r := rec
-				first = &r
-			}
-			v.check(&row, &rec)
-			if len(offsets) < maxOffsetsListed {
-				offsets = append(offsets, v.offset(&rec))
-			}
-			if rec, more, err = recs.next(); err != nil {
-				return err
-			}
+		got, err := v.recordsOf(&row, &cur)
+		if err != nil {
+			return err
 		}
-		switch {
-		case first != nil:
-			v.rep.Found++
-			// Debezium's record has no place in the order check: its
-			// timestamp is not the commit time.
-			if first.debezium {
-				break
-			}
-			if err := v.deliveries.add(deliveryEntry{topic: first.topic, partition: first.partition, aggregateID: row.aggregateID,
-				offset: first.offset, timestamp: first.timestamp, id: row.id}); err != nil {
-				return err
-			}
-		case inDLQ:
-			v.rep.DeadLettered++
-		case n > 0:
-			v.rep.Found++ // in another topic: check reported the mismatch
-		case v.unreadable[row.topic]:
-			v.rep.UnreadableRows++
-		case row.createdAt >= v.rep.Started.Add(-v.c.Grace).UnixMicro():
-			v.rep.Pending++
-		default:
-			v.rep.Missing++
-			v.listMissing(&row)
-		}
-		if n > 1 {
-			v.rep.Duplicates += int64(n - 1)
-			v.rep.DuplicatedRows++
-			if len(v.rep.DuplicateRows) < v.c.List {
-				v.rep.DuplicateRows = append(v.rep.DuplicateRows, Duplicate{ID: row.id.String(), Records: n, Offsets: offsets})
-			}
+		if err := v.account(&row, &got); err != nil {
+			return err
 		}
 	}
-	for more {
-		v.unmatched(&rec)
-		if rec, more, err = recs.next(); err != nil {
+	for cur.more {
+		v.unmatched(&cur.rec)
+		if err := cur.advance(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// recordCursor is the records' merge position: rec is the next record
+// while more.
+type recordCursor struct {
+	m    *merger[recordEntry]
+	rec  recordEntry
+	more bool
+}
+
+func (c *recordCursor) advance() (err error) {
+	c.rec, c.more, err = c.m.next()
+	return err
+}
+
+// rowRecords is what the records of one row say.
+type rowRecords struct {
+	n       int          // records of the row
+	first   *recordEntry // its first in its own topic
+	inDLQ   bool         // one is in the dead-letter topic
+	offsets []Offset     // where they are, at most maxOffsetsListed
+}
+
+// recordsOf consumes the records of row at cur, checking each against it.
+func (v *verifier) recordsOf(row *rowEntry, cur *recordCursor) (rowRecords, error) {
+	var got rowRecords
+	for cur.more && cur.rec.id == row.id {
+		rec := cur.rec
+		got.n++
+		switch {
+		case int64(rec.topic) == v.dlq:
+			got.inDLQ = true
+		case rec.topic == row.topic && got.first == nil:
+			got.first = &rec
+		}
+		v.check(row, &rec)
+		if len(got.offsets) < maxOffsetsListed {
+			got.offsets = append(got.offsets, v.offset(&rec))
+		}
+		if err := cur.advance(); err != nil {
+			return got, err
+		}
+	}
+	return got, nil
+}
+
+// account counts row as found, dead-lettered, unreadable, pending or
+// missing, and its duplicates, and keeps its first delivery for the order
+// check.
+func (v *verifier) account(row *rowEntry, got *rowRecords) error {
+	switch first := got.first; {
+	case first != nil:
+		v.rep.Found++
+		// Debezium's record has no place in the order check: its
+		// timestamp is not the commit time.
+		if first.debezium {
+			break
+		}
+		if err := v.deliveries.add(deliveryEntry{topic: first.topic, partition: first.partition, aggregateID: row.aggregateID,
+			offset: first.offset, timestamp: first.timestamp, id: row.id}); err != nil {
+			return err
+		}
+	case got.inDLQ:
+		v.rep.DeadLettered++
+	case got.n > 0:
+		v.rep.Found++ // in another topic: check reported the mismatch
+	case v.unreadable[row.topic]:
+		v.rep.UnreadableRows++
+	case row.createdAt >= v.rep.Started.Add(-v.c.Grace).UnixMicro():
+		v.rep.Pending++
+	default:
+		v.rep.Missing++
+		v.listMissing(row)
+	}
+	if got.n > 1 {
+		v.rep.Duplicates += int64(got.n - 1)
+		v.rep.DuplicatedRows++
+		if len(v.rep.DuplicateRows) < v.c.List {
+			v.rep.DuplicateRows = append(v.rep.DuplicateRows, Duplicate{ID: row.id.String(), Records: got.n, Offsets: got.offsets})
 		}
 	}
 	return nil

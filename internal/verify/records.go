@@ -90,12 +90,30 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	unreadable := func(topic string, err error) {
-		scan.Unreadable = append(scan.Unreadable, UnreadableTopic{Topic: topic, Error: err.Error()})
+	readable, err := scan.lookUp(ctx, adm, topics)
+	if err != nil {
+		return scan, err
 	}
+	consume, left, err := scan.plan(ctx, adm, since, readable)
+	if err != nil || len(consume) == 0 {
+		return scan, err
+	}
+	cl.AddConsumePartitions(consume)
+	err = scan.consume(ctx, cl, left, log, each)
+	return scan, err
+}
+
+// unreadable names a topic the brokers do not let the client read.
+func (scan *Scan) unreadable(topic string, err error) {
+	scan.Unreadable = append(scan.Unreadable, UnreadableTopic{Topic: topic, Error: err.Error()})
+}
+
+// lookUp describes topics: those that do not exist are Missing, those the
+// brokers refuse to describe Unreadable, and the others returned.
+func (scan *Scan) lookUp(ctx context.Context, adm *kadm.Client, topics []string) ([]string, error) {
 	tds, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
-		return scan, fmt.Errorf("verify: look up topics: %w", err)
+		return nil, fmt.Errorf("verify: look up topics: %w", err)
 	}
 	var readable []string
 	for _, name := range topics {
@@ -103,17 +121,23 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 		case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
 			scan.Missing = append(scan.Missing, name)
 		case td.Err != nil:
-			unreadable(name, td.Err)
+			scan.unreadable(name, td.Err)
 		default:
 			readable = append(readable, name)
 		}
 	}
-	starts, ends, err := listRanges(ctx, adm, since, readable, unreadable)
+	return readable, nil
+}
+
+// plan lists the offset range of every partition of readable into
+// scan.Ranges, and returns where to start consuming each partition with
+// records in its range and, in left, its end offset.
+func (scan *Scan) plan(ctx context.Context, adm *kadm.Client, since time.Time, readable []string) (map[string]map[int32]kgo.Offset, map[string]map[int32]int64, error) {
+	starts, ends, err := listRanges(ctx, adm, since, readable, scan.unreadable)
 	if err != nil {
-		return scan, err
+		return nil, nil, err
 	}
 	consume := map[string]map[int32]kgo.Offset{}
-	// left holds the end offset of every partition still to read.
 	left := map[string]map[int32]int64{}
 	for _, name := range readable {
 		ps, ok := ends[name]
@@ -127,11 +151,11 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 		}
 		for p, end := range ps {
 			if end.Err != nil {
-				return scan, fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
+				return nil, nil, fmt.Errorf("verify: end offset of %s[%d]: %w", name, p, end.Err)
 			}
 			start, ok := starts.Lookup(name, p)
 			if !ok || start.Err != nil {
-				return scan, fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
+				return nil, nil, fmt.Errorf("verify: offset by time of %s[%d]: %v", name, p, start.Err)
 			}
 			r := PartitionRange{Partition: p, Start: start.Offset, End: end.Offset}
 			if r.Start > r.End {
@@ -149,14 +173,16 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 		slices.SortFunc(tr.Partitions, func(a, b PartitionRange) int { return int(a.Partition - b.Partition) })
 		scan.Ranges = append(scan.Ranges, tr)
 	}
-	if len(consume) == 0 {
-		return scan, nil
-	}
-	cl.AddConsumePartitions(consume)
+	return consume, left, nil
+}
+
+// consume polls until every partition in left is read to its end offset,
+// calling each for every record before it (control records not).
+func (scan *Scan) consume(ctx context.Context, cl *kgo.Client, left map[string]map[int32]int64, log *slog.Logger, each func(*kgo.Record) error) error {
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return scan, err
+			return err
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -167,7 +193,7 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 			case errors.Is(err, kerr.TopicAuthorizationFailed):
 				// Described but not readable: skip the topic.
 				if _, ok := left[t]; ok {
-					unreadable(t, err)
+					scan.unreadable(t, err)
 					for p := range left[t] {
 						done(cl, left, t, p)
 					}
@@ -177,7 +203,7 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 			}
 		})
 		if ferr != nil {
-			return scan, ferr
+			return ferr
 		}
 		var eachErr error
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -203,10 +229,10 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 			}
 		})
 		if eachErr != nil {
-			return scan, eachErr
+			return eachErr
 		}
 	}
-	return scan, nil
+	return nil
 }
 
 // listRanges lists the start (by timestamp since) and end offsets of the
@@ -257,20 +283,20 @@ func done(cl *kgo.Client, left map[string]map[int32]int64, topic string, p int32
 	}
 }
 
-// addRecord keeps what verify needs of r.
+// addRecord keeps what verify needs of r: nothing but a count for a
+// record without a message ID or of no row of the window.
 func (v *verifier) addRecord(r *kgo.Record) error {
 	v.rep.RecordsRead++
-	e := recordEntry{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset,
-		timestamp: r.Timestamp.UnixMilli(), key: v.keep(r.Key)}
+	e := recordEntry{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset, timestamp: r.Timestamp.UnixMilli()}
 	var idOK bool
-	var debeziumID []byte
+	var debeziumID, bk []byte
 	for _, h := range r.Headers {
 		switch h.Key {
 		case contract.HeaderMessageID:
 			id, err := uuid.ParseBytes(h.Value)
 			e.id, idOK = id, err == nil
 		case contract.HeaderBusinessKey:
-			e.businessKey, e.hasBK = v.keep(h.Value), true
+			bk, e.hasBK = h.Value, true
 		case tableformat.DebeziumHeaderID:
 			debeziumID = h.Value
 		}
@@ -282,12 +308,23 @@ func (v *verifier) addRecord(r *kgo.Record) error {
 	if id, err := uuid.ParseBytes(debeziumID); !idOK && v.c.Format == tableformat.TableFormatDebezium && err == nil {
 		e.id, idOK, e.debezium = id, true, true
 		if !e.hasBK {
-			e.businessKey, e.hasBK = v.keep([]byte(id.String())), true
+			bk, e.hasBK = []byte(id.String()), true
 		}
 	}
 	if !idOK {
 		v.rep.RecordsWithoutID++
 		return nil
+	}
+	// A record of no row of the window is counted now, as match would,
+	// and dropped before its keys are kept (the filter lets a few
+	// through: match counts those).
+	if v.ids != nil && !v.ids.has(e.id) {
+		v.unmatched(&e)
+		return nil
+	}
+	e.key = v.keep(r.Key)
+	if e.hasBK {
+		e.businessKey = v.keep(bk)
 	}
 	return v.records.add(e)
 }

@@ -17,44 +17,11 @@ import (
 // costs the database a range scan and no sort.
 func (v *verifier) readRows(ctx context.Context) error {
 	c := v.c
-	conn := c.Conn
-	shape := tableformat.Shape(c.Format)
-	col := func(i int) string {
-		if name := shape.Columns[i].Name; name != "" {
-			return `o.` + pgx.Identifier{name}.Sanitize() + `::text`
-		}
-		return `NULL::text`
-	}
-	// The optional columns: the topic, and the creation time (which a
-	// Debezium table may lack).
-	var hasTopic, hasCreatedAt bool
-	var trackCommit string
-	err := conn.QueryRow(ctx, `SELECT
-		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2 AND attnum > 0 AND NOT attisdropped),
-		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $3 AND attnum > 0 AND NOT attisdropped),
-		current_setting('track_commit_timestamp')`, c.Table.Sanitize(), shape.Columns[tableformat.ColTopic].Name, shape.CreatedAt).
-		Scan(&hasTopic, &hasCreatedAt, &trackCommit)
+	q, idAsKey, err := v.windowQuery(ctx)
 	if err != nil {
-		return fmt.Errorf("verify: read the columns of %s: %w", c.Table, err)
+		return err
 	}
-	if !hasCreatedAt {
-		return fmt.Errorf("%w: table %s has no %s column: verify selects the window's rows by their creation time", ErrUsage, c.Table, createdAtName(shape))
-	}
-	topicCol, commitCol := `NULL::text`, `NULL::timestamptz`
-	if hasTopic {
-		topicCol = col(tableformat.ColTopic)
-	}
-	if trackCommit == "on" {
-		commitCol = `pg_xact_commit_timestamp(o.xmin)`
-	}
-	// Without a business key column (Debezium's table), the message ID
-	// serves as business key, as the relay's business-key header says.
-	idAsKey := shape.Columns[tableformat.ColBusinessKey].Name == ""
-	created := `o.` + pgx.Identifier{shape.CreatedAt}.Sanitize()
-	q := `SELECT ` + col(tableformat.ColID) + `, ` + col(tableformat.ColAggregateType) + `, ` + col(tableformat.ColEventType) + `, ` +
-		col(tableformat.ColAggregateID) + `, ` + col(tableformat.ColBusinessKey) + `, ` + topicCol + `, ` + created + `::timestamptz, ` + commitCol +
-		` FROM ` + c.Table.Sanitize() + ` AS o WHERE ` + created + ` >= $1 AND ` + created + ` < $2`
-	rows, err := conn.Query(ctx, q, c.From, c.To)
+	rows, err := c.Conn.Query(ctx, q, c.From, c.To)
 	if err != nil {
 		return fmt.Errorf("verify: read %s: %w", c.Table, err)
 	}
@@ -95,6 +62,49 @@ func (v *verifier) readRows(ctx context.Context) error {
 		return fmt.Errorf("verify: read %s: %w", c.Table, err)
 	}
 	return nil
+}
+
+// windowQuery is the statement that reads the window's rows (its
+// parameters the window's start and end) as id, aggregate type, event
+// type, aggregate ID, business key, topic, creation and commit time;
+// idAsKey says the table has no business key column (Debezium's), so the
+// message ID serves as one, as the relay's business-key header says.
+func (v *verifier) windowQuery(ctx context.Context) (q string, idAsKey bool, err error) {
+	c := v.c
+	shape := tableformat.Shape(c.Format)
+	col := func(i int) string {
+		if name := shape.Columns[i].Name; name != "" {
+			return `o.` + pgx.Identifier{name}.Sanitize() + `::text`
+		}
+		return `NULL::text`
+	}
+	// The optional columns: the topic, and the creation time (which a
+	// Debezium table may lack).
+	var hasTopic, hasCreatedAt bool
+	var trackCommit string
+	err = c.Conn.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2 AND attnum > 0 AND NOT attisdropped),
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $3 AND attnum > 0 AND NOT attisdropped),
+		current_setting('track_commit_timestamp')`, c.Table.Sanitize(), shape.Columns[tableformat.ColTopic].Name, shape.CreatedAt).
+		Scan(&hasTopic, &hasCreatedAt, &trackCommit)
+	if err != nil {
+		return "", false, fmt.Errorf("verify: read the columns of %s: %w", c.Table, err)
+	}
+	if !hasCreatedAt {
+		return "", false, fmt.Errorf("%w: table %s has no %s column: verify selects the window's rows by their creation time", ErrUsage, c.Table, createdAtName(shape))
+	}
+	topicCol, commitCol := `NULL::text`, `NULL::timestamptz`
+	if hasTopic {
+		topicCol = col(tableformat.ColTopic)
+	}
+	if trackCommit == "on" {
+		commitCol = `pg_xact_commit_timestamp(o.xmin)`
+	}
+	created := `o.` + pgx.Identifier{shape.CreatedAt}.Sanitize()
+	q = `SELECT ` + col(tableformat.ColID) + `, ` + col(tableformat.ColAggregateType) + `, ` + col(tableformat.ColEventType) + `, ` +
+		col(tableformat.ColAggregateID) + `, ` + col(tableformat.ColBusinessKey) + `, ` + topicCol + `, ` + created + `::timestamptz, ` + commitCol +
+		` FROM ` + c.Table.Sanitize() + ` AS o WHERE ` + created + ` >= $1 AND ` + created + ` < $2`
+	return q, shape.Columns[tableformat.ColBusinessKey].Name == "", nil
 }
 
 // createdAtName names the creation-time column shape selects rows by, for

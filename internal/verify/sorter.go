@@ -169,6 +169,33 @@ func (s *sorter[T]) sorted() (*merger[T], error) {
 	return s.openRuns(s.runs)
 }
 
+// each calls fn for every value added so far, in no particular order,
+// without consuming them: the values in memory, then each run file read
+// through once.
+func (s *sorter[T]) each(fn func(*T)) error {
+	for i := range s.buf {
+		fn(&s.buf[i])
+	}
+	for _, p := range s.runs {
+		m, err := s.openRuns([]string{p})
+		if err != nil {
+			return err
+		}
+		for {
+			v, ok, err := m.next()
+			if err != nil || !ok {
+				m.close()
+				if err != nil {
+					return err
+				}
+				break
+			}
+			fn(&v)
+		}
+	}
+	return nil
+}
+
 // close removes the run files.
 func (s *sorter[T]) close() {
 	for _, r := range s.runs {

@@ -39,22 +39,7 @@ func TestSorter(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			m, err := s.sorted()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []recordEntry
-			for {
-				v, ok, err := m.next()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !ok {
-					break
-				}
-				got = append(got, v)
-			}
-			m.close()
+			got := sortedValues(t, s)
 			slices.SortStableFunc(want, func(a, b recordEntry) int { return compareRecords(&a, &b) })
 			if len(got) != len(want) {
 				t.Fatalf("got %d values, want %d", len(got), len(want))

@@ -272,7 +272,12 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	if err := v.readRows(ctx); err != nil {
 		return nil, err
 	}
-	c.Logger.Debug("verify: read the window's rows", "rows", v.rep.Rows, "topics", len(v.topics.names))
+	// The records of no row are counted and dropped as they are read, not
+	// stored: the row IDs are known first.
+	if v.ids, err = newRowIDs(v.rows, v.rep.Rows-v.rep.InvalidIDs); err != nil {
+		return nil, err
+	}
+	c.Logger.Debug("verify: read the window's rows", "rows", v.rep.Rows, "topics", len(v.topics.names), "id_filter_bytes", v.ids.bytes())
 	if err := v.readRecords(ctx); err != nil {
 		return nil, err
 	}
@@ -300,6 +305,9 @@ type verifier struct {
 	dlq int64
 	// unreadable holds the indexes of the topics verify may not read.
 	unreadable map[uint32]bool
+	// ids filters the records to store: those whose message ID may be a
+	// row's of the window.
+	ids *rowIDs
 }
 
 // topics interns topic names.

@@ -1,0 +1,94 @@
+package verify_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/internal/verify"
+	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+)
+
+// Records whose message ID is no row's of the window are counted and
+// dropped as they are read, never stored: 400 of them with 8 KiB keys and
+// 1 KiB business keys, kept whole (FullKeys), would need about 3.6 MB of
+// entries, and spill past a 64 KiB cap with 10 entries in memory. With the
+// row IDs read first, only the 5 records of the 5 rows are stored: nothing
+// spills, and the report counts the 400 as unmatched. The same with keys
+// kept as digests: 405 entries would spill 40 runs.
+func TestRecordsOfNoRowAreNotStored(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := testenv.NewDB(t)
+	k := testenv.NewKafka(t)
+	if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(&outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Now().Add(-time.Minute)
+	topic := k.Topic("orders")
+	k.CreateTopics(t, 1, topic)
+	header := func(id, bk string) []kgo.RecordHeader {
+		return []kgo.RecordHeader{{Key: "message-id", Value: []byte(id)}, {Key: "business-key", Value: []byte(bk)}}
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 5 {
+		m := outbox.Message{AggregateType: "order", AggregateID: fmt.Sprintf("o-%d", i), EventType: "created", BusinessKey: fmt.Sprintf("bk-%d", i), Payload: []byte(`{}`)}
+		id, err := w.InsertTx(ctx, tx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(m.AggregateID), Value: m.Payload, Headers: header(id.String(), m.BusinessKey)})
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const unmatched = 400
+	for i := range unmatched {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("%08d", i) + strings.Repeat("k", 8<<10)), Value: []byte(`{}`),
+			Headers: header(uuid.NewString(), strings.Repeat("b", 1<<10))})
+	}
+	testenv.Produce(t, k.Brokers, false, recs...)
+
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, full := range []bool{true, false} {
+		rep, err := verify.Run(ctx, &verify.Config{
+			Conn: conn, Table: pgname.Table{Schema: "public", Name: "outbox"},
+			Route: func(_, _, _ []byte) string { return topic },
+			Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)},
+			From:  from, To: time.Now().Add(time.Second), Grace: -1,
+			FullKeys: full, MaxInMemory: 10, MaxSpillBytes: 64 << 10, SpillDir: t.TempDir(),
+		})
+		if err != nil {
+			t.Fatalf("full keys %v: verify: %v (the records of no row were stored)", full, err)
+		}
+		if rep.Rows != 5 || rep.Found != 5 || !rep.OK() || rep.RecordsRead != 5+unmatched || rep.Unmatched != unmatched {
+			t.Fatalf("full keys %v: report %+v: want 5 rows found, %d records read, %d unmatched", full, rep, 5+unmatched, unmatched)
+		}
+		// Digests or not, 405 stored records would spill about 40 runs of
+		// 10.
+		if rep.SpillFiles != 0 {
+			t.Fatalf("full keys %v: %d spill files: the records of no row were stored", full, rep.SpillFiles)
+		}
+	}
+}

@@ -148,6 +148,11 @@ func saslConfig(c *cli.Context, pass string) (*producer.SASL, error) {
 		return s, nil
 	case "aws-msk-iam", "aws_msk_iam":
 		s.Mechanism = producer.MechanismAWSMSKIAM
+		// Static keys are a username (access key ID) and password
+		// (secret key); neither means the AWS SDK's default chain.
+		if user == "" && pass != "" {
+			return nil, cliutil.Usagef("--%s %s: a password (secret access key) needs --%s (the access key ID); give neither for the AWS default credential chain", FlagSASLMechanism, mech, FlagSASLUsername)
+		}
 		return s, nil
 	default:
 		return nil, cliutil.Usagef("--%s: %q is not one of plain, scram-sha-256, scram-sha-512, oauthbearer, aws-msk-iam", FlagSASLMechanism, mech)

@@ -16,9 +16,9 @@ import (
 // match it with aws:UserAgent).
 const awsUserAgent = "pgoutbox-relay"
 
-// AWSChain names, in the order the AWS SDK for Go v2 tries them, the
+// awsChain names, in the order the AWS SDK for Go v2 tries them, the
 // sources of AWS_MSK_IAM credentials when no SASL username is given.
-const AWSChain = "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), " +
+const awsChain = "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), " +
 	"the shared config and credentials files (AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE), " +
 	"web identity (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, as EKS IRSA sets them; needs a region), " +
 	"ECS container credentials (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI), " +
@@ -84,7 +84,7 @@ func awsRetrieve(ctx context.Context, creds awssdk.CredentialsProvider, region s
 		if region == "" {
 			hint = fmt.Sprintf(" (no region is set: web identity and a profile's role need one, %s or %s)", envAWSRegion, envAWSDefaultRegion)
 		}
-		return aws.Auth{}, fmt.Errorf("AWS_MSK_IAM: no AWS credentials from the SASL username and password nor from the default chain (%s)%s: %w", AWSChain, hint, err)
+		return aws.Auth{}, fmt.Errorf("AWS_MSK_IAM: no AWS credentials from the SASL username and password nor from the default chain (%s)%s: %w", awsChain, hint, err)
 	}
 	return aws.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken, UserAgent: awsUserAgent}, nil
 }

@@ -41,12 +41,22 @@ func runCommand(sc *scrubber) *cli.Command {
 			"timeline (a failover), is a gap: it exits 1 naming the slot and since when, streaming nothing,\n" +
 			"unless --on-gap=backfill (see relay recover). Only relay setup or a first start with no state\n" +
 			"creates the slot.",
-		Flags:  append(append(databaseFlags(), runFlags()...), gapFlags()...),
+		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag()),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	}
 }
 
+// configFlag is relay run's --config: the fleet file.
+func configFlag() cli.Flag {
+	return &cli.StringFlag{Name: flagConfig, Category: catOps, EnvVars: envVar(flagConfig),
+		Usage: "fleet file (YAML): relay every source it lists in this one process, each with its own slot, leader election and metrics (label source); " +
+			"its keys are this command's flag names, under defaults: for all sources and per source under sources: (see docs/fleet.md). SIGHUP reloads it"}
+}
+
 func runAction(c *cli.Context, sc *scrubber) error {
+	if c.String(flagConfig) != "" {
+		return fleetAction(c, sc)
+	}
 	cfg, err := streamConfig(c, sc, streamingConfig)
 	if err != nil {
 		return err

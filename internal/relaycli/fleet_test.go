@@ -1,0 +1,185 @@
+package relaycli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/relaycli"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// fleetSource is a source of a fleet test: a database with the outbox
+// set up, and the fleet file's entry for it.
+func fleetSource(t *testing.T, name string) (*fixture, string) {
+	t.Helper()
+	f := setup(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	return f, fmt.Sprintf("  - name: %s\n    database-url: %s\n    slot: %s\n    publication: pub_%s\n", name, f.db.URL, f.slot, f.slot)
+}
+
+// insert writes one outbox row of aggregate type typ.
+func insert(t *testing.T, f *fixture, typ, id string) {
+	t.Helper()
+	_, err := f.db.Pool.Exec(context.Background(),
+		`INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload) VALUES ($1, $2, 'created', $2, '{}')`, typ, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statuses reads /status.
+func statuses(t *testing.T, base string) map[string]string {
+	t.Helper()
+	code, body := get(t, base+"/status")
+	var st struct{ Sources []struct{ Name, State, Error string } }
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+		t.Fatalf("/status: %d %s", code, body)
+	}
+	out := map[string]string{}
+	for _, s := range st.Sources {
+		out[s.Name] = s.State
+	}
+	return out
+}
+
+// waitReady waits until GET path answers 200.
+func waitReady(t *testing.T, url string, logs *testenv.SyncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body := get(t, url)
+		if code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d %s\n%s", url, code, body, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// One relay run --config process relays two databases, each with its own
+// slot and metrics labelled by source; SIGHUP removes one and adds two,
+// one of them unreachable, without touching the source that stays, and
+// the unreachable one stalls nobody.
+func TestFleetRunsSourcesAndReloads(t *testing.T) {
+	kafka := testenv.NewKafka(t)
+	a, aEntry := fleetSource(t, "alpha")
+	b, bEntry := fleetSource(t, "beta")
+	c, cEntry := fleetSource(t, "gamma")
+	e := setup(t) // no relay setup: with no-create, its relay stops at once
+	eEntry := fmt.Sprintf("  - name: epsilon\n    database-url: %s\n    slot: %s\n    publication: pub_%s\n    no-create: true\n", e.db.URL, e.slot, e.slot)
+	dEntry := fmt.Sprintf("  - name: delta\n    database-url: postgres://pgoutbox@%s/nowhere?connect_timeout=1\n    slot: delta\n", closedAddr(t))
+	head := fmt.Sprintf("defaults:\n  brokers: [%s]\n  batch-timeout: 1ms\nsources:\n", kafka.Brokers[0])
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(head+aEntry+bEntry+eEntry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr testenv.SyncBuffer
+	done := make(chan struct{})
+	code := -1
+	go func() {
+		defer close(done)
+		code = relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	base := "http://" + metricsAddr(t, &stderr, done)
+	waitReady(t, base+"/readyz?source=alpha", &stderr)
+	waitReady(t, base+"/readyz?source=beta", &stderr)
+
+	insert(t, a, "alpha", "a-1")
+	insert(t, b, "beta", "b-1")
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.alpha", 1, time.Minute)
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.beta", 1, time.Minute)
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{`source="alpha"`, `source="beta"`, "go_goroutines"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for statuses(t, base)["epsilon"] != "failed" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := statuses(t, base); st["alpha"] != "streaming" || st["beta"] != "streaming" || st["epsilon"] != "failed" {
+		t.Fatalf("/status %v, want alpha and beta streaming, epsilon failed", st)
+	}
+	if _, body := get(t, base+"/status"); !strings.Contains(body, "run relay setup") {
+		t.Errorf("/status does not say why epsilon failed: %s", body)
+	}
+
+	if err := os.WriteFile(path, []byte(head+aEntry+cEntry+dEntry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, base+"/readyz?source=gamma", &stderr)
+	insert(t, a, "alpha", "a-2")
+	insert(t, c, "gamma", "c-1")
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.alpha", 2, time.Minute)
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.gamma", 1, time.Minute)
+	if code, _ := get(t, base+"/readyz?source=beta"); code != http.StatusNotFound {
+		t.Errorf("/readyz?source=beta after its removal: %d, want 404", code)
+	}
+	if code, _ := get(t, base+"/readyz?source=delta"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz?source=delta (unreachable): %d, want 503", code)
+	}
+	if code, _ := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with delta unreachable: %d, want 503", code)
+	}
+	if row := b.slotRow(t); row.active {
+		t.Error("beta's slot is still streamed after its removal")
+	}
+	if n := strings.Count(stderr.String(), `"msg":"source starting","source":"alpha"`); n != 1 {
+		t.Errorf("alpha started %d times, want once (a reload must not touch an unchanged source)", n)
+	}
+
+	// A file that does not load leaves the sources running.
+	if err := os.WriteFile(path, []byte(head+aEntry+"    tabel: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "reload refused") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := statuses(t, base); st["alpha"] != "streaming" || st["gamma"] != "streaming" {
+		t.Errorf("/status %v after a refused reload, want alpha and gamma streaming", st)
+	}
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("relay run --config did not return within a minute of cancellation")
+	}
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0\n%s", code, stderr.String())
+	}
+}
+
+// Per-source settings beside --config are refused: they belong in the
+// file.
+func TestFleetRefusesSourceFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte("sources:\n  - name: a\n    database-url: postgres://u@db/a\n    brokers: [k:9092]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, "run", "--config", path, "--slot", "x")
+	wantCode(t, r, relaycli.ExitUsage)
+	wantOneErrorLine(t, r.stderr, "--config", "--slot", "move")
+}

@@ -39,7 +39,9 @@ func insert(t *testing.T, f *fixture, typ, id string) {
 func statuses(t *testing.T, base string) map[string]string {
 	t.Helper()
 	code, body := get(t, base+"/status")
-	var st struct{ Sources []struct{ Name, State, Error string } }
+	var st struct {
+		Sources []struct{ Name, State, Error string }
+	}
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
 		t.Fatalf("/status: %d %s", code, body)
 	}

@@ -28,6 +28,7 @@ const (
 	fleetKeyName     = "name"
 	fleetKeyDefaults = "defaults"
 	fleetKeySources  = "sources"
+	fleetKeySpread   = "spread"
 	fleetFileSuffix  = "-file"
 )
 
@@ -98,11 +99,20 @@ func fleetError(path, where string, err error) error {
 	return usagef("--%s %s: %s: %v", flagConfig, path, where, err)
 }
 
+// fleetConfig is a validated fleet file.
+type fleetConfig struct {
+	// Sources are the file's sources, in the file's order.
+	Sources []fleetSource
+	// Spread, when set, shares the sources out among the replicas
+	// running the file.
+	Spread *spread
+}
+
 // loadFleet reads and validates the fleet file at path as a whole: every
 // source must build a configuration relay.New accepts, and no two sources
 // may share a name or a slot of one database. sc learns every secret the
 // file holds before anything can print it.
-func loadFleet(path string, sc *scrubber) ([]fleetSource, error) {
+func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fleetError(path, "", err)
@@ -110,14 +120,19 @@ func loadFleet(path string, sc *scrubber) ([]fleetSource, error) {
 	var file struct {
 		Defaults map[string]any   `yaml:"defaults"`
 		Sources  []map[string]any `yaml:"sources"`
+		Spread   *spreadConfig    `yaml:"spread"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&file); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fleetError(path, "", fmt.Errorf("%v (the file holds %s: and %s:)", err, fleetKeyDefaults, fleetKeySources))
+		return nil, fleetError(path, "", fmt.Errorf("%v (the file holds %s:, %s: and %s:)", err, fleetKeyDefaults, fleetKeySources, fleetKeySpread))
 	}
 	if len(file.Sources) == 0 {
 		return nil, fleetError(path, "", fmt.Errorf("no %s: the file lists the sources to relay under %s:", fleetKeySources, fleetKeySources))
+	}
+	sp, err := file.Spread.parse()
+	if err != nil {
+		return nil, fleetError(path, fleetKeySpread, err)
 	}
 	allowed := sourceKeys()
 	if err := checkKeys(file.Defaults, allowed); err != nil {
@@ -170,7 +185,7 @@ func loadFleet(path string, sc *scrubber) ([]fleetSource, error) {
 		slots[slot] = name
 		sources = append(sources, fleetSource{Name: name, Config: cfg, settings: canon})
 	}
-	return sources, nil
+	return &fleetConfig{Sources: sources, Spread: sp}, nil
 }
 
 // checkKeys refuses a key that is not a per-source setting, naming the

@@ -40,10 +40,11 @@ sources:
     allowed-topics: [billing., audit.]
 `)
 	sc := &scrubber{}
-	sources, err := loadFleet(path, sc)
+	fc, err := loadFleet(path, sc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sources := fc.Sources
 	if len(sources) != 2 || sources[0].Name != "orders" || sources[1].Name != "billing" {
 		t.Fatalf("sources %+v", sources)
 	}
@@ -58,7 +59,7 @@ sources:
 		t.Error("the scrubber did not learn the password read from database-url-file")
 	}
 	again, err := loadFleet(path, &scrubber{})
-	if err != nil || again[0].settings != sources[0].settings {
+	if err != nil || again.Sources[0].settings != sources[0].settings {
 		t.Errorf("the same file read twice has other settings: %v", err)
 	}
 }
@@ -81,7 +82,9 @@ func TestLoadFleetErrorsNameSourceAndKey(t *testing.T) {
 		{"bad duration", "sources:\n  - name: a\n" + ok + "    batch-timeout: soon\n", []string{"sources[0] (a)", "batch-timeout"}},
 		{"no brokers", "sources:\n  - name: a\n    database-url: postgres://u@db:5432/a\n", []string{"sources[0] (a)", "brokers"}},
 		{"no sources", "defaults:\n  slot: x\n", []string{"no sources"}},
-		{"top-level typo", "source:\n  - name: a\n", []string{"source", "defaults: and sources:"}},
+		{"top-level typo", "source:\n  - name: a\n", []string{"source", "defaults:, sources: and spread:"}},
+		{"spread without group", "spread:\n  session-timeout: 5s\nsources:\n  - name: a\n" + ok, []string{"spread", "group: required"}},
+		{"spread bad timeout", "spread:\n  group: g\n  session-timeout: 1s\nsources:\n  - name: a\n" + ok, []string{"spread", "session-timeout", "at least 6s"}},
 		{"missing secret file", "sources:\n  - name: a\n    database-url-file: /nonexistent/url\n    brokers: [k:9092]\n", []string{"sources[0] (a)", "database-url-file", "/nonexistent/url"}},
 		{"secret twice", "sources:\n  - name: a\n" + ok + "    database-url-file: /etc/hostname\n", []string{"database-url or database-url-file, not both"}},
 		{"list of lists", "sources:\n  - name: a\n" + ok + "    allowed-topics: [[a]]\n", []string{"allowed-topics", "list of lists"}},
@@ -109,11 +112,11 @@ func TestSourceFlagsReadNoEnvironment(t *testing.T) {
 	t.Setenv("RELAY_SLOT", "from_env")
 	t.Setenv("RELAY_BROKERS", "env:9092")
 	path := writeFleet(t, "sources:\n  - name: a\n    database-url: postgres://u@db:5432/a\n    brokers: [k:9092]\n")
-	sources, err := loadFleet(path, &scrubber{})
+	fc, err := loadFleet(path, &scrubber{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := sources[0].Config; c.Slot == "from_env" || strings.Join(c.Brokers, ",") != "k:9092" {
+	if c := fc.Sources[0].Config; c.Slot == "from_env" || strings.Join(c.Brokers, ",") != "k:9092" {
 		t.Errorf("a source read the environment: slot %q brokers %v", c.Slot, c.Brokers)
 	}
 }

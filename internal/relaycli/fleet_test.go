@@ -185,3 +185,120 @@ func TestFleetRefusesSourceFlags(t *testing.T) {
 	wantCode(t, r, relaycli.ExitUsage)
 	wantOneErrorLine(t, r.stderr, "--config", "--slot", "move")
 }
+
+// replica is one relay run --config process of a spread test, in-process.
+type replica struct {
+	base   string
+	logs   *testenv.SyncBuffer
+	cancel context.CancelFunc
+	done   chan struct{}
+	code   int
+}
+
+func startReplica(t *testing.T, path string) *replica {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{logs: &testenv.SyncBuffer{}, cancel: cancel, done: make(chan struct{}), code: -1}
+	var stdout testenv.SyncBuffer
+	go func() {
+		defer close(r.done)
+		r.code = relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, r.logs)
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	r.base = "http://" + metricsAddr(t, r.logs, r.done)
+	return r
+}
+
+// stop stops the replica gracefully and checks it exited 0.
+func (r *replica) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(time.Minute):
+		t.Fatal("replica did not stop within a minute")
+	}
+	if r.code != 0 {
+		t.Fatalf("replica exit code %d\n%s", r.code, r.logs.String())
+	}
+}
+
+// waitLeaders waits until every source streams on exactly one replica
+// and each replica leads want[i] of them.
+func waitLeaders(t *testing.T, names []string, want []int, rs ...*replica) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		leaders := map[string]int{}
+		counts := make([]int, len(rs))
+		for i, r := range rs {
+			for name, state := range statuses(t, r.base) {
+				if state == "streaming" {
+					leaders[name]++
+					counts[i]++
+				}
+			}
+		}
+		ok := len(leaders) == len(names)
+		for _, n := range leaders {
+			ok = ok && n == 1
+		}
+		for i := range want {
+			ok = ok && counts[i] == want[i]
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var logs strings.Builder
+			for _, r := range rs {
+				logs.WriteString(r.logs.String())
+			}
+			t.Fatalf("leaders %v, per replica %v; want each source once, per replica %v\n%s", leaders, counts, want, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Two replicas running one fleet file with spread: share its four sources
+// two and two; when one stops, the other leads all four and nothing is
+// lost.
+func TestFleetSpreadsLeadership(t *testing.T) {
+	kafka := testenv.NewKafka(t)
+	names := []string{"s1", "s2", "s3", "s4"}
+	var fixtures []*fixture
+	var file strings.Builder
+	fmt.Fprintf(&file, "spread:\n  group: fleet-test-%d\n  session-timeout: 6s\ndefaults:\n  brokers: [%s]\n  batch-timeout: 1ms\n  standby-retry-interval: 200ms\nsources:\n", os.Getpid(), kafka.Brokers[0])
+	for _, n := range names {
+		f, entry := fleetSource(t, n)
+		fixtures = append(fixtures, f)
+		file.WriteString(entry)
+	}
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	a := startReplica(t, path)
+	waitLeaders(t, names, []int{4}, a)
+	b := startReplica(t, path)
+	waitLeaders(t, names, []int{2, 2}, a, b)
+	waitReady(t, a.base+"/readyz", a.logs)
+	waitReady(t, b.base+"/readyz", b.logs)
+	for i, f := range fixtures {
+		insert(t, f, names[i], "first")
+	}
+	for _, n := range names {
+		testenv.WaitForRecords(t, kafka.Brokers, "outbox."+n, 1, time.Minute)
+	}
+
+	a.stop(t)
+	waitLeaders(t, names, []int{4}, b)
+	for i, f := range fixtures {
+		insert(t, f, names[i], "second")
+	}
+	for _, n := range names {
+		testenv.WaitForRecords(t, kafka.Brokers, "outbox."+n, 2, time.Minute)
+	}
+	b.stop(t)
+}

@@ -42,6 +42,7 @@ const (
 	stateStandby   = "standby"   // another process streams the slot
 	stateFailed    = "failed"    // Run ended with an error; restarting after a wait
 	stateStopped   = "stopped"   // removed, or the process is stopping
+	stateElsewhere = "elsewhere" // with spread: another replica leads it
 )
 
 // fleetAction is relay run --config: one relay per source of the file, in
@@ -58,17 +59,18 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	if err != nil {
 		return err
 	}
-	sources, err := loadFleet(path, sc)
+	fc, err := loadFleet(path, sc)
 	if err != nil {
 		return err
 	}
 	buffers := 0
-	for _, s := range sources {
+	for _, s := range fc.Sources {
 		buffers += s.Config.BufferBytes
 	}
 	setMemoryLimit(buffers, logger)
 
-	f := &fleet{logger: logger, sources: map[string]*source{}}
+	ctx := c.Context
+	f := &fleet{ctx: ctx, logger: logger, sources: map[string]*source{}, spread: fc.Spread != nil}
 	f.process = prometheus.NewRegistry()
 	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if addr := c.String(flagMetricsAddr); addr != "" {
@@ -78,27 +80,40 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		}
 		defer ms.Close()
 	}
-	ctx := c.Context
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	logger.Info("relay fleet starting", "config", path, "sources", len(sources))
-	f.apply(ctx, sources)
+	logger.Info("relay fleet starting", "config", path, "sources", len(fc.Sources), "spread", fc.Spread != nil)
+	f.setDesired(fc.Sources)
+	if fc.Spread != nil {
+		m, err := join(ctx, fc.Spread, fc.Sources, logger, f.setOwned)
+		if err != nil {
+			return fail(err)
+		}
+		defer m.close()
+		f.member = m
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			f.apply(ctx, nil)
+			f.stop()
 			logger.Info("relay fleet stopped")
 			return nil
 		case <-hup:
 			next, err := loadFleet(path, sc)
+			if err == nil && (next.Spread == nil) != (fc.Spread == nil) || err == nil && next.Spread != nil && *next.Spread != *fc.Spread {
+				err = fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
+			}
+			if err == nil && f.member != nil {
+				err = f.member.ensurePartitions(ctx, len(next.Sources))
+			}
 			if err != nil {
 				logger.Error("reload refused: the running sources are unchanged", "error", err)
 				continue
 			}
-			logger.Info("reloading the fleet file", "config", path, "sources", len(next))
-			f.apply(ctx, next)
+			logger.Info("reloading the fleet file", "config", path, "sources", len(next.Sources))
+			f.setDesired(next.Sources)
 		}
 	}
 }
@@ -126,14 +141,85 @@ func fleetConflicts(c *cli.Context) error {
 	return usagef("--%s: the file configures every source; move %v into it (under defaults: for all sources)", flagConfig, set)
 }
 
-// fleet is the sources a fleet process runs.
+// fleet is the sources a fleet process runs: those of the file, or with
+// spread: those of the file whose partitions the group assigned here.
 type fleet struct {
+	ctx    context.Context
 	logger *slog.Logger
 	// process holds the process's own collectors (Go runtime, process).
 	process *prometheus.Registry
+	// spread says the group decides which sources run here; member is
+	// this replica's membership once joined.
+	spread bool
+	member *member
+
+	// rmu serializes reconciliations: a reload, a rebalance, the stop.
+	rmu     sync.Mutex
+	desired []fleetSource
+	owned   []int32 // with spread: the partitions assigned here
+	joined  bool    // with spread: an assignment arrived
+	stopped bool
 
 	mu      sync.Mutex
 	sources map[string]*source
+}
+
+// setDesired makes sources the file's sources.
+func (f *fleet) setDesired(sources []fleetSource) {
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	f.mu.Lock()
+	f.desired = sources
+	f.mu.Unlock()
+	f.reconcile()
+}
+
+// setOwned makes owned the partitions assigned here; it returns once the
+// sources no longer owned have stopped (flushed and confirmed), so that
+// the replica taking them over finds their slots free.
+func (f *fleet) setOwned(owned []int32) {
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	f.mu.Lock()
+	f.owned, f.joined = owned, true
+	f.mu.Unlock()
+	f.reconcile()
+}
+
+// stop stops every source; later reconciliations start nothing.
+func (f *fleet) stop() {
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	f.stopped = true
+	f.apply(f.ctx, nil)
+}
+
+// reconcile runs the sources that should run here. Called with rmu held.
+func (f *fleet) reconcile() {
+	if f.stopped {
+		return
+	}
+	f.apply(f.ctx, f.led())
+}
+
+// led is the desired sources this replica leads: all of them, or with
+// spread those mapped to the partitions it owns.
+func (f *fleet) led() []fleetSource {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.spread {
+		return f.desired
+	}
+	byPartition := assignment(f.desired)
+	var out []fleetSource
+	for _, p := range f.owned {
+		for _, s := range f.desired {
+			if s.Name == byPartition[p] {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // source is one running source: its relay, its metrics and its state.
@@ -295,26 +381,45 @@ func (s *source) status() sourceStatus {
 			st.State = stateStandby
 		}
 	}
-	if pg, err := pgconn.ParseConfig(s.Config.DatabaseURL); err == nil {
-		st.Database = fmt.Sprintf("%s:%d/%s", pg.Host, pg.Port, pg.Database) // never the password
-	}
+	st.Database = databaseName(s.Config.DatabaseURL)
 	return st
 }
 
-// statuses lists every source's status by name.
+// statuses lists every source of the file by name: those running here as
+// their relays say, the others as led elsewhere (spread) or stopped.
 func (f *fleet) statuses() []sourceStatus {
 	f.mu.Lock()
 	list := make([]*source, 0, len(f.sources))
 	for _, s := range f.sources {
 		list = append(list, s)
 	}
+	var idle []sourceStatus
+	for _, d := range f.desired {
+		if _, ok := f.sources[d.Name]; !ok {
+			st := sourceStatus{Name: d.Name, State: stateStopped, Table: d.Config.Table, Slot: d.Config.Slot, Database: databaseName(d.Config.DatabaseURL)}
+			if f.spread {
+				st.State = stateElsewhere
+			}
+			idle = append(idle, st)
+		}
+	}
 	f.mu.Unlock()
-	out := make([]sourceStatus, 0, len(list))
+	out := make([]sourceStatus, 0, len(list)+len(idle))
 	for _, s := range list {
 		out = append(out, s.status())
 	}
+	out = append(out, idle...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// databaseName is where a database URL points, without its credentials.
+func databaseName(url string) string {
+	pg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d/%s", pg.Host, pg.Port, pg.Database)
 }
 
 // Gather gathers the process's collectors and every source's metrics.
@@ -329,9 +434,11 @@ func (f *fleet) Gather() ([]*dto.MetricFamily, error) {
 }
 
 // handler serves /metrics, /healthz (200 while the process runs), /status
-// (every source as JSON) and /readyz: 200 while every source streams
-// here; with ?standby=ok also while it waits as a standby; with
-// ?source=NAME for that source only (404 for a source not in the file).
+// (every source as JSON) and /readyz: 200 while every source this replica
+// leads streams here (with spread: once the group assigned it its share);
+// with ?standby=ok also while one waits as a standby; with ?source=NAME for
+// that source only (503 while led elsewhere, 404 for a source not in the
+// file).
 func (f *fleet) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(f, promhttp.HandlerOpts{}))
@@ -347,11 +454,21 @@ func (f *fleet) handler() http.Handler {
 		want := r.URL.Query().Get("source")
 		found := false
 		var waiting []string
+		f.mu.Lock()
+		joining := f.spread && !f.joined
+		f.mu.Unlock()
+		if joining {
+			http.Error(w, "not ready: joining the spread group", http.StatusServiceUnavailable)
+			return
+		}
 		for _, st := range f.statuses() {
 			if want != "" && st.Name != want {
 				continue
 			}
 			found = true
+			if st.State == stateElsewhere && want == "" {
+				continue // another replica's to lead
+			}
 			if !(st.State == stateStreaming || standbyOK && st.State == stateStandby) {
 				waiting = append(waiting, st.Name+" "+st.State)
 			}

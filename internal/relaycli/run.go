@@ -40,7 +40,11 @@ func runCommand(sc *scrubber) *cli.Command {
 			"(pgoutbox_relay_state): a slot missing, re-created or invalidated, or another server or\n" +
 			"timeline (a failover), is a gap: it exits 1 naming the slot and since when, streaming nothing,\n" +
 			"unless --on-gap=backfill (see relay recover). Only relay setup or a first start with no state\n" +
-			"creates the slot.",
+			"creates the slot.\n\n" +
+			"With --config FILE (RELAY_CONFIG) the process relays every source the fleet file lists, each\n" +
+			"with its own relay, slot, leader election and metrics (label source); per-source flags then\n" +
+			"belong in the file. SIGHUP reloads it; with spread: replicas running one file share the\n" +
+			"sources out through a Kafka consumer group. See docs/fleet.md.",
 		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag()),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	}

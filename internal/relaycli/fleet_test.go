@@ -302,3 +302,43 @@ func TestFleetSpreadsLeadership(t *testing.T) {
 	}
 	b.stop(t)
 }
+
+// relay status --config shows every source under its name and exits 1
+// naming the unhealthy ones.
+func TestFleetStatus(t *testing.T) {
+	kafka := testenv.NewKafka(t)
+	_, aEntry := fleetSource(t, "alpha")
+	_, bEntry := fleetSource(t, "beta")
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	file := fmt.Sprintf("defaults:\n  brokers: [%s]\nsources:\n", kafka.Brokers[0]) + aEntry + bEntry
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, "status", "--config", path)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, "unhealthy sources", "alpha (", "beta (", "no relay")
+
+	rep := startReplica(t, path)
+	waitReady(t, rep.base+"/readyz", rep.logs)
+	r = cli(t, "status", "--config", path)
+	wantCode(t, r, 0)
+	for _, want := range []string{"source alpha\n", "source beta\n", "confirmed_flush_lsn"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("relay status --config does not print %q:\n%s", want, r.stdout)
+		}
+	}
+	r = cli(t, "status", "--config", path, "--source", "beta", "--json")
+	wantCode(t, r, 0)
+	var out struct {
+		Sources []struct {
+			Name   string
+			Status struct{ Slot string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Sources) != 1 || out.Sources[0].Name != "beta" || out.Sources[0].Status.Slot == "" {
+		t.Errorf("relay status --config --source beta --json: %v\n%s", err, r.stdout)
+	}
+	wantCode(t, cli(t, "status", "--config", path, "--source", "gamma"), relaycli.ExitUsage)
+	wantCode(t, cli(t, "status", "--source", "beta"), relaycli.ExitUsage)
+	rep.stop(t)
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -68,17 +67,12 @@ func (s *spreadConfig) parse() (*spread, error) {
 func (s *spread) topic() string { return spreadTopicPrefix + s.group }
 
 // assignment maps the group's partitions to sources: partition i is the
-// i-th source by name. Every replica running the same file computes the
-// same map.
+// i-th source of the file. Every replica running the same file computes
+// the same map; a source appended to the file moves no other.
 func assignment(sources []fleetSource) map[int32]string {
-	names := make([]string, len(sources))
+	m := make(map[int32]string, len(sources))
 	for i, s := range sources {
-		names[i] = s.Name
-	}
-	sort.Strings(names)
-	m := make(map[int32]string, len(names))
-	for i, n := range names {
-		m[int32(i)] = n
+		m[int32(i)] = s.Name
 	}
 	return m
 }

@@ -224,17 +224,20 @@ func (r *replica) stop(t *testing.T) {
 }
 
 // waitLeaders waits until every source streams on exactly one replica
-// and each replica leads want[i] of them.
-func waitLeaders(t *testing.T, names []string, want []int, rs ...*replica) {
+// and each replica leads want[i] of them (in any order when want has two
+// counts and they differ), and returns each source's replica.
+func waitLeaders(t *testing.T, names []string, want []int, rs ...*replica) map[string]int {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		leaders := map[string]int{}
+		where := map[string]int{}
 		counts := make([]int, len(rs))
 		for i, r := range rs {
 			for name, state := range statuses(t, r.base) {
 				if state == "streaming" {
 					leaders[name]++
+					where[name] = i
 					counts[i]++
 				}
 			}
@@ -243,11 +246,15 @@ func waitLeaders(t *testing.T, names []string, want []int, rs ...*replica) {
 		for _, n := range leaders {
 			ok = ok && n == 1
 		}
+		same := true
 		for i := range want {
-			ok = ok && counts[i] == want[i]
+			same = same && counts[i] == want[i]
 		}
-		if ok {
-			return
+		if len(want) == 2 && len(counts) == 2 && counts[0] == want[1] && counts[1] == want[0] {
+			same = true
+		}
+		if ok && same {
+			return where
 		}
 		if time.Now().After(deadline) {
 			var logs strings.Builder
@@ -282,7 +289,24 @@ func TestFleetSpreadsLeadership(t *testing.T) {
 	a := startReplica(t, path)
 	waitLeaders(t, names, []int{4}, a)
 	b := startReplica(t, path)
-	waitLeaders(t, names, []int{2, 2}, a, b)
+	before := waitLeaders(t, names, []int{2, 2}, a, b)
+
+	// A source appended to the file moves no running source.
+	f5, e5 := fleetSource(t, "s5")
+	if err := os.WriteFile(path, []byte(file.String()+e5), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // both replicas reload
+		t.Fatal(err)
+	}
+	names = append(names, "s5")
+	fixtures = append(fixtures, f5)
+	after := waitLeaders(t, names, []int{3, 2}, a, b)
+	for n, r := range before {
+		if after[n] != r {
+			t.Errorf("source %s moved from replica %d to %d when s5 was appended", n, r, after[n])
+		}
+	}
 	waitReady(t, a.base+"/readyz", a.logs)
 	waitReady(t, b.base+"/readyz", b.logs)
 	for i, f := range fixtures {
@@ -293,7 +317,7 @@ func TestFleetSpreadsLeadership(t *testing.T) {
 	}
 
 	a.stop(t)
-	waitLeaders(t, names, []int{4}, b)
+	waitLeaders(t, names, []int{5}, b)
 	for i, f := range fixtures {
 		insert(t, f, names[i], "second")
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // spreadConfig is a fleet file's spread: section: the replicas running the
@@ -93,8 +93,7 @@ type member struct {
 // have stopped the sources it no longer owns when it returns.
 func join(ctx context.Context, sp *spread, sources []fleetSource, logger *slog.Logger, onChange func(owned []int32)) (*member, error) {
 	first := sources[0].Config
-	pc := producer.Config{Brokers: first.Brokers, TLS: first.TLS, SASL: (*producer.SASL)(first.SASL)}
-	admin, err := kgo.NewClient(producer.ClientOpts(pc)...)
+	admin, err := kgo.NewClient(relay.KafkaClientOpts(first)...)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +114,7 @@ func join(ctx context.Context, sp *spread, sources []fleetSource, logger *slog.L
 		slices.Sort(owned)
 		onChange(slices.Clone(owned))
 	}
-	m.cl, err = kgo.NewClient(producer.ClientOpts(pc,
+	m.cl, err = kgo.NewClient(relay.KafkaClientOpts(first,
 		kgo.ConsumerGroup(sp.group),
 		kgo.ConsumeTopics(topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),

@@ -94,7 +94,7 @@ test: vet lint check-deploy ## Vet, check deploy files, run every test with -rac
 # Quick start. One broker per test binary; tests that need kfake's hooks
 # stay on kfake. The pins are in test/kafka/pom.xml.
 KAFKA_PKGS ?= ./internal/testenv ./pkg/relay ./internal/relaycli ./test/e2e
-KAFKA_RUN  ?= ^(TestApacheKafka|TestMigrateFromRealDebezium|TestEndToEnd|TestEndToEndByteaPayload|TestExactlyOnce.*|TestVerify|TestVerifyOrderBreak|TestVerifyExitCodes|TestHostileRowsDeadLettered|TestInvalidBusinessKeyDeadLettered|TestTableChangedWhileStreaming|TestCrashRestartLosesNothing|TestStandbyTakesOver|TestPausedLeaderPublishesNothingAfterTakeover|TestRelayToInboxEffectsOnce|TestTraceFromProducerToInbox|TestCloudEventsHeadersByteForByte|TestFailoverGapAndRecover|TestRecoverPublishesOnlyWhatKafkaLacks|TestHalfOpenReplicationConnection|TestDebeziumOutboxThroughRelayAndInbox|TestMigrateFromDebeziumDocs|TestReadmeQuickStart)$$
+KAFKA_RUN  ?= ^(TestApacheKafka|TestMigrateFromRealDebezium|TestEndToEnd|TestEndToEndByteaPayload|TestExactlyOnce.*|TestVerify|TestVerifyOrderBreak|TestVerifyExitCodes|TestHostileRowsDeadLettered|TestInvalidBusinessKeyDeadLettered|TestTableChangedWhileStreaming|TestCrashRestartLosesNothing|TestStandbyTakesOver|TestPausedLeaderPublishesNothingAfterTakeover|TestRelayToInboxEffectsOnce|TestTraceFromProducerToInbox|TestCloudEventsHeadersByteForByte|TestFailoverGapAndRecover|TestRecoverPublishesOnlyWhatKafkaLacks|TestHalfOpenReplicationConnection|TestDebeziumOutboxThroughRelayAndInbox|TestMigrateFromDebeziumDocs|TestReadmeQuickStart|TestFleetReplicaKilledLosesNothing)$$
 
 .PHONY: test-kafka
 test-kafka: ## Run the Kafka-facing suites on a real Apache Kafka 4 node (PGOUTBOX_TEST_KAFKA=kafka; needs java, and mvn to fetch the broker once).

@@ -61,15 +61,9 @@ func ServeMetrics(addr string, reg *prometheus.Registry, role Role, logger *slog
 }
 
 func serveMetrics(addr string, reg *prometheus.Registry, role Role, logger *slog.Logger, to serverTimeouts) (*MetricsServer, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("/healthz", Healthz)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case role.Ready():
@@ -80,9 +74,28 @@ func serveMetrics(addr string, reg *prometheus.Registry, role Role, logger *slog
 			http.Error(w, "not ready: not streaming", http.StatusServiceUnavailable)
 		}
 	})
+	return serve(addr, mux, "/metrics /healthz /readyz", logger, to)
+}
+
+// Healthz answers 200 "ok": the process runs.
+func Healthz(w http.ResponseWriter, _ *http.Request) {
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Serve listens on addr and serves h in the background until Close, with
+// the metrics server's timeouts; paths names what it serves, for the log.
+func Serve(addr string, h http.Handler, paths string, logger *slog.Logger) (*MetricsServer, error) {
+	return serve(addr, h, paths, logger, metricsTimeouts)
+}
+
+func serve(addr string, h http.Handler, paths string, logger *slog.Logger, to serverTimeouts) (*MetricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
 	m := &MetricsServer{
 		srv: &http.Server{
-			Handler:           mux,
+			Handler:           h,
 			ReadHeaderTimeout: to.readHeader,
 			ReadTimeout:       to.read,
 			WriteTimeout:      to.write,
@@ -97,7 +110,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, role Role, logger *slog
 			logger.Error("metrics server stopped", slog.Any("error", err))
 		}
 	}()
-	logger.Info("serving metrics", slog.String("addr", m.Addr), slog.String("paths", "/metrics /healthz /readyz"))
+	logger.Info("serving metrics", slog.String("addr", m.Addr), slog.String("paths", paths))
 	return m, nil
 }
 

@@ -65,6 +65,17 @@ func recoverCommand(sc *scrubber) *cli.Command {
 // arguments, every publishing and gap flag valid, and those more reads
 // (relay run's own flags), then the warning about secrets given as flags.
 func streamConfig(c *cli.Context, sc *scrubber, more ...func(*cli.Context, *relay.Config) error) (*relay.Config, error) {
+	cfg, err := readStreamConfig(c, sc, more...)
+	if err != nil {
+		return nil, err
+	}
+	warnSecretFlags(sc, cfg.Logger)
+	return cfg, nil
+}
+
+// readStreamConfig is streamConfig without the warnings: a fleet file's
+// sources are parsed with it, their secrets never on a command line.
+func readStreamConfig(c *cli.Context, sc *scrubber, more ...func(*cli.Context, *relay.Config) error) (*relay.Config, error) {
 	if err := noArgs(c); err != nil {
 		return nil, err
 	}
@@ -77,7 +88,6 @@ func streamConfig(c *cli.Context, sc *scrubber, more ...func(*cli.Context, *rela
 			return nil, err
 		}
 	}
-	warnSecretFlags(sc, cfg.Logger)
 	return cfg, nil
 }
 

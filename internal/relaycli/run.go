@@ -40,13 +40,27 @@ func runCommand(sc *scrubber) *cli.Command {
 			"(pgoutbox_relay_state): a slot missing, re-created or invalidated, or another server or\n" +
 			"timeline (a failover), is a gap: it exits 1 naming the slot and since when, streaming nothing,\n" +
 			"unless --on-gap=backfill (see relay recover). Only relay setup or a first start with no state\n" +
-			"creates the slot.",
-		Flags:  append(append(databaseFlags(), runFlags()...), gapFlags()...),
+			"creates the slot.\n\n" +
+			"With --config FILE (RELAY_CONFIG) the process relays every source the fleet file lists, each\n" +
+			"with its own relay, slot, leader election and metrics (label source); per-source flags then\n" +
+			"belong in the file. SIGHUP reloads it; with spread: replicas running one file share the\n" +
+			"sources out through a Kafka consumer group. See docs/fleet.md.",
+		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag()),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	}
 }
 
+// configFlag is relay run's --config: the fleet file.
+func configFlag() cli.Flag {
+	return &cli.StringFlag{Name: flagConfig, Category: catOps, EnvVars: envVar(flagConfig),
+		Usage: "fleet file (YAML): relay every source it lists in this one process, each with its own slot, leader election and metrics (label source); " +
+			"its keys are this command's flag names, under defaults: for all sources and per source under sources: (see docs/fleet.md). SIGHUP reloads it"}
+}
+
 func runAction(c *cli.Context, sc *scrubber) error {
+	if c.String(flagConfig) != "" {
+		return fleetAction(c, sc)
+	}
 	cfg, err := streamConfig(c, sc, streamingConfig)
 	if err != nil {
 		return err

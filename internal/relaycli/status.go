@@ -35,11 +35,13 @@ func statusCommand(sc *scrubber) *cli.Command {
 			"publication or slot, a publication that does not publish the table, a gap, a lost slot, or\n" +
 			"no relay streaming the slot; so it can serve as a health check. With --exactly-once (and\n" +
 			"--brokers) it also reads the progress the relays of the slot committed to Kafka\n" +
-			"(read_committed): the end LSN of the last WAL transaction and its commit time.",
+			"(read_committed): the end LSN of the last WAL transaction and its commit time.\n\n" +
+			"With --config FILE (a fleet file, see relay run --config) it shows every source of the file\n" +
+			"(or --source NAME), each under its name, and exits 1 naming the unhealthy ones.",
 		Flags: append(append(append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, EnvVars: envVar(flagJSON), Usage: "print JSON instead of a table"}),
 			append(exactlyOnceFlags(), brokersFlag("--exactly-once: Kafka bootstrap brokers, host:port, comma separated"))...),
-			kafkaflags.Flags(envName, catKafka)...),
-		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
+			append(kafkaflags.Flags(envName, catKafka), fleetStatusFlags()...)...),
+		Action: fleetOr(sc, statusFleet, adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			if err := statusKafkaConfig(c, sc, cfg); err != nil {
 				return err
 			}
@@ -65,7 +67,20 @@ func statusCommand(sc *scrubber) *cli.Command {
 				}
 			}
 			return fail(err)
-		}),
+		})),
+	}
+}
+
+// fleetOr runs fleet when --config names a fleet file, else single.
+func fleetOr(sc *scrubber, fleet func(*cli.Context, *scrubber) error, single cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.String(flagConfig) != "" {
+			return fleet(c, sc)
+		}
+		if c.IsSet(flagSource) {
+			return usagef("--%s picks a source of the fleet file: it needs --%s", flagSource, flagConfig)
+		}
+		return single(c)
 	}
 }
 

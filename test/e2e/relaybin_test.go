@@ -15,7 +15,7 @@ import (
 
 // buildRelay builds cmd/relay into a temporary directory and returns the
 // binary's path.
-func buildRelay(t *testing.T) string {
+func buildRelay(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "relay")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -29,7 +29,7 @@ func buildRelay(t *testing.T) string {
 
 // runRelay runs the binary to completion and returns its exit code and
 // combined output.
-func runRelay(t *testing.T, bin string, args ...string) (int, string) {
+func runRelay(t testing.TB, bin string, args ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -49,7 +49,7 @@ func runRelay(t *testing.T, bin string, args ...string) (int, string) {
 
 // mustRunRelay runs the binary to completion and fails t unless it exits
 // 0.
-func mustRunRelay(t *testing.T, bin string, args ...string) {
+func mustRunRelay(t testing.TB, bin string, args ...string) {
 	t.Helper()
 	if code, out := runRelay(t, bin, args...); code != 0 {
 		t.Fatalf("relay %s: exit %d\n%s", args[0], code, out)
@@ -65,7 +65,7 @@ type relayProc struct {
 
 // startRelay starts the binary with its output appended to logPath. The
 // process is killed when the test ends, even if the test fails first.
-func startRelay(t *testing.T, bin, logPath string, args ...string) *relayProc {
+func startRelay(t testing.TB, bin, logPath string, args ...string) *relayProc {
 	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -128,7 +128,7 @@ func (p *relayProc) stop(timeout time.Duration) int {
 
 // relayLog returns a path in t's temporary directory for the log of a relay
 // binary; when t fails, the log's tail is logged at cleanup.
-func relayLog(t *testing.T) string {
+func relayLog(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "relay.log")
 	t.Cleanup(func() {

@@ -20,11 +20,19 @@ import (
 // is called; stop waits for them and fails t when one failed.
 func startWriters(t *testing.T, pool *pgxpool.Pool, l *ledger) (stop func()) {
 	t.Helper()
+	return startWritersFrom(t, pool, 0, l)
+}
+
+// startWritersFrom is startWriters with writers numbered first and
+// first+1, so that their aggregates differ from those of the writers of
+// another database.
+func startWritersFrom(t *testing.T, pool *pgxpool.Pool, first int, l *ledger) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for n := range errs {
-		wg.Go(func() { errs[n] = writer(ctx, pool, n, l) })
+		wg.Go(func() { errs[n] = writer(ctx, pool, first+n, l) })
 	}
 	stopped := sync.OnceFunc(func() { cancel(); wg.Wait() })
 	t.Cleanup(stopped)

@@ -1,0 +1,351 @@
+package relaycli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/urfave/cli/v2"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// flagConfig is relay run's flag naming the fleet file.
+const flagConfig = "config"
+
+// Keys of a fleet file besides the flag names.
+const (
+	fleetKeyName     = "name"
+	fleetKeyDefaults = "defaults"
+	fleetKeySources  = "sources"
+	fleetKeySpread   = "spread"
+	fleetFileSuffix  = "-file"
+)
+
+// processFlags are relay run's flags that belong to the process, not to a
+// source: with --config they stay on the command line (or in the
+// environment) and may not appear in the file.
+var processFlags = []string{flagMetricsAddr, flagLogLevel, flagLogFormat, flagConfig}
+
+// secretFlags are the per-source flags whose value a fleet file may also
+// give as KEY-file: the path of a file holding it, as RELAY_KEY_FILE does
+// for a single source.
+var secretFlags = []string{flagDatabaseURL, kafkaflags.FlagSASLPassword}
+
+// sourceName is what a source may be called: it labels every metric
+// series of the source and names it in /readyz?source= and the logs.
+var sourceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// fleetSource is one validated source of a fleet file.
+type fleetSource struct {
+	// Name is the source's name, unique in the file.
+	Name string
+	// Config is the relay's configuration, as relay run's flags would
+	// have built it.
+	Config *relay.Config
+	// settings is the source's settings in a canonical form: a source
+	// whose settings are unchanged on a reload keeps running.
+	settings string
+}
+
+// sourceFlags are the flags a source of a fleet file is parsed with:
+// relay run's, without --metrics-addr and without their environment
+// variables (with --config the file alone configures a source). The log
+// flags stay, at their defaults: the process's logger replaces the one
+// they build. Built afresh per call: urfave/cli stores parsed values in
+// them.
+func sourceFlags() []cli.Flag {
+	all := append(append(databaseFlags(), runFlags()...), gapFlags()...)
+	all = slices.DeleteFunc(all, func(f cli.Flag) bool { return f.Names()[0] == flagMetricsAddr })
+	for _, f := range all {
+		if env := reflect.ValueOf(f).Elem().FieldByName("EnvVars"); env.IsValid() {
+			env.Set(reflect.Zero(env.Type()))
+		}
+	}
+	return all
+}
+
+// sourceKeys are the keys a source (or the defaults) of a fleet file may
+// set: the names of relay run's per-source flags, and KEY-file for each
+// secret.
+func sourceKeys() map[string]bool {
+	keys := map[string]bool{}
+	for _, f := range sourceFlags() {
+		if name := f.Names()[0]; !slices.Contains(processFlags, name) {
+			keys[name] = true
+		}
+	}
+	for _, s := range secretFlags {
+		keys[s+fleetFileSuffix] = true
+	}
+	return keys
+}
+
+// fleetError is an error in a fleet file: the file, where in it, and what.
+func fleetError(path, where string, err error) error {
+	if where == "" {
+		return usagef("--%s %s: %v", flagConfig, path, err)
+	}
+	return usagef("--%s %s: %s: %v", flagConfig, path, where, err)
+}
+
+// fleetConfig is a validated fleet file.
+type fleetConfig struct {
+	// Sources are the file's sources, in the file's order.
+	Sources []fleetSource
+	// Spread, when set, shares the sources out among the replicas
+	// running the file.
+	Spread *spread
+}
+
+// loadFleet reads and validates the fleet file at path as a whole: every
+// source must build a configuration relay.New accepts, and no two sources
+// may share a name or a slot of one database. sc learns every secret the
+// file holds before anything can print it.
+func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fleetError(path, "", err)
+	}
+	var file struct {
+		Defaults map[string]any   `yaml:"defaults"`
+		Sources  []map[string]any `yaml:"sources"`
+		Spread   *spreadConfig    `yaml:"spread"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fleetError(path, "", fmt.Errorf("%v (the file holds %s:, %s: and %s:)", err, fleetKeyDefaults, fleetKeySources, fleetKeySpread))
+	}
+	if len(file.Sources) == 0 {
+		return nil, fleetError(path, "", fmt.Errorf("no %s: the file lists the sources to relay under %s:", fleetKeySources, fleetKeySources))
+	}
+	sp, err := file.Spread.parse()
+	if err != nil {
+		return nil, fleetError(path, fleetKeySpread, err)
+	}
+	allowed := sourceKeys()
+	if err := checkKeys(file.Defaults, allowed); err != nil {
+		return nil, fleetError(path, fleetKeyDefaults, err)
+	}
+	if _, ok := file.Defaults[fleetKeyName]; ok {
+		return nil, fleetError(path, fleetKeyDefaults, errors.New("name: each source has its own name"))
+	}
+
+	sources := make([]fleetSource, 0, len(file.Sources))
+	names := map[string]int{}
+	slots := map[string]string{}
+	for i, raw := range file.Sources {
+		where := fmt.Sprintf("%s[%d]", fleetKeySources, i)
+		name, _ := raw[fleetKeyName].(string)
+		switch {
+		case name == "":
+			return nil, fleetError(path, where, errors.New("name: required (it labels the source's metrics and log lines)"))
+		case !sourceName.MatchString(name):
+			return nil, fleetError(path, where, fmt.Errorf("name: %q may hold only lower case letters, digits, '_', '.' and '-', at most 63", name))
+		}
+		where = fmt.Sprintf("%s[%d] (%s)", fleetKeySources, i, name)
+		if j, dup := names[name]; dup {
+			return nil, fleetError(path, where, fmt.Errorf("name: %q is also the name of %s[%d]", name, fleetKeySources, j))
+		}
+		names[name] = i
+		settings := map[string]any{}
+		for k, v := range file.Defaults {
+			settings[k] = v
+		}
+		for k, v := range raw {
+			if k != fleetKeyName {
+				settings[k] = v
+			}
+		}
+		if err := checkKeys(settings, allowed); err != nil {
+			return nil, fleetError(path, where, err)
+		}
+		cfg, canon, err := sourceConfig(settings, sc)
+		if err != nil {
+			return nil, fleetError(path, where, err)
+		}
+		if _, err := relay.New(cfg); err != nil { // no Registerer: validates only
+			return nil, fleetError(path, where, err)
+		}
+		slot := slotIdentity(cfg)
+		if other, dup := slots[slot]; dup {
+			return nil, fleetError(path, where, fmt.Errorf("slot: %q of the same database is also the slot of source %s", cfg.Slot, other))
+		}
+		slots[slot] = name
+		sources = append(sources, fleetSource{Name: name, Config: cfg, settings: canon})
+	}
+	return &fleetConfig{Sources: sources, Spread: sp}, nil
+}
+
+// checkKeys refuses a key that is not a per-source setting, naming the
+// nearest one, or saying where a process setting goes.
+func checkKeys(settings map[string]any, allowed map[string]bool) error {
+	for _, k := range sortedKeys(settings) {
+		switch {
+		case allowed[k] || k == fleetKeyName:
+		case slices.Contains(processFlags, k):
+			return fmt.Errorf("%s: a setting of the process, not of a source: give it to relay run (--%s or %s)", k, k, envName(k))
+		case strings.HasPrefix(k, "--"):
+			return fmt.Errorf("%s: keys are flag names without the dashes (%s)", k, strings.TrimPrefix(k, "--"))
+		default:
+			if near := nearest(k, allowed); near != "" {
+				return fmt.Errorf("%s: not a setting of relay run (did you mean %s?)", k, near)
+			}
+			return fmt.Errorf("%s: not a setting of relay run (see relay run --help; keys are its flag names)", k)
+		}
+	}
+	return nil
+}
+
+// sourceConfig builds a source's configuration from its settings by
+// parsing them as relay run's flags, so a fleet file and the command line
+// can never mean different things. It returns the settings' canonical
+// form too. The secrets the file gives as KEY-file are read here.
+func sourceConfig(settings map[string]any, sc *scrubber) (*relay.Config, string, error) {
+	args := []string{"relay", "source"}
+	for _, k := range sortedKeys(settings) {
+		flag := k
+		values, err := settingValues(k, settings[k])
+		if err != nil {
+			return nil, "", err
+		}
+		if base, ok := strings.CutSuffix(k, fleetFileSuffix); ok && slices.Contains(secretFlags, base) {
+			b, err := os.ReadFile(values[0])
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %v", k, err)
+			}
+			v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+			if v == "" {
+				return nil, "", fmt.Errorf("%s: %s is empty", k, values[0])
+			}
+			if _, both := settings[base]; both {
+				return nil, "", fmt.Errorf("%s: give %s or %s, not both", k, base, k)
+			}
+			flag, values = base, []string{v}
+		}
+		for _, v := range values {
+			args = append(args, "--"+flag+"="+v)
+		}
+	}
+	var (
+		cfg  *relay.Config
+		perr error
+	)
+	app := &cli.App{
+		Name:            "relay",
+		Writer:          io.Discard,
+		ErrWriter:       io.Discard,
+		HideHelp:        true,
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		Commands: []*cli.Command{{
+			Name:            "source",
+			Flags:           sourceFlags(),
+			HideHelp:        true,
+			SkipFlagParsing: false,
+			Action: func(c *cli.Context) error {
+				cfg, perr = readStreamConfig(c, sc, streamingConfig)
+				return perr
+			},
+		}},
+	}
+	if err := app.Run(args); err != nil {
+		if perr != nil {
+			return nil, "", perr
+		}
+		return nil, "", err
+	}
+	return cfg, strings.Join(args[2:], "\x00"), nil
+}
+
+// settingValues is a setting's value as flag values: one for a scalar,
+// one per element for a list.
+func settingValues(key string, v any) ([]string, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, fmt.Errorf("%s: no value", key)
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, e := range v {
+			switch e.(type) {
+			case []any, map[string]any:
+				return nil, fmt.Errorf("%s: a list of lists or mappings, where a list of values is expected", key)
+			}
+			s, err := settingValues(key, e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s...)
+		}
+		return out, nil
+	case map[string]any:
+		return nil, fmt.Errorf("%s: a mapping, where a value is expected", key)
+	default:
+		return []string{fmt.Sprint(v)}, nil
+	}
+}
+
+// slotIdentity names a slot of one database: host, port, database name
+// and slot. Two sources with the same identity would take turns as each
+// other's standby.
+func slotIdentity(cfg *relay.Config) string {
+	pg, err := pgconn.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return cfg.DatabaseURL + "\x00" + cfg.Slot
+	}
+	return fmt.Sprintf("%s:%d/%s\x00%s", pg.Host, pg.Port, pg.Database, cfg.Slot)
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// nearest returns the allowed key closest to k by edit distance, if it is
+// close enough to be a typo.
+func nearest(k string, allowed map[string]bool) string {
+	best, bestD := "", max(2, len(k)/3)+1
+	for a := range allowed {
+		if d := editDistance(k, a); d < bestD || d == bestD && best != "" && a < best {
+			best, bestD = a, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}

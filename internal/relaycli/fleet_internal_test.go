@@ -1,0 +1,122 @@
+package relaycli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeFleet writes a fleet file into a temporary directory.
+func writeFleet(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadFleet(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "url")
+	if err := os.WriteFile(secret, []byte("postgres://u:FleetPw1@db-b:5432/b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFleet(t, `
+defaults:
+  brokers: [k1:9092, k2:9092]
+  batch-timeout: 5ms
+  exactly-once: true
+sources:
+  - name: orders
+    database-url: postgres://u@db-a:5432/a
+    slot: orders
+  - name: billing
+    database-url-file: `+secret+`
+    slot: billing
+    table: billing.outbox
+    exactly-once: false
+    allowed-topics: [billing., audit.]
+`)
+	sc := &scrubber{}
+	fc, err := loadFleet(path, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := fc.Sources
+	if len(sources) != 2 || sources[0].Name != "orders" || sources[1].Name != "billing" {
+		t.Fatalf("sources %+v", sources)
+	}
+	a, b := sources[0].Config, sources[1].Config
+	if strings.Join(a.Brokers, ",") != "k1:9092,k2:9092" || a.BatchTimeout != 5*time.Millisecond || !a.ExactlyOnce || a.Slot != "orders" {
+		t.Errorf("orders: defaults not applied: %+v", a)
+	}
+	if b.ExactlyOnce || b.Table != "billing.outbox" || b.DatabaseURL != "postgres://u:FleetPw1@db-b:5432/b" || strings.Join(b.AllowedTopics, ",") != "billing.,audit." {
+		t.Errorf("billing: own settings not applied: %+v", b)
+	}
+	if !strings.Contains(sc.String("password FleetPw1"), "xxxxx") {
+		t.Error("the scrubber did not learn the password read from database-url-file")
+	}
+	again, err := loadFleet(path, &scrubber{})
+	if err != nil || again.Sources[0].settings != sources[0].settings {
+		t.Errorf("the same file read twice has other settings: %v", err)
+	}
+}
+
+func TestLoadFleetErrorsNameSourceAndKey(t *testing.T) {
+	const ok = "    database-url: postgres://u@db:5432/a\n    brokers: [k:9092]\n"
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"typo", "sources:\n  - name: a\n" + ok + "    tabel: x\n", []string{"sources[0] (a)", "tabel", "did you mean table"}},
+		{"process key", "sources:\n  - name: a\n" + ok + "    metrics-addr: :1\n", []string{"sources[0] (a)", "metrics-addr", "setting of the process", "RELAY_METRICS_ADDR"}},
+		{"dashes", "sources:\n  - name: a\n" + ok + "    --slot: x\n", []string{"--slot", "without the dashes"}},
+		{"default typo", "defaults:\n  brokerz: [k:9092]\nsources:\n  - name: a\n" + ok, []string{"defaults", "brokerz", "did you mean brokers"}},
+		{"no name", "sources:\n  - " + ok[4:], []string{"sources[0]", "name: required"}},
+		{"bad name", "sources:\n  - name: Orders\n" + ok, []string{"sources[0]", `"Orders"`}},
+		{"same name", "sources:\n  - name: a\n" + ok + "    slot: s1\n  - name: a\n" + ok + "    slot: s2\n", []string{"sources[1] (a)", "also the name of sources[0]"}},
+		{"same slot", "sources:\n  - name: a\n" + ok + "  - name: b\n" + ok, []string{"sources[1] (b)", "also the slot of source a"}},
+		{"bad value", "sources:\n  - name: a\n" + ok + "    slot: Bad\n", []string{"sources[0] (a)", "--slot", "lower case"}},
+		{"bad duration", "sources:\n  - name: a\n" + ok + "    batch-timeout: soon\n", []string{"sources[0] (a)", "batch-timeout"}},
+		{"no brokers", "sources:\n  - name: a\n    database-url: postgres://u@db:5432/a\n", []string{"sources[0] (a)", "brokers"}},
+		{"no sources", "defaults:\n  slot: x\n", []string{"no sources"}},
+		{"top-level typo", "source:\n  - name: a\n", []string{"source", "defaults:, sources: and spread:"}},
+		{"spread without group", "spread:\n  session-timeout: 5s\nsources:\n  - name: a\n" + ok, []string{"spread", "group: required"}},
+		{"spread bad timeout", "spread:\n  group: g\n  session-timeout: 1s\nsources:\n  - name: a\n" + ok, []string{"spread", "session-timeout", "at least 6s"}},
+		{"missing secret file", "sources:\n  - name: a\n    database-url-file: /nonexistent/url\n    brokers: [k:9092]\n", []string{"sources[0] (a)", "database-url-file", "/nonexistent/url"}},
+		{"secret twice", "sources:\n  - name: a\n" + ok + "    database-url-file: /etc/hostname\n", []string{"database-url or database-url-file, not both"}},
+		{"list of lists", "sources:\n  - name: a\n" + ok + "    allowed-topics: [[a]]\n", []string{"allowed-topics", "list of lists"}},
+		{"duplicate key", "sources:\n  - name: a\n" + ok + "    slot: x\n    slot: y\n", []string{"already defined"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFleet(t, tc.yaml)
+			_, err := loadFleet(path, &scrubber{})
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			if exitCode(err) != ExitUsage {
+				t.Errorf("exit code %d, want %d (usage)", exitCode(err), ExitUsage)
+			}
+			for _, w := range append(tc.want, path) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSourceFlagsReadNoEnvironment(t *testing.T) {
+	t.Setenv("RELAY_SLOT", "from_env")
+	t.Setenv("RELAY_BROKERS", "env:9092")
+	path := writeFleet(t, "sources:\n  - name: a\n    database-url: postgres://u@db:5432/a\n    brokers: [k:9092]\n")
+	fc, err := loadFleet(path, &scrubber{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := fc.Sources[0].Config; c.Slot == "from_env" || strings.Join(c.Brokers, ",") != "k:9092" {
+		t.Errorf("a source read the environment: slot %q brokers %v", c.Slot, c.Brokers)
+	}
+}

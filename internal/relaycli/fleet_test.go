@@ -1,0 +1,368 @@
+package relaycli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/relaycli"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// fleetSource is a source of a fleet test: a database with the outbox
+// set up, and the fleet file's entry for it.
+func fleetSource(t *testing.T, name string) (*fixture, string) {
+	t.Helper()
+	f := setup(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	return f, fmt.Sprintf("  - name: %s\n    database-url: %s\n    slot: %s\n    publication: pub_%s\n", name, f.db.URL, f.slot, f.slot)
+}
+
+// insert writes one outbox row of aggregate type typ.
+func insert(t *testing.T, f *fixture, typ, id string) {
+	t.Helper()
+	_, err := f.db.Pool.Exec(context.Background(),
+		`INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload) VALUES ($1, $2, 'created', $2, '{}')`, typ, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statuses reads /status.
+func statuses(t *testing.T, base string) map[string]string {
+	t.Helper()
+	code, body := get(t, base+"/status")
+	var st struct {
+		Sources []struct{ Name, State, Error string }
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+		t.Fatalf("/status: %d %s", code, body)
+	}
+	out := map[string]string{}
+	for _, s := range st.Sources {
+		out[s.Name] = s.State
+	}
+	return out
+}
+
+// waitReady waits until GET path answers 200.
+func waitReady(t *testing.T, url string, logs *testenv.SyncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body := get(t, url)
+		if code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d %s\n%s", url, code, body, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// One relay run --config process relays two databases, each with its own
+// slot and metrics labelled by source; SIGHUP removes one and adds two,
+// one of them unreachable, without touching the source that stays, and
+// the unreachable one stalls nobody.
+func TestFleetRunsSourcesAndReloads(t *testing.T) {
+	kafka := testenv.NewKafka(t)
+	a, aEntry := fleetSource(t, "alpha")
+	b, bEntry := fleetSource(t, "beta")
+	c, cEntry := fleetSource(t, "gamma")
+	e := setup(t) // no relay setup: with no-create, its relay stops at once
+	eEntry := fmt.Sprintf("  - name: epsilon\n    database-url: %s\n    slot: %s\n    publication: pub_%s\n    no-create: true\n", e.db.URL, e.slot, e.slot)
+	dEntry := fmt.Sprintf("  - name: delta\n    database-url: postgres://pgoutbox@%s/nowhere?connect_timeout=1\n    slot: delta\n", closedAddr(t))
+	head := fmt.Sprintf("defaults:\n  brokers: [%s]\n  batch-timeout: 1ms\nsources:\n", kafka.Brokers[0])
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(head+aEntry+bEntry+eEntry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr testenv.SyncBuffer
+	done := make(chan struct{})
+	code := -1
+	go func() {
+		defer close(done)
+		code = relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	base := "http://" + metricsAddr(t, &stderr, done)
+	waitReady(t, base+"/readyz?source=alpha", &stderr)
+	waitReady(t, base+"/readyz?source=beta", &stderr)
+
+	insert(t, a, "alpha", "a-1")
+	insert(t, b, "beta", "b-1")
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.alpha", 1, time.Minute)
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.beta", 1, time.Minute)
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{`source="alpha"`, `source="beta"`, "go_goroutines"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for statuses(t, base)["epsilon"] != "failed" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := statuses(t, base); st["alpha"] != "streaming" || st["beta"] != "streaming" || st["epsilon"] != "failed" {
+		t.Fatalf("/status %v, want alpha and beta streaming, epsilon failed", st)
+	}
+	if _, body := get(t, base+"/status"); !strings.Contains(body, "run relay setup") {
+		t.Errorf("/status does not say why epsilon failed: %s", body)
+	}
+
+	if err := os.WriteFile(path, []byte(head+aEntry+cEntry+dEntry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, base+"/readyz?source=gamma", &stderr)
+	insert(t, a, "alpha", "a-2")
+	insert(t, c, "gamma", "c-1")
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.alpha", 2, time.Minute)
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.gamma", 1, time.Minute)
+	if code, _ := get(t, base+"/readyz?source=beta"); code != http.StatusNotFound {
+		t.Errorf("/readyz?source=beta after its removal: %d, want 404", code)
+	}
+	if code, _ := get(t, base+"/readyz?source=delta"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz?source=delta (unreachable): %d, want 503", code)
+	}
+	if code, _ := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with delta unreachable: %d, want 503", code)
+	}
+	if row := b.slotRow(t); row.active {
+		t.Error("beta's slot is still streamed after its removal")
+	}
+	if n := strings.Count(stderr.String(), `"msg":"source starting","source":"alpha"`); n != 1 {
+		t.Errorf("alpha started %d times, want once (a reload must not touch an unchanged source)", n)
+	}
+
+	// A file that does not load leaves the sources running.
+	if err := os.WriteFile(path, []byte(head+aEntry+"    tabel: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "reload refused") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := statuses(t, base); st["alpha"] != "streaming" || st["gamma"] != "streaming" {
+		t.Errorf("/status %v after a refused reload, want alpha and gamma streaming", st)
+	}
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("relay run --config did not return within a minute of cancellation")
+	}
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0\n%s", code, stderr.String())
+	}
+}
+
+// Per-source settings beside --config are refused: they belong in the
+// file.
+func TestFleetRefusesSourceFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte("sources:\n  - name: a\n    database-url: postgres://u@db/a\n    brokers: [k:9092]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, "run", "--config", path, "--slot", "x")
+	wantCode(t, r, relaycli.ExitUsage)
+	wantOneErrorLine(t, r.stderr, "--config", "--slot", "move")
+}
+
+// replica is one relay run --config process of a spread test, in-process.
+type replica struct {
+	base   string
+	logs   *testenv.SyncBuffer
+	cancel context.CancelFunc
+	done   chan struct{}
+	code   int
+}
+
+func startReplica(t *testing.T, path string) *replica {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{logs: &testenv.SyncBuffer{}, cancel: cancel, done: make(chan struct{}), code: -1}
+	var stdout testenv.SyncBuffer
+	go func() {
+		defer close(r.done)
+		r.code = relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, r.logs)
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	r.base = "http://" + metricsAddr(t, r.logs, r.done)
+	return r
+}
+
+// stop stops the replica gracefully and checks it exited 0.
+func (r *replica) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(time.Minute):
+		t.Fatal("replica did not stop within a minute")
+	}
+	if r.code != 0 {
+		t.Fatalf("replica exit code %d\n%s", r.code, r.logs.String())
+	}
+}
+
+// waitLeaders waits until every source streams on exactly one replica
+// and each replica leads want[i] of them (in any order when want has two
+// counts and they differ), and returns each source's replica.
+func waitLeaders(t *testing.T, names []string, want []int, rs ...*replica) map[string]int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		leaders := map[string]int{}
+		where := map[string]int{}
+		counts := make([]int, len(rs))
+		for i, r := range rs {
+			for name, state := range statuses(t, r.base) {
+				if state == "streaming" {
+					leaders[name]++
+					where[name] = i
+					counts[i]++
+				}
+			}
+		}
+		ok := len(leaders) == len(names)
+		for _, n := range leaders {
+			ok = ok && n == 1
+		}
+		same := true
+		for i := range want {
+			same = same && counts[i] == want[i]
+		}
+		if len(want) == 2 && len(counts) == 2 && counts[0] == want[1] && counts[1] == want[0] {
+			same = true
+		}
+		if ok && same {
+			return where
+		}
+		if time.Now().After(deadline) {
+			var logs strings.Builder
+			for _, r := range rs {
+				logs.WriteString(r.logs.String())
+			}
+			t.Fatalf("leaders %v, per replica %v; want each source once, per replica %v\n%s", leaders, counts, want, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Two replicas running one fleet file with spread: share its four sources
+// two and two; when one stops, the other leads all four and nothing is
+// lost.
+func TestFleetSpreadsLeadership(t *testing.T) {
+	kafka := testenv.NewKafka(t)
+	names := []string{"s1", "s2", "s3", "s4"}
+	var fixtures []*fixture
+	var file strings.Builder
+	fmt.Fprintf(&file, "spread:\n  group: fleet-test-%d\n  session-timeout: 6s\ndefaults:\n  brokers: [%s]\n  batch-timeout: 1ms\n  standby-retry-interval: 200ms\nsources:\n", os.Getpid(), kafka.Brokers[0])
+	for _, n := range names {
+		f, entry := fleetSource(t, n)
+		fixtures = append(fixtures, f)
+		file.WriteString(entry)
+	}
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	a := startReplica(t, path)
+	waitLeaders(t, names, []int{4}, a)
+	b := startReplica(t, path)
+	before := waitLeaders(t, names, []int{2, 2}, a, b)
+
+	// A source appended to the file moves no running source.
+	f5, e5 := fleetSource(t, "s5")
+	if err := os.WriteFile(path, []byte(file.String()+e5), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // both replicas reload
+		t.Fatal(err)
+	}
+	names = append(names, "s5")
+	fixtures = append(fixtures, f5)
+	after := waitLeaders(t, names, []int{3, 2}, a, b)
+	for n, r := range before {
+		if after[n] != r {
+			t.Errorf("source %s moved from replica %d to %d when s5 was appended", n, r, after[n])
+		}
+	}
+	waitReady(t, a.base+"/readyz", a.logs)
+	waitReady(t, b.base+"/readyz", b.logs)
+	for i, f := range fixtures {
+		insert(t, f, names[i], "first")
+	}
+	for _, n := range names {
+		testenv.WaitForRecords(t, kafka.Brokers, "outbox."+n, 1, time.Minute)
+	}
+
+	a.stop(t)
+	waitLeaders(t, names, []int{5}, b)
+	for i, f := range fixtures {
+		insert(t, f, names[i], "second")
+	}
+	for _, n := range names {
+		testenv.WaitForRecords(t, kafka.Brokers, "outbox."+n, 2, time.Minute)
+	}
+	b.stop(t)
+}
+
+// relay status --config shows every source under its name and exits 1
+// naming the unhealthy ones.
+func TestFleetStatus(t *testing.T) {
+	kafka := testenv.NewKafka(t)
+	_, aEntry := fleetSource(t, "alpha")
+	_, bEntry := fleetSource(t, "beta")
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	file := fmt.Sprintf("defaults:\n  brokers: [%s]\nsources:\n", kafka.Brokers[0]) + aEntry + bEntry
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, "status", "--config", path)
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, "unhealthy sources", "alpha (", "beta (", "no relay")
+
+	rep := startReplica(t, path)
+	waitReady(t, rep.base+"/readyz", rep.logs)
+	r = cli(t, "status", "--config", path)
+	wantCode(t, r, 0)
+	for _, want := range []string{"source alpha\n", "source beta\n", "confirmed_flush_lsn"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("relay status --config does not print %q:\n%s", want, r.stdout)
+		}
+	}
+	r = cli(t, "status", "--config", path, "--source", "beta", "--json")
+	wantCode(t, r, 0)
+	var out struct {
+		Sources []struct {
+			Name   string
+			Status struct{ Slot string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Sources) != 1 || out.Sources[0].Name != "beta" || out.Sources[0].Status.Slot == "" {
+		t.Errorf("relay status --config --source beta --json: %v\n%s", err, r.stdout)
+	}
+	wantCode(t, cli(t, "status", "--config", path, "--source", "gamma"), relaycli.ExitUsage)
+	wantCode(t, cli(t, "status", "--source", "beta"), relaycli.ExitUsage)
+	rep.stop(t)
+}

@@ -1,0 +1,122 @@
+package relaycli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// flagSource picks one source of the fleet file.
+const flagSource = "source"
+
+// fleetStatusFlags are relay status's flags for a fleet file.
+func fleetStatusFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagConfig, Category: catOps, EnvVars: envVar(flagConfig),
+			Usage: "fleet file (see relay run --config): show every source it lists, each under its name; exit 1 naming the unhealthy ones"},
+		&cli.StringFlag{Name: flagSource, Category: catOps, EnvVars: envVar(flagSource),
+			Usage: "with --config: only this source"},
+	}
+}
+
+// sourceReport is one source in relay status --config.
+type sourceReport struct {
+	Name   string            `json:"name"`
+	Status *relay.SlotStatus `json:"status,omitempty"`
+	Error  string            `json:"error,omitempty"`
+}
+
+// statusFleet is relay status --config: the status of every source of the
+// file (or of --source), read concurrently.
+func statusFleet(c *cli.Context, sc *scrubber) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if err := fleetConflicts(c); err != nil {
+		return err
+	}
+	logger, err := newLogger(c.App.ErrWriter, c.String(flagLogLevel), c.String(flagLogFormat), sc)
+	if err != nil {
+		return err
+	}
+	fc, err := loadFleet(c.String(flagConfig), sc)
+	if err != nil {
+		return err
+	}
+	sources := fc.Sources
+	if want := c.String(flagSource); want != "" {
+		sources = nil
+		for _, s := range fc.Sources {
+			if s.Name == want {
+				sources = append(sources, s)
+			}
+		}
+		if len(sources) == 0 {
+			return usagef("--%s: the fleet file has no source %q", flagSource, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+	defer cancel()
+	reports := make([]sourceReport, len(sources))
+	var wg sync.WaitGroup
+	for i, s := range sources {
+		cfg := *s.Config
+		cfg.Logger = logger.With("source", s.Name)
+		wg.Go(func() {
+			reports[i].Name = s.Name
+			st, err := relay.Status(ctx, &cfg)
+			if err != nil {
+				reports[i].Error = sc.String(err.Error())
+				return
+			}
+			reports[i].Status = st
+		})
+	}
+	wg.Wait()
+
+	if c.Bool(flagJSON) {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Sources []sourceReport `json:"sources"`
+		}{reports}); err != nil {
+			return fail(err)
+		}
+	}
+	var bad []string
+	for i, r := range reports {
+		if !c.Bool(flagJSON) {
+			if i > 0 {
+				fmt.Fprintln(c.App.Writer)
+			}
+			fmt.Fprintf(c.App.Writer, "source %s\n", r.Name)
+		}
+		switch {
+		case r.Error != "":
+			bad = append(bad, r.Name+" ("+r.Error+")")
+			if !c.Bool(flagJSON) {
+				fmt.Fprintf(c.App.Writer, "error  %s\n", r.Error)
+			}
+		default:
+			if !c.Bool(flagJSON) {
+				if err := printStatus(c.App.Writer, r.Status); err != nil {
+					return fail(err)
+				}
+			}
+			if err := unhealthy(r.Status); err != nil {
+				bad = append(bad, r.Name+" ("+err.Error()+")")
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fail(errors.New("unhealthy sources: " + strings.Join(bad, "; ")))
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package relaycli
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +36,7 @@ const (
 // processFlags are relay run's flags that belong to the process, not to a
 // source: with --config they stay on the command line (or in the
 // environment) and may not appear in the file.
-var processFlags = []string{flagMetricsAddr, flagLogLevel, flagLogFormat, flagConfig}
+var processFlags = []string{flagMetricsAddr, flagLogLevel, flagLogFormat, flagConfig, flagInstanceID}
 
 // secretFlags are the per-source flags whose value a fleet file may also
 // give as KEY-file: the path of a file holding it, as RELAY_KEY_FILE does
@@ -106,6 +107,8 @@ type fleetConfig struct {
 	// Spread, when set, shares the sources out among the replicas
 	// running the file.
 	Spread *spread
+	// digest is the file's SHA-256, to tell when it changed.
+	digest [sha256.Size]byte
 }
 
 // loadFleet reads and validates the fleet file at path as a whole: every
@@ -185,7 +188,7 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 		slots[slot] = name
 		sources = append(sources, fleetSource{Name: name, Config: cfg, settings: canon})
 	}
-	return &fleetConfig{Sources: sources, Spread: sp}, nil
+	return &fleetConfig{Sources: sources, Spread: sp, digest: sha256.Sum256(b)}, nil
 }
 
 // checkKeys refuses a key that is not a per-source setting, naming the

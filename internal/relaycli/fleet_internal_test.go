@@ -72,6 +72,7 @@ func TestLoadFleetErrorsNameSourceAndKey(t *testing.T) {
 	}{
 		{"typo", "sources:\n  - name: a\n" + ok + "    tabel: x\n", []string{"sources[0] (a)", "tabel", "did you mean table"}},
 		{"process key", "sources:\n  - name: a\n" + ok + "    metrics-addr: :1\n", []string{"sources[0] (a)", "metrics-addr", "setting of the process", "RELAY_METRICS_ADDR"}},
+		{"instance id", "sources:\n  - name: a\n" + ok + "    instance-id: x\n", []string{"instance-id", "setting of the process", "RELAY_INSTANCE_ID"}},
 		{"dashes", "sources:\n  - name: a\n" + ok + "    --slot: x\n", []string{"--slot", "without the dashes"}},
 		{"default typo", "defaults:\n  brokerz: [k:9092]\nsources:\n  - name: a\n" + ok, []string{"defaults", "brokerz", "did you mean brokers"}},
 		{"no name", "sources:\n  - " + ok[4:], []string{"sources[0]", "name: required"}},

@@ -366,3 +366,50 @@ func TestFleetStatus(t *testing.T) {
 	wantCode(t, cli(t, "status", "--source", "beta"), relaycli.ExitUsage)
 	rep.stop(t)
 }
+
+// A changed fleet file is reloaded without a signal (a Secret volume is
+// updated in place), and --instance-id, a process setting, reaches every
+// source's records.
+func TestFleetReloadsAChangedFile(t *testing.T) {
+	defer relaycli.SetConfigPollInterval(100 * time.Millisecond)()
+	kafka := testenv.NewKafka(t)
+	a, aEntry := fleetSource(t, "alpha")
+	b, bEntry := fleetSource(t, "beta")
+	head := fmt.Sprintf("defaults:\n  brokers: [%s]\n  batch-timeout: 1ms\nsources:\n", kafka.Brokers[0])
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(head+aEntry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr testenv.SyncBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--instance-id", "pod-7"}, &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	base := "http://" + metricsAddr(t, &stderr, done)
+	waitReady(t, base+"/readyz?source=alpha", &stderr)
+
+	// Written elsewhere and renamed into place, as the kubelet does.
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(head+aEntry+bEntry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, base+"/readyz?source=beta", &stderr)
+	insert(t, a, "alpha", "a-1")
+	insert(t, b, "beta", "b-1")
+	for _, topic := range []string{"outbox.alpha", "outbox.beta"} {
+		recs := testenv.WaitForRecords(t, kafka.Brokers, topic, 1, time.Minute)
+		if v, _ := recs[0].Header("relay-instance"); v != "pod-7" {
+			t.Errorf("%s: relay-instance header %q, want pod-7 (--instance-id)", topic, v)
+		}
+	}
+	if n := strings.Count(stderr.String(), `"why":"the file changed"`); n != 1 {
+		t.Errorf("%d reloads for one change of the file, want 1", n)
+	}
+}

@@ -2,6 +2,7 @@ package relaycli
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +71,7 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	setMemoryLimit(buffers, logger)
 
 	ctx := c.Context
-	f := &fleet{ctx: ctx, logger: logger, sources: map[string]*source{}, spread: fc.Spread != nil}
+	f := &fleet{ctx: ctx, logger: logger, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID)}
 	f.process = prometheus.NewRegistry()
 	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if addr := c.String(flagMetricsAddr); addr != "" {
@@ -94,6 +95,24 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		defer m.close()
 		f.member = m
 	}
+	reload := func(why string) {
+		next, err := loadFleet(path, sc)
+		if err == nil && (next.Spread == nil) != (fc.Spread == nil) || err == nil && next.Spread != nil && *next.Spread != *fc.Spread {
+			err = fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
+		}
+		if err == nil && f.member != nil {
+			err = f.member.ensurePartitions(ctx, len(next.Sources))
+		}
+		if err != nil {
+			logger.Error("reload refused: the running sources are unchanged", "why", why, "error", err)
+			return
+		}
+		logger.Info("reloading the fleet file", "why", why, "config", path, "sources", len(next.Sources))
+		f.setDesired(next.Sources)
+	}
+	poll := time.NewTicker(configPollInterval)
+	defer poll.Stop()
+	seen := fc.digest
 	for {
 		select {
 		case <-ctx.Done():
@@ -101,22 +120,26 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 			logger.Info("relay fleet stopped")
 			return nil
 		case <-hup:
-			next, err := loadFleet(path, sc)
-			if err == nil && (next.Spread == nil) != (fc.Spread == nil) || err == nil && next.Spread != nil && *next.Spread != *fc.Spread {
-				err = fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
+			if b, err := os.ReadFile(path); err == nil {
+				seen = sha256.Sum256(b)
 			}
-			if err == nil && f.member != nil {
-				err = f.member.ensurePartitions(ctx, len(next.Sources))
-			}
-			if err != nil {
-				logger.Error("reload refused: the running sources are unchanged", "error", err)
+			reload("SIGHUP")
+		case <-poll.C:
+			// A Secret or ConfigMap volume is updated in place, and
+			// nobody sends a signal: a changed file is reloaded too.
+			b, err := os.ReadFile(path)
+			if err != nil || sha256.Sum256(b) == seen {
 				continue
 			}
-			logger.Info("reloading the fleet file", "config", path, "sources", len(next.Sources))
-			f.setDesired(next.Sources)
+			seen = sha256.Sum256(b)
+			reload("the file changed")
 		}
 	}
 }
+
+// configPollInterval is how often relay run --config looks for a changed
+// fleet file.
+var configPollInterval = 30 * time.Second
 
 // fleetConflicts refuses per-source settings given to relay run beside
 // --config (flags or RELAY_* variables): in a fleet, they belong in the
@@ -148,6 +171,9 @@ type fleet struct {
 	logger *slog.Logger
 	// process holds the process's own collectors (Go runtime, process).
 	process *prometheus.Registry
+	// instanceID is --instance-id, the process's: every source's records
+	// carry it.
+	instanceID string
 	// spread says the group decides which sources run here; member is
 	// this replica's membership once joined.
 	spread bool
@@ -298,6 +324,9 @@ func (f *fleet) newSource(n fleetSource) (*source, error) {
 	s := &source{fleetSource: n, reg: prometheus.NewRegistry(), logger: f.logger.With("source", n.Name), done: make(chan struct{}), state: stateStarting, since: time.Now()}
 	cfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"source": n.Name}, s.reg)
 	cfg.Logger = s.logger
+	if f.instanceID != "" {
+		cfg.InstanceID = f.instanceID
+	}
 	r, err := relay.New(&cfg)
 	if err != nil {
 		return nil, err

@@ -141,6 +141,7 @@ type container struct {
 	VolumeMounts   []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
+		SubPath   string `yaml:"subPath"`
 	} `yaml:"volumeMounts"`
 }
 
@@ -425,6 +426,65 @@ func TestHelmChartValues(t *testing.T) {
 		}
 		if strings.Contains(out, "pw@") {
 			t.Errorf("helm template %v printed the password", tc.args)
+		}
+	}
+}
+
+// Fleet mode: the fleet file comes from a Secret mounted as a directory
+// (so the kubelet updates it in place and the relay reloads it), read
+// through RELAY_CONFIG; no per-source setting is rendered (relay run
+// --config refuses them beside the file), and values that belong in the
+// file are refused.
+func TestHelmChartFleet(t *testing.T) {
+	t.Parallel()
+	objs := render(t, "--set", "fleet.existingSecret=relay-fleet", "--set", "kafka.tls.existingSecret=kafka-ca")
+	pod := objs["Deployment"].Spec.Template.Spec
+	c := pod.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if got := env["RELAY_CONFIG"]; got != "/var/run/secrets/pgoutbox/fleet/fleet.yaml" {
+		t.Errorf("RELAY_CONFIG %q, want the mounted fleet file", got)
+	}
+	known := relayEnvVars(t)
+	for name := range env {
+		if !known[name] {
+			t.Errorf("env %s: relay run reads no such variable", name)
+		}
+		switch name {
+		case "RELAY_CONFIG", "RELAY_METRICS_ADDR", "RELAY_INSTANCE_ID", "RELAY_LOG_LEVEL", "RELAY_LOG_FORMAT":
+		default:
+			t.Errorf("env %s in fleet mode: a per-source setting beside --config is refused by relay run", name)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+		if m.Name == "fleet" && m.SubPath != "" {
+			t.Error("the fleet file is mounted with subPath: the kubelet never updates it")
+		}
+	}
+	if mounts["fleet"] != "/var/run/secrets/pgoutbox/fleet" || mounts["kafka-tls"] == "" || mounts["database"] != "" {
+		t.Errorf("mounts %v: want the fleet Secret and the Kafka CA, no database Secret", mounts)
+	}
+	for _, v := range pod.Volumes {
+		if v.Name == "fleet" && (v.Secret == nil || v.Secret.SecretName != "relay-fleet") {
+			t.Errorf("fleet volume %+v, want Secret relay-fleet", v)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "brokers[0]=kafka:9092"}, "brokers: with fleet.existingSecret"},
+		{[]string{"--set", "slot=orders"}, "slot: with fleet.existingSecret"},
+		{[]string{"--set", "flags.prune-after=1h"}, "flags.prune-after: with fleet.existingSecret"},
+		{[]string{"--set", "networkPolicy.enabled=true"}, "networkPolicy.kafka.ports"},
+	} {
+		args := append([]string{"template", "billing", chartDir, "--set", "fleet.existingSecret=relay-fleet"}, tc.args...)
+		if _, err := helm(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("helm template %v: err %v, want one naming %q", tc.args, err, tc.want)
 		}
 	}
 }

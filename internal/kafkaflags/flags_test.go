@@ -14,7 +14,9 @@ import (
 // read parses args as the Kafka flags of a command and reads them.
 func read(t *testing.T, args ...string) (kafkaflags.Security, error) {
 	t.Helper()
-	env := func(flag string) string { return "KAFKAFLAGS_TEST_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) }
+	env := func(flag string) string {
+		return "KAFKAFLAGS_TEST_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	}
 	var sec kafkaflags.Security
 	var readErr error
 	app := &cli.App{Name: "t", Flags: kafkaflags.Flags(env, "Kafka"), Action: func(c *cli.Context) error {

@@ -1,0 +1,35 @@
+package contract
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+func TestLogicalMessageRoundTrip(t *testing.T) {
+	e := Event{ID: uuid.MustParse("0190f0e0-0000-7000-8000-000000000001"), AggregateType: "order", AggregateID: "o-1",
+		EventType: "order.placed", BusinessKey: "k-1", Payload: []byte{0, 0xff, '{'}, Headers: map[string]string{"traceparent": "00-x"}, Topic: "orders.v1"}
+	content, err := EncodeLogicalMessage(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeLogicalMessage(content)
+	if err != nil || !reflect.DeepEqual(got, e) {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, e)
+	}
+}
+
+func TestDecodeLogicalMessageRejects(t *testing.T) {
+	for _, content := range []string{
+		``, `[]`, `{"v":2,"id":"0190f0e0-0000-7000-8000-000000000001"}`,
+		`{"v":1,"aggregate_type":"a","aggregate_id":"1","event_type":"e","business_key":"k","payload":"e30="}`,
+		`{"v":1,"id":"0190f0e0-0000-7000-8000-000000000001","aggregate_id":"1","event_type":"e","business_key":"k","payload":"e30="}`,
+		`{"v":1,"id":"0190f0e0-0000-7000-8000-000000000001","aggregate_type":"a","aggregate_id":"1","event_type":"e","business_key":"k","payload":"%%"}`,
+	} {
+		if _, err := DecodeLogicalMessage([]byte(content)); !errors.Is(err, ErrBadLogicalMessage) {
+			t.Errorf("DecodeLogicalMessage(%q): %v, want ErrBadLogicalMessage", content, err)
+		}
+	}
+}

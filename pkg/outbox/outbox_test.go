@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -500,5 +502,89 @@ func TestNilArguments(t *testing.T) {
 		if _, err := w.Emit(m); err == nil {
 			t.Errorf("%s: EmitTx(nil) succeeded", name)
 		}
+	}
+}
+
+// Migrate on a driver of the caller's pgx transaction runs in a savepoint
+// of it: the table comes and goes with the transaction.
+func TestMigrateInCallersTx(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := outbox.Migrate(ctx, outbox.Pgx(tx), ""); err != nil || len(applied) != 3 {
+		t.Fatalf("Migrate in tx: %v, %v", applied, err)
+	}
+	var in, out bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('public.outbox') IS NOT NULL`).Scan(&in); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('public.outbox') IS NOT NULL`).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !in || out {
+		t.Fatalf("outbox table in the transaction %v, after its rollback %v", in, out)
+	}
+}
+
+// The same calls through the two drivers write the same rows, byte for
+// byte, and emit the same logical messages: one outbox table per driver,
+// the same messages (IDs included) into each.
+func TestDriversWriteTheSame(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, drivers[0], nil)
+	db := b.db
+	slot := emitSlot(t, b, "s_same") // before the writes: the slot sees what commits after it
+	id := func(n int) uuid.UUID { return uuid.MustParse(fmt.Sprintf("0190f0e0-0000-7000-8000-%012d", n)) }
+	msgs := []outbox.Message{
+		{ID: id(1), AggregateType: "payment", AggregateID: "pay-ü", EventType: "e", BusinessKey: "k-1", Payload: []byte(`{"a": [1, 2.5, "x"]}`),
+			Headers: map[string]string{"traceparent": "00-abc-01", "x": "ü"}, Topic: "payments.v1"},
+		{ID: id(2), AggregateType: "payment", AggregateID: "pay-2", EventType: "e", BusinessKey: "k-2", Payload: []byte(`null`)},
+		{ID: id(3), AggregateType: "order", AggregateID: "o", EventType: "e", BusinessKey: "k-3", Payload: []byte(`"s"`), Headers: map[string]string{}},
+	}
+	tables := make([][]string, len(drivers))
+	for i, d := range drivers {
+		table := fmt.Sprintf("d%d.outbox", i)
+		if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA `+strings.Split(table, ".")[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.migrate(ctx, db, table); err != nil {
+			t.Fatal(err)
+		}
+		err := d.inTx(ctx, db, &outbox.Config{Table: table}, true, func(w txWriter) error {
+			if _, err := w.Insert(msgs[0]); err != nil {
+				return err
+			}
+			if _, err := w.InsertMany(msgs[1:]); err != nil {
+				return err
+			}
+			_, err := w.Emit(msgs[0])
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", d.name, err)
+		}
+		rows, err := db.Pool.Query(ctx, `SELECT format('%s|%s|%s|%s|%s|%s|%s|%s', id, aggregate_type, aggregate_id, event_type,
+			business_key, payload, coalesce(headers::text, 'NULL'), coalesce(topic, 'NULL')) FROM `+table+` ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tables[i], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(tables[0]) != 3 || !slices.Equal(tables[0], tables[1]) {
+		t.Fatalf("rows differ:\n%s: %q\n%s: %q", drivers[0].name, tables[0], drivers[1].name, tables[1])
+	}
+	emitted := emitted(t, b, slot)
+	if len(emitted) != 2 || !reflect.DeepEqual(emitted[0], emitted[1]) || !reflect.DeepEqual(emitted[0], msgs[0]) {
+		t.Fatalf("emitted %+v, want %+v twice", emitted, msgs[0])
 	}
 }

@@ -84,8 +84,9 @@ func (d *Driver[TTx]) check() error {
 	return d.err
 }
 
-// ErrTxNotAllowed is returned by New when the driver's handle is a pgx.Tx
-// (Pgx(tx)): the inbox needs to begin transactions of its own.
+// ErrTxNotAllowed is returned by New, NewStore and Migrate when the
+// driver's handle is a pgx.Tx (Pgx(tx)): the inbox needs to begin
+// transactions of its own.
 var ErrTxNotAllowed = errors.New("inbox: a pgx.Tx cannot serve as the Beginner (pass a *pgxpool.Pool or *pgx.Conn; use ProcessTx inside a transaction)")
 
 // Nil arguments of New and the Process methods, refused before anything is

@@ -30,16 +30,17 @@ type Driver[TTx any] struct {
 	err error
 }
 
-// Beginner starts a transaction; *pgxpool.Pool, *pgxpool.Conn and
-// *pgx.Conn satisfy it. It is the same interface as outbox.Beginner. A
+// Beginner starts a transaction (Begin(ctx) (pgx.Tx, error));
+// *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn satisfy it. It is the same interface as outbox.Beginner. A
 // pgx.Tx satisfies it too but is refused with ErrTxNotAllowed: its Begin
 // makes a savepoint that nobody else sees, so the two-phase claim, the
 // attempt records that must survive a rollback and the leases would all be
 // lost with the caller's transaction. Use ProcessTx to work inside one.
 type Beginner = dbdriver.Beginner
 
-// SQLBeginner is the handle SQL takes: it starts database/sql transactions.
-// *sql.DB and *sql.Conn satisfy it, and so do the handles of libraries built
+// SQLBeginner is the handle SQL takes: it starts database/sql transactions
+// (BeginTx(ctx, *sql.TxOptions) (*sql.Tx, error)). *sql.DB and *sql.Conn
+// satisfy it, and so do the handles of libraries built
 // on database/sql (sqlx's *sqlx.DB, the *sql.DB of GORM's db.DB() or of bun
 // and ent). It is the same interface as outbox.SQLBeginner. A *sql.Tx does
 // not satisfy it: like a pgx.Tx for Beginner, it could not hold the inbox's

@@ -22,13 +22,13 @@ type Driver[TTx any] struct {
 	h dbdriver.Handle[TTx]
 }
 
-// Beginner starts a transaction; *pgxpool.Pool, *pgxpool.Conn and
-// *pgx.Conn satisfy it (a pgx.Tx too: Migrate then runs in a savepoint of
+// Beginner starts a transaction (Begin(ctx) (pgx.Tx, error));
+// *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn satisfy it (a pgx.Tx too: Migrate then runs in a savepoint of
 // it). It is the same interface as inbox.Beginner.
 type Beginner = dbdriver.Beginner
 
-// SQLBeginner starts database/sql transactions; *sql.DB and *sql.Conn
-// satisfy it, and so do the handles of libraries built on database/sql
+// SQLBeginner starts database/sql transactions (BeginTx(ctx,
+// *sql.TxOptions) (*sql.Tx, error)); *sql.DB and *sql.Conn satisfy it, and so do the handles of libraries built on database/sql
 // (sqlx's *sqlx.DB, the *sql.DB of GORM's db.DB() or of bun and ent). It is
 // the same interface as inbox.SQLBeginner.
 type SQLBeginner = dbdriver.SQLBeginner

@@ -105,7 +105,7 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 		return err
 	}
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
 		return err
 	}
 	var srv servers

@@ -228,7 +228,7 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 	db := testenv.NewDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "payments", LeaseDuration: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})

@@ -24,7 +24,7 @@ import (
 func setupNoKey(t *testing.T) (*inbox.Inbox[pgx.Tx], *noKeyAPI, *paymentClient, inbox.Message) {
 	t.Helper()
 	db := testenv.NewDB(t)
-	if _, err := inbox.Migrate(context.Background(), db.Pool, ""); err != nil {
+	if _, err := inbox.Migrate(context.Background(), inbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})

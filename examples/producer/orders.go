@@ -20,11 +20,11 @@ import (
 // service places orders.
 type service struct {
 	pool   *pgxpool.Pool
-	outbox *outbox.Writer
+	outbox *outbox.Writer[pgx.Tx]
 }
 
 func newService(pool *pgxpool.Pool) (*service, error) {
-	w, err := outbox.NewWriter(nil) // public.outbox
+	w, err := outbox.NewWriter(outbox.Pgx(pool), nil) // public.outbox
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func newService(pool *pgxpool.Pool) (*service, error) {
 
 // migrate creates the outbox table and the service's own orders table.
 func (s *service) migrate(ctx context.Context) error {
-	if _, err := outbox.Migrate(ctx, s.pool, ""); err != nil {
+	if _, err := outbox.Migrate(ctx, outbox.Pgx(s.pool), ""); err != nil {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (

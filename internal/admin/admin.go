@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
@@ -17,7 +18,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
-	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
 // SlotStatus is what Status finds. Package relay copies it into
@@ -102,7 +102,7 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) erro
 		}
 	}
 	if c.TableFormat == tableformat.TableFormatPgoutbox {
-		if _, err := outbox.Migrate(ctx, conn, c.Table); err != nil {
+		if _, err := migrate.Outbox(ctx, dbdriver.PgxDB(conn), c.Table); err != nil {
 			return fmt.Errorf("relay: create table %s: %w", c.Table, err)
 		}
 		return nil
@@ -111,7 +111,7 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) erro
 		return fmt.Errorf("%w: %s (with table format %s, relay setup does not create the table: create it as the %s tool expects, "+
 			"or use the pgoutbox format)", relayerr.ErrTableMissing, table, c.TableFormat, c.TableFormat)
 	}
-	if err := migrate.RelayState(ctx, conn, c.Table); err != nil {
+	if err := migrate.RelayState(ctx, dbdriver.PgxDB(conn), c.Table); err != nil {
 		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(c), err)
 	}
 	return nil

@@ -21,7 +21,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
-	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
 // Reasons of invalid events: the dlq-reason header and the reason label of
@@ -300,7 +299,7 @@ func (d *Decoder) Decode(data []byte) (WALItem, error) {
 	case *pglogrepl.CommitMessage:
 		return WALItem{Kind: WALCommit, CommitTime: m.CommitTime, EndLSN: m.TransactionEndLSN}, nil
 	case *pglogrepl.LogicalDecodingMessage:
-		if m.Prefix != outbox.LogicalMessagePrefix || !m.Transactional {
+		if m.Prefix != contract.LogicalMessagePrefix || !m.Transactional {
 			return WALItem{}, nil
 		}
 		d.Messages = true
@@ -522,7 +521,7 @@ func (d *Decoder) foreignEvent(r *relation, cols []TupleColumn) Event {
 
 // messageEvent builds the event of one pgoutbox logical message.
 func (d *Decoder) messageEvent(content []byte) Event {
-	m, err := outbox.DecodeLogicalMessage(content)
+	m, err := contract.DecodeLogicalMessage(content)
 	if err != nil {
 		ev := Event{ID: m.ID, Invalid: &relayerr.InvalidEventError{MessageID: m.ID, Reason: ReasonBadMessage, Detail: err.Error()}}
 		ev.Record = kgo.Record{Value: content}

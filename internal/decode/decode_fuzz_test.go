@@ -15,7 +15,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
-	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
 // frame joins messages, each prefixed with its uint16 length: one fuzz
@@ -51,7 +50,7 @@ func fuzzSeeds() [][]byte {
 		frame(rel, pgoutputtest.Begin(100, 1000, 7), pgoutputtest.Insert(16385, row("not-a-uuid", "order", "o-1", "e", "\x00NULL", `{}`, `[1]`, "bad topic", "x")), pgoutputtest.Commit(100, 120, 1000)),
 		frame(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, byteaTypes), pgoutputtest.Begin(1, 2, 3),
 			pgoutputtest.Insert(16385, row("0190f0e0-0000-7000-8000-000000000002", "t", "a", "e", "k", `\x00ff10`, "\x00NULL", "x.y", "t")), pgoutputtest.Commit(1, 2, 3)),
-		frame(pgoutputtest.Begin(1, 2, 3), pgoutputtest.Message(true, 5, outbox.LogicalMessagePrefix, content), pgoutputtest.Message(true, 6, "other", []byte("x")),
+		frame(pgoutputtest.Begin(1, 2, 3), pgoutputtest.Message(true, 5, contract.LogicalMessagePrefix, content), pgoutputtest.Message(true, 6, "other", []byte("x")),
 			pgoutputtest.Message(true, 7, "pgoutbox", []byte(`{"v":1,"id":"zz"}`)), pgoutputtest.Commit(1, 9, 3)),
 		frame(pgoutputtest.Relation(16386, "public", "outbox", pgoutputtest.Cols[:3], pgoutputtest.Types[:3])),
 		frame(pgoutputtest.Relation(16387, "public", "other", []string{"x"}, []uint32{23}), pgoutputtest.Insert(16387, row("1"))),

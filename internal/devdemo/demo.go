@@ -64,7 +64,7 @@ func (d *demo) prepare(ctx context.Context) error {
 	if _, err := d.pool.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create demo tables: %w", err)
 	}
-	if _, err := inbox.Migrate(ctx, d.pool, Schema+".inbox"); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(d.pool), Schema+".inbox"); err != nil {
 		return err
 	}
 	return relay.Setup(ctx, d.relayCfg)
@@ -102,7 +102,7 @@ func (d *demo) cleanup(ctx context.Context) error {
 
 // produce places opts.Rate orders per second until ctx ends.
 func (d *demo) produce(ctx context.Context) error {
-	w, err := outbox.NewWriter(&outbox.Config{Table: Schema + ".outbox"})
+	w, err := outbox.NewWriter(outbox.Pgx(d.pool), &outbox.Config{Table: Schema + ".outbox"})
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ type orderPlaced struct {
 }
 
 // placeOrder writes order n and its event in one transaction.
-func (d *demo) placeOrder(ctx context.Context, w *outbox.Writer, n int) error {
+func (d *demo) placeOrder(ctx context.Context, w *outbox.Writer[pgx.Tx], n int) error {
 	ev := orderPlaced{OrderID: fmt.Sprintf("order-%07d", n), AmountCents: int64(500 + n*37%10000)}
 	payload, err := json.Marshal(ev)
 	if err != nil {

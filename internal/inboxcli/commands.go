@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -21,18 +22,21 @@ func jsonFlag() *cli.BoolFlag {
 	return &cli.BoolFlag{Name: "json", EnvVars: []string{"INBOX_JSON"}, Usage: "print JSON instead of a table"}
 }
 
-// withStore runs fn with a pool and the Store of --table.
-func withStore(c *cli.Context, fn func(*cli.Context, inbox.Querier, *inbox.Store) error) error {
-	store, err := inbox.NewStore(c.String("table"))
-	if err != nil {
-		return usageError{Err: err}
+// withStore runs fn with the Store of --table on a pool.
+func withStore(c *cli.Context, fn func(*cli.Context, *inbox.Store) error) error {
+	if _, err := pgname.Parse(c.String("table"), "public"); err != nil {
+		return usageError{Err: fmt.Errorf("inbox: %w", err)} // before connecting
 	}
 	pool, err := connect(c)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	return fn(c, pool, store)
+	store, err := inbox.NewStore(inbox.Pgx(pool), c.String("table"))
+	if err != nil {
+		return usageError{Err: err}
+	}
+	return fn(c, store)
 }
 
 func migrateCommand() *cli.Command {
@@ -48,7 +52,7 @@ func migrateCommand() *cli.Command {
 				return err
 			}
 			defer pool.Close()
-			applied, err := inbox.Migrate(c.Context, pool, c.String("table"))
+			applied, err := inbox.Migrate(c.Context, inbox.Pgx(pool), c.String("table"))
 			if err != nil {
 				return err
 			}
@@ -71,8 +75,8 @@ func statusCommand() *cli.Command {
 			"the next delivery takes them over).",
 		Flags: []cli.Flag{consumerFlag("only this consumer (default: all)"), jsonFlag()},
 		Action: func(c *cli.Context) error {
-			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
-				counts, err := s.Counts(c.Context, q, c.String("consumer"))
+			return withStore(c, func(c *cli.Context, s *inbox.Store) error {
+				counts, err := s.Counts(c.Context, c.String("consumer"))
 				if err != nil {
 					return err
 				}
@@ -114,8 +118,8 @@ func purgeCommand() *cli.Command {
 			if err != nil || (st != inbox.StatusCompleted && st != inbox.StatusFailedFinal) {
 				return usagef("--status %q: want COMPLETED or FAILED_FINAL", c.String("status"))
 			}
-			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
-				n, err := s.Purge(c.Context, q, inbox.PurgeParams{Consumer: c.String("consumer"), OlderThan: age,
+			return withStore(c, func(c *cli.Context, s *inbox.Store) error {
+				n, err := s.Purge(c.Context, inbox.PurgeParams{Consumer: c.String("consumer"), OlderThan: age,
 					Status: st, BatchSize: c.Int("batch-size")})
 				if err != nil {
 					return err
@@ -152,8 +156,8 @@ func listCommand() *cli.Command {
 					return usagef("--status %q: want one of %s", s, statusList())
 				}
 			}
-			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
-				recs, err := s.List(c.Context, q, inbox.ListParams{Consumer: c.String("consumer"), Status: st, Limit: c.Int("limit")})
+			return withStore(c, func(c *cli.Context, s *inbox.Store) error {
+				recs, err := s.List(c.Context, inbox.ListParams{Consumer: c.String("consumer"), Status: st, Limit: c.Int("limit")})
 				if err != nil {
 					return err
 				}
@@ -199,8 +203,8 @@ func reviveCommand() *cli.Command {
 			if len(ids) > 0 && c.Bool("all") {
 				return usagef("revive: give message IDs or --all, not both")
 			}
-			return withStore(c, func(c *cli.Context, q inbox.Querier, s *inbox.Store) error {
-				n, err := s.Revive(c.Context, q, inbox.ReviveParams{Consumer: consumer, MessageIDs: ids})
+			return withStore(c, func(c *cli.Context, s *inbox.Store) error {
+				n, err := s.Revive(c.Context, inbox.ReviveParams{Consumer: consumer, MessageIDs: ids})
 				if err != nil {
 					return err
 				}

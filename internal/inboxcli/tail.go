@@ -85,7 +85,7 @@ func tailAction(c *cli.Context) error {
 		return err
 	}
 	defer pool.Close()
-	if err := refuseRealConsumer(c, pool); err != nil {
+	if err := refuseRealConsumer(c, inbox.Pgx(pool)); err != nil {
 		return err
 	}
 	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: c.String("consumer"), Table: c.String("table"),
@@ -137,16 +137,16 @@ func printOutcome(w io.Writer) func(inbox.Message, inbox.Result) {
 // --force: tail's no-op handler would mark that consumer's real messages
 // COMPLETED, and their effects would then be skipped as duplicates. Names
 // starting with inbox-tail (the default) are tail's own.
-func refuseRealConsumer(c *cli.Context, q inbox.Querier) error {
+func refuseRealConsumer(c *cli.Context, driver *inbox.Driver[pgx.Tx]) error {
 	name := c.String("consumer")
 	if c.Bool("force") || strings.HasPrefix(name, "inbox-tail") {
 		return nil
 	}
-	store, err := inbox.NewStore(c.String("table"))
+	store, err := inbox.NewStore(driver, c.String("table"))
 	if err != nil {
 		return usageError{Err: err}
 	}
-	has, err := store.HasRows(c.Context, q, name)
+	has, err := store.HasRows(c.Context, name)
 	if err != nil {
 		return err
 	}

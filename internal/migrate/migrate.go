@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox"
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/pgtx"
 )
 
 // Migration is one numbered SQL file.
@@ -61,7 +62,7 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 // "schema.table" (schema public when omitted): the shared body of
 // outbox.Migrate and inbox.Migrate. rename rewrites the default names in the
 // SQL text for the parsed table (see Apply).
-func Table(ctx context.Context, db pgtx.Beginner, component, name string, rename func(pgname.Table) *strings.Replacer) ([]int, error) {
+func Table(ctx context.Context, db dbdriver.DB, component, name string, rename func(pgname.Table) *strings.Replacer) ([]int, error) {
 	table, err := pgname.Parse(name, "public")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", component, err)
@@ -71,6 +72,13 @@ func Table(ctx context.Context, db pgtx.Beginner, component, name string, rename
 		return nil, err
 	}
 	return Apply(ctx, db, component, table.String(), migrations, rename(table))
+}
+
+// Outbox applies the sql/outbox migrations to the outbox table name ("" is
+// public.outbox): outbox.Migrate, and relay setup for a table in pgoutbox's
+// format.
+func Outbox(ctx context.Context, db dbdriver.DB, name string) ([]int, error) {
+	return Table(ctx, db, "outbox", cmp.Or(name, "public.outbox"), OutboxNames)
 }
 
 // OutboxNames rewrites the default names of the sql/outbox migrations for
@@ -89,7 +97,7 @@ func OutboxNames(table pgname.Table) *strings.Replacer {
 // sql/outbox migration of the state table alone), for an outbox table
 // pgoutbox does not create: a Debezium-shaped one. Its bookkeeping
 // component is "relay-state".
-func RelayState(ctx context.Context, db pgtx.Beginner, name string) error {
+func RelayState(ctx context.Context, db dbdriver.DB, name string) error {
 	table, err := pgname.Parse(name, "public")
 	if err != nil {
 		return fmt.Errorf("relay state: %w", err)
@@ -121,7 +129,7 @@ const lockKey = 0x7067_6f75_7462 // "pgoutb"
 // rights on public. replace rewrites default names in the SQL text (for
 // example public.outbox to the configured table). It returns the versions it
 // applied, in order.
-func Apply(ctx context.Context, db pgtx.Beginner, component, target string, migrations []Migration, replace *strings.Replacer) ([]int, error) {
+func Apply(ctx context.Context, db dbdriver.DB, component, target string, migrations []Migration, replace *strings.Replacer) ([]int, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate %s: begin: %w", component, err)
@@ -136,10 +144,10 @@ func Apply(ctx context.Context, db pgtx.Beginner, component, target string, migr
 		return nil, fmt.Errorf("migrate %s: %w", component, err)
 	}
 	rows, err := tx.Query(ctx, `SELECT version FROM `+book+` WHERE component = $1 AND target = $2`, component, target)
-	if err != nil {
-		return nil, fmt.Errorf("migrate %s: read applied versions: %w", component, err)
-	}
-	done, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	done, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (v int32, err error) {
+		err = r.Scan(&v)
+		return v, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("migrate %s: read applied versions: %w", component, err)
 	}
@@ -177,7 +185,7 @@ func Apply(ctx context.Context, db pgtx.Beginner, component, target string, migr
 // CREATE right even when the table is there. A new table in another schema
 // than public takes over the versions that earlier releases recorded for
 // target in public.pgoutbox_migration.
-func bookkeeping(ctx context.Context, tx pgx.Tx, target string) (string, error) {
+func bookkeeping(ctx context.Context, tx dbdriver.Tx, target string) (string, error) {
 	t, err := pgname.Parse(target, "public")
 	if err != nil {
 		return "", err

@@ -98,7 +98,7 @@ func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	w, _ := outbox.NewWriter(nil)
+	w, _ := outbox.NewWriter(outbox.Pgx(nil), nil)
 	err = pgx.BeginFunc(ctx, f.db.Pool, func(tx pgx.Tx) error {
 		_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: "o-1",
 			EventType: "order.created", BusinessKey: "bk-1", Payload: []byte(`{"n":1}`)})

@@ -299,7 +299,7 @@ func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Go(context.Background(), t, r.Run)
-	w, err := outbox.NewWriter(nil)
+	w, err := outbox.NewWriter(outbox.Pgx(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (s *streaming) stop(t *testing.T) int {
 func insertRows(t *testing.T, f *fixture, n int) []string {
 	t.Helper()
 	ctx := context.Background()
-	w, err := outbox.NewWriter(nil)
+	w, err := outbox.NewWriter(outbox.Pgx(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func BenchmarkCatalogCheck(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
+			if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 				b.Fatal(err)
 			}
 			conn, err := liveness.Connect(ctx, &c)

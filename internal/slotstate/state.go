@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
-	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
 // StateTableName is the name of the relay's state table, created by
@@ -120,9 +120,9 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config
 	}
 	var err error
 	if c.TableFormat == tableformat.TableFormatPgoutbox {
-		_, err = outbox.Migrate(ctx, conn, c.Table)
+		_, err = migrate.Outbox(ctx, dbdriver.PgxDB(conn), c.Table)
 	} else {
-		err = migrate.RelayState(ctx, conn, c.Table)
+		err = migrate.RelayState(ctx, dbdriver.PgxDB(conn), c.Table)
 	}
 	if err != nil {
 		return fmt.Errorf("relay: create %s: %w", StateTable(c), err)

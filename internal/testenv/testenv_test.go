@@ -27,7 +27,7 @@ func TestPostgresLogicalReplication(t *testing.T) {
 	db := testenv.NewDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
+	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `CREATE PUBLICATION pub_env FOR TABLE public.outbox WITH (publish = 'insert')`); err != nil {
@@ -46,7 +46,7 @@ func TestPostgresLogicalReplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, _ := outbox.NewWriter(nil)
+	w, _ := outbox.NewWriter(outbox.Pgx(nil), nil)
 	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 		_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: "o-1", EventType: "order.created", BusinessKey: "bk-1", Payload: []byte(`{"a": 1}`)})
 		return err

@@ -30,10 +30,10 @@ func TestRecordsOfNoRowAreNotStored(t *testing.T) {
 	defer cancel()
 	db := testenv.NewDB(t)
 	k := testenv.NewKafka(t)
-	if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
+	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
-	w, err := outbox.NewWriter(&outbox.Config{})
+	w, err := outbox.NewWriter(outbox.Pgx(db.Pool), &outbox.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 )
 
 // batchEntry remembers a message handled earlier in the same batch.
@@ -30,11 +32,11 @@ func (in *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, handler 
 			in.metrics.inFlight.Sub(float64(len(msgs)))
 		}
 	}()
-	tx, err := in.db.begin(ctx)
+	tx, err := in.db.Begin(ctx)
 	if err != nil {
 		return nil, false
 	}
-	defer func() { _ = tx.rollback(context.WithoutCancel(ctx)) }()
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
 	n := len(msgs)
 	ids, keys, topics := make([]string, n), make([]string, n), make([]string, n)
@@ -42,8 +44,8 @@ func (in *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, handler 
 	for i, m := range msgs {
 		ids[i], keys[i], hashes[i], topics[i], parts[i], offs[i] = m.ID, m.BusinessKey, in.hash(&msgs[i]), m.Topic, int32(m.Partition), m.Offset
 	}
-	rows, err := tx.query(ctx, in.queries.claimBatch, in.cfg.Consumer, ids, keys, hashes, topics, parts, offs)
-	claimed, err := collect(rows, err, func(r dbRows) (id string, err error) {
+	rows, err := tx.Query(ctx, in.queries.claimBatch, in.cfg.Consumer, ids, keys, hashes, topics, parts, offs)
+	claimed, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (id string, err error) {
 		err = r.Scan(&id)
 		return id, err
 	})
@@ -94,11 +96,11 @@ func (in *Inbox[TTx]) processBatch(ctx context.Context, msgs []Message, handler 
 		results[i] = *c.done
 	}
 	if len(doneIDs) > 0 {
-		if _, err := tx.exec(ctx, in.queries.completeBatch, in.cfg.Consumer, doneIDs, refs); err != nil {
+		if _, err := tx.Exec(ctx, in.queries.completeBatch, in.cfg.Consumer, doneIDs, refs); err != nil {
 			return nil, false
 		}
 	}
-	if err := tx.commit(ctx); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return nil, false
 	}
 	for i := range msgs {

@@ -18,7 +18,7 @@ import (
 func migrated(tb testing.TB, consumer string) (*testenv.DB, *Inbox[pgx.Tx]) {
 	tb.Helper()
 	db := testenv.NewDB(tb)
-	if _, err := Migrate(context.Background(), db.Pool, ""); err != nil {
+	if _, err := Migrate(context.Background(), Pgx(db.Pool), ""); err != nil {
 		tb.Fatal(err)
 	}
 	return db, newInbox(tb, Pgx(db.Pool), consumer)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 )
 
 // claim is the result of claiming a message inside a transaction.
@@ -46,14 +47,14 @@ type storedRow struct {
 // claimTx claims msg as the first statement of tx. lease > 0 sets
 // locked_until (two-phase path). marked says that markAttempt counted this
 // attempt in a RECEIVED row.
-func (in *core) claimTx(ctx context.Context, tx dbTx, msg *Message, hash []byte, lease time.Duration, marked bool) (claim, error) {
+func (in *core) claimTx(ctx context.Context, tx dbdriver.Tx, msg *Message, hash []byte, lease time.Duration, marked bool) (claim, error) {
 	q := &in.queries
 	for range 3 {
 		var (
 			attempts int
 			until    *time.Time
 		)
-		err := tx.queryRow(ctx, q.claim, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash, lease.Microseconds(),
+		err := tx.QueryRow(ctx, q.claim, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash, lease.Microseconds(),
 			msg.Topic, msg.Partition, msg.Offset).Scan(&attempts, &until)
 		if err == nil {
 			return claim{rowID: msg.ID, attempt: attempts, lease: deref(until)}, nil
@@ -61,8 +62,8 @@ func (in *core) claimTx(ctx context.Context, tx dbTx, msg *Message, hash []byte,
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return claim{}, fmt.Errorf("inbox: claim %s: %w", msg.ID, err)
 		}
-		rows, err := tx.query(ctx, q.lookup, in.cfg.Consumer, msg.ID, msg.BusinessKey)
-		found, err := collect(rows, err, func(r dbRows) (storedRow, error) {
+		rows, err := tx.Query(ctx, q.lookup, in.cfg.Consumer, msg.ID, msg.BusinessKey)
+		found, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (storedRow, error) {
 			var s storedRow
 			err := r.Scan(&s.messageID, &s.businessKey, &s.hash, &s.status, &s.attempts, &s.resultRef, &s.leased, &s.deadLettered, &s.startedAt, &s.requestRef)
 			return s, err
@@ -85,7 +86,7 @@ func (in *core) claimTx(ctx context.Context, tx dbTx, msg *Message, hash []byte,
 }
 
 // decide settles a delivery that met an existing row.
-func (in *core) decide(ctx context.Context, tx dbTx, msg *Message, hash []byte, lease time.Duration, marked bool, row storedRow) (claim, error) {
+func (in *core) decide(ctx context.Context, tx dbdriver.Tx, msg *Message, hash []byte, lease time.Duration, marked bool, row storedRow) (claim, error) {
 	c := claim{rowID: row.messageID, from: row.status, attempt: row.attempts, prevStart: deref(row.startedAt), prevRef: row.requestRef}
 	done := func(o Outcome) (claim, error) {
 		c.done = &Result{Outcome: o, Status: row.status, Attempts: row.attempts, ResultRef: row.resultRef, from: row.status}
@@ -128,7 +129,7 @@ func (in *core) decide(ctx context.Context, tx dbTx, msg *Message, hash []byte, 
 		return in.exhaust(ctx, tx, c, row)
 	}
 	var until *time.Time
-	err := tx.queryRow(ctx, in.queries.takeover, in.cfg.Consumer, row.messageID, lease.Microseconds(),
+	err := tx.QueryRow(ctx, in.queries.takeover, in.cfg.Consumer, row.messageID, lease.Microseconds(),
 		msg.Topic, msg.Partition, msg.Offset, counted).Scan(&c.attempt, &until)
 	if err != nil {
 		return claim{}, fmt.Errorf("inbox: take over %s: %w", row.messageID, err)
@@ -141,10 +142,10 @@ func (in *core) decide(ctx context.Context, tx dbTx, msg *Message, hash []byte, 
 // it over: a PROCESSING row whose lease expired MaxAttempts times (the
 // handler crashed or hung every time), or a FAILED_RETRYABLE one after
 // MaxAttempts was lowered. The delivery is DeadLettered.
-func (in *core) exhaust(ctx context.Context, tx dbTx, c claim, row storedRow) (claim, error) {
+func (in *core) exhaust(ctx context.Context, tx dbdriver.Tx, c claim, row storedRow) (claim, error) {
 	why := fmt.Sprintf("attempt %d of %d ended without an outcome (lease expired)", row.attempts, in.cfg.MaxAttempts)
 	var lastErr string
-	if err := tx.queryRow(ctx, in.queries.exhaust, in.cfg.Consumer, row.messageID, why).Scan(&lastErr); err != nil {
+	if err := tx.QueryRow(ctx, in.queries.exhaust, in.cfg.Consumer, row.messageID, why).Scan(&lastErr); err != nil {
 		return claim{}, fmt.Errorf("inbox: dead-letter %s: %w", row.messageID, err)
 	}
 	c.done = &Result{Outcome: DeadLettered, Status: StatusFailedFinal, Attempts: row.attempts,
@@ -162,8 +163,8 @@ func (in *core) markAttempt(ctx context.Context, msg *Message, hash []byte) (mar
 		attempts int
 		lastErr  string
 	)
-	err = runStatement(ctx, in.db, func(q stmtRunner) error {
-		return q.queryRow(ctx, in.queries.markAttempt, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash,
+	err = dbdriver.RunStatement(ctx, in.db, func(q dbdriver.Querier) error {
+		return q.QueryRow(ctx, in.queries.markAttempt, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash,
 			in.cfg.MaxAttempts, msg.Topic, msg.Partition, msg.Offset).Scan(&status, &attempts, &lastErr)
 	})
 	switch {

@@ -9,7 +9,8 @@
 // # Table
 //
 // Migrate creates the inbox table (default public.inbox; the same statements
-// as sql/inbox/*.up.sql, which a DBA may apply with psql -f instead). Rows are
+// as sql/inbox/*.up.sql, which a DBA may apply with psql -f instead), on the
+// driver an Inbox takes (Migrate(ctx, Pgx(pool), "")). Rows are
 // keyed by PRIMARY KEY (consumer, message_id) and UNIQUE (consumer,
 // business_key) and move through RECEIVED -> PROCESSING -> COMPLETED, or
 // FAILED_RETRYABLE -> ... -> FAILED_FINAL. The transactional path writes a
@@ -62,8 +63,7 @@
 // stdlib driver (github.com/jackc/pgx/v5/stdlib, driver name "pgx", or
 // stdlib.OpenDBFromPool to share a pgxpool): the batch path passes Go slices
 // as arrays, and errors are classified by SQLSTATE through *pgconn.PgError.
-// Migrate takes a pgx connection; sql.Conn.Raw hands out the one under a
-// database/sql connection (see the example of SQL).
+// Migrate and NewStore take the same driver (see the example of SQL).
 //
 //	in, err := inbox.New(inbox.SQL(db), &inbox.Config{Consumer: "billing"})
 //	...
@@ -290,8 +290,9 @@
 //
 // # Retention
 //
-// Store is the admin API (the command inbox is built on it): Store.Counts,
-// Store.List, Store.Purge and Store.Revive, for one consumer or all of them.
+// Store is the admin API (the command inbox is built on it; NewStore takes
+// the driver an Inbox takes): Store.Counts, Store.List, Store.Purge and
+// Store.Revive, for one consumer or all of them.
 // Store.Purge deletes COMPLETED rows older than a retention in
 // small batches; FAILED_FINAL rows stay until revived or purged explicitly.
 // A purged message is no longer recognised as a duplicate: keep the retention

@@ -83,7 +83,7 @@ func ExampleKafkaRecord_Message() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS shipment (order_id text PRIMARY KEY)`); err != nil {

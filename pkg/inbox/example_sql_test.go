@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
@@ -24,24 +24,15 @@ func ExampleSQL() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	// Migrate takes a pgx connection: borrow the one under a database/sql
-	// connection (or run "inbox migrate", or psql -f sql/inbox/*.up.sql).
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	err = conn.Raw(func(driverConn any) error {
-		_, err := inbox.Migrate(ctx, driverConn.(*stdlib.Conn).Conn(), "")
-		return err
-	})
-	_ = conn.Close()
-	if err != nil {
+	driver := inbox.SQL(db)
+	// Or run "inbox migrate", or psql -f sql/inbox/*.up.sql.
+	if _, err := inbox.Migrate(ctx, driver, ""); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refund (request_id text PRIMARY KEY, amount int)`); err != nil {
 		log.Fatal(err)
 	}
-	in, err := inbox.New(inbox.SQL(db), &inbox.Config{Consumer: "refunds", Logger: slog.New(slog.DiscardHandler)})
+	in, err := inbox.New(driver, &inbox.Config{Consumer: "refunds", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func ExampleInbox_Process() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS payment (request_id text PRIMARY KEY, amount int)`); err != nil {
@@ -59,7 +59,7 @@ func ExampleInbox_ProcessExternal() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
 		log.Fatal(err)
 	}
 	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "mailer", MaxAttempts: 2, Logger: slog.New(slog.DiscardHandler)})
@@ -98,7 +98,7 @@ func ExampleAttemptFromContext() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
 		log.Fatal(err)
 	}
 	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 )
 
 // ExternalHandler performs the effect of msg outside the database (a
@@ -46,7 +48,7 @@ func (in *core) processExternal(ctx context.Context, msg *Message, handler Exter
 	hash := in.hash(msg)
 	var c claim
 	for try := 0; ; try++ {
-		err := beginFunc(ctx, in.db, func(tx dbTx) error {
+		err := dbdriver.BeginFunc(ctx, in.db, func(tx dbdriver.Tx) error {
 			var err error
 			c, err = in.claimTx(ctx, tx, msg, hash, in.cfg.LeaseDuration, false)
 			return err
@@ -78,7 +80,7 @@ func (in *core) processExternal(ctx context.Context, msg *Message, handler Exter
 	}
 	if herr != nil {
 		status, reason := in.failureStatus(c.attempt, herr)
-		tag, err := execOne(ctx, in.db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, in.errText(herr), c.attempt, token)
+		tag, err := dbdriver.ExecOne(ctx, in.db, in.queries.failFenced, in.cfg.Consumer, c.rowID, status, in.errText(herr), c.attempt, token)
 		if err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w (handler: %w)", msg.ID, err, herr)
 		}
@@ -90,7 +92,7 @@ func (in *core) processExternal(ctx context.Context, msg *Message, handler Exter
 		r.IdempotencyKey, r.from = key, StatusProcessing
 		return r, nil
 	}
-	tag, err := execOne(ctx, in.db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt, token)
+	tag, err := dbdriver.ExecOne(ctx, in.db, in.queries.completeFenced, in.cfg.Consumer, c.rowID, ref, c.attempt, token)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
 	}

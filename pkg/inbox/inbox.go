@@ -1,10 +1,10 @@
 package inbox
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
@@ -25,8 +25,8 @@ type core struct {
 	queries queries
 	metrics *metrics
 	log     *slog.Logger
-	db      database
-	admin   dbQuerier // single statements; nil when db only begins transactions
+	db      dbdriver.DB
+	admin   dbdriver.Querier // single statements; nil when db only begins transactions
 }
 
 // New validates driver and cfg and returns an Inbox on driver's database:
@@ -36,11 +36,8 @@ type core struct {
 // It registers the metrics on cfg.Registerer; a second Inbox on the same
 // Registerer must use another Consumer name or registration fails.
 func New[TTx any](driver *Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
-	if driver == nil {
-		return nil, errors.New("inbox: driver is nil")
-	}
-	if driver.err != nil {
-		return nil, driver.err
+	if err := driver.check(); err != nil {
+		return nil, err
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -61,8 +58,8 @@ func New[TTx any](driver *Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
 			queries: newQueries(t.Sanitize()),
 			metrics: m,
 			log:     c.Logger.With("consumer", c.Consumer),
-			db:      driver.db,
-			admin:   driver.admin,
+			db:      driver.h.DB,
+			admin:   driver.h.DB.Autocommit(),
 		},
 		driver: driver,
 	}, nil

@@ -65,7 +65,7 @@ func prepare(t *testing.T, cfg *inbox.Config) (*bundle, *inbox.Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if _, err := inbox.Migrate(ctx, db.Pool, cfg.Table); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), cfg.Table); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (business_key text NOT NULL, message_id text NOT NULL)`); err != nil {
@@ -86,10 +86,10 @@ func newInbox[TTx any](t testing.TB, driver *inbox.Driver[TTx], cfg *inbox.Confi
 	return in
 }
 
-// store is the admin API of the default table.
-func store(t *testing.T) *inbox.Store {
+// store is the admin API of the default table of db.
+func store(t *testing.T, db *testenv.DB) *inbox.Store {
 	t.Helper()
-	s, err := inbox.NewStore("")
+	s, err := inbox.NewStore(inbox.Pgx(db.Pool), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 		t.Fatalf("redelivery %+v, %v", res, err)
 	}
 	// Revive makes it processable again.
-	if n, err := store(t).Revive(ctx, b.db.Pool, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
+	if n, err := store(t, b.db).Revive(ctx, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
 		t.Fatalf("revive %d, %v", n, err)
 	}
 	res, err = b.in.Process(ctx, m, effect(m))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 )
 
 // errNoLease is returned by SaveRequestRef and ExtendLease outside a
@@ -51,7 +52,7 @@ func SaveRequestRef(ctx context.Context, ref string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, err := execOne(context.WithoutCancel(ctx), l.in.db, l.in.queries.saveRequestRef, l.in.cfg.Consumer, l.rowID,
+	n, err := dbdriver.ExecOne(context.WithoutCancel(ctx), l.in.db, l.in.queries.saveRequestRef, l.in.cfg.Consumer, l.rowID,
 		ref, l.attempt.Number, l.until)
 	if err != nil {
 		return fmt.Errorf("inbox: save request reference: %w", err)
@@ -78,8 +79,8 @@ func ExtendLease(ctx context.Context, d time.Duration) error {
 	defer l.mu.Unlock()
 	var until time.Time
 	wctx := context.WithoutCancel(ctx)
-	err := runStatement(wctx, l.in.db, func(q stmtRunner) error {
-		return q.queryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
+	err := dbdriver.RunStatement(wctx, l.in.db, func(q dbdriver.Querier) error {
+		return q.QueryRow(wctx, l.in.queries.extendLease, l.in.cfg.Consumer, l.rowID,
 			d.Microseconds(), l.attempt.Number, l.until).Scan(&until)
 	})
 	if err != nil {

@@ -193,7 +193,7 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 	if err := b.in.RefreshMetrics(ctx); err != nil {
 		t.Fatal(err)
 	}
-	counts, err := store(t).Counts(ctx, b.db.Pool, "billing")
+	counts, err := store(t, b.db).Counts(ctx, "billing")
 	if err != nil || len(counts) != 1 || counts[0].Status != inbox.StatusProcessing || counts[0].Stuck != 1 {
 		t.Fatalf("counts %+v, %v", counts, err)
 	}
@@ -290,7 +290,7 @@ func TestStaleWorkerCannotCompleteRevivedClaim(t *testing.T) {
 	}); err != nil || res.Outcome != inbox.DeadLettered {
 		t.Fatalf("delivery after the crash %+v, %v", res, err)
 	}
-	if n, err := store(t).Revive(ctx, b.db.Pool, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
+	if n, err := store(t, b.db).Revive(ctx, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
 		t.Fatalf("revive %d, %v", n, err)
 	}
 	// The revived message is claimed again: attempt 1 once more.

@@ -11,10 +11,18 @@ import (
 
 // Migrate creates or upgrades the inbox table (table, "table" or
 // "schema.table"; empty means public.inbox) by applying the migrations in
-// sql/inbox. It is idempotent and safe to call concurrently; db is a
-// *pgx.Conn or *pgxpool.Pool. It returns the versions it applied.
-func Migrate(ctx context.Context, db Beginner, table string) ([]int, error) {
-	return migrate.Table(ctx, db, "inbox", cmp.Or(table, DefaultTable), func(t pgname.Table) *strings.Replacer {
+// sql/inbox, on driver's database (the driver an Inbox takes, on pgx or
+// database/sql):
+//
+//	applied, err := inbox.Migrate(ctx, inbox.Pgx(pool), "")
+//
+// It is idempotent and safe to call concurrently. It returns the versions
+// it applied. It has the shape of outbox.Migrate.
+func Migrate[TTx any](ctx context.Context, driver *Driver[TTx], table string) ([]int, error) {
+	if err := driver.check(); err != nil {
+		return nil, err
+	}
+	return migrate.Table(ctx, driver.h.DB, "inbox", cmp.Or(table, DefaultTable), func(t pgname.Table) *strings.Replacer {
 		ident := func(suffix string) string {
 			return `"` + strings.ReplaceAll(t.Name+suffix, `"`, `""`) + `"`
 		}

@@ -22,11 +22,11 @@ func TestMigrateCustomTableIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"", "ops.Inbox-2", "ops.O'Brien"} {
-		got, err := inbox.Migrate(ctx, db.Pool, table)
+		got, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), table)
 		if err != nil || !slices.Equal(got, []int{1, 2, 3, 4}) {
 			t.Fatalf("Migrate(%q) = %v, %v", table, got, err)
 		}
-		if got, err := inbox.Migrate(ctx, db.Pool, table); err != nil || len(got) != 0 {
+		if got, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), table); err != nil || len(got) != 0 {
 			t.Fatalf("second Migrate(%q) = %v, %v", table, got, err)
 		}
 	}
@@ -68,7 +68,7 @@ func TestMigrationFilesApplyAsIs(t *testing.T) {
 			}
 		}
 	}
-	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	assertKeysBytewise(t, db.Pool, "public.inbox")
@@ -124,7 +124,7 @@ func TestMigrateUpgradesKeyCollation(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	for _, table := range []string{"", "inbox2"} {
-		if _, err := inbox.Migrate(ctx, db.Pool, table); err != nil {
+		if _, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), table); err != nil {
 			t.Fatal(err)
 		}
 	}

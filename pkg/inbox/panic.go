@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 )
 
 // PanicError is the error of a handler that panicked. The inbox recovers the
@@ -34,9 +36,9 @@ func (in *core) recovered(msg *Message, err *error) {
 
 // runTx runs a transactional handler with the driver's transaction behind
 // tx, recovering a panic.
-func (in *Inbox[TTx]) runTx(ctx context.Context, msg *Message, tx dbTx, handler TxHandler[TTx]) (ref string, err error) {
+func (in *Inbox[TTx]) runTx(ctx context.Context, msg *Message, tx dbdriver.Tx, handler TxHandler[TTx]) (ref string, err error) {
 	defer in.recovered(msg, &err)
-	t, err := in.driver.unwrap(ctx, tx)
+	t, err := in.driver.h.Unwrap(ctx, tx)
 	if err != nil {
 		return "", err
 	}

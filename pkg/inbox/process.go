@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 )
 
 // TxHandler does the business work of msg inside tx, the transaction of
@@ -99,11 +100,11 @@ func isTxRetry(err error) bool {
 // deadlock after the claim is returned for a retry, unless lastTry: then it
 // is recorded as a failed attempt, as is any other failure after the claim.
 func (in *Inbox[TTx]) processOnce(ctx context.Context, msg *Message, hash []byte, handler TxHandler[TTx], marked, lastTry bool) (Result, error) {
-	tx, err := in.db.begin(ctx)
+	tx, err := in.db.Begin(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: begin: %w", err)
 	}
-	defer func() { _ = tx.rollback(context.WithoutCancel(ctx)) }()
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	c, err := in.claimTx(ctx, tx, msg, hash, 0, marked)
 	if err != nil {
 		return Result{}, err
@@ -111,7 +112,7 @@ func (in *Inbox[TTx]) processOnce(ctx context.Context, msg *Message, hash []byte
 	if c.done != nil {
 		// Nothing was written, or only the verdict on an exhausted row;
 		// committing keeps it and releases the row lock.
-		if err := tx.commit(ctx); err != nil {
+		if err := tx.Commit(ctx); err != nil {
 			return Result{}, fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
 		}
 		return *c.done, nil
@@ -120,7 +121,7 @@ func (in *Inbox[TTx]) processOnce(ctx context.Context, msg *Message, hash []byte
 	if ferr == nil {
 		if err := in.completeTx(ctx, tx, c, ref); err != nil {
 			ferr = fmt.Errorf("inbox: complete %s: %w", msg.ID, err)
-		} else if err := tx.commit(ctx); err != nil {
+		} else if err := tx.Commit(ctx); err != nil {
 			// When the commit did happen after all, the row is COMPLETED
 			// and recordFailure leaves it alone.
 			ferr = fmt.Errorf("inbox: commit %s: %w", msg.ID, err)
@@ -128,7 +129,7 @@ func (in *Inbox[TTx]) processOnce(ctx context.Context, msg *Message, hash []byte
 			return Result{Outcome: Processed, Status: StatusCompleted, Attempts: c.attempt, ResultRef: ref, from: c.from}, nil
 		}
 	}
-	_ = tx.rollback(context.WithoutCancel(ctx))
+	_ = tx.Rollback(context.WithoutCancel(ctx))
 	if isTxRetry(ferr) && !lastTry {
 		return Result{}, ferr
 	}
@@ -150,9 +151,9 @@ func (in *Inbox[TTx]) processOnce(ctx context.Context, msg *Message, hash []byte
 // the transaction; see Retryable): the caller should roll tx back and run it
 // again.
 func (in *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, handler TxHandler[TTx]) (Result, error) {
-	t, err := in.driver.adopt(tx)
-	if err != nil {
-		return Result{}, err
+	t := in.driver.h.Adopt(tx)
+	if t == nil {
+		return Result{}, errNilTx
 	}
 	if handler == nil {
 		return Result{}, errNilHandler
@@ -160,29 +161,29 @@ func (in *Inbox[TTx]) ProcessTx(ctx context.Context, tx TTx, msg Message, handle
 	return in.deliver(ctx, msg, func(msg *Message) (Result, error) { return in.processTx(ctx, t, msg, handler) })
 }
 
-func (in *Inbox[TTx]) processTx(ctx context.Context, tx dbTx, msg *Message, handler TxHandler[TTx]) (Result, error) {
+func (in *Inbox[TTx]) processTx(ctx context.Context, tx dbdriver.Tx, msg *Message, handler TxHandler[TTx]) (Result, error) {
 	// The savepoint comes before the claim, so that an error undoes the
 	// claim too: a COMPLETED claim left in tx would turn the redelivery into
 	// a Duplicate with no effect.
-	sp, err := tx.savepoint(ctx)
+	sp, err := tx.Savepoint(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
 	}
 	res, err := in.processSavepoint(ctx, sp, msg, handler)
 	if err != nil {
-		if rerr := sp.rollback(context.WithoutCancel(ctx)); rerr != nil {
+		if rerr := sp.Rollback(context.WithoutCancel(ctx)); rerr != nil {
 			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (%w)", rerr, err)
 		}
 		return Result{}, err
 	}
-	if err := sp.commit(ctx); err != nil {
+	if err := sp.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
 	}
 	return res, nil
 }
 
 // processSavepoint claims msg in sp and runs handler in a nested savepoint.
-func (in *Inbox[TTx]) processSavepoint(ctx context.Context, sp dbTx, msg *Message, handler TxHandler[TTx]) (Result, error) {
+func (in *Inbox[TTx]) processSavepoint(ctx context.Context, sp dbdriver.Tx, msg *Message, handler TxHandler[TTx]) (Result, error) {
 	c, err := in.claimTx(ctx, sp, msg, in.hash(msg), 0, false)
 	if err != nil {
 		return Result{}, err
@@ -190,27 +191,27 @@ func (in *Inbox[TTx]) processSavepoint(ctx context.Context, sp dbTx, msg *Messag
 	if c.done != nil {
 		return *c.done, nil
 	}
-	hsp, err := sp.savepoint(ctx)
+	hsp, err := sp.Savepoint(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("inbox: savepoint: %w", err)
 	}
 	ref, herr := in.runTx(ctx, msg, hsp, handler)
 	if herr != nil {
-		if err := hsp.rollback(ctx); err != nil {
+		if err := hsp.Rollback(ctx); err != nil {
 			return Result{}, fmt.Errorf("inbox: roll back to savepoint: %w (handler: %w)", err, herr)
 		}
 		if isTxRetry(herr) {
 			return Result{}, herr
 		}
 		status, reason := in.failureStatus(c.attempt, herr)
-		if _, err := sp.exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, in.errText(herr)); err != nil {
+		if _, err := sp.Exec(ctx, in.queries.failInTx, in.cfg.Consumer, c.rowID, status, in.errText(herr)); err != nil {
 			return Result{}, fmt.Errorf("inbox: record failure of %s: %w", msg.ID, err)
 		}
 		res := failureResult(status, c.attempt, reason, herr)
 		res.from = c.from
 		return res, nil
 	}
-	if err := hsp.commit(ctx); err != nil {
+	if err := hsp.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("inbox: release savepoint: %w", err)
 	}
 	if err := in.completeTx(ctx, sp, c, ref); err != nil {
@@ -221,11 +222,11 @@ func (in *Inbox[TTx]) processSavepoint(ctx context.Context, sp dbTx, msg *Messag
 
 // completeTx marks a claimed row COMPLETED. A new row was inserted
 // COMPLETED by the claim; it only needs the result reference.
-func (in *core) completeTx(ctx context.Context, tx dbTx, c claim, ref string) error {
+func (in *core) completeTx(ctx context.Context, tx dbdriver.Tx, c claim, ref string) error {
 	if c.from == "" && ref == "" {
 		return nil
 	}
-	_, err := tx.exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref)
+	_, err := tx.Exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref)
 	return err
 }
 
@@ -256,8 +257,8 @@ func (in *core) recordFailure(ctx context.Context, msg *Message, hash []byte, c 
 		stored   Status
 		attempts int
 	)
-	err := runStatement(ctx, in.db, func(q stmtRunner) error {
-		return q.queryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
+	err := dbdriver.RunStatement(ctx, in.db, func(q dbdriver.Querier) error {
+		return q.QueryRow(ctx, in.queries.recordFailure, in.cfg.Consumer, c.rowID, msg.BusinessKey, hash,
 			status, c.attempt, in.errText(herr), msg.Topic, msg.Partition, msg.Offset).Scan(&stored, &attempts)
 	})
 	switch {

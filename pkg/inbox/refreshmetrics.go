@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 )
 
 // unfinishedQuery reads only the rows that are not COMPLETED, through the
@@ -36,7 +38,7 @@ func (in *core) refresh(ctx context.Context) ([]StatusCount, error) {
 		return in.readUnfinished(ctx, in.admin)
 	}
 	var counts []StatusCount
-	err := beginFunc(ctx, in.db, func(tx dbTx) error {
+	err := dbdriver.BeginFunc(ctx, in.db, func(tx dbdriver.Tx) error {
 		var err error
 		counts, err = in.readUnfinished(ctx, tx)
 		return err
@@ -45,9 +47,9 @@ func (in *core) refresh(ctx context.Context) ([]StatusCount, error) {
 }
 
 // readUnfinished reads the counts on q and sets the gauges.
-func (in *core) readUnfinished(ctx context.Context, q dbQuerier) ([]StatusCount, error) {
-	rows, err := q.query(ctx, fmt.Sprintf(unfinishedQuery, in.table), in.cfg.Consumer)
-	counts, err := collect(rows, err, func(r dbRows) (StatusCount, error) {
+func (in *core) readUnfinished(ctx context.Context, q dbdriver.Querier) ([]StatusCount, error) {
+	rows, err := q.Query(ctx, fmt.Sprintf(unfinishedQuery, in.table), in.cfg.Consumer)
+	counts, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (StatusCount, error) {
 		c := StatusCount{Consumer: in.cfg.Consumer}
 		err := r.Scan(&c.Status, &c.Count, &c.Oldest, &c.Stuck)
 		return c, err

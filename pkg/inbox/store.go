@@ -6,29 +6,35 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
-// Querier runs the Store's statements; *pgx.Conn, *pgxpool.Pool and pgx.Tx
-// satisfy it.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // Store is the inbox's admin API: counts per status, listing, retention and
-// revival of an inbox table, for one consumer or all of them. The command
-// inbox is built on it.
+// revival of an inbox table, for one consumer or all of them, on the
+// database of a Driver. The command inbox is built on it.
 type Store struct {
 	table string // sanitized
+	q     dbdriver.Querier
 }
 
+// errNoStatements refuses a handle that only begins transactions.
+var errNoStatements = errors.New("inbox: the Store runs single statements: its driver needs a *pgxpool.Pool, *pgx.Conn, *sql.DB or *sql.Conn")
+
 // NewStore returns a Store for table ("table" or "schema.table"; empty means
-// public.inbox).
-func NewStore(table string) (*Store, error) {
+// public.inbox) on driver's database, the driver an Inbox takes:
+//
+//	store, err := inbox.NewStore(inbox.Pgx(pool), "")
+//
+// Each of its statements commits on its own.
+func NewStore[TTx any](driver *Driver[TTx], table string) (*Store, error) {
+	if err := driver.check(); err != nil {
+		return nil, err
+	}
+	q := driver.h.DB.Autocommit()
+	if q == nil {
+		return nil, errNoStatements
+	}
 	if table == "" {
 		table = DefaultTable
 	}
@@ -36,7 +42,7 @@ func NewStore(table string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
-	return &Store{table: t.Sanitize()}, nil
+	return &Store{table: t.Sanitize(), q: q}, nil
 }
 
 // StatusCount is the number of rows of one consumer in one status. Its JSON
@@ -54,17 +60,17 @@ type StatusCount struct {
 
 // Counts counts rows per consumer and status (consumer "" means all), in
 // consumer and state-machine order. The command "inbox status" prints it.
-func (s *Store) Counts(ctx context.Context, q Querier, consumer string) ([]StatusCount, error) {
-	return s.counts(ctx, pgxQuerier{q}, consumer)
+func (s *Store) Counts(ctx context.Context, consumer string) ([]StatusCount, error) {
+	return s.counts(ctx, s.q, consumer)
 }
 
-func (s *Store) counts(ctx context.Context, q dbQuerier, consumer string) ([]StatusCount, error) {
-	rows, err := q.query(ctx, `SELECT consumer, status, count(*), min(received_at),
+func (s *Store) counts(ctx context.Context, q dbdriver.Querier, consumer string) ([]StatusCount, error) {
+	rows, err := q.Query(ctx, `SELECT consumer, status, count(*), min(received_at),
 		count(*) FILTER (WHERE status = 'PROCESSING' AND coalesce(locked_until < now(), true))
 		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1)
 		GROUP BY consumer, status
 		ORDER BY consumer, array_position(ARRAY['RECEIVED','PROCESSING','COMPLETED','FAILED_RETRYABLE','FAILED_FINAL'], status)`, consumer)
-	out, err := collect(rows, err, func(r dbRows) (StatusCount, error) {
+	out, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (StatusCount, error) {
 		var c StatusCount
 		err := r.Scan(&c.Consumer, &c.Status, &c.Count, &c.Oldest, &c.Stuck)
 		return c, err
@@ -76,9 +82,9 @@ func (s *Store) counts(ctx context.Context, q dbQuerier, consumer string) ([]Sta
 }
 
 // HasRows reports whether consumer has any row in the table.
-func (s *Store) HasRows(ctx context.Context, q Querier, consumer string) (bool, error) {
-	rows, err := pgxQuerier{q}.query(ctx, `SELECT EXISTS (SELECT FROM `+s.table+` WHERE consumer = $1)`, consumer)
-	found, err := collect(rows, err, func(r dbRows) (bool, error) {
+func (s *Store) HasRows(ctx context.Context, consumer string) (bool, error) {
+	rows, err := s.q.Query(ctx, `SELECT EXISTS (SELECT FROM `+s.table+` WHERE consumer = $1)`, consumer)
+	found, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (bool, error) {
 		var b bool
 		err := r.Scan(&b)
 		return b, err
@@ -125,16 +131,16 @@ type ListParams struct {
 }
 
 // List returns rows, oldest first.
-func (s *Store) List(ctx context.Context, q Querier, p ListParams) ([]Record, error) {
+func (s *Store) List(ctx context.Context, p ListParams) ([]Record, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	rows, err := pgxQuerier{q}.query(ctx, `SELECT consumer, message_id, business_key, status, attempts,
+	rows, err := s.q.Query(ctx, `SELECT consumer, message_id, business_key, status, attempts,
 		coalesce(last_error, ''), coalesce(result_ref, ''), coalesce(request_ref, ''), locked_until,
 		coalesce(topic, ''), coalesce("partition", 0), coalesce("offset", 0), received_at, updated_at, completed_at, dead_lettered_at
 		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1) AND ($2 = '' OR status = $2)
 		ORDER BY received_at, consumer, message_id LIMIT $3`, p.Consumer, string(p.Status), p.Limit)
-	out, err := collect(rows, err, func(r dbRows) (Record, error) {
+	out, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (Record, error) {
 		var x Record
 		err := r.Scan(&x.Consumer, &x.MessageID, &x.BusinessKey, &x.Status, &x.Attempts, &x.LastError,
 			&x.ResultRef, &x.RequestRef, &x.LockedUntil, &x.Topic, &x.Partition, &x.Offset, &x.ReceivedAt, &x.UpdatedAt, &x.CompletedAt, &x.DeadLetteredAt)
@@ -168,11 +174,11 @@ var ErrBadParams = errors.New("inbox: invalid parameters")
 // statement, and returns how many it deleted. Duplicates of a purged message
 // are no longer recognised: keep the retention well above the longest
 // redelivery window (Kafka retention, relay replays).
-func (s *Store) Purge(ctx context.Context, q Querier, p PurgeParams) (int64, error) {
-	return s.purge(ctx, pgxQuerier{q}, p)
+func (s *Store) Purge(ctx context.Context, p PurgeParams) (int64, error) {
+	return s.purge(ctx, s.q, p)
 }
 
-func (s *Store) purge(ctx context.Context, q dbQuerier, p PurgeParams) (int64, error) {
+func (s *Store) purge(ctx context.Context, q dbdriver.Querier, p PurgeParams) (int64, error) {
 	if p.OlderThan <= 0 {
 		return 0, fmt.Errorf("%w: purge retention must be positive", ErrBadParams)
 	}
@@ -193,7 +199,7 @@ func (s *Store) purge(ctx context.Context, q dbQuerier, p PurgeParams) (int64, e
 	}
 	var total int64
 	for {
-		n, err := q.exec(ctx, `DELETE FROM `+s.table+` WHERE ctid = ANY (ARRAY(
+		n, err := q.Exec(ctx, `DELETE FROM `+s.table+` WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM `+s.table+`
 			WHERE status = $1 AND ($2 = '' OR consumer = $2)
 			  AND `+age+` < now() - $3::bigint * interval '1 microsecond'
@@ -225,7 +231,7 @@ type ReviveParams struct {
 // number of rows revived. A two-phase handler still running from before the
 // revival cannot complete the new claim even when the attempt counts match:
 // completion is fenced on the lease's end too.
-func (s *Store) Revive(ctx context.Context, q Querier, p ReviveParams) (int64, error) {
+func (s *Store) Revive(ctx context.Context, p ReviveParams) (int64, error) {
 	if p.Consumer == "" {
 		return 0, fmt.Errorf("%w: revive needs a consumer", ErrBadParams)
 	}
@@ -233,7 +239,7 @@ func (s *Store) Revive(ctx context.Context, q Querier, p ReviveParams) (int64, e
 	if ids == nil {
 		ids = []string{}
 	}
-	n, err := pgxQuerier{q}.exec(ctx, `UPDATE `+s.table+` SET status = 'FAILED_RETRYABLE', attempts = 0,
+	n, err := s.q.Exec(ctx, `UPDATE `+s.table+` SET status = 'FAILED_RETRYABLE', attempts = 0,
 		locked_until = NULL, dead_lettered_at = NULL, updated_at = now()
 		WHERE consumer = $1 AND status = 'FAILED_FINAL' AND (cardinality($2::text[]) = 0 OR message_id = ANY ($2))`,
 		p.Consumer, ids)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -362,7 +363,7 @@ func messageFromKafka(r KafkaRecord) (msg Message, bad *Result) {
 // message was written. A failure is only logged: a redelivery then writes the
 // record again (at least once, never lost).
 func (in *core) markDeadLettered(ctx context.Context, msg *Message) {
-	if _, err := execOne(ctx, in.db, in.queries.markDeadLettered, in.cfg.Consumer, msg.BusinessKey); err != nil {
+	if _, err := dbdriver.ExecOne(ctx, in.db, in.queries.markDeadLettered, in.cfg.Consumer, msg.BusinessKey); err != nil {
 		in.log.Warn("inbox: recording the dead-letter write failed", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey), "err", err)
 	}
 }

@@ -5,10 +5,12 @@
 //
 // # Writing
 //
-// Create a Writer once and call InsertTx (one message) or InsertManyTx (a
-// batch, sent with COPY) with the transaction that holds the business change:
+// Create a Writer once on the driver of your database handle (Pgx for pgx,
+// SQL for database/sql) and call InsertTx (one message) or InsertManyTx (a
+// batch) with the transaction that holds the business change; "Tx" means
+// "in the caller's transaction", as in package inbox:
 //
-//	w, err := outbox.NewWriter(&outbox.Config{})
+//	w, err := outbox.NewWriter(outbox.Pgx(pool), &outbox.Config{})
 //	...
 //	tx, err := pool.Begin(ctx)
 //	...
@@ -31,20 +33,25 @@
 // of a table row: no table, no bloat, no pruning. The relay publishes it
 // exactly like a row, in commit order with rows, and nothing when the
 // transaction rolls back. The content is versioned JSON with the payload
-// base64-encoded, so any payload bytes survive; DecodeLogicalMessage reads
-// it. A message exists only in the WAL, so it reaches Kafka only through a
-// slot that existed when its transaction committed (run relay setup first).
+// base64-encoded, so any payload bytes survive (the relay decodes it). A
+// message exists only in the WAL, so it reaches Kafka only through a slot
+// that existed when its transaction committed (run relay setup first).
 //
-// # database/sql and SQL-only producers
+// # Drivers: pgx, database/sql and SQL-only producers
 //
-// InsertSQLTx, InsertManySQLTx and EmitSQLTx take a database/sql
-// transaction (SQLExecer: *sql.Tx from pgx's stdlib driver or lib/pq, and
-// so the transactions of sqlx, GORM, ent and bun) and write the same rows
-// as InsertTx, InsertManyTx and EmitTx; the pgx methods are unchanged
-// (InsertManyTx keeps COPY). Producers in other languages, or triggers,
-// insert with plain SQL: id defaults to pgoutbox_uuidv7() (migration 003),
-// a time-ordered UUIDv7 generated in SQL; gen_random_uuid() is the
-// alternative default. The column contract is in docs/producers.md.
+// A Writer is generic over its driver's transaction type: NewWriter(Pgx(db),
+// cfg) is a *Writer[pgx.Tx], NewWriter(SQL(db), cfg) a *Writer[*sql.Tx]
+// whose operations take a *sql.Tx (from pgx's stdlib driver or lib/pq, and
+// so the transactions of sqlx, GORM, ent and bun). Every operation is one
+// implementation on both and writes the same rows; InsertManyTx sends COPY
+// on pgx and multi-row INSERTs on database/sql. The Writer never uses the
+// driver's handle (Pgx(nil) serves it); Migrate does. The inbox has the same
+// drivers (inbox.Pgx, inbox.SQL) over the same code.
+//
+// Producers in other languages, or triggers, insert with plain SQL: id
+// defaults to pgoutbox_uuidv7() (migration 003), a time-ordered UUIDv7
+// generated in SQL; gen_random_uuid() is the alternative default. The
+// column contract is in docs/producers.md.
 //
 // # Message IDs
 //
@@ -54,9 +61,8 @@
 //
 // # Trace context
 //
-// InsertTx, InsertManyTx and EmitTx, and their database/sql twins
-// InsertSQLTx, InsertManySQLTx and EmitSQLTx, inject the trace context of
-// their ctx into each message's headers through Config.Propagator
+// InsertTx, InsertManyTx and EmitTx inject the trace context of their ctx
+// into each message's headers through Config.Propagator
 // (default: the OpenTelemetry global propagator; install
 // propagation.TraceContext{} for W3C traceparent and tracestate), unless
 // the message sets traceparent itself. The relay publishes them as Kafka headers and the inbox consumer
@@ -74,8 +80,9 @@
 //
 // # Schema
 //
-// Migrate creates the outbox table (the same statements as
-// sql/outbox/*.up.sql, which a DBA may apply with psql -f instead). Note that
+// Migrate creates the outbox table on a driver's database (the same
+// statements as sql/outbox/*.up.sql, which a DBA may apply with psql -f
+// instead): Migrate(ctx, Pgx(pool), "") or Migrate(ctx, SQL(db), ""). Note that
 // a jsonb payload is stored normalised (whitespace and key order as Postgres
 // prints jsonb); use a json, text or bytea column to keep the input bytes.
 package outbox

@@ -23,13 +23,14 @@ func ExampleWriter_InsertTx() {
 	}
 	defer pool.Close()
 
-	if _, err := outbox.Migrate(ctx, pool, ""); err != nil { // or relay setup, or psql -f sql/outbox/*.sql
+	driver := outbox.Pgx(pool)
+	if _, err := outbox.Migrate(ctx, driver, ""); err != nil { // or relay setup, or psql -f sql/outbox/*.sql
 		log.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS payment (id text PRIMARY KEY, status text NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	w, err := outbox.NewWriter(nil) // public.outbox
+	w, err := outbox.NewWriter(driver, nil) // public.outbox
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,8 +61,8 @@ func ExampleWriter_InsertTx() {
 }
 
 // database/sql (pgx's stdlib driver, lib/pq, and sqlx, GORM, ent or bun on
-// top of them): the same row in the caller's *sql.Tx.
-func ExampleWriter_InsertSQLTx() {
+// top of them): the same Writer, Migrate and row, in the caller's *sql.Tx.
+func ExampleSQL() {
 	ctx := context.Background()
 	db, err := sql.Open("pgx", os.Getenv("DATABASE_URL"))
 	if err != nil {
@@ -69,10 +70,14 @@ func ExampleWriter_InsertSQLTx() {
 	}
 	defer db.Close()
 
+	driver := outbox.SQL(db)
+	if _, err := outbox.Migrate(ctx, driver, ""); err != nil {
+		log.Fatal(err)
+	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS invoice (id text PRIMARY KEY)`); err != nil {
 		log.Fatal(err)
 	}
-	w, err := outbox.NewWriter(nil)
+	w, err := outbox.NewWriter(driver, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,7 +89,7 @@ func ExampleWriter_InsertSQLTx() {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO invoice (id) VALUES ('inv-9')`); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := w.InsertSQLTx(ctx, tx, outbox.Message{
+	if _, err := w.InsertTx(ctx, tx, outbox.Message{
 		AggregateType: "invoice",
 		AggregateID:   "inv-9",
 		EventType:     "invoice.issued",
@@ -114,7 +119,7 @@ func Example_plainSQL() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := outbox.Migrate(ctx, pool, ""); err != nil {
+	if _, err := outbox.Migrate(ctx, outbox.Pgx(pool), ""); err != nil {
 		log.Fatal(err)
 	}
 	var id string

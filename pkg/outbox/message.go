@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -13,7 +11,7 @@ import (
 )
 
 // ErrInvalidMessage is wrapped by every validation error of InsertTx,
-// InsertManyTx and EmitTx (and their database/sql variants).
+// InsertManyTx and EmitTx.
 var ErrInvalidMessage = errors.New("invalid outbox message")
 
 // Message is one event to publish. It maps one-to-one to an outbox row.
@@ -54,64 +52,39 @@ type Message struct {
 	Topic string
 }
 
-// validate checks m; index is the position in a batch, or -1.
-func (m *Message) validate(rawPayload bool, index int) error {
-	fail := func(format string, args ...any) error {
-		msg := fmt.Sprintf(format, args...)
-		if index >= 0 {
-			msg = fmt.Sprintf("message %d: %s", index, msg)
-		}
-		return fmt.Errorf("%w: %s", ErrInvalidMessage, msg)
-	}
-	switch {
-	case m.AggregateType == "":
-		return fail("aggregate type is required")
-	case m.AggregateID == "":
-		return fail("aggregate ID is required")
-	case m.EventType == "":
-		return fail("event type is required")
-	case m.BusinessKey == "":
-		return fail("business key is required")
-	case !utf8.ValidString(m.AggregateID) || strings.IndexByte(m.AggregateID, 0) >= 0:
-		return fail("aggregate ID is not valid UTF-8 or holds a NUL byte")
-	}
-	if err := contract.CheckKey("business key", m.BusinessKey); err != nil {
-		return fail("%v", err)
-	}
-	for name := range m.Headers {
-		if contract.WrittenByRelay(name) {
-			return fail("header %s is written by the relay (the relay would dead-letter the message as bad-headers)", contract.Excerpt([]byte(name), 64))
-		}
-	}
-	if m.Topic != "" {
-		if err := contract.CheckTopic([]byte(m.Topic)); err != nil {
-			return fail("%v (the relay would dead-letter the message as bad-topic)", err)
-		}
-		if m.Topic == contract.DefaultProgressTopic {
-			return fail("topic %s is the progress topic of exactly-once relays, which only the relay writes (the relay would dead-letter the message as bad-topic)", m.Topic)
-		}
-	}
-	switch {
-	case m.Payload == nil:
-		return fail("payload is required")
-	case !rawPayload && !json.Valid(m.Payload):
-		return fail("payload is not valid JSON (set Config.RawPayload for a text or bytea payload column)")
-	}
-	return nil
+// event is m as the contract checks and encodes it.
+func (m *Message) event() contract.Event {
+	return contract.Event{ID: m.ID, AggregateType: m.AggregateType, AggregateID: m.AggregateID, EventType: m.EventType,
+		BusinessKey: m.BusinessKey, Payload: m.Payload, Headers: m.Headers, Topic: m.Topic}
 }
 
-// headersJSON encodes the headers column; nil means SQL NULL.
-func (m *Message) headersJSON() ([]byte, error) {
+// validate checks m (contract.Event.Check); index is the position in a
+// batch, or -1.
+func (m *Message) validate(rawPayload bool, index int) error {
+	ev := m.event()
+	err := ev.Check(rawPayload)
+	switch {
+	case err == nil:
+		return nil
+	case index >= 0:
+		return fmt.Errorf("%w: message %d: %w", ErrInvalidMessage, index, err)
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+}
+
+// headersJSON encodes the headers column as text; nil means SQL NULL.
+func (m *Message) headersJSON() (any, error) {
 	if len(m.Headers) == 0 {
 		return nil, nil
 	}
-	return json.Marshal(m.Headers)
+	b, err := json.Marshal(m.Headers)
+	return string(b), err
 }
 
 // nullable maps "" to SQL NULL.
-func nullable(s string) *string {
+func nullable(s string) any {
 	if s == "" {
 		return nil
 	}
-	return &s
+	return s
 }

@@ -6,108 +6,65 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
 
-// The writer injects the caller's trace context into each row's headers,
-// keeps a traceparent the caller set, and leaves the caller's map alone.
+// The writer injects the caller's trace context into each message's
+// headers, in every operation and on both drivers, keeps a traceparent the
+// caller set, and leaves the caller's map alone.
 func TestWriterInjectsTraceContext(t *testing.T) {
-	t.Parallel()
-	b := setup(t, &outbox.Config{Propagator: propagation.TraceContext{}})
-	ctx, want := tracedContext()
-
-	own := map[string]string{"traceparent": "00-11111111111111111111111111111111-2222222222222222-01", "x": "y"}
-	plain := map[string]string{"correlation-id": "c-1"}
-	msg := func(key string, h map[string]string) outbox.Message {
-		return outbox.Message{AggregateType: "payment", AggregateID: "p-1", EventType: "payment.requested",
-			BusinessKey: key, Payload: []byte(`{}`), Headers: h}
-	}
-	ids, err := inTx(t, b.db, func(tx pgx.Tx) ([]uuid.UUID, error) {
-		id, err := b.writer.InsertTx(ctx, tx, msg("k-1", nil))
-		if err != nil {
-			return nil, err
+	forDrivers(t, &outbox.Config{Propagator: propagation.TraceContext{}}, func(t *testing.T, b *bundle) {
+		slot := emitSlot(t, b, "s_trace")
+		ctx, want := tracedContext()
+		own := map[string]string{"traceparent": "00-11111111111111111111111111111111-2222222222222222-01", "x": "y"}
+		plain := map[string]string{"correlation-id": "c-1"}
+		msg := func(key string, h map[string]string) outbox.Message {
+			return outbox.Message{AggregateType: "payment", AggregateID: "p-1", EventType: "payment.requested",
+				BusinessKey: key, Payload: []byte(`{}`), Headers: h}
 		}
-		many, err := b.writer.InsertManyTx(ctx, tx, []outbox.Message{msg("k-2", plain), msg("k-3", own)})
-		return append([]uuid.UUID{id}, many...), err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	headers := func(id uuid.UUID) map[string]string {
-		var h map[string]string
-		if err := json.Unmarshal(readRow(t, b.db, "public.outbox", id).Headers, &h); err != nil {
+		var ids []uuid.UUID
+		err := b.inTx(ctx, func(w txWriter) error {
+			id, err := w.Insert(msg("k-1", nil))
+			if err != nil {
+				return err
+			}
+			many, err := w.InsertMany([]outbox.Message{msg("k-2", plain), msg("k-3", own)})
+			ids = append([]uuid.UUID{id}, many...)
+			if err != nil {
+				return err
+			}
+			_, err = w.Emit(msg("k-4", plain))
+			return err
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		return h
-	}
-	if h := headers(ids[0]); h["traceparent"] != want {
-		t.Fatalf("InsertTx headers %v, want traceparent %s", h, want)
-	}
-	if h := headers(ids[1]); h["traceparent"] != want || h["correlation-id"] != "c-1" {
-		t.Fatalf("InsertManyTx headers %v", h)
-	}
-	if h := headers(ids[2]); h["traceparent"] != own["traceparent"] {
-		t.Fatalf("a traceparent the caller set was replaced: %v", h)
-	}
-	if len(plain) != 1 {
-		t.Fatalf("the caller's header map was changed: %v", plain)
-	}
-}
-
-// The database/sql twins inject the trace context as the pgx methods do:
-// InsertSQLTx, InsertManySQLTx (keeping a traceparent the caller set) and
-// EmitSQLTx.
-func TestSQLWriterInjectsTraceContext(t *testing.T) {
-	t.Parallel()
-	b := setup(t, &outbox.Config{Propagator: propagation.TraceContext{}})
-	emitSlot(t, b, "s_trace_sql")
-	ctx, want := tracedContext()
-	own := map[string]string{"traceparent": "00-11111111111111111111111111111111-2222222222222222-01"}
-	msg := func(key string, h map[string]string) outbox.Message {
-		return outbox.Message{AggregateType: "payment", AggregateID: "p-1", EventType: "payment.requested",
-			BusinessKey: key, Payload: []byte(`{}`), Headers: h}
-	}
-	db := b.db.SQL
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := b.writer.InsertSQLTx(ctx, tx, msg("k-1", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	many, err := b.writer.InsertManySQLTx(ctx, tx, []outbox.Message{msg("k-2", nil), msg("k-3", own)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.writer.EmitSQLTx(ctx, tx, msg("k-4", nil)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	for i, id := range append([]uuid.UUID{id}, many...) {
-		var h map[string]string
-		if raw := readRow(t, b.db, "public.outbox", id).Headers; raw != nil { // NULL: no headers
-			if err := json.Unmarshal(raw, &h); err != nil {
+		headers := func(id uuid.UUID) map[string]string {
+			var h map[string]string
+			if err := json.Unmarshal(readRow(t, b.db, "public.outbox", id).Headers, &h); err != nil {
 				t.Fatal(err)
 			}
+			return h
 		}
-		wantHere := want
-		if i == 2 { // the caller's own
-			wantHere = own["traceparent"]
+		if h := headers(ids[0]); h["traceparent"] != want {
+			t.Errorf("InsertTx headers %v, want traceparent %s", h, want)
 		}
-		if h["traceparent"] != wantHere {
-			t.Errorf("row %d headers %v, want traceparent %s", i, h, wantHere)
+		if h := headers(ids[1]); h["traceparent"] != want || h["correlation-id"] != "c-1" {
+			t.Errorf("InsertManyTx headers %v", h)
 		}
-	}
-	if msgs := emitted(t, b, "s_trace_sql"); len(msgs) != 1 || msgs[0].Headers["traceparent"] != want {
-		t.Errorf("EmitSQLTx emitted %+v, want one message with traceparent %s", msgs, want)
-	}
+		if h := headers(ids[2]); h["traceparent"] != own["traceparent"] {
+			t.Errorf("a traceparent the caller set was replaced: %v", h)
+		}
+		if msgs := emitted(t, b, slot); len(msgs) != 1 || msgs[0].Headers["traceparent"] != want || msgs[0].Headers["correlation-id"] != "c-1" {
+			t.Errorf("EmitTx emitted %+v, want one message with traceparent %s", msgs, want)
+		}
+		if len(plain) != 1 {
+			t.Errorf("the caller's header map was changed: %v", plain)
+		}
+	})
 }
 
 // tracedContext returns a context carrying a sampled span, and the W3C

@@ -1,8 +1,10 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -10,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
@@ -29,29 +32,34 @@ type Config struct {
 	Propagator propagation.TextMapPropagator
 }
 
-// Writer inserts outbox rows inside the caller's transaction. It is safe for
-// concurrent use.
-type Writer struct {
+// Writer writes outbox messages inside the caller's transaction, of the
+// type TTx of its Driver (pgx.Tx or *sql.Tx). It is safe for concurrent
+// use.
+type Writer[TTx any] struct {
+	tx         dbdriver.Family[TTx]
 	propagator propagation.TextMapPropagator
 	table      pgname.Table
 	rawPayload bool
 	insertSQL  string
-	columns    []string
 }
 
 // DefaultTable is the outbox table used when Config.Table is empty.
 const DefaultTable = "public.outbox"
 
-// NewWriter returns a Writer for cfg (nil means the defaults).
-func NewWriter(cfg *Config) (*Writer, error) {
+// columns are the outbox columns a Writer fills, in the order of row.
+var columns = []string{"id", "aggregate_type", "aggregate_id", "event_type", "business_key", "payload", "headers", "topic"}
+
+// NewWriter returns a Writer on driver for cfg (nil means the defaults):
+//
+//	w, err := outbox.NewWriter(outbox.Pgx(pool), &outbox.Config{})
+func NewWriter[TTx any](driver *Driver[TTx], cfg *Config) (*Writer[TTx], error) {
+	if driver == nil {
+		return nil, errNilDriver
+	}
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	name := cfg.Table
-	if name == "" {
-		name = DefaultTable
-	}
-	table, err := pgname.Parse(name, "public")
+	table, err := pgname.Parse(cmp.Or(cfg.Table, DefaultTable), "public")
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
@@ -59,34 +67,43 @@ func NewWriter(cfg *Config) (*Writer, error) {
 	if prop == nil {
 		prop = otel.GetTextMapPropagator()
 	}
-	return &Writer{
+	return &Writer[TTx]{
+		tx:         driver.h.Family,
 		propagator: prop,
 		table:      table,
 		rawPayload: cfg.RawPayload,
-		insertSQL: `INSERT INTO ` + table.Sanitize() +
-			` (id, aggregate_type, aggregate_id, event_type, business_key, payload, headers, topic)
+		insertSQL: `INSERT INTO ` + table.Sanitize() + ` (` + strings.Join(columns, ", ") + `)
 			  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		columns: []string{"id", "aggregate_type", "aggregate_id", "event_type", "business_key", "payload", "headers", "topic"},
 	}, nil
 }
 
-// InsertTx writes msg in tx and returns its message ID (generated when
-// msg.ID is zero). The row becomes visible to the relay when tx commits.
-func (w *Writer) InsertTx(ctx context.Context, tx pgx.Tx, msg Message) (uuid.UUID, error) {
+// InsertTx writes msg in tx, the caller's transaction, and returns its
+// message ID (generated when msg.ID is zero). The row becomes visible to the
+// relay when tx commits.
+func (w *Writer[TTx]) InsertTx(ctx context.Context, tx TTx, msg Message) (uuid.UUID, error) {
+	t := w.tx.Adopt(tx)
+	if t == nil {
+		return uuid.Nil, errNilTx
+	}
 	w.injectTrace(ctx, &msg)
 	row, err := w.row(&msg, -1)
 	if err != nil {
 		return uuid.Nil, err
 	}
-	if _, err := tx.Exec(ctx, w.insertSQL, row...); err != nil {
+	if _, err := t.Exec(ctx, w.insertSQL, row...); err != nil {
 		return uuid.Nil, fmt.Errorf("outbox: insert into %s: %w", w.table, err)
 	}
 	return msg.ID, nil
 }
 
-// InsertManyTx writes msgs in tx with COPY and returns their message IDs in
-// order. Nothing is written when any message is invalid.
-func (w *Writer) InsertManyTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([]uuid.UUID, error) {
+// InsertManyTx writes msgs in tx, the caller's transaction, and returns
+// their message IDs in order: with COPY on pgx, with multi-row INSERTs on
+// database/sql. Nothing is written when any message is invalid.
+func (w *Writer[TTx]) InsertManyTx(ctx context.Context, tx TTx, msgs []Message) ([]uuid.UUID, error) {
+	t := w.tx.Adopt(tx)
+	if t == nil {
+		return nil, errNilTx
+	}
 	rows := make([][]any, len(msgs))
 	ids := make([]uuid.UUID, len(msgs))
 	for i := range msgs {
@@ -101,7 +118,7 @@ func (w *Writer) InsertManyTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([
 	if len(rows) == 0 {
 		return ids, nil
 	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{w.table.Schema, w.table.Name}, w.columns, pgx.CopyFromRows(rows))
+	n, err := t.CopyFrom(ctx, pgx.Identifier{w.table.Schema, w.table.Name}, columns, rows)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: copy into %s: %w", w.table, err)
 	}
@@ -112,8 +129,11 @@ func (w *Writer) InsertManyTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([
 }
 
 // row validates m, fills in its ID, and returns the column values in
-// w.columns order.
-func (w *Writer) row(m *Message, index int) ([]any, error) {
+// columns order. The values encode alike on pgx (Exec and COPY) and on
+// database/sql drivers: the headers and the topic are text or nil (lib/pq
+// would send a []byte as bytea), and the ID a uuid.UUID, which a
+// database/sql driver takes as its text (driver.Valuer).
+func (w *Writer[TTx]) row(m *Message, index int) ([]any, error) {
 	if err := w.prepare(m, index); err != nil {
 		return nil, err
 	}
@@ -131,7 +151,7 @@ func (w *Writer) row(m *Message, index int) ([]any, error) {
 
 // prepare validates m and fills in its ID; index is the position in a
 // batch, or -1.
-func (w *Writer) prepare(m *Message, index int) error {
+func (w *Writer[TTx]) prepare(m *Message, index int) error {
 	if err := m.validate(w.rawPayload, index); err != nil {
 		return err
 	}
@@ -147,7 +167,7 @@ func (w *Writer) prepare(m *Message, index int) error {
 
 // injectTrace adds the trace context of ctx to m's headers (a copy of them),
 // unless m carries a traceparent already.
-func (w *Writer) injectTrace(ctx context.Context, m *Message) {
+func (w *Writer[TTx]) injectTrace(ctx context.Context, m *Message) {
 	if _, ok := m.Headers[contract.HeaderTraceparent]; ok {
 		return
 	}

@@ -57,7 +57,7 @@ func TestEndToEnd(t *testing.T) {
 	b.start(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
-	emitter, _ := outbox.NewWriter(nil)
+	emitter, _ := outbox.NewWriter(outbox.Pgx(nil), nil)
 
 	wants := map[string]*want{}
 	var rolledBack []string
@@ -216,7 +216,7 @@ func TestEndToEndByteaPayload(t *testing.T) {
 		id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
 		business_key text NOT NULL, payload bytea NOT NULL, headers jsonb, topic text,
 		created_at timestamptz NOT NULL DEFAULT now())`)
-	w, err := outbox.NewWriter(&outbox.Config{Table: "billing.events", RawPayload: true})
+	w, err := outbox.NewWriter(outbox.Pgx(nil), &outbox.Config{Table: "billing.events", RawPayload: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func ExampleRelay_Run() {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()
 
-	w, _ := outbox.NewWriter(nil)
+	w, _ := outbox.NewWriter(outbox.Pgx(pool), nil)
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := w.InsertTx(ctx, tx, outbox.Message{
 			AggregateType: "payment", AggregateID: "pay-1", EventType: "payment.completed",

@@ -202,7 +202,7 @@ func TestBadRowsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, _ := outbox.NewWriter(&outbox.Config{Table: "loose"})
+	w, _ := outbox.NewWriter(outbox.Pgx(nil), &outbox.Config{Table: "loose"})
 	var good []string
 	err = pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
 		for i := 0; i < 3; i++ {
@@ -252,7 +252,7 @@ func TestBadRowStops(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.Table = "loose"; c.OnInvalid = relay.InvalidStop }, looseTable)
 	run := b.start(t)
-	w, _ := outbox.NewWriter(&outbox.Config{Table: "loose"})
+	w, _ := outbox.NewWriter(outbox.Pgx(nil), &outbox.Config{Table: "loose"})
 	ctx := context.Background()
 	var goodID string
 	err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {

@@ -28,7 +28,7 @@ func TestInvalidBusinessKeyDeadLettered(t *testing.T) {
 		"00000000-0000-7000-8000-0000000000b2": strings.Repeat("k", 3000),
 		"00000000-0000-7000-8000-0000000000b3": strings.Repeat("é", contract.MaxKeyBytes/2) + "x", // 1025 bytes
 	}
-	w, _ := outbox.NewWriter(nil)
+	w, _ := outbox.NewWriter(outbox.Pgx(nil), nil)
 	var good []string
 	insertGood := func(tx pgx.Tx, n int) error {
 		id, err := w.InsertTx(ctx, tx, msg("a", n))

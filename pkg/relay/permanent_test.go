@@ -37,7 +37,7 @@ func TestRunNoCreate(t *testing.T) {
 	db := testenv.NewDB(t)
 	k := testenv.NewKafka(t)
 	ctx := context.Background()
-	if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
+	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: "s_nocreate", Publication: "p_nocreate",

@@ -25,7 +25,7 @@ type bundle struct {
 	kafka  *testenv.Kafka
 	cfg    *relay.Config
 	reg    *prometheus.Registry
-	writer *outbox.Writer
+	writer *outbox.Writer[pgx.Tx]
 }
 
 var slotSeq atomic.Int64
@@ -74,13 +74,13 @@ func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.
 		modify(cfg)
 	}
 	ctx := context.Background()
-	if _, err := outbox.Migrate(ctx, db.Pool, cfg.Table); err != nil {
+	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), cfg.Table); err != nil {
 		t.Fatal(err)
 	}
 	if err := relay.Setup(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	w, err := outbox.NewWriter(&outbox.Config{Table: cfg.Table})
+	w, err := outbox.NewWriter(outbox.Pgx(nil), &outbox.Config{Table: cfg.Table})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,15 +49,19 @@ func TestSQLOnlyAndDatabaseSQLProducersArePublished(t *testing.T) {
 	// 3. database/sql.
 	db := stdlib.OpenDBFromPool(b.db.Pool)
 	defer db.Close()
+	sw, err := outbox.NewWriter(outbox.SQL(db), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.writer.InsertSQLTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: "o-3", EventType: "order.created",
+	if _, err := sw.InsertTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: "o-3", EventType: "order.created",
 		BusinessKey: "std-3", Payload: []byte(`{"n": 3}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.writer.EmitSQLTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: "o-4", EventType: "order.created",
+	if _, err := sw.EmitTx(ctx, tx, outbox.Message{AggregateType: "order", AggregateID: "o-4", EventType: "order.created",
 		BusinessKey: "std-4", Payload: []byte(`{"n": 4}`)}); err != nil {
 		t.Fatal(err)
 	}

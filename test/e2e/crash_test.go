@@ -56,7 +56,7 @@ var crashAggregateTypes = []string{"order", "payment"}
 func writer(ctx context.Context, pool interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, n int, l *ledger) error {
-	w, err := outbox.NewWriter(nil)
+	w, err := outbox.NewWriter(outbox.Pgx(nil), nil)
 	if err != nil {
 		return err
 	}

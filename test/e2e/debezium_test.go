@@ -105,7 +105,7 @@ func TestDebeziumOutboxThroughRelayAndInbox(t *testing.T) {
 
 	// The consumer: the pgoutbox inbox on the order topic.
 	orderTopic, customerTopic := kafka.Topic("outbox.event.order"), kafka.Topic("outbox.event.customer")
-	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (message_id text NOT NULL, business_key text NOT NULL, event_type text NOT NULL)`); err != nil {

@@ -153,7 +153,7 @@ func failoverGapAndRecover(t *testing.T, mode ...string) {
 // acked counts the commits.
 func startOrderWriter(ctx context.Context, t *testing.T, pool *pgxpool.Pool) (acked func() int, stop func()) {
 	t.Helper()
-	w, err := outbox.NewWriter(nil)
+	w, err := outbox.NewWriter(outbox.Pgx(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

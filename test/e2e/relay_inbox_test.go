@@ -62,7 +62,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 
 	// The consumer: its effect lands in its own database, in the inbox's
 	// transaction.
-	if _, err := inbox.Migrate(ctx, consumerDB.Pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(consumerDB.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := consumerDB.Pool.Exec(ctx, `CREATE TABLE effect (message_id text NOT NULL, business_key text NOT NULL)`); err != nil {

@@ -98,7 +98,7 @@ func writeFence(t *testing.T, pool *pgxpool.Pool, l *ledger) string {
 	}
 	fence := []outbox.Message{{AggregateType: crashAggregateTypes[0], AggregateID: "fence", EventType: "e2e.fence", BusinessKey: "fence", Payload: []byte(`{}`)}}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		w, _ := outbox.NewWriter(nil)
+		w, _ := outbox.NewWriter(outbox.Pgx(nil), nil)
 		id, err := w.InsertTx(ctx, tx, fence[0])
 		if err == nil {
 			defer l.commit(fence, []uuid.UUID{id})

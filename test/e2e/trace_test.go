@@ -37,7 +37,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: db.Name + "_trace", Publication: "pub_trace",
 		TopicTemplate:  k.Topic(relay.DefaultTopicTemplate),
 		StatusInterval: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
-	if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
+	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := relay.Setup(ctx, cfg); err != nil {
@@ -50,7 +50,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	testenv.Go(ctx, t, r.Run)
 
 	// The producer: a span around the business transaction.
-	w, err := outbox.NewWriter(&outbox.Config{Propagator: prop})
+	w, err := outbox.NewWriter(outbox.Pgx(nil), &outbox.Config{Propagator: prop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	}
 
 	// The consumer.
-	if _, err := inbox.Migrate(ctx, db.Pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
 	var logs testenv.SyncBuffer

@@ -183,7 +183,7 @@ func run(ctx context.Context, o *options) (int, error) {
 	if err := relay.Setup(ctx, cfg); err != nil {
 		return 0, err
 	}
-	if _, err := inbox.Migrate(ctx, s.pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(s.pool), ""); err != nil {
 		return 0, err
 	}
 	if err := s.startProcesses(addrs); err != nil {
@@ -281,7 +281,7 @@ func (s *soak) stopProcesses() {
 // connections; a failed commit (the database restarting) is counted and
 // the writer goes on.
 func (s *soak) write(ctx context.Context) {
-	w, err := outbox.NewWriter(nil)
+	w, err := outbox.NewWriter(outbox.Pgx(nil), nil)
 	if err != nil {
 		panic(err)
 	}

@@ -98,7 +98,7 @@ func run(n, rounds int, pk, withSQL bool) error {
 		return err
 	}
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, pool, ""); err != nil {
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
 		return err
 	}
 	ddl := `CREATE TABLE effect (business_key text NOT NULL, payload bytea NOT NULL)`

@@ -15,7 +15,7 @@ import (
 // insertBacklog inserts o.rows outbox rows in o.txRows-row transactions
 // (COPY) over o.conns connections.
 func insertBacklog(ctx context.Context, pool *pgxpool.Pool, o *options) error {
-	w, err := outbox.NewWriter(nil)
+	w, err := outbox.NewWriter(outbox.Pgx(nil), nil)
 	if err != nil {
 		return err
 	}

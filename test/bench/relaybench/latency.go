@@ -107,7 +107,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	stopConsumer := func() { stopConsumerOnce.Do(cons.stop) }
 	defer stopConsumer()
 
-	w, err := outbox.NewWriter(nil)
+	w, err := outbox.NewWriter(outbox.Pgx(nil), nil)
 	if err != nil {
 		return err
 	}

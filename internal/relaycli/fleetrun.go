@@ -71,7 +71,7 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	setMemoryLimit(buffers, logger)
 
 	ctx := c.Context
-	f := &fleet{ctx: ctx, logger: logger, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID)}
+	f := &fleet{ctx: ctx, logger: logger, scrub: sc.String, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID)}
 	f.process = prometheus.NewRegistry()
 	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if addr := c.String(flagMetricsAddr); addr != "" {
@@ -171,6 +171,8 @@ type fleet struct {
 	logger *slog.Logger
 	// process holds the process's own collectors (Go runtime, process).
 	process *prometheus.Registry
+	// scrub removes known secrets from the errors /status shows.
+	scrub func(string) string
 	// instanceID is --instance-id, the process's: every source's records
 	// carry it.
 	instanceID string
@@ -435,7 +437,9 @@ func (f *fleet) statuses() []sourceStatus {
 	f.mu.Unlock()
 	out := make([]sourceStatus, 0, len(list)+len(idle))
 	for _, s := range list {
-		out = append(out, s.status())
+		st := s.status()
+		st.Error = f.scrub(st.Error)
+		out = append(out, st)
 	}
 	out = append(out, idle...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

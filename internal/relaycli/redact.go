@@ -3,6 +3,7 @@ package relaycli
 import (
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/pgoutbox/pgoutbox/internal/redact"
 )
@@ -20,6 +21,9 @@ const minSecretLen = 4
 // defence; the engine (internal/redact) and pgx already avoid printing
 // passwords.
 type scrubber struct {
+	// mu guards secrets: relay run --config learns new ones on a reload
+	// while log records and /status are scrubbed.
+	mu      sync.RWMutex
 	secrets []string
 	// exposed names the secret flags given on the command line, for
 	// warnSecretFlags.
@@ -31,6 +35,8 @@ func (s *scrubber) add(secret string) {
 	if len(secret) < minSecretLen {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.secrets = append(s.secrets, secret, url.QueryEscape(secret), url.PathEscape(secret))
 }
 
@@ -45,6 +51,8 @@ func (s *scrubber) addURL(conn string) {
 
 // String returns in without any registered secret.
 func (s *scrubber) String(in string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for _, v := range s.secrets {
 		in = strings.ReplaceAll(in, v, redacted)
 	}

@@ -45,8 +45,8 @@ func ceEvent(topic, id, typ, businessKey, data string) *kgo.Record {
 // consumer loop (kafka-go) and into the inbox table.
 func TestConsumerTakesCloudEvents(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "ce.orders", "ce-group", "ce.orders.dlq"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "ce.orders", 1)
+	group, dlq := k.Topic("ce-group"), k.Topic("ce.orders.dlq")
 	b := setup(t, nil)
 
 	withKey := ceEvent(topic, "7c1e-0001", "com.example.order.created", "order-7-create", `{"order":"7","total":"12.50"}`)

@@ -21,8 +21,8 @@ import (
 // response came too late and nothing was ever delivered.)
 func TestConsumerReachesADistantBroker(t *testing.T) {
 	t.Parallel()
-	const topic, group = "distant", "distant-group"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "distant", 1)
+	group := k.Topic("distant-group")
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
 	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{

@@ -14,11 +14,27 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
-// newKafka starts a broker holding topic with the given number of
-// partitions, which lets consumer groups use a short session timeout.
-func newKafka(t *testing.T, topic string, partitions int) *testenv.Kafka {
-	return testenv.NewKafka(t, kfake.SeedTopics(int32(partitions), topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+// newKafka is the test's broker (testenv.NewBroker: kfake, or with
+// PGOUTBOX_TEST_KAFKA=kafka the Apache Kafka node the test binary shares),
+// letting consumer groups use a short session timeout, and the name of
+// topic on it (under the test's TopicPrefix), created with the given number
+// of partitions. Name the test's other topics, its groups and transactional
+// IDs with k.Topic.
+func newKafka(t *testing.T, topic string, partitions int) (k *testenv.Kafka, name string) {
+	t.Helper()
+	k = testenv.NewBroker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	name = k.Topic(topic)
+	k.CreateTopics(t, int32(partitions), name)
+	return k, name
 }
+
+// crashGroup is the consumer group of the crash tests' consumer process
+// reading topic (unique to the test, as topic is).
+func crashGroup(topic string) string { return topic + ".crash-group" }
+
+// crashDeadLetters is the dead-letter topic of the crash tests' consumer
+// process reading topic.
+func crashDeadLetters(topic string) string { return topic + ".dlq" }
 
 // testMaxWait is ConsumerConfig.MaxWait in the consumer tests: a broker
 // holds a fetch of idle partitions this long. kgo's client does not wait

@@ -23,13 +23,13 @@ import (
 func TestConsumerQueueBoundedByBytes(t *testing.T) {
 	t.Parallel()
 	const (
-		topic, group = "bigrecords", "bigrecords-group"
 		partitions   = 3
 		perPartition = 8
 		valueBytes   = 200_000
 		bound        = 1 << 20 // room for 5 records; 24 are waiting
 	)
-	k := newKafka(t, topic, partitions)
+	k, topic := newKafka(t, "bigrecords", partitions)
+	group := k.Topic("bigrecords-group")
 	b := setup(t, nil)
 	var recs []rec
 	for i := range partitions * perPartition {

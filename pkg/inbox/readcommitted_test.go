@@ -19,10 +19,9 @@ import (
 // aborted records too (so the first half can fail).
 func TestConsumerSkipsAbortedTransactions(t *testing.T) {
 	t.Parallel()
-	const topic = "txns"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "txns", 1)
 	b := setup(t, nil)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.TransactionalID("relay-slot-test"), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.TransactionalID(k.Topic("relay-slot-test")), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,11 +24,11 @@ import (
 func TestRebalanceWithSlowHandler(t *testing.T) {
 	t.Parallel()
 	const (
-		topic, group = "rebalance", "rebalance-group"
 		partitions   = 4
 		perPartition = 100
 	)
-	k := newKafka(t, topic, partitions)
+	k, topic := newKafka(t, "rebalance", partitions)
+	group := k.Topic("rebalance-group")
 	b := setup(t, nil)
 	var recs []rec
 	for i := range partitions * perPartition {

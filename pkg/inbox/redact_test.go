@@ -21,7 +21,6 @@ import (
 // logs nor in last_error nor in the dlq-detail header.
 func TestKeysAndErrorsRedacted(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "pii", "pii-group", "pii.dlq"
 	const token = "tok3n-S3cr3t-value"
 	key := "customer:" + strings.Repeat("alice.smith@example.com;", 8) // 201 bytes
 	if len(key) < 200 {
@@ -29,7 +28,8 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 	}
 	var logs testenv.SyncBuffer
 	tokenParam := regexp.MustCompile(`token=[^&\s]*`)
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "pii", 1)
+	group, dlq := k.Topic("pii-group"), k.Topic("pii.dlq")
 	b := setup(t, &inbox.Config{
 		MaxAttempts: 2, Backoff: func(int) time.Duration { return time.Millisecond },
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),

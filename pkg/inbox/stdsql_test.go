@@ -188,8 +188,8 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 // The two-phase consumer loop on database/sql.
 func TestSQLConsumerExternal(t *testing.T) {
 	t.Parallel()
-	const topic, group = "sqlext", "sqlext-group"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "sqlext", 1)
+	group := k.Topic("sqlext-group")
 	b := setupSQL(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{}`},

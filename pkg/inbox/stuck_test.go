@@ -25,11 +25,11 @@ import (
 func TestStuckPartitionPausedAlone(t *testing.T) {
 	t.Parallel()
 	const (
-		topic, group = "stuck", "stuck-group"
 		perPartition = 100
 		value        = 1000
 	)
-	k := newKafka(t, topic, 2)
+	k, topic := newKafka(t, "stuck", 2)
+	group := k.Topic("stuck-group")
 	b := setup(t, &inbox.Config{MaxAttempts: 1 << 20, Backoff: func(int) time.Duration { return 20 * time.Millisecond }})
 	pad := `{"pad":"` + strings.Repeat("x", value) + `"}`
 	// Partition 0's records first: without the pause they would take

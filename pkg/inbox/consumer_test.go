@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // insertEffect is a consumer handler whose side effect is one row in table
@@ -75,7 +76,7 @@ func TestConsumerLoop(t *testing.T) {
 		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
 		return "", err
 	}
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers:         k.Brokers,
 		GroupID:         group,
 		Topics:          []string{topic},
@@ -204,7 +205,7 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 		got     = map[inbox.Outcome]int{}
 		flakyOK atomic.Bool
 	)
-	cc := &inbox.ConsumerConfig[TTx]{
+	cc := &inboxkafka.Config[TTx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: p.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, MetricsInterval: 10 * time.Millisecond,
 		Retention: time.Hour,
@@ -260,7 +261,7 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 		rec{ID: "m-1", Key: "k-2", Value: `{"v":1}`},
 		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
 	)
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait, SessionTimeout: time.Second,
 		Handler: insertEffect,
 	})
@@ -294,7 +295,7 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	var calls atomic.Int32
 	run := func(wantOffset int64) {
 		t.Helper()
-		runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 			DeadLetterTopic: dlq, SessionTimeout: time.Second,
 			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
@@ -358,7 +359,7 @@ func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 		rec{Partition: 1, ID: "m-3", Key: "k-3-other", Value: `{"v":3}`}, // message ID reused
 		rec{Partition: 1, ID: "m-4", Key: "k-4", Value: `{"v":4}`},
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 	}, map[int]int64{0: 3, 1: 3})
@@ -438,7 +439,7 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
-	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: k.Topic("retained-group"), Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second, Handler: insertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
 	})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // Environment of the consumer process that TestCrashBetweenDBCommitAndOffsetCommit
@@ -70,7 +71,7 @@ func runCrashChild() error {
 	if os.Getenv(envExternal) == "1" {
 		return runExternalChild(ctx, pool, killOn)
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
 		GroupID:          crashGroup(os.Getenv(envTopic)),
 		Topics:           []string{os.Getenv(envTopic)},
@@ -107,7 +108,7 @@ func runExternalChild(ctx context.Context, pool *pgxpool.Pool, killOn string) er
 	if err != nil {
 		return err
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
 		GroupID:          crashGroup(os.Getenv(envTopic)),
 		Topics:           []string{os.Getenv(envTopic)},

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // newKafka is the test's broker (testenv.NewBroker: kfake, or with
@@ -36,7 +36,7 @@ func crashGroup(topic string) string { return topic + ".crash-group" }
 // process reading topic.
 func crashDeadLetters(topic string) string { return topic + ".dlq" }
 
-// testMaxWait is ConsumerConfig.MaxWait in the consumer tests: a broker
+// testMaxWait is inboxkafka.Config.MaxWait in the consumer tests: a broker
 // holds a fetch of idle partitions this long. kgo's client does not wait
 // for a fetch in flight at a graceful stop, so it costs the tests nothing;
 // TestConsumerReachesADistantBroker runs the default.
@@ -95,9 +95,9 @@ type runningConsumer struct {
 
 // startConsumer starts a consumer with cfg; stop ends it (the test's end
 // cancels it too).
-func startConsumer[TTx any](t *testing.T, cfg *inbox.ConsumerConfig[TTx]) *runningConsumer {
+func startConsumer[TTx any](t *testing.T, cfg *inboxkafka.Config[TTx]) *runningConsumer {
 	t.Helper()
-	c, err := inbox.NewConsumer(cfg)
+	c, err := inboxkafka.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func (rc *runningConsumer) stop(t *testing.T) {
 
 // runConsumer runs a consumer with cfg until every partition's committed
 // offset reaches want, then stops it gracefully.
-func runConsumer[TTx any](t *testing.T, cfg *inbox.ConsumerConfig[TTx], want map[int]int64) {
+func runConsumer[TTx any](t *testing.T, cfg *inboxkafka.Config[TTx], want map[int]int64) {
 	t.Helper()
 	rc := startConsumer(t, cfg)
 	rc.waitOffsets(t, want)

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // A consumer started before its topic exists consumes the topic once a
@@ -20,7 +20,7 @@ func TestConsumerJoinsBeforeItsTopicExists(t *testing.T) {
 	k := testenv.NewBroker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	topic, group := k.Topic("appears-later"), k.Topic("appears-later-group")
 	b := setup(t, nil)
-	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second, Handler: insertEffect, MetricsInterval: -1,
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // A member that loses its partition while a handler runs (a heartbeat
@@ -78,7 +79,7 @@ func TestConsumerCommitsNothingOnLostPartition(t *testing.T) {
 
 	inHand, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second, BatchSize: 1, MetricsInterval: -1,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // Keys Postgres cannot store never block their partition: each record is
@@ -35,7 +36,7 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 		mu      sync.Mutex
 		results = map[string][]inbox.Result{}
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
@@ -93,7 +94,7 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 		mu    sync.Mutex
 		tries []inbox.Result
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
@@ -143,7 +144,7 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 		mu      sync.Mutex
 		results = map[int64][]inbox.Result{}
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // batchSize is both the consumer's BatchSize and the baseline's messages per
@@ -139,7 +140,7 @@ func run(n, rounds int, pk, withSQL bool) error {
 	fmt.Printf("messages per run: %d, %d rounds, %d partitions, one worker per partition, offsets committed after each DB commit; handler table primary key: %v\n",
 		n, rounds, partitions, pk)
 	fmt.Printf("plain = franz-go PollFetches + INSERT + CommitRecords (no dedup, for reference); dedup = the same with a hand-rolled dedup table\n" +
-		"  (INSERT INTO dedup (business_key) ... ON CONFLICT DO NOTHING, then the INSERT, in one transaction); inbox = inbox.Consumer with a one-INSERT handler\n")
+		"  (INSERT INTO dedup (business_key) ... ON CONFLICT DO NOTHING, then the INSERT, in one transaction); inbox = inboxkafka.Consumer with a one-INSERT handler\n")
 	fmt.Printf("cpu/msg: CPU time of a whole run (group join to shutdown) over its messages; go = this process (consumers and the in-process kfake broker), pg = the PostgreSQL server\n")
 	samples := map[config][]sample{}
 	for r := range rounds {
@@ -485,7 +486,7 @@ func consumeAll[TTx any](ctx context.Context, brokers []string, topic string, ba
 	handler inbox.TxHandler[TTx]) (time.Duration, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[TTx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[TTx]{
 		Brokers: brokers, GroupID: topic, Topics: []string{topic}, Inbox: in, BatchSize: batch, Handler: handler,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			if res.Outcome == inbox.Processed {

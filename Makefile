@@ -91,10 +91,11 @@ test: vet lint check-deploy ## Vet, check deploy files, run every test with -rac
 # The Kafka-facing suites that run on a real Apache Kafka too (docs/kafka.md):
 # the relay end to end, exactly-once (restart, outage, SIGKILL, SIGSTOP
 # fencing, takeover), dead letters, relay verify, relay -> inbox, the README
-# Quick start. One broker per test binary; tests that need kfake's hooks
+# Quick start, the inbox consumer loop (crash, rebalance, read_committed,
+# dead letters), inbox tail, the payment-consumer example. One broker per test binary; tests that need kfake's hooks
 # stay on kfake. The pins are in test/kafka/pom.xml.
-KAFKA_PKGS ?= ./internal/testenv ./pkg/relay ./internal/relaycli ./test/e2e
-KAFKA_RUN  ?= ^(TestApacheKafka|TestMigrateFromRealDebezium|TestEndToEnd|TestEndToEndByteaPayload|TestExactlyOnce.*|TestVerify|TestVerifyOrderBreak|TestVerifyExitCodes|TestHostileRowsDeadLettered|TestInvalidBusinessKeyDeadLettered|TestTableChangedWhileStreaming|TestCrashRestartLosesNothing|TestStandbyTakesOver|TestPausedLeaderPublishesNothingAfterTakeover|TestRelayToInboxEffectsOnce|TestTraceFromProducerToInbox|TestCloudEventsHeadersByteForByte|TestFailoverGapAndRecover|TestRecoverPublishesOnlyWhatKafkaLacks|TestHalfOpenReplicationConnection|TestDebeziumOutboxThroughRelayAndInbox|TestMigrateFromDebeziumDocs|TestReadmeQuickStart|TestFleetReplicaKilledLosesNothing)$$
+KAFKA_PKGS ?= ./internal/testenv ./pkg/relay ./internal/relaycli ./test/e2e ./pkg/inbox ./internal/inboxcli ./examples/payment-consumer
+KAFKA_RUN  ?= ^(TestApacheKafka|TestMigrateFromRealDebezium|TestEndToEnd|TestEndToEndByteaPayload|TestExactlyOnce.*|TestVerify|TestVerifyOrderBreak|TestVerifyExitCodes|TestHostileRowsDeadLettered|TestInvalidBusinessKeyDeadLettered|TestTableChangedWhileStreaming|TestCrashRestartLosesNothing|TestStandbyTakesOver|TestPausedLeaderPublishesNothingAfterTakeover|TestRelayToInboxEffectsOnce|TestTraceFromProducerToInbox|TestCloudEventsHeadersByteForByte|TestFailoverGapAndRecover|TestRecoverPublishesOnlyWhatKafkaLacks|TestHalfOpenReplicationConnection|TestDebeziumOutboxThroughRelayAndInbox|TestMigrateFromDebeziumDocs|TestReadmeQuickStart|TestConsumer(BatchesBacklog|DeadLetters.*|Loop|PurgesOnSchedule|QueueBoundedByBytes|ReachesADistantBroker|SkipsAbortedTransactions|StopsOnConflict|TakesCloudEvents|JoinsBeforeItsTopicExists)|TestCrash(BetweenDBCommitAndOffsetCommit|LoopEndsInDeadLetter|MidStreamEffectsOnce)|TestExternalTakeoverReconcilesWithoutSecondCharge|TestKeysAndErrorsRedacted|TestProcessRefusesRepeatedContractHeader|TestRebalanceWithSlowHandler|TestSQLConsumerExternal|TestStuckPartitionPausedAlone|TestTail|TestTailReadsCommitted|TestChargedOncePerBusinessKey|TestKilledAfterChargeChargesOnce|TestReadme|TestFleetReplicaKilledLosesNothing)$$
 
 .PHONY: test-kafka
 test-kafka: ## Run the Kafka-facing suites on a real Apache Kafka 4 node (PGOUTBOX_TEST_KAFKA=kafka; needs java, and mvn to fetch the broker once).

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // config is the parsed command line.
@@ -138,7 +139,7 @@ func consume(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger
 		}
 		fmt.Fprintf(stdout, "payment-consumer: metrics on http://%s/metrics\n", addr)
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers:          cfg.brokers,
 		GroupID:          cfg.group,
 		Topics:           []string{cfg.topic},

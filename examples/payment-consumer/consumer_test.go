@@ -32,7 +32,6 @@ func TestMain(m *testing.M) {
 var (
 	apiLine     = regexp.MustCompile(`fake payment API on (\S+)`)
 	metricsLine = regexp.MustCompile(`metrics on (http://\S+)`)
-	duplicates  = regexp.MustCompile(`(?m)^pgoutbox_inbox_messages_total\{consumer="payments",outcome="duplicate"\} (\d+)`)
 )
 
 func getJSON(t *testing.T, url string, v any) {
@@ -64,9 +63,9 @@ func TestChargedOncePerBusinessKey(t *testing.T) {
 }
 
 func testChargedOnce(t *testing.T, strategy string) {
-	const topic = "outbox.order"
 	db := testenv.NewDB(t)
-	k := testenv.NewKafka(t, kfake.SeedTopics(testenv.DefaultPartitions, topic))
+	k, topic, group := newKafka(t, testenv.DefaultPartitions)
+	duplicates := regexp.MustCompile(`(?m)^pgoutbox_inbox_messages_total\{consumer="` + regexp.QuoteMeta(group) + `",outcome="duplicate"\} (\d+)`)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -76,8 +75,8 @@ func testChargedOnce(t *testing.T, strategy string) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{
-			"--database-url", db.URL, "--brokers", strings.Join(k.Brokers, ","), "--strategy", strategy,
-			"--payment-api-listen", "127.0.0.1:0", "--payment-api-fail-every", "3",
+			"--database-url", db.URL, "--brokers", strings.Join(k.Brokers, ","), "--topic", topic, "--group", group,
+			"--strategy", strategy, "--payment-api-listen", "127.0.0.1:0", "--payment-api-fail-every", "3",
 			"--metrics-addr", "127.0.0.1:0", "--retry-backoff", "20ms",
 		}, &stdout, &stderr)
 	}()
@@ -163,7 +162,7 @@ func testChargedOnce(t *testing.T, strategy string) {
 	}
 
 	// The inbox recorded each charge ID as the result of its business key.
-	rows, err := db.Pool.Query(ctx, `SELECT business_key, status, result_ref FROM inbox WHERE consumer = 'payments'`)
+	rows, err := db.Pool.Query(ctx, `SELECT business_key, status, result_ref FROM inbox WHERE consumer = $1`, group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +210,19 @@ func orderRecord(o orderPlaced, id string) *kgo.Record {
 }
 
 // writeRecords produces records to topic, acknowledged by every replica.
+// newKafka is the test's broker (testenv.NewBroker: kfake, or the shared
+// Apache Kafka with PGOUTBOX_TEST_KAFKA=kafka) letting consumer groups use a
+// short session timeout, with the order topic of the given number of
+// partitions; it returns the names of the topic and of the consumer group
+// (the inbox consumer name too) on it.
+func newKafka(t *testing.T, partitions int32) (k *testenv.Kafka, topic, group string) {
+	t.Helper()
+	k = testenv.NewBroker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	topic, group = k.Topic("outbox.order"), k.Topic("payments")
+	k.CreateTopics(t, partitions, topic)
+	return k, topic, group
+}
+
 func writeRecords(t *testing.T, brokers []string, topic string, records ...*kgo.Record) {
 	t.Helper()
 	for _, r := range records {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
@@ -115,11 +114,11 @@ type inboxRow struct {
 	Attempts                      int
 }
 
-func readInboxRow(t *testing.T, db *testenv.DB) inboxRow {
+func readInboxRow(t *testing.T, db *testenv.DB, consumer string) inboxRow {
 	t.Helper()
 	var r inboxRow
 	err := db.Pool.QueryRow(context.Background(), `SELECT status, attempts, coalesce(request_ref, ''), coalesce(result_ref, '')
-		FROM inbox WHERE consumer = 'payments'`).Scan(&r.Status, &r.Attempts, &r.RequestRef, &r.ResultRef)
+		FROM inbox WHERE consumer = $1`, consumer).Scan(&r.Status, &r.Attempts, &r.RequestRef, &r.ResultRef)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +138,8 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 	for _, strategy := range []string{strategyIdempotencyKey, strategyQueryStatus, strategyReserveConfirm} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
-			const topic = "outbox.order"
 			db := testenv.NewDB(t)
-			k := testenv.NewKafka(t, kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+			k, topic, group := newKafka(t, 1)
 			keyAPI, noKey := newPaymentAPI(0), newNoKeyAPI(0, time.Minute)
 			routes, hook, list := keyAPI.routes(), &keyAPI.afterCharge, keyAPI.list
 			if strategy != strategyIdempotencyKey {
@@ -165,7 +163,7 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 			// The lease outlasts the request timeout (--payment-api-timeout),
 			// which outlasts the time the test needs to kill the worker
 			// after the charge.
-			args := []string{"--database-url", db.URL, "--brokers", strings.Join(k.Brokers, ","), "--strategy", strategy,
+			args := []string{"--database-url", db.URL, "--brokers", strings.Join(k.Brokers, ","), "--topic", topic, "--group", group, "--strategy", strategy,
 				"--payment-api-url", srv.URL, "--payment-api-timeout", "3s", "--lease", "6s", "--session-timeout", "1s",
 				"--metrics-addr", "", "--retry-backoff", "20ms"}
 
@@ -179,22 +177,22 @@ func TestKilledAfterChargeChargesOnce(t *testing.T) {
 				t.Fatal("no charge within a minute")
 			}
 			first.kill(t)
-			before := readInboxRow(t, db)
+			before := readInboxRow(t, db, group)
 			if before.Status != "PROCESSING" || before.Attempts != 1 || (before.RequestRef == "") != (strategy == strategyIdempotencyKey) {
 				t.Fatalf("inbox row after the kill %+v, want PROCESSING, attempt 1, a saved request reference without a key", before)
 			}
 
 			second := startWorker(t, args...)
 			testenv.WaitFor(t, time.Minute, "COMPLETED and the offset committed", func() (bool, error) {
-				if readInboxRow(t, db).Status != "COMPLETED" {
+				if readInboxRow(t, db, group).Status != "COMPLETED" {
 					return false, nil
 				}
-				off, err := committedOffset(k.Brokers, "payments", topic)
+				off, err := committedOffset(k.Brokers, group, topic)
 				return off == 1, err
 			})
 			second.stop(t)
 
-			after := readInboxRow(t, db)
+			after := readInboxRow(t, db, group)
 			if after.Attempts != 2 || after.ResultRef != c.ID || after.RequestRef != before.RequestRef {
 				t.Errorf("inbox row %+v, want attempt 2 with result %s and request reference %q", after, c.ID, before.RequestRef)
 			}

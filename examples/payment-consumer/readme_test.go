@@ -17,7 +17,7 @@ var fakeAPIOn = regexp.MustCompile(`fake payment API on http://(\S+)`)
 func TestReadme(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	kafka := testenv.NewKafka(t)
+	kafka := testenv.NewBroker(t) // the only test of this binary using the default topic and group
 	lines := testenv.ShBlock(t, "README.md", "", map[string]string{"DATABASE_URL": db.URL, "KAFKA_BROKERS": kafka.Brokers[0]})
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "go run ./examples/payment-consumer ") || !strings.HasPrefix(lines[1], "curl ") {
 		t.Fatalf("README.md's sh block: %q, want go run ./examples/payment-consumer and curl", lines)

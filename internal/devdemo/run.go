@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -18,6 +18,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgserver"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -221,7 +222,7 @@ func newDemo(pool *pgxpool.Pool, o Options, url string, brokers []string) *demo 
 
 // components creates the relay and the inbox consumer, which ships each
 // order (see ship).
-func (d *demo) components(brokers []string) (*relay.Relay, *inbox.Consumer[pgx.Tx], error) {
+func (d *demo) components(brokers []string) (*relay.Relay, *inboxkafka.Consumer[pgx.Tx], error) {
 	r, err := relay.New(d.relayCfg)
 	if err != nil {
 		return nil, nil, err
@@ -231,7 +232,7 @@ func (d *demo) components(brokers []string) (*relay.Relay, *inbox.Consumer[pgx.T
 		return nil, nil, err
 	}
 	d.inbox = in
-	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	consumer, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers:         brokers,
 		GroupID:         group,
 		Topics:          []string{Topic},
@@ -262,7 +263,7 @@ func (d *demo) announce(say func(string, ...any)) {
 // the end (see watch), then stops the producer, waits for the rest to be
 // published and consumed, stops the relay and the consumer and prints the
 // summary.
-func (d *demo) run(ctx context.Context, r *relay.Relay, consumer *inbox.Consumer[pgx.Tx], say func(string, ...any)) error {
+func (d *demo) run(ctx context.Context, r *relay.Relay, consumer *inboxkafka.Consumer[pgx.Tx], say func(string, ...any)) error {
 	bg := context.WithoutCancel(ctx)
 	// The relay and the consumer stop only when told, after the drain.
 	compCtx, stopComps := context.WithCancel(bg)

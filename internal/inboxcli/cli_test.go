@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/inboxcli"
@@ -223,10 +222,21 @@ func TestTailKafkaSecurityFlags(t *testing.T) {
 	}
 }
 
+// newKafka is the tail tests' broker (testenv.NewBroker: kfake, or the
+// shared Apache Kafka with PGOUTBOX_TEST_KAFKA=kafka) with a topic "orders"
+// of one partition, and the names of that topic and of its dead-letter
+// topic on it. Name consumer groups and transactional IDs with k.Topic.
+func newKafka(t *testing.T) (k *testenv.Kafka, topic, dlq string) {
+	t.Helper()
+	k = testenv.NewBroker(t)
+	topic, dlq = k.Topic("orders"), k.Topic("orders.dlq")
+	k.CreateTopics(t, 1, topic)
+	return k, topic, dlq
+}
+
 func TestTail(t *testing.T) {
 	t.Parallel()
-	const topic = "orders"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic))
+	k, topic, dlq := newKafka(t)
 	db := testenv.NewDB(t)
 	mustRun(t, "--database-url="+db.URL, "migrate")
 
@@ -256,13 +266,13 @@ func TestTail(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- inboxcli.Run(ctx, []string{"--database-url=" + db.URL, "tail", "--brokers", strings.Join(k.Brokers, ","),
-			"--topics", topic, "--dlq-topic", "orders.dlq"}, &stdout, &stderr)
+			"--topics", topic, "--dlq-topic", dlq, "--group", k.Topic("inbox-tail")}, &stdout, &stderr)
 	}()
 	want := []string{
-		"orders/0@0 m-1 k-1 processed",
-		"orders/0@1 m-1 k-1 duplicate",
-		"orders/0@2 - - dead-lettered reason=missing-headers",
-		`orders/0@3 "m-\x1b]0;pwned\a" "k-\x1b[31m\norders/0@9 m-9 k-9 processed" processed`,
+		topic + "/0@0 m-1 k-1 processed",
+		topic + "/0@1 m-1 k-1 duplicate",
+		topic + "/0@2 - - dead-lettered reason=missing-headers",
+		topic + `/0@3 "m-\x1b]0;pwned\a" "k-\x1b[31m\norders/0@9 m-9 k-9 processed" processed`,
 	}
 	deadline := time.Now().Add(time.Minute)
 	for strings.Count(stdout.String(), "\n") < len(want) {
@@ -278,7 +288,7 @@ func TestTail(t *testing.T) {
 	if got := strings.Split(strings.TrimSpace(stdout.String()), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("tail printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	recs := testenv.WaitForRecords(t, k.Brokers, "orders.dlq", 1, time.Minute)
+	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 1, time.Minute)
 	if reason, _ := recs[0].Header("dlq-reason"); reason != "missing-headers" || string(recs[0].Value) != `{"n":2}` {
 		t.Fatalf("dead letter %+v", recs[0])
 	}
@@ -346,14 +356,13 @@ func TestTailRefusesARealConsumer(t *testing.T) {
 // reads the aborted record too.
 func TestTailReadsCommitted(t *testing.T) {
 	t.Parallel()
-	const topic = "orders"
-	k := testenv.NewKafka(t, kfake.SeedTopics(1, topic))
+	k, topic, dlq := newKafka(t)
 	db := testenv.NewDB(t)
 	mustRun(t, "--database-url="+db.URL, "migrate")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.TransactionalID("tail-test"), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.TransactionalID(k.Topic("tail-test")), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +391,7 @@ func TestTailReadsCommitted(t *testing.T) {
 		done := make(chan int, 1)
 		go func() {
 			done <- inboxcli.Run(tailCtx, append([]string{"--database-url=" + db.URL, "tail", "--brokers", strings.Join(k.Brokers, ","),
-				"--topics", topic, "--dlq-topic", "orders.dlq", "--group", group, "--consumer", group}, extra...), &stdout, &stderr)
+				"--topics", topic, "--dlq-topic", dlq, "--group", k.Topic(group), "--consumer", group}, extra...), &stdout, &stderr)
 		}()
 		testenv.WaitFor(t, time.Minute, "tail printing the committed record", func() (bool, error) {
 			return strings.Contains(stdout.String(), "m-committed"), nil
@@ -395,11 +404,11 @@ func TestTailReadsCommitted(t *testing.T) {
 	}
 	// Offsets: the aborted record 0, its abort marker 1, the committed
 	// record 2, its commit marker 3.
-	if got, want := tail("inbox-tail-rc"), []string{"orders/0@2 m-committed k-m-committed processed"}; !slices.Equal(got, want) {
+	if got, want := tail("inbox-tail-rc"), []string{topic + "/0@2 m-committed k-m-committed processed"}; !slices.Equal(got, want) {
 		t.Errorf("tail (read_committed) printed %q, want %q", got, want)
 	}
 	got := tail("inbox-tail-ru", "--isolation", "read_uncommitted")
-	if want := []string{"orders/0@0 m-aborted k-m-aborted processed", "orders/0@2 m-committed k-m-committed processed"}; !slices.Equal(got, want) {
+	if want := []string{topic + "/0@0 m-aborted k-m-aborted processed", topic + "/0@2 m-committed k-m-committed processed"}; !slices.Equal(got, want) {
 		t.Errorf("tail --isolation read_uncommitted printed %q, want %q", got, want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -46,9 +47,9 @@ func tailCommand() *cli.Command {
 			&cli.BoolFlag{Name: "force", EnvVars: []string{"INBOX_FORCE"}, Usage: "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"},
 			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
 				Usage: "a new group starts at the end of the topics instead of the beginning"},
-			&cli.StringFlag{Name: "isolation", EnvVars: []string{"INBOX_ISOLATION"}, Value: string(inbox.ReadCommitted),
+			&cli.StringFlag{Name: "isolation", EnvVars: []string{"INBOX_ISOLATION"}, Value: string(inboxkafka.ReadCommitted),
 				Usage: "read_committed (records of aborted or open Kafka transactions are never handled) or read_uncommitted"},
-			&cli.GenericFlag{Name: "max-queue-bytes", EnvVars: []string{"INBOX_MAX_QUEUE_BYTES"}, Value: cliutil.NewSize(inbox.DefaultMaxQueueBytes),
+			&cli.GenericFlag{Name: "max-queue-bytes", EnvVars: []string{"INBOX_MAX_QUEUE_BYTES"}, Value: cliutil.NewSize(inboxkafka.DefaultMaxQueueBytes),
 				Usage: "most bytes of fetched records (key, value, headers) held, queued or being handled; fetching pauses at the bound"},
 		}, kafkaflags.Flags(envName, "")...),
 		Action: tailAction,
@@ -65,9 +66,9 @@ func tailAction(c *cli.Context) error {
 	if policy != inbox.ConflictPolicyStop && policy != inbox.ConflictPolicyDeadLetter {
 		return usagef("--conflict-policy %q: want stop or dead-letter", c.String("conflict-policy"))
 	}
-	iso := inbox.Isolation(c.String("isolation"))
-	if iso != inbox.ReadCommitted && iso != inbox.ReadUncommitted {
-		return usagef("--isolation %q: want %s or %s", c.String("isolation"), inbox.ReadCommitted, inbox.ReadUncommitted)
+	iso := inboxkafka.Isolation(c.String("isolation"))
+	if iso != inboxkafka.ReadCommitted && iso != inboxkafka.ReadUncommitted {
+		return usagef("--isolation %q: want %s or %s", c.String("isolation"), inboxkafka.ReadCommitted, inboxkafka.ReadUncommitted)
 	}
 	log, err := logger(c)
 	if err != nil {
@@ -93,7 +94,7 @@ func tailAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{Err: err}
 	}
-	cons, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	cons, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers:         c.StringSlice("brokers"),
 		GroupID:         c.String("group"),
 		Topics:          c.StringSlice("topics"),

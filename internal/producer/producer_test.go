@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,26 +49,34 @@ func produce(t *testing.T, p *producer.Producer, recs ...*kgo.Record) []error {
 	return errs
 }
 
-// Keys go to the partition the Java client (and kafka-go's
-// Murmur2Balancer, which the relay used before) picks: murmur2 of the
-// key, positive, modulo the partition count.
+// Keys go to the partition the Java client picks: murmur2 of the key,
+// positive, modulo the partition count. The hashes are the test vectors of
+// Kafka's own murmur2 test (clients UtilsTest.testMurmur2).
 func TestKeysPartitionLikeJava(t *testing.T) {
 	t.Parallel()
-	k := testenv.NewKafka(t, kfake.SeedTopics(7, "keys"))
+	const partitions = 7
+	k := testenv.NewKafka(t, kfake.SeedTopics(partitions, "keys"))
 	p := newProducer(t, k, nil)
+	javaMurmur2 := map[string]int32{
+		"21":                         -973932308,
+		"foobar":                     -790332482,
+		"a-little-bit-long-string":   -985981536,
+		"a-little-bit-longer-string": -1486304829,
+		"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+		"abc": 479470107,
+	}
 	var recs []*kgo.Record
-	for i := range 200 {
-		recs = append(recs, &kgo.Record{Topic: "keys", Key: fmt.Appendf(nil, "aggregate-%d-%s", i, strings.Repeat("x", i%13)), Value: []byte("v")})
+	for key := range javaMurmur2 {
+		recs = append(recs, &kgo.Record{Topic: "keys", Key: []byte(key), Value: []byte("v")})
 	}
 	for i, err := range produce(t, p, recs...) {
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
-	parts := []int{0, 1, 2, 3, 4, 5, 6}
 	for _, r := range recs {
-		want := (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: r.Key}, parts...)
-		if int(r.Partition) != want {
+		want := (javaMurmur2[string(r.Key)] & 0x7fffffff) % partitions
+		if r.Partition != want {
 			t.Fatalf("key %q went to partition %d, the Java client's murmur2 picks %d", r.Key, r.Partition, want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -136,7 +137,11 @@ func (k *ApacheKafka) start(ctx context.Context, java, libs string) error {
 	return nil
 }
 
-// waitReady waits until the broker at addr lists itself in metadata.
+// waitReady waits until the broker at addr lists itself in metadata and
+// coordinates consumer groups. A fresh broker creates __consumer_offsets at
+// the first group request and answers COORDINATOR_NOT_AVAILABLE until it
+// has (seconds; kfake coordinates at once): waiting here keeps that out of
+// the first test's timings and offset checks (docs/kafka.md).
 func (k *ApacheKafka) waitReady(ctx context.Context, addr string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -154,8 +159,14 @@ func (k *ApacheKafka) waitReady(ctx context.Context, addr string) error {
 		}
 		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
 		m, err := adm.BrokerMetadata(rctx)
+		if err == nil && (len(m.Brokers) == 0 || m.Controller < 0) {
+			err = errors.New("no broker or controller in metadata yet")
+		}
+		if err == nil {
+			err = adm.FindGroupCoordinators(rctx, "pgoutbox-testenv-ready").Error()
+		}
 		rcancel()
-		if err == nil && len(m.Brokers) > 0 && m.Controller >= 0 {
+		if err == nil {
 			return nil
 		}
 		select {

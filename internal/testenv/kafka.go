@@ -84,7 +84,8 @@ func (k *Kafka) Topic(name string) string { return k.TopicPrefix + name }
 // NewKafka(t) starts. On a shared broker Cluster is nil and TopicPrefix is
 // unique to the test: name every topic and consumer group with it. The
 // broker must create topics on first use (auto.create.topics.enable).
-func NewBroker(t testing.TB) *Kafka {
+// fakeOpts are passed to kfake (NewKafka) and ignored on a real broker.
+func NewBroker(t testing.TB, fakeOpts ...kfake.Opt) *Kafka {
 	t.Helper()
 	var brokers []string
 	switch addrs, mode := os.Getenv(KafkaEnv), os.Getenv(KafkaModeEnv); {
@@ -101,7 +102,7 @@ func NewBroker(t testing.TB) *Kafka {
 		}
 		brokers = k.Brokers
 	case mode == "" || mode == "kfake":
-		return NewKafka(t)
+		return NewKafka(t, fakeOpts...)
 	default:
 		t.Fatalf("%s=%q: want kfake or kafka", KafkaModeEnv, mode)
 	}
@@ -182,4 +183,22 @@ func (k *Kafka) CreateTopics(t testing.TB, partitions int32, topics ...string) {
 		}
 		return true, nil
 	})
+}
+
+// TopicExists reports whether k's broker has topic, asking for every topic
+// (a metadata request naming it could create it).
+func (k *Kafka) TopicExists(t testing.TB, topic string) bool {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	md, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md.Has(topic)
 }

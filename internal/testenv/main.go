@@ -9,18 +9,19 @@ import (
 )
 
 // Main runs m, stops the shared Postgres server and Apache Kafka broker,
-// and fails the run when goroutines leaked. Call it from TestMain.
-func Main(m *testing.M) {
-	exit(m.Run())
+// and fails the run when goroutines leaked (but for those matched by
+// ignore, added to LeakOptions). Call it from TestMain.
+func Main(m *testing.M, ignore ...goleak.Option) {
+	exit(m.Run(), ignore)
 }
 
 // exit stops the shared Postgres server and Kafka broker and exits with code, or 1 when
 // code is 0 but goroutines leaked.
-func exit(code int) {
+func exit(code int, ignore []goleak.Option) {
 	stopServer()
 	stopApacheKafka()
 	if code == 0 {
-		if err := goleak.Find(LeakOptions()...); err != nil {
+		if err := goleak.Find(append(LeakOptions(), ignore...)...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}
@@ -32,7 +33,7 @@ func exit(code int) {
 // URL is in DATABASE_URL while m runs, so runnable examples can connect the
 // way users do, pgxpool.New(ctx, os.Getenv("DATABASE_URL")). The database
 // is dropped afterwards.
-func MainWithDatabase(m *testing.M) {
+func MainWithDatabase(m *testing.M, ignore ...goleak.Option) {
 	db, err := OpenDB()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "postgres: %v\n", err)
@@ -47,16 +48,11 @@ func MainWithDatabase(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "drop example database: %v\n", err)
 		code = 1
 	}
-	exit(code)
+	exit(code, ignore)
 }
 
-// LeakOptions lists goroutines that outlive a test by design. Code under test
-// must close its own kafka-go Transport (CloseIdleConnections); only the
-// process-wide discovery loop of kafka-go's connection pool may remain.
-func LeakOptions() []goleak.Option {
-	return []goleak.Option{
-		// kafka-go keeps one process-wide goroutine that expires cached
-		// connections of its default Transport.
-		goleak.IgnoreTopFunction("github.com/segmentio/kafka-go.(*connPool).discover"),
-	}
-}
+// LeakOptions lists goroutines that outlive a test by design: none in
+// this module's own code. A test binary that links a client keeping
+// process-wide goroutines (kafka-go, in the inbox's kafka-go adapter)
+// passes its own ignore rule to Main or MainWithDatabase.
+func LeakOptions() []goleak.Option { return nil }

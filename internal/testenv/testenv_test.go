@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -98,48 +97,25 @@ func TestPostgresLogicalReplication(t *testing.T) {
 	}
 }
 
-// kafka-go produces to the kfake broker over TCP; kcat, an independent
+// franz-go produces to the kfake broker over TCP; kcat, an independent
 // client, reads the record back byte-exact with its headers.
 func TestKafkaAndKcat(t *testing.T) {
 	t.Parallel()
 	k := testenv.NewKafka(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	transport := &kafka.Transport{}
-	defer transport.CloseIdleConnections()
-	w := &kafka.Writer{
-		Transport:              transport,
-		Addr:                   kafka.TCP(k.Brokers...),
-		RequiredAcks:           kafka.RequireAll,
-		AllowAutoTopicCreation: true,
-		BatchTimeout:           time.Millisecond,
-	}
-	defer w.Close()
 	value := []byte{0x00, 0xff, '\n', ' ', 'G', 0xc3, 0xbc, 0x80}
-	var msgs []kafka.Message
+	var krs []*kgo.Record
 	for i := range 3 {
-		msgs = append(msgs, kafka.Message{
+		krs = append(krs, &kgo.Record{
 			Topic: "env.test",
 			Key:   []byte(fmt.Sprintf("key-%d", i)),
 			Value: value,
-			Headers: []kafka.Header{
+			Headers: []kgo.RecordHeader{
 				{Key: "message-id", Value: []byte(fmt.Sprintf("id-%d", i))},
 				{Key: "note", Value: []byte("a,b=c Grüße")},
 			},
 		})
 	}
-	// The first write may race topic auto-creation.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := w.WriteMessages(ctx, msgs...)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Produce(t, k.Brokers, false, krs...)
 	recs := testenv.WaitForRecords(t, k.Brokers, "env.test", 3, 30*time.Second)
 	if len(recs) != 3 {
 		t.Fatalf("kcat read %d records, want 3", len(recs))

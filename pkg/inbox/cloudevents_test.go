@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // ceEvent is a CloudEvent in the binary content mode of the CloudEvents
@@ -45,8 +46,8 @@ func ceEvent(topic, id, typ, businessKey, data string) *kgo.Record {
 // consumer loop (kafka-go) and into the inbox table.
 func TestConsumerTakesCloudEvents(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "ce.orders", "ce-group", "ce.orders.dlq"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "ce.orders", 1)
+	group, dlq := k.Topic("ce-group"), k.Topic("ce.orders.dlq")
 	b := setup(t, nil)
 
 	withKey := ceEvent(topic, "7c1e-0001", "com.example.order.created", "order-7-create", `{"order":"7","total":"12.50"}`)
@@ -71,7 +72,7 @@ func TestConsumerTakesCloudEvents(t *testing.T) {
 		seen    []inbox.Message // by the handler
 		results []inbox.Result  // in offset order
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // insertEffect is a consumer handler whose side effect is one row in table
@@ -35,8 +36,8 @@ type seen struct {
 
 func TestConsumerLoop(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "payments", "billing-group", "billing.dlq"
-	k := newKafka(t, topic, 4)
+	k, topic := newKafka(t, "payments", 4)
+	group, dlq := k.Topic("billing-group"), k.Topic("billing.dlq")
 	b := setup(t, &inbox.Config{MaxAttempts: 100, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 
 	produce(t, k.Brokers, topic,
@@ -75,7 +76,7 @@ func TestConsumerLoop(t *testing.T) {
 		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
 		return "", err
 	}
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers:         k.Brokers,
 		GroupID:         group,
 		Topics:          []string{topic},
@@ -178,8 +179,8 @@ func TestConsumerBatchesBacklog(t *testing.T) {
 }
 
 func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
-	const topic, group, dlq = "backlog", "backlog-group", "backlog.dlq"
-	k := newKafka(t, topic, 2)
+	k, topic := newKafka(t, "backlog", 2)
+	group, dlq := k.Topic("backlog-group"), k.Topic("backlog.dlq")
 	var recs []rec
 	for i := range 40 {
 		p := i % 2
@@ -204,7 +205,7 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 		got     = map[inbox.Outcome]int{}
 		flakyOK atomic.Bool
 	)
-	cc := &inbox.ConsumerConfig[TTx]{
+	cc := &inboxkafka.Config[TTx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: p.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, MetricsInterval: 10 * time.Millisecond,
 		Retention: time.Hour,
@@ -252,15 +253,15 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 // the record, and its offset stays uncommitted: never a silent ack.
 func TestConsumerStopsOnConflict(t *testing.T) {
 	t.Parallel()
-	const topic, group = "conflicts", "conflict-group"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "conflicts", 1)
+	group := k.Topic("conflict-group")
 	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
 		rec{ID: "m-1", Key: "k-2", Value: `{"v":1}`},
 		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
 	)
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait, SessionTimeout: time.Second,
 		Handler: insertEffect,
 	})
@@ -272,8 +273,8 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 	err = c.Run(ctx)
 	var cerr *inbox.ConflictError
 	if !errors.Is(err, inbox.ErrConflict) || !errors.As(err, &cerr) || cerr.StoredBusinessKey != "k-1" ||
-		!strings.Contains(err.Error(), "record conflicts/0@1") {
-		t.Fatalf("Run = %v, want a conflict with k-1 at conflicts/0@1", err)
+		!strings.Contains(err.Error(), "record "+topic+"/0@1") {
+		t.Fatalf("Run = %v, want a conflict with k-1 at %s/0@1", err, topic)
 	}
 	if off := committedOffsets(t, k.Brokers, group, topic, 1)[0]; off != 1 {
 		t.Fatalf("committed offset %d, want 1 (the conflict not acknowledged)", off)
@@ -288,13 +289,13 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 // writing a second dead letter.
 func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "limit", "limit-group", "limit.dlq"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "limit", 1)
+	group, dlq := k.Topic("limit-group"), k.Topic("limit.dlq")
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
 	var calls atomic.Int32
 	run := func(wantOffset int64) {
 		t.Helper()
-		runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 			DeadLetterTopic: dlq, SessionTimeout: time.Second,
 			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
@@ -346,8 +347,8 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 // headers, and every partition keeps going, the conflict's own included.
 func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "conflicts", "conflict-group", "conflict.dlq"
-	k := newKafka(t, topic, 2)
+	k, topic := newKafka(t, "conflicts", 2)
+	group, dlq := k.Topic("conflict-group"), k.Topic("conflict.dlq")
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{Partition: 0, ID: "m-1", Key: "k-1", Value: `{"v":1,"at":"10:00"}`},
@@ -358,7 +359,7 @@ func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 		rec{Partition: 1, ID: "m-3", Key: "k-3-other", Value: `{"v":3}`}, // message ID reused
 		rec{Partition: 1, ID: "m-4", Key: "k-4", Value: `{"v":4}`},
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 	}, map[int]int64{0: 3, 1: 3})
@@ -427,8 +428,7 @@ func TestPayloadHashOfStableFields(t *testing.T) {
 // keeps FAILED_FINAL ones.
 func TestConsumerPurgesOnSchedule(t *testing.T) {
 	t.Parallel()
-	const topic = "retained"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "retained", 1)
 	b := setup(t, nil)
 	ctx := context.Background()
 	if _, err := b.db.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,
@@ -439,8 +439,8 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
-	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: "retained-group", Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
+	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
+		Brokers: k.Brokers, GroupID: k.Topic("retained-group"), Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second, Handler: insertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
 	})
 	left := func() []string {

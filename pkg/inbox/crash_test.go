@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // Environment of the consumer process that TestCrashBetweenDBCommitAndOffsetCommit
@@ -70,10 +71,11 @@ func runCrashChild() error {
 	if os.Getenv(envExternal) == "1" {
 		return runExternalChild(ctx, pool, killOn)
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
-		GroupID:          "crash-group",
+		GroupID:          crashGroup(os.Getenv(envTopic)),
 		Topics:           []string{os.Getenv(envTopic)},
+		DeadLetterTopic:  crashDeadLetters(os.Getenv(envTopic)),
 		Inbox:            in,
 		SessionTimeout:   time.Second,
 		RebalanceTimeout: time.Second,
@@ -106,10 +108,11 @@ func runExternalChild(ctx context.Context, pool *pgxpool.Pool, killOn string) er
 	if err != nil {
 		return err
 	}
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
-		GroupID:          "crash-group",
+		GroupID:          crashGroup(os.Getenv(envTopic)),
 		Topics:           []string{os.Getenv(envTopic)},
+		DeadLetterTopic:  crashDeadLetters(os.Getenv(envTopic)),
 		Inbox:            in,
 		SessionTimeout:   time.Second,
 		RebalanceTimeout: time.Second,
@@ -222,7 +225,7 @@ func (c *crashChild) expect(t *testing.T, want string, timeout time.Duration) {
 func (c *crashChild) stopAtOffset(t *testing.T, brokers []string, topic string, off int64) {
 	t.Helper()
 	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("offset %d committed", off), func() (bool, error) {
-		return committedOffsets(t, brokers, "crash-group", topic, 1)[0] == off, nil
+		return committedOffsets(t, brokers, crashGroup(topic), topic, 1)[0] == off, nil
 	})
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -234,8 +237,7 @@ func (c *crashChild) stopAtOffset(t *testing.T, brokers []string, topic string, 
 
 func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	t.Parallel()
-	const topic = "crash"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "crash", 1)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{Partition: 0, ID: "m-1", Key: "pay-1", Value: `{"amount":7}`})
 
@@ -246,7 +248,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = first.cmd.Wait()
-	if offs := committedOffsets(t, k.Brokers, "crash-group", topic, 1); offs[0] >= 1 {
+	if offs := committedOffsets(t, k.Brokers, crashGroup(topic), topic, 1); offs[0] >= 1 {
 		t.Fatalf("offset committed before the crash: %v", offs)
 	}
 	if n := effects(t, b.db, "pay-1"); n != 1 {
@@ -270,8 +272,7 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 // to the dead-letter topic and goes on with the records behind it.
 func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 	t.Parallel()
-	const topic = "crashloop"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "crashloop", 1)
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
@@ -301,7 +302,7 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 			case line := <-child.lines:
 				t.Logf("consumer process: %s", line)
 			case <-time.After(100 * time.Millisecond):
-				if committedOffsets(t, k.Brokers, "crash-group", topic, 1)[0] == 4 {
+				if committedOffsets(t, k.Brokers, crashGroup(topic), topic, 1)[0] == 4 {
 					if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 						t.Fatal(err)
 					}
@@ -325,7 +326,7 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 		t.Fatalf("row %+v", r)
 	}
 	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3")
-	recs := deadLetters(t, k.Brokers, inbox.DefaultDeadLetterTopic, 1)
+	recs := deadLetters(t, k.Brokers, crashDeadLetters(topic), 1)
 	for h, want := range map[string]string{"message-id": "m-kill", "dlq-reason": "max-attempts", "dlq-attempts": "3"} {
 		if v, _ := recs[0].Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
@@ -340,8 +341,7 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 // again.
 func TestExternalTakeoverReconcilesWithoutSecondCharge(t *testing.T) {
 	t.Parallel()
-	const topic = "charges"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "charges", 1)
 	b := setup(t, nil)
 	if _, err := b.db.Pool.Exec(context.Background(),
 		`CREATE TABLE provider_charge (id bigserial PRIMARY KEY, request_ref text NOT NULL)`); err != nil {

@@ -17,11 +17,10 @@ import (
 func TestCrashMidStreamEffectsOnce(t *testing.T) {
 	t.Parallel()
 	const (
-		topic      = "crash-stream"
 		partitions = 2
 		n          = 600
 	)
-	k := newKafka(t, topic, partitions)
+	k, topic := newKafka(t, "crash-stream", partitions)
 	b := setup(t, nil)
 	recs := make([]rec, n)
 	for i := range recs {
@@ -47,7 +46,7 @@ func TestCrashMidStreamEffectsOnce(t *testing.T) {
 		for range last.lines {
 		}
 	}()
-	rc := &runningConsumer{brokers: k.Brokers, group: "crash-group", topic: topic, done: make(chan error)}
+	rc := &runningConsumer{brokers: k.Brokers, group: crashGroup(topic), topic: topic, done: make(chan error)}
 	rc.waitOffsets(t, map[int]int64{0: n / partitions, 1: n / partitions})
 	if err := last.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

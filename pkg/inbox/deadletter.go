@@ -12,8 +12,14 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/kafkaclient"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
+
+// DefaultDeadLetterTopic is the dead-letter topic used when
+// DeadLetterConfig.Topic (or the consumer loop's DeadLetterTopic, package
+// inboxkafka) is empty.
+const DefaultDeadLetterTopic = "inbox.dlq"
 
 // Dead-letter record headers, added to the original record's headers.
 const (
@@ -53,10 +59,10 @@ type deadLetterWriter struct {
 }
 
 func newDeadLetterWriter(brokers []string, tlsCfg *tls.Config, sasl *relay.SASL, topic string, in *core, more ...kgo.Opt) (*deadLetterWriter, error) {
-	if err := checkSASL(sasl); err != nil {
+	if err := kafkaclient.CheckSASL(sasl); err != nil {
 		return nil, fmt.Errorf("inbox: dead-letter writer: SASL: %w", err)
 	}
-	opts := kafkaOpts(brokers, tlsCfg, sasl, append([]kgo.Opt{
+	opts := kafkaclient.Opts(brokers, tlsCfg, sasl, append([]kgo.Opt{
 		kgo.WithLogger(producer.Logger(in.log)),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -122,7 +128,7 @@ type DeadLetterConfig[TTx any] struct {
 	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
 	TLS *tls.Config
 	// SASL authenticates to the brokers when non-nil (see
-	// ConsumerConfig.SASL). Defaults to none.
+	// inboxkafka.Config.SASL). Defaults to none.
 	SASL *relay.SASL
 	// KafkaOpts are more franz-go client options, applied after the
 	// writer's own. Defaults to none.
@@ -132,7 +138,7 @@ type DeadLetterConfig[TTx any] struct {
 // DeadLetterWriter settles the deliveries of a consumer loop of your own
 // (franz-go, kafka-go through package inboxkafkago, sarama,
 // confluent-kafka-go): Settle writes the dead letter of a dead-lettered
-// message, as NewConsumer's loop does, through a franz-go client of its
+// message, as the loop of package inboxkafka does, through a franz-go client of its
 // own, and says whether the record's offset may be committed. It is safe
 // for concurrent use.
 type DeadLetterWriter struct {

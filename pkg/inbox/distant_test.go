@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // A broker a long round trip away (300ms, another continent) is consumed
@@ -21,11 +21,11 @@ import (
 // response came too late and nothing was ever delivered.)
 func TestConsumerReachesADistantBroker(t *testing.T) {
 	t.Parallel()
-	const topic, group = "distant", "distant-group"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "distant", 1)
+	group := k.Topic("distant-group")
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, Handler: insertEffect,
 		KafkaOpts: []kgo.Opt{kgo.Dialer(distantDial(300 * time.Millisecond))},
 	}, map[int]int64{0: 1})
@@ -94,7 +94,7 @@ func TestConsumerFailsFastOnUnreachableBrokers(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers: []string{addr}, GroupID: "unreachable", Topics: []string{"t"}, Inbox: b.in, Handler: insertEffect,
 		StartTimeout: time.Second,
 	})
@@ -104,7 +104,7 @@ func TestConsumerFailsFastOnUnreachableBrokers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = c.Run(ctx)
-	if !errors.Is(err, inbox.ErrBrokersUnreachable) || !strings.Contains(err.Error(), addr) || ctx.Err() != nil {
+	if !errors.Is(err, inboxkafka.ErrBrokersUnreachable) || !strings.Contains(err.Error(), addr) || ctx.Err() != nil {
 		t.Fatalf("Run: %v, want ErrBrokersUnreachable naming %s before the test's deadline", err, addr)
 	}
 }

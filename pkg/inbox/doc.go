@@ -28,7 +28,7 @@
 // An Inbox works on one database through its Driver, and its type parameter
 // is the driver's transaction type: New(Pgx(pool), cfg) returns an
 // *Inbox[pgx.Tx], New(SQL(db), cfg) an *Inbox[*sql.Tx]. Process, ProcessTx,
-// ProcessExternal, the consumer loop (ConsumerConfig[TTx]) and the
+// ProcessExternal, the consumer loop (inboxkafka.Config[TTx]) and the
 // dead-letter writer are one family of calls for both; the handler types
 // are TxHandler[TTx] and ExternalHandler.
 //
@@ -178,7 +178,7 @@
 // attempt rolls back with the claim. So the consumer loop counts an attempt
 // in its own short transaction before it starts it (a RECEIVED row, attempts
 // + 1) whenever the delivery may repeat one that killed a process: for the
-// first ConsumerConfig.BatchSize messages of a partition after the loop
+// first inboxkafka.Config.BatchSize messages of a partition after the loop
 // starts or the partition is assigned to it, and after the offsets go back
 // (a redelivery). Those messages are handled one at a time. A message
 // whose Config.MaxAttempts counted attempts all ended without an outcome is
@@ -240,53 +240,13 @@
 //
 // # Kafka consumer loop
 //
-// Consumer runs a franz-go (kgo) client in a consumer group, reading
-// read_committed by default (ConsumerConfig.Isolation): the records of an
-// aborted or still open Kafka transaction, as an exactly-once relay leaves
-// when it is fenced, never reach a handler, and transaction markers are not
-// records. The message ID and business key come from the relay's
-// message-id and business-key headers; a record without either cannot be
-// deduplicated and is dead-lettered with reason "missing-headers" (never
-// dropped, never processed). A record's offset is marked for commit only
-// after the database commit (or once its dead letter is written) and
-// committed right after, and on a revoke. Each partition has its own
-// worker, started when the partition is assigned: a message being retried
-// (Retry, Busy, database unavailable) holds its partition, in order, while
-// the other partitions proceed: once PartitionQueue records wait behind a
-// retried message, fetching pauses for that partition alone until the
-// message is settled. The loop polls no more records while those it holds
-// reach ConsumerConfig.MaxQueueBytes (default 64 MiB), so memory stays
-// bounded however large the records (plus the one fetch response per
-// broker the client buffers).
-//
-// Rebalances are known, not guessed (kgo.BlockRebalanceOnPoll and the
-// OnPartitions callbacks): a revoked partition's worker finishes its
-// current message, what it settled is committed, and only then does the
-// partition move to another member, so a rebalance redelivers nothing that
-// was settled; a lost partition (an expired session) commits nothing more,
-// and its redelivered messages answer Duplicate. Keep
-// ConsumerConfig.RebalanceTimeout above the longest handler run.
-//
-// Dead-lettered messages are written to ConsumerConfig.DeadLetterTopic
-// (default "inbox.dlq") with acks from every in-sync replica before their
-// offset is committed, with headers dlq-reason, dlq-detail, dlq-consumer,
-// dlq-attempts, dlq-original-topic, dlq-original-partition and
-// dlq-original-offset added to the original ones (message-id,
-// business-key, ...). The row then records dead_lettered_at, so a
-// redelivery of a FAILED_FINAL message is acknowledged without a second
-// dead letter; a crash between the write and that record can write it
-// twice, never lose it. A conflict under ConflictPolicyDeadLetter and a
-// record without headers or with an invalid key have no row of their own:
-// each delivery of one is dead-lettered. The client retries fetch errors
-// by itself; those it reports do not stop Run either: they are counted and
-// logged, and the next poll waits a backoff. TLS and SASL are the relay's
-// (ConsumerConfig.TLS and SASL: PLAIN, SCRAM, OAUTHBEARER from a token
-// file, AWS MSK IAM). On context cancellation Run finishes the current
-// message of each partition, commits what settled, leaves the group,
-// closes its clients and returns nil.
-//
-// Consumers with kafka-go readers of their own hand each kafka.Message to
-// the inbox through package inboxkafkago.
+// Package inboxkafka is the Kafka consumer loop of an Inbox, on franz-go:
+// read_committed by default, one worker per partition, offsets committed
+// only after the database commit, dead letters, rebalances from the
+// client's callbacks. Consumers with loops of their own call Process,
+// ProcessTx or ProcessExternal with KafkaRecord.Message and settle with
+// DeadLetterWriter; those with kafka-go readers convert each kafka.Message
+// through package inboxkafkago.
 //
 // # Retention
 //
@@ -296,7 +256,7 @@
 // Store.Purge deletes COMPLETED rows older than a retention in
 // small batches; FAILED_FINAL rows stay until revived or purged explicitly.
 // A purged message is no longer recognised as a duplicate: keep the retention
-// above the longest redelivery window. ConsumerConfig.Retention makes the
+// above the longest redelivery window. inboxkafka.Config.Retention makes the
 // consumer loop purge on its own every PurgeInterval (off by default).
 // PROCESSING rows whose lease expired are reported as stuck by Store.Counts
 // and by the gauges Inbox.RefreshMetrics sets.
@@ -338,7 +298,7 @@
 //   - pgoutbox_inbox_in_flight{consumer}: deliveries being handled now.
 //   - pgoutbox_inbox_stuck_processing{consumer}: PROCESSING rows with an
 //     expired lease, as of the last RefreshMetrics call (the consumer loop calls it
-//     every ConsumerConfig.MetricsInterval).
+//     every inboxkafka.Config.MetricsInterval).
 //   - pgoutbox_inbox_unfinished{consumer,status}: rows per status other than
 //     COMPLETED, as of the last RefreshMetrics call.
 //   - pgoutbox_inbox_oldest_unfinished_seconds{consumer}: age of the oldest
@@ -351,7 +311,7 @@
 //     every 10s), backs off and polls again.
 //   - pgoutbox_inbox_queue_bytes{consumer}: bytes of fetched records the
 //     consumer loop holds, queued or being handled (at most
-//     ConsumerConfig.MaxQueueBytes).
+//     inboxkafka.Config.MaxQueueBytes).
 //
 // RefreshMetrics reads only the rows that are not COMPLETED, through the partial index
 // of migration 003, so the periodic call stays cheap on an inbox of millions

@@ -13,10 +13,6 @@ import (
 )
 
 var (
-	// ErrBrokersUnreachable is returned by Consumer.Run when no broker
-	// answered within ConsumerConfig.StartTimeout at its start (a wrong
-	// address, a firewall, refused credentials).
-	ErrBrokersUnreachable = errors.New("inbox: kafka brokers unreachable")
 	// ErrConflict is wrapped by every *ConflictError.
 	ErrConflict = errors.New("inbox: conflicting message")
 	// ErrInvalidMessage is returned for a message whose ID or business key

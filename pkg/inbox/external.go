@@ -21,7 +21,7 @@ import (
 // before calling out; returning ErrAlreadyDone with the result reference
 // completes the message without a new call.
 //
-// The same handler serves ProcessExternal and ConsumerConfig.ExternalHandler,
+// The same handler serves ProcessExternal and inboxkafka.Config.ExternalHandler,
 // on either driver.
 type ExternalHandler func(ctx context.Context, msg Message, idempotencyKey string) (resultRef string, err error)
 

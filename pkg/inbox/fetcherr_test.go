@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // A retriable broker error on a fetch is transient: the client retries it
@@ -19,18 +20,19 @@ import (
 // messages behind it.
 func TestConsumerSurvivesFetchError(t *testing.T) {
 	t.Parallel()
-	const topic, group = "flaky", "flaky-group"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "flaky", 1)
+	group := k.Topic("flaky-group")
 	b := setup(t, nil)
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`})
 
+	fake := k.Fake(t, "an injected KAFKA_STORAGE_ERROR")
 	// The first fetch of the topic answers KAFKA_STORAGE_ERROR (retriable)
 	// for every partition.
 	var injected atomic.Bool
-	k.Cluster.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+	fake.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		req := r.(*kmsg.FetchRequest)
 		if len(req.Topics) == 0 {
-			k.Cluster.KeepControl()
+			fake.KeepControl()
 			return nil, nil, false
 		}
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -51,7 +53,7 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 		return resp, nil, true
 	})
 
-	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second, Handler: insertEffect, MetricsInterval: -1,
 	})
@@ -74,20 +76,21 @@ func TestConsumerSurvivesFetchError(t *testing.T) {
 // redelivered by a rebalance.
 func TestConsumerShortSessionOutlivesRetries(t *testing.T) {
 	t.Parallel()
-	const topic, group = "slow", "slow-group"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "slow", 1)
+	group := k.Topic("slow-group")
 	b := setup(t, &inbox.Config{MaxAttempts: 1000, Backoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
 
+	fake := k.Fake(t, "counts JoinGroup requests")
 	var joins atomic.Int32
-	k.Cluster.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
-		k.Cluster.KeepControl()
+	fake.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
 		joins.Add(1)
 		return nil, nil, false
 	})
 	var first time.Time
 	var deliveries atomic.Int32
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {

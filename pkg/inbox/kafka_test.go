@@ -11,16 +11,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
-// newKafka starts a broker holding topic with the given number of
-// partitions, which lets consumer groups use a short session timeout.
-func newKafka(t *testing.T, topic string, partitions int) *testenv.Kafka {
-	return testenv.NewKafka(t, kfake.SeedTopics(int32(partitions), topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+// newKafka is the test's broker (testenv.NewBroker: kfake, or with
+// PGOUTBOX_TEST_KAFKA=kafka the Apache Kafka node the test binary shares),
+// letting consumer groups use a short session timeout, and the name of
+// topic on it (under the test's TopicPrefix), created with the given number
+// of partitions. Name the test's other topics, its groups and transactional
+// IDs with k.Topic.
+func newKafka(t *testing.T, topic string, partitions int) (k *testenv.Kafka, name string) {
+	t.Helper()
+	k = testenv.NewBroker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	name = k.Topic(topic)
+	k.CreateTopics(t, int32(partitions), name)
+	return k, name
 }
 
-// testMaxWait is ConsumerConfig.MaxWait in the consumer tests: a broker
+// crashGroup is the consumer group of the crash tests' consumer process
+// reading topic (unique to the test, as topic is).
+func crashGroup(topic string) string { return topic + ".crash-group" }
+
+// crashDeadLetters is the dead-letter topic of the crash tests' consumer
+// process reading topic.
+func crashDeadLetters(topic string) string { return topic + ".dlq" }
+
+// testMaxWait is inboxkafka.Config.MaxWait in the consumer tests: a broker
 // holds a fetch of idle partitions this long. kgo's client does not wait
 // for a fetch in flight at a graceful stop, so it costs the tests nothing;
 // TestConsumerReachesADistantBroker runs the default.
@@ -79,9 +95,9 @@ type runningConsumer struct {
 
 // startConsumer starts a consumer with cfg; stop ends it (the test's end
 // cancels it too).
-func startConsumer[TTx any](t *testing.T, cfg *inbox.ConsumerConfig[TTx]) *runningConsumer {
+func startConsumer[TTx any](t *testing.T, cfg *inboxkafka.Config[TTx]) *runningConsumer {
 	t.Helper()
-	c, err := inbox.NewConsumer(cfg)
+	c, err := inboxkafka.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +139,7 @@ func (rc *runningConsumer) stop(t *testing.T) {
 
 // runConsumer runs a consumer with cfg until every partition's committed
 // offset reaches want, then stops it gracefully.
-func runConsumer[TTx any](t *testing.T, cfg *inbox.ConsumerConfig[TTx], want map[int]int64) {
+func runConsumer[TTx any](t *testing.T, cfg *inboxkafka.Config[TTx], want map[int]int64) {
 	t.Helper()
 	rc := startConsumer(t, cfg)
 	rc.waitOffsets(t, want)

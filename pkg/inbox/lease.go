@@ -30,7 +30,7 @@ type Attempt struct {
 }
 
 // AttemptFromContext returns the attempt of the two-phase handler whose
-// context ctx is (ProcessExternal, ConsumerConfig.ExternalHandler).
+// context ctx is (ProcessExternal, inboxkafka.Config.ExternalHandler).
 func AttemptFromContext(ctx context.Context) (Attempt, bool) {
 	l, ok := ctx.Value(leaseKey{}).(*lease)
 	if !ok {

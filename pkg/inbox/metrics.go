@@ -54,7 +54,7 @@ func newMetrics() *metrics {
 		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fetch_errors_total",
 			Help: "Kafka fetch errors the client reported to the consumer loop (it backs off and polls again)."}),
 		queueBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "queue_bytes",
-			Help: "Bytes of fetched records the consumer loop holds, queued or being handled (bounded by ConsumerConfig.MaxQueueBytes)."}),
+			Help: "Bytes of fetched records the consumer loop holds, queued or being handled (bounded by inboxkafka.Config.MaxQueueBytes)."}),
 	}
 	// Pre-create the outcome series so dashboards see zeros.
 	for o := Processed; o <= DeadLettered; o++ {

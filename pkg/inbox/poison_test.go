@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // Keys Postgres cannot store never block their partition: each record is
@@ -19,8 +20,8 @@ import (
 // record behind it is processed.
 func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "poison", "poison-group", "poison.dlq"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "poison", 1)
+	group, dlq := k.Topic("poison-group"), k.Topic("poison.dlq")
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	long := strings.Repeat("k", 3000)
 	produce(t, k.Brokers, topic,
@@ -35,7 +36,7 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 		mu      sync.Mutex
 		results = map[string][]inbox.Result{}
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
@@ -74,8 +75,8 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 // can hold its attempts: they are counted in memory.
 func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "refused", "refused-group", "refused.dlq"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "refused", 1)
+	group, dlq := k.Topic("refused-group"), k.Topic("refused.dlq")
 	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	// Stands in for any data exception (class 22) the claim can meet.
 	if _, err := b.db.Pool.Exec(context.Background(), `
@@ -93,7 +94,7 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 		mu    sync.Mutex
 		tries []inbox.Result
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
@@ -127,8 +128,8 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 // processed.
 func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "repeated", "repeated-group", "repeated.dlq"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "repeated", 1)
+	group, dlq := k.Topic("repeated-group"), k.Topic("repeated.dlq")
 	b := setup(t, nil)
 	h := func(k, v string) []kgo.RecordHeader { return []kgo.RecordHeader{{Key: k, Value: []byte(v)}} }
 	produce(t, k.Brokers, topic,
@@ -143,7 +144,7 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 		mu      sync.Mutex
 		results = map[int64][]inbox.Result{}
 	)
-	runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
@@ -191,8 +192,7 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 // DeadLetterWriter.Settle dead-letters it with reason repeated-header.
 func TestProcessRefusesRepeatedContractHeader(t *testing.T) {
 	t.Parallel()
-	const dlq = "own-loop.dlq"
-	k := newKafka(t, dlq, 1)
+	k, dlq := newKafka(t, "own-loop.dlq", 1)
 	b := setup(t, nil)
 	dw, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig[pgx.Tx]{Brokers: k.Brokers, Inbox: b.in, Topic: dlq})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // transaction type: pgx.Tx (Pgx) or *sql.Tx (SQL). Returning an error rolls
 // its writes back; wrap it with Permanent to dead-letter the message at
 // once. It must not commit or roll back tx: the inbox does, with the claim.
-// The same handler serves Process, ProcessTx and ConsumerConfig.Handler.
+// The same handler serves Process, ProcessTx and inboxkafka.Config.Handler.
 type TxHandler[TTx any] func(ctx context.Context, tx TTx, msg Message) (resultRef string, err error)
 
 // validate applies the key rules (see MaxKeyBytes) to the message ID and the

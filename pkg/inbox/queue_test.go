@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // With every worker stalled and large records waiting, the bytes the
@@ -23,13 +24,13 @@ import (
 func TestConsumerQueueBoundedByBytes(t *testing.T) {
 	t.Parallel()
 	const (
-		topic, group = "bigrecords", "bigrecords-group"
 		partitions   = 3
 		perPartition = 8
 		valueBytes   = 200_000
 		bound        = 1 << 20 // room for 5 records; 24 are waiting
 	)
-	k := newKafka(t, topic, partitions)
+	k, topic := newKafka(t, "bigrecords", partitions)
+	group := k.Topic("bigrecords-group")
 	b := setup(t, nil)
 	var recs []rec
 	for i := range partitions * perPartition {
@@ -43,7 +44,7 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 	var resumeOnce sync.Once
 	release := func() { resumeOnce.Do(func() { close(resume) }) }
 	var started atomic.Int32
-	cfg := &inbox.ConsumerConfig[pgx.Tx]{
+	cfg := &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in,
 		SessionTimeout: time.Second, MaxQueueBytes: bound,
 		MaxWait: testMaxWait,
@@ -53,7 +54,7 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 			return insertEffect(ctx, tx, msg)
 		},
 	}
-	c, err := inbox.NewConsumer(cfg)
+	c, err := inboxkafka.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +72,13 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 
 	// The loop fetches until the next record does not fit, then waits.
 	testenv.WaitFor(t, time.Minute, "the fetching loop waiting for queue bytes", func() (bool, error) {
-		_, peak, waiting := inbox.QueueState(c)
+		_, peak, waiting := queueState(c)
 		if peak > bound {
 			return false, fmt.Errorf("queue holds %d bytes with workers stalled, bound %d", peak, bound)
 		}
 		return waiting, nil
 	})
-	held, peak, _ := inbox.QueueState(c)
+	held, peak, _ := queueState(c)
 	if held > bound || peak > bound {
 		t.Fatalf("queue holds %d bytes (peak %d) with workers stalled, bound %d", held, peak, bound)
 	}
@@ -101,7 +102,7 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 	for _, r := range recs {
 		wantEffectOnce(t, b.db, r.Key)
 	}
-	if _, peak, _ := inbox.QueueState(c); peak > bound {
+	if _, peak, _ := queueState(c); peak > bound {
 		t.Fatalf("queue peaked at %d bytes, bound %d", peak, bound)
 	}
 }

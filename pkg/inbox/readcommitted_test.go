@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // The records of an aborted Kafka transaction (a fenced exactly-once
@@ -19,10 +20,9 @@ import (
 // aborted records too (so the first half can fail).
 func TestConsumerSkipsAbortedTransactions(t *testing.T) {
 	t.Parallel()
-	const topic = "txns"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "txns", 1)
 	b := setup(t, nil)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.TransactionalID("relay-slot-test"), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.TransactionalID(k.Topic("relay-slot-test")), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +47,13 @@ func TestConsumerSkipsAbortedTransactions(t *testing.T) {
 	txn(kgo.TryAbort, rec{ID: "m-a1", Key: "k-a1", Value: `{}`}, rec{ID: "m-a2", Key: "k-a2", Value: `{}`})
 	txn(kgo.TryCommit, rec{ID: "m-c1", Key: "k-c1", Value: `{}`})
 
-	consume := func(group string, iso inbox.Isolation) []string {
+	consume := func(group string, iso inboxkafka.Isolation) []string {
 		t.Helper()
 		var (
 			mu   sync.Mutex
 			seen []string
 		)
-		runConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+		runConsumer(t, &inboxkafka.Config[pgx.Tx]{
 			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 			Isolation: iso, MetricsInterval: -1,
 			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
@@ -73,7 +73,7 @@ func TestConsumerSkipsAbortedTransactions(t *testing.T) {
 	// A fresh inbox, so the committed record is not a duplicate of the
 	// first run's.
 	b = setup(t, nil)
-	if got := consume("ru-group", inbox.ReadUncommitted); !slices.Equal(got, []string{"m-a1", "m-a2", "m-c1"}) {
+	if got := consume("ru-group", inboxkafka.ReadUncommitted); !slices.Equal(got, []string{"m-a1", "m-a2", "m-c1"}) {
 		t.Fatalf("read_uncommitted handled %q, want m-a1, m-a2, m-c1", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // A second member joins while the first handles a backlog slowly: the
@@ -24,11 +25,11 @@ import (
 func TestRebalanceWithSlowHandler(t *testing.T) {
 	t.Parallel()
 	const (
-		topic, group = "rebalance", "rebalance-group"
 		partitions   = 4
 		perPartition = 100
 	)
-	k := newKafka(t, topic, partitions)
+	k, topic := newKafka(t, "rebalance", partitions)
+	group := k.Topic("rebalance-group")
 	b := setup(t, nil)
 	var recs []rec
 	for i := range partitions * perPartition {
@@ -45,8 +46,8 @@ func TestRebalanceWithSlowHandler(t *testing.T) {
 		violations    []string
 		secondStarted bool
 	)
-	member := func(name string) *inbox.ConsumerConfig[pgx.Tx] {
-		return &inbox.ConsumerConfig[pgx.Tx]{
+	member := func(name string) *inboxkafka.Config[pgx.Tx] {
+		return &inboxkafka.Config[pgx.Tx]{
 			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 			SessionTimeout: 3 * time.Second, RebalanceTimeout: 20 * time.Second, BatchSize: 1, MetricsInterval: -1,
 			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {

@@ -6,6 +6,15 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
+// Record headers the relay sets and the inbox reads.
+const (
+	HeaderMessageID     = contract.HeaderMessageID
+	HeaderBusinessKey   = contract.HeaderBusinessKey
+	HeaderEventType     = contract.HeaderEventType
+	HeaderAggregateType = contract.HeaderAggregateType
+	HeaderAggregateID   = contract.HeaderAggregateID
+)
+
 // KafkaRecord is a Kafka record as any client delivers it (franz-go, sarama,
 // confluent-kafka-go, kafka-go: inboxkafkago.Record converts its messages),
 // for callers that run their own consumer loop and call Process, ProcessTx

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // A long business key (personal data) and a handler error that quotes a URL
@@ -21,7 +22,6 @@ import (
 // logs nor in last_error nor in the dlq-detail header.
 func TestKeysAndErrorsRedacted(t *testing.T) {
 	t.Parallel()
-	const topic, group, dlq = "pii", "pii-group", "pii.dlq"
 	const token = "tok3n-S3cr3t-value"
 	key := "customer:" + strings.Repeat("alice.smith@example.com;", 8) // 201 bytes
 	if len(key) < 200 {
@@ -29,7 +29,8 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 	}
 	var logs testenv.SyncBuffer
 	tokenParam := regexp.MustCompile(`token=[^&\s]*`)
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "pii", 1)
+	group, dlq := k.Topic("pii-group"), k.Topic("pii.dlq")
 	b := setup(t, &inbox.Config{
 		MaxAttempts: 2, Backoff: func(int) time.Duration { return time.Millisecond },
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
@@ -37,7 +38,7 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 			return tokenParam.ReplaceAllString(err.Error(), "token=REDACTED")
 		},
 	})
-	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {

@@ -22,7 +22,7 @@ const unfinishedQuery = `SELECT status, count(*), min(received_at),
 // pgoutbox_inbox_unfinished and pgoutbox_inbox_oldest_unfinished_seconds.
 // It reads only those rows, through an index, so it stays cheap on an inbox
 // of millions of COMPLETED rows. The consumer loop calls it every
-// ConsumerConfig.MetricsInterval; a consumer loop of your own calls it
+// inboxkafka.Config.MetricsInterval; a consumer loop of your own calls it
 // periodically. It runs on the driver's database, in a transaction of its
 // own when the handle only begins transactions. For the counts themselves
 // use Store.Counts, which counts every status exactly (COMPLETED rows too).

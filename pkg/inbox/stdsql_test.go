@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // The database/sql path, through pgx's stdlib driver: the same inbox, the
@@ -188,15 +189,15 @@ func TestSQLProcessTxInCallerTransaction(t *testing.T) {
 // The two-phase consumer loop on database/sql.
 func TestSQLConsumerExternal(t *testing.T) {
 	t.Parallel()
-	const topic, group = "sqlext", "sqlext-group"
-	k := newKafka(t, topic, 1)
+	k, topic := newKafka(t, "sqlext", 1)
+	group := k.Topic("sqlext-group")
 	b := setupSQL(t, nil)
 	produce(t, k.Brokers, topic,
 		rec{ID: "m-1", Key: "k-1", Value: `{}`},
 		rec{ID: "m-2", Key: "k-2", Value: `{}`},
 		rec{ID: "m-1", Key: "k-1", Value: `{}`})
 	var calls sync.Map
-	runConsumer(t, &inbox.ConsumerConfig[*sql.Tx]{
+	runConsumer(t, &inboxkafka.Config[*sql.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.sqlIn, MaxWait: testMaxWait,
 		SessionTimeout: time.Second,
 		ExternalHandler: func(ctx context.Context, msg inbox.Message, key string) (string, error) {
@@ -226,24 +227,24 @@ func TestSQLConsumerConfigChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := inbox.ConsumerConfig[*sql.Tx]{Brokers: []string{"x"}, GroupID: "g", Topics: []string{"t"}, Inbox: in}
+	base := inboxkafka.Config[*sql.Tx]{Brokers: []string{"x"}, GroupID: "g", Topics: []string{"t"}, Inbox: in}
 	handler := func(context.Context, *sql.Tx, inbox.Message) (string, error) { return "", nil }
-	for name, mod := range map[string]func(c *inbox.ConsumerConfig[*sql.Tx]){
-		"no handler": func(c *inbox.ConsumerConfig[*sql.Tx]) {},
-		"two handlers": func(c *inbox.ConsumerConfig[*sql.Tx]) {
+	for name, mod := range map[string]func(c *inboxkafka.Config[*sql.Tx]){
+		"no handler": func(c *inboxkafka.Config[*sql.Tx]) {},
+		"two handlers": func(c *inboxkafka.Config[*sql.Tx]) {
 			c.Handler = handler
 			c.ExternalHandler = func(context.Context, inbox.Message, string) (string, error) { return "", nil }
 		},
 	} {
 		c := base
 		mod(&c)
-		if _, err := inbox.NewConsumer(&c); err == nil {
+		if _, err := inboxkafka.New(&c); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	c := base
 	c.Handler = handler
-	if _, err := inbox.NewConsumer(&c); err != nil {
+	if _, err := inboxkafka.New(&c); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // A partition whose first message is retried for as long as the test likes
@@ -25,11 +26,11 @@ import (
 func TestStuckPartitionPausedAlone(t *testing.T) {
 	t.Parallel()
 	const (
-		topic, group = "stuck", "stuck-group"
 		perPartition = 100
 		value        = 1000
 	)
-	k := newKafka(t, topic, 2)
+	k, topic := newKafka(t, "stuck", 2)
+	group := k.Topic("stuck-group")
 	b := setup(t, &inbox.Config{MaxAttempts: 1 << 20, Backoff: func(int) time.Duration { return 20 * time.Millisecond }})
 	pad := `{"pad":"` + strings.Repeat("x", value) + `"}`
 	// Partition 0's records first: without the pause they would take
@@ -47,7 +48,7 @@ func TestStuckPartitionPausedAlone(t *testing.T) {
 	var failures atomic.Int32
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	rc := startConsumer(t, &inbox.ConsumerConfig[pgx.Tx]{
+	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
 		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
 		SessionTimeout: time.Second, MetricsInterval: -1,
 		PartitionQueue: 5, MaxPollRecords: 5, MaxQueueBytes: 30 * (value + 100),

@@ -39,8 +39,8 @@ func (h headerCarrier) Keys() []string {
 // startDelivery extracts the producer's trace context from msg's headers and
 // starts the span of one delivery as its child (messaging semantic
 // conventions, operation "process"). end records the outcome and ends it.
-func (c *Consumer[TTx]) startDelivery(ctx context.Context, msg *Message) (context.Context, func(Result, error)) {
-	cfg := &c.in.cfg
+func (in *core) startDelivery(ctx context.Context, tracer trace.Tracer, group string, msg *Message) (context.Context, func(Result, error)) {
+	cfg := &in.cfg
 	ctx = cfg.Propagator.Extract(ctx, headerCarrier(msg.Headers))
 	attrs := []attribute.KeyValue{
 		attribute.String("messaging.system", "kafka"),
@@ -49,14 +49,14 @@ func (c *Consumer[TTx]) startDelivery(ctx context.Context, msg *Message) (contex
 		attribute.String("messaging.destination.name", msg.Topic),
 		attribute.String("messaging.destination.partition.id", strconv.Itoa(msg.Partition)),
 		attribute.Int64("messaging.kafka.offset", msg.Offset),
-		attribute.String("messaging.consumer.group.name", c.cfg.GroupID),
+		attribute.String("messaging.consumer.group.name", group),
 		attribute.String("messaging.message.id", msg.ID),
 		attribute.String("pgoutbox.inbox.consumer", cfg.Consumer),
 	}
 	if cfg.TraceBusinessKey {
 		attrs = append(attrs, attribute.String("pgoutbox.inbox.business_key", msg.BusinessKey))
 	}
-	ctx, span := c.tracer.Start(ctx, "process "+msg.Topic,
+	ctx, span := tracer.Start(ctx, "process "+msg.Topic,
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 	return ctx, func(res Result, err error) {
 		if res.Outcome != 0 {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -189,29 +188,10 @@ func TestAllowedTopics(t *testing.T) {
 		}
 	}
 	for _, topic := range []string{"elsewhere.x", "outbox"} {
-		if topicExists(t, b.kafka, topic) {
+		if b.kafka.TopicExists(t, topic) {
 			t.Fatalf("topic %s was created", topic)
 		}
 	}
-}
-
-// topicExists reports whether the broker has topic, asking for every topic
-// (a metadata request naming it could create it).
-func topicExists(t *testing.T, k *testenv.Kafka, topic string) bool {
-	t.Helper()
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr}
-	res, err := client.Metadata(context.Background(), &kafka.MetadataRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tm := range res.Topics {
-		if tm.Name == topic {
-			return true
-		}
-	}
-	return false
 }
 
 // By default a topic still unavailable after TopicUnavailableGrace does
@@ -251,7 +231,7 @@ func TestTopicUnavailableDeadLettered(t *testing.T) {
 	if n := b.metric(t, "pgoutbox_relay_topic_unavailable"); n != 0 {
 		t.Fatalf("topic_unavailable sums to %v once the records are dead-lettered, want 0", n)
 	}
-	if topicExists(t, b.kafka, "missing") {
+	if b.kafka.TopicExists(t, "missing") {
 		t.Fatal("topic missing was created")
 	}
 	if err := run.stop(t); err != nil {
@@ -280,7 +260,7 @@ func TestNoAutoCreateTopics(t *testing.T) {
 	if header(t, dlq[0], "dlq-reason") != relay.ReasonTopicUnavailable {
 		t.Fatalf("dead letter: reason %q, want %s", header(t, dlq[0], "dlq-reason"), relay.ReasonTopicUnavailable)
 	}
-	if topicExists(t, b.kafka, "fresh.topic") {
+	if b.kafka.TopicExists(t, "fresh.topic") {
 		t.Fatal("topic fresh.topic was created")
 	}
 }
@@ -321,7 +301,7 @@ func TestManyAggregateTypesBounded(t *testing.T) {
 		t.Fatalf("%d series with a topic label, want 1 (the dead-letter topic's)", series)
 	}
 	for _, i := range []int{0, types - 1} {
-		if topicExists(t, b.kafka, "outbox."+msgs[i].AggregateType) {
+		if b.kafka.TopicExists(t, "outbox."+msgs[i].AggregateType) {
 			t.Fatalf("topic outbox.%s was created", msgs[i].AggregateType)
 		}
 	}

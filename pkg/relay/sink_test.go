@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -285,14 +284,7 @@ func TestTopicUnavailableRetried(t *testing.T) {
 		}
 	}
 	testenv.WaitFor(t, 30*time.Second, "late unavailable (unknown-topic)", unavailable("late", "unknown-topic"))
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(b.kafka.Brokers...), Transport: tr}
-	res, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{
-		Topics: []kafka.TopicConfig{{Topic: "late", NumPartitions: 1, ReplicationFactor: 1}}})
-	if err != nil || res.Errors["late"] != nil {
-		t.Fatalf("create topic late: %v %v", err, res)
-	}
+	b.kafka.CreateTopics(t, 1, "late")
 	testenv.WaitFor(t, 30*time.Second, "locked unavailable (not-authorized)", unavailable("locked", "not-authorized"))
 	locked.Store(false)
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[3]}, 30*time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -122,7 +123,7 @@ func TestDebeziumOutboxThroughRelayAndInbox(t *testing.T) {
 		kafka.CreateTopics(t, testenv.DefaultPartitions, orderTopic)
 	}
 	outcomes := &outcomeCounter{n: make(map[inbox.Outcome]int)}
-	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	consumer, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers: kafka.Brokers, GroupID: kafka.Topic("dbz"), Topics: []string{orderTopic}, Inbox: in,
 		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			_, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1, $2, $3)`, msg.ID, msg.BusinessKey, msg.Headers["event-type"])

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // outcomeCounter counts the inbox consumer's delivery outcomes.
@@ -83,7 +84,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 		// (docs/kafka.md, a topic auto-created by a metadata request).
 		kafka.CreateTopics(t, testenv.DefaultPartitions, topics...)
 	}
-	consumer, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{
+	consumer, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
 		Brokers: kafka.Brokers,
 		GroupID: kafka.Topic("e2e"),
 		Topics:  topics,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -82,7 +83,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	handled := make(chan trace.SpanContext, 1)
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[pgx.Tx]{Brokers: k.Brokers, GroupID: k.Topic("trace"), Topics: []string{k.Topic("outbox.payment")},
+	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{Brokers: k.Brokers, GroupID: k.Topic("trace"), Topics: []string{k.Topic("outbox.payment")},
 		Inbox: in, Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			select {
 			case handled <- trace.SpanContextFromContext(ctx):

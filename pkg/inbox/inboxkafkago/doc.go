@@ -4,7 +4,7 @@
 // ProcessTx, ProcessExternal) and DeadLetterWriter.Settle take. Commit the
 // message's offset only when Settle says so.
 //
-// The inbox's own consumer loop (inbox.NewConsumer) runs on franz-go and
+// The inbox's own consumer loop (inboxkafka.New) runs on franz-go and
 // reads read_committed; kafka-go's Reader reads every record of a Kafka
 // transaction, aborted ones too, and hands the transaction markers out as
 // records (segmentio/kafka-go#1332). Record reports a marker (ok false):

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.uber.org/goleak"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -13,7 +14,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testenv.MainWithDatabase(m) // DATABASE_URL for the example
+	// DATABASE_URL for the example; kafka-go keeps one process-wide
+	// goroutine that expires cached connections of its default Transport.
+	testenv.MainWithDatabase(m, goleak.IgnoreTopFunction("github.com/segmentio/kafka-go.(*connPool).discover"))
 }
 
 // Record carries every field and header, in order, repeated ones too (the

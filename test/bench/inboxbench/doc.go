@@ -20,6 +20,12 @@
 // and the kfake broker) and of the PostgreSQL server, which is steadier than
 // the wall time on a busy machine.
 //
+// With -handler the handler's work changes on every side alike: insert
+// (the default, one INSERT of the payload), update (one UPDATE of a
+// counter row per partition, as a balance update) or noop (no statement:
+// the inbox's own cost against the dedup table's claim; the plain side then
+// only commits offsets).
+//
 // With -sql the inbox also runs on database/sql (pgx's stdlib driver over
 // the same pool), batched and one message per transaction, paired against
 // the inbox on pgx.
@@ -28,5 +34,5 @@
 // and of the dedup baseline writes a CPU profile of this process to
 // FILE.inbox.N and FILE.dedup.N (N the round), for go tool pprof.
 //
-//	go run ./test/bench/inboxbench -n 50000 -rounds 3 [-partitions 4] [-pk] [-sql] [-cpuprofile FILE]
+//	go run ./test/bench/inboxbench -n 50000 -rounds 3 [-partitions 4] [-handler insert|update|noop] [-pk] [-sql] [-cpuprofile FILE]
 package main

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
 // batchSize is both the consumer's BatchSize and the baseline's messages per
@@ -35,8 +36,14 @@ func main() {
 	parts := flag.Int("partitions", 4, "partitions per topic (one worker each)")
 	pk := flag.Bool("pk", false, "give the handler's table a primary key, as business tables have")
 	withSQL := flag.Bool("sql", false, "also run the inbox consumer on database/sql (pgx's stdlib driver over the same pool)")
+	flag.StringVar(&handlerKind, "handler", handlerInsert, "the handler's work, the same on every side: "+handlerInsert+" (one INSERT of the payload), "+
+		handlerUpdate+" (one UPDATE of a counter row per partition) or "+handlerNoop+" (no statement: the inbox's and the dedup table's own cost)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of each one-message-per-transaction run of the inbox and of the dedup baseline to `FILE`.SIDE.N (N = round)")
 	flag.Parse()
+	if handlerKind != handlerInsert && handlerKind != handlerUpdate && handlerKind != handlerNoop {
+		fmt.Fprintf(os.Stderr, "inboxbench: -handler %q: want %s, %s or %s\n", handlerKind, handlerInsert, handlerUpdate, handlerNoop)
+		os.Exit(2)
+	}
 	if *n <= 0 || *rounds <= 0 || *parts <= 0 {
 		fmt.Fprintln(os.Stderr, "inboxbench: -n, -rounds and -partitions must be positive")
 		os.Exit(2)
@@ -50,6 +57,28 @@ func main() {
 
 // partitions is the partition count of every topic.
 var partitions = 4
+
+// The -handler kinds.
+const (
+	handlerInsert = "insert"
+	handlerUpdate = "update"
+	handlerNoop   = "noop"
+)
+
+// handlerKind is -handler: the work of every side's handler (see work).
+var handlerKind = handlerInsert
+
+// work is the handler's statement for a message with key and payload on
+// partition part, and its arguments; "" for -handler noop.
+func work(key string, part int32, payload []byte) (string, []any) {
+	switch handlerKind {
+	case handlerUpdate:
+		return `UPDATE counter SET n = n + 1 WHERE id = $1`, []any{part}
+	case handlerNoop:
+		return "", nil
+	}
+	return `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`, []any{key, payload}
+}
 
 // cpuProfile is the -cpuprofile prefix ("" for none).
 var cpuProfile string
@@ -108,6 +137,12 @@ func run(n, rounds int, pk, withSQL bool) error {
 	if _, err := pool.Exec(ctx, ddl); err != nil {
 		return err
 	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL)`); err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO counter SELECT id, 0 FROM generate_series(0, $1 - 1) id`, partitions); err != nil {
+		return err
+	}
 	// The hand-rolled dedup table of the baseline: a unique constraint on
 	// the business key, claimed in the handler's transaction.
 	if _, err := pool.Exec(ctx, `CREATE TABLE dedup (business_key text COLLATE "C" PRIMARY KEY)`); err != nil {
@@ -136,10 +171,10 @@ func run(n, rounds int, pk, withSQL bool) error {
 	brokers := cluster.ListenAddrs()
 	cpu := newCPUClock(filepath.Join(srv.Dir, "data"))
 
-	fmt.Printf("messages per run: %d, %d rounds, %d partitions, one worker per partition, offsets committed after each DB commit; handler table primary key: %v\n",
-		n, rounds, partitions, pk)
-	fmt.Printf("plain = franz-go PollFetches + INSERT + CommitRecords (no dedup, for reference); dedup = the same with a hand-rolled dedup table\n" +
-		"  (INSERT INTO dedup (business_key) ... ON CONFLICT DO NOTHING, then the INSERT, in one transaction); inbox = inbox.Consumer with a one-INSERT handler\n")
+	fmt.Printf("messages per run: %d, %d rounds, %d partitions, one worker per partition, offsets committed after each DB commit; handler %s; handler table primary key: %v\n",
+		n, rounds, partitions, handlerKind, pk)
+	fmt.Printf("plain = franz-go PollFetches + the handler's statement + CommitRecords (no dedup, for reference); dedup = the same with a hand-rolled dedup table\n" +
+		"  (INSERT INTO dedup (business_key) ... ON CONFLICT DO NOTHING, then the handler's statement, in one transaction); inbox = inboxkafka.Consumer with that handler\n")
 	fmt.Printf("cpu/msg: CPU time of a whole run (group join to shutdown) over its messages; go = this process (consumers and the in-process kfake broker), pg = the PostgreSQL server\n")
 	samples := map[config][]sample{}
 	for r := range rounds {
@@ -179,12 +214,21 @@ func run(n, rounds int, pk, withSQL bool) error {
 			fmt.Printf("  round %d  %-20s %8.0f msg/s  (%v)%s\n", r+1, c, float64(n)/d.Seconds(), d.Round(time.Millisecond), cpuPerMessage(s, n))
 		}
 	}
+	// Every message's work happened once: the inserted rows, the counted
+	// updates, or (noop) the dedup side's claims.
+	check, sides := `SELECT count(*) FROM effect`, len(configs)
+	switch handlerKind {
+	case handlerUpdate:
+		check = `SELECT sum(n) FROM counter`
+	case handlerNoop:
+		check, sides = `SELECT count(*) FROM dedup`, 2
+	}
 	var rows int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effect`).Scan(&rows); err != nil {
+	if err := pool.QueryRow(ctx, check).Scan(&rows); err != nil {
 		return err
 	}
-	if want := len(configs) * rounds * n; rows != want {
-		return fmt.Errorf("effect table holds %d rows, want %d", rows, want)
+	if want := sides * rounds * n; rows != want {
+		return fmt.Errorf("%s: %d, want %d", check, rows, want)
 	}
 
 	fmt.Printf("medians over %d rounds:\n", rounds)
@@ -426,8 +470,10 @@ func insertDedup(ctx context.Context, pool *pgxpool.Pool, msgs []*kgo.Record) er
 			if tag.RowsAffected() == 0 {
 				continue // a duplicate
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`, key, m.Value); err != nil {
-				return err
+			if q, args := work(key, m.Partition, m.Value); q != "" {
+				if _, err := tx.Exec(ctx, q, args...); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -435,15 +481,18 @@ func insertDedup(ctx context.Context, pool *pgxpool.Pool, msgs []*kgo.Record) er
 }
 
 func insertPlain(ctx context.Context, pool *pgxpool.Pool, msgs []*kgo.Record) error {
-	const insert = `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`
-	key := businessKey
+	if q, _ := work("", 0, nil); q == "" {
+		return nil // -handler noop: nothing to write
+	}
 	if len(msgs) == 1 {
-		_, err := pool.Exec(ctx, insert, key(msgs[0]), msgs[0].Value)
+		q, args := work(businessKey(msgs[0]), msgs[0].Partition, msgs[0].Value)
+		_, err := pool.Exec(ctx, q, args...)
 		return err
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, m := range msgs {
-			if _, err := tx.Exec(ctx, insert, key(m), m.Value); err != nil {
+			q, args := work(businessKey(m), m.Partition, m.Value)
+			if _, err := tx.Exec(ctx, q, args...); err != nil {
 				return err
 			}
 		}
@@ -456,7 +505,6 @@ func insertPlain(ctx context.Context, pool *pgxpool.Pool, msgs []*kgo.Record) er
 func throughInbox(ctx context.Context, brokers []string, pool *pgxpool.Pool, sqlDB *sql.DB, topic string, n, batch int) (time.Duration, error) {
 	cfg := &inbox.Config{Consumer: topic, Logger: slog.New(slog.DiscardHandler)}
 	clk := newClock(n)
-	const insert = `INSERT INTO effect (business_key, payload) VALUES ($1, $2)`
 	if pool != nil {
 		in, err := inbox.New(inbox.Pgx(pool), cfg)
 		if err != nil {
@@ -464,7 +512,11 @@ func throughInbox(ctx context.Context, brokers []string, pool *pgxpool.Pool, sql
 		}
 		return consumeAll(ctx, brokers, topic, batch, in, clk, func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 			clk.begin()
-			_, err := tx.Exec(ctx, insert, msg.BusinessKey, msg.Payload)
+			q, args := work(msg.BusinessKey, int32(msg.Partition), msg.Payload)
+			if q == "" {
+				return "", nil
+			}
+			_, err := tx.Exec(ctx, q, args...)
 			return "", err
 		})
 	}
@@ -474,7 +526,11 @@ func throughInbox(ctx context.Context, brokers []string, pool *pgxpool.Pool, sql
 	}
 	return consumeAll(ctx, brokers, topic, batch, in, clk, func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
 		clk.begin()
-		_, err := tx.ExecContext(ctx, insert, msg.BusinessKey, msg.Payload)
+		q, args := work(msg.BusinessKey, int32(msg.Partition), msg.Payload)
+		if q == "" {
+			return "", nil
+		}
+		_, err := tx.ExecContext(ctx, q, args...)
 		return "", err
 	})
 }
@@ -485,7 +541,7 @@ func consumeAll[TTx any](ctx context.Context, brokers []string, topic string, ba
 	handler inbox.TxHandler[TTx]) (time.Duration, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c, err := inbox.NewConsumer(&inbox.ConsumerConfig[TTx]{
+	c, err := inboxkafka.New(&inboxkafka.Config[TTx]{
 		Brokers: brokers, GroupID: topic, Topics: []string{topic}, Inbox: in, BatchSize: batch, Handler: handler,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
 			if res.Outcome == inbox.Processed {

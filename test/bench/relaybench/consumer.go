@@ -8,19 +8,18 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // envAsConsumer, when set (to "brokers/partitions"), makes a relaybench
 // process the consumer of the latency mode (see runAsConsumer).
 const envAsConsumer = "RELAYBENCH_AS_CONSUMER"
 
-// runAsConsumer reads topic (created empty by the broker) with one
-// kafka-go reader per partition when this process was started as the
-// consumer, and prints a line "seq received-unix-ns commit-unix-ms" on
+// runAsConsumer reads every partition of topic (created empty by the
+// broker), read_committed, with a franz-go client when this process was
+// started as the consumer, and prints a line "seq received-unix-ns commit-unix-ms" on
 // stdout for each record (seq -1 for a record without the bench's
 // business key) until stdin ends. It reports whether it was the consumer; code is its exit code.
 func runAsConsumer() (code int, ok bool) {
@@ -39,45 +38,37 @@ func runAsConsumer() (code int, ok bool) {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	out := bufio.NewWriter(os.Stdout)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	offsets := make(map[int32]kgo.Offset, partitions)
 	for p := range partitions {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: strings.Split(brokers, ","), Topic: topic, Partition: p, MinBytes: 1,
-			MaxBytes: 10 << 20, MaxWait: 50 * time.Millisecond, ReadBatchTimeout: 50 * time.Millisecond,
-			IsolationLevel: kafka.ReadCommitted})
-		wg.Go(func() {
-			defer r.Close()
-			for {
-				m, err := r.ReadMessage(ctx)
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				if len(m.Headers) == 0 {
-					// A transaction marker (-exactly-once): kafka-go hands
-					// them over as records (segmentio/kafka-go#1332).
-					continue
-				}
-				seq := -1
-				for _, h := range m.Headers {
-					if n, ok := businessKeySeq(h.Value); ok && h.Key == "business-key" {
-						seq = n
-					}
-				}
-				mu.Lock()
-				fmt.Fprintf(out, "%d %d %d\n", seq, now.UnixNano(), m.Time.UnixMilli())
-				// One write per record the parent may be waiting for:
-				// buffering them would delay the count, not the times.
-				err = out.Flush()
-				mu.Unlock()
-				if err != nil {
-					return
+		offsets[int32(p)] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond), kgo.FetchMaxBytes(10<<20))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relaybench: consumer: %v\n", err)
+		return 1, true
+	}
+	defer cl.Close()
+	out := bufio.NewWriter(os.Stdout)
+	for ctx.Err() == nil {
+		fetches := cl.PollFetches(ctx)
+		now := time.Now()
+		for r := range fetches.RecordsAll() {
+			seq := -1
+			for _, h := range r.Headers {
+				if n, ok := businessKeySeq(h.Value); ok && h.Key == "business-key" {
+					seq = n
 				}
 			}
-		})
+			fmt.Fprintf(out, "%d %d %d\n", seq, now.UnixNano(), r.Timestamp.UnixMilli())
+		}
+		// One write per poll the parent may be waiting for: buffering
+		// across polls would delay the count, not the times.
+		if err := out.Flush(); err != nil {
+			return 0, true
+		}
 	}
-	wg.Wait()
 	return 0, true
 }
 

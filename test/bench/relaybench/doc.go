@@ -42,8 +42,8 @@
 // commits single-row transactions at each rate over -conns connections
 // (-writer insert, the default: one INSERT in autocommit; -writer tx:
 // BEGIN, outbox.Writer.InsertTx, COMMIT, three round trips and more of
-// this machine's two cores), the kfake broker and a kafka-go consumer run
-// in processes of their own, and the consumer measures commit → receive.
+// this machine's two cores), the kfake broker and a franz-go consumer
+// (read_committed) run in processes of their own, and the consumer measures commit → receive.
 // Per rate it also prints how long the relay, the walsender and the broker
 // ran on a CPU and waited for one.
 //

@@ -27,8 +27,8 @@ const (
 
 // latencyBench runs the relay binary against a kfake broker (a process of
 // its own, see broker) while a writer commits single-row transactions at
-// each of rates for duration, and an independent kafka-go consumer (a
-// process of its own too, see consumer; one reader per partition)
+// each of rates for duration, and a franz-go consumer (a process of its
+// own too, see consumer; one client reading every partition)
 // measures commit → receive from each record's timestamp (the
 // transaction's commit time, in milliseconds). With tracePath (the relay
 // is then this binary, see installTrace) it also prints each leg of that

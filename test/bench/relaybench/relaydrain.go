@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -71,11 +73,12 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 	produced := watchProduce(cluster, int64(o.rows))
-	// kafka-go caches metadata for 6 s by default: polled before the relay
-	// created the topic, the topic would stay unknown (0 events) that long.
-	tr := &kafka.Transport{MetadataTTL: 100 * time.Millisecond}
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(10*time.Second))
+	if err != nil {
+		return relayResult{}, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 
 	db, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -125,7 +128,7 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 		case <-time.After(100 * time.Millisecond):
 		}
 		if events < int64(o.rows) {
-			if events, err = topicEvents(ctx, client); err != nil {
+			if events, err = topicEvents(ctx, adm); err != nil {
 				return fail(err)
 			}
 		}
@@ -172,8 +175,7 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 // receives, and returns a function that says when the first one came, when
 // the count reached n, and how many requests held them. The control function runs in the broker's
 // request loop, so these are the times the broker took the requests: the
-// drain's end is not blurred by the poll's period, nor by kafka-go's
-// cached metadata (see relayDrain's transport). A request the relay retried
+// drain's end is not blurred by the poll's period. A request the relay retried
 // counts twice; the drain still ends only once ListOffsets shows every
 // event in the topic.
 func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time, requests int64) {
@@ -218,36 +220,25 @@ func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time,
 	}
 }
 
-// topicEvents sums the end offsets of topic's partitions.
-func topicEvents(ctx context.Context, client *kafka.Client) (int64, error) {
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return 0, err
-	}
-	var reqs []kafka.OffsetRequest
-	for _, t := range meta.Topics {
-		if t.Name != topic || t.Error != nil {
-			continue
-		}
-		for _, p := range t.Partitions {
-			reqs = append(reqs, kafka.LastOffsetOf(p.ID))
-		}
-	}
-	if len(reqs) == 0 {
-		return 0, nil // not created yet
-	}
-	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+// topicEvents sums the end offsets of topic's partitions (0 before the
+// relay created it). kadm asks for fresh metadata each time.
+func topicEvents(ctx context.Context, adm *kadm.Client) (int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return 0, err
 	}
 	var sum int64
-	for _, p := range res.Topics[topic] {
-		if p.Error != nil {
-			return 0, p.Error
+	var failed error
+	ends.Each(func(o kadm.ListedOffset) {
+		switch {
+		case errors.Is(o.Err, kerr.UnknownTopicOrPartition):
+		case o.Err != nil:
+			failed = o.Err
+		default:
+			sum += o.Offset
 		}
-		sum += p.LastOffset
-	}
-	return sum, nil
+	})
+	return sum, failed
 }
 
 // cpuTime returns the user + system CPU time of a process so far, from

@@ -1,4 +1,4 @@
-package inbox
+package inboxkafka
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 
 // partitionQueue holds the polled records of one partition for its worker,
 // in order. It never blocks the poll loop: what it holds is bounded by
-// ConsumerConfig.MaxQueueBytes across partitions (queueBytes), and by
+// Config.MaxQueueBytes across partitions (queueBytes), and by
 // PartitionQueue while the worker is retrying (the partition is paused).
 type partitionQueue struct {
 	mu    sync.Mutex

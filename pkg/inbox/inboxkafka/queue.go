@@ -1,4 +1,4 @@
-package inbox
+package inboxkafka
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// DefaultMaxQueueBytes is ConsumerConfig.MaxQueueBytes when it is zero.
+// DefaultMaxQueueBytes is Config.MaxQueueBytes when it is zero.
 const DefaultMaxQueueBytes = 64 << 20
 
 // queueBytes bounds the bytes of the records the consumer loop holds: those

@@ -1,4 +1,4 @@
-package inbox
+package kafkaclient
 
 import (
 	"crypto/tls"
@@ -12,17 +12,17 @@ import (
 // clientID is the client ID of the inbox's Kafka requests.
 const clientID = "pgoutbox-inbox"
 
-// kafkaOpts are the options of a kgo client of brokers with the relay's
-// TLS dialer and SASL mechanisms (one implementation for both sides),
-// followed by more.
-func kafkaOpts(brokers []string, tlsCfg *tls.Config, sasl *relay.SASL, more ...kgo.Opt) []kgo.Opt {
+// Opts are the options of a kgo client of brokers with the relay's TLS
+// dialer and SASL mechanisms (one implementation for both sides), followed
+// by more.
+func Opts(brokers []string, tlsCfg *tls.Config, sasl *relay.SASL, more ...kgo.Opt) []kgo.Opt {
 	return producer.ClientOpts(producer.Config{Brokers: brokers, TLS: tlsCfg, SASL: (*producer.SASL)(sasl)},
 		append([]kgo.Opt{kgo.ClientID(clientID)}, more...)...)
 }
 
-// checkSASL reports whether s (nil: none) names a mechanism with the
+// CheckSASL reports whether s (nil: none) names a mechanism with the
 // credentials it needs; the error never carries a credential.
-func checkSASL(s *relay.SASL) error {
+func CheckSASL(s *relay.SASL) error {
 	if s == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package inbox
+package inboxkafka
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
 // worker handles the messages of one partition, one at a time, in order.
@@ -156,32 +157,32 @@ func (w *worker[TTx]) handleBatch(ctx context.Context, batch []*kgo.Record) bool
 	if c.cfg.Handler == nil {
 		return false
 	}
-	msgs := make([]Message, len(batch))
+	msgs := make([]inbox.Message, len(batch))
 	for i, r := range batch {
-		var bad *Result
-		if msgs[i], bad = messageFromKafka(kafkaRecordOf(r)); bad != nil {
+		var bad *inbox.Result
+		if msgs[i], bad = c.core.MessageFromKafka(kafkaRecordOf(r)); bad != nil {
 			return false
 		}
 	}
 	work := context.WithoutCancel(ctx)
 	// A span per message; the handler of each runs in its own.
 	ctxs := make(map[int64]context.Context, len(msgs))
-	ends := make([]func(Result, error), len(msgs))
+	ends := make([]func(inbox.Result, error), len(msgs))
 	for i := range msgs {
-		ctxs[msgs[i].Offset], ends[i] = c.startDelivery(work, &msgs[i])
+		ctxs[msgs[i].Offset], ends[i] = c.core.StartDelivery(work, c.cfg.GroupID, &msgs[i])
 	}
-	handler := func(ctx context.Context, tx TTx, msg Message) (string, error) {
+	handler := func(ctx context.Context, tx TTx, msg inbox.Message) (string, error) {
 		if sctx, ok := ctxs[msg.Offset]; ok {
 			ctx = sctx
 		}
 		return c.cfg.Handler(ctx, tx, msg)
 	}
-	results, ok := c.in.processBatch(work, msgs, handler)
+	results, ok := c.core.ProcessBatch(work, msgs, handler)
 	for i, end := range ends {
 		if ok {
 			end(results[i], nil)
 		} else {
-			end(Result{}, errBatchRolledBack)
+			end(inbox.Result{}, errBatchRolledBack)
 		}
 	}
 	if !ok {
@@ -211,7 +212,7 @@ const commitTimeout = 30 * time.Second
 func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) {
 	c := w.c
 	km := kafkaRecordOf(r)
-	msg, bad := messageFromKafka(km)
+	msg, bad := c.core.MessageFromKafka(km)
 	work := context.WithoutCancel(ctx)
 	// rejected counts the attempts the database refused for the record's
 	// content before any inbox row could hold the count; it lives as long
@@ -219,54 +220,54 @@ func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) {
 	rejected := 0
 	for wait := 1; ; wait++ {
 		var (
-			res Result
+			res inbox.Result
 			err error
 		)
-		sctx, end := c.startDelivery(work, &msg)
+		sctx, end := c.core.StartDelivery(work, c.cfg.GroupID, &msg)
 		if bad != nil {
-			res = c.in.deadLetterUnprocessable(&msg, *bad)
+			res = c.core.DeadLetterUnprocessable(&msg, *bad)
 		} else {
 			res, err = w.process(sctx, msg, mark)
 		}
 		end(res, err)
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, inbox.ErrConflict) {
 			// ConflictPolicyStop: never ack a conflict silently.
 			w.g.stop(fmt.Errorf("inbox: stopped at record %s/%d@%d: %w", km.Topic, km.Partition, km.Offset, err))
 			return
 		}
 		if err != nil && res.Outcome == 0 {
-			if isRecordError(err) {
+			if c.core.IsRecordError(err) {
 				rejected++
-				if rejected >= c.in.cfg.MaxAttempts {
-					bad = &Result{Outcome: DeadLettered, Reason: ReasonMaxAttempts, Attempts: rejected, Err: err}
-					res = c.in.deadLetterUnprocessable(&msg, *bad)
+				if rejected >= c.core.MaxAttempts() {
+					bad = &inbox.Result{Outcome: inbox.DeadLettered, Reason: inbox.ReasonMaxAttempts, Attempts: rejected, Err: err}
+					res = c.core.DeadLetterUnprocessable(&msg, *bad)
 				}
 			}
 			if res.Outcome == 0 {
-				res = Result{Outcome: Retry, Attempts: rejected, Err: err} // database unavailable: try again
+				res = inbox.Result{Outcome: inbox.Retry, Attempts: rejected, Err: err} // database unavailable: try again
 			}
 		}
 		if c.cfg.OnResult != nil {
 			c.cfg.OnResult(msg, res)
 		}
 		if res.Outcome.Acked() {
-			if res.Outcome == DeadLettered && !res.deadLetterSent {
+			if res.Outcome == inbox.DeadLettered && !c.core.DeadLetterSent(res) {
 				if !w.sendDeadLetter(ctx, km, &msg, res) {
 					return
 				}
-				if bad == nil && res.Reason != ReasonConflict {
-					c.in.markDeadLettered(work, &msg)
+				if bad == nil && res.Reason != inbox.ReasonConflict {
+					c.core.MarkDeadLettered(work, &msg)
 				}
 			}
 			w.settled(r)
 			return
 		}
-		// Retry or Busy: hold the partition and try again after a backoff.
+		// inbox.Retry or Busy: hold the partition and try again after a backoff.
 		if wait == 1 {
 			w.setRetrying(true)
 			defer w.setRetrying(false)
 		}
-		t := time.NewTimer(c.in.cfg.Backoff(max(res.Attempts, wait)))
+		t := time.NewTimer(c.core.Backoff(max(res.Attempts, wait)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -276,27 +277,27 @@ func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) {
 	}
 }
 
-func (w *worker[TTx]) process(ctx context.Context, msg Message, mark bool) (Result, error) {
+func (w *worker[TTx]) process(ctx context.Context, msg inbox.Message, mark bool) (inbox.Result, error) {
 	c := w.c
 	if c.cfg.Handler == nil {
 		return c.in.ProcessExternal(ctx, msg, c.cfg.ExternalHandler)
 	}
-	return c.in.process(ctx, msg, c.cfg.Handler, mark)
+	return c.core.Process(ctx, msg, c.cfg.Handler, mark)
 }
 
 // sendDeadLetter writes the message to the dead-letter topic, retrying until
 // it succeeds or ctx ends (then the offset stays uncommitted and the
-// redelivery answers DeadLettered again).
-func (w *worker[TTx]) sendDeadLetter(ctx context.Context, km KafkaRecord, msg *Message, res Result) bool {
+// redelivery answers inbox.DeadLettered again).
+func (w *worker[TTx]) sendDeadLetter(ctx context.Context, km inbox.KafkaRecord, msg *inbox.Message, res inbox.Result) bool {
 	for attempt := 1; ; attempt++ {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-		err := w.g.dlq.write(wctx, km, res)
+		err := w.c.core.WriteDeadLetter(wctx, w.g.dlq, km, res)
 		cancel()
 		if err == nil {
 			return true
 		}
-		w.c.log.Warn("inbox: dead-letter write failed", "message_id", w.c.in.logKey(msg.ID), "business_key", w.c.in.logKey(msg.BusinessKey),
-			"topic", w.g.dlq.topic, "attempt", attempt, "err", err)
+		w.c.log.Warn("inbox: dead-letter write failed", "message_id", w.c.core.LogKey(msg.ID), "business_key", w.c.core.LogKey(msg.BusinessKey),
+			"topic", w.c.cfg.DeadLetterTopic, "attempt", attempt, "err", err)
 		t := time.NewTimer(min(time.Duration(attempt)*100*time.Millisecond, 5*time.Second))
 		select {
 		case <-ctx.Done():
@@ -319,63 +320,13 @@ func (w *worker[TTx]) settled(r *kgo.Record) {
 }
 
 // kafkaRecordOf is r as the inbox's record type.
-func kafkaRecordOf(r *kgo.Record) KafkaRecord {
-	kr := KafkaRecord{Topic: r.Topic, Partition: int(r.Partition), Offset: r.Offset, Key: r.Key, Value: r.Value, Time: r.Timestamp}
+func kafkaRecordOf(r *kgo.Record) inbox.KafkaRecord {
+	kr := inbox.KafkaRecord{Topic: r.Topic, Partition: int(r.Partition), Offset: r.Offset, Key: r.Key, Value: r.Value, Time: r.Timestamp}
 	if len(r.Headers) > 0 {
-		kr.Headers = make([]KafkaHeader, len(r.Headers))
+		kr.Headers = make([]inbox.KafkaHeader, len(r.Headers))
 		for i, h := range r.Headers {
-			kr.Headers[i] = KafkaHeader(h)
+			kr.Headers[i] = inbox.KafkaHeader(h)
 		}
 	}
 	return kr
-}
-
-// messageFromKafka builds the inbox message of a record. bad is set when the
-// record cannot be deduplicated (a contract header repeated or missing, or a
-// key that breaks the key rules): it goes to the dead-letter topic untouched.
-func messageFromKafka(r KafkaRecord) (msg Message, bad *Result) {
-	msg = r.Message()
-	if msg.Headers == nil {
-		msg.Headers = map[string]string{}
-	}
-	if msg.invalid != nil {
-		return msg, &Result{Outcome: DeadLettered, Reason: ReasonRepeatedHeader, Err: msg.invalid}
-	}
-	var missing string
-	switch {
-	case msg.ID == "" && msg.BusinessKey == "":
-		missing = HeaderMessageID + " and " + HeaderBusinessKey + " headers missing"
-	case msg.ID == "":
-		missing = HeaderMessageID + " header missing"
-	case msg.BusinessKey == "":
-		missing = HeaderBusinessKey + " header missing"
-	}
-	if missing != "" {
-		return msg, &Result{Outcome: DeadLettered, Reason: ReasonMissingHeaders, Err: errors.New(missing)}
-	}
-	if err := msg.validate(); err != nil {
-		return msg, &Result{Outcome: DeadLettered, Reason: ReasonInvalidKey, Err: err}
-	}
-	return msg, nil
-}
-
-// markDeadLettered records that the dead-letter record of a FAILED_FINAL
-// message was written. A failure is only logged: a redelivery then writes the
-// record again (at least once, never lost).
-func (in *core) markDeadLettered(ctx context.Context, msg *Message) {
-	if _, err := dbdriver.ExecOne(ctx, in.db, in.queries.markDeadLettered, in.cfg.Consumer, msg.BusinessKey); err != nil {
-		in.log.Warn("inbox: recording the dead-letter write failed", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey), "err", err)
-	}
-}
-
-// deadLetterUnprocessable accounts for a message the inbox cannot
-// deduplicate (bad, from messageFromKafka) or one the database refuses for
-// its content: it goes to the dead-letter topic without an inbox row.
-func (in *core) deadLetterUnprocessable(msg *Message, bad Result) Result {
-	in.metrics.outcomes.WithLabelValues(DeadLettered.String()).Inc()
-	in.metrics.deadLettered.WithLabelValues(bad.Reason).Inc()
-	in.log.Warn("inbox: dead-lettered", "message_id", in.logKey(msg.ID), "business_key", in.logKey(msg.BusinessKey),
-		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "reason", bad.Reason, "attempt", bad.Attempts,
-		"err", in.errText(bad.Err))
-	return bad
 }

@@ -1,4 +1,4 @@
-package inbox
+package inboxkafka
 
 import (
 	"context"
@@ -11,32 +11,25 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/kafkaclient"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loophook"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-// DefaultDeadLetterTopic is the dead-letter topic used when
-// ConsumerConfig.DeadLetterTopic is empty.
-const DefaultDeadLetterTopic = "inbox.dlq"
+// ErrBrokersUnreachable is returned by Consumer.Run when no broker answered
+// within Config.StartTimeout at its start (a wrong address, a firewall,
+// refused credentials).
+var ErrBrokersUnreachable = errors.New("inboxkafka: kafka brokers unreachable")
 
-// defaultMaxWait is ConsumerConfig.MaxWait's default: how long a broker
+// defaultMaxWait is Config.MaxWait's default: how long a broker
 // holds a fetch of idle partitions (kgo's default too).
 const defaultMaxWait = 5 * time.Second
 
-// defaultStartTimeout is ConsumerConfig.StartTimeout's default.
+// defaultStartTimeout is Config.StartTimeout's default.
 const defaultStartTimeout = 10 * time.Second
-
-// Record headers the relay sets and the consumer loop reads.
-const (
-	HeaderMessageID     = contract.HeaderMessageID
-	HeaderBusinessKey   = contract.HeaderBusinessKey
-	HeaderEventType     = contract.HeaderEventType
-	HeaderAggregateType = contract.HeaderAggregateType
-	HeaderAggregateID   = contract.HeaderAggregateID
-)
 
 // Isolation is which records of Kafka transactions the consumer loop reads.
 type Isolation string
@@ -55,11 +48,11 @@ const (
 	ReadUncommitted Isolation = "read_uncommitted"
 )
 
-// ConsumerConfig configures a Consumer; TTx is the transaction type of the
+// Config configures a Consumer; TTx is the transaction type of the
 // Inbox's driver. Brokers, GroupID, Topics, Inbox and exactly one handler
 // are required: Handler for the transactional path, or ExternalHandler for
 // the two-phase path. The messages are handled on the Inbox's database.
-type ConsumerConfig[TTx any] struct {
+type Config[TTx any] struct {
 	// Brokers are the bootstrap addresses. Required.
 	Brokers []string
 	// GroupID is the Kafka consumer group. Required.
@@ -67,12 +60,12 @@ type ConsumerConfig[TTx any] struct {
 	// Topics are consumed by the group. Required.
 	Topics []string
 	// Inbox deduplicates the messages, on its driver's database. Required.
-	Inbox *Inbox[TTx]
+	Inbox *inbox.Inbox[TTx]
 	// Handler runs each message on the transactional path, in a
 	// transaction of the Inbox's database.
-	Handler TxHandler[TTx]
+	Handler inbox.TxHandler[TTx]
 	// ExternalHandler runs each message on the two-phase path instead.
-	ExternalHandler ExternalHandler
+	ExternalHandler inbox.ExternalHandler
 	// DeadLetterTopic receives dead-lettered messages. Defaults to
 	// "inbox.dlq".
 	DeadLetterTopic string
@@ -104,7 +97,7 @@ type ConsumerConfig[TTx any] struct {
 	// only, never for the handlers. Defaults to 500.
 	MaxPollRecords int
 	// PartitionQueue is how many fetched messages wait per partition
-	// while the partition's current message is retried (Retry, Busy, the
+	// while the partition's current message is retried (inbox.Retry, inbox.Busy, the
 	// database unavailable): then fetching pauses for that partition
 	// alone, until the message is settled, so a stuck partition neither
 	// holds the others back nor fills MaxQueueBytes. Otherwise a
@@ -122,7 +115,7 @@ type ConsumerConfig[TTx any] struct {
 	// BatchSize is how many messages already queued for a partition are
 	// handled together in one transaction (Handler only; ExternalHandler
 	// always goes one at a time). Order is kept; any outcome other than
-	// Processed or Duplicate rolls the batch back and replays it one message
+	// inbox.Processed or inbox.Duplicate rolls the batch back and replays it one message
 	// at a time. So a handler may run in a batch that is rolled back and
 	// then again on its own: only the runs of the one-at-a-time path count
 	// as attempts. 1 disables batching. Defaults to 100.
@@ -146,11 +139,11 @@ type ConsumerConfig[TTx any] struct {
 	// the first purge runs at start. Defaults to 1h.
 	PurgeInterval time.Duration
 	// OnResult, when set, is called after the database commit and before
-	// the offset commit of every delivery attempt (also Retry and Busy).
+	// the offset commit of every delivery attempt (also inbox.Retry and inbox.Busy).
 	// It is called concurrently from the partition workers (in order within
 	// one partition), so it must be safe for concurrent use. For diagnosis
 	// and demos; it must not block for long.
-	OnResult func(msg Message, res Result)
+	OnResult func(msg inbox.Message, res inbox.Result)
 	// KafkaOpts are more franz-go client options for the consumer's client,
 	// applied after the loop's own (an escape hatch: a custom dialer, a
 	// balancer, rack awareness). Options that change how the loop consumes
@@ -169,45 +162,48 @@ type ConsumerConfig[TTx any] struct {
 // finishes its current message, its settled offsets are committed, and only
 // then does the partition move; a lost partition commits nothing.
 type Consumer[TTx any] struct {
-	cfg    ConsumerConfig[TTx]
-	in     *Inbox[TTx]
-	log    *slog.Logger
-	tracer trace.Tracer
-	queue  *queueBytes
+	cfg   Config[TTx]
+	in    *inbox.Inbox[TTx]
+	core  internals[TTx]
+	log   *slog.Logger
+	queue *queueBytes
 }
 
-// NewConsumer validates cfg and returns a Consumer.
-func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
+// New validates cfg and returns a Consumer.
+func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 	if cfg == nil {
-		return nil, errors.New("inbox: consumer config is nil")
+		return nil, errors.New("inboxkafka: config is nil")
 	}
 	c := *cfg
 	switch {
 	case len(c.Brokers) == 0:
-		return nil, errors.New("inbox: ConsumerConfig.Brokers is required")
+		return nil, errors.New("inboxkafka: Config.Brokers is required")
 	case c.GroupID == "":
-		return nil, errors.New("inbox: ConsumerConfig.GroupID is required")
+		return nil, errors.New("inboxkafka: Config.GroupID is required")
 	case len(c.Topics) == 0:
-		return nil, errors.New("inbox: ConsumerConfig.Topics is required")
+		return nil, errors.New("inboxkafka: Config.Topics is required")
 	case c.Inbox == nil:
-		return nil, errors.New("inbox: ConsumerConfig.Inbox is required")
+		return nil, errors.New("inboxkafka: Config.Inbox is required")
 	case (c.Handler == nil) == (c.ExternalHandler == nil):
-		return nil, errors.New("inbox: set exactly one of ConsumerConfig.Handler and ExternalHandler")
+		return nil, errors.New("inboxkafka: set exactly one of Config.Handler and ExternalHandler")
 	}
-	cons := &Consumer[TTx]{in: c.Inbox, log: c.Inbox.log.With("group", c.GroupID),
-		tracer: c.Inbox.cfg.TracerProvider.Tracer(tracerName)}
+	core, ok := loophook.Internals(c.Inbox).(internals[TTx])
+	if !ok {
+		return nil, errors.New("inboxkafka: Config.Inbox is not an inbox made by inbox.New")
+	}
+	cons := &Consumer[TTx]{in: c.Inbox, core: core, log: core.Log().With("group", c.GroupID)}
 	if c.DeadLetterTopic == "" {
-		c.DeadLetterTopic = DefaultDeadLetterTopic
+		c.DeadLetterTopic = inbox.DefaultDeadLetterTopic
 	}
 	switch c.Isolation {
 	case "":
 		c.Isolation = ReadCommitted
 	case ReadCommitted, ReadUncommitted:
 	default:
-		return nil, fmt.Errorf("inbox: ConsumerConfig.Isolation %q: want %s or %s", c.Isolation, ReadCommitted, ReadUncommitted)
+		return nil, fmt.Errorf("inboxkafka: Config.Isolation %q: want %s or %s", c.Isolation, ReadCommitted, ReadUncommitted)
 	}
-	if err := checkSASL(c.SASL); err != nil {
-		return nil, fmt.Errorf("inbox: ConsumerConfig.SASL: %w", err)
+	if err := kafkaclient.CheckSASL(c.SASL); err != nil {
+		return nil, fmt.Errorf("inboxkafka: Config.SASL: %w", err)
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = defaultMaxWait
@@ -223,11 +219,11 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 	}
 	switch {
 	case c.MaxQueueBytes < 0:
-		return nil, fmt.Errorf("inbox: ConsumerConfig.MaxQueueBytes %d is negative", c.MaxQueueBytes)
+		return nil, fmt.Errorf("inboxkafka: Config.MaxQueueBytes %d is negative", c.MaxQueueBytes)
 	case c.MaxQueueBytes == 0:
 		c.MaxQueueBytes = DefaultMaxQueueBytes
 	}
-	cons.queue = newQueueBytes(c.MaxQueueBytes, c.Inbox.metrics.queueBytes.Set)
+	cons.queue = newQueueBytes(c.MaxQueueBytes, core.SetQueueBytes)
 	if c.BatchSize <= 0 {
 		c.BatchSize = 100
 	}
@@ -235,13 +231,13 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 		c.MetricsInterval = 30 * time.Second
 	}
 	if c.Retention < 0 {
-		return nil, fmt.Errorf("inbox: ConsumerConfig.Retention %v is negative", c.Retention)
+		return nil, fmt.Errorf("inboxkafka: Config.Retention %v is negative", c.Retention)
 	}
 	if c.PurgeInterval <= 0 {
 		c.PurgeInterval = time.Hour
 	}
-	if c.Retention > 0 && c.Inbox.admin == nil {
-		return nil, errors.New("inbox: ConsumerConfig.Retention needs a driver handle that can also run statements (a *pgxpool.Pool or *sql.DB)")
+	if c.Retention > 0 && !core.CanPurge() {
+		return nil, errors.New("inboxkafka: Config.Retention needs a driver handle that can also run statements (a *pgxpool.Pool or *sql.DB)")
 	}
 	cons.cfg = c
 	return cons, nil
@@ -252,7 +248,7 @@ func NewConsumer[TTx any](cfg *ConsumerConfig[TTx]) (*Consumer[TTx], error) {
 // committed, queued messages are left for the next run (their offsets are
 // not committed), the member leaves the group and the clients are closed.
 // It returns nil after a graceful stop, or the error that stopped it: a
-// conflict under ConflictPolicyStop (wrapping ErrConflict), or options the
+// conflict under ConflictPolicyStop (wrapping inbox.ErrConflict), or options the
 // client refuses. Fetch errors do not stop it: the client retries them; they
 // are logged (at Warn at most every 10s) and counted in
 // pgoutbox_inbox_fetch_errors_total.
@@ -260,7 +256,8 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 
-	dlq, err := newDeadLetterWriter(c.cfg.Brokers, c.cfg.TLS, c.cfg.SASL, c.cfg.DeadLetterTopic, c.in.core)
+	dlq, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig[TTx]{Brokers: c.cfg.Brokers, Inbox: c.in,
+		Topic: c.cfg.DeadLetterTopic, TLS: c.cfg.TLS, SASL: c.cfg.SASL})
 	if err != nil {
 		return err
 	}
@@ -350,7 +347,7 @@ func (c *Consumer[TTx]) clientOpts(g *group[TTx]) []kgo.Opt {
 	if c.cfg.StartAtEnd {
 		start = kgo.NewOffset().AtEnd()
 	}
-	opts := kafkaOpts(c.cfg.Brokers, c.cfg.TLS, c.cfg.SASL,
+	opts := kafkaclient.Opts(c.cfg.Brokers, c.cfg.TLS, c.cfg.SASL,
 		kgo.WithLogger(producer.Logger(c.log)),
 		kgo.ConsumerGroup(c.cfg.GroupID),
 		kgo.ConsumeTopics(c.cfg.Topics...),
@@ -398,7 +395,7 @@ const fetchErrorWarnEvery = 10 * time.Second
 // ctx ended meanwhile.
 func (c *Consumer[TTx]) fetchFailed(ctx context.Context, fe *fetchErrors, topic string, partition int32, err error) bool {
 	fe.n++
-	c.in.metrics.fetchErrors.Inc()
+	c.core.FetchFailed()
 	if now := time.Now(); now.Sub(fe.lastWarn) >= fetchErrorWarnEvery {
 		c.log.Warn("inbox: kafka fetch failed; retrying", "topic", topic, "partition", partition, "err", err,
 			"in_a_row", fe.n, "suppressed", fe.suppressed)
@@ -424,7 +421,7 @@ func (c *Consumer[TTx]) metricsLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.MetricsInterval)
 	defer t.Stop()
 	for {
-		if _, err := c.in.refresh(ctx); err != nil && ctx.Err() == nil {
+		if err := c.in.RefreshMetrics(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("inbox: refresh metrics", "err", err)
 		}
 		select {
@@ -441,7 +438,7 @@ func (c *Consumer[TTx]) purgeLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.PurgeInterval)
 	defer t.Stop()
 	for {
-		if _, err := c.in.purge(ctx, c.cfg.Retention); err != nil && ctx.Err() == nil {
+		if _, err := c.core.Purge(ctx, c.cfg.Retention); err != nil && ctx.Err() == nil {
 			c.log.Warn("inbox: purge", "err", err)
 		}
 		select {

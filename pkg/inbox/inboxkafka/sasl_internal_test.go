@@ -1,4 +1,4 @@
-package inbox
+package inboxkafka
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/kafkaclient"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -26,7 +27,7 @@ func mechanismOf(t *testing.T, cl *kgo.Client) sasl.Mechanism {
 }
 
 // The consumer's client and the dead-letter writer's authenticate with the
-// relay's mechanisms from ConsumerConfig.SASL: OAUTHBEARER with the token
+// relay's mechanisms from Config.SASL: OAUTHBEARER with the token
 // read from its file, AWS_MSK_IAM signing with the given keys (kfake speaks
 // neither, so the first message of each is checked). The consumer reads
 // read_committed unless told otherwise.
@@ -44,20 +45,22 @@ func TestConsumerClientsCarrySASLAndIsolation(t *testing.T) {
 		{&relay.SASL{Mechanism: relay.SASLOAuthBearer, TokenFile: file}, "OAUTHBEARER", "auth=Bearer eyJ.token.sig"},
 		{&relay.SASL{Mechanism: relay.SASLAWSMSKIAM, Username: "AKIAEXAMPLE", Password: secret}, "AWS_MSK_IAM", "AKIAEXAMPLE"},
 	} {
-		c := &Consumer[struct{}]{cfg: ConsumerConfig[struct{}]{Brokers: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"},
+		c := &Consumer[struct{}]{cfg: Config[struct{}]{Brokers: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"},
 			SASL: tc.sasl, Isolation: ReadCommitted, MaxWait: time.Second}, log: slog.New(slog.DiscardHandler)}
-		if err := checkSASL(tc.sasl); err != nil {
+		if err := kafkaclient.CheckSASL(tc.sasl); err != nil {
 			t.Fatal(err)
 		}
 		cons, err := kgo.NewClient(c.clientOpts(newGroup(c, context.Background(), nil, nil))...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dlq, err := newDeadLetterWriter([]string{"127.0.0.1:1"}, nil, tc.sasl, "inbox.dlq", &core{log: slog.New(slog.DiscardHandler)})
+		// The dead-letter writer (package inbox) builds its client with
+		// the same kafkaclient.Opts.
+		dlq, err := kgo.NewClient(kafkaclient.Opts([]string{"127.0.0.1:1"}, nil, tc.sasl)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for side, cl := range map[string]*kgo.Client{"consumer": cons, "dead-letter writer": dlq.cl} {
+		for side, cl := range map[string]*kgo.Client{"consumer": cons, "dead-letter writer": dlq} {
 			m := mechanismOf(t, cl)
 			_, msg, err := m.Authenticate(context.Background(), "b-1.cluster.kafka.eu-west-1.amazonaws.com:9098")
 			if m.Name() != tc.name || err != nil || !strings.Contains(string(msg), tc.first) {
@@ -71,10 +74,10 @@ func TestConsumerClientsCarrySASLAndIsolation(t *testing.T) {
 			t.Errorf("consumer isolation %v, want 1 (read_committed)", got)
 		}
 		cons.Close()
-		_ = dlq.Close()
+		dlq.Close()
 	}
 
-	c := &Consumer[struct{}]{cfg: ConsumerConfig[struct{}]{Brokers: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"},
+	c := &Consumer[struct{}]{cfg: Config[struct{}]{Brokers: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"},
 		Isolation: ReadUncommitted, MaxWait: time.Second}, log: slog.New(slog.DiscardHandler)}
 	cl, err := kgo.NewClient(c.clientOpts(newGroup(c, context.Background(), nil, nil))...)
 	if err != nil {
@@ -90,7 +93,7 @@ func TestConsumerClientsCarrySASLAndIsolation(t *testing.T) {
 
 	// A mechanism without what it needs is refused before any connection.
 	for _, s := range []*relay.SASL{{Mechanism: relay.SASLOAuthBearer}, {Mechanism: "GSSAPI"}, {Mechanism: relay.SASLPlain}} {
-		if err := checkSASL(s); err == nil {
+		if err := kafkaclient.CheckSASL(s); err == nil {
 			t.Errorf("SASL %+v accepted", s)
 		}
 	}

@@ -1,4 +1,4 @@
-package inbox
+package inboxkafka
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
 // topicPartition names one partition of a topic.
@@ -22,7 +24,7 @@ type topicPartition struct {
 type group[TTx any] struct {
 	c    *Consumer[TTx]
 	ctx  context.Context // the run's: ends on a stop
-	dlq  *deadLetterWriter
+	dlq  *inbox.DeadLetterWriter
 	stop context.CancelCauseFunc
 	cl   *kgo.Client
 
@@ -34,7 +36,7 @@ type group[TTx any] struct {
 	commit chan struct{}
 }
 
-func newGroup[TTx any](c *Consumer[TTx], ctx context.Context, dlq *deadLetterWriter, stop context.CancelCauseFunc) *group[TTx] {
+func newGroup[TTx any](c *Consumer[TTx], ctx context.Context, dlq *inbox.DeadLetterWriter, stop context.CancelCauseFunc) *group[TTx] {
 	return &group[TTx]{c: c, ctx: ctx, dlq: dlq, stop: stop, workers: make(map[topicPartition]*worker[TTx]),
 		commit: make(chan struct{}, 1)}
 }
@@ -219,7 +221,7 @@ func (g *group[TTx]) commitLoop(ctx context.Context) {
 }
 
 // commitMarked commits the marked offsets. A failure is only logged: the
-// messages are redelivered and answer Duplicate.
+// messages are redelivered and answer inbox.Duplicate.
 func (g *group[TTx]) commitMarked(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()

@@ -1,0 +1,44 @@
+package inboxkafka
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loophook"
+)
+
+// internals is what the loop needs of an Inbox beyond its exported API;
+// package inbox provides it through loophook (see inbox's loop.go).
+type internals[TTx any] interface {
+	Log() *slog.Logger
+	LogKey(s string) string
+	MaxAttempts() int
+	Backoff(attempt int) time.Duration
+	CanPurge() bool
+	Purge(ctx context.Context, olderThan time.Duration) (int64, error)
+	SetQueueBytes(v float64)
+	FetchFailed()
+	Process(ctx context.Context, msg inbox.Message, handler inbox.TxHandler[TTx], mark bool) (inbox.Result, error)
+	ProcessBatch(ctx context.Context, msgs []inbox.Message, handler inbox.TxHandler[TTx]) ([]inbox.Result, bool)
+	MessageFromKafka(r inbox.KafkaRecord) (inbox.Message, *inbox.Result)
+	DeadLetterUnprocessable(msg *inbox.Message, bad inbox.Result) inbox.Result
+	MarkDeadLettered(ctx context.Context, msg *inbox.Message)
+	DeadLetterSent(res inbox.Result) bool
+	WriteDeadLetter(ctx context.Context, d *inbox.DeadLetterWriter, km inbox.KafkaRecord, res inbox.Result) error
+	IsRecordError(err error) bool
+	StartDelivery(ctx context.Context, group string, msg *inbox.Message) (context.Context, func(inbox.Result, error))
+}
+
+func init() {
+	loophook.QueueState = func(c any) (held, peak int64, waiting bool) {
+		q := c.(interface{ queueBytes() *queueBytes }).queueBytes()
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.held, q.peak, q.waiting
+	}
+}
+
+// queueBytes is c's byte accounting, for loophook.QueueState.
+func (c *Consumer[TTx]) queueBytes() *queueBytes { return c.queue }

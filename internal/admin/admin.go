@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,48 +11,12 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
-
-// SlotStatus is what Status finds. Package relay copies it into
-// relay.SlotStatus, which documents the fields.
-type SlotStatus struct {
-	Slot                string
-	Publication         string
-	Table               string
-	SlotExists          bool
-	PublicationExists   bool
-	PublicationMismatch string
-	PublicationExtra    string
-	Active              bool
-	ActivePID           *int32
-	ConfirmedFlushLSN   string
-	RestartLSN          string
-	CurrentWALLSN       string
-	LagBytes            int64
-	RetainedWALBytes    int64
-	WALStatus           string
-	SafeWALSize         *int64
-
-	ActiveApplicationName string
-	ActiveClientAddr      string
-	ActiveState           string
-	ActiveBackendStart    *time.Time
-	ActiveReplyTime       *time.Time
-
-	OtherSlots []string
-
-	TableExists bool
-	State       *StateStatus
-	Gap         *GapStatus
-	Progress    *sink.ProgressStatus
-	Problems    []string
-}
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
 // the outbox WITH (publish = 'insert', publish_via_partition_root = true))
@@ -63,10 +26,10 @@ type SlotStatus struct {
 // TableFormatDebezium the table must exist: Setup creates only the relay
 // state table next to it. On an existing publication it turns
 // publish_via_partition_root on; one that does not publish exactly the
-// table's inserts (see SlotStatus.PublicationMismatch) is an error wrapping
+// table's inserts (see relaytype.SlotStatus.PublicationMismatch) is an error wrapping
 // ErrPublicationMismatch; one that also publishes updates, deletes or
 // truncates is accepted with a warning, since the relay ignores them.
-func Setup(ctx context.Context, cfg *relayconfig.Config) error {
+func Setup(ctx context.Context, cfg *relaytype.Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
@@ -90,7 +53,7 @@ func Setup(ctx context.Context, cfg *relayconfig.Config) error {
 // or checks the existing table of another format and creates the relay
 // state table next to it. An existing table is checked before any
 // migration runs: a table of another shape is never altered.
-func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) error {
+func setupTable(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	oid, err := slotstate.TableOID(ctx, conn, table)
 	if err != nil {
@@ -109,7 +72,7 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) erro
 	}
 	if oid == 0 {
 		return fmt.Errorf("%w: %s (with table format %s, relay setup does not create the table: create it as the %s tool expects, "+
-			"or use the pgoutbox format)", relayerr.ErrTableMissing, table, c.TableFormat, c.TableFormat)
+			"or use the pgoutbox format)", relaytype.ErrTableMissing, table, c.TableFormat, c.TableFormat)
 	}
 	if err := migrate.RelayState(ctx, conn, c.Table); err != nil {
 		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(c), err)
@@ -120,14 +83,14 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) erro
 // Status reads the slot and publication state from the database and, with
 // cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
 // cfg.ProgressTopic).
-func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
+func Status(ctx context.Context, cfg *relaytype.Config) (*relaytype.SlotStatus, error) {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	table, _ := pgname.Parse(c.Table, "public")
-	st := &SlotStatus{Slot: c.Slot, Publication: c.Publication, Table: table.String()}
+	st := &relaytype.SlotStatus{Slot: c.Slot, Publication: c.Publication, Table: table.String()}
 	row, err := slotstate.ReadSlot(ctx, conn, c.Slot)
 	if err != nil {
 		return nil, err
@@ -178,7 +141,7 @@ func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
 // publication another slot uses (slotstate.PeerSlot.Uses) is an error
 // wrapping ErrPublicationInUse that names it, and nothing is dropped.
 // Missing objects are not errors.
-func Teardown(ctx context.Context, cfg *relayconfig.Config, slotOnly bool) error {
+func Teardown(ctx context.Context, cfg *relaytype.Config, slotOnly bool) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
@@ -196,12 +159,12 @@ func Teardown(ctx context.Context, cfg *relayconfig.Config, slotOnly bool) error
 	case err != nil:
 		return fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
 	case pid != nil:
-		return fmt.Errorf("%w: slot %s is streamed by backend %d; stop the relay first", relayerr.ErrSlotActive, c.Slot, *pid)
+		return fmt.Errorf("%w: slot %s is streamed by backend %d; stop the relay first", relaytype.ErrSlotActive, c.Slot, *pid)
 	default:
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.Slot); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use
-				return fmt.Errorf("%w: slot %s: %s", relayerr.ErrSlotActive, c.Slot, pgErr.Message)
+				return fmt.Errorf("%w: slot %s: %s", relaytype.ErrSlotActive, c.Slot, pgErr.Message)
 			}
 			if !(errors.As(err, &pgErr) && pgErr.Code == "42704") { // dropped meanwhile
 				return fmt.Errorf("relay: drop slot %s: %w", c.Slot, err)
@@ -229,8 +192,8 @@ func Teardown(ctx context.Context, cfg *relayconfig.Config, slotOnly bool) error
 // another slot streams c.Publication or may relay the outbox with it.
 // Dropping it under a streaming relay stops that relay for good: the
 // slot's history predates any publication created again (see
-// slotstate.GapPublicationRecreated).
-func publicationFree(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) error {
+// relaytype.GapPublicationRecreated).
+func publicationFree(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error {
 	peers, err := slotstate.PeerSlots(ctx, conn, c)
 	if err != nil {
 		return err
@@ -245,12 +208,12 @@ func publicationFree(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config)
 		return nil
 	}
 	return fmt.Errorf("%w: publication %s is used by slot %s; nothing dropped. To drop slot %s alone: %s",
-		relayerr.ErrPublicationInUse, c.Publication, slotstate.PeerNames(users), c.Slot, slotstate.TeardownSlotOnly(c.Slot))
+		relaytype.ErrPublicationInUse, c.Publication, slotstate.PeerNames(users), c.Slot, slotstate.TeardownSlotOnly(c.Slot))
 }
 
 // openAdmin applies the defaults of cfg and connects.
-func openAdmin(ctx context.Context, cfg *relayconfig.Config) (relayconfig.Config, *pgx.Conn, error) {
-	c, err := relayconfig.WithDefaults(cfg)
+func openAdmin(ctx context.Context, cfg *relaytype.Config) (relaytype.Config, *pgx.Conn, error) {
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return c, nil, err
 	}

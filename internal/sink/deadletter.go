@@ -9,8 +9,8 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
@@ -39,7 +39,7 @@ const (
 // relay-instance header stage adds), it loses its value, then its key, then
 // becomes the minimal record (see minimalDeadLetter). It counts and logs
 // the event, with bounded excerpts only.
-func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event) {
+func DeadLetter(c *relaytype.Config, m *relaymetrics.Metrics, ev *decode.Event) {
 	inv := ev.Invalid
 	orig := ev.Record
 	var cut truncation
@@ -103,10 +103,10 @@ func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event
 
 // deadLetterLimit is the most decode.RecordSize a dead-letter record may have:
 // MaxMessageBytes less the relay-instance header the stream adds.
-func deadLetterLimit(c *relayconfig.Config) int {
+func deadLetterLimit(c *relaytype.Config) int {
 	limit := c.MaxMessageBytes
 	if c.InstanceID != "" {
-		limit -= len(relayconfig.InstanceHeader) + len(c.InstanceID)
+		limit -= len(relaytype.InstanceHeader) + len(c.InstanceID)
 	}
 	return limit
 }

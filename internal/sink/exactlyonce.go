@@ -16,10 +16,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Exactly-once mode (Config.ExactlyOnce): each flush of the sink is one
@@ -194,7 +194,7 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.
 
 // progressTopicError is the session's error for a progress topic that
 // could not be looked up, created or used (EnsureCompactedTopic's err).
-func progressTopicError(c *relayconfig.Config, err error) error {
+func progressTopicError(c *relaytype.Config, err error) error {
 	t := c.ProgressTopic
 	var ke *kerr.Error
 	switch {
@@ -205,19 +205,19 @@ func progressTopicError(c *relayconfig.Config, err error) error {
 			"partitions cannot be removed: give --progress-topic a new name (the relay creates it), or delete the topic "+
 			"(kafka-topics.sh --bootstrap-server BROKER --delete --topic %s) and let the relay create it "+
 			"(each slot's next start then republishes what its state row does not record: duplicates, no loss)",
-			relayerr.ErrConfig, t, err, t, t))
+			relaytype.ErrConfig, t, err, t, t))
 	case !errors.As(err, &ke):
 		return fmt.Errorf("relay: exactly-once: look up the progress topic %s: %w", t, err)
 	}
 	return relayerr.Permanent(fmt.Errorf("%w: exactly-once: cannot create the progress topic %s (create it with one partition and cleanup.policy=compact, or grant the relay CreateTopics on it): %w",
-		relayerr.ErrConfig, t, err))
+		relaytype.ErrConfig, t, err))
 }
 
 // readProgress reads key's last progress record written by a relay
 // (read_committed), zero when there is none. Records of the key without
 // HeaderProgress are skipped, each logged and counted in ignored (when
 // set), as is an unreadable one.
-func readProgress(ctx context.Context, c *relayconfig.Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
+func readProgress(ctx context.Context, c *relaytype.Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
 	count := func(reason string) {
 		if ignored != nil {
 			ignored.WithLabelValues(reason).Inc()
@@ -260,7 +260,7 @@ func readProgress(ctx context.Context, c *relayconfig.Config, ignored *prometheu
 // trustProgress is the part of p a session may skip through: p when it
 // belongs to history h and is not past walEnd, zero (skip nothing beyond
 // the state row) otherwise, with a warning and a count.
-func trustProgress(c *relayconfig.Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
+func trustProgress(c *relaytype.Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
 	if p.EndLSN == "" {
 		return Progress{}
 	}
@@ -326,24 +326,12 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 		Headers: []kgo.RecordHeader{{Key: contract.HeaderProgress, Value: []byte(progressFormat)}}}
 }
 
-// ProgressStatus is relay.ProgressStatus (which documents the fields):
-// package relay converts it, so both declare the same fields in the same
-// order.
-type ProgressStatus struct {
-	Topic        string     `json:"topic"`
-	Key          string     `json:"key"`
-	Found        bool       `json:"found"`
-	CommittedLSN string     `json:"committed_lsn,omitempty"`
-	CommitTime   *time.Time `json:"commit_time,omitempty"`
-	Error        string     `json:"error,omitempty"`
-}
-
 // ReadProgressStatus reads the slot's committed progress for Status; a
 // failure is reported in the result's Error.
-func ReadProgressStatus(ctx context.Context, c *relayconfig.Config) *ProgressStatus {
-	ps := &ProgressStatus{Topic: c.ProgressTopic}
+func ReadProgressStatus(ctx context.Context, c *relaytype.Config) *relaytype.ProgressStatus {
+	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic}
 	fail := func(err error) { ps.Error = err.Error() }
-	if err := relayconfig.NeedBrokers(c); err != nil {
+	if err := c.CheckBrokers(); err != nil {
 		fail(err)
 		return ps
 	}
@@ -377,7 +365,7 @@ func ReadProgressStatus(ctx context.Context, c *relayconfig.Config) *ProgressSta
 // only the relay streaming the slot can commit.
 func (s *Sink) txnError(what string, err error) error {
 	if isFenced(err) {
-		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relayerr.ErrFenced, what, s.cfg.TransactionTimeout, err)
+		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relaytype.ErrFenced, what, s.cfg.TransactionTimeout, err)
 	}
 	return fmt.Errorf("%w: %s: %w", errTxnAborted, what, err)
 }
@@ -518,7 +506,7 @@ func (s *Sink) txnRecordsFailed(batch []decode.Event, idx []int, errs []error) (
 		ev := &batch[idx[n]]
 		switch v := relayerr.Classify(rerr); v {
 		case relayerr.Fatal:
-			return nil, relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrKafkaAuth, rerr))
+			return nil, relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrKafkaAuth, rerr))
 		case relayerr.TopicUnavailable:
 			expired, err := s.topicUnavailable(ev, rerr)
 			if err != nil {

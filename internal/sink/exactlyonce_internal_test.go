@@ -12,8 +12,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A progress record the sink writes is trusted back for its own history
@@ -22,7 +22,7 @@ import (
 // under its reason.
 func TestTrustProgress(t *testing.T) {
 	t.Parallel()
-	c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Slot: "s", Logger: slog.New(slog.DiscardHandler)})
+	c, err := (&relaytype.Config{DatabaseURL: "x", Slot: "s", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

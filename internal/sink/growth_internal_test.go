@@ -12,9 +12,9 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // growthTopics is how many distinct topics rows name in the growth tests.
@@ -26,7 +26,7 @@ const growthTopics = 2000
 func TestSinkPerTopicStateBounded(t *testing.T) {
 	t.Parallel()
 	k := testenv.NewKafka(t)
-	c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Brokers: k.Brokers, Logger: slog.New(slog.DiscardHandler)})
+	c, err := (&relaytype.Config{DatabaseURL: "x", Brokers: k.Brokers, Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

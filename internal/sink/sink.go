@@ -13,17 +13,17 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Sink batches events and writes them to Kafka, one write in flight, then
 // acknowledges them in the tracker. It lives as long as Run; its producer
 // as long as a session (see Open).
 type Sink struct {
-	cfg  *relayconfig.Config
+	cfg  *relaytype.Config
 	m    *relaymetrics.Metrics
 	prod *producer.Producer
 	// Guard, when set, is asked before every Kafka write, and by the
@@ -60,7 +60,7 @@ const maxUnavailableTopics = 1024
 
 // NewSink returns a sink writing with c's settings and counting in m; Open
 // (or OpenExactlyOnce) gives it its producer.
-func NewSink(c *relayconfig.Config, m *relaymetrics.Metrics) *Sink {
+func NewSink(c *relaytype.Config, m *relaymetrics.Metrics) *Sink {
 	m.PublishedTo(c.DeadLetterTopic) // a series of its own, whatever the topics rows name
 	return &Sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
 }
@@ -76,7 +76,7 @@ func (s *Sink) openWith(txnID string) error {
 	s.Close()
 	p, err := producer.New(producerConfig(s.cfg, s, txnID))
 	if err != nil {
-		return relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrConfig, err))
+		return relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrConfig, err))
 	}
 	s.prod = p
 	return nil
@@ -84,7 +84,7 @@ func (s *Sink) openWith(txnID string) error {
 
 // producerConfig is c's producer configuration; sk, when set, gives the
 // liveness guard and the error counter; txnID, the transactional ID.
-func producerConfig(c *relayconfig.Config, sk *Sink, txnID string) producer.Config {
+func producerConfig(c *relaytype.Config, sk *Sink, txnID string) producer.Config {
 	pc := producer.Config{
 		Brokers:            c.Brokers,
 		TLS:                c.TLS,
@@ -414,7 +414,7 @@ func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int,
 		v := relayerr.Classify(e)
 		switch {
 		case v == relayerr.Fatal:
-			return stop, nil, relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrKafkaAuth, e))
+			return stop, nil, relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrKafkaAuth, e))
 		case v == relayerr.Retryable:
 			retryErr = e
 			continue
@@ -515,9 +515,9 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 	if d <= s.cfg.TopicUnavailableGrace {
 		return false, nil
 	}
-	if s.cfg.OnUnavailableTopic == relayconfig.UnavailableStop || ev.Invalid != nil {
+	if s.cfg.OnUnavailableTopic == relaytype.UnavailableStop || ev.Invalid != nil {
 		return false, relayerr.Permanent(fmt.Errorf("%w: writes to topic %s failed for %v (topic unavailable grace %v; waiting: message %s): %w",
-			relayerr.ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, messageID(ev), e))
+			relaytype.ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, messageID(ev), e))
 	}
 	if !u.expired {
 		u.expired = true
@@ -570,9 +570,9 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 			return nil
 		}
 		return relayerr.Permanent(fmt.Errorf("%w: the dead-letter topic %s refused even the minimal record (message ID, reason, detail) of message %s (reason %s), so the row cannot be dead-lettered: %w",
-			relayerr.ErrDeadLetter, ev.Record.Topic, ev.Invalid.MessageID, ev.Invalid.Reason, e))
+			relaytype.ErrDeadLetter, ev.Record.Topic, ev.Invalid.MessageID, ev.Invalid.Reason, e))
 	}
-	inv := &relayerr.InvalidEventError{MessageID: ev.ID, Reason: decode.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
+	inv := &relaytype.InvalidEventError{MessageID: ev.ID, Reason: decode.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
 	switch {
 	case errors.Is(e, kerr.MessageTooLarge) || errors.Is(e, kerr.RecordListTooLarge):
 		inv.Reason, inv.Detail = decode.ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
@@ -580,7 +580,7 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 		inv.Reason, inv.Detail = decode.ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
 			ev.Record.Topic, s.cfg.TopicUnavailableGrace, e)
 	}
-	if s.cfg.OnInvalid == relayconfig.InvalidStop {
+	if s.cfg.OnInvalid == relaytype.InvalidStop {
 		s.m.Invalid.WithLabelValues(inv.Reason).Inc()
 		return relayerr.Permanent(inv)
 	}

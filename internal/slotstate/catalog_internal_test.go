@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // BenchmarkCatalogCheck measures one catalog check of a streaming session
@@ -40,7 +40,7 @@ func BenchmarkCatalogCheck(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: db.URL, Publication: "p_bench", Logger: slog.New(slog.DiscardHandler)})
+			c, err := (&relaytype.Config{DatabaseURL: db.URL, Publication: "p_bench", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // skipStream is a stream over the fuzz seeds' outbox that starts at start
@@ -29,7 +29,7 @@ func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (
 // transaction that part names.
 func skipPartStream(t *testing.T, start, through pglogrepl.LSN, part decode.Position, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
 	t.Helper()
-	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))})
+	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))}).WithDefaults()
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
 	s := &Stream{cfg: &c, dec: decode.NewDecoder(&c, pgoutputtest.Outbox), tracker: acktrack.New(uint64(start)),
 		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),

@@ -18,12 +18,12 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Stream reads the replication connection: it decodes the WAL, registers
@@ -31,7 +31,7 @@ import (
 // standby status updates. It alone uses the connection. Build it with
 // NewStream.
 type Stream struct {
-	cfg     *relayconfig.Config
+	cfg     *relaytype.Config
 	metrics *relaymetrics.Metrics
 	live    *liveness.Live
 	conn    *pgconn.PgConn
@@ -65,7 +65,7 @@ type Stream struct {
 
 // StreamConfig is what a Stream reads, writes and answers to.
 type StreamConfig struct {
-	Config  *relayconfig.Config
+	Config  *relaytype.Config
 	Metrics *relaymetrics.Metrics
 	// Live is the relay's liveness clock: the stream tells it when the
 	// server spoke and when a confirmation went out, and stops when it
@@ -112,7 +112,7 @@ func (s *Stream) SkipOvershot() bool {
 }
 
 // StartReplication starts streaming the slot from start.
-func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relayconfig.Config, start pglogrepl.LSN) error {
+func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relaytype.Config, start pglogrepl.LSN) error {
 	pub := `"` + strings.ReplaceAll(c.Publication, `"`, `""`) + `"`
 	err := pglogrepl.StartReplication(ctx, conn, c.Slot, start, pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
@@ -124,7 +124,7 @@ func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relayconfig.C
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: another process streams the slot
-		return fmt.Errorf("%w: %s", relayerr.ErrSlotActive, pgErr.Message)
+		return fmt.Errorf("%w: %s", relaytype.ErrSlotActive, pgErr.Message)
 	}
 	if err != nil {
 		return fmt.Errorf("relay: start replication of slot %s: %w", c.Slot, err)
@@ -293,7 +293,7 @@ func (s *Stream) readUntilDeadline() error {
 func (s *Stream) handle(data []byte) error {
 	it, err := s.dec.Decode(data)
 	if err != nil {
-		if errors.Is(err, relayerr.ErrTableColumns) {
+		if errors.Is(err, relaytype.ErrTableColumns) {
 			return relayerr.Permanent(err)
 		}
 		return err
@@ -334,7 +334,7 @@ func (s *Stream) handle(data []byte) error {
 		ev := it.Event
 		ev.Pos = pos
 		if ev.Invalid != nil {
-			if s.cfg.OnInvalid == relayconfig.InvalidStop {
+			if s.cfg.OnInvalid == relaytype.InvalidStop {
 				s.metrics.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
 				return relayerr.Permanent(ev.Invalid)
 			}
@@ -358,7 +358,7 @@ func (s *Stream) handle(data []byte) error {
 // server does not time the connection out while Kafka is slow.
 func (s *Stream) stage(ev decode.Event) error {
 	if s.cfg.InstanceID != "" {
-		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: relayconfig.InstanceHeader, Value: []byte(s.cfg.InstanceID)})
+		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: relaytype.InstanceHeader, Value: []byte(s.cfg.InstanceID)})
 	}
 	ev.Cost = s.queue.Budget.Cost(&ev)
 	if !s.queue.Budget.TryTake(ev.Cost) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // periodic runs job every interval on a regular connection it keeps open
@@ -14,7 +14,7 @@ import (
 // set. Jobs are skipped while skip reports true. Failures are logged once,
 // as what failed, until the job succeeds again.
 type periodic struct {
-	cfg      *relayconfig.Config
+	cfg      *relaytype.Config
 	what     string // "reading the slot's lag", "heartbeat"
 	interval time.Duration
 	now      bool

@@ -11,16 +11,16 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
 type Relay struct {
-	cfg   relayconfig.Config
+	cfg   relaytype.Config
 	m     *relaymetrics.Metrics
 	live  liveness.Live
 	state *slotstate.Keeper
@@ -38,11 +38,11 @@ type Relay struct {
 // cfg.Registerer and returns a Relay. It does not connect to anything; Run
 // does.
 func New(cfg *Config) (*Relay, error) {
-	c, err := relayconfig.WithDefaults(cfg.engine())
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if err := relayconfig.NeedBrokers(&c); err != nil {
+	if err := c.CheckBrokers(); err != nil {
 		return nil, err
 	}
 	if c.BufferBytes < c.MaxMessageBytes {
@@ -137,7 +137,7 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		if errors.Is(err, relayerr.ErrSlotActive) {
+		if errors.Is(err, relaytype.ErrSlotActive) {
 			// Another relay streams the slot: wait for it to go, without
 			// backoff (take over quickly), counting no reconnect, logging
 			// once.

@@ -15,11 +15,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/wal"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // errSinkFailed is the cause with which a failing sink ends the reader.
@@ -95,7 +94,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	if end.graceful() {
 		r.state.Settle(cat.Fenced(tr.Confirmed()), slotstate.StateSettle)
 	}
-	if errors.Is(sinkErr, relayerr.ErrFenced) {
+	if errors.Is(sinkErr, relaytype.ErrFenced) {
 		// A newer relay of the slot holds it: confirm nothing.
 		return sinkErr
 	}
@@ -131,7 +130,7 @@ func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelaySta
 // checkConfig is the configuration the session's checks run with: a
 // standby repeats them every StandbyRetryInterval, without the warnings it
 // logged at its first attempt.
-func (r *Relay) checkConfig() *relayconfig.Config {
+func (r *Relay) checkConfig() *relaytype.Config {
 	if !r.live.Standby.Load() {
 		return &r.cfg
 	}
@@ -143,7 +142,7 @@ func (r *Relay) checkConfig() *relayconfig.Config {
 // startStream opens the replication connection, reads the liveness bound
 // and starts streaming from start, within liveness.SessionStartTimeout: a
 // connection that hangs (a blackholing network) is retried.
-func startStream(ctx context.Context, c *relayconfig.Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness.Liveness, error) {
+func startStream(ctx context.Context, c *relaytype.Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness.Liveness, error) {
 	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)
 	defer cancel()
 	conn, err := liveness.ConnectReplication(ctx, c)
@@ -209,7 +208,7 @@ func runSink(ctx context.Context, sk *sink.Sink, q *queue.Queue, tr *acktrack.Tr
 // wait returns the sink's result once the reader has closed its events.
 // On a graceful end it lets Kafka acknowledge what is queued, within
 // c.ShutdownTimeout; otherwise it stops the sink at once.
-func (s *sinkRun) wait(graceful bool, c *relayconfig.Config, tr *acktrack.Tracker) error {
+func (s *sinkRun) wait(graceful bool, c *relaytype.Config, tr *acktrack.Tracker) error {
 	if !graceful {
 		s.stop()
 		return <-s.done
@@ -250,7 +249,7 @@ func (e ending) graceful() bool { return e != endBroken }
 // sessionEnd classifies the end of a session from Run's context error, the
 // reader's cancellation cause and the reader's error.
 func sessionEnd(runErr, readCause, readErr error) ending {
-	var invalid *relayerr.InvalidEventError
+	var invalid *relaytype.InvalidEventError
 	switch {
 	case errors.As(readErr, &invalid):
 		return endInvalid
@@ -265,7 +264,7 @@ func sessionEnd(runErr, readCause, readErr error) ending {
 // recovered under OnGap backfill), checks the table's columns, arms the
 // state keeper and returns the slot's confirmed position and its state row
 // (from which publishedThrough tells what Kafka already has).
-func (r *Relay) prepareStream(ctx context.Context, c *relayconfig.Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
+func (r *Relay) prepareStream(ctx context.Context, c *relaytype.Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
 	conn, err := liveness.Connect(ctx, c)
 	if err != nil {
 		return 0, nil, err

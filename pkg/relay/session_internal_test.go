@@ -8,7 +8,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // The graceful-stop rule of a session: Run's context ending before the sink
@@ -17,7 +17,7 @@ import (
 // (stop the sink at once, replay in the next session).
 func TestSessionEnd(t *testing.T) {
 	t.Parallel()
-	invalid := fmt.Errorf("relay: stream: %w", &relayerr.InvalidEventError{Reason: decode.ReasonNullColumn})
+	invalid := fmt.Errorf("relay: stream: %w", &relaytype.InvalidEventError{Reason: decode.ReasonNullColumn})
 	sinkFailed := fmt.Errorf("%w: %w", errSinkFailed, errors.New("kafka: broker down"))
 	signal := errors.New("interrupt") // signal.NotifyContext's cause
 	for _, tc := range []struct {

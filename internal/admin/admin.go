@@ -8,9 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
@@ -42,10 +44,10 @@ func Setup(ctx context.Context, cfg *relaytype.Config) error {
 		return err
 	}
 	c.NoCreate = false
-	if err := slotstate.EnsurePublication(ctx, conn, &c, true); err != nil {
+	if err := slotstate.EnsurePublication(ctx, conn, slotstate.ConfigOf(&c), true); err != nil {
 		return err
 	}
-	_, _, err = slotstate.EnsureSlot(ctx, conn, &c, true)
+	_, _, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(&c), true)
 	return err
 }
 
@@ -60,7 +62,7 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error 
 		return err
 	}
 	if oid != 0 {
-		if err := slotstate.CheckTable(ctx, conn, c); err != nil {
+		if err := slotstate.CheckTable(ctx, conn, slotstate.ConfigOf(c)); err != nil {
 			return err
 		}
 	}
@@ -75,7 +77,7 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error 
 			"or use the pgoutbox format)", relaytype.ErrTableMissing, table, c.TableFormat, c.TableFormat)
 	}
 	if err := migrate.RelayState(ctx, conn, c.Table); err != nil {
-		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(c), err)
+		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(slotstate.ConfigOf(c)), err)
 	}
 	return nil
 }
@@ -110,13 +112,13 @@ func Status(ctx context.Context, cfg *relaytype.Config) (*relaytype.SlotStatus, 
 	st.ActiveState = slotstate.Deref(row.State)
 	st.ActiveBackendStart = row.BackendStart
 	st.ActiveReplyTime = row.ReplyTime
-	pub, err := slotstate.InspectPublication(ctx, conn, &c)
+	pub, err := slotstate.InspectPublication(ctx, conn, slotstate.ConfigOf(&c))
 	if err != nil {
 		return nil, err
 	}
 	st.PublicationExists = pub.Exists
 	st.PublicationMismatch, st.PublicationExtra = pub.Mismatch, pub.Extra
-	peers, err := slotstate.PeerSlots(ctx, conn, &c)
+	peers, err := slotstate.PeerSlots(ctx, conn, slotstate.ConfigOf(&c))
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +129,7 @@ func Status(ctx context.Context, cfg *relaytype.Config) (*relaytype.SlotStatus, 
 		return nil, err
 	}
 	if c.ExactlyOnce {
-		st.Progress = sink.ReadProgressStatus(ctx, &c)
+		st.Progress = progressStatus(ctx, &c)
 		if st.Progress.Error != "" {
 			st.Problems = append(st.Problems, "exactly-once progress: "+st.Progress.Error)
 		}
@@ -173,7 +175,7 @@ func Teardown(ctx context.Context, cfg *relaytype.Config, slotOnly bool) error {
 	}
 	// Without its slot the state row would read as a gap at the next
 	// setup: teardown gives the position up on purpose.
-	if _, err := conn.Exec(ctx, `DELETE FROM `+slotstate.StateTable(&c).Sanitize()+` WHERE slot_name = $1`, c.Slot); err != nil {
+	if _, err := conn.Exec(ctx, `DELETE FROM `+slotstate.StateTable(slotstate.ConfigOf(&c)).Sanitize()+` WHERE slot_name = $1`, c.Slot); err != nil {
 		var pgErr *pgconn.PgError
 		if !(errors.As(err, &pgErr) && pgErr.Code == "42P01") { // no state table: nothing to forget
 			return fmt.Errorf("relay: delete state of slot %s: %w", c.Slot, err)
@@ -194,7 +196,7 @@ func Teardown(ctx context.Context, cfg *relaytype.Config, slotOnly bool) error {
 // slot's history predates any publication created again (see
 // relaytype.GapPublicationRecreated).
 func publicationFree(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error {
-	peers, err := slotstate.PeerSlots(ctx, conn, c)
+	peers, err := slotstate.PeerSlots(ctx, conn, slotstate.ConfigOf(c))
 	if err != nil {
 		return err
 	}
@@ -217,6 +219,24 @@ func openAdmin(ctx context.Context, cfg *relaytype.Config) (relaytype.Config, *p
 	if err != nil {
 		return c, nil, err
 	}
-	conn, err := liveness.Connect(ctx, &c)
+	conn, err := liveness.Connect(ctx, c.DatabaseURL)
 	return c, conn, err
+}
+
+// progressStatus reads the exactly-once progress of c's slot from Kafka.
+func progressStatus(ctx context.Context, c *relaytype.Config) *relaytype.ProgressStatus {
+	if err := c.CheckBrokers(); err != nil {
+		return &relaytype.ProgressStatus{Topic: c.ProgressTopic, Error: err.Error()}
+	}
+	id, err := slotstate.Identify(ctx, slotstate.ConfigOf(c))
+	if err != nil {
+		return &relaytype.ProgressStatus{Topic: c.ProgressTopic, Error: err.Error()}
+	}
+	sc := sink.ConfigOf(c, nil)
+	return sink.ReadProgressStatus(ctx, &sc, id.SystemID)
+}
+
+// NewSink is the sink of c counting in m, dead-lettering as c says.
+func NewSink(c *relaytype.Config, m *relaymetrics.Metrics) *sink.Sink {
+	return sink.NewSink(sink.ConfigOf(c, decode.DeadLettersOf(c, m.Invalid)), m)
 }

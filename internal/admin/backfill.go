@@ -39,13 +39,13 @@ func Backfill(ctx context.Context, cfg *relaytype.Config, opts relaytype.Backfil
 	if opts.Since.IsZero() {
 		return 0, fmt.Errorf("%w: backfill needs a since time", relaytype.ErrConfig)
 	}
-	conn, err := liveness.Connect(ctx, &c)
+	conn, err := liveness.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
-	sk := sink.NewSink(&c, m)
+	sk := NewSink(&c, m)
 	defer sk.Close()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -78,7 +78,7 @@ func Recover(ctx context.Context, cfg *relaytype.Config) (*relaytype.RecoverResu
 		return nil, err
 	}
 	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
-	sk := sink.NewSink(&c, m)
+	sk := NewSink(&c, m)
 	defer sk.Close()
 	return RecoverGap(ctx, &c, m, sk)
 }
@@ -92,7 +92,7 @@ const recoverLockKey = "pgoutbox.recover."
 // the last confirmed commit time minus the margin from that snapshot, and
 // records the new slot's state.
 func RecoverGap(ctx context.Context, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink) (*relaytype.RecoverResult, error) {
-	conn, err := liveness.Connect(ctx, c)
+	conn, err := liveness.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -107,14 +107,14 @@ func RecoverGap(ctx context.Context, c *relaytype.Config, m *relaymetrics.Metric
 	}
 	// The state after the slot, as in slotstate.EnsureSlot: no false gap from a
 	// relay still confirming meanwhile.
-	st, err := slotstate.ReadState(ctx, conn, c)
+	st, err := slotstate.ReadState(ctx, conn, slotstate.ConfigOf(c))
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
 		return nil, fmt.Errorf("%w: no relay state for slot %s: nothing to recover (relay setup creates the slot)", relaytype.ErrSlotMissing, c.Slot)
 	}
-	gap, err := slotstate.CheckGap(ctx, c, st, info)
+	gap, err := slotstate.CheckGap(ctx, slotstate.ConfigOf(c), st, info)
 	if err != nil || gap == nil {
 		return &relaytype.RecoverResult{}, err
 	}
@@ -138,7 +138,7 @@ func RecoverGap(ctx context.Context, c *relaytype.Config, m *relaymetrics.Metric
 	}
 	// Everything committed before the snapshot is in Kafka now: that is
 	// the new confirmed commit time.
-	if err := slotstate.WriteNewState(ctx, conn, c, ns, &ns.At); err != nil {
+	if err := slotstate.WriteNewState(ctx, conn, slotstate.ConfigOf(c), ns, &ns.At); err != nil {
 		return nil, err
 	}
 	m.Gap.Reset()
@@ -173,12 +173,12 @@ func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotsta
 // that snapshot, the rows created since res.Since; it sets res.SlotLSN and
 // res.Published and returns the new slot.
 func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink, res *relaytype.RecoverResult) (slotstate.NewSlot, error) {
-	rc, err := liveness.ConnectReplication(ctx, c)
+	rc, err := liveness.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return slotstate.NewSlot{}, err
 	}
 	defer rc.Close(context.WithoutCancel(ctx))
-	ns, err := slotstate.CreateSlotOn(ctx, rc, c, true)
+	ns, err := slotstate.CreateSlotOn(ctx, rc, slotstate.ConfigOf(c), true)
 	if err != nil {
 		return slotstate.NewSlot{}, err
 	}
@@ -214,6 +214,7 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, m
 // except those held holds (nil: none).
 func backfillTx(ctx context.Context, tx pgx.Tx, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink, opts relaytype.BackfillOptions, held *heldIDs) (int, error) {
 	out := backfillBatches{sk: sk, size: c.BatchSize, progress: opts.Progress}
+	dl := decode.DeadLettersOf(c, m.Invalid)
 	err := eachRow(ctx, tx, c, opts, func(ev decode.Event, createdAt time.Time) error {
 		if held.has(&ev) {
 			return nil
@@ -223,7 +224,7 @@ func backfillTx(ctx context.Context, tx pgx.Tx, c *relaytype.Config, m *relaymet
 				m.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
 				return relayerr.Permanent(ev.Invalid)
 			}
-			sink.DeadLetter(c, m, &ev)
+			dl.Shape(&ev)
 		}
 		return out.add(ctx, ev, createdAt)
 	})
@@ -248,7 +249,7 @@ func eachRow(ctx context.Context, tx pgx.Tx, c *relaytype.Config, opts relaytype
 		return fmt.Errorf("relay: backfill: read %s: %w", table, err)
 	}
 	defer rows.Close()
-	dec := decode.NewDecoder(c, nil) // rows come from the table: no relation messages to resolve
+	dec := decode.NewDecoder(decode.ConfigOf(c), nil) // rows come from the table: no relation messages to resolve
 	row := newTextRow(len(names))
 	for rows.Next() {
 		if err := rows.Scan(row.dest...); err != nil {

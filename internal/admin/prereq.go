@@ -241,7 +241,7 @@ func (p *prereqCheck) checkRunRights() {
 		return
 	}
 	if s.stateExists && !s.stateWrite {
-		st := slotstate.StateTable(p.c)
+		st := slotstate.StateTable(slotstate.ConfigOf(p.c))
 		p.add("state table", fmt.Sprintf("role %s may not write the relay state table %s (SELECT, INSERT, UPDATE)", s.user, st),
 			"GRANT SELECT, INSERT, UPDATE ON "+st.Sanitize()+" TO "+user+";")
 	}

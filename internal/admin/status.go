@@ -32,10 +32,10 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, st *
 	} else if st.PublicationMismatch != "" {
 		problem("%s", st.PublicationMismatch)
 	}
-	rs, err := slotstate.ReadState(ctx, conn, c)
+	rs, err := slotstate.ReadState(ctx, conn, slotstate.ConfigOf(c))
 	switch {
 	case errors.Is(err, relaytype.ErrStateMissing):
-		problem("relay state table %q does not exist (relay setup creates it)", slotstate.StateTable(c).String())
+		problem("relay state table %q does not exist (relay setup creates it)", slotstate.StateTable(slotstate.ConfigOf(c)).String())
 	case err != nil:
 		return err
 	case rs != nil:
@@ -54,7 +54,7 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, st *
 				return fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
 			}
 		}
-		gap, err := slotstate.CheckGap(ctx, c, rs, info)
+		gap, err := slotstate.CheckGap(ctx, slotstate.ConfigOf(c), rs, info)
 		if err != nil {
 			// A user without REPLICATION cannot ask the server's
 			// identity; the rest of the status still stands.

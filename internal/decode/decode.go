@@ -114,7 +114,7 @@ type Event struct {
 	ID      uuid.UUID
 	Invalid *relaytype.InvalidEventError
 	// Minimal marks a dead-letter record reduced to the headers that
-	// always fit (see internal/sink's minimalDeadLetter).
+	// always fit (see MinimalDeadLetter).
 	Minimal bool
 	// Tx and Commit are set by the reader: the event's transaction and
 	// its commit time.
@@ -217,7 +217,10 @@ type Decoder struct {
 	ceSource    []byte
 }
 
-func NewDecoder(c *relaytype.Config, res relationResolver) *Decoder {
+// NewDecoder returns a decoder of c's table; res tells the outbox's
+// relation messages from other tables' (nil when rows come from the
+// table itself, as in a backfill).
+func NewDecoder(c Config, res relationResolver) *Decoder {
 	table, _ := pgname.Parse(c.Table, "public")
 	return &Decoder{
 		format:          c.TableFormat,
@@ -228,7 +231,7 @@ func NewDecoder(c *relaytype.Config, res relationResolver) *Decoder {
 		maxMessageBytes: c.MaxMessageBytes,
 		resolve:         res,
 		relations:       make(map[uint32]*relation),
-		stopOnInvalid:   c.OnInvalid == relaytype.InvalidStop,
+		stopOnInvalid:   c.StopOnInvalid,
 		logger:          c.Logger,
 		deadLetterTopic: c.DeadLetterTopic,
 		progressTopic:   c.ProgressTopic,

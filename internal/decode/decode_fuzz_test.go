@@ -70,7 +70,7 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d := NewDecoder(&c, pgoutputtest.Outbox)
+		d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 		for len(data) >= 2 {
 			n := int(binary.BigEndian.Uint16(data))
 			data = data[2:]

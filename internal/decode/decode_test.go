@@ -23,7 +23,7 @@ func TestDecodeSeeds(t *testing.T) {
 		errs    int
 	}
 	run := func(stream []byte) result {
-		d := NewDecoder(&c, pgoutputtest.Outbox)
+		d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 		var r result
 		for len(stream) >= 2 {
 			n := int(binary.BigEndian.Uint16(stream))
@@ -51,7 +51,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != "" {
 		t.Fatalf("valid row: %+v", r)
 	}
-	d := NewDecoder(&c, pgoutputtest.Outbox)
+	d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 	var last WALItem
 	for s := seeds[0]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -84,12 +84,12 @@ func TestDecodeSeeds(t *testing.T) {
 	const unusable = "relay: outbox table columns unusable: public.outbox: missing column event_type; missing column business_key; missing column payload"
 	stop := c
 	stop.OnInvalid = relaytype.InvalidStop
-	d = NewDecoder(&stop, pgoutputtest.Outbox)
+	d = NewDecoder(ConfigOf(&stop), pgoutputtest.Outbox)
 	n := int(binary.BigEndian.Uint16(seeds[4]))
 	if _, err := d.Decode(seeds[4][2 : 2+n]); !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != unusable {
 		t.Fatalf("relation with missing columns: %v", err)
 	}
-	d = NewDecoder(&c, pgoutputtest.Outbox)
+	d = NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 	if _, err := d.Decode(seeds[4][2 : 2+n]); err != nil || len(d.relations) != 1 {
 		t.Fatalf("relation with missing columns, dead-letter policy: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != ReasonNotOutbox {
 		t.Fatalf("other table: %+v", r)
 	}
-	d = NewDecoder(&c, pgoutputtest.Outbox)
+	d = NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 	var other WALItem
 	for s := seeds[5]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -119,7 +119,7 @@ func TestDecodeSeeds(t *testing.T) {
 // does: the Insert message of a ~300-byte payload into its Kafka record.
 func BenchmarkDecodeInsert(b *testing.B) {
 	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
-	d := NewDecoder(&c, pgoutputtest.Outbox)
+	d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 	if _, err := d.Decode(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		b.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func decodeRow(t *testing.T, c *relaytype.Config, cols []string, types []uint32,
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := NewDecoder(&cfg, pgoutputtest.Outbox)
+	d := NewDecoder(ConfigOf(&cfg), pgoutputtest.Outbox)
 	// pgoutput's commit time: microseconds since 2000-01-01.
 	us := commit.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
 	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", cols, types), pgoutputtest.Begin(100, us, 7)} {

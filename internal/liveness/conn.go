@@ -12,9 +12,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// Connect opens a normal (non-replication) connection.
-func Connect(ctx context.Context, c *relaytype.Config) (*pgx.Conn, error) {
-	pc, err := pgx.ParseConfig(c.DatabaseURL)
+// Connect opens a normal (non-replication) connection to databaseURL.
+func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
+	pc, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relaytype.ErrConfig, err))
 	}
@@ -27,8 +27,8 @@ func Connect(ctx context.Context, c *relaytype.Config) (*pgx.Conn, error) {
 
 // ConnectReplication opens a logical replication connection
 // (replication=database).
-func ConnectReplication(ctx context.Context, c *relaytype.Config) (*pgconn.PgConn, error) {
-	pc, err := pgconn.ParseConfig(c.DatabaseURL)
+func ConnectReplication(ctx context.Context, databaseURL string) (*pgconn.PgConn, error) {
+	pc, err := pgconn.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relaytype.ErrConfig, err))
 	}

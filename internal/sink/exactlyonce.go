@@ -18,7 +18,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
-	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -79,11 +78,7 @@ type History struct {
 	SlotCreatedLSN pglogrepl.LSN
 }
 
-// HistoryOf is the history st records.
-func HistoryOf(st *slotstate.RelayState) History {
-	return History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN}
-}
-
+// String names the server, the timeline and the slot creation.
 func (h History) String() string {
 	return fmt.Sprintf("system %s, timeline %d, slot created at %s", h.SystemID, h.Timeline, h.SlotCreatedLSN)
 }
@@ -161,7 +156,7 @@ var errTxnAborted = errors.New("relay: exactly-once: kafka transaction aborted")
 // committed progress that may be trusted (zero when none): written by a
 // relay, for h, and not past walEnd, the server's current WAL position.
 func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.LSN) (Progress, error) {
-	c := s.cfg
+	c := &s.cfg
 	key := ProgressKey(h.SystemID, c.Slot)
 	if s.eos == nil || s.eos.key != key {
 		s.eos = &eosState{key: key, redo: make(map[decode.Position]refusal)}
@@ -194,7 +189,7 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.
 
 // progressTopicError is the session's error for a progress topic that
 // could not be looked up, created or used (EnsureCompactedTopic's err).
-func progressTopicError(c *relaytype.Config, err error) error {
+func progressTopicError(c *Config, err error) error {
 	t := c.ProgressTopic
 	var ke *kerr.Error
 	switch {
@@ -217,7 +212,7 @@ func progressTopicError(c *relaytype.Config, err error) error {
 // (read_committed), zero when there is none. Records of the key without
 // HeaderProgress are skipped, each logged and counted in ignored (when
 // set), as is an unreadable one.
-func readProgress(ctx context.Context, c *relaytype.Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
+func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
 	count := func(reason string) {
 		if ignored != nil {
 			ignored.WithLabelValues(reason).Inc()
@@ -260,7 +255,7 @@ func readProgress(ctx context.Context, c *relaytype.Config, ignored *prometheus.
 // trustProgress is the part of p a session may skip through: p when it
 // belongs to history h and is not past walEnd, zero (skip nothing beyond
 // the state row) otherwise, with a warning and a count.
-func trustProgress(c *relaytype.Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
+func trustProgress(c *Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
 	if p.EndLSN == "" {
 		return Progress{}
 	}
@@ -326,24 +321,14 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 		Headers: []kgo.RecordHeader{{Key: contract.HeaderProgress, Value: []byte(progressFormat)}}}
 }
 
-// ReadProgressStatus reads the slot's committed progress for Status; a
-// failure is reported in the result's Error.
-func ReadProgressStatus(ctx context.Context, c *relaytype.Config) *relaytype.ProgressStatus {
-	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic}
-	fail := func(err error) { ps.Error = err.Error() }
-	if err := c.CheckBrokers(); err != nil {
-		fail(err)
-		return ps
-	}
-	id, err := slotstate.Identify(ctx, c)
-	if err != nil {
-		fail(err)
-		return ps
-	}
-	ps.Key = ProgressKey(id.SystemID, c.Slot)
+// ReadProgressStatus reads the committed progress of c's slot on the
+// server of system identifier systemID, for Status; a failure is reported
+// in the result's Error.
+func ReadProgressStatus(ctx context.Context, c *Config, systemID string) *relaytype.ProgressStatus {
+	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(systemID, c.Slot)}
 	p, err := readProgress(ctx, c, nil, ps.Key)
 	if err != nil {
-		fail(err)
+		ps.Error = err.Error()
 		return ps
 	}
 	if got, err := p.parse(); err == nil && p.EndLSN != "" {
@@ -365,7 +350,7 @@ func ReadProgressStatus(ctx context.Context, c *relaytype.Config) *relaytype.Pro
 // only the relay streaming the slot can commit.
 func (s *Sink) txnError(what string, err error) error {
 	if isFenced(err) {
-		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relaytype.ErrFenced, what, s.cfg.TransactionTimeout, err)
+		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relaytype.ErrFenced, what, s.cfg.Producer.TransactionTimeout, err)
 	}
 	return fmt.Errorf("%w: %s: %w", errTxnAborted, what, err)
 }
@@ -419,7 +404,7 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 	ends := len(batch) > 0 && batch[len(batch)-1].Marker
 	// Commit inside a WAL transaction before the brokers time the Kafka
 	// transaction out (they abort it at TransactionTimeout).
-	split := !ends && time.Since(e.began) >= s.cfg.TransactionTimeout/2
+	split := !ends && time.Since(e.began) >= s.cfg.Producer.TransactionTimeout/2
 	if ends || split {
 		recs = append(recs, s.progressRecord(lastEnd, lastCommit, part))
 		idx = append(idx, -1)

@@ -27,7 +27,7 @@ func TestTrustProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := History{SystemID: "7", Timeline: 2, SlotCreatedLSN: 0x100}
-	s := &Sink{cfg: &c, eos: &eosState{key: ProgressKey(h.SystemID, "s"), history: h}}
+	s := &Sink{cfg: ConfigOf(&c, nil), eos: &eosState{key: ProgressKey(h.SystemID, "s"), history: h}}
 	commit := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
 	rec := s.progressRecord(0x500, commit, decode.Position{Final: 0x600, Seq: 3})
 	if len(rec.Headers) != 1 || rec.Headers[0].Key != contract.HeaderProgress || string(rec.Key) != "pgoutbox-relay/7/s" {
@@ -59,7 +59,7 @@ func TestTrustProgress(t *testing.T) {
 		if tc.edit != nil {
 			tc.edit(&q)
 		}
-		got := trustProgress(&c, m.ProgressIgnored, q, tc.h, pglogrepl.LSN(tc.walEnd))
+		got := trustProgress(&s.cfg, m.ProgressIgnored, q, tc.h, pglogrepl.LSN(tc.walEnd))
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}

@@ -33,7 +33,7 @@ func TestSinkPerTopicStateBounded(t *testing.T) {
 	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Published)
-	s := NewSink(&c, m)
+	s := NewSink(ConfigOf(&c, decode.DeadLettersOf(&c, m.Invalid)), m)
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}

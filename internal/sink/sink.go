@@ -23,7 +23,7 @@ import (
 // acknowledges them in the tracker. It lives as long as Run; its producer
 // as long as a session (see Open).
 type Sink struct {
-	cfg  *relaytype.Config
+	cfg  Config
 	m    *relaymetrics.Metrics
 	prod *producer.Producer
 	// Guard, when set, is asked before every Kafka write, and by the
@@ -60,8 +60,8 @@ const maxUnavailableTopics = 1024
 
 // NewSink returns a sink writing with c's settings and counting in m; Open
 // (or OpenExactlyOnce) gives it its producer.
-func NewSink(c *relaytype.Config, m *relaymetrics.Metrics) *Sink {
-	m.PublishedTo(c.DeadLetterTopic) // a series of its own, whatever the topics rows name
+func NewSink(c Config, m *relaymetrics.Metrics) *Sink {
+	m.PublishedTo(c.DeadLetters.Topic) // a series of its own, whatever the topics rows name
 	return &Sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
 }
 
@@ -74,7 +74,7 @@ func (s *Sink) Open() error { return s.openWith("") }
 // openWith opens a producer, transactional under txnID when set.
 func (s *Sink) openWith(txnID string) error {
 	s.Close()
-	p, err := producer.New(producerConfig(s.cfg, s, txnID))
+	p, err := producer.New(producerConfig(&s.cfg, s, txnID))
 	if err != nil {
 		return relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrConfig, err))
 	}
@@ -84,20 +84,9 @@ func (s *Sink) openWith(txnID string) error {
 
 // producerConfig is c's producer configuration; sk, when set, gives the
 // liveness guard and the error counter; txnID, the transactional ID.
-func producerConfig(c *relaytype.Config, sk *Sink, txnID string) producer.Config {
-	pc := producer.Config{
-		Brokers:            c.Brokers,
-		TLS:                c.TLS,
-		SASL:               (*producer.SASL)(c.SASL),
-		Compression:        c.Compression,
-		MaxBufferedBytes:   c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
-		MaxMessageBytes:    c.MaxMessageBytes,
-		RequestTimeout:     c.WriteTimeout,
-		AutoCreateTopics:   !c.NoAutoCreateTopics,
-		TransactionalID:    txnID,
-		TransactionTimeout: c.TransactionTimeout,
-		Logger:             c.Logger,
-	}
+func producerConfig(c *Config, sk *Sink, txnID string) producer.Config {
+	pc := c.Producer
+	pc.TransactionalID = txnID
 	if sk != nil {
 		pc.Guard, pc.OnError = sk.Guard, sk.m.PublishErrors.Inc
 	}
@@ -507,7 +496,7 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 		u.reason, u.expired = reason, false
 		s.m.TopicUnavailable.WithLabelValues(topic, reason).Set(1)
 		s.cfg.Logger.Warn("kafka topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts",
-			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", s.cfg.OnUnavailableTopic, "error", e)
+			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "stop_on_unavailable", s.cfg.StopOnUnavailable, "error", e)
 	}
 	u.last = now
 	s.unavailable[topic] = u
@@ -515,9 +504,9 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 	if d <= s.cfg.TopicUnavailableGrace {
 		return false, nil
 	}
-	if s.cfg.OnUnavailableTopic == relaytype.UnavailableStop || ev.Invalid != nil {
+	if s.cfg.StopOnUnavailable || ev.Invalid != nil {
 		return false, relayerr.Permanent(fmt.Errorf("%w: writes to topic %s failed for %v (topic unavailable grace %v; waiting: message %s): %w",
-			relaytype.ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, messageID(ev), e))
+			relaytype.ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, ev.MessageID(), e))
 	}
 	if !u.expired {
 		u.expired = true
@@ -566,7 +555,7 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 		if !ev.Minimal {
 			s.cfg.Logger.Warn("kafka rejected a dead-letter record; sending the minimal one (message ID, reason, detail, original topic)",
 				"message_id", ev.Invalid.MessageID.String(), "error", e)
-			minimalDeadLetter(ev, "kafka rejected the dead-letter record ("+e.Error()+")")
+			decode.MinimalDeadLetter(ev, "kafka rejected the dead-letter record ("+e.Error()+")")
 			return nil
 		}
 		return relayerr.Permanent(fmt.Errorf("%w: the dead-letter topic %s refused even the minimal record (message ID, reason, detail) of message %s (reason %s), so the row cannot be dead-lettered: %w",
@@ -580,12 +569,12 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 		inv.Reason, inv.Detail = decode.ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
 			ev.Record.Topic, s.cfg.TopicUnavailableGrace, e)
 	}
-	if s.cfg.OnInvalid == relaytype.InvalidStop {
+	if s.cfg.StopOnInvalid {
 		s.m.Invalid.WithLabelValues(inv.Reason).Inc()
 		return relayerr.Permanent(inv)
 	}
 	ev.Invalid = inv
-	DeadLetter(s.cfg, s.m, ev)
+	s.cfg.DeadLetters.Shape(ev)
 	return nil
 }
 

@@ -51,7 +51,7 @@ const catalogQueryTimeout = 5 * time.Second
 // permanent one for a mismatch): the rows written since the change were
 // never confirmed.
 type Catalog struct {
-	cfg   *relaytype.Config
+	cfg   *Config
 	table pgname.Table
 	ctx   context.Context
 	// outbox is the OID of the outbox table the session follows.
@@ -69,12 +69,12 @@ type Catalog struct {
 
 // OpenCatalog connects, resolves the outbox table and checks the
 // publication once; watch then repeats the check.
-func OpenCatalog(ctx context.Context, c *relaytype.Config) (*Catalog, error) {
+func OpenCatalog(ctx context.Context, c *Config) (*Catalog, error) {
 	table, _ := pgname.Parse(c.Table, "public")
 	k := &Catalog{cfg: c, table: table, ctx: ctx}
 	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)
 	defer cancel()
-	conn, err := liveness.Connect(ctx, c)
+	conn, err := liveness.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}

@@ -47,15 +47,15 @@ func BenchmarkCatalogCheck(b *testing.B) {
 			if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
 				b.Fatal(err)
 			}
-			conn, err := liveness.Connect(ctx, &c)
+			conn, err := liveness.Connect(ctx, c.DatabaseURL)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer conn.Close(ctx)
-			if err := EnsurePublication(ctx, conn, &c, true); err != nil {
+			if err := EnsurePublication(ctx, conn, ConfigOf(&c), true); err != nil {
 				b.Fatal(err)
 			}
-			k, err := OpenCatalog(ctx, &c)
+			k, err := OpenCatalog(ctx, ConfigOf(&c))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -27,13 +27,13 @@ type SlotInfo struct {
 // nil when streaming may resume from the slot's position, a *relaytype.GapError
 // otherwise. It asks the server for its identity (a short replication
 // connection).
-func CheckGap(ctx context.Context, c *relaytype.Config, st *RelayState, slot SlotInfo) (*relaytype.GapError, error) {
+func CheckGap(ctx context.Context, c *Config, st *RelayState, slot SlotInfo) (*relaytype.GapError, error) {
 	_, gap, err := checkServer(ctx, c, st, slot)
 	return gap, err
 }
 
 // checkServer is CheckGap that also returns the server's identity.
-func checkServer(ctx context.Context, c *relaytype.Config, st *RelayState, slot SlotInfo) (ServerIdentity, *relaytype.GapError, error) {
+func checkServer(ctx context.Context, c *Config, st *RelayState, slot SlotInfo) (ServerIdentity, *relaytype.GapError, error) {
 	gap := &relaytype.GapError{Slot: c.Slot, Since: st.Since(), ConfirmedLSN: st.ConfirmedLSN, MessagesSeen: st.MessagesSeen}
 	id, err := Identify(ctx, c)
 	if err != nil {
@@ -92,8 +92,8 @@ func checkServer(ctx context.Context, c *relaytype.Config, st *RelayState, slot 
 // point of its history. A slot that is streaming cannot be peeked:
 // its relay would be failing on that error instead. Anything else that
 // fails here is not a gap (the check is a diagnosis, not a gate).
-func publicationRecreated(ctx context.Context, c *relaytype.Config) bool {
-	conn, err := liveness.Connect(ctx, c)
+func publicationRecreated(ctx context.Context, c *Config) bool {
+	conn, err := liveness.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return false
 	}

@@ -42,7 +42,7 @@ type PublicationState struct {
 // problem says why the relay must not start on this publication: mismatch,
 // foreign tables, or a partitioned outbox published under its partitions'
 // names. Empty when it may.
-func (st *PublicationState) problem(c *relaytype.Config, table pgname.Table) string {
+func (st *PublicationState) problem(c *Config, table pgname.Table) string {
 	pub := pgx.Identifier{c.Publication}.Sanitize()
 	switch {
 	case st.Mismatch != "":
@@ -61,7 +61,7 @@ func (st *PublicationState) problem(c *relaytype.Config, table pgname.Table) str
 }
 
 // viaRootFix is the statement that turns publish_via_partition_root on.
-func viaRootFix(c *relaytype.Config) string {
+func viaRootFix(c *Config) string {
 	return `ALTER PUBLICATION ` + pgx.Identifier{c.Publication}.Sanitize() + ` SET (publish_via_partition_root = true)`
 }
 
@@ -130,7 +130,7 @@ func publicationQuery(version int) string {
 // InspectPublication reads the publication against the configured outbox
 // table, for Status: its mismatch is every reason the relay would refuse
 // to start (see problem).
-func InspectPublication(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) (PublicationState, error) {
+func InspectPublication(ctx context.Context, conn *pgx.Conn, c *Config) (PublicationState, error) {
 	table, _ := pgname.Parse(c.Table, "public")
 	oid, err := TableOID(ctx, conn, table)
 	if err != nil {
@@ -152,7 +152,7 @@ func InspectPublication(ctx context.Context, conn *pgx.Conn, c *relaytype.Config
 }
 
 // scanPublication reads a row of publicationQuery.
-func scanPublication(row pgx.Row, c *relaytype.Config, table pgname.Table) (PublicationState, error) {
+func scanPublication(row pgx.Row, c *Config, table pgname.Table) (PublicationState, error) {
 	var (
 		st                                     PublicationState
 		ins, upd, del, trunc, listed, filtered bool
@@ -199,7 +199,7 @@ func scanPublication(row pgx.Row, c *relaytype.Config, table pgname.Table) (Publ
 // publish_via_partition_root on where it is off; without, it reports the
 // statement that does (an error for a partitioned outbox, a warning for a
 // plain one).
-func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, fix bool) error {
+func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *Config, fix bool) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	oid, err := TableOID(ctx, conn, table)
 	if err != nil {
@@ -233,7 +233,7 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *relaytype.Config,
 // publish_via_partition_root on where it can; a mismatch is an error,
 // publish_via_partition_root off and more than the outbox inserts are
 // warnings.
-func checkPublication(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, table pgname.Table, version int, st PublicationState, fix bool) error {
+func checkPublication(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table, version int, st PublicationState, fix bool) error {
 	if fix && !st.viaRoot && version >= 130000 && st.Mismatch == "" && !st.allTables && len(st.foreign) == 0 {
 		if _, err := conn.Exec(ctx, viaRootFix(c)); err != nil {
 			return fmt.Errorf("relay: set publish_via_partition_root on publication %s: %w", c.Publication, err)
@@ -258,7 +258,7 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, 
 // createPublication creates the publication for the outbox inserts. On the
 // first attempt one created concurrently is no error: created is false, and
 // the caller reads it again.
-func createPublication(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, table pgname.Table, version, attempt int) (created bool, err error) {
+func createPublication(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table, version, attempt int) (created bool, err error) {
 	with := `publish = 'insert'`
 	if version >= 130000 {
 		// Rows of a partitioned outbox then come under the table's own
@@ -280,7 +280,7 @@ func createPublication(ctx context.Context, conn *pgx.Conn, c *relaytype.Config,
 
 // CheckTable validates the outbox table's columns from the catalog against
 // c.TableFormat, and that pruning has the creation time column it needs.
-func CheckTable(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error {
+func CheckTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	names, types, err := ReadColumns(ctx, conn, table)
 	if err != nil {

@@ -60,7 +60,7 @@ func ReadSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotRow, error)
 // missing slot with a state row is a gap (a *relaytype.GapError), never re-created,
 // since a new slot starts at the current WAL position and would skip every
 // event committed since the last confirmation.
-func EnsureSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, setup bool) (pglogrepl.LSN, *RelayState, error) {
+func EnsureSlot(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) (pglogrepl.LSN, *RelayState, error) {
 	if err := ensureStateTable(ctx, conn, c); err != nil {
 		return 0, nil, err
 	}
@@ -116,7 +116,7 @@ func readSlotCheck(ctx context.Context, conn *pgx.Conn, slot string) (slotCheck,
 // st resumable when the server is the one st describes. Without a
 // state row it adopts the slot (writes a state row for it) and reports
 // adopted: read both again.
-func resumeSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, row slotCheck, st *RelayState) (lsn pglogrepl.LSN, adopted bool, err error) {
+func resumeSlot(ctx context.Context, conn *pgx.Conn, c *Config, row slotCheck, st *RelayState) (lsn pglogrepl.LSN, adopted bool, err error) {
 	if Deref(row.plugin) != "pgoutput" || !row.sameDB {
 		return 0, false, fmt.Errorf("%w: slot %s has plugin %q in database %q (slot names are cluster-wide: choose another with --slot)",
 			relaytype.ErrSlotMismatch, c.Slot, Deref(row.plugin), Deref(row.database))
@@ -159,7 +159,7 @@ func resumeSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, row sl
 // st it is a gap (never re-created), with NoCreate an error; otherwise it
 // creates the slot, tolerating one created concurrently on the first
 // attempt. nil means: read the slot again.
-func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, st *RelayState, attempt int, setup bool) error {
+func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *Config, st *RelayState, attempt int, setup bool) error {
 	if st != nil {
 		gap, err := CheckGap(ctx, c, st, SlotInfo{})
 		if err != nil {
@@ -185,7 +185,7 @@ func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config
 // and it refuses when another slot relays the same outbox (PeerSlots), which
 // a mistyped name beside the real relay would duplicate. Setup creates it
 // anyway, with a warning.
-func createSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, setup bool) error {
+func createSlot(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) error {
 	peers, err := PeerSlots(ctx, conn, c)
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func createSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, setup 
 			"to run a second relay of this outbox on purpose, create its slot first with relay setup --slot %s",
 			relaytype.ErrSlotMissing, c.Slot, c.Table, PeerNames(peers), c.Slot)
 	}
-	rc, err := liveness.ConnectReplication(ctx, c)
+	rc, err := liveness.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func serverMajor(rc *pgconn.PgConn) int {
 // the slot is a failover slot (FAILOVER true): with
 // synchronized_standby_slots and sync_replication_slots configured, it
 // survives a promotion of a physical standby.
-func CreateSlotOn(ctx context.Context, rc *pgconn.PgConn, c *relaytype.Config, export bool) (NewSlot, error) {
+func CreateSlotOn(ctx context.Context, rc *pgconn.PgConn, c *Config, export bool) (NewSlot, error) {
 	res, err := pglogrepl.IdentifySystem(ctx, rc)
 	if err != nil {
 		return NewSlot{}, fmt.Errorf("relay: identify system: %w", err)

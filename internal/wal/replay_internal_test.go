@@ -31,7 +31,7 @@ func skipPartStream(t *testing.T, start, through pglogrepl.LSN, part decode.Posi
 	t.Helper()
 	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))}).WithDefaults()
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
-	s := &Stream{cfg: &c, dec: decode.NewDecoder(&c, pgoutputtest.Outbox), tracker: acktrack.New(uint64(start)),
+	s := &Stream{cfg: ConfigOf(&c, decode.DeadLettersOf(&c, nil)), dec: decode.NewDecoder(decode.ConfigOf(&c), pgoutputtest.Outbox), tracker: acktrack.New(uint64(start)),
 		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
 		skip:  newReplaySkip(through, part, start, c.Logger, skipped)}
 	if err := s.handle(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {

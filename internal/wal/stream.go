@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -21,7 +22,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
-	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -31,7 +31,7 @@ import (
 // standby status updates. It alone uses the connection. Build it with
 // NewStream.
 type Stream struct {
-	cfg     *relaytype.Config
+	cfg     Config
 	metrics *relaymetrics.Metrics
 	live    *liveness.Live
 	conn    *pgconn.PgConn
@@ -63,9 +63,33 @@ type Stream struct {
 	readAt time.Time       // when the WAL message being handled was read
 }
 
+// Config is what the WAL reader takes of relay.Config (whose fields
+// document each); ConfigOf derives it.
+type Config struct {
+	// BatchSize is the most events staged before they are queued.
+	BatchSize int
+	// StopOnInvalid stops the stream at an invalid event (InvalidStop);
+	// otherwise DeadLetters shapes its dead-letter record.
+	StopOnInvalid bool
+	DeadLetters   *decode.DeadLetters
+	// ExactlyOnce ends each transaction's events with a marker.
+	ExactlyOnce bool
+	// InstanceID, when set, goes in every record's relay-instance header.
+	InstanceID string
+	// Logger receives the stream's logs.
+	Logger *slog.Logger
+}
+
+// ConfigOf is the WAL reader's part of c, a configuration with its
+// defaults; dl shapes its dead letters.
+func ConfigOf(c *relaytype.Config, dl *decode.DeadLetters) Config {
+	return Config{BatchSize: c.BatchSize, StopOnInvalid: c.OnInvalid == relaytype.InvalidStop, DeadLetters: dl,
+		ExactlyOnce: c.ExactlyOnce, InstanceID: c.InstanceID, Logger: c.Logger}
+}
+
 // StreamConfig is what a Stream reads, writes and answers to.
 type StreamConfig struct {
-	Config  *relaytype.Config
+	Config  Config
 	Metrics *relaymetrics.Metrics
 	// Live is the relay's liveness clock: the stream tells it when the
 	// server spoke and when a confirmation went out, and stops when it
@@ -112,9 +136,9 @@ func (s *Stream) SkipOvershot() bool {
 }
 
 // StartReplication starts streaming the slot from start.
-func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relaytype.Config, start pglogrepl.LSN) error {
-	pub := `"` + strings.ReplaceAll(c.Publication, `"`, `""`) + `"`
-	err := pglogrepl.StartReplication(ctx, conn, c.Slot, start, pglogrepl.StartReplicationOptions{
+func StartReplication(ctx context.Context, conn *pgconn.PgConn, slot, publication string, start pglogrepl.LSN) error {
+	pub := `"` + strings.ReplaceAll(publication, `"`, `""`) + `"`
+	err := pglogrepl.StartReplication(ctx, conn, slot, start, pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
 		PluginArgs: []string{
 			"proto_version '1'",
@@ -127,7 +151,7 @@ func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relaytype.Con
 		return fmt.Errorf("%w: %s", relaytype.ErrSlotActive, pgErr.Message)
 	}
 	if err != nil {
-		return fmt.Errorf("relay: start replication of slot %s: %w", c.Slot, err)
+		return fmt.Errorf("relay: start replication of slot %s: %w", slot, err)
 	}
 	return nil
 }
@@ -334,11 +358,11 @@ func (s *Stream) handle(data []byte) error {
 		ev := it.Event
 		ev.Pos = pos
 		if ev.Invalid != nil {
-			if s.cfg.OnInvalid == relaytype.InvalidStop {
+			if s.cfg.StopOnInvalid {
 				s.metrics.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
 				return relayerr.Permanent(ev.Invalid)
 			}
-			sink.DeadLetter(s.cfg, s.metrics, &ev)
+			s.cfg.DeadLetters.Shape(&ev)
 		}
 		ev.Tx, ev.Commit = s.tx, s.commit
 		if relaytrace.Read != nil {

@@ -19,7 +19,7 @@ import (
 // allocations.
 func TestStreamAllocationsPerEvent(t *testing.T) {
 	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
-	s := &Stream{cfg: &c, dec: decode.NewDecoder(&c, pgoutputtest.Outbox), tracker: acktrack.New(0),
+	s := &Stream{cfg: ConfigOf(&c, decode.DeadLettersOf(&c, nil)), dec: decode.NewDecoder(decode.ConfigOf(&c), pgoutputtest.Outbox), tracker: acktrack.New(0),
 		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}
 	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types), pgoutputtest.Begin(100, 1000, 7)} {
 		if err := s.handle(m); err != nil {

@@ -100,11 +100,11 @@ const (
 	// aggregate-id, the row's own headers...): a longer value is cut to it
 	// and named in dlq-truncated. original-topic is cut to Kafka's longest
 	// topic name (249 bytes), dlq-detail to 1,024 bytes.
-	MaxDeadLetterHeaderBytes = sink.MaxDeadLetterHeaderBytes
+	MaxDeadLetterHeaderBytes = decode.MaxDeadLetterHeaderBytes
 	// MaxDeadLetterHeaderNameBytes bounds the name of a header a
 	// dead-letter record carries over: a header with a longer name is left
 	// out ("headers" in dlq-truncated).
-	MaxDeadLetterHeaderNameBytes = sink.MaxDeadLetterHeaderNameBytes
+	MaxDeadLetterHeaderNameBytes = decode.MaxDeadLetterHeaderNameBytes
 )
 
 // Reasons of invalid events: the dlq-reason header and the reason label of

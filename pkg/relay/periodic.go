@@ -66,7 +66,7 @@ func (p *periodic) once(ctx context.Context, conn **pgx.Conn) error {
 	ctx, cancel := context.WithTimeout(ctx, max(p.interval, 5*time.Second))
 	defer cancel()
 	if *conn == nil {
-		c, err := liveness.Connect(ctx, p.cfg)
+		c, err := liveness.Connect(ctx, p.cfg.DatabaseURL)
 		if err != nil {
 			return err
 		}

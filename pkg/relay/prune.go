@@ -43,8 +43,8 @@ func (r *Relay) prune(ctx context.Context) {
 func (r *Relay) prunePass(ctx context.Context) error {
 	c := &r.cfg
 	table, _ := pgname.Parse(c.Table, "public")
-	state := slotstate.StateTable(c).Sanitize()
-	conn, err := liveness.Connect(ctx, c)
+	state := slotstate.StateTable(slotstate.ConfigOf(c)).Sanitize()
+	conn, err := liveness.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}

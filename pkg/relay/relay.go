@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
@@ -20,10 +21,13 @@ import (
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
 type Relay struct {
-	cfg   relaytype.Config
-	m     *relaymetrics.Metrics
-	live  liveness.Live
-	state *slotstate.Keeper
+	cfg relaytype.Config
+	// deadLetters shapes the dead-letter records of invalid events, for
+	// the WAL reader and the sink.
+	deadLetters *decode.DeadLetters
+	m           *relaymetrics.Metrics
+	live        liveness.Live
+	state       *slotstate.Keeper
 	// runCtx is Run's context: a recovery under GapBackfill runs in it,
 	// not under the session start's bound (a backfill takes its time).
 	runCtx  context.Context
@@ -60,6 +64,7 @@ func New(cfg *Config) (*Relay, error) {
 	if err := r.m.Register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
 	}
+	r.deadLetters = decode.DeadLettersOf(&r.cfg, r.m.Invalid)
 	return r, nil
 }
 
@@ -73,7 +78,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("relay: Run is already running")
 	}
 	defer r.running.Store(false)
-	sk := sink.NewSink(&r.cfg, r.m)
+	sk := sink.NewSink(sink.ConfigOf(&r.cfg, r.deadLetters), r.m)
 	// A relay without a recent sign of life from its walsender writes
 	// nothing more to Kafka: the server may have given the slot to
 	// another relay (see docs/liveness.md). The sink checks
@@ -94,7 +99,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The state keeper outlives the sessions, so that a graceful stop's
 	// final confirmation is not held back by a ceiling it could not raise.
 	keepCtx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
-	g.Go(func() error { r.state.Keep(keepCtx, &r.cfg, &r.live); return nil })
+	g.Go(func() error { r.state.Keep(keepCtx, slotstate.ConfigOf(&r.cfg), &r.live); return nil })
 	g.Go(func() error {
 		defer stopKeep()
 		return r.replicate(gctx, ctx, sk)

@@ -52,7 +52,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	}
 	through, part := r.publishedThrough(state, committed)
 	defer conn.Close(context.WithoutCancel(ctx))
-	cat, err := slotstate.OpenCatalog(ctx, c)
+	cat, err := slotstate.OpenCatalog(ctx, slotstate.ConfigOf(c))
 	if err != nil {
 		return err
 	}
@@ -76,8 +76,8 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	defer sinking.stop()
 
 	st := wal.NewStream(wal.StreamConfig{
-		Config: c, Metrics: r.m, Live: &r.live, Conn: conn, Start: start, Timing: lv,
-		Decoder: decode.NewDecoder(c, cat), Catalog: cat, Tracker: tr, Queue: q, Keeper: r.state,
+		Config: wal.ConfigOf(c, r.deadLetters), Metrics: r.m, Live: &r.live, Conn: conn, Start: start, Timing: lv,
+		Decoder: decode.NewDecoder(decode.ConfigOf(c), cat), Catalog: cat, Tracker: tr, Queue: q, Keeper: r.state,
 		SkipThrough: through, SkipPart: part,
 	})
 	readErr := st.Run(readCtx)
@@ -115,11 +115,11 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 // slot and aborts what they left open, and returns the progress they
 // committed for this history of the slot, up to the server's WAL.
 func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelayState) (sink.Progress, error) {
-	_, walEnd, err := slotstate.IdentifyAt(ctx, &r.cfg)
+	_, walEnd, err := slotstate.IdentifyAt(ctx, slotstate.ConfigOf(&r.cfg))
 	if err != nil {
 		return sink.Progress{}, err
 	}
-	committed, err := sk.OpenExactlyOnce(ctx, sink.HistoryOf(st), walEnd)
+	committed, err := sk.OpenExactlyOnce(ctx, sink.History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN}, walEnd)
 	if err != nil {
 		sk.Close()
 		return sink.Progress{}, err
@@ -145,13 +145,13 @@ func (r *Relay) checkConfig() *relaytype.Config {
 func startStream(ctx context.Context, c *relaytype.Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness.Liveness, error) {
 	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)
 	defer cancel()
-	conn, err := liveness.ConnectReplication(ctx, c)
+	conn, err := liveness.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, liveness.Liveness{}, err
 	}
 	lv, err := liveness.ReadLiveness(ctx, conn, c.StatusInterval)
 	if err == nil {
-		err = wal.StartReplication(ctx, conn, c, start)
+		err = wal.StartReplication(ctx, conn, c.Slot, c.Publication, start)
 	}
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
@@ -265,24 +265,24 @@ func sessionEnd(runErr, readCause, readErr error) ending {
 // state keeper and returns the slot's confirmed position and its state row
 // (from which publishedThrough tells what Kafka already has).
 func (r *Relay) prepareStream(ctx context.Context, c *relaytype.Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
-	conn, err := liveness.Connect(ctx, c)
+	conn, err := liveness.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := slotstate.EnsurePublication(ctx, conn, c, false); err != nil {
+	if err := slotstate.EnsurePublication(ctx, conn, slotstate.ConfigOf(c), false); err != nil {
 		return 0, nil, err
 	}
-	start, st, err = slotstate.EnsureSlot(ctx, conn, c, false)
+	start, st, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(c), false)
 	if err != nil {
 		if err := r.onGap(ctx, err); err != nil {
 			return 0, nil, err
 		}
-		if start, st, err = slotstate.EnsureSlot(ctx, conn, c, false); err != nil {
+		if start, st, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(c), false); err != nil {
 			return 0, nil, err
 		}
 	}
-	if err := slotstate.CheckTable(ctx, conn, c); err != nil {
+	if err := slotstate.CheckTable(ctx, conn, slotstate.ConfigOf(c)); err != nil {
 		return 0, nil, err
 	}
 	r.state.Start(st)

@@ -98,13 +98,13 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 	if opts.From.IsZero() || opts.To.IsZero() || !opts.To.After(opts.From) {
 		return nil, fmt.Errorf("%w: verify needs a window whose end is after its start", relaytype.ErrConfig)
 	}
-	conn, err := liveness.Connect(ctx, &c)
+	conn, err := liveness.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var prunedBefore *time.Time
-	st, err := slotstate.ReadState(ctx, conn, &c)
+	st, err := slotstate.ReadState(ctx, conn, slotstate.ConfigOf(&c))
 	switch {
 	case errors.Is(err, relaytype.ErrStateMissing): // no state table: no prune mark either
 	case err != nil:
@@ -114,7 +114,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 	}
 	table, _ := pgname.Parse(c.Table, "public")
 	kopts := producer.ClientOpts(producer.Config{Brokers: c.Brokers, TLS: c.TLS, SASL: (*producer.SASL)(c.SASL)})
-	dec := decode.NewDecoder(&c, nil)
+	dec := decode.NewDecoder(decode.ConfigOf(&c), nil)
 	rep, err := verify.Run(ctx, &verify.Config{
 		Conn:            conn,
 		Table:           table,

@@ -13,6 +13,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // VerifyOptions selects the window Verify audits and bounds its resources.
@@ -138,4 +139,49 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		return nil, fmt.Errorf("%w: %w", relaytype.ErrConfig, err)
 	}
 	return (*VerifyReport)(rep), err
+}
+
+// Defaults of the VerifyOptions fields.
+const (
+	DefaultVerifyList          = verify.DefaultList
+	DefaultVerifyMargin        = verify.DefaultMargin
+	DefaultVerifyGrace         = verify.DefaultGrace
+	DefaultVerifyMaxInMemory   = verify.DefaultMaxInMemory
+	DefaultVerifyMaxSpillBytes = verify.DefaultMaxSpillBytes
+)
+
+// VerifyMetrics is a prometheus.Collector of the pgoutbox_verify_* gauges,
+// describing the last run Set was given: what a cron job writes to a
+// node_exporter textfile or pushes to a Pushgateway, or what `relay verify
+// --every` serves. Every gauge is labelled with the outbox table.
+type VerifyMetrics struct{ m *verify.Metrics }
+
+// NewVerifyMetrics returns the collector for table's runs; with
+// allowEmpty, a run over a window without rows is ok (by default
+// pgoutbox_verify_ok is 0 for it: an audit that checked nothing).
+func NewVerifyMetrics(table string, allowEmpty bool) *VerifyMetrics {
+	m := verify.NewMetrics(table)
+	m.AllowEmpty = allowEmpty
+	return &VerifyMetrics{m: m}
+}
+
+// Set records the outcome of a run: its report, or the error that stopped
+// it before a verdict.
+func (v *VerifyMetrics) Set(rep *VerifyReport, err error) { v.m.Set(rep, err) }
+
+// Describe is prometheus.Collector's.
+func (v *VerifyMetrics) Describe(ch chan<- *prometheus.Desc) { v.m.Describe(ch) }
+
+// Collect is prometheus.Collector's.
+func (v *VerifyMetrics) Collect(ch chan<- prometheus.Metric) { v.m.Collect(ch) }
+
+// Unlabelled is v without the table label on its gauges, for a push that
+// groups by table (a Pushgateway refuses a pushed series that carries a
+// grouping label itself).
+func (v *VerifyMetrics) Unlabelled() prometheus.Collector { return v.m.Unlabelled() }
+
+// PingBrokers checks that cfg.Brokers answer, with cfg's TLS and SASL: a
+// metadata request on a client of its own, within ctx.
+func PingBrokers(ctx context.Context, cfg *Config) error {
+	return producer.Ping(ctx, producer.Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: (*producer.SASL)(cfg.SASL)})
 }

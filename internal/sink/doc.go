@@ -3,6 +3,14 @@
 // tells the ack tracker what Kafka acknowledged, and dead-letters the
 // records that cannot be published.
 //
+// Sink.Run reads collect → publish → ack: a collector gathers a batch from
+// the queue, and the session's publisher, one of two halves, writes it and
+// says what to acknowledge. atLeastOnce (sink.go) writes with the
+// idempotent producer, retrying failed records in place, and acknowledges
+// the whole batch; transactional (exactlyonce.go) writes the batch into
+// a Kafka transaction with a progress record and acknowledges only what a
+// commit made visible.
+//
 // # Ordering
 //
 // Per aggregate, Kafka order equals commit order while nothing fails: one

@@ -95,6 +95,8 @@ type eosState struct {
 	open    bool         // a Kafka transaction is open
 	began   time.Time    // when it began
 	acks    []pendingAck // what it holds, acknowledged at its commit
+	// committed is set when the last publish committed the transaction.
+	committed bool
 	// lastEnd and lastCommit are the end LSN and commit time of the
 	// last WAL transaction written whole; part is how much of the
 	// following one was written (Seq 0: none).
@@ -362,6 +364,38 @@ func isFenced(err error) bool {
 		errors.Is(err, kerr.TransactionAbortable)
 }
 
+// transactional is the exactly-once publisher: publishTxn, then what a
+// commit made visible is acknowledged (nothing while a WAL transaction
+// goes on in the next batch).
+type transactional struct{ *Sink }
+
+func (p transactional) publish(ctx context.Context, batch []decode.Event) error {
+	committed, err := p.publishTxn(ctx, batch)
+	p.eos.committed = committed
+	return err
+}
+
+func (p transactional) ack(_ []decode.Event, tr *acktrack.Tracker) {
+	if p.eos.committed {
+		p.acknowledgeTxn(tr)
+	}
+}
+
+// txnBatch is a batch as one produce call of a transaction: its records,
+// the batch index of each (-1 for the progress record), and where the
+// transaction stands after it.
+type txnBatch struct {
+	recs       []*kgo.Record
+	idx        []int
+	lastEnd    uint64
+	lastCommit time.Time
+	part       decode.Position
+	// ends is set when the batch ends at the end of a WAL transaction,
+	// split when the Kafka transaction is to be committed inside one; either
+	// way the progress record is the last record.
+	ends, split bool
+}
+
 // publishTxn writes batch into the open Kafka transaction (beginning one
 // when none is), and commits it when batch ends at the end of a WAL
 // transaction, or when the transaction has been open for half the
@@ -381,61 +415,95 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 		}
 		e.open, e.began = true, time.Now()
 	}
-	recs := s.recs[:0]
-	defer func() { clear(recs); s.recs = recs[:0] }()
-	idx := make([]int, 0, len(batch)+1) // batch index of each record; -1 for the progress record
-	lastEnd, lastCommit, part := e.lastEnd, e.lastCommit, e.part
+	tb, err := s.txnRecords(batch)
+	defer func() { clear(tb.recs); s.recs = tb.recs[:0] }()
+	if err != nil {
+		return false, err
+	}
+	if err := s.produceTxn(ctx, batch, &tb); err != nil {
+		return false, err
+	}
+	e.lastEnd, e.lastCommit, e.part = tb.lastEnd, tb.lastCommit, tb.part
+	e.hold(batch)
+	if !tb.ends && !tb.split {
+		return false, nil // a WAL transaction goes on in the next batch
+	}
+	if err := s.commitTxn(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// txnRecords lays batch out as one produce call: its records in order
+// (dead-lettering in place those a former session saw refused for good),
+// and the progress record when the Kafka transaction is to be committed.
+func (s *Sink) txnRecords(batch []decode.Event) (txnBatch, error) {
+	e := s.eos
+	tb := txnBatch{recs: s.recs[:0], idx: make([]int, 0, len(batch)+1), lastEnd: e.lastEnd, lastCommit: e.lastCommit, part: e.part}
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Marker {
-			lastEnd, lastCommit, part = ev.EndLSN, ev.Commit, decode.Position{}
+			tb.lastEnd, tb.lastCommit, tb.part = ev.EndLSN, ev.Commit, decode.Position{}
 			continue
 		}
 		if r, ok := e.redo[ev.Pos]; ok && r.due() {
 			delete(e.redo, ev.Pos)
 			if err := s.reject(ev, &recordState{}, r.err); err != nil {
-				return false, err
+				return tb, err
 			}
 		}
-		part = decode.Position{Final: ev.Pos.Final, Seq: ev.Pos.Seq + 1}
-		recs = append(recs, &ev.Record)
-		idx = append(idx, i)
+		tb.part = decode.Position{Final: ev.Pos.Final, Seq: ev.Pos.Seq + 1}
+		tb.recs = append(tb.recs, &ev.Record)
+		tb.idx = append(tb.idx, i)
 	}
-	ends := len(batch) > 0 && batch[len(batch)-1].Marker
+	tb.ends = len(batch) > 0 && batch[len(batch)-1].Marker
 	// Commit inside a WAL transaction before the brokers time the Kafka
 	// transaction out (they abort it at TransactionTimeout).
-	split := !ends && time.Since(e.began) >= s.cfg.Producer.TransactionTimeout/2
-	if ends || split {
-		recs = append(recs, s.progressRecord(lastEnd, lastCommit, part))
-		idx = append(idx, -1)
+	tb.split = !tb.ends && time.Since(e.began) >= s.cfg.Producer.TransactionTimeout/2
+	if tb.ends || tb.split {
+		tb.recs = append(tb.recs, s.progressRecord(tb.lastEnd, tb.lastCommit, tb.part))
+		tb.idx = append(tb.idx, -1)
 	}
+	return tb, nil
+}
+
+// produceTxn writes tb's records in one produce call, guarded, and judges
+// them: a failed record aborts the transaction (the error ends the
+// session). It counts the outbox records published.
+func (s *Sink) produceTxn(ctx context.Context, batch []decode.Event, tb *txnBatch) error {
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
-			return false, err // the session ends; close aborts the transaction
+			return err // the session ends; close aborts the transaction
 		}
 	}
 	start := time.Now()
-	errs, err := s.prod.Produce(ctx, recs)
+	errs, err := s.prod.Produce(ctx, tb.recs)
 	end := time.Now()
 	s.m.PublishDuration.Observe(end.Sub(start).Seconds())
 	if err != nil {
-		return false, err
+		return err
 	}
-	failed, err := s.txnRecordsFailed(batch, idx, errs)
+	failed, err := s.txnRecordsFailed(batch, tb.idx, errs)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if relaytrace.Written != nil {
-		relaytrace.Written(recs, start, end, failed)
+		relaytrace.Written(tb.recs, start, end, failed)
 	}
 	if failed != nil {
-		return false, s.abort(ctx, failed)
+		return s.abort(ctx, failed)
 	}
-	if ends || split {
+	recs := tb.recs
+	if tb.ends || tb.split {
 		recs, errs = recs[:len(recs)-1], errs[:len(errs)-1] // not an outbox row's
 	}
 	s.countPublished(recs, errs)
-	e.lastEnd, e.lastCommit, e.part = lastEnd, lastCommit, part
+	return nil
+}
+
+// hold adds batch's events to what the open transaction holds, to be
+// acknowledged at its commit.
+func (e *eosState) hold(batch []decode.Event) {
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Marker {
@@ -450,22 +518,24 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 			e.acks = append(e.acks, pendingAck{tx: ev.Tx, n: 1, commit: ev.Commit})
 		}
 	}
-	if !ends && !split {
-		return false, nil // a WAL transaction goes on in the next batch
-	}
+}
+
+// commitTxn commits the open transaction, guarded.
+func (s *Sink) commitTxn(ctx context.Context) error {
+	e := s.eos
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
-			return false, err
+			return err
 		}
 	}
-	err = s.prod.Commit(ctx)
+	err := s.prod.Commit(ctx)
 	e.open = false
 	if err != nil {
 		e.acks = e.acks[:0]
-		return false, s.txnError("commit", err)
+		return s.txnError("commit", err)
 	}
 	s.m.ProgressLSN.Set(float64(e.lastEnd))
-	return true, nil
+	return nil
 }
 
 // txnRecordsFailed judges the per-record errors errs of a transactional

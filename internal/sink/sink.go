@@ -110,112 +110,156 @@ func (s *Sink) Close() {
 	}
 }
 
-// Run publishes the events of q in batches until q is closed (it returns
-// nil) or ctx ends (it returns ctx.Err()), giving each acknowledged batch's
-// cost back to q's budget. Each receive from q is a slice of events (see
-// wal.Stream), whose room it gives back once it holds them in a batch,
-// and which it empties and hands back on q.Free. A batch is sent as soon
-// as the sink is free (after BatchTimeout, when set): what is queued while
-// a write is in flight goes in the next one. Kafka errors are retried; only
-// a permanent one ends run early.
-func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
-	ch, room, free, buf := q.Events, q.Room, q.Free, q.Budget
-	batch := make([]decode.Event, 0, s.cfg.BatchSize)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	// add moves evs into batch and hands the slice back, unless it is
-	// large (a large transaction's: the reader's next ones are likely
-	// small, and the free slices should not hold much memory).
-	add := func(evs []decode.Event) {
-		batch = append(batch, evs...)
-		room.Release(int64(len(evs)))
-		if cap(evs) > queue.MaxFreeCap {
-			return
-		}
-		clear(evs)
-		select {
-		case free <- evs[:0]:
-		default:
-		}
+// publisher is one half of the sink: how a batch goes to Kafka and when
+// its events are acknowledged. atLeastOnce writes each batch with the
+// idempotent producer and acknowledges it when Kafka did; transactional
+// writes it into a Kafka transaction and acknowledges what a commit made
+// visible (see exactlyonce.go).
+type publisher interface {
+	// publish writes batch; it returns only when the batch is in Kafka's
+	// hands, on ctx's end or on an error that ends the session.
+	publish(ctx context.Context, batch []decode.Event) error
+	// ack records in tr what the last publish made safe to confirm.
+	ack(batch []decode.Event, tr *acktrack.Tracker)
+}
+
+// atLeastOnce is the at-least-once publisher: Publish, then every event
+// of the batch is acknowledged.
+type atLeastOnce struct{ *Sink }
+
+func (p atLeastOnce) publish(ctx context.Context, batch []decode.Event) error {
+	return p.Publish(ctx, batch)
+}
+
+func (p atLeastOnce) ack(batch []decode.Event, tr *acktrack.Tracker) { p.acknowledge(batch, tr) }
+
+// publisher is the session's half: transactional once OpenExactlyOnce
+// ran, at-least-once otherwise.
+func (s *Sink) publisher() publisher {
+	if s.eos != nil {
+		return transactional{s}
 	}
-	var next []decode.Event // received, but over BatchSize with the batch before
+	return atLeastOnce{s}
+}
+
+// Run publishes the events of q in batches until q is closed (it returns
+// nil) or ctx ends (it returns ctx.Err()): it collects a batch, publishes
+// it, gives its cost back to q's budget (the records are in Kafka's
+// hands) and acknowledges what the publisher made safe. A batch is sent
+// as soon as the sink is free (after BatchTimeout, when set): what is
+// queued while a write is in flight goes in the next one. Kafka errors
+// are retried; only a permanent one ends Run early.
+func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
+	pub := s.publisher()
+	col := newCollector(q, s.cfg.BatchSize, s.cfg.BatchTimeout)
+	defer col.timer.Stop()
 	for {
-		clear(batch)
-		batch = batch[:0]
-		if next == nil {
-			select {
-			case evs, ok := <-ch:
-				if !ok {
-					return nil
-				}
-				next = evs
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		add(next)
-		next = nil
-		closed := false
-		waited := s.cfg.BatchTimeout <= 0
-		if !waited {
-			timer.Reset(s.cfg.BatchTimeout)
-		}
-	fill:
-		for len(batch) < s.cfg.BatchSize {
-			// What is queued goes first; the timer only decides how long
-			// to wait for more once the queue is empty.
-			var (
-				evs []decode.Event
-				ok  bool
-			)
-			select {
-			case evs, ok = <-ch:
-			default:
-				if waited {
-					break fill
-				}
-				select {
-				case evs, ok = <-ch:
-				case <-timer.C:
-					waited = true
-					continue
-				}
-			}
-			if !ok {
-				closed = true
-				break
-			}
-			if len(batch)+len(evs) > s.cfg.BatchSize {
-				next = evs
-				break
-			}
-			add(evs)
-		}
-		timer.Stop()
-		if s.eos != nil {
-			committed, err := s.publishTxn(ctx, batch)
-			if err != nil {
-				return err
-			}
-			// The records are in Kafka's hands: their memory is free,
-			// their acknowledgement waits for the commit.
-			buf.Give(batchCost(batch))
-			if committed {
-				s.acknowledgeTxn(tr)
-			}
-			if closed {
-				return nil
-			}
-			continue
-		}
-		if err := s.Publish(ctx, batch); err != nil {
+		batch, closed, err := col.collect(ctx)
+		if err != nil || batch == nil {
 			return err
 		}
-		s.acknowledge(batch, tr, buf)
+		if err := pub.publish(ctx, batch); err != nil {
+			return err
+		}
+		q.Budget.Give(batchCost(batch))
+		pub.ack(batch, tr)
 		if closed {
 			return nil
 		}
 	}
+}
+
+// collector gathers the sink's batches from the queue. Each receive is a
+// slice of events (see wal.Stream), whose room it gives back once it holds
+// them in a batch, and which it empties and hands back on q.Free.
+type collector struct {
+	q       *queue.Queue
+	size    int
+	timeout time.Duration
+	timer   *time.Timer
+	batch   []decode.Event
+	// next was received, but over size with the batch before.
+	next []decode.Event
+}
+
+func newCollector(q *queue.Queue, size int, timeout time.Duration) *collector {
+	c := &collector{q: q, size: size, timeout: timeout, timer: time.NewTimer(time.Hour), batch: make([]decode.Event, 0, size)}
+	c.timer.Stop()
+	return c
+}
+
+// add moves evs into the batch and hands the slice back, unless it is
+// large (a large transaction's: the reader's next ones are likely small,
+// and the free slices should not hold much memory).
+func (c *collector) add(evs []decode.Event) {
+	c.batch = append(c.batch, evs...)
+	c.q.Room.Release(int64(len(evs)))
+	if cap(evs) > queue.MaxFreeCap {
+		return
+	}
+	clear(evs)
+	select {
+	case c.q.Free <- evs[:0]:
+	default:
+	}
+}
+
+// collect waits for events and returns the next batch: what is queued,
+// up to size events, and, with a timeout, what comes within it once the
+// queue is empty. closed reports that the queue was closed after the
+// batch; a nil batch, that it was closed before any event. The batch is
+// valid until the next call.
+func (c *collector) collect(ctx context.Context) (batch []decode.Event, closed bool, err error) {
+	clear(c.batch)
+	c.batch = c.batch[:0]
+	if c.next == nil {
+		select {
+		case evs, ok := <-c.q.Events:
+			if !ok {
+				return nil, true, nil
+			}
+			c.next = evs
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+	c.add(c.next)
+	c.next = nil
+	waited := c.timeout <= 0
+	if !waited {
+		c.timer.Reset(c.timeout)
+	}
+	defer c.timer.Stop()
+	for len(c.batch) < c.size {
+		// What is queued goes first; the timer only decides how long to
+		// wait for more once the queue is empty.
+		var (
+			evs []decode.Event
+			ok  bool
+		)
+		select {
+		case evs, ok = <-c.q.Events:
+		default:
+			if waited {
+				return c.batch, false, nil
+			}
+			select {
+			case evs, ok = <-c.q.Events:
+			case <-c.timer.C:
+				waited = true
+				continue
+			}
+		}
+		if !ok {
+			return c.batch, true, nil
+		}
+		if len(c.batch)+len(evs) > c.size {
+			c.next = evs
+			break
+		}
+		c.add(evs)
+	}
+	return c.batch, false, nil
 }
 
 // batchCost is what batch took from the buffer budget.
@@ -227,23 +271,19 @@ func batchCost(batch []decode.Event) int64 {
 	return n
 }
 
-// acknowledge records batch as acknowledged, per transaction, and gives its
-// cost back to buf.
-func (s *Sink) acknowledge(batch []decode.Event, tr *acktrack.Tracker, buf *queue.Budget) {
+// acknowledge records batch as acknowledged, per transaction.
+func (s *Sink) acknowledge(batch []decode.Event, tr *acktrack.Tracker) {
 	now := time.Now()
-	var cost int64
 	for i := 0; i < len(batch); {
 		j := i
 		for j < len(batch) && batch[j].Tx == batch[i].Tx {
 			s.m.CommitToAck.Observe(now.Sub(batch[j].Commit).Seconds())
-			cost += batch[j].Cost
 			j++
 		}
 		tr.Ack(batch[i].Tx, j-i)
 		i = j
 	}
 	s.m.InFlight.Set(float64(tr.InFlight()))
-	buf.Give(cost)
 }
 
 // Bounds for relayerr.OwnFaultUnlessTransient errors.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
@@ -326,7 +327,7 @@ func (s *Sink) Publish(ctx context.Context, batch []decode.Event) error {
 	}
 	st := s.states[:len(batch)]
 	clear(st)
-	backoff := s.cfg.RetryBackoff
+	wait := backoff.New(s.cfg.RetryBackoff, s.cfg.MaxRetryBackoff)
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -342,13 +343,11 @@ func (s *Sink) Publish(ctx context.Context, batch []decode.Event) error {
 			// alone, or dead-lettered in place.
 			continue
 		}
-		s.cfg.Logger.Warn("kafka write failed; retrying", "attempt", attempt, "records", pending, "backoff", backoff, "error", retryErr)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
+		d := wait.Next()
+		s.cfg.Logger.Warn("kafka write failed; retrying", "attempt", attempt, "records", pending, "backoff", d, "error", retryErr)
+		if !backoff.Sleep(ctx, d) {
 			return ctx.Err()
 		}
-		backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
 	}
 }
 

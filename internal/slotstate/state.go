@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
@@ -339,7 +340,7 @@ func (k *Keeper) Keep(ctx context.Context, c *Config, l *liveness.Live) {
 		if _, _, _, due := w.due(); !due {
 			continue
 		}
-		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !liveness.Sleep(ctx, wait) {
+		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !backoff.Sleep(ctx, wait) {
 			continue // the select writes the final state
 		}
 		// Read after the wait: the confirmed position the row records

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
@@ -124,7 +125,7 @@ func (r *Relay) Standby() bool { return r.live.Standby.Load() }
 // slot. parent is Run's context: its end is a graceful stop.
 func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 	log := r.cfg.Logger
-	backoff := r.cfg.RetryBackoff
+	wait := backoff.New(r.cfg.RetryBackoff, r.cfg.MaxRetryBackoff)
 	stopped := func() error {
 		if parent.Err() != nil {
 			return nil
@@ -152,21 +153,21 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 				log.Info("slot busy (another relay, or our previous connection not yet gone); waiting as a standby",
 					"slot", r.cfg.Slot, "retry_every", r.cfg.StandbyRetryInterval, "detail", err)
 			}
-			backoff = r.cfg.RetryBackoff
-			if !liveness.Sleep(ctx, r.cfg.StandbyRetryInterval) {
+			wait.Reset()
+			if !backoff.Sleep(ctx, r.cfg.StandbyRetryInterval) {
 				return stopped()
 			}
 			continue
 		}
 		r.live.Standby.Store(false)
 		if time.Since(began) > time.Minute {
-			backoff = r.cfg.RetryBackoff
+			wait.Reset()
 		}
-		log.Warn("replication interrupted; reconnecting", "error", err, "backoff", backoff)
-		if !liveness.Sleep(ctx, backoff) {
+		d := wait.Next()
+		log.Warn("replication interrupted; reconnecting", "error", err, "backoff", d)
+		if !backoff.Sleep(ctx, d) {
 			return stopped()
 		}
-		backoff = min(2*backoff, r.cfg.MaxRetryBackoff)
 		r.m.Reconnects.Inc()
 	}
 }

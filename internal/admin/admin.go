@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
@@ -219,7 +219,7 @@ func openAdmin(ctx context.Context, cfg *relaytype.Config) (relaytype.Config, *p
 	if err != nil {
 		return c, nil, err
 	}
-	conn, err := liveness.Connect(ctx, c.DatabaseURL)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	return c, conn, err
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
@@ -39,12 +39,12 @@ func Backfill(ctx context.Context, cfg *relaytype.Config, opts relaytype.Backfil
 	if opts.Since.IsZero() {
 		return 0, fmt.Errorf("%w: backfill needs a since time", relaytype.ErrConfig)
 	}
-	conn, err := liveness.Connect(ctx, c.DatabaseURL)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
+	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
 	sk := NewSink(&c, m)
 	defer sk.Close()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
@@ -77,7 +77,7 @@ func Recover(ctx context.Context, cfg *relaytype.Config) (*relaytype.RecoverResu
 	if err := c.CheckBrokers(); err != nil {
 		return nil, err
 	}
-	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
+	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
 	sk := NewSink(&c, m)
 	defer sk.Close()
 	return RecoverGap(ctx, &c, m, sk)
@@ -92,7 +92,7 @@ const recoverLockKey = "pgoutbox.recover."
 // the last confirmed commit time minus the margin from that snapshot, and
 // records the new slot's state.
 func RecoverGap(ctx context.Context, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink) (*relaytype.RecoverResult, error) {
-	conn, err := liveness.Connect(ctx, c.DatabaseURL)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotsta
 // that snapshot, the rows created since res.Since; it sets res.SlotLSN and
 // res.Published and returns the new slot.
 func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink, res *relaytype.RecoverResult) (slotstate.NewSlot, error) {
-	rc, err := liveness.ConnectReplication(ctx, c.DatabaseURL)
+	rc, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return slotstate.NewSlot{}, err
 	}

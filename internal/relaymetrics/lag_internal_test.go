@@ -8,7 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 )
 
 // The slot gauges map each reading of pg_replication_slots, including the
@@ -16,7 +16,7 @@ import (
 // safe_wal_size, a dropped slot).
 func TestSlotMetricsSet(t *testing.T) {
 	t.Parallel()
-	var l liveness.Live
+	var l pgconnect.Live
 	m := newSlotMetrics("s", &l)
 	reg := prometheus.NewPedanticRegistry()
 	for _, c := range m.collectors() {

@@ -2,7 +2,7 @@ package relaymetrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Clock is what the relay's liveness clock (liveness.Live) tells the
+// Clock is what the relay's liveness clock (pgconnect.Live) tells the
 // gauges read live; the metrics import no stage.
 type Clock interface {
 	LagSeconds() float64

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -54,7 +54,7 @@ func TestTrustProgress(t *testing.T) {
 		{"unparsable", func(p *progress) { p.EndLSN = "x" }, h, 0x1000, Progress{}, "unreadable"},
 		{"none", func(p *progress) { *p = progress{} }, h, 0x1000, Progress{}, ""},
 	} {
-		m := relaymetrics.NewMetrics("s", &liveness.Live{})
+		m := relaymetrics.NewMetrics("s", &pgconnect.Live{})
 		q := p
 		if tc.edit != nil {
 			tc.edit(&q)

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
@@ -30,7 +30,7 @@ func TestSinkPerTopicStateBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
+	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Published)
 	s := NewSink(ConfigOf(&c, decode.DeadLettersOf(&c, m.Invalid)), m)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -40,7 +40,7 @@ func newSinkTest(t *testing.T, mod func(*relaytype.Config)) *sinkTest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
+	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
 	s := NewSink(ConfigOf(&c, decode.DeadLettersOf(&c, m.Invalid)), m)
 	t.Cleanup(s.Close)
 	// The queue holds every event a test queues before Run starts.

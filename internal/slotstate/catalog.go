@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
@@ -72,9 +72,9 @@ type Catalog struct {
 func OpenCatalog(ctx context.Context, c *Config) (*Catalog, error) {
 	table, _ := pgname.Parse(c.Table, "public")
 	k := &Catalog{cfg: c, table: table, ctx: ctx}
-	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, pgconnect.SessionStartTimeout)
 	defer cancel()
-	conn, err := liveness.Connect(ctx, c.DatabaseURL)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
@@ -47,7 +47,7 @@ func BenchmarkCatalogCheck(b *testing.B) {
 			if _, err := outbox.Migrate(ctx, db.Pool, ""); err != nil {
 				b.Fatal(err)
 			}
-			conn, err := liveness.Connect(ctx, c.DatabaseURL)
+			conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 			if err != nil {
 				b.Fatal(err)
 			}

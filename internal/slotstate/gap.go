@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -93,7 +93,7 @@ func checkServer(ctx context.Context, c *Config, st *RelayState, slot SlotInfo) 
 // its relay would be failing on that error instead. Anything else that
 // fails here is not a gap (the check is a diagnosis, not a gate).
 func publicationRecreated(ctx context.Context, c *Config) bool {
-	conn, err := liveness.Connect(ctx, c.DatabaseURL)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return false
 	}

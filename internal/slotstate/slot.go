@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -198,7 +198,7 @@ func createSlot(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) erro
 			"to run a second relay of this outbox on purpose, create its slot first with relay setup --slot %s",
 			relaytype.ErrSlotMissing, c.Slot, c.Table, PeerNames(peers), c.Slot)
 	}
-	rc, err := liveness.ConnectReplication(ctx, c.DatabaseURL)
+	rc, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -196,7 +196,7 @@ func Identify(ctx context.Context, c *Config) (ServerIdentity, error) {
 // IdentifyAt is Identify that also returns the server's current WAL flush
 // position.
 func IdentifyAt(ctx context.Context, c *Config) (ServerIdentity, pglogrepl.LSN, error) {
-	rc, err := liveness.ConnectReplication(ctx, c.DatabaseURL)
+	rc, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return ServerIdentity{}, 0, err
 	}
@@ -322,7 +322,7 @@ func (k *Keeper) Settle(pos pglogrepl.LSN, timeout time.Duration) {
 
 // Keep writes the state row while the relay streams (l says whether it
 // leads and what it confirmed), until ctx ends.
-func (k *Keeper) Keep(ctx context.Context, c *Config, l *liveness.Live) {
+func (k *Keeper) Keep(ctx context.Context, c *Config, l *pgconnect.Live) {
 	w := &stateWriter{k: k, c: c, l: l}
 	defer w.close(ctx)
 	// Finer than stateRefresh, so a refresh is written within
@@ -377,7 +377,7 @@ func (w *stateWriter) due() (confirmed uint64, at time.Time, msgs, due bool) {
 type stateWriter struct {
 	k         *Keeper
 	c         *Config
-	l         *liveness.Live
+	l         *pgconnect.Live
 	conn      *pgx.Conn
 	lastWrite time.Time
 	lastAt    time.Time
@@ -387,7 +387,7 @@ type stateWriter struct {
 
 func (w *stateWriter) write(ctx context.Context, confirmed uint64, at time.Time, msgs bool) {
 	if w.conn == nil {
-		conn, err := liveness.Connect(ctx, w.c.DatabaseURL)
+		conn, err := pgconnect.Connect(ctx, w.c.DatabaseURL)
 		if err != nil {
 			w.failed(ctx, err)
 			return
@@ -444,7 +444,7 @@ func (w *stateWriter) final(ctx context.Context) {
 	err := func() error {
 		if conn == nil {
 			var err error
-			if conn, err = liveness.Connect(ctx, w.c.DatabaseURL); err != nil {
+			if conn, err = pgconnect.Connect(ctx, w.c.DatabaseURL); err != nil {
 				return err
 			}
 			defer conn.Close(ctx)

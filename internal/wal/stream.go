@@ -17,7 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
@@ -33,9 +33,9 @@ import (
 type Stream struct {
 	cfg     Config
 	metrics *relaymetrics.Metrics
-	live    *liveness.Live
+	live    *pgconnect.Live
 	conn    *pgconn.PgConn
-	timing  liveness.Liveness
+	timing  pgconnect.Liveness
 	dec     *decode.Decoder
 	catalog *slotstate.Catalog // fences confirmation (see slotstate.Catalog)
 	tracker *acktrack.Tracker
@@ -94,12 +94,12 @@ type StreamConfig struct {
 	// Live is the relay's liveness clock: the stream tells it when the
 	// server spoke and when a confirmation went out, and stops when it
 	// is stale.
-	Live *liveness.Live
+	Live *pgconnect.Live
 	// Conn is the replication connection, streaming from Start.
 	Conn  *pgconn.PgConn
 	Start pglogrepl.LSN
 	// Timing is the server's timing, read from Conn before streaming.
-	Timing  liveness.Liveness
+	Timing  pgconnect.Liveness
 	Decoder *decode.Decoder
 	// Catalog fences confirmation (see slotstate.Catalog).
 	Catalog *slotstate.Catalog
@@ -222,14 +222,14 @@ func (s *Stream) confirmable() pglogrepl.LSN {
 
 // wake is when the reader next stops reading to check for a status update:
 // when the periodic one is due, or, while Kafka may acknowledge events,
-// liveness.PromptStatusGap after the last one, so a confirmation goes out promptly
+// pgconnect.PromptStatusGap after the last one, so a confirmation goes out promptly
 // (a crash then replays only what was in flight).
 func (s *Stream) wake() time.Time {
 	switch {
 	case s.confirmable() != s.sent:
-		return minTime(s.nextSS, s.lastSS.Add(liveness.PromptStatusGap))
+		return minTime(s.nextSS, s.lastSS.Add(pgconnect.PromptStatusGap))
 	case s.tracker.InFlight() > 0:
-		return minTime(s.nextSS, time.Now().Add(liveness.PromptStatusGap))
+		return minTime(s.nextSS, time.Now().Add(pgconnect.PromptStatusGap))
 	}
 	return s.nextSS
 }
@@ -239,7 +239,7 @@ func (s *Stream) wake() time.Time {
 func (s *Stream) statusDue() bool {
 	now := time.Now()
 	return !now.Before(s.nextSS) ||
-		s.confirmable() != s.sent && !now.Before(s.lastSS.Add(liveness.PromptStatusGap))
+		s.confirmable() != s.sent && !now.Before(s.lastSS.Add(pgconnect.PromptStatusGap))
 }
 
 func minTime(a, b time.Time) time.Time {

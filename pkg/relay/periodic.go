@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -66,7 +66,7 @@ func (p *periodic) once(ctx context.Context, conn **pgx.Conn) error {
 	ctx, cancel := context.WithTimeout(ctx, max(p.interval, 5*time.Second))
 	defer cancel()
 	if *conn == nil {
-		c, err := liveness.Connect(ctx, p.cfg.DatabaseURL)
+		c, err := pgconnect.Connect(ctx, p.cfg.DatabaseURL)
 		if err != nil {
 			return err
 		}

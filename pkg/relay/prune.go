@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
@@ -44,7 +44,7 @@ func (r *Relay) prunePass(ctx context.Context) error {
 	c := &r.cfg
 	table, _ := pgname.Parse(c.Table, "public")
 	state := slotstate.StateTable(slotstate.ConfigOf(c)).Sanitize()
-	conn, err := liveness.Connect(ctx, c.DatabaseURL)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
@@ -27,7 +27,7 @@ type Relay struct {
 	// the WAL reader and the sink.
 	deadLetters *decode.DeadLetters
 	m           *relaymetrics.Metrics
-	live        liveness.Live
+	live        pgconnect.Live
 	state       *slotstate.Keeper
 	// runCtx is Run's context: a recovery under GapBackfill runs in it,
 	// not under the session start's bound (a backfill takes its time).
@@ -60,7 +60,7 @@ func New(cfg *Config) (*Relay, error) {
 	}
 	r := &Relay{cfg: c, state: slotstate.NewKeeper()}
 	r.live.Acked(time.Now())
-	r.live.Begin(time.Now(), liveness.DefaultLivenessBound)
+	r.live.Begin(time.Now(), pgconnect.DefaultLivenessBound)
 	r.m = relaymetrics.NewMetrics(c.Slot, &r.live)
 	if err := r.m.Register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
@@ -85,7 +85,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// another relay (see docs/liveness.md). The sink checks
 	// before each write call, the producer's connections before each
 	// byte.
-	r.live.Begin(time.Now(), liveness.DefaultLivenessBound)
+	r.live.Begin(time.Now(), pgconnect.DefaultLivenessBound)
 	sk.Guard = func() error { return r.live.Stale(time.Now()) }
 
 	g, gctx := errgroup.WithContext(ctx)

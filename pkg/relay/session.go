@@ -12,7 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
@@ -140,29 +140,29 @@ func (r *Relay) checkConfig() *relaytype.Config {
 }
 
 // startStream opens the replication connection, reads the liveness bound
-// and starts streaming from start, within liveness.SessionStartTimeout: a
+// and starts streaming from start, within pgconnect.SessionStartTimeout: a
 // connection that hangs (a blackholing network) is retried.
-func startStream(ctx context.Context, c *relaytype.Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness.Liveness, error) {
-	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)
+func startStream(ctx context.Context, c *relaytype.Config, start pglogrepl.LSN) (*pgconn.PgConn, pgconnect.Liveness, error) {
+	ctx, cancel := context.WithTimeout(ctx, pgconnect.SessionStartTimeout)
 	defer cancel()
-	conn, err := liveness.ConnectReplication(ctx, c.DatabaseURL)
+	conn, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
-		return nil, liveness.Liveness{}, err
+		return nil, pgconnect.Liveness{}, err
 	}
-	lv, err := liveness.ReadLiveness(ctx, conn, c.StatusInterval)
+	lv, err := pgconnect.ReadLiveness(ctx, conn, c.StatusInterval)
 	if err == nil {
 		err = wal.StartReplication(ctx, conn, c.Slot, c.Publication, start)
 	}
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, liveness.Liveness{}, err
+		return nil, pgconnect.Liveness{}, err
 	}
 	return conn, lv, nil
 }
 
 // lead makes the relay the slot's leader for a session that streams from
 // start with tracker tr: ready, with a fresh liveness clock.
-func (r *Relay) lead(tr *acktrack.Tracker, lv liveness.Liveness, start pglogrepl.LSN) {
+func (r *Relay) lead(tr *acktrack.Tracker, lv pgconnect.Liveness, start pglogrepl.LSN) {
 	c := &r.cfg
 	r.live.Tracker.Store(tr)
 	r.live.Acked(time.Now())
@@ -265,7 +265,7 @@ func sessionEnd(runErr, readCause, readErr error) ending {
 // state keeper and returns the slot's confirmed position and its state row
 // (from which publishedThrough tells what Kafka already has).
 func (r *Relay) prepareStream(ctx context.Context, c *relaytype.Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
-	conn, err := liveness.Connect(ctx, c.DatabaseURL)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return 0, nil, err
 	}

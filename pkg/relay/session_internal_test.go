@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -31,7 +31,7 @@ func TestSessionEnd(t *testing.T) {
 		{"run cancelled after the sink failed", context.Canceled, sinkFailed, sinkFailed, endBroken, false},
 		{"sink failed", nil, sinkFailed, sinkFailed, endBroken, false},
 		{"connection lost", nil, nil, errors.New("relay: receive: EOF"), endBroken, false},
-		{"server silent", nil, nil, &liveness.StaleError{}, endBroken, false},
+		{"server silent", nil, nil, &pgconnect.StaleError{}, endBroken, false},
 		{"invalid event", nil, nil, invalid, endInvalid, true},
 		{"invalid event while stopping", context.Canceled, context.Canceled, invalid, endInvalid, true},
 		{"invalid event after the sink failed", nil, sinkFailed, invalid, endInvalid, true},

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
@@ -99,7 +99,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 	if opts.From.IsZero() || opts.To.IsZero() || !opts.To.After(opts.From) {
 		return nil, fmt.Errorf("%w: verify needs a window whose end is after its start", relaytype.ErrConfig)
 	}
-	conn, err := liveness.Connect(ctx, c.DatabaseURL)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,13 @@ package internal_test
 
 import (
 	"bufio"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -106,6 +111,57 @@ func TestImportLayers(t *testing.T) {
 			case p == "internal/relaycli" && li >= 3 && li <= 7:
 				t.Errorf("relaycli imports %s (layer %d): it reaches the engine through pkg/relay only", i, li)
 			}
+		}
+	}
+}
+
+// TestNoMirroredStructs fails when two struct types of pkg/ and internal/
+// (tests left out) declare the same fields, in the same order (three or
+// more): a type declared twice, kept in step by hand or by a conversion.
+// Declare it once (pkg/relay/relaytype for what the public API and the
+// engine share) and alias or embed it.
+func TestNoMirroredStructs(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := map[string]string{} // field names → the first type declaring them
+	for _, root := range []string{"../pkg", "../internal"} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				ts, ok := n.(*ast.TypeSpec)
+				if !ok {
+					return true
+				}
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					return true
+				}
+				var names []string
+				for _, fl := range st.Fields.List {
+					for _, nm := range fl.Names {
+						names = append(names, nm.Name)
+					}
+				}
+				if len(names) < 3 {
+					return true
+				}
+				key, at := strings.Join(names, ","), p+": "+ts.Name.Name
+				if first, ok := seen[key]; ok {
+					t.Errorf("%s declares the fields of %s (%s): declare the type once", at, first, key)
+				} else {
+					seen[key] = at
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

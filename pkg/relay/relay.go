@@ -17,18 +17,18 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/wal"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
 type Relay struct {
 	cfg relaytype.Config
-	// deadLetters shapes the dead-letter records of invalid events, for
-	// the WAL reader and the sink.
-	deadLetters *decode.DeadLetters
-	m           *relaymetrics.Metrics
-	live        pgconnect.Live
-	state       *slotstate.Keeper
+	// stage is each stage's part of cfg, derived once by New.
+	stage stageConfigs
+	m     *relaymetrics.Metrics
+	live  pgconnect.Live
+	state *slotstate.Keeper
 	// runCtx is Run's context: a recovery under GapBackfill runs in it,
 	// not under the session start's bound (a backfill takes its time).
 	runCtx  context.Context
@@ -65,7 +65,7 @@ func New(cfg *Config) (*Relay, error) {
 	if err := r.m.Register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
 	}
-	r.deadLetters = decode.DeadLettersOf(&r.cfg, r.m.Invalid)
+	r.stage = deriveStages(&r.cfg, r.m)
 	return r, nil
 }
 
@@ -79,7 +79,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("relay: Run is already running")
 	}
 	defer r.running.Store(false)
-	sk := sink.NewSink(sink.ConfigOf(&r.cfg, r.deadLetters), r.m)
+	sk := sink.NewSink(r.stage.sink, r.m)
 	// A relay without a recent sign of life from its walsender writes
 	// nothing more to Kafka: the server may have given the slot to
 	// another relay (see docs/liveness.md). The sink checks
@@ -100,7 +100,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The state keeper outlives the sessions, so that a graceful stop's
 	// final confirmation is not held back by a ceiling it could not raise.
 	keepCtx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
-	g.Go(func() error { r.state.Keep(keepCtx, slotstate.ConfigOf(&r.cfg), &r.live); return nil })
+	g.Go(func() error { r.state.Keep(keepCtx, r.stage.slot, &r.live); return nil })
 	g.Go(func() error {
 		defer stopKeep()
 		return r.replicate(gctx, ctx, sk)
@@ -170,4 +170,20 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 		}
 		r.m.Reconnects.Inc()
 	}
+}
+
+// stageConfigs are the small configs the stages take, each derived from
+// the relay's Config by its stage's ConfigOf: no stage sees the whole
+// Config.
+type stageConfigs struct {
+	decode decode.Config
+	wal    wal.Config
+	sink   sink.Config
+	slot   *slotstate.Config
+}
+
+// deriveStages is c's stage configs, dead letters counted in m.
+func deriveStages(c *relaytype.Config, m *relaymetrics.Metrics) stageConfigs {
+	dl := decode.DeadLettersOf(c, m.Invalid)
+	return stageConfigs{decode: decode.ConfigOf(c), wal: wal.ConfigOf(c, dl), sink: sink.ConfigOf(c, dl), slot: slotstate.ConfigOf(c)}
 }

@@ -34,7 +34,7 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 	if r.runCtx != nil {
 		ctx = r.runCtx // not the session start's bound: a backfill takes its time
 	}
-	sk := admin.NewSink(&r.cfg, r.m)
+	sk := sink.NewSink(r.stage.sink, r.m)
 	defer sk.Close()
 	if _, rerr := admin.RecoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {
 		return fmt.Errorf("%w (recovery failed: %w)", err, rerr)

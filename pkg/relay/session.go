@@ -52,7 +52,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	}
 	through, part := r.publishedThrough(state, committed)
 	defer conn.Close(context.WithoutCancel(ctx))
-	cat, err := slotstate.OpenCatalog(ctx, slotstate.ConfigOf(c))
+	cat, err := slotstate.OpenCatalog(ctx, r.stage.slot)
 	if err != nil {
 		return err
 	}
@@ -76,8 +76,8 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	defer sinking.stop()
 
 	st := wal.NewStream(wal.StreamConfig{
-		Config: wal.ConfigOf(c, r.deadLetters), Metrics: r.m, Live: &r.live, Conn: conn, Start: start, Timing: lv,
-		Decoder: decode.NewDecoder(decode.ConfigOf(c), cat), Catalog: cat, Tracker: tr, Queue: q, Keeper: r.state,
+		Config: r.stage.wal, Metrics: r.m, Live: &r.live, Conn: conn, Start: start, Timing: lv,
+		Decoder: decode.NewDecoder(r.stage.decode, cat), Catalog: cat, Tracker: tr, Queue: q, Keeper: r.state,
 		SkipThrough: through, SkipPart: part,
 	})
 	readErr := st.Run(readCtx)
@@ -115,7 +115,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 // slot and aborts what they left open, and returns the progress they
 // committed for this history of the slot, up to the server's WAL.
 func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelayState) (sink.Progress, error) {
-	_, walEnd, err := slotstate.IdentifyAt(ctx, slotstate.ConfigOf(&r.cfg))
+	_, walEnd, err := slotstate.IdentifyAt(ctx, r.stage.slot)
 	if err != nil {
 		return sink.Progress{}, err
 	}

@@ -34,10 +34,10 @@ type Config struct {
 	// Publication is the publication the slot decodes. Defaults to
 	// "pgoutbox".
 	Publication string
-	// TableFormat is the column layout of Table: TableFormatPgoutbox, or
-	// TableFormatDebezium for a table in the shape of Debezium's Outbox
+	// TableFormat is the column layout of Table: relay.TableFormatPgoutbox, or
+	// relay.TableFormatDebezium for a table in the shape of Debezium's Outbox
 	// Event Router. Setup creates a table of the pgoutbox format only; it
-	// checks an existing table of either. Defaults to TableFormatPgoutbox.
+	// checks an existing table of either. Defaults to relay.TableFormatPgoutbox.
 	TableFormat tableformat.TableFormat
 	// NoCreate stops Run from creating a missing slot or publication; Run
 	// then fails with an error naming what is missing. Defaults to false
@@ -162,7 +162,7 @@ type Config struct {
 	// transactional pg_logical_emit_message with prefix
 	// "pgoutbox.heartbeat" (which it does not publish) at this interval,
 	// so the slot advances and the pipeline is exercised on a database
-	// without other writes (see Heartbeats in the package doc). Defaults
+	// without other writes (see Heartbeats in package relay's doc). Defaults
 	// to 0: off.
 	HeartbeatInterval time.Duration
 
@@ -207,7 +207,7 @@ type Config struct {
 
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the relay's metrics (see the package doc). nil
+	// Registerer receives the relay's metrics (see package relay's doc). nil
 	// means the metrics are not registered anywhere. One Relay per
 	// registry: New fails when the metrics are registered already.
 	Registerer prometheus.Registerer

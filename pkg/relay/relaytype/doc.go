@@ -8,5 +8,7 @@
 // what the engine returns.
 //
 // Most programs use package relay and never import this one; go doc shows
-// the fields here.
+// the fields here. Run, Setup and the other functions named in the
+// documentation are package relay's, as are the table formats
+// (relay.TableFormatPgoutbox...) and the Reason* constants.
 package relaytype

@@ -49,39 +49,15 @@ type Config struct {
 	// TLS, SASL). Required.
 	Kafka []kgo.Opt
 
-	// From and To bound the window: rows created at or after From and
-	// before To. Required; From before To.
-	From, To time.Time
+	// VerifyOptions are the window (From, To; required, From before To)
+	// and the resources (relay.VerifyOptions, declared once in
+	// relaytype, documents them; the defaults are DefaultMargin,
+	// DefaultGrace, DefaultList, DefaultMaxInMemory and
+	// DefaultMaxSpillBytes).
+	relaytype.VerifyOptions
 	// PrunedBefore, when not nil, is the relay's prune high-water mark:
 	// rows created before it may have been deleted.
 	PrunedBefore *time.Time
-	// Margin is how far before From the topics are read (by record
-	// timestamp). Defaults to DefaultMargin; negative means none.
-	Margin time.Duration
-	// Grace: a row created less than this before the run started and not
-	// found in Kafka is pending, not missing (the relay may not have
-	// published it yet). Defaults to DefaultGrace; negative means none.
-	Grace time.Duration
-	// FullKeys lists keys, business keys and aggregate IDs whole in the
-	// report; by default they are shortened (redact.Key: a prefix, the
-	// length and a hash), as they are often personal data.
-	FullKeys bool
-	// List is how many missing rows, duplicates, mismatches and order
-	// breaks the report names (each). Defaults to DefaultList; negative
-	// means none.
-	List int
-	// MaxInMemory bounds the rows, records and deliveries held in memory
-	// by each of the three sorts; above it they spill to files in
-	// SpillDir. Defaults to DefaultMaxInMemory.
-	MaxInMemory int
-	// MaxSpillBytes caps what a run writes to its spill files (runs merged
-	// into one count again): past it the run fails with ErrSpillFull.
-	// Defaults to DefaultMaxSpillBytes; negative means no cap.
-	MaxSpillBytes int64
-	// SpillDir holds the spill files, in a private directory of the run
-	// that is removed when it ends (and, should the run be killed, by the
-	// next run). Defaults to os.TempDir().
-	SpillDir string
 	// Logger receives progress. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Defaults to time.Now.

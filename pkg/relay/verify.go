@@ -16,37 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// VerifyOptions selects the window Verify audits and bounds its resources.
-type VerifyOptions struct {
-	// From and To bound the window: outbox rows created at or after From
-	// and before To. Required.
-	From, To time.Time
-	// Margin is how far before From the topics are read by record
-	// timestamp. Defaults to 1m; negative means none.
-	Margin time.Duration
-	// Grace: a row created less than this before Verify started and not
-	// yet in Kafka is pending, not missing. Defaults to 1m; negative
-	// means none.
-	Grace time.Duration
-	// FullKeys lists keys, business keys and aggregate IDs whole in the
-	// report; by default they are shortened to a prefix, the length and a
-	// hash (equal keys give equal results), as they are often personal
-	// data.
-	FullKeys bool
-	// List is how many missing rows, duplicates, mismatches and order
-	// breaks the report names (each). Defaults to 20; negative for none.
-	List int
-	// MaxInMemory bounds the entries (rows, records, first deliveries)
-	// each of Verify's three sorts keeps in memory; beyond it they spill
-	// to sorted files in SpillDir. Defaults to 200,000.
-	MaxInMemory int
-	// MaxSpillBytes caps what Verify writes to its spill files; past it,
-	// it fails. Defaults to 10 GiB; negative means no cap.
-	MaxSpillBytes int64
-	// SpillDir holds the spill files, removed before Verify returns.
-	// Defaults to os.TempDir().
-	SpillDir string
-}
+// VerifyOptions selects the window Verify audits and bounds its resources
+// (relaytype.VerifyOptions documents the fields).
+type VerifyOptions = relaytype.VerifyOptions
 
 // The report of Verify and the entries of its lists, declared in
 // relaytype (which documents their fields and JSON names).
@@ -117,22 +89,14 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 	kopts := producer.ClientOpts(producer.Config{Brokers: c.Brokers, TLS: c.TLS, SASL: (*producer.SASL)(c.SASL)})
 	dec := decode.NewDecoder(decode.ConfigOf(&c), nil)
 	rep, err := verify.Run(ctx, &verify.Config{
+		VerifyOptions:   opts,
 		Conn:            conn,
 		Table:           table,
 		Format:          c.TableFormat,
 		Route:           dec.Route,
 		DeadLetterTopic: c.DeadLetterTopic,
 		Kafka:           kopts,
-		From:            opts.From,
-		To:              opts.To,
 		PrunedBefore:    prunedBefore,
-		Margin:          opts.Margin,
-		Grace:           opts.Grace,
-		List:            opts.List,
-		FullKeys:        opts.FullKeys,
-		MaxInMemory:     opts.MaxInMemory,
-		SpillDir:        opts.SpillDir,
-		MaxSpillBytes:   opts.MaxSpillBytes,
 		Logger:          c.Logger,
 	})
 	if errors.Is(err, verify.ErrUsage) {

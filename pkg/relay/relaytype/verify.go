@@ -2,6 +2,38 @@ package relaytype
 
 import "time"
 
+// VerifyOptions selects the window Verify audits and bounds its resources.
+type VerifyOptions struct {
+	// From and To bound the window: outbox rows created at or after From
+	// and before To. Required.
+	From, To time.Time
+	// Margin is how far before From the topics are read by record
+	// timestamp. Defaults to 1m; negative means none.
+	Margin time.Duration
+	// Grace: a row created less than this before Verify started and not
+	// yet in Kafka is pending, not missing. Defaults to 1m; negative
+	// means none.
+	Grace time.Duration
+	// FullKeys lists keys, business keys and aggregate IDs whole in the
+	// report; by default they are shortened to a prefix, the length and a
+	// hash (equal keys give equal results), as they are often personal
+	// data.
+	FullKeys bool
+	// List is how many missing rows, duplicates, mismatches and order
+	// breaks the report names (each). Defaults to 20; negative for none.
+	List int
+	// MaxInMemory bounds the entries (rows, records, first deliveries)
+	// each of Verify's three sorts keeps in memory; beyond it they spill
+	// to sorted files in SpillDir. Defaults to 200,000.
+	MaxInMemory int
+	// MaxSpillBytes caps what Verify writes to its spill files; past it,
+	// it fails. Defaults to 10 GiB; negative means no cap.
+	MaxSpillBytes int64
+	// SpillDir holds the spill files, removed before Verify returns.
+	// Defaults to os.TempDir().
+	SpillDir string
+}
+
 // VerifyReport is what Verify found. Counts cover the whole window; the
 // lists name the first VerifyOptions.List of each.
 type VerifyReport struct {

@@ -534,8 +534,12 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 		}
 		u.reason, u.expired = reason, false
 		s.m.TopicUnavailable.WithLabelValues(topic, reason).Set(1)
+		policy := relaytype.UnavailableDeadLetter
+		if s.cfg.StopOnUnavailable {
+			policy = relaytype.UnavailableStop
+		}
 		s.cfg.Logger.Warn("kafka topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts",
-			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "stop_on_unavailable", s.cfg.StopOnUnavailable, "error", e)
+			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", policy, "error", e)
 	}
 	u.last = now
 	s.unavailable[topic] = u

@@ -4,56 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
-
-// SlotStatus is what Status finds. Package relay copies it into
-// relay.SlotStatus, which documents the fields.
-type SlotStatus struct {
-	Slot                string
-	Publication         string
-	Table               string
-	SlotExists          bool
-	PublicationExists   bool
-	PublicationMismatch string
-	PublicationExtra    string
-	Active              bool
-	ActivePID           *int32
-	ConfirmedFlushLSN   string
-	RestartLSN          string
-	CurrentWALLSN       string
-	LagBytes            int64
-	RetainedWALBytes    int64
-	WALStatus           string
-	SafeWALSize         *int64
-
-	ActiveApplicationName string
-	ActiveClientAddr      string
-	ActiveState           string
-	ActiveBackendStart    *time.Time
-	ActiveReplyTime       *time.Time
-
-	OtherSlots []string
-
-	TableExists bool
-	State       *StateStatus
-	Gap         *GapStatus
-	Progress    *sink.ProgressStatus
-	Problems    []string
-}
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
 // the outbox WITH (publish = 'insert', publish_via_partition_root = true))
@@ -63,10 +28,10 @@ type SlotStatus struct {
 // TableFormatDebezium the table must exist: Setup creates only the relay
 // state table next to it. On an existing publication it turns
 // publish_via_partition_root on; one that does not publish exactly the
-// table's inserts (see SlotStatus.PublicationMismatch) is an error wrapping
+// table's inserts (see relaytype.SlotStatus.PublicationMismatch) is an error wrapping
 // ErrPublicationMismatch; one that also publishes updates, deletes or
 // truncates is accepted with a warning, since the relay ignores them.
-func Setup(ctx context.Context, cfg *relayconfig.Config) error {
+func Setup(ctx context.Context, cfg *relaytype.Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
@@ -79,10 +44,10 @@ func Setup(ctx context.Context, cfg *relayconfig.Config) error {
 		return err
 	}
 	c.NoCreate = false
-	if err := slotstate.EnsurePublication(ctx, conn, &c, true); err != nil {
+	if err := slotstate.EnsurePublication(ctx, conn, slotstate.ConfigOf(&c), true); err != nil {
 		return err
 	}
-	_, _, err = slotstate.EnsureSlot(ctx, conn, &c, true)
+	_, _, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(&c), true)
 	return err
 }
 
@@ -90,14 +55,14 @@ func Setup(ctx context.Context, cfg *relayconfig.Config) error {
 // or checks the existing table of another format and creates the relay
 // state table next to it. An existing table is checked before any
 // migration runs: a table of another shape is never altered.
-func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) error {
+func setupTable(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	oid, err := slotstate.TableOID(ctx, conn, table)
 	if err != nil {
 		return err
 	}
 	if oid != 0 {
-		if err := slotstate.CheckTable(ctx, conn, c); err != nil {
+		if err := slotstate.CheckTable(ctx, conn, slotstate.ConfigOf(c)); err != nil {
 			return err
 		}
 	}
@@ -109,10 +74,10 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) erro
 	}
 	if oid == 0 {
 		return fmt.Errorf("%w: %s (with table format %s, relay setup does not create the table: create it as the %s tool expects, "+
-			"or use the pgoutbox format)", relayerr.ErrTableMissing, table, c.TableFormat, c.TableFormat)
+			"or use the pgoutbox format)", relaytype.ErrTableMissing, table, c.TableFormat, c.TableFormat)
 	}
 	if err := migrate.RelayState(ctx, dbdriver.PgxDB(conn), c.Table); err != nil {
-		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(c), err)
+		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(slotstate.ConfigOf(c)), err)
 	}
 	return nil
 }
@@ -120,14 +85,14 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) erro
 // Status reads the slot and publication state from the database and, with
 // cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
 // cfg.ProgressTopic).
-func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
+func Status(ctx context.Context, cfg *relaytype.Config) (*relaytype.SlotStatus, error) {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	table, _ := pgname.Parse(c.Table, "public")
-	st := &SlotStatus{Slot: c.Slot, Publication: c.Publication, Table: table.String()}
+	st := &relaytype.SlotStatus{Slot: c.Slot, Publication: c.Publication, Table: table.String()}
 	row, err := slotstate.ReadSlot(ctx, conn, c.Slot)
 	if err != nil {
 		return nil, err
@@ -147,13 +112,13 @@ func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
 	st.ActiveState = slotstate.Deref(row.State)
 	st.ActiveBackendStart = row.BackendStart
 	st.ActiveReplyTime = row.ReplyTime
-	pub, err := slotstate.InspectPublication(ctx, conn, &c)
+	pub, err := slotstate.InspectPublication(ctx, conn, slotstate.ConfigOf(&c))
 	if err != nil {
 		return nil, err
 	}
 	st.PublicationExists = pub.Exists
 	st.PublicationMismatch, st.PublicationExtra = pub.Mismatch, pub.Extra
-	peers, err := slotstate.PeerSlots(ctx, conn, &c)
+	peers, err := slotstate.PeerSlots(ctx, conn, slotstate.ConfigOf(&c))
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +129,7 @@ func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
 		return nil, err
 	}
 	if c.ExactlyOnce {
-		st.Progress = sink.ReadProgressStatus(ctx, &c)
+		st.Progress = progressStatus(ctx, &c)
 		if st.Progress.Error != "" {
 			st.Problems = append(st.Problems, "exactly-once progress: "+st.Progress.Error)
 		}
@@ -178,7 +143,7 @@ func Status(ctx context.Context, cfg *relayconfig.Config) (*SlotStatus, error) {
 // publication another slot uses (slotstate.PeerSlot.Uses) is an error
 // wrapping ErrPublicationInUse that names it, and nothing is dropped.
 // Missing objects are not errors.
-func Teardown(ctx context.Context, cfg *relayconfig.Config, slotOnly bool) error {
+func Teardown(ctx context.Context, cfg *relaytype.Config, slotOnly bool) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
@@ -196,12 +161,12 @@ func Teardown(ctx context.Context, cfg *relayconfig.Config, slotOnly bool) error
 	case err != nil:
 		return fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
 	case pid != nil:
-		return fmt.Errorf("%w: slot %s is streamed by backend %d; stop the relay first", relayerr.ErrSlotActive, c.Slot, *pid)
+		return fmt.Errorf("%w: slot %s is streamed by backend %d; stop the relay first", relaytype.ErrSlotActive, c.Slot, *pid)
 	default:
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.Slot); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use
-				return fmt.Errorf("%w: slot %s: %s", relayerr.ErrSlotActive, c.Slot, pgErr.Message)
+				return fmt.Errorf("%w: slot %s: %s", relaytype.ErrSlotActive, c.Slot, pgErr.Message)
 			}
 			if !(errors.As(err, &pgErr) && pgErr.Code == "42704") { // dropped meanwhile
 				return fmt.Errorf("relay: drop slot %s: %w", c.Slot, err)
@@ -210,7 +175,7 @@ func Teardown(ctx context.Context, cfg *relayconfig.Config, slotOnly bool) error
 	}
 	// Without its slot the state row would read as a gap at the next
 	// setup: teardown gives the position up on purpose.
-	if _, err := conn.Exec(ctx, `DELETE FROM `+slotstate.StateTable(&c).Sanitize()+` WHERE slot_name = $1`, c.Slot); err != nil {
+	if _, err := conn.Exec(ctx, `DELETE FROM `+slotstate.StateTable(slotstate.ConfigOf(&c)).Sanitize()+` WHERE slot_name = $1`, c.Slot); err != nil {
 		var pgErr *pgconn.PgError
 		if !(errors.As(err, &pgErr) && pgErr.Code == "42P01") { // no state table: nothing to forget
 			return fmt.Errorf("relay: delete state of slot %s: %w", c.Slot, err)
@@ -229,9 +194,9 @@ func Teardown(ctx context.Context, cfg *relayconfig.Config, slotOnly bool) error
 // another slot streams c.Publication or may relay the outbox with it.
 // Dropping it under a streaming relay stops that relay for good: the
 // slot's history predates any publication created again (see
-// slotstate.GapPublicationRecreated).
-func publicationFree(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) error {
-	peers, err := slotstate.PeerSlots(ctx, conn, c)
+// relaytype.GapPublicationRecreated).
+func publicationFree(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error {
+	peers, err := slotstate.PeerSlots(ctx, conn, slotstate.ConfigOf(c))
 	if err != nil {
 		return err
 	}
@@ -245,15 +210,33 @@ func publicationFree(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config)
 		return nil
 	}
 	return fmt.Errorf("%w: publication %s is used by slot %s; nothing dropped. To drop slot %s alone: %s",
-		relayerr.ErrPublicationInUse, c.Publication, slotstate.PeerNames(users), c.Slot, slotstate.TeardownSlotOnly(c.Slot))
+		relaytype.ErrPublicationInUse, c.Publication, slotstate.PeerNames(users), c.Slot, slotstate.TeardownSlotOnly(c.Slot))
 }
 
 // openAdmin applies the defaults of cfg and connects.
-func openAdmin(ctx context.Context, cfg *relayconfig.Config) (relayconfig.Config, *pgx.Conn, error) {
-	c, err := relayconfig.WithDefaults(cfg)
+func openAdmin(ctx context.Context, cfg *relaytype.Config) (relaytype.Config, *pgx.Conn, error) {
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return c, nil, err
 	}
-	conn, err := liveness.Connect(ctx, &c)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	return c, conn, err
+}
+
+// progressStatus reads the exactly-once progress of c's slot from Kafka.
+func progressStatus(ctx context.Context, c *relaytype.Config) *relaytype.ProgressStatus {
+	if err := c.CheckBrokers(); err != nil {
+		return &relaytype.ProgressStatus{Topic: c.ProgressTopic, Error: err.Error()}
+	}
+	id, err := slotstate.Identify(ctx, slotstate.ConfigOf(c))
+	if err != nil {
+		return &relaytype.ProgressStatus{Topic: c.ProgressTopic, Error: err.Error()}
+	}
+	sc := sink.ConfigOf(c, nil)
+	return sink.ReadProgressStatus(ctx, &sc, id.SystemID)
+}
+
+// NewSink is the sink of c counting in m, dead-lettering as c says.
+func NewSink(c *relaytype.Config, m *relaymetrics.Metrics) *sink.Sink {
+	return sink.NewSink(sink.ConfigOf(c, decode.DeadLettersOf(c, m.Invalid)), m)
 }

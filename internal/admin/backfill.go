@@ -11,60 +11,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
-
-// ErrBackfillPruned means rows a recovery needs may have been deleted by
-// pruning: the BackfillPrunedError names the time range.
-var ErrBackfillPruned = errors.New("relay: rows needed for recovery may have been pruned")
-
-// BackfillPrunedError names the creation-time range of outbox rows that
-// recovery would have to publish but that pruning may already have
-// deleted. Recover refuses rather than publish part of it.
-type BackfillPrunedError struct {
-	Slot string
-	// From and To bound the range: rows created at or after From and
-	// before To may be gone.
-	From, To time.Time
-}
-
-// Error names the slot and the exact range.
-func (e *BackfillPrunedError) Error() string {
-	return fmt.Sprintf("relay: cannot recover slot %s: outbox rows created from %s to %s may have been deleted by pruning (prune's high-water mark); "+
-		"events of that range cannot be recovered from the table; to give them up, run relay teardown --yes and relay setup, then relay backfill --since %s",
-		e.Slot, e.From.UTC().Format(time.RFC3339Nano), e.To.UTC().Format(time.RFC3339Nano), e.To.UTC().Format(time.RFC3339))
-}
-
-// Unwrap returns ErrBackfillPruned.
-func (e *BackfillPrunedError) Unwrap() error { return ErrBackfillPruned }
-
-// BackfillOptions is relay.BackfillOptions (which documents the fields):
-// package relay converts it, so both declare the same fields in the same
-// order.
-type BackfillOptions struct {
-	Since         time.Time
-	Until         time.Time
-	AggregateType string
-	Progress      func(published int, createdAt time.Time)
-}
-
-// RecoverResult is relay.RecoverResult (which documents the fields):
-// package relay converts it, so both declare the same fields in the same
-// order.
-type RecoverResult struct {
-	Gap       *slotstate.GapError
-	Since     time.Time
-	Published int
-	InKafka   int
-	SlotLSN   pglogrepl.LSN
-}
 
 // Backfill publishes the outbox rows opts selects, read from the table in
 // one snapshot, ordered by created_at then id (UUIDv7 ids sort by creation),
@@ -73,24 +28,24 @@ type RecoverResult struct {
 // published. Use it to bootstrap or repair a consumer; consumers
 // deduplicate on message-id. Logical messages (EmitTx) are not in the table
 // and are not backfilled.
-func Backfill(ctx context.Context, cfg *relayconfig.Config, opts BackfillOptions) (int, error) {
-	c, err := relayconfig.WithDefaults(cfg)
+func Backfill(ctx context.Context, cfg *relaytype.Config, opts relaytype.BackfillOptions) (int, error) {
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return 0, err
 	}
-	if err := relayconfig.NeedBrokers(&c); err != nil {
+	if err := c.CheckBrokers(); err != nil {
 		return 0, err
 	}
 	if opts.Since.IsZero() {
-		return 0, fmt.Errorf("%w: backfill needs a since time", relayerr.ErrConfig)
+		return 0, fmt.Errorf("%w: backfill needs a since time", relaytype.ErrConfig)
 	}
-	conn, err := liveness.Connect(ctx, &c)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
-	sk := sink.NewSink(&c, m)
+	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
+	sk := NewSink(&c, m)
 	defer sk.Close()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -111,19 +66,19 @@ func Backfill(ctx context.Context, cfg *relayconfig.Config, opts BackfillOptions
 // leaves the gap in place (the state is written last), so Recover can run
 // again.
 //
-// It refuses with a *BackfillPrunedError when pruning may have deleted rows
-// of the needed range. Without a gap it does nothing (RecoverResult.Gap is
+// It refuses with a *relaytype.BackfillPrunedError when pruning may have deleted rows
+// of the needed range. Without a gap it does nothing (relaytype.RecoverResult.Gap is
 // nil).
-func Recover(ctx context.Context, cfg *relayconfig.Config) (*RecoverResult, error) {
-	c, err := relayconfig.WithDefaults(cfg)
+func Recover(ctx context.Context, cfg *relaytype.Config) (*relaytype.RecoverResult, error) {
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if err := relayconfig.NeedBrokers(&c); err != nil {
+	if err := c.CheckBrokers(); err != nil {
 		return nil, err
 	}
-	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
-	sk := sink.NewSink(&c, m)
+	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
+	sk := NewSink(&c, m)
 	defer sk.Close()
 	return RecoverGap(ctx, &c, m, sk)
 }
@@ -136,8 +91,8 @@ const recoverLockKey = "pgoutbox.recover."
 // creates it anew exporting its snapshot, publishes the outbox rows since
 // the last confirmed commit time minus the margin from that snapshot, and
 // records the new slot's state.
-func RecoverGap(ctx context.Context, c *relayconfig.Config, m *relaymetrics.Metrics, sk *sink.Sink) (*RecoverResult, error) {
-	conn, err := liveness.Connect(ctx, c)
+func RecoverGap(ctx context.Context, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink) (*relaytype.RecoverResult, error) {
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -152,24 +107,24 @@ func RecoverGap(ctx context.Context, c *relayconfig.Config, m *relaymetrics.Metr
 	}
 	// The state after the slot, as in slotstate.EnsureSlot: no false gap from a
 	// relay still confirming meanwhile.
-	st, err := slotstate.ReadState(ctx, conn, c)
+	st, err := slotstate.ReadState(ctx, conn, slotstate.ConfigOf(c))
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
-		return nil, fmt.Errorf("%w: no relay state for slot %s: nothing to recover (relay setup creates the slot)", relayerr.ErrSlotMissing, c.Slot)
+		return nil, fmt.Errorf("%w: no relay state for slot %s: nothing to recover (relay setup creates the slot)", relaytype.ErrSlotMissing, c.Slot)
 	}
-	gap, err := slotstate.CheckGap(ctx, c, st, info)
+	gap, err := slotstate.CheckGap(ctx, slotstate.ConfigOf(c), st, info)
 	if err != nil || gap == nil {
-		return &RecoverResult{}, err
+		return &relaytype.RecoverResult{}, err
 	}
-	res := &RecoverResult{Gap: gap, Since: st.Since().Add(-c.BackfillMargin)}
+	res := &relaytype.RecoverResult{Gap: gap, Since: st.Since().Add(-c.BackfillMargin)}
 	if st.PrunedBefore != nil && st.PrunedBefore.After(res.Since) {
-		return nil, &BackfillPrunedError{Slot: c.Slot, From: res.Since, To: *st.PrunedBefore}
+		return nil, &relaytype.BackfillPrunedError{Slot: c.Slot, From: res.Since, To: *st.PrunedBefore}
 	}
 	if info.Exists {
 		if active != nil {
-			return nil, fmt.Errorf("%w: slot %s is streamed by backend %d; stop it first", relayerr.ErrSlotActive, c.Slot, *active)
+			return nil, fmt.Errorf("%w: slot %s is streamed by backend %d; stop it first", relaytype.ErrSlotActive, c.Slot, *active)
 		}
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.Slot); err != nil {
 			return nil, fmt.Errorf("relay: drop slot %s: %w", c.Slot, err)
@@ -183,7 +138,7 @@ func RecoverGap(ctx context.Context, c *relayconfig.Config, m *relaymetrics.Metr
 	}
 	// Everything committed before the snapshot is in Kafka now: that is
 	// the new confirmed commit time.
-	if err := slotstate.WriteNewState(ctx, conn, c, ns, &ns.At); err != nil {
+	if err := slotstate.WriteNewState(ctx, conn, slotstate.ConfigOf(c), ns, &ns.At); err != nil {
 		return nil, err
 	}
 	m.Gap.Reset()
@@ -217,13 +172,13 @@ func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotsta
 // backfillNewSlot creates c.Slot exporting its snapshot and publishes, in
 // that snapshot, the rows created since res.Since; it sets res.SlotLSN and
 // res.Published and returns the new slot.
-func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, m *relaymetrics.Metrics, sk *sink.Sink, res *RecoverResult) (slotstate.NewSlot, error) {
-	rc, err := liveness.ConnectReplication(ctx, c)
+func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink, res *relaytype.RecoverResult) (slotstate.NewSlot, error) {
+	rc, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return slotstate.NewSlot{}, err
 	}
 	defer rc.Close(context.WithoutCancel(ctx))
-	ns, err := slotstate.CreateSlotOn(ctx, rc, c, true)
+	ns, err := slotstate.CreateSlotOn(ctx, rc, slotstate.ConfigOf(c), true)
 	if err != nil {
 		return slotstate.NewSlot{}, err
 	}
@@ -238,7 +193,7 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config,
 		return slotstate.NewSlot{}, fmt.Errorf("relay: recover: import the slot's snapshot: %w", err)
 	}
 	rc.Close(context.WithoutCancel(ctx))
-	opts := BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
+	opts := relaytype.BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
 		c.Logger.Info("recovering: published outbox rows", "slot", c.Slot, "rows", n, "created_at", at)
 	}}
 	held, err := heldInKafka(ctx, tx, c, opts)
@@ -257,18 +212,19 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config,
 
 // backfillTx publishes the rows opts selects, read in tx, through sk,
 // except those held holds (nil: none).
-func backfillTx(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, m *relaymetrics.Metrics, sk *sink.Sink, opts BackfillOptions, held *heldIDs) (int, error) {
+func backfillTx(ctx context.Context, tx pgx.Tx, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink, opts relaytype.BackfillOptions, held *heldIDs) (int, error) {
 	out := backfillBatches{sk: sk, size: c.BatchSize, progress: opts.Progress}
+	dl := decode.DeadLettersOf(c, m.Invalid)
 	err := eachRow(ctx, tx, c, opts, func(ev decode.Event, createdAt time.Time) error {
 		if held.has(&ev) {
 			return nil
 		}
 		if ev.Invalid != nil {
-			if c.OnInvalid == relayconfig.InvalidStop {
+			if c.OnInvalid == relaytype.InvalidStop {
 				m.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
 				return relayerr.Permanent(ev.Invalid)
 			}
-			sink.DeadLetter(c, m, &ev)
+			dl.Shape(&ev)
 		}
 		return out.add(ctx, ev, createdAt)
 	})
@@ -281,7 +237,7 @@ func backfillTx(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, m *relaym
 // eachRow calls fn with the event of each row opts selects, read in tx, in
 // created_at, id order, as the relay builds it from the WAL (an invalid
 // row's event carries Invalid and is not yet a dead letter).
-func eachRow(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, opts BackfillOptions, fn func(ev decode.Event, createdAt time.Time) error) error {
+func eachRow(ctx context.Context, tx pgx.Tx, c *relaytype.Config, opts relaytype.BackfillOptions, fn func(ev decode.Event, createdAt time.Time) error) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	names, l, err := backfillColumns(ctx, tx, table, c.TableFormat)
 	if err != nil {
@@ -293,7 +249,7 @@ func eachRow(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, opts Backfil
 		return fmt.Errorf("relay: backfill: read %s: %w", table, err)
 	}
 	defer rows.Close()
-	dec := decode.NewDecoder(c, nil) // rows come from the table: no relation messages to resolve
+	dec := decode.NewDecoder(decode.ConfigOf(c), nil) // rows come from the table: no relation messages to resolve
 	row := newTextRow(len(names))
 	for rows.Next() {
 		if err := rows.Scan(row.dest...); err != nil {
@@ -332,7 +288,7 @@ func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f table
 // backfillQuery selects the creation time and then every column as text,
 // in the table's order, so that the decoder's layout applies as it does to
 // a pgoutput tuple; ordered by creation time then id.
-func backfillQuery(table pgname.Table, l *decode.Layout, names []string, opts BackfillOptions) (string, []any) {
+func backfillQuery(table pgname.Table, l *decode.Layout, names []string, opts relaytype.BackfillOptions) (string, []any) {
 	cols := make([]string, len(names))
 	for i, n := range names {
 		cols[i] = "o." + pgx.Identifier{n}.Sanitize() + "::text"

@@ -13,8 +13,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A recovery publishes only the rows Kafka does not hold. Before it
@@ -43,7 +43,7 @@ type heldIDs struct {
 }
 
 // heldInKafka reads which rows of opts's range Kafka already holds.
-func heldInKafka(ctx context.Context, tx pgx.Tx, c *relayconfig.Config, opts BackfillOptions) (*heldIDs, error) {
+func heldInKafka(ctx context.Context, tx pgx.Tx, c *relaytype.Config, opts relaytype.BackfillOptions) (*heldIDs, error) {
 	topics := map[string]struct{}{c.DeadLetterTopic: {}}
 	rows := 0
 	err := eachRow(ctx, tx, c, opts, func(ev decode.Event, _ time.Time) error {

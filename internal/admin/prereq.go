@@ -2,50 +2,14 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
-
-// ErrPrerequisites is wrapped by a *PrerequisitesError: the server or the
-// role lacks something the relay needs (wal_level, free slots or WAL
-// senders, REPLICATION, CREATE rights, table ownership).
-var ErrPrerequisites = errors.New("relay: prerequisites not met")
-
-// Problem is relay.Problem (which documents the fields): an alias of the
-// same struct type, so that PrerequisitesError.Problems reads as
-// []relay.Problem.
-type Problem = struct {
-	Check  string
-	Detail string
-	Fix    string
-}
-
-// PrerequisitesError lists every unmet prerequisite at once.
-type PrerequisitesError struct {
-	Problems []Problem
-}
-
-// Error lists the problems, each with its fix, on one line.
-func (e *PrerequisitesError) Error() string {
-	var b strings.Builder
-	b.WriteString(ErrPrerequisites.Error())
-	b.WriteString(":")
-	for i, p := range e.Problems {
-		fmt.Fprintf(&b, " (%d) %s — fix: %s", i+1, p.Detail, p.Fix)
-	}
-	return b.String()
-}
-
-// Unwrap returns ErrPrerequisites.
-func (e *PrerequisitesError) Unwrap() error { return ErrPrerequisites }
 
 // platform is where the server seems to run, from the roles the managed
 // services create.
@@ -68,8 +32,8 @@ const (
 // ownership of the table for a new publication; SELECT, INSERT and UPDATE
 // on the relay state table; SELECT on the table with OnGap backfill and
 // DELETE with PruneAfter. It returns a
-// *PrerequisitesError listing every problem with its fix, or nil.
-func CheckPrerequisites(ctx context.Context, cfg *relayconfig.Config) error {
+// *relaytype.PrerequisitesError listing every problem with its fix, or nil.
+func CheckPrerequisites(ctx context.Context, cfg *relaytype.Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
@@ -81,10 +45,10 @@ func CheckPrerequisites(ctx context.Context, cfg *relayconfig.Config) error {
 // checkPrerequisites is CheckPrerequisites on an open connection. setup
 // checks for Setup, which also creates the table and its migration
 // bookkeeping and never honours NoCreate.
-func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, setup bool) error {
+func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, setup bool) error {
 	table, err := pgname.Parse(c.Table, "public")
 	if err != nil {
-		return fmt.Errorf("%w: %w", relayerr.ErrConfig, err)
+		return fmt.Errorf("%w: %w", relaytype.ErrConfig, err)
 	}
 	f, err := readPrereqFacts(ctx, conn, c, table)
 	if err != nil {
@@ -103,7 +67,7 @@ func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *relayconfig.Conf
 	if len(p.problems) == 0 {
 		return nil
 	}
-	return &PrerequisitesError{Problems: p.problems}
+	return &relaytype.PrerequisitesError{Problems: p.problems}
 }
 
 // prereqFacts is what the server says about itself, the role and the
@@ -124,7 +88,7 @@ type prereqFacts struct {
 	tableSelect, tableDelete          bool
 }
 
-func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, table pgname.Table) (prereqFacts, error) {
+func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, table pgname.Table) (prereqFacts, error) {
 	var s prereqFacts
 	err := conn.QueryRow(ctx, `
 		SELECT current_setting('wal_level'),
@@ -172,17 +136,17 @@ func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config,
 // prereqCheck turns prereqFacts into Problems.
 type prereqCheck struct {
 	f        prereqFacts
-	c        *relayconfig.Config
+	c        *relaytype.Config
 	table    pgname.Table
 	setup    bool // checking for Setup
 	creating bool // a missing publication or slot would be created
 	plat     platform
 	user     string // the role, quoted for a statement
-	problems []Problem
+	problems []relaytype.Problem
 }
 
 func (p *prereqCheck) add(check, detail, fix string) {
-	p.problems = append(p.problems, Problem{check, detail, fix})
+	p.problems = append(p.problems, relaytype.Problem{Check: check, Detail: detail, Fix: fix})
 }
 
 // checkServer checks the settings: wal_level, free slots, free WAL senders.
@@ -277,11 +241,11 @@ func (p *prereqCheck) checkRunRights() {
 		return
 	}
 	if s.stateExists && !s.stateWrite {
-		st := slotstate.StateTable(p.c)
+		st := slotstate.StateTable(slotstate.ConfigOf(p.c))
 		p.add("state table", fmt.Sprintf("role %s may not write the relay state table %s (SELECT, INSERT, UPDATE)", s.user, st),
 			"GRANT SELECT, INSERT, UPDATE ON "+st.Sanitize()+" TO "+user+";")
 	}
-	if s.tableExists && p.c.OnGap == relayconfig.GapBackfill && !s.tableSelect {
+	if s.tableExists && p.c.OnGap == relaytype.GapBackfill && !s.tableSelect {
 		p.add("table rights", fmt.Sprintf("role %s may not read %s, which --on-gap=backfill needs", s.user, table),
 			"GRANT SELECT ON "+table.Sanitize()+" TO "+user+";")
 	}

@@ -4,45 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
-
-// StateStatus is relay.StateStatus (which documents the fields): package
-// relay converts it, so both declare the same fields in the same order.
-type StateStatus struct {
-	SystemIdentifier    string
-	Timeline            int32
-	SlotCreatedLSN      string
-	SlotCreatedAt       time.Time
-	ConfirmedLSN        string
-	ConfirmedCommitTime *time.Time
-	CeilingLSN          string
-	MessagesSeen        bool
-	PrunedBefore        *time.Time
-	UpdatedAt           time.Time
-}
-
-// GapStatus is relay.GapStatus (which documents the fields): package
-// relay converts it, so both declare the same fields in the same order.
-type GapStatus struct {
-	Reason       string
-	Detail       string
-	Since        time.Time
-	ConfirmedLSN string
-	MessagesSeen bool
-	Message      string
-}
 
 // statusHealth fills st's table, state and gap fields and lists its
 // problems.
-func statusHealth(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, st *SlotStatus) error {
+func statusHealth(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, st *relaytype.SlotStatus) error {
 	problem := func(format string, args ...any) { st.Problems = append(st.Problems, fmt.Sprintf(format, args...)) }
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, st.Table).Scan(&st.TableExists); err != nil {
 		return fmt.Errorf("relay: look up table %s: %w", st.Table, err)
@@ -60,14 +32,14 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, st
 	} else if st.PublicationMismatch != "" {
 		problem("%s", st.PublicationMismatch)
 	}
-	rs, err := slotstate.ReadState(ctx, conn, c)
+	rs, err := slotstate.ReadState(ctx, conn, slotstate.ConfigOf(c))
 	switch {
-	case errors.Is(err, relayerr.ErrStateMissing):
-		problem("relay state table %q does not exist (relay setup creates it)", slotstate.StateTable(c).String())
+	case errors.Is(err, relaytype.ErrStateMissing):
+		problem("relay state table %q does not exist (relay setup creates it)", slotstate.StateTable(slotstate.ConfigOf(c)).String())
 	case err != nil:
 		return err
 	case rs != nil:
-		st.State = &StateStatus{
+		st.State = &relaytype.StateStatus{
 			SystemIdentifier: rs.SystemID, Timeline: rs.Timeline, SlotCreatedLSN: rs.CreatedLSN.String(), SlotCreatedAt: rs.CreatedAt,
 			ConfirmedLSN: rs.ConfirmedLSN.String(), ConfirmedCommitTime: rs.ConfirmedAt, CeilingLSN: rs.Ceiling.String(),
 			MessagesSeen: rs.MessagesSeen, PrunedBefore: rs.PrunedBefore, UpdatedAt: rs.UpdatedAt,
@@ -82,14 +54,14 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, st
 				return fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
 			}
 		}
-		gap, err := slotstate.CheckGap(ctx, c, rs, info)
+		gap, err := slotstate.CheckGap(ctx, slotstate.ConfigOf(c), rs, info)
 		if err != nil {
 			// A user without REPLICATION cannot ask the server's
 			// identity; the rest of the status still stands.
 			problem("cannot check for a gap: %v", err)
 		}
 		if gap != nil {
-			st.Gap = &GapStatus{Reason: gap.Reason, Detail: gap.Detail, Since: gap.Since, ConfirmedLSN: gap.ConfirmedLSN.String(),
+			st.Gap = &relaytype.GapStatus{Reason: gap.Reason, Detail: gap.Detail, Since: gap.Since, ConfirmedLSN: gap.ConfirmedLSN.String(),
 				MessagesSeen: gap.MessagesSeen, Message: gap.Error()}
 			problem("%s", gap.Error())
 		}

@@ -18,9 +18,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Reasons of invalid events: the dlq-reason header and the reason label of
@@ -100,7 +99,7 @@ func CheckColumns(table string, f tableformat.TableFormat, names []string, types
 		}
 	}
 	if len(problems) > 0 {
-		return l, fmt.Errorf("%w: %s: %s%s", relayerr.ErrTableColumns, table, strings.Join(problems, "; "), tableformat.CheckShape(f, names))
+		return l, fmt.Errorf("%w: %s: %s%s", relaytype.ErrTableColumns, table, strings.Join(problems, "; "), tableformat.CheckShape(f, names))
 	}
 	return l, nil
 }
@@ -112,9 +111,9 @@ type Event struct {
 	Record kgo.Record
 	// ID is the message ID; uuid.Nil when the row has none that parses.
 	ID      uuid.UUID
-	Invalid *relayerr.InvalidEventError
+	Invalid *relaytype.InvalidEventError
 	// Minimal marks a dead-letter record reduced to the headers that
-	// always fit (see internal/sink's minimalDeadLetter).
+	// always fit (see MinimalDeadLetter).
 	Minimal bool
 	// Tx and Commit are set by the reader: the event's transaction and
 	// its commit time.
@@ -186,7 +185,7 @@ type relationResolver interface {
 // the relation cache; it is not safe for concurrent use.
 type Decoder struct {
 	table           pgname.Table
-	topicTemplate   relayconfig.TopicTemplate
+	topicTemplate   tableformat.TopicTemplate
 	maxMessageBytes int
 	resolve         relationResolver
 	relations       map[uint32]*relation
@@ -217,18 +216,21 @@ type Decoder struct {
 	ceSource    []byte
 }
 
-func NewDecoder(c *relayconfig.Config, res relationResolver) *Decoder {
+// NewDecoder returns a decoder of c's table; res tells the outbox's
+// relation messages from other tables' (nil when rows come from the
+// table itself, as in a backfill).
+func NewDecoder(c Config, res relationResolver) *Decoder {
 	table, _ := pgname.Parse(c.Table, "public")
 	return &Decoder{
 		format:          c.TableFormat,
 		cloudEvents:     c.CloudEvents,
 		ceSource:        []byte(c.CloudEventsSource),
 		table:           table,
-		topicTemplate:   relayconfig.ParseTopicTemplate(c.TopicTemplate),
+		topicTemplate:   tableformat.ParseTopicTemplate(c.TopicTemplate),
 		maxMessageBytes: c.MaxMessageBytes,
 		resolve:         res,
 		relations:       make(map[uint32]*relation),
-		stopOnInvalid:   c.OnInvalid == relayconfig.InvalidStop,
+		stopOnInvalid:   c.StopOnInvalid,
 		logger:          c.Logger,
 		deadLetterTopic: c.DeadLetterTopic,
 		progressTopic:   c.ProgressTopic,
@@ -400,10 +402,10 @@ func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
 		present [tableformat.NumColumns]bool
 		ev      Event
 	)
-	var problem *relayerr.InvalidEventError
+	var problem *relaytype.InvalidEventError
 	fail := func(reason, format string, args ...any) {
 		if problem == nil {
-			problem = &relayerr.InvalidEventError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+			problem = &relaytype.InvalidEventError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 		}
 	}
 	if l.problem != "" {
@@ -513,7 +515,7 @@ func (d *Decoder) foreignEvent(r *relation, cols []TupleColumn) Event {
 	b.WriteByte('}')
 	return Event{
 		Record: kgo.Record{Value: []byte(b.String()), Timestamp: d.CommitTime},
-		Invalid: &relayerr.InvalidEventError{Reason: ReasonNotOutbox, Detail: fmt.Sprintf(
+		Invalid: &relaytype.InvalidEventError{Reason: ReasonNotOutbox, Detail: fmt.Sprintf(
 			"a row of table %s, which the publication publishes but is not the outbox table %s (the value holds its columns as JSON)",
 			r.foreign, d.table)},
 	}
@@ -523,7 +525,7 @@ func (d *Decoder) foreignEvent(r *relation, cols []TupleColumn) Event {
 func (d *Decoder) messageEvent(content []byte) Event {
 	m, err := contract.DecodeLogicalMessage(content)
 	if err != nil {
-		ev := Event{ID: m.ID, Invalid: &relayerr.InvalidEventError{MessageID: m.ID, Reason: ReasonBadMessage, Detail: err.Error()}}
+		ev := Event{ID: m.ID, Invalid: &relaytype.InvalidEventError{MessageID: m.ID, Reason: ReasonBadMessage, Detail: err.Error()}}
 		ev.Record = kgo.Record{Value: content}
 		if m.AggregateID != "" {
 			ev.Record.Key = []byte(m.AggregateID)
@@ -553,7 +555,7 @@ type fields struct {
 // The topic is checked before anything else uses it: an illegal name is
 // never cached, and the record keeps only a bounded excerpt of it (for the
 // dead-letter record's original-topic header and the log line).
-func (d *Decoder) finish(ev Event, f *fields, problem *relayerr.InvalidEventError) Event {
+func (d *Decoder) finish(ev Event, f *fields, problem *relaytype.InvalidEventError) Event {
 	topic, topicErr := d.topic(f.aggregateType, f.eventType, f.topic)
 	// Room for the contract's five headers, the row's, the instance
 	// header (see wal.Stream's stage) and, when on, the CloudEvents
@@ -600,16 +602,16 @@ func (d *Decoder) finish(ev Event, f *fields, problem *relayerr.InvalidEventErro
 	}
 	if problem == nil {
 		if err := contract.CheckKey("business key", string(f.businessKey)); err != nil {
-			problem = &relayerr.InvalidEventError{Reason: ReasonInvalidKey, Detail: err.Error()}
+			problem = &relaytype.InvalidEventError{Reason: ReasonInvalidKey, Detail: err.Error()}
 		} else if topicErr != nil {
-			problem = &relayerr.InvalidEventError{Reason: ReasonBadTopic, Detail: topicErr.Error()}
+			problem = &relaytype.InvalidEventError{Reason: ReasonBadTopic, Detail: topicErr.Error()}
 		} else if len(reserved) > 0 {
 			sort.Strings(reserved)
-			problem = &relayerr.InvalidEventError{Reason: ReasonBadHeaders, Detail: fmt.Sprintf(
+			problem = &relaytype.InvalidEventError{Reason: ReasonBadHeaders, Detail: fmt.Sprintf(
 				"headers name %s, which the relay writes itself (reserved: message-id, business-key, event-type, aggregate-type, aggregate-id, original-topic, relay-instance, pgoutbox-progress, dlq-*)",
 				contract.Excerpt([]byte(strings.Join(reserved, ",")), 128))}
 		} else if n := RecordSize(&ev.Record); n > d.maxMessageBytes {
-			problem = &relayerr.InvalidEventError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}
+			problem = &relaytype.InvalidEventError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}
 		}
 	}
 	if problem != nil {
@@ -720,12 +722,12 @@ type topicCache struct {
 }
 
 // rendered is the topic template rendered for aggregateType and eventType.
-func (c *topicCache) rendered(t *relayconfig.TopicTemplate, aggregateType, eventType []byte) (string, error) {
+func (c *topicCache) rendered(t *tableformat.TopicTemplate, aggregateType, eventType []byte) (string, error) {
 	// The key holds only the fields the template uses.
-	if !t.Uses(relayconfig.EventTypePart) {
+	if !t.Uses(tableformat.EventTypePart) {
 		eventType = nil
 	}
-	if !t.Uses(relayconfig.AggregateTypePart) {
+	if !t.Uses(tableformat.AggregateTypePart) {
 		aggregateType = nil
 	}
 	c.scratch = append(append(binary.AppendUvarint(c.scratch[:0], uint64(len(aggregateType))), aggregateType...), eventType...)

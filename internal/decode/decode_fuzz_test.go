@@ -13,8 +13,8 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // frame joins messages, each prefixed with its uint16 length: one fuzz
@@ -64,12 +64,12 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
-	c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
+	c, err := (&relaytype.Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d := NewDecoder(&c, pgoutputtest.Outbox)
+		d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 		for len(data) >= 2 {
 			n := int(binary.BigEndian.Uint16(data))
 			data = data[2:]

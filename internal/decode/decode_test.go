@@ -9,21 +9,21 @@ import (
 	"testing"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // The seed streams decode to the events and errors a relay acts on.
 func TestDecodeSeeds(t *testing.T) {
 	t.Parallel()
-	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
+	c, _ := (&relaytype.Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
 	type result struct {
 		kinds   []WALKind
 		reasons []string // "" for a valid event
 		errs    int
 	}
 	run := func(stream []byte) result {
-		d := NewDecoder(&c, pgoutputtest.Outbox)
+		d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 		var r result
 		for len(stream) >= 2 {
 			n := int(binary.BigEndian.Uint16(stream))
@@ -51,7 +51,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != "" {
 		t.Fatalf("valid row: %+v", r)
 	}
-	d := NewDecoder(&c, pgoutputtest.Outbox)
+	d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 	var last WALItem
 	for s := seeds[0]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -83,13 +83,13 @@ func TestDecodeSeeds(t *testing.T) {
 	// by default its rows are invalid (bad-columns) instead.
 	const unusable = "relay: outbox table columns unusable: public.outbox: missing column event_type; missing column business_key; missing column payload"
 	stop := c
-	stop.OnInvalid = relayconfig.InvalidStop
-	d = NewDecoder(&stop, pgoutputtest.Outbox)
+	stop.OnInvalid = relaytype.InvalidStop
+	d = NewDecoder(ConfigOf(&stop), pgoutputtest.Outbox)
 	n := int(binary.BigEndian.Uint16(seeds[4]))
-	if _, err := d.Decode(seeds[4][2 : 2+n]); !errors.Is(err, relayerr.ErrTableColumns) || err.Error() != unusable {
+	if _, err := d.Decode(seeds[4][2 : 2+n]); !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != unusable {
 		t.Fatalf("relation with missing columns: %v", err)
 	}
-	d = NewDecoder(&c, pgoutputtest.Outbox)
+	d = NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 	if _, err := d.Decode(seeds[4][2 : 2+n]); err != nil || len(d.relations) != 1 {
 		t.Fatalf("relation with missing columns, dead-letter policy: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != ReasonNotOutbox {
 		t.Fatalf("other table: %+v", r)
 	}
-	d = NewDecoder(&c, pgoutputtest.Outbox)
+	d = NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 	var other WALItem
 	for s := seeds[5]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -118,8 +118,8 @@ func TestDecodeSeeds(t *testing.T) {
 // BenchmarkDecodeInsert decodes one outbox row as the relay's hot path
 // does: the Insert message of a ~300-byte payload into its Kafka record.
 func BenchmarkDecodeInsert(b *testing.B) {
-	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)})
-	d := NewDecoder(&c, pgoutputtest.Outbox)
+	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
+	d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
 	if _, err := d.Decode(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		b.Fatal(err)
 	}
@@ -149,14 +149,14 @@ func TestTopicTemplate(t *testing.T) {
 		for _, at := range []string{"order", "", "{event_type}"} {
 			for _, et := range []string{"order.created", "{aggregate_type}"} {
 				want := strings.NewReplacer("{aggregate_type}", at, "{event_type}", et).Replace(tmpl)
-				if got := string(relayconfig.ParseTopicTemplate(tmpl).Render(nil, []byte(at), []byte(et))); got != want {
+				if got := string(tableformat.ParseTopicTemplate(tmpl).Render(nil, []byte(at), []byte(et))); got != want {
 					t.Errorf("template %q with %q, %q: %q, want %q", tmpl, at, et, got, want)
 				}
 			}
 		}
 	}
 	var c topicCache
-	tmpl := relayconfig.ParseTopicTemplate("{aggregate_type}.{event_type}")
+	tmpl := tableformat.ParseTopicTemplate("{aggregate_type}.{event_type}")
 	for i := range 3 * topicCacheSize {
 		at, et := []byte(strconv.Itoa(i%(2*topicCacheSize))), []byte("e"+strconv.Itoa(i%7))
 		if got, err := c.rendered(&tmpl, at, et); err != nil || got != string(at)+"."+string(et) {

@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -21,13 +20,13 @@ var (
 
 // decodeRow decodes a relation, a begin at commit and one insert of vals
 // into the outbox (OID 16385) with a decoder of c, and returns the event.
-func decodeRow(t *testing.T, c *relayconfig.Config, cols []string, types []uint32, commit time.Time, vals ...[]byte) Event {
+func decodeRow(t *testing.T, c *relaytype.Config, cols []string, types []uint32, commit time.Time, vals ...[]byte) Event {
 	t.Helper()
-	cfg, err := relayconfig.WithDefaults(c)
+	cfg, err := c.WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := NewDecoder(&cfg, pgoutputtest.Outbox)
+	d := NewDecoder(ConfigOf(&cfg), pgoutputtest.Outbox)
 	// pgoutput's commit time: microseconds since 2000-01-01.
 	us := commit.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
 	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", cols, types), pgoutputtest.Begin(100, us, 7)} {
@@ -55,7 +54,7 @@ func headers(m *kgo.Record) map[string]string {
 // null value, and tracingspancontext's traceparent becomes the header.
 func TestDecodeDebeziumRow(t *testing.T) {
 	t.Parallel()
-	c := &relayconfig.Config{DatabaseURL: "x", TableFormat: tableformat.TableFormatDebezium, Logger: slog.New(slog.DiscardHandler)}
+	c := &relaytype.Config{DatabaseURL: "x", TableFormat: tableformat.TableFormatDebezium, Logger: slog.New(slog.DiscardHandler)}
 	id := "4d47e190-0402-4048-bc2c-89dd54343cdc"
 	ev := decodeRow(t, c, debeziumCols, debeziumTypes, time.Unix(1700000000, 0),
 		[]byte(id), []byte("Order"), []byte("1"), []byte("OrderCreated"), []byte(`{"id": 1}`), []byte("2024-01-01 00:00:00+00"),
@@ -78,7 +77,7 @@ func TestDecodeDebeziumRow(t *testing.T) {
 		t.Fatalf("NULL payload: invalid %+v, value %q; want a null value", ev.Invalid, ev.Record.Value)
 	}
 	// Under the pgoutbox format a NULL payload stays invalid.
-	ev = decodeRow(t, &relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}, pgoutputtest.Cols, pgoutputtest.Types, time.Unix(1700000000, 0),
+	ev = decodeRow(t, &relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}, pgoutputtest.Cols, pgoutputtest.Types, time.Unix(1700000000, 0),
 		[]byte(id), []byte("order"), []byte("1"), []byte("t"), []byte("k"), nil, nil, nil, []byte("2024-01-01 00:00:00+00"))
 	if ev.Invalid == nil || ev.Invalid.Reason != ReasonNullColumn {
 		t.Fatalf("pgoutbox NULL payload: %+v", ev.Invalid)
@@ -91,11 +90,11 @@ func TestCheckColumnsNamesTheOtherFormat(t *testing.T) {
 	_, err := CheckColumns("public.outboxevent", tableformat.TableFormatPgoutbox, debeziumCols, debeziumTypes)
 	const want = "relay: outbox table columns unusable: public.outboxevent: missing column aggregate_type; missing column aggregate_id; " +
 		"missing column event_type; missing column business_key (its columns are those of table format debezium: pass --table-format debezium)"
-	if !errors.Is(err, relayerr.ErrTableColumns) || err.Error() != want {
+	if !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != want {
 		t.Fatalf("pgoutbox format on a Debezium table: %v\nwant %s", err, want)
 	}
 	_, err = CheckColumns("public.outbox", tableformat.TableFormatDebezium, pgoutputtest.Cols, pgoutputtest.Types)
-	if !errors.Is(err, relayerr.ErrTableColumns) || err.Error() != "relay: outbox table columns unusable: public.outbox: missing column aggregatetype; "+
+	if !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != "relay: outbox table columns unusable: public.outbox: missing column aggregatetype; "+
 		"missing column aggregateid; missing column type (its columns are those of table format pgoutbox: pass --table-format pgoutbox)" {
 		t.Fatalf("Debezium format on a pgoutbox table: %v", err)
 	}
@@ -110,7 +109,7 @@ func TestCheckColumnsNamesTheOtherFormat(t *testing.T) {
 // bad-headers.
 func TestCloudEventsHeaders(t *testing.T) {
 	t.Parallel()
-	c := &relayconfig.Config{DatabaseURL: "x", CloudEvents: true, CloudEventsSource: "urn:example:orders", Logger: slog.New(slog.DiscardHandler)}
+	c := &relaytype.Config{DatabaseURL: "x", CloudEvents: true, CloudEventsSource: "urn:example:orders", Logger: slog.New(slog.DiscardHandler)}
 	id := "018f4d2e-8b1c-7a3e-9f00-0123456789ab"
 	commit := time.Date(2026, 3, 4, 5, 6, 7, 891234000, time.FixedZone("CET", 3600))
 	row := func(payloadType uint32, headers string) Event {
@@ -159,7 +158,7 @@ func TestDefaultCloudEventsSource(t *testing.T) {
 		{"postgres://u:secret@db.example:5432/shop?sslmode=disable", "", "/pgoutbox/shop/public.outbox"},
 		{"host=db dbname='my db' password=secret", "sales.outboxevent", "/pgoutbox/my%20db/sales.outboxevent"},
 	} {
-		c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: tc.url, Table: tc.table, CloudEvents: true})
+		c, err := (&relaytype.Config{DatabaseURL: tc.url, Table: tc.table, CloudEvents: true}).WithDefaults()
 		if err != nil || c.CloudEventsSource != tc.want {
 			t.Errorf("%s %s: source %q (%v), want %q", tc.url, tc.table, c.CloudEventsSource, err, tc.want)
 		}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
@@ -18,7 +17,7 @@ const cacheTopics = 2000
 func TestTopicCacheBounded(t *testing.T) {
 	t.Parallel()
 	var c topicCache
-	tmpl := relayconfig.ParseTopicTemplate(tableformat.DefaultTopicTemplate)
+	tmpl := tableformat.ParseTopicTemplate(tableformat.DefaultTopicTemplate)
 	huge := []byte(strings.Repeat("x", 300_000))
 	for i := range cacheTopics {
 		copy(huge, fmt.Sprintf("%08d", i))

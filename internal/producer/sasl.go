@@ -8,32 +8,30 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// SASL mechanism names, as Kafka spells them.
+// SASL mechanism names, as Kafka spells them (relaytype declares them).
 const (
-	MechanismPlain       = "PLAIN"
-	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
-	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
-	MechanismOAuthBearer = "OAUTHBEARER"
-	MechanismAWSMSKIAM   = "AWS_MSK_IAM"
+	MechanismPlain       = relaytype.SASLPlain
+	MechanismSCRAMSHA256 = relaytype.SASLSCRAMSHA256
+	MechanismSCRAMSHA512 = relaytype.SASLSCRAMSHA512
+	MechanismOAuthBearer = relaytype.SASLOAuthBearer
+	MechanismAWSMSKIAM   = relaytype.SASLAWSMSKIAM
 )
 
 // Mechanisms lists the SASL mechanisms the relay speaks.
-var Mechanisms = []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512, MechanismOAuthBearer, MechanismAWSMSKIAM}
+var Mechanisms = relaytype.SASLMechanisms
 
-// SASL is a SASL mechanism and its credentials (relay.SASL converts to it).
-type SASL struct {
-	Mechanism    string
-	Username     string
-	Password     string
-	TokenFile    string
-	SessionToken string
-}
+// SASL is a SASL mechanism and its credentials: relay.SASL's fields,
+// declared once in relaytype (which documents them); a defined type of
+// it, so that the client's methods can hang on it and a *relay.SASL
+// converts to it as it is.
+type SASL relaytype.SASL
 
 // errNoToken is the error of an OAUTHBEARER token file holding nothing.
 var errNoToken = errors.New("the OAUTHBEARER token file is empty")

@@ -10,8 +10,8 @@ import (
 // memoryLimit is the soft memory limit `relay run` gives the Go runtime
 // for a buffer of bufferBytes: the buffer (the records queued or being
 // written) and half as much again for the garbage of those already
-// written, plus 32 MiB for the runtime, the decoder and kafka-go's request
-// buffers. Without it the heap grows to about twice its live size between
+// written, plus 32 MiB for the runtime, the decoder and the Kafka client's
+// (franz-go's) produce requests and connection buffers. Without it the heap grows to about twice its live size between
 // two collections, which with large records is most of the process's
 // memory.
 func memoryLimit(bufferBytes int) int64 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -47,7 +46,7 @@ func pingDatabase(ctx context.Context, url string) error {
 func pingBrokers(ctx context.Context, cfg *relay.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
-	err := producer.Ping(ctx, producer.Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: (*producer.SASL)(cfg.SASL)})
+	err := relay.PingBrokers(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("kafka unreachable (%s): %w", strings.Join(cfg.Brokers, ","), err)
 	}

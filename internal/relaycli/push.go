@@ -14,7 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
-	"github.com/pgoutbox/pgoutbox/internal/verify"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // relay verify --pushgateway: the gauges go to a Prometheus Pushgateway
@@ -54,7 +54,7 @@ type pusher struct {
 // newPusher reads the Pushgateway flags; nil when --pushgateway is not
 // set. The URL must name its scheme, https unless --pushgateway-insecure,
 // and hold no credentials.
-func newPusher(c *cli.Context, sc *scrubber, m *verify.Metrics, table string) (*pusher, error) {
+func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table string) (*pusher, error) {
 	raw := c.String(flagPushgateway)
 	if raw == "" {
 		return nil, nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
-	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -90,18 +89,18 @@ func verifyFlags() []cli.Flag {
 		str(flagFrom, "window start, RFC 3339 time or a duration meaning that long ago (instead of --since)"),
 		str(flagTo, "window end, RFC 3339 time or a duration meaning that long ago (default: now)"),
 		&cli.BoolFlag{Name: flagJSON, Category: catVerify, EnvVars: envVar(flagJSON), Usage: "print the report as JSON"},
-		&cli.IntFlag{Name: flagList, Category: catVerify, EnvVars: envVar(flagList), Value: verify.DefaultList,
+		&cli.IntFlag{Name: flagList, Category: catVerify, EnvVars: envVar(flagList), Value: relay.DefaultVerifyList,
 			Usage: "how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"},
-		dur(flagMargin, verify.DefaultMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
-		dur(flagGrace, verify.DefaultGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
+		dur(flagMargin, relay.DefaultVerifyMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
+		dur(flagGrace, relay.DefaultVerifyGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
 		&cli.BoolFlag{Name: flagFullKeys, Category: catVerify, EnvVars: envVar(flagFullKeys),
 			Usage: "list keys, business keys and aggregate IDs whole (default: a prefix, the length and a hash: they are often personal data)"},
 		&cli.BoolFlag{Name: flagAllowEmpty, Category: catVerify, EnvVars: envVar(flagAllowEmpty),
 			Usage: "a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"},
-		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: verify.DefaultMaxInMemory,
+		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: relay.DefaultVerifyMaxInMemory,
 			Usage: "most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"},
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
-		&cli.GenericFlag{Name: flagMaxSpill, Category: catVerify, EnvVars: envVar(flagMaxSpill), Value: cliutil.NewSize(verify.DefaultMaxSpillBytes),
+		&cli.GenericFlag{Name: flagMaxSpill, Category: catVerify, EnvVars: envVar(flagMaxSpill), Value: cliutil.NewSize(relay.DefaultVerifyMaxSpillBytes),
 			Usage: "most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"},
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
 		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL (https://HOST:PORT) after each run, grouped by job and table; a failed push fails the run"),
@@ -120,7 +119,7 @@ type verifyRun struct {
 	since      time.Duration // the sliding window's length; 0 for a fixed window
 	every      time.Duration
 	allowEmpty bool
-	metrics    *verify.Metrics
+	metrics    *relay.VerifyMetrics
 	push       *pusher // nil without --pushgateway
 }
 
@@ -145,8 +144,7 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 		return nil, err
 	}
 
-	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery), allowEmpty: c.Bool(flagAllowEmpty), metrics: verify.NewMetrics(cfg.Table)}
-	v.metrics.AllowEmpty = v.allowEmpty
+	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery), allowEmpty: c.Bool(flagAllowEmpty), metrics: relay.NewVerifyMetrics(cfg.Table, c.Bool(flagAllowEmpty))}
 	if v.push, err = newPusher(c, sc, v.metrics, cfg.Table); err != nil {
 		return nil, err
 	}
@@ -269,12 +267,12 @@ func (alwaysReady) Standby() bool { return false }
 // once verifies the window once, prints the report, exports the gauges,
 // and returns the verdict as an error (exit 1) when a row is not
 // accounted for.
-func (v *verifyRun) once(c *cli.Context, m *verify.Metrics, reg *prometheus.Registry) error {
+func (v *verifyRun) once(c *cli.Context, m *relay.VerifyMetrics, reg *prometheus.Registry) error {
 	rep, err := relay.Verify(c.Context, v.cfg, v.opts)
 	if errors.Is(err, relay.ErrConfig) {
 		return usagef("%v", err)
 	}
-	m.Set((*verify.Report)(rep), err)
+	m.Set(rep, err)
 	// The result must arrive: a failed export fails the run, even a
 	// clean one (the alerts on the gauges would never fire).
 	merr := v.export(c, reg)

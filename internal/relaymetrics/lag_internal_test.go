@@ -8,8 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 )
 
 // The slot gauges map each reading of pg_replication_slots, including the
@@ -17,7 +16,7 @@ import (
 // safe_wal_size, a dropped slot).
 func TestSlotMetricsSet(t *testing.T) {
 	t.Parallel()
-	var l liveness.Live
+	var l pgconnect.Live
 	m := newSlotMetrics("s", &l)
 	reg := prometheus.NewPedanticRegistry()
 	for _, c := range m.collectors() {
@@ -25,7 +24,7 @@ func TestSlotMetricsSet(t *testing.T) {
 	}
 	ptr := func(v int64) *int64 { return &v }
 	lost := "lost"
-	m.Set(slotstate.SlotRow{Exists: true, Active: true, Lag: ptr(100), Retained: ptr(200), WALStatus: &lost, SafeWALSize: ptr(-5)})
+	m.Set(SlotReading{Exists: true, Active: true, Lag: ptr(100), Retained: ptr(200), WALStatus: lost, SafeWALSize: ptr(-5)})
 	if got := value(t, m.walStatus.WithLabelValues("s", "lost")); got != 1 {
 		t.Errorf("wal_status{lost} = %v, want 1", got)
 	}
@@ -40,14 +39,14 @@ func TestSlotMetricsSet(t *testing.T) {
 	if n := count(t, m.safeWALSize); n != 1 {
 		t.Fatalf("%d safe_wal_size series", n)
 	}
-	m.Set(slotstate.SlotRow{Exists: true, Lag: ptr(1), Retained: ptr(2), WALStatus: &lost})
+	m.Set(SlotReading{Exists: true, Lag: ptr(1), Retained: ptr(2), WALStatus: lost})
 	if n := count(t, m.safeWALSize); n != 0 {
 		t.Errorf("safe_wal_size still exported after it became NULL")
 	}
 	if got := value(t, m.active.WithLabelValues("s")); got != 0 {
 		t.Errorf("active = %v, want 0", got)
 	}
-	m.Set(slotstate.SlotRow{Exists: false})
+	m.Set(SlotReading{Exists: false})
 	for _, v := range []*prometheus.GaugeVec{m.lagBytes, m.retained, m.walStatus, m.safeWALSize} {
 		if n := count(t, v); n != 0 {
 			t.Errorf("%d series left for a dropped slot", n)

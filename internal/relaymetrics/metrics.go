@@ -3,7 +3,6 @@ package relaymetrics
 import (
 	"sync"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -31,7 +30,9 @@ type Metrics struct {
 	byTopic map[string]prometheus.Counter
 }
 
-func NewMetrics(slot string, l *liveness.Live) *Metrics {
+// NewMetrics returns the metrics of the relay of slot, unregistered; l
+// gives the gauges read live.
+func NewMetrics(slot string, l Clock) *Metrics {
 	const ns, sub = "pgoutbox", "relay"
 	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	return &Metrics{

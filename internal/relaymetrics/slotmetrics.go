@@ -1,10 +1,23 @@
 package relaymetrics
 
-import (
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/slotstate"
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
+
+// Clock is what the relay's liveness clock (pgconnect.Live) tells the
+// gauges read live; the metrics import no stage.
+type Clock interface {
+	LagSeconds() float64
+	SinceLastAck() float64
+	SinceServer() float64
+	IsLeader() bool
+}
+
+// SlotReading is one reading of the slot's row of pg_replication_slots,
+// as the gauges show it; nil figures are NULL.
+type SlotReading struct {
+	Exists, Active             bool
+	Lag, Retained, SafeWALSize *int64
+	WALStatus                  string
+}
 
 // walStatuses are the values of pg_replication_slots.wal_status.
 var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
@@ -24,7 +37,7 @@ type SlotMetrics struct {
 	leader       prometheus.GaugeFunc
 }
 
-func newSlotMetrics(slot string, l *liveness.Live) *SlotMetrics {
+func newSlotMetrics(slot string, l Clock) *SlotMetrics {
 	const ns, sub = "pgoutbox", "relay"
 	vec := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help},
@@ -57,7 +70,7 @@ func newSlotMetrics(slot string, l *liveness.Live) *SlotMetrics {
 			l.SinceServer),
 		leader: fn("leader", "1 while this relay streams the slot, 0 while it is a standby or disconnected.",
 			func() float64 {
-				if l.Leader.Load() {
+				if l.IsLeader() {
 					return 1
 				}
 				return 0
@@ -71,7 +84,7 @@ func (m *SlotMetrics) collectors() []prometheus.Collector {
 }
 
 // Set records one reading of the slot.
-func (m *SlotMetrics) Set(r slotstate.SlotRow) {
+func (m *SlotMetrics) Set(r SlotReading) {
 	if !r.Exists {
 		// No figures for a slot that is not there.
 		for _, v := range []*prometheus.GaugeVec{m.lagBytes, m.retained, m.walStatus, m.safeWALSize} {
@@ -92,7 +105,7 @@ func (m *SlotMetrics) Set(r slotstate.SlotRow) {
 	setOrDelete(m.safeWALSize, r.SafeWALSize)
 	for _, s := range walStatuses {
 		v := 0.0
-		if s == slotstate.Deref(r.WALStatus) {
+		if s == r.WALStatus {
 			v = 1
 		}
 		m.walStatus.WithLabelValues(m.slot, s).Set(v)

@@ -3,6 +3,14 @@
 // tells the ack tracker what Kafka acknowledged, and dead-letters the
 // records that cannot be published.
 //
+// Sink.Run reads collect → publish → ack: a collector gathers a batch from
+// the queue, and the session's publisher, one of two halves, writes it and
+// says what to acknowledge. atLeastOnce (sink.go) writes with the
+// idempotent producer, retrying failed records in place, and acknowledges
+// the whole batch; transactional (exactlyonce.go) writes the batch into
+// a Kafka transaction with a progress record and acknowledges only what a
+// commit made visible.
+//
 // # Ordering
 //
 // Per aggregate, Kafka order equals commit order while nothing fails: one
@@ -58,15 +66,16 @@
 // ID and bounded excerpts (never a whole value). Its headers are bounded
 // whatever the row holds: dlq-detail to 1,024 bytes, original-topic to 249
 // (a longer, illegal topic is cut), every other header's value to
-// MaxDeadLetterHeaderBytes (4,096) and its name to
-// MaxDeadLetterHeaderNameBytes (256; a header with a longer name is left
+// decode.MaxDeadLetterHeaderBytes (4,096) and its name to
+// decode.MaxDeadLetterHeaderNameBytes (256; a header with a longer name is left
 // out). What was cut or left out is named in a dlq-truncated header (a
 // header's name, original-topic, key, value, headers). Its size is checked
 // last: over MaxMessageBytes it loses its value, then its key, then becomes
 // the minimal record: no key, no value, only message-id, dlq-reason,
 // dlq-detail (saying why), original-topic and dlq-truncated. A dead-letter
 // record Kafka refuses for good is sent again as the minimal record. It
-// keeps its place in the batch. With InvalidStop, Run returns an
+// keeps its place in the batch. (The shaping is decode.DeadLetters: the
+// WAL reader and backfill call it, the sink only for what Kafka refuses.) With InvalidStop, Run returns an
 // *InvalidEventError naming the message ID and reason, and the transaction
 // holding it is not confirmed.
 //

@@ -16,10 +16,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
-	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Exactly-once mode (Config.ExactlyOnce): each flush of the sink is one
@@ -79,11 +78,7 @@ type History struct {
 	SlotCreatedLSN pglogrepl.LSN
 }
 
-// HistoryOf is the history st records.
-func HistoryOf(st *slotstate.RelayState) History {
-	return History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN}
-}
-
+// String names the server, the timeline and the slot creation.
 func (h History) String() string {
 	return fmt.Sprintf("system %s, timeline %d, slot created at %s", h.SystemID, h.Timeline, h.SlotCreatedLSN)
 }
@@ -100,6 +95,8 @@ type eosState struct {
 	open    bool         // a Kafka transaction is open
 	began   time.Time    // when it began
 	acks    []pendingAck // what it holds, acknowledged at its commit
+	// committed is set when the last publish committed the transaction.
+	committed bool
 	// lastEnd and lastCommit are the end LSN and commit time of the
 	// last WAL transaction written whole; part is how much of the
 	// following one was written (Seq 0: none).
@@ -161,7 +158,7 @@ var errTxnAborted = errors.New("relay: exactly-once: kafka transaction aborted")
 // committed progress that may be trusted (zero when none): written by a
 // relay, for h, and not past walEnd, the server's current WAL position.
 func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.LSN) (Progress, error) {
-	c := s.cfg
+	c := &s.cfg
 	key := ProgressKey(h.SystemID, c.Slot)
 	if s.eos == nil || s.eos.key != key {
 		s.eos = &eosState{key: key, redo: make(map[decode.Position]refusal)}
@@ -194,7 +191,7 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.
 
 // progressTopicError is the session's error for a progress topic that
 // could not be looked up, created or used (EnsureCompactedTopic's err).
-func progressTopicError(c *relayconfig.Config, err error) error {
+func progressTopicError(c *Config, err error) error {
 	t := c.ProgressTopic
 	var ke *kerr.Error
 	switch {
@@ -205,19 +202,19 @@ func progressTopicError(c *relayconfig.Config, err error) error {
 			"partitions cannot be removed: give --progress-topic a new name (the relay creates it), or delete the topic "+
 			"(kafka-topics.sh --bootstrap-server BROKER --delete --topic %s) and let the relay create it "+
 			"(each slot's next start then republishes what its state row does not record: duplicates, no loss)",
-			relayerr.ErrConfig, t, err, t, t))
+			relaytype.ErrConfig, t, err, t, t))
 	case !errors.As(err, &ke):
 		return fmt.Errorf("relay: exactly-once: look up the progress topic %s: %w", t, err)
 	}
 	return relayerr.Permanent(fmt.Errorf("%w: exactly-once: cannot create the progress topic %s (create it with one partition and cleanup.policy=compact, or grant the relay CreateTopics on it): %w",
-		relayerr.ErrConfig, t, err))
+		relaytype.ErrConfig, t, err))
 }
 
 // readProgress reads key's last progress record written by a relay
 // (read_committed), zero when there is none. Records of the key without
 // HeaderProgress are skipped, each logged and counted in ignored (when
 // set), as is an unreadable one.
-func readProgress(ctx context.Context, c *relayconfig.Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
+func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
 	count := func(reason string) {
 		if ignored != nil {
 			ignored.WithLabelValues(reason).Inc()
@@ -260,7 +257,7 @@ func readProgress(ctx context.Context, c *relayconfig.Config, ignored *prometheu
 // trustProgress is the part of p a session may skip through: p when it
 // belongs to history h and is not past walEnd, zero (skip nothing beyond
 // the state row) otherwise, with a warning and a count.
-func trustProgress(c *relayconfig.Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
+func trustProgress(c *Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
 	if p.EndLSN == "" {
 		return Progress{}
 	}
@@ -326,36 +323,14 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 		Headers: []kgo.RecordHeader{{Key: contract.HeaderProgress, Value: []byte(progressFormat)}}}
 }
 
-// ProgressStatus is relay.ProgressStatus (which documents the fields):
-// package relay converts it, so both declare the same fields in the same
-// order.
-type ProgressStatus struct {
-	Topic        string     `json:"topic"`
-	Key          string     `json:"key"`
-	Found        bool       `json:"found"`
-	CommittedLSN string     `json:"committed_lsn,omitempty"`
-	CommitTime   *time.Time `json:"commit_time,omitempty"`
-	Error        string     `json:"error,omitempty"`
-}
-
-// ReadProgressStatus reads the slot's committed progress for Status; a
-// failure is reported in the result's Error.
-func ReadProgressStatus(ctx context.Context, c *relayconfig.Config) *ProgressStatus {
-	ps := &ProgressStatus{Topic: c.ProgressTopic}
-	fail := func(err error) { ps.Error = err.Error() }
-	if err := relayconfig.NeedBrokers(c); err != nil {
-		fail(err)
-		return ps
-	}
-	id, err := slotstate.Identify(ctx, c)
-	if err != nil {
-		fail(err)
-		return ps
-	}
-	ps.Key = ProgressKey(id.SystemID, c.Slot)
+// ReadProgressStatus reads the committed progress of c's slot on the
+// server of system identifier systemID, for Status; a failure is reported
+// in the result's Error.
+func ReadProgressStatus(ctx context.Context, c *Config, systemID string) *relaytype.ProgressStatus {
+	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(systemID, c.Slot)}
 	p, err := readProgress(ctx, c, nil, ps.Key)
 	if err != nil {
-		fail(err)
+		ps.Error = err.Error()
 		return ps
 	}
 	if got, err := p.parse(); err == nil && p.EndLSN != "" {
@@ -377,7 +352,7 @@ func ReadProgressStatus(ctx context.Context, c *relayconfig.Config) *ProgressSta
 // only the relay streaming the slot can commit.
 func (s *Sink) txnError(what string, err error) error {
 	if isFenced(err) {
-		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relayerr.ErrFenced, what, s.cfg.TransactionTimeout, err)
+		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relaytype.ErrFenced, what, s.cfg.Producer.TransactionTimeout, err)
 	}
 	return fmt.Errorf("%w: %s: %w", errTxnAborted, what, err)
 }
@@ -387,6 +362,38 @@ func (s *Sink) txnError(what string, err error) error {
 func isFenced(err error) bool {
 	return errors.Is(err, producer.ErrFenced) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.TransactionAbortable)
+}
+
+// transactional is the exactly-once publisher: publishTxn, then what a
+// commit made visible is acknowledged (nothing while a WAL transaction
+// goes on in the next batch).
+type transactional struct{ *Sink }
+
+func (p transactional) publish(ctx context.Context, batch []decode.Event) error {
+	committed, err := p.publishTxn(ctx, batch)
+	p.eos.committed = committed
+	return err
+}
+
+func (p transactional) ack(_ []decode.Event, tr *acktrack.Tracker) {
+	if p.eos.committed {
+		p.acknowledgeTxn(tr)
+	}
+}
+
+// txnBatch is a batch as one produce call of a transaction: its records,
+// the batch index of each (-1 for the progress record), and where the
+// transaction stands after it.
+type txnBatch struct {
+	recs       []*kgo.Record
+	idx        []int
+	lastEnd    uint64
+	lastCommit time.Time
+	part       decode.Position
+	// ends is set when the batch ends at the end of a WAL transaction,
+	// split when the Kafka transaction is to be committed inside one; either
+	// way the progress record is the last record.
+	ends, split bool
 }
 
 // publishTxn writes batch into the open Kafka transaction (beginning one
@@ -408,61 +415,95 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 		}
 		e.open, e.began = true, time.Now()
 	}
-	recs := s.recs[:0]
-	defer func() { clear(recs); s.recs = recs[:0] }()
-	idx := make([]int, 0, len(batch)+1) // batch index of each record; -1 for the progress record
-	lastEnd, lastCommit, part := e.lastEnd, e.lastCommit, e.part
+	tb, err := s.txnRecords(batch)
+	defer func() { clear(tb.recs); s.recs = tb.recs[:0] }()
+	if err != nil {
+		return false, err
+	}
+	if err := s.produceTxn(ctx, batch, &tb); err != nil {
+		return false, err
+	}
+	e.lastEnd, e.lastCommit, e.part = tb.lastEnd, tb.lastCommit, tb.part
+	e.hold(batch)
+	if !tb.ends && !tb.split {
+		return false, nil // a WAL transaction goes on in the next batch
+	}
+	if err := s.commitTxn(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// txnRecords lays batch out as one produce call: its records in order
+// (dead-lettering in place those a former session saw refused for good),
+// and the progress record when the Kafka transaction is to be committed.
+func (s *Sink) txnRecords(batch []decode.Event) (txnBatch, error) {
+	e := s.eos
+	tb := txnBatch{recs: s.recs[:0], idx: make([]int, 0, len(batch)+1), lastEnd: e.lastEnd, lastCommit: e.lastCommit, part: e.part}
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Marker {
-			lastEnd, lastCommit, part = ev.EndLSN, ev.Commit, decode.Position{}
+			tb.lastEnd, tb.lastCommit, tb.part = ev.EndLSN, ev.Commit, decode.Position{}
 			continue
 		}
 		if r, ok := e.redo[ev.Pos]; ok && r.due() {
 			delete(e.redo, ev.Pos)
 			if err := s.reject(ev, &recordState{}, r.err); err != nil {
-				return false, err
+				return tb, err
 			}
 		}
-		part = decode.Position{Final: ev.Pos.Final, Seq: ev.Pos.Seq + 1}
-		recs = append(recs, &ev.Record)
-		idx = append(idx, i)
+		tb.part = decode.Position{Final: ev.Pos.Final, Seq: ev.Pos.Seq + 1}
+		tb.recs = append(tb.recs, &ev.Record)
+		tb.idx = append(tb.idx, i)
 	}
-	ends := len(batch) > 0 && batch[len(batch)-1].Marker
+	tb.ends = len(batch) > 0 && batch[len(batch)-1].Marker
 	// Commit inside a WAL transaction before the brokers time the Kafka
 	// transaction out (they abort it at TransactionTimeout).
-	split := !ends && time.Since(e.began) >= s.cfg.TransactionTimeout/2
-	if ends || split {
-		recs = append(recs, s.progressRecord(lastEnd, lastCommit, part))
-		idx = append(idx, -1)
+	tb.split = !tb.ends && time.Since(e.began) >= s.cfg.Producer.TransactionTimeout/2
+	if tb.ends || tb.split {
+		tb.recs = append(tb.recs, s.progressRecord(tb.lastEnd, tb.lastCommit, tb.part))
+		tb.idx = append(tb.idx, -1)
 	}
+	return tb, nil
+}
+
+// produceTxn writes tb's records in one produce call, guarded, and judges
+// them: a failed record aborts the transaction (the error ends the
+// session). It counts the outbox records published.
+func (s *Sink) produceTxn(ctx context.Context, batch []decode.Event, tb *txnBatch) error {
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
-			return false, err // the session ends; close aborts the transaction
+			return err // the session ends; close aborts the transaction
 		}
 	}
 	start := time.Now()
-	errs, err := s.prod.Produce(ctx, recs)
+	errs, err := s.prod.Produce(ctx, tb.recs)
 	end := time.Now()
 	s.m.PublishDuration.Observe(end.Sub(start).Seconds())
 	if err != nil {
-		return false, err
+		return err
 	}
-	failed, err := s.txnRecordsFailed(batch, idx, errs)
+	failed, err := s.txnRecordsFailed(batch, tb.idx, errs)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if relaytrace.Written != nil {
-		relaytrace.Written(recs, start, end, failed)
+		relaytrace.Written(tb.recs, start, end, failed)
 	}
 	if failed != nil {
-		return false, s.abort(ctx, failed)
+		return s.abort(ctx, failed)
 	}
-	if ends || split {
+	recs := tb.recs
+	if tb.ends || tb.split {
 		recs, errs = recs[:len(recs)-1], errs[:len(errs)-1] // not an outbox row's
 	}
 	s.countPublished(recs, errs)
-	e.lastEnd, e.lastCommit, e.part = lastEnd, lastCommit, part
+	return nil
+}
+
+// hold adds batch's events to what the open transaction holds, to be
+// acknowledged at its commit.
+func (e *eosState) hold(batch []decode.Event) {
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Marker {
@@ -477,22 +518,24 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 			e.acks = append(e.acks, pendingAck{tx: ev.Tx, n: 1, commit: ev.Commit})
 		}
 	}
-	if !ends && !split {
-		return false, nil // a WAL transaction goes on in the next batch
-	}
+}
+
+// commitTxn commits the open transaction, guarded.
+func (s *Sink) commitTxn(ctx context.Context) error {
+	e := s.eos
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
-			return false, err
+			return err
 		}
 	}
-	err = s.prod.Commit(ctx)
+	err := s.prod.Commit(ctx)
 	e.open = false
 	if err != nil {
 		e.acks = e.acks[:0]
-		return false, s.txnError("commit", err)
+		return s.txnError("commit", err)
 	}
 	s.m.ProgressLSN.Set(float64(e.lastEnd))
-	return true, nil
+	return nil
 }
 
 // txnRecordsFailed judges the per-record errors errs of a transactional
@@ -518,7 +561,7 @@ func (s *Sink) txnRecordsFailed(batch []decode.Event, idx []int, errs []error) (
 		ev := &batch[idx[n]]
 		switch v := relayerr.Classify(rerr); v {
 		case relayerr.Fatal:
-			return nil, relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrKafkaAuth, rerr))
+			return nil, relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrKafkaAuth, rerr))
 		case relayerr.TopicUnavailable:
 			expired, err := s.topicUnavailable(ev, rerr)
 			if err != nil {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A progress record the sink writes is trusted back for its own history
@@ -22,12 +22,12 @@ import (
 // under its reason.
 func TestTrustProgress(t *testing.T) {
 	t.Parallel()
-	c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Slot: "s", Logger: slog.New(slog.DiscardHandler)})
+	c, err := (&relaytype.Config{DatabaseURL: "x", Slot: "s", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := History{SystemID: "7", Timeline: 2, SlotCreatedLSN: 0x100}
-	s := &Sink{cfg: &c, eos: &eosState{key: ProgressKey(h.SystemID, "s"), history: h}}
+	s := &Sink{cfg: ConfigOf(&c, nil), eos: &eosState{key: ProgressKey(h.SystemID, "s"), history: h}}
 	commit := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
 	rec := s.progressRecord(0x500, commit, decode.Position{Final: 0x600, Seq: 3})
 	if len(rec.Headers) != 1 || rec.Headers[0].Key != contract.HeaderProgress || string(rec.Key) != "pgoutbox-relay/7/s" {
@@ -54,12 +54,12 @@ func TestTrustProgress(t *testing.T) {
 		{"unparsable", func(p *progress) { p.EndLSN = "x" }, h, 0x1000, Progress{}, "unreadable"},
 		{"none", func(p *progress) { *p = progress{} }, h, 0x1000, Progress{}, ""},
 	} {
-		m := relaymetrics.NewMetrics("s", &liveness.Live{})
+		m := relaymetrics.NewMetrics("s", &pgconnect.Live{})
 		q := p
 		if tc.edit != nil {
 			tc.edit(&q)
 		}
-		got := trustProgress(&c, m.ProgressIgnored, q, tc.h, pglogrepl.LSN(tc.walEnd))
+		got := trustProgress(&s.cfg, m.ProgressIgnored, q, tc.h, pglogrepl.LSN(tc.walEnd))
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}

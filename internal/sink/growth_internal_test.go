@@ -11,10 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // growthTopics is how many distinct topics rows name in the growth tests.
@@ -26,14 +26,14 @@ const growthTopics = 2000
 func TestSinkPerTopicStateBounded(t *testing.T) {
 	t.Parallel()
 	k := testenv.NewKafka(t)
-	c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Brokers: k.Brokers, Logger: slog.New(slog.DiscardHandler)})
+	c, err := (&relaytype.Config{DatabaseURL: "x", Brokers: k.Brokers, Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := relaymetrics.NewMetrics(c.Slot, &liveness.Live{})
+	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Published)
-	s := NewSink(&c, m)
+	s := NewSink(ConfigOf(&c, decode.DeadLettersOf(&c, m.Invalid)), m)
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}

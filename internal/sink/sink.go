@@ -10,20 +10,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Sink batches events and writes them to Kafka, one write in flight, then
 // acknowledges them in the tracker. It lives as long as Run; its producer
 // as long as a session (see Open).
 type Sink struct {
-	cfg  *relayconfig.Config
+	cfg  Config
 	m    *relaymetrics.Metrics
 	prod *producer.Producer
 	// Guard, when set, is asked before every Kafka write, and by the
@@ -60,8 +61,8 @@ const maxUnavailableTopics = 1024
 
 // NewSink returns a sink writing with c's settings and counting in m; Open
 // (or OpenExactlyOnce) gives it its producer.
-func NewSink(c *relayconfig.Config, m *relaymetrics.Metrics) *Sink {
-	m.PublishedTo(c.DeadLetterTopic) // a series of its own, whatever the topics rows name
+func NewSink(c Config, m *relaymetrics.Metrics) *Sink {
+	m.PublishedTo(c.DeadLetters.Topic) // a series of its own, whatever the topics rows name
 	return &Sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
 }
 
@@ -74,9 +75,9 @@ func (s *Sink) Open() error { return s.openWith("") }
 // openWith opens a producer, transactional under txnID when set.
 func (s *Sink) openWith(txnID string) error {
 	s.Close()
-	p, err := producer.New(producerConfig(s.cfg, s, txnID))
+	p, err := producer.New(producerConfig(&s.cfg, s, txnID))
 	if err != nil {
-		return relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrConfig, err))
+		return relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrConfig, err))
 	}
 	s.prod = p
 	return nil
@@ -84,20 +85,9 @@ func (s *Sink) openWith(txnID string) error {
 
 // producerConfig is c's producer configuration; sk, when set, gives the
 // liveness guard and the error counter; txnID, the transactional ID.
-func producerConfig(c *relayconfig.Config, sk *Sink, txnID string) producer.Config {
-	pc := producer.Config{
-		Brokers:            c.Brokers,
-		TLS:                c.TLS,
-		SASL:               (*producer.SASL)(c.SASL),
-		Compression:        c.Compression,
-		MaxBufferedBytes:   c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
-		MaxMessageBytes:    c.MaxMessageBytes,
-		RequestTimeout:     c.WriteTimeout,
-		AutoCreateTopics:   !c.NoAutoCreateTopics,
-		TransactionalID:    txnID,
-		TransactionTimeout: c.TransactionTimeout,
-		Logger:             c.Logger,
-	}
+func producerConfig(c *Config, sk *Sink, txnID string) producer.Config {
+	pc := c.Producer
+	pc.TransactionalID = txnID
 	if sk != nil {
 		pc.Guard, pc.OnError = sk.Guard, sk.m.PublishErrors.Inc
 	}
@@ -121,112 +111,156 @@ func (s *Sink) Close() {
 	}
 }
 
-// Run publishes the events of q in batches until q is closed (it returns
-// nil) or ctx ends (it returns ctx.Err()), giving each acknowledged batch's
-// cost back to q's budget. Each receive from q is a slice of events (see
-// wal.Stream), whose room it gives back once it holds them in a batch,
-// and which it empties and hands back on q.Free. A batch is sent as soon
-// as the sink is free (after BatchTimeout, when set): what is queued while
-// a write is in flight goes in the next one. Kafka errors are retried; only
-// a permanent one ends run early.
-func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
-	ch, room, free, buf := q.Events, q.Room, q.Free, q.Budget
-	batch := make([]decode.Event, 0, s.cfg.BatchSize)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	// add moves evs into batch and hands the slice back, unless it is
-	// large (a large transaction's: the reader's next ones are likely
-	// small, and the free slices should not hold much memory).
-	add := func(evs []decode.Event) {
-		batch = append(batch, evs...)
-		room.Release(int64(len(evs)))
-		if cap(evs) > queue.MaxFreeCap {
-			return
-		}
-		clear(evs)
-		select {
-		case free <- evs[:0]:
-		default:
-		}
+// publisher is one half of the sink: how a batch goes to Kafka and when
+// its events are acknowledged. atLeastOnce writes each batch with the
+// idempotent producer and acknowledges it when Kafka did; transactional
+// writes it into a Kafka transaction and acknowledges what a commit made
+// visible (see exactlyonce.go).
+type publisher interface {
+	// publish writes batch; it returns only when the batch is in Kafka's
+	// hands, on ctx's end or on an error that ends the session.
+	publish(ctx context.Context, batch []decode.Event) error
+	// ack records in tr what the last publish made safe to confirm.
+	ack(batch []decode.Event, tr *acktrack.Tracker)
+}
+
+// atLeastOnce is the at-least-once publisher: Publish, then every event
+// of the batch is acknowledged.
+type atLeastOnce struct{ *Sink }
+
+func (p atLeastOnce) publish(ctx context.Context, batch []decode.Event) error {
+	return p.Publish(ctx, batch)
+}
+
+func (p atLeastOnce) ack(batch []decode.Event, tr *acktrack.Tracker) { p.acknowledge(batch, tr) }
+
+// publisher is the session's half: transactional once OpenExactlyOnce
+// ran, at-least-once otherwise.
+func (s *Sink) publisher() publisher {
+	if s.eos != nil {
+		return transactional{s}
 	}
-	var next []decode.Event // received, but over BatchSize with the batch before
+	return atLeastOnce{s}
+}
+
+// Run publishes the events of q in batches until q is closed (it returns
+// nil) or ctx ends (it returns ctx.Err()): it collects a batch, publishes
+// it, gives its cost back to q's budget (the records are in Kafka's
+// hands) and acknowledges what the publisher made safe. A batch is sent
+// as soon as the sink is free (after BatchTimeout, when set): what is
+// queued while a write is in flight goes in the next one. Kafka errors
+// are retried; only a permanent one ends Run early.
+func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
+	pub := s.publisher()
+	col := newCollector(q, s.cfg.BatchSize, s.cfg.BatchTimeout)
+	defer col.timer.Stop()
 	for {
-		clear(batch)
-		batch = batch[:0]
-		if next == nil {
-			select {
-			case evs, ok := <-ch:
-				if !ok {
-					return nil
-				}
-				next = evs
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		add(next)
-		next = nil
-		closed := false
-		waited := s.cfg.BatchTimeout <= 0
-		if !waited {
-			timer.Reset(s.cfg.BatchTimeout)
-		}
-	fill:
-		for len(batch) < s.cfg.BatchSize {
-			// What is queued goes first; the timer only decides how long
-			// to wait for more once the queue is empty.
-			var (
-				evs []decode.Event
-				ok  bool
-			)
-			select {
-			case evs, ok = <-ch:
-			default:
-				if waited {
-					break fill
-				}
-				select {
-				case evs, ok = <-ch:
-				case <-timer.C:
-					waited = true
-					continue
-				}
-			}
-			if !ok {
-				closed = true
-				break
-			}
-			if len(batch)+len(evs) > s.cfg.BatchSize {
-				next = evs
-				break
-			}
-			add(evs)
-		}
-		timer.Stop()
-		if s.eos != nil {
-			committed, err := s.publishTxn(ctx, batch)
-			if err != nil {
-				return err
-			}
-			// The records are in Kafka's hands: their memory is free,
-			// their acknowledgement waits for the commit.
-			buf.Give(batchCost(batch))
-			if committed {
-				s.acknowledgeTxn(tr)
-			}
-			if closed {
-				return nil
-			}
-			continue
-		}
-		if err := s.Publish(ctx, batch); err != nil {
+		batch, closed, err := col.collect(ctx)
+		if err != nil || batch == nil {
 			return err
 		}
-		s.acknowledge(batch, tr, buf)
+		if err := pub.publish(ctx, batch); err != nil {
+			return err
+		}
+		q.Budget.Give(batchCost(batch))
+		pub.ack(batch, tr)
 		if closed {
 			return nil
 		}
 	}
+}
+
+// collector gathers the sink's batches from the queue. Each receive is a
+// slice of events (see wal.Stream), whose room it gives back once it holds
+// them in a batch, and which it empties and hands back on q.Free.
+type collector struct {
+	q       *queue.Queue
+	size    int
+	timeout time.Duration
+	timer   *time.Timer
+	batch   []decode.Event
+	// next was received, but over size with the batch before.
+	next []decode.Event
+}
+
+func newCollector(q *queue.Queue, size int, timeout time.Duration) *collector {
+	c := &collector{q: q, size: size, timeout: timeout, timer: time.NewTimer(time.Hour), batch: make([]decode.Event, 0, size)}
+	c.timer.Stop()
+	return c
+}
+
+// add moves evs into the batch and hands the slice back, unless it is
+// large (a large transaction's: the reader's next ones are likely small,
+// and the free slices should not hold much memory).
+func (c *collector) add(evs []decode.Event) {
+	c.batch = append(c.batch, evs...)
+	c.q.Room.Release(int64(len(evs)))
+	if cap(evs) > queue.MaxFreeCap {
+		return
+	}
+	clear(evs)
+	select {
+	case c.q.Free <- evs[:0]:
+	default:
+	}
+}
+
+// collect waits for events and returns the next batch: what is queued,
+// up to size events, and, with a timeout, what comes within it once the
+// queue is empty. closed reports that the queue was closed after the
+// batch; a nil batch, that it was closed before any event. The batch is
+// valid until the next call.
+func (c *collector) collect(ctx context.Context) (batch []decode.Event, closed bool, err error) {
+	clear(c.batch)
+	c.batch = c.batch[:0]
+	if c.next == nil {
+		select {
+		case evs, ok := <-c.q.Events:
+			if !ok {
+				return nil, true, nil
+			}
+			c.next = evs
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+	c.add(c.next)
+	c.next = nil
+	waited := c.timeout <= 0
+	if !waited {
+		c.timer.Reset(c.timeout)
+	}
+	defer c.timer.Stop()
+	for len(c.batch) < c.size {
+		// What is queued goes first; the timer only decides how long to
+		// wait for more once the queue is empty.
+		var (
+			evs []decode.Event
+			ok  bool
+		)
+		select {
+		case evs, ok = <-c.q.Events:
+		default:
+			if waited {
+				return c.batch, false, nil
+			}
+			select {
+			case evs, ok = <-c.q.Events:
+			case <-c.timer.C:
+				waited = true
+				continue
+			}
+		}
+		if !ok {
+			return c.batch, true, nil
+		}
+		if len(c.batch)+len(evs) > c.size {
+			c.next = evs
+			break
+		}
+		c.add(evs)
+	}
+	return c.batch, false, nil
 }
 
 // batchCost is what batch took from the buffer budget.
@@ -238,23 +272,19 @@ func batchCost(batch []decode.Event) int64 {
 	return n
 }
 
-// acknowledge records batch as acknowledged, per transaction, and gives its
-// cost back to buf.
-func (s *Sink) acknowledge(batch []decode.Event, tr *acktrack.Tracker, buf *queue.Budget) {
+// acknowledge records batch as acknowledged, per transaction.
+func (s *Sink) acknowledge(batch []decode.Event, tr *acktrack.Tracker) {
 	now := time.Now()
-	var cost int64
 	for i := 0; i < len(batch); {
 		j := i
 		for j < len(batch) && batch[j].Tx == batch[i].Tx {
 			s.m.CommitToAck.Observe(now.Sub(batch[j].Commit).Seconds())
-			cost += batch[j].Cost
 			j++
 		}
 		tr.Ack(batch[i].Tx, j-i)
 		i = j
 	}
 	s.m.InFlight.Set(float64(tr.InFlight()))
-	buf.Give(cost)
 }
 
 // Bounds for relayerr.OwnFaultUnlessTransient errors.
@@ -297,7 +327,7 @@ func (s *Sink) Publish(ctx context.Context, batch []decode.Event) error {
 	}
 	st := s.states[:len(batch)]
 	clear(st)
-	backoff := s.cfg.RetryBackoff
+	wait := backoff.New(s.cfg.RetryBackoff, s.cfg.MaxRetryBackoff)
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -313,13 +343,11 @@ func (s *Sink) Publish(ctx context.Context, batch []decode.Event) error {
 			// alone, or dead-lettered in place.
 			continue
 		}
-		s.cfg.Logger.Warn("kafka write failed; retrying", "attempt", attempt, "records", pending, "backoff", backoff, "error", retryErr)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
+		d := wait.Next()
+		s.cfg.Logger.Warn("kafka write failed; retrying", "attempt", attempt, "records", pending, "backoff", d, "error", retryErr)
+		if !backoff.Sleep(ctx, d) {
 			return ctx.Err()
 		}
-		backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
 	}
 }
 
@@ -414,7 +442,7 @@ func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int,
 		v := relayerr.Classify(e)
 		switch {
 		case v == relayerr.Fatal:
-			return stop, nil, relayerr.Permanent(fmt.Errorf("%w: %w", relayerr.ErrKafkaAuth, e))
+			return stop, nil, relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrKafkaAuth, e))
 		case v == relayerr.Retryable:
 			retryErr = e
 			continue
@@ -506,8 +534,12 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 		}
 		u.reason, u.expired = reason, false
 		s.m.TopicUnavailable.WithLabelValues(topic, reason).Set(1)
+		policy := relaytype.UnavailableDeadLetter
+		if s.cfg.StopOnUnavailable {
+			policy = relaytype.UnavailableStop
+		}
 		s.cfg.Logger.Warn("kafka topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts",
-			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", s.cfg.OnUnavailableTopic, "error", e)
+			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", policy, "error", e)
 	}
 	u.last = now
 	s.unavailable[topic] = u
@@ -515,9 +547,9 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 	if d <= s.cfg.TopicUnavailableGrace {
 		return false, nil
 	}
-	if s.cfg.OnUnavailableTopic == relayconfig.UnavailableStop || ev.Invalid != nil {
+	if s.cfg.StopOnUnavailable || ev.Invalid != nil {
 		return false, relayerr.Permanent(fmt.Errorf("%w: writes to topic %s failed for %v (topic unavailable grace %v; waiting: message %s): %w",
-			relayerr.ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, messageID(ev), e))
+			relaytype.ErrTopicUnavailable, topic, d.Round(time.Second), s.cfg.TopicUnavailableGrace, ev.MessageID(), e))
 	}
 	if !u.expired {
 		u.expired = true
@@ -566,13 +598,13 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 		if !ev.Minimal {
 			s.cfg.Logger.Warn("kafka rejected a dead-letter record; sending the minimal one (message ID, reason, detail, original topic)",
 				"message_id", ev.Invalid.MessageID.String(), "error", e)
-			minimalDeadLetter(ev, "kafka rejected the dead-letter record ("+e.Error()+")")
+			decode.MinimalDeadLetter(ev, "kafka rejected the dead-letter record ("+e.Error()+")")
 			return nil
 		}
 		return relayerr.Permanent(fmt.Errorf("%w: the dead-letter topic %s refused even the minimal record (message ID, reason, detail) of message %s (reason %s), so the row cannot be dead-lettered: %w",
-			relayerr.ErrDeadLetter, ev.Record.Topic, ev.Invalid.MessageID, ev.Invalid.Reason, e))
+			relaytype.ErrDeadLetter, ev.Record.Topic, ev.Invalid.MessageID, ev.Invalid.Reason, e))
 	}
-	inv := &relayerr.InvalidEventError{MessageID: ev.ID, Reason: decode.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
+	inv := &relaytype.InvalidEventError{MessageID: ev.ID, Reason: decode.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
 	switch {
 	case errors.Is(e, kerr.MessageTooLarge) || errors.Is(e, kerr.RecordListTooLarge):
 		inv.Reason, inv.Detail = decode.ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
@@ -580,12 +612,12 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 		inv.Reason, inv.Detail = decode.ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
 			ev.Record.Topic, s.cfg.TopicUnavailableGrace, e)
 	}
-	if s.cfg.OnInvalid == relayconfig.InvalidStop {
+	if s.cfg.StopOnInvalid {
 		s.m.Invalid.WithLabelValues(inv.Reason).Inc()
 		return relayerr.Permanent(inv)
 	}
 	ev.Invalid = inv
-	DeadLetter(s.cfg, s.m, ev)
+	s.cfg.DeadLetters.Shape(ev)
 	return nil
 }
 

@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // catalogCheckInterval is how often a streaming session checks that every
@@ -51,7 +51,7 @@ const catalogQueryTimeout = 5 * time.Second
 // permanent one for a mismatch): the rows written since the change were
 // never confirmed.
 type Catalog struct {
-	cfg   *relayconfig.Config
+	cfg   *Config
 	table pgname.Table
 	ctx   context.Context
 	// outbox is the OID of the outbox table the session follows.
@@ -69,12 +69,12 @@ type Catalog struct {
 
 // OpenCatalog connects, resolves the outbox table and checks the
 // publication once; watch then repeats the check.
-func OpenCatalog(ctx context.Context, c *relayconfig.Config) (*Catalog, error) {
+func OpenCatalog(ctx context.Context, c *Config) (*Catalog, error) {
 	table, _ := pgname.Parse(c.Table, "public")
 	k := &Catalog{cfg: c, table: table, ctx: ctx}
-	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, pgconnect.SessionStartTimeout)
 	defer cancel()
-	conn, err := liveness.Connect(ctx, c)
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func OpenCatalog(ctx context.Context, c *relayconfig.Config) (*Catalog, error) {
 		return fail(err)
 	}
 	if oid == 0 {
-		return fail(fmt.Errorf("%w: %s", relayerr.ErrTableMissing, table))
+		return fail(fmt.Errorf("%w: %s", relaytype.ErrTableMissing, table))
 	}
 	k.outbox.Store(oid)
 	if k.version, err = serverVersion(ctx, conn); err != nil {
@@ -197,7 +197,7 @@ func (k *Catalog) checkLocked(ctx context.Context) error {
 	}
 	switch {
 	case !st.Exists:
-		return relayerr.Permanent(fmt.Errorf("%w: %s was dropped while the relay streamed it", relayerr.ErrPublicationMissing, c.Publication))
+		return relayerr.Permanent(fmt.Errorf("%w: %s was dropped while the relay streamed it", relaytype.ErrPublicationMissing, c.Publication))
 	case st.Mismatch != "":
 		msg := st.Mismatch
 		if target != k.outbox.Load() {
@@ -205,7 +205,7 @@ func (k *Catalog) checkLocked(ctx context.Context) error {
 				k.table, target, k.outbox.Load())
 		}
 		return relayerr.Permanent(fmt.Errorf("%w: %s; rows written to it since the change are not in the stream and were not confirmed; "+
-			"once the publication is fixed, publish them again from the table (see docs/partitioning.md)", relayerr.ErrPublicationMismatch, msg))
+			"once the publication is fixed, publish them again from the table (see docs/partitioning.md)", relaytype.ErrPublicationMismatch, msg))
 	}
 	if uint64(lsn) > k.fence.Load() {
 		k.fence.Store(uint64(lsn))

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // BenchmarkCatalogCheck measures one catalog check of a streaming session
@@ -40,22 +40,22 @@ func BenchmarkCatalogCheck(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			c, err := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: db.URL, Publication: "p_bench", Logger: slog.New(slog.DiscardHandler)})
+			c, err := (&relaytype.Config{DatabaseURL: db.URL, Publication: "p_bench", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
 			if err != nil {
 				b.Fatal(err)
 			}
 			if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 				b.Fatal(err)
 			}
-			conn, err := liveness.Connect(ctx, &c)
+			conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer conn.Close(ctx)
-			if err := EnsurePublication(ctx, conn, &c, true); err != nil {
+			if err := EnsurePublication(ctx, conn, ConfigOf(&c), true); err != nil {
 				b.Fatal(err)
 			}
-			k, err := OpenCatalog(ctx, &c)
+			k, err := OpenCatalog(ctx, ConfigOf(&c))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -63,7 +63,7 @@
 // slot missing while the row exists, an invalidated slot (wal_status lost),
 // a slot whose confirmed_flush_lsn is past the ceiling (re-created or moved
 // by someone else), another system identifier or timeline. Run then streams nothing and returns a
-// *GapError (wrapping ErrGap, permanent) whose message names the slot,
+// *relaytype.GapError (wrapping ErrGap, permanent) whose message names the slot,
 // what happened and since when; pgoutbox_relay_gap is set, and Status
 // reports it. Only Setup, or a first Run with no state row for the slot,
 // creates a slot.

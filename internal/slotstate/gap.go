@@ -5,85 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
-
-// Reasons of a GapError (and values of the reason label of
-// pgoutbox_relay_gap).
-const (
-	// GapSlotMissing: the state says the slot existed, the server has no
-	// such slot (a failover to a physical standby before PG 17, a
-	// pg_upgrade that did not carry it, a DBA dropping it).
-	GapSlotMissing = "slot-missing"
-	// GapSlotLost: the server removed WAL the slot still needed
-	// (wal_status lost, max_slot_wal_keep_size exceeded).
-	GapSlotLost = "slot-lost"
-	// GapSlotRecreated: the slot's confirmed position is past anything
-	// this relay could have confirmed: it was re-created, or moved by
-	// something else (pg_replication_slot_advance, another consumer).
-	GapSlotRecreated = "slot-recreated"
-	// GapSystemChanged: the server is another cluster than the one the
-	// slot was created on (a restore, a pg_upgrade, another server).
-	GapSystemChanged = "system-changed"
-	// GapTimelineChanged: the server's timeline changed since the slot
-	// was created (a promotion, a point-in-time restore).
-	GapTimelineChanged = "timeline-changed"
-	// GapPublicationRecreated: the publication the slot must decode with
-	// is newer than the slot's position (dropped and created again, by a
-	// teardown of another slot for instance): the slot's history predates
-	// it, so decoding fails with "publication does not exist" on every
-	// start, and rows committed while it was missing were never published.
-	GapPublicationRecreated = "publication-recreated"
-)
-
-// GapError says that events may have been skipped: the slot cannot be
-// trusted to resume where the relay left off. Run returns it (wrapping
-// ErrGap) before streaming anything; Recover repairs it.
-type GapError struct {
-	// Slot is the replication slot.
-	Slot string
-	// Reason is one of the Gap* constants.
-	Reason string
-	// Detail says what happened, in words.
-	Detail string
-	// Since is the commit time of the last transaction the relay recorded
-	// as published (or the slot's creation time when none): events
-	// committed after it may be missing from Kafka.
-	Since time.Time
-	// ConfirmedLSN is the last position the relay recorded as published.
-	ConfirmedLSN pglogrepl.LSN
-	// MessagesSeen is true when the relay published logical messages
-	// (outbox.Writer.EmitTx) on this slot: those exist only in the WAL,
-	// and a backfill from the table cannot recover them.
-	MessagesSeen bool
-}
-
-// Error is one line: the slot, what happened, since when, and what to do.
-func (e *GapError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "relay: gap on slot %s (%s): %s; events committed after %s (LSN %s) may be missing from Kafka; "+
-		"the relay does not stream over a gap: run relay recover (or relay run --on-gap=backfill)",
-		e.Slot, e.Reason, e.Detail, e.Since.UTC().Format(time.RFC3339), e.ConfirmedLSN)
-	if e.MessagesSeen {
-		b.WriteString("; events written as logical messages (EmitTx) in that time cannot be recovered from the table")
-	}
-	return b.String()
-}
-
-// Unwrap returns ErrGap, and ErrSlotInvalidated for a lost slot.
-func (e *GapError) Unwrap() []error {
-	if e.Reason == GapSlotLost {
-		return []error{relayerr.ErrGap, relayerr.ErrSlotInvalidated}
-	}
-	return []error{relayerr.ErrGap}
-}
 
 // SlotInfo is what the gap check needs of pg_replication_slots.
 type SlotInfo struct {
@@ -96,17 +24,17 @@ type SlotInfo struct {
 }
 
 // CheckGap compares the slot and the server with the state row. It returns
-// nil when streaming may resume from the slot's position, a *GapError
+// nil when streaming may resume from the slot's position, a *relaytype.GapError
 // otherwise. It asks the server for its identity (a short replication
 // connection).
-func CheckGap(ctx context.Context, c *relayconfig.Config, st *RelayState, slot SlotInfo) (*GapError, error) {
+func CheckGap(ctx context.Context, c *Config, st *RelayState, slot SlotInfo) (*relaytype.GapError, error) {
 	_, gap, err := checkServer(ctx, c, st, slot)
 	return gap, err
 }
 
 // checkServer is CheckGap that also returns the server's identity.
-func checkServer(ctx context.Context, c *relayconfig.Config, st *RelayState, slot SlotInfo) (ServerIdentity, *GapError, error) {
-	gap := &GapError{Slot: c.Slot, Since: st.Since(), ConfirmedLSN: st.ConfirmedLSN, MessagesSeen: st.MessagesSeen}
+func checkServer(ctx context.Context, c *Config, st *RelayState, slot SlotInfo) (ServerIdentity, *relaytype.GapError, error) {
+	gap := &relaytype.GapError{Slot: c.Slot, Since: st.Since(), ConfirmedLSN: st.ConfirmedLSN, MessagesSeen: st.MessagesSeen}
 	id, err := Identify(ctx, c)
 	if err != nil {
 		return id, nil, err
@@ -122,18 +50,18 @@ func checkServer(ctx context.Context, c *relayconfig.Config, st *RelayState, slo
 	}
 	switch {
 	case !slot.Exists:
-		gap.Reason, gap.Detail = GapSlotMissing, "the slot does not exist, but the relay state records it"
+		gap.Reason, gap.Detail = relaytype.GapSlotMissing, "the slot does not exist, but the relay state records it"
 		if moved != "" {
 			gap.Detail += ": " + moved
 		}
 	case slot.WALStatus == "lost":
-		gap.Reason, gap.Detail = GapSlotLost, "the slot is invalidated (wal_status lost): the server removed WAL it still needed"
+		gap.Reason, gap.Detail = relaytype.GapSlotLost, "the slot is invalidated (wal_status lost): the server removed WAL it still needed"
 	case slot.Confirmed > st.Ceiling:
-		gap.Reason = GapSlotRecreated
+		gap.Reason = relaytype.GapSlotRecreated
 		gap.Detail = fmt.Sprintf("the slot's confirmed position %s is past the highest position this relay may confirm (%s): it was re-created or moved by something else",
 			slot.Confirmed, st.Ceiling)
 	case id.SystemID != st.SystemID:
-		gap.Reason, gap.Detail = GapSystemChanged, moved
+		gap.Reason, gap.Detail = relaytype.GapSystemChanged, moved
 	case id.Timeline != st.Timeline && slot.Failover:
 		// A PG 17 failover slot synchronised to the promoted standby: the
 		// server kept it consistent with the WAL the standby received.
@@ -141,12 +69,12 @@ func checkServer(ctx context.Context, c *relayconfig.Config, st *RelayState, slo
 			"slot", c.Slot, "from_timeline", st.Timeline, "to_timeline", id.Timeline)
 		return id, nil, nil
 	case id.Timeline != st.Timeline:
-		gap.Reason, gap.Detail = GapTimelineChanged, moved
+		gap.Reason, gap.Detail = relaytype.GapTimelineChanged, moved
 	default:
 		if !slot.Exists || !publicationRecreated(ctx, c) {
 			return id, nil, nil
 		}
-		gap.Reason = GapPublicationRecreated
+		gap.Reason = relaytype.GapPublicationRecreated
 		gap.Detail = fmt.Sprintf("publication %s is newer than the slot's position: it was dropped and created again "+
 			"(or created after the slot), so the slot cannot decode past the time it was missing", c.Publication)
 	}
@@ -164,8 +92,8 @@ func checkServer(ctx context.Context, c *relayconfig.Config, st *RelayState, slo
 // point of its history. A slot that is streaming cannot be peeked:
 // its relay would be failing on that error instead. Anything else that
 // fails here is not a gap (the check is a diagnosis, not a gate).
-func publicationRecreated(ctx context.Context, c *relayconfig.Config) bool {
-	conn, err := liveness.Connect(ctx, c)
+func publicationRecreated(ctx context.Context, c *Config) bool {
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return false
 	}

@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 )
 
 // PeerSlot is another replication slot of the database that may relay the
@@ -66,7 +64,7 @@ func (p PeerSlot) String() string {
 // PeerSlots lists the slots other than c.Slot that relay c's outbox (a row
 // in its state table) or stream c.Publication (pgoutput slots of this
 // database whose walsender names it), ordered by name.
-func PeerSlots(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) ([]PeerSlot, error) {
+func PeerSlots(ctx context.Context, conn *pgx.Conn, c *Config) ([]PeerSlot, error) {
 	var hasState bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, StateTable(c).Sanitize()).Scan(&hasState); err != nil {
 		return nil, fmt.Errorf("relay: look up %s: %w", StateTable(c), err)

@@ -11,9 +11,8 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // PublicationState is what the catalog says about the publication and the
@@ -43,7 +42,7 @@ type PublicationState struct {
 // problem says why the relay must not start on this publication: mismatch,
 // foreign tables, or a partitioned outbox published under its partitions'
 // names. Empty when it may.
-func (st *PublicationState) problem(c *relayconfig.Config, table pgname.Table) string {
+func (st *PublicationState) problem(c *Config, table pgname.Table) string {
 	pub := pgx.Identifier{c.Publication}.Sanitize()
 	switch {
 	case st.Mismatch != "":
@@ -62,7 +61,7 @@ func (st *PublicationState) problem(c *relayconfig.Config, table pgname.Table) s
 }
 
 // viaRootFix is the statement that turns publish_via_partition_root on.
-func viaRootFix(c *relayconfig.Config) string {
+func viaRootFix(c *Config) string {
 	return `ALTER PUBLICATION ` + pgx.Identifier{c.Publication}.Sanitize() + ` SET (publish_via_partition_root = true)`
 }
 
@@ -131,7 +130,7 @@ func publicationQuery(version int) string {
 // InspectPublication reads the publication against the configured outbox
 // table, for Status: its mismatch is every reason the relay would refuse
 // to start (see problem).
-func InspectPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) (PublicationState, error) {
+func InspectPublication(ctx context.Context, conn *pgx.Conn, c *Config) (PublicationState, error) {
 	table, _ := pgname.Parse(c.Table, "public")
 	oid, err := TableOID(ctx, conn, table)
 	if err != nil {
@@ -153,7 +152,7 @@ func InspectPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Conf
 }
 
 // scanPublication reads a row of publicationQuery.
-func scanPublication(row pgx.Row, c *relayconfig.Config, table pgname.Table) (PublicationState, error) {
+func scanPublication(row pgx.Row, c *Config, table pgname.Table) (PublicationState, error) {
 	var (
 		st                                     PublicationState
 		ins, upd, del, trunc, listed, filtered bool
@@ -200,14 +199,14 @@ func scanPublication(row pgx.Row, c *relayconfig.Config, table pgname.Table) (Pu
 // publish_via_partition_root on where it is off; without, it reports the
 // statement that does (an error for a partitioned outbox, a warning for a
 // plain one).
-func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, fix bool) error {
+func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *Config, fix bool) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	oid, err := TableOID(ctx, conn, table)
 	if err != nil {
 		return err
 	}
 	if oid == 0 {
-		return fmt.Errorf("%w: %s (run relay setup)", relayerr.ErrTableMissing, table)
+		return fmt.Errorf("%w: %s (run relay setup)", relaytype.ErrTableMissing, table)
 	}
 	version, err := serverVersion(ctx, conn)
 	if err != nil {
@@ -222,7 +221,7 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Confi
 			return checkPublication(ctx, conn, c, table, version, st, fix)
 		}
 		if c.NoCreate {
-			return fmt.Errorf("%w: %s (run relay setup, or allow creation)", relayerr.ErrPublicationMissing, c.Publication)
+			return fmt.Errorf("%w: %s (run relay setup, or allow creation)", relaytype.ErrPublicationMissing, c.Publication)
 		}
 		if created, err := createPublication(ctx, conn, c, table, version, attempt); err != nil || created {
 			return err
@@ -234,7 +233,7 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Confi
 // publish_via_partition_root on where it can; a mismatch is an error,
 // publish_via_partition_root off and more than the outbox inserts are
 // warnings.
-func checkPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, table pgname.Table, version int, st PublicationState, fix bool) error {
+func checkPublication(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table, version int, st PublicationState, fix bool) error {
 	if fix && !st.viaRoot && version >= 130000 && st.Mismatch == "" && !st.allTables && len(st.foreign) == 0 {
 		if _, err := conn.Exec(ctx, viaRootFix(c)); err != nil {
 			return fmt.Errorf("relay: set publish_via_partition_root on publication %s: %w", c.Publication, err)
@@ -243,7 +242,7 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config
 		st.viaRoot = true
 	}
 	if p := st.problem(c, table); p != "" {
-		return fmt.Errorf("%w: %s", relayerr.ErrPublicationMismatch, p)
+		return fmt.Errorf("%w: %s", relaytype.ErrPublicationMismatch, p)
 	}
 	if !st.viaRoot && version >= 130000 {
 		c.Logger.Warn("publication has publish_via_partition_root off; turn it on before partitioning the outbox table (relay setup does)",
@@ -259,7 +258,7 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config
 // createPublication creates the publication for the outbox inserts. On the
 // first attempt one created concurrently is no error: created is false, and
 // the caller reads it again.
-func createPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, table pgname.Table, version, attempt int) (created bool, err error) {
+func createPublication(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table, version, attempt int) (created bool, err error) {
 	with := `publish = 'insert'`
 	if version >= 130000 {
 		// Rows of a partitioned outbox then come under the table's own
@@ -281,14 +280,14 @@ func createPublication(ctx context.Context, conn *pgx.Conn, c *relayconfig.Confi
 
 // CheckTable validates the outbox table's columns from the catalog against
 // c.TableFormat, and that pruning has the creation time column it needs.
-func CheckTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) error {
+func CheckTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	names, types, err := ReadColumns(ctx, conn, table)
 	if err != nil {
 		return fmt.Errorf("relay: read columns of %s: %w", table, err)
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("%w: %s", relayerr.ErrTableMissing, table)
+		return fmt.Errorf("%w: %s", relaytype.ErrTableMissing, table)
 	}
 	l, err := decode.CheckColumns(table.String(), c.TableFormat, names, types)
 	if err == nil && c.PruneAfter > 0 {
@@ -324,7 +323,7 @@ func ReadColumns(ctx context.Context, q interface {
 func CheckCreatedAt(table pgname.Table, l *decode.Layout, names []string) error {
 	if !tableformat.HasColumn(names, l.Shape.CreatedAt) {
 		return fmt.Errorf("%w: %s: backfill and pruning need column %s (a timestamptz set at insert)",
-			relayerr.ErrTableColumns, table, l.Shape.CreatedAt)
+			relaytype.ErrTableColumns, table, l.Shape.CreatedAt)
 	}
 	return nil
 }

@@ -11,9 +11,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // SlotRow is one reading of pg_replication_slots, pg_current_wal_lsn() and
@@ -58,10 +57,10 @@ func ReadSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotRow, error)
 // table when missing, unless c.NoCreate) and returns the slot's confirmed
 // flush position and its state row. It creates the slot only when there is
 // no state row for it (setup, or a first start; unless c.NoCreate): a
-// missing slot with a state row is a gap (a *GapError), never re-created,
+// missing slot with a state row is a gap (a *relaytype.GapError), never re-created,
 // since a new slot starts at the current WAL position and would skip every
 // event committed since the last confirmation.
-func EnsureSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, setup bool) (pglogrepl.LSN, *RelayState, error) {
+func EnsureSlot(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) (pglogrepl.LSN, *RelayState, error) {
 	if err := ensureStateTable(ctx, conn, c); err != nil {
 		return 0, nil, err
 	}
@@ -117,10 +116,10 @@ func readSlotCheck(ctx context.Context, conn *pgx.Conn, slot string) (slotCheck,
 // st resumable when the server is the one st describes. Without a
 // state row it adopts the slot (writes a state row for it) and reports
 // adopted: read both again.
-func resumeSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, row slotCheck, st *RelayState) (lsn pglogrepl.LSN, adopted bool, err error) {
+func resumeSlot(ctx context.Context, conn *pgx.Conn, c *Config, row slotCheck, st *RelayState) (lsn pglogrepl.LSN, adopted bool, err error) {
 	if Deref(row.plugin) != "pgoutput" || !row.sameDB {
 		return 0, false, fmt.Errorf("%w: slot %s has plugin %q in database %q (slot names are cluster-wide: choose another with --slot)",
-			relayerr.ErrSlotMismatch, c.Slot, Deref(row.plugin), Deref(row.database))
+			relaytype.ErrSlotMismatch, c.Slot, Deref(row.plugin), Deref(row.database))
 	}
 	walStatus := Deref(row.walStatus)
 	lsn, err = pglogrepl.ParseLSN(Deref(row.confirmed))
@@ -129,7 +128,7 @@ func resumeSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, row 
 	}
 	if st == nil {
 		if walStatus == "lost" {
-			return 0, false, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", relayerr.ErrSlotInvalidated, c.Slot)
+			return 0, false, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", relaytype.ErrSlotInvalidated, c.Slot)
 		}
 		return 0, true, adoptSlot(ctx, conn, c, lsn)
 	}
@@ -160,7 +159,7 @@ func resumeSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, row 
 // st it is a gap (never re-created), with NoCreate an error; otherwise it
 // creates the slot, tolerating one created concurrently on the first
 // attempt. nil means: read the slot again.
-func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, st *RelayState, attempt int, setup bool) error {
+func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *Config, st *RelayState, attempt int, setup bool) error {
 	if st != nil {
 		gap, err := CheckGap(ctx, c, st, SlotInfo{})
 		if err != nil {
@@ -169,7 +168,7 @@ func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Conf
 		return gap
 	}
 	if c.NoCreate {
-		return fmt.Errorf("%w: %s (run relay setup, or allow creation)", relayerr.ErrSlotMissing, c.Slot)
+		return fmt.Errorf("%w: %s (run relay setup, or allow creation)", relaytype.ErrSlotMissing, c.Slot)
 	}
 	if err := createSlot(ctx, conn, c, setup); err != nil {
 		var pgErr *pgconn.PgError
@@ -186,7 +185,7 @@ func replaceMissingSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Conf
 // and it refuses when another slot relays the same outbox (PeerSlots), which
 // a mistyped name beside the real relay would duplicate. Setup creates it
 // anyway, with a warning.
-func createSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, setup bool) error {
+func createSlot(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) error {
 	peers, err := PeerSlots(ctx, conn, c)
 	if err != nil {
 		return err
@@ -197,9 +196,9 @@ func createSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, setu
 		return fmt.Errorf("%w: %s, and relay run creates a slot on a first start only when no other slot relays %s: "+
 			"%s already does (a second slot publishes every row again). If --slot is mistyped, use the existing name; "+
 			"to run a second relay of this outbox on purpose, create its slot first with relay setup --slot %s",
-			relayerr.ErrSlotMissing, c.Slot, c.Table, PeerNames(peers), c.Slot)
+			relaytype.ErrSlotMissing, c.Slot, c.Table, PeerNames(peers), c.Slot)
 	}
-	rc, err := liveness.ConnectReplication(ctx, c)
+	rc, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -259,7 +258,7 @@ func serverMajor(rc *pgconn.PgConn) int {
 // the slot is a failover slot (FAILOVER true): with
 // synchronized_standby_slots and sync_replication_slots configured, it
 // survives a promotion of a physical standby.
-func CreateSlotOn(ctx context.Context, rc *pgconn.PgConn, c *relayconfig.Config, export bool) (NewSlot, error) {
+func CreateSlotOn(ctx context.Context, rc *pgconn.PgConn, c *Config, export bool) (NewSlot, error) {
 	res, err := pglogrepl.IdentifySystem(ctx, rc)
 	if err != nil {
 		return NewSlot{}, fmt.Errorf("relay: identify system: %w", err)

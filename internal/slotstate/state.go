@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // StateTableName is the name of the relay's state table, created by
@@ -27,7 +27,7 @@ import (
 const StateTableName = "pgoutbox_relay_state"
 
 // StateTable is the state table of c's outbox.
-func StateTable(c *relayconfig.Config) pgname.Table {
+func StateTable(c *Config) pgname.Table {
 	t, _ := pgname.Parse(c.Table, "public")
 	return pgname.Table{Schema: t.Schema, Name: StateTableName}
 }
@@ -68,7 +68,7 @@ func (st *RelayState) Since() time.Time {
 
 // ReadState returns the slot's state row, nil when there is none. A missing
 // state table is an error wrapping ErrStateMissing.
-func ReadState(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) (*RelayState, error) {
+func ReadState(ctx context.Context, conn *pgx.Conn, c *Config) (*RelayState, error) {
 	var (
 		st                          RelayState
 		created, confirmed, ceiling string
@@ -87,7 +87,7 @@ func ReadState(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) (*Rel
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
-		return nil, fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", relayerr.ErrStateMissing, StateTable(c))
+		return nil, fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", relaytype.ErrStateMissing, StateTable(c))
 	case err != nil:
 		return nil, fmt.Errorf("relay: read state of slot %s: %w", c.Slot, err)
 	}
@@ -107,7 +107,7 @@ func ReadState(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) (*Rel
 // ensureStateTable creates the state table by migrating the outbox when it
 // is missing and creation is allowed (an outbox set up before migration
 // 002).
-func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config) error {
+func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, StateTable(c).Sanitize()).Scan(&exists); err != nil {
 		return fmt.Errorf("relay: look up %s: %w", StateTable(c), err)
@@ -116,7 +116,7 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config
 		return nil
 	}
 	if c.NoCreate {
-		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", relayerr.ErrStateMissing, StateTable(c))
+		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", relaytype.ErrStateMissing, StateTable(c))
 	}
 	var err error
 	if c.TableFormat == tableformat.TableFormatPgoutbox {
@@ -134,7 +134,7 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config
 // WriteNewState records a slot just created (by setup, a first start or a
 // recovery), replacing any older row of the slot. The ceiling starts at
 // the slot's consistent point, which is its confirmed position.
-func WriteNewState(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, ns NewSlot, confirmedAt *time.Time) error {
+func WriteNewState(ctx context.Context, conn *pgx.Conn, c *Config, ns NewSlot, confirmedAt *time.Time) error {
 	_, err := conn.Exec(ctx, `INSERT INTO `+StateTable(c).Sanitize()+` AS s
 		(slot_name, system_identifier, timeline, slot_created_lsn, slot_created_at, confirmed_lsn, confirmed_commit_time, ceiling_lsn)
 		VALUES ($1, $2, $3, $4::pg_lsn, $5, $4::pg_lsn, $6, $4::pg_lsn)
@@ -151,7 +151,7 @@ func WriteNewState(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, n
 // recordTimeline records in the slot's state row st that the server it
 // streams on is now at timeline (a failover slot after a promotion), so
 // that later sessions count as resuming on the server the row describes.
-func recordTimeline(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, st *RelayState, timeline int32) error {
+func recordTimeline(ctx context.Context, conn *pgx.Conn, c *Config, st *RelayState, timeline int32) error {
 	_, err := conn.Exec(ctx, `UPDATE `+StateTable(c).Sanitize()+` SET timeline = $2, updated_at = now()
 		WHERE slot_name = $1 AND system_identifier = $3 AND slot_created_lsn = $4::pg_lsn`,
 		c.Slot, timeline, st.SystemID, st.CreatedLSN.String())
@@ -167,7 +167,7 @@ func recordTimeline(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, 
 // relay upgraded from a version without state, or a slot made by hand):
 // the relay cannot know what happened to it before, so it starts tracking
 // from now.
-func adoptSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, confirmed pglogrepl.LSN) error {
+func adoptSlot(ctx context.Context, conn *pgx.Conn, c *Config, confirmed pglogrepl.LSN) error {
 	id, err := Identify(ctx, c)
 	if err != nil {
 		return err
@@ -188,15 +188,15 @@ func adoptSlot(ctx context.Context, conn *pgx.Conn, c *relayconfig.Config, confi
 // Identify asks the server for its system identifier and timeline on a
 // replication connection (IDENTIFY_SYSTEM: the current timeline, even right
 // after a promotion, when pg_control_checkpoint still shows the old one).
-func Identify(ctx context.Context, c *relayconfig.Config) (ServerIdentity, error) {
+func Identify(ctx context.Context, c *Config) (ServerIdentity, error) {
 	id, _, err := IdentifyAt(ctx, c)
 	return id, err
 }
 
 // IdentifyAt is Identify that also returns the server's current WAL flush
 // position.
-func IdentifyAt(ctx context.Context, c *relayconfig.Config) (ServerIdentity, pglogrepl.LSN, error) {
-	rc, err := liveness.ConnectReplication(ctx, c)
+func IdentifyAt(ctx context.Context, c *Config) (ServerIdentity, pglogrepl.LSN, error) {
+	rc, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return ServerIdentity{}, 0, err
 	}
@@ -322,7 +322,7 @@ func (k *Keeper) Settle(pos pglogrepl.LSN, timeout time.Duration) {
 
 // Keep writes the state row while the relay streams (l says whether it
 // leads and what it confirmed), until ctx ends.
-func (k *Keeper) Keep(ctx context.Context, c *relayconfig.Config, l *liveness.Live) {
+func (k *Keeper) Keep(ctx context.Context, c *Config, l *pgconnect.Live) {
 	w := &stateWriter{k: k, c: c, l: l}
 	defer w.close(ctx)
 	// Finer than stateRefresh, so a refresh is written within
@@ -340,7 +340,7 @@ func (k *Keeper) Keep(ctx context.Context, c *relayconfig.Config, l *liveness.Li
 		if _, _, _, due := w.due(); !due {
 			continue
 		}
-		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !liveness.Sleep(ctx, wait) {
+		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !backoff.Sleep(ctx, wait) {
 			continue // the select writes the final state
 		}
 		// Read after the wait: the confirmed position the row records
@@ -376,8 +376,8 @@ func (w *stateWriter) due() (confirmed uint64, at time.Time, msgs, due bool) {
 // until a write works again.
 type stateWriter struct {
 	k         *Keeper
-	c         *relayconfig.Config
-	l         *liveness.Live
+	c         *Config
+	l         *pgconnect.Live
 	conn      *pgx.Conn
 	lastWrite time.Time
 	lastAt    time.Time
@@ -387,7 +387,7 @@ type stateWriter struct {
 
 func (w *stateWriter) write(ctx context.Context, confirmed uint64, at time.Time, msgs bool) {
 	if w.conn == nil {
-		conn, err := liveness.Connect(ctx, w.c)
+		conn, err := pgconnect.Connect(ctx, w.c.DatabaseURL)
 		if err != nil {
 			w.failed(ctx, err)
 			return
@@ -444,7 +444,7 @@ func (w *stateWriter) final(ctx context.Context) {
 	err := func() error {
 		if conn == nil {
 			var err error
-			if conn, err = liveness.Connect(ctx, w.c); err != nil {
+			if conn, err = pgconnect.Connect(ctx, w.c.DatabaseURL); err != nil {
 				return err
 			}
 			defer conn.Close(ctx)

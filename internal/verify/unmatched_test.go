@@ -15,6 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Records whose message ID is no row's of the window are counted and
@@ -76,8 +77,10 @@ func TestRecordsOfNoRowAreNotStored(t *testing.T) {
 			Conn: conn, Table: pgname.Table{Schema: "public", Name: "outbox"},
 			Route: func(_, _, _ []byte) string { return topic },
 			Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)},
-			From:  from, To: time.Now().Add(time.Second), Grace: -1,
-			FullKeys: full, MaxInMemory: 10, MaxSpillBytes: 64 << 10, SpillDir: t.TempDir(),
+			VerifyOptions: relaytype.VerifyOptions{
+				From: from, To: time.Now().Add(time.Second), Grace: -1,
+				FullKeys: full, MaxInMemory: 10, MaxSpillBytes: 64 << 10, SpillDir: t.TempDir(),
+			},
 		})
 		if err != nil {
 			t.Fatalf("full keys %v: verify: %v (the records of no row were stored)", full, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Defaults of the Config fields.
@@ -48,39 +49,15 @@ type Config struct {
 	// TLS, SASL). Required.
 	Kafka []kgo.Opt
 
-	// From and To bound the window: rows created at or after From and
-	// before To. Required; From before To.
-	From, To time.Time
+	// VerifyOptions are the window (From, To; required, From before To)
+	// and the resources (relay.VerifyOptions, declared once in
+	// relaytype, documents them; the defaults are DefaultMargin,
+	// DefaultGrace, DefaultList, DefaultMaxInMemory and
+	// DefaultMaxSpillBytes).
+	relaytype.VerifyOptions
 	// PrunedBefore, when not nil, is the relay's prune high-water mark:
 	// rows created before it may have been deleted.
 	PrunedBefore *time.Time
-	// Margin is how far before From the topics are read (by record
-	// timestamp). Defaults to DefaultMargin; negative means none.
-	Margin time.Duration
-	// Grace: a row created less than this before the run started and not
-	// found in Kafka is pending, not missing (the relay may not have
-	// published it yet). Defaults to DefaultGrace; negative means none.
-	Grace time.Duration
-	// FullKeys lists keys, business keys and aggregate IDs whole in the
-	// report; by default they are shortened (redact.Key: a prefix, the
-	// length and a hash), as they are often personal data.
-	FullKeys bool
-	// List is how many missing rows, duplicates, mismatches and order
-	// breaks the report names (each). Defaults to DefaultList; negative
-	// means none.
-	List int
-	// MaxInMemory bounds the rows, records and deliveries held in memory
-	// by each of the three sorts; above it they spill to files in
-	// SpillDir. Defaults to DefaultMaxInMemory.
-	MaxInMemory int
-	// MaxSpillBytes caps what a run writes to its spill files (runs merged
-	// into one count again): past it the run fails with ErrSpillFull.
-	// Defaults to DefaultMaxSpillBytes; negative means no cap.
-	MaxSpillBytes int64
-	// SpillDir holds the spill files, in a private directory of the run
-	// that is removed when it ends (and, should the run be killed, by the
-	// next run). Defaults to os.TempDir().
-	SpillDir string
 	// Logger receives progress. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Defaults to time.Now.
@@ -134,117 +111,29 @@ func (c *Config) withDefaults() (Config, error) {
 	return cc, nil
 }
 
-// Report is what verify found: relay.VerifyReport, which documents the
-// fields. Package relay declares it again, field for field, and converts
-// one to the other; the types it holds are aliases of struct types
-// declared in both, so that the conversion compiles. Change both together.
-type Report struct {
-	From         time.Time  `json:"from"`
-	To           time.Time  `json:"to"`
-	PrunedBefore *time.Time `json:"pruned_before,omitempty"`
-
-	Rows           int64 `json:"rows"`
-	Found          int64 `json:"found"`
-	DeadLettered   int64 `json:"dead_lettered"`
-	Missing        int64 `json:"missing"`
-	Pending        int64 `json:"pending"`
-	InvalidIDs     int64 `json:"invalid_ids"`
-	Duplicates     int64 `json:"duplicates"`
-	DuplicatedRows int64 `json:"duplicated_rows"`
-	Mismatched     int64 `json:"mismatched"`
-	OrderBreaks    int64 `json:"order_breaks"`
-
-	RecordsRead      int64 `json:"records_read"`
-	RecordsWithoutID int64 `json:"records_without_id"`
-	Unmatched        int64 `json:"unmatched"`
-	Unverifiable     int64 `json:"unverifiable"`
-
-	Topics           []TopicRange      `json:"topics"`
-	MissingTopics    []string          `json:"missing_topics,omitempty"`
-	UnreadableTopics []UnreadableTopic `json:"unreadable_topics,omitempty"`
-	UnreadableRows   int64             `json:"unreadable_rows"`
-	SpillFiles       int               `json:"spill_files"`
-
-	MissingRows     []MissingRow `json:"missing_rows"`
-	DuplicateRows   []Duplicate  `json:"duplicate_rows"`
-	MismatchRecords []Mismatch   `json:"mismatch_records"`
-	OrderBreakList  []OrderBreak `json:"order_break_list"`
-
-	Started  time.Time     `json:"started"`
-	Duration time.Duration `json:"duration_ns"`
-}
-
-// OK is true when every row is accounted for: nothing missing, no
-// mismatched record, no order break. Duplicates and pending rows do not
-// count against it.
-func (r *Report) OK() bool { return r.Missing == 0 && r.Mismatched == 0 && r.OrderBreaks == 0 }
-
-// UnreadableTopic is a routed topic verify may not read, and why.
-type UnreadableTopic = struct {
-	Topic string `json:"topic"`
-	Error string `json:"error"`
-}
-
-// TopicRange is a topic read and its partitions.
-type TopicRange = struct {
-	Topic      string           `json:"topic"`
-	Partitions []PartitionRange `json:"partitions"`
-}
-
-// PartitionRange is the offsets [Start, End) read from a partition: Start
-// the first at or after the window's start minus the margin, End the last
-// stable offset when the read began.
-type PartitionRange = struct {
-	Partition int32 `json:"partition"`
-	Start     int64 `json:"start"`
-	End       int64 `json:"end"`
-}
-
-// MissingRow is a row found in no topic.
-type MissingRow = struct {
-	ID        string    `json:"id"`
-	Topic     string    `json:"topic"`
-	CreatedAt time.Time `json:"created_at"`
-	// CommitTime is the row's commit time, known only when the server
-	// runs with track_commit_timestamp = on.
-	CommitTime *time.Time `json:"commit_time,omitempty"`
-}
-
-// Duplicate is a row with more than one record.
-type Duplicate = struct {
-	ID      string   `json:"id"`
-	Records int      `json:"records"`
-	Offsets []Offset `json:"offsets"`
-}
-
-// Offset is where a record is.
-type Offset = struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-}
-
-// Mismatch is a record that disagrees with its row: Field is "key",
-// "business-key" or "topic"; Want is the row's, Got the record's.
-type Mismatch = struct {
-	ID     string `json:"id"`
-	Offset Offset `json:"at"`
-	Field  string `json:"field"`
-	Want   string `json:"want"`
-	Got    string `json:"got"`
-}
-
-// OrderBreak is a first delivery committed before one that precedes it in
-// its aggregate's partition.
-type OrderBreak = struct {
-	AggregateID string    `json:"aggregate_id"`
-	ID          string    `json:"id"`
-	At          Offset    `json:"at"`
-	CommitTime  time.Time `json:"commit_time"`
-	AfterID     string    `json:"after_id"`
-	AfterOffset int64     `json:"after_offset"`
-	AfterCommit time.Time `json:"after_commit_time"`
-}
+// The report and its entries are relaytype's (which documents them and
+// their JSON names): one declaration for verify and package relay.
+type (
+	// Report is what verify found.
+	Report = relaytype.VerifyReport
+	// UnreadableTopic is a routed topic verify may not read, and why.
+	UnreadableTopic = relaytype.VerifyUnreadableTopic
+	// TopicRange is a topic read and its partitions.
+	TopicRange = relaytype.VerifyTopicRange
+	// PartitionRange is the offsets [Start, End) read from a partition.
+	PartitionRange = relaytype.VerifyPartitionRange
+	// MissingRow is a row found in no topic.
+	MissingRow = relaytype.VerifyMissingRow
+	// Duplicate is a row with more than one record.
+	Duplicate = relaytype.VerifyDuplicate
+	// Offset is where a record is.
+	Offset = relaytype.VerifyOffset
+	// Mismatch is a record that disagrees with its row.
+	Mismatch = relaytype.VerifyMismatch
+	// OrderBreak is a first delivery committed before one that precedes
+	// it in its aggregate's partition.
+	OrderBreak = relaytype.VerifyOrderBreak
+)
 
 // Run verifies the window of cfg.
 func Run(ctx context.Context, cfg *Config) (*Report, error) {

@@ -15,7 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // skipStream is a stream over the fuzz seeds' outbox that starts at start
@@ -29,9 +29,9 @@ func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (
 // transaction that part names.
 func skipPartStream(t *testing.T, start, through pglogrepl.LSN, part decode.Position, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
 	t.Helper()
-	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))})
+	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))}).WithDefaults()
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
-	s := &Stream{cfg: &c, dec: decode.NewDecoder(&c, pgoutputtest.Outbox), tracker: acktrack.New(uint64(start)),
+	s := &Stream{cfg: ConfigOf(&c, decode.DeadLettersOf(&c, nil)), dec: decode.NewDecoder(decode.ConfigOf(&c), pgoutputtest.Outbox), tracker: acktrack.New(uint64(start)),
 		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
 		skip:  newReplaySkip(through, part, start, c.Logger, skipped)}
 	if err := s.handle(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {

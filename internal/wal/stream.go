@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -16,14 +17,13 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
-	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Stream reads the replication connection: it decodes the WAL, registers
@@ -31,11 +31,11 @@ import (
 // standby status updates. It alone uses the connection. Build it with
 // NewStream.
 type Stream struct {
-	cfg     *relayconfig.Config
+	cfg     Config
 	metrics *relaymetrics.Metrics
-	live    *liveness.Live
+	live    *pgconnect.Live
 	conn    *pgconn.PgConn
-	timing  liveness.Liveness
+	timing  pgconnect.Liveness
 	dec     *decode.Decoder
 	catalog *slotstate.Catalog // fences confirmation (see slotstate.Catalog)
 	tracker *acktrack.Tracker
@@ -63,19 +63,43 @@ type Stream struct {
 	readAt time.Time       // when the WAL message being handled was read
 }
 
+// Config is what the WAL reader takes of relay.Config (whose fields
+// document each); ConfigOf derives it.
+type Config struct {
+	// BatchSize is the most events staged before they are queued.
+	BatchSize int
+	// StopOnInvalid stops the stream at an invalid event (InvalidStop);
+	// otherwise DeadLetters shapes its dead-letter record.
+	StopOnInvalid bool
+	DeadLetters   *decode.DeadLetters
+	// ExactlyOnce ends each transaction's events with a marker.
+	ExactlyOnce bool
+	// InstanceID, when set, goes in every record's relay-instance header.
+	InstanceID string
+	// Logger receives the stream's logs.
+	Logger *slog.Logger
+}
+
+// ConfigOf is the WAL reader's part of c, a configuration with its
+// defaults; dl shapes its dead letters.
+func ConfigOf(c *relaytype.Config, dl *decode.DeadLetters) Config {
+	return Config{BatchSize: c.BatchSize, StopOnInvalid: c.OnInvalid == relaytype.InvalidStop, DeadLetters: dl,
+		ExactlyOnce: c.ExactlyOnce, InstanceID: c.InstanceID, Logger: c.Logger}
+}
+
 // StreamConfig is what a Stream reads, writes and answers to.
 type StreamConfig struct {
-	Config  *relayconfig.Config
+	Config  Config
 	Metrics *relaymetrics.Metrics
 	// Live is the relay's liveness clock: the stream tells it when the
 	// server spoke and when a confirmation went out, and stops when it
 	// is stale.
-	Live *liveness.Live
+	Live *pgconnect.Live
 	// Conn is the replication connection, streaming from Start.
 	Conn  *pgconn.PgConn
 	Start pglogrepl.LSN
 	// Timing is the server's timing, read from Conn before streaming.
-	Timing  liveness.Liveness
+	Timing  pgconnect.Liveness
 	Decoder *decode.Decoder
 	// Catalog fences confirmation (see slotstate.Catalog).
 	Catalog *slotstate.Catalog
@@ -112,9 +136,9 @@ func (s *Stream) SkipOvershot() bool {
 }
 
 // StartReplication starts streaming the slot from start.
-func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relayconfig.Config, start pglogrepl.LSN) error {
-	pub := `"` + strings.ReplaceAll(c.Publication, `"`, `""`) + `"`
-	err := pglogrepl.StartReplication(ctx, conn, c.Slot, start, pglogrepl.StartReplicationOptions{
+func StartReplication(ctx context.Context, conn *pgconn.PgConn, slot, publication string, start pglogrepl.LSN) error {
+	pub := `"` + strings.ReplaceAll(publication, `"`, `""`) + `"`
+	err := pglogrepl.StartReplication(ctx, conn, slot, start, pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
 		PluginArgs: []string{
 			"proto_version '1'",
@@ -124,10 +148,10 @@ func StartReplication(ctx context.Context, conn *pgconn.PgConn, c *relayconfig.C
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: another process streams the slot
-		return fmt.Errorf("%w: %s", relayerr.ErrSlotActive, pgErr.Message)
+		return fmt.Errorf("%w: %s", relaytype.ErrSlotActive, pgErr.Message)
 	}
 	if err != nil {
-		return fmt.Errorf("relay: start replication of slot %s: %w", c.Slot, err)
+		return fmt.Errorf("relay: start replication of slot %s: %w", slot, err)
 	}
 	return nil
 }
@@ -198,14 +222,14 @@ func (s *Stream) confirmable() pglogrepl.LSN {
 
 // wake is when the reader next stops reading to check for a status update:
 // when the periodic one is due, or, while Kafka may acknowledge events,
-// liveness.PromptStatusGap after the last one, so a confirmation goes out promptly
+// pgconnect.PromptStatusGap after the last one, so a confirmation goes out promptly
 // (a crash then replays only what was in flight).
 func (s *Stream) wake() time.Time {
 	switch {
 	case s.confirmable() != s.sent:
-		return minTime(s.nextSS, s.lastSS.Add(liveness.PromptStatusGap))
+		return minTime(s.nextSS, s.lastSS.Add(pgconnect.PromptStatusGap))
 	case s.tracker.InFlight() > 0:
-		return minTime(s.nextSS, time.Now().Add(liveness.PromptStatusGap))
+		return minTime(s.nextSS, time.Now().Add(pgconnect.PromptStatusGap))
 	}
 	return s.nextSS
 }
@@ -215,7 +239,7 @@ func (s *Stream) wake() time.Time {
 func (s *Stream) statusDue() bool {
 	now := time.Now()
 	return !now.Before(s.nextSS) ||
-		s.confirmable() != s.sent && !now.Before(s.lastSS.Add(liveness.PromptStatusGap))
+		s.confirmable() != s.sent && !now.Before(s.lastSS.Add(pgconnect.PromptStatusGap))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -293,7 +317,7 @@ func (s *Stream) readUntilDeadline() error {
 func (s *Stream) handle(data []byte) error {
 	it, err := s.dec.Decode(data)
 	if err != nil {
-		if errors.Is(err, relayerr.ErrTableColumns) {
+		if errors.Is(err, relaytype.ErrTableColumns) {
 			return relayerr.Permanent(err)
 		}
 		return err
@@ -334,11 +358,11 @@ func (s *Stream) handle(data []byte) error {
 		ev := it.Event
 		ev.Pos = pos
 		if ev.Invalid != nil {
-			if s.cfg.OnInvalid == relayconfig.InvalidStop {
+			if s.cfg.StopOnInvalid {
 				s.metrics.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
 				return relayerr.Permanent(ev.Invalid)
 			}
-			sink.DeadLetter(s.cfg, s.metrics, &ev)
+			s.cfg.DeadLetters.Shape(&ev)
 		}
 		ev.Tx, ev.Commit = s.tx, s.commit
 		if relaytrace.Read != nil {
@@ -358,7 +382,7 @@ func (s *Stream) handle(data []byte) error {
 // server does not time the connection out while Kafka is slow.
 func (s *Stream) stage(ev decode.Event) error {
 	if s.cfg.InstanceID != "" {
-		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: relayconfig.InstanceHeader, Value: []byte(s.cfg.InstanceID)})
+		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: relaytype.InstanceHeader, Value: []byte(s.cfg.InstanceID)})
 	}
 	ev.Cost = s.queue.Budget.Cost(&ev)
 	if !s.queue.Budget.TryTake(ev.Cost) {

@@ -8,7 +8,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -18,8 +18,8 @@ import (
 // one for every event. Not parallel: AllocsPerRun counts the process's
 // allocations.
 func TestStreamAllocationsPerEvent(t *testing.T) {
-	c, _ := relayconfig.WithDefaults(&relayconfig.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)})
-	s := &Stream{cfg: &c, dec: decode.NewDecoder(&c, pgoutputtest.Outbox), tracker: acktrack.New(0),
+	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
+	s := &Stream{cfg: ConfigOf(&c, decode.DeadLettersOf(&c, nil)), dec: decode.NewDecoder(decode.ConfigOf(&c), pgoutputtest.Outbox), tracker: acktrack.New(0),
 		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}
 	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types), pgoutputtest.Begin(100, 1000, 7)} {
 		if err := s.handle(m); err != nil {

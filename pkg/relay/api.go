@@ -2,9 +2,6 @@ package relay
 
 import (
 	"context"
-	"time"
-
-	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/internal/admin"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
@@ -13,6 +10,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Setup creates, idempotently, the outbox table, the publication (FOR TABLE
@@ -27,7 +25,7 @@ import (
 // ErrPublicationMismatch; one that also publishes updates, deletes or
 // truncates is accepted with a warning, since the relay ignores them.
 func Setup(ctx context.Context, cfg *Config) error {
-	return admin.Setup(ctx, cfg.engine())
+	return admin.Setup(ctx, cfg)
 }
 
 // Teardown drops the slot and the publication (not the table) and deletes
@@ -38,59 +36,31 @@ func Setup(ctx context.Context, cfg *Config) error {
 // slot, and nothing is dropped: use TeardownSlot. Missing objects are not
 // errors.
 func Teardown(ctx context.Context, cfg *Config) error {
-	return admin.Teardown(ctx, cfg.engine(), false)
+	return admin.Teardown(ctx, cfg, false)
 }
 
 // TeardownSlot is Teardown without the publication: it drops the slot and
 // deletes its relay state row only (a mistyped slot beside a running
 // relay).
 func TeardownSlot(ctx context.Context, cfg *Config) error {
-	return admin.Teardown(ctx, cfg.engine(), true)
+	return admin.Teardown(ctx, cfg, true)
 }
 
 // ErrBackfillPruned means rows a recovery needs may have been deleted by
-// pruning: the BackfillPrunedError names the time range.
-var ErrBackfillPruned = admin.ErrBackfillPruned
+// pruning (relaytype.ErrBackfillPruned).
+var ErrBackfillPruned = relaytype.ErrBackfillPruned
 
 // BackfillPrunedError names the creation-time range of outbox rows that
-// recovery would have to publish but that pruning may already have
-// deleted. Recover refuses rather than publish part of it. Its fields:
-// Slot; From and To, the range (rows created at or after From and before
-// To may be gone). It is the engine's own type, so that errors.As finds
-// the value Recover returns, wrapped or not.
-type BackfillPrunedError = admin.BackfillPrunedError
+// recovery would need but pruning may have deleted
+// (relaytype.BackfillPrunedError).
+type BackfillPrunedError = relaytype.BackfillPrunedError
 
-// BackfillOptions selects the outbox rows Backfill publishes.
-type BackfillOptions struct {
-	// Since selects rows created at or after it. Required.
-	Since time.Time
-	// Until, when not zero, selects rows created before it.
-	Until time.Time
-	// AggregateType, when not empty, selects rows of that aggregate type.
-	AggregateType string
-	// Progress, when not nil, is called after every acknowledged batch with
-	// the rows published so far and the creation time of the last one.
-	Progress func(published int, createdAt time.Time)
-}
+// BackfillOptions selects the outbox rows Backfill publishes
+// (relaytype.BackfillOptions).
+type BackfillOptions = relaytype.BackfillOptions
 
-// RecoverResult says what Recover did.
-type RecoverResult struct {
-	// Gap is the gap that was repaired; nil when there was none (Recover
-	// then did nothing).
-	Gap *GapError
-	// Since is the creation time from which rows were published: the
-	// last confirmed commit time minus BackfillMargin.
-	Since time.Time
-	// Published is the number of rows published (dead-lettered rows
-	// included).
-	Published int
-	// InKafka is the number of rows of the range not published because
-	// Kafka already held a record of their message ID (in their topic or
-	// the dead-letter topic, read read_committed).
-	InKafka int
-	// SlotLSN is the new slot's consistent point: streaming resumes there.
-	SlotLSN pglogrepl.LSN
-}
+// RecoverResult says what Recover did (relaytype.RecoverResult).
+type RecoverResult = relaytype.RecoverResult
 
 // Backfill publishes the outbox rows opts selects, read from the table in
 // one snapshot, ordered by created_at then id (UUIDv7 ids sort by creation),
@@ -100,7 +70,7 @@ type RecoverResult struct {
 // deduplicate on message-id. Logical messages (EmitTx) are not in the table
 // and are not backfilled.
 func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, error) {
-	return admin.Backfill(ctx, cfg.engine(), admin.BackfillOptions(opts))
+	return admin.Backfill(ctx, cfg, opts)
 }
 
 // Recover repairs a gap on cfg.Slot (see GapError) without losing events:
@@ -118,8 +88,7 @@ func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, erro
 // of the needed range. Without a gap it does nothing (RecoverResult.Gap is
 // nil).
 func Recover(ctx context.Context, cfg *Config) (*RecoverResult, error) {
-	res, err := admin.Recover(ctx, cfg.engine())
-	return (*RecoverResult)(res), err
+	return admin.Recover(ctx, cfg)
 }
 
 // Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
@@ -131,11 +100,11 @@ const (
 	// aggregate-id, the row's own headers...): a longer value is cut to it
 	// and named in dlq-truncated. original-topic is cut to Kafka's longest
 	// topic name (249 bytes), dlq-detail to 1,024 bytes.
-	MaxDeadLetterHeaderBytes = sink.MaxDeadLetterHeaderBytes
+	MaxDeadLetterHeaderBytes = decode.MaxDeadLetterHeaderBytes
 	// MaxDeadLetterHeaderNameBytes bounds the name of a header a
 	// dead-letter record carries over: a header with a longer name is left
 	// out ("headers" in dlq-truncated).
-	MaxDeadLetterHeaderNameBytes = sink.MaxDeadLetterHeaderNameBytes
+	MaxDeadLetterHeaderNameBytes = decode.MaxDeadLetterHeaderNameBytes
 )
 
 // Reasons of invalid events: the dlq-reason header and the reason label of
@@ -155,76 +124,31 @@ const (
 	ReasonTopicUnavailable = decode.ReasonTopicUnavailable // a topic missing or not writable past TopicUnavailableGrace
 )
 
-// Sentinel errors. Run, Setup, Status and Teardown wrap them with the
-// details; use errors.Is.
+// Sentinel errors (relaytype.ErrConfig... document each). Run, Setup,
+// Status and Teardown wrap them with the details; use errors.Is.
 var (
-	// ErrConfig means the Config is invalid.
-	ErrConfig = relayerr.ErrConfig
-	// ErrSlotMissing means the slot does not exist and NoCreate is set.
-	ErrSlotMissing = relayerr.ErrSlotMissing
-	// ErrPublicationMissing means the publication does not exist and
-	// NoCreate is set.
-	ErrPublicationMissing = relayerr.ErrPublicationMissing
-	// ErrPublicationMismatch means the publication exists but does not
-	// publish exactly the outbox table's inserts: the table or inserts
-	// missing, a row filter or column list, other tables, or partitions
-	// published under their own names.
-	ErrPublicationMismatch = relayerr.ErrPublicationMismatch
-	// ErrSlotMismatch means a slot of that name exists with another output
-	// plugin or in another database.
-	ErrSlotMismatch = relayerr.ErrSlotMismatch
-	// ErrSlotActive means another process streams the slot.
-	ErrSlotActive = relayerr.ErrSlotActive
-	// ErrPublicationInUse means Teardown refused to drop the publication
-	// because another slot streams it or relays the same outbox (the
-	// error names it); TeardownSlot drops the slot alone.
-	ErrPublicationInUse = relayerr.ErrPublicationInUse
-	// ErrSlotInvalidated means the server removed WAL the slot still
-	// needed (wal_status lost): events may be lost, the slot must be
-	// recreated by an operator.
-	ErrSlotInvalidated = relayerr.ErrSlotInvalidated
-	// ErrGap is wrapped by the GapError that stops Run when the slot
-	// cannot be trusted to resume where the relay left off: events may
-	// have been skipped (see docs/failover.md).
-	ErrGap = relayerr.ErrGap
-	// ErrStateMissing means the relay's state table does not exist (see
-	// StateTableName) and NoCreate is set.
-	ErrStateMissing = relayerr.ErrStateMissing
-	// ErrTableMissing means the outbox table does not exist.
-	ErrTableMissing = relayerr.ErrTableMissing
-	// ErrTableColumns means the outbox table lacks a column the relay
-	// needs or has one of an unsupported type.
-	ErrTableColumns = relayerr.ErrTableColumns
-	// ErrInvalidEvent is wrapped by the InvalidEventError that stops Run
-	// when Config.OnInvalid is InvalidStop.
-	ErrInvalidEvent = relayerr.ErrInvalidEvent
-	// ErrDeadLetter means Kafka refused a record of the dead-letter topic
-	// for good (the topic does not exist, is not writable, or rejects
-	// the record), so an invalid event could not be dead-lettered.
-	ErrDeadLetter = relayerr.ErrDeadLetter
-	// ErrKafkaAuth means the brokers refused the relay's credentials or
-	// permissions.
-	ErrKafkaAuth = relayerr.ErrKafkaAuth
-	// ErrFenced means, in exactly-once mode, that the brokers refused the
-	// relay's transactional producer for its epoch: a newer relay of the
-	// slot initialised the slot's transactional ID, or the brokers aborted
-	// the relay's open transaction (it outlasted the transaction
-	// timeout). Nothing of that transaction is confirmed; the session ends
-	// and the next one initialises the producer again, or waits as a
-	// standby when another relay holds the slot. It is not permanent.
-	ErrFenced = relayerr.ErrFenced
-	// ErrTopicUnavailable means writes to a topic failed because it does
-	// not exist or the relay may not write it, for longer than
-	// Config.TopicUnavailableGrace.
-	ErrTopicUnavailable = relayerr.ErrTopicUnavailable
+	ErrConfig              = relaytype.ErrConfig
+	ErrSlotMissing         = relaytype.ErrSlotMissing
+	ErrPublicationMissing  = relaytype.ErrPublicationMissing
+	ErrPublicationMismatch = relaytype.ErrPublicationMismatch
+	ErrSlotMismatch        = relaytype.ErrSlotMismatch
+	ErrSlotActive          = relaytype.ErrSlotActive
+	ErrPublicationInUse    = relaytype.ErrPublicationInUse
+	ErrSlotInvalidated     = relaytype.ErrSlotInvalidated
+	ErrGap                 = relaytype.ErrGap
+	ErrStateMissing        = relaytype.ErrStateMissing
+	ErrTableMissing        = relaytype.ErrTableMissing
+	ErrTableColumns        = relaytype.ErrTableColumns
+	ErrInvalidEvent        = relaytype.ErrInvalidEvent
+	ErrDeadLetter          = relaytype.ErrDeadLetter
+	ErrKafkaAuth           = relaytype.ErrKafkaAuth
+	ErrFenced              = relaytype.ErrFenced
+	ErrTopicUnavailable    = relaytype.ErrTopicUnavailable
 )
 
 // InvalidEventError names an event the relay could not publish, returned by
-// Run when Config.OnInvalid is InvalidStop. Its fields: MessageID, the
-// event's message ID (uuid.Nil when it has none); Reason, one of the
-// Reason* constants; Detail, what exactly is wrong. It is the engine's own
-// type, so that errors.As finds the value Run returns.
-type InvalidEventError = relayerr.InvalidEventError
+// Run when Config.OnInvalid is InvalidStop (relaytype.InvalidEventError).
+type InvalidEventError = relaytype.InvalidEventError
 
 // IsPermanent reports whether err is one that retrying cannot fix: bad
 // configuration, refused credentials or privileges, a missing or
@@ -270,68 +194,39 @@ const (
 	DefaultDebeziumTopicTemplate = tableformat.DefaultDebeziumTopicTemplate
 )
 
-// Reasons of a GapError (and values of the reason label of
-// pgoutbox_relay_gap).
+// Reasons of a GapError, and values of the reason label of
+// pgoutbox_relay_gap (relaytype.GapSlotMissing... say what each means).
 const (
-	// GapSlotMissing: the state says the slot existed, the server has no
-	// such slot (a failover to a physical standby before PG 17, a
-	// pg_upgrade that did not carry it, a DBA dropping it).
-	GapSlotMissing = slotstate.GapSlotMissing
-	// GapSlotLost: the server removed WAL the slot still needed
-	// (wal_status lost, max_slot_wal_keep_size exceeded).
-	GapSlotLost = slotstate.GapSlotLost
-	// GapSlotRecreated: the slot's confirmed position is past anything
-	// this relay could have confirmed: it was re-created, or moved by
-	// something else (pg_replication_slot_advance, another consumer).
-	GapSlotRecreated = slotstate.GapSlotRecreated
-	// GapSystemChanged: the server is another cluster than the one the
-	// slot was created on (a restore, a pg_upgrade, another server).
-	GapSystemChanged = slotstate.GapSystemChanged
-	// GapTimelineChanged: the server's timeline changed since the slot
-	// was created (a promotion, a point-in-time restore).
-	GapTimelineChanged = slotstate.GapTimelineChanged
+	GapSlotMissing          = relaytype.GapSlotMissing
+	GapSlotLost             = relaytype.GapSlotLost
+	GapSlotRecreated        = relaytype.GapSlotRecreated
+	GapSystemChanged        = relaytype.GapSystemChanged
+	GapTimelineChanged      = relaytype.GapTimelineChanged
+	GapPublicationRecreated = relaytype.GapPublicationRecreated
 )
 
 // GapError says that events may have been skipped: the slot cannot be
 // trusted to resume where the relay left off. Run returns it (wrapping
-// ErrGap) before streaming anything; Recover repairs it. Its fields:
-// Slot; Reason, one of the Gap* constants; Detail, what happened in
-// words; Since, the commit time of the last transaction the relay
-// recorded as published (or the slot's creation time), after which events
-// may be missing from Kafka; ConfirmedLSN, the last position the relay
-// recorded as published; MessagesSeen, true when the relay published
-// logical messages (outbox.Writer.EmitTx) on the slot, which exist only in
-// the WAL and which no backfill from the table recovers. It is the
-// engine's own type, so that errors.As finds the value Run returns.
-type GapError = slotstate.GapError
+// ErrGap) before streaming anything; Recover repairs it
+// (relaytype.GapError).
+type GapError = relaytype.GapError
 
 // OtherTopicLabel is the topic label of pgoutbox_relay_events_published_total
 // that counts the records of every topic past the first 1,000 the relay
 // published to. It cannot be a topic's name: Kafka refuses parentheses.
 const OtherTopicLabel = relaymetrics.OtherTopicLabel
 
-// ErrPrerequisites is wrapped by a *PrerequisitesError: the server or the
-// role lacks something the relay needs (wal_level, free slots or WAL
-// senders, REPLICATION, CREATE rights, table ownership).
-var ErrPrerequisites = admin.ErrPrerequisites
+// ErrPrerequisites is wrapped by a *PrerequisitesError
+// (relaytype.ErrPrerequisites).
+var ErrPrerequisites = relaytype.ErrPrerequisites
 
 // Problem is one unmet prerequisite and the statement or setting that fixes
-// it.
-type Problem = struct {
-	// Check names what was checked: "wal_level", "replication slots",
-	// "wal senders", "replication role", "create", "table owner".
-	Check string
-	// Detail says what was found.
-	Detail string
-	// Fix is the statement or setting that fixes it, for the platform the
-	// server looks like (self-managed, Amazon RDS/Aurora, Cloud SQL, Azure).
-	Fix string
-}
+// it (relaytype.Problem).
+type Problem = relaytype.Problem
 
-// PrerequisitesError lists every unmet prerequisite at once, in its field
-// Problems ([]Problem). It is the engine's own type, so that errors.As
-// finds the value Setup and CheckPrerequisites return.
-type PrerequisitesError = admin.PrerequisitesError
+// PrerequisitesError lists every unmet prerequisite at once
+// (relaytype.PrerequisitesError).
+type PrerequisitesError = relaytype.PrerequisitesError
 
 // CheckPrerequisites checks, without changing anything, that the server
 // and the role of cfg.DatabaseURL can do what `relay setup` (and `relay
@@ -345,7 +240,7 @@ type PrerequisitesError = admin.PrerequisitesError
 // DELETE with PruneAfter. It returns a
 // *PrerequisitesError listing every problem with its fix, or nil.
 func CheckPrerequisites(ctx context.Context, cfg *Config) error {
-	return admin.CheckPrerequisites(ctx, cfg.engine())
+	return admin.CheckPrerequisites(ctx, cfg)
 }
 
 // StateTableName is the name of the relay's state table, created by

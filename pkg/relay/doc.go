@@ -22,22 +22,22 @@
 // part of the design:
 //
 //	internal/wal         reads the slot (pgoutput), confirms to the server, skips replays
-//	internal/decode      turns rows and logical messages into Kafka records, or invalid events
+//	internal/decode      turns rows and logical messages into Kafka records, or invalid events, and shapes dead letters
 //	internal/queue       hands events from the reader to the sink, bounded in events and bytes
-//	internal/sink        batches, writes through internal/producer, dead-letters invalid events
+//	internal/sink        batches, writes through internal/producer (at-least-once or transactional)
 //	internal/producer    the franz-go kgo client: idempotent, acks=all, murmur2 keys
 //	internal/acktrack    which position may be confirmed: a contiguous prefix of acknowledged transactions
 //	internal/slotstate   the slot, the publication, the catalog fence, the state row and gaps
-//	internal/liveness    the liveness clock, and the connections it guards
+//	internal/pgconnect   the Postgres connections, and the liveness clock that guards them
 //
-// Config's defaults and validation (internal/relayconfig), the errors
-// (internal/relayerr), the metrics (internal/relaymetrics) and the
-// administrative calls (internal/admin) have packages of their own too.
-// The structs a user builds or reads (Config, SASL, SlotStatus,
-// RecoverResult...) are declared here with their documentation; the
-// engine declares the same fields and this package converts at the
-// boundary. The error types are the engine's own (aliases), so that
-// errors.As finds what the engine returns. What a user relies on
+// The errors' classification (internal/relayerr), the metrics
+// (internal/relaymetrics) and the administrative calls (internal/admin)
+// have packages of their own too; docs/layout.md has the import layers.
+// The types a user builds or reads (Config, SASL, SlotStatus,
+// RecoverResult, the errors...) are declared once, with their
+// documentation, in package relaytype, which the engine imports too; the
+// names here are aliases of them, so errors.As finds what the engine
+// returns, and each stage takes a small config derived from Config. What a user relies on
 // is summed up in docs/semantics.md (acknowledgement, ordering, gaps),
 // docs/kafka.md (records, invalid rows, dead letters) and docs/liveness.md.
 //

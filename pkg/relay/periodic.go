@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // periodic runs job every interval on a regular connection it keeps open
@@ -14,7 +14,7 @@ import (
 // set. Jobs are skipped while skip reports true. Failures are logged once,
 // as what failed, until the job succeeds again.
 type periodic struct {
-	cfg      *relayconfig.Config
+	cfg      *relaytype.Config
 	what     string // "reading the slot's lag", "heartbeat"
 	interval time.Duration
 	now      bool
@@ -66,7 +66,7 @@ func (p *periodic) once(ctx context.Context, conn **pgx.Conn) error {
 	ctx, cancel := context.WithTimeout(ctx, max(p.interval, 5*time.Second))
 	defer cancel()
 	if *conn == nil {
-		c, err := liveness.Connect(ctx, p.cfg)
+		c, err := pgconnect.Connect(ctx, p.cfg.DatabaseURL)
 		if err != nil {
 			return err
 		}

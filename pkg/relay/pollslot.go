@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
 
@@ -16,7 +17,8 @@ func (r *Relay) pollSlot(ctx context.Context) {
 		job: func(ctx context.Context, conn *pgx.Conn) error {
 			row, err := slotstate.ReadSlot(ctx, conn, r.cfg.Slot)
 			if err == nil {
-				r.m.Slot.Set(row)
+				r.m.Slot.Set(relaymetrics.SlotReading{Exists: row.Exists, Active: row.Active, Lag: row.Lag, Retained: row.Retained,
+					SafeWALSize: row.SafeWALSize, WALStatus: slotstate.Deref(row.WALStatus)})
 			}
 			return err
 		},

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
@@ -43,8 +43,8 @@ func (r *Relay) prune(ctx context.Context) {
 func (r *Relay) prunePass(ctx context.Context) error {
 	c := &r.cfg
 	table, _ := pgname.Parse(c.Table, "public")
-	state := slotstate.StateTable(c).Sanitize()
-	conn, err := liveness.Connect(ctx, c)
+	state := slotstate.StateTable(slotstate.ConfigOf(c)).Sanitize()
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}

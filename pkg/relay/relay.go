@@ -9,20 +9,25 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/backoff"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/wal"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
 type Relay struct {
-	cfg   relayconfig.Config
+	cfg relaytype.Config
+	// stage is each stage's part of cfg, derived once by New.
+	stage stageConfigs
 	m     *relaymetrics.Metrics
-	live  liveness.Live
+	live  pgconnect.Live
 	state *slotstate.Keeper
 	// runCtx is Run's context: a recovery under GapBackfill runs in it,
 	// not under the session start's bound (a backfill takes its time).
@@ -38,11 +43,11 @@ type Relay struct {
 // cfg.Registerer and returns a Relay. It does not connect to anything; Run
 // does.
 func New(cfg *Config) (*Relay, error) {
-	c, err := relayconfig.WithDefaults(cfg.engine())
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if err := relayconfig.NeedBrokers(&c); err != nil {
+	if err := c.CheckBrokers(); err != nil {
 		return nil, err
 	}
 	if c.BufferBytes < c.MaxMessageBytes {
@@ -55,11 +60,12 @@ func New(cfg *Config) (*Relay, error) {
 	}
 	r := &Relay{cfg: c, state: slotstate.NewKeeper()}
 	r.live.Acked(time.Now())
-	r.live.Begin(time.Now(), liveness.DefaultLivenessBound)
+	r.live.Begin(time.Now(), pgconnect.DefaultLivenessBound)
 	r.m = relaymetrics.NewMetrics(c.Slot, &r.live)
 	if err := r.m.Register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
 	}
+	r.stage = deriveStages(&r.cfg, r.m)
 	return r, nil
 }
 
@@ -73,13 +79,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("relay: Run is already running")
 	}
 	defer r.running.Store(false)
-	sk := sink.NewSink(&r.cfg, r.m)
+	sk := sink.NewSink(r.stage.sink, r.m)
 	// A relay without a recent sign of life from its walsender writes
 	// nothing more to Kafka: the server may have given the slot to
 	// another relay (see docs/liveness.md). The sink checks
 	// before each write call, the producer's connections before each
 	// byte.
-	r.live.Begin(time.Now(), liveness.DefaultLivenessBound)
+	r.live.Begin(time.Now(), pgconnect.DefaultLivenessBound)
 	sk.Guard = func() error { return r.live.Stale(time.Now()) }
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -94,7 +100,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The state keeper outlives the sessions, so that a graceful stop's
 	// final confirmation is not held back by a ceiling it could not raise.
 	keepCtx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
-	g.Go(func() error { r.state.Keep(keepCtx, &r.cfg, &r.live); return nil })
+	g.Go(func() error { r.state.Keep(keepCtx, r.stage.slot, &r.live); return nil })
 	g.Go(func() error {
 		defer stopKeep()
 		return r.replicate(gctx, ctx, sk)
@@ -119,7 +125,7 @@ func (r *Relay) Standby() bool { return r.live.Standby.Load() }
 // slot. parent is Run's context: its end is a graceful stop.
 func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 	log := r.cfg.Logger
-	backoff := r.cfg.RetryBackoff
+	wait := backoff.New(r.cfg.RetryBackoff, r.cfg.MaxRetryBackoff)
 	stopped := func() error {
 		if parent.Err() != nil {
 			return nil
@@ -137,7 +143,7 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		if errors.Is(err, relayerr.ErrSlotActive) {
+		if errors.Is(err, relaytype.ErrSlotActive) {
 			// Another relay streams the slot: wait for it to go, without
 			// backoff (take over quickly), counting no reconnect, logging
 			// once.
@@ -147,21 +153,37 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 				log.Info("slot busy (another relay, or our previous connection not yet gone); waiting as a standby",
 					"slot", r.cfg.Slot, "retry_every", r.cfg.StandbyRetryInterval, "detail", err)
 			}
-			backoff = r.cfg.RetryBackoff
-			if !liveness.Sleep(ctx, r.cfg.StandbyRetryInterval) {
+			wait.Reset()
+			if !backoff.Sleep(ctx, r.cfg.StandbyRetryInterval) {
 				return stopped()
 			}
 			continue
 		}
 		r.live.Standby.Store(false)
 		if time.Since(began) > time.Minute {
-			backoff = r.cfg.RetryBackoff
+			wait.Reset()
 		}
-		log.Warn("replication interrupted; reconnecting", "error", err, "backoff", backoff)
-		if !liveness.Sleep(ctx, backoff) {
+		d := wait.Next()
+		log.Warn("replication interrupted; reconnecting", "error", err, "backoff", d)
+		if !backoff.Sleep(ctx, d) {
 			return stopped()
 		}
-		backoff = min(2*backoff, r.cfg.MaxRetryBackoff)
 		r.m.Reconnects.Inc()
 	}
+}
+
+// stageConfigs are the small configs the stages take, each derived from
+// the relay's Config by its stage's ConfigOf: no stage sees the whole
+// Config.
+type stageConfigs struct {
+	decode decode.Config
+	wal    wal.Config
+	sink   sink.Config
+	slot   *slotstate.Config
+}
+
+// deriveStages is c's stage configs, dead letters counted in m.
+func deriveStages(c *relaytype.Config, m *relaymetrics.Metrics) stageConfigs {
+	dl := decode.DeadLettersOf(c, m.Invalid)
+	return stageConfigs{decode: decode.ConfigOf(c), wal: wal.ConfigOf(c, dl), sink: sink.ConfigOf(c, dl), slot: slotstate.ConfigOf(c)}
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/pgoutbox/pgoutbox/internal/admin"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // onGap handles an error of the slot check. A gap sets pgoutbox_relay_gap;
@@ -22,19 +22,19 @@ import (
 // again), otherwise returned, a permanent error that ends Run. Other errors
 // pass.
 func (r *Relay) onGap(ctx context.Context, err error) error {
-	var gap *slotstate.GapError
+	var gap *relaytype.GapError
 	if !errors.As(err, &gap) {
 		return err
 	}
 	r.m.Gap.WithLabelValues(gap.Slot, gap.Reason).Set(1)
-	if r.cfg.OnGap != relayconfig.GapBackfill {
+	if r.cfg.OnGap != relaytype.GapBackfill {
 		return err
 	}
 	r.cfg.Logger.Warn("gap found; recovering it (--on-gap=backfill)", "error", err)
 	if r.runCtx != nil {
 		ctx = r.runCtx // not the session start's bound: a backfill takes its time
 	}
-	sk := sink.NewSink(&r.cfg, r.m)
+	sk := sink.NewSink(r.stage.sink, r.m)
 	defer sk.Close()
 	if _, rerr := admin.RecoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {
 		return fmt.Errorf("%w (recovery failed: %w)", err, rerr)

@@ -12,14 +12,13 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/wal"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // errSinkFailed is the cause with which a failing sink ends the reader.
@@ -53,7 +52,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	}
 	through, part := r.publishedThrough(state, committed)
 	defer conn.Close(context.WithoutCancel(ctx))
-	cat, err := slotstate.OpenCatalog(ctx, c)
+	cat, err := slotstate.OpenCatalog(ctx, r.stage.slot)
 	if err != nil {
 		return err
 	}
@@ -77,8 +76,8 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	defer sinking.stop()
 
 	st := wal.NewStream(wal.StreamConfig{
-		Config: c, Metrics: r.m, Live: &r.live, Conn: conn, Start: start, Timing: lv,
-		Decoder: decode.NewDecoder(c, cat), Catalog: cat, Tracker: tr, Queue: q, Keeper: r.state,
+		Config: r.stage.wal, Metrics: r.m, Live: &r.live, Conn: conn, Start: start, Timing: lv,
+		Decoder: decode.NewDecoder(r.stage.decode, cat), Catalog: cat, Tracker: tr, Queue: q, Keeper: r.state,
 		SkipThrough: through, SkipPart: part,
 	})
 	readErr := st.Run(readCtx)
@@ -95,7 +94,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	if end.graceful() {
 		r.state.Settle(cat.Fenced(tr.Confirmed()), slotstate.StateSettle)
 	}
-	if errors.Is(sinkErr, relayerr.ErrFenced) {
+	if errors.Is(sinkErr, relaytype.ErrFenced) {
 		// A newer relay of the slot holds it: confirm nothing.
 		return sinkErr
 	}
@@ -116,11 +115,11 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 // slot and aborts what they left open, and returns the progress they
 // committed for this history of the slot, up to the server's WAL.
 func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelayState) (sink.Progress, error) {
-	_, walEnd, err := slotstate.IdentifyAt(ctx, &r.cfg)
+	_, walEnd, err := slotstate.IdentifyAt(ctx, r.stage.slot)
 	if err != nil {
 		return sink.Progress{}, err
 	}
-	committed, err := sk.OpenExactlyOnce(ctx, sink.HistoryOf(st), walEnd)
+	committed, err := sk.OpenExactlyOnce(ctx, sink.History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN}, walEnd)
 	if err != nil {
 		sk.Close()
 		return sink.Progress{}, err
@@ -131,7 +130,7 @@ func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelaySta
 // checkConfig is the configuration the session's checks run with: a
 // standby repeats them every StandbyRetryInterval, without the warnings it
 // logged at its first attempt.
-func (r *Relay) checkConfig() *relayconfig.Config {
+func (r *Relay) checkConfig() *relaytype.Config {
 	if !r.live.Standby.Load() {
 		return &r.cfg
 	}
@@ -141,29 +140,29 @@ func (r *Relay) checkConfig() *relayconfig.Config {
 }
 
 // startStream opens the replication connection, reads the liveness bound
-// and starts streaming from start, within liveness.SessionStartTimeout: a
+// and starts streaming from start, within pgconnect.SessionStartTimeout: a
 // connection that hangs (a blackholing network) is retried.
-func startStream(ctx context.Context, c *relayconfig.Config, start pglogrepl.LSN) (*pgconn.PgConn, liveness.Liveness, error) {
-	ctx, cancel := context.WithTimeout(ctx, liveness.SessionStartTimeout)
+func startStream(ctx context.Context, c *relaytype.Config, start pglogrepl.LSN) (*pgconn.PgConn, pgconnect.Liveness, error) {
+	ctx, cancel := context.WithTimeout(ctx, pgconnect.SessionStartTimeout)
 	defer cancel()
-	conn, err := liveness.ConnectReplication(ctx, c)
+	conn, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
-		return nil, liveness.Liveness{}, err
+		return nil, pgconnect.Liveness{}, err
 	}
-	lv, err := liveness.ReadLiveness(ctx, conn, c.StatusInterval)
+	lv, err := pgconnect.ReadLiveness(ctx, conn, c.StatusInterval)
 	if err == nil {
-		err = wal.StartReplication(ctx, conn, c, start)
+		err = wal.StartReplication(ctx, conn, c.Slot, c.Publication, start)
 	}
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, liveness.Liveness{}, err
+		return nil, pgconnect.Liveness{}, err
 	}
 	return conn, lv, nil
 }
 
 // lead makes the relay the slot's leader for a session that streams from
 // start with tracker tr: ready, with a fresh liveness clock.
-func (r *Relay) lead(tr *acktrack.Tracker, lv liveness.Liveness, start pglogrepl.LSN) {
+func (r *Relay) lead(tr *acktrack.Tracker, lv pgconnect.Liveness, start pglogrepl.LSN) {
 	c := &r.cfg
 	r.live.Tracker.Store(tr)
 	r.live.Acked(time.Now())
@@ -209,7 +208,7 @@ func runSink(ctx context.Context, sk *sink.Sink, q *queue.Queue, tr *acktrack.Tr
 // wait returns the sink's result once the reader has closed its events.
 // On a graceful end it lets Kafka acknowledge what is queued, within
 // c.ShutdownTimeout; otherwise it stops the sink at once.
-func (s *sinkRun) wait(graceful bool, c *relayconfig.Config, tr *acktrack.Tracker) error {
+func (s *sinkRun) wait(graceful bool, c *relaytype.Config, tr *acktrack.Tracker) error {
 	if !graceful {
 		s.stop()
 		return <-s.done
@@ -250,7 +249,7 @@ func (e ending) graceful() bool { return e != endBroken }
 // sessionEnd classifies the end of a session from Run's context error, the
 // reader's cancellation cause and the reader's error.
 func sessionEnd(runErr, readCause, readErr error) ending {
-	var invalid *relayerr.InvalidEventError
+	var invalid *relaytype.InvalidEventError
 	switch {
 	case errors.As(readErr, &invalid):
 		return endInvalid
@@ -265,25 +264,25 @@ func sessionEnd(runErr, readCause, readErr error) ending {
 // recovered under OnGap backfill), checks the table's columns, arms the
 // state keeper and returns the slot's confirmed position and its state row
 // (from which publishedThrough tells what Kafka already has).
-func (r *Relay) prepareStream(ctx context.Context, c *relayconfig.Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
-	conn, err := liveness.Connect(ctx, c)
+func (r *Relay) prepareStream(ctx context.Context, c *relaytype.Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
+	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := slotstate.EnsurePublication(ctx, conn, c, false); err != nil {
+	if err := slotstate.EnsurePublication(ctx, conn, slotstate.ConfigOf(c), false); err != nil {
 		return 0, nil, err
 	}
-	start, st, err = slotstate.EnsureSlot(ctx, conn, c, false)
+	start, st, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(c), false)
 	if err != nil {
 		if err := r.onGap(ctx, err); err != nil {
 			return 0, nil, err
 		}
-		if start, st, err = slotstate.EnsureSlot(ctx, conn, c, false); err != nil {
+		if start, st, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(c), false); err != nil {
 			return 0, nil, err
 		}
 	}
-	if err := slotstate.CheckTable(ctx, conn, c); err != nil {
+	if err := slotstate.CheckTable(ctx, conn, slotstate.ConfigOf(c)); err != nil {
 		return 0, nil, err
 	}
 	r.state.Start(st)

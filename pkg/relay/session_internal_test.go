@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/liveness"
-	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // The graceful-stop rule of a session: Run's context ending before the sink
@@ -17,7 +17,7 @@ import (
 // (stop the sink at once, replay in the next session).
 func TestSessionEnd(t *testing.T) {
 	t.Parallel()
-	invalid := fmt.Errorf("relay: stream: %w", &relayerr.InvalidEventError{Reason: decode.ReasonNullColumn})
+	invalid := fmt.Errorf("relay: stream: %w", &relaytype.InvalidEventError{Reason: decode.ReasonNullColumn})
 	sinkFailed := fmt.Errorf("%w: %w", errSinkFailed, errors.New("kafka: broker down"))
 	signal := errors.New("interrupt") // signal.NotifyContext's cause
 	for _, tc := range []struct {
@@ -31,7 +31,7 @@ func TestSessionEnd(t *testing.T) {
 		{"run cancelled after the sink failed", context.Canceled, sinkFailed, sinkFailed, endBroken, false},
 		{"sink failed", nil, sinkFailed, sinkFailed, endBroken, false},
 		{"connection lost", nil, nil, errors.New("relay: receive: EOF"), endBroken, false},
-		{"server silent", nil, nil, &liveness.StaleError{}, endBroken, false},
+		{"server silent", nil, nil, &pgconnect.StaleError{}, endBroken, false},
 		{"invalid event", nil, nil, invalid, endInvalid, true},
 		{"invalid event while stopping", context.Canceled, context.Canceled, invalid, endInvalid, true},
 		{"invalid event after the sink failed", nil, sinkFailed, invalid, endInvalid, true},

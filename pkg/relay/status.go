@@ -2,181 +2,30 @@ package relay
 
 import (
 	"context"
-	"time"
 
 	"github.com/pgoutbox/pgoutbox/internal/admin"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // SlotStatus describes the relay's slot and publication as the database
-// sees them. It can be read while no relay runs.
-type SlotStatus struct {
-	Slot              string `json:"slot"`
-	Publication       string `json:"publication"`
-	Table             string `json:"table"`
-	SlotExists        bool   `json:"slot_exists"`
-	PublicationExists bool   `json:"publication_exists"`
-	// PublicationMismatch says why the relay refuses to start on the
-	// publication (the table missing or not published, inserts not
-	// published, other tables, a row filter or column list, a partitioned
-	// table without publish_via_partition_root), with the fix where there
-	// is one; empty when it can start.
-	PublicationMismatch string `json:"publication_mismatch,omitempty"`
-	// PublicationExtra says what the publication publishes beyond the
-	// outbox inserts (updates, deletes, truncates): harmless but wasted
-	// decoding. Empty when nothing.
-	PublicationExtra string `json:"publication_extra,omitempty"`
-	// Active is true while a walsender streams the slot; ActivePID is its
-	// backend PID.
-	Active    bool   `json:"active"`
-	ActivePID *int32 `json:"active_pid"`
-	// LSNs in the usual X/Y text form; empty when the slot is missing.
-	ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
-	RestartLSN        string `json:"restart_lsn"`
-	CurrentWALLSN     string `json:"current_wal_lsn"`
-	// LagBytes is current WAL minus confirmed flush.
-	LagBytes int64 `json:"lag_bytes"`
-	// RetainedWALBytes is current WAL minus restart LSN: what the slot pins.
-	RetainedWALBytes int64 `json:"retained_wal_bytes"`
-	// WALStatus is pg_replication_slots.wal_status: reserved, extended,
-	// unreserved or lost.
-	WALStatus string `json:"wal_status"`
-	// SafeWALSize is pg_replication_slots.safe_wal_size; nil when
-	// max_slot_wal_keep_size is unlimited.
-	SafeWALSize *int64 `json:"safe_wal_size"`
+// sees them; it can be read while no relay runs (relaytype.SlotStatus
+// documents its fields and JSON names).
+type SlotStatus = relaytype.SlotStatus
 
-	// The process streaming the slot, from pg_stat_replication; empty or
-	// nil while the slot is not active. ActiveApplicationName is
-	// "pgoutbox-relay" for a relay unless its database URL sets
-	// application_name; ActiveClientAddr is empty for a Unix socket.
-	ActiveApplicationName string `json:"active_application_name,omitempty"`
-	ActiveClientAddr      string `json:"active_client_addr,omitempty"`
-	// ActiveState is the walsender state: "streaming" once it caught up
-	// with the WAL, "catchup" before.
-	ActiveState string `json:"active_state,omitempty"`
-	// ActiveBackendStart is when the streaming connection was opened.
-	ActiveBackendStart *time.Time `json:"active_backend_start,omitempty"`
-	// ActiveReplyTime is when the streaming process last sent a status
-	// update (an acknowledgement).
-	ActiveReplyTime *time.Time `json:"active_reply_time,omitempty"`
+// StateStatus is the slot's row of the relay state table
+// (relaytype.StateStatus).
+type StateStatus = relaytype.StateStatus
 
-	// OtherSlots describes, one string each, the other slots of the
-	// database that relay this outbox (a relay state row) or stream its
-	// publication, e.g. "pgoutbox (streaming, pid 4242; publication
-	// pgoutbox; a relay slot of this outbox)". Each slot publishes every
-	// outbox row: two are either deliberate or a mistyped --slot. Empty
-	// when none.
-	OtherSlots []string `json:"other_slots,omitempty"`
+// GapStatus is a gap as relay status shows it (relaytype.GapStatus).
+type GapStatus = relaytype.GapStatus
 
-	// TableExists is false when the outbox table does not exist.
-	TableExists bool `json:"table_exists"`
-	// State is the slot's row of the relay state table; nil when there is
-	// none (or no state table).
-	State *StateStatus `json:"state,omitempty"`
-	// Gap describes the gap Run would stop on; nil when none.
-	Gap *GapStatus `json:"gap,omitempty"`
-	// Progress is, when the configuration is exactly-once (ExactlyOnce,
-	// with Brokers), the progress committed to Kafka; nil otherwise.
-	Progress *ProgressStatus `json:"progress,omitempty"`
-	// Problems lists in words what keeps the relay from streaming
-	// healthily: a missing table, state table, publication or slot, a
-	// publication mismatch, a gap, a lost slot, no active relay. Empty when
-	// healthy.
-	Problems []string `json:"problems"`
-}
-
-// StateStatus is the slot's row of the relay state table (see
-// StateTableName), LSNs in the X/Y text form.
-type StateStatus struct {
-	SystemIdentifier string    `json:"system_identifier"`
-	Timeline         int32     `json:"timeline"`
-	SlotCreatedLSN   string    `json:"slot_created_lsn"`
-	SlotCreatedAt    time.Time `json:"slot_created_at"`
-	// ConfirmedLSN and ConfirmedCommitTime are the last transaction the
-	// relay recorded as published (they trail the slot a little).
-	ConfirmedLSN        string     `json:"confirmed_lsn"`
-	ConfirmedCommitTime *time.Time `json:"confirmed_commit_time"`
-	// CeilingLSN is the position the relay may confirm up to.
-	CeilingLSN   string `json:"ceiling_lsn"`
-	MessagesSeen bool   `json:"messages_seen"`
-	// PrunedBefore is prune's high-water mark: rows created before it
-	// may have been deleted.
-	PrunedBefore *time.Time `json:"pruned_before"`
-	UpdatedAt    time.Time  `json:"updated_at"`
-}
-
-// GapStatus is a gap as relay status shows it (see GapError).
-type GapStatus struct {
-	Reason       string    `json:"reason"`
-	Detail       string    `json:"detail"`
-	Since        time.Time `json:"since"`
-	ConfirmedLSN string    `json:"confirmed_lsn"`
-	MessagesSeen bool      `json:"messages_seen"`
-	// Message is the error Run stops with.
-	Message string `json:"message"`
-}
-
-// ProgressStatus is the exactly-once progress of a slot as Kafka holds
-// it (see SlotStatus.Progress).
-type ProgressStatus struct {
-	// Topic and Key locate the progress record; Key is also the
-	// transactional ID of the relays of the slot.
-	Topic string `json:"topic"`
-	Key   string `json:"key"`
-	// Found is false while no relay of the slot has committed a Kafka
-	// transaction.
-	Found bool `json:"found"`
-	// CommittedLSN is the end LSN of the last WAL transaction committed
-	// to Kafka; CommitTime is its commit time in Postgres.
-	CommittedLSN string     `json:"committed_lsn,omitempty"`
-	CommitTime   *time.Time `json:"commit_time,omitempty"`
-	// Error says why the progress could not be read; empty when it was.
-	Error string `json:"error,omitempty"`
-}
+// ProgressStatus is the exactly-once progress of a slot as Kafka holds it
+// (relaytype.ProgressStatus).
+type ProgressStatus = relaytype.ProgressStatus
 
 // Status reads the slot and publication state from the database and, with
 // cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
 // cfg.ProgressTopic).
 func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
-	st, err := admin.Status(ctx, cfg.engine())
-	if err != nil {
-		return nil, err
-	}
-	return slotStatus(st), nil
-}
-
-// slotStatus copies the engine's status into the public type, field by
-// field (its State, Gap and Progress are types of package relay, so no
-// conversion can do it; TestStatusCopiesEveryField checks that none is
-// left behind). StateStatus, GapStatus and ProgressStatus convert
-// directly: they declare the same fields as the engine's.
-func slotStatus(st *admin.SlotStatus) *SlotStatus {
-	return &SlotStatus{
-		Slot:                  st.Slot,
-		Publication:           st.Publication,
-		Table:                 st.Table,
-		SlotExists:            st.SlotExists,
-		PublicationExists:     st.PublicationExists,
-		PublicationMismatch:   st.PublicationMismatch,
-		PublicationExtra:      st.PublicationExtra,
-		Active:                st.Active,
-		ActivePID:             st.ActivePID,
-		ConfirmedFlushLSN:     st.ConfirmedFlushLSN,
-		RestartLSN:            st.RestartLSN,
-		CurrentWALLSN:         st.CurrentWALLSN,
-		LagBytes:              st.LagBytes,
-		RetainedWALBytes:      st.RetainedWALBytes,
-		WALStatus:             st.WALStatus,
-		SafeWALSize:           st.SafeWALSize,
-		ActiveApplicationName: st.ActiveApplicationName,
-		ActiveClientAddr:      st.ActiveClientAddr,
-		ActiveState:           st.ActiveState,
-		ActiveBackendStart:    st.ActiveBackendStart,
-		ActiveReplyTime:       st.ActiveReplyTime,
-		OtherSlots:            st.OtherSlots,
-		TableExists:           st.TableExists,
-		Problems:              st.Problems,
-		State:                 (*StateStatus)(st.State),
-		Gap:                   (*GapStatus)(st.Gap),
-		Progress:              (*ProgressStatus)(st.Progress),
-	}
+	return admin.Status(ctx, cfg)
 }

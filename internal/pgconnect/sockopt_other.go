@@ -1,6 +1,6 @@
 //go:build !linux
 
-package liveness
+package pgconnect
 
 import (
 	"net"

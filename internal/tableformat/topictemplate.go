@@ -1,4 +1,4 @@
-package relayconfig
+package tableformat
 
 import (
 	"strings"
@@ -58,10 +58,10 @@ func (t TopicTemplate) Uses(field Placeholder) bool {
 	return false
 }
 
-// check reports why no row could have a legal topic under the template: its
+// Check reports why no row could have a legal topic under the template: its
 // literal text alone is too long or holds a character Kafka refuses, or,
 // without placeholders, it is not a legal topic name.
-func (t TopicTemplate) check() error {
+func (t TopicTemplate) Check() error {
 	var lit []byte
 	placeholders := false
 	for _, p := range t {

@@ -1,4 +1,4 @@
-package liveness
+package pgconnect
 
 import (
 	"context"
@@ -116,15 +116,3 @@ func (e *StaleError) Error() string {
 }
 
 func (e *StaleError) Unwrap() error { return errServerSilent }
-
-// Sleep waits for d; it returns false when ctx ended first.
-func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}

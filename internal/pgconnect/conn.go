@@ -1,4 +1,4 @@
-package liveness
+package pgconnect
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// Connect opens a normal (non-replication) connection.
-func Connect(ctx context.Context, c *relayconfig.Config) (*pgx.Conn, error) {
-	pc, err := pgx.ParseConfig(c.DatabaseURL)
+// Connect opens a normal (non-replication) connection to databaseURL.
+func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
+	pc, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relayerr.ErrConfig, err))
+		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relaytype.ErrConfig, err))
 	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
@@ -27,10 +27,10 @@ func Connect(ctx context.Context, c *relayconfig.Config) (*pgx.Conn, error) {
 
 // ConnectReplication opens a logical replication connection
 // (replication=database).
-func ConnectReplication(ctx context.Context, c *relayconfig.Config) (*pgconn.PgConn, error) {
-	pc, err := pgconn.ParseConfig(c.DatabaseURL)
+func ConnectReplication(ctx context.Context, databaseURL string) (*pgconn.PgConn, error) {
+	pc, err := pgconn.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relayerr.ErrConfig, err))
+		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relaytype.ErrConfig, err))
 	}
 	pc.RuntimeParams["replication"] = "database"
 	// Keepalives and TCP_USER_TIMEOUT notice a dead peer in seconds,

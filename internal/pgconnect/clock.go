@@ -1,4 +1,4 @@
-package liveness
+package pgconnect
 
 import (
 	"sync/atomic"
@@ -117,3 +117,6 @@ func (l *Live) SinceLastAck() float64 {
 	}
 	return max(0, time.Since(time.Unix(0, l.lastAck.Load())).Seconds())
 }
+
+// IsLeader reports whether the relay streams the slot (Leader).
+func (l *Live) IsLeader() bool { return l.Leader.Load() }

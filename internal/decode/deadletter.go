@@ -1,4 +1,4 @@
-package sink
+package decode
 
 import (
 	"fmt"
@@ -7,10 +7,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/pgoutbox/pgoutbox/internal/contract"
-	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/relayconfig"
-	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
@@ -31,22 +31,44 @@ const (
 	maxTruncatedBytes = 1024
 )
 
-// DeadLetter turns ev, whose problem is ev.invalid, into its dead-letter
+// DeadLetters shapes the dead-letter records of invalid events: the WAL
+// reader and backfill call it for an event the decoder found invalid, the
+// sink for a record Kafka refused for good. Its fields are relay.Config's.
+type DeadLetters struct {
+	// Topic is the dead-letter topic.
+	Topic string
+	// MaxMessageBytes bounds a record; InstanceID, when set, is the
+	// relay-instance header the WAL reader adds after shaping.
+	MaxMessageBytes int
+	InstanceID      string
+	// Invalid counts the invalid events by reason
+	// (pgoutbox_relay_invalid_events_total); nil counts nothing.
+	Invalid *prometheus.CounterVec
+	// Logger receives one warning per dead-lettered event.
+	Logger *slog.Logger
+}
+
+// DeadLettersOf is c's dead-letter shaping, counting in invalid.
+func DeadLettersOf(c *relaytype.Config, invalid *prometheus.CounterVec) *DeadLetters {
+	return &DeadLetters{Topic: c.DeadLetterTopic, MaxMessageBytes: c.MaxMessageBytes, InstanceID: c.InstanceID, Invalid: invalid, Logger: c.Logger}
+}
+
+// Shape turns ev, whose problem is ev.Invalid, into its dead-letter
 // record: the same key and value (no value when the value is what is too
 // large), the reason in dlq-reason and dlq-detail, the original topic, and
 // the event's headers, each cut to its bound (dlq-truncated then says what
 // was cut). Its size is checked last: over MaxMessageBytes (less the
 // relay-instance header stage adds), it loses its value, then its key, then
-// becomes the minimal record (see minimalDeadLetter). It counts and logs
+// becomes the minimal record (see MinimalDeadLetter). It counts and logs
 // the event, with bounded excerpts only.
-func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event) {
+func (c *DeadLetters) Shape(ev *Event) {
 	inv := ev.Invalid
 	orig := ev.Record
 	var cut truncation
 	hs := make([]kgo.RecordHeader, 0, len(orig.Headers)+5)
 	hs = append(hs,
 		kgo.RecordHeader{Key: contract.HeaderDLQReason, Value: []byte(inv.Reason)},
-		kgo.RecordHeader{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(inv.Detail), decode.MaxDetailBytes)},
+		kgo.RecordHeader{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(inv.Detail), MaxDetailBytes)},
 	)
 	origTopic := orig.Topic
 	if origTopic != "" {
@@ -70,17 +92,17 @@ func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event
 		hs = append(hs, h)
 	}
 	if !hasID {
-		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderMessageID, Value: []byte(messageID(ev))})
+		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderMessageID, Value: []byte(ev.MessageID())})
 	}
 	value := orig.Value
-	if inv.Reason == decode.ReasonTooLarge && value != nil {
+	if inv.Reason == ReasonTooLarge && value != nil {
 		value = nil
 		cut.add("value")
 	}
-	ev.Record = kgo.Record{Topic: c.DeadLetterTopic, Key: orig.Key, Value: value, Headers: hs, Timestamp: orig.Timestamp}
+	ev.Record = kgo.Record{Topic: c.Topic, Key: orig.Key, Value: value, Headers: hs, Timestamp: orig.Timestamp}
 	limit := deadLetterLimit(c)
 	size := func() int {
-		return decode.RecordSize(&ev.Record) + len(contract.HeaderDLQTruncated) + maxTruncatedBytes
+		return RecordSize(&ev.Record) + len(contract.HeaderDLQTruncated) + maxTruncatedBytes
 	}
 	if size() > limit && ev.Record.Value != nil {
 		ev.Record.Value = nil
@@ -91,32 +113,34 @@ func DeadLetter(c *relayconfig.Config, m *relaymetrics.Metrics, ev *decode.Event
 		cut.add("key")
 	}
 	if size() > limit {
-		minimalDeadLetter(ev, fmt.Sprintf("the dead-letter record was over max message bytes (%d) even without key and value", c.MaxMessageBytes))
+		MinimalDeadLetter(ev, fmt.Sprintf("the dead-letter record was over max message bytes (%d) even without key and value", c.MaxMessageBytes))
 	} else if v := cut.value(); v != nil {
 		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: v})
 	}
-	m.Invalid.WithLabelValues(inv.Reason).Inc()
+	if c.Invalid != nil {
+		c.Invalid.WithLabelValues(inv.Reason).Inc()
+	}
 	c.Logger.Warn("outbox event sent to the dead-letter topic", "message_id", inv.MessageID.String(),
-		"reason", inv.Reason, "detail", string(contract.Cut([]byte(inv.Detail), decode.MaxDetailBytes)), "original_topic", origTopic,
-		slog.String("dead_letter_topic", c.DeadLetterTopic), "minimal", ev.Minimal, "truncated", string(cut.value()))
+		"reason", inv.Reason, "detail", string(contract.Cut([]byte(inv.Detail), MaxDetailBytes)), "original_topic", origTopic,
+		slog.String("dead_letter_topic", c.Topic), "minimal", ev.Minimal, "truncated", string(cut.value()))
 }
 
-// deadLetterLimit is the most decode.RecordSize a dead-letter record may have:
+// deadLetterLimit is the most RecordSize a dead-letter record may have:
 // MaxMessageBytes less the relay-instance header the stream adds.
-func deadLetterLimit(c *relayconfig.Config) int {
+func deadLetterLimit(c *DeadLetters) int {
 	limit := c.MaxMessageBytes
 	if c.InstanceID != "" {
-		limit -= len(relayconfig.InstanceHeader) + len(c.InstanceID)
+		limit -= len(relaytype.InstanceHeader) + len(c.InstanceID)
 	}
 	return limit
 }
 
-// minimalDeadLetter reduces the dead-letter record of ev to what always
+// MinimalDeadLetter reduces the dead-letter record of ev to what always
 // fits: no key, no value, and only the headers message-id, dlq-reason,
-// dlq-detail (saying why, then the event's detail, cut to decode.MaxDetailBytes),
+// dlq-detail (saying why, then the event's detail, cut to MaxDetailBytes),
 // original-topic (at most 249 bytes) and dlq-truncated ("key,value,headers").
 // Only a dead-letter topic refusing this record stops the relay.
-func minimalDeadLetter(ev *decode.Event, why string) {
+func MinimalDeadLetter(ev *Event, why string) {
 	var id, topic []byte
 	for _, h := range ev.Record.Headers {
 		switch h.Key {
@@ -127,12 +151,12 @@ func minimalDeadLetter(ev *decode.Event, why string) {
 		}
 	}
 	if id == nil {
-		id = []byte(messageID(ev))
+		id = []byte(ev.MessageID())
 	}
 	detail := why + "; it holds only message-id, dlq-reason, dlq-detail and original-topic. The event's problem: " + ev.Invalid.Detail
 	hs := []kgo.RecordHeader{
 		{Key: contract.HeaderDLQReason, Value: []byte(ev.Invalid.Reason)},
-		{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(detail), decode.MaxDetailBytes)},
+		{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(detail), MaxDetailBytes)},
 	}
 	if topic != nil {
 		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderOriginalTopic, Value: contract.Cut(topic, contract.MaxTopicBytes)})
@@ -174,8 +198,8 @@ func (t *truncation) value() []byte {
 	return []byte(v)
 }
 
-// messageID is ev's message ID as text, empty when it has none.
-func messageID(ev *decode.Event) string {
+// MessageID is ev's message ID as text, empty when it has none.
+func (ev *Event) MessageID() string {
 	if ev.ID == [16]byte{} {
 		return ""
 	}

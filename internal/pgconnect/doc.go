@@ -1,4 +1,6 @@
-// Package liveness holds the relay's liveness clock (Live): when its
+// Package pgconnect is the relay's Postgres connection layer, at the bottom
+// of the engine: the connections (Connect, ConnectReplication) and the
+// liveness clock that guards them (Live): when its
 // walsender last gave a sign of life, whether the relay leads or waits as a
 // standby, and the bound past which it must not publish; and the Postgres
 // connections it guards (TCP_USER_TIMEOUT at the bound).
@@ -56,4 +58,4 @@
 // old one's transactional producer (see internal/sink).
 // Config.InstanceID adds a relay-instance header to every record, so you
 // can check which process wrote what.
-package liveness
+package pgconnect

@@ -1,0 +1,53 @@
+package decode
+
+import (
+	"log/slog"
+
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+)
+
+// Config is what the decoder takes of relay.Config (whose fields document
+// each). The zero value of a field is not defaulted here: ConfigOf takes a
+// configuration with its defaults.
+type Config struct {
+	// Table is "schema.table", the outbox table.
+	Table string
+	// TableFormat is the outbox table's column layout.
+	TableFormat tableformat.TableFormat
+	// TopicTemplate names the topic of a row without a topic.
+	TopicTemplate string
+	// DeadLetterTopic, ProgressTopic and AllowedTopics bound the topics a
+	// row may name (see topicProblem).
+	DeadLetterTopic string
+	ProgressTopic   string
+	AllowedTopics   []string
+	// MaxMessageBytes is the largest record.
+	MaxMessageBytes int
+	// StopOnInvalid makes an unusable table layout an error
+	// (ErrTableColumns) rather than a layout whose rows are invalid
+	// (OnInvalid is InvalidStop).
+	StopOnInvalid bool
+	// CloudEvents adds the CloudEvents headers, with CloudEventsSource.
+	CloudEvents       bool
+	CloudEventsSource string
+	// Logger receives the decoder's warnings.
+	Logger *slog.Logger
+}
+
+// ConfigOf is the decoder's part of c, a configuration with its defaults.
+func ConfigOf(c *relaytype.Config) Config {
+	return Config{
+		Table:             c.Table,
+		TableFormat:       c.TableFormat,
+		TopicTemplate:     c.TopicTemplate,
+		DeadLetterTopic:   c.DeadLetterTopic,
+		ProgressTopic:     c.ProgressTopic,
+		AllowedTopics:     c.AllowedTopics,
+		MaxMessageBytes:   c.MaxMessageBytes,
+		StopOnInvalid:     c.OnInvalid == relaytype.InvalidStop,
+		CloudEvents:       c.CloudEvents,
+		CloudEventsSource: c.CloudEventsSource,
+		Logger:            c.Logger,
+	}
+}

@@ -1,0 +1,70 @@
+package sink
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+)
+
+// Config is what the sink takes of relay.Config (whose fields document
+// each); ConfigOf derives it.
+type Config struct {
+	// Producer configures each session's producer; the sink sets its
+	// Guard, OnError and TransactionalID.
+	Producer producer.Config
+	// Slot names the slot in the exactly-once progress.
+	Slot string
+	// BatchSize and BatchTimeout shape the batches.
+	BatchSize    int
+	BatchTimeout time.Duration
+	// RetryBackoff, doubling up to MaxRetryBackoff, paces the retries of
+	// a failed write.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// TopicUnavailableGrace is how long a missing or unwritable topic is
+	// retried; then StopOnUnavailable stops the relay, or its records are
+	// dead-lettered.
+	TopicUnavailableGrace time.Duration
+	StopOnUnavailable     bool
+	// StopOnInvalid stops the relay on a record Kafka refuses for good,
+	// rather than dead-letter it with DeadLetters.
+	StopOnInvalid bool
+	DeadLetters   *decode.DeadLetters
+	// ProgressTopic is the exactly-once progress topic.
+	ProgressTopic string
+	// Logger receives the sink's logs.
+	Logger *slog.Logger
+}
+
+// ConfigOf is the sink's part of c, a configuration with its defaults;
+// dl shapes its dead letters.
+func ConfigOf(c *relaytype.Config, dl *decode.DeadLetters) Config {
+	return Config{
+		Producer: producer.Config{
+			Brokers:            c.Brokers,
+			TLS:                c.TLS,
+			SASL:               (*producer.SASL)(c.SASL),
+			Compression:        c.Compression,
+			MaxBufferedBytes:   c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
+			MaxMessageBytes:    c.MaxMessageBytes,
+			RequestTimeout:     c.WriteTimeout,
+			AutoCreateTopics:   !c.NoAutoCreateTopics,
+			TransactionTimeout: c.TransactionTimeout,
+			Logger:             c.Logger,
+		},
+		Slot:                  c.Slot,
+		BatchSize:             c.BatchSize,
+		BatchTimeout:          c.BatchTimeout,
+		RetryBackoff:          c.RetryBackoff,
+		MaxRetryBackoff:       c.MaxRetryBackoff,
+		TopicUnavailableGrace: c.TopicUnavailableGrace,
+		StopOnUnavailable:     c.OnUnavailableTopic == relaytype.UnavailableStop,
+		StopOnInvalid:         c.OnInvalid == relaytype.InvalidStop,
+		DeadLetters:           dl,
+		ProgressTopic:         c.ProgressTopic,
+		Logger:                c.Logger,
+	}
+}

@@ -1,0 +1,207 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/internal/queue"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+)
+
+// sinkTest is a sink on kfake, without Postgres, fed as the WAL reader
+// feeds it.
+type sinkTest struct {
+	*Sink
+	k  *testenv.Kafka
+	q  *queue.Queue
+	tr *acktrack.Tracker
+}
+
+func newSinkTest(t *testing.T, mod func(*relaytype.Config)) *sinkTest {
+	t.Helper()
+	k := testenv.NewKafka(t)
+	in := relaytype.Config{DatabaseURL: "x", Brokers: k.Brokers, Slot: "s", Logger: slog.New(slog.DiscardHandler)}
+	if mod != nil {
+		mod(&in)
+	}
+	c, err := in.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
+	s := NewSink(ConfigOf(&c, decode.DeadLettersOf(&c, m.Invalid)), m)
+	t.Cleanup(s.Close)
+	// The queue holds every event a test queues before Run starts.
+	return &sinkTest{Sink: s, k: k, q: queue.NewQueue(100, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "b"})),
+		tr: acktrack.New(0)}
+}
+
+// tx queues one WAL transaction of n events of topic, ending at end, as
+// the WAL reader does (taking room and budget; a marker ends it in
+// exactly-once mode).
+func (st *sinkTest) tx(t *testing.T, topic string, n int, end uint64, marker bool) {
+	t.Helper()
+	id := st.tr.Begin()
+	st.tr.Add(id, n)
+	st.tr.Commit(id, end)
+	evs := make([]decode.Event, 0, n+1)
+	for i := range n {
+		ev := decode.Event{Tx: id, Commit: time.Now(), Pos: decode.Position{Final: pglogrepl.LSN(end), Seq: i},
+			Record: kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte(fmt.Sprintf("%d/%d", end, i))}}
+		ev.Cost = st.q.Budget.Cost(&ev)
+		if !st.q.Budget.TryTake(ev.Cost) {
+			t.Fatal("budget full")
+		}
+		evs = append(evs, ev)
+	}
+	if marker {
+		evs = append(evs, decode.Event{Marker: true, Tx: id, Commit: time.Now(), EndLSN: end})
+	}
+	if !st.q.Room.TryAcquire(int64(len(evs))) {
+		t.Fatal("queue full")
+	}
+	st.q.Events <- evs
+}
+
+// run runs the sink until the queue, closed, is drained.
+func (st *sinkTest) run(t *testing.T) {
+	t.Helper()
+	st.q.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := st.Run(ctx, st.q, st.tr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// values reads topic's record values, read_committed.
+func (st *sinkTest) values(t *testing.T, topic string, want int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(st.k.Brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < want && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
+}
+
+// At-least-once: Run collects the queued transactions in batches of at
+// most BatchSize, publishes them in order and acknowledges every event,
+// so the tracker confirms the last transaction's end; a closed queue ends
+// Run with nil.
+func TestRunAtLeastOnce(t *testing.T) {
+	t.Parallel()
+	st := newSinkTest(t, func(c *relaytype.Config) { c.BatchSize = 3 })
+	if err := st.Open(); err != nil {
+		t.Fatal(err)
+	}
+	topic := st.k.Topic("alo")
+	for i := range 4 {
+		st.tx(t, topic, 2, uint64(100*(i+1)), false)
+	}
+	st.run(t)
+	if got := st.tr.Confirmed(); got != 400 {
+		t.Errorf("confirmed %d, want 400", got)
+	}
+	got := st.values(t, topic, 8)
+	if len(got) != 8 || got[0] != "100/0" || got[7] != "400/1" {
+		t.Errorf("records %q, want 8 in commit order", got)
+	}
+}
+
+// Exactly-once: each WAL transaction is committed as a Kafka transaction
+// with its progress record; the events are acknowledged at the commit,
+// and the committed progress reads back as the last transaction's end.
+func TestRunTransactional(t *testing.T) {
+	t.Parallel()
+	st := newSinkTest(t, func(c *relaytype.Config) { c.ExactlyOnce = true })
+	ctx := context.Background()
+	h := History{SystemID: "7", Timeline: 1, SlotCreatedLSN: 1}
+	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.publisher().(transactional); !ok {
+		t.Fatalf("publisher %T after OpenExactlyOnce, want transactional", st.publisher())
+	}
+	topic := st.k.Topic("eos")
+	st.tx(t, topic, 2, 100, true)
+	st.tx(t, topic, 3, 200, true)
+	st.run(t)
+	if got := st.tr.Confirmed(); got != 200 {
+		t.Errorf("confirmed %d, want 200", got)
+	}
+	if got := st.values(t, topic, 5); len(got) != 5 {
+		t.Errorf("records %q, want 5", got)
+	}
+	ps := ReadProgressStatus(ctx, &st.cfg, "7")
+	if !ps.Found || ps.CommittedLSN != pglogrepl.LSN(200).String() || ps.Error != "" {
+		t.Errorf("progress %+v, want found at %s", ps, pglogrepl.LSN(200))
+	}
+}
+
+// A batch of a WAL transaction that goes on (no marker yet) is written but
+// not acknowledged: nothing is confirmed before the commit.
+func TestTransactionalAcknowledgesAtCommit(t *testing.T) {
+	t.Parallel()
+	st := newSinkTest(t, func(c *relaytype.Config) { c.ExactlyOnce = true })
+	ctx := context.Background()
+	if _, err := st.OpenExactlyOnce(ctx, History{SystemID: "8", Timeline: 1, SlotCreatedLSN: 1}, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	st.tx(t, st.k.Topic("open"), 2, 100, false)
+	st.run(t)
+	if got := st.tr.Confirmed(); got != 0 {
+		t.Errorf("confirmed %d before the transaction's marker, want 0", got)
+	}
+	if !st.eos.open || st.eos.committed {
+		t.Errorf("transaction open %v, committed %v: want open, not committed", st.eos.open, st.eos.committed)
+	}
+}
+
+// The collector returns what is queued, at most size events, keeping a
+// slice that does not fit for the next batch; a batch that fills up does
+// not look for the close, which the next call reports with no batch.
+func TestCollector(t *testing.T) {
+	t.Parallel()
+	q := queue.NewQueue(10, 1<<20, prometheus.NewGauge(prometheus.GaugeOpts{Name: "b"}))
+	for _, n := range []int{2, 2, 1} {
+		if !q.Room.TryAcquire(int64(n)) {
+			t.Fatal("room")
+		}
+		q.Events <- make([]decode.Event, n)
+	}
+	q.Close()
+	c := newCollector(q, 3, 0)
+	ctx := context.Background()
+	for i, want := range []struct {
+		n      int
+		closed bool
+	}{{2, false}, {3, false}} {
+		b, closed, err := c.collect(ctx)
+		if err != nil || len(b) != want.n || closed != want.closed {
+			t.Fatalf("batch %d: %d events, closed %v, %v; want %d, %v", i, len(b), closed, err, want.n, want.closed)
+		}
+	}
+	if b, closed, err := c.collect(ctx); b != nil || !closed || err != nil {
+		t.Fatalf("after the close: %v, %v, %v", b, closed, err)
+	}
+}

@@ -1,0 +1,207 @@
+package relaytype
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/pgtls"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+)
+
+// slotNamePattern is what Postgres accepts as a replication slot name.
+var slotNamePattern = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// WithDefaults returns a copy of cfg (nil: the zero Config) with every zero field set to its
+// default, and validates it: the error wraps ErrConfig and names every
+// problem at once. Brokers are not required here (Setup, Status and
+// Teardown do without them); see CheckBrokers. New and every function of
+// package relay call it; a caller may, to see the effective
+// configuration.
+func (cfg *Config) WithDefaults() (Config, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.setDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	c.checkNames(bad)
+	c.checkPolicies(bad)
+	c.checkKafka(bad)
+	c.checkBounds(bad)
+	if len(errs) > 0 {
+		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// CheckBrokers is the extra check of the configurations that talk to
+// Kafka: Brokers is required.
+func (c *Config) CheckBrokers() error {
+	if len(c.Brokers) == 0 {
+		return fmt.Errorf("%w: brokers are required", ErrConfig)
+	}
+	return nil
+}
+
+// setDefaults sets every zero field that has a default.
+func (c *Config) setDefaults() {
+	setDefault(&c.Table, DefaultTable)
+	setDefault(&c.Slot, DefaultSlot)
+	setDefault(&c.Publication, DefaultPublication)
+	setDefault(&c.TableFormat, tableformat.TableFormatPgoutbox)
+	setDefault(&c.TopicTemplate, tableformat.Shape(c.TableFormat).TopicTemplate)
+	if c.CloudEvents && c.CloudEventsSource == "" {
+		c.CloudEventsSource = tableformat.DefaultCloudEventsSource(c.DatabaseURL, c.Table)
+	}
+	setDefault(&c.DeadLetterTopic, DefaultDeadLetterTopic)
+	setDefault(&c.OnInvalid, InvalidDeadLetter)
+	setDefault(&c.Compression, "none")
+	setDefault(&c.MaxMessageBytes, DefaultMaxMessageBytes)
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.BufferBytes, DefaultBufferBytes)
+	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
+	setDefault(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	setDefault(&c.TopicUnavailableGrace, DefaultTopicUnavailableGrace)
+	setDefault(&c.OnUnavailableTopic, UnavailableDeadLetter)
+	setDefault(&c.StatusInterval, DefaultStatusInterval)
+	setDefault(&c.ProgressTopic, DefaultProgressTopic)
+	setDefault(&c.TransactionTimeout, DefaultTransactionTimeout)
+	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&c.PruneInterval, DefaultPruneInterval)
+	setDefault(&c.PruneBatchSize, DefaultPruneBatchSize)
+	setDefault(&c.OnGap, GapStop)
+	setDefault(&c.BackfillMargin, DefaultBackfillMargin)
+	setDefault(&c.LagPollInterval, DefaultLagPollInterval)
+	setDefault(&c.StandbyRetryInterval, DefaultStandbyRetryInterval)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxRetryBackoff < c.RetryBackoff {
+		c.MaxRetryBackoff = c.RetryBackoff
+	}
+}
+
+// checkNames checks the database URL and the names: table, format, slot,
+// topics, topic template.
+func (c *Config) checkNames(bad func(string, ...any)) {
+	if c.DatabaseURL == "" {
+		bad("database URL is required")
+	} else if c.RequireTLS {
+		if ws, err := pgtls.Check(c.DatabaseURL); err == nil && len(ws) > 0 {
+			bad("require TLS: the database URL allows %s; use sslmode=verify-full (or verify-ca) with sslrootcert", pgtls.Describe(ws))
+		}
+	}
+	if _, err := pgname.Parse(c.Table, "public"); err != nil {
+		bad("table: %v", err)
+	}
+	if _, ok := tableformat.TableShapes[c.TableFormat]; !ok {
+		bad("table format %q: want %q or %q", c.TableFormat, tableformat.TableFormatPgoutbox, tableformat.TableFormatDebezium)
+	}
+	if !slotNamePattern.MatchString(c.Slot) {
+		bad("slot %q: want 1 to 63 characters of a-z, 0-9 and _", c.Slot)
+	}
+	if err := contract.CheckTopic([]byte(c.DeadLetterTopic)); err != nil {
+		bad("dead-letter topic: %v", err)
+	}
+	for _, p := range c.AllowedTopics {
+		if err := contract.CheckTopic([]byte(p)); err != nil {
+			bad("allowed topic prefix: %v", err)
+		}
+	}
+	if err := tableformat.ParseTopicTemplate(c.TopicTemplate).Check(); err != nil {
+		bad("topic template %q: %v", c.TopicTemplate, err)
+	}
+}
+
+// checkPolicies checks the three policies.
+func (c *Config) checkPolicies(bad func(string, ...any)) {
+	if c.OnInvalid != InvalidDeadLetter && c.OnInvalid != InvalidStop {
+		bad("on-invalid %q: want %q or %q", c.OnInvalid, InvalidDeadLetter, InvalidStop)
+	}
+	if c.OnUnavailableTopic != UnavailableDeadLetter && c.OnUnavailableTopic != UnavailableStop {
+		bad("on-unavailable-topic %q: want %q or %q", c.OnUnavailableTopic, UnavailableDeadLetter, UnavailableStop)
+	}
+	if c.OnGap != GapStop && c.OnGap != GapBackfill {
+		bad("on-gap %q: want %q or %q", c.OnGap, GapStop, GapBackfill)
+	}
+}
+
+// checkKafka checks the compression, the progress topic and SASL.
+func (c *Config) checkKafka(bad func(string, ...any)) {
+	if !slices.Contains(Compressions, strings.ToLower(c.Compression)) {
+		bad("compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
+	}
+	if c.ExactlyOnce {
+		if err := contract.CheckTopic([]byte(c.ProgressTopic)); err != nil {
+			bad("progress topic: %v", err)
+		} else if c.ProgressTopic == c.DeadLetterTopic {
+			bad("progress topic %s is the dead-letter topic: give each its own", c.ProgressTopic)
+		}
+	}
+	if c.SASL != nil {
+		if err := c.SASL.check(); err != nil {
+			bad("%v", err)
+		}
+	}
+}
+
+// checkBounds refuses negative durations and sizes.
+func (c *Config) checkBounds(bad func(string, ...any)) {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.WriteTimeout}, {"retry backoff", c.RetryBackoff},
+		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
+		{"prune after", c.PruneAfter}, {"lag poll interval", c.LagPollInterval},
+		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval},
+		{"topic unavailable grace", c.TopicUnavailableGrace}, {"backfill margin", c.BackfillMargin},
+		{"transaction timeout", c.TransactionTimeout}} {
+		if d.v < 0 {
+			bad("%s %v is negative", d.name, d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max message bytes", c.MaxMessageBytes}, {"batch size", c.BatchSize},
+		{"buffer bytes", c.BufferBytes}, {"prune batch size", c.PruneBatchSize}} {
+		if n.v < 0 {
+			bad("%s %d is negative", n.name, n.v)
+		}
+	}
+}
+
+// check reports what s lacks for its mechanism, before any connection.
+func (s *SASL) check() error {
+	switch strings.ToUpper(s.Mechanism) {
+	case SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512:
+		if s.Username == "" {
+			return fmt.Errorf("SASL %s needs a username", s.Mechanism)
+		}
+	case SASLOAuthBearer:
+		if s.TokenFile == "" {
+			return errors.New("SASL OAUTHBEARER needs a token file")
+		}
+	case SASLAWSMSKIAM:
+	default:
+		return fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(SASLMechanisms, ", "))
+	}
+	return nil
+}
+
+// setDefault sets *p to def when it is the zero value.
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}

@@ -26,7 +26,7 @@ func layers(t *testing.T) map[string]int {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	row := regexp.MustCompile("^\\| (\\d+) \\| (.*) \\|$")
+	row := regexp.MustCompile(`^\| (\d+) \| (.*) \|$`)
 	pkg := regexp.MustCompile("`([a-z0-9/]+)`")
 	out := map[string]int{}
 	in := false

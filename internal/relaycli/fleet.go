@@ -131,7 +131,7 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 		return nil, fleetError(path, "", fmt.Errorf("%v (the file holds %s:, %s: and %s:)", err, fleetKeyDefaults, fleetKeySources, fleetKeySpread))
 	}
 	if len(file.Sources) == 0 {
-		return nil, fleetError(path, "", fmt.Errorf("no %s: the file lists the sources to relay under %s:", fleetKeySources, fleetKeySources))
+		return nil, fleetError(path, "", fmt.Errorf("no %s: list the sources to relay under the key %s", fleetKeySources, fleetKeySources))
 	}
 	sp, err := file.Spread.parse()
 	if err != nil {

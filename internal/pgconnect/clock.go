@@ -81,6 +81,13 @@ func (l *Live) Stale(now time.Time) error {
 	return nil
 }
 
+// LiveUntil is when the relay, without a new sign of life, turns stale:
+// the last moment a write may start.
+func (l *Live) LiveUntil(now time.Time) time.Time {
+	age, bound := time.Duration(monoNanos(now)-l.alive.Load()), time.Duration(l.bound.Load())
+	return now.Add(bound - age)
+}
+
 // SinceServer is the time since the last sign of life of the
 // walsender; it keeps rising while the relay fails to reconnect, and is 0
 // while it is a standby (nothing to hear).

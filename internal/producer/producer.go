@@ -34,6 +34,11 @@ type Config struct {
 	// Guard, when set, is asked before every write on every connection;
 	// its error fails the write (the client retries the request later).
 	Guard func() error
+	// WriteBy, when set with Guard, is the latest moment a socket write
+	// passed by Guard may start: it becomes the write's deadline, so a
+	// process frozen between the guard and the write (SIGSTOP, a paused
+	// VM) sends nothing once it resumes past it.
+	WriteBy func() time.Time
 	// Compression is none, gzip, snappy, lz4 or zstd.
 	Compression string
 	// MaxBufferedBytes bounds the record bytes the client holds; a
@@ -90,7 +95,7 @@ func New(cfg Config) (*Producer, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(ClientID),
-		kgo.Dialer(dialer(cfg.TLS, cfg.Guard)),
+		kgo.Dialer(dialer(cfg.TLS, cfg.Guard, cfg.WriteBy)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// Produce buffers a call's records and then flushes them at once.
 		// The idempotent producer has one request in flight per broker:
@@ -267,7 +272,7 @@ func ClientOpts(cfg Config, more ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(ClientID),
-		kgo.Dialer(dialer(cfg.TLS, cfg.Guard)),
+		kgo.Dialer(dialer(cfg.TLS, cfg.Guard, cfg.WriteBy)),
 		kgo.DisableClientMetrics(),
 	}
 	if cfg.SASL != nil {

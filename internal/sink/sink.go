@@ -31,6 +31,9 @@ type Sink struct {
 	// producer's connections before every socket write; an error refuses
 	// the write (see Liveness in the package doc).
 	Guard func() error
+	// WriteBy, when set with Guard, is the latest moment a socket write
+	// may start (producer.Config.WriteBy).
+	WriteBy func() time.Time
 	// unavailable holds the topics whose writes fail as
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.
@@ -89,7 +92,7 @@ func producerConfig(c *Config, sk *Sink, txnID string) producer.Config {
 	pc := c.Producer
 	pc.TransactionalID = txnID
 	if sk != nil {
-		pc.Guard, pc.OnError = sk.Guard, sk.m.PublishErrors.Inc
+		pc.Guard, pc.WriteBy, pc.OnError = sk.Guard, sk.WriteBy, sk.m.PublishErrors.Inc
 	}
 	return pc
 }

@@ -84,9 +84,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	// nothing more to Kafka: the server may have given the slot to
 	// another relay (see docs/liveness.md). The sink checks
 	// before each write call, the producer's connections before each
-	// byte.
+	// byte, and a socket write must start before the relay turns stale
+	// (its deadline), so a relay frozen between the check and the write
+	// sends nothing when it resumes.
 	r.live.Begin(time.Now(), pgconnect.DefaultLivenessBound)
 	sk.Guard = func() error { return r.live.Stale(time.Now()) }
+	sk.WriteBy = func() time.Time { return r.live.LiveUntil(time.Now()) }
 
 	g, gctx := errgroup.WithContext(ctx)
 	r.runCtx = gctx

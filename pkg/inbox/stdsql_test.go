@@ -216,7 +216,7 @@ func TestSQLConsumerExternal(t *testing.T) {
 
 // A consumer on database/sql takes exactly one handler; a handler of the
 // other driver, or one without a database, no longer compiles (the
-// ConsumerConfig carries the Inbox's transaction type, and the Inbox its
+// inboxkafka.Config carries the Inbox's transaction type, and the Inbox its
 // database), and a nil database is refused by New.
 func TestSQLConsumerConfigChecked(t *testing.T) {
 	t.Parallel()

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -412,4 +414,90 @@ func TestFleetReloadsAChangedFile(t *testing.T) {
 	if n := strings.Count(stderr.String(), `"why":"the file changed"`); n != 1 {
 		t.Errorf("%d reloads for one change of the file, want 1", n)
 	}
+}
+
+// relay verify --config audits every source over one window, each report
+// under its name, the gauges labelled source (in the metrics file, and
+// one Pushgateway group per source), and exits 1 naming the source whose
+// window is not clean.
+func TestFleetVerify(t *testing.T) {
+	kafka := testenv.NewKafka(t)
+	a, aEntry := fleetSource(t, "alpha")
+	b, bEntry := fleetSource(t, "beta")
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	file := fmt.Sprintf("defaults:\n  brokers: [%s]\n  batch-timeout: 1ms\nsources:\n", kafka.Brokers[0]) + aEntry + bEntry
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := startReplica(t, path)
+	waitReady(t, rep.base+"/readyz", rep.logs)
+	insert(t, a, "alpha", "a-1")
+	insert(t, b, "beta", "b-1")
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.alpha", 1, time.Minute)
+	testenv.WaitForRecords(t, kafka.Brokers, "outbox.beta", 1, time.Minute)
+
+	var pushed []string
+	var mu sync.Mutex
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		pushed = append(pushed, r.URL.Path)
+		mu.Unlock()
+	}))
+	defer gw.Close()
+	metricsFile := filepath.Join(t.TempDir(), "verify.prom")
+	args := []string{"verify", "--config", path, "--since", "1h", "--grace", "0", "--metrics-file", metricsFile, "--pushgateway", gw.URL, "--pushgateway-insecure"}
+	r := cli(t, args...)
+	wantCode(t, r, 0)
+	for _, want := range []string{"source alpha\n", "source beta\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("relay verify --config does not print %q:\n%s", want, r.stdout)
+		}
+	}
+	prom, err := os.ReadFile(metricsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`pgoutbox_verify_ok{source="alpha",table="public.outbox"} 1`, `pgoutbox_verify_ok{source="beta",table="public.outbox"} 1`} {
+		if !strings.Contains(string(prom), want) {
+			t.Errorf("metrics file lacks %s:\n%s", want, prom)
+		}
+	}
+	mu.Lock()
+	got := strings.Join(pushed, " ")
+	mu.Unlock()
+	for _, want := range []string{"/table/public.outbox/source/alpha", "/table/public.outbox/source/beta"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("pushes %s: none to the group %s", got, want)
+		}
+	}
+
+	// A row of beta's that no relay publishes: beta is not clean, alpha is.
+	rep.stop(t)
+	insert(t, b, "beta", "b-2")
+	r = cli(t, "verify", "--config", path, "--since", "1h", "--grace", "0", "--json")
+	wantCode(t, r, 1)
+	wantOneErrorLine(t, r.stderr, "sources not clean: beta (", "missing")
+	if strings.Contains(r.stderr, "alpha") {
+		t.Errorf("alpha named as not clean: %s", r.stderr)
+	}
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	var n int
+	for dec.More() {
+		var out struct {
+			Source string
+			Report struct{ Rows, Missing int }
+		}
+		if err := dec.Decode(&out); err != nil {
+			t.Fatalf("--json: %v\n%s", err, r.stdout)
+		}
+		if out.Source == "beta" && out.Report.Missing != 1 || out.Source == "alpha" && out.Report.Missing != 0 {
+			t.Errorf("--json: %+v", out)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Errorf("--json printed %d reports, want 2", n)
+	}
+	wantCode(t, cli(t, "verify", "--config", path, "--source", "gamma"), relaycli.ExitUsage)
+	wantCode(t, cli(t, "verify", "--config", path, "--table", "x"), relaycli.ExitUsage)
 }

@@ -16,11 +16,13 @@ import (
 // flagSource picks one source of the fleet file.
 const flagSource = "source"
 
-// fleetStatusFlags are relay status's flags for a fleet file.
-func fleetStatusFlags() []cli.Flag {
+// fleetFileFlags are the flags of a command that works across a fleet
+// file's sources (relay status, relay verify); what says what it does
+// with them.
+func fleetFileFlags(what string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagConfig, Category: catOps, EnvVars: envVar(flagConfig),
-			Usage: "fleet file (see relay run --config): show every source it lists, each under its name; exit 1 naming the unhealthy ones"},
+			Usage: "fleet file (see relay run --config): " + what},
 		&cli.StringFlag{Name: flagSource, Category: catOps, EnvVars: envVar(flagSource),
 			Usage: "with --config: only this source"},
 	}

@@ -47,6 +47,7 @@ const pushMaxBody = 512
 // pusher pushes the verify gauges.
 type pusher struct {
 	url, job, table string
+	source          string // a fleet's source: grouped by it too
 	user, password  string
 	reg             *prometheus.Registry
 }
@@ -54,7 +55,7 @@ type pusher struct {
 // newPusher reads the Pushgateway flags; nil when --pushgateway is not
 // set. The URL must name its scheme, https unless --pushgateway-insecure,
 // and hold no credentials.
-func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table string) (*pusher, error) {
+func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table, source string) (*pusher, error) {
 	raw := c.String(flagPushgateway)
 	if raw == "" {
 		return nil, nil
@@ -79,7 +80,7 @@ func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table strin
 	if pw.OnCommandLine {
 		sc.exposed = append(sc.exposed, flagPushPassword)
 	}
-	p := &pusher{url: u.String(), job: c.String(flagPushJob), table: table, user: c.String(flagPushUser), password: pw.Value,
+	p := &pusher{url: u.String(), job: c.String(flagPushJob), table: table, source: source, user: c.String(flagPushUser), password: pw.Value,
 		reg: prometheus.NewRegistry()}
 	if p.password != "" && p.user == "" {
 		return nil, usagef("a --%s needs --%s", flagPushPassword, flagPushUser)
@@ -92,6 +93,9 @@ func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table strin
 func (p *pusher) push(ctx context.Context) error {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: cutBodies{http.DefaultTransport}}
 	pu := push.New(p.url, p.job).Gatherer(p.reg).Grouping("table", p.table).Client(client).Format(expfmt.NewFormat(expfmt.TypeTextPlain))
+	if p.source != "" {
+		pu = pu.Grouping("source", p.source)
+	}
 	if p.user != "" {
 		pu = pu.BasicAuth(p.user, p.password)
 	}

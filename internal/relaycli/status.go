@@ -40,7 +40,7 @@ func statusCommand(sc *scrubber) *cli.Command {
 			"(or --source NAME), each under its name, and exits 1 naming the unhealthy ones.",
 		Flags: append(append(append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, EnvVars: envVar(flagJSON), Usage: "print JSON instead of a table"}),
 			append(exactlyOnceFlags(), brokersFlag("--exactly-once: Kafka bootstrap brokers, host:port, comma separated"))...),
-			append(kafkaflags.Flags(envName, catKafka), fleetStatusFlags()...)...),
+			append(kafkaflags.Flags(envName, catKafka), fleetFileFlags("show every source it lists, each under its name; exit 1 naming the unhealthy ones")...)...),
 		Action: fleetOr(sc, statusFleet, adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			if err := statusKafkaConfig(c, sc, cfg); err != nil {
 				return err

@@ -56,7 +56,10 @@ func verifyCommand(sc *scrubber) *cli.Command {
 			"mismatched or out of order, a window without rows (unless --allow-empty), or the run failed;\n" +
 			"2 bad usage. --metrics-file writes the\n" +
 			"pgoutbox_verify_* gauges for node_exporter's textfile collector, --pushgateway pushes them;\n" +
-			"--every re-verifies the sliding window on an interval and serves them on --metrics-addr.",
+			"--every re-verifies the sliding window on an interval and serves them on --metrics-addr.\n\n" +
+			"With --config FILE (a fleet file, see relay run --config) it verifies every source of the file\n" +
+			"(or --source NAME) over the same window, each report under its name, the gauges labelled source,\n" +
+			"and exits 1 naming the sources whose window is not clean.",
 		Flags:  verifyFlags(),
 		Action: func(c *cli.Context) error { return verifyAction(c, sc) },
 	}
@@ -109,12 +112,14 @@ func verifyFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagMetricsAddr, Category: catVerify, EnvVars: envVar(flagMetricsAddr),
 			Usage: "with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"},
 	)
+	flags = append(flags, fleetFileFlags("verify every source it lists (its database, table and Kafka settings from the file; the window and output flags from here), each under its name; the gauges get a source label")...)
 	return append(flags, pushFlags()...)
 }
 
 // verifyRun is a parsed verify command line.
 type verifyRun struct {
 	cfg        *relay.Config
+	source     string // its name in a fleet file; empty for one relay
 	opts       relay.VerifyOptions
 	since      time.Duration // the sliding window's length; 0 for a fixed window
 	every      time.Duration
@@ -127,6 +132,21 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 	if err := noArgs(c); err != nil {
 		return nil, err
 	}
+	cfg, err := verifySourceConfig(c, sc)
+	if err != nil {
+		return nil, err
+	}
+	v, err := newVerifyRun(c, sc, cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	warnSecretFlags(sc, cfg.Logger)
+	return v, nil
+}
+
+// verifySourceConfig reads what verify needs to know of the relay it
+// audits: the database flags and the Kafka and routing flags.
+func verifySourceConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg, err := databaseConfig(c, sc)
 	if err != nil {
 		return nil, err
@@ -143,9 +163,16 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 	if err := kafkaSecurity(c, sc, cfg); err != nil {
 		return nil, err
 	}
+	return cfg, nil
+}
 
-	v := &verifyRun{cfg: cfg, every: c.Duration(flagEvery), allowEmpty: c.Bool(flagAllowEmpty), metrics: relay.NewVerifyMetrics(cfg.Table, c.Bool(flagAllowEmpty))}
-	if v.push, err = newPusher(c, sc, v.metrics, cfg.Table); err != nil {
+// newVerifyRun reads verify's own flags (window, output, resources,
+// export) for the relay of cfg; source names it in a fleet file (empty
+// for a single relay).
+func newVerifyRun(c *cli.Context, sc *scrubber, cfg *relay.Config, source string) (*verifyRun, error) {
+	var err error
+	v := &verifyRun{cfg: cfg, source: source, every: c.Duration(flagEvery), allowEmpty: c.Bool(flagAllowEmpty), metrics: relay.NewVerifyMetrics(cfg.Table, c.Bool(flagAllowEmpty))}
+	if v.push, err = newPusher(c, sc, v.metrics, cfg.Table, source); err != nil {
 		return nil, err
 	}
 	if err := v.window(c, time.Now()); err != nil {
@@ -183,7 +210,6 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 			*d = -1
 		}
 	}
-	warnSecretFlags(sc, cfg.Logger)
 	return v, nil
 }
 
@@ -224,6 +250,12 @@ func (v *verifyRun) window(c *cli.Context, now time.Time) error {
 }
 
 func verifyAction(c *cli.Context, sc *scrubber) error {
+	if c.String(flagConfig) != "" {
+		return verifyFleet(c, sc)
+	}
+	if c.IsSet(flagSource) {
+		return usagef("--%s picks a source of the fleet file: it needs --%s", flagSource, flagConfig)
+	}
 	v, err := verifyConfig(c, sc)
 	if err != nil {
 		return err
@@ -280,13 +312,24 @@ func (v *verifyRun) once(c *cli.Context, m *relay.VerifyMetrics, reg *prometheus
 		return fail(errors.Join(err, merr))
 	}
 	w := c.App.Writer
-	if c.Bool(flagJSON) {
+	switch {
+	case c.Bool(flagJSON) && v.source != "":
+		if err := json.NewEncoder(w).Encode(struct {
+			Source string              `json:"source"`
+			Report *relay.VerifyReport `json:"report"`
+		}{v.source, rep}); err != nil {
+			return fail(err)
+		}
+	case c.Bool(flagJSON):
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			return fail(err)
 		}
-	} else {
+	default:
+		if v.source != "" {
+			fmt.Fprintf(w, "source %s\n", v.source)
+		}
 		printVerify(w, v.cfg.Table, rep)
 	}
 	if merr != nil {

@@ -1,0 +1,99 @@
+package relaycli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+)
+
+// verifyFleet is relay verify --config: every source of the fleet file (or
+// --source) verified over the same window, one after the other, each
+// report under its name; the gauges of all of them, labelled source, go
+// to --metrics-file, --pushgateway (one group per source) and, with
+// --every, --metrics-addr. It exits 1 naming each source whose window is
+// not clean.
+func verifyFleet(c *cli.Context, sc *scrubber) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if err := fleetConflicts(c); err != nil {
+		return err
+	}
+	logger, err := newLogger(c.App.ErrWriter, c.String(flagLogLevel), c.String(flagLogFormat), sc)
+	if err != nil {
+		return err
+	}
+	fc, err := loadFleet(c.String(flagConfig), sc)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	var runs []*verifyRun
+	for _, s := range fc.Sources {
+		if want := c.String(flagSource); want != "" && s.Name != want {
+			continue
+		}
+		cfg := *s.Config
+		cfg.Logger = logger.With("source", s.Name)
+		v, err := newVerifyRun(c, sc, &cfg, s.Name)
+		if err != nil {
+			return err
+		}
+		prometheus.WrapRegistererWith(prometheus.Labels{"source": s.Name}, reg).MustRegister(v.metrics)
+		runs = append(runs, v)
+	}
+	if len(runs) == 0 {
+		return usagef("--%s: the fleet file has no source %q", flagSource, c.String(flagSource))
+	}
+	all := func() error {
+		var bad []string
+		for i, v := range runs {
+			if i > 0 && !c.Bool(flagJSON) {
+				fmt.Fprintln(c.App.Writer)
+			}
+			if err := v.once(c, v.metrics, reg); err != nil {
+				if exitCode(err) == ExitUsage {
+					return err
+				}
+				bad = append(bad, v.source+" ("+err.Error()+")")
+			}
+		}
+		if len(bad) > 0 {
+			return fail(errors.New("sources not clean: " + strings.Join(bad, "; ")))
+		}
+		return nil
+	}
+	first := runs[0]
+	if first.every == 0 {
+		return all()
+	}
+	if addr := c.String(flagMetricsAddr); addr != "" {
+		srv, err := cliutil.ServeMetrics(addr, reg, alwaysReady{}, logger)
+		if err != nil {
+			return fail(fmt.Errorf("metrics: %w", err))
+		}
+		defer srv.Close()
+	}
+	tick := time.NewTicker(first.every)
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		for _, v := range runs {
+			v.opts.From, v.opts.To = now.Add(-v.since), now
+		}
+		if err := all(); err != nil && c.Context.Err() == nil {
+			logger.Warn("verify found problems or failed", "error", err)
+		}
+		select {
+		case <-c.Context.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
@@ -35,20 +36,31 @@ type sourceReport struct {
 	Error  string            `json:"error,omitempty"`
 }
 
-// statusFleet is relay status --config: the status of every source of the
-// file (or of --source), read concurrently.
-func statusFleet(c *cli.Context, sc *scrubber) error {
+// fleetCommand is the prologue of a command run across a fleet file (relay
+// status, relay verify): no arguments, no per-source flag beside
+// --config, the logger, and the file, validated.
+func fleetCommand(c *cli.Context, sc *scrubber) (*slog.Logger, *fleetConfig, error) {
 	if err := noArgs(c); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := fleetConflicts(c); err != nil {
-		return err
+		return nil, nil, err
 	}
 	logger, err := newLogger(c.App.ErrWriter, c.String(flagLogLevel), c.String(flagLogFormat), sc)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	fc, err := loadFleet(c.String(flagConfig), sc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return logger, fc, nil
+}
+
+// statusFleet is relay status --config: the status of every source of the
+// file (or of --source), read concurrently.
+func statusFleet(c *cli.Context, sc *scrubber) error {
+	logger, fc, err := fleetCommand(c, sc)
 	if err != nil {
 		return err
 	}

@@ -19,17 +19,7 @@ import (
 // --every, --metrics-addr. It exits 1 naming each source whose window is
 // not clean.
 func verifyFleet(c *cli.Context, sc *scrubber) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	if err := fleetConflicts(c); err != nil {
-		return err
-	}
-	logger, err := newLogger(c.App.ErrWriter, c.String(flagLogLevel), c.String(flagLogFormat), sc)
-	if err != nil {
-		return err
-	}
-	fc, err := loadFleet(c.String(flagConfig), sc)
+	logger, fc, err := fleetCommand(c, sc)
 	if err != nil {
 		return err
 	}

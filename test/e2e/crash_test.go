@@ -38,6 +38,13 @@ func (l *ledger) commit(msgs []outbox.Message, ids []uuid.UUID) {
 	l.count += len(ids)
 }
 
+// committedCount is how many messages were committed so far.
+func (l *ledger) committedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count
+}
+
 func (l *ledger) rollback(ids []uuid.UUID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -159,9 +159,9 @@ func TestFleetTwentySourcesThreeReplicas(t *testing.T) {
 		return count(fleetLeaders(addrs[survivor:survivor+1]), 0) >= sources-1, nil
 	})
 	t.Logf("SIGKILL of one replica, SIGSTOP of another: the third streamed the 19 reachable sources %s later", time.Since(began).Round(100*time.Millisecond))
-	before := l.count
+	before := l.committedCount()
 	time.Sleep(3 * time.Second)
-	if l.count <= before {
+	if l.committedCount() <= before {
 		t.Fatalf("no row committed into the 19 reachable sources during the outage")
 	}
 	if time.Since(began) < 10*time.Second {

@@ -1,6 +1,7 @@
 package relaycli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,5 +120,55 @@ func TestSourceFlagsReadNoEnvironment(t *testing.T) {
 	}
 	if c := fc.Sources[0].Config; c.Slot == "from_env" || strings.Join(c.Brokers, ",") != "k:9092" {
 		t.Errorf("a source read the environment: slot %q brokers %v", c.Slot, c.Brokers)
+	}
+}
+
+// docBlock returns the first ```kind block of docs/NAME after heading.
+func docBlock(t *testing.T, name, heading, kind string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, heading)
+	if i < 0 {
+		t.Fatalf("docs/%s has no %q", name, heading)
+	}
+	s = s[i:]
+	j := strings.Index(s, "```"+kind+"\n")
+	if j < 0 {
+		t.Fatalf("docs/%s: no %s block after %q", name, kind, heading)
+	}
+	s = s[j+len("```"+kind+"\n"):]
+	return s[:strings.Index(s, "```")]
+}
+
+// The fleet file of docs/fleet.md loads as written (its secret files
+// created), and the error it shows for a typo is the one printed.
+func TestFleetDocExample(t *testing.T) {
+	dir := t.TempDir()
+	example := docBlock(t, "fleet.md", "# Fleet", "yaml")
+	for _, name := range []string{"orders-eu", "orders-us", "billing"} {
+		path := filepath.Join(dir, name+".url")
+		if err := os.WriteFile(path, []byte("postgres://relay@"+name+".db:5432/app\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		example = strings.ReplaceAll(example, "/etc/pgoutbox/"+name+".url", path)
+	}
+	fc, err := loadFleet(writeFleet(t, example), &scrubber{})
+	if err != nil {
+		t.Fatalf("docs/fleet.md's example: %v", err)
+	}
+	if len(fc.Sources) != 3 || fc.Spread == nil || fc.Sources[2].Config.ExactlyOnce || !fc.Sources[0].Config.ExactlyOnce {
+		t.Errorf("docs/fleet.md's example read as %+v", fc)
+	}
+
+	want := strings.TrimSpace(docBlock(t, "fleet.md", "Validated as a whole", ""))
+	typo := strings.Replace(example, "    topic-template: us.{aggregate_type}", "    tabel: us.{aggregate_type}", 1)
+	path := writeFleet(t, typo)
+	_, err = loadFleet(path, &scrubber{})
+	if got := "relay: " + strings.ReplaceAll(fmt.Sprint(err), path, "fleet.yaml"); err == nil || got != want {
+		t.Errorf("the typo's error\n%s\nis not the one docs/fleet.md shows\n%s", got, want)
 	}
 }

@@ -437,6 +437,18 @@ func TestHelmChartValues(t *testing.T) {
 // file are refused.
 func TestHelmChartFleet(t *testing.T) {
 	t.Parallel()
+	// The install line of docs/kubernetes.md's fleet section renders.
+	doc, err := os.ReadFile("../../docs/kubernetes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := regexp.MustCompile(`(?m)^helm install relays deploy/helm/pgoutbox-relay (.*)$`).FindSubmatch(doc)
+	if install == nil {
+		t.Fatal("docs/kubernetes.md shows no helm install of a fleet")
+	}
+	if objs := render(t, strings.Fields(string(install[1]))...); objs["Deployment"].Spec.Replicas == nil || *objs["Deployment"].Spec.Replicas != 3 {
+		t.Errorf("docs/kubernetes.md's fleet install: %s", install[1])
+	}
 	objs := render(t, "--set", "fleet.existingSecret=relay-fleet", "--set", "kafka.tls.existingSecret=kafka-ca")
 	pod := objs["Deployment"].Spec.Template.Spec
 	c := pod.Containers[0]

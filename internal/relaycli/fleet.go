@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 	"go.yaml.in/yaml/v3"
 
@@ -303,11 +302,10 @@ func settingValues(key string, v any) ([]string, error) {
 // and slot. Two sources with the same identity would take turns as each
 // other's standby.
 func slotIdentity(cfg *relay.Config) string {
-	pg, err := pgconn.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return cfg.DatabaseURL + "\x00" + cfg.Slot
+	if db := databaseName(cfg.DatabaseURL); db != "" {
+		return db + "\x00" + cfg.Slot
 	}
-	return fmt.Sprintf("%s:%d/%s\x00%s", pg.Host, pg.Port, pg.Database, cfg.Slot)
+	return cfg.DatabaseURL + "\x00" + cfg.Slot
 }
 
 // sortedKeys returns m's keys in order.

@@ -421,11 +421,11 @@ func TestFleetReloadsAChangedFile(t *testing.T) {
 // one Pushgateway group per source), and exits 1 naming the source whose
 // window is not clean.
 func TestFleetVerify(t *testing.T) {
-	kafka := testenv.NewKafka(t)
+	kafka := testenv.NewBroker(t)
 	a, aEntry := fleetSource(t, "alpha")
 	b, bEntry := fleetSource(t, "beta")
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
-	file := fmt.Sprintf("defaults:\n  brokers: [%s]\n  batch-timeout: 1ms\nsources:\n", kafka.Brokers[0]) + aEntry + bEntry
+	file := fmt.Sprintf("defaults:\n  brokers: [%s]\n  batch-timeout: 1ms\n  topic-template: %s\nsources:\n", kafka.Brokers[0], kafka.Topic("outbox.{aggregate_type}")) + aEntry + bEntry
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -433,8 +433,8 @@ func TestFleetVerify(t *testing.T) {
 	waitReady(t, rep.base+"/readyz", rep.logs)
 	insert(t, a, "alpha", "a-1")
 	insert(t, b, "beta", "b-1")
-	testenv.WaitForRecords(t, kafka.Brokers, "outbox.alpha", 1, time.Minute)
-	testenv.WaitForRecords(t, kafka.Brokers, "outbox.beta", 1, time.Minute)
+	testenv.WaitForRecords(t, kafka.Brokers, kafka.Topic("outbox.alpha"), 1, time.Minute)
+	testenv.WaitForRecords(t, kafka.Brokers, kafka.Topic("outbox.beta"), 1, time.Minute)
 
 	var pushed []string
 	var mu sync.Mutex

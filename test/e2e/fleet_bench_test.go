@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,18 +40,8 @@ func BenchmarkFleetFootprint(b *testing.B) {
 // fleetFootprint runs a fleet of n sources under a light load and returns
 // its resident memory at the end and its CPU use over the load (cores).
 func fleetFootprint(b *testing.B, bin string, kafka *testenv.Kafka, n int) (rss int64, cpu float64) {
-	var file strings.Builder
-	fmt.Fprintf(&file, "defaults:\n  brokers: [%s]\n  topic-template: %s\nsources:\n", kafka.Brokers[0], kafka.Topic("fleet.bench.{aggregate_type}"))
-	dbs := make([]*testenv.DB, n)
-	for i := range dbs {
-		dbs[i] = testenv.NewDB(b)
-		mustRunRelay(b, bin, "setup", "--database-url", dbs[i].URL, "--slot", dbs[i].Name, "--publication", "pub_bench")
-		fmt.Fprintf(&file, "  - name: s%d\n    database-url: %s\n    slot: %s\n    publication: pub_bench\n", i, dbs[i].URL, dbs[i].Name)
-	}
-	path := filepath.Join(b.TempDir(), "fleet.yaml")
-	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	head := fmt.Sprintf("defaults:\n  brokers: [%s]\n  topic-template: %s\nsources:\n", kafka.Brokers[0], kafka.Topic("fleet.bench.{aggregate_type}"))
+	path, dbs := writeFleetFile(b, bin, head, n, nil)
 	addr := freeAddr(b)
 	p := startRelay(b, bin, relayLog(b), "run", "--config", path, "--metrics-addr", addr)
 	testenv.WaitFor(b, 2*time.Minute, "every source streaming", func() (bool, error) {

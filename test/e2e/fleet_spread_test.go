@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -76,21 +74,10 @@ func TestFleetTwentySourcesThreeReplicas(t *testing.T) {
 	bin := buildRelay(t)
 	kafka := testenv.NewBroker(t)
 	const sources, replicas, maxLed = 20, 3, 7
-	var file strings.Builder
-	fmt.Fprintf(&file, "spread:\n  group: %s\n  session-timeout: 6s\ndefaults:\n  brokers: [%s]\n  topic-template: %s\n  standby-retry-interval: 200ms\nsources:\n",
+	head := fmt.Sprintf("spread:\n  group: %s\n  session-timeout: 6s\ndefaults:\n  brokers: [%s]\n  topic-template: %s\n  standby-retry-interval: 200ms\nsources:\n",
 		kafka.Topic(fmt.Sprintf("fleet-twenty-%d", os.Getpid())), kafka.Brokers[0], kafka.Topic(topicTemplate))
-	dbs := make([]*testenv.DB, sources)
-	for i := range dbs {
-		dbs[i] = testenv.NewDB(t)
-		mustRunRelay(t, bin, "setup", "--database-url", dbs[i].URL, "--slot", dbs[i].Name, "--publication", "pub_fleet")
-		// A frozen replica's walsenders end after 2s, freeing its slots.
-		url := testenv.WithSenderTimeout(t, dbs[i].URL, 2*time.Second)
-		fmt.Fprintf(&file, "  - name: s%02d\n    database-url: %s\n    slot: %s\n    publication: pub_fleet\n", i, url, dbs[i].Name)
-	}
-	path := filepath.Join(t.TempDir(), "fleet.yaml")
-	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// A frozen replica's walsenders end after 2s, freeing its slots.
+	path, dbs := writeFleetFile(t, bin, head, sources, func(db *testenv.DB) string { return testenv.WithSenderTimeout(t, db.URL, 2*time.Second) })
 	addrs := make([]string, replicas)
 	procs := make([]*relayProc, replicas)
 	for i := range procs {

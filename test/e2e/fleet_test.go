@@ -6,12 +6,35 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
+
+// writeFleetFile creates n databases, each set up for the relay (slot the
+// database's name, publication pub_fleet), and writes a fleet file of head
+// followed by one source sNN per database, whose URL is url(db) (nil: the
+// database's own). It returns the file's path and the databases.
+func writeFleetFile(t testing.TB, bin, head string, n int, url func(*testenv.DB) string) (string, []*testenv.DB) {
+	t.Helper()
+	file := head
+	dbs := make([]*testenv.DB, n)
+	for i := range dbs {
+		dbs[i] = testenv.NewDB(t)
+		mustRunRelay(t, bin, "setup", "--database-url", dbs[i].URL, "--slot", dbs[i].Name, "--publication", "pub_fleet")
+		u := dbs[i].URL
+		if url != nil {
+			u = url(dbs[i])
+		}
+		file += fmt.Sprintf("  - name: s%02d\n    database-url: %s\n    slot: %s\n    publication: pub_fleet\n", i, u, dbs[i].Name)
+	}
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, dbs
+}
 
 // fleetLeaders reads /status of each replica (nil for one that does not
 // answer) and returns, per source, the replicas streaming it.
@@ -50,19 +73,9 @@ func TestFleetReplicaKilledLosesNothing(t *testing.T) {
 	bin := buildRelay(t)
 	kafka := testenv.NewBroker(t)
 	const sources = 3
-	var file strings.Builder
-	fmt.Fprintf(&file, "spread:\n  group: %s\n  session-timeout: 6s\ndefaults:\n  brokers: [%s]\n  topic-template: %s\n  standby-retry-interval: 200ms\nsources:\n",
+	head := fmt.Sprintf("spread:\n  group: %s\n  session-timeout: 6s\ndefaults:\n  brokers: [%s]\n  topic-template: %s\n  standby-retry-interval: 200ms\nsources:\n",
 		kafka.Topic(fmt.Sprintf("fleet-e2e-%d", os.Getpid())), kafka.Brokers[0], kafka.Topic(topicTemplate))
-	dbs := make([]*testenv.DB, sources)
-	for i := range dbs {
-		dbs[i] = testenv.NewDB(t)
-		mustRunRelay(t, bin, "setup", "--database-url", dbs[i].URL, "--slot", dbs[i].Name, "--publication", "pub_fleet")
-		fmt.Fprintf(&file, "  - name: s%d\n    database-url: %s\n    slot: %s\n    publication: pub_fleet\n", i, dbs[i].URL, dbs[i].Name)
-	}
-	path := filepath.Join(t.TempDir(), "fleet.yaml")
-	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, dbs := writeFleetFile(t, bin, head, sources, nil)
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	procs := make([]*relayProc, len(addrs))
 	for i, addr := range addrs {

@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -343,7 +344,7 @@ func (f *fleet) newSource(n fleetSource) (*source, error) {
 // missing privilege, a permanent Kafka error) never stops the others.
 func (s *source) supervise(ctx context.Context) {
 	defer close(s.done)
-	wait := restartBackoff
+	wait := backoff.New(restartBackoff, maxRestartBackoff)
 	s.logger.Info("source starting", logAttrs(s.Config)...)
 	for {
 		s.set(stateStarting, nil)
@@ -357,17 +358,15 @@ func (s *source) supervise(ctx context.Context) {
 			err = errors.New("relay stopped without an error")
 		}
 		if time.Since(began) >= stableRun {
-			wait = restartBackoff
+			wait.Reset()
 		}
+		d := wait.Next()
 		s.set(stateFailed, err)
-		s.logger.Error("source failed; starting it again after a wait (the other sources go on)", "error", err, "retry_in", wait.String())
-		select {
-		case <-ctx.Done():
+		s.logger.Error("source failed; starting it again after a wait (the other sources go on)", "error", err, "retry_in", d.String())
+		if !backoff.Sleep(ctx, d) {
 			s.set(stateStopped, nil)
 			return
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, maxRestartBackoff)
 		s.mu.Lock()
 		s.restarts++
 		s.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -57,6 +58,12 @@ func TestVerifyMemoryBoundedByEntries(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, bin, append(append([]string{"verify"}, common...), "--brokers", kafka.Brokers[0],
 		"--topic-template", kafka.Topic(topicTemplate), "--since", "1h", "--grace", "0s")...)
+	// The bound is on what verify holds, not on how late the collector runs
+	// on a loaded machine (once 557 MiB in CI beside the other suites): a
+	// soft limit under the bound makes the collector keep up. It is soft,
+	// so live data above the bound (every key held whole: over a GiB)
+	// still shows.
+	cmd.Env = append(os.Environ(), "GOMEMLIMIT=256MiB")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()

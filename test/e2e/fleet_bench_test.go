@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,66 +17,208 @@ import (
 )
 
 // BenchmarkFleetFootprint prints how the memory and CPU of one relay run
-// --config process grow with its number of sources: for 1, 4 and 16
-// sources (each a database of its own on one server, kfake as the broker)
-// it starts the fleet, waits until every source streams, then writes 20
-// single-row transactions a second into every source for 10 s and reads
-// the process's resident memory and CPU time from /proc. It prints
-// figures and asserts none.
+// --config process grow with its number of sources: for 1, 10, 50 and 100
+// sources (each a database of its own on one server, the test broker:
+// kfake in this process unless PGOUTBOX_TEST_KAFKA says otherwise) it
+// starts the fleet and waits until every source streams, then measures
+// 10 s idle and 10 s with a writer per source committing single-row
+// transactions at 100 tx/s, reading the relay process's resident memory
+// and CPU time from /proc. It prints figures and asserts none. The writers
+// share the machine with the relay: "tx/s" is the rate they reached, and
+// "catch-up-s" how long after the load stopped the fleet had published
+// every row written.
 //
-//	go test ./test/e2e -run '^$' -bench BenchmarkFleetFootprint -benchtime 1x
+//	go test ./test/e2e -run '^$' -bench BenchmarkFleetFootprint -benchtime 1x -timeout 60m
 func BenchmarkFleetFootprint(b *testing.B) {
 	bin := buildRelay(b)
 	kafka := testenv.NewBroker(b)
-	for _, n := range []int{1, 4, 16} {
+	for _, n := range []int{1, 10, 50, 100} {
 		b.Run(fmt.Sprintf("sources=%d", n), func(b *testing.B) {
 			for range b.N {
-				rss, cpu := fleetFootprint(b, bin, kafka, n)
-				b.ReportMetric(float64(rss)/(1<<20), "MiB-rss")
-				b.ReportMetric(float64(rss)/(1<<20)/float64(n), "MiB-rss/source")
-				b.ReportMetric(cpu*100, "%cpu")
+				f := startBenchFleet(b, bin, kafka, n)
+				idle := f.measure(b, 10*time.Second, 0)
+				load := f.measure(b, 10*time.Second, 100)
+				catchUp := f.waitPublished(b, load.written)
+				b.ReportMetric(float64(idle.rss)/(1<<20), "MiB-rss-idle")
+				b.ReportMetric(float64(idle.rss)/(1<<20)/float64(n), "MiB-rss/source-idle")
+				b.ReportMetric(idle.cpu*100, "%cpu-idle")
+				b.ReportMetric(float64(load.rss)/(1<<20), "MiB-rss-100tx")
+				b.ReportMetric(float64(load.rss)/(1<<20)/float64(n), "MiB-rss/source-100tx")
+				b.ReportMetric(load.cpu*100, "%cpu-100tx")
+				b.ReportMetric(load.cpu*100/float64(n), "%cpu/source-100tx")
+				b.ReportMetric(float64(load.written)/load.elapsed.Seconds(), "tx/s")
+				b.ReportMetric(catchUp.Seconds(), "catch-up-s")
+				if code := f.proc.stop(time.Minute); code != 0 {
+					b.Fatalf("fleet exit code %d", code)
+				}
 			}
 		})
 	}
 }
 
-// fleetFootprint runs a fleet of n sources under a light load and returns
-// its resident memory at the end and its CPU use over the load (cores).
-func fleetFootprint(b *testing.B, bin string, kafka *testenv.Kafka, n int) (rss int64, cpu float64) {
+// BenchmarkFleetDrain prints the drain rate of one source's backlog by a
+// lone relay (single-source flags) and by a fleet of 50 sources of which
+// the other 49 are idle, alternating three times on the same database and
+// slot. The issue's target is a fleet rate ≥ 0.9× the lone one; it prints
+// the median rates and their ratio and asserts none.
+//
+//	go test ./test/e2e -run '^$' -bench BenchmarkFleetDrain -benchtime 1x -timeout 60m
+func BenchmarkFleetDrain(b *testing.B) {
+	const (
+		sources = 50
+		backlog = 200_000
+		rounds  = 3
+	)
+	bin := buildRelay(b)
+	kafka := testenv.NewBroker(b)
+	topics := kafka.Topic("fleet.drain.{aggregate_type}")
+	head := fmt.Sprintf("defaults:\n  brokers: [%s]\n  topic-template: %s\nsources:\n", kafka.Brokers[0], topics)
+	path, dbs := writeFleetFile(b, bin, head, sources, nil)
+	busy := dbs[0]
+	for range b.N {
+		var lone, fleet []float64
+		for range rounds {
+			fillBacklog(b, busy, backlog)
+			lone = append(lone, drainRate(b, bin, backlog, "", "run", "--database-url", busy.URL, "--slot", busy.Name,
+				"--publication", "pub_fleet", "--brokers", kafka.Brokers[0], "--topic-template", topics))
+			fillBacklog(b, busy, backlog)
+			fleet = append(fleet, drainRate(b, bin, backlog, `source="s00"`, "run", "--config", path))
+		}
+		b.Logf("rows/s lone %v, fleet of %d %v", lone, sources, fleet)
+		b.ReportMetric(median(lone), "rows/s-lone")
+		b.ReportMetric(median(fleet), "rows/s-fleet")
+		b.ReportMetric(median(fleet)/median(lone), "fleet/lone")
+	}
+}
+
+// benchFleet is a running fleet process with its databases.
+type benchFleet struct {
+	proc  *relayProc
+	probe probe
+	dbs   []*testenv.DB
+}
+
+// startBenchFleet sets up n databases, starts one relay run --config
+// serving them all and waits until every source streams.
+func startBenchFleet(b *testing.B, bin string, kafka *testenv.Kafka, n int) *benchFleet {
 	head := fmt.Sprintf("defaults:\n  brokers: [%s]\n  topic-template: %s\nsources:\n", kafka.Brokers[0], kafka.Topic("fleet.bench.{aggregate_type}"))
 	path, dbs := writeFleetFile(b, bin, head, n, nil)
-	addr := freeAddr(b)
-	p := startRelay(b, bin, relayLog(b), "run", "--config", path, "--metrics-addr", addr)
-	testenv.WaitFor(b, 2*time.Minute, "every source streaming", func() (bool, error) {
-		return len(fleetLeaders([]string{addr})) == n, nil
+	f := &benchFleet{dbs: dbs, probe: probe{freeAddr(b), &http.Client{Timeout: 5 * time.Second}}}
+	f.proc = startRelay(b, bin, relayLog(b), "run", "--config", path, "--metrics-addr", f.probe.addr)
+	testenv.WaitFor(b, 5*time.Minute, "every source streaming", func() (bool, error) {
+		return len(fleetLeaders([]string{f.probe.addr})) == n, nil
 	})
-	pid := p.cmd.Process.Pid
+	return f
+}
+
+// footprint is what one measurement window saw.
+type footprint struct {
+	rss     int64         // resident memory at the end of the window
+	cpu     float64       // the relay's CPU over the window, in cores
+	written int64         // rows committed in the window
+	elapsed time.Duration // the window's length
+}
+
+// measure runs a window of d during which a writer per source commits
+// single-row transactions at rate a second (0: none).
+func (f *benchFleet) measure(b *testing.B, d time.Duration, rate int) footprint {
+	pid := f.proc.cmd.Process.Pid
 	startCPU := procCPU(b, pid)
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	var written atomic.Int64
 	var wg sync.WaitGroup
-	for _, db := range dbs {
-		wg.Go(func() {
-			tick := time.NewTicker(50 * time.Millisecond)
-			defer tick.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
+	if rate > 0 {
+		for _, db := range f.dbs {
+			wg.Go(func() {
+				tick := time.NewTicker(time.Second / time.Duration(rate))
+				defer tick.Stop()
+				for i := 0; ; i++ {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
+					if _, err := db.Pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload) VALUES ('bench', $1, 'e', $1, '{}')`, strconv.Itoa(i)); err == nil {
+						written.Add(1)
+					}
 				}
-				_, _ = db.Pool.Exec(context.Background(), `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload) VALUES ('bench', $1, 'e', $1, '{}')`, strconv.Itoa(i))
-			}
-		})
+			})
+		}
 	}
+	<-ctx.Done()
 	wg.Wait()
-	cpu = (procCPU(b, pid) - startCPU).Seconds() / time.Since(began).Seconds()
-	rss = procRSS(b, pid)
-	if code := p.stop(time.Minute); code != 0 {
-		b.Fatalf("fleet exit code %d", code)
+	elapsed := time.Since(began)
+	return footprint{
+		rss:     procRSS(b, pid),
+		cpu:     (procCPU(b, pid) - startCPU).Seconds() / elapsed.Seconds(),
+		written: written.Load(),
+		elapsed: elapsed,
 	}
-	return rss, cpu
+}
+
+// waitPublished waits until the fleet's sources have published want
+// events in all and returns how long that took.
+func (f *benchFleet) waitPublished(b *testing.B, want int64) time.Duration {
+	began := time.Now()
+	testenv.WaitFor(b, 5*time.Minute, "every written row published", func() (bool, error) {
+		v, _ := f.probe.metric("pgoutbox_relay_events_published_total", "")
+		return int64(v) >= want, nil
+	})
+	return time.Since(began)
+}
+
+// fillBacklog commits rows outbox rows into db, in transactions of 1,000,
+// while no relay runs.
+func fillBacklog(b *testing.B, db *testenv.DB, rows int) {
+	payload := `{"note":"` + strings.Repeat("x", 200) + `"}`
+	for done := 0; done < rows; done += 1000 {
+		if _, err := db.Pool.Exec(context.Background(), `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload)
+			SELECT 'drain', (i % 64)::text, 'e', i::text, $2::jsonb FROM generate_series($1::bigint, $1::bigint + 999) AS i`, done, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// drainRate starts the relay with args and a metrics endpoint, waits until
+// the events_published_total samples matching labels add up to rows, stops
+// the relay and returns rows a second, timed from the first published
+// event (so the start-up of the fleet's other sources is not counted).
+func drainRate(b *testing.B, bin string, rows int, labels string, args ...string) float64 {
+	p := probe{freeAddr(b), &http.Client{Timeout: 5 * time.Second}}
+	proc := startRelay(b, bin, relayLog(b), append(args, "--metrics-addr", p.addr)...)
+	var first, last time.Time
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		v, _ := p.metric("pgoutbox_relay_events_published_total", labels)
+		now := time.Now()
+		if v > 0 && first.IsZero() {
+			first = now
+		}
+		if int(v) >= rows {
+			last = now
+			break
+		}
+		if now.After(deadline) || proc.exited() {
+			b.Fatalf("drain: %v of %d rows published (exited %v)", v, rows, proc.exited())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := proc.stop(time.Minute); code != 0 {
+		b.Fatalf("relay exit code %d", code)
+	}
+	return float64(rows) / last.Sub(first).Seconds()
+}
+
+// median is the middle value of xs (the mean of the two middle ones for
+// an even count).
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // procRSS is a process's resident memory (VmRSS).

@@ -69,7 +69,7 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	for _, s := range fc.Sources {
 		buffers += s.Config.BufferBytes
 	}
-	setMemoryLimit(buffers, logger)
+	setMemoryLimit(memoryLimit(buffers), "the sources' --buffer-bytes", logger)
 
 	ctx := c.Context
 	f := &fleet{ctx: ctx, logger: logger, scrub: sc.String, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID)}

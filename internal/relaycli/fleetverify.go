@@ -41,6 +41,7 @@ func verifyFleet(c *cli.Context, sc *scrubber) error {
 	if len(runs) == 0 {
 		return usagef("--%s: the fleet file has no source %q", flagSource, c.String(flagSource))
 	}
+	setVerifyMemoryLimit(c, logger) // the sources are verified one at a time
 	all := func() error {
 		var bad []string
 		for i, v := range runs {

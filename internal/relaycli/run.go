@@ -77,7 +77,7 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		// New only validates; it does not connect.
 		return err
 	}
-	setMemoryLimit(cfg.BufferBytes, logger)
+	setMemoryLimit(memoryLimit(cfg.BufferBytes), "--buffer-bytes", logger)
 	ctx := c.Context
 	if err := preflight(ctx, cfg); err != nil {
 		if ctx.Err() != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -260,6 +261,7 @@ func verifyAction(c *cli.Context, sc *scrubber) error {
 	if err != nil {
 		return err
 	}
+	setVerifyMemoryLimit(c, v.cfg.Logger)
 	m := v.metrics
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
@@ -446,4 +448,13 @@ func printVerify(w io.Writer, table string, r *relay.VerifyReport) {
 		}
 	}
 	fmt.Fprintf(w, "verdict:       %s\n", verdict(r))
+}
+
+// setVerifyMemoryLimit gives verify the soft memory limit of its
+// --max-in-memory, unless --full-keys makes its entries as large as the
+// keys they hold.
+func setVerifyMemoryLimit(c *cli.Context, logger *slog.Logger) {
+	if !c.Bool(flagFullKeys) {
+		setMemoryLimit(verifyMemoryLimit(c.Int(flagMaxInMemory)), "--max-in-memory", logger)
+	}
 }

@@ -297,6 +297,13 @@ func TestPausedLeaderPublishesNothingAfterTakeover(t *testing.T) {
 	pr.finish(t, pr.pa, pr.pb)
 }
 
+// pausedSenderTimeout is the wal_sender_timeout of pauseLeader's relays:
+// longer than testSenderTimeout, because the check of finish holds only if
+// the new leader keeps the slot, and at 2 s (a liveness bound of 1 s) a
+// new leader stalled 2.8 s on a loaded CI machine lost it to the resumed
+// one. Its liveness bound is 3 s.
+const pausedSenderTimeout = 6 * time.Second
+
 // pausedRun is a takeover from a frozen leader (see pauseLeader).
 type pausedRun struct {
 	rp          *relayPair
@@ -317,7 +324,7 @@ func pauseLeader(t *testing.T, publication string, atCommit bool, extra ...strin
 	rp := setupRelayPair(t, publication, "old leader", "new leader")
 	bin, db, kafka, common := rp.bin, rp.db, rp.kafka, rp.common
 	logA, logB, a, b := rp.logA, rp.logB, rp.a, rp.b
-	relayURL := testenv.WithSenderTimeout(t, db.URL, testSenderTimeout)
+	relayURL := testenv.WithSenderTimeout(t, db.URL, pausedSenderTimeout)
 	run := func(p probe, log, instance string) *relayProc {
 		return startRelay(t, bin, log, append(append(append([]string{"run", "--database-url", relayURL}, common...),
 			"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", p.addr, "--log-format", "json", "--instance-id", instance,
@@ -384,7 +391,7 @@ func pauseLeader(t *testing.T, publication string, atCommit bool, extra ...strin
 	})
 	resume()
 	t.Logf("old leader frozen %v (wal_sender_timeout %v); the standby was ready after %v", time.Since(stopped).Round(time.Millisecond),
-		testSenderTimeout, took.Round(time.Millisecond))
+		pausedSenderTimeout, took.Round(time.Millisecond))
 	return &pausedRun{rp: rp, pa: pa, pb: pb, l: l, stopWriters: stopWriters}
 }
 

@@ -24,14 +24,8 @@ func envName(flag string) string {
 }
 
 func tailCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "tail",
-		Usage: "consume topics through the inbox and print each outcome (debugging and demos)",
-		Description: "Joins --group and consumes --topics with the inbox consumer loop: each message is\n" +
-			"claimed in --table as --consumer with a handler that does nothing, and one line is printed\n" +
-			"per delivery: topic/partition@offset, message ID, business key, outcome and reason. Offsets\n" +
-			"are committed, so use a group of its own. Messages without message-id or business-key\n" +
-			"headers go to --dlq-topic. Stops on SIGINT/SIGTERM after the current messages.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "tail",
 		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "brokers", EnvVars: []string{"INBOX_BROKERS"},
 				Usage: "Kafka bootstrap brokers, host:port (repeat or comma-separate)"},
@@ -53,7 +47,7 @@ func tailCommand() *cli.Command {
 				Usage: "most bytes of fetched records (key, value, headers) held, queued or being handled; fetching pauses at the bound"},
 		}, kafkaflags.Flags(envName, "")...),
 		Action: tailAction,
-	}
+	})
 }
 
 // tailAction consumes the topics through the inbox with a handler that does

@@ -39,31 +39,11 @@ const (
 )
 
 func verifyCommand(sc *scrubber) *cli.Command {
-	return &cli.Command{
-		Name:  "verify",
-		Usage: "audit the outbox against Kafka: is every row of a time window in its topic? (exit 1 when not)",
-		Description: "verify reads the outbox rows created in the window (--since 1h, or --from/--to), reads the topics\n" +
-			"they route to (the topic column, else --topic-template) and the dead-letter topic, read_committed,\n" +
-			"from the first offset whose timestamp is at or after the window's start minus --margin up to the\n" +
-			"last stable offset, and matches records to rows by the message-id header. It prints the rows,\n" +
-			"found, dead-lettered, missing (the first --list by created_at, with their commit times when\n" +
-			"track_commit_timestamp is on) and pending (newer than --grace: the relay may not have caught up),\n" +
-			"duplicate records, records whose key, business-key header or topic disagree with their row, and\n" +
-			"order breaks among each aggregate's first deliveries. Rows deleted by pruning cannot be checked:\n" +
-			"it names the prune mark and counts the records of the pruned range as unverifiable. Memory is\n" +
-			"bounded by --max-in-memory entries per sort; beyond that it spills sorted runs to --spill-dir.\n" +
-			"It writes nothing to the database or Kafka.\n\n" +
-			"Exit codes: 0 every row found (duplicates and pending rows allowed), 1 a row missing, a record\n" +
-			"mismatched or out of order, a window without rows (unless --allow-empty), or the run failed;\n" +
-			"2 bad usage. --metrics-file writes the\n" +
-			"pgoutbox_verify_* gauges for node_exporter's textfile collector, --pushgateway pushes them;\n" +
-			"--every re-verifies the sliding window on an interval and serves them on --metrics-addr.\n\n" +
-			"With --config FILE (a fleet file, see relay run --config) it verifies every source of the file\n" +
-			"(or --source NAME) over the same window, each report under its name, the gauges labelled source,\n" +
-			"and exits 1 naming the sources whose window is not clean.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name:   "verify",
 		Flags:  verifyFlags(),
 		Action: func(c *cli.Context) error { return verifyAction(c, sc) },
-	}
+	})
 }
 
 // verifyFlags are the database flags, the Kafka flags of relay run that

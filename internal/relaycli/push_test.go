@@ -62,9 +62,8 @@ func (g *gateway) last(t *testing.T) push {
 // label clash) and the run exited 0.
 func TestVerifyPushgateway(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
+	f := setupDone(t)
 	k := testenv.NewKafka(t)
-	wantCode(t, f.cli(t, "setup"), 0)
 	g := newGateway(t)
 	args := []string{"--brokers", k.Brokers[0], "--since", "1h", "--allow-empty", "--pushgateway", g.URL, "--pushgateway-insecure"}
 

@@ -22,8 +22,8 @@ const (
 // gapFlags are the flags of run and recover that concern gaps.
 func gapFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: flagOnGap, Category: catDatabase, EnvVars: envVar(flagOnGap), Value: string(relay.GapStop),
-			Usage: "when the slot cannot resume where the relay left off (failover, dropped or lost slot): stop (exit 1 naming the gap) or backfill (recover as relay recover does, then stream)"},
+		stringFlag(flagOnGap, catDatabase, string(relay.GapStop),
+			"when the slot cannot resume where the relay left off (failover, dropped or lost slot): stop (exit 1 naming the gap) or backfill (recover as relay recover does, then stream)"),
 		&cli.DurationFlag{Name: flagBackfillMargin, Category: catDatabase, EnvVars: envVar(flagBackfillMargin), Value: relay.DefaultBackfillMargin,
 			Usage: "a recovery publishes the rows created since the last confirmed commit time minus this (longer than the longest outbox transaction plus clock skew); pruning keeps them"},
 	}

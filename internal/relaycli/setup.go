@@ -46,9 +46,8 @@ func waitForDatabase(ctx context.Context, c *cli.Context, sc *scrubber, url stri
 func setupCommand(sc *scrubber) *cli.Command {
 	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name: "setup",
-		Flags: append(databaseFlags(), &cli.GenericFlag{Name: flagWait, Category: catDatabase, EnvVars: envVar(flagWait),
-			Value: cliutil.NewDuration(0),
-			Usage: "retry connecting for up to this long while the database is unreachable or starting up (containers); 0 tries once"}),
+		Flags: append(databaseFlags(), durationFlag(flagWait, catDatabase, 0,
+			"retry connecting for up to this long while the database is unreachable or starting up (containers); 0 tries once")),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			if note := defaultNamesNote(c, cfg); note != "" {
 				fmt.Fprintln(c.App.ErrWriter, note)

@@ -66,32 +66,32 @@ func verifyFlags() []cli.Flag {
 		return &cli.StringFlag{Name: name, Category: catVerify, EnvVars: envVar(name), Usage: usage}
 	}
 	dur := func(name string, def time.Duration, usage string) cli.Flag {
-		return &cli.GenericFlag{Name: name, Category: catVerify, EnvVars: envVar(name), Value: cliutil.NewDuration(def), Usage: usage}
+		return durationFlag(name, catVerify, def, usage)
 	}
 	flags = append(flags,
 		str(flagSince, "verify the rows created in the last DURATION (1h), or since an RFC 3339 time; default 1h unless --from is given"),
 		str(flagFrom, "window start, RFC 3339 time or a duration meaning that long ago (instead of --since)"),
 		str(flagTo, "window end, RFC 3339 time or a duration meaning that long ago (default: now)"),
-		&cli.BoolFlag{Name: flagJSON, Category: catVerify, EnvVars: envVar(flagJSON), Usage: "print the report as JSON"},
-		&cli.IntFlag{Name: flagList, Category: catVerify, EnvVars: envVar(flagList), Value: relay.DefaultVerifyList,
-			Usage: "how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"},
+		boolFlag(flagJSON, catVerify, "print the report as JSON"),
+		intFlag(flagList, catVerify, relay.DefaultVerifyList,
+			"how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"),
 		dur(flagMargin, relay.DefaultVerifyMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
 		dur(flagGrace, relay.DefaultVerifyGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
-		&cli.BoolFlag{Name: flagFullKeys, Category: catVerify, EnvVars: envVar(flagFullKeys),
-			Usage: "list keys, business keys and aggregate IDs whole (default: a prefix, the length and a hash: they are often personal data)"},
-		&cli.BoolFlag{Name: flagAllowEmpty, Category: catVerify, EnvVars: envVar(flagAllowEmpty),
-			Usage: "a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"},
-		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: relay.DefaultVerifyMaxInMemory,
-			Usage: "most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"},
+		boolFlag(flagFullKeys, catVerify,
+			"list keys, business keys and aggregate IDs whole (default: a prefix, the length and a hash: they are often personal data)"),
+		boolFlag(flagAllowEmpty, catVerify,
+			"a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"),
+		intFlag(flagMaxInMemory, catVerify, relay.DefaultVerifyMaxInMemory,
+			"most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"),
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
-		&cli.GenericFlag{Name: flagMaxSpill, Category: catVerify, EnvVars: envVar(flagMaxSpill), Value: cliutil.NewSize(relay.DefaultVerifyMaxSpillBytes),
-			Usage: "most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"},
+		sizeFlag(flagMaxSpill, catVerify, relay.DefaultVerifyMaxSpillBytes,
+			"most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"),
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
 		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL (https://HOST:PORT) after each run, grouped by job and table; a failed push fails the run"),
-		&cli.StringFlag{Name: flagPushJob, Category: catVerify, EnvVars: envVar(flagPushJob), Value: defaultPushJob, Usage: "job label of the pushed gauges"},
+		stringFlag(flagPushJob, catVerify, defaultPushJob, "job label of the pushed gauges"),
 		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit); --since must be at least --every plus --grace, or some rows are never checked"),
-		&cli.StringFlag{Name: flagMetricsAddr, Category: catVerify, EnvVars: envVar(flagMetricsAddr),
-			Usage: "with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"},
+		stringFlag(flagMetricsAddr, catVerify, "",
+			"with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"),
 	)
 	flags = append(flags, fleetFileFlags("verify every source it lists (its database, table and Kafka settings from the file; the window and output flags from here), each under its name; the gauges get a source label")...)
 	return append(flags, pushFlags()...)
@@ -248,20 +248,28 @@ func verifyAction(c *cli.Context, sc *scrubber) error {
 	if v.every == 0 {
 		return v.once(c, m, reg)
 	}
+	return verifyEvery(c, v.every, reg, v.cfg.Logger, func(now time.Time) error {
+		v.opts.From, v.opts.To = now.Add(-v.since), now
+		return v.once(c, m, reg)
+	})
+}
+
+// verifyEvery is relay verify --every: it serves reg on --metrics-addr
+// and calls once every interval (its window ending now) until the command
+// is cancelled, logging a run's problems.
+func verifyEvery(c *cli.Context, every time.Duration, reg *prometheus.Registry, logger *slog.Logger, once func(now time.Time) error) error {
 	if addr := c.String(flagMetricsAddr); addr != "" {
-		srv, err := cliutil.ServeMetrics(addr, reg, alwaysReady{}, v.cfg.Logger)
+		srv, err := cliutil.ServeMetrics(addr, reg, alwaysReady{}, logger)
 		if err != nil {
 			return fail(fmt.Errorf("metrics: %w", err))
 		}
 		defer srv.Close()
 	}
-	tick := time.NewTicker(v.every)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		now := time.Now()
-		v.opts.From, v.opts.To = now.Add(-v.since), now
-		if err := v.once(c, m, reg); err != nil && c.Context.Err() == nil {
-			v.cfg.Logger.Warn("verify found problems or failed", "error", err)
+		if err := once(time.Now()); err != nil && c.Context.Err() == nil {
+			logger.Warn("verify found problems or failed", "error", err)
 		}
 		select {
 		case <-c.Context.Done():

@@ -199,14 +199,17 @@ func appendString(dst []byte, s string) []byte {
 }
 
 // decoder reads the fields after a value's first one; the first error
-// sticks (an end of file there is a truncated file).
+// sticks (an end of file there is a truncated file). Reads after it go on
+// (the reader fails again, or the value is thrown away with the error);
+// string reads no length it did not get.
 type decoder struct {
 	r   *bufio.Reader
 	err error
 }
 
+// fail records err, unless nil or an earlier error is recorded.
 func (d *decoder) fail(err error) {
-	if d.err == nil {
+	if err != nil && d.err == nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
@@ -215,35 +218,20 @@ func (d *decoder) fail(err error) {
 }
 
 func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
 	v, err := binary.ReadUvarint(d.r)
-	if err != nil {
-		d.fail(err)
-	}
+	d.fail(err)
 	return v
 }
 
 func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
 	v, err := binary.ReadVarint(d.r)
-	if err != nil {
-		d.fail(err)
-	}
+	d.fail(err)
 	return v
 }
 
 func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
 	b, err := d.r.ReadByte()
-	if err != nil {
-		d.fail(err)
-	}
+	d.fail(err)
 	return b
 }
 

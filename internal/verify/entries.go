@@ -56,13 +56,20 @@ type rowEntry struct {
 	businessKey string
 }
 
+// recordPlace is where a Kafka record of a row is: the row's message ID,
+// the record's topic, partition, offset and timestamp. Records and
+// deliveries hold one.
+type recordPlace struct {
+	id        uuid.UUID
+	topic     uint32 // index into the topic table
+	partition int32
+	offset    int64
+	timestamp int64 // Unix milliseconds
+}
+
 // recordEntry is what verify keeps of one Kafka record.
 type recordEntry struct {
-	id          uuid.UUID
-	topic       uint32
-	partition   int32
-	offset      int64
-	timestamp   int64 // Unix milliseconds
+	recordPlace
 	key         string
 	businessKey string
 	hasBK       bool
@@ -73,12 +80,8 @@ type recordEntry struct {
 
 // deliveryEntry is the first delivery of a row, for the order check.
 type deliveryEntry struct {
-	topic       uint32
-	partition   int32
+	recordPlace
 	aggregateID string
-	offset      int64
-	timestamp   int64 // Unix milliseconds
-	id          uuid.UUID
 }
 
 func compareRows(a, b *rowEntry) int { return bytes.Compare(a.id[:], b.id[:]) }
@@ -137,13 +140,29 @@ func (rowCodec) read(r *bufio.Reader, v *rowEntry) error {
 
 type recordCodec struct{}
 
+// append writes p; read reads it back. An end of file before the ID is
+// io.EOF (no more values); one after it is d's truncated value.
+func (p *recordPlace) append(dst []byte) []byte {
+	dst = append(dst, p.id[:]...)
+	dst = binary.AppendUvarint(dst, uint64(p.topic))
+	dst = binary.AppendVarint(dst, int64(p.partition))
+	dst = binary.AppendVarint(dst, p.offset)
+	return binary.AppendVarint(dst, p.timestamp)
+}
+
+func (p *recordPlace) read(d *decoder) error {
+	if _, err := io.ReadFull(d.r, p.id[:]); err != nil {
+		return err
+	}
+	p.topic = uint32(d.uvarint())
+	p.partition = int32(d.varint())
+	p.offset = d.varint()
+	p.timestamp = d.varint()
+	return nil
+}
+
 func (recordCodec) append(dst []byte, v *recordEntry) []byte {
-	dst = append(dst, v.id[:]...)
-	dst = binary.AppendUvarint(dst, uint64(v.topic))
-	dst = binary.AppendVarint(dst, int64(v.partition))
-	dst = binary.AppendVarint(dst, v.offset)
-	dst = binary.AppendVarint(dst, v.timestamp)
-	dst = appendString(dst, v.key)
+	dst = appendString(v.recordPlace.append(dst), v.key)
 	var flags byte
 	if v.hasBK {
 		flags |= 1
@@ -155,14 +174,10 @@ func (recordCodec) append(dst []byte, v *recordEntry) []byte {
 }
 
 func (recordCodec) read(r *bufio.Reader, v *recordEntry) error {
-	if _, err := io.ReadFull(r, v.id[:]); err != nil {
+	d := decoder{r: r}
+	if err := v.recordPlace.read(&d); err != nil {
 		return err
 	}
-	d := decoder{r: r}
-	v.topic = uint32(d.uvarint())
-	v.partition = int32(d.varint())
-	v.offset = d.varint()
-	v.timestamp = d.varint()
 	v.key = d.string()
 	flags := d.byte()
 	v.hasBK, v.debezium = flags&1 != 0, flags&2 != 0
@@ -173,23 +188,14 @@ func (recordCodec) read(r *bufio.Reader, v *recordEntry) error {
 type deliveryCodec struct{}
 
 func (deliveryCodec) append(dst []byte, v *deliveryEntry) []byte {
-	dst = append(dst, v.id[:]...)
-	dst = binary.AppendUvarint(dst, uint64(v.topic))
-	dst = binary.AppendVarint(dst, int64(v.partition))
-	dst = binary.AppendVarint(dst, v.offset)
-	dst = binary.AppendVarint(dst, v.timestamp)
-	return appendString(dst, v.aggregateID)
+	return appendString(v.recordPlace.append(dst), v.aggregateID)
 }
 
 func (deliveryCodec) read(r *bufio.Reader, v *deliveryEntry) error {
-	if _, err := io.ReadFull(r, v.id[:]); err != nil {
+	d := decoder{r: r}
+	if err := v.recordPlace.read(&d); err != nil {
 		return err
 	}
-	d := decoder{r: r}
-	v.topic = uint32(d.uvarint())
-	v.partition = int32(d.varint())
-	v.offset = d.varint()
-	v.timestamp = d.varint()
 	v.aggregateID = d.string()
 	return d.err
 }

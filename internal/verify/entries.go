@@ -87,29 +87,13 @@ type deliveryEntry struct {
 func compareRows(a, b *rowEntry) int { return bytes.Compare(a.id[:], b.id[:]) }
 
 func compareRecords(a, b *recordEntry) int {
-	if c := bytes.Compare(a.id[:], b.id[:]); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.topic, b.topic); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.partition, b.partition); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.offset, b.offset)
+	return cmp.Or(bytes.Compare(a.id[:], b.id[:]), cmp.Compare(a.topic, b.topic),
+		cmp.Compare(a.partition, b.partition), cmp.Compare(a.offset, b.offset))
 }
 
 func compareDeliveries(a, b *deliveryEntry) int {
-	if c := cmp.Compare(a.topic, b.topic); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.partition, b.partition); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.aggregateID, b.aggregateID); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.offset, b.offset)
+	return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition),
+		cmp.Compare(a.aggregateID, b.aggregateID), cmp.Compare(a.offset, b.offset))
 }
 
 // The codecs write fixed fields and length-prefixed strings.

@@ -14,13 +14,24 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
-func consumerFlag(usage string) *cli.StringFlag {
-	return &cli.StringFlag{Name: "consumer", EnvVars: []string{"INBOX_CONSUMER"}, Usage: usage}
+// stringFlag is a string flag, read from its INBOX_* variable too.
+func stringFlag(name, def, usage string) cli.Flag {
+	return &cli.StringFlag{Name: name, EnvVars: []string{envName(name)}, Value: def, Usage: usage}
 }
 
-func jsonFlag() *cli.BoolFlag {
-	return &cli.BoolFlag{Name: "json", EnvVars: []string{"INBOX_JSON"}, Usage: "print JSON instead of a table"}
+// boolFlag is a boolean flag, read from its INBOX_* variable too.
+func boolFlag(name, usage string) cli.Flag {
+	return &cli.BoolFlag{Name: name, EnvVars: []string{envName(name)}, Usage: usage}
 }
+
+// intFlag is an integer flag, read from its INBOX_* variable too.
+func intFlag(name string, def int, usage string) cli.Flag {
+	return &cli.IntFlag{Name: name, EnvVars: []string{envName(name)}, Value: def, Usage: usage}
+}
+
+func consumerFlag(usage string) cli.Flag { return stringFlag("consumer", "", usage) }
+
+func jsonFlag() cli.Flag { return boolFlag("json", "print JSON instead of a table") }
 
 // withStore runs fn with the Store of --table on a pool.
 func withStore(c *cli.Context, fn func(*cli.Context, *inbox.Store) error) error {
@@ -86,12 +97,10 @@ func purgeCommand() *cli.Command {
 	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name: "purge",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "older-than", EnvVars: []string{"INBOX_OLDER_THAN"},
-				Usage: "retention: a Go duration (72h) or days (30d)"},
-			&cli.StringFlag{Name: "status", EnvVars: []string{"INBOX_STATUS"}, Value: "COMPLETED",
-				Usage: "status to purge: COMPLETED or FAILED_FINAL"},
+			stringFlag("older-than", "", "retention: a Go duration (72h) or days (30d)"),
+			stringFlag("status", "COMPLETED", "status to purge: COMPLETED or FAILED_FINAL"),
 			consumerFlag("only this consumer (default: all)"),
-			&cli.IntFlag{Name: "batch-size", EnvVars: []string{"INBOX_BATCH_SIZE"}, Value: 1000, Usage: "rows per DELETE"},
+			intFlag("batch-size", 1000, "rows per DELETE"),
 		},
 		Action: func(c *cli.Context) error {
 			if c.String("older-than") == "" {
@@ -126,10 +135,9 @@ func listCommand() *cli.Command {
 	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name: "list",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "status", EnvVars: []string{"INBOX_STATUS"},
-				Usage: "only this status: RECEIVED, PROCESSING, COMPLETED, FAILED_RETRYABLE, FAILED_FINAL"},
+			stringFlag("status", "", "only this status: RECEIVED, PROCESSING, COMPLETED, FAILED_RETRYABLE, FAILED_FINAL"),
 			consumerFlag("only this consumer (default: all)"),
-			&cli.IntFlag{Name: "limit", EnvVars: []string{"INBOX_LIMIT"}, Value: 100, Usage: "at most this many rows"},
+			intFlag("limit", 100, "at most this many rows"),
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -169,7 +177,7 @@ func reviveCommand() *cli.Command {
 		ArgsUsage: "MESSAGE_ID...",
 		Flags: []cli.Flag{
 			consumerFlag("consumer of the messages (required)"),
-			&cli.BoolFlag{Name: "all", EnvVars: []string{"INBOX_ALL"}, Usage: "revive every FAILED_FINAL message of the consumer"},
+			boolFlag("all", "revive every FAILED_FINAL message of the consumer"),
 		},
 		Action: func(c *cli.Context) error {
 			consumer := c.String("consumer")

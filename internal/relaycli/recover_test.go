@@ -13,8 +13,7 @@ import (
 // gap does nothing; a dropped slot is a gap that recover repairs.
 func TestBackfillAndRecover(t *testing.T) {
 	t.Parallel()
-	f := setupDone(t)
-	k := testenv.NewKafka(t)
+	f, k := setupKafka(t)
 	f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
 		SELECT gen_random_uuid(), CASE WHEN n % 2 = 0 THEN 'order' ELSE 'user' END, 'a' || n, 'e', 'bk' || n, '{}', now() - make_interval(mins => n)
 		FROM generate_series(1, 10) AS n`)

@@ -56,6 +56,12 @@ func setupDone(t *testing.T) *fixture {
 	return f
 }
 
+// setupKafka is setupDone and a broker (kfake).
+func setupKafka(t *testing.T) (*fixture, *testenv.Kafka) {
+	t.Helper()
+	return setupDone(t), testenv.NewKafka(t)
+}
+
 // exec runs sql on the fixture's database; an error fails the test.
 func (f *fixture) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()

@@ -57,8 +57,7 @@ func get(t *testing.T, url string) (int, string) {
 // when its context ends (what SIGTERM does in cmd/relay).
 func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 	t.Parallel()
-	f := setupDone(t)
-	kafka := testenv.NewKafka(t)
+	f, kafka := setupKafka(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

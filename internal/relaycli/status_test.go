@@ -93,8 +93,7 @@ func TestStatusMissingSlotFails(t *testing.T) {
 // readings of pg_replication_slots.
 func TestStatusShowsStreamingRelay(t *testing.T) {
 	t.Parallel()
-	f := setupDone(t)
-	k := testenv.NewKafka(t)
+	f, k := setupKafka(t)
 	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Brokers: k.Brokers, Slot: f.slot, Publication: "pub_" + f.slot,
 		NoCreate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -270,8 +269,7 @@ func TestStatusLostSlotFails(t *testing.T) {
 // last WAL transaction it published, with its commit time.
 func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 	t.Parallel()
-	f := setupDone(t)
-	k := testenv.NewKafka(t)
+	f, k := setupKafka(t)
 	const topic = "pgoutbox.progress.status"
 	eos := []string{"--exactly-once", "--brokers", k.Brokers[0], "--progress-topic", topic}
 	status := func() relay.SlotStatus {

@@ -89,8 +89,7 @@ func insertRows(t *testing.T, f *fixture, n int) []string {
 // and returns them with the IDs of n rows the relay has published.
 func setupStreaming(t *testing.T, n int) (*fixture, *testenv.Kafka, *streaming, []string) {
 	t.Helper()
-	f := setupDone(t)
-	kafka := testenv.NewKafka(t)
+	f, kafka := setupKafka(t)
 	rel := runRelay(t, f, kafka.Brokers)
 	ids := insertRows(t, f, n)
 	testenv.WaitForIDs(t, kafka.Brokers, "outbox.order", ids, time.Minute)

@@ -98,8 +98,7 @@ func TestVerifyExitCodes(t *testing.T) {
 // pgoutbox_verify_ok is 0) unless --allow-empty.
 func TestVerifyEdges(t *testing.T) {
 	t.Parallel()
-	f := setupDone(t)
-	k := testenv.NewKafka(t)
+	f, k := setupKafka(t)
 	args := []string{"--brokers", k.Brokers[0], "--since", "1h"}
 
 	metrics := filepath.Join(t.TempDir(), "verify.prom")
@@ -144,8 +143,7 @@ func TestVerifyEdges(t *testing.T) {
 // topic too.
 func TestVerifyAllowedTopics(t *testing.T) {
 	t.Parallel()
-	f := setupDone(t)
-	k := testenv.NewKafka(t)
+	f, k := setupKafka(t)
 	ctx := context.Background()
 	const id = "01900000-0000-7000-8000-0000000000bb"
 	f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, topic, created_at)
@@ -182,8 +180,7 @@ func TestVerifyAllowedTopics(t *testing.T) {
 // ends (SIGTERM).
 func TestVerifyEveryServesMetrics(t *testing.T) {
 	t.Parallel()
-	f := setupDone(t)
-	k := testenv.NewKafka(t)
+	f, k := setupKafka(t)
 	f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
 		VALUES ('01900000-0000-7000-8000-000000000009', 'order', 'a1', 'e', 'bk', '{}', now() - interval '5 minutes')`)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgserver"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
@@ -196,11 +197,11 @@ func run(ctx context.Context, o *options) (int, error) {
 func (s *soak) startProcesses(addrs string) error {
 	for i := range s.relays {
 		name := fmt.Sprintf("relay-%c", 'a'+i)
-		port, err := freePort()
+		port, err := testenv.FreePorts(1)
 		if err != nil {
 			return err
 		}
-		s.metrics[i] = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+		s.metrics[i] = fmt.Sprintf("http://127.0.0.1:%d/metrics", port[0])
 		log, err := os.Create(filepath.Join(s.o.out, name+".log"))
 		if err != nil {
 			return err

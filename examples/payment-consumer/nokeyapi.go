@@ -208,11 +208,7 @@ func (p *noKeyAPI) voidExpiredLocked(res *reservation) {
 func (p *noKeyAPI) list() []charge {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]charge, 0, len(p.charges))
-	for _, c := range p.charges {
-		out = append(out, *c)
-	}
-	return out
+	return chargeCopies(slices.Values(p.charges), len(p.charges))
 }
 
 // listReservations returns every reservation, by ID, voiding the expired

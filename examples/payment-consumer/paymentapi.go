@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
+	"maps"
 	"net/http"
 	"sort"
 	"sync"
@@ -138,10 +140,17 @@ func (p *paymentAPI) refuseNext(statuses ...int) {
 func (p *paymentAPI) list() []charge {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]charge, 0, len(p.charges))
-	for _, c := range p.charges {
+	out := chargeCopies(maps.Values(p.charges), len(p.charges))
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// chargeCopies copies the n charges of cs, for a caller to read without
+// the provider's lock.
+func chargeCopies(cs iter.Seq[*charge], n int) []charge {
+	out := make([]charge, 0, n)
+	for c := range cs {
 		out = append(out, *c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }

@@ -6,33 +6,27 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 )
 
-func TestReserved(t *testing.T) {
+// Reserved names the contract headers a row may not set (exact,
+// lower-case names); WrittenByRelay every header the relay writes itself,
+// whatever the case, the dead-letter ones (dlq-*) included.
+func TestHeaderNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		want bool
+		name                     string
+		reserved, writtenByRelay bool
 	}{
-		{"message-id", true}, {"business-key", true}, {"event-type", true}, {"aggregate-type", true}, {"aggregate-id", true},
-		{"traceparent", false}, {"tracestate", false}, {"dlq-reason", false}, {"Message-Id", false}, {"", false},
+		{"message-id", true, true}, {"business-key", true, true}, {"event-type", true, true},
+		{"aggregate-type", true, true}, {"aggregate-id", true, true},
+		{"Message-Id", false, true}, {"Message-ID", false, true}, {"original-topic", false, true}, {"ORIGINAL-TOPIC", false, true},
+		{"relay-instance", false, true}, {"dlq-reason", false, true}, {"dlq-anything", false, true}, {"DLQ-Detail", false, true}, {"dlq-", false, true},
+		{"traceparent", false, false}, {"tracestate", false, false}, {"dlq", false, false}, {"original-topics", false, false},
+		{"correlation-id", false, false}, {"", false, false},
 	} {
-		if got := contract.Reserved(tc.name); got != tc.want {
-			t.Errorf("Reserved(%q) = %v, want %v", tc.name, got, tc.want)
+		if got := contract.Reserved(tc.name); got != tc.reserved {
+			t.Errorf("Reserved(%q) = %v, want %v", tc.name, got, tc.reserved)
 		}
-	}
-}
-
-func TestWrittenByRelay(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		want bool
-	}{
-		{"message-id", true}, {"Message-ID", true}, {"aggregate-id", true}, {"original-topic", true}, {"ORIGINAL-TOPIC", true},
-		{"relay-instance", true}, {"dlq-reason", true}, {"dlq-anything", true}, {"DLQ-Detail", true}, {"dlq-", true},
-		{"traceparent", false}, {"tracestate", false}, {"dlq", false}, {"original-topics", false}, {"", false}, {"correlation-id", false},
-	} {
-		if got := contract.WrittenByRelay(tc.name); got != tc.want {
-			t.Errorf("WrittenByRelay(%q) = %v, want %v", tc.name, got, tc.want)
+		if got := contract.WrittenByRelay(tc.name); got != tc.writtenByRelay {
+			t.Errorf("WrittenByRelay(%q) = %v, want %v", tc.name, got, tc.writtenByRelay)
 		}
 	}
 }

@@ -81,15 +81,7 @@ func forHandles(t *testing.T, test func(t *testing.T, h handle, db *testenv.DB))
 // values returns the v of every row of t, by id.
 func values(t *testing.T, db *testenv.DB) []string {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), `SELECT coalesce(v, 'NULL') FROM t ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return vs
+	return testenv.QueryStrings(context.Background(), t, db.Pool, `SELECT coalesce(v, 'NULL') FROM t ORDER BY id`)
 }
 
 // A transaction of DB runs Exec, Query and QueryRow, and commits or rolls

@@ -69,12 +69,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 // urfave/cli stores parsed values in them.
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "database-url", EnvVars: []string{"INBOX_DATABASE_URL"},
-			Usage: "PostgreSQL connection URL (postgres://user:pass@host/db; required, its password is never printed). Prefer INBOX_DATABASE_URL or INBOX_DATABASE_URL_FILE (a file holding it): a flag is visible in ps"},
-		&cli.StringFlag{Name: "table", EnvVars: []string{"INBOX_TABLE"}, Value: inbox.DefaultTable,
-			Usage: "inbox table, \"table\" or \"schema.table\""},
-		&cli.StringFlag{Name: "log-level", EnvVars: []string{"INBOX_LOG_LEVEL"}, Value: "warn",
-			Usage: "log level on stderr: debug, info, warn or error"},
+		stringFlag("database-url", "", "PostgreSQL connection URL (postgres://user:pass@host/db; required, its password is never printed). Prefer INBOX_DATABASE_URL or INBOX_DATABASE_URL_FILE (a file holding it): a flag is visible in ps"),
+		stringFlag("table", inbox.DefaultTable, "inbox table, \"table\" or \"schema.table\""),
+		stringFlag("log-level", "warn", "log level on stderr: debug, info, warn or error"),
 	}
 }
 

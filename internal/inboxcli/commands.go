@@ -14,13 +14,24 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
-func consumerFlag(usage string) *cli.StringFlag {
-	return &cli.StringFlag{Name: "consumer", EnvVars: []string{"INBOX_CONSUMER"}, Usage: usage}
+// stringFlag is a string flag, read from its INBOX_* variable too.
+func stringFlag(name, def, usage string) cli.Flag {
+	return &cli.StringFlag{Name: name, EnvVars: []string{envName(name)}, Value: def, Usage: usage}
 }
 
-func jsonFlag() *cli.BoolFlag {
-	return &cli.BoolFlag{Name: "json", EnvVars: []string{"INBOX_JSON"}, Usage: "print JSON instead of a table"}
+// boolFlag is a boolean flag, read from its INBOX_* variable too.
+func boolFlag(name, usage string) cli.Flag {
+	return &cli.BoolFlag{Name: name, EnvVars: []string{envName(name)}, Usage: usage}
 }
+
+// intFlag is an integer flag, read from its INBOX_* variable too.
+func intFlag(name string, def int, usage string) cli.Flag {
+	return &cli.IntFlag{Name: name, EnvVars: []string{envName(name)}, Value: def, Usage: usage}
+}
+
+func consumerFlag(usage string) cli.Flag { return stringFlag("consumer", "", usage) }
+
+func jsonFlag() cli.Flag { return boolFlag("json", "print JSON instead of a table") }
 
 // withStore runs fn with the Store of --table on a pool.
 func withStore(c *cli.Context, fn func(*cli.Context, *inbox.Store) error) error {
@@ -40,12 +51,8 @@ func withStore(c *cli.Context, fn func(*cli.Context, *inbox.Store) error) error 
 }
 
 func migrateCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "migrate",
-		Usage: "create or upgrade the inbox table (idempotent)",
-		Description: "Applies the embedded migrations of sql/inbox to --table and records them in\n" +
-			"pgoutbox_migration in the table's schema; running it again is a no-op. A DBA may apply\n" +
-			"sql/inbox/*.up.sql with psql -f instead.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "migrate",
 		Action: func(c *cli.Context) error {
 			pool, err := connect(c)
 			if err != nil {
@@ -63,16 +70,12 @@ func migrateCommand() *cli.Command {
 			fmt.Fprintf(c.App.Writer, "%s: applied migrations %v\n", c.String("table"), applied)
 			return nil
 		},
-	}
+	})
 }
 
 func statusCommand() *cli.Command {
-	return &cli.Command{
+	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name:  "status",
-		Usage: "count messages per consumer and status, with stuck leases and the oldest message",
-		Description: "Prints one line per consumer and status: the row count, the oldest received_at and,\n" +
-			"for PROCESSING, how many leases expired (stuck: a two-phase handler crashed or hangs;\n" +
-			"the next delivery takes them over).",
 		Flags: []cli.Flag{consumerFlag("only this consumer (default: all)"), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			return withStore(c, func(c *cli.Context, s *inbox.Store) error {
@@ -87,24 +90,17 @@ func statusCommand() *cli.Command {
 				})
 			})
 		},
-	}
+	})
 }
 
 func purgeCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "purge",
-		Usage: "delete COMPLETED (or, explicitly, FAILED_FINAL) messages older than a retention",
-		Description: "Deletes in batches of --batch-size rows, each batch its own statement, so a large purge\n" +
-			"never holds many locks. FAILED_FINAL rows are kept unless --status FAILED_FINAL is given;\n" +
-			"PROCESSING rows are never purged. A purged message is no longer recognised as a duplicate:\n" +
-			"keep the retention above the longest redelivery window (Kafka retention, relay replays).",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "purge",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "older-than", EnvVars: []string{"INBOX_OLDER_THAN"},
-				Usage: "retention: a Go duration (72h) or days (30d)"},
-			&cli.StringFlag{Name: "status", EnvVars: []string{"INBOX_STATUS"}, Value: "COMPLETED",
-				Usage: "status to purge: COMPLETED or FAILED_FINAL"},
+			stringFlag("older-than", "", "retention: a Go duration (72h) or days (30d)"),
+			stringFlag("status", "COMPLETED", "status to purge: COMPLETED or FAILED_FINAL"),
 			consumerFlag("only this consumer (default: all)"),
-			&cli.IntFlag{Name: "batch-size", EnvVars: []string{"INBOX_BATCH_SIZE"}, Value: 1000, Usage: "rows per DELETE"},
+			intFlag("batch-size", 1000, "rows per DELETE"),
 		},
 		Action: func(c *cli.Context) error {
 			if c.String("older-than") == "" {
@@ -132,20 +128,16 @@ func purgeCommand() *cli.Command {
 				return nil
 			})
 		},
-	}
+	})
 }
 
 func listCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "list",
-		Usage: "list messages, oldest first, optionally of one status",
-		Description: "Prints message ID, business key, status, attempts, last error and where the message\n" +
-			"came from (topic/partition@offset). Use --status FAILED_FINAL to see dead-lettered ones.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "list",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "status", EnvVars: []string{"INBOX_STATUS"},
-				Usage: "only this status: RECEIVED, PROCESSING, COMPLETED, FAILED_RETRYABLE, FAILED_FINAL"},
+			stringFlag("status", "", "only this status: RECEIVED, PROCESSING, COMPLETED, FAILED_RETRYABLE, FAILED_FINAL"),
 			consumerFlag("only this consumer (default: all)"),
-			&cli.IntFlag{Name: "limit", EnvVars: []string{"INBOX_LIMIT"}, Value: 100, Usage: "at most this many rows"},
+			intFlag("limit", 100, "at most this many rows"),
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -176,20 +168,16 @@ func listCommand() *cli.Command {
 				})
 			})
 		},
-	}
+	})
 }
 
 func reviveCommand() *cli.Command {
-	return &cli.Command{
+	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name:      "revive",
-		Usage:     "make FAILED_FINAL messages processable again (exit 1 when a given ID matched nothing)",
 		ArgsUsage: "MESSAGE_ID...",
-		Description: "Sets the given FAILED_FINAL messages of --consumer (or all of them with --all) back to\n" +
-			"FAILED_RETRYABLE with attempts 0. Their offsets were committed when they were dead-lettered:\n" +
-			"re-publish them (for example from the dead-letter topic) so the handler runs again.",
 		Flags: []cli.Flag{
 			consumerFlag("consumer of the messages (required)"),
-			&cli.BoolFlag{Name: "all", EnvVars: []string{"INBOX_ALL"}, Usage: "revive every FAILED_FINAL message of the consumer"},
+			boolFlag("all", "revive every FAILED_FINAL message of the consumer"),
 		},
 		Action: func(c *cli.Context) error {
 			consumer := c.String("consumer")
@@ -211,7 +199,7 @@ func reviveCommand() *cli.Command {
 				return reviveResult(c, consumer, ids, n)
 			})
 		},
-	}
+	})
 }
 
 // writeTable prints v as JSON with --json, else a table: header, then the

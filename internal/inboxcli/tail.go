@@ -24,36 +24,25 @@ func envName(flag string) string {
 }
 
 func tailCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "tail",
-		Usage: "consume topics through the inbox and print each outcome (debugging and demos)",
-		Description: "Joins --group and consumes --topics with the inbox consumer loop: each message is\n" +
-			"claimed in --table as --consumer with a handler that does nothing, and one line is printed\n" +
-			"per delivery: topic/partition@offset, message ID, business key, outcome and reason. Offsets\n" +
-			"are committed, so use a group of its own. Messages without message-id or business-key\n" +
-			"headers go to --dlq-topic. Stops on SIGINT/SIGTERM after the current messages.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "tail",
 		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "brokers", EnvVars: []string{"INBOX_BROKERS"},
 				Usage: "Kafka bootstrap brokers, host:port (repeat or comma-separate)"},
 			&cli.StringSliceFlag{Name: "topics", EnvVars: []string{"INBOX_TOPICS"},
 				Usage: "topics to consume (repeat or comma-separate)"},
-			&cli.StringFlag{Name: "group", EnvVars: []string{"INBOX_GROUP"}, Value: "inbox-tail", Usage: "Kafka consumer group"},
-			&cli.StringFlag{Name: "consumer", EnvVars: []string{"INBOX_CONSUMER"}, Value: "inbox-tail",
-				Usage: "inbox consumer name the messages are recorded under"},
-			&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"INBOX_DLQ_TOPIC"}, Value: inbox.DefaultDeadLetterTopic,
-				Usage: "dead-letter topic"},
-			&cli.StringFlag{Name: "conflict-policy", EnvVars: []string{"INBOX_CONFLICT_POLICY"}, Value: "dead-letter",
-				Usage: "what a conflicting message becomes: stop (the loop stops with an error) or dead-letter"},
-			&cli.BoolFlag{Name: "force", EnvVars: []string{"INBOX_FORCE"}, Usage: "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"},
-			&cli.BoolFlag{Name: "from-end", EnvVars: []string{"INBOX_FROM_END"},
-				Usage: "a new group starts at the end of the topics instead of the beginning"},
-			&cli.StringFlag{Name: "isolation", EnvVars: []string{"INBOX_ISOLATION"}, Value: string(inboxkafka.ReadCommitted),
-				Usage: "read_committed (records of aborted or open Kafka transactions are never handled) or read_uncommitted"},
+			stringFlag("group", "inbox-tail", "Kafka consumer group"),
+			stringFlag("consumer", "inbox-tail", "inbox consumer name the messages are recorded under"),
+			stringFlag("dlq-topic", inbox.DefaultDeadLetterTopic, "dead-letter topic"),
+			stringFlag("conflict-policy", "dead-letter", "what a conflicting message becomes: stop (the loop stops with an error) or dead-letter"),
+			boolFlag("force", "record under a --consumer that already has rows (its real messages would be marked COMPLETED)"),
+			boolFlag("from-end", "a new group starts at the end of the topics instead of the beginning"),
+			stringFlag("isolation", string(inboxkafka.ReadCommitted), "read_committed (records of aborted or open Kafka transactions are never handled) or read_uncommitted"),
 			&cli.GenericFlag{Name: "max-queue-bytes", EnvVars: []string{"INBOX_MAX_QUEUE_BYTES"}, Value: cliutil.NewSize(inboxkafka.DefaultMaxQueueBytes),
 				Usage: "most bytes of fetched records (key, value, headers) held, queued or being handled; fetching pauses at the bound"},
 		}, kafkaflags.Flags(envName, "")...),
 		Action: tailAction,
-	}
+	})
 }
 
 // tailAction consumes the topics through the inbox with a handler that does

@@ -24,11 +24,7 @@ func TestStartPrivate(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := StartPrivate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := stopAtEnd(t)(StartPrivate(ctx))
 	conn, err := pgx.Connect(ctx, s.AdminURL)
 	if err != nil {
 		t.Fatalf("its own user cannot connect: %v", err)

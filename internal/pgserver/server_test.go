@@ -13,17 +13,26 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// stopAtEnd returns a function taking what a Start function returns: the
+// server, stopped when the test ends, or, on an error, the test failed.
+func stopAtEnd(t *testing.T) func(*Server, error) *Server {
+	return func(s *Server, err error) *Server {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Stop)
+		return s
+	}
+}
+
 // A started server has logical replication on; Stop shuts it down and
 // leaves nothing behind.
 func TestStartStop(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := stopAtEnd(t)(Start(ctx))
 	dir := s.Dir
 	conn, err := pgx.Connect(ctx, s.AdminURL)
 	if err != nil {
@@ -83,11 +92,7 @@ func TestStandbyPromoteRestart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p, err := Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p := stopAtEnd(t)(Start(ctx))
 	exec := func(url, q string) {
 		t.Helper()
 		conn, err := pgx.Connect(ctx, url)
@@ -112,11 +117,7 @@ func TestStandbyPromoteRestart(t *testing.T) {
 		return n
 	}
 	exec(p.AdminURL, `CREATE TABLE t (x int); INSERT INTO t VALUES (1)`)
-	s, err := p.StartStandby(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := stopAtEnd(t)(p.StartStandby(ctx))
 	exec(p.AdminURL, `INSERT INTO t VALUES (2)`)
 	deadline := time.Now().Add(time.Minute)
 	for count(s.AdminURL) != 2 {

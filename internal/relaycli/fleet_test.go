@@ -23,8 +23,7 @@ import (
 // set up, and the fleet file's entry for it.
 func fleetSource(t *testing.T, name string) (*fixture, string) {
 	t.Helper()
-	f := setup(t)
-	wantCode(t, f.cli(t, "setup"), 0)
+	f := setupDone(t)
 	return f, fmt.Sprintf("  - name: %s\n    database-url: %s\n    slot: %s\n    publication: pub_%s\n", name, f.db.URL, f.slot, f.slot)
 }
 

@@ -24,8 +24,7 @@ func fleetFileFlags(what string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagConfig, Category: catOps, EnvVars: envVar(flagConfig),
 			Usage: "fleet file (see relay run --config): " + what},
-		&cli.StringFlag{Name: flagSource, Category: catOps, EnvVars: envVar(flagSource),
-			Usage: "with --config: only this source"},
+		stringFlag(flagSource, catOps, "", "with --config: only this source"),
 	}
 }
 

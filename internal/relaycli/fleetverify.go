@@ -8,8 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
-
-	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 )
 
 // verifyFleet is relay verify --config: every source of the fleet file (or
@@ -64,27 +62,10 @@ func verifyFleet(c *cli.Context, sc *scrubber) error {
 	if first.every == 0 {
 		return all()
 	}
-	if addr := c.String(flagMetricsAddr); addr != "" {
-		srv, err := cliutil.ServeMetrics(addr, reg, alwaysReady{}, logger)
-		if err != nil {
-			return fail(fmt.Errorf("metrics: %w", err))
-		}
-		defer srv.Close()
-	}
-	tick := time.NewTicker(first.every)
-	defer tick.Stop()
-	for {
-		now := time.Now()
+	return verifyEvery(c, first.every, reg, logger, func(now time.Time) error {
 		for _, v := range runs {
 			v.opts.From, v.opts.To = now.Add(-v.since), now
 		}
-		if err := all(); err != nil && c.Context.Err() == nil {
-			logger.Warn("verify found problems or failed", "error", err)
-		}
-		select {
-		case <-c.Context.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+		return all()
+	})
 }

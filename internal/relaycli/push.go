@@ -31,12 +31,10 @@ const (
 // --pushgateway-job.
 func pushFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: flagPushUser, Category: catVerify, EnvVars: envVar(flagPushUser),
-			Usage: "basic-auth user name for --pushgateway (credentials in the URL are refused)"},
+		stringFlag(flagPushUser, catVerify, "", "basic-auth user name for --pushgateway (credentials in the URL are refused)"),
 		&cli.StringFlag{Name: flagPushPassword, Category: catVerify, EnvVars: envVar(flagPushPassword),
 			Usage: "basic-auth password for --pushgateway; prefer " + envName(flagPushPassword) + cliutil.FileSuffix + " (a file holding it): a flag is visible in ps. Never logged"},
-		&cli.BoolFlag{Name: flagPushInsecure, Category: catVerify, EnvVars: envVar(flagPushInsecure),
-			Usage: "allow an http:// --pushgateway (the gauges, and any password, travel in clear)"},
+		boolFlag(flagPushInsecure, catVerify, "allow an http:// --pushgateway (the gauges, and any password, travel in clear)"),
 	}
 }
 

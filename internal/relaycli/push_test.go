@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // gateway is a stand-in Pushgateway that keeps what it was sent.
@@ -62,9 +60,7 @@ func (g *gateway) last(t *testing.T) push {
 // label clash) and the run exited 0.
 func TestVerifyPushgateway(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	k := testenv.NewKafka(t)
-	wantCode(t, f.cli(t, "setup"), 0)
+	f, k := setupKafka(t)
 	g := newGateway(t)
 	args := []string{"--brokers", k.Brokers[0], "--since", "1h", "--allow-empty", "--pushgateway", g.URL, "--pushgateway-insecure"}
 

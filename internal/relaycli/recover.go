@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -21,8 +22,8 @@ const (
 // gapFlags are the flags of run and recover that concern gaps.
 func gapFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: flagOnGap, Category: catDatabase, EnvVars: envVar(flagOnGap), Value: string(relay.GapStop),
-			Usage: "when the slot cannot resume where the relay left off (failover, dropped or lost slot): stop (exit 1 naming the gap) or backfill (recover as relay recover does, then stream)"},
+		stringFlag(flagOnGap, catDatabase, string(relay.GapStop),
+			"when the slot cannot resume where the relay left off (failover, dropped or lost slot): stop (exit 1 naming the gap) or backfill (recover as relay recover does, then stream)"),
 		&cli.DurationFlag{Name: flagBackfillMargin, Category: catDatabase, EnvVars: envVar(flagBackfillMargin), Value: relay.DefaultBackfillMargin,
 			Usage: "a recovery publishes the rows created since the last confirmed commit time minus this (longer than the longest outbox transaction plus clock skew); pruning keeps them"},
 	}
@@ -43,22 +44,11 @@ func gapConfig(c *cli.Context, cfg *relay.Config) error {
 }
 
 func recoverCommand(sc *scrubber) *cli.Command {
-	return &cli.Command{
-		Name:  "recover",
-		Usage: "repair a gap (failover, dropped or lost slot): new slot, backfill from the table, then relay run streams on",
-		Description: "recover repairs what relay run and relay status report as a gap: the slot cannot resume where\n" +
-			"the relay left off (a failover to a physical standby, a dropped, re-created or invalidated slot,\n" +
-			"another server). It drops the slot if it still exists (stop the relays first), creates it anew\n" +
-			"exporting its snapshot, and inside that snapshot publishes to Kafka every outbox row created at\n" +
-			"or after the last confirmed commit time minus --backfill-margin, ordered by created_at then id;\n" +
-			"then it records the new slot, and relay run streams from it. No committed row is missing;\n" +
-			"rows of the margin are published again (consumers deduplicate on message-id). It refuses,\n" +
-			"naming the time range, when pruning may have deleted rows it needs. Events written as logical\n" +
-			"messages (EmitTx) are not in the table and cannot be recovered. Without a gap it does nothing.\n" +
-			"It takes the Kafka flags of relay run.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name:   "recover",
 		Flags:  append(append(databaseFlags(), publishFlags()...), gapFlags()...),
 		Action: func(c *cli.Context) error { return recoverAction(c, sc) },
-	}
+	})
 }
 
 // streamConfig is the prologue of relay run and relay recover: no stray
@@ -115,22 +105,15 @@ func recoverAction(c *cli.Context, sc *scrubber) error {
 }
 
 func backfillCommand(sc *scrubber) *cli.Command {
-	return &cli.Command{
-		Name:  "backfill",
-		Usage: "publish outbox rows from the table again (--since, --until, --aggregate-type), to bootstrap or repair a consumer",
-		Description: "backfill publishes the outbox rows created in [--since, --until) (optionally of one aggregate\n" +
-			"type), read in one snapshot, ordered by created_at then id, as the same Kafka records relay run\n" +
-			"publishes (timestamp: created_at). It needs no slot and does not touch the relay's position.\n" +
-			"Times are RFC 3339 (2026-01-02T15:04:05Z) or a duration meaning that long ago (90m). It prints\n" +
-			"its progress on stderr and the count published. Logical messages (EmitTx) are not in the table\n" +
-			"and are not backfilled. It takes the Kafka flags of relay run.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "backfill",
 		Flags: append(append(databaseFlags(), publishFlags()...),
 			&cli.StringFlag{Name: flagSince, EnvVars: envVar(flagSince), Usage: "publish rows created at or after this time (required)"},
 			&cli.StringFlag{Name: flagUntil, EnvVars: envVar(flagUntil), Usage: "publish rows created before this time (default: no bound)"},
 			&cli.StringFlag{Name: flagAggregateType, EnvVars: envVar(flagAggregateType), Usage: "publish only rows of this aggregate type"},
 		),
 		Action: func(c *cli.Context) error { return backfillAction(c, sc) },
-	}
+	})
 }
 
 func backfillAction(c *cli.Context, sc *scrubber) error {

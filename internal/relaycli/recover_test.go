@@ -1,7 +1,6 @@
 package relaycli_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -14,15 +13,10 @@ import (
 // gap does nothing; a dropped slot is a gap that recover repairs.
 func TestBackfillAndRecover(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	k := testenv.NewKafka(t)
-	wantCode(t, f.cli(t, "setup"), 0)
-	ctx := context.Background()
-	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
+	f, k := setupKafka(t)
+	f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
 		SELECT gen_random_uuid(), CASE WHEN n % 2 = 0 THEN 'order' ELSE 'user' END, 'a' || n, 'e', 'bk' || n, '{}', now() - make_interval(mins => n)
-		FROM generate_series(1, 10) AS n`); err != nil {
-		t.Fatal(err)
-	}
+		FROM generate_series(1, 10) AS n`)
 	kafkaArgs := []string{"--brokers", k.Brokers[0]}
 	// Rows 2, 4 and 6 minutes old of type order.
 	r := f.cli(t, "backfill", append(kafkaArgs, "--since", "7m", "--until", "90s", "--aggregate-type", "order")...)
@@ -41,9 +35,7 @@ func TestBackfillAndRecover(t *testing.T) {
 	if !strings.Contains(r.stdout, "no gap, nothing to recover") {
 		t.Fatalf("recover without a gap:\n%s", r.stdout)
 	}
-	if _, err := f.db.Pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, f.slot); err != nil {
-		t.Fatal(err)
-	}
+	f.exec(t, `SELECT pg_drop_replication_slot($1)`, f.slot)
 	r = f.cli(t, "status")
 	wantCode(t, r, 1)
 	wantOneErrorLine(t, r.stderr, "gap on slot "+f.slot+" (slot-missing)")

@@ -47,6 +47,29 @@ func setup(t *testing.T) *fixture {
 	}}
 }
 
+// setupDone is setup after `relay setup` succeeded: the outbox table, the
+// publication and the slot exist.
+func setupDone(t *testing.T) *fixture {
+	t.Helper()
+	f := setup(t)
+	wantCode(t, f.cli(t, "setup"), 0)
+	return f
+}
+
+// setupKafka is setupDone and a broker (kfake).
+func setupKafka(t *testing.T) (*fixture, *testenv.Kafka) {
+	t.Helper()
+	return setupDone(t), testenv.NewKafka(t)
+}
+
+// exec runs sql on the fixture's database; an error fails the test.
+func (f *fixture) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := f.db.Pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *fixture) cli(t *testing.T, command string, extra ...string) result {
 	t.Helper()
 	return cli(t, append(append([]string{command}, f.args...), extra...)...)

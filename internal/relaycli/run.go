@@ -13,41 +13,11 @@ import (
 )
 
 func runCommand(sc *scrubber) *cli.Command {
-	return &cli.Command{
-		Name:  "run",
-		Usage: "stream committed outbox rows to Kafka until stopped",
-		Description: "run tails the outbox table through the logical replication slot and publishes every\n" +
-			"committed row to Kafka (key aggregate_id, value payload, headers message-id, business-key,\n" +
-			"event-type, aggregate-type, aggregate-id), in commit order per aggregate. A missing slot or\n" +
-			"publication is created unless --no-create.\n\n" +
-			"Delivery is at-least-once. The slot's confirmed position is advanced only past transactions\n" +
-			"whose every record Kafka acknowledged (acks=all), as a contiguous prefix; after a crash or\n" +
-			"restart the relay resumes from that position, so records in flight at the time are published\n" +
-			"again (consumers deduplicate on message-id) and none are lost. Rows that cannot be published\n" +
-			"go to --dlq-topic with the reason in headers, or stop the relay with --on-invalid=stop.\n\n" +
-			"Stop it with SIGINT or SIGTERM: it flushes what is in flight, confirms the final position and\n" +
-			"exits 0. A second Ctrl-C (SIGINT) exits at once without flushing (nothing is lost, more is\n" +
-			"replayed); a repeated SIGTERM does not, since GNU timeout and some supervisors signal the\n" +
-			"process and then its group (`timeout 10 relay run ...` exits 0): send SIGKILL to force.\n" +
-			"--metrics-addr serves /metrics (Prometheus), /healthz (200 while the process runs) and\n" +
-			"/readyz (200 while connected and streaming, else 503; /readyz?standby=ok is also 200 while\n" +
-			"waiting as a standby, for a readiness probe over a leader and its standbys).\n\n" +
-			"A second relay on the same slot is a standby: while the slot is streamed elsewhere it waits,\n" +
-			"retrying every --standby-retry-interval, serves the slot metrics with /readyz 503 and\n" +
-			"pgoutbox_relay_leader 0, and takes over (from the slot's confirmed position) when the\n" +
-			"active relay's connection ends.\n\n" +
-			"At every start and reconnect the relay compares the slot and the server with its state row\n" +
-			"(pgoutbox_relay_state): a slot missing, re-created or invalidated, or another server or\n" +
-			"timeline (a failover), is a gap: it exits 1 naming the slot and since when, streaming nothing,\n" +
-			"unless --on-gap=backfill (see relay recover). Only relay setup or a first start with no state\n" +
-			"creates the slot.\n\n" +
-			"With --config FILE (RELAY_CONFIG) the process relays every source the fleet file lists, each\n" +
-			"with its own relay, slot, leader election and metrics (label source); per-source flags then\n" +
-			"belong in the file. SIGHUP reloads it; with spread: replicas running one file share the\n" +
-			"sources out through a Kafka consumer group. See docs/fleet.md.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name:   "run",
 		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag()),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
-	}
+	})
 }
 
 // configFlag is relay run's --config: the fleet file.

@@ -57,9 +57,7 @@ func get(t *testing.T, url string) (int, string) {
 // when its context ends (what SIGTERM does in cmd/relay).
 func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	kafka := testenv.NewKafka(t)
-	wantCode(t, f.cli(t, "setup"), 0)
+	f, kafka := setupKafka(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

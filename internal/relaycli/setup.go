@@ -44,17 +44,10 @@ func waitForDatabase(ctx context.Context, c *cli.Context, sc *scrubber, url stri
 }
 
 func setupCommand(sc *scrubber) *cli.Command {
-	return &cli.Command{
-		Name:  "setup",
-		Usage: "create the outbox table, the publication and the slot (idempotent)",
-		Description: "setup creates what is missing: the outbox table (--table), the publication (--publication,\n" +
-			"FOR TABLE the outbox WITH (publish = 'insert')) and the logical replication slot (--slot,\n" +
-			"pgoutput). Existing objects are left as they are, so it is safe to run on every deploy.\n" +
-			"Rows committed after the slot exists are published by relay run; it prints what it created\n" +
-			"and what it found.",
-		Flags: append(databaseFlags(), &cli.GenericFlag{Name: flagWait, Category: catDatabase, EnvVars: envVar(flagWait),
-			Value: cliutil.NewDuration(0),
-			Usage: "retry connecting for up to this long while the database is unreachable or starting up (containers); 0 tries once"}),
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "setup",
+		Flags: append(databaseFlags(), durationFlag(flagWait, catDatabase, 0,
+			"retry connecting for up to this long while the database is unreachable or starting up (containers); 0 tries once")),
 		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			if note := defaultNamesNote(c, cfg); note != "" {
 				fmt.Fprintln(c.App.ErrWriter, note)
@@ -79,7 +72,7 @@ func setupCommand(sc *scrubber) *cli.Command {
 			fmt.Fprintf(w, "slot %s: %s (confirmed_flush_lsn %s)\n", cfg.Slot, createdOrFound(before.Slot), st.ConfirmedFlushLSN)
 			return nil
 		}),
-	}
+	})
 }
 
 // defaultNamesNote warns when a table other than the default takes the

@@ -21,23 +21,8 @@ import (
 const flagJSON = "json"
 
 func statusCommand(sc *scrubber) *cli.Command {
-	return &cli.Command{
-		Name:  "status",
-		Usage: "show the slot and publication: positions, lag, WAL retention (exit 1 when unhealthy)",
-		Description: "status reads pg_replication_slots and pg_publication; it works while no relay runs. It prints\n" +
-			"the slot's confirmed and restart LSNs, the lag behind the current WAL in bytes, the WAL the\n" +
-			"slot retains, wal_status and safe_wal_size, and the process streaming the slot (PID,\n" +
-			"application_name, client address, connection and last reply times from pg_stat_replication);\n" +
-			"--json prints the same as one JSON\n" +
-			"object. It also shows the relay state row (server identity, last confirmed position and\n" +
-			"commit time) and any gap the relay would refuse to stream over. It exits 1 when anything is\n" +
-			"wrong, listing each problem (also in the text form): a missing table, state table,\n" +
-			"publication or slot, a publication that does not publish the table, a gap, a lost slot, or\n" +
-			"no relay streaming the slot; so it can serve as a health check. With --exactly-once (and\n" +
-			"--brokers) it also reads the progress the relays of the slot committed to Kafka\n" +
-			"(read_committed): the end LSN of the last WAL transaction and its commit time.\n\n" +
-			"With --config FILE (a fleet file, see relay run --config) it shows every source of the file\n" +
-			"(or --source NAME), each under its name, and exits 1 naming the unhealthy ones.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "status",
 		Flags: append(append(append(databaseFlags(), &cli.BoolFlag{Name: flagJSON, EnvVars: envVar(flagJSON), Usage: "print JSON instead of a table"}),
 			append(exactlyOnceFlags(), brokersFlag("--exactly-once: Kafka bootstrap brokers, host:port, comma separated"))...),
 			append(kafkaflags.Flags(envName, catKafka), fleetFileFlags("show every source it lists, each under its name; exit 1 naming the unhealthy ones")...)...),
@@ -68,7 +53,7 @@ func statusCommand(sc *scrubber) *cli.Command {
 			}
 			return fail(err)
 		})),
-	}
+	})
 }
 
 // fleetOr runs fleet when --config names a fleet file, else single.

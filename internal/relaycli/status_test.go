@@ -20,8 +20,7 @@ import (
 
 func TestStatusMatchesReplicationSlots(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	wantCode(t, f.cli(t, "setup"), 0)
+	f := setupDone(t)
 	row := f.slotRow(t)
 
 	// No relay streams the slot: status says so and exits 1.
@@ -94,9 +93,7 @@ func TestStatusMissingSlotFails(t *testing.T) {
 // readings of pg_replication_slots.
 func TestStatusShowsStreamingRelay(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	wantCode(t, f.cli(t, "setup"), 0)
-	k := testenv.NewKafka(t)
+	f, k := setupKafka(t)
 	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Brokers: k.Brokers, Slot: f.slot, Publication: "pub_" + f.slot,
 		NoCreate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -272,9 +269,7 @@ func TestStatusLostSlotFails(t *testing.T) {
 // last WAL transaction it published, with its commit time.
 func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	wantCode(t, f.cli(t, "setup"), 0)
-	k := testenv.NewKafka(t)
+	f, k := setupKafka(t)
 	const topic = "pgoutbox.progress.status"
 	eos := []string{"--exactly-once", "--brokers", k.Brokers[0], "--progress-topic", topic}
 	status := func() relay.SlotStatus {
@@ -348,11 +343,9 @@ func TestStatusDebeziumTable(t *testing.T) {
 		t.Errorf("status does not show the missing Debezium table:\n%s", r.stdout)
 	}
 
-	if _, err := f.db.Pool.Exec(context.Background(), `CREATE TABLE outboxevent (
+	f.exec(t, `CREATE TABLE outboxevent (
 		id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL,
-		type varchar(255) NOT NULL, payload jsonb, timestamp timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
+		type varchar(255) NOT NULL, payload jsonb, timestamp timestamptz NOT NULL DEFAULT now())`)
 	wantCode(t, f.cli(t, "setup", dbz...), 0)
 	r = f.cli(t, "status", dbz...)
 	wantCode(t, r, 1)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -15,15 +16,8 @@ const (
 )
 
 func teardownCommand(sc *scrubber) *cli.Command {
-	return &cli.Command{
-		Name:  "teardown",
-		Usage: "drop the slot and the publication (needs --yes; --slot-only keeps the publication)",
-		Description: "teardown drops the replication slot and the publication; the outbox table and its rows stay.\n" +
-			"The slot's position is lost: rows committed before the next setup are never published. An\n" +
-			"active slot (a relay still running) is an error. A publication that another slot streams, or\n" +
-			"that another relay slot of this outbox may use, is never dropped: teardown then drops nothing\n" +
-			"and names that slot. --slot-only drops the slot and its state row alone (a mistyped --slot\n" +
-			"beside the real relay). Pass --yes to confirm.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name: "teardown",
 		Flags: append(databaseFlags(),
 			&cli.BoolFlag{Name: flagYes, EnvVars: envVar(flagYes), Usage: "confirm dropping the slot and the publication"},
 			&cli.BoolFlag{Name: flagSlotOnly, EnvVars: envVar(flagSlotOnly), Usage: "drop the slot and its state row only, keep the publication"}),
@@ -56,7 +50,7 @@ func teardownCommand(sc *scrubber) *cli.Command {
 			fmt.Fprintf(w, "table %s: kept\n", cfg.Table)
 			return nil
 		}),
-	}
+	})
 }
 
 func droppedOrMissing(existed bool) string {

@@ -89,9 +89,7 @@ func insertRows(t *testing.T, f *fixture, n int) []string {
 // and returns them with the IDs of n rows the relay has published.
 func setupStreaming(t *testing.T, n int) (*fixture, *testenv.Kafka, *streaming, []string) {
 	t.Helper()
-	f := setup(t)
-	kafka := testenv.NewKafka(t)
-	wantCode(t, f.cli(t, "setup"), 0)
+	f, kafka := setupKafka(t)
 	rel := runRelay(t, f, kafka.Brokers)
 	ids := insertRows(t, f, n)
 	testenv.WaitForIDs(t, kafka.Brokers, "outbox.order", ids, time.Minute)
@@ -219,15 +217,10 @@ func TestRecoverRecreatedPublication(t *testing.T) {
 		t.Fatalf("relay run exited %d:\n%s", code, rel.stderr.String())
 	}
 
-	ctx := context.Background()
-	if _, err := f.db.Pool.Exec(ctx, `DROP PUBLICATION `+pgx.Identifier{"pub_" + f.slot}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	f.exec(t, `DROP PUBLICATION `+pgx.Identifier{"pub_" + f.slot}.Sanitize())
 	ids = append(ids, insertRows(t, f, 2)...) // written while the publication is missing
-	if _, err := f.db.Pool.Exec(ctx, `CREATE PUBLICATION `+pgx.Identifier{"pub_" + f.slot}.Sanitize()+
-		` FOR TABLE outbox WITH (publish = 'insert', publish_via_partition_root = true)`); err != nil {
-		t.Fatal(err)
-	}
+	f.exec(t, `CREATE PUBLICATION `+pgx.Identifier{"pub_" + f.slot}.Sanitize()+
+		` FOR TABLE outbox WITH (publish = 'insert', publish_via_partition_root = true)`)
 	ids = append(ids, insertRows(t, f, 2)...)
 	const named = "(publication-recreated): publication pub_"
 

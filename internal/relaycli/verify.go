@@ -39,31 +39,11 @@ const (
 )
 
 func verifyCommand(sc *scrubber) *cli.Command {
-	return &cli.Command{
-		Name:  "verify",
-		Usage: "audit the outbox against Kafka: is every row of a time window in its topic? (exit 1 when not)",
-		Description: "verify reads the outbox rows created in the window (--since 1h, or --from/--to), reads the topics\n" +
-			"they route to (the topic column, else --topic-template) and the dead-letter topic, read_committed,\n" +
-			"from the first offset whose timestamp is at or after the window's start minus --margin up to the\n" +
-			"last stable offset, and matches records to rows by the message-id header. It prints the rows,\n" +
-			"found, dead-lettered, missing (the first --list by created_at, with their commit times when\n" +
-			"track_commit_timestamp is on) and pending (newer than --grace: the relay may not have caught up),\n" +
-			"duplicate records, records whose key, business-key header or topic disagree with their row, and\n" +
-			"order breaks among each aggregate's first deliveries. Rows deleted by pruning cannot be checked:\n" +
-			"it names the prune mark and counts the records of the pruned range as unverifiable. Memory is\n" +
-			"bounded by --max-in-memory entries per sort; beyond that it spills sorted runs to --spill-dir.\n" +
-			"It writes nothing to the database or Kafka.\n\n" +
-			"Exit codes: 0 every row found (duplicates and pending rows allowed), 1 a row missing, a record\n" +
-			"mismatched or out of order, a window without rows (unless --allow-empty), or the run failed;\n" +
-			"2 bad usage. --metrics-file writes the\n" +
-			"pgoutbox_verify_* gauges for node_exporter's textfile collector, --pushgateway pushes them;\n" +
-			"--every re-verifies the sliding window on an interval and serves them on --metrics-addr.\n\n" +
-			"With --config FILE (a fleet file, see relay run --config) it verifies every source of the file\n" +
-			"(or --source NAME) over the same window, each report under its name, the gauges labelled source,\n" +
-			"and exits 1 naming the sources whose window is not clean.",
+	return cliutil.WithHelp(helpFiles, &cli.Command{
+		Name:   "verify",
 		Flags:  verifyFlags(),
 		Action: func(c *cli.Context) error { return verifyAction(c, sc) },
-	}
+	})
 }
 
 // verifyFlags are the database flags, the Kafka flags of relay run that
@@ -86,32 +66,32 @@ func verifyFlags() []cli.Flag {
 		return &cli.StringFlag{Name: name, Category: catVerify, EnvVars: envVar(name), Usage: usage}
 	}
 	dur := func(name string, def time.Duration, usage string) cli.Flag {
-		return &cli.GenericFlag{Name: name, Category: catVerify, EnvVars: envVar(name), Value: cliutil.NewDuration(def), Usage: usage}
+		return durationFlag(name, catVerify, def, usage)
 	}
 	flags = append(flags,
 		str(flagSince, "verify the rows created in the last DURATION (1h), or since an RFC 3339 time; default 1h unless --from is given"),
 		str(flagFrom, "window start, RFC 3339 time or a duration meaning that long ago (instead of --since)"),
 		str(flagTo, "window end, RFC 3339 time or a duration meaning that long ago (default: now)"),
-		&cli.BoolFlag{Name: flagJSON, Category: catVerify, EnvVars: envVar(flagJSON), Usage: "print the report as JSON"},
-		&cli.IntFlag{Name: flagList, Category: catVerify, EnvVars: envVar(flagList), Value: relay.DefaultVerifyList,
-			Usage: "how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"},
+		boolFlag(flagJSON, catVerify, "print the report as JSON"),
+		intFlag(flagList, catVerify, relay.DefaultVerifyList,
+			"how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"),
 		dur(flagMargin, relay.DefaultVerifyMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
 		dur(flagGrace, relay.DefaultVerifyGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
-		&cli.BoolFlag{Name: flagFullKeys, Category: catVerify, EnvVars: envVar(flagFullKeys),
-			Usage: "list keys, business keys and aggregate IDs whole (default: a prefix, the length and a hash: they are often personal data)"},
-		&cli.BoolFlag{Name: flagAllowEmpty, Category: catVerify, EnvVars: envVar(flagAllowEmpty),
-			Usage: "a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"},
-		&cli.IntFlag{Name: flagMaxInMemory, Category: catVerify, EnvVars: envVar(flagMaxInMemory), Value: relay.DefaultVerifyMaxInMemory,
-			Usage: "most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"},
+		boolFlag(flagFullKeys, catVerify,
+			"list keys, business keys and aggregate IDs whole (default: a prefix, the length and a hash: they are often personal data)"),
+		boolFlag(flagAllowEmpty, catVerify,
+			"a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"),
+		intFlag(flagMaxInMemory, catVerify, relay.DefaultVerifyMaxInMemory,
+			"most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"),
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
-		&cli.GenericFlag{Name: flagMaxSpill, Category: catVerify, EnvVars: envVar(flagMaxSpill), Value: cliutil.NewSize(relay.DefaultVerifyMaxSpillBytes),
-			Usage: "most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"},
+		sizeFlag(flagMaxSpill, catVerify, relay.DefaultVerifyMaxSpillBytes,
+			"most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"),
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
 		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL (https://HOST:PORT) after each run, grouped by job and table; a failed push fails the run"),
-		&cli.StringFlag{Name: flagPushJob, Category: catVerify, EnvVars: envVar(flagPushJob), Value: defaultPushJob, Usage: "job label of the pushed gauges"},
+		stringFlag(flagPushJob, catVerify, defaultPushJob, "job label of the pushed gauges"),
 		dur(flagEvery, 0, "keep running: verify the --since window again at this interval, serving the gauges on --metrics-addr (0: verify once and exit); --since must be at least --every plus --grace, or some rows are never checked"),
-		&cli.StringFlag{Name: flagMetricsAddr, Category: catVerify, EnvVars: envVar(flagMetricsAddr),
-			Usage: "with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"},
+		stringFlag(flagMetricsAddr, catVerify, "",
+			"with --every, serve /metrics on this address (empty: do not serve); a single run ignores it (RELAY_METRICS_ADDR may be set for relay run) and writes the gauges with --metrics-file or --pushgateway"),
 	)
 	flags = append(flags, fleetFileFlags("verify every source it lists (its database, table and Kafka settings from the file; the window and output flags from here), each under its name; the gauges get a source label")...)
 	return append(flags, pushFlags()...)
@@ -268,20 +248,28 @@ func verifyAction(c *cli.Context, sc *scrubber) error {
 	if v.every == 0 {
 		return v.once(c, m, reg)
 	}
+	return verifyEvery(c, v.every, reg, v.cfg.Logger, func(now time.Time) error {
+		v.opts.From, v.opts.To = now.Add(-v.since), now
+		return v.once(c, m, reg)
+	})
+}
+
+// verifyEvery is relay verify --every: it serves reg on --metrics-addr
+// and calls once every interval (its window ending now) until the command
+// is cancelled, logging a run's problems.
+func verifyEvery(c *cli.Context, every time.Duration, reg *prometheus.Registry, logger *slog.Logger, once func(now time.Time) error) error {
 	if addr := c.String(flagMetricsAddr); addr != "" {
-		srv, err := cliutil.ServeMetrics(addr, reg, alwaysReady{}, v.cfg.Logger)
+		srv, err := cliutil.ServeMetrics(addr, reg, alwaysReady{}, logger)
 		if err != nil {
 			return fail(fmt.Errorf("metrics: %w", err))
 		}
 		defer srv.Close()
 	}
-	tick := time.NewTicker(v.every)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		now := time.Now()
-		v.opts.From, v.opts.To = now.Add(-v.since), now
-		if err := v.once(c, m, reg); err != nil && c.Context.Err() == nil {
-			v.cfg.Logger.Warn("verify found problems or failed", "error", err)
+		if err := once(time.Now()); err != nil && c.Context.Err() == nil {
+			logger.Warn("verify found problems or failed", "error", err)
 		}
 		select {
 		case <-c.Context.Done():

@@ -20,16 +20,13 @@ import (
 // report and --metrics-file writes the gauges.
 func TestVerifyExitCodes(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
+	f := setupDone(t)
 	k := testenv.NewBroker(t)
-	wantCode(t, f.cli(t, "setup"), 0)
 	ctx := context.Background()
 	ids := []string{"01900000-0000-7000-8000-000000000001", "01900000-0000-7000-8000-000000000002", "01900000-0000-7000-8000-000000000003"}
 	for i, id := range ids {
-		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
-			VALUES ($1, 'order', 'a1', 'e', $2, '{}', now() - make_interval(mins => $3))`, id, "bk"+id, 10-i); err != nil {
-			t.Fatal(err)
-		}
+		f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
+			VALUES ($1, 'order', 'a1', 'e', $2, '{}', now() - make_interval(mins => $3))`, id, "bk"+id, 10-i)
 	}
 	publish := func(ids ...string) {
 		t.Helper()
@@ -101,9 +98,7 @@ func TestVerifyExitCodes(t *testing.T) {
 // pgoutbox_verify_ok is 0) unless --allow-empty.
 func TestVerifyEdges(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	k := testenv.NewKafka(t)
-	wantCode(t, f.cli(t, "setup"), 0)
+	f, k := setupKafka(t)
 	args := []string{"--brokers", k.Brokers[0], "--since", "1h"}
 
 	metrics := filepath.Join(t.TempDir(), "verify.prom")
@@ -124,10 +119,8 @@ func TestVerifyEdges(t *testing.T) {
 
 	// A row just written and not in Kafka: pending with the default
 	// grace, missing with none.
-	if _, err := f.db.Pool.Exec(context.Background(), `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload)
-		VALUES ('01900000-0000-7000-8000-0000000000aa', 'order', 'a1', 'e', 'bk', '{}')`); err != nil {
-		t.Fatal(err)
-	}
+	f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload)
+		VALUES ('01900000-0000-7000-8000-0000000000aa', 'order', 'a1', 'e', 'bk', '{}')`)
 	r = f.cli(t, "verify", args...)
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stdout, "pending:       1") {
@@ -150,15 +143,11 @@ func TestVerifyEdges(t *testing.T) {
 // topic too.
 func TestVerifyAllowedTopics(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	k := testenv.NewKafka(t)
-	wantCode(t, f.cli(t, "setup"), 0)
+	f, k := setupKafka(t)
 	ctx := context.Background()
 	const id = "01900000-0000-7000-8000-0000000000bb"
-	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, topic, created_at)
-		VALUES ($1, 'order', 'a1', 'e', 'bk', '{}', 'secret.payroll', now() - interval '10 minutes')`, id); err != nil {
-		t.Fatal(err)
-	}
+	f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, topic, created_at)
+		VALUES ($1, 'order', 'a1', 'e', 'bk', '{}', 'secret.payroll', now() - interval '10 minutes')`, id)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
@@ -191,13 +180,9 @@ func TestVerifyAllowedTopics(t *testing.T) {
 // ends (SIGTERM).
 func TestVerifyEveryServesMetrics(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	k := testenv.NewKafka(t)
-	wantCode(t, f.cli(t, "setup"), 0)
-	if _, err := f.db.Pool.Exec(context.Background(), `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
-		VALUES ('01900000-0000-7000-8000-000000000009', 'order', 'a1', 'e', 'bk', '{}', now() - interval '5 minutes')`); err != nil {
-		t.Fatal(err)
-	}
+	f, k := setupKafka(t)
+	f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
+		VALUES ('01900000-0000-7000-8000-000000000009', 'order', 'a1', 'e', 'bk', '{}', now() - interval '5 minutes')`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr testenv.SyncBuffer
@@ -229,7 +214,6 @@ func TestVerifyDebeziumTable(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	k := testenv.NewKafka(t)
-	ctx := context.Background()
 	const id = "01900000-0000-7000-8000-0000000000d1"
 	for _, q := range []string{
 		`CREATE TABLE outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
@@ -238,9 +222,7 @@ func TestVerifyDebeziumTable(t *testing.T) {
 			aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
 		`INSERT INTO outboxevent VALUES ('` + id + `', 'order', 'a1', 'order.created', '{}', now() - interval '10 minutes')`,
 	} {
-		if _, err := f.db.Pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
+		f.exec(t, q)
 	}
 	args := []string{"--brokers", k.Brokers[0], "--since", "1h", "--table-format", "debezium"}
 	r := f.cli(t, "verify", append(args, "--table", "outboxevent")...)

@@ -35,40 +35,54 @@ type Metrics struct {
 func NewMetrics(slot string, l Clock) *Metrics {
 	const ns, sub = "pgoutbox", "relay"
 	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
+	}
+	gaugeVec := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
+	}
+	histogram := func(name string, buckets []float64, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help, Buckets: buckets})
+	}
 	return &Metrics{
-		Published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "events_published_total",
-			Help: "Events acknowledged by Kafka, by topic (dead-letter records count under the dead-letter topic; topics past the first 1000 under (other))."}, []string{"topic"}),
-		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "publish_errors_total",
-			Help: "Failed Kafka connections, produce requests without an answer, and records the producer gave up on (each is retried)."}),
-		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "batch_size",
-			Help: "Events per Kafka write.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
-		PublishDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "publish_duration_seconds",
-			Help: "Duration of one Kafka write attempt.", Buckets: latency}),
-		CommitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "commit_to_ack_seconds",
-			Help: "Time from an event's transaction commit to its Kafka acknowledgement.", Buckets: latency}),
-		ConfirmedLSN: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "confirmed_lsn",
-			Help: "WAL position last confirmed to the server (as a number)."}),
-		ProgressLSN: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "progress_lsn",
-			Help: "Exactly-once mode: end LSN of the last WAL transaction committed to Kafka (the progress record), as a number."}),
-		ProgressIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "progress_ignored_total",
-			Help: "Exactly-once mode: records under the slot's progress key not used to skip WAL at a session start, by reason: not-relay (no pgoutbox-progress header: not written by a relay), unreadable, other-history (another system, timeline or slot creation than the state row's), beyond-wal (past the server's current WAL)."}, []string{"reason"}),
-		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight_events",
-			Help: "Events read from the WAL and not yet acknowledged by Kafka."}),
-		BufferBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "buffer_bytes",
-			Help: "Record bytes held between the WAL reader and Kafka (queued or being written); at most --buffer-bytes."}),
-		Invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "invalid_events_total",
-			Help: "Events that could not be published as they are, by reason (dead-lettered, or stopping the relay)."}, []string{"reason"}),
-		TopicUnavailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "topic_unavailable",
-			Help: "1 while writes to the topic fail because it does not exist (reason unknown-topic) or may not be written (reason not-authorized); the relay retries, then after --topic-unavailable-grace dead-letters its events (reason topic-unavailable) or, with --on-unavailable-topic=stop, stops."}, []string{"topic", "reason"}),
-		Reconnects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reconnects_total",
-			Help: "Replication connections re-established after a failure."}),
-		Pruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pruned_rows_total",
-			Help: "Outbox rows deleted by pruning."}),
-		Gap: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "gap",
-			Help: "1 when the relay found a gap (the slot cannot resume where it left off) and does not stream, by reason; see relay recover."},
-			[]string{"slot", "reason"}),
-		ReplaySkipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "replay_skipped_total",
-			Help: "Replayed WAL transactions not published again at a session start because Kafka already had them (they end at or before the relay state's acknowledged position)."}),
+		Published: counterVec("events_published_total",
+			"Events acknowledged by Kafka, by topic (dead-letter records count under the dead-letter topic; topics past the first 1000 under (other)).", "topic"),
+		PublishErrors: counter("publish_errors_total",
+			"Failed Kafka connections, produce requests without an answer, and records the producer gave up on (each is retried)."),
+		BatchSize: histogram("batch_size", prometheus.ExponentialBuckets(1, 4, 9),
+			"Events per Kafka write."),
+		PublishDuration: histogram("publish_duration_seconds", latency,
+			"Duration of one Kafka write attempt."),
+		CommitToAck: histogram("commit_to_ack_seconds", latency,
+			"Time from an event's transaction commit to its Kafka acknowledgement."),
+		ConfirmedLSN: gauge("confirmed_lsn",
+			"WAL position last confirmed to the server (as a number)."),
+		ProgressLSN: gauge("progress_lsn",
+			"Exactly-once mode: end LSN of the last WAL transaction committed to Kafka (the progress record), as a number."),
+		ProgressIgnored: counterVec("progress_ignored_total",
+			"Exactly-once mode: records under the slot's progress key not used to skip WAL at a session start, by reason: not-relay (no pgoutbox-progress header: not written by a relay), unreadable, other-history (another system, timeline or slot creation than the state row's), beyond-wal (past the server's current WAL).", "reason"),
+		InFlight: gauge("in_flight_events",
+			"Events read from the WAL and not yet acknowledged by Kafka."),
+		BufferBytes: gauge("buffer_bytes",
+			"Record bytes held between the WAL reader and Kafka (queued or being written); at most --buffer-bytes."),
+		Invalid: counterVec("invalid_events_total",
+			"Events that could not be published as they are, by reason (dead-lettered, or stopping the relay).", "reason"),
+		TopicUnavailable: gaugeVec("topic_unavailable",
+			"1 while writes to the topic fail because it does not exist (reason unknown-topic) or may not be written (reason not-authorized); the relay retries, then after --topic-unavailable-grace dead-letters its events (reason topic-unavailable) or, with --on-unavailable-topic=stop, stops.", "topic", "reason"),
+		Reconnects: counter("reconnects_total",
+			"Replication connections re-established after a failure."),
+		Pruned: counter("pruned_rows_total",
+			"Outbox rows deleted by pruning."),
+		Gap: gaugeVec("gap",
+			"1 when the relay found a gap (the slot cannot resume where it left off) and does not stream, by reason; see relay recover.", "slot", "reason"),
+		ReplaySkipped: counter("replay_skipped_total",
+			"Replayed WAL transactions not published again at a session start because Kafka already had them (they end at or before the relay state's acknowledged position)."),
 		Slot:    newSlotMetrics(slot, l),
 		byTopic: make(map[string]prometheus.Counter),
 	}

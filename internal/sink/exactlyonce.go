@@ -17,7 +17,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
-	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -487,9 +486,7 @@ func (s *Sink) produceTxn(ctx context.Context, batch []decode.Event, tb *txnBatc
 	if err != nil {
 		return err
 	}
-	if relaytrace.Written != nil {
-		relaytrace.Written(tb.recs, start, end, failed)
-	}
+	traceWritten(ctx, tb.recs, start, end, failed)
 	if failed != nil {
 		return s.abort(ctx, failed)
 	}

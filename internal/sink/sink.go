@@ -653,9 +653,7 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]e
 			failed = e
 		}
 	}
-	if relaytrace.Written != nil {
-		relaytrace.Written(recs, start, end, failed)
-	}
+	traceWritten(ctx, recs, start, end, failed)
 	if failed != nil {
 		s.m.PublishErrors.Inc()
 	}
@@ -664,6 +662,13 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]e
 	}
 	s.countPublished(recs, errs)
 	return errs, nil
+}
+
+// traceWritten calls the relaytrace Written hook ctx carries, if any.
+func traceWritten(ctx context.Context, recs []*kgo.Record, start, end time.Time, err error) {
+	if h := relaytrace.FromContext(ctx); h != nil && h.Written != nil {
+		h.Written(recs, start, end, err)
+	}
 }
 
 // countPublished counts the records of recs that did not fail.

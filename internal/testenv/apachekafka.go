@@ -93,7 +93,7 @@ func StartApacheKafka(ctx context.Context) (*ApacheKafka, error) {
 
 // start formats k.Dir and runs the broker in it.
 func (k *ApacheKafka) start(ctx context.Context, java, libs string) error {
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -178,8 +178,8 @@ func (k *ApacheKafka) waitReady(ctx context.Context, addr string) error {
 	}
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct loopback ports that were free a moment ago.
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -190,6 +190,27 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// Querier is what QueryStrings reads with: a pool, a connection or a
+// transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// QueryStrings runs sql on q and returns its rows' one text column; an
+// error fails the test.
+func QueryStrings(ctx context.Context, t testing.TB, q Querier, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
 // replaceDatabase returns the connection string u with its database set to
 // name; u is a URL or a keyword/value string.
 func replaceDatabase(u, name string) (string, error) {

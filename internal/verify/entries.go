@@ -56,13 +56,20 @@ type rowEntry struct {
 	businessKey string
 }
 
+// recordPlace is where a Kafka record of a row is: the row's message ID,
+// the record's topic, partition, offset and timestamp. Records and
+// deliveries hold one.
+type recordPlace struct {
+	id        uuid.UUID
+	topic     uint32 // index into the topic table
+	partition int32
+	offset    int64
+	timestamp int64 // Unix milliseconds
+}
+
 // recordEntry is what verify keeps of one Kafka record.
 type recordEntry struct {
-	id          uuid.UUID
-	topic       uint32
-	partition   int32
-	offset      int64
-	timestamp   int64 // Unix milliseconds
+	recordPlace
 	key         string
 	businessKey string
 	hasBK       bool
@@ -73,40 +80,20 @@ type recordEntry struct {
 
 // deliveryEntry is the first delivery of a row, for the order check.
 type deliveryEntry struct {
-	topic       uint32
-	partition   int32
+	recordPlace
 	aggregateID string
-	offset      int64
-	timestamp   int64 // Unix milliseconds
-	id          uuid.UUID
 }
 
 func compareRows(a, b *rowEntry) int { return bytes.Compare(a.id[:], b.id[:]) }
 
 func compareRecords(a, b *recordEntry) int {
-	if c := bytes.Compare(a.id[:], b.id[:]); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.topic, b.topic); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.partition, b.partition); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.offset, b.offset)
+	return cmp.Or(bytes.Compare(a.id[:], b.id[:]), cmp.Compare(a.topic, b.topic),
+		cmp.Compare(a.partition, b.partition), cmp.Compare(a.offset, b.offset))
 }
 
 func compareDeliveries(a, b *deliveryEntry) int {
-	if c := cmp.Compare(a.topic, b.topic); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.partition, b.partition); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.aggregateID, b.aggregateID); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.offset, b.offset)
+	return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition),
+		cmp.Compare(a.aggregateID, b.aggregateID), cmp.Compare(a.offset, b.offset))
 }
 
 // The codecs write fixed fields and length-prefixed strings.
@@ -137,13 +124,29 @@ func (rowCodec) read(r *bufio.Reader, v *rowEntry) error {
 
 type recordCodec struct{}
 
+// append writes p; read reads it back. An end of file before the ID is
+// io.EOF (no more values); one after it is d's truncated value.
+func (p *recordPlace) append(dst []byte) []byte {
+	dst = append(dst, p.id[:]...)
+	dst = binary.AppendUvarint(dst, uint64(p.topic))
+	dst = binary.AppendVarint(dst, int64(p.partition))
+	dst = binary.AppendVarint(dst, p.offset)
+	return binary.AppendVarint(dst, p.timestamp)
+}
+
+func (p *recordPlace) read(d *decoder) error {
+	if _, err := io.ReadFull(d.r, p.id[:]); err != nil {
+		return err
+	}
+	p.topic = uint32(d.uvarint())
+	p.partition = int32(d.varint())
+	p.offset = d.varint()
+	p.timestamp = d.varint()
+	return nil
+}
+
 func (recordCodec) append(dst []byte, v *recordEntry) []byte {
-	dst = append(dst, v.id[:]...)
-	dst = binary.AppendUvarint(dst, uint64(v.topic))
-	dst = binary.AppendVarint(dst, int64(v.partition))
-	dst = binary.AppendVarint(dst, v.offset)
-	dst = binary.AppendVarint(dst, v.timestamp)
-	dst = appendString(dst, v.key)
+	dst = appendString(v.recordPlace.append(dst), v.key)
 	var flags byte
 	if v.hasBK {
 		flags |= 1
@@ -155,14 +158,10 @@ func (recordCodec) append(dst []byte, v *recordEntry) []byte {
 }
 
 func (recordCodec) read(r *bufio.Reader, v *recordEntry) error {
-	if _, err := io.ReadFull(r, v.id[:]); err != nil {
+	d := decoder{r: r}
+	if err := v.recordPlace.read(&d); err != nil {
 		return err
 	}
-	d := decoder{r: r}
-	v.topic = uint32(d.uvarint())
-	v.partition = int32(d.varint())
-	v.offset = d.varint()
-	v.timestamp = d.varint()
 	v.key = d.string()
 	flags := d.byte()
 	v.hasBK, v.debezium = flags&1 != 0, flags&2 != 0
@@ -173,23 +172,14 @@ func (recordCodec) read(r *bufio.Reader, v *recordEntry) error {
 type deliveryCodec struct{}
 
 func (deliveryCodec) append(dst []byte, v *deliveryEntry) []byte {
-	dst = append(dst, v.id[:]...)
-	dst = binary.AppendUvarint(dst, uint64(v.topic))
-	dst = binary.AppendVarint(dst, int64(v.partition))
-	dst = binary.AppendVarint(dst, v.offset)
-	dst = binary.AppendVarint(dst, v.timestamp)
-	return appendString(dst, v.aggregateID)
+	return appendString(v.recordPlace.append(dst), v.aggregateID)
 }
 
 func (deliveryCodec) read(r *bufio.Reader, v *deliveryEntry) error {
-	if _, err := io.ReadFull(r, v.id[:]); err != nil {
+	d := decoder{r: r}
+	if err := v.recordPlace.read(&d); err != nil {
 		return err
 	}
-	d := decoder{r: r}
-	v.topic = uint32(d.uvarint())
-	v.partition = int32(d.varint())
-	v.offset = d.varint()
-	v.timestamp = d.varint()
 	v.aggregateID = d.string()
 	return d.err
 }
@@ -199,14 +189,17 @@ func appendString(dst []byte, s string) []byte {
 }
 
 // decoder reads the fields after a value's first one; the first error
-// sticks (an end of file there is a truncated file).
+// sticks (an end of file there is a truncated file). Reads after it go on
+// (the reader fails again, or the value is thrown away with the error);
+// string reads no length it did not get.
 type decoder struct {
 	r   *bufio.Reader
 	err error
 }
 
+// fail records err, unless nil or an earlier error is recorded.
 func (d *decoder) fail(err error) {
-	if d.err == nil {
+	if err != nil && d.err == nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
@@ -215,35 +208,20 @@ func (d *decoder) fail(err error) {
 }
 
 func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
 	v, err := binary.ReadUvarint(d.r)
-	if err != nil {
-		d.fail(err)
-	}
+	d.fail(err)
 	return v
 }
 
 func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
 	v, err := binary.ReadVarint(d.r)
-	if err != nil {
-		d.fail(err)
-	}
+	d.fail(err)
 	return v
 }
 
 func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
 	b, err := d.r.ReadByte()
-	if err != nil {
-		d.fail(err)
-	}
+	d.fail(err)
 	return b
 }
 

@@ -112,8 +112,7 @@ func (v *verifier) account(row *rowEntry, got *rowRecords) error {
 		if first.debezium {
 			break
 		}
-		if err := v.deliveries.add(deliveryEntry{topic: first.topic, partition: first.partition, aggregateID: row.aggregateID,
-			offset: first.offset, timestamp: first.timestamp, id: row.id}); err != nil {
+		if err := v.deliveries.add(deliveryEntry{recordPlace: first.recordPlace, aggregateID: row.aggregateID}); err != nil {
 			return err
 		}
 	case got.inDLQ:

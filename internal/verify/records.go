@@ -287,7 +287,7 @@ func done(cl *kgo.Client, left map[string]map[int32]int64, topic string, p int32
 // record without a message ID or of no row of the window.
 func (v *verifier) addRecord(r *kgo.Record) error {
 	v.rep.RecordsRead++
-	e := recordEntry{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset, timestamp: r.Timestamp.UnixMilli()}
+	e := recordEntry{recordPlace: recordPlace{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset, timestamp: r.Timestamp.UnixMilli()}}
 	var idOK bool
 	var debeziumID, bk []byte
 	for _, h := range r.Headers {

@@ -32,8 +32,8 @@ func TestSorter(t *testing.T) {
 			for i := range tc.n {
 				var id uuid.UUID
 				id[0], id[15] = byte(rng.IntN(16)), byte(i)
-				e := recordEntry{id: id, topic: uint32(rng.IntN(3)), partition: int32(rng.IntN(4)), offset: rng.Int64N(1e12) - 5e11,
-					timestamp: rng.Int64(), key: strings.Repeat("k", rng.IntN(300)), businessKey: "bk", hasBK: i%2 == 0}
+				e := recordEntry{recordPlace: recordPlace{id: id, topic: uint32(rng.IntN(3)), partition: int32(rng.IntN(4)), offset: rng.Int64N(1e12) - 5e11,
+					timestamp: rng.Int64()}, key: strings.Repeat("k", rng.IntN(300)), businessKey: "bk", hasBK: i%2 == 0}
 				want = append(want, e)
 				if err := s.add(e); err != nil {
 					t.Fatal(err)
@@ -68,7 +68,7 @@ func TestSorterSpillCap(t *testing.T) {
 	defer s.close()
 	var err error
 	for i := 0; i < 1000 && err == nil; i++ {
-		err = s.add(recordEntry{offset: int64(i), key: strings.Repeat("k", 100)})
+		err = s.add(recordEntry{recordPlace: recordPlace{offset: int64(i)}, key: strings.Repeat("k", 100)})
 	}
 	if !errors.Is(err, ErrSpillFull) || !strings.Contains(err.Error(), "--max-spill-bytes") {
 		t.Fatalf("add: %v, want ErrSpillFull naming --max-spill-bytes", err)

@@ -44,6 +44,8 @@ type Stream struct {
 	skip    *replaySkip       // drops replayed transactions Kafka already has; nil drops nothing
 
 	stop context.Context // Run's context: ends the stream
+	// traceRead is the relaytrace Read hook of Run's context, or nil.
+	traceRead func(msg kgo.Record, commit, read time.Time)
 	// staged holds the events of the current transaction not yet queued:
 	// they go to the sink together at its commit (or when BatchSize of
 	// them are staged), so a sink that is free never writes a part of a
@@ -166,6 +168,9 @@ func StartReplication(ctx context.Context, conn *pgconn.PgConn, slot, publicatio
 // it to now.
 func (s *Stream) Run(ctx context.Context) error {
 	s.stop = ctx
+	if h := relaytrace.FromContext(ctx); h != nil {
+		s.traceRead = h.Read
+	}
 	defer s.skip.done()
 	nc := s.conn.Conn()
 	var (
@@ -365,8 +370,8 @@ func (s *Stream) handle(data []byte) error {
 			s.cfg.DeadLetters.Shape(&ev)
 		}
 		ev.Tx, ev.Commit = s.tx, s.commit
-		if relaytrace.Read != nil {
-			relaytrace.Read(ev.Record, s.commit, s.readAt)
+		if s.traceRead != nil {
+			s.traceRead(ev.Record, s.commit, s.readAt)
 		}
 		s.tracker.Add(s.tx, 1)
 		s.queued = true

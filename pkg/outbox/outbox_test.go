@@ -571,14 +571,8 @@ func TestDriversWriteTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", d.name, err)
 		}
-		rows, err := db.Pool.Query(ctx, `SELECT format('%s|%s|%s|%s|%s|%s|%s|%s', id, aggregate_type, aggregate_id, event_type,
+		tables[i] = testenv.QueryStrings(ctx, t, db.Pool, `SELECT format('%s|%s|%s|%s|%s|%s|%s|%s', id, aggregate_type, aggregate_id, event_type,
 			business_key, payload, coalesce(headers::text, 'NULL'), coalesce(topic, 'NULL')) FROM `+table+` ORDER BY id`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tables[i], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if len(tables[0]) != 3 || !slices.Equal(tables[0], tables[1]) {
 		t.Fatalf("rows differ:\n%s: %q\n%s: %q", drivers[0].name, tables[0], drivers[1].name, tables[1])

@@ -171,13 +171,7 @@ func TestAllowedTopics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.AllowedTopics = []string{"outbox.", "audit"} })
 	b.start(t)
-	var msgs []outbox.Message
-	for i, topic := range []string{"", "elsewhere.x", "audit-log", "outbox", "outbox.orders"} {
-		m := msg("a", i)
-		m.Topic = topic
-		msgs = append(msgs, m)
-	}
-	ids := b.insert(t, msgs...)
+	ids := b.insert(t, toTopics("", "elsewhere.x", "audit-log", "outbox", "outbox.orders")...)
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids[0:1], 30*time.Second)
 	waitForIDs(t, b.kafka.Brokers, "audit-log", ids[2:3], 30*time.Second)
 	waitForIDs(t, b.kafka.Brokers, "outbox.orders", ids[4:5], 30*time.Second)
@@ -208,13 +202,7 @@ func TestTopicUnavailableDeadLettered(t *testing.T) {
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
 	b.cfg.Brokers = b.kafka.Brokers
 	run := b.start(t)
-	var msgs []outbox.Message
-	for i, topic := range []string{"", "missing", ""} {
-		m := msg("a", i)
-		m.Topic = topic
-		msgs = append(msgs, m)
-	}
-	ids := b.insert(t, msgs...)
+	ids := b.insert(t, toTopics("", "missing", "")...)
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 60*time.Second)
 	later := msg("b", 3)
 	later.Topic = "missing"

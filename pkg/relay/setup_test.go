@@ -206,6 +206,17 @@ func msg(agg string, n int) outbox.Message {
 		BusinessKey: fmt.Sprintf("bk-%s-%d", agg, n), Payload: []byte(fmt.Sprintf(`{"n": %d}`, n))}
 }
 
+// toTopics returns a message of aggregate "a" per topic, the nth msg("a",
+// n) with topic n ("" routes by the topic template).
+func toTopics(topics ...string) []outbox.Message {
+	msgs := make([]outbox.Message, len(topics))
+	for i, topic := range topics {
+		msgs[i] = msg("a", i)
+		msgs[i].Topic = topic
+	}
+	return msgs
+}
+
 // metric returns the value of a counter or gauge (summed over labels).
 func (b *bundle) metric(t *testing.T, name string) float64 {
 	t.Helper()

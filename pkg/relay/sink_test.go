@@ -227,13 +227,7 @@ func TestKafkaRejectedRecords(t *testing.T) {
 		return 0
 	})
 	b.start(t)
-	var msgs []outbox.Message
-	for i, topic := range []string{"", "policy", "", "policy", ""} {
-		m := msg("a", i)
-		m.Topic = topic
-		msgs = append(msgs, m)
-	}
-	ids := b.insert(t, msgs...)
+	ids := b.insert(t, toTopics("", "policy", "", "policy", "")...)
 	good := []string{ids[0], ids[2], ids[4]}
 	bad := map[string]string{ids[1]: "policy", ids[3]: "policy"}
 	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", good, 60*time.Second)
@@ -270,13 +264,7 @@ func TestTopicUnavailableRetried(t *testing.T) {
 		return 0
 	})
 	run := b.start(t)
-	var msgs []outbox.Message
-	for i, topic := range []string{"", "late", "locked", ""} {
-		m := msg("a", i)
-		m.Topic = topic
-		msgs = append(msgs, m)
-	}
-	ids := b.insert(t, msgs...)
+	ids := b.insert(t, toTopics("", "late", "locked", "")...)
 	unavailable := func(topic, reason string) func() (bool, error) {
 		return func() (bool, error) {
 			v, ok := gauge(t, b.reg, "pgoutbox_relay_topic_unavailable", map[string]string{"topic": topic, "reason": reason})

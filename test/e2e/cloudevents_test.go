@@ -24,11 +24,8 @@ import (
 // relay's code.
 func TestCloudEventsHeadersByteForByte(t *testing.T) {
 	t.Parallel()
-	bin := buildRelay(t)
-	db := testenv.NewDB(t)
-	kafka := testenv.NewBroker(t)
+	bin, db, kafka, logPath := binaryEnv(t)
 	ctx := context.Background()
-	logPath := relayLog(t)
 	base := []string{"--database-url", db.URL, "--slot", db.Name + "_ce", "--publication", "pub_ce"}
 	mustRunRelay(t, bin, append([]string{"setup"}, base...)...)
 	dlq := kafka.Topic("ce.dlq")

@@ -144,10 +144,7 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 // writers' ledger and the broker.
 func crashScenario(t *testing.T, publication string, kills int, extra ...string) (*ledger, *testenv.Kafka) {
 	t.Helper()
-	bin := buildRelay(t)
-	db := testenv.NewDB(t)
-	kafka := testenv.NewBroker(t)
-	logPath := relayLog(t)
+	bin, db, kafka, logPath := binaryEnv(t)
 	slot := db.Name
 	common := []string{"--database-url", db.URL, "--slot", slot, "--publication", publication}
 	runArgs := append(append(append([]string{"run"}, common...),

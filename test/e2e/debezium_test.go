@@ -66,11 +66,8 @@ func headerMap(t *testing.T, r testenv.Record) map[string]string {
 // under its message ID.
 func TestDebeziumOutboxThroughRelayAndInbox(t *testing.T) {
 	t.Parallel()
-	bin := buildRelay(t)
-	db := testenv.NewDB(t)
-	kafka := testenv.NewBroker(t)
+	bin, db, kafka, logPath := binaryEnv(t)
 	ctx := context.Background()
-	logPath := relayLog(t)
 	if _, err := db.Pool.Exec(ctx, debeziumOutboxDDL); err != nil {
 		t.Fatal(err)
 	}

@@ -49,36 +49,14 @@ func failoverGapAndRecover(t *testing.T, mode ...string) {
 	primary := testenv.NewServer(t)
 	logPath := relayLog(t)
 
-	common := func(url string) []string {
-		return []string{"--database-url", url, "--slot", "failover", "--publication", "pub_failover"}
-	}
-	mustRunRelay(t, bin, append([]string{"setup"}, common(primary.AdminURL)...)...)
+	mustRunRelay(t, bin, append([]string{"setup"}, failoverArgs(primary.AdminURL)...)...)
 	standby, err := primary.StartStandby(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer standby.Stop()
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=5",
-		primary.Port(), standby.Port())
-	runArgs := append(append([]string{"run"}, common(url)...),
-		"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", "", "--status-interval", "200ms", "--standby-retry-interval", "200ms")
-	runArgs = append(runArgs, mode...)
-	relay := startRelay(t, bin, logPath, runArgs...)
-
-	// A writer commits single-row transactions through the same
-	// multi-host URL until told to stop; commits fail while no primary is
-	// up.
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	writerAcked, stopWriter := startOrderWriter(ctx, t, pool)
-	// Let the relay publish a good part, and the standby replay it. The
-	// writer's progress is waited for first, so a failure tells a slow
-	// writer from a relay that does not publish.
-	testenv.WaitFor(t, 2*time.Minute, "the writer to commit 200 rows", func() (bool, error) { return writerAcked() >= 200, nil })
-	testenv.WaitForRecords(t, kafka.Brokers, kafka.Topic("outbox.order"), 200, 2*time.Minute)
+	run := startFailoverRun(ctx, t, bin, logPath, kafka, primary, standby, mode...)
+	relay, url, runArgs, pool, writerAcked, stopWriter := run.relay, run.url, run.runArgs, run.pool, run.acked, run.stopWriter
 
 	primary.Kill()
 	killedAt := writerAcked()
@@ -111,7 +89,7 @@ func failoverGapAndRecover(t *testing.T, mode ...string) {
 
 	// Same machine, short transactions: a margin of seconds covers them
 	// (the default is 5m); recovery publishes what of it Kafka lacks.
-	recoverArgs := append(append([]string{"recover"}, common(url)...), "--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate),
+	recoverArgs := append(append([]string{"recover"}, failoverArgs(url)...), "--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate),
 		"--backfill-margin", "2s")
 	if code, out := runRelay(t, bin, recoverArgs...); code != 0 ||
 		!strings.Contains(out, "recovered a gap (slot-missing)") {
@@ -122,14 +100,7 @@ func failoverGapAndRecover(t *testing.T, mode ...string) {
 	stopWriter()
 
 	// Every row the new primary holds is in Kafka.
-	rows, err := pool.Query(ctx, `SELECT id::text FROM outbox`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := outboxIDs(ctx, t, pool)
 	recs := testenv.WaitForIDs(t, kafka.Brokers, kafka.Topic("outbox.order"), ids, 2*time.Minute)
 	distinct := map[string]bool{}
 	for _, r := range recs {
@@ -146,6 +117,54 @@ func failoverGapAndRecover(t *testing.T, mode ...string) {
 	if dups := len(recs) - len(distinct); dups*100 > len(ids) {
 		t.Fatalf("%d duplicates for %d rows: over 1%%", dups, len(ids))
 	}
+}
+
+// failoverArgs are the database flags of the failover tests' relays.
+func failoverArgs(url string) []string {
+	return []string{"--database-url", url, "--slot", "failover", "--publication", "pub_failover"}
+}
+
+// failoverRun is a relay binary streaming slot failover through a
+// multi-host URL over a primary and its standby, with
+// target_session_attrs=read-write, and a writer committing through the
+// same URL (commits fail while no primary is up).
+type failoverRun struct {
+	url        string
+	runArgs    []string // relay run's arguments
+	relay      *relayProc
+	pool       *pgxpool.Pool // on url, closed when the test ends
+	acked      func() int    // the writer's commits
+	stopWriter func()
+}
+
+// startFailoverRun starts the relay (with extra relay run flags) and the
+// writer, and returns once the relay published a good part and the
+// standby replayed it: 200 rows committed and in Kafka. The writer's
+// progress is waited for first, so a failure tells a slow writer from a
+// relay that does not publish.
+func startFailoverRun(ctx context.Context, t *testing.T, bin, logPath string, kafka *testenv.Kafka, primary, standby *testenv.Server, extra ...string) *failoverRun {
+	t.Helper()
+	r := &failoverRun{url: fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=5",
+		primary.Port(), standby.Port())}
+	r.runArgs = append(append(append([]string{"run"}, failoverArgs(r.url)...),
+		"--brokers", kafka.Brokers[0], "--topic-template", kafka.Topic(topicTemplate), "--metrics-addr", "", "--status-interval", "200ms", "--standby-retry-interval", "200ms"),
+		extra...)
+	r.relay = startRelay(t, bin, logPath, r.runArgs...)
+	pool, err := pgxpool.New(ctx, r.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	r.pool = pool
+	r.acked, r.stopWriter = startOrderWriter(ctx, t, pool)
+	testenv.WaitFor(t, 2*time.Minute, "the writer to commit 200 rows", func() (bool, error) { return r.acked() >= 200, nil })
+	testenv.WaitForRecords(t, kafka.Brokers, kafka.Topic("outbox.order"), 200, 2*time.Minute)
+	return r
+}
+
+// outboxIDs reads the IDs of the outbox rows on pool.
+func outboxIDs(ctx context.Context, t *testing.T, pool *pgxpool.Pool) []string {
+	return testenv.QueryStrings(ctx, t, pool, `SELECT id::text FROM outbox`)
 }
 
 // startOrderWriter commits single-row "order" transactions on pool, a few

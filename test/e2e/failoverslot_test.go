@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
@@ -39,10 +38,7 @@ func TestFailoverSlotSurvivesPromotion(t *testing.T) {
 	logPath := relayLog(t)
 	topic := kafka.Topic("outbox.order")
 
-	common := func(url string) []string {
-		return []string{"--database-url", url, "--slot", "failover", "--publication", "pub_failover"}
-	}
-	mustRunRelay(t, bin, append([]string{"setup"}, common(primary.AdminURL)...)...)
+	mustRunRelay(t, bin, append([]string{"setup"}, failoverArgs(primary.AdminURL)...)...)
 	mustExec(ctx, t, primary.AdminURL, `SELECT pg_create_physical_replication_slot('pgoutbox_standby')`)
 	standby, err := primary.StartStandby(ctx)
 	if err != nil {
@@ -66,21 +62,8 @@ func TestFailoverSlotSurvivesPromotion(t *testing.T) {
 	mustExec(ctx, t, primary.AdminURL, `ALTER SYSTEM SET synchronized_standby_slots = 'pgoutbox_standby'`)
 	mustExec(ctx, t, primary.AdminURL, `SELECT pg_reload_conf()`)
 
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=5",
-		primary.Port(), standby.Port())
-	runArgs := append(append([]string{"run"}, common(url)...),
-		"--brokers", kafka.Brokers[0], "--metrics-addr", "", "--status-interval", "200ms", "--standby-retry-interval", "200ms",
-		"--topic-template", kafka.Topic(topicTemplate))
-	relay := startRelay(t, bin, logPath, runArgs...)
-
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	acked, stopWriter := startOrderWriter(ctx, t, pool)
-	testenv.WaitFor(t, 2*time.Minute, "the writer to commit 200 rows", func() (bool, error) { return acked() >= 200, nil })
-	testenv.WaitForRecords(t, kafka.Brokers, topic, 200, 2*time.Minute)
+	run := startFailoverRun(ctx, t, bin, logPath, kafka, primary, standby)
+	relay, acked := run.relay, run.acked
 	testenv.WaitFor(t, 2*time.Minute, "the standby to synchronise the failover slot", func() (bool, error) {
 		var ok bool
 		err := queryRow(ctx, standby.AdminURL, `SELECT count(*) = 1 FROM pg_replication_slots
@@ -99,16 +82,9 @@ func TestFailoverSlotSurvivesPromotion(t *testing.T) {
 		}
 		return acked() > killedAt+100, nil
 	})
-	stopWriter()
+	run.stopWriter()
 
-	rows, err := pool.Query(ctx, `SELECT id::text FROM outbox`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := outboxIDs(ctx, t, run.pool)
 	recs := testenv.WaitForIDs(t, kafka.Brokers, topic, ids, 2*time.Minute)
 	t.Logf("failover slot: %d rows on the new primary, %d before the kill; Kafka: %d records", len(ids), killedAt, len(recs))
 	if relay.exited() {

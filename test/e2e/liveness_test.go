@@ -39,10 +39,7 @@ func committedIDs(l *ledger) []uuid.UUID {
 // publish every committed message.
 func TestHalfOpenReplicationConnection(t *testing.T) {
 	t.Parallel()
-	bin := buildRelay(t)
-	db := testenv.NewDB(t)
-	kafka := testenv.NewBroker(t)
-	logPath := relayLog(t)
+	bin, db, kafka, logPath := binaryEnv(t)
 	slot := db.Name
 	u, err := url.Parse(db.URL)
 	if err != nil {

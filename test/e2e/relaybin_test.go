@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // buildRelay builds cmd/relay into a temporary directory and returns the
@@ -124,6 +126,13 @@ func (p *relayProc) stop(timeout time.Duration) int {
 		return -1
 	}
 	return 0
+}
+
+// binaryEnv is what most tests of the relay binary run against: the
+// binary, a database of their own, a broker and a log file (relayLog).
+func binaryEnv(t *testing.T) (bin string, db *testenv.DB, kafka *testenv.Kafka, logPath string) {
+	t.Helper()
+	return buildRelay(t), testenv.NewDB(t), testenv.NewBroker(t), relayLog(t)
 }
 
 // relayLog returns a path in t's temporary directory for the log of a relay

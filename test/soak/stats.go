@@ -6,7 +6,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,14 +207,4 @@ func (st *stats) writeFiles(dir string) error {
 	}
 	fmt.Printf("wrote %s and %s\n", filepath.Join(dir, "soak.csv"), filepath.Join(dir, "soak.svg"))
 	return nil
-}
-
-// freePort is a TCP port free on loopback now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -59,7 +59,8 @@ func runAsRelay() (code int, ok bool) {
 		}()
 	}
 	if path := os.Getenv(envTrace); path != "" {
-		write := installTrace(path)
+		var write func() error
+		ctx, write = installTrace(ctx, path)
 		defer func() {
 			if err := write(); err != nil {
 				fmt.Fprintf(os.Stderr, "relaybench: trace: %v\n", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -27,10 +28,11 @@ type traceRow struct {
 	commit, read, start, end time.Time
 }
 
-// installTrace sets the relaytrace hooks to record every event in memory;
-// the returned function writes the records to path (at the relay's exit,
-// so the file's writing costs the relay nothing while it runs).
-func installTrace(path string) func() error {
+// installTrace returns ctx carrying relaytrace hooks that record every
+// event of a relay run under it in memory, and a function that writes the
+// records to path (at the relay's exit, so the file's writing costs the
+// relay nothing while it runs).
+func installTrace(ctx context.Context, path string) (context.Context, func() error) {
 	type rec struct {
 		write bool
 		seq   int
@@ -40,14 +42,15 @@ func installTrace(path string) func() error {
 		mu   sync.Mutex
 		recs = make([]rec, 0, 1<<20)
 	)
-	relaytrace.Read = func(msg kgo.Record, commit, read time.Time) {
+	var h relaytrace.Hooks
+	h.Read = func(msg kgo.Record, commit, read time.Time) {
 		if seq, ok := traceSeq(&msg); ok {
 			mu.Lock()
 			recs = append(recs, rec{false, seq, commit.UnixNano(), read.UnixNano()})
 			mu.Unlock()
 		}
 	}
-	relaytrace.Written = func(msgs []*kgo.Record, start, end time.Time, err error) {
+	h.Written = func(msgs []*kgo.Record, start, end time.Time, err error) {
 		if err != nil {
 			return
 		}
@@ -59,7 +62,7 @@ func installTrace(path string) func() error {
 		}
 		mu.Unlock()
 	}
-	return func() error {
+	return relaytrace.WithHooks(ctx, &h), func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		f, err := os.Create(path)

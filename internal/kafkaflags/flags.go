@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Flag names.
@@ -135,19 +136,19 @@ func saslConfig(c *cli.Context, pass string) (*producer.SASL, error) {
 	s := &producer.SASL{Username: user, Password: pass, TokenFile: token}
 	switch strings.ToLower(mech) {
 	case "plain":
-		s.Mechanism = producer.MechanismPlain
+		s.Mechanism = relaytype.SASLPlain
 	case "scram-sha-256":
-		s.Mechanism = producer.MechanismSCRAMSHA256
+		s.Mechanism = relaytype.SASLSCRAMSHA256
 	case "scram-sha-512":
-		s.Mechanism = producer.MechanismSCRAMSHA512
+		s.Mechanism = relaytype.SASLSCRAMSHA512
 	case "oauthbearer":
-		s.Mechanism = producer.MechanismOAuthBearer
+		s.Mechanism = relaytype.SASLOAuthBearer
 		if token == "" {
 			return nil, cliutil.Usagef("--%s is required with --%s oauthbearer", FlagSASLTokenFile, FlagSASLMechanism)
 		}
 		return s, nil
 	case "aws-msk-iam", "aws_msk_iam":
-		s.Mechanism = producer.MechanismAWSMSKIAM
+		s.Mechanism = relaytype.SASLAWSMSKIAM
 		// Static keys are a username (access key ID) and password
 		// (secret key); neither means the AWS SDK's default chain.
 		if user == "" && pass != "" {

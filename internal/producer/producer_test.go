@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -226,7 +227,7 @@ func TestGuardCoversEveryWrite(t *testing.T) {
 // SASL_AUTHENTICATION_FAILED, which fails the records).
 func TestSASL(t *testing.T) {
 	t.Parallel()
-	for _, mech := range []string{producer.MechanismPlain, producer.MechanismSCRAMSHA256, producer.MechanismSCRAMSHA512} {
+	for _, mech := range []string{relaytype.SASLPlain, relaytype.SASLSCRAMSHA256, relaytype.SASLSCRAMSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			t.Parallel()
 			k := testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(mech, "relay", "s3cret"))
@@ -254,7 +255,7 @@ func TestSASL(t *testing.T) {
 // Ping answers with the configuration's credentials.
 func TestPing(t *testing.T) {
 	t.Parallel()
-	k := testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(producer.MechanismPlain, "relay", "s3cret"))
+	k := testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(relaytype.SASLPlain, "relay", "s3cret"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ok := producer.Config{Brokers: k.Brokers, SASL: &producer.SASL{Mechanism: "PLAIN", Username: "relay", Password: "s3cret"}}

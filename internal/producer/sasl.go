@@ -15,18 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// SASL mechanism names, as Kafka spells them (relaytype declares them).
-const (
-	MechanismPlain       = relaytype.SASLPlain
-	MechanismSCRAMSHA256 = relaytype.SASLSCRAMSHA256
-	MechanismSCRAMSHA512 = relaytype.SASLSCRAMSHA512
-	MechanismOAuthBearer = relaytype.SASLOAuthBearer
-	MechanismAWSMSKIAM   = relaytype.SASLAWSMSKIAM
-)
-
-// Mechanisms lists the SASL mechanisms the relay speaks.
-var Mechanisms = relaytype.SASLMechanisms
-
 // SASL is a SASL mechanism and its credentials: relay.SASL's fields,
 // declared once in relaytype (which documents them); a defined type of
 // it, so that the client's methods can hang on it and a *relay.SASL
@@ -40,21 +28,21 @@ var errNoToken = errors.New("the OAUTHBEARER token file is empty")
 // credential.
 func (s *SASL) mechanism() (sasl.Mechanism, error) {
 	switch strings.ToUpper(s.Mechanism) {
-	case MechanismPlain:
+	case relaytype.SASLPlain:
 		if s.Username == "" {
 			return nil, errors.New("SASL PLAIN needs a username")
 		}
 		return plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism(), nil
-	case MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+	case relaytype.SASLSCRAMSHA256, relaytype.SASLSCRAMSHA512:
 		if s.Username == "" {
 			return nil, fmt.Errorf("SASL %s needs a username", s.Mechanism)
 		}
 		a := scram.Auth{User: s.Username, Pass: s.Password}
-		if strings.EqualFold(s.Mechanism, MechanismSCRAMSHA512) {
+		if strings.EqualFold(s.Mechanism, relaytype.SASLSCRAMSHA512) {
 			return a.AsSha512Mechanism(), nil
 		}
 		return a.AsSha256Mechanism(), nil
-	case MechanismOAuthBearer:
+	case relaytype.SASLOAuthBearer:
 		if s.TokenFile == "" {
 			return nil, errors.New("SASL OAUTHBEARER needs a token file")
 		}
@@ -63,10 +51,10 @@ func (s *SASL) mechanism() (sasl.Mechanism, error) {
 			tok, err := readToken(file)
 			return oauth.Auth{Token: tok}, err
 		}), nil
-	case MechanismAWSMSKIAM:
+	case relaytype.SASLAWSMSKIAM:
 		return awsMechanism(s)
 	}
-	return nil, fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(Mechanisms, ", "))
+	return nil, fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(relaytype.SASLMechanisms, ", "))
 }
 
 // readToken reads an OAUTHBEARER token from file. It is read at every

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/inboxtest"
 )
 
 // statements records the statements a pool sends, one per round trip.
@@ -59,9 +60,9 @@ func (s *statements) take() []string {
 // one round trip, not BEGIN, statement, COMMIT.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := inboxtest.Setup(t, nil)
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	cfg, err := pgxpool.ParseConfig(b.DB.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +73,10 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	in := newInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	in := inboxtest.NewInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
 
 	m := msg("m-1", "k-1", `{}`)
-	if res, err := in.Process(ctx, m, effect(m)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, m, inboxtest.Effect(m)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	// BEGIN with the claim, the handler's INSERT, the result reference,
@@ -127,17 +128,17 @@ func TestRoundTrips(t *testing.T) {
 // transaction back and returns the connection to the pool in working order.
 func TestClaimFailureInFirstBatch(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := inboxtest.Setup(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := b.db.Pool.Exec(ctx, `
+	if _, err := b.DB.Pool.Exec(ctx, `
 		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '22023'; END $$;
 		CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW
 		WHEN (NEW.business_key = 'k-refused') EXECUTE FUNCTION refuse();`); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	cfg, err := pgxpool.ParseConfig(b.DB.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,22 +148,22 @@ func TestClaimFailureInFirstBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	in := newInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	in := inboxtest.NewInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
 
 	bad := msg("m-refused", "k-refused", `{}`)
-	_, err = in.Process(ctx, bad, effect(bad))
+	_, err = in.Process(ctx, bad, inboxtest.Effect(bad))
 	if err == nil || !strings.Contains(err.Error(), "22023") {
 		t.Fatalf("Process of a refused claim: %v", err)
 	}
 	// With one connection, a leaked one would block here until ctx ends.
 	good := msg("m-good", "k-good", `{}`)
-	if res, err := in.Process(ctx, good, effect(good)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, good, inboxtest.Effect(good)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	if st := pool.Stat(); st.NewConnsCount() != 1 || st.AcquiredConns() != 0 {
 		t.Fatalf("pool after the failure: %d connections made, %d acquired", st.NewConnsCount(), st.AcquiredConns())
 	}
-	if n := effects(t, b.db, "k-refused"); n != 0 {
+	if n := inboxtest.Effects(t, b.DB, "k-refused"); n != 0 {
 		t.Fatalf("refused message had %d effects", n)
 	}
 }

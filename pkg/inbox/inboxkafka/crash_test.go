@@ -1,4 +1,4 @@
-package inbox_test
+package inboxkafka_test
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/inboxtest"
 )
 
 // Environment of the consumer process that TestCrashBetweenDBCommitAndOffsetCommit
@@ -39,6 +40,14 @@ const (
 	// attempt is killed right after the provider charged.
 	envExternal = "INBOX_TEST_CRASH_EXTERNAL"
 )
+
+// crashGroup is the consumer group of the crash tests' consumer process
+// reading topic (unique to the test, as topic is).
+func crashGroup(topic string) string { return topic + ".crash-group" }
+
+// crashDeadLetters is the dead-letter topic of the crash tests' consumer
+// process reading topic.
+func crashDeadLetters(topic string) string { return topic + ".dlq" }
 
 // crashChildMain runs the consumer process when the test binary was started
 // as one, and reports whether it did.
@@ -71,28 +80,21 @@ func runCrashChild() error {
 	if os.Getenv(envExternal) == "1" {
 		return runExternalChild(ctx, pool, killOn)
 	}
-	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
-		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
-		GroupID:          crashGroup(os.Getenv(envTopic)),
-		Topics:           []string{os.Getenv(envTopic)},
-		DeadLetterTopic:  crashDeadLetters(os.Getenv(envTopic)),
-		Inbox:            in,
-		SessionTimeout:   time.Second,
-		RebalanceTimeout: time.Second,
-		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-			if killOn != "" && msg.ID == killOn {
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {}
-			}
-			return insertEffect(ctx, tx, msg)
-		},
-		OnResult: func(msg inbox.Message, res inbox.Result) {
-			fmt.Printf("RESULT %s %s\n", msg.ID, res.Outcome)
-			if hang {
-				select {} // killed here: committed to the database, offset not committed
-			}
-		},
-	})
+	cfg := childConfig(in)
+	cfg.Handler = func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+		if killOn != "" && msg.ID == killOn {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+		return inboxtest.InsertEffect(ctx, tx, msg)
+	}
+	cfg.OnResult = func(msg inbox.Message, res inbox.Result) {
+		fmt.Printf("RESULT %s %s\n", msg.ID, res.Outcome)
+		if hang {
+			select {} // killed here: committed to the database, offset not committed
+		}
+	}
+	c, err := inboxkafka.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -108,48 +110,41 @@ func runExternalChild(ctx context.Context, pool *pgxpool.Pool, killOn string) er
 	if err != nil {
 		return err
 	}
-	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
-		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
-		GroupID:          crashGroup(os.Getenv(envTopic)),
-		Topics:           []string{os.Getenv(envTopic)},
-		DeadLetterTopic:  crashDeadLetters(os.Getenv(envTopic)),
-		Inbox:            in,
-		SessionTimeout:   time.Second,
-		RebalanceTimeout: time.Second,
-		ExternalHandler: func(ctx context.Context, msg inbox.Message, key string) (string, error) {
-			a, _ := inbox.AttemptFromContext(ctx)
-			if a.PreviousRequestRef != "" {
-				// Reconcile: did the provider charge for the last request?
-				var id int64
-				err := pool.QueryRow(ctx, `SELECT id FROM provider_charge WHERE request_ref = $1`, a.PreviousRequestRef).Scan(&id)
-				if err == nil {
-					fmt.Printf("FOUND %s attempt=%d ref=%s\n", msg.ID, a.Number, a.PreviousRequestRef)
-					return fmt.Sprintf("ch-%d", id), inbox.ErrAlreadyDone
-				}
-				if !errors.Is(err, pgx.ErrNoRows) {
-					return "", err
-				}
-			}
-			ref := fmt.Sprintf("%s/attempt-%d", key, a.Number)
-			if err := inbox.SaveRequestRef(ctx, ref); err != nil {
-				return "", err
-			}
+	cfg := childConfig(in)
+	cfg.ExternalHandler = func(ctx context.Context, msg inbox.Message, key string) (string, error) {
+		a, _ := inbox.AttemptFromContext(ctx)
+		if a.PreviousRequestRef != "" {
+			// Reconcile: did the provider charge for the last request?
 			var id int64
-			if err := pool.QueryRow(ctx, `INSERT INTO provider_charge (request_ref) VALUES ($1) RETURNING id`, ref).Scan(&id); err != nil {
+			err := pool.QueryRow(ctx, `SELECT id FROM provider_charge WHERE request_ref = $1`, a.PreviousRequestRef).Scan(&id)
+			if err == nil {
+				fmt.Printf("FOUND %s attempt=%d ref=%s\n", msg.ID, a.Number, a.PreviousRequestRef)
+				return fmt.Sprintf("ch-%d", id), inbox.ErrAlreadyDone
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
 				return "", err
 			}
-			fmt.Printf("CHARGED %s attempt=%d\n", msg.ID, a.Number)
-			if msg.ID == killOn && a.Number == 1 {
-				// Charged, not yet recorded COMPLETED.
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {}
-			}
-			return fmt.Sprintf("ch-%d", id), nil
-		},
-		OnResult: func(msg inbox.Message, res inbox.Result) {
-			fmt.Printf("RESULT %s %s attempts=%d reconciled=%v\n", msg.ID, res.Outcome, res.Attempts, res.Reconciled)
-		},
-	})
+		}
+		ref := fmt.Sprintf("%s/attempt-%d", key, a.Number)
+		if err := inbox.SaveRequestRef(ctx, ref); err != nil {
+			return "", err
+		}
+		var id int64
+		if err := pool.QueryRow(ctx, `INSERT INTO provider_charge (request_ref) VALUES ($1) RETURNING id`, ref).Scan(&id); err != nil {
+			return "", err
+		}
+		fmt.Printf("CHARGED %s attempt=%d\n", msg.ID, a.Number)
+		if msg.ID == killOn && a.Number == 1 {
+			// Charged, not yet recorded COMPLETED.
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+		return fmt.Sprintf("ch-%d", id), nil
+	}
+	cfg.OnResult = func(msg inbox.Message, res inbox.Result) {
+		fmt.Printf("RESULT %s %s attempts=%d reconciled=%v\n", msg.ID, res.Outcome, res.Attempts, res.Reconciled)
+	}
+	c, err := inboxkafka.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -225,7 +220,7 @@ func (c *crashChild) expect(t *testing.T, want string, timeout time.Duration) {
 func (c *crashChild) stopAtOffset(t *testing.T, brokers []string, topic string, off int64) {
 	t.Helper()
 	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("offset %d committed", off), func() (bool, error) {
-		return committedOffsets(t, brokers, crashGroup(topic), topic, 1)[0] == off, nil
+		return inboxtest.CommittedOffsets(t, brokers, crashGroup(topic), topic, 1)[0] == off, nil
 	})
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -237,31 +232,30 @@ func (c *crashChild) stopAtOffset(t *testing.T, brokers []string, topic string, 
 
 func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	t.Parallel()
-	k, topic := newKafka(t, "crash", 1)
-	b := setup(t, nil)
-	produce(t, k.Brokers, topic, rec{Partition: 0, ID: "m-1", Key: "pay-1", Value: `{"amount":7}`})
+	l := inboxtest.NewLoop(t, "crash", 1, nil)
+	l.Produce(t, inboxtest.Rec{Partition: 0, ID: "m-1", Key: "pay-1", Value: `{"amount":7}`})
 
-	first := startCrashChild(t, b.db, k.Brokers, topic, true, "")
+	first := startCrashChild(t, l.DB, l.Brokers(), l.Topic, true, "")
 	first.expect(t, "RESULT m-1 processed", time.Minute)
 	// The database commit happened; the offset commit did not. Crash.
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.cmd.Wait()
-	if offs := committedOffsets(t, k.Brokers, crashGroup(topic), topic, 1); offs[0] >= 1 {
+	if offs := inboxtest.CommittedOffsets(t, l.Brokers(), crashGroup(l.Topic), l.Topic, 1); offs[0] >= 1 {
 		t.Fatalf("offset committed before the crash: %v", offs)
 	}
-	if n := effects(t, b.db, "pay-1"); n != 1 {
+	if n := inboxtest.Effects(t, l.DB, "pay-1"); n != 1 {
 		t.Fatalf("effect rows after the crash: %d", n)
 	}
 
-	second := startCrashChild(t, b.db, k.Brokers, topic, false, "")
+	second := startCrashChild(t, l.DB, l.Brokers(), l.Topic, false, "")
 	second.expect(t, "RESULT m-1 duplicate", time.Minute)
-	second.stopAtOffset(t, k.Brokers, topic, 1)
-	if n := effects(t, b.db, "pay-1"); n != 1 {
+	second.stopAtOffset(t, l.Brokers(), l.Topic, 1)
+	if n := inboxtest.Effects(t, l.DB, "pay-1"); n != 1 {
 		t.Fatalf("side effect happened %d times, want 1", n)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 1 {
+	if r := inboxtest.ReadRow(t, l.DB, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 1 {
 		t.Fatalf("row %+v", r)
 	}
 }
@@ -269,23 +263,22 @@ func TestCrashBetweenDBCommitAndOffsetCommit(t *testing.T) {
 // A handler that kills its process on one message is not retried forever:
 // each delivery's attempt is counted before it starts, so after MaxAttempts
 // (3) kills the restarted consumer makes the message FAILED_FINAL, writes it
-// to the dead-letter topic and goes on with the records behind it.
+// to the dead-letter l.Topic and goes on with the records behind it.
 func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 	t.Parallel()
-	k, topic := newKafka(t, "crashloop", 1)
-	b := setup(t, nil)
-	produce(t, k.Brokers, topic,
-		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
-		rec{ID: "m-kill", Key: "k-kill", Value: `{"v":"kill"}`},
-		rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`},
-		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
+	l := inboxtest.NewLoop(t, "crashloop", 1, nil)
+	l.Produce(t,
+		inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
+		inboxtest.Rec{ID: "m-kill", Key: "k-kill", Value: `{"v":"kill"}`},
+		inboxtest.Rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`},
+		inboxtest.Rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
 	)
 	kills := 0
 	for done := false; !done; {
 		if kills > 5 {
 			t.Fatalf("the consumer was killed %d times", kills)
 		}
-		child := startCrashChild(t, b.db, k.Brokers, topic, false, "m-kill")
+		child := startCrashChild(t, l.DB, l.Brokers(), l.Topic, false, "m-kill")
 		exited := make(chan error, 1)
 		go func() { exited <- child.cmd.Wait() }()
 		deadline := time.Now().Add(time.Minute)
@@ -302,7 +295,7 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 			case line := <-child.lines:
 				t.Logf("consumer process: %s", line)
 			case <-time.After(100 * time.Millisecond):
-				if committedOffsets(t, k.Brokers, crashGroup(topic), topic, 1)[0] == 4 {
+				if inboxtest.CommittedOffsets(t, l.Brokers(), crashGroup(l.Topic), l.Topic, 1)[0] == 4 {
 					if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 						t.Fatal(err)
 					}
@@ -321,12 +314,12 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 	if kills != 3 {
 		t.Fatalf("killed %d times, want 3 (MaxAttempts)", kills)
 	}
-	r := readRow(t, b.db, "billing", "m-kill")
+	r := inboxtest.ReadRow(t, l.DB, "billing", "m-kill")
 	if r.Status != "FAILED_FINAL" || r.Attempts != 3 || r.LastError == nil || !strings.Contains(*r.LastError, "without an outcome") {
 		t.Fatalf("row %+v", r)
 	}
-	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3")
-	recs := deadLetters(t, k.Brokers, crashDeadLetters(topic), 1)
+	inboxtest.WantEffectOnce(t, l.DB, "k-1", "k-2", "k-3")
+	recs := inboxtest.DeadLetters(t, l.Brokers(), crashDeadLetters(l.Topic), 1)
 	for h, want := range map[string]string{"message-id": "m-kill", "dlq-reason": "max-attempts", "dlq-attempts": "3"} {
 		if v, _ := recs[0].Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
@@ -341,36 +334,111 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 // again.
 func TestExternalTakeoverReconcilesWithoutSecondCharge(t *testing.T) {
 	t.Parallel()
-	k, topic := newKafka(t, "charges", 1)
-	b := setup(t, nil)
-	if _, err := b.db.Pool.Exec(context.Background(),
+	l := inboxtest.NewLoop(t, "charges", 1, nil)
+	if _, err := l.DB.Pool.Exec(context.Background(),
 		`CREATE TABLE provider_charge (id bigserial PRIMARY KEY, request_ref text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	produce(t, k.Brokers, topic, rec{ID: "m-pay", Key: "pay-1", Value: `{"amount_cents":1250}`})
+	l.Produce(t, inboxtest.Rec{ID: "m-pay", Key: "pay-1", Value: `{"amount_cents":1250}`})
 
-	first := startCrashChild(t, b.db, k.Brokers, topic, false, "m-pay", envExternal+"=1")
+	first := startCrashChild(t, l.DB, l.Brokers(), l.Topic, false, "m-pay", envExternal+"=1")
 	first.expect(t, "CHARGED m-pay attempt=1", time.Minute)
 	var ee *exec.ExitError
 	if err := first.cmd.Wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("first consumer ended with %v, want killed by SIGKILL", err)
 	}
-	if r := readRow(t, b.db, "billing", "m-pay"); r.Status != "PROCESSING" || r.Attempts != 1 {
+	if r := inboxtest.ReadRow(t, l.DB, "billing", "m-pay"); r.Status != "PROCESSING" || r.Attempts != 1 {
 		t.Fatalf("row after the crash %+v", r)
 	}
 
-	second := startCrashChild(t, b.db, k.Brokers, topic, false, "", envExternal+"=1")
+	second := startCrashChild(t, l.DB, l.Brokers(), l.Topic, false, "", envExternal+"=1")
 	second.expect(t, "FOUND m-pay attempt=2 ref=pay-1/attempt-1", time.Minute)
 	second.expect(t, "RESULT m-pay processed attempts=2 reconciled=true", time.Minute)
-	second.stopAtOffset(t, k.Brokers, topic, 1)
+	second.stopAtOffset(t, l.Brokers(), l.Topic, 1)
 	var charges int
-	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM provider_charge`).Scan(&charges); err != nil {
+	if err := l.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM provider_charge`).Scan(&charges); err != nil {
 		t.Fatal(err)
 	}
 	if charges != 1 {
 		t.Fatalf("the provider charged %d times, want 1", charges)
 	}
-	if r := readRow(t, b.db, "billing", "m-pay"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "ch-1" {
+	if r := inboxtest.ReadRow(t, l.DB, "billing", "m-pay"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "ch-1" {
 		t.Fatalf("row %+v", r)
+	}
+}
+
+// Three SIGKILLs mid-stream, each at another point of a two-partition
+// stream (the handler of a chosen message kills the process, with the other
+// partition's worker anywhere in its batch, database commit or offset
+// commit), then a consumer that runs to the end: every key's effect happened
+// exactly once, and every message is COMPLETED.
+func TestCrashMidStreamEffectsOnce(t *testing.T) {
+	t.Parallel()
+	const (
+		partitions = 2
+		n          = 600
+	)
+	l := inboxtest.NewLoop(t, "crash-stream", partitions, nil)
+	recs := make([]inboxtest.Rec, n)
+	for i := range recs {
+		key := fmt.Sprintf("s-%03d", i)
+		recs[i] = inboxtest.Rec{Partition: i % partitions, ID: "m-" + key, Key: key, Value: `{}`}
+	}
+	l.Produce(t, recs...)
+
+	// Partition 0 holds the even keys: each child gets to its kill.
+	for _, killOn := range []string{"m-s-100", "m-s-250", "m-s-420"} {
+		child := startCrashChild(t, l.DB, l.Brokers(), l.Topic, false, killOn)
+		go func() {
+			for range child.lines { // the RESULT lines, not read here
+			}
+		}()
+		var ee *exec.ExitError
+		if err := child.cmd.Wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("consumer process (kill on %s) ended with %v, want killed by SIGKILL", killOn, err)
+		}
+	}
+	last := startCrashChild(t, l.DB, l.Brokers(), l.Topic, false, "")
+	go func() {
+		for range last.lines {
+		}
+	}()
+	rc := inboxtest.Watch(l.Brokers(), crashGroup(l.Topic), l.Topic)
+	rc.WaitOffsets(t, map[int]int64{0: n / partitions, 1: n / partitions})
+	if err := last.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := last.cmd.Wait(); err != nil {
+		t.Fatalf("consumer process did not stop cleanly: %v", err)
+	}
+
+	var rows, keys, completed int
+	ctx := context.Background()
+	if err := l.DB.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n || keys != n {
+		t.Fatalf("%d effect rows of %d keys, want %d of %d: an effect lost or repeated", rows, keys, n, n)
+	}
+	if err := l.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE consumer = 'billing' AND status = 'COMPLETED'`).Scan(&completed); err != nil {
+		t.Fatal(err)
+	}
+	if completed != n {
+		t.Fatalf("%d of %d messages COMPLETED", completed, n)
+	}
+}
+
+// childConfig is the consumer loop of the crash tests' consumer process,
+// into in, with the process's broker and topic from its environment.
+func childConfig(in *inbox.Inbox[pgx.Tx]) *inboxkafka.Config[pgx.Tx] {
+	topic := os.Getenv(envTopic)
+	return &inboxkafka.Config[pgx.Tx]{
+		Brokers:          strings.Split(os.Getenv(envBrokers), ","),
+		GroupID:          crashGroup(topic),
+		Topics:           []string{topic},
+		DeadLetterTopic:  crashDeadLetters(topic),
+		Inbox:            in,
+		SessionTimeout:   time.Second,
+		RebalanceTimeout: time.Second,
 	}
 }

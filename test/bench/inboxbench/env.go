@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -34,7 +35,11 @@ type bench struct {
 // topics of cs over o.rounds rounds.
 func newBench(ctx context.Context, o options, cs []config) (b *bench, err error) {
 	b = &bench{o: o, stmts: &statements{}}
-	if b.srv, err = testenv.StartServer(); err != nil {
+	var settings []string
+	if o.pgStats {
+		settings = append(settings, "shared_preload_libraries=pg_stat_statements")
+	}
+	if b.srv, err = testenv.StartServer(settings...); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -53,6 +58,11 @@ func newBench(ctx context.Context, o options, cs []config) (b *bench, err error)
 	b.sqlDB = stdlib.OpenDBFromPool(b.pool)
 	if err := createTables(ctx, b.pool, o.pk); err != nil {
 		return nil, err
+	}
+	if o.pgStats {
+		if _, err := b.pool.Exec(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {
+			return nil, err
+		}
 	}
 	var topics []string
 	for r := range o.rounds {
@@ -131,6 +141,11 @@ func (b *bench) measure(ctx context.Context, c config, r int) (sample, error) {
 		return sample{}, err
 	}
 	defer stop()
+	if b.o.pgStats {
+		if _, err := b.pool.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+			return sample{}, err
+		}
+	}
 	self0, server0 := b.cpu.read()
 	st0, rt0 := b.stmts.read()
 	var d time.Duration
@@ -175,4 +190,32 @@ func (b *bench) check(ctx context.Context, cs []config) error {
 		return fmt.Errorf("%s: %d, want %d", q, rows, want)
 	}
 	return nil
+}
+
+// printStatements prints, with -pgstats, the five statements of the last
+// run that took the most execution time in the server.
+func (b *bench) printStatements(ctx context.Context) error {
+	if !b.o.pgStats {
+		return nil
+	}
+	rows, err := b.pool.Query(ctx, `SELECT calls, total_exec_time, wal_bytes, regexp_replace(query, '\s+', ' ', 'g')
+		FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 5`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			calls int64
+			ms    float64
+			wal   pgtype.Numeric
+			query string
+		)
+		if err := rows.Scan(&calls, &ms, &wal, &query); err != nil {
+			return err
+		}
+		w, _ := wal.Float64Value()
+		fmt.Printf("      %7d calls %7.1f ms %6.1f us/call %5.0f WAL B/call  %.90s\n", calls, ms, ms*1e3/float64(max(calls, 1)), w.Float64/float64(max(calls, 1)), query)
+	}
+	return rows.Err()
 }

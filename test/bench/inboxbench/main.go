@@ -23,6 +23,7 @@ func main() {
 	flag.BoolVar(&o.withSQL, "sql", false, "also run the inbox consumer on database/sql (pgx's stdlib driver over the same pool)")
 	flag.BoolVar(&o.kafkaGo, "kafkago", false, "also run a kafka-go reader loop (one reader per partition in one group) driving Inbox.Process through inboxkafkago, against the kgo loop")
 	flag.BoolVar(&o.loopsOnly, "loops-only", false, "with -kafkago: run only the two inbox loops (kgo, kafka-go), one message per transaction and the kgo loop batched")
+	flag.BoolVar(&o.pgStats, "pgstats", false, "load pg_stat_statements in the server and print each run's five costliest statements (calls, time, WAL bytes per call)")
 	flag.StringVar(&handlerKind, "handler", handlerInsert, "the handler's work, the same on every side: "+handlerInsert+" (one INSERT of the payload), "+
 		handlerUpdate+" (one UPDATE of a counter row per partition) or "+handlerNoop+" (no statement: the inbox's and the dedup table's own cost)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of each one-message-per-transaction run of the inbox and of the dedup baseline to `FILE`.SIDE.N (N = round)")
@@ -47,8 +48,8 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	n, rounds                       int
-	pk, withSQL, kafkaGo, loopsOnly bool
+	n, rounds                                int
+	pk, withSQL, kafkaGo, loopsOnly, pgStats bool
 }
 
 // partitions is the partition count of every topic.
@@ -163,6 +164,9 @@ func run(ctx context.Context, o options) error {
 			}
 			samples[c] = append(samples[c], s)
 			fmt.Printf("  round %d  %-20s %8.0f msg/s  (%v)%s\n", r+1, c, float64(o.n)/s.wall.Seconds(), s.wall.Round(time.Millisecond), perMessage(s, o.n))
+			if err := b.printStatements(ctx); err != nil {
+				return err
+			}
 		}
 	}
 	if err := b.check(ctx, cs); err != nil {

@@ -10,12 +10,15 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -273,44 +276,7 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 		inboxtest.Rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`},
 		inboxtest.Rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
 	)
-	kills := 0
-	for done := false; !done; {
-		if kills > 5 {
-			t.Fatalf("the consumer was killed %d times", kills)
-		}
-		child := startCrashChild(t, l.DB, l.Brokers(), l.Topic, false, "m-kill")
-		exited := make(chan error, 1)
-		go func() { exited <- child.cmd.Wait() }()
-		deadline := time.Now().Add(time.Minute)
-	wait:
-		for {
-			select {
-			case err := <-exited:
-				var ee *exec.ExitError
-				if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-					t.Fatalf("consumer process ended with %v, want killed by SIGKILL", err)
-				}
-				kills++
-				break wait
-			case line := <-child.lines:
-				t.Logf("consumer process: %s", line)
-			case <-time.After(100 * time.Millisecond):
-				if inboxtest.CommittedOffsets(t, l.Brokers(), crashGroup(l.Topic), l.Topic, 1)[0] == 4 {
-					if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-						t.Fatal(err)
-					}
-					if err := <-exited; err != nil {
-						t.Fatalf("consumer process did not stop cleanly: %v", err)
-					}
-					done = true
-					break wait
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the consumer neither died nor committed every offset within a minute")
-				}
-			}
-		}
-	}
+	kills := crashLoop(t, l, "m-kill", 4, nil)
 	if kills != 3 {
 		t.Fatalf("killed %d times, want 3 (MaxAttempts)", kills)
 	}
@@ -441,4 +407,128 @@ func childConfig(in *inbox.Inbox[pgx.Tx]) *inboxkafka.Config[pgx.Tx] {
 		SessionTimeout:   time.Second,
 		RebalanceTimeout: time.Second,
 	}
+}
+
+// crashLoop starts consumer processes that SIGKILL themselves on message
+// killOn, one after another, until one has committed the offset total; it
+// calls died (when not nil) with the count after each death, and returns
+// the count. More than 6 deaths fail t.
+func crashLoop(t *testing.T, l *inboxtest.Loop, killOn string, total int64, died func(kills int)) int {
+	t.Helper()
+	kills := 0
+	for {
+		if kills > 6 {
+			t.Fatalf("the consumer was killed %d times", kills)
+		}
+		child := startCrashChild(t, l.DB, l.Brokers(), l.Topic, false, killOn)
+		exited := make(chan error, 1)
+		go func() { exited <- child.cmd.Wait() }()
+		if !childDies(t, l, child, exited, total) {
+			return kills
+		}
+		kills++
+		if died != nil {
+			died(kills)
+		}
+	}
+}
+
+// childDies waits until child is killed by SIGKILL (true) or commits the
+// offset total, when it is stopped with SIGTERM (false).
+func childDies(t *testing.T, l *inboxtest.Loop, child *crashChild, exited <-chan error, total int64) bool {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	lines := child.lines
+	for {
+		select {
+		case err := <-exited:
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("consumer process ended with %v, want killed by SIGKILL", err)
+			}
+			return true
+		case line, ok := <-lines:
+			if !ok {
+				lines = nil // the process closed its output; wait for its exit
+				continue
+			}
+			t.Logf("consumer process: %s", line)
+		case <-time.After(100 * time.Millisecond):
+			if inboxtest.CommittedOffsets(t, l.Brokers(), crashGroup(l.Topic), l.Topic, 1)[0] == total {
+				if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-exited; err != nil {
+					t.Fatalf("consumer process did not stop cleanly: %v", err)
+				}
+				return false
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the consumer neither died nor committed every offset within a minute")
+			}
+		}
+	}
+}
+
+// A killer behind more than BatchSize messages that the killed process had
+// settled but not committed is still counted: their redeliveries are
+// duplicates, which do not use up the next process's window of messages
+// handled one at a time with their attempt counted first. The first kill
+// (in a batch) counts nothing, the next three count the killer's attempts,
+// and the fifth process makes it FAILED_FINAL and goes on. Offset commits
+// are refused until the fourth kill, so every process starts over at offset
+// 0 (before, the 150 duplicates used up the window, and the killer ran
+// uncounted in a batch every time).
+func TestCrashLoopBehindUncommittedMessages(t *testing.T) {
+	t.Parallel()
+	const settled = 150 // more than BatchSize (100)
+	l := inboxtest.NewLoop(t, "crashlag", 1, nil)
+	fake := l.Kafka.Fake(t, "refuses offset commits")
+	var refuse atomic.Bool
+	refuse.Store(true)
+	fake.ControlKey(int16(kmsg.OffsetCommit), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := r.(*kmsg.OffsetCommitRequest)
+		if !refuse.Load() || req.Group != crashGroup(l.Topic) {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.Version = req.Version
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OffsetMetadataTooLarge.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	var recs []inboxtest.Rec
+	var keys []string
+	for i := range settled + 3 {
+		key := fmt.Sprintf("k-%03d", i)
+		if i == settled {
+			key = "k-kill"
+		} else {
+			keys = append(keys, key)
+		}
+		recs = append(recs, inboxtest.Rec{ID: "m-" + key[2:], Key: key, Value: `{}`})
+	}
+	l.Produce(t, recs...)
+	kills := crashLoop(t, l, "m-kill", int64(len(recs)), func(kills int) {
+		if kills == 4 {
+			refuse.Store(false)
+		}
+	})
+	if kills != 4 {
+		t.Fatalf("killed %d times, want 4 (one uncounted in a batch, then MaxAttempts)", kills)
+	}
+	if r := inboxtest.ReadRow(t, l.DB, "billing", "m-kill"); r.Status != "FAILED_FINAL" || r.Attempts != 3 {
+		t.Fatalf("row %+v", r)
+	}
+	inboxtest.WantEffectOnce(t, l.DB, keys...)
+	inboxtest.DeadLetters(t, l.Brokers(), crashDeadLetters(l.Topic), 1)
 }

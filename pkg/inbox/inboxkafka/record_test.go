@@ -70,9 +70,8 @@ func TestConsumerTakesCloudEvents(t *testing.T) {
 	}
 
 	var (
-		mu      sync.Mutex
-		seen    []inbox.Message // by the handler
-		results []inbox.Result  // in offset order
+		mu   sync.Mutex
+		seen []inbox.Message // by the handler
 	)
 	cfg := l.Config()
 	cfg.DeadLetterTopic = dlq
@@ -82,12 +81,12 @@ func TestConsumerTakesCloudEvents(t *testing.T) {
 		mu.Unlock()
 		return inboxtest.InsertEffect(ctx, tx, msg)
 	}
-	cfg.OnResult = func(_ inbox.Message, res inbox.Result) {
-		mu.Lock()
-		results = append(results, res)
-		mu.Unlock()
-	}
+	byOffset := resultsByOffset(cfg)
 	inboxtest.RunConsumer(t, cfg, map[int]int64{0: 4})
+	var results []inbox.Result // in offset order
+	for off := range int64(4) {
+		results = append(results, byOffset()[off]...)
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -210,24 +209,11 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 		inboxtest.Rec{ID: "m-refused", Key: "k-refused", Value: `{"v":0}`},
 		inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
 	)
-	var (
-		mu    sync.Mutex
-		tries []inbox.Result
-	)
 	cfg := l.Config()
 	cfg.DeadLetterTopic = dlq
-	cfg.OnResult = func(msg inbox.Message, res inbox.Result) {
-		if msg.ID == "m-refused" {
-			mu.Lock()
-			tries = append(tries, res)
-			mu.Unlock()
-		}
-	}
+	results := resultsByOffset(cfg)
 	inboxtest.RunConsumer(t, cfg, map[int]int64{0: 2})
-
-	mu.Lock()
-	defer mu.Unlock()
-	if len(tries) != 3 || tries[0].Outcome != inbox.Retry || tries[1].Outcome != inbox.Retry ||
+	if tries := results()[0]; len(tries) != 3 || tries[0].Outcome != inbox.Retry || tries[1].Outcome != inbox.Retry ||
 		tries[2].Outcome != inbox.DeadLettered || tries[2].Reason != inbox.ReasonMaxAttempts || tries[2].Attempts != 3 {
 		t.Fatalf("deliveries of the refused record: %+v", tries)
 	}

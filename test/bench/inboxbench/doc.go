@@ -40,9 +40,14 @@
 // the same pool), batched and one message per transaction, paired against
 // the inbox on pgx.
 //
+// With -pgstats the server loads pg_stat_statements, and each run prints
+// its five costliest statements: calls, execution time in the server, and
+// WAL bytes per call (where a claim row's cost shows against the dedup
+// table's).
+//
 // With -cpuprofile FILE each one-message-per-transaction run of the inbox
 // and of the dedup baseline writes a CPU profile of this process to
 // FILE.inbox.N and FILE.dedup.N (N the round), for go tool pprof.
 //
-//	go run ./test/bench/inboxbench -n 50000 -rounds 3 [-partitions 4] [-handler insert|update|noop] [-pk] [-sql] [-kafkago [-loops-only]] [-cpuprofile FILE]
+//	go run ./test/bench/inboxbench -n 50000 -rounds 3 [-partitions 4] [-handler insert|update|noop] [-pk] [-sql] [-kafkago [-loops-only]] [-pgstats] [-cpuprofile FILE]
 package main

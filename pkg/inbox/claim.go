@@ -26,6 +26,9 @@ type claim struct {
 	lease time.Time
 	// done is set when the handler must not run.
 	done *Result
+	// completed says that the claim wrote the row COMPLETED already (a
+	// marked row completed in place); only a result reference is left.
+	completed bool
 	// prevStart and prevRef are what the previous two-phase attempt left:
 	// when it claimed the message and the request reference it saved.
 	prevStart time.Time
@@ -46,10 +49,23 @@ type storedRow struct {
 
 // claimTx claims msg as the first statement of tx. lease > 0 sets
 // locked_until (two-phase path). marked says that markAttempt counted this
-// attempt in a RECEIVED row.
+// attempt in a RECEIVED row of msg's ID, business key and payload: on the
+// transactional path the first statement then completes that row in place
+// (see queries.completeMarked), and only when it finds the row changed does
+// the claim go the usual way.
 func (in *core) claimTx(ctx context.Context, tx dbdriver.Tx, msg *Message, hash []byte, lease time.Duration, marked bool) (claim, error) {
 	q := &in.queries
-	for range 3 {
+	for try := range 3 {
+		if marked && lease == 0 && try == 0 {
+			var attempts int
+			err := tx.QueryRow(ctx, q.completeMarked, in.cfg.Consumer, msg.ID, msg.BusinessKey, hash).Scan(&attempts)
+			if err == nil {
+				return claim{rowID: msg.ID, from: StatusReceived, attempt: attempts, completed: true}, nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return claim{}, fmt.Errorf("inbox: claim %s: %w", msg.ID, err)
+			}
+		}
 		var (
 			attempts int
 			until    *time.Time

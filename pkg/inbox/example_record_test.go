@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -78,21 +75,9 @@ func consume(ctx context.Context, client *kgo.Client, in *inbox.Inbox[pgx.Tx], d
 // are in inbox.dlq with their reason.
 func ExampleKafkaRecord_Message() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
+	pool, in := exampleInbox(ctx, &inbox.Config{Consumer: "shipping-custom"},
+		`CREATE TABLE IF NOT EXISTS shipment (order_id text PRIMARY KEY)`)
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
-		log.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS shipment (order_id text PRIMARY KEY)`); err != nil {
-		log.Fatal(err)
-	}
-	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "shipping-custom", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		log.Fatal(err)
-	}
 
 	// An in-process broker holding the records, as the relay publishes
 	// them; use your brokers instead.

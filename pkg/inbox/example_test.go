@@ -54,18 +54,8 @@ func ExampleInbox_Process() {
 // idempotency key; failures are retried until the attempt limit.
 func ExampleInbox_ProcessExternal() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
+	pool, in := exampleInbox(ctx, &inbox.Config{Consumer: "mailer", MaxAttempts: 2}, "")
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
-		log.Fatal(err)
-	}
-	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "mailer", MaxAttempts: 2, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		log.Fatal(err)
-	}
 	msg := inbox.Message{ID: "m-7", BusinessKey: "welcome-mail-user-7", Payload: []byte(`{}`)}
 	send := func(ctx context.Context, _ inbox.Message, idempotencyKey string) (string, error) {
 		return "", errors.New("smtp: 451 try again later")
@@ -93,18 +83,8 @@ func ExampleInbox_ProcessExternal() {
 // finds the charge and completes without charging again.
 func ExampleAttemptFromContext() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
+	pool, in := exampleInbox(ctx, &inbox.Config{Consumer: "payments"}, "")
 	defer pool.Close()
-	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
-		log.Fatal(err)
-	}
-	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		log.Fatal(err)
-	}
 	charges := map[string]string{} // the provider: charge ID by request reference
 	charge := func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		a, _ := inbox.AttemptFromContext(ctx)
@@ -138,4 +118,29 @@ func ExampleAttemptFromContext() {
 	// attempt 2: order-9/1 already charged as ch-1
 	// processed, reconciled true, result "ch-1"
 	// charges: 1
+}
+
+// exampleInbox is the setup ExampleInbox_Process spells out, for the other
+// examples: a pool on DATABASE_URL, the inbox table migrated, the
+// application's table (ddl, when not empty) and an Inbox with cfg. Close
+// the pool when done.
+func exampleInbox(ctx context.Context, cfg *inbox.Config, ddl string) (*pgxpool.Pool, *inbox.Inbox[pgx.Tx]) {
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
+		log.Fatal(err)
+	}
+	if ddl != "" {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			log.Fatal(err)
+		}
+	}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	in, err := inbox.New(inbox.Pgx(pool), cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return pool, in
 }

@@ -13,77 +13,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/inboxtest"
 )
 
 func TestMain(m *testing.M) {
-	if crashChildMain() {
-		return
-	}
 	testenv.MainWithDatabase(m) // DATABASE_URL for the examples
-}
-
-type bundle struct {
-	db    *testenv.DB
-	in    *inbox.Inbox[pgx.Tx]  // set by setup
-	sqlIn *inbox.Inbox[*sql.Tx] // set by setupSQL
-	reg   *prometheus.Registry
-}
-
-// setup migrates a fresh database, creates the side-effect table and an
-// Inbox on pgx for consumer "billing".
-func setup(t *testing.T, cfg *inbox.Config) *bundle {
-	t.Helper()
-	b, cfg := prepare(t, cfg)
-	b.in = newInbox(t, inbox.Pgx(b.db.Pool), cfg)
-	return b
-}
-
-// setupSQL is setup with the Inbox on database/sql.
-func setupSQL(t *testing.T, cfg *inbox.Config) *bundle {
-	t.Helper()
-	b, cfg := prepare(t, cfg)
-	b.sqlIn = newInbox(t, inbox.SQL(b.db.SQL), cfg)
-	return b
-}
-
-// prepare is setup but the Inbox: the database, the tables, the defaults of
-// cfg and the registry.
-func prepare(t *testing.T, cfg *inbox.Config) (*bundle, *inbox.Config) {
-	t.Helper()
-	db := testenv.NewDB(t)
-	ctx := context.Background()
-	if cfg == nil {
-		cfg = &inbox.Config{}
-	}
-	if cfg.Consumer == "" {
-		cfg.Consumer = "billing"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if _, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), cfg.Table); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (business_key text NOT NULL, message_id text NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	return &bundle{db: db, reg: reg}, cfg
-}
-
-// newInbox returns an Inbox on driver, failing t on an error.
-func newInbox[TTx any](t testing.TB, driver *inbox.Driver[TTx], cfg *inbox.Config) *inbox.Inbox[TTx] {
-	t.Helper()
-	in, err := inbox.New(driver, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in
 }
 
 // store is the admin API of the default table of db.
@@ -94,52 +31,6 @@ func store(t *testing.T, db *testenv.DB) *inbox.Store {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// effect is a handler whose side effect is one row in table effect.
-func effect(msg inbox.Message) inbox.TxHandler[pgx.Tx] {
-	return func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
-		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
-		return "ref-" + msg.BusinessKey, err
-	}
-}
-
-func effects(t *testing.T, db *testenv.DB, key string) int {
-	t.Helper()
-	var n int
-	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM effect WHERE business_key = $1`, key).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// wantEffectOnce fails t unless the effect of each key happened exactly
-// once.
-func wantEffectOnce(t *testing.T, db *testenv.DB, keys ...string) {
-	t.Helper()
-	for _, key := range keys {
-		if n := effects(t, db, key); n != 1 {
-			t.Fatalf("effect of %s happened %d times", key, n)
-		}
-	}
-}
-
-type row struct {
-	Status    string
-	Attempts  int
-	LastError *string
-	ResultRef *string
-}
-
-func readRow(t *testing.T, db *testenv.DB, consumer, id string) row {
-	t.Helper()
-	var r row
-	err := db.Pool.QueryRow(context.Background(), `SELECT status, attempts, last_error, result_ref FROM inbox
-		WHERE consumer = $1 AND message_id = $2`, consumer, id).Scan(&r.Status, &r.Attempts, &r.LastError, &r.ResultRef)
-	if err != nil {
-		t.Fatalf("read inbox row %s: %v", id, err)
-	}
-	return r
 }
 
 func msg(id, key, payload string) inbox.Message {
@@ -181,43 +72,43 @@ func deliverConcurrently(t *testing.T, workers int, deliver func(i int) (inbox.R
 // duplicates.
 func TestConcurrentDeliveriesProcessOnce(t *testing.T) {
 	t.Parallel()
-	onBothPaths(t, inbox.Config{}, concurrentDeliveriesProcessOnce[pgx.Tx], concurrentDeliveriesProcessOnce[*sql.Tx])
+	inboxtest.OnBothPaths(t, inbox.Config{}, concurrentDeliveriesProcessOnce[pgx.Tx], concurrentDeliveriesProcessOnce[*sql.Tx])
 }
 
-func concurrentDeliveriesProcessOnce[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
+func concurrentDeliveriesProcessOnce[TTx any](t *testing.T, b *inboxtest.Bundle, p inboxtest.DBPath[TTx]) {
 	ctx := context.Background()
 	const workers = 24
 	m := msg("m-1", "pay-1", `{"amount":1}`)
 	m2 := msg("m-2", "pay-1", `{"amount":1}`)
 	results := deliverConcurrently(t, workers, func(i int) (inbox.Result, error) {
 		if i%2 == 1 {
-			return p.process(ctx, m2)
+			return p.Process(ctx, m2)
 		}
-		return p.process(ctx, m)
+		return p.Process(ctx, m)
 	})
 	if results[inbox.Processed] != 1 || results[inbox.Duplicate] != workers-1 {
 		t.Fatalf("outcomes %v, want 1 processed and %d duplicates", results, workers-1)
 	}
-	if n := effects(t, b.db, "pay-1"); n != 1 {
+	if n := inboxtest.Effects(t, b.DB, "pay-1"); n != 1 {
 		t.Fatalf("side effect happened %d times, want 1", n)
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_messages_total", "outcome", "duplicate"); got != workers-1 {
+	if got := metricValue(t, b.Reg, "pgoutbox_inbox_messages_total", "outcome", "duplicate"); got != workers-1 {
 		t.Fatalf("duplicate metric %v", got)
 	}
 }
 
 func TestOutcomeMatrix(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyDeadLetter, MaxAttempts: 1})
+	b := inboxtest.Setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyDeadLetter, MaxAttempts: 1})
 	ctx := context.Background()
 	first := msg("m-1", "key-1", `{"v":1}`)
-	if res, err := b.in.Process(ctx, first, effect(first)); err != nil || res.Outcome != inbox.Processed || res.ResultRef != "ref-key-1" {
+	if res, err := b.In.Process(ctx, first, inboxtest.Effect(first)); err != nil || res.Outcome != inbox.Processed || res.ResultRef != "ref-key-1" {
 		t.Fatalf("first delivery: %+v, %v", res, err)
 	}
 	// A message that will be dead-lettered.
 	bad := msg("m-bad", "key-bad", `{}`)
 	failing := func(context.Context, pgx.Tx, inbox.Message) (string, error) { return "", errors.New("boom") }
-	if res, err := b.in.Process(ctx, bad, failing); err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts {
+	if res, err := b.In.Process(ctx, bad, failing); err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts {
 		t.Fatalf("failing delivery: %+v, %v", res, err)
 	}
 
@@ -237,7 +128,7 @@ func TestOutcomeMatrix(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ran := false
-			res, err := b.in.Process(ctx, tc.msg, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
+			res, err := b.In.Process(ctx, tc.msg, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 				ran = true
 				return "", nil
 			})
@@ -255,20 +146,20 @@ func TestOutcomeMatrix(t *testing.T) {
 			}
 		})
 	}
-	if n := effects(t, b.db, "key-1"); n != 1 {
+	if n := inboxtest.Effects(t, b.DB, "key-1"); n != 1 {
 		t.Fatalf("side effect happened %d times", n)
 	}
 }
 
 func TestConflictPolicyStopReturnsConflict(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
+	b := inboxtest.Setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `1`)
-	if _, err := b.in.Process(ctx, m, effect(m)); err != nil {
+	if _, err := b.In.Process(ctx, m, inboxtest.Effect(m)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.in.Process(ctx, msg("m-1", "key-2", `1`), effect(m))
+	res, err := b.In.Process(ctx, msg("m-1", "key-2", `1`), inboxtest.Effect(m))
 	var cerr *inbox.ConflictError
 	if !errors.Is(err, inbox.ErrConflict) || !errors.As(err, &cerr) || res.Outcome != inbox.Conflict {
 		t.Fatalf("got %+v, %v; want Conflict and ErrConflict", res, err)
@@ -280,22 +171,22 @@ func TestConflictPolicyStopReturnsConflict(t *testing.T) {
 
 func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 3})
+	b := inboxtest.Setup(t, &inbox.Config{MaxAttempts: 3})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
 	failing := func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
-		if _, err := effect(m)(ctx, tx, m); err != nil {
+		if _, err := inboxtest.Effect(m)(ctx, tx, m); err != nil {
 			return "", err
 		}
 		return "", fmt.Errorf("gateway down")
 	}
 	for attempt := 1; attempt <= 3; attempt++ {
-		res, err := b.in.Process(ctx, m, failing)
+		res, err := b.In.Process(ctx, m, failing)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := readRow(t, b.db, "billing", "m-1")
-		if effects(t, b.db, "key-1") != 0 {
+		r := inboxtest.ReadRow(t, b.DB, "billing", "m-1")
+		if inboxtest.Effects(t, b.DB, "key-1") != 0 {
 			t.Fatal("business write of a failed handler survived")
 		}
 		if r.Attempts != attempt || r.LastError == nil || *r.LastError != "gateway down" {
@@ -310,7 +201,7 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 		}
 	}
 	// Later deliveries do not run the handler.
-	res, err := b.in.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
+	res, err := b.In.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		t.Fatal("handler ran for a FAILED_FINAL message")
 		return "", nil
 	})
@@ -318,63 +209,63 @@ func TestHandlerErrorRollsBackAndRecordsAttempts(t *testing.T) {
 		t.Fatalf("redelivery %+v, %v", res, err)
 	}
 	// Revive makes it processable again.
-	if n, err := store(t, b.db).Revive(ctx, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
+	if n, err := store(t, b.DB).Revive(ctx, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
 		t.Fatalf("revive %d, %v", n, err)
 	}
-	res, err = b.in.Process(ctx, m, effect(m))
+	res, err = b.In.Process(ctx, m, inboxtest.Effect(m))
 	if err != nil || res.Outcome != inbox.Processed || res.Attempts != 1 {
 		t.Fatalf("after revive %+v, %v", res, err)
 	}
-	if effects(t, b.db, "key-1") != 1 {
+	if inboxtest.Effects(t, b.DB, "key-1") != 1 {
 		t.Fatal("revived message did not run once")
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_retries_total", "", ""); got != 2 {
+	if got := metricValue(t, b.Reg, "pgoutbox_inbox_retries_total", "", ""); got != 2 {
 		t.Fatalf("retries metric %v, want 2", got)
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max-attempts"); got != 1 {
+	if got := metricValue(t, b.Reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max-attempts"); got != 1 {
 		t.Fatalf("dead-lettered metric %v, want 1", got)
 	}
 	// The redelivery of the FAILED_FINAL message (failed-final) is not a
 	// second dead-lettered message (docs/operations.md).
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "", ""); got != 1 {
+	if got := metricValue(t, b.Reg, "pgoutbox_inbox_dead_lettered_total", "", ""); got != 1 {
 		t.Fatalf("dead-lettered metric over every reason %v, want 1", got)
 	}
 }
 
 func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 10})
+	b := inboxtest.Setup(t, &inbox.Config{MaxAttempts: 10})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
-	res, err := b.in.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
+	res, err := b.In.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		return "", inbox.Permanent(errors.New("invalid amount"))
 	})
 	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonPermanent || res.Attempts != 1 {
 		t.Fatalf("got %+v, %v", res, err)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-1"); r.Status != "FAILED_FINAL" {
 		t.Fatalf("row %+v", r)
 	}
 }
 
 func TestSerializationFailureRetried(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := inboxtest.Setup(t, nil)
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
 	calls := 0
-	res, err := b.in.Process(ctx, m, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
+	res, err := b.In.Process(ctx, m, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 		calls++
 		if calls < 3 {
 			_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$`)
 			return "", err
 		}
-		return effect(m)(ctx, tx, m)
+		return inboxtest.Effect(m)(ctx, tx, m)
 	})
 	if err != nil || res.Outcome != inbox.Processed || calls != 3 {
 		t.Fatalf("got %+v, %v after %d calls", res, err, calls)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Attempts != 1 || r.Status != "COMPLETED" {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-1"); r.Attempts != 1 || r.Status != "COMPLETED" {
 		t.Fatalf("row %+v", r)
 	}
 }
@@ -383,47 +274,47 @@ func TestSerializationFailureRetried(t *testing.T) {
 // attempt, so MaxAttempts and the dead-letter path apply.
 func TestExhaustedTxRetriesRecordAttempt(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 2, TxRetries: 1})
+	b := inboxtest.Setup(t, &inbox.Config{MaxAttempts: 2, TxRetries: 1})
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
 	calls := 0
 	handler := func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
 		calls++
-		if _, err := effect(m)(ctx, tx, m); err != nil {
+		if _, err := inboxtest.Effect(m)(ctx, tx, m); err != nil {
 			return "", err
 		}
 		_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$`)
 		return "", err
 	}
-	res, err := b.in.Process(ctx, m, handler)
+	res, err := b.In.Process(ctx, m, handler)
 	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 1 || calls != 2 {
 		t.Fatalf("first delivery %+v, %v after %d calls; want Retry after 2 calls", res, err, calls)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_RETRYABLE" || r.Attempts != 1 || r.LastError == nil {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-1"); r.Status != "FAILED_RETRYABLE" || r.Attempts != 1 || r.LastError == nil {
 		t.Fatalf("row %+v", r)
 	}
-	res, err = b.in.Process(ctx, m, handler)
+	res, err = b.In.Process(ctx, m, handler)
 	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts || res.Attempts != 2 {
 		t.Fatalf("second delivery %+v, %v", res, err)
 	}
-	if effects(t, b.db, "key-1") != 0 {
+	if inboxtest.Effects(t, b.DB, "key-1") != 0 {
 		t.Fatal("writes of a failed handler survived")
 	}
 }
 
 func TestProcessTxInCallerTransaction(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 2})
+	b := inboxtest.Setup(t, &inbox.Config{MaxAttempts: 2})
 	ctx := context.Background()
 	ok := msg("m-1", "key-1", `{}`)
 	bad := msg("m-2", "key-2", `{}`)
-	err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
-		res, err := b.in.ProcessTx(ctx, tx, ok, effect(ok))
+	err := pgx.BeginFunc(ctx, b.DB.Pool, func(tx pgx.Tx) error {
+		res, err := b.In.ProcessTx(ctx, tx, ok, inboxtest.Effect(ok))
 		if err != nil || res.Outcome != inbox.Processed {
 			return fmt.Errorf("ok: %+v, %w", res, err)
 		}
-		res, err = b.in.ProcessTx(ctx, tx, bad, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
-			if _, err := effect(bad)(ctx, tx, bad); err != nil {
+		res, err = b.In.ProcessTx(ctx, tx, bad, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
+			if _, err := inboxtest.Effect(bad)(ctx, tx, bad); err != nil {
 				return "", err
 			}
 			return "", errors.New("nope")
@@ -431,7 +322,7 @@ func TestProcessTxInCallerTransaction(t *testing.T) {
 		if err != nil || res.Outcome != inbox.Retry {
 			return fmt.Errorf("bad: %+v, %w", res, err)
 		}
-		res, err = b.in.ProcessTx(ctx, tx, ok, effect(ok))
+		res, err = b.In.ProcessTx(ctx, tx, ok, inboxtest.Effect(ok))
 		if err != nil || res.Outcome != inbox.Duplicate {
 			return fmt.Errorf("dup: %+v, %w", res, err)
 		}
@@ -440,23 +331,23 @@ func TestProcessTxInCallerTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if effects(t, b.db, "key-1") != 1 || effects(t, b.db, "key-2") != 0 {
+	if inboxtest.Effects(t, b.DB, "key-1") != 1 || inboxtest.Effects(t, b.DB, "key-2") != 0 {
 		t.Fatal("effects not as committed")
 	}
-	if r := readRow(t, b.db, "billing", "m-2"); r.Status != "FAILED_RETRYABLE" || r.Attempts != 1 {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-2"); r.Status != "FAILED_RETRYABLE" || r.Attempts != 1 {
 		t.Fatalf("row %+v", r)
 	}
 	// A rolled-back caller transaction leaves nothing behind.
-	tx, err := b.db.Pool.Begin(ctx)
+	tx, err := b.DB.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m3 := msg("m-3", "key-3", `{}`)
-	if res, err := b.in.ProcessTx(ctx, tx, m3, effect(m3)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := b.In.ProcessTx(ctx, tx, m3, inboxtest.Effect(m3)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	_ = tx.Rollback(ctx)
-	if res, err := b.in.Process(ctx, m3, effect(m3)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := b.In.Process(ctx, m3, inboxtest.Effect(m3)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 }
@@ -466,13 +357,13 @@ func TestProcessTxInCallerTransaction(t *testing.T) {
 // redelivery must run the handler instead of answering Duplicate.
 func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := inboxtest.Setup(t, nil)
 	ctx := context.Background()
 	m := msg("m-1", "key-1", `{}`)
 	deadlock := &pgconn.PgError{Code: "40P01", Message: "deadlock detected"}
-	err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
-		_, err := b.in.ProcessTx(ctx, tx, m, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
-			if _, err := effect(m)(ctx, tx, m); err != nil {
+	err := pgx.BeginFunc(ctx, b.DB.Pool, func(tx pgx.Tx) error {
+		_, err := b.In.ProcessTx(ctx, tx, m, func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) {
+			if _, err := inboxtest.Effect(m)(ctx, tx, m); err != nil {
 				return "", err
 			}
 			return "", deadlock
@@ -485,14 +376,14 @@ func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := effects(t, b.db, "key-1"); n != 0 {
+	if n := inboxtest.Effects(t, b.DB, "key-1"); n != 0 {
 		t.Fatalf("%d effects after the failed handler, want 0", n)
 	}
-	res, err := b.in.Process(ctx, m, effect(m))
+	res, err := b.In.Process(ctx, m, inboxtest.Effect(m))
 	if err != nil || res.Outcome != inbox.Processed {
 		t.Fatalf("redelivery %+v, %v; want Processed", res, err)
 	}
-	if n := effects(t, b.db, "key-1"); n != 1 {
+	if n := inboxtest.Effects(t, b.DB, "key-1"); n != 1 {
 		t.Fatalf("%d effects after the redelivery, want 1", n)
 	}
 }
@@ -502,9 +393,9 @@ func TestProcessTxTxRetryErrorUndoesClaim(t *testing.T) {
 // ProcessExternal, the consumer loop) goes through the handle New checked.
 func TestTxRefusedAsBeginner(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := inboxtest.Setup(t, nil)
 	ctx := context.Background()
-	tx, err := b.db.Pool.Begin(ctx)
+	tx, err := b.DB.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,16 +410,16 @@ func TestTxRefusedAsBeginner(t *testing.T) {
 // panicked mid-delivery).
 func TestNilArgumentsRefused(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	sin := newInbox(t, inbox.SQL(b.db.SQL), &inbox.Config{Consumer: "billing-sql", Logger: slog.New(slog.DiscardHandler)})
+	b := inboxtest.Setup(t, nil)
+	sin := inboxtest.NewInbox(t, inbox.SQL(b.DB.SQL), &inbox.Config{Consumer: "billing-sql", Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	m := msg("m-1", "k-1", `{}`)
-	tx, err := b.db.Pool.Begin(ctx)
+	tx, err := b.DB.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	stx, err := b.db.SQL.BeginTx(ctx, nil)
+	stx, err := b.DB.SQL.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,10 +437,10 @@ func TestNilArgumentsRefused(t *testing.T) {
 		"New, nil driver":                  newErr(nilDriver),
 		"New, Pgx(nil)":                    newErr(nilPgx),
 		"New, SQL(nil)":                    newErr(nilSQL),
-		"Process, nil handler":             func() (inbox.Result, error) { return b.in.Process(ctx, m, nil) },
-		"ProcessTx, nil tx":                func() (inbox.Result, error) { return b.in.ProcessTx(ctx, nil, m, noop) },
-		"ProcessTx, nil handler":           func() (inbox.Result, error) { return b.in.ProcessTx(ctx, tx, m, nil) },
-		"ProcessExternal, nil handler":     func() (inbox.Result, error) { return b.in.ProcessExternal(ctx, m, nil) },
+		"Process, nil handler":             func() (inbox.Result, error) { return b.In.Process(ctx, m, nil) },
+		"ProcessTx, nil tx":                func() (inbox.Result, error) { return b.In.ProcessTx(ctx, nil, m, noop) },
+		"ProcessTx, nil handler":           func() (inbox.Result, error) { return b.In.ProcessTx(ctx, tx, m, nil) },
+		"ProcessExternal, nil handler":     func() (inbox.Result, error) { return b.In.ProcessExternal(ctx, m, nil) },
 		"SQL Process, nil handler":         func() (inbox.Result, error) { return sin.Process(ctx, m, nil) },
 		"SQL ProcessTx, nil tx":            func() (inbox.Result, error) { return sin.ProcessTx(ctx, nil, m, sqlNoop) },
 		"SQL ProcessTx, nil handler":       func() (inbox.Result, error) { return sin.ProcessTx(ctx, stx, m, nil) },
@@ -560,7 +451,7 @@ func TestNilArgumentsRefused(t *testing.T) {
 		}
 	}
 	var rows int
-	if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox`).Scan(&rows); err != nil || rows != 0 {
+	if err := b.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox`).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("inbox rows after the refused calls: %d (%v), want 0", rows, err)
 	}
 }
@@ -570,9 +461,9 @@ func TestNilArgumentsRefused(t *testing.T) {
 func TestLogsCarryMessageAndTransition(t *testing.T) {
 	t.Parallel()
 	var buf testenv.SyncBuffer
-	b := setup(t, &inbox.Config{MaxAttempts: 1, LogFullKeys: true, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	b := inboxtest.Setup(t, &inbox.Config{MaxAttempts: 1, LogFullKeys: true, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	m := msg("m-1", "key-1", `{}`)
-	_, err := b.in.Process(context.Background(), m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
+	_, err := b.In.Process(context.Background(), m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		return "", errors.New("boom")
 	})
 	if err != nil {
@@ -588,5 +479,21 @@ func TestLogsCarryMessageAndTransition(t *testing.T) {
 		if rec[k] != v {
 			t.Fatalf("log field %s = %v, want %v (record %v)", k, rec[k], v, rec)
 		}
+	}
+}
+
+// A handler error is bounded in last_error.
+func TestLongErrorBounded(t *testing.T) {
+	t.Parallel()
+	b := inboxtest.Setup(t, nil)
+	long := strings.Repeat("é", 4000) // 8,000 bytes
+	_, err := b.In.Process(context.Background(), inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{}`)},
+		func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) { return "", errors.New(long) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := inboxtest.ReadRow(t, b.DB, "billing", "m-1")
+	if r.LastError == nil || len(*r.LastError) > inbox.MaxErrorText || !strings.HasSuffix(*r.LastError, "(8000 bytes in all)") {
+		t.Fatalf("last_error of %d bytes: %.80q…, want at most %d bytes ending with the full length", len(*r.LastError), *r.LastError, inbox.MaxErrorText)
 	}
 }

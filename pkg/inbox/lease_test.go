@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/inboxtest"
 )
 
 // A two-phase handler's context ends with its lease; ExtendLease moves the
@@ -17,10 +18,10 @@ import (
 // neither extend nor save a request reference.
 func TestHandlerContextEndsWithLease(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{LeaseDuration: 200 * time.Millisecond})
+	b := inboxtest.Setup(t, &inbox.Config{LeaseDuration: 200 * time.Millisecond})
 	ctx := context.Background()
 
-	res, err := b.in.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), func(ctx context.Context, _ inbox.Message, key string) (string, error) {
+	res, err := b.In.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		a, ok := inbox.AttemptFromContext(ctx)
 		if !ok || a.Number != 1 || !a.PreviousStart.IsZero() || a.PreviousRequestRef != "" {
 			t.Errorf("first attempt %+v, %v", a, ok)
@@ -36,7 +37,7 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 	}
 
 	release, done := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), h)
+		return b.In.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), h)
 	}, func(ctx context.Context, held func()) (string, error) {
 		a, _ := inbox.AttemptFromContext(ctx)
 		if a.Number != 2 || a.PreviousStart.IsZero() {
@@ -64,14 +65,14 @@ func TestHandlerContextEndsWithLease(t *testing.T) {
 		t.Error("LeaseDeadline outside a two-phase handler reports a lease")
 	}
 	var extended bool
-	if err := b.db.Pool.QueryRow(ctx, `SELECT locked_until > now() + interval '59 minutes' FROM inbox WHERE message_id = 'm-1'`).Scan(&extended); err != nil || !extended {
+	if err := b.DB.Pool.QueryRow(ctx, `SELECT locked_until > now() + interval '59 minutes' FROM inbox WHERE message_id = 'm-1'`).Scan(&extended); err != nil || !extended {
 		t.Fatalf("lease not extended in the table: %v, %v", extended, err)
 	}
 	// The lease expires anyway (a frozen worker); another delivery takes over.
-	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
+	if _, err := b.DB.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	res, err = b.in.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), func(ctx context.Context, _ inbox.Message, key string) (string, error) {
+	res, err = b.In.ProcessExternal(ctx, msg("m-1", "k-1", `{}`), func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		a, _ := inbox.AttemptFromContext(ctx)
 		if a.Number != 3 || a.PreviousRequestRef != "req-2" {
 			t.Errorf("takeover attempt %+v", a)
@@ -122,16 +123,16 @@ type delivered struct {
 // handler's request reference is recorded.
 func TestTwoPhaseLease(t *testing.T) {
 	t.Parallel()
-	onBothPaths(t, inbox.Config{LeaseDuration: time.Hour}, twoPhaseLease[pgx.Tx], twoPhaseLease[*sql.Tx])
+	inboxtest.OnBothPaths(t, inbox.Config{LeaseDuration: time.Hour}, twoPhaseLease[pgx.Tx], twoPhaseLease[*sql.Tx])
 }
 
-func twoPhaseLease[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
+func twoPhaseLease[TTx any](t *testing.T, b *inboxtest.Bundle, p inboxtest.DBPath[TTx]) {
 	ctx := context.Background()
 	m := msg("m-1", "pay-1", `{"amount":5}`)
 
 	// The first delivery holds the lease while its handler runs.
 	release, first := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return p.processExternal(ctx, m, h)
+		return p.ProcessExternal(ctx, m, h)
 	}, func(ctx context.Context, held func()) (string, error) {
 		if a, ok := inbox.AttemptFromContext(ctx); !ok || a.Number != 1 {
 			t.Errorf("attempt %+v, %v", a, ok)
@@ -145,7 +146,7 @@ func twoPhaseLease[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 		held()
 		return "charge-1", nil
 	})
-	res, err := p.processExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
+	res, err := p.ProcessExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
 		t.Error("handler ran under a live lease")
 		return "", nil
 	})
@@ -153,7 +154,7 @@ func twoPhaseLease[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 		t.Fatalf("live lease: %+v, %v", res, err)
 	}
 	// The transactional path respects the lease too.
-	if res, err := p.process(ctx, m); err != nil || res.Outcome != inbox.Busy {
+	if res, err := p.Process(ctx, m); err != nil || res.Outcome != inbox.Busy {
 		t.Fatalf("live lease, tx path: %+v, %v", res, err)
 	}
 	release()
@@ -164,44 +165,44 @@ func twoPhaseLease[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 		t.Error("handler ran for a completed message")
 		return "", nil
 	}
-	if res, err := p.processExternal(ctx, m, done); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
+	if res, err := p.ProcessExternal(ctx, m, done); err != nil || res.Outcome != inbox.Duplicate || res.ResultRef != "charge-1" {
 		t.Fatalf("after completion %+v, %v", res, err)
 	}
 	var ref string
-	if err := b.db.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
+	if err := b.DB.Pool.QueryRow(ctx, `SELECT request_ref FROM inbox WHERE message_id = 'm-1'`).Scan(&ref); err != nil || ref != "req-1" {
 		t.Fatalf("request_ref %q, %v", ref, err)
 	}
 }
 
 func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{LeaseDuration: time.Hour})
+	b := inboxtest.Setup(t, &inbox.Config{LeaseDuration: time.Hour})
 	ctx := context.Background()
 	m := msg("m-1", "pay-1", `{"amount":5}`)
 
 	// A worker claims and "crashes" inside its handler: its lease stays.
 	release, crashed := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, m, h)
+		return b.In.ProcessExternal(ctx, m, h)
 	}, func(_ context.Context, held func()) (string, error) {
 		held()
 		return "", errors.New("crash")
 	})
 	// Expire the lease.
-	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
+	if _, err := b.DB.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.in.RefreshMetrics(ctx); err != nil {
+	if err := b.In.RefreshMetrics(ctx); err != nil {
 		t.Fatal(err)
 	}
-	counts, err := store(t, b.db).Counts(ctx, "billing")
+	counts, err := store(t, b.DB).Counts(ctx, "billing")
 	if err != nil || len(counts) != 1 || counts[0].Status != inbox.StatusProcessing || counts[0].Stuck != 1 {
 		t.Fatalf("counts %+v, %v", counts, err)
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_stuck_processing", "", ""); got != 1 {
+	if got := metricValue(t, b.Reg, "pgoutbox_inbox_stuck_processing", "", ""); got != 1 {
 		t.Fatalf("stuck gauge %v", got)
 	}
 	var gotKey string
-	res, err := b.in.ProcessExternal(ctx, m, func(ctx context.Context, _ inbox.Message, key string) (string, error) {
+	res, err := b.In.ProcessExternal(ctx, m, func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 		gotKey = key
 		return "charge-1", nil
 	})
@@ -213,7 +214,7 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 	if err := (<-crashed).err; !errors.Is(err, inbox.ErrLeaseLost) {
 		t.Fatalf("late worker error %v, want ErrLeaseLost", err)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "charge-1" {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-1"); r.Status != "COMPLETED" || r.Attempts != 2 || *r.ResultRef != "charge-1" {
 		t.Fatalf("row %+v", r)
 	}
 }
@@ -221,16 +222,16 @@ func TestTwoPhaseExpiredLeaseTakenOver(t *testing.T) {
 // hangingDelivery starts a two-phase delivery whose handler "crashes": it
 // blocks until release is called, and its lease is then expired by the test,
 // as if the process had died holding it.
-func hangingDelivery(t *testing.T, b *bundle, m inbox.Message, ref string) (release func(), done <-chan delivered) {
+func hangingDelivery(t *testing.T, b *inboxtest.Bundle, m inbox.Message, ref string) (release func(), done <-chan delivered) {
 	t.Helper()
 	ctx := context.Background()
 	rel, d := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, m, h)
+		return b.In.ProcessExternal(ctx, m, h)
 	}, func(_ context.Context, held func()) (string, error) {
 		held()
 		return ref, nil
 	})
-	if _, err := b.db.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second' WHERE status = 'PROCESSING'`); err != nil {
+	if _, err := b.DB.Pool.Exec(ctx, `UPDATE inbox SET locked_until = now() - interval '1 second' WHERE status = 'PROCESSING'`); err != nil {
 		t.Fatal(err)
 	}
 	return rel, d
@@ -240,23 +241,23 @@ func hangingDelivery(t *testing.T, b *bundle, m inbox.Message, ref string) (rele
 // an outcome) is taken over at most MaxAttempts times, then dead-lettered.
 func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 2, LeaseDuration: time.Hour})
+	b := inboxtest.Setup(t, &inbox.Config{MaxAttempts: 2, LeaseDuration: time.Hour})
 	ctx := context.Background()
 	m := msg("m-1", "pay-1", `{"amount":5}`)
 	release1, done1 := hangingDelivery(t, b, m, "r1") // attempt 1
 	release2, done2 := hangingDelivery(t, b, m, "r2") // attempt 2 takes over
-	res, err := b.in.ProcessExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
+	res, err := b.In.ProcessExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
 		t.Error("handler ran a third time with MaxAttempts 2")
 		return "", nil
 	})
 	if err != nil || res.Outcome != inbox.DeadLettered || res.Reason != inbox.ReasonMaxAttempts || res.Attempts != 2 {
 		t.Fatalf("third delivery %+v, %v; want DeadLettered max-attempts after 2 attempts", res, err)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" || r.Attempts != 2 || r.LastError == nil {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-1"); r.Status != "FAILED_FINAL" || r.Attempts != 2 || r.LastError == nil {
 		t.Fatalf("row %+v", r)
 	}
 	// The transactional path also dead-letters it, without the handler.
-	if res, err := b.in.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
+	if res, err := b.In.Process(ctx, m, func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 		t.Error("handler ran for a FAILED_FINAL message")
 		return "", nil
 	}); err != nil || res.Outcome != inbox.DeadLettered {
@@ -269,10 +270,10 @@ func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
 			t.Fatalf("crashed worker: %v, want ErrLeaseLost", err)
 		}
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-1"); r.Status != "FAILED_FINAL" {
 		t.Fatalf("row after the late workers %+v", r)
 	}
-	if got := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max-attempts"); got != 1 {
+	if got := metricValue(t, b.Reg, "pgoutbox_inbox_dead_lettered_total", "reason", "max-attempts"); got != 1 {
 		t.Fatalf("dead-lettered metric %v", got)
 	}
 }
@@ -281,21 +282,21 @@ func TestExpiredLeaseAtAttemptLimitDeadLetters(t *testing.T) {
 // revival must still not complete the newer claim that has the same count.
 func TestStaleWorkerCannotCompleteRevivedClaim(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 1, LeaseDuration: time.Hour})
+	b := inboxtest.Setup(t, &inbox.Config{MaxAttempts: 1, LeaseDuration: time.Hour})
 	ctx := context.Background()
 	m := msg("m-1", "pay-1", `{"amount":5}`)
 	releaseStale, staleDone := hangingDelivery(t, b, m, "stale") // attempt 1, lease expired
-	if res, err := b.in.ProcessExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
+	if res, err := b.In.ProcessExternal(ctx, m, func(context.Context, inbox.Message, string) (string, error) {
 		return "", errors.New("handler ran past MaxAttempts")
 	}); err != nil || res.Outcome != inbox.DeadLettered {
 		t.Fatalf("delivery after the crash %+v, %v", res, err)
 	}
-	if n, err := store(t, b.db).Revive(ctx, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
+	if n, err := store(t, b.DB).Revive(ctx, inbox.ReviveParams{Consumer: "billing", MessageIDs: []string{"m-1"}}); err != nil || n != 1 {
 		t.Fatalf("revive %d, %v", n, err)
 	}
 	// The revived message is claimed again: attempt 1 once more.
 	release, fresh := heldExternal(t, func(h inbox.ExternalHandler) (inbox.Result, error) {
-		return b.in.ProcessExternal(ctx, m, h)
+		return b.In.ProcessExternal(ctx, m, h)
 	}, func(_ context.Context, held func()) (string, error) {
 		held()
 		return "fresh", nil
@@ -308,7 +309,7 @@ func TestStaleWorkerCannotCompleteRevivedClaim(t *testing.T) {
 	if d := <-fresh; d.err != nil || d.res.Outcome != inbox.Processed || d.res.ResultRef != "fresh" {
 		t.Fatalf("revived delivery %+v, %v", d.res, d.err)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "COMPLETED" || *r.ResultRef != "fresh" {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-1"); r.Status != "COMPLETED" || *r.ResultRef != "fresh" {
 		t.Fatalf("row %+v", r)
 	}
 }

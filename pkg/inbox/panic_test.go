@@ -9,13 +9,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/inboxtest"
 )
 
 // A panicking handler is recovered on every path and counted as a failed
 // attempt: Retry, then DeadLettered at MaxAttempts.
 func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &inbox.Config{MaxAttempts: 2, LeaseDuration: time.Minute})
+	b := inboxtest.Setup(t, &inbox.Config{MaxAttempts: 2, LeaseDuration: time.Minute})
 	ctx := context.Background()
 	boom := func(context.Context, pgx.Tx, inbox.Message) (string, error) { panic("boom") }
 	check := func(name string, res inbox.Result, err error, outcome inbox.Outcome, attempts int) {
@@ -28,29 +29,29 @@ func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 	}
 
 	m := msg("m-1", "k-1", `{}`)
-	res, err := b.in.Process(ctx, m, boom)
+	res, err := b.In.Process(ctx, m, boom)
 	check("Process 1", res, err, inbox.Retry, 1)
-	res, err = b.in.Process(ctx, m, boom)
+	res, err = b.In.Process(ctx, m, boom)
 	check("Process 2", res, err, inbox.DeadLettered, 2)
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" || *r.LastError != "handler panicked: boom" {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-1"); r.Status != "FAILED_FINAL" || *r.LastError != "handler panicked: boom" {
 		t.Fatalf("row %+v", r)
 	}
 
-	tx, err := b.db.Pool.Begin(ctx)
+	tx, err := b.DB.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = b.in.ProcessTx(ctx, tx, msg("m-2", "k-2", `{}`), boom)
+	res, err = b.In.ProcessTx(ctx, tx, msg("m-2", "k-2", `{}`), boom)
 	check("ProcessTx", res, err, inbox.Retry, 1)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	res, err = b.in.ProcessExternal(ctx, msg("m-3", "k-3", `{}`), func(context.Context, inbox.Message, string) (string, error) {
+	res, err = b.In.ProcessExternal(ctx, msg("m-3", "k-3", `{}`), func(context.Context, inbox.Message, string) (string, error) {
 		panic("boom")
 	})
 	check("ProcessExternal", res, err, inbox.Retry, 1)
-	if r := readRow(t, b.db, "billing", "m-3"); r.Status != "FAILED_RETRYABLE" {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-3"); r.Status != "FAILED_RETRYABLE" {
 		t.Fatalf("row %+v", r)
 	}
 }

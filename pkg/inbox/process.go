@@ -221,9 +221,10 @@ func (in *Inbox[TTx]) processSavepoint(ctx context.Context, sp dbdriver.Tx, msg 
 }
 
 // completeTx marks a claimed row COMPLETED. A new row was inserted
-// COMPLETED by the claim; it only needs the result reference.
+// COMPLETED by the claim, and a marked one completed in place; they only
+// need the result reference.
 func (in *core) completeTx(ctx context.Context, tx dbdriver.Tx, c claim, ref string) error {
-	if c.from == "" && ref == "" {
+	if (c.from == "" || c.completed) && ref == "" {
 		return nil
 	}
 	_, err := tx.Exec(ctx, in.queries.complete, in.cfg.Consumer, c.rowID, ref)

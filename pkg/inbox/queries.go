@@ -4,7 +4,7 @@ import "strings"
 
 // queries holds the SQL text for one table, built once in New.
 type queries struct {
-	claim, markAttempt, markDeadLettered, saveRequestRef, extendLease, claimBatch, completeBatch, lookup, takeover, exhaust, complete, completeFenced, failInTx, failFenced, recordFailure string
+	claim, markAttempt, markDeadLettered, saveRequestRef, extendLease, claimBatch, completeBatch, completeMarked, lookup, takeover, exhaust, complete, completeFenced, failInTx, failFenced, recordFailure string
 }
 
 func newQueries(table string) queries {
@@ -51,6 +51,15 @@ func newQueries(table string) queries {
 			attempt_started_at, coalesce(request_ref, '')
 			FROM {T} WHERE consumer = $1 AND (message_id = $2 OR business_key = $3)
 			FOR UPDATE`),
+		// completeMarked is the claim of a message whose attempt
+		// markAttempt counted in a RECEIVED row (of the same ID, key and
+		// payload hash), on the transactional path: like the claim of a new
+		// message it writes the row COMPLETED at once, invisible until the
+		// commit, undone by a rollback. No row comes back when the row
+		// changed meanwhile; the claim then goes the usual way.
+		completeMarked: r.Replace(`UPDATE {T} SET status = 'COMPLETED', locked_until = NULL, completed_at = now(), updated_at = now()
+			WHERE consumer = $1 AND message_id = $2 AND business_key = $3 AND payload_hash = $4 AND status = 'RECEIVED'
+			RETURNING attempts`),
 		// $7 says that markAttempt already counted this attempt.
 		takeover: r.Replace(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + CASE WHEN $7::boolean THEN 0 ELSE 1 END,
 			locked_until = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' END,

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/inboxtest"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loophook"
 )
 
 // statements records the statements a pool sends, one per round trip.
@@ -46,6 +48,24 @@ func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// tracedInbox is an Inbox of consumer billing on b's database, on a pool
+// of its own whose statements trace records.
+func tracedInbox(t *testing.T, b *inboxtest.Bundle) (*inbox.Inbox[pgx.Tx], *statements) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(b.DB.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := &statements{}
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return inboxtest.NewInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)}), trace
+}
+
 func (s *statements) take() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -59,23 +79,12 @@ func (s *statements) take() []string {
 // one round trip, not BEGIN, statement, COMMIT.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := inboxtest.Setup(t, nil)
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(b.db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trace := &statements{}
-	cfg.ConnConfig.Tracer = trace
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	in := newInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	in, trace := tracedInbox(t, b)
 
 	m := msg("m-1", "k-1", `{}`)
-	if res, err := in.Process(ctx, m, effect(m)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, m, inboxtest.Effect(m)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	// BEGIN with the claim, the handler's INSERT, the result reference,
@@ -127,17 +136,17 @@ func TestRoundTrips(t *testing.T) {
 // transaction back and returns the connection to the pool in working order.
 func TestClaimFailureInFirstBatch(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := inboxtest.Setup(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := b.db.Pool.Exec(ctx, `
+	if _, err := b.DB.Pool.Exec(ctx, `
 		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '22023'; END $$;
 		CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW
 		WHEN (NEW.business_key = 'k-refused') EXECUTE FUNCTION refuse();`); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	cfg, err := pgxpool.ParseConfig(b.DB.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,22 +156,76 @@ func TestClaimFailureInFirstBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	in := newInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	in := inboxtest.NewInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
 
 	bad := msg("m-refused", "k-refused", `{}`)
-	_, err = in.Process(ctx, bad, effect(bad))
+	_, err = in.Process(ctx, bad, inboxtest.Effect(bad))
 	if err == nil || !strings.Contains(err.Error(), "22023") {
 		t.Fatalf("Process of a refused claim: %v", err)
 	}
 	// With one connection, a leaked one would block here until ctx ends.
 	good := msg("m-good", "k-good", `{}`)
-	if res, err := in.Process(ctx, good, effect(good)); err != nil || res.Outcome != inbox.Processed {
+	if res, err := in.Process(ctx, good, inboxtest.Effect(good)); err != nil || res.Outcome != inbox.Processed {
 		t.Fatal(res, err)
 	}
 	if st := pool.Stat(); st.NewConnsCount() != 1 || st.AcquiredConns() != 0 {
 		t.Fatalf("pool after the failure: %d connections made, %d acquired", st.NewConnsCount(), st.AcquiredConns())
 	}
-	if n := effects(t, b.db, "k-refused"); n != 0 {
+	if n := inboxtest.Effects(t, b.DB, "k-refused"); n != 0 {
 		t.Fatalf("refused message had %d effects", n)
+	}
+}
+
+// A delivery the consumer loop marks first (one that may repeat an attempt
+// that killed a process) takes three round trips besides the handler's
+// statements: the marker, BEGIN with the claim that completes the marked
+// row in place, and COMMIT; before, the claim's INSERT met the marked row
+// and a lookup, a takeover and a completion followed. Its attempts are
+// counted as before: a failure records the marked attempt, the next
+// delivery counts another, and the row ends COMPLETED at its position.
+func TestMarkedDeliveryRoundTrips(t *testing.T) {
+	t.Parallel()
+	b := inboxtest.Setup(t, nil)
+	ctx := context.Background()
+	in, trace := tracedInbox(t, b)
+	// The consumer loop's entry, which marks the attempt first.
+	loop := loophook.Internals(in).(interface {
+		Process(context.Context, inbox.Message, inbox.TxHandler[pgx.Tx], bool) (inbox.Result, error)
+	})
+	fail := true
+	handler := func(ctx context.Context, tx pgx.Tx, m inbox.Message) (string, error) {
+		if fail {
+			return "", errors.New("not yet")
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1, $2)`, m.BusinessKey, m.ID)
+		return "", err
+	}
+	m := inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{}`), Topic: "t", Partition: 2, Offset: 7}
+	res, err := loop.Process(ctx, m, handler, true)
+	if err != nil || res.Outcome != inbox.Retry || res.Attempts != 1 {
+		t.Fatalf("failed marked delivery: %+v, %v", res, err)
+	}
+	if got := strings.Join(trace.take(), " "); got != "WITH begin+UPDATE rollback INSERT" {
+		t.Errorf("failed marked delivery: %s", got)
+	}
+	fail = false
+	res, err = loop.Process(ctx, m, handler, true)
+	if err != nil || res.Outcome != inbox.Processed || res.Attempts != 2 {
+		t.Fatalf("marked delivery: %+v, %v", res, err)
+	}
+	if got := strings.Join(trace.take(), " "); got != "WITH begin+UPDATE INSERT commit" {
+		t.Errorf("marked delivery: %s", got)
+	}
+	var (
+		status         string
+		attempts, part int
+		off            int64
+	)
+	if err := b.DB.Pool.QueryRow(ctx, `SELECT status, attempts, "partition", "offset" FROM inbox WHERE message_id = 'm-1'`).
+		Scan(&status, &attempts, &part, &off); err != nil {
+		t.Fatal(err)
+	}
+	if status != "COMPLETED" || attempts != 2 || part != 2 || off != 7 {
+		t.Fatalf("row: %s, %d attempts, at %d@%d", status, attempts, part, off)
 	}
 }

@@ -24,7 +24,9 @@
 // deduplicated and is dead-lettered with reason "missing-headers" (never
 // dropped, never processed). A record's offset is marked for commit only
 // after the database commit (or once its dead letter is written) and
-// committed right after, and on a revoke. Each partition has its own
+// committed in the background, at most every 100 ms (so a crash
+// redelivers at most that much more, each a Duplicate), and at once on a
+// revoke and at a graceful stop. Each partition has its own
 // worker, started when the partition is assigned: a message being retried
 // (inbox.Retry, inbox.Busy, database unavailable) holds its partition, in order, while
 // the other partitions proceed: once PartitionQueue records wait behind a

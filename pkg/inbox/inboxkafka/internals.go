@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
-	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loophook"
 )
 
 // internals is what the loop needs of an Inbox beyond its exported API;
@@ -30,15 +29,3 @@ type internals[TTx any] interface {
 	IsRecordError(err error) bool
 	StartDelivery(ctx context.Context, group string, msg *inbox.Message) (context.Context, func(inbox.Result, error))
 }
-
-func init() {
-	loophook.QueueState = func(c any) (held, peak int64, waiting bool) {
-		q := c.(interface{ queueBytes() *queueBytes }).queueBytes()
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.held, q.peak, q.waiting
-	}
-}
-
-// queueBytes is c's byte accounting, for loophook.QueueState.
-func (c *Consumer[TTx]) queueBytes() *queueBytes { return c.queue }

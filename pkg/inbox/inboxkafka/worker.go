@@ -38,10 +38,12 @@ type worker[TTx any] struct {
 	paused   bool // fetching the partition is paused (retrying, queue full)
 
 	// suspect counts the coming messages that may repeat an attempt that
-	// killed a process: the first BatchSize after the worker starts (the
-	// previous owner of the partition had at most one batch in flight past
-	// its committed offset). Those run one at a time, each attempt counted
-	// by markAttempt before it starts (Handler only).
+	// killed a process: the first BatchSize after the worker starts that
+	// were not settled before (the previous owner of the partition settled
+	// its messages in order and had at most one batch in flight; the ones
+	// it settled past its committed offset come back as duplicates and are
+	// not counted). Those run one at a time, each attempt counted by
+	// markAttempt before it starts (Handler only).
 	suspect int
 }
 
@@ -132,8 +134,9 @@ func (w *worker[TTx]) run() {
 				return
 			}
 			mark := w.suspect > 0 && w.c.cfg.Handler != nil
-			w.suspect = max(w.suspect-1, 0)
-			w.handle(ctx, r, mark)
+			if !w.handle(ctx, r, mark) {
+				w.suspect = max(w.suspect-1, 0)
+			}
 			w.inHand.Add(-1)
 			w.c.queue.give(recordBytes(r))
 		}
@@ -208,8 +211,10 @@ const commitTimeout = 30 * time.Second
 // handle settles one message: it returns once the offset is marked for
 // commit, when ctx ends during a retry wait, or after stopping the run on a
 // fatal error. The current attempt itself always finishes, even when ctx
-// ends.
-func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) {
+// ends. settledBefore reports that an earlier delivery had settled the
+// message (a Duplicate, or a FAILED_FINAL message whose dead letter was
+// written).
+func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) (settledBefore bool) {
 	c := w.c
 	km := kafkaRecordOf(r)
 	msg, bad := c.core.MessageFromKafka(km)
@@ -260,7 +265,7 @@ func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) {
 				}
 			}
 			w.settled(r)
-			return
+			return res.Outcome == inbox.Duplicate || res.Reason == inbox.ReasonFailedFinal
 		}
 		// inbox.Retry or Busy: hold the partition and try again after a backoff.
 		if wait == 1 {

@@ -7,7 +7,6 @@ import (
 	"log"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,8 +58,9 @@ func consume(ctx context.Context, r *kafka.Reader, in *inbox.Inbox[pgx.Tx], dlq 
 }
 
 // A service that already runs kafka-go readers hands each message to the
-// inbox through Record. Order 42 is shipped and its redelivery is a
-// Duplicate; order 44 fails for good (inbox.Permanent) and is dead-lettered.
+// inbox through Record. Order 42 is labelled and its redelivery is a
+// Duplicate; order 44 fails for good (inbox.Permanent) and is
+// dead-lettered.
 func Example() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
@@ -69,9 +69,6 @@ func Example() {
 	}
 	defer pool.Close()
 	if _, err := inbox.Migrate(ctx, inbox.Pgx(pool), ""); err != nil {
-		log.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS shipment (order_id text PRIMARY KEY)`); err != nil {
 		log.Fatal(err)
 	}
 	in, err := inbox.New(inbox.Pgx(pool), &inbox.Config{Consumer: "shipping-kafka-go", Logger: slog.New(slog.DiscardHandler)})
@@ -86,20 +83,20 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer broker.Close()
+	order := func(id, key, order string) kafka.Message {
+		return kafka.Message{Key: []byte(order), Value: []byte(`{"order":"` + order + `"}`),
+			Headers: []kafka.Header{{Key: "message-id", Value: []byte(id)}, {Key: "business-key", Value: []byte(key)}}}
+	}
 	transport := &kafka.Transport{}
 	defer transport.CloseIdleConnections()
 	w := &kafka.Writer{Addr: kafka.TCP(broker.ListenAddrs()...), Topic: "outbox.order", Transport: transport,
 		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
-	for _, r := range []struct{ id, key, order string }{
-		{"0193a0b4-7c1e-7d3a-9b1e-000000000042", "order-42-placed", "42"},
-		{"0193a0b4-7c1e-7d3a-9b1e-000000000042", "order-42-placed", "42"}, // a replay
-		{"0193a0b4-7c1e-7d3a-9b1e-000000000044", "order-44-placed", "44"},
-	} {
-		m := kafka.Message{Key: []byte(r.order), Value: []byte(`{"order":"` + r.order + `"}`),
-			Headers: []kafka.Header{{Key: "message-id", Value: []byte(r.id)}, {Key: "business-key", Value: []byte(r.key)}}}
-		if err := w.WriteMessages(ctx, m); err != nil {
-			log.Fatal(err)
-		}
+	if err := w.WriteMessages(ctx,
+		order("0193a0b4-7c1e-7d3a-9b1e-000000000042", "order-42-placed", "42"),
+		order("0193a0b4-7c1e-7d3a-9b1e-000000000042", "order-42-placed", "42"), // a replay
+		order("0193a0b4-7c1e-7d3a-9b1e-000000000044", "order-44-placed", "44"),
+	); err != nil {
+		log.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
 		log.Fatal(err)
@@ -120,29 +117,26 @@ func Example() {
 	})
 	defer reader.Close()
 
-	handle := func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+	// The handler's writes would go in tx, with the claim.
+	label := func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
 		if string(msg.Key) == "44" {
 			return "", inbox.Permanent(errors.New("no such address"))
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO shipment (order_id) VALUES ($1)`, string(msg.Key))
-		return "shipment/" + string(msg.Key), err
+		return "label/" + string(msg.Key), nil
 	}
 	runCtx, stop := context.WithTimeout(ctx, time.Minute) // none lost: no wait
 	defer stop()
-	seen := 0
 	report := func(msg inbox.Message, res inbox.Result) {
-		fmt.Println(strings.TrimSpace(fmt.Sprint(string(msg.Key), " ", res.Outcome, " ", res.ResultRef+res.Reason)))
-		if res.Outcome.Acked() {
-			if seen++; seen == 3 {
-				stop() // every message is settled
-			}
+		fmt.Println(string(msg.Key), res.Outcome, res.ResultRef+res.Reason)
+		if msg.Offset == 2 && res.Outcome.Acked() {
+			stop() // the last record is settled
 		}
 	}
-	if err := consume(runCtx, reader, in, dlq, handle, report); !errors.Is(err, context.Canceled) {
-		log.Fatalf("%d of 3 messages settled: %v", seen, err)
+	if err := consume(runCtx, reader, in, dlq, label, report); !errors.Is(err, context.Canceled) {
+		log.Fatalf("not every message settled: %v", err)
 	}
 	// Output:
-	// 42 processed shipment/42
-	// 42 duplicate shipment/42
+	// 42 processed label/42
+	// 42 duplicate label/42
 	// 44 dead-lettered permanent
 }

@@ -1,11 +1,10 @@
-package inbox_test
+package inboxkafka_test
 
 import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,14 +19,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/inboxtest"
 )
-
-// insertEffect is a consumer handler whose side effect is one row in table
-// effect.
-func insertEffect(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-	_, err := effect(msg)(ctx, tx, msg)
-	return "", err
-}
 
 type seen struct {
 	ID      string
@@ -36,19 +29,18 @@ type seen struct {
 
 func TestConsumerLoop(t *testing.T) {
 	t.Parallel()
-	k, topic := newKafka(t, "payments", 4)
-	group, dlq := k.Topic("billing-group"), k.Topic("billing.dlq")
-	b := setup(t, &inbox.Config{MaxAttempts: 100, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	l := inboxtest.NewLoop(t, "payments", 4, &inbox.Config{MaxAttempts: 100, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	dlq := l.Kafka.Topic("billing.dlq")
 
-	produce(t, k.Brokers, topic,
-		rec{Partition: 0, ID: "a-1", Key: "ka-1", Value: `{"a":1}`},
-		rec{Partition: 0, ID: "a-2", Key: "ka-2", Value: `{"a":2}`},
-		rec{Partition: 1, ID: "b-1", Key: "kb-1", Value: `{"b":1}`},
-		rec{Partition: 1, ID: "b-2", Key: "kb-2", Value: `{"b":2}`},
-		rec{Partition: 1, ID: "b-3", Key: "kb-3", Value: `{"b":3}`},
-		rec{Partition: 2, Key: "kc-1", Value: `{"c":"no id"}`},
-		rec{Partition: 2, ID: "c-2", Key: "kc-2", Value: `{"c":2}`},
-		rec{Partition: 3, ID: "b-1", Key: "kb-1", Value: `{"b":1}`}, // a redelivery of b-1
+	l.Produce(t,
+		inboxtest.Rec{Partition: 0, ID: "a-1", Key: "ka-1", Value: `{"a":1}`},
+		inboxtest.Rec{Partition: 0, ID: "a-2", Key: "ka-2", Value: `{"a":2}`},
+		inboxtest.Rec{Partition: 1, ID: "b-1", Key: "kb-1", Value: `{"b":1}`},
+		inboxtest.Rec{Partition: 1, ID: "b-2", Key: "kb-2", Value: `{"b":2}`},
+		inboxtest.Rec{Partition: 1, ID: "b-3", Key: "kb-3", Value: `{"b":3}`},
+		inboxtest.Rec{Partition: 2, Key: "kc-1", Value: `{"c":"no id"}`},
+		inboxtest.Rec{Partition: 2, ID: "c-2", Key: "kc-2", Value: `{"c":2}`},
+		inboxtest.Rec{Partition: 3, ID: "b-1", Key: "kb-1", Value: `{"b":1}`}, // a redelivery of b-1
 	)
 
 	var (
@@ -76,33 +68,26 @@ func TestConsumerLoop(t *testing.T) {
 		_, err := tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
 		return "", err
 	}
-	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
-		Brokers:         k.Brokers,
-		GroupID:         group,
-		Topics:          []string{topic},
-		Inbox:           b.in,
-		MaxWait:         testMaxWait,
-		Handler:         handler,
-		DeadLetterTopic: dlq,
-		SessionTimeout:  time.Second,
-		OnResult: func(msg inbox.Message, res inbox.Result) {
-			if res.Outcome.Acked() {
-				// Called after the database commit: the offset must not be
-				// committed yet.
-				if off, ok := committedOffsets(t, k.Brokers, group, topic, 4)[msg.Partition]; ok && off > msg.Offset {
-					t.Errorf("offset %d of partition %d committed before the database commit of %s (offset %d)", off, msg.Partition, msg.ID, msg.Offset)
-				}
+	cfg := l.Config()
+	cfg.Handler, cfg.DeadLetterTopic = handler, dlq
+	cfg.OnResult = func(msg inbox.Message, res inbox.Result) {
+		if res.Outcome.Acked() {
+			// Called after the database commit: the offset must not be
+			// committed yet.
+			if off, ok := l.Committed(t, 4)[msg.Partition]; ok && off > msg.Offset {
+				t.Errorf("offset %d of partition %d committed before the database commit of %s (offset %d)", off, msg.Partition, msg.ID, msg.Offset)
 			}
-			if msg.ID == "b-1" || msg.ID == "b-2" || msg.ID == "b-3" {
-				if res.Outcome == inbox.Processed {
-					bDone.Add(1)
-				}
+		}
+		if msg.ID == "b-1" || msg.ID == "b-2" || msg.ID == "b-3" {
+			if res.Outcome == inbox.Processed {
+				bDone.Add(1)
 			}
-			mu.Lock()
-			results = append(results, seen{msg.ID, res.Outcome})
-			mu.Unlock()
-		},
-	}, map[int]int64{0: 2, 1: 3, 2: 2, 3: 1})
+		}
+		mu.Lock()
+		results = append(results, seen{msg.ID, res.Outcome})
+		mu.Unlock()
+	}
+	inboxtest.RunConsumer(t, cfg, map[int]int64{0: 2, 1: 3, 2: 2, 3: 1})
 
 	got := outcomes()
 	order := map[string]int{} // position of the last acked outcome
@@ -132,12 +117,12 @@ func TestConsumerLoop(t *testing.T) {
 	if order["a-2"] < order["a-1"] || order["b-3"] > order["a-1"] {
 		t.Fatalf("order %v", got)
 	}
-	wantEffectOnce(t, b.db, "ka-1", "ka-2", "kb-1", "kb-2", "kb-3")
-	if n := effects(t, b.db, "kc-2"); n != 0 {
+	inboxtest.WantEffectOnce(t, l.DB, "ka-1", "ka-2", "kb-1", "kb-2", "kb-3")
+	if n := inboxtest.Effects(t, l.DB, "kc-2"); n != 0 {
 		t.Fatalf("effect of a dead-lettered message happened %d times", n)
 	}
 
-	recs := deadLetters(t, k.Brokers, dlq, 2)
+	recs := inboxtest.DeadLetters(t, l.Brokers(), dlq, 2)
 	reasons := map[string]testenv.Record{}
 	for _, r := range recs {
 		reason, _ := r.Header("dlq-reason")
@@ -147,7 +132,7 @@ func TestConsumerLoop(t *testing.T) {
 	if !ok || string(perm.Value) != `{"c":2}` {
 		t.Fatalf("dead letters %+v", recs)
 	}
-	for h, want := range map[string]string{"message-id": "c-2", "business-key": "kc-2", "dlq-original-topic": topic,
+	for h, want := range map[string]string{"message-id": "c-2", "business-key": "kc-2", "dlq-original-topic": l.Topic,
 		"dlq-original-partition": "2", "dlq-original-offset": "1", "dlq-consumer": "billing", "dlq-detail": "permanent: bad payload"} {
 		if v, _ := perm.Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
@@ -160,10 +145,10 @@ func TestConsumerLoop(t *testing.T) {
 	if off, _ := missing.Header("dlq-original-offset"); off != "0" {
 		t.Fatalf("missing-headers dead letter offset %q", off)
 	}
-	if v := metricValue(t, b.reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonMissingHeaders); v != 1 {
+	if v := testenv.MetricValue(t, l.Reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonMissingHeaders); v != 1 {
 		t.Fatalf("missing-headers metric %v", v)
 	}
-	if v := metricValue(t, b.reg, "pgoutbox_inbox_message_age_seconds", "", ""); v == 0 {
+	if v := testenv.MetricValue(t, l.Reg, "pgoutbox_inbox_message_age_seconds", "", ""); v == 0 {
 		t.Fatal("message age not observed")
 	}
 }
@@ -175,26 +160,26 @@ func TestConsumerLoop(t *testing.T) {
 func TestConsumerBatchesBacklog(t *testing.T) {
 	t.Parallel()
 	cfg := inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
-	onBothPaths(t, cfg, consumerBatchesBacklog[pgx.Tx], consumerBatchesBacklog[*sql.Tx])
+	inboxtest.OnBothPaths(t, cfg, consumerBatchesBacklog[pgx.Tx], consumerBatchesBacklog[*sql.Tx])
 }
 
-func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
-	k, topic := newKafka(t, "backlog", 2)
+func consumerBatchesBacklog[TTx any](t *testing.T, b *inboxtest.Bundle, p inboxtest.DBPath[TTx]) {
+	k, topic := inboxtest.NewKafka(t, "backlog", 2)
 	group, dlq := k.Topic("backlog-group"), k.Topic("backlog.dlq")
-	var recs []rec
+	var recs []inboxtest.Rec
 	for i := range 40 {
 		p := i % 2
-		recs = append(recs, rec{Partition: p, ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
+		recs = append(recs, inboxtest.Rec{Partition: p, ID: fmt.Sprintf("m-%d", i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf(`{"i":%d}`, i)})
 		switch i {
 		case 3, 30:
 			recs = append(recs, recs[len(recs)-1]) // the same message again
 		case 6:
-			recs = append(recs, rec{Partition: p, ID: "n-6", Key: "k-6", Value: `{"i":6}`}) // new ID, same key and payload
+			recs = append(recs, inboxtest.Rec{Partition: p, ID: "n-6", Key: "k-6", Value: `{"i":6}`}) // new ID, same key and payload
 		case 9:
-			recs = append(recs, rec{Partition: p, ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // a conflict
+			recs = append(recs, inboxtest.Rec{Partition: p, ID: "n-9", Key: "k-9", Value: `{"i":"other"}`}) // a conflict
 		}
 	}
-	produce(t, k.Brokers, topic, recs...)
+	inboxtest.Produce(t, k.Brokers, topic, recs...)
 	want := map[int]int64{}
 	for _, r := range recs {
 		want[r.Partition]++
@@ -206,7 +191,7 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 		flakyOK atomic.Bool
 	)
 	cc := &inboxkafka.Config[TTx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: p.in, MaxWait: testMaxWait,
+		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: p.In, MaxWait: inboxtest.MaxWait,
 		DeadLetterTopic: dlq, SessionTimeout: time.Second, BatchSize: 8, MetricsInterval: 10 * time.Millisecond,
 		Retention: time.Hour,
 		OnResult: func(msg inbox.Message, res inbox.Result) {
@@ -215,13 +200,13 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 			mu.Unlock()
 		},
 	}
-	cc.Handler = p.consumerHandler(func(msg inbox.Message) error {
+	cc.Handler = p.ConsumerHandler(func(msg inbox.Message) error {
 		if msg.ID == "m-12" && !flakyOK.Swap(true) {
 			return errors.New("flaky")
 		}
 		return nil
 	})
-	runConsumer(t, cc, want)
+	inboxtest.RunConsumer(t, cc, want)
 	mu.Lock()
 	defer mu.Unlock()
 	results := 0
@@ -234,16 +219,16 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 		t.Fatalf("outcomes %v over %d records", got, len(recs))
 	}
 	var rows, keys int
-	if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
+	if err := b.DB.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT business_key) FROM effect`).Scan(&rows, &keys); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 40 || keys != 40 {
 		t.Fatalf("effect rows %d for %d keys, want 40 and 40", rows, keys)
 	}
-	if r := readRow(t, b.db, "billing", "m-12"); r.Status != "COMPLETED" || r.Attempts != 2 {
+	if r := inboxtest.ReadRow(t, b.DB, "billing", "m-12"); r.Status != "COMPLETED" || r.Attempts != 2 {
 		t.Fatalf("retried message's row %+v", r)
 	}
-	dl := deadLetters(t, k.Brokers, dlq, 1)
+	dl := inboxtest.DeadLetters(t, k.Brokers, dlq, 1)
 	if reason, _ := dl[0].Header("dlq-reason"); reason != inbox.ReasonConflict {
 		t.Fatalf("dead letters %+v", dl)
 	}
@@ -253,18 +238,14 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *bundle, p dbPath[TTx]) {
 // the record, and its offset stays uncommitted: never a silent ack.
 func TestConsumerStopsOnConflict(t *testing.T) {
 	t.Parallel()
-	k, topic := newKafka(t, "conflicts", 1)
-	group := k.Topic("conflict-group")
-	b := setup(t, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
-	produce(t, k.Brokers, topic,
-		rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
-		rec{ID: "m-1", Key: "k-2", Value: `{"v":1}`},
-		rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
+	l := inboxtest.NewLoop(t, "conflicts", 1, &inbox.Config{ConflictPolicy: inbox.ConflictPolicyStop})
+	l.Produce(t,
+		inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},
+		inboxtest.Rec{ID: "m-1", Key: "k-2", Value: `{"v":1}`},
+		inboxtest.Rec{ID: "m-3", Key: "k-3", Value: `{"v":3}`},
 	)
-	c, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait, SessionTimeout: time.Second,
-		Handler: insertEffect,
-	})
+	cfg := l.Config()
+	c, err := inboxkafka.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,13 +254,13 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 	err = c.Run(ctx)
 	var cerr *inbox.ConflictError
 	if !errors.Is(err, inbox.ErrConflict) || !errors.As(err, &cerr) || cerr.StoredBusinessKey != "k-1" ||
-		!strings.Contains(err.Error(), "record "+topic+"/0@1") {
-		t.Fatalf("Run = %v, want a conflict with k-1 at %s/0@1", err, topic)
+		!strings.Contains(err.Error(), "record "+l.Topic+"/0@1") {
+		t.Fatalf("Run = %v, want a conflict with k-1 at %s/0@1", err, l.Topic)
 	}
-	if off := committedOffsets(t, k.Brokers, group, topic, 1)[0]; off != 1 {
+	if off := l.Committed(t, 1)[0]; off != 1 {
 		t.Fatalf("committed offset %d, want 1 (the conflict not acknowledged)", off)
 	}
-	if effects(t, b.db, "k-3") != 0 {
+	if inboxtest.Effects(t, l.DB, "k-3") != 0 {
 		t.Fatal("a message after the conflict was processed")
 	}
 }
@@ -289,26 +270,24 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 // writing a second dead letter.
 func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	t.Parallel()
-	k, topic := newKafka(t, "limit", 1)
-	group, dlq := k.Topic("limit-group"), k.Topic("limit.dlq")
-	b := setup(t, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
+	l := inboxtest.NewLoop(t, "limit", 1, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
+	dlq := l.Kafka.Topic("limit.dlq")
 	var calls atomic.Int32
 	run := func(wantOffset int64) {
 		t.Helper()
-		runConsumer(t, &inboxkafka.Config[pgx.Tx]{
-			Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
-			DeadLetterTopic: dlq, SessionTimeout: time.Second,
-			Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-				if msg.ID == "m-1" {
-					calls.Add(1)
-					_, _ = tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
-					return "", errors.New("ledger locked")
-				}
-				return "", nil
-			},
-		}, map[int]int64{0: wantOffset})
+		cfg := l.Config()
+		cfg.DeadLetterTopic = dlq
+		cfg.Handler = func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+			if msg.ID == "m-1" {
+				calls.Add(1)
+				_, _ = tx.Exec(ctx, `INSERT INTO effect (business_key, message_id) VALUES ($1, $2)`, msg.BusinessKey, msg.ID)
+				return "", errors.New("ledger locked")
+			}
+			return "", nil
+		}
+		inboxtest.RunConsumer(t, cfg, map[int]int64{0: wantOffset})
 	}
-	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
+	l.Produce(t, inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, inboxtest.Rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
 	run(2)
 	// Three counted attempts; m-1 and m-2 may first have been tried as one
 	// batch, rolled back without counting.
@@ -316,13 +295,13 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	if calledBefore != 3 && calledBefore != 4 {
 		t.Fatalf("handler ran %d times, want 3 attempts (+1 batch try)", calledBefore)
 	}
-	if r := readRow(t, b.db, "billing", "m-1"); r.Status != "FAILED_FINAL" || r.Attempts != 3 || *r.LastError != "ledger locked" {
+	if r := inboxtest.ReadRow(t, l.DB, "billing", "m-1"); r.Status != "FAILED_FINAL" || r.Attempts != 3 || *r.LastError != "ledger locked" {
 		t.Fatalf("row %+v", r)
 	}
-	if effects(t, b.db, "k-1") != 0 {
+	if inboxtest.Effects(t, l.DB, "k-1") != 0 {
 		t.Fatal("writes of a failed handler survived")
 	}
-	recs := testenv.MustReadTopic(t, k.Brokers, dlq)
+	recs := testenv.MustReadTopic(t, l.Brokers(), dlq)
 	if len(recs) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(recs))
 	}
@@ -333,12 +312,12 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	}
 
 	// The relay re-publishes m-1.
-	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`})
+	l.Produce(t, inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`})
 	run(3)
 	if n := calls.Load(); n != calledBefore {
 		t.Fatalf("handler ran again for a FAILED_FINAL message (%d calls)", n)
 	}
-	if recs := testenv.MustReadTopic(t, k.Brokers, dlq); len(recs) != 1 {
+	if recs := testenv.MustReadTopic(t, l.Brokers(), dlq); len(recs) != 1 {
 		t.Fatalf("%d dead letters after the redelivery, want 1", len(recs))
 	}
 }
@@ -347,24 +326,22 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 // headers, and every partition keeps going, the conflict's own included.
 func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 	t.Parallel()
-	k, topic := newKafka(t, "conflicts", 2)
-	group, dlq := k.Topic("conflict-group"), k.Topic("conflict.dlq")
-	b := setup(t, nil)
-	produce(t, k.Brokers, topic,
-		rec{Partition: 0, ID: "m-1", Key: "k-1", Value: `{"v":1,"at":"10:00"}`},
+	l := inboxtest.NewLoop(t, "conflicts", 2, nil)
+	dlq := l.Kafka.Topic("conflict.dlq")
+	l.Produce(t,
+		inboxtest.Rec{Partition: 0, ID: "m-1", Key: "k-1", Value: `{"v":1,"at":"10:00"}`},
 		// A producer retry with a new ID and a fresh timestamp.
-		rec{Partition: 0, ID: "m-1b", Key: "k-1", Value: `{"v":1,"at":"10:05"}`},
-		rec{Partition: 0, ID: "m-2", Key: "k-2", Value: `{"v":2}`},
-		rec{Partition: 1, ID: "m-3", Key: "k-3", Value: `{"v":3}`},
-		rec{Partition: 1, ID: "m-3", Key: "k-3-other", Value: `{"v":3}`}, // message ID reused
-		rec{Partition: 1, ID: "m-4", Key: "k-4", Value: `{"v":4}`},
+		inboxtest.Rec{Partition: 0, ID: "m-1b", Key: "k-1", Value: `{"v":1,"at":"10:05"}`},
+		inboxtest.Rec{Partition: 0, ID: "m-2", Key: "k-2", Value: `{"v":2}`},
+		inboxtest.Rec{Partition: 1, ID: "m-3", Key: "k-3", Value: `{"v":3}`},
+		inboxtest.Rec{Partition: 1, ID: "m-3", Key: "k-3-other", Value: `{"v":3}`}, // message ID reused
+		inboxtest.Rec{Partition: 1, ID: "m-4", Key: "k-4", Value: `{"v":4}`},
 	)
-	runConsumer(t, &inboxkafka.Config[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
-		DeadLetterTopic: dlq, SessionTimeout: time.Second, Handler: insertEffect,
-	}, map[int]int64{0: 3, 1: 3})
-	wantEffectOnce(t, b.db, "k-1", "k-2", "k-3", "k-4")
-	recs := deadLetters(t, k.Brokers, dlq, 2)
+	cfg := l.Config()
+	cfg.DeadLetterTopic = dlq
+	inboxtest.RunConsumer(t, cfg, map[int]int64{0: 3, 1: 3})
+	inboxtest.WantEffectOnce(t, l.DB, "k-1", "k-2", "k-3", "k-4")
+	recs := inboxtest.DeadLetters(t, l.Brokers(), dlq, 2)
 	byID := map[string]testenv.Record{}
 	for _, r := range recs {
 		id, _ := r.Header("message-id")
@@ -394,57 +371,26 @@ func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 	}
 }
 
-// A PayloadHash over the stable fields makes a re-emitted event with a new
-// timestamp a duplicate instead of a conflict.
-func TestPayloadHashOfStableFields(t *testing.T) {
-	t.Parallel()
-	stable := func(m *inbox.Message) []byte {
-		var p struct {
-			V int `json:"v"`
-		}
-		if json.Unmarshal(m.Payload, &p) != nil {
-			return inbox.SHA256Payload(m)
-		}
-		h := sha256.Sum256(fmt.Appendf(nil, "v=%d", p.V))
-		return h[:]
-	}
-	b := setup(t, &inbox.Config{PayloadHash: stable})
-	ctx := context.Background()
-	first := inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{"v":1,"at":"10:00"}`)}
-	if res, err := b.in.Process(ctx, first, effect(first)); err != nil || res.Outcome != inbox.Processed {
-		t.Fatalf("first: %+v, %v", res, err)
-	}
-	retry := inbox.Message{ID: "m-1b", BusinessKey: "k-1", Payload: []byte(`{"v":1,"at":"10:05"}`)}
-	if res, err := b.in.Process(ctx, retry, effect(retry)); err != nil || res.Outcome != inbox.Duplicate {
-		t.Fatalf("re-emitted with a new timestamp: %+v, %v", res, err)
-	}
-	other := inbox.Message{ID: "m-1c", BusinessKey: "k-1", Payload: []byte(`{"v":2,"at":"10:05"}`)}
-	if res, err := b.in.Process(ctx, other, effect(other)); err != nil || res.Reason != inbox.ReasonConflict {
-		t.Fatalf("another amount: %+v, %v", res, err)
-	}
-}
-
 // With Retention set the consumer loop purges old COMPLETED rows itself and
 // keeps FAILED_FINAL ones.
 func TestConsumerPurgesOnSchedule(t *testing.T) {
 	t.Parallel()
-	k, topic := newKafka(t, "retained", 1)
-	b := setup(t, nil)
+	l := inboxtest.NewLoop(t, "retained", 1, nil)
 	ctx := context.Background()
-	if _, err := b.db.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,
+	if _, err := l.DB.Pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, business_key, payload_hash, status, attempts,
 			updated_at, completed_at)
 		VALUES ('billing', 'old', 'k-old', '\x00', 'COMPLETED', 1, now() - interval '2 days', now() - interval '2 days'),
 		       ('billing', 'failed', 'k-failed', '\x00', 'FAILED_FINAL', 5, now() - interval '2 days', NULL),
 		       ('other', 'old', 'k-old', '\x00', 'COMPLETED', 1, now() - interval '2 days', now() - interval '2 days')`); err != nil {
 		t.Fatal(err)
 	}
-	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: "k-1", Value: `{}`})
-	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: k.Topic("retained-group"), Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
-		SessionTimeout: time.Second, Handler: insertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
+	l.Produce(t, inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{}`})
+	rc := inboxtest.StartConsumer(t, &inboxkafka.Config[pgx.Tx]{
+		Brokers: l.Brokers(), GroupID: l.Kafka.Topic("retained-group"), Topics: []string{l.Topic}, Inbox: l.In, MaxWait: inboxtest.MaxWait,
+		SessionTimeout: time.Second, Handler: inboxtest.InsertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
 	})
 	left := func() []string {
-		rows, err := b.db.Pool.Query(ctx, `SELECT consumer || '/' || message_id FROM inbox ORDER BY 1`)
+		rows, err := l.DB.Pool.Query(ctx, `SELECT consumer || '/' || message_id FROM inbox ORDER BY 1`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,7 +404,7 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		ids := left()
 		return len(ids) == 3 && ids[1] == "billing/m-1", nil
 	})
-	rc.stop(t)
+	rc.Stop(t)
 	if ids := left(); ids[0] != "billing/failed" || ids[2] != "other/old" {
 		t.Fatalf("rows left %v", ids)
 	}

@@ -1,4 +1,4 @@
-package inbox_test
+package inboxkafka_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
-	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/inboxtest"
 )
 
 // A long business key (personal data) and a handler error that quotes a URL
@@ -29,27 +29,25 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 	}
 	var logs testenv.SyncBuffer
 	tokenParam := regexp.MustCompile(`token=[^&\s]*`)
-	k, topic := newKafka(t, "pii", 1)
-	group, dlq := k.Topic("pii-group"), k.Topic("pii.dlq")
-	b := setup(t, &inbox.Config{
+	l := inboxtest.NewLoop(t, "pii", 1, &inbox.Config{
 		MaxAttempts: 2, Backoff: func(int) time.Duration { return time.Millisecond },
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		ErrorRedactor: func(err error) string {
 			return tokenParam.ReplaceAllString(err.Error(), "token=REDACTED")
 		},
 	})
-	rc := startConsumer(t, &inboxkafka.Config[pgx.Tx]{
-		Brokers: k.Brokers, GroupID: group, Topics: []string{topic}, Inbox: b.in, MaxWait: testMaxWait,
-		DeadLetterTopic: dlq, SessionTimeout: time.Second,
-		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-			return "", errors.New(`POST https://api.example.com/v1/charge?token=` + token + `: 502 Bad Gateway`)
-		},
-	})
-	produce(t, k.Brokers, topic, rec{ID: "m-1", Key: key, Value: `{"v":1}`})
-	recs := testenv.WaitForRecords(t, k.Brokers, dlq, 1, time.Minute)
-	rc.stop(t)
+	dlq := l.Kafka.Topic("pii.dlq")
+	cfg := l.Config()
+	cfg.DeadLetterTopic = dlq
+	cfg.Handler = func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+		return "", errors.New(`POST https://api.example.com/v1/charge?token=` + token + `: 502 Bad Gateway`)
+	}
+	rc := inboxtest.StartConsumer(t, cfg)
+	l.Produce(t, inboxtest.Rec{ID: "m-1", Key: key, Value: `{"v":1}`})
+	recs := testenv.WaitForRecords(t, l.Brokers(), dlq, 1, time.Minute)
+	rc.Stop(t)
 
-	r := readRow(t, b.db, "billing", "m-1")
+	r := inboxtest.ReadRow(t, l.DB, "billing", "m-1")
 	if r.LastError == nil || !strings.Contains(*r.LastError, "token=REDACTED") || strings.Contains(*r.LastError, token) {
 		t.Fatalf("last_error %v, want the redacted text", r.LastError)
 	}
@@ -65,21 +63,5 @@ func TestKeysAndErrorsRedacted(t *testing.T) {
 	}
 	if !strings.Contains(out, `business_key="cust…(201 B, #`) {
 		t.Fatalf("logs do not show the shortened business key:\n%s", out)
-	}
-}
-
-// A handler error is bounded in last_error.
-func TestLongErrorBounded(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	long := strings.Repeat("é", 4000) // 8,000 bytes
-	_, err := b.in.Process(context.Background(), inbox.Message{ID: "m-1", BusinessKey: "k-1", Payload: []byte(`{}`)},
-		func(ctx context.Context, tx pgx.Tx, _ inbox.Message) (string, error) { return "", errors.New(long) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := readRow(t, b.db, "billing", "m-1")
-	if r.LastError == nil || len(*r.LastError) > inbox.MaxErrorText || !strings.HasSuffix(*r.LastError, "(8000 bytes in all)") {
-		t.Fatalf("last_error of %d bytes: %.80q…, want at most %d bytes ending with the full length", len(*r.LastError), *r.LastError, inbox.MaxErrorText)
 	}
 }

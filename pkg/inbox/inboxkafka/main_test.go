@@ -1,0 +1,14 @@
+package inboxkafka_test
+
+import (
+	"testing"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if crashChildMain() {
+		return
+	}
+	testenv.Main(m)
+}

@@ -45,7 +45,7 @@ func runCommand(sc *scrubber) *cli.Command {
 			"with its own relay, slot, leader election and metrics (label source); per-source flags then\n" +
 			"belong in the file. SIGHUP reloads it; with spread: replicas running one file share the\n" +
 			"sources out through a Kafka consumer group. See docs/fleet.md.",
-		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag()),
+		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag(), fleetBufferFlag()),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	}
 }
@@ -60,6 +60,9 @@ func configFlag() cli.Flag {
 func runAction(c *cli.Context, sc *scrubber) error {
 	if c.String(flagConfig) != "" {
 		return fleetAction(c, sc)
+	}
+	if c.IsSet(flagFleetBuffer) {
+		return usagef("--%s (%s) is a fleet's budget: it needs --%s; a single relay's is --%s", flagFleetBuffer, envName(flagFleetBuffer), flagConfig, flagBufferBytes)
 	}
 	cfg, err := streamConfig(c, sc, streamingConfig)
 	if err != nil {

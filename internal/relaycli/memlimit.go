@@ -10,13 +10,14 @@ import (
 // memoryLimit is the soft memory limit `relay run` gives the Go runtime
 // for a buffer of bufferBytes: the buffer (the records queued or being
 // written) and a quarter as much again for the garbage of those already
-// written, plus 20 MiB for the runtime, the decoder and the Kafka client's
+// written, plus 16 MiB for the runtime, the decoder and the Kafka client's
 // (franz-go's) produce request, about one record batch, and connection
-// buffers. Without it the heap grows to about twice its live size between
+// buffers (a heap of ~31 MB at most in a drain of 100 KB rows at the
+// default 16 MiB; docs/benchmarks.md has the figures). Without it the heap grows to about twice its live size between
 // two collections, which with large records is most of the process's
 // memory.
 func memoryLimit(bufferBytes int) int64 {
-	return int64(bufferBytes)*5/4 + 20<<20
+	return int64(bufferBytes)*5/4 + 16<<20
 }
 
 // verifyMemoryLimit is the soft memory limit `relay verify` gives the Go

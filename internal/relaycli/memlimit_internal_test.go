@@ -7,17 +7,17 @@ import (
 	"testing"
 )
 
-// The soft memory limits: 1.25 × the buffer + 20 MiB for a lone relay (40
+// The soft memory limits: 1.25 × the buffer + 16 MiB for a lone relay (36
 // MiB at the default 16 MiB), plus 2 MiB a source for a fleet's budget.
 func TestMemoryLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		got, want int64
 	}{
-		{"relay run default", memoryLimit(16 << 20), 40 << 20},
-		{"relay run 64 MiB", memoryLimit(64 << 20), 100 << 20},
-		{"fleet of 1", fleetMemoryLimit(16<<20, 1), 42 << 20},
-		{"fleet of 50, 64 MiB", fleetMemoryLimit(64<<20, 50), 200 << 20},
+		{"relay run default", memoryLimit(16 << 20), 36 << 20},
+		{"relay run 64 MiB", memoryLimit(64 << 20), 96 << 20},
+		{"fleet of 1", fleetMemoryLimit(16<<20, 1), 38 << 20},
+		{"fleet of 50, 64 MiB", fleetMemoryLimit(64<<20, 50), 196 << 20},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %d MiB, want %d MiB", tc.name, tc.got>>20, tc.want>>20)

@@ -80,7 +80,7 @@ type Config struct {
 	// updates. A record larger than BufferBytes passes alone. The
 	// process's peak memory stays under about twice this plus 40 MiB
 	// (`relay run` sets the Go soft memory limit to 1.25 × BufferBytes +
-	// 20 MiB unless GOMEMLIMIT is set; see docs/kafka.md). With
+	// 16 MiB unless GOMEMLIMIT is set; see docs/kafka.md). With
 	// SharedBuffer, it caps this relay's share of it. Defaults to 16 MiB.
 	BufferBytes int
 	// SharedBuffer, when set, is a byte budget this relay shares with the

@@ -33,8 +33,8 @@ func verifyMemoryLimit(maxInMemory int) int64 {
 
 // perSourceMemory is what a fleet's source adds to the process beside its
 // share of the buffer: its replication and Kafka connections, goroutines,
-// decoder and metrics (an idle source adds about 0.8 MiB of RSS; see
-// docs/fleet.md), with room for the garbage of a busy one.
+// decoder and metrics (a source adds about 0.5 MiB of RSS idle, 0.8 MiB
+// under load; see docs/fleet.md), with room for the garbage of a busy one.
 const perSourceMemory = 2 << 20
 
 // fleetMemoryLimit is the soft memory limit of `relay run --config` for a

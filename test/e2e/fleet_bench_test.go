@@ -93,18 +93,22 @@ func BenchmarkFleetDrain(b *testing.B) {
 	from, to := strings.Index(string(full), "  - name: s00\n"), strings.Index(string(full), "  - name: s01\n")
 	idle := string(full[:from]) + string(full[to:])
 	for range b.N {
-		var lone, fleet []float64
+		var lone, fleet, loneCPU, fleetCPU []float64
 		for range rounds {
 			fillBacklog(b, busy, backlog)
-			lone = append(lone, drainRate(b, bin, backlog, "", "run", "--database-url", busy.URL, "--slot", busy.Name,
-				"--publication", "pub_fleet", "--brokers", kafka.Brokers[0], "--topic-template", topics))
+			rate, cpu := drainRate(b, bin, backlog, "", "run", "--database-url", busy.URL, "--slot", busy.Name,
+				"--publication", "pub_fleet", "--brokers", kafka.Brokers[0], "--topic-template", topics)
+			lone, loneCPU = append(lone, rate), append(loneCPU, cpu)
 			fillBacklog(b, busy, backlog)
-			fleet = append(fleet, fleetDrainRate(b, bin, path, string(full), idle, dbs, backlog))
+			rate, cpu = fleetDrainRate(b, bin, path, string(full), idle, dbs, backlog)
+			fleet, fleetCPU = append(fleet, rate), append(fleetCPU, cpu)
 		}
-		b.Logf("rows/s lone %v, fleet of %d %v", lone, sources, fleet)
+		b.Logf("rows/s lone %v, fleet of %d %v; CPU s per 1k rows lone %v, fleet %v", lone, sources, fleet, loneCPU, fleetCPU)
 		b.ReportMetric(median(lone), "rows/s-lone")
 		b.ReportMetric(median(fleet), "rows/s-fleet")
 		b.ReportMetric(median(fleet)/median(lone), "fleet/lone")
+		b.ReportMetric(median(loneCPU), "cpu-s/1k-lone")
+		b.ReportMetric(median(fleetCPU), "cpu-s/1k-fleet")
 	}
 }
 
@@ -200,9 +204,9 @@ func fillBacklog(b *testing.B, db *testenv.DB, rows int) {
 
 // drainRate starts the relay with args and a metrics endpoint, waits until
 // the events_published_total samples matching labels add up to rows, stops
-// the relay and returns rows a second, timed from the first published
-// event (so the start-up of the fleet's other sources is not counted).
-func drainRate(b *testing.B, bin string, rows int, labels string, args ...string) float64 {
+// the relay and returns rows a second and the process's CPU seconds per
+// 1k rows, both from the first published event.
+func drainRate(b *testing.B, bin string, rows int, labels string, args ...string) (float64, float64) {
 	p := probe{freeAddr(b), &http.Client{Timeout: 5 * time.Second}}
 	proc := startRelay(b, bin, relayLog(b), append(args, "--metrics-addr", p.addr)...)
 	return drained(b, p, proc, rows, labels)
@@ -212,8 +216,8 @@ func drainRate(b *testing.B, bin string, rows int, labels string, args ...string
 // file without the busy source, dbs[0]), waits until its idle sources
 // stream and their slots confirmed the server's WAL as it is now, writes
 // full in its place and reloads (SIGHUP), and returns the busy source
-// s00's drain rate of rows, as drainRate.
-func fleetDrainRate(b *testing.B, bin, path, full, idle string, dbs []*testenv.DB, rows int) float64 {
+// s00's drain rate of rows and the process's CPU, as drainRate.
+func fleetDrainRate(b *testing.B, bin, path, full, idle string, dbs []*testenv.DB, rows int) (float64, float64) {
 	if err := os.WriteFile(path, []byte(idle), 0o600); err != nil {
 		b.Fatal(err)
 	}
@@ -247,18 +251,20 @@ func fleetDrainRate(b *testing.B, bin, path, full, idle string, dbs []*testenv.D
 
 // drained waits until proc, probed at p, has published rows events (the
 // samples of events_published_total matching labels), stops it and
-// returns rows a second from its first published event.
-func drained(b *testing.B, p probe, proc *relayProc, rows int, labels string) float64 {
+// returns rows a second and its CPU seconds per 1k rows, from its first
+// published event (a fleet's CPU includes its idle sources').
+func drained(b *testing.B, p probe, proc *relayProc, rows int, labels string) (float64, float64) {
 	var first, last time.Time
+	var cpu time.Duration
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		v, _ := p.metric("pgoutbox_relay_events_published_total", labels)
 		now := time.Now()
 		if v > 0 && first.IsZero() {
-			first = now
+			first, cpu = now, procCPU(b, proc.cmd.Process.Pid)
 		}
 		if int(v) >= rows {
-			last = now
+			last, cpu = now, procCPU(b, proc.cmd.Process.Pid)-cpu
 			break
 		}
 		if now.After(deadline) || proc.exited() {
@@ -269,7 +275,7 @@ func drained(b *testing.B, p probe, proc *relayProc, rows int, labels string) fl
 	if code := proc.stop(time.Minute); code != 0 {
 		b.Fatalf("relay exit code %d", code)
 	}
-	return float64(rows) / last.Sub(first).Seconds()
+	return float64(rows) / last.Sub(first).Seconds(), cpu.Seconds() / float64(rows) * 1000
 }
 
 // median is the middle value of xs (the mean of the two middle ones for

@@ -21,6 +21,10 @@ const (
 	// value and headers' bytes, for the batch limit of a topic whose
 	// max.message.bytes cannot be read.
 	recordOverhead = 4096
+	// requestOverhead is what a produce request adds to its record
+	// batches (header, client ID, transactional ID, topic and partition
+	// prefixes), with room to spare.
+	requestOverhead = 16 << 10
 	// maxTopics bounds the topics whose limit is kept; past it the cache
 	// starts afresh (kgo reads the limit once per partition anyway).
 	maxTopics = 4096
@@ -48,6 +52,18 @@ func (l *topicLimits) batchMax(topic string) int32 {
 		return n
 	}
 	return l.def
+}
+
+// writeMax is kgo's BrokerMaxWriteBytes: the default batch limit (the
+// largest record the caller sends, with its overhead) plus a request's
+// overhead. kgo cuts a topic's batches under the lower of the topic's
+// limit and this less the request's overhead, so every record up to
+// MaxMessageBytes still fits in a batch of its own, and a request holds
+// one batch of a topic whose limit is higher, or a few smaller ones: its
+// buffer, which kgo keeps in a pool, stays near one batch (a request of
+// every partition's batches was ~2.5 MB at 5,000 small records).
+func (l *topicLimits) writeMax() int32 {
+	return min(l.def, maxBatchBytes-requestOverhead) + requestOverhead
 }
 
 // learn reads topic's limit from the cluster, once: the topic's

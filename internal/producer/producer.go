@@ -109,6 +109,10 @@ func New(cfg Config) (*Producer, error) {
 		kgo.MaxBufferedRecords(math.MaxInt32),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2, as the Java client
 		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
+		// A produce request holds about one record batch (see writeMax),
+		// not every partition's: kgo builds a request in one buffer,
+		// which kept the size of the largest request it ever wrote.
+		kgo.BrokerMaxWriteBytes(p.limits.writeMax()),
 		kgo.ProducerBatchCompression(codec),
 		kgo.WithLogger(&logger{log: cfg.Logger}),
 		kgo.DisableClientMetrics(),

@@ -119,6 +119,48 @@ func TestProduceLargeCall(t *testing.T) {
 	}
 }
 
+// writeSizes records the size of every produce request written.
+type writeSizes struct{ largest atomic.Int64 }
+
+func (w *writeSizes) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, _ error) {
+	if key == int16(kmsg.Produce) && int64(n) > w.largest.Load() {
+		w.largest.Store(int64(n))
+	}
+}
+
+// A produce request holds about one record batch, not one batch of every
+// partition (kgo builds a request in one pooled buffer, which stayed the
+// size of the largest request), and a record of MaxMessageBytes still
+// goes out in a batch of its own.
+func TestProduceRequestsHoldOneBatch(t *testing.T) {
+	t.Parallel()
+	const maxMessage = 100_000
+	k := testenv.NewKafka(t, kfake.SeedTopics(8, "t"))
+	sizes := &writeSizes{}
+	p := newProducer(t, k, func(c *producer.Config) {
+		c.MaxMessageBytes = maxMessage
+		c.MaxBufferedBytes = 64 << 20
+		c.Hooks = []kgo.Hook{sizes}
+	})
+	recs := make([]*kgo.Record, 2000)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "t", Key: []byte(strconv.Itoa(i)), Value: make([]byte, 1000)}
+	}
+	big := maxMessage - 100
+	recs = append(recs, &kgo.Record{Topic: "t", Key: []byte("big"), Value: make([]byte, big)})
+	for i, err := range produce(t, p, recs...) {
+		if err != nil {
+			t.Fatalf("record %d of %d: %v", i, len(recs), err)
+		}
+	}
+	// The topic's limit (kfake: 1 MiB) is above MaxMessageBytes: batches
+	// are cut at the request's limit, MaxMessageBytes and 4 KiB of record
+	// overhead, plus 16 KiB for the request.
+	if limit := int64(maxMessage + 4096 + 16<<10); sizes.largest.Load() > limit || sizes.largest.Load() < int64(big) {
+		t.Errorf("largest produce request %d bytes, want %d to %d (2 MB of records in 8 partitions)", sizes.largest.Load(), big, limit)
+	}
+}
+
 // A broker answering NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT and
 // NOT_ENOUGH_REPLICAS to produce requests mid-stream costs neither a
 // record nor the order of a partition: the client retries, and the

@@ -16,4 +16,9 @@
 // not multiply the relay's memory. While they are full the reader still
 // sends status updates, so a slow broker never makes the server drop the
 // connection.
+//
+// The budget is a session's share of a Shared budget: a buffer of its own
+// for a lone relay, or one budget for all the sources of a fleet (relay run
+// --config --fleet-buffer-bytes), shared out with a floor for each session
+// and loans of the rest (see Shared).
 package queue

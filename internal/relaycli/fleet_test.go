@@ -188,6 +188,21 @@ func TestFleetRefusesSourceFlags(t *testing.T) {
 	wantOneErrorLine(t, r.stderr, "--config", "--slot", "move")
 }
 
+// --fleet-buffer-bytes is a fleet's: a single relay refuses it, and a
+// fleet a budget of nothing.
+func TestFleetBufferNeedsConfig(t *testing.T) {
+	r := cli(t, "run", "--database-url", "postgres://u@db/a", "--brokers", "k:9092", "--fleet-buffer-bytes", "64MiB")
+	wantCode(t, r, relaycli.ExitUsage)
+	wantOneErrorLine(t, r.stderr, "--fleet-buffer-bytes", "--config", "--buffer-bytes")
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte("sources:\n  - name: a\n    database-url: postgres://u@db/a\n    brokers: [k:9092]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, "run", "--config", path, "--fleet-buffer-bytes", "0")
+	wantCode(t, r, relaycli.ExitUsage)
+	wantOneErrorLine(t, r.stderr, "--fleet-buffer-bytes 0")
+}
+
 // replica is one relay run --config process of a spread test, in-process.
 type replica struct {
 	base   string
@@ -369,15 +384,28 @@ func TestFleetStatus(t *testing.T) {
 	rep.stop(t)
 }
 
+// bufferBytes reads the shared buffer's size in /status.
+func bufferBytes(t *testing.T, base string) int64 {
+	t.Helper()
+	code, body := get(t, base+"/status")
+	var st struct{ Buffer struct{ Bytes, Used int64 } }
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+		t.Fatalf("/status: %d %s", code, body)
+	}
+	return st.Buffer.Bytes
+}
+
 // A changed fleet file is reloaded without a signal (a Secret volume is
 // updated in place), and --instance-id, a process setting, reaches every
-// source's records.
+// source's records. The sources share one buffer of --fleet-buffer-bytes,
+// or of their --buffer-bytes together when that is less, resized at the
+// reload.
 func TestFleetReloadsAChangedFile(t *testing.T) {
 	defer relaycli.SetConfigPollInterval(100 * time.Millisecond)()
 	kafka := testenv.NewKafka(t)
 	a, aEntry := fleetSource(t, "alpha")
 	b, bEntry := fleetSource(t, "beta")
-	head := fmt.Sprintf("defaults:\n  brokers: [%s]\n  batch-timeout: 1ms\nsources:\n", kafka.Brokers[0])
+	head := fmt.Sprintf("defaults:\n  brokers: [%s]\n  batch-timeout: 1ms\n  buffer-bytes: 2MiB\nsources:\n", kafka.Brokers[0])
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
 	if err := os.WriteFile(path, []byte(head+aEntry), 0o600); err != nil {
 		t.Fatal(err)
@@ -388,11 +416,15 @@ func TestFleetReloadsAChangedFile(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--instance-id", "pod-7"}, &stdout, &stderr)
+		relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--instance-id", "pod-7",
+			"--fleet-buffer-bytes", "3MiB"}, &stdout, &stderr)
 	}()
 	defer func() { cancel(); <-done }()
 	base := "http://" + metricsAddr(t, &stderr, done)
 	waitReady(t, base+"/readyz?source=alpha", &stderr)
+	if got := bufferBytes(t, base); got != 2<<20 {
+		t.Errorf("shared buffer of one source of 2 MiB: %d bytes, want 2 MiB", got)
+	}
 
 	// Written elsewhere and renamed into place, as the kubelet does.
 	tmp := path + ".new"
@@ -403,6 +435,9 @@ func TestFleetReloadsAChangedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, base+"/readyz?source=beta", &stderr)
+	if got := bufferBytes(t, base); got != 3<<20 {
+		t.Errorf("shared buffer of two sources of 2 MiB: %d bytes, want --fleet-buffer-bytes 3 MiB", got)
+	}
 	insert(t, a, "alpha", "a-1")
 	insert(t, b, "beta", "b-1")
 	for _, topic := range []string{"outbox.alpha", "outbox.beta"} {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -65,14 +66,15 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	if err != nil {
 		return err
 	}
-	buffers := 0
-	for _, s := range fc.Sources {
-		buffers += s.Config.BufferBytes
+	budget := cliutil.SizeFlagValue(c, flagFleetBuffer)
+	if budget <= 0 {
+		return usagef("--%s %d: want a positive size", flagFleetBuffer, budget)
 	}
-	setMemoryLimit(memoryLimit(buffers), "the sources' --buffer-bytes", logger)
 
 	ctx := c.Context
-	f := &fleet{ctx: ctx, logger: logger, scrub: sc.String, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID)}
+	f := &fleet{ctx: ctx, logger: logger, scrub: sc.String, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID),
+		budget: budget, shared: queue.NewShared(budget)}
+	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
 	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if addr := c.String(flagMetricsAddr); addr != "" {
@@ -109,6 +111,7 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 			return
 		}
 		logger.Info("reloading the fleet file", "why", why, "config", path, "sources", len(next.Sources))
+		f.sizeBuffer(next.Sources)
 		f.setDesired(next.Sources)
 	}
 	poll := time.NewTicker(configPollInterval)
@@ -136,6 +139,35 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 			reload("the file changed")
 		}
 	}
+}
+
+// flagFleetBuffer is relay run --config's budget of record bytes for all
+// the sources; defaultFleetBuffer its default.
+const (
+	flagFleetBuffer    = "fleet-buffer-bytes"
+	defaultFleetBuffer = 64 << 20
+)
+
+// fleetBufferFlag is relay run's --fleet-buffer-bytes.
+func fleetBufferFlag() cli.Flag {
+	return sizeFlag(flagFleetBuffer, catBatching, defaultFleetBuffer,
+		"with --config: most record bytes all the sources hold together between the WAL readers and Kafka, each at most its --buffer-bytes; "+
+			"each streaming source keeps a floor of this / (2 x sources), the rest goes to whichever needs it. The soft memory limit follows from it (see docs/fleet.md)")
+}
+
+// sizeBuffer sizes the sources' shared buffer for sources, at start and
+// at each reload: --fleet-buffer-bytes, or the sum of their --buffer-bytes
+// when that is less (each holds at most its own), and the process's soft
+// memory limit from it (unless GOMEMLIMIT set one).
+func (f *fleet) sizeBuffer(sources []fleetSource) {
+	var sum int64
+	for _, s := range sources {
+		sum += int64(s.Config.BufferBytes)
+	}
+	size := min(f.budget, max(sum, 1))
+	f.shared.Resize(size)
+	f.memLimit = updateMemoryLimit(f.memLimit, fleetMemoryLimit(size, len(sources)), "--"+flagFleetBuffer, f.logger)
+	f.logger.Debug("shared buffer sized", "buffer_bytes", size, "sources", len(sources), "memory_limit_bytes", f.memLimit)
 }
 
 // configPollInterval is how often relay run --config looks for a changed
@@ -181,6 +213,12 @@ type fleet struct {
 	// this replica's membership once joined.
 	spread bool
 	member *member
+	// budget is --fleet-buffer-bytes; shared the buffer the sources
+	// share, at most budget; memLimit the soft memory limit set from it
+	// (0 when GOMEMLIMIT set one).
+	budget   int64
+	shared   *queue.Shared
+	memLimit int64
 
 	// rmu serializes reconciliations: a reload, a rebalance, the stop.
 	rmu     sync.Mutex
@@ -330,6 +368,7 @@ func (f *fleet) newSource(n fleetSource) (*source, error) {
 	if f.instanceID != "" {
 		cfg.InstanceID = f.instanceID
 	}
+	cfg.SharedBuffer = f.shared
 	r, err := relay.New(&cfg)
 	if err != nil {
 		return nil, err
@@ -415,6 +454,13 @@ func (s *source) status() sourceStatus {
 	return st
 }
 
+// bufferStatus is the shared buffer in /status: its size and the record
+// bytes the sources hold now.
+type bufferStatus struct {
+	Bytes int64 `json:"bytes"`
+	Used  int64 `json:"used"`
+}
+
 // statuses lists every source of the file by name: those running here as
 // their relays say, the others as led elsewhere (spread) or stopped.
 func (f *fleet) statuses() []sourceStatus {
@@ -479,7 +525,8 @@ func (f *fleet) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(struct {
 			Sources []sourceStatus `json:"sources"`
-		}{f.statuses()})
+			Buffer  bufferStatus   `json:"buffer"`
+		}{f.statuses(), bufferStatus{Bytes: f.shared.Size(), Used: f.shared.Used()}})
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		standbyOK := r.URL.Query().Get("standby") == "ok"

@@ -9,13 +9,15 @@ import (
 
 // memoryLimit is the soft memory limit `relay run` gives the Go runtime
 // for a buffer of bufferBytes: the buffer (the records queued or being
-// written) and half as much again for the garbage of those already
-// written, plus 32 MiB for the runtime, the decoder and the Kafka client's
-// (franz-go's) produce requests and connection buffers. Without it the
-// heap grows to about twice its live size between two collections, which
-// with large records is most of the process's memory.
+// written) and a quarter as much again for the garbage of those already
+// written, plus 16 MiB for the runtime, the decoder and the Kafka client's
+// (franz-go's) produce request, about one record batch, and connection
+// buffers (a heap of ~31 MB at most in a drain of 100 KB rows at the
+// default 16 MiB; docs/benchmarks.md has the figures). Without it the heap grows to about twice its live size between
+// two collections, which with large records is most of the process's
+// memory.
 func memoryLimit(bufferBytes int) int64 {
-	return int64(bufferBytes)*3/2 + 32<<20
+	return int64(bufferBytes)*5/4 + 16<<20
 }
 
 // verifyMemoryLimit is the soft memory limit `relay verify` gives the Go
@@ -29,13 +31,40 @@ func verifyMemoryLimit(maxInMemory int) int64 {
 	return int64(maxInMemory)*512 + 64<<20
 }
 
+// perSourceMemory is what a fleet's source adds to the process beside its
+// share of the buffer: its replication and Kafka connections, goroutines,
+// decoder and metrics (a source adds about 0.5 MiB of RSS idle, 0.8 MiB
+// under load; see docs/fleet.md), with room for the garbage of a busy one.
+const perSourceMemory = 2 << 20
+
+// fleetMemoryLimit is the soft memory limit of `relay run --config` for a
+// shared buffer of budget bytes and that many sources: a lone relay's
+// limit for the budget, plus perSourceMemory a source, so that the limit
+// never falls under what idle sources hold (the collector would then run
+// without pause).
+func fleetMemoryLimit(budget int64, sources int) int64 {
+	return memoryLimit(int(budget)) + int64(sources)*perSourceMemory
+}
+
 // setMemoryLimit applies limit as the runtime's soft memory limit unless
 // GOMEMLIMIT (or an earlier call) set one; from names what it was derived
 // from, for the debug log.
 func setMemoryLimit(limit int64, from string, logger *slog.Logger) {
-	if os.Getenv("GOMEMLIMIT") != "" || debug.SetMemoryLimit(-1) != math.MaxInt64 {
-		return
+	updateMemoryLimit(0, limit, from, logger)
+}
+
+// updateMemoryLimit applies limit as the runtime's soft memory limit if
+// the runtime's is still prev, the one set by the caller before (0: none,
+// as setMemoryLimit), and not GOMEMLIMIT's. It returns the limit the
+// caller now owns: limit, or 0 when GOMEMLIMIT or another caller set it.
+func updateMemoryLimit(prev, limit int64, from string, logger *slog.Logger) int64 {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	if cur := debug.SetMemoryLimit(-1); prev == 0 && cur != math.MaxInt64 || prev != 0 && cur != prev {
+		return 0
 	}
 	debug.SetMemoryLimit(limit)
 	logger.Debug("soft memory limit set from "+from+" (GOMEMLIMIT overrides)", "limit_bytes", limit)
+	return limit
 }

@@ -375,7 +375,7 @@ func TestCommandLineConvention(t *testing.T) {
 	if help.stdout != viaHelp.stdout {
 		t.Errorf("relay help run differs from relay run --help")
 	}
-	if !strings.Contains(help.stdout, `(default: 32MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
+	if !strings.Contains(help.stdout, `(default: 16MiB)`) || !strings.Contains(help.stdout, `--max-message-bytes value`) {
 		t.Errorf("relay run --help does not show sizes with units:\n%s", help.stdout)
 	}
 	v := cli(t, "--version")

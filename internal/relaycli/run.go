@@ -15,7 +15,7 @@ import (
 func runCommand(sc *scrubber) *cli.Command {
 	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name:   "run",
-		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag()),
+		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag(), fleetBufferFlag()),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	})
 }
@@ -30,6 +30,9 @@ func configFlag() cli.Flag {
 func runAction(c *cli.Context, sc *scrubber) error {
 	if c.String(flagConfig) != "" {
 		return fleetAction(c, sc)
+	}
+	if c.IsSet(flagFleetBuffer) {
+		return usagef("--%s (%s) is a fleet's budget: it needs --%s; a single relay's is --%s", flagFleetBuffer, envName(flagFleetBuffer), flagConfig, flagBufferBytes)
 	}
 	cfg, err := streamConfig(c, sc, streamingConfig)
 	if err != nil {

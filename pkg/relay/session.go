@@ -62,9 +62,13 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	r.lead(tr, lv, start)
 	defer r.stepDown()
 
-	q := queue.NewQueue(c.BatchSize, c.BufferBytes, r.m.BufferBytes)
+	shared := c.SharedBuffer
+	if shared == nil {
+		shared = queue.NewShared(int64(c.BufferBytes))
+	}
+	q := queue.NewQueueOf(c.BatchSize, queue.NewBudget(shared, c.BufferBytes, r.m.BufferBytes))
 	// Events still queued when the session ends are dropped with it.
-	defer r.m.BufferBytes.Set(0)
+	defer q.Budget.Leave()
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
 	if !c.ExactlyOnce {

@@ -1,6 +1,7 @@
 package relaytype
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"time"
@@ -71,16 +72,25 @@ type Config struct {
 	MaxMessageBytes int
 
 	// BatchSize is the most events sent to Kafka in one write. Defaults to
-	// 5000.
+	// 1000.
 	BatchSize int
 	// BufferBytes bounds the record bytes (key, value and headers) held
 	// between the WAL reader and Kafka: the queue plus the batch being
 	// written. While it is full the reader waits, still sending status
 	// updates. A record larger than BufferBytes passes alone. The
 	// process's peak memory stays under about twice this plus 40 MiB
-	// (`relay run` sets the Go soft memory limit to 1.5 × BufferBytes + 32
-	// MiB unless GOMEMLIMIT is set; see docs/kafka.md). Defaults to 32 MiB.
+	// (`relay run` sets the Go soft memory limit to 1.25 × BufferBytes +
+	// 16 MiB unless GOMEMLIMIT is set; see docs/kafka.md). With
+	// SharedBuffer, it caps this relay's share of it. Defaults to 16 MiB.
 	BufferBytes int
+	// SharedBuffer, when set, is a byte budget this relay shares with the
+	// other relays of the process that are given it (relay.NewSharedBuffer;
+	// `relay run --config` gives one to every source): the relay takes its
+	// record bytes from it, at most BufferBytes, rather than from a buffer
+	// of its own, so the process's memory is bounded by the budget, not by
+	// BufferBytes per relay. Defaults to nil: a buffer of BufferBytes of
+	// its own.
+	SharedBuffer SharedBuffer
 	// BatchTimeout is how long a partial batch waits for more events before
 	// it is sent, once the queue is empty. Zero (the default) is adaptive
 	// batching: a batch is sent as soon as the previous write is done,
@@ -213,6 +223,37 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// SharedBuffer is a byte budget that several relays of one process draw
+// their record bytes from (Config.SharedBuffer). relay.NewSharedBuffer
+// returns the implementation; docs/fleet.md says how it shares the budget
+// out (each relay streaming is guaranteed a minimum share, so one stuck
+// relay never starves the others).
+type SharedBuffer interface {
+	// Join adds a relay's session, whose record bytes are at most limit,
+	// and returns its share of the budget.
+	Join(limit int64) BufferShare
+	// Size is the budget in bytes.
+	Size() int64
+	// Resize makes the budget size bytes. Shares holding more than the
+	// new size allows keep it until they give it back.
+	Resize(size int64)
+}
+
+// BufferShare is one relay session's share of a SharedBuffer: the reader
+// takes an event's bytes before it queues the event, the sink gives a
+// batch's bytes back once Kafka acknowledged it.
+type BufferShare interface {
+	// TryTake takes n bytes if the share may have them now.
+	TryTake(n int64) bool
+	// Take waits until the share may have n bytes and takes them, or
+	// returns ctx's error having taken nothing.
+	Take(ctx context.Context, n int64) error
+	// Give gives back n bytes taken before.
+	Give(n int64)
+	// Leave gives back what the share still holds and ends it.
+	Leave()
+}
+
 // SASL is the SASL mechanism and credentials the relay authenticates to
 // the brokers with. None of it is ever logged.
 type SASL struct {
@@ -260,8 +301,8 @@ const (
 	DefaultPublication                         = "pgoutbox"
 	DefaultDeadLetterTopic                     = "outbox.dlq"
 	DefaultMaxMessageBytes                     = 1000000
-	DefaultBatchSize                           = 5000
-	DefaultBufferBytes                         = 32 << 20
+	DefaultBatchSize                           = 1000
+	DefaultBufferBytes                         = 16 << 20
 	DefaultBatchTimeout          time.Duration = 0
 	DefaultWriteTimeout                        = 10 * time.Second
 	DefaultRetryBackoff                        = 100 * time.Millisecond

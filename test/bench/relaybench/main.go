@@ -255,10 +255,12 @@ func reportMedians(relayRes, compareRes []relayResult) {
 		label string
 		f     fig
 	}{{"relay", a}, {"compare", b}} {
-		fmt.Printf("%s medians of %d drains: %.0f events/s (%.0f-%.0f), CPU %.4f s per 1k events, peak RSS %.1f MiB\n",
-			x.label, len(x.f.rate), median(x.f.rate), slices.Min(x.f.rate), slices.Max(x.f.rate), median(x.f.cpu), median(x.f.rss))
+		fmt.Printf("%s medians of %d drains: %.0f events/s (%.0f-%.0f), CPU %.4f s per 1k events, peak RSS %.1f MiB (%.1f-%.1f)\n",
+			x.label, len(x.f.rate), median(x.f.rate), slices.Min(x.f.rate), slices.Max(x.f.rate), median(x.f.cpu),
+			median(x.f.rss), slices.Min(x.f.rss), slices.Max(x.f.rss))
 	}
-	fmt.Printf("relay/compare: drain rate %.3f, CPU per 1k events %.3f\n", median(a.rate)/median(b.rate), median(a.cpu)/median(b.cpu))
+	fmt.Printf("relay/compare: drain rate %.3f, CPU per 1k events %.3f, peak RSS %.3f\n",
+		median(a.rate)/median(b.rate), median(a.cpu)/median(b.cpu), median(a.rss)/median(b.rss))
 }
 
 // median is the median of xs (the mean of the middle two for an even count).

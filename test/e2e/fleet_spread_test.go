@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -185,19 +186,27 @@ func TestFleetTwentySourcesThreeReplicas(t *testing.T) {
 	t.Logf("%d committed rows over %d sources; Kafka holds %d records: %d duplicates", l.count, sources, records, duplicates)
 
 	// No stale copy from the frozen replica: nothing it had produced
-	// before SIGSTOP is appended after a record another replica produced
-	// since (the relay's write guard refuses writes once its replication
-	// connection is stale).
+	// before SIGSTOP is appended after a record of the same source another
+	// replica produced since (the relay's write guard refuses writes once
+	// its replication connection is stale). Per source: the sources share
+	// topics, and a write of the frozen replica that left before SIGSTOP
+	// may be appended after the survivor's record of another source.
 	frozenID := fmt.Sprintf("r%d", frozen)
 	stale := 0
 	for _, typ := range crashAggregateTypes {
-		newer := map[int32]bool{} // partition -> a record of the takeover seen
+		type place struct {
+			partition int32
+			source    string // the writer's prefix of the aggregate ID (key), "w3" of "w3-7"
+		}
+		newer := map[place]bool{} // a record of the takeover seen
 		for _, rec := range mustReadTopic(t, kafka, "outbox."+typ) {
 			inst, _ := rec.Header("relay-instance")
+			source, _, _ := strings.Cut(string(rec.Key), "-")
+			at := place{rec.Partition, source}
 			switch {
 			case inst != frozenID && rec.Timestamp.After(began):
-				newer[rec.Partition] = true
-			case inst == frozenID && rec.Timestamp.Before(began) && newer[rec.Partition]:
+				newer[at] = true
+			case inst == frozenID && rec.Timestamp.Before(began) && newer[at]:
 				stale++
 			}
 		}

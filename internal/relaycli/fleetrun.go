@@ -24,7 +24,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
-	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -73,7 +72,7 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 
 	ctx := c.Context
 	f := &fleet{ctx: ctx, logger: logger, scrub: sc.String, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID),
-		budget: budget, shared: queue.NewShared(budget)}
+		budget: budget, shared: relay.NewSharedBuffer(int(budget))}
 	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
 	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -217,7 +216,7 @@ type fleet struct {
 	// share, at most budget; memLimit the soft memory limit set from it
 	// (0 when GOMEMLIMIT set one).
 	budget   int64
-	shared   *queue.Shared
+	shared   relay.SharedBuffer
 	memLimit int64
 
 	// rmu serializes reconciliations: a reload, a rebalance, the stop.

@@ -234,6 +234,8 @@ type SharedBuffer interface {
 	Join(limit int64) BufferShare
 	// Size is the budget in bytes.
 	Size() int64
+	// Used is the bytes the shares hold now.
+	Used() int64
 	// Resize makes the budget size bytes. Shares holding more than the
 	// new size allows keep it until they give it back.
 	Resize(size int64)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -56,134 +57,40 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		return err
 	}
 	defer bk.stop()
-	brokers := bk.addrs
 
-	logPath := filepath.Join(tmp, "relay.log")
-	logf, err := os.Create(logPath)
+	r := &latencyRun{o: o, pool: pool, bk: bk, logPath: filepath.Join(tmp, "relay.log")}
+	r.samples = make([]sample, latencySamples(rates, duration))
+	if r.w, err = outbox.NewWriter(outbox.Pgx(nil), nil); err != nil {
+		return err
+	}
+	logf, err := os.Create(r.logPath)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := relayCommand(bin, relaySlot, dbURL, brokers, o.relayArgs, logf)
-	if err := cmd.Start(); err != nil {
+	r.relay = relayCommand(bin, relaySlot, dbURL, bk.addrs, o.relayArgs, logf)
+	if err := r.relay.Start(); err != nil {
 		return err
 	}
-	var stopOnce sync.Once
-	stopRelay := func() {
-		stopOnce.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-		})
-	}
-	defer stopRelay()
-
-	// Every record's times, by the sequence number of its business key:
-	// when the writer began and ended its transaction, and when the
-	// consumer received it.
-	total := 1
-	for _, rate := range rates {
-		total += int(int64(rate)*int64(duration)/int64(time.Second)) + 1
-	}
-	var (
-		mu       sync.Mutex
-		lats     []time.Duration
-		samples  = make([]sample, total)
-		received atomic.Int64
-	)
-	// The consumer, in a process of its own: one reader per partition.
-	cons, err := startConsumer(brokers, partitions, func(seq int, recv, commit time.Time) {
-		received.Add(1)
-		mu.Lock()
-		lats = append(lats, recv.Sub(commit))
-		if seq >= 0 && seq < len(samples) {
-			samples[seq].recv = recv
-		}
-		mu.Unlock()
+	stopRelay := sync.OnceFunc(func() {
+		_ = r.relay.Process.Signal(syscall.SIGTERM)
+		_ = r.relay.Wait()
 	})
+	defer stopRelay()
+	// The consumer, in a process of its own: one reader per partition.
+	cons, err := startConsumer(bk.addrs, partitions, r.receive)
 	if err != nil {
 		return err
 	}
-	var stopConsumerOnce sync.Once
-	stopConsumer := func() { stopConsumerOnce.Do(cons.stop) }
+	stopConsumer := sync.OnceFunc(cons.stop)
 	defer stopConsumer()
 
-	w, err := outbox.NewWriter(outbox.Pgx(nil), nil)
+	if err := r.warmUp(ctx); err != nil {
+		return err
+	}
+	ranges, cpuLines, err := r.rates(ctx, rates, duration)
 	if err != nil {
 		return err
-	}
-	insert := func(seq int) error {
-		start := time.Now()
-		var err error
-		if o.writer == writerTx {
-			err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				_, err := w.InsertTx(ctx, tx, outbox.Message{AggregateType: "bench", AggregateID: fmt.Sprintf("agg-%d", seq%o.aggregates),
-					EventType: "bench.created", BusinessKey: fmt.Sprintf("bk-%d", seq), Payload: payload(seq, o.payload)})
-				return err
-			})
-		} else {
-			// One round trip: the row's id comes from the column default,
-			// as for producers that write the outbox in plain SQL.
-			_, err = pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload) VALUES ($1, $2, $3, $4, $5)`,
-				"bench", fmt.Sprintf("agg-%d", seq%o.aggregates), "bench.created", fmt.Sprintf("bk-%d", seq), string(payload(seq, o.payload)))
-		}
-		ret := time.Now()
-		mu.Lock()
-		samples[seq].begin, samples[seq].ret = start, ret
-		mu.Unlock()
-		return err
-	}
-	// Warm up: the relay streams, the consumer reads.
-	if err := insert(0); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for received.Load() < 1 {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			return fmt.Errorf("no record received within 30s; relay log:\n%s", b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-
-	var walsender int
-	if err := pool.QueryRow(ctx, `SELECT pid FROM pg_stat_replication LIMIT 1`).Scan(&walsender); err != nil {
-		return fmt.Errorf("the walsender's pid: %w", err)
-	}
-	var cpuLines []string
-
-	fmt.Printf("%-9s %9s %9s %8s %8s %8s %8s %s\n", "rate/s", "committed", "received", "p50", "p90", "p99", "max", "backlog at end")
-	var seq atomic.Int64
-	ranges := make([][2]int, len(rates)) // the sequence numbers of each rate
-	for i, rate := range rates {
-		mu.Lock()
-		lats = lats[:0]
-		mu.Unlock()
-		base := received.Load()
-		ranges[i][0] = int(seq.Load()) + 1
-		use := startUsage(cmd.Process.Pid, walsender, bk.cmd.Process.Pid)
-		committed, err := paced(ctx, rate, duration, o.conns, func() error { return insert(int(seq.Add(1))) })
-		if err != nil {
-			return err
-		}
-		ranges[i][1] = int(seq.Load()) + 1
-		cpuLines = append(cpuLines, fmt.Sprintf("%-9d %s", rate, use.stop()))
-		backlog := int64(committed) - (received.Load() - base)
-		// Let the rest arrive (bounded) before the next rate.
-		until := time.Now().Add(30 * time.Second)
-		for received.Load()-base < int64(committed) && time.Now().Before(until) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		mu.Lock()
-		ls := slices.Clone(lats)
-		mu.Unlock()
-		slices.Sort(ls)
-		q := func(f float64) string {
-			if len(ls) == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.1fms", float64(ls[min(len(ls)-1, int(f*float64(len(ls))))].Microseconds())/1000)
-		}
-		fmt.Printf("%-9d %9d %9d %8s %8s %8s %8s %d\n", rate, committed, received.Load()-base, q(0.5), q(0.9), q(0.99), q(1), backlog)
 	}
 	fmt.Printf("\nCPU while writing (share of one core: on a CPU, and runnable but waiting for one), and the machine's runnable tasks (/proc/loadavg, every 100ms)\n")
 	for _, l := range cpuLines {
@@ -194,11 +101,142 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	}
 	stopConsumer()
 	stopRelay()
+	return r.printTrace(tracePath, rates, ranges)
+}
+
+// latencySamples is how many records a latency run writes at most: one
+// to warm up and each rate's share, and one more a rate.
+func latencySamples(rates []int, duration time.Duration) int {
+	total := 1
+	for _, rate := range rates {
+		total += int(int64(rate)*int64(duration)/int64(time.Second)) + 1
+	}
+	return total
+}
+
+// latencyRun is one latency mode run: its writer, relay and broker, and
+// every record's times, by the sequence number of its business key: when
+// the writer began and ended its transaction, and when the consumer
+// received it.
+type latencyRun struct {
+	o         *options
+	pool      *pgxpool.Pool
+	w         *outbox.Writer[pgx.Tx]
+	bk        *broker
+	relay     *exec.Cmd
+	logPath   string
+	walsender int // the relay's walsender's pid
+
+	mu       sync.Mutex
+	lats     []time.Duration // commit → receive of this rate's records
+	samples  []sample
+	received atomic.Int64
+	seq      atomic.Int64
+}
+
+// receive is the consumer's callback for each record.
+func (r *latencyRun) receive(seq int, recv, commit time.Time) {
+	r.received.Add(1)
+	r.mu.Lock()
+	r.lats = append(r.lats, recv.Sub(commit))
+	if seq >= 0 && seq < len(r.samples) {
+		r.samples[seq].recv = recv
+	}
+	r.mu.Unlock()
+}
+
+// insert commits the row of sequence number seq as -writer says.
+func (r *latencyRun) insert(ctx context.Context, seq int) error {
+	o := r.o
+	start := time.Now()
+	var err error
+	if o.writer == writerTx {
+		err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			_, err := r.w.InsertTx(ctx, tx, outbox.Message{AggregateType: "bench", AggregateID: fmt.Sprintf("agg-%d", seq%o.aggregates),
+				EventType: "bench.created", BusinessKey: fmt.Sprintf("bk-%d", seq), Payload: payload(seq, o.payload)})
+			return err
+		})
+	} else {
+		// One round trip: the row's id comes from the column default,
+		// as for producers that write the outbox in plain SQL.
+		_, err = r.pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload) VALUES ($1, $2, $3, $4, $5)`,
+			"bench", fmt.Sprintf("agg-%d", seq%o.aggregates), "bench.created", fmt.Sprintf("bk-%d", seq), string(payload(seq, o.payload)))
+	}
+	ret := time.Now()
+	r.mu.Lock()
+	r.samples[seq].begin, r.samples[seq].ret = start, ret
+	r.mu.Unlock()
+	return err
+}
+
+// warmUp writes one row and waits until the consumer has it (the relay
+// streams, the consumer reads), then finds the relay's walsender.
+func (r *latencyRun) warmUp(ctx context.Context) error {
+	if err := r.insert(ctx, 0); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r.received.Load() < 1 {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(r.logPath)
+			return fmt.Errorf("no record received within 30s; relay log:\n%s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := r.pool.QueryRow(ctx, `SELECT pid FROM pg_stat_replication LIMIT 1`).Scan(&r.walsender); err != nil {
+		return fmt.Errorf("the walsender's pid: %w", err)
+	}
+	return nil
+}
+
+// rates writes at each rate for duration and prints a line of latencies
+// each; it returns the sequence numbers each rate wrote and each rate's
+// CPU line.
+func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Duration) (ranges [][2]int, cpuLines []string, err error) {
+	fmt.Printf("%-9s %9s %9s %8s %8s %8s %8s %s\n", "rate/s", "committed", "received", "p50", "p90", "p99", "max", "backlog at end")
+	ranges = make([][2]int, len(rates))
+	for i, rate := range rates {
+		r.mu.Lock()
+		r.lats = r.lats[:0]
+		r.mu.Unlock()
+		base := r.received.Load()
+		ranges[i][0] = int(r.seq.Load()) + 1
+		use := startUsage(r.relay.Process.Pid, r.walsender, r.bk.cmd.Process.Pid)
+		committed, err := paced(ctx, rate, duration, r.o.conns, func() error { return r.insert(ctx, int(r.seq.Add(1))) })
+		if err != nil {
+			return nil, nil, err
+		}
+		ranges[i][1] = int(r.seq.Load()) + 1
+		cpuLines = append(cpuLines, fmt.Sprintf("%-9d %s", rate, use.stop()))
+		backlog := int64(committed) - (r.received.Load() - base)
+		// Let the rest arrive (bounded) before the next rate.
+		until := time.Now().Add(30 * time.Second)
+		for r.received.Load()-base < int64(committed) && time.Now().Before(until) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		r.mu.Lock()
+		ls := slices.Clone(r.lats)
+		r.mu.Unlock()
+		slices.Sort(ls)
+		q := func(f float64) string {
+			if len(ls) == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1fms", float64(ls[min(len(ls)-1, int(f*float64(len(ls))))].Microseconds())/1000)
+		}
+		fmt.Printf("%-9d %9d %9d %8s %8s %8s %8s %d\n", rate, committed, r.received.Load()-base, q(0.5), q(0.9), q(0.99), q(1), backlog)
+	}
+	return ranges, cpuLines, nil
+}
+
+// printTrace prints each leg of commit → receive per rate from the
+// relay's trace at tracePath, and the relay's Kafka writes.
+func (r *latencyRun) printTrace(tracePath string, rates []int, ranges [][2]int) error {
 	rows, err := readTrace(tracePath)
 	if err != nil {
 		return err
 	}
-	printLegs(rates, ranges, samples, rows)
+	printLegs(rates, ranges, r.samples, rows)
 	sum, err := writeSummary(tracePath)
 	if err != nil {
 		return err

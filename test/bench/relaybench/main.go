@@ -87,55 +87,21 @@ func main() {
 }
 
 func run(ctx context.Context, o *options) error {
-	if o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 || o.rounds <= 0 {
-		return fmt.Errorf("-n, -tx, -conns, -aggregates and -rounds must be positive")
-	}
-	if o.rounds > 1 && o.compareBin == "" {
-		return fmt.Errorf("-rounds needs -compare-bin")
-	}
-	if o.writer != writerInsert && o.writer != writerTx {
-		return fmt.Errorf("-writer: %q is neither %s nor %s", o.writer, writerInsert, writerTx)
+	if err := o.check(); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp("", "relaybench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := o.relayBin
 	tracePath := ""
 	if o.trace {
-		if o.compareBin != "" {
-			return fmt.Errorf("-trace and -compare-bin exclude each other")
-		}
 		tracePath = filepath.Join(tmp, "trace.txt")
 	}
-	if o.cpuProfile != "" || o.memProfile != "" || o.trace {
-		if bin != "" {
-			return fmt.Errorf("-relay-bin and -cpuprofile/-memprofile/-trace exclude each other (the profiled relay is this binary)")
-		}
-		abs := func(p string) (string, error) {
-			if p == "" {
-				return "", nil
-			}
-			return filepath.Abs(p)
-		}
-		cpu, err := abs(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		mem, err := abs(o.memProfile)
-		if err != nil {
-			return err
-		}
-		if bin, err = profiledRelay(cpu, mem, tracePath); err != nil {
-			return err
-		}
-	}
-	if bin == "" {
-		bin = filepath.Join(tmp, "relay")
-		if err := buildRelay(ctx, bin); err != nil {
-			return err
-		}
+	bin, err := relayBinary(ctx, o, tmp, tracePath)
+	if err != nil {
+		return err
 	}
 	if o.latency != "" {
 		var rates []int
@@ -148,7 +114,56 @@ func run(ctx context.Context, o *options) error {
 		}
 		return latencyBench(ctx, bin, o, rates, o.duration, tmp, tracePath)
 	}
+	return drainBench(ctx, bin, o, tmp, tracePath)
+}
 
+// check refuses options that are out of range or exclude each other.
+func (o *options) check() error {
+	switch {
+	case o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 || o.rounds <= 0:
+		return fmt.Errorf("-n, -tx, -conns, -aggregates and -rounds must be positive")
+	case o.rounds > 1 && o.compareBin == "":
+		return fmt.Errorf("-rounds needs -compare-bin")
+	case o.writer != writerInsert && o.writer != writerTx:
+		return fmt.Errorf("-writer: %q is neither %s nor %s", o.writer, writerInsert, writerTx)
+	case o.trace && o.compareBin != "":
+		return fmt.Errorf("-trace and -compare-bin exclude each other")
+	case (o.cpuProfile != "" || o.memProfile != "" || o.trace) && o.relayBin != "":
+		return fmt.Errorf("-relay-bin and -cpuprofile/-memprofile/-trace exclude each other (the profiled relay is this binary)")
+	}
+	return nil
+}
+
+// relayBinary is the relay the bench runs: -relay-bin, this binary when
+// profiling or tracing, or else one built into tmp from this checkout.
+func relayBinary(ctx context.Context, o *options, tmp, tracePath string) (string, error) {
+	if o.cpuProfile != "" || o.memProfile != "" || o.trace {
+		abs := func(p string) (string, error) {
+			if p == "" {
+				return "", nil
+			}
+			return filepath.Abs(p)
+		}
+		cpu, err := abs(o.cpuProfile)
+		if err != nil {
+			return "", err
+		}
+		mem, err := abs(o.memProfile)
+		if err != nil {
+			return "", err
+		}
+		return profiledRelay(cpu, mem, tracePath)
+	}
+	if o.relayBin != "" {
+		return o.relayBin, nil
+	}
+	bin := filepath.Join(tmp, "relay")
+	return bin, buildRelay(ctx, bin)
+}
+
+// drainBench inserts the backlog, drains it with the raw reader, then
+// with each relay of drainOrder, and reports each drain.
+func drainBench(ctx context.Context, bin string, o *options, tmp, tracePath string) error {
 	// Table, publication and the relay's slot, then the raw reader's slot:
 	// both exist before the first insert, so both see the whole backlog.
 	srv, dbURL, err := startDatabase(ctx)

@@ -115,36 +115,15 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 		return relayResult{}, fmt.Errorf("%w\nrelay log:\n%s", err, strings.TrimSpace(string(b)))
 	}
 
-	var (
-		events   int64
-		lastShow = time.Now()
-	)
-	for {
-		select {
-		case <-done:
-			return fail(fmt.Errorf("relay exited early: %v", waitErr))
-		case <-ctx.Done():
+	events, err := awaitDrained(ctx, adm, db, slot, endLSN, int64(o.rows), start, done)
+	if err != nil {
+		if errors.Is(err, errRelayExited) {
+			err = fmt.Errorf("%w: %v", err, waitErr)
+		}
+		if ctx.Err() != nil {
 			return relayResult{}, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
-		if events < int64(o.rows) {
-			if events, err = topicEvents(ctx, adm); err != nil {
-				return fail(err)
-			}
-		}
-		var confirmed bool
-		err := db.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
-			slot, endLSN).Scan(&confirmed)
-		if err != nil {
-			return fail(err)
-		}
-		if events >= int64(o.rows) && confirmed {
-			break
-		}
-		if time.Since(lastShow) > 5*time.Second {
-			lastShow = time.Now()
-			fmt.Printf("  ... %d events in Kafka after %v\n", events, time.Since(start).Round(time.Second))
-		}
+		return fail(err)
 	}
 	res := relayResult{events: events, confirmed: time.Since(start)}
 	first, all, requests := produced()
@@ -169,6 +148,48 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 		fmt.Printf("  relay did not stop within 30s of SIGTERM; killed\n")
 	}
 	return res, nil
+}
+
+// errRelayExited is awaitDrained's error when the relay exits first.
+var errRelayExited = errors.New("relay exited early")
+
+// awaitDrained polls every 100 ms until topic holds rows events and slot's
+// confirmed position reached endLSN, and returns the events; it prints
+// progress every 5 s. It fails when exited closes first (errRelayExited)
+// or ctx ends.
+func awaitDrained(ctx context.Context, adm *kadm.Client, db *pgx.Conn, slot, endLSN string, rows int64, start time.Time, exited <-chan struct{}) (int64, error) {
+	var (
+		events   int64
+		err      error
+		lastShow = time.Now()
+	)
+	for {
+		select {
+		case <-exited:
+			return 0, errRelayExited
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if events < rows {
+			if events, err = topicEvents(ctx, adm); err != nil {
+				return 0, err
+			}
+		}
+		var confirmed bool
+		err := db.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
+			slot, endLSN).Scan(&confirmed)
+		if err != nil {
+			return 0, err
+		}
+		if events >= rows && confirmed {
+			return events, nil
+		}
+		if time.Since(lastShow) > 5*time.Second {
+			lastShow = time.Now()
+			fmt.Printf("  ... %d events in Kafka after %v\n", events, time.Since(start).Round(time.Second))
+		}
+	}
 }
 
 // watchProduce counts the records of topic in the produce requests cluster

@@ -22,10 +22,14 @@ import (
 // check, so it bounds how much longer the relay holds WAL.
 const catalogCheckInterval = 250 * time.Millisecond
 
-// catalogIdleInterval is how often a session with nothing to confirm past
-// the fence checks anyway: a fleet's idle sources (three statements a
-// check, four checks a second each) cost its busy ones CPU, and the
-// server's.
+// catalogIdleInterval is how often a session checks while no commit it
+// read waits for the fence and keepalives moved the position it would
+// confirm less than idleSlack past it: a fleet's idle sources (three
+// statements a check, four checks a second each) cost its busy ones CPU,
+// and the server's. Every write to any database of the server (a busy
+// source's state row, ten a second) moves every slot's keepalive position,
+// so a check per keepalive would run as often on an idle source as on a
+// busy one.
 const catalogIdleInterval = 5 * time.Second
 
 // catalogQueryTimeout bounds one catalog check or lookup, so a connection
@@ -63,9 +67,12 @@ type Catalog struct {
 	// outbox is the OID of the outbox table the session follows.
 	outbox atomic.Uint32
 	fence  atomic.Uint64
-	// wanted is the last position Fenced was asked to cap: while it is
-	// at or below the fence, nothing waits for a check.
+	// wanted is the last position Fenced was asked to cap (what Kafka
+	// acknowledged, or a keepalive's WAL end while nothing is in flight).
 	wanted atomic.Uint64
+	// read is the end of the last commit the stream read (see Read):
+	// while it is past the fence, the next check is due.
+	read atomic.Uint64
 	// mu guards conn, version and err.
 	mu      sync.Mutex
 	conn    *pgx.Conn
@@ -110,9 +117,11 @@ func OpenCatalog(ctx context.Context, c *Config) (*Catalog, error) {
 }
 
 // Watch starts checking the catalog every catalogCheckInterval until
-// close; every catalogIdleInterval while no position waits for the fence
-// (a change found later then ends the session later; nothing past the
-// fence is confirmed meanwhile).
+// close while a commit read (see Read) is past the fence or the position
+// to confirm is more than idleSlack past it; every catalogIdleInterval
+// otherwise (a change found later then ends the session later; nothing
+// past the fence is confirmed meanwhile, so an idle slot's position trails
+// the server's WAL by at most idleSlack or catalogIdleInterval of it).
 func (k *Catalog) Watch() {
 	ctx, stop := context.WithCancel(k.ctx)
 	k.stop, k.done = stop, make(chan struct{})
@@ -127,7 +136,7 @@ func (k *Catalog) Watch() {
 			case <-ctx.Done():
 				return
 			}
-			if k.wanted.Load() <= k.fence.Load() && time.Since(last) < catalogIdleInterval {
+			if !k.due() && time.Since(last) < catalogIdleInterval {
 				continue
 			}
 			last = time.Now()
@@ -153,6 +162,28 @@ func (k *Catalog) Close() {
 // graceful stop confirms everything Kafka acknowledged.
 func (k *Catalog) Recheck() {
 	_ = k.check(context.WithoutCancel(k.ctx))
+}
+
+// due reports whether a check is due before catalogIdleInterval: a commit
+// read past the fence, or the position to confirm idleSlack past it.
+func (k *Catalog) due() bool {
+	fence := k.fence.Load()
+	return k.read.Load() > fence || k.wanted.Load() > fence+idleSlack
+}
+
+// Read records that the stream read a commit ending at end, so that the
+// next check moves the fence past it within catalogCheckInterval and its
+// confirmation does not wait for the idle one. A nil catalog does nothing.
+func (k *Catalog) Read(end pglogrepl.LSN) {
+	if k == nil {
+		return
+	}
+	for {
+		old := k.read.Load()
+		if uint64(end) <= old || k.read.CompareAndSwap(old, uint64(end)) {
+			return
+		}
+	}
 }
 
 // Fenced caps a confirmable position at the fence.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -95,4 +96,32 @@ func procCPUTicks(pid int) (int64, bool) {
 	fmt.Sscan(f[11], &u)
 	fmt.Sscan(f[12], &s)
 	return u + s, true
+}
+
+// TestCatalogDue: a check comes before catalogIdleInterval only for a
+// commit read past the fence or a position to confirm more than idleSlack
+// past it; keepalives of other databases' WAL alone wait for the idle one.
+func TestCatalogDue(t *testing.T) {
+	t.Parallel()
+	const fence = 1 << 20
+	for _, tc := range []struct {
+		name         string
+		read, wanted uint64
+		due          bool
+	}{
+		{"nothing past the fence", fence, fence, false},
+		{"keepalives within the slack", 0, fence + idleSlack, false},
+		{"keepalives past the slack", 0, fence + idleSlack + 1, true},
+		{"a commit read past the fence", fence + 1, fence, true},
+	} {
+		var k Catalog
+		k.fence.Store(fence)
+		k.Read(pglogrepl.LSN(tc.read))
+		k.wanted.Store(tc.wanted)
+		if got := k.due(); got != tc.due {
+			t.Errorf("%s: due = %v, want %v", tc.name, got, tc.due)
+		}
+	}
+	var nilCatalog *Catalog
+	nilCatalog.Read(1) // does nothing
 }

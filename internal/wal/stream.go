@@ -346,6 +346,7 @@ func (s *Stream) handle(data []byte) error {
 			return err // the transaction stays unsealed: never confirmed
 		}
 		s.keeper.Read(it.EndLSN, s.dec.Messages)
+		s.catalog.Read(it.EndLSN)
 		if s.cfg.ExactlyOnce && s.queued {
 			s.staged = append(s.staged, decode.Event{Marker: true, Tx: s.tx, Commit: s.commit, EndLSN: uint64(it.EndLSN)})
 		}

@@ -175,14 +175,8 @@ func (k *Catalog) due() bool {
 // next check moves the fence past it within catalogCheckInterval and its
 // confirmation does not wait for the idle one. A nil catalog does nothing.
 func (k *Catalog) Read(end pglogrepl.LSN) {
-	if k == nil {
-		return
-	}
-	for {
-		old := k.read.Load()
-		if uint64(end) <= old || k.read.CompareAndSwap(old, uint64(end)) {
-			return
-		}
+	if k != nil {
+		raise(&k.read, uint64(end))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pglogrepl"
+
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"

@@ -282,12 +282,7 @@ func (k *Keeper) Read(end pglogrepl.LSN, messages bool) {
 	if uint64(end) <= k.ceiling.Load() {
 		return
 	}
-	for {
-		w := k.want.Load()
-		if uint64(end) <= w || k.want.CompareAndSwap(w, uint64(end)) {
-			break
-		}
-	}
+	raise(&k.want, uint64(end))
 	select {
 	case k.kick <- struct{}{}:
 	default:
@@ -494,10 +489,16 @@ func (w *stateWriter) writeState(ctx context.Context, conn *pgx.Conn, confirmed 
 	if err != nil {
 		return err
 	}
+	raise(&k.ceiling, uint64(lsn))
+	return nil
+}
+
+// raise sets a to v if v is higher, atomically.
+func raise(a *atomic.Uint64, v uint64) {
 	for {
-		old := k.ceiling.Load()
-		if uint64(lsn) <= old || k.ceiling.CompareAndSwap(old, uint64(lsn)) {
-			return nil
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
 		}
 	}
 }

@@ -62,8 +62,8 @@ func BenchmarkFleetFootprint(b *testing.B) {
 // the other 49 are idle, alternating three times on the same database and
 // slot in the order ABBA. The fleet starts with the 49 idle sources; once
 // they all stream and their slots have confirmed the server's WAL of the
-// backlog, a reload adds the busy one, so the drain is timed beside 49 idle streaming
-// sources, not beside their start-up (which overlapped the first seconds
+// backlog, a reload adds the busy one, so the drain is timed beside 49
+// idle streaming sources, not beside their start-up (which overlapped the first seconds
 // of the drain when all 50 started at once) nor beside their walsenders
 // reading the backlog's WAL: every logical slot's walsender reads all of
 // the server's WAL, whatever its database, so 49 slots behind the backlog
@@ -206,8 +206,8 @@ func (f *benchFleet) waitPublished(b *testing.B, want int64) time.Duration {
 
 // fillBacklog commits rows outbox rows into db, in transactions of 1,000,
 // while no relay runs, then forces a checkpoint: a million rows are about
-// half a GiB of WAL, and a checkpoint the server started on its own
-// (max_wal_size, checkpoint_timeout) fell in the same drains of every run.
+// half a GiB of WAL, so that a checkpoint the server would start on its
+// own (max_wal_size, checkpoint_timeout) does not fall in a drain.
 func fillBacklog(b *testing.B, db *testenv.DB, rows int) {
 	payload := `{"note":"` + strings.Repeat("x", 200) + `"}`
 	for done := 0; done < rows; done += 1000 {

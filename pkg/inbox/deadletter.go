@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -213,3 +214,48 @@ func (d *DeadLetterWriter) Settle(ctx context.Context, rec KafkaRecord, res Resu
 
 // Close closes the writer's connections.
 func (d *DeadLetterWriter) Close() error { return d.w.Close() }
+
+// Deliver takes one delivery of rec in a consumer loop of your own to a
+// settled outcome, so that the loop only fetches and commits: it processes
+// rec.Message() with handler (Inbox.Process: the claim and the handler's
+// writes in one transaction), hands the result to w.Settle (which writes
+// the dead letter of a DeadLettered message or of a record Process refused),
+// and while the outcome is not settled (Retry, Busy, or unknown because the
+// database or the dead-letter write failed) processes the same record again
+// after Config.Backoff. Deliver starts nothing once ctx has ended, but an
+// attempt once started runs to its end (it would be repeated otherwise);
+// ctx bounds the waits between attempts. w must be a DeadLetterWriter of
+// in.
+//
+// A nil error means commit rec's offset; the Result is the last attempt's
+// (Attempts counts them all). An error means commit nothing: ctx ended
+// before the outcome was settled (rec is delivered again later), or an
+// error wrapping ErrConflict, a Conflict under ConflictPolicyStop: stop the
+// loop.
+func Deliver[TTx any](ctx context.Context, in *Inbox[TTx], w *DeadLetterWriter, rec KafkaRecord, handler TxHandler[TTx]) (Result, error) {
+	if w == nil || in == nil || w.in != in.core {
+		return Result{}, errors.New("inbox: Deliver needs an Inbox and a DeadLetterWriter of that Inbox")
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err // not started: delivered again
+	}
+	msg := rec.Message()
+	work := context.WithoutCancel(ctx)
+	for attempt := 1; ; attempt++ {
+		res, err := in.Process(work, msg, handler)
+		commit, err := w.Settle(work, rec, res, err)
+		switch {
+		case commit:
+			return res, nil
+		case errors.Is(err, ErrConflict):
+			return res, err
+		}
+		wait := time.NewTimer(in.cfg.Backoff(attempt))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return res, ctx.Err()
+		case <-wait.C:
+		}
+	}
+}

@@ -95,11 +95,11 @@
 // Outcome.Acked says which outcomes settle a delivery (Processed, Duplicate,
 // DeadLettered). Process's error is non-nil only when the outcome is unknown,
 // so a nil error does not mean "commit the offset". A consumer loop of your
-// own (any Kafka client, see KafkaRecord) hands each result to
-// DeadLetterWriter.Settle, which writes the dead letter of a DeadLettered
-// message and says whether the offset may be committed; on false it delivers
-// the same record again before any later one of its partition (the example
-// of KafkaRecord.Message is such a loop).
+// own (any Kafka client, see KafkaRecord) hands each record to Deliver,
+// which processes it, writes the dead letter of a DeadLettered message
+// (DeadLetterWriter.Settle), processes the same record again after a backoff
+// while the outcome is not settled, and returns nil when the offset may be
+// committed (the example of KafkaRecord.Message is such a loop).
 //
 // Serialization failures (40001) and deadlocks (40P01) are detected by
 // SQLSTATE and retried transparently, up to Config.TxRetries times; beyond

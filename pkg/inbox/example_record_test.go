@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,49 +16,31 @@ import (
 
 // consume is the consumer loop of docs/consumers.md ("Any Kafka client"),
 // which TestConsumersDocShowsTheExampleLoop keeps identical to this one.
-// Each record becomes an inbox.Message, is processed in one transaction with
-// the handler's writes, and is settled: a dead-lettered message is written
-// to the dead-letter topic, and the offset is committed only when the
-// outcome is settled (kgo.DisableAutoCommit). Anything else (Retry, Busy,
-// an unknown outcome) delivers the same record again before any later one
-// of its partition.
+// Each record becomes an inbox.KafkaRecord that inbox.Deliver takes to a
+// settled outcome: processed in one transaction with the handler's writes,
+// dead-lettered (written to the dead-letter topic), or a duplicate; a Retry,
+// Busy or unknown outcome is processed again first. Only then is the offset
+// committed (kgo.DisableAutoCommit), so nothing later of the partition
+// commits past an unsettled record.
 func consume(ctx context.Context, client *kgo.Client, in *inbox.Inbox[pgx.Tx], dlq *inbox.DeadLetterWriter,
-	handle inbox.TxHandler[pgx.Tx], report func(inbox.Message, inbox.Result)) error {
+	handle inbox.TxHandler[pgx.Tx], report func(inbox.KafkaRecord, inbox.Result)) error {
 	for {
 		fetches := client.PollFetches(ctx)
 		if err := fetches.Err0(); err != nil {
 			return err // the context ended, or the client was closed
 		}
 		for _, r := range fetches.Records() {
-			if ctx.Err() != nil {
-				return ctx.Err() // the rest is delivered again
-			}
 			rec := inbox.KafkaRecord{Topic: r.Topic, Partition: int(r.Partition), Offset: r.Offset,
 				Key: r.Key, Value: r.Value, Time: r.Timestamp}
 			for _, h := range r.Headers {
 				rec.Headers = append(rec.Headers, inbox.KafkaHeader(h))
 			}
-			msg := rec.Message()
-			work := context.WithoutCancel(ctx) // a started record is settled
-			for attempt := 1; ; attempt++ {
-				res, err := in.Process(work, msg, handle)
-				// Settle writes the dead letter of a dead-lettered message;
-				// true: the offset may be committed.
-				commit, err := dlq.Settle(work, rec, res, err)
-				report(msg, res)
-				if commit {
-					break
-				}
-				if errors.Is(err, inbox.ErrConflict) {
-					return err // ConflictPolicyStop: stop, commit nothing
-				}
-				select { // Retry, Busy or unknown: the same record again
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(inbox.DefaultBackoff(attempt)):
-				}
+			res, err := inbox.Deliver(ctx, in, dlq, rec, handle)
+			if err != nil {
+				return err // ctx ended, or ConflictPolicyStop: commit nothing
 			}
-			if err := client.CommitRecords(work, r); err != nil {
+			report(rec, res)
+			if err := client.CommitRecords(context.WithoutCancel(ctx), r); err != nil {
 				return err
 			}
 		}
@@ -139,12 +120,14 @@ func ExampleKafkaRecord_Message() {
 	runCtx, stop := context.WithTimeout(ctx, time.Minute) // none lost: no wait
 	defer stop()
 	seen := 0
-	report := func(msg inbox.Message, res inbox.Result) {
-		fmt.Println(strings.TrimSpace(fmt.Sprint(string(msg.Key), " ", res.Outcome, " ", res.ResultRef+res.Reason)))
-		if res.Outcome.Acked() {
-			if seen++; seen == 5 {
-				stop() // every record is settled
-			}
+	report := func(rec inbox.KafkaRecord, res inbox.Result) {
+		if res.Outcome == inbox.Processed {
+			fmt.Println(string(rec.Key), res.Outcome, res.ResultRef, "after", res.Attempts, "attempts")
+		} else {
+			fmt.Println(string(rec.Key), res.Outcome, res.ResultRef+res.Reason)
+		}
+		if seen++; seen == 5 {
+			stop() // every record is settled
 		}
 	}
 	if err := consume(runCtx, client, in, dlq, handle, report); !errors.Is(err, context.Canceled) {
@@ -171,10 +154,9 @@ func ExampleKafkaRecord_Message() {
 		}
 	}
 	// Output:
-	// 42 processed shipment/42
+	// 42 processed shipment/42 after 1 attempts
 	// 42 duplicate shipment/42
-	// 43 retry
-	// 43 processed shipment/43
+	// 43 processed shipment/43 after 2 attempts
 	// 44 dead-lettered permanent
 	// 45 dead-lettered conflict
 	// dead letter: order 44, permanent

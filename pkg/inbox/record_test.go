@@ -32,13 +32,7 @@ func TestRecordPrefersContractHeadersOverCloudEvents(t *testing.T) {
 // DeadLetterWriter.Settle dead-letters it with reason repeated-header.
 func TestProcessRefusesRepeatedContractHeader(t *testing.T) {
 	t.Parallel()
-	k, dlq := inboxtest.NewKafka(t, "own-loop.dlq", 1)
-	b := inboxtest.Setup(t, nil)
-	dw, err := inbox.NewDeadLetterWriter(&inbox.DeadLetterConfig[pgx.Tx]{Brokers: k.Brokers, Inbox: b.In, Topic: dlq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dw.Close()
+	b, dw, brokers, dlq := ownLoopSetup(t, nil)
 	for _, dup := range []inbox.KafkaHeader{
 		{Key: "message-id", Value: []byte("m-forged")},
 		{Key: "BUSINESS-KEY", Value: []byte("k-forged")},
@@ -60,7 +54,7 @@ func TestProcessRefusesRepeatedContractHeader(t *testing.T) {
 			t.Fatalf("Settle: commit %v, %v", commit, err)
 		}
 	}
-	for _, r := range inboxtest.DeadLetters(t, k.Brokers, dlq, 3) {
+	for _, r := range inboxtest.DeadLetters(t, brokers, dlq, 3) {
 		if reason, _ := r.Header("dlq-reason"); reason != inbox.ReasonRepeatedHeader {
 			t.Fatalf("dead letter reason %q", reason)
 		}

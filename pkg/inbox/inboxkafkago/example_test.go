@@ -18,40 +18,26 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafkago"
 )
 
-// consume is a kafka-go reader loop driving the inbox: each message becomes
-// an inbox record, is processed in one transaction with the handler's
-// writes, and is settled (a dead-lettered message is written to the
-// dead-letter topic); its offset is committed only when Settle says so.
-// Retry, Busy or an unknown outcome delivers the same message again before
-// any later one of its partition. A transaction marker is skipped.
+// consume is a kafka-go reader loop driving the inbox: inbox.Deliver takes
+// each message to a settled outcome (processed in one transaction with the
+// handler's writes, dead-lettered to the dead-letter topic, or a
+// duplicate; a Retry, Busy or unknown outcome is processed again first),
+// and only then is its offset committed. A transaction marker is skipped.
 func consume(ctx context.Context, r *kafka.Reader, in *inbox.Inbox[pgx.Tx], dlq *inbox.DeadLetterWriter,
-	handle inbox.TxHandler[pgx.Tx], report func(inbox.Message, inbox.Result)) error {
+	handle inbox.TxHandler[pgx.Tx], report func(inbox.KafkaRecord, inbox.Result)) error {
 	for {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
 			return err // the context ended, or the reader was closed
 		}
-		work := context.WithoutCancel(ctx) // a started message is settled
 		if rec, ok := inboxkafkago.Record(m); ok {
-			msg := rec.Message()
-			for attempt := 1; ; attempt++ {
-				res, err := in.Process(work, msg, handle)
-				commit, err := dlq.Settle(work, rec, res, err)
-				report(msg, res)
-				if commit {
-					break
-				}
-				if errors.Is(err, inbox.ErrConflict) {
-					return err // ConflictPolicyStop: stop, commit nothing
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(inbox.DefaultBackoff(attempt)):
-				}
+			res, err := inbox.Deliver(ctx, in, dlq, rec, handle)
+			if err != nil {
+				return err // ctx ended, or ConflictPolicyStop: commit nothing
 			}
+			report(rec, res)
 		}
-		if err := r.CommitMessages(work, m); err != nil {
+		if err := r.CommitMessages(context.WithoutCancel(ctx), m); err != nil {
 			return err
 		}
 	}
@@ -126,9 +112,9 @@ func Example() {
 	}
 	runCtx, stop := context.WithTimeout(ctx, time.Minute) // none lost: no wait
 	defer stop()
-	report := func(msg inbox.Message, res inbox.Result) {
-		fmt.Println(string(msg.Key), res.Outcome, res.ResultRef+res.Reason)
-		if msg.Offset == 2 && res.Outcome.Acked() {
+	report := func(rec inbox.KafkaRecord, res inbox.Result) {
+		fmt.Println(string(rec.Key), res.Outcome, res.ResultRef+res.Reason)
+		if rec.Offset == 2 {
 			stop() // the last record is settled
 		}
 	}

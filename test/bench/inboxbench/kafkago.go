@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -73,29 +72,16 @@ func readerLoop(ctx context.Context, r *kafka.Reader, in *inbox.Inbox[pgx.Tx], d
 		if err != nil {
 			return err
 		}
-		work := context.WithoutCancel(ctx)
 		if rec, ok := inboxkafkago.Record(m); ok {
-			msg := rec.Message()
-			for attempt := 1; ; attempt++ {
-				res, err := in.Process(work, msg, handler)
-				commit, err := dlq.Settle(work, rec, res, err)
-				if res.Outcome == inbox.Processed {
-					clk.tick()
-				}
-				if commit {
-					break
-				}
-				if errors.Is(err, inbox.ErrConflict) {
-					return err
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(inbox.DefaultBackoff(attempt)):
-				}
+			res, err := inbox.Deliver(ctx, in, dlq, rec, handler)
+			if err != nil {
+				return err
+			}
+			if res.Outcome == inbox.Processed {
+				clk.tick()
 			}
 		}
-		if err := r.CommitMessages(work, m); err != nil {
+		if err := r.CommitMessages(context.WithoutCancel(ctx), m); err != nil {
 			return err
 		}
 	}

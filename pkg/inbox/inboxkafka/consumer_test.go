@@ -390,15 +390,7 @@ func TestConsumerPurgesOnSchedule(t *testing.T) {
 		SessionTimeout: time.Second, Handler: inboxtest.InsertEffect, Retention: 24 * time.Hour, PurgeInterval: 10 * time.Millisecond,
 	})
 	left := func() []string {
-		rows, err := l.DB.Pool.Query(ctx, `SELECT consumer || '/' || message_id FROM inbox ORDER BY 1`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids
+		return testenv.QueryStrings(ctx, t, l.DB.Pool, `SELECT consumer || '/' || message_id FROM inbox ORDER BY 1`)
 	}
 	testenv.WaitFor(t, time.Minute, "the old COMPLETED row purged and m-1 processed", func() (bool, error) {
 		ids := left()

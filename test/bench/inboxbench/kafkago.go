@@ -49,7 +49,8 @@ func throughKafkaGo(ctx context.Context, brokers []string, pool *pgxpool.Pool, t
 		go func() {
 			defer wg.Done()
 			defer r.Close()
-			if err := readerLoop(runCtx, r, in, dlq, handler, clk); err != nil && runCtx.Err() == nil {
+			err := readerLoop(runCtx, r, in, dlq, handler, clk)
+			if runCtx.Err() == nil {
 				errc <- err
 			}
 		}()
@@ -64,7 +65,8 @@ func throughKafkaGo(ctx context.Context, brokers []string, pool *pgxpool.Pool, t
 }
 
 // readerLoop is the consume loop of the inboxkafkago example, counting
-// each Processed message on clk.
+// each Processed message on clk. It returns only when the reader, the
+// inbox or ctx stops it, so it never returns nil.
 func readerLoop(ctx context.Context, r *kafka.Reader, in *inbox.Inbox[pgx.Tx], dlq *inbox.DeadLetterWriter,
 	handler inbox.TxHandler[pgx.Tx], clk *clock) error {
 	for {

@@ -9,11 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
-	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
@@ -31,7 +29,7 @@ import (
 // table's inserts (see relaytype.SlotStatus.PublicationMismatch) is an error wrapping
 // ErrPublicationMismatch; one that also publishes updates, deletes or
 // truncates is accepted with a warning, since the relay ignores them.
-func Setup(ctx context.Context, cfg *relaytype.Config) error {
+func Setup(ctx context.Context, cfg *Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
@@ -44,10 +42,10 @@ func Setup(ctx context.Context, cfg *relaytype.Config) error {
 		return err
 	}
 	c.NoCreate = false
-	if err := slotstate.EnsurePublication(ctx, conn, slotstate.ConfigOf(&c), true); err != nil {
+	if err := slotstate.EnsurePublication(ctx, conn, &c.Config, true); err != nil {
 		return err
 	}
-	_, _, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(&c), true)
+	_, _, err = slotstate.EnsureSlot(ctx, conn, &c.Config, true)
 	return err
 }
 
@@ -55,14 +53,14 @@ func Setup(ctx context.Context, cfg *relaytype.Config) error {
 // or checks the existing table of another format and creates the relay
 // state table next to it. An existing table is checked before any
 // migration runs: a table of another shape is never altered.
-func setupTable(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error {
+func setupTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	oid, err := slotstate.TableOID(ctx, conn, table)
 	if err != nil {
 		return err
 	}
 	if oid != 0 {
-		if err := slotstate.CheckTable(ctx, conn, slotstate.ConfigOf(c)); err != nil {
+		if err := slotstate.CheckTable(ctx, conn, &c.Config); err != nil {
 			return err
 		}
 	}
@@ -77,15 +75,15 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error 
 			"or use the pgoutbox format)", relaytype.ErrTableMissing, table, c.TableFormat, c.TableFormat)
 	}
 	if err := migrate.RelayState(ctx, dbdriver.PgxDB(conn), c.Table); err != nil {
-		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(slotstate.ConfigOf(c)), err)
+		return fmt.Errorf("relay: create %s: %w", slotstate.StateTable(&c.Config), err)
 	}
 	return nil
 }
 
 // Status reads the slot and publication state from the database and, with
 // cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
-// cfg.ProgressTopic).
-func Status(ctx context.Context, cfg *relaytype.Config) (*relaytype.SlotStatus, error) {
+// cfg.Sink.ProgressTopic).
+func Status(ctx context.Context, cfg *Config) (*relaytype.SlotStatus, error) {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -112,13 +110,13 @@ func Status(ctx context.Context, cfg *relaytype.Config) (*relaytype.SlotStatus, 
 	st.ActiveState = slotstate.Deref(row.State)
 	st.ActiveBackendStart = row.BackendStart
 	st.ActiveReplyTime = row.ReplyTime
-	pub, err := slotstate.InspectPublication(ctx, conn, slotstate.ConfigOf(&c))
+	pub, err := slotstate.InspectPublication(ctx, conn, &c.Config)
 	if err != nil {
 		return nil, err
 	}
 	st.PublicationExists = pub.Exists
 	st.PublicationMismatch, st.PublicationExtra = pub.Mismatch, pub.Extra
-	peers, err := slotstate.PeerSlots(ctx, conn, slotstate.ConfigOf(&c))
+	peers, err := slotstate.PeerSlots(ctx, conn, &c.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +141,7 @@ func Status(ctx context.Context, cfg *relaytype.Config) (*relaytype.SlotStatus, 
 // publication another slot uses (slotstate.PeerSlot.Uses) is an error
 // wrapping ErrPublicationInUse that names it, and nothing is dropped.
 // Missing objects are not errors.
-func Teardown(ctx context.Context, cfg *relaytype.Config, slotOnly bool) error {
+func Teardown(ctx context.Context, cfg *Config, slotOnly bool) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
@@ -175,7 +173,7 @@ func Teardown(ctx context.Context, cfg *relaytype.Config, slotOnly bool) error {
 	}
 	// Without its slot the state row would read as a gap at the next
 	// setup: teardown gives the position up on purpose.
-	if _, err := conn.Exec(ctx, `DELETE FROM `+slotstate.StateTable(slotstate.ConfigOf(&c)).Sanitize()+` WHERE slot_name = $1`, c.Slot); err != nil {
+	if _, err := conn.Exec(ctx, `DELETE FROM `+slotstate.StateTable(&c.Config).Sanitize()+` WHERE slot_name = $1`, c.Slot); err != nil {
 		var pgErr *pgconn.PgError
 		if !(errors.As(err, &pgErr) && pgErr.Code == "42P01") { // no state table: nothing to forget
 			return fmt.Errorf("relay: delete state of slot %s: %w", c.Slot, err)
@@ -195,8 +193,8 @@ func Teardown(ctx context.Context, cfg *relaytype.Config, slotOnly bool) error {
 // Dropping it under a streaming relay stops that relay for good: the
 // slot's history predates any publication created again (see
 // relaytype.GapPublicationRecreated).
-func publicationFree(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) error {
-	peers, err := slotstate.PeerSlots(ctx, conn, slotstate.ConfigOf(c))
+func publicationFree(ctx context.Context, conn *pgx.Conn, c *Config) error {
+	peers, err := slotstate.PeerSlots(ctx, conn, &c.Config)
 	if err != nil {
 		return err
 	}
@@ -213,30 +211,20 @@ func publicationFree(ctx context.Context, conn *pgx.Conn, c *relaytype.Config) e
 		relaytype.ErrPublicationInUse, c.Publication, slotstate.PeerNames(users), c.Slot, slotstate.TeardownSlotOnly(c.Slot))
 }
 
-// openAdmin applies the defaults of cfg and connects.
-func openAdmin(ctx context.Context, cfg *relaytype.Config) (relaytype.Config, *pgx.Conn, error) {
-	c, err := cfg.WithDefaults()
-	if err != nil {
-		return c, nil, err
-	}
-	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
-	return c, conn, err
+// openAdmin copies cfg (a call may change its copy) and connects.
+func openAdmin(ctx context.Context, cfg *Config) (Config, *pgx.Conn, error) {
+	conn, err := pgconnect.Connect(ctx, cfg.DatabaseURL)
+	return *cfg, conn, err
 }
 
 // progressStatus reads the exactly-once progress of c's slot from Kafka.
-func progressStatus(ctx context.Context, c *relaytype.Config) *relaytype.ProgressStatus {
-	if err := c.CheckBrokers(); err != nil {
-		return &relaytype.ProgressStatus{Topic: c.ProgressTopic, Error: err.Error()}
+func progressStatus(ctx context.Context, c *Config) *relaytype.ProgressStatus {
+	if c.KafkaErr != nil {
+		return &relaytype.ProgressStatus{Topic: c.Sink.ProgressTopic, Error: c.KafkaErr.Error()}
 	}
-	id, err := slotstate.Identify(ctx, slotstate.ConfigOf(c))
+	id, err := slotstate.Identify(ctx, &c.Config)
 	if err != nil {
-		return &relaytype.ProgressStatus{Topic: c.ProgressTopic, Error: err.Error()}
+		return &relaytype.ProgressStatus{Topic: c.Sink.ProgressTopic, Error: err.Error()}
 	}
-	sc := sink.ConfigOf(c, nil)
-	return sink.ReadProgressStatus(ctx, &sc, id.SystemID)
-}
-
-// NewSink is the sink of c counting in m, dead-lettering as c says.
-func NewSink(c *relaytype.Config, m *relaymetrics.Metrics) *sink.Sink {
-	return sink.NewSink(sink.ConfigOf(c, decode.DeadLettersOf(c, m.Invalid)), m)
+	return sink.ReadProgressStatus(ctx, &c.Sink, id.SystemID)
 }

@@ -28,13 +28,10 @@ import (
 // published. Use it to bootstrap or repair a consumer; consumers
 // deduplicate on message-id. Logical messages (EmitTx) are not in the table
 // and are not backfilled.
-func Backfill(ctx context.Context, cfg *relaytype.Config, opts relaytype.BackfillOptions) (int, error) {
-	c, err := cfg.WithDefaults()
-	if err != nil {
-		return 0, err
-	}
-	if err := c.CheckBrokers(); err != nil {
-		return 0, err
+func Backfill(ctx context.Context, cfg *Config, opts relaytype.BackfillOptions) (int, error) {
+	c := *cfg
+	if c.KafkaErr != nil {
+		return 0, c.KafkaErr
 	}
 	if opts.Since.IsZero() {
 		return 0, fmt.Errorf("%w: backfill needs a since time", relaytype.ErrConfig)
@@ -69,13 +66,10 @@ func Backfill(ctx context.Context, cfg *relaytype.Config, opts relaytype.Backfil
 // It refuses with a *relaytype.BackfillPrunedError when pruning may have deleted rows
 // of the needed range. Without a gap it does nothing (relaytype.RecoverResult.Gap is
 // nil).
-func Recover(ctx context.Context, cfg *relaytype.Config) (*relaytype.RecoverResult, error) {
-	c, err := cfg.WithDefaults()
-	if err != nil {
-		return nil, err
-	}
-	if err := c.CheckBrokers(); err != nil {
-		return nil, err
+func Recover(ctx context.Context, cfg *Config) (*relaytype.RecoverResult, error) {
+	c := *cfg
+	if c.KafkaErr != nil {
+		return nil, c.KafkaErr
 	}
 	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
 	sk := NewSink(&c, m)
@@ -91,7 +85,7 @@ const recoverLockKey = "pgoutbox.recover."
 // creates it anew exporting its snapshot, publishes the outbox rows since
 // the last confirmed commit time minus the margin from that snapshot, and
 // records the new slot's state.
-func RecoverGap(ctx context.Context, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink) (*relaytype.RecoverResult, error) {
+func RecoverGap(ctx context.Context, c *Config, m *relaymetrics.Metrics, sk *sink.Sink) (*relaytype.RecoverResult, error) {
 	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -107,14 +101,14 @@ func RecoverGap(ctx context.Context, c *relaytype.Config, m *relaymetrics.Metric
 	}
 	// The state after the slot, as in slotstate.EnsureSlot: no false gap from a
 	// relay still confirming meanwhile.
-	st, err := slotstate.ReadState(ctx, conn, slotstate.ConfigOf(c))
+	st, err := slotstate.ReadState(ctx, conn, &c.Config)
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
 		return nil, fmt.Errorf("%w: no relay state for slot %s: nothing to recover (relay setup creates the slot)", relaytype.ErrSlotMissing, c.Slot)
 	}
-	gap, err := slotstate.CheckGap(ctx, slotstate.ConfigOf(c), st, info)
+	gap, err := slotstate.CheckGap(ctx, &c.Config, st, info)
 	if err != nil || gap == nil {
 		return &relaytype.RecoverResult{}, err
 	}
@@ -138,7 +132,7 @@ func RecoverGap(ctx context.Context, c *relaytype.Config, m *relaymetrics.Metric
 	}
 	// Everything committed before the snapshot is in Kafka now: that is
 	// the new confirmed commit time.
-	if err := slotstate.WriteNewState(ctx, conn, slotstate.ConfigOf(c), ns, &ns.At); err != nil {
+	if err := slotstate.WriteNewState(ctx, conn, &c.Config, ns, &ns.At); err != nil {
 		return nil, err
 	}
 	m.Gap.Reset()
@@ -172,13 +166,13 @@ func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotsta
 // backfillNewSlot creates c.Slot exporting its snapshot and publishes, in
 // that snapshot, the rows created since res.Since; it sets res.SlotLSN and
 // res.Published and returns the new slot.
-func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink, res *relaytype.RecoverResult) (slotstate.NewSlot, error) {
+func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *Config, m *relaymetrics.Metrics, sk *sink.Sink, res *relaytype.RecoverResult) (slotstate.NewSlot, error) {
 	rc, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
 	if err != nil {
 		return slotstate.NewSlot{}, err
 	}
 	defer rc.Close(context.WithoutCancel(ctx))
-	ns, err := slotstate.CreateSlotOn(ctx, rc, slotstate.ConfigOf(c), true)
+	ns, err := slotstate.CreateSlotOn(ctx, rc, &c.Config, true)
 	if err != nil {
 		return slotstate.NewSlot{}, err
 	}
@@ -212,15 +206,16 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, m
 
 // backfillTx publishes the rows opts selects, read in tx, through sk,
 // except those held holds (nil: none).
-func backfillTx(ctx context.Context, tx pgx.Tx, c *relaytype.Config, m *relaymetrics.Metrics, sk *sink.Sink, opts relaytype.BackfillOptions, held *heldIDs) (int, error) {
-	out := backfillBatches{sk: sk, size: c.BatchSize, progress: opts.Progress}
-	dl := decode.DeadLettersOf(c, m.Invalid)
+func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *relaymetrics.Metrics, sk *sink.Sink, opts relaytype.BackfillOptions, held *heldIDs) (int, error) {
+	out := backfillBatches{sk: sk, size: c.Sink.BatchSize, progress: opts.Progress}
+	dl := c.DeadLetters
+	dl.Invalid = m.Invalid
 	err := eachRow(ctx, tx, c, opts, func(ev decode.Event, createdAt time.Time) error {
 		if held.has(&ev) {
 			return nil
 		}
 		if ev.Invalid != nil {
-			if c.OnInvalid == relaytype.InvalidStop {
+			if c.Sink.StopOnInvalid {
 				m.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
 				return relayerr.Permanent(ev.Invalid)
 			}
@@ -237,7 +232,7 @@ func backfillTx(ctx context.Context, tx pgx.Tx, c *relaytype.Config, m *relaymet
 // eachRow calls fn with the event of each row opts selects, read in tx, in
 // created_at, id order, as the relay builds it from the WAL (an invalid
 // row's event carries Invalid and is not yet a dead letter).
-func eachRow(ctx context.Context, tx pgx.Tx, c *relaytype.Config, opts relaytype.BackfillOptions, fn func(ev decode.Event, createdAt time.Time) error) error {
+func eachRow(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.BackfillOptions, fn func(ev decode.Event, createdAt time.Time) error) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	names, l, err := backfillColumns(ctx, tx, table, c.TableFormat)
 	if err != nil {
@@ -249,7 +244,7 @@ func eachRow(ctx context.Context, tx pgx.Tx, c *relaytype.Config, opts relaytype
 		return fmt.Errorf("relay: backfill: read %s: %w", table, err)
 	}
 	defer rows.Close()
-	dec := decode.NewDecoder(decode.ConfigOf(c), nil) // rows come from the table: no relation messages to resolve
+	dec := decode.NewDecoder(c.Decode, nil) // rows come from the table: no relation messages to resolve
 	row := newTextRow(len(names))
 	for rows.Next() {
 		if err := rows.Scan(row.dest...); err != nil {

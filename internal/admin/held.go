@@ -43,8 +43,8 @@ type heldIDs struct {
 }
 
 // heldInKafka reads which rows of opts's range Kafka already holds.
-func heldInKafka(ctx context.Context, tx pgx.Tx, c *relaytype.Config, opts relaytype.BackfillOptions) (*heldIDs, error) {
-	topics := map[string]struct{}{c.DeadLetterTopic: {}}
+func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.BackfillOptions) (*heldIDs, error) {
+	topics := map[string]struct{}{c.DeadLetters.Topic: {}}
 	rows := 0
 	err := eachRow(ctx, tx, c, opts, func(ev decode.Event, _ time.Time) error {
 		rows++
@@ -57,7 +57,7 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *relaytype.Config, opts relay
 		return nil, err
 	}
 	h := &heldIDs{ids: make(map[string]struct{})}
-	kopts := producer.ClientOpts(producer.Config{Brokers: c.Brokers, TLS: c.TLS, SASL: (*producer.SASL)(c.SASL)})
+	kopts := producer.ClientOpts(c.Sink.Producer)
 	full := false
 	_, err = verify.ScanTopics(ctx, kopts, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), c.Logger, func(r *kgo.Record) error {
 		if len(h.ids) >= maxHeldIDs {

@@ -33,7 +33,7 @@ const (
 // on the relay state table; SELECT on the table with OnGap backfill and
 // DELETE with PruneAfter. It returns a
 // *relaytype.PrerequisitesError listing every problem with its fix, or nil.
-func CheckPrerequisites(ctx context.Context, cfg *relaytype.Config) error {
+func CheckPrerequisites(ctx context.Context, cfg *Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func CheckPrerequisites(ctx context.Context, cfg *relaytype.Config) error {
 // checkPrerequisites is CheckPrerequisites on an open connection. setup
 // checks for Setup, which also creates the table and its migration
 // bookkeeping and never honours NoCreate.
-func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, setup bool) error {
+func checkPrerequisites(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) error {
 	table, err := pgname.Parse(c.Table, "public")
 	if err != nil {
 		return fmt.Errorf("%w: %w", relaytype.ErrConfig, err)
@@ -88,7 +88,7 @@ type prereqFacts struct {
 	tableSelect, tableDelete          bool
 }
 
-func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, table pgname.Table) (prereqFacts, error) {
+func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table) (prereqFacts, error) {
 	var s prereqFacts
 	err := conn.QueryRow(ctx, `
 		SELECT current_setting('wal_level'),
@@ -136,7 +136,7 @@ func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, t
 // prereqCheck turns prereqFacts into Problems.
 type prereqCheck struct {
 	f        prereqFacts
-	c        *relaytype.Config
+	c        *Config
 	table    pgname.Table
 	setup    bool // checking for Setup
 	creating bool // a missing publication or slot would be created
@@ -241,11 +241,11 @@ func (p *prereqCheck) checkRunRights() {
 		return
 	}
 	if s.stateExists && !s.stateWrite {
-		st := slotstate.StateTable(slotstate.ConfigOf(p.c))
+		st := slotstate.StateTable(&p.c.Config)
 		p.add("state table", fmt.Sprintf("role %s may not write the relay state table %s (SELECT, INSERT, UPDATE)", s.user, st),
 			"GRANT SELECT, INSERT, UPDATE ON "+st.Sanitize()+" TO "+user+";")
 	}
-	if s.tableExists && p.c.OnGap == relaytype.GapBackfill && !s.tableSelect {
+	if s.tableExists && p.c.BackfillOnGap && !s.tableSelect {
 		p.add("table rights", fmt.Sprintf("role %s may not read %s, which --on-gap=backfill needs", s.user, table),
 			"GRANT SELECT ON "+table.Sanitize()+" TO "+user+";")
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -17,7 +18,7 @@ func healthy() prereqFacts {
 
 // check runs every check over facts, as checkPrerequisites does.
 func check(f prereqFacts, plat platform, setup bool) []relaytype.Problem {
-	c := &relaytype.Config{Slot: "pgoutbox", Publication: "pgoutbox", Table: "public.outbox"}
+	c := &Config{Config: slotstate.Config{Slot: "pgoutbox", Publication: "pgoutbox", Table: "public.outbox"}}
 	p := &prereqCheck{f: f, c: c, setup: setup, creating: true, plat: plat, user: `"relay"`}
 	p.checkServer()
 	p.checkSlotName()

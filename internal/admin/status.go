@@ -14,7 +14,7 @@ import (
 
 // statusHealth fills st's table, state and gap fields and lists its
 // problems.
-func statusHealth(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, st *relaytype.SlotStatus) error {
+func statusHealth(ctx context.Context, conn *pgx.Conn, c *Config, st *relaytype.SlotStatus) error {
 	problem := func(format string, args ...any) { st.Problems = append(st.Problems, fmt.Sprintf(format, args...)) }
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, st.Table).Scan(&st.TableExists); err != nil {
 		return fmt.Errorf("relay: look up table %s: %w", st.Table, err)
@@ -32,10 +32,10 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, st *
 	} else if st.PublicationMismatch != "" {
 		problem("%s", st.PublicationMismatch)
 	}
-	rs, err := slotstate.ReadState(ctx, conn, slotstate.ConfigOf(c))
+	rs, err := slotstate.ReadState(ctx, conn, &c.Config)
 	switch {
 	case errors.Is(err, relaytype.ErrStateMissing):
-		problem("relay state table %q does not exist (relay setup creates it)", slotstate.StateTable(slotstate.ConfigOf(c)).String())
+		problem("relay state table %q does not exist (relay setup creates it)", slotstate.StateTable(&c.Config).String())
 	case err != nil:
 		return err
 	case rs != nil:
@@ -54,7 +54,7 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *relaytype.Config, st *
 				return fmt.Errorf("relay: read slot %s: %w", c.Slot, err)
 			}
 		}
-		gap, err := slotstate.CheckGap(ctx, slotstate.ConfigOf(c), rs, info)
+		gap, err := slotstate.CheckGap(ctx, &c.Config, rs, info)
 		if err != nil {
 			// A user without REPLICATION cannot ask the server's
 			// identity; the rest of the status still stands.

@@ -4,12 +4,11 @@ import (
 	"log/slog"
 
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Config is what the decoder takes of relay.Config (whose fields document
-// each). The zero value of a field is not defaulted here: ConfigOf takes a
-// configuration with its defaults.
+// each). The zero value of a field is not defaulted here: package relay derives it
+// from a configuration with its defaults.
 type Config struct {
 	// Table is "schema.table", the outbox table.
 	Table string
@@ -33,21 +32,4 @@ type Config struct {
 	CloudEventsSource string
 	// Logger receives the decoder's warnings.
 	Logger *slog.Logger
-}
-
-// ConfigOf is the decoder's part of c, a configuration with its defaults.
-func ConfigOf(c *relaytype.Config) Config {
-	return Config{
-		Table:             c.Table,
-		TableFormat:       c.TableFormat,
-		TopicTemplate:     c.TopicTemplate,
-		DeadLetterTopic:   c.DeadLetterTopic,
-		ProgressTopic:     c.ProgressTopic,
-		AllowedTopics:     c.AllowedTopics,
-		MaxMessageBytes:   c.MaxMessageBytes,
-		StopOnInvalid:     c.OnInvalid == relaytype.InvalidStop,
-		CloudEvents:       c.CloudEvents,
-		CloudEventsSource: c.CloudEventsSource,
-		Logger:            c.Logger,
-	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
@@ -46,11 +45,6 @@ type DeadLetters struct {
 	Invalid *prometheus.CounterVec
 	// Logger receives one warning per dead-lettered event.
 	Logger *slog.Logger
-}
-
-// DeadLettersOf is c's dead-letter shaping, counting in invalid.
-func DeadLettersOf(c *relaytype.Config, invalid *prometheus.CounterVec) *DeadLetters {
-	return &DeadLetters{Topic: c.DeadLetterTopic, MaxMessageBytes: c.MaxMessageBytes, InstanceID: c.InstanceID, Invalid: invalid, Logger: c.Logger}
 }
 
 // Shape turns ev, whose problem is ev.Invalid, into its dead-letter
@@ -130,7 +124,7 @@ func (c *DeadLetters) Shape(ev *Event) {
 func deadLetterLimit(c *DeadLetters) int {
 	limit := c.MaxMessageBytes
 	if c.InstanceID != "" {
-		limit -= len(relaytype.InstanceHeader) + len(c.InstanceID)
+		limit -= len(contract.HeaderRelayInstance) + len(c.InstanceID)
 	}
 	return limit
 }

@@ -3,7 +3,6 @@ package decode
 import (
 	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // frame joins messages, each prefixed with its uint16 length: one fuzz
@@ -64,12 +62,9 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
-	c, err := (&relaytype.Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
-	if err != nil {
-		f.Fatal(err)
-	}
+	c := testConfig(func(c *Config) { c.MaxMessageBytes = 4096 })
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
+		d := NewDecoder(c, pgoutputtest.Outbox)
 		for len(data) >= 2 {
 			n := int(binary.BigEndian.Uint16(data))
 			data = data[2:]

@@ -8,22 +8,35 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
+// testConfig is the decoder's part of a relay configuration with its
+// defaults (relay.Config), edited by edit when set.
+func testConfig(edit func(*Config)) Config {
+	c := Config{Table: "public.outbox", TableFormat: tableformat.TableFormatPgoutbox, TopicTemplate: "outbox.{aggregate_type}",
+		DeadLetterTopic: "outbox.dlq", ProgressTopic: contract.DefaultProgressTopic, MaxMessageBytes: 1000000,
+		Logger: slog.New(slog.DiscardHandler)}
+	if edit != nil {
+		edit(&c)
+	}
+	return c
+}
+
 // The seed streams decode to the events and errors a relay acts on.
 func TestDecodeSeeds(t *testing.T) {
 	t.Parallel()
-	c, _ := (&relaytype.Config{DatabaseURL: "x", MaxMessageBytes: 4096, Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
+	c := testConfig(func(c *Config) { c.MaxMessageBytes = 4096 })
 	type result struct {
 		kinds   []WALKind
 		reasons []string // "" for a valid event
 		errs    int
 	}
 	run := func(stream []byte) result {
-		d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
+		d := NewDecoder(c, pgoutputtest.Outbox)
 		var r result
 		for len(stream) >= 2 {
 			n := int(binary.BigEndian.Uint16(stream))
@@ -51,7 +64,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != "" {
 		t.Fatalf("valid row: %+v", r)
 	}
-	d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
+	d := NewDecoder(c, pgoutputtest.Outbox)
 	var last WALItem
 	for s := seeds[0]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -83,13 +96,13 @@ func TestDecodeSeeds(t *testing.T) {
 	// by default its rows are invalid (bad-columns) instead.
 	const unusable = "relay: outbox table columns unusable: public.outbox: missing column event_type; missing column business_key; missing column payload"
 	stop := c
-	stop.OnInvalid = relaytype.InvalidStop
-	d = NewDecoder(ConfigOf(&stop), pgoutputtest.Outbox)
+	stop.StopOnInvalid = true
+	d = NewDecoder(stop, pgoutputtest.Outbox)
 	n := int(binary.BigEndian.Uint16(seeds[4]))
 	if _, err := d.Decode(seeds[4][2 : 2+n]); !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != unusable {
 		t.Fatalf("relation with missing columns: %v", err)
 	}
-	d = NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
+	d = NewDecoder(c, pgoutputtest.Outbox)
 	if _, err := d.Decode(seeds[4][2 : 2+n]); err != nil || len(d.relations) != 1 {
 		t.Fatalf("relation with missing columns, dead-letter policy: %v", err)
 	}
@@ -102,7 +115,7 @@ func TestDecodeSeeds(t *testing.T) {
 	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != ReasonNotOutbox {
 		t.Fatalf("other table: %+v", r)
 	}
-	d = NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
+	d = NewDecoder(c, pgoutputtest.Outbox)
 	var other WALItem
 	for s := seeds[5]; len(s) >= 2; {
 		n := int(binary.BigEndian.Uint16(s))
@@ -118,8 +131,8 @@ func TestDecodeSeeds(t *testing.T) {
 // BenchmarkDecodeInsert decodes one outbox row as the relay's hot path
 // does: the Insert message of a ~300-byte payload into its Kafka record.
 func BenchmarkDecodeInsert(b *testing.B) {
-	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
-	d := NewDecoder(ConfigOf(&c), pgoutputtest.Outbox)
+	c := testConfig(nil)
+	d := NewDecoder(c, pgoutputtest.Outbox)
 	if _, err := d.Decode(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		b.Fatal(err)
 	}

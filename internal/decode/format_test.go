@@ -2,7 +2,6 @@ package decode
 
 import (
 	"errors"
-	"log/slog"
 	"maps"
 	"testing"
 	"time"
@@ -20,13 +19,9 @@ var (
 
 // decodeRow decodes a relation, a begin at commit and one insert of vals
 // into the outbox (OID 16385) with a decoder of c, and returns the event.
-func decodeRow(t *testing.T, c *relaytype.Config, cols []string, types []uint32, commit time.Time, vals ...[]byte) Event {
+func decodeRow(t *testing.T, c *Config, cols []string, types []uint32, commit time.Time, vals ...[]byte) Event {
 	t.Helper()
-	cfg, err := c.WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := NewDecoder(ConfigOf(&cfg), pgoutputtest.Outbox)
+	d := NewDecoder(*c, pgoutputtest.Outbox)
 	// pgoutput's commit time: microseconds since 2000-01-01.
 	us := commit.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
 	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", cols, types), pgoutputtest.Begin(100, us, 7)} {
@@ -54,9 +49,12 @@ func headers(m *kgo.Record) map[string]string {
 // null value, and tracingspancontext's traceparent becomes the header.
 func TestDecodeDebeziumRow(t *testing.T) {
 	t.Parallel()
-	c := &relaytype.Config{DatabaseURL: "x", TableFormat: tableformat.TableFormatDebezium, Logger: slog.New(slog.DiscardHandler)}
+	c := testConfig(func(c *Config) {
+		c.TableFormat = tableformat.TableFormatDebezium
+		c.TopicTemplate = tableformat.Shape(c.TableFormat).TopicTemplate
+	})
 	id := "4d47e190-0402-4048-bc2c-89dd54343cdc"
-	ev := decodeRow(t, c, debeziumCols, debeziumTypes, time.Unix(1700000000, 0),
+	ev := decodeRow(t, &c, debeziumCols, debeziumTypes, time.Unix(1700000000, 0),
 		[]byte(id), []byte("Order"), []byte("1"), []byte("OrderCreated"), []byte(`{"id": 1}`), []byte("2024-01-01 00:00:00+00"),
 		[]byte("#comment\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nother=x\n"))
 	if ev.Invalid != nil {
@@ -71,13 +69,13 @@ func TestDecodeDebeziumRow(t *testing.T) {
 		t.Fatalf("headers %v, want %v", got, want)
 	}
 
-	ev = decodeRow(t, c, debeziumCols[:5], debeziumTypes[:5], time.Unix(1700000000, 0),
+	ev = decodeRow(t, &c, debeziumCols[:5], debeziumTypes[:5], time.Unix(1700000000, 0),
 		[]byte(id), []byte("Order"), []byte("1"), []byte("OrderDeleted"), nil)
 	if ev.Invalid != nil || ev.Record.Value != nil {
 		t.Fatalf("NULL payload: invalid %+v, value %q; want a null value", ev.Invalid, ev.Record.Value)
 	}
 	// Under the pgoutbox format a NULL payload stays invalid.
-	ev = decodeRow(t, &relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}, pgoutputtest.Cols, pgoutputtest.Types, time.Unix(1700000000, 0),
+	ev = decodeRow(t, new(testConfig(nil)), pgoutputtest.Cols, pgoutputtest.Types, time.Unix(1700000000, 0),
 		[]byte(id), []byte("order"), []byte("1"), []byte("t"), []byte("k"), nil, nil, nil, []byte("2024-01-01 00:00:00+00"))
 	if ev.Invalid == nil || ev.Invalid.Reason != ReasonNullColumn {
 		t.Fatalf("pgoutbox NULL payload: %+v", ev.Invalid)
@@ -109,13 +107,13 @@ func TestCheckColumnsNamesTheOtherFormat(t *testing.T) {
 // bad-headers.
 func TestCloudEventsHeaders(t *testing.T) {
 	t.Parallel()
-	c := &relaytype.Config{DatabaseURL: "x", CloudEvents: true, CloudEventsSource: "urn:example:orders", Logger: slog.New(slog.DiscardHandler)}
+	c := testConfig(func(c *Config) { c.CloudEvents, c.CloudEventsSource = true, "urn:example:orders" })
 	id := "018f4d2e-8b1c-7a3e-9f00-0123456789ab"
 	commit := time.Date(2026, 3, 4, 5, 6, 7, 891234000, time.FixedZone("CET", 3600))
 	row := func(payloadType uint32, headers string) Event {
 		types := append([]uint32(nil), pgoutputtest.Types...)
 		types[5] = payloadType
-		return decodeRow(t, c, pgoutputtest.Cols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
+		return decodeRow(t, &c, pgoutputtest.Cols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
 			[]byte("k-1"), []byte(`{"a":1}`), []byte(headers), nil, []byte("2024-01-01 00:00:00+00"))
 	}
 	ev := row(tableformat.OIDJSONB, `{"x":"y"}`)
@@ -133,7 +131,7 @@ func TestCloudEventsHeaders(t *testing.T) {
 		}
 		types := append([]uint32(nil), pgoutputtest.Types...)
 		types[5] = typ
-		ev := decodeRow(t, c, pgoutputtest.Cols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
+		ev := decodeRow(t, &c, pgoutputtest.Cols, types, commit, []byte(id), []byte("order"), []byte("o-1"), []byte("order.placed"),
 			[]byte("k-1"), []byte(payload), nil, nil, []byte("2024-01-01 00:00:00+00"))
 		if got := headers(&ev.Record)["content-type"]; got != ct {
 			t.Errorf("payload type %d: content-type %q, want %q", typ, got, ct)
@@ -149,19 +147,6 @@ func TestCloudEventsHeaders(t *testing.T) {
 	ev = row(tableformat.OIDJSONB, `{"ce_type":"other"}`)
 	if got := headers(&ev.Record); ev.Invalid != nil || len(got) != 6 || got["ce_type"] != "other" {
 		t.Fatalf("CloudEvents off: headers %v, invalid %+v", got, ev.Invalid)
-	}
-}
-
-func TestDefaultCloudEventsSource(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ url, table, want string }{
-		{"postgres://u:secret@db.example:5432/shop?sslmode=disable", "", "/pgoutbox/shop/public.outbox"},
-		{"host=db dbname='my db' password=secret", "sales.outboxevent", "/pgoutbox/my%20db/sales.outboxevent"},
-	} {
-		c, err := (&relaytype.Config{DatabaseURL: tc.url, Table: tc.table, CloudEvents: true}).WithDefaults()
-		if err != nil || c.CloudEventsSource != tc.want {
-			t.Errorf("%s %s: source %q (%v), want %q", tc.url, tc.table, c.CloudEventsSource, err, tc.want)
-		}
 	}
 }
 

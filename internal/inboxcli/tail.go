@@ -14,7 +14,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // envName is a flag's INBOX_* environment variable: --kafka-tls reads
@@ -93,7 +92,7 @@ func tailAction(c *cli.Context) error {
 		Isolation:       iso,
 		MaxQueueBytes:   cliutil.SizeFlagValue(c, "max-queue-bytes"),
 		TLS:             sec.TLS,
-		SASL:            (*relay.SASL)(sec.SASL),
+		SASL:            sec.SASL,
 		Handler: func(context.Context, pgx.Tx, inbox.Message) (string, error) {
 			return "", nil
 		},

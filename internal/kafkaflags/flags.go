@@ -9,8 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
-	"github.com/pgoutbox/pgoutbox/internal/producer"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // Flag names.
@@ -60,7 +59,7 @@ type Security struct {
 	// TLS is nil for plaintext.
 	TLS *tls.Config
 	// SASL is nil for none.
-	SASL *producer.SASL
+	SASL *relay.SASL
 	// Password is the SASL password (empty without SASL), to scrub from
 	// output; PasswordOnCommandLine says it was given as a flag.
 	Password              string
@@ -125,7 +124,7 @@ func tlsConfig(c *cli.Context) (*tls.Config, error) {
 }
 
 // saslConfig reads the SASL flags; nil means none.
-func saslConfig(c *cli.Context, pass string) (*producer.SASL, error) {
+func saslConfig(c *cli.Context, pass string) (*relay.SASL, error) {
 	mech, user, token := c.String(FlagSASLMechanism), c.String(FlagSASLUsername), c.String(FlagSASLTokenFile)
 	if mech == "" {
 		if user != "" || pass != "" || token != "" {
@@ -133,22 +132,22 @@ func saslConfig(c *cli.Context, pass string) (*producer.SASL, error) {
 		}
 		return nil, nil
 	}
-	s := &producer.SASL{Username: user, Password: pass, TokenFile: token}
+	s := &relay.SASL{Username: user, Password: pass, TokenFile: token}
 	switch strings.ToLower(mech) {
 	case "plain":
-		s.Mechanism = relaytype.SASLPlain
+		s.Mechanism = relay.SASLPlain
 	case "scram-sha-256":
-		s.Mechanism = relaytype.SASLSCRAMSHA256
+		s.Mechanism = relay.SASLSCRAMSHA256
 	case "scram-sha-512":
-		s.Mechanism = relaytype.SASLSCRAMSHA512
+		s.Mechanism = relay.SASLSCRAMSHA512
 	case "oauthbearer":
-		s.Mechanism = relaytype.SASLOAuthBearer
+		s.Mechanism = relay.SASLOAuthBearer
 		if token == "" {
 			return nil, cliutil.Usagef("--%s is required with --%s oauthbearer", FlagSASLTokenFile, FlagSASLMechanism)
 		}
 		return s, nil
 	case "aws-msk-iam", "aws_msk_iam":
-		s.Mechanism = relaytype.SASLAWSMSKIAM
+		s.Mechanism = relay.SASLAWSMSKIAM
 		// Static keys are a username (access key ID) and password
 		// (secret key); neither means the AWS SDK's default chain.
 		if user == "" && pass != "" {

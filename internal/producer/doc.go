@@ -9,10 +9,10 @@
 //   - Java-compatible partitioning: a record's key hashed with murmur2,
 //     as the Java client and kafka-go's Murmur2Balancer do;
 //   - metadata refreshed by kgo when a partition's leader moves;
-//   - TLS and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with a token
-//     read from a file at every authentication, AWS MSK IAM with static
-//     keys or the AWS SDK's default credential chain and its cache, see
-//     awscreds.go) through franz-go's own packages;
+//   - TLS, and SASL through franz-go's own mechanisms (Config.SASL, built
+//     by relay.SASL.KafkaMechanism: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER
+//     with a token read from a file at every authentication, AWS MSK IAM
+//     with static keys or the AWS SDK's default credential chain);
 //   - every connection dialled by our Dialer, whose connections ask a
 //     guard before each write (the relay's liveness check);
 //   - each record batch kept under its topic's max.message.bytes, read

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // ClientID is the client ID of the relay's Kafka requests.
@@ -29,8 +29,9 @@ type Config struct {
 	Brokers []string
 	// TLS enables TLS when set.
 	TLS *tls.Config
-	// SASL authenticates when set.
-	SASL *SASL
+	// SASL authenticates when set (built from relay.SASL by its
+	// KafkaMechanism).
+	SASL sasl.Mechanism
 	// Guard, when set, is asked before every write on every connection;
 	// its error fails the write (the client retries the request later).
 	Guard func() error
@@ -128,11 +129,7 @@ func New(cfg Config) (*Producer, error) {
 		opts = append(opts, kgo.ProduceRequestTimeout(cfg.RequestTimeout))
 	}
 	if cfg.SASL != nil {
-		m, err := cfg.SASL.mechanism()
-		if err != nil {
-			return nil, fmt.Errorf("producer: %w", err)
-		}
-		opts = append(opts, kgo.SASL(m))
+		opts = append(opts, kgo.SASL(cfg.SASL))
 	}
 	if cfg.AutoCreateTopics {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
@@ -280,16 +277,7 @@ func ClientOpts(cfg Config, more ...kgo.Opt) []kgo.Opt {
 		kgo.DisableClientMetrics(),
 	}
 	if cfg.SASL != nil {
-		m, err := cfg.SASL.mechanism()
-		if err != nil {
-			// Fail closed: a client that was asked for SASL never talks to
-			// a broker without it (callers check the configuration first;
-			// this only guards a path that skipped the check).
-			err = fmt.Errorf("producer: SASL: %w", err)
-			opts = append(opts, kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err }))
-			return append(opts, more...)
-		}
-		opts = append(opts, kgo.SASL(m))
+		opts = append(opts, kgo.SASL(cfg.SASL))
 	}
 	return append(opts, more...)
 }

@@ -183,7 +183,7 @@ func kafkaSecurity(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 	if sec.PasswordOnCommandLine {
 		sc.exposed = append(sc.exposed, kafkaflags.FlagSASLPassword)
 	}
-	cfg.TLS, cfg.SASL = sec.TLS, (*relay.SASL)(sec.SASL)
+	cfg.TLS, cfg.SASL = sec.TLS, sec.SASL
 	return nil
 }
 

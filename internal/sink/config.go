@@ -6,11 +6,10 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Config is what the sink takes of relay.Config (whose fields document
-// each); ConfigOf derives it.
+// each); package relay derives it.
 type Config struct {
 	// Producer configures each session's producer; the sink sets its
 	// Guard, OnError and TransactionalID.
@@ -37,34 +36,4 @@ type Config struct {
 	ProgressTopic string
 	// Logger receives the sink's logs.
 	Logger *slog.Logger
-}
-
-// ConfigOf is the sink's part of c, a configuration with its defaults;
-// dl shapes its dead letters.
-func ConfigOf(c *relaytype.Config, dl *decode.DeadLetters) Config {
-	return Config{
-		Producer: producer.Config{
-			Brokers:            c.Brokers,
-			TLS:                c.TLS,
-			SASL:               (*producer.SASL)(c.SASL),
-			Compression:        c.Compression,
-			MaxBufferedBytes:   c.BufferBytes + c.MaxMessageBytes + 1<<20, // the budget bounds it first
-			MaxMessageBytes:    c.MaxMessageBytes,
-			RequestTimeout:     c.WriteTimeout,
-			AutoCreateTopics:   !c.NoAutoCreateTopics,
-			TransactionTimeout: c.TransactionTimeout,
-			Logger:             c.Logger,
-		},
-		Slot:                  c.Slot,
-		BatchSize:             c.BatchSize,
-		BatchTimeout:          c.BatchTimeout,
-		RetryBackoff:          c.RetryBackoff,
-		MaxRetryBackoff:       c.MaxRetryBackoff,
-		TopicUnavailableGrace: c.TopicUnavailableGrace,
-		StopOnUnavailable:     c.OnUnavailableTopic == relaytype.UnavailableStop,
-		StopOnInvalid:         c.OnInvalid == relaytype.InvalidStop,
-		DeadLetters:           dl,
-		ProgressTopic:         c.ProgressTopic,
-		Logger:                c.Logger,
-	}
 }

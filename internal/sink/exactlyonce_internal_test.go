@@ -2,7 +2,6 @@ package sink
 
 import (
 	"encoding/json"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A progress record the sink writes is trusted back for its own history
@@ -22,12 +20,8 @@ import (
 // under its reason.
 func TestTrustProgress(t *testing.T) {
 	t.Parallel()
-	c, err := (&relaytype.Config{DatabaseURL: "x", Slot: "s", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := History{SystemID: "7", Timeline: 2, SlotCreatedLSN: 0x100}
-	s := &Sink{cfg: ConfigOf(&c, nil), eos: &eosState{key: ProgressKey(h.SystemID, "s"), history: h}}
+	s := &Sink{cfg: testConfig(nil), eos: &eosState{key: ProgressKey(h.SystemID, "s"), history: h}}
 	commit := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
 	rec := s.progressRecord(0x500, commit, decode.Position{Final: 0x600, Seq: 3})
 	if len(rec.Headers) != 1 || rec.Headers[0].Key != contract.HeaderProgress || string(rec.Key) != "pgoutbox-relay/7/s" {

@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // growthTopics is how many distinct topics rows name in the growth tests.
@@ -26,14 +24,12 @@ const growthTopics = 2000
 func TestSinkPerTopicStateBounded(t *testing.T) {
 	t.Parallel()
 	k := testenv.NewKafka(t)
-	c, err := (&relaytype.Config{DatabaseURL: "x", Brokers: k.Brokers, Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testConfig(k.Brokers)
 	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Published)
-	s := NewSink(ConfigOf(&c, decode.DeadLettersOf(&c, m.Invalid)), m)
+	c.DeadLetters.Invalid = m.Invalid
+	s := NewSink(c, m)
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}

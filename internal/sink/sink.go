@@ -537,9 +537,9 @@ func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err er
 		}
 		u.reason, u.expired = reason, false
 		s.m.TopicUnavailable.WithLabelValues(topic, reason).Set(1)
-		policy := relaytype.UnavailableDeadLetter
+		policy := "dead-letter" // the values of relay.UnavailablePolicy
 		if s.cfg.StopOnUnavailable {
-			policy = relaytype.UnavailableStop
+			policy = "stop"
 		}
 		s.cfg.Logger.Warn("kafka topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts",
 			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", policy, "error", e)

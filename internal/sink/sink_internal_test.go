@@ -12,12 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // sinkTest is a sink on kfake, without Postgres, fed as the WAL reader
@@ -29,22 +30,34 @@ type sinkTest struct {
 	tr *acktrack.Tracker
 }
 
-func newSinkTest(t *testing.T, mod func(*relaytype.Config)) *sinkTest {
+// testConfig is the sink's part of a relay configuration with its
+// defaults (relay.Config), writing to brokers for slot "s".
+func testConfig(brokers []string) Config {
+	log := slog.New(slog.DiscardHandler)
+	return Config{
+		Producer: producer.Config{Brokers: brokers, Compression: "none", MaxBufferedBytes: 16<<20 + 1000000 + 1<<20, MaxMessageBytes: 1000000,
+			RequestTimeout: 10 * time.Second, AutoCreateTopics: true, TransactionTimeout: 40 * time.Second, Logger: log},
+		Slot: "s", BatchSize: 1000, RetryBackoff: 100 * time.Millisecond, MaxRetryBackoff: 10 * time.Second,
+		TopicUnavailableGrace: 5 * time.Minute, DeadLetters: &decode.DeadLetters{Topic: "outbox.dlq", MaxMessageBytes: 1000000, Logger: log},
+		ProgressTopic: contract.DefaultProgressTopic, Logger: log,
+	}
+}
+
+// newSinkTest is a sink of testConfig, edited by mod, on a kfake broker
+// of its own, with a queue of 100 events.
+func newSinkTest(t *testing.T, mod func(*Config)) *sinkTest {
 	t.Helper()
 	k := testenv.NewKafka(t)
-	in := relaytype.Config{DatabaseURL: "x", Brokers: k.Brokers, Slot: "s", Logger: slog.New(slog.DiscardHandler)}
+	c := testConfig(k.Brokers)
 	if mod != nil {
-		mod(&in)
-	}
-	c, err := in.WithDefaults()
-	if err != nil {
-		t.Fatal(err)
+		mod(&c)
 	}
 	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
-	s := NewSink(ConfigOf(&c, decode.DeadLettersOf(&c, m.Invalid)), m)
+	c.DeadLetters.Invalid = m.Invalid
+	s := NewSink(c, m)
 	t.Cleanup(s.Close)
 	// The queue holds every event a test queues before Run starts.
-	return &sinkTest{Sink: s, k: k, q: queue.NewQueue(100, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "b"})),
+	return &sinkTest{Sink: s, k: k, q: queue.NewQueue(100, 16<<20, prometheus.NewGauge(prometheus.GaugeOpts{Name: "b"})),
 		tr: acktrack.New(0)}
 }
 
@@ -110,7 +123,7 @@ func (st *sinkTest) values(t *testing.T, topic string, want int) []string {
 // Run with nil.
 func TestRunAtLeastOnce(t *testing.T) {
 	t.Parallel()
-	st := newSinkTest(t, func(c *relaytype.Config) { c.BatchSize = 3 })
+	st := newSinkTest(t, func(c *Config) { c.BatchSize = 3 })
 	if err := st.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +146,7 @@ func TestRunAtLeastOnce(t *testing.T) {
 // and the committed progress reads back as the last transaction's end.
 func TestRunTransactional(t *testing.T) {
 	t.Parallel()
-	st := newSinkTest(t, func(c *relaytype.Config) { c.ExactlyOnce = true })
+	st := newSinkTest(t, nil)
 	ctx := context.Background()
 	h := History{SystemID: "7", Timeline: 1, SlotCreatedLSN: 1}
 	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40); err != nil {
@@ -162,7 +175,7 @@ func TestRunTransactional(t *testing.T) {
 // not acknowledged: nothing is confirmed before the commit.
 func TestTransactionalAcknowledgesAtCommit(t *testing.T) {
 	t.Parallel()
-	st := newSinkTest(t, func(c *relaytype.Config) { c.ExactlyOnce = true })
+	st := newSinkTest(t, nil)
 	ctx := context.Background()
 	if _, err := st.OpenExactlyOnce(ctx, History{SystemID: "8", Timeline: 1, SlotCreatedLSN: 1}, 1<<40); err != nil {
 		t.Fatal(err)

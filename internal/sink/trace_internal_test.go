@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // The relaytrace Written hook of Run's context sees each Kafka write once
@@ -21,7 +20,7 @@ func TestTraceWritten(t *testing.T) {
 	for _, eos := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exactly-once=%v", eos), func(t *testing.T) {
 			t.Parallel()
-			st := newSinkTest(t, func(c *relaytype.Config) { c.ExactlyOnce = eos; c.BatchSize = 2 })
+			st := newSinkTest(t, func(c *Config) { c.BatchSize = 2 })
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var err error

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // BenchmarkCatalogCheck measures one catalog check of a streaming session
@@ -42,10 +42,8 @@ func BenchmarkCatalogCheck(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			c, err := (&relaytype.Config{DatabaseURL: db.URL, Publication: "p_bench", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := &Config{DatabaseURL: db.URL, Slot: "pgoutbox", Publication: "p_bench", Table: "public.outbox",
+				TableFormat: tableformat.TableFormatPgoutbox, Logger: slog.New(slog.DiscardHandler)}
 			if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 				b.Fatal(err)
 			}
@@ -54,10 +52,10 @@ func BenchmarkCatalogCheck(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer conn.Close(ctx)
-			if err := EnsurePublication(ctx, conn, ConfigOf(&c), true); err != nil {
+			if err := EnsurePublication(ctx, conn, c, true); err != nil {
 				b.Fatal(err)
 			}
-			k, err := OpenCatalog(ctx, ConfigOf(&c))
+			k, err := OpenCatalog(ctx, c)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -5,11 +5,10 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Config is what the slot, publication and state code takes of
-// relay.Config (whose fields document each); ConfigOf derives it.
+// relay.Config (whose fields document each); package relay derives it.
 type Config struct {
 	// DatabaseURL is where the slot lives.
 	DatabaseURL string
@@ -27,11 +26,4 @@ type Config struct {
 	PruneAfter time.Duration
 	// Logger receives the warnings.
 	Logger *slog.Logger
-}
-
-// ConfigOf is the slot code's part of c, a configuration with its
-// defaults.
-func ConfigOf(c *relaytype.Config) *Config {
-	return &Config{DatabaseURL: c.DatabaseURL, Slot: c.Slot, Publication: c.Publication, Table: c.Table,
-		TableFormat: c.TableFormat, NoCreate: c.NoCreate, PruneAfter: c.PruneAfter, Logger: c.Logger}
 }

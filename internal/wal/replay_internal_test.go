@@ -11,11 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
-	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // skipStream is a stream over the fuzz seeds' outbox that starts at start
@@ -29,11 +26,10 @@ func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (
 // transaction that part names.
 func skipPartStream(t *testing.T, start, through pglogrepl.LSN, part decode.Position, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
 	t.Helper()
-	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.NewTextHandler(log, nil))}).WithDefaults()
+	logger := slog.New(slog.NewTextHandler(log, nil))
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
-	s := &Stream{cfg: ConfigOf(&c, decode.DeadLettersOf(&c, nil)), dec: decode.NewDecoder(decode.ConfigOf(&c), pgoutputtest.Outbox), tracker: acktrack.New(uint64(start)),
-		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"})),
-		skip:  newReplaySkip(through, part, start, c.Logger, skipped)}
+	s := newTestStream(logger, start)
+	s.skip = newReplaySkip(through, part, start, logger, skipped)
 	if err := s.handle(pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types)); err != nil {
 		t.Fatal(err)
 	}

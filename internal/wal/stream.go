@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
@@ -66,7 +67,7 @@ type Stream struct {
 }
 
 // Config is what the WAL reader takes of relay.Config (whose fields
-// document each); ConfigOf derives it.
+// document each); package relay derives it.
 type Config struct {
 	// BatchSize is the most events staged before they are queued.
 	BatchSize int
@@ -80,13 +81,6 @@ type Config struct {
 	InstanceID string
 	// Logger receives the stream's logs.
 	Logger *slog.Logger
-}
-
-// ConfigOf is the WAL reader's part of c, a configuration with its
-// defaults; dl shapes its dead letters.
-func ConfigOf(c *relaytype.Config, dl *decode.DeadLetters) Config {
-	return Config{BatchSize: c.BatchSize, StopOnInvalid: c.OnInvalid == relaytype.InvalidStop, DeadLetters: dl,
-		ExactlyOnce: c.ExactlyOnce, InstanceID: c.InstanceID, Logger: c.Logger}
 }
 
 // StreamConfig is what a Stream reads, writes and answers to.
@@ -388,7 +382,7 @@ func (s *Stream) handle(data []byte) error {
 // server does not time the connection out while Kafka is slow.
 func (s *Stream) stage(ev decode.Event) error {
 	if s.cfg.InstanceID != "" {
-		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: relaytype.InstanceHeader, Value: []byte(s.cfg.InstanceID)})
+		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: contract.HeaderRelayInstance, Value: []byte(s.cfg.InstanceID)})
 	}
 	ev.Cost = s.queue.Budget.Cost(&ev)
 	if !s.queue.Budget.TryTake(ev.Cost) {

@@ -6,25 +6,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
+
+// newTestStream is a stream of a relay configuration with its defaults
+// (relay.Config: batches of 1000, 16 MiB of buffer), logging to log, whose
+// tracker starts at start.
+func newTestStream(log *slog.Logger, start pglogrepl.LSN) *Stream {
+	dl := &decode.DeadLetters{Topic: "outbox.dlq", MaxMessageBytes: 1000000, Logger: log}
+	dc := decode.Config{Table: "public.outbox", TableFormat: tableformat.TableFormatPgoutbox, TopicTemplate: "outbox.{aggregate_type}",
+		DeadLetterTopic: dl.Topic, ProgressTopic: contract.DefaultProgressTopic, MaxMessageBytes: dl.MaxMessageBytes, Logger: log}
+	return &Stream{cfg: Config{BatchSize: 1000, DeadLetters: dl, Logger: log}, dec: decode.NewDecoder(dc, pgoutputtest.Outbox),
+		tracker: acktrack.New(uint64(start)), queue: queue.NewQueue(1000, 16<<20, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}
+}
 
 // outboxStream is a stream of a default configuration inside a
 // transaction of the outbox (relation 16385, commit time 1000 µs after
 // the Postgres epoch), and an insert into it.
 func outboxStream(t *testing.T) (s *Stream, insert []byte, batchSize int) {
 	t.Helper()
-	c, _ := (&relaytype.Config{DatabaseURL: "x", Logger: slog.New(slog.DiscardHandler)}).WithDefaults()
-	s = &Stream{cfg: ConfigOf(&c, decode.DeadLettersOf(&c, nil)), dec: decode.NewDecoder(decode.ConfigOf(&c), pgoutputtest.Outbox), tracker: acktrack.New(0),
-		queue: queue.NewQueue(c.BatchSize, c.BufferBytes, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}
+	s = newTestStream(slog.New(slog.DiscardHandler), 0)
 	for _, m := range [][]byte{pgoutputtest.Relation(16385, "public", "outbox", pgoutputtest.Cols, pgoutputtest.Types), pgoutputtest.Begin(100, 1000, 7)} {
 		if err := s.handle(m); err != nil {
 			t.Fatal(err)
@@ -32,7 +43,7 @@ func outboxStream(t *testing.T) (s *Stream, insert []byte, batchSize int) {
 	}
 	insert = pgoutputtest.Insert(16385, [][]byte{[]byte("0190f0e0-0000-7000-8000-000000000001"), []byte("order"), []byte("agg-42"),
 		[]byte("order.created"), []byte("bk-42"), []byte(`{"amount_cents":142}`), nil, nil, []byte("2026-11-30 16:56:09.123456+00")})
-	return s, insert, c.BatchSize
+	return s, insert, s.cfg.BatchSize
 }
 
 // The reader allocates nothing per event beyond the decoder's two (the

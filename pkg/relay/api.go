@@ -25,7 +25,11 @@ import (
 // ErrPublicationMismatch; one that also publishes updates, deletes or
 // truncates is accepted with a warning, since the relay ignores them.
 func Setup(ctx context.Context, cfg *Config) error {
-	return admin.Setup(ctx, cfg)
+	ac, err := adminConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return admin.Setup(ctx, &ac)
 }
 
 // Teardown drops the slot and the publication (not the table) and deletes
@@ -36,14 +40,22 @@ func Setup(ctx context.Context, cfg *Config) error {
 // slot, and nothing is dropped: use TeardownSlot. Missing objects are not
 // errors.
 func Teardown(ctx context.Context, cfg *Config) error {
-	return admin.Teardown(ctx, cfg, false)
+	ac, err := adminConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return admin.Teardown(ctx, &ac, false)
 }
 
 // TeardownSlot is Teardown without the publication: it drops the slot and
 // deletes its relay state row only (a mistyped slot beside a running
 // relay).
 func TeardownSlot(ctx context.Context, cfg *Config) error {
-	return admin.Teardown(ctx, cfg, true)
+	ac, err := adminConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return admin.Teardown(ctx, &ac, true)
 }
 
 // ErrBackfillPruned means rows a recovery needs may have been deleted by
@@ -70,7 +82,11 @@ type RecoverResult = relaytype.RecoverResult
 // deduplicate on message-id. Logical messages (EmitTx) are not in the table
 // and are not backfilled.
 func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, error) {
-	return admin.Backfill(ctx, cfg, opts)
+	ac, err := adminConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	return admin.Backfill(ctx, &ac, opts)
 }
 
 // Recover repairs a gap on cfg.Slot (see GapError) without losing events:
@@ -88,7 +104,11 @@ func Backfill(ctx context.Context, cfg *Config, opts BackfillOptions) (int, erro
 // of the needed range. Without a gap it does nothing (RecoverResult.Gap is
 // nil).
 func Recover(ctx context.Context, cfg *Config) (*RecoverResult, error) {
-	return admin.Recover(ctx, cfg)
+	ac, err := adminConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return admin.Recover(ctx, &ac)
 }
 
 // Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
@@ -240,7 +260,11 @@ type PrerequisitesError = relaytype.PrerequisitesError
 // DELETE with PruneAfter. It returns a
 // *PrerequisitesError listing every problem with its fix, or nil.
 func CheckPrerequisites(ctx context.Context, cfg *Config) error {
-	return admin.CheckPrerequisites(ctx, cfg)
+	ac, err := adminConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return admin.CheckPrerequisites(ctx, &ac)
 }
 
 // StateTableName is the name of the relay's state table, created by

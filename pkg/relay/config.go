@@ -1,87 +1,335 @@
 package relay
 
-import "github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
 
-// The configuration is declared once, in package relaytype, which the
-// engine's packages import too; the names below are aliases of it (the same
-// types and values), and go doc relaytype shows their fields and
-// documentation.
+	"github.com/prometheus/client_golang/prometheus"
 
-// Config configures a Relay. DatabaseURL and Brokers are required; every
-// other field has a default (go doc relaytype.Config lists the fields).
-// Config.WithDefaults returns it with its defaults, validated.
-type Config = relaytype.Config
-
-// SASL is the SASL mechanism and credentials the relay authenticates to
-// the brokers with (go doc relaytype.SASL); build it as any struct
-// (&relay.SASL{...}).
-type SASL = relaytype.SASL
-
-// SASL mechanisms, as Kafka names them (see relaytype.SASLPlain...).
-const (
-	SASLPlain       = relaytype.SASLPlain
-	SASLSCRAMSHA256 = relaytype.SASLSCRAMSHA256
-	SASLSCRAMSHA512 = relaytype.SASLSCRAMSHA512
-	SASLOAuthBearer = relaytype.SASLOAuthBearer
-	SASLAWSMSKIAM   = relaytype.SASLAWSMSKIAM
+	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
-// Defaults of the Config fields (relaytype.DefaultTable...).
+// Config configures a Relay. DatabaseURL and Brokers are required; every
+// other field has a default.
+type Config struct {
+	// DatabaseURL is a libpq URL or keyword/value string for the service
+	// database. The relay adds replication=database for its replication
+	// connection. Its password never appears in logs or errors. Required.
+	DatabaseURL string
+	// RequireTLS refuses a DatabaseURL that may reach a non-local host
+	// without TLS or without verifying the server's certificate (anything
+	// but sslmode=verify-ca or verify-full). Without it, New logs a warning
+	// naming such hosts. Unix sockets and loopback addresses are exempt.
+	RequireTLS bool
+	// Brokers are Kafka bootstrap addresses ("host:port"). Required.
+	Brokers []string
+
+	// Table is the outbox table, "table" or "schema.table". Defaults to
+	// "public.outbox".
+	Table string
+	// Slot is the logical replication slot. Defaults to "pgoutbox".
+	Slot string
+	// Publication is the publication the slot decodes. Defaults to
+	// "pgoutbox".
+	Publication string
+	// TableFormat is the column layout of Table: relay.TableFormatPgoutbox, or
+	// relay.TableFormatDebezium for a table in the shape of Debezium's Outbox
+	// Event Router. Setup creates a table of the pgoutbox format only; it
+	// checks an existing table of either. Defaults to relay.TableFormatPgoutbox.
+	TableFormat tableformat.TableFormat
+	// NoCreate stops Run from creating a missing slot or publication; Run
+	// then fails with an error naming what is missing. Defaults to false
+	// (create when missing).
+	NoCreate bool
+
+	// TopicTemplate names the topic of a row without an explicit topic;
+	// "{aggregate_type}" and "{event_type}" are replaced. Defaults to
+	// "outbox.{aggregate_type}" (DefaultTopicTemplate), and to
+	// "outbox.event.{aggregate_type}" (DefaultDebeziumTopicTemplate, the
+	// router's route.topic.replacement) for TableFormatDebezium.
+	TopicTemplate string
+	// DeadLetterTopic receives rows that cannot be published. Defaults to
+	// "outbox.dlq".
+	DeadLetterTopic string
+	// AllowedTopics, when set, are the topic prefixes rows may publish to:
+	// a row whose topic (explicit or rendered) starts with none of them is
+	// dead-lettered with reason bad-topic, so no topic outside them is
+	// written or auto-created. A row naming DeadLetterTopic is
+	// dead-lettered the same way whether or not this is set. Defaults to
+	// none: every legal topic name but DeadLetterTopic.
+	AllowedTopics []string
+	// OnInvalid is the policy for rows that cannot be published. Defaults
+	// to InvalidDeadLetter.
+	OnInvalid InvalidPolicy
+	// MaxMessageBytes is the largest record the relay sends, counting key,
+	// value and headers; larger rows are invalid (reason too-large). Keep
+	// it at or below the broker's message.max.bytes; a record the broker
+	// still rejects as too large is invalid too (dead-lettered, or stops
+	// the relay under InvalidStop). Defaults to 1000000.
+	MaxMessageBytes int
+
+	// BatchSize is the most events sent to Kafka in one write. Defaults to
+	// 1000.
+	BatchSize int
+	// BufferBytes bounds the record bytes (key, value and headers) held
+	// between the WAL reader and Kafka: the queue plus the batch being
+	// written. While it is full the reader waits, still sending status
+	// updates. A record larger than BufferBytes passes alone. The
+	// process's peak memory stays under about twice this plus 40 MiB
+	// (`relay run` sets the Go soft memory limit to 1.25 × BufferBytes +
+	// 16 MiB unless GOMEMLIMIT is set; see docs/kafka.md). With
+	// SharedBuffer, it caps this relay's share of it. Defaults to 16 MiB.
+	BufferBytes int
+	// SharedBuffer, when set, is a byte budget this relay shares with the
+	// other relays of the process that are given it (relay.NewSharedBuffer;
+	// `relay run --config` gives one to every source): the relay takes its
+	// record bytes from it, at most BufferBytes, rather than from a buffer
+	// of its own, so the process's memory is bounded by the budget, not by
+	// BufferBytes per relay. Defaults to nil: a buffer of BufferBytes of
+	// its own.
+	SharedBuffer SharedBuffer
+	// BatchTimeout is how long a partial batch waits for more events before
+	// it is sent, once the queue is empty. Zero (the default) is adaptive
+	// batching: a batch is sent as soon as the previous write is done,
+	// with every event queued meanwhile.
+	BatchTimeout time.Duration
+	// Compression is the Kafka compression codec: "none", "gzip", "snappy",
+	// "lz4" or "zstd". Defaults to "none".
+	Compression string
+	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
+	TLS *tls.Config
+	// SASL authenticates to the brokers when non-nil. Defaults to none.
+	SASL *SASL
+	// WriteTimeout is how long a broker may wait for the in-sync replicas
+	// before it answers a produce request (the producer waits that long
+	// plus 10s for the answer, then retries on a new connection).
+	// Defaults to 10s.
+	WriteTimeout time.Duration
+	// RetryBackoff is the first wait after a failed Kafka write or a lost
+	// replication connection; it doubles up to MaxRetryBackoff. Defaults to
+	// 100ms.
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps RetryBackoff. Defaults to 10s.
+	MaxRetryBackoff time.Duration
+	// TopicUnavailableGrace is how long the relay keeps retrying a write
+	// that fails because its topic does not exist
+	// (UNKNOWN_TOPIC_OR_PARTITION) or may not be written
+	// (TOPIC_AUTHORIZATION_FAILED), for the operator to provision the
+	// topic or grant the ACL, before OnUnavailableTopic applies. Defaults
+	// to 5m.
+	TopicUnavailableGrace time.Duration
+	// OnUnavailableTopic is what the relay does with a record whose topic
+	// is still unavailable after TopicUnavailableGrace. Defaults to
+	// UnavailableDeadLetter (reason topic-unavailable).
+	OnUnavailableTopic UnavailablePolicy
+	// NoAutoCreateTopics stops the relay from asking the brokers to create
+	// a topic that does not exist (Metadata's AllowAutoTopicCreation): a
+	// record for it is then topic-unavailable. Defaults to false: topics
+	// are created where the cluster allows it (auto.create.topics.enable),
+	// as `relay dev` and the Quick start rely on.
+	NoAutoCreateTopics bool
+
+	// ExactlyOnce writes each flush as one Kafka transaction with a
+	// progress record on ProgressTopic, so that a read_committed consumer
+	// sees every outbox row once, across relay crashes, restarts and
+	// takeovers (see docs/semantics.md). Defaults to false:
+	// at-least-once, with the idempotent producer.
+	ExactlyOnce bool
+	// ProgressTopic is the compacted topic of exactly-once progress
+	// records, created (one partition, cleanup.policy=compact) when
+	// missing. Defaults to "pgoutbox.progress".
+	ProgressTopic string
+	// TransactionTimeout is how long the brokers keep an exactly-once
+	// relay's Kafka transaction open before they abort it (a relay that
+	// died holding one; a new relay of the slot aborts it at once).
+	// Defaults to 40s.
+	TransactionTimeout time.Duration
+
+	// StatusInterval is the longest time between two standby status
+	// updates to the server; a third of the liveness bound when that is
+	// shorter (see docs/liveness.md). Defaults to 3s.
+	StatusInterval time.Duration
+	// ShutdownTimeout bounds how long a stopping relay waits for Kafka to
+	// acknowledge what is in flight before it confirms the final position
+	// and returns. Defaults to 10s.
+	ShutdownTimeout time.Duration
+
+	// LagPollInterval is how often the relay reads pg_replication_slots and
+	// pg_current_wal_lsn() on a regular connection for the slot metrics
+	// (pgoutbox_relay_slot_*). Polling also runs while the relay is a
+	// standby. Defaults to 10s (a typical scrape interval; each poll is one
+	// cheap catalog query).
+	LagPollInterval time.Duration
+	// StandbyRetryInterval is how often a relay whose slot is streamed by
+	// another process (a standby) tries to take it over. A standby takes
+	// over within about this long after the active relay's connection
+	// ends. Defaults to 1s.
+	StandbyRetryInterval time.Duration
+	// HeartbeatInterval, when positive, makes the streaming relay emit a
+	// transactional pg_logical_emit_message with prefix
+	// "pgoutbox.heartbeat" (which it does not publish) at this interval,
+	// so the slot advances and the pipeline is exercised on a database
+	// without other writes (see Heartbeats in package relay's doc). Defaults
+	// to 0: off.
+	HeartbeatInterval time.Duration
+
+	// OnGap is what Run does when the slot cannot resume where the relay
+	// left off (see docs/failover.md). Defaults to GapStop.
+	OnGap GapPolicy
+	// BackfillMargin is how far before the last confirmed commit time a
+	// recovery starts publishing rows from the table (by created_at, which
+	// is the transaction's start): longer than the longest transaction
+	// that writes the outbox plus the clock skew between primary and
+	// standby. Rows in the margin are published again. Pruning keeps rows
+	// of the margin too. Defaults to 5m.
+	BackfillMargin time.Duration
+
+	// PruneAfter deletes published outbox rows older than this, in small
+	// batches; zero disables pruning. Defaults to 0.
+	PruneAfter time.Duration
+	// PruneInterval is the time between two prune passes. Defaults to 1m.
+	PruneInterval time.Duration
+	// PruneBatchSize is the most rows one prune statement deletes. Defaults
+	// to 1000.
+	PruneBatchSize int
+
+	// CloudEvents adds the headers of the CloudEvents Kafka protocol
+	// binding's binary content mode to every record: ce_specversion
+	// ("1.0"), ce_id (the message ID), ce_source (CloudEventsSource),
+	// ce_type (the event type), ce_time (the commit time, RFC 3339 in UTC
+	// to the millisecond), ce_subject (the aggregate ID) and content-type
+	// (application/json for a json or jsonb payload). A row's headers
+	// may then not name ce_* or content-type. Defaults to false.
+	CloudEvents bool
+	// CloudEventsSource is the ce_source attribute. Defaults to
+	// "/pgoutbox/DATABASE/SCHEMA.TABLE", the database of DatabaseURL and
+	// Table.
+	CloudEventsSource string
+
+	// InstanceID, when set, is sent in a "relay-instance" header
+	// (InstanceHeader) of every record, so a reader can tell which relay
+	// process wrote it (for example hostname and PID, or the pod name).
+	// Defaults to "": no header.
+	InstanceID string
+
+	// Logger receives structured logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the relay's metrics (see package relay's doc). nil
+	// means the metrics are not registered anywhere. One Relay per
+	// registry: New fails when the metrics are registered already.
+	Registerer prometheus.Registerer
+}
+
+// SASL is the SASL mechanism and credentials the relay authenticates to
+// the brokers with. None of it is ever logged.
+type SASL struct {
+	// Mechanism is SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512,
+	// SASLOAuthBearer or SASLAWSMSKIAM.
+	Mechanism string
+	// Username and Password: PLAIN and SCRAM credentials; for
+	// AWS_MSK_IAM the access key ID and secret access key.
+	Username string
+	Password string
+	// TokenFile is the file holding the OAUTHBEARER token.
+	TokenFile string
+	// SessionToken is the AWS_MSK_IAM session token, when the
+	// credentials are temporary.
+	SessionToken string
+}
+
+// SASL mechanisms, as Kafka names them.
 const (
-	DefaultTable                 = relaytype.DefaultTable
-	DefaultSlot                  = relaytype.DefaultSlot
-	DefaultPublication           = relaytype.DefaultPublication
-	DefaultDeadLetterTopic       = relaytype.DefaultDeadLetterTopic
-	DefaultMaxMessageBytes       = relaytype.DefaultMaxMessageBytes
-	DefaultBatchSize             = relaytype.DefaultBatchSize
-	DefaultBufferBytes           = relaytype.DefaultBufferBytes
-	DefaultBatchTimeout          = relaytype.DefaultBatchTimeout
-	DefaultWriteTimeout          = relaytype.DefaultWriteTimeout
-	DefaultRetryBackoff          = relaytype.DefaultRetryBackoff
-	DefaultMaxRetryBackoff       = relaytype.DefaultMaxRetryBackoff
-	DefaultTopicUnavailableGrace = relaytype.DefaultTopicUnavailableGrace
-	DefaultTransactionTimeout    = relaytype.DefaultTransactionTimeout
-	DefaultStatusInterval        = relaytype.DefaultStatusInterval
-	DefaultShutdownTimeout       = relaytype.DefaultShutdownTimeout
-	DefaultPruneInterval         = relaytype.DefaultPruneInterval
-	DefaultPruneBatchSize        = relaytype.DefaultPruneBatchSize
-	DefaultBackfillMargin        = relaytype.DefaultBackfillMargin
-	DefaultLagPollInterval       = relaytype.DefaultLagPollInterval
-	DefaultStandbyRetryInterval  = relaytype.DefaultStandbyRetryInterval
-	DefaultProgressTopic         = relaytype.DefaultProgressTopic
+	SASLPlain       = "PLAIN"
+	SASLSCRAMSHA256 = "SCRAM-SHA-256"
+	SASLSCRAMSHA512 = "SCRAM-SHA-512"
+	// SASLOAuthBearer authenticates with a token read from
+	// SASL.TokenFile at every authentication, so a token another process
+	// refreshes in the file is picked up.
+	SASLOAuthBearer = "OAUTHBEARER"
+	// SASLAWSMSKIAM authenticates to Amazon MSK with IAM: Username is the
+	// access key ID, Password the secret access key, SessionToken the
+	// session token; with Username empty, AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN are read at every
+	// authentication.
+	SASLAWSMSKIAM = "AWS_MSK_IAM"
+)
+
+// SASLMechanisms lists the SASL mechanisms the relay speaks.
+var SASLMechanisms = []string{SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512, SASLOAuthBearer, SASLAWSMSKIAM}
+
+// Compressions lists the values of Config.Compression.
+var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// Defaults of the Config fields.
+const (
+	DefaultTable                               = "public.outbox"
+	DefaultSlot                                = "pgoutbox"
+	DefaultPublication                         = "pgoutbox"
+	DefaultDeadLetterTopic                     = "outbox.dlq"
+	DefaultMaxMessageBytes                     = 1000000
+	DefaultBatchSize                           = 1000
+	DefaultBufferBytes                         = 16 << 20
+	DefaultBatchTimeout          time.Duration = 0
+	DefaultWriteTimeout                        = 10 * time.Second
+	DefaultRetryBackoff                        = 100 * time.Millisecond
+	DefaultMaxRetryBackoff                     = 10 * time.Second
+	DefaultTopicUnavailableGrace               = 5 * time.Minute
+	DefaultTransactionTimeout                  = 40 * time.Second
+	DefaultStatusInterval                      = 3 * time.Second
+	DefaultShutdownTimeout                     = 10 * time.Second
+	DefaultPruneInterval                       = time.Minute
+	DefaultPruneBatchSize                      = 1000
+	DefaultBackfillMargin                      = 5 * time.Minute
+	DefaultLagPollInterval                     = 10 * time.Second
+	DefaultStandbyRetryInterval                = time.Second
+	// DefaultProgressTopic is the default Config.ProgressTopic.
+	DefaultProgressTopic = contract.DefaultProgressTopic
 )
 
 // InstanceHeader is the record header that carries Config.InstanceID.
-const InstanceHeader = relaytype.InstanceHeader
+const InstanceHeader = contract.HeaderRelayInstance
 
 // InvalidPolicy says what the relay does with a row it cannot publish
-// (relaytype.InvalidPolicy).
-type InvalidPolicy = relaytype.InvalidPolicy
+// (value over the size limit, NULL in a required column, unsupported type).
+type InvalidPolicy string
 
-// The InvalidPolicy values: dead-letter the row (the default), or stop.
 const (
-	InvalidDeadLetter = relaytype.InvalidDeadLetter
-	InvalidStop       = relaytype.InvalidStop
+	// InvalidDeadLetter ("dead-letter") publishes the row to the
+	// dead-letter topic with the reason in headers, counts and logs it,
+	// and goes on. The default.
+	InvalidDeadLetter InvalidPolicy = "dead-letter"
+	// InvalidStop ("stop") stops the relay with an error naming the row;
+	// its WAL position is not acknowledged, so it is read again after a
+	// restart.
+	InvalidStop InvalidPolicy = "stop"
 )
 
 // UnavailablePolicy says what the relay does with a record whose topic
-// stays unavailable past Config.TopicUnavailableGrace
-// (relaytype.UnavailablePolicy).
-type UnavailablePolicy = relaytype.UnavailablePolicy
+// stays unavailable (it does not exist, or the relay may not write it)
+// for longer than Config.TopicUnavailableGrace.
+type UnavailablePolicy string
 
-// The UnavailablePolicy values: dead-letter the record (the default), or
-// stop with ErrTopicUnavailable.
 const (
-	UnavailableDeadLetter = relaytype.UnavailableDeadLetter
-	UnavailableStop       = relaytype.UnavailableStop
+	// UnavailableDeadLetter ("dead-letter") dead-letters the record with
+	// reason topic-unavailable and goes on; later records of the topic
+	// are dead-lettered at their first failed write while it stays
+	// unavailable. The default: a producer naming a topic that does not
+	// exist cannot stop the relay.
+	UnavailableDeadLetter UnavailablePolicy = "dead-letter"
+	// UnavailableStop ("stop") ends Run with ErrTopicUnavailable, the
+	// record not confirmed (so a restart after the fix publishes it).
+	UnavailableStop UnavailablePolicy = "stop"
 )
 
-// GapPolicy says what Run does when it finds a gap (relaytype.GapPolicy).
-type GapPolicy = relaytype.GapPolicy
+// GapPolicy says what Run does when it finds a gap (see GapError).
+type GapPolicy string
 
-// The GapPolicy values: stop with the *GapError (the default), or recover
-// the gap as Recover does, then stream.
 const (
-	GapStop     = relaytype.GapStop
-	GapBackfill = relaytype.GapBackfill
+	// GapStop ("stop") ends Run with the *GapError, streaming nothing.
+	// The default.
+	GapStop GapPolicy = "stop"
+	// GapBackfill ("backfill") recovers the gap as Recover does, then streams.
+	GapBackfill GapPolicy = "backfill"
 )

@@ -33,12 +33,12 @@
 // The errors' classification (internal/relayerr), the metrics
 // (internal/relaymetrics) and the administrative calls (internal/admin)
 // have packages of their own too; docs/layout.md has the import layers.
-// The types a user builds or reads (Config, SASL, SlotStatus,
-// RecoverResult, the errors...) are declared once, with their
-// documentation, in package relaytype, which the engine imports too; the
-// names here are aliases of them, so errors.As finds what the engine
-// returns, and each stage takes a small config derived from Config. What a user relies on
-// is summed up in docs/semantics.md (acknowledgement, ordering, gaps),
+// Config, SASL and the policies are declared here and seen by no stage:
+// New derives from Config the small config each stage declares (stages.go).
+// The types both sides name (SlotStatus, RecoverResult, the errors...) are
+// declared once, with their documentation, in package relaytype, which the
+// engine imports too; the names here are aliases of them, so errors.As
+// finds what the engine returns. What a user relies on is summed up in docs/semantics.md (acknowledgement, ordering, gaps),
 // docs/kafka.md (records, invalid rows, dead letters) and docs/liveness.md.
 //
 // # Table formats and CloudEvents

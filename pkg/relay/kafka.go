@@ -1,6 +1,10 @@
 package relay
 
 import (
+	"context"
+	"fmt"
+	"net"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/producer"
@@ -9,7 +13,29 @@ import (
 // KafkaClientOpts are the options of a franz-go client of cfg's brokers
 // with cfg's TLS and SASL, as the relay's own clients dial them, followed
 // by more: for a tool that talks to the relay's cluster beside it (relay
-// run --config joins its spread group with them).
+// run --config joins its spread group with them). A SASL configuration
+// that does not build fails closed: every dial of the client fails with
+// its error, so a client asked for SASL never talks to a broker without it.
 func KafkaClientOpts(cfg *Config, more ...kgo.Opt) []kgo.Opt {
-	return producer.ClientOpts(producer.Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: (*producer.SASL)(cfg.SASL)}, more...)
+	pc, err := kafkaConn(cfg)
+	if err != nil {
+		err = fmt.Errorf("relay: SASL: %w", err)
+		pc.SASL = nil
+		more = append([]kgo.Opt{kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err })}, more...)
+	}
+	return producer.ClientOpts(pc, more...)
+}
+
+// kafkaConn is the producer configuration of cfg's brokers, TLS and SASL:
+// what every Kafka client of the relay connects with.
+func kafkaConn(cfg *Config) (producer.Config, error) {
+	pc := producer.Config{Brokers: cfg.Brokers, TLS: cfg.TLS}
+	if cfg.SASL != nil {
+		m, err := cfg.SASL.KafkaMechanism()
+		if err != nil {
+			return pc, err
+		}
+		pc.SASL = m
+	}
+	return pc, nil
 }

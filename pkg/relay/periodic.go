@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // periodic runs job every interval on a regular connection it keeps open
@@ -14,7 +13,7 @@ import (
 // set. Jobs are skipped while skip reports true. Failures are logged once,
 // as what failed, until the job succeeds again.
 type periodic struct {
-	cfg      *relaytype.Config
+	cfg      *Config
 	what     string // "reading the slot's lag", "heartbeat"
 	interval time.Duration
 	now      bool

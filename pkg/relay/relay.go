@@ -10,20 +10,18 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
-	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
-	"github.com/pgoutbox/pgoutbox/internal/wal"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Relay publishes committed outbox rows to Kafka. Create one with New.
 type Relay struct {
-	cfg relaytype.Config
+	cfg Config
 	// stage is each stage's part of cfg, derived once by New.
 	stage stageConfigs
 	m     *relaymetrics.Metrics
@@ -62,10 +60,12 @@ func New(cfg *Config) (*Relay, error) {
 	r.live.Acked(time.Now())
 	r.live.Begin(time.Now(), pgconnect.DefaultLivenessBound)
 	r.m = relaymetrics.NewMetrics(c.Slot, &r.live)
+	if r.stage, err = deriveStages(&r.cfg, r.m); err != nil {
+		return nil, err
+	}
 	if err := r.m.Register(c.Registerer); err != nil {
 		return nil, fmt.Errorf("relay: register metrics: %w", err)
 	}
-	r.stage = deriveStages(&r.cfg, r.m)
 	return r, nil
 }
 
@@ -173,20 +173,4 @@ func (r *Relay) replicate(ctx, parent context.Context, sk *sink.Sink) error {
 		}
 		r.m.Reconnects.Inc()
 	}
-}
-
-// stageConfigs are the small configs the stages take, each derived from
-// the relay's Config by its stage's ConfigOf: no stage sees the whole
-// Config.
-type stageConfigs struct {
-	decode decode.Config
-	wal    wal.Config
-	sink   sink.Config
-	slot   *slotstate.Config
-}
-
-// deriveStages is c's stage configs, dead letters counted in m.
-func deriveStages(c *relaytype.Config, m *relaymetrics.Metrics) stageConfigs {
-	dl := decode.DeadLettersOf(c, m.Invalid)
-	return stageConfigs{decode: decode.ConfigOf(c), wal: wal.ConfigOf(c, dl), sink: sink.ConfigOf(c, dl), slot: slotstate.ConfigOf(c)}
 }

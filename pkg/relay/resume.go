@@ -27,7 +27,7 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 		return err
 	}
 	r.m.Gap.WithLabelValues(gap.Slot, gap.Reason).Set(1)
-	if r.cfg.OnGap != relaytype.GapBackfill {
+	if r.cfg.OnGap != GapBackfill {
 		return err
 	}
 	r.cfg.Logger.Warn("gap found; recovering it (--on-gap=backfill)", "error", err)
@@ -36,7 +36,7 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 	}
 	sk := sink.NewSink(r.stage.sink, r.m)
 	defer sk.Close()
-	if _, rerr := admin.RecoverGap(ctx, &r.cfg, r.m, sk); rerr != nil {
+	if _, rerr := admin.RecoverGap(ctx, &r.stage.admin, r.m, sk); rerr != nil {
 		return fmt.Errorf("%w (recovery failed: %w)", err, rerr)
 	}
 	return nil

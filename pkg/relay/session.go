@@ -134,7 +134,7 @@ func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelaySta
 // checkConfig is the configuration the session's checks run with: a
 // standby repeats them every StandbyRetryInterval, without the warnings it
 // logged at its first attempt.
-func (r *Relay) checkConfig() *relaytype.Config {
+func (r *Relay) checkConfig() *Config {
 	if !r.live.Standby.Load() {
 		return &r.cfg
 	}
@@ -146,7 +146,7 @@ func (r *Relay) checkConfig() *relaytype.Config {
 // startStream opens the replication connection, reads the liveness bound
 // and starts streaming from start, within pgconnect.SessionStartTimeout: a
 // connection that hangs (a blackholing network) is retried.
-func startStream(ctx context.Context, c *relaytype.Config, start pglogrepl.LSN) (*pgconn.PgConn, pgconnect.Liveness, error) {
+func startStream(ctx context.Context, c *Config, start pglogrepl.LSN) (*pgconn.PgConn, pgconnect.Liveness, error) {
 	ctx, cancel := context.WithTimeout(ctx, pgconnect.SessionStartTimeout)
 	defer cancel()
 	conn, err := pgconnect.ConnectReplication(ctx, c.DatabaseURL)
@@ -212,7 +212,7 @@ func runSink(ctx context.Context, sk *sink.Sink, q *queue.Queue, tr *acktrack.Tr
 // wait returns the sink's result once the reader has closed its events.
 // On a graceful end it lets Kafka acknowledge what is queued, within
 // c.ShutdownTimeout; otherwise it stops the sink at once.
-func (s *sinkRun) wait(graceful bool, c *relaytype.Config, tr *acktrack.Tracker) error {
+func (s *sinkRun) wait(graceful bool, c *Config, tr *acktrack.Tracker) error {
 	if !graceful {
 		s.stop()
 		return <-s.done
@@ -268,25 +268,25 @@ func sessionEnd(runErr, readCause, readErr error) ending {
 // recovered under OnGap backfill), checks the table's columns, arms the
 // state keeper and returns the slot's confirmed position and its state row
 // (from which publishedThrough tells what Kafka already has).
-func (r *Relay) prepareStream(ctx context.Context, c *relaytype.Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
+func (r *Relay) prepareStream(ctx context.Context, c *Config) (start pglogrepl.LSN, st *slotstate.RelayState, err error) {
 	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := slotstate.EnsurePublication(ctx, conn, slotstate.ConfigOf(c), false); err != nil {
+	if err := slotstate.EnsurePublication(ctx, conn, slotConfig(c), false); err != nil {
 		return 0, nil, err
 	}
-	start, st, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(c), false)
+	start, st, err = slotstate.EnsureSlot(ctx, conn, slotConfig(c), false)
 	if err != nil {
 		if err := r.onGap(ctx, err); err != nil {
 			return 0, nil, err
 		}
-		if start, st, err = slotstate.EnsureSlot(ctx, conn, slotstate.ConfigOf(c), false); err != nil {
+		if start, st, err = slotstate.EnsureSlot(ctx, conn, slotConfig(c), false); err != nil {
 			return 0, nil, err
 		}
 	}
-	if err := slotstate.CheckTable(ctx, conn, slotstate.ConfigOf(c)); err != nil {
+	if err := slotstate.CheckTable(ctx, conn, slotConfig(c)); err != nil {
 		return 0, nil, err
 	}
 	r.state.Start(st)

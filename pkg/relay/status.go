@@ -27,5 +27,9 @@ type ProgressStatus = relaytype.ProgressStatus
 // cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
 // cfg.ProgressTopic).
 func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
-	return admin.Status(ctx, cfg)
+	ac, err := adminConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return admin.Status(ctx, &ac)
 }

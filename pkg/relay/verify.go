@@ -77,7 +77,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var prunedBefore *time.Time
-	st, err := slotstate.ReadState(ctx, conn, slotstate.ConfigOf(&c))
+	st, err := slotstate.ReadState(ctx, conn, slotConfig(&c))
 	switch {
 	case errors.Is(err, relaytype.ErrStateMissing): // no state table: no prune mark either
 	case err != nil:
@@ -86,8 +86,8 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		prunedBefore = st.PrunedBefore
 	}
 	table, _ := pgname.Parse(c.Table, "public")
-	kopts := producer.ClientOpts(producer.Config{Brokers: c.Brokers, TLS: c.TLS, SASL: (*producer.SASL)(c.SASL)})
-	dec := decode.NewDecoder(decode.ConfigOf(&c), nil)
+	kopts := KafkaClientOpts(&c)
+	dec := decode.NewDecoder(decodeConfig(&c), nil)
 	rep, err := verify.Run(ctx, &verify.Config{
 		VerifyOptions:   opts,
 		Conn:            conn,
@@ -147,5 +147,9 @@ func (v *VerifyMetrics) Unlabelled() prometheus.Collector { return v.m.Unlabelle
 // PingBrokers checks that cfg.Brokers answer, with cfg's TLS and SASL: a
 // metadata request on a client of its own, within ctx.
 func PingBrokers(ctx context.Context, cfg *Config) error {
-	return producer.Ping(ctx, producer.Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: (*producer.SASL)(cfg.SASL)})
+	pc, err := kafkaConn(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return producer.Ping(ctx, pc)
 }

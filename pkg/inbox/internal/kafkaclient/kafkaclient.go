@@ -5,7 +5,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -16,7 +15,7 @@ const clientID = "pgoutbox-inbox"
 // dialer and SASL mechanisms (one implementation for both sides), followed
 // by more.
 func Opts(brokers []string, tlsCfg *tls.Config, sasl *relay.SASL, more ...kgo.Opt) []kgo.Opt {
-	return producer.ClientOpts(producer.Config{Brokers: brokers, TLS: tlsCfg, SASL: (*producer.SASL)(sasl)},
+	return relay.KafkaClientOpts(&relay.Config{Brokers: brokers, TLS: tlsCfg, SASL: sasl},
 		append([]kgo.Opt{kgo.ClientID(clientID)}, more...)...)
 }
 
@@ -26,6 +25,6 @@ func CheckSASL(s *relay.SASL) error {
 	if s == nil {
 		return nil
 	}
-	_, err := producer.MechanismOf((*producer.SASL)(s))
+	_, err := s.KafkaMechanism()
 	return err
 }

@@ -1,4 +1,4 @@
-package producer_test
+package relay_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // mskHost is an MSK broker: franz-go takes the signing region from it.
@@ -38,9 +38,9 @@ func isolateAWS(t *testing.T) {
 
 // awsFirst is the signed first message of AWS_MSK_IAM for s, or the error
 // text.
-func awsFirst(t *testing.T, s *producer.SASL) string {
+func awsFirst(t *testing.T, s *relay.SASL) string {
 	t.Helper()
-	m, err := producer.MechanismOf(s)
+	m, err := s.KafkaMechanism()
 	if err != nil {
 		return "mechanism error: " + err.Error()
 	}
@@ -61,18 +61,18 @@ func TestAWSMSKIAMStaticAndEnvironment(t *testing.T) {
 	isolateAWS(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAFROMENV")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	msg := awsFirst(t, &producer.SASL{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE", Password: secret})
+	msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE", Password: secret})
 	if !strings.Contains(msg, "AKIAEXAMPLE") || strings.Contains(msg, "AKIAFROMENV") || !strings.Contains(msg, "kafka-cluster:Connect") || strings.Contains(msg, secret) {
 		t.Fatalf("static keys: first message %s: want the configured access key (not the environment's) and the action, never the secret", msg)
 	}
-	if msg = awsFirst(t, &producer.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIAFROMENV") || strings.Contains(msg, secret) {
+	if msg = awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIAFROMENV") || strings.Contains(msg, secret) {
 		t.Fatalf("from the environment: %s; want the environment's access key", msg)
 	}
-	if msg = awsFirst(t, &producer.SASL{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE"}); !strings.HasPrefix(msg, "mechanism error:") {
+	if msg = awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE"}); !strings.HasPrefix(msg, "mechanism error:") {
 		t.Fatalf("a username without a password: %s, want an error", msg)
 	}
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	msg = awsFirst(t, &producer.SASL{Mechanism: "AWS_MSK_IAM"})
+	msg = awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"})
 	if !strings.HasPrefix(msg, "error:") || strings.Contains(msg, secret) || !strings.Contains(msg, "AWS_WEB_IDENTITY_TOKEN_FILE") || !strings.Contains(msg, "AWS_REGION") {
 		t.Fatalf("without any source: %s, want an error naming the chain and the region, without the secret", msg)
 	}
@@ -86,15 +86,15 @@ func TestAWSMSKIAMProfile(t *testing.T) {
 	if err := os.WriteFile(creds, []byte(ini), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if msg := awsFirst(t, &producer.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIADEFAULT") {
+	if msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIADEFAULT") {
 		t.Fatalf("default profile: %s, want its access key", msg)
 	}
 	t.Setenv("AWS_PROFILE", "relay")
-	if msg := awsFirst(t, &producer.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIAPROFILE") || !strings.Contains(msg, "TOKENPROFILE") {
+	if msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIAPROFILE") || !strings.Contains(msg, "TOKENPROFILE") {
 		t.Fatalf("AWS_PROFILE=relay: %s, want its access key and session token", msg)
 	}
 	t.Setenv("AWS_PROFILE", "missing")
-	if msg := awsFirst(t, &producer.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "error") {
+	if msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "error") {
 		t.Fatalf("AWS_PROFILE naming no profile: %s, want an error", msg)
 	}
 }
@@ -136,11 +136,11 @@ func TestAWSMSKIAMWebIdentity(t *testing.T) {
 	t.Setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/relay")
 	t.Setenv("AWS_ENDPOINT_URL_STS", sts.URL)
 
-	if msg := awsFirst(t, &producer.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AWS_REGION") || !strings.Contains(msg, "mechanism error") {
+	if msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AWS_REGION") || !strings.Contains(msg, "mechanism error") {
 		t.Fatalf("web identity without a region: %s, want an error naming AWS_REGION", msg)
 	}
 	t.Setenv("AWS_DEFAULT_REGION", "eu-west-1")
-	m, err := producer.MechanismOf(&producer.SASL{Mechanism: "AWS_MSK_IAM"})
+	m, err := (&relay.SASL{Mechanism: "AWS_MSK_IAM"}).KafkaMechanism()
 	if err != nil {
 		t.Fatal(err)
 	}

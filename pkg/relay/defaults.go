@@ -1,4 +1,4 @@
-package relaytype
+package relay
 
 import (
 	"errors"

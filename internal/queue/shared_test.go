@@ -31,6 +31,16 @@ func wantTakes(t *testing.T, m relaytype.BufferShare, want int, why string) {
 	}
 }
 
+// takeLater runs m.Take(n) in the background, with a deadline of 10s, and
+// returns where its error arrives.
+func takeLater(t *testing.T, m relaytype.BufferShare, n int64) <-chan error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- m.Take(ctx, n) }()
+	return done
+}
+
 // Two members of 100 bytes: each keeps a floor of 25 for itself; one may
 // borrow the rest while the other holds nothing, never the other's floor.
 func TestSharedLendsButKeepsFloors(t *testing.T) {
@@ -69,10 +79,7 @@ func TestSharedOversizedRecordPassesAlone(t *testing.T) {
 	if a.TryTake(1) {
 		t.Fatal("a took more beside its oversized record")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Take(ctx, 5) }()
+	done := takeLater(t, a, 5)
 	a.Give(1000)
 	if err := <-done; err != nil {
 		t.Fatalf("Take after the oversized record was given back: %v", err)
@@ -90,10 +97,7 @@ func TestSharedResize(t *testing.T) {
 	if a.TryTake(1) {
 		t.Fatal("took more after the budget shrank below what is held")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Take(ctx, 100) }()
+	done := takeLater(t, a, 100)
 	time.Sleep(10 * time.Millisecond) // let it wait; it must not be granted yet
 	select {
 	case err := <-done:
@@ -117,10 +121,7 @@ func TestSharedLoansInOrder(t *testing.T) {
 	a, b := s.Join(100), s.Join(100)
 	takeAll(a, 100) // 75
 	b.TryTake(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- b.Take(ctx, 40) }()
+	done := takeLater(t, b, 40)
 	for !waiting(s) {
 		time.Sleep(time.Millisecond)
 	}

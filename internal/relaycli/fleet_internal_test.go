@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // writeFleet writes a fleet file into a temporary directory.
@@ -123,32 +125,11 @@ func TestSourceFlagsReadNoEnvironment(t *testing.T) {
 	}
 }
 
-// docBlock returns the first ```kind block of docs/NAME after heading.
-func docBlock(t *testing.T, name, heading, kind string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	i := strings.Index(s, heading)
-	if i < 0 {
-		t.Fatalf("docs/%s has no %q", name, heading)
-	}
-	s = s[i:]
-	j := strings.Index(s, "```"+kind+"\n")
-	if j < 0 {
-		t.Fatalf("docs/%s: no %s block after %q", name, kind, heading)
-	}
-	s = s[j+len("```"+kind+"\n"):]
-	return s[:strings.Index(s, "```")]
-}
-
 // The fleet file of docs/fleet.md loads as written (its secret files
 // created), and the error it shows for a typo is the one printed.
 func TestFleetDocExample(t *testing.T) {
 	dir := t.TempDir()
-	example := docBlock(t, "fleet.md", "# Fleet", "yaml")
+	example := testenv.MarkdownBlock(t, "../../docs/fleet.md", "# Fleet", "yaml")
 	for _, name := range []string{"orders-eu", "orders-us", "billing"} {
 		path := filepath.Join(dir, name+".url")
 		if err := os.WriteFile(path, []byte("postgres://relay@"+name+".db:5432/app\n"), 0o600); err != nil {
@@ -164,7 +145,7 @@ func TestFleetDocExample(t *testing.T) {
 		t.Errorf("docs/fleet.md's example read as %+v", fc)
 	}
 
-	want := strings.TrimSpace(docBlock(t, "fleet.md", "Validated as a whole", ""))
+	want := strings.TrimSpace(testenv.MarkdownBlock(t, "../../docs/fleet.md", "Validated as a whole", ""))
 	typo := strings.Replace(example, "    topic-template: us.{aggregate_type}", "    tabel: us.{aggregate_type}", 1)
 	path := writeFleet(t, typo)
 	_, err = loadFleet(path, &scrubber{})

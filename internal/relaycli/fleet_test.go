@@ -88,19 +88,10 @@ func TestFleetRunsSourcesAndReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr testenv.SyncBuffer
-	done := make(chan struct{})
-	code := -1
-	go func() {
-		defer close(done)
-		code = relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, &stderr)
-	}()
-	defer func() { cancel(); <-done }()
-	base := "http://" + metricsAddr(t, &stderr, done)
-	waitReady(t, base+"/readyz?source=alpha", &stderr)
-	waitReady(t, base+"/readyz?source=beta", &stderr)
+	rel := startFleet(t, path)
+	base, stderr := rel.base, rel.stderr
+	waitReady(t, base+"/readyz?source=alpha", stderr)
+	waitReady(t, base+"/readyz?source=beta", stderr)
 
 	insert(t, a, "alpha", "a-1")
 	insert(t, b, "beta", "b-1")
@@ -129,7 +120,7 @@ func TestFleetRunsSourcesAndReloads(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, base+"/readyz?source=gamma", &stderr)
+	waitReady(t, base+"/readyz?source=gamma", stderr)
 	insert(t, a, "alpha", "a-2")
 	insert(t, c, "gamma", "c-1")
 	testenv.WaitForRecords(t, kafka.Brokers, "outbox.alpha", 2, time.Minute)
@@ -165,15 +156,7 @@ func TestFleetRunsSourcesAndReloads(t *testing.T) {
 		t.Errorf("/status %v after a refused reload, want alpha and gamma streaming", st)
 	}
 
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("relay run --config did not return within a minute of cancellation")
-	}
-	if code != 0 {
-		t.Fatalf("exit code %d, want 0\n%s", code, stderr.String())
-	}
+	rel.stop(t)
 }
 
 // Per-source settings beside --config are refused: they belong in the
@@ -203,47 +186,17 @@ func TestFleetBufferNeedsConfig(t *testing.T) {
 	wantOneErrorLine(t, r.stderr, "--fleet-buffer-bytes 0")
 }
 
-// replica is one relay run --config process of a spread test, in-process.
-type replica struct {
-	base   string
-	logs   *testenv.SyncBuffer
-	cancel context.CancelFunc
-	done   chan struct{}
-	code   int
-}
-
-func startReplica(t *testing.T, path string) *replica {
+// startFleet starts relay run --config path in-process: one replica of a
+// spread test.
+func startFleet(t *testing.T, path string) *running {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{logs: &testenv.SyncBuffer{}, cancel: cancel, done: make(chan struct{}), code: -1}
-	var stdout testenv.SyncBuffer
-	go func() {
-		defer close(r.done)
-		r.code = relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, r.logs)
-	}()
-	t.Cleanup(func() { cancel(); <-r.done })
-	r.base = "http://" + metricsAddr(t, r.logs, r.done)
-	return r
-}
-
-// stop stops the replica gracefully and checks it exited 0.
-func (r *replica) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case <-r.done:
-	case <-time.After(time.Minute):
-		t.Fatal("replica did not stop within a minute")
-	}
-	if r.code != 0 {
-		t.Fatalf("replica exit code %d\n%s", r.code, r.logs.String())
-	}
+	return start(t, "run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json")
 }
 
 // waitLeaders waits until every source streams on exactly one replica
 // and each replica leads want[i] of them (in any order when want has two
 // counts and they differ), and returns each source's replica.
-func waitLeaders(t *testing.T, names []string, want []int, rs ...*replica) map[string]int {
+func waitLeaders(t *testing.T, names []string, want []int, rs ...*running) map[string]int {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -276,7 +229,7 @@ func waitLeaders(t *testing.T, names []string, want []int, rs ...*replica) map[s
 		if time.Now().After(deadline) {
 			var logs strings.Builder
 			for _, r := range rs {
-				logs.WriteString(r.logs.String())
+				logs.WriteString(r.stderr.String())
 			}
 			t.Fatalf("leaders %v, per replica %v; want each source once, per replica %v\n%s", leaders, counts, want, logs.String())
 		}
@@ -303,9 +256,9 @@ func TestFleetSpreadsLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a := startReplica(t, path)
+	a := startFleet(t, path)
 	waitLeaders(t, names, []int{4}, a)
-	b := startReplica(t, path)
+	b := startFleet(t, path)
 	before := waitLeaders(t, names, []int{2, 2}, a, b)
 
 	// A source appended to the file moves no running source.
@@ -324,8 +277,8 @@ func TestFleetSpreadsLeadership(t *testing.T) {
 			t.Errorf("source %s moved from replica %d to %d when s5 was appended", n, r, after[n])
 		}
 	}
-	waitReady(t, a.base+"/readyz", a.logs)
-	waitReady(t, b.base+"/readyz", b.logs)
+	waitReady(t, a.base+"/readyz", a.stderr)
+	waitReady(t, b.base+"/readyz", b.stderr)
 	for i, f := range fixtures {
 		insert(t, f, names[i], "first")
 	}
@@ -359,8 +312,8 @@ func TestFleetStatus(t *testing.T) {
 	wantCode(t, r, 1)
 	wantOneErrorLine(t, r.stderr, "unhealthy sources", "alpha (", "beta (", "no relay")
 
-	rep := startReplica(t, path)
-	waitReady(t, rep.base+"/readyz", rep.logs)
+	rep := startFleet(t, path)
+	waitReady(t, rep.base+"/readyz", rep.stderr)
 	r = cli(t, "status", "--config", path)
 	wantCode(t, r, 0)
 	for _, want := range []string{"source alpha\n", "source beta\n", "confirmed_flush_lsn"} {
@@ -410,18 +363,10 @@ func TestFleetReloadsAChangedFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(head+aEntry), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr testenv.SyncBuffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		relaycli.Run(ctx, []string{"run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--instance-id", "pod-7",
-			"--fleet-buffer-bytes", "3MiB"}, &stdout, &stderr)
-	}()
-	defer func() { cancel(); <-done }()
-	base := "http://" + metricsAddr(t, &stderr, done)
-	waitReady(t, base+"/readyz?source=alpha", &stderr)
+	rel := start(t, "run", "--config", path, "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--instance-id", "pod-7",
+		"--fleet-buffer-bytes", "3MiB")
+	base, stderr := rel.base, rel.stderr
+	waitReady(t, base+"/readyz?source=alpha", stderr)
 	if got := bufferBytes(t, base); got != 2<<20 {
 		t.Errorf("shared buffer of one source of 2 MiB: %d bytes, want 2 MiB", got)
 	}
@@ -434,7 +379,7 @@ func TestFleetReloadsAChangedFile(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, base+"/readyz?source=beta", &stderr)
+	waitReady(t, base+"/readyz?source=beta", stderr)
 	if got := bufferBytes(t, base); got != 3<<20 {
 		t.Errorf("shared buffer of two sources of 2 MiB: %d bytes, want --fleet-buffer-bytes 3 MiB", got)
 	}
@@ -464,8 +409,8 @@ func TestFleetVerify(t *testing.T) {
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rep := startReplica(t, path)
-	waitReady(t, rep.base+"/readyz", rep.logs)
+	rep := startFleet(t, path)
+	waitReady(t, rep.base+"/readyz", rep.stderr)
 	insert(t, a, "alpha", "a-1")
 	insert(t, b, "beta", "b-1")
 	testenv.WaitForRecords(t, kafka.Brokers, kafka.Topic("outbox.alpha"), 1, time.Minute)

@@ -30,6 +30,48 @@ func cli(t *testing.T, args ...string) result {
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
+// running is the relay CLI run in-process in the background by start.
+type running struct {
+	args   []string
+	base   string // its metrics server's URL
+	stderr *testenv.SyncBuffer
+	cancel context.CancelFunc
+	done   chan struct{}
+	code   int
+}
+
+// start runs the relay CLI with args (which serve metrics on a free port,
+// --metrics-addr 127.0.0.1:0, and log JSON) in the background until stop
+// or the end of the test, and returns it once it serves metrics.
+func start(t *testing.T, args ...string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{args: args, stderr: &testenv.SyncBuffer{}, cancel: cancel, done: make(chan struct{}), code: -1}
+	var stdout testenv.SyncBuffer
+	go func() {
+		defer close(r.done)
+		r.code = relaycli.Run(ctx, args, &stdout, r.stderr)
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	r.base = "http://" + metricsAddr(t, r.stderr, r.done)
+	return r
+}
+
+// stop cancels r (what SIGTERM does in cmd/relay) and fails the test
+// unless it returns exit code 0 within a minute.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("relay %s did not return within a minute of cancellation", r.args[0])
+	}
+	if r.code != 0 {
+		t.Fatalf("relay %s exited %d after cancellation, want 0\n%s", r.args[0], r.code, r.stderr.String())
+	}
+}
+
 // fixture is a database with unique slot and publication names (slot names
 // are cluster-wide).
 type fixture struct {

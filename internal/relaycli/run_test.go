@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/internal/relaycli"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 )
@@ -59,11 +58,7 @@ func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 	t.Parallel()
 	f, kafka := setupKafka(t)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr testenv.SyncBuffer
-	done := make(chan struct{})
-	code := -1
+	ctx := context.Background()
 	// The test server trusts every login, so a password can be added to
 	// check it never reaches the logs.
 	const secret = "RunSecretPw99"
@@ -74,13 +69,8 @@ func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 	u.User = url.UserPassword(u.User.Username(), secret)
 	args := []string{"run", "--database-url", u.String(), "--slot", f.slot, "--publication", "pub_" + f.slot,
 		"--brokers", kafka.Brokers[0], "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}
-	go func() {
-		defer close(done)
-		code = relaycli.Run(ctx, args, &stdout, &stderr)
-	}()
-	defer func() { cancel(); <-done }()
-
-	base := "http://" + metricsAddr(t, &stderr, done)
+	rel := start(t, args...)
+	base, stderr := rel.base, rel.stderr
 	if status, _ := get(t, base+"/healthz"); status != http.StatusOK {
 		t.Fatalf("/healthz: %d", status)
 	}
@@ -114,15 +104,7 @@ func TestRunServesHealthAndStopsGracefully(t *testing.T) {
 		}
 	}
 
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("relay run did not return within a minute of cancellation")
-	}
-	if code != 0 {
-		t.Fatalf("relay run exit code %d after cancellation, want 0\n%s", code, stderr.String())
-	}
+	rel.stop(t)
 	if logs := stderr.String(); strings.Contains(logs, secret) || !strings.Contains(logs, ":xxxxx@") {
 		t.Errorf("logs show the database password, or not its redacted URL:\n%s", logs)
 	}

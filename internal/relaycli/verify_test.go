@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/internal/relaycli"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
@@ -183,28 +182,14 @@ func TestVerifyEveryServesMetrics(t *testing.T) {
 	f, k := setupKafka(t)
 	f.exec(t, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, created_at)
 		VALUES ('01900000-0000-7000-8000-000000000009', 'order', 'a1', 'e', 'bk', '{}', now() - interval '5 minutes')`)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr testenv.SyncBuffer
-	done := make(chan struct{})
-	var code int
-	args := append(append([]string{"verify"}, f.args...), "--brokers", k.Brokers[0], "--since", "2h", "--every", "1h",
-		"--metrics-addr", "127.0.0.1:0", "--log-format", "json")
-	go func() {
-		defer close(done)
-		code = relaycli.Run(ctx, args, &stdout, &stderr)
-	}()
-	base := "http://" + metricsAddr(t, &stderr, done)
+	rel := start(t, append(append([]string{"verify"}, f.args...), "--brokers", k.Brokers[0], "--since", "2h", "--every", "1h",
+		"--metrics-addr", "127.0.0.1:0", "--log-format", "json")...)
 	testenv.WaitFor(t, time.Minute, "the first run's gauges", func() (bool, error) {
-		_, body := get(t, base+"/metrics")
+		_, body := get(t, rel.base+"/metrics")
 		return strings.Contains(body, `pgoutbox_verify_missing_rows{table="public.outbox"} 1`) &&
 			strings.Contains(body, `pgoutbox_verify_ok{table="public.outbox"} 0`), nil
 	})
-	cancel()
-	<-done
-	if code != 0 {
-		t.Fatalf("verify --every exited %d after its context ended, want 0\n%s", code, stderr.String())
-	}
+	rel.stop(t)
 }
 
 // relay verify --table-format debezium reads Debezium's table and routes

@@ -10,6 +10,38 @@ import (
 	"time"
 )
 
+// MarkdownFrom returns the Markdown file path from the first heading on
+// (the whole file when heading is empty); the test fails when there is no
+// heading.
+func MarkdownFrom(t testing.TB, path, heading string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, heading)
+	if i < 0 {
+		t.Fatalf("%s has no %q", path, heading)
+	}
+	return s[i:]
+}
+
+// MarkdownBlock returns the body of the first fenced block of kind (sh,
+// sql, go; "" for a plain fence) after heading (from the start when
+// heading is empty) in the Markdown file path: what a reader copies.
+func MarkdownBlock(t testing.TB, path, heading, kind string) string {
+	t.Helper()
+	s := MarkdownFrom(t, path, heading)
+	fence := "```" + kind + "\n"
+	start := strings.Index(s, fence)
+	if start < 0 {
+		t.Fatalf("%s: no %s block after %q", path, kind, heading)
+	}
+	s = s[start+len(fence):]
+	return s[:strings.Index(s, "```")]
+}
+
 // ShBlock returns the command lines of the first sh block after heading
 // (from the start when heading is empty) in the Markdown file path,
 // trimmed, with comments ("  # …" and whole-line ones) dropped and
@@ -17,23 +49,8 @@ import (
 // test that runs them as written.
 func ShBlock(t testing.TB, path, heading string, vars map[string]string) []string {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	if i := strings.Index(s, heading); heading != "" && i >= 0 {
-		s = s[i:]
-	} else if heading != "" {
-		t.Fatalf("%s has no %q", path, heading)
-	}
-	start := strings.Index(s, "```sh\n")
-	if start < 0 {
-		t.Fatalf("%s: no sh block after %q", path, heading)
-	}
-	s = s[start+len("```sh\n"):]
 	var lines []string
-	for _, l := range strings.Split(s[:strings.Index(s, "```")], "\n") {
+	for _, l := range strings.Split(MarkdownBlock(t, path, heading, "sh"), "\n") {
 		if i := strings.Index(l, "  #"); i >= 0 {
 			l = l[:i]
 		}

@@ -18,29 +18,14 @@ import (
 // docFrom returns the doc file from heading on.
 func docFrom(t *testing.T, doc, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("../../docs", doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	i := strings.Index(s, heading)
-	if i < 0 {
-		t.Fatalf("%s has no %q", doc, heading)
-	}
-	return s[i:]
+	return testenv.MarkdownFrom(t, filepath.Join("../../docs", doc), heading)
 }
 
 // docBlock returns the first fenced block of kind (sh, sql) after heading
 // in the doc file.
 func docBlock(t *testing.T, doc, heading, kind string) string {
 	t.Helper()
-	s := docFrom(t, doc, heading)
-	start := strings.Index(s, "```"+kind+"\n")
-	if start < 0 {
-		t.Fatalf("%s: no %s block after %q", doc, kind, heading)
-	}
-	s = s[start+len("```"+kind+"\n"):]
-	return s[:strings.Index(s, "```")]
+	return testenv.MarkdownBlock(t, filepath.Join("../../docs", doc), heading, kind)
 }
 
 // runScript runs script with sh -e in dir and fails the test on an error.

@@ -184,10 +184,6 @@ func TestReadmeInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	s = s[strings.Index(s, "## Install\n"):]
-	s = s[strings.Index(s, "```sh\n")+len("```sh\n"):]
-	block := s[:strings.Index(s, "```")]
 	for _, m := range regexp.MustCompile(`github\.com/pgoutbox/pgoutbox/((?:cmd|pkg)/[a-z]+)`).FindAllStringSubmatch(string(b), -1) {
 		if st, err := os.Stat(filepath.Join("../..", m[1])); err != nil || !st.IsDir() {
 			t.Errorf("README names %s, which is not a package directory", m[1])
@@ -198,13 +194,9 @@ func TestReadmeInstall(t *testing.T) {
 	dist := t.TempDir()
 	env := append(os.Environ(), "GOBIN="+gobin, "PATH="+gobin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var ran []string
-	for _, line := range strings.Split(block, "\n") {
-		if i := strings.Index(line, "#"); i >= 0 {
-			line = line[:i]
-		}
-		line = strings.TrimSpace(line)
+	for _, line := range testenv.ShBlock(t, "../../README.md", "## Install\n", nil) {
 		switch {
-		case line == "" || strings.HasPrefix(line, "git clone ") || strings.HasPrefix(line, "docker build "):
+		case strings.HasPrefix(line, "git clone ") || strings.HasPrefix(line, "docker build "):
 			continue
 		case strings.HasPrefix(line, "make release"):
 			line = strings.Replace(line, "linux/amd64", runtime.GOOS+"/"+runtime.GOARCH, 1) + " DIST=" + dist
@@ -260,35 +252,18 @@ func TestReadmeQuickStartCompiles(t *testing.T) {
 // its note gives for the unpublished module.
 func readmeQuickStart(t *testing.T) (lines []string, program, replace string) {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	i := strings.Index(s, "## Quick start")
-	if i < 0 {
-		t.Fatal("README has no Quick start section")
-	}
-	s = s[i:]
-	block := func(fence string) string {
-		start := strings.Index(s, fence)
-		if start < 0 {
-			t.Fatalf("README's Quick start has no %s block", fence)
-		}
-		code := s[start+len(fence):]
-		return code[:strings.Index(code, "```")]
-	}
+	const readme, heading = "../../README.md", "## Quick start"
 	comment := regexp.MustCompile(`\s+# .*$`)
-	for _, l := range strings.Split(block("```console\n"), "\n") {
+	for _, l := range strings.Split(testenv.MarkdownBlock(t, readme, heading, "console"), "\n") {
 		if l, ok := strings.CutPrefix(l, "$ "); ok {
 			lines = append(lines, comment.ReplaceAllString(l, ""))
 		}
 	}
-	m := regexp.MustCompile("`(go mod edit -replace[^`]*)`").FindStringSubmatch(strings.Join(strings.Fields(s), " "))
+	m := regexp.MustCompile("`(go mod edit -replace[^`]*)`").FindStringSubmatch(strings.Join(strings.Fields(testenv.MarkdownFrom(t, readme, heading)), " "))
 	if m == nil {
 		t.Fatal("README's Quick start gives no go mod edit -replace line")
 	}
-	return lines, block("```go\n"), m[1]
+	return lines, testenv.MarkdownBlock(t, readme, heading, "go"), m[1]
 }
 
 // startLine starts one command line through sh in dir, in a process group

@@ -14,18 +14,26 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 )
 
-// pgxHandler is every inbox side's handler on pgx: it starts clk and runs
-// the statement of work in the claim's transaction.
-func pgxHandler(clk *clock) inbox.TxHandler[pgx.Tx] {
-	return func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+// workHandler is every inbox side's handler: it starts clk and runs the
+// statement of work in the claim's transaction with exec, so that each
+// side times the same steps.
+func workHandler[TTx any](clk *clock, exec func(ctx context.Context, tx TTx, q string, args ...any) error) inbox.TxHandler[TTx] {
+	return func(ctx context.Context, tx TTx, msg inbox.Message) (string, error) {
 		clk.begin()
 		q, args := work(msg.BusinessKey, int32(msg.Partition), msg.Payload)
 		if q == "" {
 			return "", nil
 		}
-		_, err := tx.Exec(ctx, q, args...)
-		return "", err
+		return "", exec(ctx, tx, q, args...)
 	}
+}
+
+// pgxHandler is workHandler on pgx.
+func pgxHandler(clk *clock) inbox.TxHandler[pgx.Tx] {
+	return workHandler(clk, func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+		_, err := tx.Exec(ctx, q, args...)
+		return err
+	})
 }
 
 // throughInbox runs the inbox consumer loop on pool, or on sqlDB when pool
@@ -44,15 +52,10 @@ func throughInbox(ctx context.Context, brokers []string, pool *pgxpool.Pool, sql
 	if err != nil {
 		return 0, err
 	}
-	return consumeAll(ctx, brokers, topic, batch, in, clk, func(ctx context.Context, tx *sql.Tx, msg inbox.Message) (string, error) {
-		clk.begin()
-		q, args := work(msg.BusinessKey, int32(msg.Partition), msg.Payload)
-		if q == "" {
-			return "", nil
-		}
+	return consumeAll(ctx, brokers, topic, batch, in, clk, workHandler(clk, func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 		_, err := tx.ExecContext(ctx, q, args...)
-		return "", err
-	})
+		return err
+	}))
 }
 
 // consumeAll runs in's consumer loop with handler until clk has counted

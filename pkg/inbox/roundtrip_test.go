@@ -148,13 +148,7 @@ func TestClaimFailureInFirstBatch(t *testing.T) {
 	b := inboxtest.Setup(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := b.DB.Pool.Exec(ctx, `
-		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '22023'; END $$;
-		CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW
-		WHEN (NEW.business_key = 'k-refused') EXECUTE FUNCTION refuse();`); err != nil {
-		t.Fatal(err)
-	}
+	inboxtest.RefuseClaims(t, b.DB, "k-refused")
 	in, pool := inboxOnPool(t, b, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 
 	bad := msg("m-refused", "k-refused", `{}`)

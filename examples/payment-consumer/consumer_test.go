@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -209,7 +210,6 @@ func orderRecord(o orderPlaced, id string) *kgo.Record {
 	}}
 }
 
-// writeRecords produces records to topic, acknowledged by every replica.
 // newKafka is the test's broker (testenv.NewBroker: kfake, or the shared
 // Apache Kafka with PGOUTBOX_TEST_KAFKA=kafka) letting consumer groups use a
 // short session timeout, with the order topic of the given number of
@@ -223,6 +223,7 @@ func newKafka(t *testing.T, partitions int32) (k *testenv.Kafka, topic, group st
 	return k, topic, group
 }
 
+// writeRecords produces records to topic, acknowledged by every replica.
 func writeRecords(t *testing.T, brokers []string, topic string, records ...*kgo.Record) {
 	t.Helper()
 	for _, r := range records {
@@ -231,29 +232,49 @@ func writeRecords(t *testing.T, brokers []string, topic string, records ...*kgo.
 	testenv.Produce(t, brokers, false, records...)
 }
 
+// orderMessage is the inbox message of the order.placed event o with
+// message ID id, for the tests that hand it to the inbox directly.
+func orderMessage(o orderPlaced, id string) inbox.Message {
+	payload, _ := json.Marshal(o)
+	return inbox.Message{ID: id, BusinessKey: "charge-" + o.OrderID, Payload: payload}
+}
+
+// newInbox is an Inbox of consumer payments with cfg's settings on a fresh
+// migrated database.
+func newInbox(t *testing.T, cfg inbox.Config) *inbox.Inbox[pgx.Tx] {
+	t.Helper()
+	db := testenv.NewDB(t)
+	if _, err := inbox.Migrate(context.Background(), inbox.Pgx(db.Pool), ""); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Consumer, cfg.Logger = "payments", slog.New(slog.DiscardHandler)
+	in, err := inbox.New(inbox.Pgx(db.Pool), &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// serveAPI serves a payment provider's routes until the test ends and
+// returns a client of it.
+func serveAPI(t *testing.T, routes http.Handler) *paymentClient {
+	srv := httptest.NewServer(routes)
+	t.Cleanup(srv.Close)
+	return newPaymentClient(srv.URL, 10*time.Second)
+}
+
 // A worker that charged but did not record the result before its lease
 // expired (it hung or crashed) is taken over by the next delivery, which
 // calls the API again with the same idempotency key: the API replays the
 // first charge, so the customer is charged once.
 func TestLeaseTakeoverChargesOnce(t *testing.T) {
 	t.Parallel()
-	db := testenv.NewDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := inbox.Migrate(ctx, inbox.Pgx(db.Pool), ""); err != nil {
-		t.Fatal(err)
-	}
-	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "payments", LeaseDuration: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := newInbox(t, inbox.Config{LeaseDuration: 200 * time.Millisecond})
 	api := newPaymentAPI(0)
-	srv := httptest.NewServer(api.routes())
-	defer srv.Close()
-	client := newPaymentClient(srv.URL, 10*time.Second)
-
-	payload, _ := json.Marshal(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200})
-	msg := inbox.Message{ID: uuid.NewString(), BusinessKey: "charge-o-1", Payload: payload}
+	client := serveAPI(t, api.routes())
+	msg := orderMessage(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200}, uuid.NewString())
 
 	// The first worker charges, then hangs past its lease.
 	charged, release := make(chan struct{}), make(chan struct{})
@@ -272,6 +293,7 @@ func TestLeaseTakeoverChargesOnce(t *testing.T) {
 	// A redelivery meets the live lease (Busy), then takes over.
 	var res inbox.Result
 	testenv.WaitFor(t, 30*time.Second, "a takeover", func() (bool, error) {
+		var err error
 		res, err = in.ProcessExternal(ctx, msg, func(ctx context.Context, _ inbox.Message, key string) (string, error) {
 			return client.charge(ctx, msg, key)
 		})
@@ -324,11 +346,8 @@ func TestBadUsage(t *testing.T) {
 func TestChargeRetryableStatuses(t *testing.T) {
 	t.Parallel()
 	api := newPaymentAPI(0)
-	srv := httptest.NewServer(api.routes())
-	defer srv.Close()
-	client := newPaymentClient(srv.URL, 10*time.Second)
-	payload, _ := json.Marshal(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200})
-	msg := inbox.Message{ID: "m-1", BusinessKey: "charge-o-1", Payload: payload}
+	client := serveAPI(t, api.routes())
+	msg := orderMessage(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200}, "m-1")
 	ctx := context.Background()
 	for _, status := range []int{http.StatusConflict, http.StatusTooManyRequests, http.StatusRequestTimeout,
 		http.StatusTooEarly, http.StatusServiceUnavailable, http.StatusUnprocessableEntity} {

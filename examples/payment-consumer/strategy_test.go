@@ -6,16 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -23,19 +20,9 @@ import (
 // idempotency keys, a client of it, and an order.placed message.
 func setupNoKey(t *testing.T) (*inbox.Inbox[pgx.Tx], *noKeyAPI, *paymentClient, inbox.Message) {
 	t.Helper()
-	db := testenv.NewDB(t)
-	if _, err := inbox.Migrate(context.Background(), inbox.Pgx(db.Pool), ""); err != nil {
-		t.Fatal(err)
-	}
-	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "payments", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	api := newNoKeyAPI(0, time.Minute)
-	srv := httptest.NewServer(api.routes())
-	t.Cleanup(srv.Close)
-	payload, _ := json.Marshal(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200})
-	return in, api, newPaymentClient(srv.URL, 10*time.Second), inbox.Message{ID: uuid.NewString(), BusinessKey: "charge-o-1", Payload: payload}
+	return newInbox(t, inbox.Config{}), api, serveAPI(t, api.routes()),
+		orderMessage(orderPlaced{OrderID: "o-1", Customer: "ada", AmountCents: 4200}, uuid.NewString())
 }
 
 var errLost = errors.New("request lost before it reached the provider")
@@ -111,9 +98,7 @@ func TestQueryStatusReconcilesAfterATimeout(t *testing.T) {
 func TestNoKeyAPIRefusesAnExpiredRequest(t *testing.T) {
 	t.Parallel()
 	api := newNoKeyAPI(0, time.Minute)
-	srv := httptest.NewServer(api.routes())
-	defer srv.Close()
-	client := newPaymentClient(srv.URL, 10*time.Second)
+	client := serveAPI(t, api.routes())
 	var ch charge
 	err := client.call(context.Background(), "POST", "/v1/charges", nil,
 		noKeyChargeRequest{AmountCents: 100, Reference: "r-1", NotAfter: time.Now().Add(-time.Millisecond)}, &ch)

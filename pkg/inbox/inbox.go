@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loophook"
 )
 
 // Inbox deduplicates messages of one consumer on the database of its
@@ -13,7 +14,8 @@ import (
 // safe for concurrent use.
 type Inbox[TTx any] struct {
 	*core
-	driver *Driver[TTx]
+	loopHook // the consumer loop's way in (loop.go)
+	driver   *Driver[TTx]
 }
 
 // core is what an Inbox does whatever its driver: the claim, the state
@@ -51,7 +53,7 @@ func New[TTx any](driver *Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
 	if err := m.register(c.Registerer, c.Consumer); err != nil {
 		return nil, err
 	}
-	return &Inbox[TTx]{
+	in := &Inbox[TTx]{
 		core: &core{
 			cfg:     c,
 			table:   t.Sanitize(),
@@ -62,7 +64,9 @@ func New[TTx any](driver *Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
 			admin:   driver.h.DB.Autocommit(),
 		},
 		driver: driver,
-	}, nil
+	}
+	in.loopHook = loophook.New(in.loopInternals)
+	return in, nil
 }
 
 // Consumer returns the consumer name.

@@ -14,16 +14,11 @@ import (
 
 // The consumer loop (package inboxkafka) reaches the inbox's machinery
 // through loopInternals, its methods exported for the loop's interface but
-// the type unexported: only loophook hands it out, and only packages under
-// pkg/inbox can import loophook.
-func init() {
-	loophook.Internals = func(in any) any {
-		if x, ok := in.(interface{ loopInternals() any }); ok {
-			return x.loopInternals()
-		}
-		return nil
-	}
-}
+// the type unexported: only the Inbox's loopHook hands it out, to
+// loophook.Internals, and only packages under pkg/inbox can import
+// loophook. The alias gives the embedded Hook an unexported field name, so
+// the Inbox's API does not show it.
+type loopHook = loophook.Hook
 
 // loopInternals is what the consumer loop needs of in beyond its exported
 // API.

@@ -29,32 +29,46 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	const ns, sub = "pgoutbox", "inbox"
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
+	}
+	counterVec := func(name, help, label string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, []string{label})
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
+	}
+	gaugeVec := func(name, help, label string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, []string{label})
+	}
+	histogram := func(name string, buckets []float64, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help, Buckets: buckets})
+	}
 	m := &metrics{
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "messages_total",
-			Help: "Deliveries handled by the inbox, by consumer and outcome."}, []string{"outcome"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "processing_duration_seconds",
-			Help: "Time to handle one delivery: claim, handler and commit.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
-		attempts: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "attempts",
-			Help: "Attempts a message needed until it completed or was dead-lettered.", Buckets: []float64{1, 2, 3, 4, 5, 7, 10, 15, 20}}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retries_total",
-			Help: "Handler failures recorded for a later retry."}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "dead_lettered_total",
-			Help: "Messages dead-lettered, by reason."}, []string{"reason"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "in_flight",
-			Help: "Deliveries being handled now."}),
-		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "stuck_processing",
-			Help: "PROCESSING rows whose lease expired, as of the last RefreshMetrics call."}),
-		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "unfinished",
-			Help: "Rows per status other than COMPLETED, as of the last RefreshMetrics call."}, []string{"status"}),
-		oldestUnfinished: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "oldest_unfinished_seconds",
-			Help: "Age of the oldest RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none), as of the last RefreshMetrics call."}),
-		messageAge: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "message_age_seconds",
-			Help:    "Age of a message (from its Kafka record timestamp) when the inbox started handling it.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}),
-		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fetch_errors_total",
-			Help: "Kafka fetch errors the client reported to the consumer loop (it backs off and polls again)."}),
-		queueBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "queue_bytes",
-			Help: "Bytes of fetched records the consumer loop holds, queued or being handled (bounded by inboxkafka.Config.MaxQueueBytes)."}),
+		outcomes: counterVec("messages_total",
+			"Deliveries handled by the inbox, by consumer and outcome.", "outcome"),
+		duration: histogram("processing_duration_seconds", prometheus.ExponentialBuckets(0.0005, 2, 16),
+			"Time to handle one delivery: claim, handler and commit."),
+		attempts: histogram("attempts", []float64{1, 2, 3, 4, 5, 7, 10, 15, 20},
+			"Attempts a message needed until it completed or was dead-lettered."),
+		retries: counter("retries_total",
+			"Handler failures recorded for a later retry."),
+		deadLettered: counterVec("dead_lettered_total",
+			"Messages dead-lettered, by reason.", "reason"),
+		inFlight: gauge("in_flight",
+			"Deliveries being handled now."),
+		stuck: gauge("stuck_processing",
+			"PROCESSING rows whose lease expired, as of the last RefreshMetrics call."),
+		unfinished: gaugeVec("unfinished",
+			"Rows per status other than COMPLETED, as of the last RefreshMetrics call.", "status"),
+		oldestUnfinished: gauge("oldest_unfinished_seconds",
+			"Age of the oldest RECEIVED, PROCESSING or FAILED_RETRYABLE row (0 when none), as of the last RefreshMetrics call."),
+		messageAge: histogram("message_age_seconds", prometheus.ExponentialBuckets(0.001, 4, 12),
+			"Age of a message (from its Kafka record timestamp) when the inbox started handling it."),
+		fetchErrors: counter("fetch_errors_total",
+			"Kafka fetch errors the client reported to the consumer loop (it backs off and polls again)."),
+		queueBytes: gauge("queue_bytes",
+			"Bytes of fetched records the consumer loop holds, queued or being handled (bounded by inboxkafka.Config.MaxQueueBytes)."),
 	}
 	// Pre-create the outcome series so dashboards see zeros.
 	for o := Processed; o <= DeadLettered; o++ {

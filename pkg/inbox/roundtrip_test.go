@@ -52,18 +52,27 @@ func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // of its own whose statements trace records.
 func tracedInbox(t *testing.T, b *inboxtest.Bundle) (*inbox.Inbox[pgx.Tx], *statements) {
 	t.Helper()
+	trace := &statements{}
+	in, _ := inboxOnPool(t, b, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = trace })
+	return in, trace
+}
+
+// inboxOnPool is an Inbox of consumer billing on b's database, on a pool
+// of its own that configure adjusts, and that pool (closed at the test's
+// end).
+func inboxOnPool(t *testing.T, b *inboxtest.Bundle, configure func(*pgxpool.Config)) (*inbox.Inbox[pgx.Tx], *pgxpool.Pool) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(b.DB.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	trace := &statements{}
-	cfg.ConnConfig.Tracer = trace
+	configure(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return inboxtest.NewInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)}), trace
+	return inboxtest.NewInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)}), pool
 }
 
 func (s *statements) take() []string {
@@ -139,27 +148,11 @@ func TestClaimFailureInFirstBatch(t *testing.T) {
 	b := inboxtest.Setup(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := b.DB.Pool.Exec(ctx, `
-		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '22023'; END $$;
-		CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW
-		WHEN (NEW.business_key = 'k-refused') EXECUTE FUNCTION refuse();`); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(b.DB.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	in := inboxtest.NewInbox(t, inbox.Pgx(pool), &inbox.Config{Consumer: "billing", Logger: slog.New(slog.DiscardHandler)})
+	inboxtest.RefuseClaims(t, b.DB, "k-refused")
+	in, pool := inboxOnPool(t, b, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 
 	bad := msg("m-refused", "k-refused", `{}`)
-	_, err = in.Process(ctx, bad, inboxtest.Effect(bad))
+	_, err := in.Process(ctx, bad, inboxtest.Effect(bad))
 	if err == nil || !strings.Contains(err.Error(), "22023") {
 		t.Fatalf("Process of a refused claim: %v", err)
 	}

@@ -180,10 +180,7 @@ func consumerBatchesBacklog[TTx any](t *testing.T, b *inboxtest.Bundle, p inboxt
 		}
 	}
 	inboxtest.Produce(t, k.Brokers, topic, recs...)
-	want := map[int]int64{}
-	for _, r := range recs {
-		want[r.Partition]++
-	}
+	want := inboxtest.EndOffsets(recs)
 
 	var (
 		mu      sync.Mutex

@@ -34,11 +34,7 @@ func TestRebalanceWithSlowHandler(t *testing.T) {
 		perPartition = 100
 	)
 	l := inboxtest.NewLoop(t, "rebalance", partitions, nil)
-	var recs []inboxtest.Rec
-	for i := range partitions * perPartition {
-		key := fmt.Sprintf("r-%03d", i)
-		recs = append(recs, inboxtest.Rec{Partition: i % partitions, ID: "m-" + key, Key: key, Value: `{}`})
-	}
+	recs := inboxtest.Spread(partitions*perPartition, partitions, "r-%03d", `{}`)
 	l.Produce(t, recs...)
 
 	var (
@@ -132,10 +128,7 @@ func TestRebalanceWithSlowHandler(t *testing.T) {
 	secondStarted = true
 	mu.Unlock()
 	second := inboxtest.StartConsumer(t, member("second"))
-	want := map[int]int64{}
-	for p := range partitions {
-		want[p] = perPartition
-	}
+	want := inboxtest.EndOffsets(recs)
 	first.WaitOffsets(t, want)
 	stopCheck()
 	if n := <-checked; n == 0 {

@@ -32,12 +32,7 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 		bound        = 1 << 20 // room for 5 records; 24 are waiting
 	)
 	l := inboxtest.NewLoop(t, "bigrecords", partitions, nil)
-	var recs []inboxtest.Rec
-	for i := range partitions * perPartition {
-		key := fmt.Sprintf("k-%02d", i)
-		recs = append(recs, inboxtest.Rec{Partition: i % partitions, ID: "m-" + key, Key: key,
-			Value: `{"pad":"` + strings.Repeat("x", valueBytes) + `"}`})
-	}
+	recs := inboxtest.Spread(partitions*perPartition, partitions, "k-%02d", `{"pad":"`+strings.Repeat("x", valueBytes)+`"}`)
 	l.Produce(t, recs...)
 
 	resume := make(chan struct{})
@@ -86,10 +81,7 @@ func TestConsumerQueueBoundedByBytes(t *testing.T) {
 	t.Logf("stalled: %d bytes held (peak %d, bound %d), %d handlers started", held, peak, bound, started.Load())
 
 	release()
-	want := map[int]int64{}
-	for p := range partitions {
-		want[p] = perPartition
-	}
+	want := inboxtest.EndOffsets(recs)
 	rc.WaitOffsets(t, want)
 	rc.Stop(t)
 	stopped = true

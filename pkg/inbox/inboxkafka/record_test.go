@@ -197,14 +197,7 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 	t.Parallel()
 	l := inboxtest.NewLoop(t, "refused", 1, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
 	dlq := l.Kafka.Topic("refused.dlq")
-	// Stands in for any data exception (class 22) the claim can meet.
-	if _, err := l.DB.Pool.Exec(context.Background(), `
-		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused key %', NEW.business_key USING ERRCODE = '22023'; END $$;
-		CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON inbox FOR EACH ROW
-		WHEN (NEW.business_key = 'k-refused') EXECUTE FUNCTION refuse();`); err != nil {
-		t.Fatal(err)
-	}
+	inboxtest.RefuseClaims(t, l.DB, "k-refused")
 	l.Produce(t,
 		inboxtest.Rec{ID: "m-refused", Key: "k-refused", Value: `{"v":0}`},
 		inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`},

@@ -40,10 +40,10 @@ func TestSQLConsumerExternal(t *testing.T) {
 	}
 }
 
-// A consumer on database/sql takes exactly one handler; a handler of the
-// other driver, or one without a database, no longer compiles (the
-// inboxkafka.Config carries the Inbox's transaction type, and the Inbox its
-// database), and a nil database is refused by New.
+// A consumer on database/sql takes exactly one handler and an Inbox made by
+// inbox.New; a handler of the other driver, or one without a database, no
+// longer compiles (the inboxkafka.Config carries the Inbox's transaction
+// type, and the Inbox its database), and a nil database is refused by New.
 func TestSQLConsumerConfigChecked(t *testing.T) {
 	t.Parallel()
 	if _, err := inbox.New(inbox.SQL(nil), &inbox.Config{Consumer: "c"}); err == nil {
@@ -60,6 +60,10 @@ func TestSQLConsumerConfigChecked(t *testing.T) {
 		"two handlers": func(c *inboxkafka.Config[*sql.Tx]) {
 			c.Handler = handler
 			c.ExternalHandler = func(context.Context, inbox.Message, string) (string, error) { return "", nil }
+		},
+		"zero Inbox": func(c *inboxkafka.Config[*sql.Tx]) {
+			c.Handler = handler
+			c.Inbox = &inbox.Inbox[*sql.Tx]{}
 		},
 	} {
 		c := base

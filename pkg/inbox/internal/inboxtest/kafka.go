@@ -2,6 +2,7 @@ package inboxtest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -38,6 +39,29 @@ type Rec struct {
 	ID, Key   string // message-id and business-key headers ("" omits)
 	Value     string
 	Extra     []kgo.RecordHeader // appended after the usual headers
+}
+
+// Spread is n records dealt round-robin over partitions, the i-th with
+// business key fmt.Sprintf(keyFormat, i), message ID "m-" and the key, and
+// value.
+func Spread(n, partitions int, keyFormat, value string) []Rec {
+	recs := make([]Rec, n)
+	for i := range recs {
+		key := fmt.Sprintf(keyFormat, i)
+		recs[i] = Rec{Partition: i % partitions, ID: "m-" + key, Key: key, Value: value}
+	}
+	return recs
+}
+
+// EndOffsets is the offset past each partition's last record once recs
+// are produced to a new topic: what a group commits when it has handled
+// them all.
+func EndOffsets(recs []Rec) map[int]int64 {
+	ends := map[int]int64{}
+	for _, r := range recs {
+		ends[r.Partition]++
+	}
+	return ends
 }
 
 // KgoRecord is r as a kgo record of topic.

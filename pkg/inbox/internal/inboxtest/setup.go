@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -121,6 +122,20 @@ func WantEffectOnce(t *testing.T, db *testenv.DB, keys ...string) {
 		if n := Effects(t, db, key); n != 1 {
 			t.Fatalf("effect of %s happened %d times", key, n)
 		}
+	}
+}
+
+// RefuseClaims makes the database refuse every claim of businessKey with
+// SQLSTATE 22023 (a trigger on table inbox): it stands in for any data
+// exception (class 22) a claim can meet.
+func RefuseClaims(t *testing.T, db *testenv.DB, businessKey string) {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), `
+		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused key %', NEW.business_key USING ERRCODE = '22023'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON inbox FOR EACH ROW
+		WHEN (NEW.business_key = '`+strings.ReplaceAll(businessKey, "'", "''")+`') EXECUTE FUNCTION refuse();`); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 func KafkaClientOpts(cfg *Config, more ...kgo.Opt) []kgo.Opt {
 	pc, err := kafkaConn(cfg)
 	if err != nil {
-		err = fmt.Errorf("relay: SASL: %w", err)
 		pc.SASL = nil
 		more = append([]kgo.Opt{kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err })}, more...)
 	}
@@ -27,13 +26,14 @@ func KafkaClientOpts(cfg *Config, more ...kgo.Opt) []kgo.Opt {
 }
 
 // kafkaConn is the producer configuration of cfg's brokers, TLS and SASL:
-// what every Kafka client of the relay connects with.
+// what every Kafka client of the relay connects with. Its error, a SASL
+// configuration that does not build, wraps ErrConfig.
 func kafkaConn(cfg *Config) (producer.Config, error) {
 	pc := producer.Config{Brokers: cfg.Brokers, TLS: cfg.TLS}
 	if cfg.SASL != nil {
 		m, err := cfg.SASL.KafkaMechanism()
 		if err != nil {
-			return pc, err
+			return pc, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		pc.SASL = m
 	}

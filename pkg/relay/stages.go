@@ -1,8 +1,6 @@
 package relay
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/admin"
@@ -32,7 +30,7 @@ type stageConfigs struct {
 func deriveStages(c *Config, m *relaymetrics.Metrics) (stageConfigs, error) {
 	pc, err := kafkaConn(c)
 	if err != nil {
-		return stageConfigs{}, fmt.Errorf("%w: %w", ErrConfig, err)
+		return stageConfigs{}, err
 	}
 	dl := deadLetters(c, m.Invalid)
 	return stageConfigs{decode: decodeConfig(c), wal: walConfig(c, dl), sink: sinkConfig(c, pc, dl), slot: slotConfig(c),
@@ -127,9 +125,7 @@ func adminConfig(cfg *Config) (admin.Config, error) {
 	var pc producer.Config
 	kafkaErr := c.CheckBrokers()
 	if kafkaErr == nil {
-		if pc, err = kafkaConn(&c); err != nil {
-			kafkaErr = fmt.Errorf("%w: %w", ErrConfig, err)
-		}
+		pc, kafkaErr = kafkaConn(&c)
 	}
 	return adminOf(&c, pc, kafkaErr), nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
@@ -13,7 +15,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // VerifyOptions selects the window Verify audits and bounds its resources
@@ -149,7 +150,7 @@ func (v *VerifyMetrics) Unlabelled() prometheus.Collector { return v.m.Unlabelle
 func PingBrokers(ctx context.Context, cfg *Config) error {
 	pc, err := kafkaConn(cfg)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return err
 	}
 	return producer.Ping(ctx, pc)
 }

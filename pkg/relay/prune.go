@@ -43,7 +43,7 @@ func (r *Relay) prune(ctx context.Context) {
 func (r *Relay) prunePass(ctx context.Context) error {
 	c := &r.cfg
 	table, _ := pgname.Parse(c.Table, "public")
-	state := slotstate.StateTable(slotConfig(c)).Sanitize()
+	state := slotstate.StateTable(r.stage.slot).Sanitize()
 	conn, err := pgconnect.Connect(ctx, c.DatabaseURL)
 	if err != nil {
 		return err

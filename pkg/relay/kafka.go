@@ -18,8 +18,7 @@ import (
 // its error, so a client asked for SASL never talks to a broker without it.
 func KafkaClientOpts(cfg *Config, more ...kgo.Opt) []kgo.Opt {
 	pc, err := kafkaConn(cfg)
-	if err != nil {
-		pc.SASL = nil
+	if err != nil { // pc has no SASL then
 		more = append([]kgo.Opt{kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err })}, more...)
 	}
 	return producer.ClientOpts(pc, more...)

@@ -18,17 +18,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// Setup creates, idempotently, the outbox table, the publication (FOR TABLE
-// the outbox WITH (publish = 'insert', publish_via_partition_root = true))
-// and the slot (pgoutput). An existing table must have the columns of
-// cfg.TableFormat (an error wrapping ErrTableColumns otherwise, naming the
-// format its columns fit); Setup never adds its own columns to it. With
-// TableFormatDebezium the table must exist: Setup creates only the relay
-// state table next to it. On an existing publication it turns
-// publish_via_partition_root on; one that does not publish exactly the
-// table's inserts (see relaytype.SlotStatus.PublicationMismatch) is an error wrapping
-// ErrPublicationMismatch; one that also publishes updates, deletes or
-// truncates is accepted with a warning, since the relay ignores them.
+// Setup is relay.Setup, whose documentation holds the contract: the table
+// (created, or checked against its format), the publication and the slot,
+// each idempotently, after the prerequisites pass.
 func Setup(ctx context.Context, cfg *Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
@@ -80,9 +72,8 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	return nil
 }
 
-// Status reads the slot and publication state from the database and, with
-// cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
-// cfg.Sink.ProgressTopic).
+// Status is relay.Status: the slot, publication, table and state as the
+// database holds them and, with ExactlyOnce, the progress Kafka holds.
 func Status(ctx context.Context, cfg *Config) (*relaytype.SlotStatus, error) {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {
@@ -135,12 +126,9 @@ func Status(ctx context.Context, cfg *Config) (*relaytype.SlotStatus, error) {
 	return st, nil
 }
 
-// Teardown drops the slot and, unless slotOnly, the publication (not the
-// table) and deletes the slot's relay state row, giving its position up.
-// An active slot is an error wrapping ErrSlotActive. Without slotOnly, a
-// publication another slot uses (slotstate.PeerSlot.Uses) is an error
-// wrapping ErrPublicationInUse that names it, and nothing is dropped.
-// Missing objects are not errors.
+// Teardown is relay.Teardown, or relay.TeardownSlot when slotOnly: it
+// refuses an active slot (ErrSlotActive) and, without slotOnly, a
+// publication another slot uses (ErrPublicationInUse, dropping nothing).
 func Teardown(ctx context.Context, cfg *Config, slotOnly bool) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {

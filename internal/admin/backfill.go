@@ -21,13 +21,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// Backfill publishes the outbox rows opts selects, read from the table in
-// one snapshot, ordered by created_at then id (UUIDv7 ids sort by creation),
-// as Kafka records built exactly as the relay builds them from the WAL
-// (timestamp: created_at), through the same writer. It returns the number
-// published. Use it to bootstrap or repair a consumer; consumers
-// deduplicate on message-id. Logical messages (EmitTx) are not in the table
-// and are not backfilled.
+// Backfill is relay.Backfill: the rows opts selects, read in one
+// read-only snapshot and built into records as the WAL reader builds them,
+// written through the relay's sink.
 func Backfill(ctx context.Context, cfg *Config, opts relaytype.BackfillOptions) (int, error) {
 	c := *cfg
 	if c.KafkaErr != nil {
@@ -52,20 +48,7 @@ func Backfill(ctx context.Context, cfg *Config, opts relaytype.BackfillOptions) 
 	return backfillTx(ctx, tx, &c, m, sk, opts, nil)
 }
 
-// Recover repairs a gap on cfg.Slot (see GapError) without losing events:
-// it drops the slot if it still exists (it must not be active), creates it
-// anew exporting its snapshot, and inside that snapshot publishes every
-// outbox row created at or after the last confirmed commit time minus
-// BackfillMargin, in created_at, id order; then it records the new slot in
-// the relay state, so that Run streams from it. Events committed before
-// the snapshot come from the table, later ones from the slot: none is
-// missing; rows published twice are bounded by the margin. A crash midway
-// leaves the gap in place (the state is written last), so Recover can run
-// again.
-//
-// It refuses with a *relaytype.BackfillPrunedError when pruning may have deleted rows
-// of the needed range. Without a gap it does nothing (relaytype.RecoverResult.Gap is
-// nil).
+// Recover is relay.Recover: RecoverGap with a sink and metrics of its own.
 func Recover(ctx context.Context, cfg *Config) (*relaytype.RecoverResult, error) {
 	c := *cfg
 	if c.KafkaErr != nil {

@@ -22,17 +22,9 @@ const (
 	azure                // Azure Database for PostgreSQL: azure_pg_admin
 )
 
-// CheckPrerequisites checks, without changing anything, that the server
-// and the role of cfg.DatabaseURL can do what `relay setup` (and `relay
-// run`, which creates a missing publication or slot unless cfg.NoCreate)
-// needs: wal_level=logical; a free replication slot when the slot must be
-// created; a free WAL sender; the REPLICATION attribute (or rds_replication
-// on RDS); CREATE on the table's schema when the table or the migration
-// bookkeeping must be created, and on the database for a new publication;
-// ownership of the table for a new publication; SELECT, INSERT and UPDATE
-// on the relay state table; SELECT on the table with OnGap backfill and
-// DELETE with PruneAfter. It returns a
-// *relaytype.PrerequisitesError listing every problem with its fix, or nil.
+// CheckPrerequisites is relay.CheckPrerequisites (whose documentation
+// lists the checks): every unmet prerequisite at once, in a
+// *relaytype.PrerequisitesError, changing nothing.
 func CheckPrerequisites(ctx context.Context, cfg *Config) error {
 	c, conn, err := openAdmin(ctx, cfg)
 	if err != nil {

@@ -36,15 +36,9 @@ const (
 // given, else the AWS SDK's default credential chain. Its errors never
 // carry a credential.
 func awsMechanism(s *SASL) (sasl.Mechanism, error) {
-	if s.Username != "" {
-		if s.Password == "" {
-			return nil, errors.New("AWS_MSK_IAM with a SASL username (the access key ID) needs the password (the secret access key)")
-		}
+	if s.Username != "" { // with the password: check says so
 		a := aws.Auth{AccessKey: s.Username, SecretKey: s.Password, SessionToken: s.SessionToken, UserAgent: awsUserAgent}
 		return a.AsManagedStreamingIAMMechanism(), nil
-	}
-	if s.Password != "" || s.SessionToken != "" {
-		return nil, errors.New("AWS_MSK_IAM: a SASL password or session token needs the username (the access key ID)")
 	}
 	creds, region, err := awsDefaultCredentials()
 	if err != nil {

@@ -180,24 +180,6 @@ func (c *Config) checkBounds(bad func(string, ...any)) {
 	}
 }
 
-// check reports what s lacks for its mechanism, before any connection.
-func (s *SASL) check() error {
-	switch strings.ToUpper(s.Mechanism) {
-	case SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512:
-		if s.Username == "" {
-			return fmt.Errorf("SASL %s needs a username", s.Mechanism)
-		}
-	case SASLOAuthBearer:
-		if s.TokenFile == "" {
-			return errors.New("SASL OAUTHBEARER needs a token file")
-		}
-	case SASLAWSMSKIAM:
-	default:
-		return fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(SASLMechanisms, ", "))
-	}
-	return nil
-}
-
 // setDefault sets *p to def when it is the zero value.
 func setDefault[T comparable](p *T, def T) {
 	var zero T

@@ -64,6 +64,8 @@ func TestWithDefaultsRefuses(t *testing.T) {
 		{"sasl mechanism", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: "GSSAPI"}}, "SASL mechanism \"GSSAPI\""},
 		{"sasl user", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: relay.SASLSCRAMSHA256}}, "needs a username"},
 		{"sasl token", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: relay.SASLOAuthBearer}}, "needs a token file"},
+		{"aws key without secret", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: relay.SASLAWSMSKIAM, Username: "AKIAEXAMPLE"}}, "needs the password"},
+		{"aws secret without key", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: relay.SASLAWSMSKIAM, SessionToken: "t"}}, "needs the username"},
 		{"negative duration", relay.Config{DatabaseURL: "x", PruneAfter: -time.Second}, "prune after -1s is negative"},
 		{"negative size", relay.Config{DatabaseURL: "x", BatchSize: -1}, "batch size -1 is negative"},
 	} {

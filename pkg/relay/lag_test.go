@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // gauge returns the value of the gauge name whose labels include want, and

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 )
 

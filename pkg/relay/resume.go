@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
+
 	"github.com/pgoutbox/pgoutbox/internal/admin"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/sink"

@@ -24,34 +24,52 @@ var errNoToken = errors.New("the OAUTHBEARER token file is empty")
 // default credential chain (no network call until the first
 // authentication). Its errors never carry a credential.
 func (s *SASL) KafkaMechanism() (sasl.Mechanism, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	switch strings.ToUpper(s.Mechanism) {
 	case SASLPlain:
-		if s.Username == "" {
-			return nil, errors.New("SASL PLAIN needs a username")
-		}
 		return plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism(), nil
-	case SASLSCRAMSHA256, SASLSCRAMSHA512:
-		if s.Username == "" {
-			return nil, fmt.Errorf("SASL %s needs a username", s.Mechanism)
-		}
-		a := scram.Auth{User: s.Username, Pass: s.Password}
-		if strings.EqualFold(s.Mechanism, SASLSCRAMSHA512) {
-			return a.AsSha512Mechanism(), nil
-		}
-		return a.AsSha256Mechanism(), nil
+	case SASLSCRAMSHA256:
+		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism(), nil
+	case SASLSCRAMSHA512:
+		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism(), nil
 	case SASLOAuthBearer:
-		if s.TokenFile == "" {
-			return nil, errors.New("SASL OAUTHBEARER needs a token file")
-		}
 		file := s.TokenFile
 		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
 			tok, err := readToken(file)
 			return oauth.Auth{Token: tok}, err
 		}), nil
-	case SASLAWSMSKIAM:
+	default: // SASLAWSMSKIAM, the only other mechanism check lets through
 		return awsMechanism(s)
 	}
-	return nil, fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(SASLMechanisms, ", "))
+}
+
+// check reports what s lacks for its mechanism, before any connection and
+// without reading a file or the environment: the one table of what each
+// mechanism needs (WithDefaults calls it; KafkaMechanism too, before it
+// builds). Its errors never carry a credential.
+func (s *SASL) check() error {
+	switch strings.ToUpper(s.Mechanism) {
+	case SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512:
+		if s.Username == "" {
+			return fmt.Errorf("SASL %s needs a username", s.Mechanism)
+		}
+	case SASLOAuthBearer:
+		if s.TokenFile == "" {
+			return errors.New("SASL OAUTHBEARER needs a token file")
+		}
+	case SASLAWSMSKIAM:
+		if s.Username != "" && s.Password == "" {
+			return errors.New("AWS_MSK_IAM with a SASL username (the access key ID) needs the password (the secret access key)")
+		}
+		if s.Username == "" && (s.Password != "" || s.SessionToken != "") {
+			return errors.New("AWS_MSK_IAM: a SASL password or session token needs the username (the access key ID)")
+		}
+	default:
+		return fmt.Errorf("SASL mechanism %q: want one of %s", s.Mechanism, strings.Join(SASLMechanisms, ", "))
+	}
+	return nil
 }
 
 // readToken reads an OAUTHBEARER token from file. It is read at every

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
-	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
 // Config configures a Relay. DatabaseURL and Brokers are required; every
@@ -38,7 +37,7 @@ type Config struct {
 	// relay.TableFormatDebezium for a table in the shape of Debezium's Outbox
 	// Event Router. Setup creates a table of the pgoutbox format only; it
 	// checks an existing table of either. Defaults to relay.TableFormatPgoutbox.
-	TableFormat tableformat.TableFormat
+	TableFormat TableFormat
 	// NoCreate stops Run from creating a missing slot or publication; Run
 	// then fails with an error naming what is missing. Defaults to false
 	// (create when missing).

@@ -24,8 +24,7 @@ import (
 // Backfill is relay.Backfill: the rows opts selects, read in one
 // read-only snapshot and built into records as the WAL reader builds them,
 // written through the relay's sink.
-func Backfill(ctx context.Context, cfg *Config, opts relaytype.BackfillOptions) (int, error) {
-	c := *cfg
+func Backfill(ctx context.Context, c *Config, opts relaytype.BackfillOptions) (int, error) {
 	if c.KafkaErr != nil {
 		return 0, c.KafkaErr
 	}
@@ -38,26 +37,25 @@ func Backfill(ctx context.Context, cfg *Config, opts relaytype.BackfillOptions) 
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
-	sk := NewSink(&c, m)
+	sk := NewSink(c, m)
 	defer sk.Close()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return 0, fmt.Errorf("relay: backfill: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	return backfillTx(ctx, tx, &c, m, sk, opts, nil)
+	return backfillTx(ctx, tx, c, m, sk, opts, nil)
 }
 
 // Recover is relay.Recover: RecoverGap with a sink and metrics of its own.
-func Recover(ctx context.Context, cfg *Config) (*relaytype.RecoverResult, error) {
-	c := *cfg
+func Recover(ctx context.Context, c *Config) (*relaytype.RecoverResult, error) {
 	if c.KafkaErr != nil {
 		return nil, c.KafkaErr
 	}
 	m := relaymetrics.NewMetrics(c.Slot, &pgconnect.Live{})
-	sk := NewSink(&c, m)
+	sk := NewSink(c, m)
 	defer sk.Close()
-	return RecoverGap(ctx, &c, m, sk)
+	return RecoverGap(ctx, c, m, sk)
 }
 
 // recoverLockKey namespaces the advisory lock that serialises recoveries
@@ -191,8 +189,7 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *Config, m *relaymet
 // except those held holds (nil: none).
 func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *relaymetrics.Metrics, sk *sink.Sink, opts relaytype.BackfillOptions, held *heldIDs) (int, error) {
 	out := backfillBatches{sk: sk, size: c.Sink.BatchSize, progress: opts.Progress}
-	dl := c.DeadLetters
-	dl.Invalid = m.Invalid
+	dl := c.deadLetters(m)
 	err := eachRow(ctx, tx, c, opts, func(ev decode.Event, createdAt time.Time) error {
 		if held.has(&ev) {
 			return nil

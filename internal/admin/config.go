@@ -40,9 +40,14 @@ type Config struct {
 
 // NewSink is the sink of c counting in m, dead-lettering as c says.
 func NewSink(c *Config, m *relaymetrics.Metrics) *sink.Sink {
+	sc := c.Sink
+	sc.DeadLetters = c.deadLetters(m)
+	return sink.NewSink(sc, m)
+}
+
+// deadLetters is c's dead-letter shaping, counting in m.
+func (c *Config) deadLetters(m *relaymetrics.Metrics) *decode.DeadLetters {
 	dl := c.DeadLetters
 	dl.Invalid = m.Invalid
-	sc := c.Sink
-	sc.DeadLetters = &dl
-	return sink.NewSink(sc, m)
+	return &dl
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgoutbox/pgoutbox/internal/promopts"
 )
 
 // Metrics are the relay's Prometheus collectors; the package doc lists them.
@@ -35,21 +37,8 @@ type Metrics struct {
 func NewMetrics(slot string, l Clock) *Metrics {
 	const ns, sub = "pgoutbox", "relay"
 	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
-	}
-	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
-	}
-	gauge := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
-	}
-	gaugeVec := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
-	}
-	histogram := func(name string, buckets []float64, help string) prometheus.Histogram {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help, Buckets: buckets})
-	}
+	f := promopts.Subsystem{Namespace: ns, Subsystem: sub}
+	counter, counterVec, gauge, gaugeVec, histogram := f.Counter, f.CounterVec, f.Gauge, f.GaugeVec, f.Histogram
 	return &Metrics{
 		Published: counterVec("events_published_total",
 			"Events acknowledged by Kafka, by topic (dead-letter records count under the dead-letter topic; topics past the first 1000 under (other)).", "topic"),

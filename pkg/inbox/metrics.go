@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgoutbox/pgoutbox/internal/promopts"
 )
 
 // metrics holds the collectors of one consumer. They are registered with
@@ -29,21 +31,8 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	const ns, sub = "pgoutbox", "inbox"
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
-	}
-	counterVec := func(name, help, label string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, []string{label})
-	}
-	gauge := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
-	}
-	gaugeVec := func(name, help, label string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, []string{label})
-	}
-	histogram := func(name string, buckets []float64, help string) prometheus.Histogram {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help, Buckets: buckets})
-	}
+	f := promopts.Subsystem{Namespace: ns, Subsystem: sub}
+	counter, counterVec, gauge, gaugeVec, histogram := f.Counter, f.CounterVec, f.Gauge, f.GaugeVec, f.Histogram
 	m := &metrics{
 		outcomes: counterVec("messages_total",
 			"Deliveries handled by the inbox, by consumer and outcome.", "outcome"),

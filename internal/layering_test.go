@@ -55,7 +55,7 @@ func layers(t *testing.T) map[string]int {
 // excluded), by go list.
 func imports(t *testing.T) map[string][]string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "../internal/...", "../pkg/relay/...", "../cmd/relay")
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "../internal/...", "../pkg/relay/...", "../pkg/kafkasasl/...", "../cmd/relay")
 	b, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -111,6 +111,32 @@ func TestImportLayers(t *testing.T) {
 			case p == "internal/relaycli" && li >= 3 && li <= 7:
 				t.Errorf("relaycli imports %s (layer %d): it reaches the engine through pkg/relay only", i, li)
 			}
+		}
+	}
+}
+
+// TestInboxLinksNoRelayEngine fails when what an inbox consumer imports
+// (pkg/inbox and its Kafka loops, tests left out) links a relay package
+// above layer 1 (the shared leaves: the message contract, names, drivers,
+// migrations), the replication client or the AWS SDK: a consumer links
+// only what it calls. AWS_MSK_IAM is the consumer's own import of
+// pkg/kafkasasl/awsmsk.
+func TestInboxLinksNoRelayEngine(t *testing.T) {
+	layer := layers(t)
+	cmd := exec.Command("go", "list", "-deps", "../pkg/inbox", "../pkg/inbox/inboxkafka", "../pkg/inbox/inboxkafkago")
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(b)) {
+		p := strings.TrimPrefix(dep, module)
+		switch {
+		case strings.Contains(dep, "jackc/pglogrepl"), strings.Contains(dep, "aws-sdk-go"), p == "pkg/kafkasasl/awsmsk":
+			t.Errorf("an inbox consumer links %s", dep)
+		case p == "pkg/relay" || strings.HasPrefix(p, "pkg/relay/"):
+			t.Errorf("an inbox consumer links %s", dep)
+		case layer[p] > 1:
+			t.Errorf("an inbox consumer links %s (relay layer %d)", dep, layer[p])
 		}
 	}
 }

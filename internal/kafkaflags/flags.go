@@ -9,7 +9,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
+	// The flags offer aws-msk-iam: every program that reads them speaks it.
+	_ "github.com/pgoutbox/pgoutbox/pkg/kafkasasl/awsmsk"
 )
 
 // Flag names.
@@ -59,7 +61,7 @@ type Security struct {
 	// TLS is nil for plaintext.
 	TLS *tls.Config
 	// SASL is nil for none.
-	SASL *relay.SASL
+	SASL *kafkasasl.Config
 	// Password is the SASL password (empty without SASL), to scrub from
 	// output; PasswordOnCommandLine says it was given as a flag.
 	Password              string
@@ -124,7 +126,7 @@ func tlsConfig(c *cli.Context) (*tls.Config, error) {
 }
 
 // saslConfig reads the SASL flags; nil means none.
-func saslConfig(c *cli.Context, pass string) (*relay.SASL, error) {
+func saslConfig(c *cli.Context, pass string) (*kafkasasl.Config, error) {
 	mech, user, token := c.String(FlagSASLMechanism), c.String(FlagSASLUsername), c.String(FlagSASLTokenFile)
 	if mech == "" {
 		if user != "" || pass != "" || token != "" {
@@ -132,22 +134,22 @@ func saslConfig(c *cli.Context, pass string) (*relay.SASL, error) {
 		}
 		return nil, nil
 	}
-	s := &relay.SASL{Username: user, Password: pass, TokenFile: token}
+	s := &kafkasasl.Config{Username: user, Password: pass, TokenFile: token}
 	switch strings.ToLower(mech) {
 	case "plain":
-		s.Mechanism = relay.SASLPlain
+		s.Mechanism = kafkasasl.Plain
 	case "scram-sha-256":
-		s.Mechanism = relay.SASLSCRAMSHA256
+		s.Mechanism = kafkasasl.SCRAMSHA256
 	case "scram-sha-512":
-		s.Mechanism = relay.SASLSCRAMSHA512
+		s.Mechanism = kafkasasl.SCRAMSHA512
 	case "oauthbearer":
-		s.Mechanism = relay.SASLOAuthBearer
+		s.Mechanism = kafkasasl.OAuthBearer
 		if token == "" {
 			return nil, cliutil.Usagef("--%s is required with --%s oauthbearer", FlagSASLTokenFile, FlagSASLMechanism)
 		}
 		return s, nil
 	case "aws-msk-iam", "aws_msk_iam":
-		s.Mechanism = relay.SASLAWSMSKIAM
+		s.Mechanism = kafkasasl.AWSMSKIAM
 		// Static keys are a username (access key ID) and password
 		// (secret key); neither means the AWS SDK's default chain.
 		if user == "" && pass != "" {

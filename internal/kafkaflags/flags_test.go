@@ -8,7 +8,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 )
 
 // read parses args as the Kafka flags of a command and reads them.
@@ -34,7 +34,7 @@ func read(t *testing.T, args ...string) (kafkaflags.Security, error) {
 // SASL still needs TLS.
 func TestAWSMSKIAMFlags(t *testing.T) {
 	sec, err := read(t, "--kafka-tls", "--kafka-sasl-mechanism", "aws-msk-iam")
-	if err != nil || sec.SASL == nil || sec.SASL.Mechanism != relay.SASLAWSMSKIAM || sec.SASL.Username != "" {
+	if err != nil || sec.SASL == nil || sec.SASL.Mechanism != kafkasasl.AWSMSKIAM || sec.SASL.Username != "" {
 		t.Fatalf("default chain: %+v, %v", sec.SASL, err)
 	}
 	sec, err = read(t, "--kafka-tls", "--kafka-sasl-mechanism", "AWS_MSK_IAM", "--kafka-sasl-username", "AKIAEXAMPLE", "--kafka-sasl-password", "s")

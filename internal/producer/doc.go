@@ -10,7 +10,7 @@
 //     as the Java client and kafka-go's Murmur2Balancer do;
 //   - metadata refreshed by kgo when a partition's leader moves;
 //   - TLS, and SASL through franz-go's own mechanisms (Config.SASL, built
-//     by relay.SASL.KafkaMechanism: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER
+//     by kafkasasl.Config.KafkaMechanism: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER
 //     with a token read from a file at every authentication, AWS MSK IAM
 //     with static keys or the AWS SDK's default credential chain);
 //   - every connection dialled by our Dialer, whose connections ask a

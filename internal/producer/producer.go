@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/pgoutbox/pgoutbox/internal/kgolog"
 )
 
 // ClientID is the client ID of the relay's Kafka requests.
@@ -29,7 +31,7 @@ type Config struct {
 	Brokers []string
 	// TLS enables TLS when set.
 	TLS *tls.Config
-	// SASL authenticates when set (built from relay.SASL by its
+	// SASL authenticates when set (built from kafkasasl.Config by its
 	// KafkaMechanism).
 	SASL sasl.Mechanism
 	// Guard, when set, is asked before every write on every connection;
@@ -115,7 +117,7 @@ func New(cfg Config) (*Producer, error) {
 		// which kept the size of the largest request it ever wrote.
 		kgo.BrokerMaxWriteBytes(p.limits.writeMax()),
 		kgo.ProducerBatchCompression(codec),
-		kgo.WithLogger(&logger{log: cfg.Logger}),
+		kgo.WithLogger(kgolog.New(cfg.Logger)),
 		kgo.DisableClientMetrics(),
 		// A produce error that calls for new metadata (a leader moved, a
 		// replica fell behind) is retried once the metadata is read
@@ -238,19 +240,6 @@ func Codec(name string) (kgo.CompressionCodec, error) {
 		return kgo.ZstdCompression(), nil
 	}
 	return kgo.NoCompression(), fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", name)
-}
-
-// logger passes the client's warnings and errors to slog.
-type logger struct{ log *slog.Logger }
-
-func (*logger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
-
-func (l *logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lv := slog.LevelWarn
-	if level == kgo.LogLevelError {
-		lv = slog.LevelError
-	}
-	l.log.Log(context.Background(), lv, "kafka client: "+msg, keyvals...)
 }
 
 // Ping checks that a broker answers a metadata request with the

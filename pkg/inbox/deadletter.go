@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
-	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/kgolog"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/kafkaclient"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 )
 
 // DefaultDeadLetterTopic is the dead-letter topic used when
@@ -59,12 +59,12 @@ type deadLetterWriter struct {
 	cl              *kgo.Client
 }
 
-func newDeadLetterWriter(brokers []string, tlsCfg *tls.Config, sasl *relay.SASL, topic string, in *core, more ...kgo.Opt) (*deadLetterWriter, error) {
+func newDeadLetterWriter(brokers []string, tlsCfg *tls.Config, sasl *kafkasasl.Config, topic string, in *core, more ...kgo.Opt) (*deadLetterWriter, error) {
 	if err := kafkaclient.CheckSASL(sasl); err != nil {
 		return nil, fmt.Errorf("inbox: dead-letter writer: SASL: %w", err)
 	}
 	opts := kafkaclient.Opts(brokers, tlsCfg, sasl, append([]kgo.Opt{
-		kgo.WithLogger(producer.Logger(in.log)),
+		kgo.WithLogger(kgolog.New(in.log)),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowAutoTopicCreation(),
@@ -130,7 +130,7 @@ type DeadLetterConfig[TTx any] struct {
 	TLS *tls.Config
 	// SASL authenticates to the brokers when non-nil (see
 	// inboxkafka.Config.SASL). Defaults to none.
-	SASL *relay.SASL
+	SASL *kafkasasl.Config
 	// KafkaOpts are more franz-go client options, applied after the
 	// writer's own. Defaults to none.
 	KafkaOpts []kgo.Opt

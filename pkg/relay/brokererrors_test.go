@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -112,21 +113,21 @@ func checkOnceInOrder(t *testing.T, recs []testenv.Record, ids []string) {
 // read_committed.)
 func TestSASLEndToEnd(t *testing.T) {
 	t.Parallel()
-	for _, mech := range []string{relay.SASLPlain, relay.SASLSCRAMSHA256, relay.SASLSCRAMSHA512} {
+	for _, mech := range []string{kafkasasl.Plain, kafkasasl.SCRAMSHA256, kafkasasl.SCRAMSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, nil)
 			b.kafka = testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(mech, "relay", "s3cret-pw"))
 			b.cfg.Brokers = b.kafka.Brokers
-			b.cfg.SASL = &relay.SASL{Mechanism: mech, Username: "relay", Password: "s3cret-pw"}
+			b.cfg.SASL = &kafkasasl.Config{Mechanism: mech, Username: "relay", Password: "s3cret-pw"}
 			b.start(t)
 			ids := b.insert(t, msg("a", 1), msg("b", 2))
 			ids = append(ids, b.insert(t, msg("a", 3))...)
 			var m sasl.Mechanism
 			switch mech {
-			case relay.SASLPlain:
+			case kafkasasl.Plain:
 				m = plain.Auth{User: "relay", Pass: "s3cret-pw"}.AsMechanism()
-			case relay.SASLSCRAMSHA256:
+			case kafkasasl.SCRAMSHA256:
 				m = scram.Auth{User: "relay", Pass: "s3cret-pw"}.AsSha256Mechanism()
 			default:
 				m = scram.Auth{User: "relay", Pass: "s3cret-pw"}.AsSha512Mechanism()

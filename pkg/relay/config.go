@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 )
 
 // Config configures a Relay. DatabaseURL and Brokers are required; every
@@ -99,8 +100,9 @@ type Config struct {
 	Compression string
 	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
 	TLS *tls.Config
-	// SASL authenticates to the brokers when non-nil. Defaults to none.
-	SASL *SASL
+	// SASL authenticates to the brokers when non-nil (every mechanism of
+	// package kafkasasl, AWS_MSK_IAM included). Defaults to none.
+	SASL *kafkasasl.Config
 	// WriteTimeout is how long a broker may wait for the in-sync replicas
 	// before it answers a produce request (the producer waits that long
 	// plus 10s for the answer, then retries on a new connection).
@@ -220,43 +222,6 @@ type Config struct {
 	// registry: New fails when the metrics are registered already.
 	Registerer prometheus.Registerer
 }
-
-// SASL is the SASL mechanism and credentials the relay authenticates to
-// the brokers with. None of it is ever logged.
-type SASL struct {
-	// Mechanism is SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512,
-	// SASLOAuthBearer or SASLAWSMSKIAM.
-	Mechanism string
-	// Username and Password: PLAIN and SCRAM credentials; for
-	// AWS_MSK_IAM the access key ID and secret access key.
-	Username string
-	Password string
-	// TokenFile is the file holding the OAUTHBEARER token.
-	TokenFile string
-	// SessionToken is the AWS_MSK_IAM session token, when the
-	// credentials are temporary.
-	SessionToken string
-}
-
-// SASL mechanisms, as Kafka names them.
-const (
-	SASLPlain       = "PLAIN"
-	SASLSCRAMSHA256 = "SCRAM-SHA-256"
-	SASLSCRAMSHA512 = "SCRAM-SHA-512"
-	// SASLOAuthBearer authenticates with a token read from
-	// SASL.TokenFile at every authentication, so a token another process
-	// refreshes in the file is picked up.
-	SASLOAuthBearer = "OAUTHBEARER"
-	// SASLAWSMSKIAM authenticates to Amazon MSK with IAM: Username is the
-	// access key ID, Password the secret access key, SessionToken the
-	// session token; with Username empty, AWS_ACCESS_KEY_ID,
-	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN are read at every
-	// authentication.
-	SASLAWSMSKIAM = "AWS_MSK_IAM"
-)
-
-// SASLMechanisms lists the SASL mechanisms the relay speaks.
-var SASLMechanisms = []string{SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512, SASLOAuthBearer, SASLAWSMSKIAM}
 
 // Compressions lists the values of Config.Compression.
 var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}

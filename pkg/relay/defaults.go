@@ -148,7 +148,7 @@ func (c *Config) checkKafka(bad func(string, ...any)) {
 		}
 	}
 	if c.SASL != nil {
-		if err := c.SASL.check(); err != nil {
+		if err := c.SASL.Check(); err != nil {
 			bad("%v", err)
 		}
 	}

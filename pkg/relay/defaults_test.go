@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -61,11 +62,11 @@ func TestWithDefaultsRefuses(t *testing.T) {
 		{"compression", relay.Config{DatabaseURL: "x", Compression: "brotli"}, "compression \"brotli\""},
 		{"progress is dlq", relay.Config{DatabaseURL: "x", ExactlyOnce: true, ProgressTopic: "d", DeadLetterTopic: "d"}, "is the dead-letter topic"},
 		{"progress topic", relay.Config{DatabaseURL: "x", ExactlyOnce: true, ProgressTopic: "a b"}, "progress topic"},
-		{"sasl mechanism", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: "GSSAPI"}}, "SASL mechanism \"GSSAPI\""},
-		{"sasl user", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: relay.SASLSCRAMSHA256}}, "needs a username"},
-		{"sasl token", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: relay.SASLOAuthBearer}}, "needs a token file"},
-		{"aws key without secret", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: relay.SASLAWSMSKIAM, Username: "AKIAEXAMPLE"}}, "needs the password"},
-		{"aws secret without key", relay.Config{DatabaseURL: "x", SASL: &relay.SASL{Mechanism: relay.SASLAWSMSKIAM, SessionToken: "t"}}, "needs the username"},
+		{"sasl mechanism", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: "GSSAPI"}}, "SASL mechanism \"GSSAPI\""},
+		{"sasl user", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA256}}, "needs a username"},
+		{"sasl token", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: kafkasasl.OAuthBearer}}, "needs a token file"},
+		{"aws key without secret", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: kafkasasl.AWSMSKIAM, Username: "AKIAEXAMPLE"}}, "needs the password"},
+		{"aws secret without key", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: kafkasasl.AWSMSKIAM, SessionToken: "t"}}, "needs the username"},
 		{"negative duration", relay.Config{DatabaseURL: "x", PruneAfter: -time.Second}, "prune after -1s is negative"},
 		{"negative size", relay.Config{DatabaseURL: "x", BatchSize: -1}, "batch size -1 is negative"},
 	} {

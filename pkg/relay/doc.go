@@ -33,7 +33,9 @@
 // The errors' classification (internal/relayerr), the metrics
 // (internal/relaymetrics) and the administrative calls (internal/admin)
 // have packages of their own too; docs/layout.md has the import layers.
-// Config, SASL and the policies are declared here and seen by no stage:
+// Config and the policies are declared here and seen by no stage (the
+// SASL configuration, which the inbox shares, in the leaf package
+// kafkasasl):
 // New derives from Config the small config each stage declares (stages.go).
 // The types both sides name (SlotStatus, RecoverResult, the errors...) are
 // declared once, with their documentation, in package relaytype, which the

@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	// The relay speaks AWS_MSK_IAM: Config.SASL may name it.
+	_ "github.com/pgoutbox/pgoutbox/pkg/kafkasasl/awsmsk"
 )
 
 // KafkaClientOpts are the options of a franz-go client of cfg's brokers

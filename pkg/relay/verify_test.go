@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -254,7 +255,7 @@ func TestVerifySASL(t *testing.T) {
 	for _, pw := range []string{"right-pw", "wrong-pw"} {
 		cfg := *b.cfg
 		cfg.Brokers = k.Brokers
-		cfg.SASL = &relay.SASL{Mechanism: relay.SASLSCRAMSHA256, Username: "relay", Password: pw}
+		cfg.SASL = &kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA256, Username: "relay", Password: pw}
 		// kgo may retry a refused authentication until the deadline: an
 		// error either way.
 		timeout := time.Minute

@@ -12,11 +12,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/kgolog"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/kafkaclient"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loophook"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 )
 
 // ErrBrokersUnreachable is returned by Consumer.Run when no broker answered
@@ -73,9 +73,10 @@ type Config[TTx any] struct {
 	// writer's connections) when non-nil. Defaults to plaintext.
 	TLS *tls.Config
 	// SASL authenticates to the brokers when non-nil, with the relay's
-	// mechanisms (relay.SASLPlain, SCRAM, OAUTHBEARER from a token file,
-	// AWS MSK IAM). None of it is logged. Defaults to none.
-	SASL *relay.SASL
+	// mechanisms (kafkasasl.Plain, SCRAM, OAUTHBEARER from a token file;
+	// AWS MSK IAM once the program imports package kafkasasl/awsmsk).
+	// None of it is logged. Defaults to none.
+	SASL *kafkasasl.Config
 	// Isolation is ReadCommitted or ReadUncommitted. Defaults to
 	// ReadCommitted.
 	Isolation Isolation
@@ -348,7 +349,7 @@ func (c *Consumer[TTx]) clientOpts(g *group[TTx]) []kgo.Opt {
 		start = kgo.NewOffset().AtEnd()
 	}
 	opts := kafkaclient.Opts(c.cfg.Brokers, c.cfg.TLS, c.cfg.SASL,
-		kgo.WithLogger(producer.Logger(c.log)),
+		kgo.WithLogger(kgolog.New(c.log)),
 		kgo.ConsumerGroup(c.cfg.GroupID),
 		kgo.ConsumeTopics(c.cfg.Topics...),
 		kgo.FetchIsolationLevel(iso),

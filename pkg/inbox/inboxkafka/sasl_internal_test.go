@@ -13,7 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/kafkaclient"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
+	_ "github.com/pgoutbox/pgoutbox/pkg/kafkasasl/awsmsk"
 )
 
 // mechanismOf returns the one SASL mechanism of cl's options.
@@ -38,12 +39,12 @@ func TestConsumerClientsCarrySASLAndIsolation(t *testing.T) {
 	}
 	const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 	for _, tc := range []struct {
-		sasl  *relay.SASL
+		sasl  *kafkasasl.Config
 		name  string
 		first string // in the mechanism's first message
 	}{
-		{&relay.SASL{Mechanism: relay.SASLOAuthBearer, TokenFile: file}, "OAUTHBEARER", "auth=Bearer eyJ.token.sig"},
-		{&relay.SASL{Mechanism: relay.SASLAWSMSKIAM, Username: "AKIAEXAMPLE", Password: secret}, "AWS_MSK_IAM", "AKIAEXAMPLE"},
+		{&kafkasasl.Config{Mechanism: kafkasasl.OAuthBearer, TokenFile: file}, "OAUTHBEARER", "auth=Bearer eyJ.token.sig"},
+		{&kafkasasl.Config{Mechanism: kafkasasl.AWSMSKIAM, Username: "AKIAEXAMPLE", Password: secret}, "AWS_MSK_IAM", "AKIAEXAMPLE"},
 	} {
 		c := &Consumer[struct{}]{cfg: Config[struct{}]{Brokers: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"},
 			SASL: tc.sasl, Isolation: ReadCommitted, MaxWait: time.Second}, log: slog.New(slog.DiscardHandler)}
@@ -92,7 +93,7 @@ func TestConsumerClientsCarrySASLAndIsolation(t *testing.T) {
 	}
 
 	// A mechanism without what it needs is refused before any connection.
-	for _, s := range []*relay.SASL{{Mechanism: relay.SASLOAuthBearer}, {Mechanism: "GSSAPI"}, {Mechanism: relay.SASLPlain}} {
+	for _, s := range []*kafkasasl.Config{{Mechanism: kafkasasl.OAuthBearer}, {Mechanism: "GSSAPI"}, {Mechanism: kafkasasl.Plain}} {
 		if err := kafkaclient.CheckSASL(s); err == nil {
 			t.Errorf("SASL %+v accepted", s)
 		}

@@ -6,9 +6,10 @@
 // its shared types in rivertype: package relay names them as aliases, so
 // errors.As finds what the engine returns.
 //
-// The configuration is not here: relay.Config, relay.SASL and the policies
-// are declared in package relay, and no stage sees them; relay.New derives
-// the small config each stage declares.
+// The configuration is not here: relay.Config and the policies are
+// declared in package relay (the SASL configuration in the leaf package
+// kafkasasl), and no stage sees them; relay.New derives the small config
+// each stage declares.
 //
 // Most programs use package relay and never import this one; go doc shows
 // the fields here. Run, Setup and the other functions named in the

@@ -1,5 +1,5 @@
 // Package kafkaclient builds the franz-go clients of the inbox (the
 // consumer loop of package inboxkafka and the dead-letter writer of package
-// inbox) with the relay's TLS and SASL: one implementation for both sides
-// of the pipeline.
+// inbox) with TLS and the SASL mechanisms of package kafkasasl, which the
+// relay uses too. It imports nothing of the relay's engine.
 package kafkaclient

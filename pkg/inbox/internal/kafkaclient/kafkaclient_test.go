@@ -7,13 +7,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 )
 
 // Opts names the inbox's client ID before the caller's options, so a
 // caller's kgo.ClientID wins, and carries the SASL mechanism it is given.
 func TestOpts(t *testing.T) {
-	cl, err := kgo.NewClient(Opts([]string{"127.0.0.1:1"}, nil, &relay.SASL{Mechanism: relay.SASLPlain, Username: "u", Password: "p"})...)
+	cl, err := kgo.NewClient(Opts([]string{"127.0.0.1:1"}, nil, &kafkasasl.Config{Mechanism: kafkasasl.Plain, Username: "u", Password: "p"})...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +43,13 @@ func TestCheckSASL(t *testing.T) {
 	if err := CheckSASL(nil); err != nil {
 		t.Errorf("nil: %v", err)
 	}
-	if err := CheckSASL(&relay.SASL{Mechanism: relay.SASLSCRAMSHA512, Username: "u", Password: "p"}); err != nil {
+	if err := CheckSASL(&kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA512, Username: "u", Password: "p"}); err != nil {
 		t.Errorf("SCRAM: %v", err)
 	}
-	for _, s := range []*relay.SASL{
+	for _, s := range []*kafkasasl.Config{
 		{Mechanism: "GSSAPI", Username: "u", Password: "s3cret-pass"},
-		{Mechanism: relay.SASLPlain, Password: "s3cret-pass"},
-		{Mechanism: relay.SASLOAuthBearer},
+		{Mechanism: kafkasasl.Plain, Password: "s3cret-pass"},
+		{Mechanism: kafkasasl.OAuthBearer},
 	} {
 		err := CheckSASL(s)
 		if err == nil {

@@ -1,8 +1,10 @@
-package relay_test
+package awsmsk_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
+	_ "github.com/pgoutbox/pgoutbox/pkg/kafkasasl/awsmsk"
 )
 
 // mskHost is an MSK broker: franz-go takes the signing region from it.
@@ -38,7 +41,7 @@ func isolateAWS(t *testing.T) {
 
 // awsFirst is the signed first message of AWS_MSK_IAM for s, or the error
 // text.
-func awsFirst(t *testing.T, s *relay.SASL) string {
+func awsFirst(t *testing.T, s *kafkasasl.Config) string {
 	t.Helper()
 	m, err := s.KafkaMechanism()
 	if err != nil {
@@ -61,18 +64,18 @@ func TestAWSMSKIAMStaticAndEnvironment(t *testing.T) {
 	isolateAWS(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAFROMENV")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE", Password: secret})
+	msg := awsFirst(t, &kafkasasl.Config{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE", Password: secret})
 	if !strings.Contains(msg, "AKIAEXAMPLE") || strings.Contains(msg, "AKIAFROMENV") || !strings.Contains(msg, "kafka-cluster:Connect") || strings.Contains(msg, secret) {
 		t.Fatalf("static keys: first message %s: want the configured access key (not the environment's) and the action, never the secret", msg)
 	}
-	if msg = awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIAFROMENV") || strings.Contains(msg, secret) {
+	if msg = awsFirst(t, &kafkasasl.Config{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIAFROMENV") || strings.Contains(msg, secret) {
 		t.Fatalf("from the environment: %s; want the environment's access key", msg)
 	}
-	if msg = awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE"}); !strings.HasPrefix(msg, "mechanism error:") {
+	if msg = awsFirst(t, &kafkasasl.Config{Mechanism: "AWS_MSK_IAM", Username: "AKIAEXAMPLE"}); !strings.HasPrefix(msg, "mechanism error:") {
 		t.Fatalf("a username without a password: %s, want an error", msg)
 	}
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	msg = awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"})
+	msg = awsFirst(t, &kafkasasl.Config{Mechanism: "AWS_MSK_IAM"})
 	if !strings.HasPrefix(msg, "error:") || strings.Contains(msg, secret) || !strings.Contains(msg, "AWS_WEB_IDENTITY_TOKEN_FILE") || !strings.Contains(msg, "AWS_REGION") {
 		t.Fatalf("without any source: %s, want an error naming the chain and the region, without the secret", msg)
 	}
@@ -86,15 +89,15 @@ func TestAWSMSKIAMProfile(t *testing.T) {
 	if err := os.WriteFile(creds, []byte(ini), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIADEFAULT") {
+	if msg := awsFirst(t, &kafkasasl.Config{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIADEFAULT") {
 		t.Fatalf("default profile: %s, want its access key", msg)
 	}
 	t.Setenv("AWS_PROFILE", "relay")
-	if msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIAPROFILE") || !strings.Contains(msg, "TOKENPROFILE") {
+	if msg := awsFirst(t, &kafkasasl.Config{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AKIAPROFILE") || !strings.Contains(msg, "TOKENPROFILE") {
 		t.Fatalf("AWS_PROFILE=relay: %s, want its access key and session token", msg)
 	}
 	t.Setenv("AWS_PROFILE", "missing")
-	if msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "error") {
+	if msg := awsFirst(t, &kafkasasl.Config{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "error") {
 		t.Fatalf("AWS_PROFILE naming no profile: %s, want an error", msg)
 	}
 }
@@ -136,11 +139,11 @@ func TestAWSMSKIAMWebIdentity(t *testing.T) {
 	t.Setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/relay")
 	t.Setenv("AWS_ENDPOINT_URL_STS", sts.URL)
 
-	if msg := awsFirst(t, &relay.SASL{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AWS_REGION") || !strings.Contains(msg, "mechanism error") {
+	if msg := awsFirst(t, &kafkasasl.Config{Mechanism: "AWS_MSK_IAM"}); !strings.Contains(msg, "AWS_REGION") || !strings.Contains(msg, "mechanism error") {
 		t.Fatalf("web identity without a region: %s, want an error naming AWS_REGION", msg)
 	}
 	t.Setenv("AWS_DEFAULT_REGION", "eu-west-1")
-	m, err := (&relay.SASL{Mechanism: "AWS_MSK_IAM"}).KafkaMechanism()
+	m, err := (&kafkasasl.Config{Mechanism: "AWS_MSK_IAM"}).KafkaMechanism()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,5 +170,34 @@ func TestAWSMSKIAMWebIdentity(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	if msg := auth(); !strings.Contains(msg, "ASIAWEBID2") || calls.Load() != 2 || lastToken.Load() != "web-identity-token-2" {
 		t.Fatalf("after expiry: %s after %d STS calls (token %v), want refreshed credentials from the new token", msg, calls.Load(), lastToken.Load())
+	}
+}
+
+// The default chain's source is logged once per mechanism (a silent fall
+// back to the node's role would otherwise go unseen), never the keys.
+func TestAWSMSKIAMLogsTheSourceOnce(t *testing.T) {
+	const secret = "SECRET-never-logged"
+	isolateAWS(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAFROMENV")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	m, err := (&kafkasasl.Config{Mechanism: "AWS_MSK_IAM"}).KafkaMechanism()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, _, err := m.Authenticate(context.Background(), mskHost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := buf.String()
+	if n := strings.Count(out, "credentials from the default chain"); n != 1 || !strings.Contains(out, "source=EnvConfigCredentials") {
+		t.Fatalf("logged %d times (want once, naming the environment):\n%s", n, out)
+	}
+	if strings.Contains(out, secret) || strings.Contains(out, "AKIAFROMENV") {
+		t.Fatalf("a credential reached the log:\n%s", out)
 	}
 }

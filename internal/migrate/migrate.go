@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,9 +61,8 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 // Table applies the migrations of component (its folder in
 // pgoutbox.Migrations: sql/outbox, sql/inbox) to the table name, "table" or
 // "schema.table" (schema public when omitted): the shared body of
-// outbox.Migrate and inbox.Migrate. rename rewrites the default names in the
-// SQL text for the parsed table (see Apply).
-func Table(ctx context.Context, db dbdriver.DB, component, name string, rename func(pgname.Table) *strings.Replacer) ([]int, error) {
+// outbox.Migrate and inbox.Migrate, with the names of Names.
+func Table(ctx context.Context, db dbdriver.DB, component, name string) ([]int, error) {
 	table, err := pgname.Parse(name, "public")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", component, err)
@@ -71,26 +71,58 @@ func Table(ctx context.Context, db dbdriver.DB, component, name string, rename f
 	if err != nil {
 		return nil, err
 	}
-	return Apply(ctx, db, component, table.String(), migrations, rename(table))
+	return Apply(ctx, db, component, table.String(), migrations, Names(component, migrations, table))
 }
 
 // Outbox applies the sql/outbox migrations to the outbox table name ("" is
 // public.outbox): outbox.Migrate, and relay setup for a table in pgoutbox's
 // format.
 func Outbox(ctx context.Context, db dbdriver.DB, name string) ([]int, error) {
-	return Table(ctx, db, "outbox", cmp.Or(name, "public.outbox"), OutboxNames)
+	return Table(ctx, db, "outbox", cmp.Or(name, "public.outbox"))
 }
 
-// OutboxNames rewrites the default names of the sql/outbox migrations for
-// the outbox table: the table, its index, the ID function and the relay
-// state table, which live in the table's schema.
-func OutboxNames(table pgname.Table) *strings.Replacer {
-	return strings.NewReplacer(
-		"public.outbox", table.Sanitize(),
-		"public.pgoutbox_uuidv7", pgx.Identifier{table.Schema, "pgoutbox_uuidv7"}.Sanitize(),
-		"outbox_created_at_idx", `"`+strings.ReplaceAll(table.Name, `"`, `""`)+`_created_at_idx"`,
-		"public.pgoutbox_relay_state", pgx.Identifier{table.Schema, "pgoutbox_relay_state"}.Sanitize(),
-	)
+// declared matches the name of a constraint or an index a migration
+// declares (CONSTRAINT name, CREATE [UNIQUE] INDEX [CONCURRENTLY] [IF NOT
+// EXISTS] name).
+var declared = regexp.MustCompile(`(?i)\b(?:CONSTRAINT|INDEX(?:\s+CONCURRENTLY)?(?:\s+IF\s+NOT\s+EXISTS)?)\s+([a-z_][a-z0-9_]*)`)
+
+// schemaObjects are the objects of component's migrations that are not
+// named after the table but live in its schema: public.X becomes
+// "schema"."X".
+var schemaObjects = map[string][]string{
+	"outbox": {"pgoutbox_uuidv7", "pgoutbox_relay_state"},
+}
+
+// Names rewrites the default names of component's migrations for table,
+// reading them from the SQL itself, so a constraint or an index a new
+// migration declares needs no list kept beside it: public.<component> (also
+// as the string literal 'public.<component>', its quotes doubled) becomes
+// the table; every constraint and index the migrations declare as
+// <component>_<suffix> becomes "<table name>_<suffix>" (quoted, so a name
+// with a quote stays one identifier); the schema objects of
+// schemaObjects move to the table's schema.
+func Names(component string, migrations []Migration, table pgname.Table) *strings.Replacer {
+	quoted := func(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+	def := "public." + component
+	// The literal comes first: it starts one character earlier, and a
+	// Replacer tries the pairs in argument order at each position.
+	pairs := []string{"'" + def + "'", "'" + strings.ReplaceAll(table.Sanitize(), "'", "''") + "'", def, table.Sanitize()}
+	for _, o := range schemaObjects[component] {
+		pairs = append(pairs, "public."+o, pgx.Identifier{table.Schema, o}.Sanitize())
+	}
+	seen := map[string]bool{}
+	for _, m := range migrations {
+		for _, d := range declared.FindAllStringSubmatch(m.SQL, -1) {
+			name := strings.ToLower(d[1])
+			suffix, ok := strings.CutPrefix(name, component+"_")
+			if !ok || seen[name] {
+				continue
+			}
+			seen[name] = true
+			pairs = append(pairs, name, quoted(table.Name+"_"+suffix))
+		}
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // RelayState creates the relay state table of the outbox table name (the
@@ -115,7 +147,7 @@ func RelayState(ctx context.Context, db dbdriver.DB, name string) error {
 	if len(state) == 0 {
 		return errors.New("relay state: no relay state migration in sql/outbox")
 	}
-	_, err = Apply(ctx, db, "relay-state", table.String(), state, OutboxNames(table))
+	_, err = Apply(ctx, db, "relay-state", table.String(), state, Names("outbox", all, table))
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/pgoutbox/pgoutbox"
 	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
@@ -58,15 +59,41 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// OutboxNames points the outbox migrations' names at another table: the
+// Names points the outbox migrations' names at another table: the
 // table, its schema's helper function and state table, and an index named
-// after the table (quoted, so a name with a quote stays one identifier).
+// after the table (quoted, so a name with a quote stays one identifier),
+// read from the migrations' SQL.
 func TestOutboxNames(t *testing.T) {
 	t.Parallel()
-	r := migrate.OutboxNames(pgname.Table{Schema: "app", Name: `my"box`})
+	ms, err := migrate.Load(pgoutbox.Migrations, "outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := migrate.Names("outbox", ms, pgname.Table{Schema: "app", Name: `my"box`})
 	in := "CREATE TABLE public.outbox; CREATE INDEX outbox_created_at_idx; SELECT public.pgoutbox_uuidv7(); TABLE public.pgoutbox_relay_state"
 	want := `CREATE TABLE "app"."my""box"; CREATE INDEX "my""box_created_at_idx"; SELECT "app"."pgoutbox_uuidv7"(); TABLE "app"."pgoutbox_relay_state"`
 	if got := r.Replace(in); got != want {
+		t.Errorf("replaced\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Names finds the constraints and indexes a migration declares, in every
+// spelling, and renames only those of the component: a new constraint in
+// an SQL file needs no list kept in Go.
+func TestNamesReadsDeclarations(t *testing.T) {
+	t.Parallel()
+	ms := []migrate.Migration{{SQL: `CREATE TABLE public.inbox (a int, CONSTRAINT inbox_a_check CHECK (a > 0));
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS inbox_a_idx ON public.inbox (a);
+create index inbox_b_idx on public.inbox (a);
+ALTER TABLE public.inbox ADD CONSTRAINT other_c_check CHECK (a < 9);
+DO $inbox_002$ BEGIN PERFORM 'public.inbox'::regclass; END $inbox_002$;`}}
+	got := migrate.Names("inbox", ms, pgname.Table{Schema: "s", Name: "box"}).Replace(ms[0].SQL)
+	want := `CREATE TABLE "s"."box" (a int, CONSTRAINT "box_a_check" CHECK (a > 0));
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS "box_a_idx" ON "s"."box" (a);
+create index "box_b_idx" on "s"."box" (a);
+ALTER TABLE "s"."box" ADD CONSTRAINT other_c_check CHECK (a < 9);
+DO $inbox_002$ BEGIN PERFORM '"s"."box"'::regclass; END $inbox_002$;`
+	if got != want {
 		t.Errorf("replaced\n%s\nwant\n%s", got, want)
 	}
 }
@@ -88,7 +115,7 @@ func step(v int, sql ...string) migrate.Migration {
 // of component "test" to its table app.box.
 func applyToApp(t *testing.T) (*testenv.DB, func(ms ...migrate.Migration) ([]int, error)) {
 	db := testenv.NewDB(t)
-	names := migrate.OutboxNames(pgname.Table{Schema: "app", Name: "box"})
+	names := migrate.Names("outbox", nil, pgname.Table{Schema: "app", Name: "box"})
 	return db, func(ms ...migrate.Migration) ([]int, error) {
 		return migrate.Apply(context.Background(), dbdriver.PgxDB(db.Pool), "test", "app.box", ms, names)
 	}

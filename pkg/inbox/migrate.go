@@ -3,10 +3,8 @@ package inbox
 import (
 	"cmp"
 	"context"
-	"strings"
 
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
-	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
 
 // Migrate creates or upgrades the inbox table (table, "table" or
@@ -22,19 +20,5 @@ func Migrate[TTx any](ctx context.Context, driver *Driver[TTx], table string) ([
 	if err := driver.check(); err != nil {
 		return nil, err
 	}
-	return migrate.Table(ctx, driver.h.DB, "inbox", cmp.Or(table, DefaultTable), func(t pgname.Table) *strings.Replacer {
-		ident := func(suffix string) string {
-			return `"` + strings.ReplaceAll(t.Name+suffix, `"`, `""`) + `"`
-		}
-		// The table's name also appears as a string literal ('public.inbox'):
-		// that occurrence becomes a literal with its quotes doubled. The
-		// replacer tries it first, since it starts one character earlier.
-		literal := "'" + strings.ReplaceAll(t.Sanitize(), "'", "''") + "'"
-		pairs := []string{"'public.inbox'", literal, "public.inbox", t.Sanitize()}
-		for _, s := range []string{"_pkey", "_business_key_key", "_status_check", "_attempts_check",
-			"_completed_at_idx", "_processing_locked_until_idx", "_unfinished_idx"} {
-			pairs = append(pairs, "inbox"+s, ident(s))
-		}
-		return strings.NewReplacer(pairs...)
-	})
+	return migrate.Table(ctx, driver.h.DB, "inbox", cmp.Or(table, DefaultTable))
 }

@@ -30,6 +30,21 @@ func TestMigrateCustomTableIsIdempotent(t *testing.T) {
 			t.Fatalf("second Migrate(%q) = %v, %v", table, got, err)
 		}
 	}
+	// Every constraint and index the SQL files declare is named after its
+	// table: as many as public.inbox has, none left with the default name.
+	var named, def int
+	if err := db.Pool.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE conrelid = 'ops."Inbox-2"'::regclass AND conname LIKE 'Inbox-2\_%'),
+		count(*) FILTER (WHERE conrelid = 'public.inbox'::regclass)
+		FROM pg_constraint`).Scan(&named, &def); err != nil || named != def || def < 4 {
+		t.Fatalf("constraints named after ops.\"Inbox-2\": %d, public.inbox has %d (%v)", named, def, err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE schemaname = 'ops' AND tablename = 'Inbox-2' AND indexname LIKE 'Inbox-2\_%'),
+		count(*) FILTER (WHERE schemaname = 'public' AND tablename = 'inbox')
+		FROM pg_indexes`).Scan(&named, &def); err != nil || named != def || def < 5 {
+		t.Fatalf("indexes named after ops.\"Inbox-2\": %d, public.inbox has %d (%v)", named, def, err)
+	}
 	in, err := inbox.New(inbox.Pgx(db.Pool), &inbox.Config{Consumer: "c", Table: "ops.Inbox-2"})
 	if err != nil {
 		t.Fatal(err)

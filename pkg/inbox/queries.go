@@ -2,13 +2,18 @@ package inbox
 
 import "strings"
 
+// onTable is text with {T} replaced by table (sanitized): the one way the
+// inbox's SQL names its table, for the queries built once in New and for
+// Store's.
+func onTable(table, text string) string { return strings.ReplaceAll(text, "{T}", table) }
+
 // queries holds the SQL text for one table, built once in New.
 type queries struct {
 	claim, markAttempt, markDeadLettered, saveRequestRef, extendLease, claimBatch, completeBatch, completeMarked, lookup, takeover, exhaust, complete, completeFenced, failInTx, failFenced, recordFailure string
 }
 
 func newQueries(table string) queries {
-	r := strings.NewReplacer("{T}", table)
+	r := func(text string) string { return onTable(table, text) }
 	return queries{
 		// The claim is the first statement of the transaction. On the
 		// transactional path the row is written COMPLETED at once: nobody
@@ -17,7 +22,7 @@ func newQueries(table string) queries {
 		// without a target covers both the primary key and the business
 		// key; a concurrent claimer of either blocks here until the first
 		// transaction ends.
-		claim: r.Replace(`INSERT INTO {T} AS i
+		claim: r(`INSERT INTO {T} AS i
 			(consumer, message_id, business_key, payload_hash, status, attempts, locked_until,
 			 topic, "partition", "offset", received_at, updated_at, completed_at, attempt_started_at)
 			VALUES ($1, $2, $3, $4, CASE WHEN $5::bigint > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END, 1,
@@ -30,7 +35,7 @@ func newQueries(table string) queries {
 			RETURNING attempts, locked_until`),
 		// The batch claim is the first statement of a batch transaction;
 		// rows come back for the messages it inserted.
-		claimBatch: r.Replace(`INSERT INTO {T} AS i
+		claimBatch: r(`INSERT INTO {T} AS i
 			(consumer, message_id, business_key, payload_hash, status, attempts,
 			 topic, "partition", "offset", received_at, updated_at, completed_at)
 			SELECT $1, u.id, u.key, u.hash, 'COMPLETED', 1,
@@ -41,12 +46,12 @@ func newQueries(table string) queries {
 			ORDER BY u.ord
 			ON CONFLICT DO NOTHING
 			RETURNING message_id`),
-		completeBatch: r.Replace(`UPDATE {T} AS i SET result_ref = u.ref
+		completeBatch: r(`UPDATE {T} AS i SET result_ref = u.ref
 			FROM unnest($2::text[], $3::text[]) AS u(id, ref)
 			WHERE i.consumer = $1 AND i.message_id = u.id`),
-		markDeadLettered: r.Replace(`UPDATE {T} SET dead_lettered_at = now()
+		markDeadLettered: r(`UPDATE {T} SET dead_lettered_at = now()
 			WHERE consumer = $1 AND business_key = $2 AND status = 'FAILED_FINAL'`),
-		lookup: r.Replace(`SELECT message_id, business_key, payload_hash, status, attempts,
+		lookup: r(`SELECT message_id, business_key, payload_hash, status, attempts,
 			coalesce(result_ref, ''), coalesce(locked_until > now(), false), dead_lettered_at IS NOT NULL,
 			attempt_started_at, coalesce(request_ref, '')
 			FROM {T} WHERE consumer = $1 AND (message_id = $2 OR business_key = $3)
@@ -57,11 +62,11 @@ func newQueries(table string) queries {
 		// message it writes the row COMPLETED at once, invisible until the
 		// commit, undone by a rollback. No row comes back when the row
 		// changed meanwhile; the claim then goes the usual way.
-		completeMarked: r.Replace(`UPDATE {T} SET status = 'COMPLETED', locked_until = NULL, completed_at = now(), updated_at = now()
+		completeMarked: r(`UPDATE {T} SET status = 'COMPLETED', locked_until = NULL, completed_at = now(), updated_at = now()
 			WHERE consumer = $1 AND message_id = $2 AND business_key = $3 AND payload_hash = $4 AND status = 'RECEIVED'
 			RETURNING attempts`),
 		// $7 says that markAttempt already counted this attempt.
-		takeover: r.Replace(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + CASE WHEN $7::boolean THEN 0 ELSE 1 END,
+		takeover: r(`UPDATE {T} SET status = 'PROCESSING', attempts = attempts + CASE WHEN $7::boolean THEN 0 ELSE 1 END,
 			locked_until = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' END,
 			attempt_started_at = CASE WHEN $3::bigint > 0 THEN now() ELSE attempt_started_at END,
 			topic = coalesce(NULLIF($4::text, ''), topic),
@@ -77,7 +82,7 @@ func newQueries(table string) queries {
 		// MaxAttempts ($5) attempts all ended without an outcome
 		// FAILED_FINAL. No row comes back for a row in any other state, a
 		// conflict, or a business key held by another message ID.
-		markAttempt: r.Replace(`WITH upd AS (
+		markAttempt: r(`WITH upd AS (
 			UPDATE {T} SET
 			 status = CASE WHEN attempts >= $5 THEN 'FAILED_FINAL' ELSE 'RECEIVED' END,
 			 last_error = CASE WHEN attempts >= $5 AND status = 'RECEIVED'
@@ -105,12 +110,12 @@ func newQueries(table string) queries {
 		SELECT * FROM upd UNION ALL SELECT * FROM ins`),
 		// A row out of attempts that a delivery would take over (an expired
 		// lease: the handler crashed or hung every time) is final instead.
-		exhaust: r.Replace(`UPDATE {T} SET status = 'FAILED_FINAL',
+		exhaust: r(`UPDATE {T} SET status = 'FAILED_FINAL',
 			last_error = CASE WHEN status = 'PROCESSING' THEN $3 ELSE coalesce(last_error, $3) END,
 			locked_until = NULL, updated_at = now()
 			WHERE consumer = $1 AND message_id = $2
 			RETURNING last_error`),
-		complete: r.Replace(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
+		complete: r(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
 			locked_until = NULL, completed_at = now(), updated_at = now()
 			WHERE consumer = $1 AND message_id = $2`),
 		// The fenced variants only touch the row while this delivery still
@@ -118,27 +123,27 @@ func newQueries(table string) queries {
 		// a new locked_until. The lease end is the fencing token (attempts
 		// alone is not: Revive resets it), unique per claim since each
 		// claim's now() is later than the previous lease's end.
-		completeFenced: r.Replace(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
+		completeFenced: r(`UPDATE {T} SET status = 'COMPLETED', result_ref = NULLIF($3::text, ''),
 			locked_until = NULL, completed_at = now(), updated_at = now()
 			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
 			 AND locked_until = $5`),
 		// Fenced like completeFenced: only the lease's owner writes.
-		saveRequestRef: r.Replace(`UPDATE {T} SET request_ref = $3, updated_at = now()
+		saveRequestRef: r(`UPDATE {T} SET request_ref = $3, updated_at = now()
 			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
 			 AND locked_until = $5`),
-		extendLease: r.Replace(`UPDATE {T} SET locked_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
+		extendLease: r(`UPDATE {T} SET locked_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
 			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $4
 			 AND locked_until = $5
 			RETURNING locked_until`),
-		failInTx: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, completed_at = NULL, updated_at = now()
+		failInTx: r(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, completed_at = NULL, updated_at = now()
 			WHERE consumer = $1 AND message_id = $2`),
-		failFenced: r.Replace(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, updated_at = now()
+		failFenced: r(`UPDATE {T} SET status = $3, last_error = $4, locked_until = NULL, updated_at = now()
 			WHERE consumer = $1 AND message_id = $2 AND status = 'PROCESSING' AND attempts = $5
 			 AND locked_until = $6`),
 		// After a rollback the claim row is gone too (or back to its old
 		// state), so the failure is an upsert. A row another delivery
 		// settled in the meantime is left alone.
-		recordFailure: r.Replace(`INSERT INTO {T} AS i
+		recordFailure: r(`INSERT INTO {T} AS i
 			(consumer, message_id, business_key, payload_hash, status, attempts, last_error,
 			 topic, "partition", "offset", received_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7,

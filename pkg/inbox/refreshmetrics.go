@@ -14,7 +14,7 @@ import (
 // retention nearly every row is COMPLETED, and those are never read.
 const unfinishedQuery = `SELECT status, count(*), min(received_at),
 	count(*) FILTER (WHERE status = 'PROCESSING' AND locked_until < now())
-	FROM %s WHERE consumer = $1 AND status <> 'COMPLETED'
+	FROM {T} WHERE consumer = $1 AND status <> 'COMPLETED'
 	GROUP BY status`
 
 // RefreshMetrics counts this consumer's rows per unfinished status (every
@@ -48,7 +48,7 @@ func (in *core) refresh(ctx context.Context) ([]StatusCount, error) {
 
 // readUnfinished reads the counts on q and sets the gauges.
 func (in *core) readUnfinished(ctx context.Context, q dbdriver.Querier) ([]StatusCount, error) {
-	rows, err := q.Query(ctx, fmt.Sprintf(unfinishedQuery, in.table), in.cfg.Consumer)
+	rows, err := q.Query(ctx, onTable(in.table, unfinishedQuery), in.cfg.Consumer)
 	counts, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (StatusCount, error) {
 		c := StatusCount{Consumer: in.cfg.Consumer}
 		err := r.Scan(&c.Status, &c.Count, &c.Oldest, &c.Stuck)

@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func TestRefreshMetricsOnAMillionCompletedRows(t *testing.T) {
 	}
 	t.Logf("1,000,000 COMPLETED rows inserted and analyzed in %v", time.Since(start).Round(time.Millisecond))
 
-	rows, err := db.Pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+fmt.Sprintf(unfinishedQuery, in.table), "billing")
+	rows, err := db.Pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+onTable(in.table, unfinishedQuery), "billing")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,11 +65,11 @@ func (s *Store) Counts(ctx context.Context, consumer string) ([]StatusCount, err
 }
 
 func (s *Store) counts(ctx context.Context, q dbdriver.Querier, consumer string) ([]StatusCount, error) {
-	rows, err := q.Query(ctx, `SELECT consumer, status, count(*), min(received_at),
+	rows, err := q.Query(ctx, onTable(s.table, `SELECT consumer, status, count(*), min(received_at),
 		count(*) FILTER (WHERE status = 'PROCESSING' AND coalesce(locked_until < now(), true))
-		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1)
+		FROM {T} WHERE ($1 = '' OR consumer = $1)
 		GROUP BY consumer, status
-		ORDER BY consumer, array_position(ARRAY['RECEIVED','PROCESSING','COMPLETED','FAILED_RETRYABLE','FAILED_FINAL'], status)`, consumer)
+		ORDER BY consumer, array_position(ARRAY['RECEIVED','PROCESSING','COMPLETED','FAILED_RETRYABLE','FAILED_FINAL'], status)`), consumer)
 	out, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (StatusCount, error) {
 		var c StatusCount
 		err := r.Scan(&c.Consumer, &c.Status, &c.Count, &c.Oldest, &c.Stuck)
@@ -83,7 +83,7 @@ func (s *Store) counts(ctx context.Context, q dbdriver.Querier, consumer string)
 
 // HasRows reports whether consumer has any row in the table.
 func (s *Store) HasRows(ctx context.Context, consumer string) (bool, error) {
-	rows, err := s.q.Query(ctx, `SELECT EXISTS (SELECT FROM `+s.table+` WHERE consumer = $1)`, consumer)
+	rows, err := s.q.Query(ctx, onTable(s.table, `SELECT EXISTS (SELECT FROM {T} WHERE consumer = $1)`), consumer)
 	found, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (bool, error) {
 		var b bool
 		err := r.Scan(&b)
@@ -135,11 +135,11 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]Record, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	rows, err := s.q.Query(ctx, `SELECT consumer, message_id, business_key, status, attempts,
+	rows, err := s.q.Query(ctx, onTable(s.table, `SELECT consumer, message_id, business_key, status, attempts,
 		coalesce(last_error, ''), coalesce(result_ref, ''), coalesce(request_ref, ''), locked_until,
 		coalesce(topic, ''), coalesce("partition", 0), coalesce("offset", 0), received_at, updated_at, completed_at, dead_lettered_at
-		FROM `+s.table+` WHERE ($1 = '' OR consumer = $1) AND ($2 = '' OR status = $2)
-		ORDER BY received_at, consumer, message_id LIMIT $3`, p.Consumer, string(p.Status), p.Limit)
+		FROM {T} WHERE ($1 = '' OR consumer = $1) AND ($2 = '' OR status = $2)
+		ORDER BY received_at, consumer, message_id LIMIT $3`), p.Consumer, string(p.Status), p.Limit)
 	out, err := dbdriver.Collect(rows, err, func(r dbdriver.Rows) (Record, error) {
 		var x Record
 		err := r.Scan(&x.Consumer, &x.MessageID, &x.BusinessKey, &x.Status, &x.Attempts, &x.LastError,
@@ -199,11 +199,11 @@ func (s *Store) purge(ctx context.Context, q dbdriver.Querier, p PurgeParams) (i
 	}
 	var total int64
 	for {
-		n, err := q.Exec(ctx, `DELETE FROM `+s.table+` WHERE ctid = ANY (ARRAY(
-			SELECT ctid FROM `+s.table+`
+		n, err := q.Exec(ctx, onTable(s.table, `DELETE FROM {T} WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM {T}
 			WHERE status = $1 AND ($2 = '' OR consumer = $2)
 			  AND `+age+` < now() - $3::bigint * interval '1 microsecond'
-			LIMIT $4 FOR UPDATE SKIP LOCKED))`,
+			LIMIT $4 FOR UPDATE SKIP LOCKED))`),
 			string(p.Status), p.Consumer, p.OlderThan.Microseconds(), p.BatchSize)
 		if err != nil {
 			return total, fmt.Errorf("inbox: purge: %w", err)
@@ -239,9 +239,9 @@ func (s *Store) Revive(ctx context.Context, p ReviveParams) (int64, error) {
 	if ids == nil {
 		ids = []string{}
 	}
-	n, err := s.q.Exec(ctx, `UPDATE `+s.table+` SET status = 'FAILED_RETRYABLE', attempts = 0,
+	n, err := s.q.Exec(ctx, onTable(s.table, `UPDATE {T} SET status = 'FAILED_RETRYABLE', attempts = 0,
 		locked_until = NULL, dead_lettered_at = NULL, updated_at = now()
-		WHERE consumer = $1 AND status = 'FAILED_FINAL' AND (cardinality($2::text[]) = 0 OR message_id = ANY ($2))`,
+		WHERE consumer = $1 AND status = 'FAILED_FINAL' AND (cardinality($2::text[]) = 0 OR message_id = ANY ($2))`),
 		p.Consumer, ids)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: revive: %w", err)

@@ -109,6 +109,10 @@ bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print even
 bench-latency: ## Commit single-row transactions at 500..10000/s through the relay; print commit-to-receive p50/p90/p99/max and backlog (BENCHFLAGS="-duration 30s").
 	$(GO) run ./test/bench/relaybench -latency 500,1000,5000,10000 -conns 32 $(BENCHFLAGS)
 
+.PHONY: bench-debezium
+bench-debezium: ## Drain one backlog of Debezium-layout rows through Debezium's embedded engine and through the relay on Apache Kafka, ABBA; print rows/s, CPU per row, peak RSS (N=rows, BENCHFLAGS="-rounds 3 -debezium-batch 20480").
+	$(GO) run ./test/bench/relaybench -debezium -n $(or $(N),200000) -rounds 2 $(BENCHFLAGS)
+
 .PHONY: bench-inbox
 bench-inbox: ## Print inbox consumer-loop throughput against a hand-rolled dedup baseline and a plain consumer (N=messages per run, BENCHFLAGS="-rounds 5 -pk -sql").
 	$(GO) run ./test/bench/inboxbench -n $(or $(N),50000) $(BENCHFLAGS)

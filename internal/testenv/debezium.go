@@ -13,6 +13,18 @@ import (
 	"time"
 )
 
+// DebeziumOutboxDDL creates the outbox table of Debezium's Outbox Event
+// Router (its documented layout, as a Debezium user has it): the table the
+// migration tests and the Debezium benchmark start from.
+const DebeziumOutboxDDL = `CREATE TABLE outboxevent (
+	id                 uuid                   NOT NULL PRIMARY KEY,
+	aggregatetype      character varying(255) NOT NULL,
+	aggregateid        character varying(255) NOT NULL,
+	type               character varying(255) NOT NULL,
+	payload            jsonb,
+	timestamp          timestamptz            NOT NULL DEFAULT now(),
+	tracingspancontext character varying(256))`
+
 // Debezium is a running test/debezium/DebeziumOutbox.java: Debezium's
 // embedded engine with the Postgres connector and the Outbox Event Router,
 // writing each routed record to Kafka as Kafka Connect would.
@@ -26,6 +38,11 @@ type Debezium struct {
 	err  error
 }
 
+// DebeziumTestJVM are the JVM flags of StartDebezium: a small heap and
+// the C1 compiler only, which start fastest (a test's engine runs seconds).
+// A benchmark gives its own (the default JIT).
+var DebeziumTestJVM = []string{"-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}
+
 // StartDebezium runs DebeziumOutbox with the engine configuration props
 // (connector, slot, publication, offsets, transforms), writing to brokers,
 // and waits until its connector task started. The Debezium version is
@@ -33,19 +50,32 @@ type Debezium struct {
 // Kafka broker. The program is killed when t ends unless Stop ended it.
 func StartDebezium(t testing.TB, props map[string]string, brokers []string) *Debezium {
 	t.Helper()
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Fatalf("debezium: java not found on PATH: install a JDK 17 or newer (Debian: default-jdk-headless)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	libs, err := mavenLibs(ctx, "debezium", "debezium.version")
+	d, err := RunDebezium(ctx, props, brokers, t.TempDir(), DebeziumTestJVM...)
 	if err != nil {
 		t.Fatalf("debezium: %v", err)
 	}
+	t.Cleanup(d.Kill)
+	return d
+}
+
+// RunDebezium is StartDebezium for a program of its own (a benchmark):
+// the JVM runs with jvmArgs, its engine configuration is written to dir,
+// and the caller ends it with Stop or Kill. It returns once the connector
+// task started, or with an error that carries what the program printed.
+func RunDebezium(ctx context.Context, props map[string]string, brokers []string, dir string, jvmArgs ...string) (*Debezium, error) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return nil, fmt.Errorf("java not found on PATH: install a JDK 17 or newer (Debian: default-jdk-headless)")
+	}
+	libs, err := mavenLibs(ctx, "debezium", "debezium.version")
+	if err != nil {
+		return nil, err
+	}
 	pom, err := modulePOM("debezium")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	keys := make([]string, 0, len(props))
 	for k := range props {
@@ -56,36 +86,45 @@ func StartDebezium(t testing.TB, props map[string]string, brokers []string) *Deb
 	for _, k := range keys {
 		fmt.Fprintf(&conf, "%s=%s\n", k, strings.ReplaceAll(props[k], `\`, `\\`))
 	}
-	confPath := filepath.Join(t.TempDir(), "engine.properties")
+	confPath := filepath.Join(dir, "engine.properties")
 	if err := os.WriteFile(confPath, []byte(conf.String()), 0o644); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	d := &Debezium{Out: &SyncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(java, "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", filepath.Join(libs, "*"),
+	args := append(append([]string{}, jvmArgs...), "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", filepath.Join(libs, "*"),
 		filepath.Join(filepath.Dir(pom), "DebeziumOutbox.java"), confPath, strings.Join(brokers, ","))
+	d.cmd = exec.Command(java, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.Out, d.Out
 	d.cmd.SysProcAttr = kafkaProcAttr()
 	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("debezium: %v", err)
+		return nil, err
 	}
 	go func() {
 		d.err = d.cmd.Wait()
 		close(d.done)
 	}()
-	t.Cleanup(func() {
-		killGroup(d.cmd.Process)
-		<-d.done
-	})
-	WaitFor(t, 3*time.Minute, "the Debezium connector task", func() (bool, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(d.Out.String(), "STARTED") {
 		select {
 		case <-d.done:
-			return false, fmt.Errorf("DebeziumOutbox exited: %v\n%s", d.err, d.Out.String())
-		default:
+			return nil, fmt.Errorf("DebeziumOutbox exited: %v\n%s", d.err, d.Out.String())
+		case <-ctx.Done():
+			d.Kill()
+			return nil, fmt.Errorf("the Debezium connector task did not start: %w\n%s", ctx.Err(), d.Out.String())
+		case <-tick.C:
 		}
-		return strings.Contains(d.Out.String(), "STARTED"), nil
-	})
-	return d
+	}
+	return d, nil
+}
+
+// PID is the JVM's process ID.
+func (d *Debezium) PID() int { return d.cmd.Process.Pid }
+
+// Kill kills the JVM (and its process group) and waits for it to exit.
+func (d *Debezium) Kill() {
+	killGroup(d.cmd.Process)
+	<-d.done
 }
 
 // Stop ends the engine gracefully (SIGTERM: it commits its offsets, and

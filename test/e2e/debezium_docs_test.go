@@ -41,7 +41,7 @@ func docBlocks(t *testing.T, doc, heading, kind string) []string {
 // and its pgoutput slot.
 func debeziumConnector(ctx context.Context, t *testing.T, db *testenv.DB, publication, slot string) {
 	t.Helper()
-	for _, q := range []string{debeziumOutboxDDL, publication,
+	for _, q := range []string{testenv.DebeziumOutboxDDL, publication,
 		`SELECT pg_create_logical_replication_slot('` + slot + `', 'pgoutput')`} {
 		if _, err := db.Pool.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -57,7 +57,7 @@ func migrateFromRealDebezium(t *testing.T, bin string, newSlot bool) {
 	db := testenv.NewDB(t)
 	kafka := testenv.NewBroker(t)
 	ctx := context.Background()
-	if _, err := db.Pool.Exec(ctx, debeziumOutboxDDL); err != nil {
+	if _, err := db.Pool.Exec(ctx, testenv.DebeziumOutboxDDL); err != nil {
 		t.Fatal(err)
 	}
 	u, err := url.Parse(db.URL)

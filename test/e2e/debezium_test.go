@@ -17,20 +17,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-// debeziumOutboxDDL is the outbox table of Debezium's Outbox Event Router in
-// its default configuration (the "basic outbox table" of its
-// documentation), with the optional timestamp and tracingspancontext
-// columns.
-const debeziumOutboxDDL = `CREATE TABLE outboxevent (
-	id                 uuid                   NOT NULL PRIMARY KEY,
-	aggregatetype      character varying(255) NOT NULL,
-	aggregateid        character varying(255) NOT NULL,
-	type               character varying(255) NOT NULL,
-	payload            jsonb,
-	timestamp          timestamptz            NOT NULL DEFAULT now(),
-	tracingspancontext character varying(256))`
-
-// debeziumRow is a row of debeziumOutboxDDL.
+// debeziumRow is a row of testenv.DebeziumOutboxDDL.
 type debeziumRow struct {
 	id                 uuid.UUID
 	aggregateType, key string
@@ -68,7 +55,7 @@ func TestDebeziumOutboxThroughRelayAndInbox(t *testing.T) {
 	t.Parallel()
 	bin, db, kafka, logPath := binaryEnv(t)
 	ctx := context.Background()
-	if _, err := db.Pool.Exec(ctx, debeziumOutboxDDL); err != nil {
+	if _, err := db.Pool.Exec(ctx, testenv.DebeziumOutboxDDL); err != nil {
 		t.Fatal(err)
 	}
 	base := []string{"--database-url", db.URL, "--table", "outboxevent", "--slot", db.Name + "_dbz", "--publication", "pub_dbz"}

@@ -61,4 +61,16 @@
 //
 //	go run ./test/bench/relaybench -n 1000000 -exactly-once
 //	go run ./test/bench/relaybench -latency 1000,5000 -conns 1 -duration 20s -exactly-once
+//
+// -debezium drains one backlog of Debezium-layout rows (table
+// outboxevent) through Debezium's embedded engine (test/debezium: the
+// Postgres connector, the Outbox Event Router and the Java producer, the
+// JVM at its default JIT with a 1 GB heap, -debezium-jvm) and through the
+// relay (--table-format debezium), both on one Apache Kafka node (the one
+// the tests fetch with Maven), -rounds drains of each in the order ABBA,
+// each on a slot and a topic of its own; it prints each drain's rows/s
+// (from the process start, and from its first row), CPU per 1k rows and
+// peak RSS, then the medians and the ratios (make bench-debezium).
+//
+//	go run ./test/bench/relaybench -debezium -n 200000 -rounds 2
 package main

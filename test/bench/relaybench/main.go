@@ -42,6 +42,9 @@ type options struct {
 	exactlyOnce                              bool
 	compareBin                               string
 	rounds                                   int
+	debezium                                 bool
+	dbzJVM                                   string
+	dbzBatch                                 int
 }
 
 func main() {
@@ -72,6 +75,9 @@ func main() {
 	flag.BoolVar(&o.trace, "trace", false, "time each record's legs inside the relay (it then runs inside this binary): in latency mode, print their percentiles per rate; in drain mode, the relay's Kafka writes")
 	flag.StringVar(&o.compareBin, "compare-bin", "", "a second relay binary (for example one built from main) to drain the same backlog after the first, on a slot of its own")
 	flag.IntVar(&o.rounds, "rounds", 1, "with -compare-bin: drains of each binary, in the order ABBA ABBA... on one backlog (a slot per drain), so that neither binary always drains first; prints each binary's medians")
+	flag.BoolVar(&o.debezium, "debezium", false, "Debezium mode (make bench-debezium): drain one backlog of Debezium-layout rows through Debezium's embedded engine (Postgres connector, Outbox Event Router, Java producer) and through the relay (--table-format debezium), on Apache Kafka, -rounds of each in the order ABBA; needs java (and mvn the first time)")
+	flag.StringVar(&o.dbzJVM, "debezium-jvm", dbzJVM, "Debezium mode: the JVM's flags, space separated (default: the default JIT and a 1 GB heap)")
+	flag.IntVar(&o.dbzBatch, "debezium-batch", 0, "Debezium mode: the connector's max.batch.size (max.queue.size 4x it); 0 keeps Debezium's defaults (2048, 8192)")
 	flag.Parse()
 	if o.exactlyOnce {
 		o.relayArgs = strings.TrimSpace(o.relayArgs + " --exactly-once")
@@ -114,6 +120,9 @@ func run(ctx context.Context, o *options) error {
 		}
 		return latencyBench(ctx, bin, o, rates, o.duration, tmp, tracePath)
 	}
+	if o.debezium {
+		return debeziumBench(ctx, bin, o, tmp)
+	}
 	return drainBench(ctx, bin, o, tmp, tracePath)
 }
 
@@ -122,8 +131,10 @@ func (o *options) check() error {
 	switch {
 	case o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 || o.rounds <= 0:
 		return fmt.Errorf("-n, -tx, -conns, -aggregates and -rounds must be positive")
-	case o.rounds > 1 && o.compareBin == "":
-		return fmt.Errorf("-rounds needs -compare-bin")
+	case o.rounds > 1 && o.compareBin == "" && !o.debezium:
+		return fmt.Errorf("-rounds needs -compare-bin or -debezium")
+	case o.debezium && (o.latency != "" || o.compareBin != "" || o.trace):
+		return fmt.Errorf("-debezium excludes -latency, -compare-bin and -trace")
 	case o.writer != writerInsert && o.writer != writerTx:
 		return fmt.Errorf("-writer: %q is neither %s nor %s", o.writer, writerInsert, writerTx)
 	case o.trace && o.compareBin != "":

@@ -172,7 +172,7 @@ func awaitDrained(ctx context.Context, adm *kadm.Client, db *pgx.Conn, slot, end
 		case <-time.After(100 * time.Millisecond):
 		}
 		if events < rows {
-			if events, err = topicEvents(ctx, adm); err != nil {
+			if events, err = topicEvents(ctx, adm, topic); err != nil {
 				return 0, err
 			}
 		}
@@ -243,7 +243,7 @@ func watchProduce(cluster *kfake.Cluster, n int64) func() (first, all time.Time,
 
 // topicEvents sums the end offsets of topic's partitions (0 before the
 // relay created it). kadm asks for fresh metadata each time.
-func topicEvents(ctx context.Context, adm *kadm.Client) (int64, error) {
+func topicEvents(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return 0, err

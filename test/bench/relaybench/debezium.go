@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
+)
+
+// The Debezium mode's table, publication and the Outbox Event Router's
+// defaults: the layout docs/migrate-from-debezium.md starts from.
+const (
+	dbzTable       = "outboxevent"
+	dbzPublication = publication
+	// dbzPartitions is each drain's topic's partition count, created
+	// before the drain so neither side waits for auto-creation.
+	dbzPartitions = 4
+)
+
+// dbzJVM are the Debezium JVM's flags by default: the default JIT (C2,
+// not the tests' C1-only flags) and a 1 GB heap.
+const dbzJVM = "-Xmx1g"
+
+// dbzResult is one drain of the Debezium mode.
+type dbzResult struct {
+	label   string
+	rows    int64
+	elapsed time.Duration // process start → every row in Kafka
+	first   time.Duration // process start → the first row in Kafka
+	cpu     time.Duration
+	rssKiB  int64
+}
+
+// debeziumBench drains one backlog of Debezium-layout rows (o.rows rows in
+// o.txRows-row transactions) through Debezium's embedded engine (the
+// Postgres connector, the Outbox Event Router and the Java producer:
+// test/debezium) and through the relay (--table-format debezium), both
+// on one Apache Kafka node, o.rounds drains each in the order ABBA, each
+// on a slot and a topic of its own; it prints rows/s, CPU per 1k rows and
+// peak RSS of each drain and the medians.
+func debeziumBench(ctx context.Context, bin string, o *options, tmp string) error {
+	fmt.Printf("starting Postgres (wal_level=logical) and Apache Kafka...\n")
+	srv, err := testenv.StartServer()
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	dbURL, err := createDatabase(ctx, srv.AdminURL, "dbzbench")
+	if err != nil {
+		return err
+	}
+	kafka, err := testenv.StartApacheKafka(ctx)
+	if err != nil {
+		return err
+	}
+	defer kafka.Stop()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, testenv.DebeziumOutboxDDL); err != nil {
+		return err
+	}
+	// Every slot exists before the first insert, so each sees the whole
+	// backlog. relay setup makes the publication, the state table and
+	// the relay's slots; Debezium's are plain pgoutput slots, as its
+	// connector creates them.
+	drains := dbzOrder(o.rounds)
+	for _, d := range drains {
+		if d.label == "relay" {
+			err = relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: d.slot, Publication: dbzPublication,
+				Table: dbzTable, TableFormat: relay.TableFormatDebezium})
+		} else {
+			_, err = pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, d.slot)
+		}
+		if err != nil {
+			return fmt.Errorf("slot %s: %w", d.slot, err)
+		}
+	}
+	start := time.Now()
+	if err := insertDebeziumBacklog(ctx, pool, o); err != nil {
+		return err
+	}
+	fmt.Printf("backlog: %d Debezium-layout rows (~%d B payload) in %d-row transactions inserted in %v\n",
+		o.rows, o.payload, o.txRows, time.Since(start).Round(time.Millisecond))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var results []dbzResult
+	for i, d := range drains {
+		topic := fmt.Sprintf("%s_%d.order", d.label, i)
+		if _, err := adm.CreateTopic(ctx, dbzPartitions, 1, nil, topic); err != nil {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+		var res dbzResult
+		if d.label == "relay" {
+			res, err = relayDebeziumDrain(ctx, bin, d.slot, dbURL, kafka.Brokers, adm, topic, o, filepath.Join(tmp, d.slot+".log"))
+		} else {
+			res, err = debeziumDrain(ctx, d.slot, dbURL, kafka.Brokers, adm, topic, o, filepath.Join(tmp, d.slot))
+		}
+		if err != nil {
+			return fmt.Errorf("%s drain on %s: %w", d.label, d.slot, err)
+		}
+		fmt.Printf("%-8s %d rows in Kafka after %v = %.0f rows/s (first row after %v; %.0f rows/s from it), CPU %v = %.4f s per 1k rows, peak RSS %.1f MiB\n",
+			res.label, res.rows, res.elapsed.Round(time.Millisecond), float64(res.rows)/res.elapsed.Seconds(),
+			res.first.Round(time.Millisecond), float64(res.rows)/(res.elapsed-res.first).Seconds(),
+			res.cpu.Round(10*time.Millisecond), res.cpu.Seconds()/float64(res.rows)*1000, float64(res.rssKiB)/1024)
+		results = append(results, res)
+	}
+	reportDebezium(results)
+	return nil
+}
+
+// dbzOrder lists the drains of the Debezium mode, rounds of each, in the
+// order ABBA ABBA..., each on a slot of its own.
+func dbzOrder(rounds int) []drain {
+	var ds []drain
+	for i := 1; i <= rounds; i++ {
+		a := drain{label: "relay", slot: fmt.Sprintf("bench_relay_%d", i)}
+		b := drain{label: "debezium", slot: fmt.Sprintf("bench_debezium_%d", i)}
+		if i%2 == 0 {
+			a, b = b, a
+		}
+		ds = append(ds, a, b)
+	}
+	return ds
+}
+
+// insertDebeziumBacklog inserts o.rows rows of Debezium's outbox layout,
+// o.txRows to a transaction (one INSERT ... SELECT each), over o.conns
+// connections.
+func insertDebeziumBacklog(ctx context.Context, pool *pgxpool.Pool, o *options) error {
+	next := make(chan int)
+	errs := make([]error, o.conns)
+	var wg sync.WaitGroup
+	for c := range o.conns {
+		wg.Go(func() {
+			for first := range next {
+				if errs[c] != nil {
+					continue // drain
+				}
+				last := min(first+o.txRows, o.rows) - 1
+				_, errs[c] = pool.Exec(ctx, `INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, payload)
+					SELECT gen_random_uuid(), 'order', 'agg-' || (g % $3), 'OrderCreated',
+					 jsonb_build_object('seq', g, 'pad', repeat('x', $4))
+					FROM generate_series($1::int, $2::int) g`, first, last, o.aggregates, max(o.payload-40, 0))
+			}
+		})
+	}
+	for first := 0; first < o.rows && ctx.Err() == nil; first += o.txRows {
+		next <- first
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("insert backlog: %w", err)
+	}
+	return ctx.Err()
+}
+
+// relayDebeziumDrain runs the relay binary on slot with --table-format
+// debezium until topic holds o.rows rows.
+func relayDebeziumDrain(ctx context.Context, bin, slot, dbURL string, brokers []string, adm *kadm.Client, topic string, o *options, logPath string) (dbzResult, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return dbzResult{}, err
+	}
+	defer logf.Close()
+	args := strings.TrimSpace(o.relayArgs + " --table " + dbzTable + " --table-format debezium" +
+		" --topic-template " + strings.TrimSuffix(topic, ".order") + ".{aggregate_type}")
+	cmd := relayCommand(bin, slot, dbURL, brokers, args, logf)
+	res, err := drainProcess(ctx, "relay", cmd, adm, topic, int64(o.rows))
+	if err != nil {
+		b, _ := os.ReadFile(logPath)
+		return res, fmt.Errorf("%w\nrelay log:\n%s", err, strings.TrimSpace(string(b)))
+	}
+	return res, nil
+}
+
+// debeziumDrain runs Debezium's embedded engine on slot (snapshot
+// no_data: it streams from the slot) until topic holds o.rows rows.
+func debeziumDrain(ctx context.Context, slot, dbURL string, brokers []string, adm *kadm.Client, topic string, o *options, dir string) (dbzResult, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return dbzResult{}, err
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbzResult{}, err
+	}
+	pw, _ := u.User.Password()
+	props := map[string]string{
+		"name":                         "outbox-connector",
+		"connector.class":              "io.debezium.connector.postgresql.PostgresConnector",
+		"offset.storage":               "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+		"offset.storage.file.filename": filepath.Join(dir, "offsets.dat"),
+		"offset.flush.interval.ms":     "1000",
+		"database.hostname":            u.Hostname(),
+		"database.port":                u.Port(),
+		"database.user":                u.User.Username(),
+		"database.password":            pw,
+		"database.dbname":              strings.TrimPrefix(u.Path, "/"),
+		"topic.prefix":                 "dbz",
+		"plugin.name":                  "pgoutput",
+		"slot.name":                    slot,
+		"publication.name":             dbzPublication,
+		"publication.autocreate.mode":  "disabled",
+		"table.include.list":           "public." + dbzTable,
+		"snapshot.mode":                "no_data",
+		"transforms":                   "outbox",
+		"transforms.outbox.type":       "io.debezium.transforms.outbox.EventRouter",
+		"transforms.outbox.route.topic.replacement":           strings.TrimSuffix(topic, ".order") + ".${routedByValue}",
+		"transforms.outbox.table.fields.additional.placement": "type:header",
+	}
+	if v := o.dbzBatch; v > 0 {
+		props["max.batch.size"] = fmt.Sprint(v)
+		props["max.queue.size"] = fmt.Sprint(4 * v)
+	}
+	start := time.Now()
+	d, err := testenv.RunDebezium(ctx, props, brokers, dir, strings.Fields(o.dbzJVM)...)
+	if err != nil {
+		return dbzResult{}, err
+	}
+	defer d.Kill()
+	res, err := awaitRows(ctx, "debezium", d.PID(), start, adm, topic, int64(o.rows))
+	if err != nil {
+		return res, fmt.Errorf("%w\nDebezium output:\n%s", err, d.Out.String())
+	}
+	return res, nil
+}
+
+// drainProcess starts cmd and measures it until topic holds rows rows,
+// then stops it with SIGTERM.
+func drainProcess(ctx context.Context, label string, cmd *exec.Cmd, adm *kadm.Client, topic string, rows int64) (dbzResult, error) {
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return dbzResult{}, err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	return awaitRows(ctx, label, cmd.Process.Pid, start, adm, topic, rows)
+}
+
+// awaitRows polls topic's end offsets every 50 ms until they hold rows
+// rows, and reads the process pid's CPU time and peak RSS then. It fails
+// after ten minutes, or when the process is gone.
+func awaitRows(ctx context.Context, label string, pid int, start time.Time, adm *kadm.Client, topic string, rows int64) (dbzResult, error) {
+	res := dbzResult{label: label}
+	deadline := time.Now().Add(10 * time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, err := topicEvents(ctx, adm, topic)
+		if err != nil {
+			return res, err
+		}
+		if n > 0 && res.first == 0 {
+			res.first = time.Since(start)
+		}
+		if n >= rows {
+			res.rows, res.elapsed = n, time.Since(start)
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("%d of %d rows in %s after ten minutes", n, rows, topic)
+		}
+		if err := syscall.Kill(pid, 0); err != nil {
+			return res, fmt.Errorf("the process exited with %d of %d rows in %s", n, rows, topic)
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	var err1, err2 error
+	res.cpu, err1 = cpuTime(pid)
+	res.rssKiB, err2 = vmHWM(pid)
+	return res, errors.Join(err1, err2)
+}
+
+// reportDebezium prints each side's medians (with their range) and the
+// ratios relay/Debezium.
+func reportDebezium(results []dbzResult) {
+	type figs struct{ rate, cpu, rss []float64 }
+	by := map[string]*figs{"relay": {}, "debezium": {}}
+	for _, r := range results {
+		f := by[r.label]
+		f.rate = append(f.rate, float64(r.rows)/r.elapsed.Seconds())
+		f.cpu = append(f.cpu, r.cpu.Seconds()/float64(r.rows)*1000)
+		f.rss = append(f.rss, float64(r.rssKiB)/1024)
+	}
+	for _, label := range []string{"relay", "debezium"} {
+		f := by[label]
+		fmt.Printf("%-8s medians of %d drains: %.0f rows/s (%.0f-%.0f), CPU %.4f s per 1k rows (%.4f-%.4f), peak RSS %.1f MiB (%.1f-%.1f)\n",
+			label, len(f.rate), median(f.rate), slices.Min(f.rate), slices.Max(f.rate),
+			median(f.cpu), slices.Min(f.cpu), slices.Max(f.cpu), median(f.rss), slices.Min(f.rss), slices.Max(f.rss))
+	}
+	a, b := by["relay"], by["debezium"]
+	fmt.Printf("relay/debezium: drain rate %.2fx, CPU per row %.3fx, peak RSS %.3fx\n",
+		median(a.rate)/median(b.rate), median(a.cpu)/median(b.cpu), median(a.rss)/median(b.rss))
+}

@@ -62,6 +62,14 @@
 //	go run ./test/bench/relaybench -n 1000000 -exactly-once
 //	go run ./test/bench/relaybench -latency 1000,5000 -conns 1 -duration 20s -exactly-once
 //
+// -peer-bin measures a peer's runner beside the relay in the latency mode,
+// -rounds runs of each in the order ABBA, each on a slot of its own, both
+// from the writer's commit return to the consumer's receipt, and prints
+// each side's median p99 per rate and the ratio (the runner's contract is
+// in docs/benchmarks.md).
+//
+//	go run ./test/bench/relaybench -latency 1000,5000 -conns 1 -duration 20s -peer-bin ./peer-runner -rounds 5
+//
 // -debezium drains one backlog of Debezium-layout rows (table
 // outboxevent) through Debezium's embedded engine (test/debezium: the
 // Postgres connector, the Outbox Event Router and the Java producer, the

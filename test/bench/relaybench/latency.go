@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // The latency mode's writers (-writer).
@@ -33,7 +34,9 @@ const (
 // measures commit → receive from each record's timestamp (the
 // transaction's commit time, in milliseconds). With tracePath (the relay
 // is then this binary, see installTrace) it also prints each leg of that
-// time per rate.
+// time per rate. With -peer-bin it measures the peer too, -rounds runs of
+// each in the order ABBA, one at a time against the same database, broker
+// and consumer, and prints each side's median p99 per rate and the ratio.
 func latencyBench(ctx context.Context, bin string, o *options, rates []int, duration time.Duration, tmp, tracePath string) error {
 	srv, dbURL, err := startDatabase(ctx)
 	if err != nil {
@@ -58,8 +61,9 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	}
 	defer bk.stop()
 
-	r := &latencyRun{o: o, pool: pool, bk: bk, logPath: filepath.Join(tmp, "relay.log")}
-	r.samples = make([]sample, latencySamples(rates, duration))
+	r := &latencyRun{o: o, pool: pool, bk: bk, logPath: filepath.Join(tmp, "relay.log"), fromReturn: o.peerBin != ""}
+	runs := latencyOrder(bin, dbURL, bk.addrs, o)
+	r.samples = make([]sample, len(runs)*(latencySamples(rates, duration)+30)) // warmUp writes up to 30 rows a run
 	if r.w, err = outbox.NewWriter(outbox.Pgx(nil), nil); err != nil {
 		return err
 	}
@@ -68,15 +72,6 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		return err
 	}
 	defer logf.Close()
-	r.relay = relayCommand(bin, relaySlot, dbURL, bk.addrs, o.relayArgs, logf)
-	if err := r.relay.Start(); err != nil {
-		return err
-	}
-	stopRelay := sync.OnceFunc(func() {
-		_ = r.relay.Process.Signal(syscall.SIGTERM)
-		_ = r.relay.Wait()
-	})
-	defer stopRelay()
 	// The consumer, in a process of its own: one reader per partition.
 	cons, err := startConsumer(bk.addrs, partitions, r.receive)
 	if err != nil {
@@ -84,24 +79,163 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	}
 	stopConsumer := sync.OnceFunc(cons.stop)
 	defer stopConsumer()
-
-	if err := r.warmUp(ctx); err != nil {
-		return err
+	if r.fromReturn {
+		fmt.Printf("latency is the writer's commit return → receive (the peer's record timestamps may not be commit times), for both sides\n")
 	}
-	ranges, cpuLines, err := r.rates(ctx, rates, duration)
-	if err != nil {
-		return err
+	p99s := map[string][][]time.Duration{} // label → run → rate
+	var cpuLines []string
+	var ranges [][2]int
+	stopLast := func() {}
+	for _, run := range runs {
+		if len(runs) > 1 {
+			fmt.Printf("\n%s (%s):\n", run.label, filepath.Base(run.bin))
+		}
+		if err := prepareSlot(ctx, dbURL, run); err != nil {
+			return fmt.Errorf("%s: %w", run.label, err)
+		}
+		r.relay = run.cmd(logf)
+		if err := r.relay.Start(); err != nil {
+			return fmt.Errorf("%s: %w", run.label, err)
+		}
+		stopRelay := sync.OnceFunc(func() {
+			_ = r.relay.Process.Signal(syscall.SIGTERM)
+			_ = r.relay.Wait()
+		})
+		defer stopRelay()
+		stopLast = stopRelay
+		if err := r.warmUp(ctx, run.slot); err != nil {
+			return fmt.Errorf("%s: %w", run.label, err)
+		}
+		rg, lines, p99, err := r.rates(ctx, rates, duration)
+		if err != nil {
+			return err
+		}
+		ranges = rg
+		for _, l := range lines {
+			cpuLines = append(cpuLines, run.label+" "+l)
+		}
+		p99s[run.label] = append(p99s[run.label], p99)
+		if len(runs) > 1 {
+			stopRelay()
+			if err := dropSlot(ctx, pool, run.slot); err != nil {
+				return fmt.Errorf("%s: drop slot %s: %w", run.label, run.slot, err)
+			}
+		}
 	}
 	fmt.Printf("\nCPU while writing (share of one core: on a CPU, and runnable but waiting for one), and the machine's runnable tasks (/proc/loadavg, every 100ms)\n")
 	for _, l := range cpuLines {
 		fmt.Println(l)
 	}
+	if o.peerBin != "" {
+		reportPeer(rates, p99s)
+	}
 	if tracePath == "" {
 		return nil
 	}
 	stopConsumer()
-	stopRelay()
+	stopLast()
 	return r.printTrace(tracePath, rates, ranges)
+}
+
+// latencyRunner is one run of the latency mode: the relay, or the peer
+// of -peer-bin, on its slot.
+type latencyRunner struct {
+	label, bin, slot string
+	cmd              func(logf *os.File) *exec.Cmd
+}
+
+// peerSlot is the slot the peer is told to use.
+const peerSlot = "bench_peer"
+
+// Environment of the peer binary (-peer-bin): where to read and write.
+const (
+	envPeerDatabaseURL = "PGOUTBOX_PEER_DATABASE_URL"
+	envPeerBrokers     = "PGOUTBOX_PEER_BROKERS"
+	envPeerSlot        = "PGOUTBOX_PEER_SLOT"
+	envPeerPublication = "PGOUTBOX_PEER_PUBLICATION"
+	envPeerTable       = "PGOUTBOX_PEER_TABLE"
+	envPeerTopic       = "PGOUTBOX_PEER_TOPIC"
+)
+
+// latencyOrder lists the runs of the latency mode: the relay alone, or
+// with -peer-bin o.rounds runs of each in the order ABBA ABBA..., each on
+// a slot of its own (a slot kept from an earlier run would start with the
+// rows the other side's runs wrote). The relay's first slot is the one
+// startDatabase set up; setup makes a relay run's other slots, the peer
+// makes its own.
+func latencyOrder(bin, dbURL string, brokers []string, o *options) []latencyRunner {
+	relayRun := func(slot string) latencyRunner {
+		return latencyRunner{label: "relay", bin: bin, slot: slot, cmd: func(logf *os.File) *exec.Cmd {
+			return relayCommand(bin, slot, dbURL, brokers, o.relayArgs, logf)
+		}}
+	}
+	if o.peerBin == "" {
+		return []latencyRunner{relayRun(relaySlot)}
+	}
+	peerRun := func(slot string) latencyRunner {
+		return latencyRunner{label: "peer", bin: o.peerBin, slot: slot, cmd: func(logf *os.File) *exec.Cmd {
+			cmd := exec.Command(o.peerBin)
+			cmd.Env = append(os.Environ(), envPeerDatabaseURL+"="+dbURL, envPeerBrokers+"="+strings.Join(brokers, ","),
+				envPeerSlot+"="+slot, envPeerPublication+"="+publication, envPeerTable+"=public.outbox", envPeerTopic+"="+topic)
+			cmd.Stdout, cmd.Stderr = logf, logf
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			return cmd
+		}}
+	}
+	var runs []latencyRunner
+	for i := range o.rounds {
+		a, b := relayRun(relaySlot), peerRun(fmt.Sprintf("%s_%d", peerSlot, i+1))
+		if i > 0 {
+			a.slot = fmt.Sprintf("%s_%d", relaySlot, i+1)
+			a = relayRun(a.slot)
+		}
+		if i%2 == 1 {
+			a, b = b, a
+		}
+		runs = append(runs, a, b)
+	}
+	return runs
+}
+
+// prepareSlot sets up the slot of a relay run that startDatabase did not.
+func prepareSlot(ctx context.Context, dbURL string, run latencyRunner) error {
+	if run.label != "relay" || run.slot == relaySlot {
+		return nil
+	}
+	return relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: run.slot, Publication: publication})
+}
+
+// dropSlot drops the slot of a run that ended, once its walsender is gone,
+// so that it keeps no WAL for the runs after it.
+func dropSlot(ctx context.Context, pool *pgxpool.Pool, slot string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond) // still active: its walsender is ending
+	}
+}
+
+// reportPeer prints, per rate, each side's median p99 over its runs (with
+// the range) and the ratio relay/peer.
+func reportPeer(rates []int, p99s map[string][][]time.Duration) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	fmt.Printf("\n%-9s %-32s %-32s %s\n", "rate/s", "relay p99 median (range)", "peer p99 median (range)", "relay/peer")
+	for i, rate := range rates {
+		var cells []string
+		var meds []float64
+		for _, label := range []string{"relay", "peer"} {
+			var xs []float64
+			for _, run := range p99s[label] {
+				xs = append(xs, ms(run[i]))
+			}
+			meds = append(meds, median(xs))
+			cells = append(cells, fmt.Sprintf("%.2fms (%.2f-%.2f) of %d", median(xs), slices.Min(xs), slices.Max(xs), len(xs)))
+		}
+		fmt.Printf("%-9d %-32s %-32s %.2f\n", rate, cells[0], cells[1], meds[0]/meds[1])
+	}
 }
 
 // latencySamples is how many records a latency run writes at most: one
@@ -123,9 +257,13 @@ type latencyRun struct {
 	pool      *pgxpool.Pool
 	w         *outbox.Writer[pgx.Tx]
 	bk        *broker
-	relay     *exec.Cmd
+	relay     *exec.Cmd // the running relay (or peer)
 	logPath   string
 	walsender int // the relay's walsender's pid
+	// fromReturn measures from the writer's commit return instead of the
+	// record's timestamp (with a peer, whose timestamps may not be commit
+	// times).
+	fromReturn bool
 
 	mu       sync.Mutex
 	lats     []time.Duration // commit → receive of this rate's records
@@ -169,30 +307,34 @@ func (r *latencyRun) insert(ctx context.Context, seq int) error {
 	return err
 }
 
-// warmUp writes one row and waits until the consumer has it (the relay
-// streams, the consumer reads), then finds the relay's walsender.
-func (r *latencyRun) warmUp(ctx context.Context) error {
-	if err := r.insert(ctx, 0); err != nil {
-		return err
-	}
+// warmUp writes a row every second until the consumer has one (the
+// relay streams, the consumer reads: a peer may create its slot after it
+// started, and miss the rows before), then finds the walsender of slot.
+func (r *latencyRun) warmUp(ctx context.Context, slot string) error {
+	before := r.received.Load()
 	deadline := time.Now().Add(30 * time.Second)
-	for r.received.Load() < 1 {
+	for next := time.Now(); r.received.Load() <= before; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(r.logPath)
-			return fmt.Errorf("no record received within 30s; relay log:\n%s", b)
+			return fmt.Errorf("no record received within 30s; log:\n%s", b)
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(next) {
+			if err := r.insert(ctx, int(r.seq.Add(1))); err != nil {
+				return err
+			}
+			next = time.Now().Add(time.Second)
+		}
 	}
-	if err := r.pool.QueryRow(ctx, `SELECT pid FROM pg_stat_replication LIMIT 1`).Scan(&r.walsender); err != nil {
-		return fmt.Errorf("the walsender's pid: %w", err)
+	if err := r.pool.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot).Scan(&r.walsender); err != nil {
+		return fmt.Errorf("the walsender of slot %s: %w", slot, err)
 	}
 	return nil
 }
 
 // rates writes at each rate for duration and prints a line of latencies
-// each; it returns the sequence numbers each rate wrote and each rate's
-// CPU line.
-func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Duration) (ranges [][2]int, cpuLines []string, err error) {
+// each; it returns the sequence numbers each rate wrote, each rate's CPU
+// line and its p99.
+func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Duration) (ranges [][2]int, cpuLines []string, p99 []time.Duration, err error) {
 	fmt.Printf("%-9s %9s %9s %8s %8s %8s %8s %s\n", "rate/s", "committed", "received", "p50", "p90", "p99", "max", "backlog at end")
 	ranges = make([][2]int, len(rates))
 	for i, rate := range rates {
@@ -204,7 +346,7 @@ func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Durat
 		use := startUsage(r.relay.Process.Pid, r.walsender, r.bk.cmd.Process.Pid)
 		committed, err := paced(ctx, rate, duration, r.o.conns, func() error { return r.insert(ctx, int(r.seq.Add(1))) })
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		ranges[i][1] = int(r.seq.Load()) + 1
 		cpuLines = append(cpuLines, fmt.Sprintf("%-9d %s", rate, use.stop()))
@@ -216,8 +358,21 @@ func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Durat
 		}
 		r.mu.Lock()
 		ls := slices.Clone(r.lats)
+		if r.fromReturn {
+			ls = ls[:0]
+			for _, sm := range r.samples[ranges[i][0]:ranges[i][1]] {
+				if !sm.recv.IsZero() && !sm.ret.IsZero() {
+					ls = append(ls, max(sm.recv.Sub(sm.ret), 0))
+				}
+			}
+		}
 		r.mu.Unlock()
 		slices.Sort(ls)
+		if len(ls) > 0 {
+			p99 = append(p99, ls[min(len(ls)-1, int(0.99*float64(len(ls))))])
+		} else {
+			p99 = append(p99, 0)
+		}
 		q := func(f float64) string {
 			if len(ls) == 0 {
 				return "-"
@@ -226,7 +381,7 @@ func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Durat
 		}
 		fmt.Printf("%-9d %9d %9d %8s %8s %8s %8s %d\n", rate, committed, r.received.Load()-base, q(0.5), q(0.9), q(0.99), q(1), backlog)
 	}
-	return ranges, cpuLines, nil
+	return ranges, cpuLines, p99, nil
 }
 
 // printTrace prints each leg of commit → receive per rate from the

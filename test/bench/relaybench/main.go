@@ -42,6 +42,7 @@ type options struct {
 	exactlyOnce                              bool
 	compareBin                               string
 	rounds                                   int
+	peerBin                                  string
 	debezium                                 bool
 	dbzJVM                                   string
 	dbzBatch                                 int
@@ -75,6 +76,7 @@ func main() {
 	flag.BoolVar(&o.trace, "trace", false, "time each record's legs inside the relay (it then runs inside this binary): in latency mode, print their percentiles per rate; in drain mode, the relay's Kafka writes")
 	flag.StringVar(&o.compareBin, "compare-bin", "", "a second relay binary (for example one built from main) to drain the same backlog after the first, on a slot of its own")
 	flag.IntVar(&o.rounds, "rounds", 1, "with -compare-bin: drains of each binary, in the order ABBA ABBA... on one backlog (a slot per drain), so that neither binary always drains first; prints each binary's medians")
+	flag.StringVar(&o.peerBin, "peer-bin", "", "latency mode: a peer's runner binary (for example go-pq-cdc-kafka at its lowest-latency setting) measured beside the relay, -rounds runs of each in the order ABBA; it reads "+envPeerDatabaseURL+", "+envPeerBrokers+", "+envPeerSlot+", "+envPeerPublication+", "+envPeerTable+" and "+envPeerTopic+" and publishes each row with a business-key header holding its business_key (docs/benchmarks.md)")
 	flag.BoolVar(&o.debezium, "debezium", false, "Debezium mode (make bench-debezium): drain one backlog of Debezium-layout rows through Debezium's embedded engine (Postgres connector, Outbox Event Router, Java producer) and through the relay (--table-format debezium), on Apache Kafka, -rounds of each in the order ABBA; needs java (and mvn the first time)")
 	flag.StringVar(&o.dbzJVM, "debezium-jvm", dbzJVM, "Debezium mode: the JVM's flags, space separated (default: the default JIT and a 1 GB heap)")
 	flag.IntVar(&o.dbzBatch, "debezium-batch", 0, "Debezium mode: the connector's max.batch.size (max.queue.size 4x it); 0 keeps Debezium's defaults (2048, 8192)")
@@ -131,8 +133,10 @@ func (o *options) check() error {
 	switch {
 	case o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 || o.rounds <= 0:
 		return fmt.Errorf("-n, -tx, -conns, -aggregates and -rounds must be positive")
-	case o.rounds > 1 && o.compareBin == "" && !o.debezium:
-		return fmt.Errorf("-rounds needs -compare-bin or -debezium")
+	case o.rounds > 1 && o.compareBin == "" && !o.debezium && o.peerBin == "":
+		return fmt.Errorf("-rounds needs -compare-bin, -peer-bin or -debezium")
+	case o.peerBin != "" && (o.latency == "" || o.trace):
+		return fmt.Errorf("-peer-bin needs -latency and excludes -trace")
 	case o.debezium && (o.latency != "" || o.compareBin != "" || o.trace):
 		return fmt.Errorf("-debezium excludes -latency, -compare-bin and -trace")
 	case o.writer != writerInsert && o.writer != writerTx:

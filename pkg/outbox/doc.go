@@ -61,12 +61,16 @@
 //
 // # Trace context
 //
-// InsertTx, InsertManyTx and EmitTx inject the trace context of their ctx
-// into each message's headers through Config.Propagator
-// (default: the OpenTelemetry global propagator; install
-// propagation.TraceContext{} for W3C traceparent and tracestate), unless
-// the message sets traceparent itself. The relay publishes them as Kafka headers and the inbox consumer
-// continues the trace.
+// InsertTx, InsertManyTx and EmitTx record a "create" span per message
+// (Config.TracerProvider, default the OpenTelemetry global; kind PRODUCER,
+// a child of ctx's span, by OpenTelemetry's messaging conventions) and
+// inject its context, the message's creation context, into the message's
+// headers through Config.Propagator (default: the OpenTelemetry global
+// propagator; install propagation.TraceContext{} for W3C traceparent and
+// tracestate), unless the message sets traceparent itself: then it keeps
+// it and gets no span. Without an SDK the span records nothing and the
+// headers carry ctx's own context. The relay publishes them as Kafka
+// headers byte for byte and the inbox consumer continues the trace.
 //
 // # Validation
 //

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 )
 
 // LogicalMessagePrefix is the prefix, "pgoutbox", of the logical decoding
@@ -31,20 +32,31 @@ func (w *Writer[TTx]) EmitTx(ctx context.Context, tx TTx, msg Message) (uuid.UUI
 	if t == nil {
 		return uuid.Nil, errNilTx
 	}
-	w.injectTrace(ctx, &msg)
-	if err := w.prepare(&msg, -1); err != nil {
+	end := w.create(ctx, &msg)
+	err := w.emit(ctx, t, &msg)
+	end(err)
+	if err != nil {
 		return uuid.Nil, err
+	}
+	return msg.ID, nil
+}
+
+// emit validates msg, fills in its ID and writes it as a logical message
+// in t.
+func (w *Writer[TTx]) emit(ctx context.Context, t dbdriver.Tx, msg *Message) error {
+	if err := w.prepare(msg, -1); err != nil {
+		return err
 	}
 	ev := msg.event()
 	content, err := contract.EncodeLogicalMessage(&ev)
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("outbox: encode logical message: %w", err)
+		return fmt.Errorf("outbox: encode logical message: %w", err)
 	}
 	// Hex text, not bytes: every driver passes text alike (lib/pq and pgx
 	// encode byte slices differently).
 	if _, err := t.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, decode($2, 'hex'))`,
 		LogicalMessagePrefix, hex.EncodeToString(content)); err != nil {
-		return uuid.Nil, fmt.Errorf("outbox: emit logical message: %w", err)
+		return fmt.Errorf("outbox: emit logical message: %w", err)
 	}
-	return msg.ID, nil
+	return nil
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/dbdriver"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 )
@@ -24,12 +24,20 @@ type Config struct {
 	// RawPayload declares the payload column text or bytea: payloads are then
 	// stored as given and not checked for JSON. Defaults to false (jsonb).
 	RawPayload bool
-	// Propagator injects the caller's trace context (W3C traceparent and
-	// tracestate with propagation.TraceContext) into each message's headers,
-	// unless the message sets traceparent itself. Defaults to
+	// Propagator injects the message's creation context (W3C traceparent
+	// and tracestate with propagation.TraceContext) into each message's
+	// headers, unless the message sets traceparent itself. Defaults to
 	// otel.GetTextMapPropagator(), a no-op until the application installs
 	// one (otel.SetTextMapPropagator(propagation.TraceContext{})).
 	Propagator propagation.TextMapPropagator
+	// TracerProvider records a "create" span per message written (kind
+	// PRODUCER, a child of the caller's span, by OpenTelemetry's messaging
+	// conventions), whose context is the one injected: the relay's send
+	// span and the inbox's process span link to it. A message that sets
+	// traceparent itself gets no span. Defaults to
+	// otel.GetTracerProvider(), a no-op until the application installs an
+	// SDK: then the headers carry the caller's own context.
+	TracerProvider trace.TracerProvider
 }
 
 // Writer writes outbox messages inside the caller's transaction, of the
@@ -38,6 +46,7 @@ type Config struct {
 type Writer[TTx any] struct {
 	tx         dbdriver.Family[TTx]
 	propagator propagation.TextMapPropagator
+	tracer     trace.Tracer
 	table      pgname.Table
 	rawPayload bool
 	insertSQL  string
@@ -67,9 +76,14 @@ func NewWriter[TTx any](driver *Driver[TTx], cfg *Config) (*Writer[TTx], error) 
 	if prop == nil {
 		prop = otel.GetTextMapPropagator()
 	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
 	return &Writer[TTx]{
 		tx:         driver.h.Family,
 		propagator: prop,
+		tracer:     tp.Tracer(tracerName),
 		table:      table,
 		rawPayload: cfg.RawPayload,
 		insertSQL: `INSERT INTO ` + table.Sanitize() + ` (` + strings.Join(columns, ", ") + `)
@@ -85,13 +99,16 @@ func (w *Writer[TTx]) InsertTx(ctx context.Context, tx TTx, msg Message) (uuid.U
 	if t == nil {
 		return uuid.Nil, errNilTx
 	}
-	w.injectTrace(ctx, &msg)
+	end := w.create(ctx, &msg)
 	row, err := w.row(&msg, -1)
+	if err == nil {
+		if _, err = t.Exec(ctx, w.insertSQL, row...); err != nil {
+			err = fmt.Errorf("outbox: insert into %s: %w", w.table, err)
+		}
+	}
+	end(err)
 	if err != nil {
 		return uuid.Nil, err
-	}
-	if _, err := t.Exec(ctx, w.insertSQL, row...); err != nil {
-		return uuid.Nil, fmt.Errorf("outbox: insert into %s: %w", w.table, err)
 	}
 	return msg.ID, nil
 }
@@ -106,11 +123,18 @@ func (w *Writer[TTx]) InsertManyTx(ctx context.Context, tx TTx, msgs []Message) 
 	}
 	rows := make([][]any, len(msgs))
 	ids := make([]uuid.UUID, len(msgs))
+	ends := make([]func(error), 0, len(msgs))
+	endAll := func(err error) {
+		for _, end := range ends {
+			end(err)
+		}
+	}
 	for i := range msgs {
 		m := msgs[i]
-		w.injectTrace(ctx, &m)
+		ends = append(ends, w.create(ctx, &m))
 		row, err := w.row(&m, i)
 		if err != nil {
+			endAll(err)
 			return nil, err
 		}
 		rows[i], ids[i] = row, m.ID
@@ -119,11 +143,15 @@ func (w *Writer[TTx]) InsertManyTx(ctx context.Context, tx TTx, msgs []Message) 
 		return ids, nil
 	}
 	n, err := t.CopyFrom(ctx, pgx.Identifier{w.table.Schema, w.table.Name}, columns, rows)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: copy into %s: %w", w.table, err)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("outbox: copy into %s: %w", w.table, err)
+	case n != int64(len(rows)):
+		err = fmt.Errorf("outbox: copy into %s: wrote %d of %d rows", w.table, n, len(rows))
 	}
-	if n != int64(len(rows)) {
-		return nil, fmt.Errorf("outbox: copy into %s: wrote %d of %d rows", w.table, n, len(rows))
+	endAll(err)
+	if err != nil {
+		return nil, err
 	}
 	return ids, nil
 }
@@ -163,27 +191,4 @@ func (w *Writer[TTx]) prepare(m *Message, index int) error {
 		m.ID = id
 	}
 	return nil
-}
-
-// injectTrace adds the trace context of ctx to m's headers (a copy of them),
-// unless m carries a traceparent already.
-func (w *Writer[TTx]) injectTrace(ctx context.Context, m *Message) {
-	if _, ok := m.Headers[contract.HeaderTraceparent]; ok {
-		return
-	}
-	carrier := propagation.MapCarrier{}
-	w.propagator.Inject(ctx, carrier)
-	if len(carrier) == 0 {
-		return
-	}
-	headers := make(map[string]string, len(m.Headers)+len(carrier))
-	for k, v := range m.Headers {
-		headers[k] = v
-	}
-	for k, v := range carrier {
-		if _, set := headers[k]; !set {
-			headers[k] = v
-		}
-	}
-	m.Headers = headers
 }

@@ -95,6 +95,13 @@ type Config struct {
 	// otel.GetTextMapPropagator(); install propagation.TraceContext{} there,
 	// or set it here.
 	Propagator propagation.TextMapPropagator
+	// TraceLinkOnly starts each delivery span in a trace of its own, linked
+	// to the message's creation context, instead of as its child:
+	// OpenTelemetry's messaging conventions require the link and leave the
+	// parent to the application. Defaults to false: the span is the
+	// creation context's child (one trace from the producer's request to
+	// the consumer's effect) and links to it too.
+	TraceLinkOnly bool
 	// TraceBusinessKey adds the business key to each delivery span
 	// (attribute pgoutbox.inbox.business_key). Off by default: keys can
 	// hold personal data.

@@ -109,6 +109,12 @@ func (l *loopCore[TTx]) StartDelivery(ctx context.Context, group string, msg *Me
 	return l.in.startDelivery(ctx, l.tracer, group, msg)
 }
 
+// StartSettle starts the span of one offset commit in group (see
+// core.startSettle).
+func (l *loopCore[TTx]) StartSettle(ctx context.Context, group string, topics []string, partitions int) (context.Context, func(error)) {
+	return l.in.startSettle(ctx, l.tracer, group, topics, partitions)
+}
+
 // messageFromKafka builds the inbox message of a record. bad is set when the
 // record cannot be deduplicated (a contract header repeated or missing, or a
 // key that breaks the key rules): it goes to the dead-letter topic untouched.

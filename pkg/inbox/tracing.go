@@ -36,12 +36,21 @@ func (h headerCarrier) Keys() []string {
 	return keys
 }
 
-// startDelivery extracts the producer's trace context from msg's headers and
-// starts the span of one delivery as its child (messaging semantic
-// conventions, operation "process"). end records the outcome and ends it.
+// startDelivery extracts the message's creation context (the writer's
+// create span) from msg's headers and starts the span of one delivery
+// (messaging semantic conventions, operation "process", kind CONSUMER),
+// linked to it and, unless Config.TraceLinkOnly, its child. end records
+// the outcome and ends it.
 func (in *core) startDelivery(ctx context.Context, tracer trace.Tracer, group string, msg *Message) (context.Context, func(Result, error)) {
 	cfg := &in.cfg
-	ctx = cfg.Propagator.Extract(ctx, headerCarrier(msg.Headers))
+	created := cfg.Propagator.Extract(context.Background(), headerCarrier(msg.Headers))
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if link := trace.LinkFromContext(created); link.SpanContext.IsValid() {
+		opts = append(opts, trace.WithLinks(link))
+	}
+	if !cfg.TraceLinkOnly {
+		ctx = cfg.Propagator.Extract(ctx, headerCarrier(msg.Headers))
+	}
 	attrs := []attribute.KeyValue{
 		attribute.String("messaging.system", "kafka"),
 		attribute.String("messaging.operation.type", "process"),
@@ -56,8 +65,7 @@ func (in *core) startDelivery(ctx context.Context, tracer trace.Tracer, group st
 	if cfg.TraceBusinessKey {
 		attrs = append(attrs, attribute.String("pgoutbox.inbox.business_key", msg.BusinessKey))
 	}
-	ctx, span := tracer.Start(ctx, "process "+msg.Topic,
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	ctx, span := tracer.Start(ctx, "process "+msg.Topic, append(opts, trace.WithAttributes(attrs...))...)
 	return ctx, func(res Result, err error) {
 		if res.Outcome != 0 {
 			span.SetAttributes(
@@ -77,6 +85,36 @@ func (in *core) startDelivery(ctx context.Context, tracer trace.Tracer, group st
 		case res.Err != nil && res.Outcome != Duplicate:
 			span.RecordError(res.Err)
 			span.SetStatus(codes.Error, res.Err.Error())
+		}
+		span.End()
+	}
+}
+
+// startSettle starts the span of one offset commit of the consumer loop in
+// group (messaging semantic conventions: operation type "settle", name
+// "commit", kind CLIENT), of the marked offsets of partitions partitions
+// of topics. end records err and ends it.
+func (in *core) startSettle(ctx context.Context, tracer trace.Tracer, group string, topics []string, partitions int) (context.Context, func(error)) {
+	name := "commit"
+	if len(topics) == 1 {
+		name += " " + topics[0]
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.system", "kafka"),
+		attribute.String("messaging.operation.type", "settle"),
+		attribute.String("messaging.operation.name", "commit"),
+		attribute.String("messaging.consumer.group.name", group),
+		attribute.String("pgoutbox.inbox.consumer", in.cfg.Consumer),
+		attribute.Int("pgoutbox.inbox.partitions", partitions),
+	}
+	if len(topics) == 1 {
+		attrs = append(attrs, attribute.String("messaging.destination.name", topics[0]))
+	}
+	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
 	}

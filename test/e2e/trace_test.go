@@ -20,11 +20,13 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
-// One trace from the producer to the effect: the outbox writer injects the
-// producer span's context into the row's headers, the relay passes them
-// through Kafka (kfake), and the inbox consumer runs the delivery in a span
-// whose parent is the producer's span; the handler's context carries it.
-// kcat, reading the topic independently, sees the traceparent header.
+// One trace from the producer to the effect: the outbox writer records a
+// create span under the producer's span and injects its context into the
+// row's headers, the relay passes them through Kafka (kfake), and the inbox
+// consumer runs the delivery in a span whose parent is the create span and
+// which links to it; the handler's context carries it; the offset commit
+// is a settle span. kcat, reading the topic independently, sees the
+// traceparent header.
 func TestTraceFromProducerToInbox(t *testing.T) {
 	t.Parallel()
 	exporter := tracetest.NewInMemoryExporter()
@@ -51,7 +53,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	testenv.Go(ctx, t, r.Run)
 
 	// The producer: a span around the business transaction.
-	w, err := outbox.NewWriter(outbox.Pgx(nil), &outbox.Config{Propagator: prop})
+	w, err := outbox.NewWriter(outbox.Pgx(nil), &outbox.Config{Propagator: prop, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +67,18 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := producerSpan.SpanContext()
-
+	var want trace.SpanContext // the create span's
+	for _, s := range exporter.GetSpans() {
+		if s.SpanKind == trace.SpanKindProducer && s.Name == "create" && s.Parent.SpanID() == producerSpan.SpanContext().SpanID() {
+			want = s.SpanContext
+		}
+	}
+	if !want.IsValid() {
+		t.Fatalf("no create span under the producer's span among %v", exporter.GetSpans())
+	}
 	recs := testenv.WaitForRecords(t, k.Brokers, k.Topic("outbox.payment"), 1, time.Minute)
 	if tp, _ := recs[0].Header("traceparent"); tp != "00-"+want.TraceID().String()+"-"+want.SpanID().String()+"-01" {
-		t.Fatalf("traceparent header in Kafka %q, want the producer span's", tp)
+		t.Fatalf("traceparent header in Kafka %q, want the create span's", tp)
 	}
 
 	// The consumer.
@@ -105,11 +114,17 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var delivery *tracetest.SpanStub
+	var delivery, settle *tracetest.SpanStub
 	for _, s := range exporter.GetSpans() {
-		if s.SpanKind == trace.SpanKindConsumer {
+		switch s.SpanKind {
+		case trace.SpanKindConsumer:
 			delivery = &s
+		case trace.SpanKindClient:
+			settle = &s
 		}
+	}
+	if settle == nil || !strings.HasPrefix(settle.Name, "commit") {
+		t.Errorf("no settle span of the offset commit: %v", settle)
 	}
 	if delivery == nil {
 		t.Fatalf("no consumer span among %d spans", len(exporter.GetSpans()))
@@ -117,6 +132,9 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	if delivery.SpanContext.TraceID() != want.TraceID() || delivery.Parent.SpanID() != want.SpanID() {
 		t.Fatalf("delivery span trace %s parent %s; want trace %s parent %s", delivery.SpanContext.TraceID(),
 			delivery.Parent.SpanID(), want.TraceID(), want.SpanID())
+	}
+	if len(delivery.Links) != 1 || delivery.Links[0].SpanContext.SpanID() != want.SpanID() {
+		t.Errorf("delivery span links %v, want one to the create span %s", delivery.Links, want.SpanID())
 	}
 	if inHandler.SpanID() != delivery.SpanContext.SpanID() {
 		t.Fatalf("the handler's context carries span %s, want the delivery span %s", inHandler.SpanID(), delivery.SpanContext.SpanID())

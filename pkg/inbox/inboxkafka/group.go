@@ -3,6 +3,7 @@ package inboxkafka
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -241,12 +242,25 @@ func (g *group[TTx]) commitLoop(ctx context.Context) {
 	}
 }
 
-// commitMarked commits the marked offsets. A failure is only logged: the
-// messages are redelivered and answer inbox.Duplicate.
+// commitMarked commits the marked offsets, in a settle span. A failure is
+// only logged: the messages are redelivered and answer inbox.Duplicate.
 func (g *group[TTx]) commitMarked(ctx context.Context) {
+	marked := g.cl.MarkedOffsets()
+	if len(marked) == 0 {
+		return
+	}
+	topics, partitions := make([]string, 0, len(marked)), 0
+	for t, ps := range marked {
+		topics = append(topics, t)
+		partitions += len(ps)
+	}
+	slices.Sort(topics)
 	cctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	if err := g.cl.CommitMarkedOffsets(cctx); err != nil && !errors.Is(err, context.Canceled) {
+	cctx, end := g.c.core.StartSettle(cctx, g.c.cfg.GroupID, topics, partitions)
+	err := g.cl.CommitMarkedOffsets(cctx)
+	end(err)
+	if err != nil && !errors.Is(err, context.Canceled) {
 		g.c.log.Warn("inbox: offset commit failed; the messages will be redelivered", "err", err)
 	}
 }

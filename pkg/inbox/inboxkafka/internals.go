@@ -28,4 +28,5 @@ type internals[TTx any] interface {
 	WriteDeadLetter(ctx context.Context, d *inbox.DeadLetterWriter, km inbox.KafkaRecord, res inbox.Result) error
 	IsRecordError(err error) bool
 	StartDelivery(ctx context.Context, group string, msg *inbox.Message) (context.Context, func(inbox.Result, error))
+	StartSettle(ctx context.Context, group string, topics []string, partitions int) (context.Context, func(error))
 }

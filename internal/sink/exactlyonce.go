@@ -380,6 +380,24 @@ func (p transactional) ack(_ []decode.Event, tr *acktrack.Tracker) {
 	}
 }
 
+// due is when the open transaction is to be committed though no batch
+// came (a long decode gap inside a WAL transaction): half the transaction
+// timeout after it began, as publishTxn splits; zero when none is open.
+func (p transactional) due() time.Time {
+	if !p.eos.open {
+		return time.Time{}
+	}
+	return p.eos.began.Add(p.cfg.Producer.TransactionTimeout / 2)
+}
+
+// flush commits the open transaction with the part of the WAL
+// transaction written so far, before the brokers time it out.
+func (p transactional) flush(ctx context.Context) error {
+	committed, err := p.commitPart(ctx)
+	p.eos.committed = committed
+	return err
+}
+
 // txnBatch is a batch as one produce call of a transaction: its records,
 // the batch index of each (-1 for the progress record), and where the
 // transaction stands after it.
@@ -426,6 +444,26 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 	e.hold(batch)
 	if !tb.ends && !tb.split {
 		return false, nil // a WAL transaction goes on in the next batch
+	}
+	if err := s.commitTxn(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// commitPart commits the open transaction, if any, with a progress record
+// of what it holds (the part of a WAL transaction written so far), and
+// reports whether it committed.
+func (s *Sink) commitPart(ctx context.Context) (committed bool, err error) {
+	e := s.eos
+	if !e.open {
+		return false, nil
+	}
+	tb := txnBatch{recs: append(s.recs[:0], s.progressRecord(e.lastEnd, e.lastCommit, e.part)), idx: []int{-1},
+		lastEnd: e.lastEnd, lastCommit: e.lastCommit, part: e.part, split: true}
+	defer func() { clear(tb.recs); s.recs = tb.recs[:0] }()
+	if err := s.produceTxn(ctx, nil, &tb); err != nil {
+		return false, err
 	}
 	if err := s.commitTxn(ctx); err != nil {
 		return false, err

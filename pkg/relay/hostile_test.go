@@ -128,22 +128,34 @@ func TestDeadLetterRefusedSendsMinimal(t *testing.T) {
 }
 
 // Only a dead-letter topic refusing even the minimal record stops the
-// relay, saying so plainly; the row is not confirmed.
+// relay, saying so plainly; the row is not confirmed. In exactly-once mode
+// too, where each refusal ends the session: the refusals escalate across
+// sessions (the row, its dead letter, the minimal one). Before, each
+// exactly-once session rebuilt the full dead letter and the relay
+// reconnected for ever.
 func TestMinimalDeadLetterRefusedStops(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
-	b.cfg.Brokers = b.kafka.Brokers
-	answerProduce(b.kafka, func(topic string) int16 {
-		if topic == "outbox.order" || topic == "outbox.dlq" {
-			return 44 // POLICY_VIOLATION
-		}
-		return 0
-	})
-	id, err := b.stopsOnRow(t, "")
-	if !errors.Is(err, relay.ErrDeadLetter) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) ||
-		!strings.Contains(err.Error(), "refused even the minimal record") {
-		t.Fatalf("Run: %v, want a permanent ErrDeadLetter naming %s and the minimal record", err, id)
+	for _, mode := range []string{"at-least-once", "exactly-once"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, func(c *relay.Config) {
+				c.ExactlyOnce = mode == "exactly-once"
+				c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
+			})
+			b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
+			b.cfg.Brokers = b.kafka.Brokers
+			answerProduce(b.kafka, func(topic string) int16 {
+				if topic == "outbox.order" || topic == "outbox.dlq" {
+					return 44 // POLICY_VIOLATION
+				}
+				return 0
+			})
+			id, err := b.stopsOnRow(t, "")
+			if !errors.Is(err, relay.ErrDeadLetter) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) ||
+				!strings.Contains(err.Error(), "refused even the minimal record") {
+				t.Fatalf("Run: %v, want a permanent ErrDeadLetter naming %s and the minimal record", err, id)
+			}
+		})
 	}
 }
 

@@ -202,16 +202,6 @@ func TestExactlyOnceRefusesPartitionedProgressTopic(t *testing.T) {
 	}
 }
 
-// shortTxnTimeout configures exactly-once mode with a transaction timeout
-// of 2 s and batches of batchSize events.
-func shortTxnTimeout(batchSize int) func(*relay.Config) {
-	return func(c *relay.Config) {
-		c.ExactlyOnce = true
-		c.TransactionTimeout = 2 * time.Second
-		c.BatchSize = batchSize
-	}
-}
-
 // A WAL transaction that takes longer to publish than the transaction
 // timeout (50,000 rows, a 2 s timeout, a broker slowed to 100 ms a produce
 // request) is committed in parts: every row arrives exactly once for a
@@ -415,81 +405,5 @@ func TestExactlyOnceFailoverOldProgressSkipsNothing(t *testing.T) {
 	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), newIDs, 60*time.Second)
 	if missing := testenv.MissingIDs(recs, newIDs); missing != 0 {
 		t.Fatalf("%d of %d rows of the new primary missing", missing, len(newIDs))
-	}
-}
-
-// A long decode gap inside one WAL transaction makes a slow transaction,
-// never a stuck relay: one DB transaction commits 150 outbox rows, then
-// millions of rows into another table (pgoutput filters them, Postgres
-// still decodes them, well past the 2 s transaction timeout). The first
-// 100 rows fill a batch at once; every row arrives exactly once for a
-// read_committed reader, with no reconnect. Before, the sink held that
-// batch's Kafka transaction open until the next batch came, at the end of
-// the decoding: the brokers aborted it, the session ended on the epoch
-// error, and every replay did the same (150 of 150 missing).
-func TestExactlyOnceLongDecodeGap(t *testing.T) {
-	t.Parallel()
-	b := setupAny(t, shortTxnTimeout(100), `CREATE TABLE bulk_other (n int)`)
-	b.start(t)
-	const rows, bulk = 150, 4_000_000
-	msgs := make([]outbox.Message, rows)
-	for i := range msgs {
-		msgs[i] = msg(fmt.Sprint("a", i%10), i)
-	}
-	var ids []string
-	ctx := context.Background()
-	err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
-		got, err := b.writer.InsertManyTx(ctx, tx, msgs)
-		for _, id := range got {
-			ids = append(ids, id.String())
-		}
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO bulk_other SELECT generate_series(1, $1::int)`, bulk)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed := time.Now()
-	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 3*time.Minute)
-	distinct, duplicates := distinctIDs(recs)
-	t.Logf("%d rows before %d filtered ones in one transaction: all in Kafka %v after the commit", rows, bulk, time.Since(committed).Round(time.Millisecond))
-	if distinct != rows || duplicates != 0 {
-		t.Fatalf("%d distinct rows, %d duplicates; want %d, 0", distinct, duplicates, rows)
-	}
-	if n := b.metric(t, "pgoutbox_relay_reconnects_total"); n != 0 {
-		t.Fatalf("%v reconnects, want 0", n)
-	}
-}
-
-// In exactly-once mode a dead letter refused once is sent as the minimal
-// record by the next session, and the rows after it are published. Before,
-// the next session sent the full dead letter again.
-func TestExactlyOnceDeadLetterRefusedSendsMinimal(t *testing.T) {
-	t.Parallel()
-	b := setup(t, func(c *relay.Config) {
-		c.ExactlyOnce = true
-		c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
-	})
-	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "policy")
-	b.cfg.Brokers = b.kafka.Brokers
-	var dlqRefused atomic.Bool
-	answerProduce(b.kafka, func(topic string) int16 {
-		switch {
-		case topic == "policy", topic == "outbox.dlq" && dlqRefused.CompareAndSwap(false, true):
-			return 44 // POLICY_VIOLATION: the row always, its dead letter once
-		}
-		return 0
-	})
-	b.start(t)
-	ids := b.insert(t, toTopics("", "policy", "")...)
-	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 60*time.Second)
-	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
-	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != ids[1] || header(t, r, "dlq-reason") != relay.ReasonKafkaRejected ||
-		header(t, r, "dlq-truncated") != "key,value,headers" || r.Key != nil || r.Value != nil ||
-		!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the dead-letter record") {
-		t.Fatalf("dead letters: %+v, want the minimal one of %s", dlq, ids[1])
 	}
 }

@@ -90,7 +90,10 @@
 // find which is at fault. Kafka refusing even the minimal dead-letter
 // record ends Run with an error wrapping ErrDeadLetter, the only row that
 // can stop the relay; SASL and cluster authorization failures end it with
-// ErrKafkaAuth. Any other Kafka error is retried with backoff, forever.
+// ErrKafkaAuth. Any other Kafka error is retried with backoff, forever. In
+// exactly-once mode each refusal aborts the transaction and ends the
+// session; the refusals of a record are kept by WAL position across
+// sessions, so it escalates the same way, a session per step.
 //
 // A topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION: auto-creation
 // off on the brokers, or Config.NoAutoCreateTopics) or that the relay may

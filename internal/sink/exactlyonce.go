@@ -105,16 +105,26 @@ type eosState struct {
 	// redo remembers, across sessions, records Kafka refused for their
 	// own sake, by WAL position: once refused for good (as at-least-once
 	// mode judges), the session that reads them again dead-letters them
-	// (or stops) before writing.
+	// (or stops) before writing; a dead letter refused for good in turn
+	// becomes the minimal one, and a minimal one refused stops the relay
+	// (see refusal.shaped).
 	redo map[decode.Position]refusal
 }
 
-// refusal is what a session learnt of a record Kafka refused.
+// refusal is what a session learnt of a record Kafka refused: the
+// refusals of its current form (err the latest), and the errors its
+// earlier forms were refused for good with.
 type refusal struct {
 	err      error
 	attempts int
-	since    time.Time // the first refusal
+	since    time.Time // the first refusal of the current form
 	final    bool      // refused for good at once (OwnFault, an expired topic)
+	// shaped holds, in order, the errors each earlier form of the record
+	// was refused for good with: the session that reads the row again
+	// rejects it once per error (Sink.reject: the row becomes its dead
+	// letter, the dead letter the minimal one, the minimal one stops the
+	// relay), as at-least-once mode does within one write.
+	shaped []error
 }
 
 // due reports whether the record is to be dead-lettered in place: refused
@@ -127,13 +137,19 @@ func (r refusal) due() bool {
 // are then retried as if never refused).
 const maxRefusals = 10_000
 
+// escalated is r once its current form is rejected in place: the next
+// form's refusals start from none.
+func (r refusal) escalated() refusal {
+	return refusal{shaped: append(r.shaped[:len(r.shaped):len(r.shaped)], r.err)}
+}
+
 // refuse records that Kafka refused ev with err; final when for good.
 func (e *eosState) refuse(ev *decode.Event, err error, final bool) {
 	r, ok := e.redo[ev.Pos]
-	if !ok {
-		if len(e.redo) >= maxRefusals {
-			clear(e.redo)
-		}
+	if !ok && len(e.redo) >= maxRefusals {
+		clear(e.redo)
+	}
+	if r.attempts == 0 {
 		r.since = time.Now()
 	}
 	r.err, r.final = err, r.final || final
@@ -380,6 +396,24 @@ func (p transactional) ack(_ []decode.Event, tr *acktrack.Tracker) {
 	}
 }
 
+// due is when the open transaction is to be committed though no batch
+// came (a long decode gap inside a WAL transaction): half the transaction
+// timeout after it began, as publishTxn splits; zero when none is open.
+func (p transactional) due() time.Time {
+	if !p.eos.open {
+		return time.Time{}
+	}
+	return p.eos.began.Add(p.cfg.Producer.TransactionTimeout / 2)
+}
+
+// flush commits the open transaction with the part of the WAL
+// transaction written so far, before the brokers time it out.
+func (p transactional) flush(ctx context.Context) error {
+	committed, err := p.commitPart(ctx)
+	p.eos.committed = committed
+	return err
+}
+
 // txnBatch is a batch as one produce call of a transaction: its records,
 // the batch index of each (-1 for the progress record), and where the
 // transaction stands after it.
@@ -433,6 +467,26 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 	return true, nil
 }
 
+// commitPart commits the open transaction, if any, with a progress record
+// of what it holds (the part of a WAL transaction written so far), and
+// reports whether it committed.
+func (s *Sink) commitPart(ctx context.Context) (committed bool, err error) {
+	e := s.eos
+	if !e.open {
+		return false, nil
+	}
+	tb := txnBatch{recs: append(s.recs[:0], s.progressRecord(e.lastEnd, e.lastCommit, e.part)), idx: []int{-1},
+		lastEnd: e.lastEnd, lastCommit: e.lastCommit, part: e.part, split: true}
+	defer func() { clear(tb.recs); s.recs = tb.recs[:0] }()
+	if err := s.produceTxn(ctx, nil, &tb); err != nil {
+		return false, err
+	}
+	if err := s.commitTxn(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // txnRecords lays batch out as one produce call: its records in order
 // (dead-lettering in place those a former session saw refused for good),
 // and the progress record when the Kafka transaction is to be committed.
@@ -445,10 +499,15 @@ func (s *Sink) txnRecords(batch []decode.Event) (txnBatch, error) {
 			tb.lastEnd, tb.lastCommit, tb.part = ev.EndLSN, ev.Commit, decode.Position{}
 			continue
 		}
-		if r, ok := e.redo[ev.Pos]; ok && r.due() {
-			delete(e.redo, ev.Pos)
-			if err := s.reject(ev, &recordState{}, r.err); err != nil {
-				return tb, err
+		if r, ok := e.redo[ev.Pos]; ok {
+			if r.due() {
+				r = r.escalated()
+				e.redo[ev.Pos] = r
+			}
+			for _, rerr := range r.shaped {
+				if err := s.reject(ev, &recordState{}, rerr); err != nil {
+					return tb, err
+				}
 			}
 		}
 		tb.part = decode.Position{Final: ev.Pos.Final, Seq: ev.Pos.Seq + 1}

@@ -123,8 +123,14 @@ type publisher interface {
 	// publish writes batch; it returns only when the batch is in Kafka's
 	// hands, on ctx's end or on an error that ends the session.
 	publish(ctx context.Context, batch []decode.Event) error
-	// ack records in tr what the last publish made safe to confirm.
+	// ack records in tr what the last publish (or flush) made safe to
+	// confirm.
 	ack(batch []decode.Event, tr *acktrack.Tracker)
+	// due is when what the publisher holds is to be flushed though no
+	// batch came; zero when never.
+	due() time.Time
+	// flush makes what the publisher holds safe to acknowledge, once due.
+	flush(ctx context.Context) error
 }
 
 // atLeastOnce is the at-least-once publisher: Publish, then every event
@@ -136,6 +142,11 @@ func (p atLeastOnce) publish(ctx context.Context, batch []decode.Event) error {
 }
 
 func (p atLeastOnce) ack(batch []decode.Event, tr *acktrack.Tracker) { p.acknowledge(batch, tr) }
+
+// due is never: each publish leaves nothing held.
+func (atLeastOnce) due() time.Time { return time.Time{} }
+
+func (atLeastOnce) flush(context.Context) error { return nil }
 
 // publisher is the session's half: transactional once OpenExactlyOnce
 // ran, at-least-once otherwise.
@@ -152,14 +163,23 @@ func (s *Sink) publisher() publisher {
 // hands) and acknowledges what the publisher made safe. A batch is sent
 // as soon as the sink is free (after BatchTimeout, when set): what is
 // queued while a write is in flight goes in the next one. Kafka errors
-// are retried; only a permanent one ends Run early.
+// are retried; only a permanent one ends Run early. While no batch comes,
+// what the publisher holds is flushed when it is due (an exactly-once
+// transaction open for half the transaction timeout is committed).
 func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
 	pub := s.publisher()
 	col := newCollector(q, s.cfg.BatchSize, s.cfg.BatchTimeout)
-	defer col.timer.Stop()
+	defer col.stop()
 	for {
-		batch, closed, err := col.collect(ctx)
-		if err != nil || batch == nil {
+		batch, closed, err := col.collect(ctx, pub.due())
+		switch {
+		case errors.Is(err, errDue):
+			if err := pub.flush(ctx); err != nil {
+				return err
+			}
+			pub.ack(nil, tr)
+			continue
+		case err != nil || batch == nil:
 			return err
 		}
 		if err := pub.publish(ctx, batch); err != nil {
@@ -181,16 +201,28 @@ type collector struct {
 	size    int
 	timeout time.Duration
 	timer   *time.Timer
-	batch   []decode.Event
+	// dueTimer ends a wait for a batch at the publisher's due time.
+	dueTimer *time.Timer
+	batch    []decode.Event
 	// next was received, but over size with the batch before.
 	next []decode.Event
 }
 
 func newCollector(q *queue.Queue, size int, timeout time.Duration) *collector {
-	c := &collector{q: q, size: size, timeout: timeout, timer: time.NewTimer(time.Hour), batch: make([]decode.Event, 0, size)}
-	c.timer.Stop()
+	c := &collector{q: q, size: size, timeout: timeout, timer: time.NewTimer(time.Hour), dueTimer: time.NewTimer(time.Hour),
+		batch: make([]decode.Event, 0, size)}
+	c.stop()
 	return c
 }
+
+// stop stops the collector's timers.
+func (c *collector) stop() {
+	c.timer.Stop()
+	c.dueTimer.Stop()
+}
+
+// errDue ends a collect whose due time passed before a batch came.
+var errDue = errors.New("relay: sink: due before a batch came")
 
 // add moves evs into the batch and hands the slice back, unless it is
 // large (a large transaction's: the reader's next ones are likely small,
@@ -211,18 +243,27 @@ func (c *collector) add(evs []decode.Event) {
 // collect waits for events and returns the next batch: what is queued,
 // up to size events, and, with a timeout, what comes within it once the
 // queue is empty. closed reports that the queue was closed after the
-// batch; a nil batch, that it was closed before any event. The batch is
+// batch; a nil batch, that it was closed before any event. When due is
+// set and passes before an event comes, it returns errDue. The batch is
 // valid until the next call.
-func (c *collector) collect(ctx context.Context) (batch []decode.Event, closed bool, err error) {
+func (c *collector) collect(ctx context.Context, due time.Time) (batch []decode.Event, closed bool, err error) {
 	clear(c.batch)
 	c.batch = c.batch[:0]
 	if c.next == nil {
+		var expired <-chan time.Time // nil: no due time
+		if !due.IsZero() {
+			c.dueTimer.Reset(time.Until(due))
+			defer c.dueTimer.Stop()
+			expired = c.dueTimer.C
+		}
 		select {
 		case evs, ok := <-c.q.Events:
 			if !ok {
 				return nil, true, nil
 			}
 			c.next = evs
+		case <-expired:
+			return nil, false, errDue
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
 		}

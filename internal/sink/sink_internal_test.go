@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -190,6 +191,41 @@ func TestTransactionalAcknowledgesAtCommit(t *testing.T) {
 	}
 }
 
+// A Kafka transaction open inside a WAL transaction whose next batch does
+// not come (a long decode gap) is committed with the part written so far
+// once it has been open for half the transaction timeout: its records
+// become visible to a read_committed reader, and the progress names the
+// part. Before, the sink waited for the next batch with the transaction
+// open, and the broker aborted it at the timeout.
+func TestTransactionalCommitsPartWhenNoBatchComes(t *testing.T) {
+	t.Parallel()
+	st := newSinkTest(t, func(c *Config) { c.Producer.TransactionTimeout = 2 * time.Second })
+	ctx, cancel := context.WithCancel(context.Background())
+	h := History{SystemID: "9", Timeline: 1, SlotCreatedLSN: 1}
+	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	topic := st.k.Topic("gap")
+	st.tx(t, topic, 3, 100, false) // no marker: the WAL transaction goes on
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx, st.q, st.tr) }()
+	got := st.values(t, topic, 3)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("records %q visible to read_committed, want 3", got)
+	}
+	p, err := readProgress(context.Background(), &st.cfg, nil, ProgressKey(h.SystemID, st.cfg.Slot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Part == nil || p.Part.FinalLSN != pglogrepl.LSN(100).String() || p.Part.Events != 3 {
+		t.Fatalf("progress %+v, want the first 3 events of the transaction at %s", p, pglogrepl.LSN(100))
+	}
+}
+
 // The collector returns what is queued, at most size events, keeping a
 // slice that does not fit for the next batch; a batch that fills up does
 // not look for the close, which the next call reports with no batch.
@@ -209,12 +245,12 @@ func TestCollector(t *testing.T) {
 		n      int
 		closed bool
 	}{{2, false}, {3, false}} {
-		b, closed, err := c.collect(ctx)
+		b, closed, err := c.collect(ctx, time.Time{})
 		if err != nil || len(b) != want.n || closed != want.closed {
 			t.Fatalf("batch %d: %d events, closed %v, %v; want %d, %v", i, len(b), closed, err, want.n, want.closed)
 		}
 	}
-	if b, closed, err := c.collect(ctx); b != nil || !closed || err != nil {
+	if b, closed, err := c.collect(ctx, time.Time{}); b != nil || !closed || err != nil {
 		t.Fatalf("after the close: %v, %v, %v", b, closed, err)
 	}
 }

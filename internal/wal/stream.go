@@ -49,10 +49,12 @@ type Stream struct {
 	traceRead func(msg kgo.Record, commit, read time.Time)
 	// staged holds the events of the current transaction not yet queued:
 	// they go to the sink together at its commit (or when BatchSize of
-	// them are staged), so a sink that is free never writes a part of a
-	// transaction the reader is still reading.
-	staged []decode.Event
-	inTx   bool
+	// them are staged, or once the first has waited Config.StageFor), so
+	// a sink that is free never writes a part of a transaction the reader
+	// is still reading, unless the rest is slow to come.
+	staged   []decode.Event
+	stagedAt time.Time // when the first of staged was staged
+	inTx     bool
 	// queued reports whether the current transaction queued an event
 	// (exactly-once mode then ends it with a marker, see sink's
 	// exactlyonce.go).
@@ -71,6 +73,11 @@ type Stream struct {
 type Config struct {
 	// BatchSize is the most events staged before they are queued.
 	BatchSize int
+	// StageFor is the longest staged events wait for the rest of their
+	// transaction before they are queued anyway (a long decode gap inside
+	// a transaction: changes to tables the publication filters); 0: no
+	// bound.
+	StageFor time.Duration
 	// StopOnInvalid stops the stream at an invalid event (InvalidStop);
 	// otherwise DeadLetters shapes its dead-letter record.
 	StopOnInvalid bool
@@ -201,15 +208,27 @@ func (s *Stream) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.live.Stale(time.Now()); err != nil {
+		now := time.Now()
+		if err := s.live.Stale(now); err != nil {
 			return err
 		}
-		if s.statusDue() {
+		if s.stageDue(now) {
+			if err := s.flush(); err != nil {
+				return err
+			}
+		}
+		if s.statusDue(time.Now()) {
 			if err := s.SendStandbyStatus(); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// stageDue reports whether the staged events have waited StageFor for the
+// rest of their transaction: they are then queued without it.
+func (s *Stream) stageDue(now time.Time) bool {
+	return len(s.staged) > 0 && s.cfg.StageFor > 0 && !now.Before(s.stagedAt.Add(s.cfg.StageFor))
 }
 
 // confirmable is the position a status update may confirm: what Kafka
@@ -222,21 +241,25 @@ func (s *Stream) confirmable() pglogrepl.LSN {
 // wake is when the reader next stops reading to check for a status update:
 // when the periodic one is due, or, while Kafka may acknowledge events,
 // pgconnect.PromptStatusGap after the last one, so a confirmation goes out promptly
-// (a crash then replays only what was in flight).
+// (a crash then replays only what was in flight); and to queue staged
+// events once they have waited StageFor.
 func (s *Stream) wake() time.Time {
+	at := s.nextSS
 	switch {
 	case s.confirmable() != s.sent:
-		return minTime(s.nextSS, s.lastSS.Add(pgconnect.PromptStatusGap))
+		at = minTime(at, s.lastSS.Add(pgconnect.PromptStatusGap))
 	case s.tracker.InFlight() > 0:
-		return minTime(s.nextSS, time.Now().Add(pgconnect.PromptStatusGap))
+		at = minTime(at, time.Now().Add(pgconnect.PromptStatusGap))
 	}
-	return s.nextSS
+	if len(s.staged) > 0 && s.cfg.StageFor > 0 {
+		at = minTime(at, s.stagedAt.Add(s.cfg.StageFor))
+	}
+	return at
 }
 
-// statusDue reports whether a status update is due: the periodic one, or
-// a prompt one for a position that advanced.
-func (s *Stream) statusDue() bool {
-	now := time.Now()
+// statusDue reports whether a status update is due at now: the periodic
+// one, or a prompt one for a position that advanced.
+func (s *Stream) statusDue(now time.Time) bool {
 	return !now.Before(s.nextSS) ||
 		s.confirmable() != s.sent && !now.Before(s.lastSS.Add(pgconnect.PromptStatusGap))
 }
@@ -306,7 +329,7 @@ func (s *Stream) readUntilDeadline() error {
 		default:
 			// Notices and the like.
 		}
-		if s.statusDue() {
+		if now := time.Now(); s.statusDue(now) || s.stageDue(now) {
 			return nil
 		}
 	}
@@ -400,6 +423,9 @@ func (s *Stream) stage(ev decode.Event) error {
 			s.staged = make([]decode.Event, 0, 8)
 		}
 	}
+	if len(s.staged) == 0 {
+		s.stagedAt = s.readAt
+	}
 	s.staged = append(s.staged, ev)
 	if len(s.staged) >= s.cfg.BatchSize {
 		return s.flush()
@@ -452,7 +478,7 @@ func (s *Stream) waitSendingStatus(wait func(context.Context) error) error {
 		if err := s.live.Stale(time.Now()); err != nil {
 			return err
 		}
-		if !s.statusDue() {
+		if !s.statusDue(time.Now()) {
 			continue
 		}
 		if err := s.SendStandbyStatus(); err != nil {

@@ -82,3 +82,33 @@ func TestStreamAllocationsPerEvent(t *testing.T) {
 		}
 	}
 }
+
+// Events staged for the rest of their transaction are due to be queued
+// once the first has waited StageFor (a long decode gap inside the
+// transaction), not before, and never without a bound set.
+func TestStagedEventsDueAfterStageFor(t *testing.T) {
+	t.Parallel()
+	s, insert, _ := outboxStream(t)
+	if s.stageDue(time.Now().Add(time.Hour)) {
+		t.Fatal("due with nothing staged")
+	}
+	read := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	s.readAt = read
+	if err := s.handle(insert); err != nil {
+		t.Fatal(err)
+	}
+	s.readAt = read.Add(30 * time.Second) // a later event does not move the bound
+	if err := s.handle(insert); err != nil {
+		t.Fatal(err)
+	}
+	if s.stageDue(read.Add(time.Hour)) {
+		t.Fatal("due without StageFor")
+	}
+	s.cfg.StageFor = time.Minute
+	if s.stageDue(read.Add(time.Minute - time.Nanosecond)) {
+		t.Fatal("due before StageFor passed")
+	}
+	if !s.stageDue(read.Add(time.Minute)) {
+		t.Fatal("not due once StageFor passed")
+	}
+}

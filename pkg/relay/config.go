@@ -144,7 +144,9 @@ type Config struct {
 	ProgressTopic string
 	// TransactionTimeout is how long the brokers keep an exactly-once
 	// relay's Kafka transaction open before they abort it (a relay that
-	// died holding one; a new relay of the slot aborts it at once).
+	// died holding one; a new relay of the slot aborts it at once). The
+	// relay commits a transaction open for half of it, inside a WAL
+	// transaction if need be, whether or not more events came.
 	// Defaults to 40s.
 	TransactionTimeout time.Duration
 

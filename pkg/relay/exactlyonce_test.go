@@ -211,11 +211,7 @@ func TestExactlyOnceRefusesPartitionedProgressTopic(t *testing.T) {
 // the relay for good, and every restart did the same.
 func TestExactlyOnceLargeTransactionInParts(t *testing.T) {
 	t.Parallel()
-	b := setupAny(t, func(c *relay.Config) {
-		c.ExactlyOnce = true
-		c.TransactionTimeout = 2 * time.Second
-		c.BatchSize = 1000
-	})
+	b := setupAny(t, shortTxnTimeout(1000))
 	if k := b.kafka.Cluster; k != nil { // on a real broker the 50,000 rows outlast 1 s anyway
 		k.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 			k.KeepControl()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,23 +128,65 @@ func TestDeadLetterRefusedSendsMinimal(t *testing.T) {
 	}
 }
 
-// Only a dead-letter topic refusing even the minimal record stops the
-// relay, saying so plainly; the row is not confirmed.
-func TestMinimalDeadLetterRefusedStops(t *testing.T) {
+// In exactly-once mode a dead letter refused once is sent as the minimal
+// record by the next session, and the rows after it are published. Before,
+// the next session sent the full dead letter again.
+func TestExactlyOnceDeadLetterRefusedSendsMinimal(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
+	b := setup(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
+	})
+	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "policy")
 	b.cfg.Brokers = b.kafka.Brokers
+	var dlqRefused atomic.Bool
 	answerProduce(b.kafka, func(topic string) int16 {
-		if topic == "outbox.order" || topic == "outbox.dlq" {
-			return 44 // POLICY_VIOLATION
+		switch {
+		case topic == "policy", topic == "outbox.dlq" && dlqRefused.CompareAndSwap(false, true):
+			return 44 // POLICY_VIOLATION: the row always, its dead letter once
 		}
 		return 0
 	})
-	id, err := b.stopsOnRow(t, "")
-	if !errors.Is(err, relay.ErrDeadLetter) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) ||
-		!strings.Contains(err.Error(), "refused even the minimal record") {
-		t.Fatalf("Run: %v, want a permanent ErrDeadLetter naming %s and the minimal record", err, id)
+	b.start(t)
+	ids := b.insert(t, toTopics("", "policy", "")...)
+	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 60*time.Second)
+	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
+	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != ids[1] || header(t, r, "dlq-reason") != relay.ReasonKafkaRejected ||
+		header(t, r, "dlq-truncated") != "key,value,headers" || r.Key != nil || r.Value != nil ||
+		!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the dead-letter record") {
+		t.Fatalf("dead letters: %+v, want the minimal one of %s", dlq, ids[1])
+	}
+}
+
+// Only a dead-letter topic refusing even the minimal record stops the
+// relay, saying so plainly; the row is not confirmed. In exactly-once mode
+// too, where each refusal ends the session: the refusals escalate across
+// sessions (the row, its dead letter, the minimal one). Before, each
+// exactly-once session rebuilt the full dead letter and the relay
+// reconnected for ever.
+func TestMinimalDeadLetterRefusedStops(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"at-least-once", "exactly-once"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, func(c *relay.Config) {
+				c.ExactlyOnce = mode == "exactly-once"
+				c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
+			})
+			b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
+			b.cfg.Brokers = b.kafka.Brokers
+			answerProduce(b.kafka, func(topic string) int16 {
+				if topic == "outbox.order" || topic == "outbox.dlq" {
+					return 44 // POLICY_VIOLATION
+				}
+				return 0
+			})
+			id, err := b.stopsOnRow(t, "")
+			if !errors.Is(err, relay.ErrDeadLetter) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) ||
+				!strings.Contains(err.Error(), "refused even the minimal record") {
+				t.Fatalf("Run: %v, want a permanent ErrDeadLetter naming %s and the minimal record", err, id)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/admin"
@@ -62,8 +64,23 @@ func deadLetters(c *Config, invalid *prometheus.CounterVec) *decode.DeadLetters 
 
 // walConfig is the WAL reader's part of c; dl shapes its dead letters.
 func walConfig(c *Config, dl *decode.DeadLetters) wal.Config {
-	return wal.Config{BatchSize: c.BatchSize, StopOnInvalid: c.OnInvalid == InvalidStop, DeadLetters: dl,
+	return wal.Config{BatchSize: c.BatchSize, StageFor: stageFor(c), StopOnInvalid: c.OnInvalid == InvalidStop, DeadLetters: dl,
 		ExactlyOnce: c.ExactlyOnce, InstanceID: c.InstanceID, Logger: c.Logger}
+}
+
+// maxStageFor bounds how long the WAL reader holds a transaction's events
+// for the rest of it (wal.Config.StageFor).
+const maxStageFor = time.Second
+
+// stageFor is how long the WAL reader holds a transaction's events for
+// the rest of it: a second, and in exactly-once mode at most a quarter of
+// the transaction timeout, so they join the Kafka transaction the sink
+// commits at half of it (see sink.Sink.Run).
+func stageFor(c *Config) time.Duration {
+	if c.ExactlyOnce && c.TransactionTimeout > 0 {
+		return min(maxStageFor, c.TransactionTimeout/4)
+	}
+	return maxStageFor
 }
 
 // sinkConfig is the sink's part of c, connecting as pc says (kafkaConn);

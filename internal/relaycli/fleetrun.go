@@ -2,7 +2,6 @@ package relaycli
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,25 +96,21 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		defer m.close()
 		f.member = m
 	}
+	watch := &fileWatch{path: path}
+	watch.loaded(fc)
 	reload := func(why string) {
-		next, err := loadFleet(path, sc)
-		if err == nil && (next.Spread == nil) != (fc.Spread == nil) || err == nil && next.Spread != nil && *next.Spread != *fc.Spread {
-			err = fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
-		}
-		if err == nil && f.member != nil {
-			err = f.member.ensurePartitions(ctx, len(next.Sources))
-		}
+		next, err := f.tryReload(path, sc, fc)
 		if err != nil {
 			logger.Error("reload refused: the running sources are unchanged", "why", why, "error", err)
 			return
 		}
+		watch.loaded(next)
 		logger.Info("reloading the fleet file", "why", why, "config", path, "sources", len(next.Sources))
 		f.sizeBuffer(next.Sources)
 		f.setDesired(next.Sources)
 	}
 	poll := time.NewTicker(configPollInterval)
 	defer poll.Stop()
-	seen := fc.digest
 	for {
 		select {
 		case <-ctx.Done():
@@ -123,21 +118,41 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 			logger.Info("relay fleet stopped")
 			return nil
 		case <-hup:
-			if b, err := os.ReadFile(path); err == nil {
-				seen = sha256.Sum256(b)
-			}
 			reload("SIGHUP")
 		case <-poll.C:
 			// A Secret or ConfigMap volume is updated in place, and
-			// nobody sends a signal: a changed file is reloaded too.
-			b, err := os.ReadFile(path)
-			if err != nil || sha256.Sum256(b) == seen {
-				continue
+			// nobody sends a signal: a changed file (or secret file) is
+			// reloaded too, once it has settled.
+			if watch.poll() {
+				reload("the file changed")
 			}
-			seen = sha256.Sum256(b)
-			reload("the file changed")
 		}
 	}
+}
+
+// tryReload loads the fleet file at path again and checks it against the
+// running fleet (spread: unchanged, the group's topic grown to the
+// sources). Anything wrong, a panic included, refuses the reload as a
+// whole: the running sources are left as they are.
+func (f *fleet) tryReload(path string, sc *scrubber, running *fleetConfig) (next *fleetConfig, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			next, err = nil, fmt.Errorf("--%s %s: loading the file failed: %v", flagConfig, path, r)
+		}
+	}()
+	next, err = loadFleet(path, sc)
+	if err != nil {
+		return nil, err
+	}
+	if (next.Spread == nil) != (running.Spread == nil) || next.Spread != nil && *next.Spread != *running.Spread {
+		return nil, fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
+	}
+	if f.member != nil {
+		if err := f.member.ensurePartitions(f.ctx, len(next.Sources)); err != nil {
+			return nil, err
+		}
+	}
+	return next, nil
 }
 
 // flagFleetBuffer is relay run --config's budget of record bytes for all

@@ -193,6 +193,11 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 		slots[slot] = name
 		sources = append(sources, fleetSource{Name: name, Config: cfg, settings: canon})
 	}
+	reserved := &reservedTopics{}
+	reserved.set(sources)
+	for _, s := range sources {
+		s.Config.ReservedTopic = reserved.has
+	}
 	fc := &fleetConfig{Sources: sources, Spread: sp, digest: fleetDigest(b, reads)}
 	for _, r := range reads {
 		fc.secrets = append(fc.secrets, r.path)

@@ -2,6 +2,7 @@ package relaycli
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // writeFleet writes a fleet file into a temporary directory.
@@ -272,5 +274,68 @@ func TestFileWatchWaitsForASettledChange(t *testing.T) {
 	next, err := loadFleet(path, &scrubber{})
 	if err != nil || next.Sources[0].settings == fc.Sources[0].settings {
 		t.Errorf("a rotated secret does not change the source's settings (so it would not restart): %v", err)
+	}
+}
+
+// In a fleet every source's dead-letter and progress topics are reserved
+// for all the sources (a row of one tenant routed to another's is
+// dead-lettered), the set follows a reload, a fleet whose sources may
+// publish anywhere is warned about (refused with --strict-topics), and
+// relay-instance names the source.
+func TestFleetReservesEachSourcesTopics(t *testing.T) {
+	path := writeFleet(t, `
+defaults:
+  brokers: [k:9092]
+sources:
+  - name: a
+    database-url: postgres://u@db:5432/a
+    allowed-topics: [a.]
+  - name: b
+    database-url: postgres://u@db:5432/b
+    dlq-topic: b.dlq
+    progress-topic: b.progress
+`)
+	fc, err := loadFleet(path, &scrubber{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := fc.Sources[0].Config
+	for _, topic := range []string{"b.dlq", "b.progress", "outbox.dlq", relay.DefaultProgressTopic} {
+		if a.ReservedTopic == nil || !a.ReservedTopic(topic) {
+			t.Errorf("source a may publish to %s, a topic the relay of source b writes", topic)
+		}
+	}
+	if a.ReservedTopic("b.orders") {
+		t.Error("source a may not publish to b.orders, a topic no relay writes")
+	}
+
+	f := &fleet{}
+	f.reserved.set(fc.Sources[:1])
+	if f.reserved.has("b.dlq") {
+		t.Error("b.dlq reserved before source b is in the file")
+	}
+	f.reserved.set(fc.Sources)
+	if !f.reserved.has("b.dlq") {
+		t.Error("b.dlq not reserved once source b is in the file (a reload)")
+	}
+
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	if err := checkTopicBounds(fc.Sources, false, logger); err != nil || !strings.Contains(logs.String(), "sources without allowed-topics: b") {
+		t.Errorf("no warning for source b without allowed-topics: %v, %q", err, logs.String())
+	}
+	err = checkTopicBounds(fc.Sources, true, logger)
+	if err == nil || exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "--strict-topics: sources without allowed-topics: b") {
+		t.Errorf("--strict-topics: %v", err)
+	}
+	if err := checkTopicBounds(fc.Sources[:1], true, logger); err != nil {
+		t.Errorf("one source needs no allowed-topics: %v", err)
+	}
+
+	if got := instanceOf("pod-7", "b"); got != "pod-7/b" {
+		t.Errorf("relay-instance %q, want pod-7/b", got)
+	}
+	if got := instanceOf("", "b"); got != "b" {
+		t.Errorf("relay-instance without --instance-id %q, want b", got)
 	}
 }

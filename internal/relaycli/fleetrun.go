@@ -64,6 +64,10 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	if err != nil {
 		return err
 	}
+	strict := c.Bool(flagStrictTopics)
+	if err := checkTopicBounds(fc.Sources, strict, logger); err != nil {
+		return err
+	}
 	budget := cliutil.SizeFlagValue(c, flagFleetBuffer)
 	if budget <= 0 {
 		return usagef("--%s %d: want a positive size", flagFleetBuffer, budget)
@@ -100,6 +104,9 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	watch.loaded(fc)
 	reload := func(why string) {
 		next, err := f.tryReload(path, sc, fc)
+		if err == nil {
+			err = checkTopicBounds(next.Sources, strict, logger)
+		}
 		if err != nil {
 			logger.Error("reload refused: the running sources are unchanged", "why", why, "error", err)
 			return
@@ -234,6 +241,10 @@ type fleet struct {
 	shared   relay.SharedBuffer
 	memLimit int64
 
+	// reserved are the topics the relays of the fleet write, which no
+	// source's row may publish to.
+	reserved reservedTopics
+
 	// rmu serializes reconciliations: a reload, a rebalance, the stop.
 	rmu     sync.Mutex
 	desired []fleetSource
@@ -249,6 +260,7 @@ type fleet struct {
 func (f *fleet) setDesired(sources []fleetSource) {
 	f.rmu.Lock()
 	defer f.rmu.Unlock()
+	f.reserved.set(sources)
 	f.mu.Lock()
 	f.desired = sources
 	f.mu.Unlock()
@@ -379,9 +391,8 @@ func (f *fleet) newSource(n fleetSource) (*source, error) {
 	s := &source{fleetSource: n, reg: prometheus.NewRegistry(), logger: f.logger.With("source", n.Name), done: make(chan struct{}), state: stateStarting, since: time.Now()}
 	cfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"source": n.Name}, s.reg)
 	cfg.Logger = s.logger
-	if f.instanceID != "" {
-		cfg.InstanceID = f.instanceID
-	}
+	cfg.InstanceID = instanceOf(f.instanceID, n.Name)
+	cfg.ReservedTopic = f.reserved.has
 	cfg.SharedBuffer = f.shared
 	r, err := relay.New(&cfg)
 	if err != nil {
@@ -390,6 +401,17 @@ func (f *fleet) newSource(n fleetSource) (*source, error) {
 	s.relay = r
 	s.Config = &cfg
 	return s, nil
+}
+
+// instanceOf is the relay-instance header of a source's records: the
+// process's --instance-id and the source's name (pod-7/orders), so a
+// reader of a topic several sources write can tell which published a
+// record; the name alone without --instance-id.
+func instanceOf(instanceID, source string) string {
+	if instanceID == "" {
+		return source
+	}
+	return instanceID + "/" + source
 }
 
 // supervise runs the source's relay until ctx ends, starting it again

@@ -15,7 +15,7 @@ import (
 func runCommand(sc *scrubber) *cli.Command {
 	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name:   "run",
-		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag(), fleetBufferFlag()),
+		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag(), fleetBufferFlag(), strictTopicsFlag()),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	})
 }
@@ -33,6 +33,9 @@ func runAction(c *cli.Context, sc *scrubber) error {
 	}
 	if c.IsSet(flagFleetBuffer) {
 		return usagef("--%s (%s) is a fleet's budget: it needs --%s; a single relay's is --%s", flagFleetBuffer, envName(flagFleetBuffer), flagConfig, flagBufferBytes)
+	}
+	if c.IsSet(flagStrictTopics) {
+		return usagef("--%s (%s) bounds a fleet's sources: it needs --%s", flagStrictTopics, envName(flagStrictTopics), flagConfig)
 	}
 	cfg, err := streamConfig(c, sc, streamingConfig)
 	if err != nil {

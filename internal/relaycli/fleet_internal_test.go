@@ -3,12 +3,16 @@ package relaycli
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -337,5 +341,26 @@ sources:
 	}
 	if got := instanceOf("", "b"); got != "b" {
 		t.Errorf("relay-instance without --instance-id %q, want b", got)
+	}
+}
+
+// /status shows database hosts, slots and errors: with --status-addr it
+// leaves the metrics address (served on its own, or with off not at all).
+func TestFleetStatusCanLeaveTheMetricsAddress(t *testing.T) {
+	f := &fleet{sources: map[string]*source{}, shared: relay.NewSharedBuffer(1 << 20), process: prometheus.NewRegistry()}
+	for _, tc := range []struct {
+		withStatus bool
+		want       int
+	}{{true, http.StatusOK}, {false, http.StatusNotFound}} {
+		rec := httptest.NewRecorder()
+		f.handler(tc.withStatus).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+		if rec.Code != tc.want {
+			t.Errorf("with status %v: /status answered %d, want %d", tc.withStatus, rec.Code, tc.want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	f.serveStatus(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"sources"`) {
+		t.Errorf("/status on its own address: %d %s", rec.Code, rec.Body)
 	}
 }

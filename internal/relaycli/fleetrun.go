@@ -79,12 +79,26 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
 	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	statusAddr := c.String(flagStatusAddr)
 	if addr := c.String(flagMetricsAddr); addr != "" {
-		ms, err := cliutil.Serve(addr, f.handler(), "/metrics /healthz /readyz /status", logger)
+		paths := "/metrics /healthz /readyz"
+		if statusAddr == "" {
+			paths += " /status"
+		}
+		ms, err := cliutil.Serve(addr, f.handler(statusAddr == ""), paths, logger)
 		if err != nil {
 			return fail(errors.Join(errors.New("--"+flagMetricsAddr), err))
 		}
 		defer ms.Close()
+	}
+	if statusAddr != "" && statusAddr != statusOff {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/status", f.serveStatus)
+		ss, err := cliutil.Serve(statusAddr, mux, "/status", logger)
+		if err != nil {
+			return fail(errors.Join(errors.New("--"+flagStatusAddr), err))
+		}
+		defer ss.Close()
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -160,6 +174,20 @@ func (f *fleet) tryReload(path string, sc *scrubber, running *fleetConfig) (next
 		}
 	}
 	return next, nil
+}
+
+// flagStatusAddr is relay run --config's address of /status: empty for
+// --metrics-addr's, statusOff for none.
+const (
+	flagStatusAddr = "status-addr"
+	statusOff      = "off"
+)
+
+// statusAddrFlag is relay run's --status-addr.
+func statusAddrFlag() cli.Flag {
+	return stringFlag(flagStatusAddr, catOps, "",
+		"with --config: serve /status (each source's state, database host, port and name, table, slot and last error) on this address of its own, "+
+			"such as 127.0.0.1:9741; empty: on --metrics-addr; off: not at all (see docs/security.md)")
 }
 
 // flagFleetBuffer is relay run --config's budget of record bytes for all
@@ -547,23 +575,30 @@ func (f *fleet) Gather() ([]*dto.MetricFamily, error) {
 	return gs.Gather()
 }
 
+// serveStatus answers /status: every source as JSON, and the shared
+// buffer.
+func (f *fleet) serveStatus(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Sources []sourceStatus `json:"sources"`
+		Buffer  bufferStatus   `json:"buffer"`
+	}{f.statuses(), bufferStatus{Bytes: f.shared.Size(), Used: f.shared.Used()}})
+}
+
 // handler serves /metrics, /healthz (200 while the process runs), /status
-// (every source as JSON) and /readyz: 200 while every source this replica
+// (every source as JSON; withStatus, else --status-addr serves it or
+// nothing does) and /readyz: 200 while every source this replica
 // leads streams here (with spread: once the group assigned it its share);
 // with ?standby=ok also while one waits as a standby; with ?source=NAME for
 // that source only (503 while led elsewhere, 404 for a source not in the
 // file).
-func (f *fleet) handler() http.Handler {
+func (f *fleet) handler(withStatus bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(f, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", cliutil.Healthz)
-	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(struct {
-			Sources []sourceStatus `json:"sources"`
-			Buffer  bufferStatus   `json:"buffer"`
-		}{f.statuses(), bufferStatus{Bytes: f.shared.Size(), Used: f.shared.Used()}})
-	})
+	if withStatus {
+		mux.HandleFunc("/status", f.serveStatus)
+	}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		standbyOK := r.URL.Query().Get("standby") == "ok"
 		want := r.URL.Query().Get("source")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -33,9 +35,11 @@ const (
 
 // awsMechanism is the AWS_MSK_IAM mechanism of s: its static keys (the
 // username and password, with the session token) when a username is
-// given, else the AWS SDK's default credential chain. Its errors never
-// carry a credential.
-func awsMechanism(s *SASL) (sasl.Mechanism, error) {
+// given, else the AWS SDK's default credential chain, whose source
+// (environment, profile, web identity, ECS, IMDS) logger, when not nil,
+// is told once: a silent fall back to the node's role shows. Its errors
+// never carry a credential.
+func awsMechanism(s *SASL, logger *slog.Logger) (sasl.Mechanism, error) {
 	if s.Username != "" { // with the password: check says so
 		a := aws.Auth{AccessKey: s.Username, SecretKey: s.Password, SessionToken: s.SessionToken, UserAgent: awsUserAgent}
 		return a.AsManagedStreamingIAMMechanism(), nil
@@ -44,8 +48,15 @@ func awsMechanism(s *SASL) (sasl.Mechanism, error) {
 	if err != nil {
 		return nil, err
 	}
+	var once sync.Once
 	return aws.ManagedStreamingIAM(func(ctx context.Context) (aws.Auth, error) {
-		return awsRetrieve(ctx, creds, region)
+		a, source, err := awsRetrieve(ctx, creds, region)
+		if err == nil && logger != nil {
+			once.Do(func() {
+				logger.Info("AWS_MSK_IAM: credentials from the AWS default chain", "source", source, "region", region)
+			})
+		}
+		return a, err
 	}), nil
 }
 
@@ -70,15 +81,16 @@ func awsDefaultCredentials() (awssdk.CredentialsProvider, string, error) {
 }
 
 // awsRetrieve fetches credentials from creds (cached by the SDK) for one
-// authentication.
-func awsRetrieve(ctx context.Context, creds awssdk.CredentialsProvider, region string) (aws.Auth, error) {
+// authentication, and names the provider that gave them (the SDK's
+// Credentials.Source, such as EnvConfigCredentials or EC2RoleProvider).
+func awsRetrieve(ctx context.Context, creds awssdk.CredentialsProvider, region string) (aws.Auth, string, error) {
 	c, err := creds.Retrieve(ctx)
 	if err != nil {
 		hint := ""
 		if region == "" {
 			hint = fmt.Sprintf(" (no region is set: web identity and a profile's role need one, %s or %s)", envAWSRegion, envAWSDefaultRegion)
 		}
-		return aws.Auth{}, fmt.Errorf("AWS_MSK_IAM: no AWS credentials from the SASL username and password nor from the default chain (%s)%s: %w", awsChain, hint, err)
+		return aws.Auth{}, "", fmt.Errorf("AWS_MSK_IAM: no AWS credentials from the SASL username and password nor from the default chain (%s)%s: %w", awsChain, hint, err)
 	}
-	return aws.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken, UserAgent: awsUserAgent}, nil
+	return aws.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken, UserAgent: awsUserAgent}, c.Source, nil
 }

@@ -30,7 +30,7 @@ func KafkaClientOpts(cfg *Config, more ...kgo.Opt) []kgo.Opt {
 func kafkaConn(cfg *Config) (producer.Config, error) {
 	pc := producer.Config{Brokers: cfg.Brokers, TLS: cfg.TLS}
 	if cfg.SASL != nil {
-		m, err := cfg.SASL.KafkaMechanism()
+		m, err := cfg.SASL.mechanism(cfg.Logger)
 		if err != nil {
 			return pc, fmt.Errorf("%w: %w", ErrConfig, err)
 		}

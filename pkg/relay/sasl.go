@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -24,6 +25,12 @@ var errNoToken = errors.New("the OAUTHBEARER token file is empty")
 // default credential chain (no network call until the first
 // authentication). Its errors never carry a credential.
 func (s *SASL) KafkaMechanism() (sasl.Mechanism, error) {
+	return s.mechanism(nil)
+}
+
+// mechanism is KafkaMechanism; logger, when not nil, is told once which
+// source of the AWS chain gave AWS_MSK_IAM its credentials.
+func (s *SASL) mechanism(logger *slog.Logger) (sasl.Mechanism, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -41,7 +48,7 @@ func (s *SASL) KafkaMechanism() (sasl.Mechanism, error) {
 			return oauth.Auth{Token: tok}, err
 		}), nil
 	default: // SASLAWSMSKIAM, the only other mechanism check lets through
-		return awsMechanism(s)
+		return awsMechanism(s, logger)
 	}
 }
 

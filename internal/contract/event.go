@@ -57,6 +57,9 @@ func (e *Event) Check(rawPayload bool) error {
 		if e.Topic == DefaultProgressTopic {
 			return fmt.Errorf("topic %s is the progress topic of exactly-once relays, which only the relay writes (the relay would dead-letter the message as bad-topic)", e.Topic)
 		}
+		if strings.HasPrefix(e.Topic, FleetTopicPrefix) {
+			return fmt.Errorf("topic %s is a relay fleet's topic, which only relays use (the relay would dead-letter the message as bad-topic)", e.Topic)
+		}
 	}
 	switch {
 	case e.Payload == nil:

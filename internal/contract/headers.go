@@ -44,6 +44,14 @@ const HeaderProgress = "pgoutbox-progress"
 // inbox's.
 const dlqPrefix = "dlq-"
 
+// DeadLetterHeader reports whether name is a dead-letter header (dlq-*,
+// the relay's and the inbox's), in any case: a dead-letter writer drops
+// every such header of the record it dead-letters, so a producer's
+// "DLQ-Reason" cannot pose as its own to a reader that ignores case.
+func DeadLetterHeader(name string) bool {
+	return len(name) >= len(dlqPrefix) && strings.EqualFold(name[:len(dlqPrefix)], dlqPrefix)
+}
+
 // Reserved reports whether name is one of the headers the relay sets from
 // the row's columns (HeaderMessageID and the others), which the row's
 // headers object cannot override.
@@ -62,7 +70,7 @@ func Reserved(name string) bool {
 // traceparent and tracestate are not: the writer puts them in the row and
 // the relay passes them through.
 func WrittenByRelay(name string) bool {
-	if len(name) >= len(dlqPrefix) && strings.EqualFold(name[:len(dlqPrefix)], dlqPrefix) {
+	if DeadLetterHeader(name) {
 		return true
 	}
 	for _, h := range [...]string{HeaderMessageID, HeaderBusinessKey, HeaderEventType, HeaderAggregateType, HeaderAggregateID,

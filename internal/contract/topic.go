@@ -15,6 +15,12 @@ const MaxTopicBytes = 249
 // names it.
 const DefaultProgressTopic = "pgoutbox.progress"
 
+// FleetTopicPrefix begins the topic of each spread fleet's consumer group
+// (pgoutbox.fleet.GROUP), whose partitions stand for the fleet's sources.
+// Only relays use it: a row routed to a topic under it is dead-lettered
+// (bad-topic), and outbox.Writer refuses a message that names one.
+const FleetTopicPrefix = "pgoutbox.fleet."
+
 // ErrInvalidTopic is wrapped by every error of CheckTopic.
 var ErrInvalidTopic = errors.New("invalid topic")
 

@@ -21,6 +21,9 @@ type Config struct {
 	DeadLetterTopic string
 	ProgressTopic   string
 	AllowedTopics   []string
+	// ReservedTopic, when set, reports the topics the relays of a fleet
+	// write (the other sources' dead-letter and progress topics).
+	ReservedTopic func(topic string) bool
 	// MaxMessageBytes is the largest record.
 	MaxMessageBytes int
 	// StopOnInvalid makes an unusable table layout an error

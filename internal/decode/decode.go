@@ -208,6 +208,7 @@ type Decoder struct {
 	deadLetterTopic string
 	progressTopic   string
 	allowedTopics   []string
+	reservedTopic   func(string) bool
 	// format is Config.TableFormat.
 	format tableformat.TableFormat
 	// cloudEvents adds the CloudEvents headers, with ceSource as the
@@ -235,6 +236,7 @@ func NewDecoder(c Config, res relationResolver) *Decoder {
 		deadLetterTopic: c.DeadLetterTopic,
 		progressTopic:   c.ProgressTopic,
 		allowedTopics:   c.AllowedTopics,
+		reservedTopic:   c.ReservedTopic,
 	}
 }
 
@@ -655,13 +657,21 @@ func (d *Decoder) topic(aggregateType, eventType, column []byte) (string, error)
 // name: it is the dead-letter topic (a row may not pose as a dead letter),
 // a progress topic (the configured one or the default, which every
 // exactly-once relay of another slot may read: a row may not pose as
-// progress), or it starts with none of the allowed prefixes.
+// progress), a fleet's topic (pgoutbox.fleet.*) or one another source of
+// the fleet writes (its dead-letter or progress topic), or it starts with
+// none of the allowed prefixes.
 func (d *Decoder) topicProblem(topic string) error {
 	switch topic {
 	case d.deadLetterTopic:
 		return fmt.Errorf("topic %s is the dead-letter topic, which only the relay writes", topic)
 	case d.progressTopic, contract.DefaultProgressTopic:
 		return fmt.Errorf("topic %s is a progress topic of exactly-once relays, which only the relay writes", topic)
+	}
+	if strings.HasPrefix(topic, contract.FleetTopicPrefix) {
+		return fmt.Errorf("topic %s is a relay fleet's topic, which only relays use", topic)
+	}
+	if d.reservedTopic != nil && d.reservedTopic(topic) {
+		return fmt.Errorf("topic %s is written by the relay of another source of the fleet (its dead-letter or progress topic)", topic)
 	}
 	if len(d.allowedTopics) == 0 {
 		return nil

@@ -186,3 +186,33 @@ func TestTopicTemplate(t *testing.T) {
 		t.Fatalf("topics %q and %q, want a.bc and ab.c", a, b)
 	}
 }
+
+// A row may not publish where relays write: its own dead-letter and
+// progress topics, a fleet's topics (pgoutbox.fleet.*) and the topics
+// ReservedTopic names (in a fleet, the other sources' dead-letter and
+// progress topics); such a row goes to the dead-letter topic (bad-topic).
+func TestRouteRefusesRelayTopics(t *testing.T) {
+	t.Parallel()
+	d := NewDecoder(testConfig(func(c *Config) {
+		c.ReservedTopic = func(topic string) bool { return topic == "tenant-b.dlq" || topic == "tenant-b.progress" }
+	}), nil)
+	for _, tc := range []struct{ column, want string }{
+		{"orders", "orders"},
+		{"outbox.dlq", "outbox.dlq"},
+		{contract.DefaultProgressTopic, "outbox.dlq"},
+		{"pgoutbox.fleet.orders-fleet", "outbox.dlq"},
+		{"tenant-b.dlq", "outbox.dlq"},
+		{"tenant-b.progress", "outbox.dlq"},
+		{"tenant-b.orders", "tenant-b.orders"},
+	} {
+		if got := d.Route([]byte("order"), []byte("e"), []byte(tc.column)); got != tc.want {
+			t.Errorf("a row naming topic %s goes to %s, want %s", tc.column, got, tc.want)
+		}
+	}
+	if err := d.topicProblem("tenant-b.dlq"); err == nil || !strings.Contains(err.Error(), "another source of the fleet") {
+		t.Errorf("the reason for another source's dead-letter topic: %v", err)
+	}
+	if got := d.Route([]byte("fleet.x"), []byte("e"), nil); got != "outbox.fleet.x" {
+		t.Errorf("a rendered topic outside the reserved ones goes to %s", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
@@ -97,8 +98,9 @@ func connect(c *cli.Context) (*pgxpool.Pool, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		// pgconn redacts the password in its parse errors.
-		return nil, usagef("--database-url: %v", err)
+		// pgconn redacts the password only as far as it could parse
+		// the string: the error shows none of it.
+		return nil, usagef("--database-url: %v", redact.ParseError(url, err))
 	}
 	if cliutil.URLExposed(secret) {
 		if log, err := logger(c); err == nil {

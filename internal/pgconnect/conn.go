@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -16,7 +17,7 @@ import (
 func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
 	pc, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relaytype.ErrConfig, err))
+		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relaytype.ErrConfig, redact.ParseError(databaseURL, err)))
 	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
@@ -30,7 +31,7 @@ func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
 func ConnectReplication(ctx context.Context, databaseURL string) (*pgconn.PgConn, error) {
 	pc, err := pgconn.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relaytype.ErrConfig, err))
+		return nil, relayerr.Permanent(fmt.Errorf("%w: database URL: %w", relaytype.ErrConfig, redact.ParseError(databaseURL, err)))
 	}
 	pc.RuntimeParams["replication"] = "database"
 	// Keepalives and TCP_USER_TIMEOUT notice a dead peer in seconds,

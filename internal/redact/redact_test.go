@@ -1,6 +1,7 @@
 package redact_test
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -153,4 +154,56 @@ func FuzzSecretsAgreeWithPgconn(f *testing.F) {
 
 func isURLForm(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// A connection string that does not parse is never echoed, nor any part
+// of it: pgconn's own error quoted "ret1", the end of a password with a
+// space whose quote was never closed.
+func TestParseErrorEchoesNothing(t *testing.T) {
+	for _, conn := range []string{
+		"host=db user=u password='Sec ret1 dbname=x",
+		"host=db user=u password=Sec ret1 dbname=x",
+		"host=db user=u password='Sec\\' ret1' dbname=x port=xyzret1",
+		"postgres://u:Sec ret1@db:5432/x",
+		"postgres://u:Secret1@db:5432/x%zz",
+		"postgres://u:Secret1@db:port/x",
+		"postgresql://u:Secret1@[db/x",
+	} {
+		_, err := pgconn.ParseConfig(conn)
+		if err == nil {
+			t.Fatalf("%q parsed", conn)
+		}
+		got := redact.ParseError(conn, err)
+		for _, secret := range []string{"Sec", "ret1", "Secret1"} {
+			if strings.Contains(got.Error(), secret) {
+				t.Errorf("%q: error %q holds %q", conn, got, secret)
+			}
+		}
+		if !errors.Is(got, redact.ErrUnparsable) {
+			t.Errorf("%q: %v does not wrap redact.ErrUnparsable", conn, got)
+		}
+	}
+	got := redact.ParseError("host=db password='a", errors.New(`unterminated quoted string in connection info string`)).Error()
+	if !strings.Contains(got, "keyword/value") || !strings.Contains(got, "unterminated quoted string") {
+		t.Errorf("the reason is lost: %q", got)
+	}
+}
+
+// The base64 of a Basic credential is scrubbed wherever it appears: a
+// Pushgateway or a proxy may echo the Authorization header in an error.
+func TestBasicCredentials(t *testing.T) {
+	const b64 = "cHVzaGVyOlB1c2hQdzEyMw==" // pusher:PushPw123
+	for _, in := range []string{
+		"Authorization: Basic " + b64,
+		"authorization: basic " + b64 + " and more",
+		`{"header":"Basic ` + b64 + `"}`,
+		"Basic%20" + b64,
+	} {
+		if got := redact.BasicCredentials(in); strings.Contains(got, b64) || strings.Contains(got, "cHVz") || !strings.Contains(got, redact.Placeholder) {
+			t.Errorf("%q: %q", in, got)
+		}
+	}
+	if in := "a basic check passed"; redact.BasicCredentials(in) != in {
+		t.Errorf("%q changed to %q", in, redact.BasicCredentials(in))
+	}
 }

@@ -31,10 +31,10 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	}
 	pg, err := pgconn.ParseConfig(url)
 	if err != nil {
-		// pgconn redacts the password in its parse errors; sc catches a
-		// password the parser could not isolate.
+		// pgconn redacts the password only as far as it could parse
+		// the string: the error shows none of it.
 		sc.addURL(url)
-		return nil, usagef("--%s: %v", flagDatabaseURL, err)
+		return nil, usagef("--%s: %v", flagDatabaseURL, redact.ParseError(url, err))
 	}
 	sc.add(pg.Password)
 	sc.addURL(url)

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -106,7 +107,11 @@ type fleetConfig struct {
 	// Spread, when set, shares the sources out among the replicas
 	// running the file.
 	Spread *spread
-	// digest is the file's SHA-256, to tell when it changed.
+	// secrets are the secret files the sources name, watched with the
+	// file: a rotated password restarts its source.
+	secrets []string
+	// digest is the SHA-256 of the file and of the secrets read from
+	// the secret files, to tell when one of them changed.
 	digest [sha256.Size]byte
 }
 
@@ -147,6 +152,7 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 	sources := make([]fleetSource, 0, len(file.Sources))
 	names := map[string]int{}
 	slots := map[string]string{}
+	var reads []fileRead
 	for i, raw := range file.Sources {
 		where := fmt.Sprintf("%s[%d]", fleetKeySources, i)
 		name, _ := raw[fleetKeyName].(string)
@@ -173,7 +179,7 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 		if err := checkKeys(settings, allowed); err != nil {
 			return nil, fleetError(path, where, err)
 		}
-		cfg, canon, err := sourceConfig(settings, sc)
+		cfg, canon, err := sourceConfig(settings, sc, &reads)
 		if err != nil {
 			return nil, fleetError(path, where, err)
 		}
@@ -187,7 +193,16 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 		slots[slot] = name
 		sources = append(sources, fleetSource{Name: name, Config: cfg, settings: canon})
 	}
-	return &fleetConfig{Sources: sources, Spread: sp, digest: sha256.Sum256(b)}, nil
+	reserved := &reservedTopics{}
+	reserved.set(sources)
+	for _, s := range sources {
+		s.Config.ReservedTopic = reserved.has
+	}
+	fc := &fleetConfig{Sources: sources, Spread: sp, digest: fleetDigest(b, reads)}
+	for _, r := range reads {
+		fc.secrets = append(fc.secrets, r.path)
+	}
+	return fc, nil
 }
 
 // checkKeys refuses a key that is not a per-source setting, naming the
@@ -213,28 +228,27 @@ func checkKeys(settings map[string]any, allowed map[string]bool) error {
 // sourceConfig builds a source's configuration from its settings by
 // parsing them as relay run's flags, so a fleet file and the command line
 // can never mean different things. It returns the settings' canonical
-// form too. The secrets the file gives as KEY-file are read here.
-func sourceConfig(settings map[string]any, sc *scrubber) (*relay.Config, string, error) {
+// form too. The secrets the file gives as KEY-file are read here, each
+// added to reads.
+func sourceConfig(settings map[string]any, sc *scrubber, reads *[]fileRead) (*relay.Config, string, error) {
 	args := []string{"relay", "source"}
 	for _, k := range sortedKeys(settings) {
 		flag := k
-		values, err := settingValues(k, settings[k])
-		if err != nil {
-			return nil, "", err
-		}
 		if base, ok := strings.CutSuffix(k, fleetFileSuffix); ok && slices.Contains(secretFlags, base) {
-			b, err := os.ReadFile(values[0])
+			v, err := readSecretSetting(k, settings[k])
 			if err != nil {
-				return nil, "", fmt.Errorf("%s: %v", k, err)
-			}
-			v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-			if v == "" {
-				return nil, "", fmt.Errorf("%s: %s is empty", k, values[0])
+				return nil, "", err
 			}
 			if _, both := settings[base]; both {
 				return nil, "", fmt.Errorf("%s: give %s or %s, not both", k, base, k)
 			}
-			flag, values = base, []string{v}
+			*reads = append(*reads, fileRead{path: settings[k].(string), value: v})
+			args = append(args, "--"+base+"="+v)
+			continue
+		}
+		values, err := settingValues(k, settings[k])
+		if err != nil {
+			return nil, "", err
 		}
 		for _, v := range values {
 			args = append(args, "--"+flag+"="+v)
@@ -269,6 +283,37 @@ func sourceConfig(settings map[string]any, sc *scrubber) (*relay.Config, string,
 		return nil, "", err
 	}
 	return cfg, strings.Join(args[2:], "\x00"), nil
+}
+
+// readSecretSetting reads the secret a KEY-file setting names: exactly
+// one path, a string (not a list, a mapping or a number), of a regular
+// file under the size cap.
+func readSecretSetting(key string, v any) (string, error) {
+	path, ok := v.(string)
+	if !ok || path == "" {
+		return "", fmt.Errorf("%s: want one path (a string), got %s", key, yamlKind(v))
+	}
+	secret, err := cliutil.ReadSecretFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", key, err)
+	}
+	return secret, nil
+}
+
+// yamlKind names the kind of a decoded YAML value, for an error.
+func yamlKind(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "no value"
+	case []any:
+		return fmt.Sprintf("a list of %d", len(v))
+	case map[string]any:
+		return "a mapping"
+	case string:
+		return "an empty string"
+	default:
+		return fmt.Sprintf("a %T", v)
+	}
 }
 
 // settingValues is a setting's value as flag values: one for a scalar,

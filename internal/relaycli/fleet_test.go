@@ -387,8 +387,8 @@ func TestFleetReloadsAChangedFile(t *testing.T) {
 	insert(t, b, "beta", "b-1")
 	for _, topic := range []string{"outbox.alpha", "outbox.beta"} {
 		recs := testenv.WaitForRecords(t, kafka.Brokers, topic, 1, time.Minute)
-		if v, _ := recs[0].Header("relay-instance"); v != "pod-7" {
-			t.Errorf("%s: relay-instance header %q, want pod-7 (--instance-id)", topic, v)
+		if v, _ := recs[0].Header("relay-instance"); v != "pod-7/"+strings.TrimPrefix(topic, "outbox.") {
+			t.Errorf("%s: relay-instance header %q, want pod-7/SOURCE (--instance-id and the source)", topic, v)
 		}
 	}
 	if n := strings.Count(stderr.String(), `"why":"the file changed"`); n != 1 {

@@ -2,7 +2,6 @@ package relaycli
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +64,10 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	if err != nil {
 		return err
 	}
+	strict := c.Bool(flagStrictTopics)
+	if err := checkTopicBounds(fc.Sources, strict, logger); err != nil {
+		return err
+	}
 	budget := cliutil.SizeFlagValue(c, flagFleetBuffer)
 	if budget <= 0 {
 		return usagef("--%s %d: want a positive size", flagFleetBuffer, budget)
@@ -76,12 +79,26 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
 	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	statusAddr := c.String(flagStatusAddr)
 	if addr := c.String(flagMetricsAddr); addr != "" {
-		ms, err := cliutil.Serve(addr, f.handler(), "/metrics /healthz /readyz /status", logger)
+		paths := "/metrics /healthz /readyz"
+		if statusAddr == "" {
+			paths += " /status"
+		}
+		ms, err := cliutil.Serve(addr, f.handler(statusAddr == ""), paths, logger)
 		if err != nil {
 			return fail(errors.Join(errors.New("--"+flagMetricsAddr), err))
 		}
 		defer ms.Close()
+	}
+	if statusAddr != "" && statusAddr != statusOff {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/status", f.serveStatus)
+		ss, err := cliutil.Serve(statusAddr, mux, "/status", logger)
+		if err != nil {
+			return fail(errors.Join(errors.New("--"+flagStatusAddr), err))
+		}
+		defer ss.Close()
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -97,25 +114,24 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		defer m.close()
 		f.member = m
 	}
+	watch := &fileWatch{path: path}
+	watch.loaded(fc)
 	reload := func(why string) {
-		next, err := loadFleet(path, sc)
-		if err == nil && (next.Spread == nil) != (fc.Spread == nil) || err == nil && next.Spread != nil && *next.Spread != *fc.Spread {
-			err = fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
-		}
-		if err == nil && f.member != nil {
-			err = f.member.ensurePartitions(ctx, len(next.Sources))
+		next, err := f.tryReload(path, sc, fc)
+		if err == nil {
+			err = checkTopicBounds(next.Sources, strict, logger)
 		}
 		if err != nil {
 			logger.Error("reload refused: the running sources are unchanged", "why", why, "error", err)
 			return
 		}
+		watch.loaded(next)
 		logger.Info("reloading the fleet file", "why", why, "config", path, "sources", len(next.Sources))
 		f.sizeBuffer(next.Sources)
 		f.setDesired(next.Sources)
 	}
 	poll := time.NewTicker(configPollInterval)
 	defer poll.Stop()
-	seen := fc.digest
 	for {
 		select {
 		case <-ctx.Done():
@@ -123,21 +139,55 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 			logger.Info("relay fleet stopped")
 			return nil
 		case <-hup:
-			if b, err := os.ReadFile(path); err == nil {
-				seen = sha256.Sum256(b)
-			}
 			reload("SIGHUP")
 		case <-poll.C:
 			// A Secret or ConfigMap volume is updated in place, and
-			// nobody sends a signal: a changed file is reloaded too.
-			b, err := os.ReadFile(path)
-			if err != nil || sha256.Sum256(b) == seen {
-				continue
+			// nobody sends a signal: a changed file (or secret file) is
+			// reloaded too, once it has settled.
+			if watch.poll() {
+				reload("the file changed")
 			}
-			seen = sha256.Sum256(b)
-			reload("the file changed")
 		}
 	}
+}
+
+// tryReload loads the fleet file at path again and checks it against the
+// running fleet (spread: unchanged, the group's topic grown to the
+// sources). Anything wrong, a panic included, refuses the reload as a
+// whole: the running sources are left as they are.
+func (f *fleet) tryReload(path string, sc *scrubber, running *fleetConfig) (next *fleetConfig, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			next, err = nil, fmt.Errorf("--%s %s: loading the file failed: %v", flagConfig, path, r)
+		}
+	}()
+	next, err = loadFleet(path, sc)
+	if err != nil {
+		return nil, err
+	}
+	if (next.Spread == nil) != (running.Spread == nil) || next.Spread != nil && *next.Spread != *running.Spread {
+		return nil, fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
+	}
+	if f.member != nil {
+		if err := f.member.ensurePartitions(f.ctx, len(next.Sources)); err != nil {
+			return nil, err
+		}
+	}
+	return next, nil
+}
+
+// flagStatusAddr is relay run --config's address of /status: empty for
+// --metrics-addr's, statusOff for none.
+const (
+	flagStatusAddr = "status-addr"
+	statusOff      = "off"
+)
+
+// statusAddrFlag is relay run's --status-addr.
+func statusAddrFlag() cli.Flag {
+	return stringFlag(flagStatusAddr, catOps, "",
+		"with --config: serve /status (each source's state, database host, port and name, table, slot and last error) on this address of its own, "+
+			"such as 127.0.0.1:9741; empty: on --metrics-addr; off: not at all (see docs/security.md)")
 }
 
 // flagFleetBuffer is relay run --config's budget of record bytes for all
@@ -219,6 +269,10 @@ type fleet struct {
 	shared   relay.SharedBuffer
 	memLimit int64
 
+	// reserved are the topics the relays of the fleet write, which no
+	// source's row may publish to.
+	reserved reservedTopics
+
 	// rmu serializes reconciliations: a reload, a rebalance, the stop.
 	rmu     sync.Mutex
 	desired []fleetSource
@@ -234,6 +288,7 @@ type fleet struct {
 func (f *fleet) setDesired(sources []fleetSource) {
 	f.rmu.Lock()
 	defer f.rmu.Unlock()
+	f.reserved.set(sources)
 	f.mu.Lock()
 	f.desired = sources
 	f.mu.Unlock()
@@ -364,9 +419,8 @@ func (f *fleet) newSource(n fleetSource) (*source, error) {
 	s := &source{fleetSource: n, reg: prometheus.NewRegistry(), logger: f.logger.With("source", n.Name), done: make(chan struct{}), state: stateStarting, since: time.Now()}
 	cfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"source": n.Name}, s.reg)
 	cfg.Logger = s.logger
-	if f.instanceID != "" {
-		cfg.InstanceID = f.instanceID
-	}
+	cfg.InstanceID = instanceOf(f.instanceID, n.Name)
+	cfg.ReservedTopic = f.reserved.has
 	cfg.SharedBuffer = f.shared
 	r, err := relay.New(&cfg)
 	if err != nil {
@@ -375,6 +429,17 @@ func (f *fleet) newSource(n fleetSource) (*source, error) {
 	s.relay = r
 	s.Config = &cfg
 	return s, nil
+}
+
+// instanceOf is the relay-instance header of a source's records: the
+// process's --instance-id and the source's name (pod-7/orders), so a
+// reader of a topic several sources write can tell which published a
+// record; the name alone without --instance-id.
+func instanceOf(instanceID, source string) string {
+	if instanceID == "" {
+		return source
+	}
+	return instanceID + "/" + source
 }
 
 // supervise runs the source's relay until ctx ends, starting it again
@@ -510,23 +575,30 @@ func (f *fleet) Gather() ([]*dto.MetricFamily, error) {
 	return gs.Gather()
 }
 
+// serveStatus answers /status: every source as JSON, and the shared
+// buffer.
+func (f *fleet) serveStatus(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Sources []sourceStatus `json:"sources"`
+		Buffer  bufferStatus   `json:"buffer"`
+	}{f.statuses(), bufferStatus{Bytes: f.shared.Size(), Used: f.shared.Used()}})
+}
+
 // handler serves /metrics, /healthz (200 while the process runs), /status
-// (every source as JSON) and /readyz: 200 while every source this replica
+// (every source as JSON; withStatus, else --status-addr serves it or
+// nothing does) and /readyz: 200 while every source this replica
 // leads streams here (with spread: once the group assigned it its share);
 // with ?standby=ok also while one waits as a standby; with ?source=NAME for
 // that source only (503 while led elsewhere, 404 for a source not in the
 // file).
-func (f *fleet) handler() http.Handler {
+func (f *fleet) handler(withStatus bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(f, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", cliutil.Healthz)
-	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(struct {
-			Sources []sourceStatus `json:"sources"`
-			Buffer  bufferStatus   `json:"buffer"`
-		}{f.statuses(), bufferStatus{Bytes: f.shared.Size(), Used: f.shared.Used()}})
-	})
+	if withStatus {
+		mux.HandleFunc("/status", f.serveStatus)
+	}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		standbyOK := r.URL.Query().Get("standby") == "ok"
 		want := r.URL.Query().Get("source")

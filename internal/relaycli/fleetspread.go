@@ -32,7 +32,7 @@ const (
 	// spreadTopicPrefix names the group's topic: one partition per source,
 	// never written; the group's assignment of its partitions is the
 	// assignment of the sources.
-	spreadTopicPrefix = "pgoutbox.fleet."
+	spreadTopicPrefix = relay.FleetTopicPrefix
 )
 
 // spread is a validated spread: section.

@@ -2,6 +2,7 @@ package relaycli
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -77,6 +78,11 @@ func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table, sour
 	sc.add(pw.Value)
 	if pw.OnCommandLine {
 		sc.exposed = append(sc.exposed, flagPushPassword)
+	}
+	if user := c.String(flagPushUser); user != "" && pw.Value != "" {
+		// The Authorization header's form of the credential, which an
+		// error quoting the request would show.
+		sc.add(base64.StdEncoding.EncodeToString([]byte(user + ":" + pw.Value)))
 	}
 	p := &pusher{url: u.String(), job: c.String(flagPushJob), table: table, source: source, user: c.String(flagPushUser), password: pw.Value,
 		reg: prometheus.NewRegistry()}

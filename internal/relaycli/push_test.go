@@ -1,6 +1,7 @@
 package relaycli_test
 
 import (
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -33,7 +34,9 @@ func newGateway(t *testing.T) *gateway {
 		g.mu.Unlock()
 		if answer != 0 {
 			w.WriteHeader(answer)
-			_, _ = io.WriteString(w, "gateway trouble "+strings.Repeat("x", 5000))
+			// As a proxy may: the answer echoes the request's
+			// Authorization header.
+			_, _ = io.WriteString(w, "gateway trouble (Authorization: "+r.Header.Get("Authorization")+") "+strings.Repeat("x", 5000))
 		}
 	}))
 	t.Cleanup(g.Close)
@@ -54,7 +57,8 @@ func (g *gateway) last(t *testing.T) push {
 // (the series themselves carry no table label, which the gateway would
 // refuse), with basic auth from --pushgateway-username and the password;
 // a gateway that answers 500 fails the run (exit 1) with its answer cut
-// short and no credentials in the output; credentials in the URL, plain
+// short and no credentials in the output, not even the base64 of the
+// Authorization header it echoes; credentials in the URL, plain
 // http without --pushgateway-insecure and a URL without a scheme are bad
 // usage. Before, the push never happened (client_golang refused the
 // label clash) and the run exited 0.
@@ -87,8 +91,12 @@ func TestVerifyPushgateway(t *testing.T) {
 	// The password given as a flag is warned about first.
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	wantOneErrorLine(t, lines[len(lines)-1], "--pushgateway", "500", "gateway trouble")
-	if out := r.stdout + r.stderr; strings.Contains(out, password) || strings.Contains(out, strings.Repeat("x", 600)) {
-		t.Fatalf("the output holds the password or the whole answer:\n%s", out)
+	b64 := base64.StdEncoding.EncodeToString([]byte("auditor:" + password))
+	if out := r.stdout + r.stderr; strings.Contains(out, password) || strings.Contains(out, b64) || strings.Contains(out, strings.Repeat("x", 600)) {
+		t.Fatalf("the output holds the password, its Basic credential or the whole answer:\n%s", out)
+	}
+	if !strings.Contains(r.stderr, "Authorization: Basic xxxxx") {
+		t.Errorf("the echoed Authorization header is not shown scrubbed:\n%s", r.stderr)
 	}
 
 	for _, bad := range []string{"http://u:p@" + strings.TrimPrefix(g.URL, "http://"), "localhost:9091"} {

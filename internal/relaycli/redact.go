@@ -49,12 +49,13 @@ func (s *scrubber) addURL(conn string) {
 	}
 }
 
-// String returns in without any registered secret.
+// String returns in without any registered secret, nor the base64 of any
+// Basic credential (an Authorization header a server echoed).
 func (s *scrubber) String(in string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, v := range s.secrets {
 		in = strings.ReplaceAll(in, v, redacted)
 	}
-	return in
+	return redact.BasicCredentials(in)
 }

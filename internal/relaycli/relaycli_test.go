@@ -253,6 +253,10 @@ func TestBadUsageExitsTwoNamingTheFlag(t *testing.T) {
 		{"brokers missing", []string{"run", "--database-url", url}, "--brokers"},
 		{"database-url missing", []string{"status"}, "--database-url"},
 		{"database-url syntax", []string{"status", "--database-url", "postgres://relay:Sup3rSecretPw@[::1"}, "--database-url"},
+		// An unterminated quote: pgconn quoted the rest of the string, and
+		// its reason named the word after the space ("Pw" here).
+		{"database-url keyword syntax", []string{"status", "--database-url", "host=db user=relay password='Sup3rSecret Sup3rSecretPw dbname=x"}, "unterminated quoted string"},
+		{"database-url keyword word", []string{"status", "--database-url", "host=db user=relay password=Sup3rSecret Sup3rSecretPw dbname=x"}, `missing "=" after "…"`},
 		{"slot", []string{"status", "--database-url", url, "--slot", "Bad-Slot"}, "--slot"},
 		{"log-format", append(base, "--log-format", "xml"), "--log-format"},
 		{"log-level", append(base, "--log-level", "loud"), "--log-level"},

@@ -15,7 +15,7 @@ import (
 func runCommand(sc *scrubber) *cli.Command {
 	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name:   "run",
-		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag(), fleetBufferFlag()),
+		Flags:  append(append(append(databaseFlags(), runFlags()...), gapFlags()...), configFlag(), fleetBufferFlag(), strictTopicsFlag(), statusAddrFlag()),
 		Action: func(c *cli.Context) error { return runAction(c, sc) },
 	})
 }
@@ -33,6 +33,11 @@ func runAction(c *cli.Context, sc *scrubber) error {
 	}
 	if c.IsSet(flagFleetBuffer) {
 		return usagef("--%s (%s) is a fleet's budget: it needs --%s; a single relay's is --%s", flagFleetBuffer, envName(flagFleetBuffer), flagConfig, flagBufferBytes)
+	}
+	for _, fl := range []string{flagStrictTopics, flagStatusAddr} {
+		if c.IsSet(fl) {
+			return usagef("--%s (%s) is a fleet's setting: it needs --%s", fl, envName(fl), flagConfig)
+		}
 	}
 	cfg, err := streamConfig(c, sc, streamingConfig)
 	if err != nil {

@@ -27,6 +27,8 @@ const (
 	flagMaxInMemory  = "max-in-memory"
 	flagSpillDir     = "spill-dir"
 	flagMaxSpill     = "max-spill-bytes"
+	flagMaxTopics    = "max-topics"
+	flagMaxTopicB    = "max-topic-bytes"
 	flagMetricsFile  = "metrics-file"
 	flagPushgateway  = "pushgateway"
 	flagPushJob      = "pushgateway-job"
@@ -86,6 +88,10 @@ func verifyFlags() []cli.Flag {
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
 		sizeFlag(flagMaxSpill, catVerify, relay.DefaultVerifyMaxSpillBytes,
 			"most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"),
+		intFlag(flagMaxTopics, catVerify, relay.DefaultVerifyMaxTopics,
+			"most distinct topics the window's rows may route to (each is kept in memory and read); past it the run fails (exit 1)"),
+		sizeFlag(flagMaxTopicB, catVerify, relay.DefaultVerifyMaxTopicBytes,
+			"most bytes of the names of the distinct topics the window's rows route to; past it the run fails (exit 1)"),
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
 		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL (https://HOST:PORT) after each run, grouped by job and table; a failed push fails the run"),
 		stringFlag(flagPushJob, catVerify, defaultPushJob, "job label of the pushed gauges"),
@@ -167,6 +173,10 @@ func newVerifyRun(c *cli.Context, sc *scrubber, cfg *relay.Config, source string
 	v.opts.MaxInMemory, v.opts.SpillDir = c.Int(flagMaxInMemory), c.String(flagSpillDir)
 	if v.opts.MaxSpillBytes = cliutil.SizeFlagValue(c, flagMaxSpill); v.opts.MaxSpillBytes < 1 {
 		return nil, usagef("--%s must be at least 1 byte", flagMaxSpill)
+	}
+	v.opts.MaxTopics, v.opts.MaxTopicBytes = c.Int(flagMaxTopics), cliutil.SizeFlagValue(c, flagMaxTopicB)
+	if v.opts.MaxTopics < 1 || v.opts.MaxTopicBytes < 1 {
+		return nil, usagef("--%s and --%s must be at least 1", flagMaxTopics, flagMaxTopicB)
 	}
 	switch {
 	case c.Int(flagList) < 0:
@@ -392,8 +402,12 @@ func printVerify(w io.Writer, table string, r *relay.VerifyReport) {
 		fmt.Fprintf(w, "pruned:        rows created before %s may have been deleted by pruning; %d records of that range match no row (unverifiable)\n",
 			ts(*r.PrunedBefore), r.Unverifiable)
 	}
-	if len(r.MissingTopics) > 0 {
-		fmt.Fprintf(w, "missing topics: %s\n", strings.Join(r.MissingTopics, ", "))
+	if r.MissingTopicCount > 0 {
+		more := ""
+		if n := r.MissingTopicCount - len(r.MissingTopics); n > 0 {
+			more = fmt.Sprintf(" (and %d more, %d in all; --list names more)", n, r.MissingTopicCount)
+		}
+		fmt.Fprintf(w, "missing topics: %s%s\n", strings.Join(r.MissingTopics, ", "), more)
 	}
 	if len(r.UnreadableTopics) > 0 {
 		fmt.Fprintf(w, "unreadable topics (their rows are not verified; --allowed-topics routes rows as the relay does):\n")

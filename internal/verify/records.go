@@ -27,7 +27,11 @@ func (v *verifier) readRecords(ctx context.Context) error {
 	c := v.c
 	v.dlq = -1
 	if c.DeadLetterTopic != "" {
-		v.dlq = int64(v.topics.intern(c.DeadLetterTopic))
+		i, err := v.topics.intern(c.DeadLetterTopic)
+		if err != nil {
+			return err
+		}
+		v.dlq = int64(i)
 	}
 	names := slices.Clone(v.topics.names)
 	scan, err := ScanTopics(ctx, c.Kafka, names, c.From.Add(-c.Margin), c.Logger, v.addRecord)
@@ -35,11 +39,7 @@ func (v *verifier) readRecords(ctx context.Context) error {
 		return err
 	}
 	v.rep.Topics = scan.Ranges
-	for _, name := range scan.Missing {
-		if int64(v.topics.index[name]) != v.dlq {
-			v.rep.MissingTopics = append(v.rep.MissingTopics, name)
-		}
-	}
+	v.listMissingTopics(scan.Missing)
 	v.rep.UnreadableTopics = scan.Unreadable
 	v.unreadable = make(map[uint32]bool, len(scan.Unreadable))
 	for _, u := range scan.Unreadable {
@@ -47,6 +47,22 @@ func (v *verifier) readRecords(ctx context.Context) error {
 		c.Logger.Warn("verify: cannot read a routed topic; its rows are not verified", "topic", u.Topic, "error", u.Error)
 	}
 	return nil
+}
+
+// listMissingTopics counts the routed topics that do not exist (the
+// dead-letter topic not among them) and names the first List of them, as
+// the other lists of the report are bounded: a window routed to 100,000
+// topics of 249 bytes would otherwise print 25 MB on one line.
+func (v *verifier) listMissingTopics(missing []string) {
+	for _, name := range missing {
+		if int64(v.topics.index[name]) == v.dlq {
+			continue
+		}
+		v.rep.MissingTopicCount++
+		if len(v.rep.MissingTopics) < v.c.List {
+			v.rep.MissingTopics = append(v.rep.MissingTopics, name)
+		}
+	}
 }
 
 // Scan is what ScanTopics read.

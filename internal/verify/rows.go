@@ -48,9 +48,13 @@ func (v *verifier) readRows(ctx context.Context) error {
 			v.rep.InvalidIDs++
 			continue
 		}
+		ti, err := v.topics.intern(c.Route(aggType, eventType, topic))
+		if err != nil {
+			return err
+		}
 		e := rowEntry{
 			id:          parsed,
-			topic:       v.topics.intern(c.Route(aggType, eventType, topic)),
+			topic:       ti,
 			createdAt:   createdAt.UnixMicro(),
 			aggregateID: v.keep(aggID),
 			businessKey: v.keep(bk),

@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -93,5 +94,69 @@ func TestRecordsOfNoRowAreNotStored(t *testing.T) {
 		if rep.SpillFiles != 0 {
 			t.Fatalf("full keys %v: %d spill files: the records of no row were stored", full, rep.SpillFiles)
 		}
+	}
+}
+
+// verify is bounded by the topics its rows route to: 100,000 rows naming a
+// distinct 249-byte topic each (25 MB of names, which once peaked verify
+// at four times the memory of one topic and printed a 25 MB "missing
+// topics:" line) fail at the cap with ErrTopics, by number and by bytes,
+// before any topic is read; under the caps, the missing topics are listed
+// as --list lists rows, and counted whole.
+func TestVerifyBoundsDistinctTopics(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := testenv.NewDB(t)
+	k := testenv.NewKafka(t)
+	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 100_000
+	from := time.Now().Add(-time.Minute)
+	// A topic column of 249 bytes, distinct per row: 'outbox.' and the
+	// row number, padded with 'x'.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, business_key, payload, topic)
+		SELECT gen_random_uuid(), 'order', 'o-' || i, 'created', 'bk-' || i, '{}', rpad('outbox.' || i || '.', 249, 'x')
+		FROM generate_series(1, $1) AS i`, rows); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	run := func(opts relaytype.VerifyOptions) (*verify.Report, error) {
+		opts.From, opts.To, opts.Grace, opts.SpillDir = from, time.Now().Add(time.Second), -1, t.TempDir()
+		return verify.Run(ctx, &verify.Config{
+			Conn: conn, Table: pgname.Table{Schema: "public", Name: "outbox"},
+			Route: func(_, _, topic []byte) string { return string(topic) },
+			Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, VerifyOptions: opts,
+		})
+	}
+
+	for _, tc := range []struct {
+		name string
+		opts relaytype.VerifyOptions
+		want string
+	}{
+		{"default caps", relaytype.VerifyOptions{}, "pass 1048576 bytes"},
+		{"default count", relaytype.VerifyOptions{MaxTopicBytes: -1}, "more than 10000 distinct topics"},
+		{"count", relaytype.VerifyOptions{MaxTopics: 500, MaxTopicBytes: -1}, "more than 500 distinct topics"},
+		{"bytes", relaytype.VerifyOptions{MaxTopics: -1, MaxTopicBytes: 64 << 10}, "at 263 topics"},
+	} {
+		if _, err := run(tc.opts); !errors.Is(err, verify.ErrTopics) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v: want ErrTopics saying %q", tc.name, err, tc.want)
+		}
+	}
+
+	// Under the caps: every topic is missing (none exists); three are
+	// named, all are counted.
+	rep, err := run(relaytype.VerifyOptions{MaxTopics: -1, MaxTopicBytes: -1, List: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.MissingTopicCount != rows || len(rep.MissingTopics) != 3 {
+		t.Errorf("missing topics: %d counted, %d listed; want %d counted, 3 listed (--list)", rep.MissingTopicCount, len(rep.MissingTopics), rows)
 	}
 }

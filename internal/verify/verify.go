@@ -24,6 +24,10 @@ const (
 	DefaultGrace         = time.Minute
 	DefaultList          = 20
 	DefaultMaxInMemory   = 200_000
+	// DefaultMaxTopics and DefaultMaxTopicBytes are the defaults of
+	// Config.MaxTopics and MaxTopicBytes.
+	DefaultMaxTopics     = 10_000
+	DefaultMaxTopicBytes = 1 << 20
 )
 
 // ErrUsage marks a Config or window that cannot be verified as given.
@@ -52,8 +56,8 @@ type Config struct {
 	// VerifyOptions are the window (From, To; required, From before To)
 	// and the resources (relay.VerifyOptions, declared once in
 	// relaytype, documents them; the defaults are DefaultMargin,
-	// DefaultGrace, DefaultList, DefaultMaxInMemory and
-	// DefaultMaxSpillBytes).
+	// DefaultGrace, DefaultList, DefaultMaxInMemory, DefaultMaxSpillBytes,
+	// DefaultMaxTopics and DefaultMaxTopicBytes).
 	relaytype.VerifyOptions
 	// PrunedBefore, when not nil, is the relay's prune high-water mark:
 	// rows created before it may have been deleted.
@@ -85,6 +89,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cc.MaxInMemory == 0 {
 		cc.MaxInMemory = DefaultMaxInMemory
+	}
+	if cc.MaxTopics == 0 {
+		cc.MaxTopics = DefaultMaxTopics
+	}
+	if cc.MaxTopicBytes == 0 {
+		cc.MaxTopicBytes = DefaultMaxTopicBytes
 	}
 	switch {
 	case cc.MaxSpillBytes == 0:
@@ -141,7 +151,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{c: &c, topics: newTopics(), rep: &Report{From: c.From, To: c.To, Started: c.Now()}}
+	v := &verifier{c: &c, topics: newTopics(c.MaxTopics, c.MaxTopicBytes), rep: &Report{From: c.From, To: c.To, Started: c.Now()}}
 	if c.PrunedBefore != nil && c.PrunedBefore.After(c.From) {
 		p := *c.PrunedBefore
 		v.rep.PrunedBefore = &p
@@ -199,20 +209,40 @@ type verifier struct {
 	ids *rowIDs
 }
 
-// topics interns topic names.
+// ErrTopics is wrapped by the error of a window whose rows route to more
+// topics than Config.MaxTopics or MaxTopicBytes allow.
+var ErrTopics = relaytype.ErrVerifyTopics
+
+// topics interns topic names, at most maxCount names of maxBytes in all
+// (negative: no cap).
 type topics struct {
-	index map[string]uint32
-	names []string
+	index    map[string]uint32
+	names    []string
+	bytes    int64
+	maxCount int
+	maxBytes int64
 }
 
-func newTopics() *topics { return &topics{index: map[string]uint32{}} }
+func newTopics(maxCount int, maxBytes int64) *topics {
+	return &topics{index: map[string]uint32{}, maxCount: maxCount, maxBytes: maxBytes}
+}
 
-func (t *topics) intern(name string) uint32 {
+// intern returns name's index, adding it unless that passes a cap.
+func (t *topics) intern(name string) (uint32, error) {
 	if i, ok := t.index[name]; ok {
-		return i
+		return i, nil
+	}
+	switch {
+	case t.maxCount >= 0 && len(t.names) >= t.maxCount:
+		return 0, fmt.Errorf("%w: the window's rows route to more than %d distinct topics (--max-topics, VerifyOptions.MaxTopics): "+
+			"verify keeps and reads every topic its rows route to; narrow the window, set --allowed-topics as the relay has it, or raise the cap", ErrTopics, t.maxCount)
+	case t.maxBytes >= 0 && t.bytes+int64(len(name)) > t.maxBytes:
+		return 0, fmt.Errorf("%w: the names of the distinct topics the window's rows route to pass %d bytes (--max-topic-bytes, VerifyOptions.MaxTopicBytes) at %d topics: "+
+			"verify keeps and reads every topic its rows route to; narrow the window, set --allowed-topics as the relay has it, or raise the cap", ErrTopics, t.maxBytes, len(t.names))
 	}
 	i := uint32(len(t.names))
 	t.index[name] = i
 	t.names = append(t.names, name)
-	return i
+	t.bytes += int64(len(name))
+	return i, nil
 }

@@ -42,20 +42,12 @@ const (
 	HeaderDLQConflictReason            = "dlq-conflict-reason"
 )
 
-// dlqHeaders are the headers the dead-letter writer sets; a record
-// dead-lettered twice keeps only the latest.
-var dlqHeaders = map[string]bool{
-	HeaderDLQReason: true, HeaderDLQDetail: true, HeaderDLQConsumer: true, HeaderDLQAttempts: true,
-	HeaderDLQOriginalTopic: true, HeaderDLQOriginalPartition: true, HeaderDLQOriginalOffset: true,
-	HeaderDLQConflictStoredMessageID: true, HeaderDLQConflictStoredBusinessKey: true,
-	HeaderDLQConflictStoredPayloadHash: true, HeaderDLQConflictPayloadHash: true, HeaderDLQConflictReason: true,
-}
-
 // deadLetterWriter produces dead-letter records through its own kgo
 // client, synchronously and with acks from every in-sync replica.
 type deadLetterWriter struct {
 	topic, consumer string
-	errText         func(error) string // the dlq-detail header (Inbox.errText)
+	errText         func(error) string  // the dlq-detail header (Inbox.errText)
+	logKey          func(string) string // the stored business key, as logs show it
 	cl              *kgo.Client
 }
 
@@ -73,13 +65,16 @@ func newDeadLetterWriter(brokers []string, tlsCfg *tls.Config, sasl *kafkasasl.C
 	if err != nil {
 		return nil, fmt.Errorf("inbox: dead-letter writer: %w", err)
 	}
-	return &deadLetterWriter{topic: topic, consumer: in.cfg.Consumer, errText: in.errText, cl: cl}, nil
+	return &deadLetterWriter{topic: topic, consumer: in.cfg.Consumer, errText: in.errText, logKey: in.logKey, cl: cl}, nil
 }
 
 func (d *deadLetterWriter) write(ctx context.Context, km KafkaRecord, res Result) error {
 	headers := make([]kgo.RecordHeader, 0, len(km.Headers)+12)
+	// Every dlq-* header of the record, in any case, is dropped: a record
+	// dead-lettered twice keeps only the latest, and no producer's header
+	// poses as the writer's.
 	for _, h := range km.Headers {
-		if !dlqHeaders[h.Key] {
+		if !contract.DeadLetterHeader(h.Key) {
 			headers = append(headers, kgo.RecordHeader(h))
 		}
 	}
@@ -98,7 +93,9 @@ func (d *deadLetterWriter) write(ctx context.Context, km KafkaRecord, res Result
 		headers = append(headers,
 			kgo.RecordHeader{Key: HeaderDLQConflictReason, Value: []byte(cerr.Reason)},
 			kgo.RecordHeader{Key: HeaderDLQConflictStoredMessageID, Value: []byte(cerr.StoredMessageID)},
-			kgo.RecordHeader{Key: HeaderDLQConflictStoredBusinessKey, Value: []byte(cerr.StoredBusinessKey)},
+			// Another message's key, often personal data: shortened as
+			// the logs show it (whole with Config.LogFullKeys).
+			kgo.RecordHeader{Key: HeaderDLQConflictStoredBusinessKey, Value: []byte(d.logKey(cerr.StoredBusinessKey))},
 			kgo.RecordHeader{Key: HeaderDLQConflictStoredPayloadHash, Value: []byte(hex.EncodeToString(cerr.StoredPayloadHash))},
 			kgo.RecordHeader{Key: HeaderDLQConflictPayloadHash, Value: []byte(hex.EncodeToString(cerr.PayloadHash))},
 		)

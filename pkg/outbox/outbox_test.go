@@ -338,6 +338,8 @@ func TestValidation(t *testing.T) {
 			"invalid outbox message: invalid topic: topic \"orders/eu\" is not a legal Kafka topic name (allowed: a-z A-Z 0-9 . _ -) (the relay would dead-letter the message as bad-topic)"},
 		{"progress topic", func(m *outbox.Message) { m.Topic = "pgoutbox.progress" },
 			"invalid outbox message: topic pgoutbox.progress is the progress topic of exactly-once relays, which only the relay writes (the relay would dead-letter the message as bad-topic)"},
+		{"fleet topic", func(m *outbox.Message) { m.Topic = "pgoutbox.fleet.orders" },
+			"invalid outbox message: topic pgoutbox.fleet.orders is a relay fleet's topic, which only relays use (the relay would dead-letter the message as bad-topic)"},
 		{"nil payload", func(m *outbox.Message) { m.Payload = nil }, "invalid outbox message: payload is required"},
 		{"bad json", func(m *outbox.Message) { m.Payload = []byte(`{"x":`) }, "invalid outbox message: payload is not valid JSON (set Config.RawPayload for a text or bytea payload column)"},
 	}

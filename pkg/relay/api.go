@@ -148,6 +148,7 @@ const (
 // Status and Teardown wrap them with the details; use errors.Is.
 var (
 	ErrConfig              = relaytype.ErrConfig
+	ErrVerifyTopics        = relaytype.ErrVerifyTopics
 	ErrSlotMissing         = relaytype.ErrSlotMissing
 	ErrPublicationMissing  = relaytype.ErrPublicationMissing
 	ErrPublicationMismatch = relaytype.ErrPublicationMismatch

@@ -60,6 +60,15 @@ type Config struct {
 	// dead-lettered the same way whether or not this is set. Defaults to
 	// none: every legal topic name but DeadLetterTopic.
 	AllowedTopics []string
+	// ReservedTopic, when set, reports the topics that other relays
+	// write, which no row may publish to: a row routed to one is
+	// dead-lettered with reason bad-topic, as for DeadLetterTopic. relay
+	// run --config reserves every source's dead-letter and progress
+	// topics for all the sources of the file. It is called for each row
+	// and must be safe for concurrent use. Topics under FleetTopicPrefix
+	// and DeadLetterTopic are reserved whether or not it is set.
+	// Defaults to nil: none besides those.
+	ReservedTopic func(topic string) bool
 	// OnInvalid is the policy for rows that cannot be published. Defaults
 	// to InvalidDeadLetter.
 	OnInvalid InvalidPolicy
@@ -252,6 +261,9 @@ const (
 	DefaultStandbyRetryInterval                = time.Second
 	// DefaultProgressTopic is the default Config.ProgressTopic.
 	DefaultProgressTopic = contract.DefaultProgressTopic
+	// FleetTopicPrefix begins the topic of a spread fleet's group
+	// (pgoutbox.fleet.GROUP), which only relays use.
+	FleetTopicPrefix = contract.FleetTopicPrefix
 )
 
 // InstanceHeader is the record header that carries Config.InstanceID.

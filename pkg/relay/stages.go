@@ -48,6 +48,7 @@ func decodeConfig(c *Config) decode.Config {
 		DeadLetterTopic:   c.DeadLetterTopic,
 		ProgressTopic:     c.ProgressTopic,
 		AllowedTopics:     c.AllowedTopics,
+		ReservedTopic:     c.ReservedTopic,
 		MaxMessageBytes:   c.MaxMessageBytes,
 		StopOnInvalid:     c.OnInvalid == InvalidStop,
 		CloudEvents:       c.CloudEvents,

@@ -113,6 +113,8 @@ const (
 	DefaultVerifyGrace         = verify.DefaultGrace
 	DefaultVerifyMaxInMemory   = verify.DefaultMaxInMemory
 	DefaultVerifyMaxSpillBytes = verify.DefaultMaxSpillBytes
+	DefaultVerifyMaxTopics     = verify.DefaultMaxTopics
+	DefaultVerifyMaxTopicBytes = verify.DefaultMaxTopicBytes
 )
 
 // VerifyMetrics is a prometheus.Collector of the pgoutbox_verify_* gauges,

@@ -449,7 +449,13 @@ func TestHelmChartFleet(t *testing.T) {
 	if objs := render(t, strings.Fields(string(install[1]))...); objs["Deployment"].Spec.Replicas == nil || *objs["Deployment"].Spec.Replicas != 3 {
 		t.Errorf("docs/kubernetes.md's fleet install: %s", install[1])
 	}
-	objs := render(t, "--set", "fleet.existingSecret=relay-fleet", "--set", "kafka.tls.existingSecret=kafka-ca")
+	objs := render(t, "--set", "fleet.existingSecret=relay-fleet", "--set", "kafka.tls.existingSecret=kafka-ca", "--set", "networkPolicy.kafka.ports={9093}")
+	if _, ok := objs["NetworkPolicy"]; !ok {
+		t.Error("fleet mode renders no NetworkPolicy: it is on by default there")
+	}
+	if single := render(t, "--set", "brokers[0]=kafka:9093", "--set", "database.existingSecret=db"); len(single["NetworkPolicy"].Kind) > 0 {
+		t.Error("one source renders a NetworkPolicy without networkPolicy.enabled")
+	}
 	pod := objs["Deployment"].Spec.Template.Spec
 	c := pod.Containers[0]
 	env := map[string]string{}
@@ -489,10 +495,12 @@ func TestHelmChartFleet(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--set", "brokers[0]=kafka:9092"}, "brokers: with fleet.existingSecret"},
-		{[]string{"--set", "slot=orders"}, "slot: with fleet.existingSecret"},
-		{[]string{"--set", "flags.prune-after=1h"}, "flags.prune-after: with fleet.existingSecret"},
+		{[]string{"--set", "brokers[0]=kafka:9092", "--set", "networkPolicy.kafka.ports={9093}"}, "brokers: with fleet.existingSecret"},
+		{[]string{"--set", "slot=orders", "--set", "networkPolicy.kafka.ports={9093}"}, "slot: with fleet.existingSecret"},
+		{[]string{"--set", "flags.prune-after=1h", "--set", "networkPolicy.kafka.ports={9093}"}, "flags.prune-after: with fleet.existingSecret"},
 		{[]string{"--set", "networkPolicy.enabled=true"}, "networkPolicy.kafka.ports"},
+		// On by default in fleet mode: the brokers' ports are needed.
+		{nil, "networkPolicy.kafka.ports"},
 	} {
 		args := append([]string{"template", "billing", chartDir, "--set", "fleet.existingSecret=relay-fleet"}, tc.args...)
 		if _, err := helm(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {

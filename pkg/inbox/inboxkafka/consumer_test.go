@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
@@ -264,7 +266,8 @@ func TestConsumerStopsOnConflict(t *testing.T) {
 
 // A message failing MaxAttempts times becomes FAILED_FINAL with exactly one
 // dead letter; its redelivery is acknowledged without running the handler or
-// writing a second dead letter.
+// writing a second dead letter. Headers of the record posing as the
+// writer's (DLQ-Reason) are dropped, whatever their case.
 func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	t.Parallel()
 	l := inboxtest.NewLoop(t, "limit", 1, &inbox.Config{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
@@ -284,7 +287,9 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 		}
 		inboxtest.RunConsumer(t, cfg, map[int]int64{0: wantOffset})
 	}
-	l.Produce(t, inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`}, inboxtest.Rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
+	// Producer headers posing as the writer's in another case.
+	forged := []kgo.RecordHeader{{Key: "DLQ-Reason", Value: []byte("forged")}, {Key: "Dlq-Detail", Value: []byte("forged")}}
+	l.Produce(t, inboxtest.Rec{ID: "m-1", Key: "k-1", Value: `{"v":1}`, Extra: forged}, inboxtest.Rec{ID: "m-2", Key: "k-2", Value: `{"v":2}`})
 	run(2)
 	// Three counted attempts; m-1 and m-2 may first have been tried as one
 	// batch, rolled back without counting.
@@ -305,6 +310,11 @@ func TestConsumerDeadLettersAtAttemptLimit(t *testing.T) {
 	for h, want := range map[string]string{"dlq-reason": "max-attempts", "dlq-attempts": "3", "dlq-detail": "ledger locked", "message-id": "m-1"} {
 		if v, _ := recs[0].Header(h); v != want {
 			t.Fatalf("dead letter header %s = %q, want %q", h, v, want)
+		}
+	}
+	for _, h := range recs[0].Headers {
+		if h.Value == "forged" {
+			t.Errorf("dead letter keeps the producer's header %s: %q (dlq-* headers are dropped in any case)", h.Key, h.Value)
 		}
 	}
 
@@ -350,11 +360,11 @@ func TestConsumerDeadLettersConflictByDefault(t *testing.T) {
 	}
 	for id, want := range map[string]map[string]string{
 		"m-1b": {"dlq-reason": "conflict", "dlq-conflict-reason": "payload differs", "business-key": "k-1",
-			"dlq-conflict-stored-message-id": "m-1", "dlq-conflict-stored-business-key": "k-1",
+			"dlq-conflict-stored-message-id": "m-1", "dlq-conflict-stored-business-key": redact.Key("k-1"),
 			"dlq-conflict-stored-payload-hash": hash(`{"v":1,"at":"10:00"}`),
 			"dlq-conflict-payload-hash":        hash(`{"v":1,"at":"10:05"}`)},
 		"m-3": {"dlq-reason": "conflict", "dlq-conflict-reason": "message-id reused with another business key",
-			"business-key": "k-3-other", "dlq-conflict-stored-message-id": "m-3", "dlq-conflict-stored-business-key": "k-3"},
+			"business-key": "k-3-other", "dlq-conflict-stored-message-id": "m-3", "dlq-conflict-stored-business-key": redact.Key("k-3")},
 	} {
 		r, ok := byID[id]
 		if !ok {

@@ -41,6 +41,10 @@ var (
 	// cannot be trusted to resume where the relay left off: events may
 	// have been skipped (see docs/failover.md).
 	ErrGap = errors.New("relay: gap in the replication stream")
+	// ErrVerifyTopics means the rows of Verify's window route to more
+	// distinct topics, or topic names of more bytes, than
+	// VerifyOptions.MaxTopics and MaxTopicBytes allow.
+	ErrVerifyTopics = errors.New("relay: verify: too many distinct topics")
 	// ErrStateMissing means the relay's state table does not exist (see
 	// StateTableName) and NoCreate is set.
 	ErrStateMissing = errors.New("relay: relay state table does not exist")

@@ -32,6 +32,14 @@ type VerifyOptions struct {
 	// SpillDir holds the spill files, removed before Verify returns.
 	// Defaults to os.TempDir().
 	SpillDir string
+	// MaxTopics and MaxTopicBytes bound the distinct topics the window's
+	// rows route to, by number and by the bytes of their names: Verify
+	// keeps each name in memory and reads each topic, so rows naming a
+	// new topic each would otherwise grow it without bound. Past either,
+	// Verify fails with ErrVerifyTopics. Default to 10,000 and 1 MiB;
+	// negative means no cap.
+	MaxTopics     int
+	MaxTopicBytes int64
 }
 
 // VerifyReport is what Verify found. Counts cover the whole window; the
@@ -83,8 +91,11 @@ type VerifyReport struct {
 
 	// Topics are the topics read with the offsets read from each
 	// partition; MissingTopics the routed topics that do not exist.
-	Topics        []VerifyTopicRange `json:"topics"`
-	MissingTopics []string           `json:"missing_topics,omitempty"`
+	// MissingTopics lists the first VerifyOptions.List of them (in the
+	// order the rows route to them), MissingTopicCount counts them all.
+	Topics            []VerifyTopicRange `json:"topics"`
+	MissingTopics     []string           `json:"missing_topics,omitempty"`
+	MissingTopicCount int                `json:"missing_topic_count"`
 	// UnreadableTopics are the routed topics verify may not read (an
 	// authorization error, say); UnreadableRows the rows routed to them
 	// that no readable topic holds: neither found nor missing, they are

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // The drain comparison docs/benchmarks.md gives for the franz-go move runs
@@ -57,6 +59,88 @@ func TestBenchmarkDocDrainRounds(t *testing.T) {
 	for _, want := range []string{"relay medians of 4 drains: ", "compare medians of 4 drains: ", "relay/compare: drain rate "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("relaybench printed no %q\n%s", want, out)
+		}
+	}
+}
+
+// The peer latency command of docs/benchmarks.md runs as written, with a
+// runner of the documented contract (the relay of this tree, set up on the
+// slot it is given, stands in for the peer), shorter and slower: each side
+// runs on a slot of its own in the order ABBA and the report gives both
+// sides' median p99 per rate. The figures mean nothing here.
+func TestBenchmarkDocPeerLatency(t *testing.T) {
+	t.Parallel()
+	bin := buildBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "github.com/pgoutbox/pgoutbox/test/bench/relaybench").CombinedOutput(); err != nil {
+		t.Fatalf("go build relaybench: %v\n%s", err, out)
+	}
+	var line string
+	for l := range strings.SplitSeq(docBlock(t, "benchmarks.md", "## A peer beside the relay, latency", "sh"), "\n") {
+		if strings.Contains(l, "-peer-bin ") {
+			line = l
+		}
+	}
+	for _, want := range []string{"-latency 1000,5000", "-duration 20s", "-rounds 5", "-peer-bin ./peer-runner"} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("the command %q no longer says %s: update this test", line, want)
+		}
+	}
+	runner := filepath.Join(t.TempDir(), "peer-runner")
+	script := `#!/bin/sh
+set -e
+` + bin + `/relay setup --database-url "$PGOUTBOX_PEER_DATABASE_URL" --slot "$PGOUTBOX_PEER_SLOT" --publication "$PGOUTBOX_PEER_PUBLICATION" --table "$PGOUTBOX_PEER_TABLE" >/dev/null
+exec ` + bin + `/relay run --database-url "$PGOUTBOX_PEER_DATABASE_URL" --brokers "$PGOUTBOX_PEER_BROKERS" --slot "$PGOUTBOX_PEER_SLOT" --publication "$PGOUTBOX_PEER_PUBLICATION" --table "$PGOUTBOX_PEER_TABLE" --metrics-addr "" --log-level warn
+`
+	if err := os.WriteFile(runner, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line = strings.NewReplacer("go run ./test/bench/relaybench", filepath.Join(bin, "relaybench"), "-latency 1000,5000", "-latency 100",
+		"-duration 20s", "-duration 2s", "-rounds 5", "-rounds 2", "./peer-runner", runner).Replace(line)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := runScript(t, line, root, os.Environ())
+	var order []string
+	for _, m := range regexp.MustCompile(`(?m)^(relay|peer) \((relay|peer-runner)\):$`).FindAllStringSubmatch(out, -1) {
+		order = append(order, m[1])
+	}
+	if got, want := strings.Join(order, " "), "relay peer peer relay"; got != want {
+		t.Errorf("runs in the order %q, want %q (ABBA)\n%s", got, want, out)
+	}
+	if !regexp.MustCompile(`(?m)^100 +\S+ms \(\S+\) of 2 +\S+ms \(\S+\) of 2 +\S+$`).MatchString(out) {
+		t.Errorf("no line of both sides' median p99 at 100/s over 2 runs each:\n%s", out)
+	}
+}
+
+// make bench-debezium runs as docs/benchmarks.md gives it, on a backlog
+// small enough for CI: one drain through Debezium's embedded engine and one
+// through the relay on Apache Kafka, each reported, then the medians and
+// the ratios. The figures mean nothing at that size.
+func TestBenchmarkDocDebezium(t *testing.T) {
+	if !testenv.RealKafka() {
+		t.Skipf("runs Debezium's Kafka client against a real broker: %s=kafka", testenv.KafkaModeEnv)
+	}
+	t.Parallel()
+	if !strings.Contains(docBlock(t, "benchmarks.md", "## Running them", "sh"), "make bench-debezium ") {
+		t.Fatal("docs/benchmarks.md's Running them no longer shows make bench-debezium: update this test")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := runScript(t, `make --no-print-directory bench-debezium N=2000 BENCHFLAGS="-rounds 1"`, root, os.Environ())
+	for _, re := range []string{
+		`(?m)^relay +2000 rows in Kafka after `,
+		`(?m)^debezium 2000 rows in Kafka after `,
+		`(?m)^relay +medians of 1 drains: `,
+		`(?m)^debezium medians of 1 drains: `,
+		`(?m)^relay/debezium: drain rate `,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("make bench-debezium printed no line matching %s:\n%s", re, out)
 		}
 	}
 }

@@ -78,6 +78,26 @@ func checkExistingPublication(ctx context.Context, conn *pgx.Conn, c *Config) er
 	return nil
 }
 
+// foreignSlot says whose the existing slot named slot is when it is not a
+// pgoutput slot of the connected database: slot names are per server, so
+// a source on another database of the server may hold the name. Empty
+// when it is this database's.
+func foreignSlot(ctx context.Context, conn *pgx.Conn, slot string) (string, error) {
+	var db, plugin *string
+	var mine bool
+	err := conn.QueryRow(ctx, `SELECT database::text, plugin::text, database IS NOT DISTINCT FROM current_database() AND plugin IS NOT DISTINCT FROM 'pgoutput'
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&db, &plugin, &mine)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && mine:
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("relay: read slot %s: %w", slot, err)
+	case db == nil:
+		return "a physical slot", nil
+	}
+	return fmt.Sprintf("database %s, plugin %s", *db, slotstate.Deref(plugin)), nil
+}
+
 // setupTable creates or upgrades the outbox table of the pgoutbox format,
 // or checks the existing table of another format and creates the relay
 // state table next to it. An existing table is checked before any
@@ -122,6 +142,14 @@ func Status(ctx context.Context, cfg *Config) (*relaytype.SlotStatus, error) {
 	row, err := slotstate.ReadSlot(ctx, conn, c.Slot)
 	if err != nil {
 		return nil, err
+	}
+	if row.Exists {
+		if st.ForeignSlot, err = foreignSlot(ctx, conn, c.Slot); err != nil {
+			return nil, err
+		}
+		if st.ForeignSlot != "" {
+			row = slotstate.SlotRow{CurrentWAL: row.CurrentWAL} // not this relay's slot
+		}
 	}
 	st.SlotExists = row.Exists
 	st.Active = row.Active

@@ -229,3 +229,30 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// Slot names are per server: relay status of a source whose slot name is
+// another database's slot never presents that slot as its own (it showed
+// another database's pgoutbox slot, streaming, as this source's); it says
+// whose the slot is and counts it as a problem.
+func TestStatusNeverShowsAnotherDatabasesSlot(t *testing.T) {
+	t.Parallel()
+	other, db := testenv.NewDB(t), testenv.NewDB(t)
+	ctx := context.Background()
+	slot := "shared_" + db.Name
+	if _, err := other.Pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
+		t.Fatal(err)
+	}
+	st, err := relay.Status(ctx, &relay.Config{DatabaseURL: db.URL, Slot: slot, Publication: "p_shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SlotExists || st.ConfirmedFlushLSN != "" || st.ForeignSlot != "database "+other.Name+", plugin pgoutput" {
+		t.Errorf("status shows another database's slot as this one's: exists %v, confirmed %q, foreign %q", st.SlotExists, st.ConfirmedFlushLSN, st.ForeignSlot)
+	}
+	if !strings.Contains(strings.Join(st.Problems, "; "), "is not this database's (database "+other.Name) {
+		t.Errorf("problems %q do not say whose the slot is", st.Problems)
+	}
+	if st, err := relay.Status(ctx, &relay.Config{DatabaseURL: other.URL, Slot: slot, Publication: "p_shared"}); err != nil || !st.SlotExists || st.ForeignSlot != "" {
+		t.Errorf("the slot's own database: exists %v, foreign %q (%v)", st.SlotExists, st.ForeignSlot, err)
+	}
+}

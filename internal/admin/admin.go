@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,6 +31,9 @@ func Setup(ctx context.Context, cfg *Config) error {
 	if err := checkPrerequisites(ctx, conn, &c, true); err != nil {
 		return err // nothing created: every problem at once, each with its fix
 	}
+	if err := checkExistingPublication(ctx, conn, &c); err != nil {
+		return err // nothing created either
+	}
 	if err := setupTable(ctx, conn, &c); err != nil {
 		return err
 	}
@@ -39,6 +43,59 @@ func Setup(ctx context.Context, cfg *Config) error {
 	}
 	_, _, err = slotstate.EnsureSlot(ctx, conn, &c.Config, true)
 	return err
+}
+
+// checkExistingPublication checks, before setup creates anything, that a
+// publication of the configured name that exists already will do: one
+// that publishes all tables, or other tables, or not the outbox, would
+// only be refused after the table and the state table were made.
+func checkExistingPublication(ctx context.Context, conn *pgx.Conn, c *Config) error {
+	table, _ := pgname.Parse(c.Table, "public")
+	oid, err := slotstate.TableOID(ctx, conn, table)
+	if err != nil {
+		return err
+	}
+	if oid == 0 {
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, c.Publication).Scan(&exists); err != nil {
+			return fmt.Errorf("relay: look up publication %s: %w", c.Publication, err)
+		}
+		if exists {
+			return fmt.Errorf("%w: publication %s exists, and table %s does not: the publication is not the outbox's; "+
+				"the relay needs a publication of its own (DROP PUBLICATION %s, or another --publication, then relay setup)",
+				relaytype.ErrPublicationMismatch, c.Publication, table, pgx.Identifier{c.Publication}.Sanitize())
+		}
+		return nil
+	}
+	// Read only: no creation, no fix, and its warnings are the real
+	// call's to give.
+	check := c.Config
+	check.NoCreate = true
+	check.Logger = slog.New(slog.DiscardHandler)
+	if err := slotstate.EnsurePublication(ctx, conn, &check, false); err != nil && !errors.Is(err, relaytype.ErrPublicationMissing) {
+		return err
+	}
+	return nil
+}
+
+// foreignSlot says whose the existing slot named slot is when it is not a
+// pgoutput slot of the connected database: slot names are per server, so
+// a source on another database of the server may hold the name. Empty
+// when it is this database's.
+func foreignSlot(ctx context.Context, conn *pgx.Conn, slot string) (string, error) {
+	var db, plugin *string
+	var mine bool
+	err := conn.QueryRow(ctx, `SELECT database::text, plugin::text, database IS NOT DISTINCT FROM current_database() AND plugin IS NOT DISTINCT FROM 'pgoutput'
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&db, &plugin, &mine)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && mine:
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("relay: read slot %s: %w", slot, err)
+	case db == nil:
+		return "a physical slot", nil
+	}
+	return fmt.Sprintf("database %s, plugin %s", *db, slotstate.Deref(plugin)), nil
 }
 
 // setupTable creates or upgrades the outbox table of the pgoutbox format,
@@ -85,6 +142,14 @@ func Status(ctx context.Context, cfg *Config) (*relaytype.SlotStatus, error) {
 	row, err := slotstate.ReadSlot(ctx, conn, c.Slot)
 	if err != nil {
 		return nil, err
+	}
+	if row.Exists {
+		if st.ForeignSlot, err = foreignSlot(ctx, conn, c.Slot); err != nil {
+			return nil, err
+		}
+		if st.ForeignSlot != "" {
+			row = slotstate.SlotRow{CurrentWAL: row.CurrentWAL} // not this relay's slot
+		}
 	}
 	st.SlotExists = row.Exists
 	st.Active = row.Active

@@ -68,6 +68,8 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *Config, st *relaytype.
 	}
 	if st.Gap == nil {
 		switch {
+		case st.ForeignSlot != "":
+			problem("slot %q is not this database's (%s): slot names are per server; give this source a slot name of its own (--slot)", st.Slot, st.ForeignSlot)
 		case !st.SlotExists:
 			problem("slot %q does not exist (relay setup creates it)", st.Slot)
 		case st.WALStatus == "lost":

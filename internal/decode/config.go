@@ -3,6 +3,7 @@ package decode
 import (
 	"log/slog"
 
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
@@ -21,6 +22,10 @@ type Config struct {
 	DeadLetterTopic string
 	ProgressTopic   string
 	AllowedTopics   []string
+	// RelayTables are the relay's own tables (migrate.RelayTables): rows a
+	// publication of all tables sends of them are skipped, never
+	// dead-lettered as not-outbox.
+	RelayTables []pgname.Table
 	// ReservedTopic, when set, reports the topics the relays of a fleet
 	// write (the other sources' dead-letter and progress topics).
 	ReservedTopic func(topic string) bool

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -172,6 +173,8 @@ type relation struct {
 	names []string
 	// warned is set once a foreign row was logged.
 	warned bool
+	// own marks one of the relay's own tables: its rows are skipped.
+	own bool
 }
 
 // relationResolver says whether a relation message is the outbox's. The
@@ -209,6 +212,7 @@ type Decoder struct {
 	progressTopic   string
 	allowedTopics   []string
 	reservedTopic   func(string) bool
+	relayTables     []pgname.Table
 	// format is Config.TableFormat.
 	format tableformat.TableFormat
 	// cloudEvents adds the CloudEvents headers, with ceSource as the
@@ -237,6 +241,7 @@ func NewDecoder(c Config, res relationResolver) *Decoder {
 		progressTopic:   c.ProgressTopic,
 		allowedTopics:   c.AllowedTopics,
 		reservedTopic:   c.ReservedTopic,
+		relayTables:     c.RelayTables,
 	}
 }
 
@@ -277,7 +282,8 @@ func (d *Decoder) Decode(data []byte) (WALItem, error) {
 			names[i], types[i] = c.Name, c.DataType
 		}
 		if !outbox {
-			d.relations[m.RelationID] = &relation{foreign: pgname.Table{Schema: m.Namespace, Name: m.RelationName}.String(), names: names}
+			t := pgname.Table{Schema: m.Namespace, Name: m.RelationName}
+			d.relations[m.RelationID] = &relation{foreign: t.String(), names: names, own: slices.Contains(d.relayTables, t)}
 			return WALItem{}, nil
 		}
 		l, err := CheckColumns(d.table.String(), d.format, names, types)
@@ -322,6 +328,9 @@ func (d *Decoder) insert(data []byte) (WALItem, error) {
 	r, known := d.relations[rel]
 	if !known {
 		return WALItem{}, fmt.Errorf("%w: insert into relation %d before its relation message", ErrProtocol, rel)
+	}
+	if r.own {
+		return WALItem{}, nil // the relay's bookkeeping: never an event
 	}
 	if r.foreign != "" {
 		if !r.warned && d.logger != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -214,5 +215,41 @@ func TestRouteRefusesRelayTopics(t *testing.T) {
 	}
 	if got := d.Route([]byte("fleet.x"), []byte("e"), nil); got != "outbox.fleet.x" {
 		t.Errorf("a rendered topic outside the reserved ones goes to %s", got)
+	}
+}
+
+// A publication of all tables sends the relay's own tables too (the
+// migration bookkeeping, the state row): their rows are skipped, while
+// another table's rows are still dead-lettered as not-outbox. The first
+// relay run after a Debezium hand-over once dead-lettered its own
+// bookkeeping row.
+func TestRelayTablesAreSkipped(t *testing.T) {
+	t.Parallel()
+	d := NewDecoder(testConfig(func(c *Config) {
+		c.RelayTables = []pgname.Table{{Schema: "public", Name: "pgoutbox_migration"}, {Schema: "public", Name: "pgoutbox_relay_state"}}
+	}), pgoutputtest.Outbox)
+	for i, tc := range []struct {
+		schema, name string
+		want         WALKind
+	}{
+		{"public", "pgoutbox_migration", walNone},
+		{"public", "pgoutbox_relay_state", walNone},
+		{"app", "pgoutbox_migration", WALEvent}, // not this outbox's
+		{"public", "orders", WALEvent},
+	} {
+		oid := uint32(20000 + i)
+		if _, err := d.Decode(pgoutputtest.Relation(oid, tc.schema, tc.name, []string{"target"}, []uint32{25})); err != nil {
+			t.Fatal(err)
+		}
+		it, err := d.Decode(pgoutputtest.Insert(oid, [][]byte{[]byte("x")}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it.Kind != tc.want {
+			t.Errorf("a row of %s.%s: kind %v, want %v", tc.schema, tc.name, it.Kind, tc.want)
+		}
+		if it.Kind == WALEvent && (it.Event.Invalid == nil || it.Event.Invalid.Reason != ReasonNotOutbox) {
+			t.Errorf("a row of %s.%s: %+v, want reason not-outbox", tc.schema, tc.name, it.Event.Invalid)
+		}
 	}
 }

@@ -90,7 +90,7 @@ var declared = regexp.MustCompile(`(?i)\b(?:CONSTRAINT|INDEX(?:\s+CONCURRENTLY)?
 // named after the table but live in its schema: public.X becomes
 // "schema"."X".
 var schemaObjects = map[string][]string{
-	"outbox": {"pgoutbox_uuidv7", "pgoutbox_relay_state"},
+	"outbox": {"pgoutbox_uuidv7", StateTable},
 }
 
 // Names rewrites the default names of component's migrations for table,
@@ -211,6 +211,25 @@ func Apply(ctx context.Context, db dbdriver.DB, component, target string, migrat
 	return ran, nil
 }
 
+// The tables the relay keeps beside the outbox, in its schema: the
+// migration bookkeeping (also in public, where earlier releases kept it)
+// and the relay's state.
+const (
+	BookkeepingTable = "pgoutbox_migration"
+	StateTable       = "pgoutbox_relay_state"
+)
+
+// RelayTables are the relay's own tables beside the outbox table: a
+// publication of all tables publishes their rows too, which the relay
+// skips rather than dead-letters.
+func RelayTables(table pgname.Table) []pgname.Table {
+	return []pgname.Table{
+		{Schema: table.Schema, Name: BookkeepingTable},
+		{Schema: "public", Name: BookkeepingTable},
+		{Schema: table.Schema, Name: StateTable},
+	}
+}
+
 // bookkeeping returns the quoted name of the pgoutbox_migration table in
 // target's schema, creating it when missing. Its CREATE runs only when the
 // table does not exist: CREATE TABLE IF NOT EXISTS checks the schema's
@@ -222,7 +241,7 @@ func bookkeeping(ctx context.Context, tx dbdriver.Tx, target string) (string, er
 	if err != nil {
 		return "", err
 	}
-	book := pgname.Table{Schema: t.Schema, Name: "pgoutbox_migration"}
+	book := pgname.Table{Schema: t.Schema, Name: BookkeepingTable}
 	var exists, legacy bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass('public.pgoutbox_migration') IS NOT NULL`,
 		book.Sanitize()).Scan(&exists, &legacy); err != nil {

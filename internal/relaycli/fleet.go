@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 	"go.yaml.in/yaml/v3"
 
@@ -188,7 +189,7 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 		}
 		slot := slotIdentity(cfg)
 		if other, dup := slots[slot]; dup {
-			return nil, fleetError(path, where, fmt.Errorf("slot: %q of the same database is also the slot of source %s", cfg.Slot, other))
+			return nil, fleetError(path, where, fmt.Errorf("slot: %q is also the slot of source %s on the same server (slot names are per server, not per database): give each source a slot name of its own", cfg.Slot, other))
 		}
 		slots[slot] = name
 		sources = append(sources, fleetSource{Name: name, Config: cfg, settings: canon})
@@ -343,12 +344,14 @@ func settingValues(key string, v any) ([]string, error) {
 	}
 }
 
-// slotIdentity names a slot of one database: host, port, database name
-// and slot. Two sources with the same identity would take turns as each
-// other's standby.
+// slotIdentity names a slot of one server: host, port and slot, since
+// slot names are per server, whatever the database. Two sources on one
+// database with the same identity would take turns as each other's
+// standby; on two databases, one would find the other's slot and fail.
+// (Two names of one host, an address and a DNS name, are not told apart.)
 func slotIdentity(cfg *relay.Config) string {
-	if db := databaseName(cfg.DatabaseURL); db != "" {
-		return db + "\x00" + cfg.Slot
+	if pg, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
+		return fmt.Sprintf("%s:%d\x00%s", pg.Host, pg.Port, cfg.Slot)
 	}
 	return cfg.DatabaseURL + "\x00" + cfg.Slot
 }

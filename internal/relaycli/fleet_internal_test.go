@@ -90,6 +90,10 @@ func TestLoadFleetErrorsNameSourceAndKey(t *testing.T) {
 		{"bad name", "sources:\n  - name: Orders\n" + ok, []string{"sources[0]", `"Orders"`}},
 		{"same name", "sources:\n  - name: a\n" + ok + "    slot: s1\n  - name: a\n" + ok + "    slot: s2\n", []string{"sources[1] (a)", "also the name of sources[0]"}},
 		{"same slot", "sources:\n  - name: a\n" + ok + "  - name: b\n" + ok, []string{"sources[1] (b)", "also the slot of source a"}},
+		// Slot names are per server: two databases of one server cannot
+		// share one.
+		{"same slot on one server", "sources:\n  - name: a\n" + ok + "  - name: b\n    database-url: postgres://u@db:5432/b\n    brokers: [k:9092]\n",
+			[]string{"sources[1] (b)", "also the slot of source a on the same server", "per server"}},
 		{"bad value", "sources:\n  - name: a\n" + ok + "    slot: Bad\n", []string{"sources[0] (a)", "--slot", "lower case"}},
 		{"bad duration", "sources:\n  - name: a\n" + ok + "    batch-timeout: soon\n", []string{"sources[0] (a)", "batch-timeout"}},
 		{"no brokers", "sources:\n  - name: a\n    database-url: postgres://u@db:5432/a\n", []string{"sources[0] (a)", "brokers"}},

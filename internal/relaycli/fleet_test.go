@@ -486,3 +486,50 @@ func TestFleetVerify(t *testing.T) {
 	wantCode(t, cli(t, "verify", "--config", path, "--source", "gamma"), relaycli.ExitUsage)
 	wantCode(t, cli(t, "verify", "--config", path, "--table", "x"), relaycli.ExitUsage)
 }
+
+// relay setup --config sets up every source of the file from empty
+// databases (or one with --source), each under its name; a source that
+// cannot be set up does not stop the others, and the command exits 1
+// naming it.
+func TestFleetSetup(t *testing.T) {
+	t.Parallel()
+	a, b := setup(t), setup(t)
+	entry := func(name string, f *fixture) string {
+		return fmt.Sprintf("  - name: %s\n    database-url: %s\n    slot: %s\n    publication: pub_%s\n", name, f.db.URL, f.slot, f.slot)
+	}
+	head := "defaults:\n  brokers: [127.0.0.1:1]\nsources:\n"
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, []byte(head+entry("alpha", a)+entry("beta", b)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, "setup", "--config", path, "--source", "beta")
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "source alpha") || !strings.Contains(r.stdout, "source beta\ntable public.outbox: created") {
+		t.Fatalf("setup --source beta:\n%s", r.stdout)
+	}
+	r = cli(t, "setup", "--config", path)
+	wantCode(t, r, 0)
+	for _, want := range []string{"source alpha\ntable public.outbox: created", "slot " + a.slot + ": created",
+		"source beta\ntable public.outbox: exists", "slot " + b.slot + ": exists"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("setup --config: no %q in\n%s", want, r.stdout)
+		}
+	}
+	st := cli(t, "status", "--config", path)
+	if strings.Contains(st.stdout, "does not exist") {
+		t.Errorf("after setup --config, status says:\n%s", st.stdout)
+	}
+
+	// A source whose database refuses: the other is still set up.
+	c := setup(t)
+	bad := "  - name: gamma\n    database-url: postgres://nobody@127.0.0.1:1/none?connect_timeout=2\n    slot: gamma\n"
+	if err := os.WriteFile(path, []byte(head+bad+entry("delta", c)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, "setup", "--config", path)
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stdout, "source delta\ntable public.outbox: created") || !strings.Contains(r.stderr, "sources not set up: gamma (") {
+		t.Errorf("setup with one bad source:\nstdout %s\nstderr %s", r.stdout, r.stderr)
+	}
+	wantCode(t, cli(t, "setup", "--config", path, "--source", "nope"), 2)
+}

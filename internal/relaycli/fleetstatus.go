@@ -36,9 +36,10 @@ type sourceReport struct {
 }
 
 // fleetCommand is the prologue of a command run across a fleet file (relay
-// status, relay verify): no arguments, no per-source flag beside
-// --config, the logger, and the file, validated.
-func fleetCommand(c *cli.Context, sc *scrubber) (*slog.Logger, *fleetConfig, error) {
+// setup, status, verify): no arguments, no per-source flag beside
+// --config, the logger, and the file, validated: its sources, or with
+// --source the one of that name.
+func fleetCommand(c *cli.Context, sc *scrubber) (*slog.Logger, []fleetSource, error) {
 	if err := noArgs(c); err != nil {
 		return nil, nil, err
 	}
@@ -53,27 +54,34 @@ func fleetCommand(c *cli.Context, sc *scrubber) (*slog.Logger, *fleetConfig, err
 	if err != nil {
 		return nil, nil, err
 	}
-	return logger, fc, nil
+	sources, err := pickSources(c, fc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return logger, sources, nil
+}
+
+// pickSources is the file's sources, or with --source the one of that
+// name (a usage error when the file has none).
+func pickSources(c *cli.Context, fc *fleetConfig) ([]fleetSource, error) {
+	want := c.String(flagSource)
+	if want == "" {
+		return fc.Sources, nil
+	}
+	for _, s := range fc.Sources {
+		if s.Name == want {
+			return []fleetSource{s}, nil
+		}
+	}
+	return nil, usagef("--%s: the fleet file has no source %q", flagSource, want)
 }
 
 // statusFleet is relay status --config: the status of every source of the
 // file (or of --source), read concurrently.
 func statusFleet(c *cli.Context, sc *scrubber) error {
-	logger, fc, err := fleetCommand(c, sc)
+	logger, sources, err := fleetCommand(c, sc)
 	if err != nil {
 		return err
-	}
-	sources := fc.Sources
-	if want := c.String(flagSource); want != "" {
-		sources = nil
-		for _, s := range fc.Sources {
-			if s.Name == want {
-				sources = append(sources, s)
-			}
-		}
-		if len(sources) == 0 {
-			return usagef("--%s: the fleet file has no source %q", flagSource, want)
-		}
 	}
 	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 	defer cancel()

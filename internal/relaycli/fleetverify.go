@@ -17,16 +17,13 @@ import (
 // --every, --metrics-addr. It exits 1 naming each source whose window is
 // not clean.
 func verifyFleet(c *cli.Context, sc *scrubber) error {
-	logger, fc, err := fleetCommand(c, sc)
+	logger, sources, err := fleetCommand(c, sc)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	var runs []*verifyRun
-	for _, s := range fc.Sources {
-		if want := c.String(flagSource); want != "" && s.Name != want {
-			continue
-		}
+	for _, s := range sources {
 		cfg := *s.Config
 		cfg.Logger = logger.With("source", s.Name)
 		v, err := newVerifyRun(c, sc, &cfg, s.Name)
@@ -35,9 +32,6 @@ func verifyFleet(c *cli.Context, sc *scrubber) error {
 		}
 		prometheus.WrapRegistererWith(prometheus.Labels{"source": s.Name}, reg).MustRegister(v.metrics)
 		runs = append(runs, v)
-	}
-	if len(runs) == 0 {
-		return usagef("--%s: the fleet file has no source %q", flagSource, c.String(flagSource))
 	}
 	setVerifyMemoryLimit(c, logger) // the sources are verified one at a time
 	all := func() error {

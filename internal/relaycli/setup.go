@@ -46,33 +46,71 @@ func waitForDatabase(ctx context.Context, c *cli.Context, sc *scrubber, url stri
 func setupCommand(sc *scrubber) *cli.Command {
 	return cliutil.WithHelp(helpFiles, &cli.Command{
 		Name: "setup",
-		Flags: append(databaseFlags(), durationFlag(flagWait, catDatabase, 0,
+		Flags: append(append(databaseFlags(), durationFlag(flagWait, catDatabase, 0,
 			"retry connecting for up to this long while the database is unreachable or starting up (containers); 0 tries once")),
-		Action: adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
+			fleetFileFlags("set up every source it lists (its table, publication and slot), one after the other; exit 1 naming the sources that failed")...),
+		Action: fleetOr(sc, setupFleet, adminAction(sc, func(ctx context.Context, c *cli.Context, cfg *relay.Config) error {
 			if note := defaultNamesNote(c, cfg); note != "" {
 				fmt.Fprintln(c.App.ErrWriter, note)
 			}
-			if err := waitForDatabase(ctx, c, sc, cfg.DatabaseURL, c.Duration(flagWait)); err != nil {
-				return fail(err)
-			}
-			before, err := readObjects(ctx, cfg)
-			if err != nil {
-				return fail(err)
-			}
-			if err := relay.Setup(ctx, cfg); err != nil {
-				return fail(err)
-			}
-			st, err := relay.Status(ctx, cfg)
-			if err != nil {
-				return fail(err)
-			}
-			w := c.App.Writer
-			fmt.Fprintf(w, "table %s: %s\n", cfg.Table, createdOrFound(before.Table))
-			fmt.Fprintf(w, "publication %s: %s\n", cfg.Publication, createdOrFound(before.Publication))
-			fmt.Fprintf(w, "slot %s: %s (confirmed_flush_lsn %s)\n", cfg.Slot, createdOrFound(before.Slot), st.ConfirmedFlushLSN)
-			return nil
-		}),
+			return fail(setupOne(ctx, c, sc, cfg))
+		})),
 	})
+}
+
+// setupOne is relay setup of cfg: after waiting for the database, the
+// table, the publication and the slot, each said created or found.
+func setupOne(ctx context.Context, c *cli.Context, sc *scrubber, cfg *relay.Config) error {
+	if err := waitForDatabase(ctx, c, sc, cfg.DatabaseURL, c.Duration(flagWait)); err != nil {
+		return err
+	}
+	before, err := readObjects(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := relay.Setup(ctx, cfg); err != nil {
+		return err
+	}
+	st, err := relay.Status(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "table %s: %s\n", cfg.Table, createdOrFound(before.Table))
+	fmt.Fprintf(w, "publication %s: %s\n", cfg.Publication, createdOrFound(before.Publication))
+	fmt.Fprintf(w, "slot %s: %s (confirmed_flush_lsn %s)\n", cfg.Slot, createdOrFound(before.Slot), st.ConfirmedFlushLSN)
+	return nil
+}
+
+// setupFleet is relay setup --config: every source of the file (or
+// --source), one after the other, each under its name; a source that
+// fails does not stop the others, and the command exits 1 naming them.
+func setupFleet(c *cli.Context, sc *scrubber) error {
+	logger, sources, err := fleetCommand(c, sc)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for i, s := range sources {
+		if i > 0 {
+			fmt.Fprintln(c.App.Writer)
+		}
+		fmt.Fprintf(c.App.Writer, "source %s\n", s.Name)
+		cfg := *s.Config
+		cfg.Logger = logger.With("source", s.Name)
+		ctx, cancel := context.WithTimeout(c.Context, adminTimeout+c.Duration(flagWait))
+		err := setupOne(ctx, c, sc, &cfg)
+		cancel()
+		if err != nil {
+			msg := sc.String(err.Error())
+			fmt.Fprintf(c.App.Writer, "error  %s\n", msg)
+			bad = append(bad, s.Name+" ("+msg+")")
+		}
+	}
+	if len(bad) > 0 {
+		return fail(errors.New("sources not set up: " + strings.Join(bad, "; ")))
+	}
+	return nil
 }
 
 // defaultNamesNote warns when a table other than the default takes the

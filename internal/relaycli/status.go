@@ -93,7 +93,11 @@ func unhealthy(st *relay.SlotStatus) error {
 func printStatus(w io.Writer, st *relay.SlotStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("slot", st.Slot+" ("+existence(st.SlotExists)+")")
+	if st.ForeignSlot != "" {
+		row("slot", st.Slot+" (not this database's: "+st.ForeignSlot+")")
+	} else {
+		row("slot", st.Slot+" ("+existence(st.SlotExists)+")")
+	}
 	row("publication", st.Publication+" ("+existence(st.PublicationExists)+")")
 	row("table", st.Table)
 	if st.SlotExists {

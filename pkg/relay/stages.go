@@ -7,6 +7,8 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/admin"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/migrate"
+	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
@@ -41,6 +43,7 @@ func deriveStages(c *Config, m *relaymetrics.Metrics) (stageConfigs, error) {
 
 // decodeConfig is the decoder's part of c.
 func decodeConfig(c *Config) decode.Config {
+	table, _ := pgname.Parse(c.Table, "public")
 	return decode.Config{
 		Table:             c.Table,
 		TableFormat:       c.TableFormat,
@@ -49,6 +52,7 @@ func decodeConfig(c *Config) decode.Config {
 		ProgressTopic:     c.ProgressTopic,
 		AllowedTopics:     c.AllowedTopics,
 		ReservedTopic:     c.ReservedTopic,
+		RelayTables:       migrate.RelayTables(table),
 		MaxMessageBytes:   c.MaxMessageBytes,
 		StopOnInvalid:     c.OnInvalid == InvalidStop,
 		CloudEvents:       c.CloudEvents,

@@ -65,6 +65,12 @@ type SlotStatus struct {
 	// outbox row: two are either deliberate or a mistyped --slot. Empty
 	// when none.
 	OtherSlots []string `json:"other_slots,omitempty"`
+	// ForeignSlot, when not empty, says whose the slot of this name is:
+	// slot names are per server, and this one belongs to another database
+	// of it (or is not a pgoutput slot), e.g. "database billing, plugin
+	// pgoutput". SlotExists is then false and the slot fields are empty:
+	// that slot is never presented as this relay's.
+	ForeignSlot string `json:"foreign_slot,omitempty"`
 
 	// TableExists is false when the outbox table does not exist.
 	TableExists bool `json:"table_exists"`

@@ -145,6 +145,7 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 				v += ", committed " + p.CommitTime.UTC().Format(time.RFC3339)
 			}
 			row("progress", v+" (topic "+p.Topic+", key "+p.Key+")")
+			row("progress_trust", p.Trust)
 		}
 	}
 	for _, o := range st.OtherSlots {

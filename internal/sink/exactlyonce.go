@@ -35,8 +35,16 @@ import (
 //
 // Progress is trusted only when a relay wrote it (contract.HeaderProgress,
 // which no row may carry), for this slot's history (the state row's system
-// identifier, timeline and slot creation LSN), and not past the server's
-// WAL: anything else could skip rows Kafka does not hold.
+// identifier, timeline and slot creation LSN), not past the server's WAL,
+// and not past what the state row records (its ceiling): anything else
+// could skip rows Kafka does not hold. The last holds because a commit
+// waits, before it commits, until the row's ceiling covers the progress
+// it records (Sink.Recorded): a disk snapshot restored over the server
+// rolls the row back with the WAL, and the progress Kafka kept from after
+// the snapshot is then past it (duplicates, no skip). Progress found
+// untrusted is replaced at once by a committed progress that skips
+// nothing beyond the state row, so that it never turns trusted later (the
+// restored server's ceiling passing it).
 
 // progressFormat is the value of a progress record's HeaderProgress.
 const progressFormat = "2"
@@ -155,8 +163,10 @@ var errTxnAborted = errors.New("relay: exactly-once: kafka transaction aborted")
 // OpenExactlyOnce gives the sink a transactional producer for a session on
 // the slot history h, fencing older relays of the slot, and returns the
 // committed progress that may be trusted (zero when none): written by a
-// relay, for h, and not past walEnd, the server's current WAL position.
-func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.LSN) (Progress, error) {
+// relay, for h, not past walEnd, the server's current WAL position, and
+// not past recorded, the state row's ceiling. Progress it does not trust
+// it replaces at once (see trustProgress).
+func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd, recorded pglogrepl.LSN) (Progress, error) {
 	c := &s.cfg
 	key := ProgressKey(h.SystemID, c.Slot)
 	if s.eos == nil || s.eos.key != key {
@@ -178,7 +188,12 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.
 	if err != nil {
 		return Progress{}, err
 	}
-	committed := trustProgress(c, s.m.ProgressIgnored, p, h, walEnd)
+	committed, trusted := trustProgress(c, s.m.ProgressIgnored, p, h, walEnd, recorded)
+	if !trusted {
+		if err := s.replaceProgress(ctx); err != nil {
+			return Progress{}, err
+		}
+	}
 	// A part written first in this session (the rest of a transaction
 	// committed in parts) still says where the whole ones end.
 	e.lastEnd, e.lastCommit = uint64(committed.EndLSN), committed.CommitTime
@@ -253,32 +268,71 @@ func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec
 	return p, nil
 }
 
-// trustProgress is the part of p a session may skip through: p when it
-// belongs to history h and is not past walEnd, zero (skip nothing beyond
-// the state row) otherwise, with a warning and a count.
-func trustProgress(c *Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
-	if p.EndLSN == "" {
-		return Progress{}
+// trustProgress is the part of p a session may skip through (see
+// judgeProgress), and whether p was trusted; an untrusted p is logged and
+// counted in ignored by its reason.
+func trustProgress(c *Config, ignored *prometheus.CounterVec, p progress, h History, walEnd, recorded pglogrepl.LSN) (Progress, bool) {
+	got, j := judgeProgress(p, h, walEnd, recorded)
+	if j.reason == "" {
+		return got, true
 	}
-	ignore := func(reason, msg string, attrs ...any) Progress {
-		c.Logger.Warn("exactly-once: not skipping by the committed progress: "+msg+"; the session resumes from the state row (duplicates, no loss)",
-			append(attrs, "progress_topic", c.ProgressTopic, "slot", c.Slot)...)
-		ignored.WithLabelValues(reason).Inc()
-		return Progress{}
+	c.Logger.Warn("exactly-once: not skipping by the committed progress: "+j.why+"; the session resumes from the state row (duplicates, no loss)",
+		append(j.attrs, "progress_topic", c.ProgressTopic, "slot", c.Slot)...)
+	ignored.WithLabelValues(j.reason).Inc()
+	return Progress{}, false
+}
+
+// judgement is why judgeProgress does not trust a progress record: its
+// reason (the progress_ignored_total label, empty when trusted), a
+// sentence and the values that show it.
+type judgement struct {
+	reason, why string
+	attrs       []any
+}
+
+// judgeProgress is the part of p a session may skip through: p when it
+// belongs to history h, is not past walEnd (the server's WAL) and not past
+// recorded (the state row's ceiling: see Sink.Recorded), zero (skip
+// nothing beyond the state row) otherwise, with the judgement. No
+// progress at all is trusted (it skips nothing).
+func judgeProgress(p progress, h History, walEnd, recorded pglogrepl.LSN) (Progress, judgement) {
+	if p.EndLSN == "" {
+		return Progress{}, judgement{}
 	}
 	got, err := p.parse()
+	switch ph := p.history(); {
+	case err != nil:
+		return Progress{}, judgement{"unreadable", "the progress record does not parse", []any{"error", err}}
+	case ph != h:
+		return Progress{}, judgement{"other-history", "it belongs to another history of the slot (a failover, a restore, a recovery or a re-created slot)",
+			[]any{"progress_history", ph.String(), "state_history", h.String()}}
+	case got.EndLSN > walEnd || got.Part.Final > walEnd:
+		return Progress{}, judgement{"beyond-wal", "it is past the server's current WAL position",
+			[]any{"end_lsn", got.EndLSN.String(), "part_of", got.Part.Final.String(), "server_wal", walEnd.String()}}
+	case got.EndLSN > recorded || got.Part.Final > recorded:
+		return Progress{}, judgement{"beyond-state", "it is past what the state row records (a disk snapshot or backup restored over the server)",
+			[]any{"end_lsn", got.EndLSN.String(), "part_of", got.Part.Final.String(), "state_ceiling", recorded.String()}}
+	}
+	return got, judgement{}
+}
+
+// replaceProgress commits, as a Kafka transaction of its own, a progress
+// record that skips nothing beyond the state row, over the untrusted one
+// the session read: the server's WAL and the row's ceiling move on, and a
+// later session must not find that progress within them.
+func (s *Sink) replaceProgress(ctx context.Context) error {
+	if err := s.prod.Begin(); err != nil {
+		return s.txnError("begin a transaction", err)
+	}
+	s.eos.open, s.eos.began = true, time.Now()
+	errs, err := s.prod.Produce(ctx, []*kgo.Record{s.progressRecord(0, time.Time{}, decode.Position{})})
+	if err == nil {
+		err = errors.Join(errs...)
+	}
 	if err != nil {
-		return ignore("unreadable", "the progress record does not parse", "error", err)
+		return s.abort(ctx, fmt.Errorf("replace the untrusted progress: %w", err))
 	}
-	if ph := p.history(); ph != h {
-		return ignore("other-history", "it belongs to another history of the slot (a failover, a restore, a recovery or a re-created slot)",
-			"progress_history", ph.String(), "state_history", h.String())
-	}
-	if got.EndLSN > walEnd || got.Part.Final > walEnd {
-		return ignore("beyond-wal", "it is past the server's current WAL position", "end_lsn", got.EndLSN.String(),
-			"part_of", got.Part.Final.String(), "server_wal", walEnd.String())
-	}
-	return got
+	return s.commitTxn(ctx)
 }
 
 // history is the slot history p names.
@@ -322,11 +376,12 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 		Headers: []kgo.RecordHeader{{Key: contract.HeaderProgress, Value: []byte(progressFormat)}}}
 }
 
-// ReadProgressStatus reads the committed progress of c's slot on the
-// server of system identifier systemID, for Status; a failure is reported
-// in the result's Error.
-func ReadProgressStatus(ctx context.Context, c *Config, systemID string) *relaytype.ProgressStatus {
-	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(systemID, c.Slot)}
+// ReadProgressStatus reads the committed progress of c's slot of history
+// h, for Status, and judges it as a session starting now would (walEnd
+// the server's WAL, recorded the state row's ceiling); a failure is
+// reported in the result's Error.
+func ReadProgressStatus(ctx context.Context, c *Config, h History, walEnd, recorded pglogrepl.LSN) *relaytype.ProgressStatus {
+	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(h.SystemID, c.Slot)}
 	p, err := readProgress(ctx, c, nil, ps.Key)
 	if err != nil {
 		ps.Error = err.Error()
@@ -336,6 +391,21 @@ func ReadProgressStatus(ctx context.Context, c *Config, systemID string) *relayt
 		ps.Found, ps.CommittedLSN = true, got.EndLSN.String()
 		t := p.CommitTime
 		ps.CommitTime = &t
+	}
+	_, j := judgeProgress(p, h, walEnd, recorded)
+	switch {
+	case p.EndLSN == "":
+		ps.Trust = "no progress committed: a session resumes from the state row"
+	case j.reason == "":
+		ps.Trusted = true
+		ps.Trust = fmt.Sprintf("written by a relay for this history of the slot (%s), within the server's WAL (%s) and the state row's ceiling (%s)",
+			h, walEnd, recorded)
+	default:
+		ps.Trust = fmt.Sprintf("not trusted (%s): %s", j.reason, j.why)
+		for i := 0; i+1 < len(j.attrs); i += 2 {
+			ps.Trust += fmt.Sprintf(", %v %v", j.attrs[i], j.attrs[i+1])
+		}
+		ps.Trust += "; a session replaces it and resumes from the state row (duplicates, no loss)"
 	}
 	return ps
 }
@@ -517,13 +587,17 @@ func (e *eosState) hold(batch []decode.Event) {
 	}
 }
 
-// commitTxn commits the open transaction, guarded.
+// commitTxn commits the open transaction, guarded, once the state row
+// records its progress.
 func (s *Sink) commitTxn(ctx context.Context) error {
 	e := s.eos
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
 			return err
 		}
+	}
+	if err := s.recordProgress(ctx); err != nil {
+		return s.abort(ctx, err)
 	}
 	err := s.prod.Commit(ctx)
 	e.open = false
@@ -532,6 +606,25 @@ func (s *Sink) commitTxn(ctx context.Context) error {
 		return s.txnError("commit", err)
 	}
 	s.m.ProgressLSN.Set(float64(e.lastEnd))
+	return nil
+}
+
+// recordProgress waits, at most half the transaction timeout, until the
+// state row records the progress the open transaction is to commit (see
+// Recorded).
+func (s *Sink) recordProgress(ctx context.Context) error {
+	if s.Recorded == nil {
+		return nil
+	}
+	pos := max(pglogrepl.LSN(s.eos.lastEnd), s.eos.part.Final)
+	if d := s.cfg.Producer.TransactionTimeout / 2; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	if err := s.Recorded(ctx, pos); err != nil {
+		return fmt.Errorf("relay: exactly-once: the state row does not record the progress %s: %w", pos, err)
+	}
 	return nil
 }
 

@@ -149,7 +149,7 @@ func TestRunTransactional(t *testing.T) {
 	st := newSinkTest(t, nil)
 	ctx := context.Background()
 	h := History{SystemID: "7", Timeline: 1, SlotCreatedLSN: 1}
-	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40); err != nil {
+	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40, 1<<40); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := st.publisher().(transactional); !ok {
@@ -165,8 +165,8 @@ func TestRunTransactional(t *testing.T) {
 	if got := st.values(t, topic, 5); len(got) != 5 {
 		t.Errorf("records %q, want 5", got)
 	}
-	ps := ReadProgressStatus(ctx, &st.cfg, "7")
-	if !ps.Found || ps.CommittedLSN != pglogrepl.LSN(200).String() || ps.Error != "" {
+	ps := ReadProgressStatus(ctx, &st.cfg, h, 1<<40, 1<<40)
+	if !ps.Found || ps.CommittedLSN != pglogrepl.LSN(200).String() || ps.Error != "" || !ps.Trusted {
 		t.Errorf("progress %+v, want found at %s", ps, pglogrepl.LSN(200))
 	}
 }
@@ -177,7 +177,7 @@ func TestTransactionalAcknowledgesAtCommit(t *testing.T) {
 	t.Parallel()
 	st := newSinkTest(t, nil)
 	ctx := context.Background()
-	if _, err := st.OpenExactlyOnce(ctx, History{SystemID: "8", Timeline: 1, SlotCreatedLSN: 1}, 1<<40); err != nil {
+	if _, err := st.OpenExactlyOnce(ctx, History{SystemID: "8", Timeline: 1, SlotCreatedLSN: 1}, 1<<40, 1<<40); err != nil {
 		t.Fatal(err)
 	}
 	st.tx(t, st.k.Topic("open"), 2, 100, false)

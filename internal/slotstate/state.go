@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,6 +221,10 @@ const (
 	// replaySkip): about this much traffic, or what a relay catching up
 	// publishes in this time.
 	stateRefresh = 200 * time.Millisecond
+	// coverMinGap spaces the writes an exactly-once commit waits for
+	// (see Keeper.Cover): it waits about this long at most, on top of the
+	// write itself, and the writes stay under a hundred a second.
+	coverMinGap = 10 * time.Millisecond
 	// StateSettle bounds how long a graceful stop waits for the ceiling to
 	// cover its final confirmation (see Keeper.Settle).
 	StateSettle = 3 * time.Second
@@ -257,8 +262,15 @@ type Keeper struct {
 	// while the row still describes the slot it started streaming.
 	systemID   atomic.Pointer[string]
 	createdLSN atomic.Uint64
+	// covering counts the Cover calls waiting; raised is closed when the
+	// ceiling rises (nil until a Cover call waits).
+	covering atomic.Int32
+	mu       sync.Mutex
+	raised   chan struct{}
 }
 
+// NewKeeper returns a keeper; Start arms it for a session, Keep runs its
+// writer.
 func NewKeeper() *Keeper { return &Keeper{kick: make(chan struct{}, 1)} }
 
 // Start arms the keeper for a session on the slot described by st.
@@ -267,6 +279,51 @@ func (k *Keeper) Start(st *RelayState) {
 	k.createdLSN.Store(uint64(st.CreatedLSN))
 	k.ceiling.Store(uint64(st.Ceiling))
 	k.want.Store(0)
+	k.wake()
+}
+
+// Cover waits until the state row's ceiling covers pos, asking for the
+// write at once (within coverMinGap of the last one): an exactly-once
+// session calls it before each Kafka commit with the progress that commit
+// records, so that the database holds, before Kafka does, what the
+// progress may claim. A session trusts no progress past the row's ceiling
+// (see sink.OpenExactlyOnce): a disk snapshot restored over the server
+// rolls the row back with the WAL, and the progress Kafka kept from after
+// the snapshot is then past it. Cover returns ctx's error when it ends
+// first. A nil keeper does not wait.
+func (k *Keeper) Cover(ctx context.Context, pos pglogrepl.LSN) error {
+	if k == nil {
+		return nil
+	}
+	k.covering.Add(1)
+	defer k.covering.Add(-1)
+	for {
+		k.mu.Lock()
+		if k.raised == nil {
+			k.raised = make(chan struct{})
+		}
+		raised := k.raised
+		k.mu.Unlock()
+		if uint64(pos) <= k.ceiling.Load() {
+			return nil
+		}
+		k.Read(pos, false)
+		select {
+		case <-raised:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// wake tells the Cover calls waiting that the ceiling may have risen.
+func (k *Keeper) wake() {
+	k.mu.Lock()
+	if k.raised != nil {
+		close(k.raised)
+		k.raised = nil
+	}
+	k.mu.Unlock()
 }
 
 // Read records that the stream read a transaction ending at end; with
@@ -335,7 +392,11 @@ func (k *Keeper) Keep(ctx context.Context, c *Config, l *pgconnect.Live) {
 		if _, _, _, due := w.due(); !due {
 			continue
 		}
-		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !backoff.Sleep(ctx, wait) {
+		gap := stateMinGap
+		if k.covering.Load() > 0 {
+			gap = coverMinGap // a Kafka commit waits for this write
+		}
+		if wait := gap - time.Since(w.lastWrite); wait > 0 && !backoff.Sleep(ctx, wait) {
 			continue // the select writes the final state
 		}
 		// Read after the wait: the confirmed position the row records
@@ -490,6 +551,7 @@ func (w *stateWriter) writeState(ctx context.Context, conn *pgx.Conn, confirmed 
 		return err
 	}
 	raise(&k.ceiling, uint64(lsn))
+	k.wake()
 	return nil
 }
 

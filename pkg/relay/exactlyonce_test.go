@@ -411,3 +411,84 @@ func TestExactlyOnceFailoverOldProgressSkipsNothing(t *testing.T) {
 		t.Fatalf("%d of %d rows of the new primary missing", missing, len(newIDs))
 	}
 }
+
+// fillWAL writes rows of a table outside the publication until the
+// server's WAL is past lsn.
+func (b *bundle) fillWAL(t *testing.T, lsn pglogrepl.LSN) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS wal_filler (x text)`); err != nil {
+		t.Fatal(err)
+	}
+	for b.currentLSN(t) <= lsn {
+		if _, err := b.db.Pool.Exec(ctx, `INSERT INTO wal_filler SELECT repeat('x', 1000) FROM generate_series(1, 100)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A disk snapshot restored over the primary costs duplicates, never a
+// skip. The server's data directory is copied (with the slot and its state
+// row) after the relay published one row; the relay publishes 50 more,
+// then the copy is put back: same system identifier, timeline and slot,
+// while Kafka's progress names WAL the restored server never had. Once
+// the restored server's WAL passes that progress, the 50 rows committed
+// on it are all published, and the progress is counted as ignored
+// (beyond-state: past what the state row records), as relay status says
+// before the relay starts. Before the fix the relay trusted the progress
+// and skipped every one of them (50 of 50 missing, nothing logged or
+// counted).
+func TestExactlyOnceRestoredSnapshotSkipsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, srv := ownServerOn(t, testenv.NewBroker(t), func(c *relay.Config) { c.ExactlyOnce = true })
+	topic := b.topic("outbox.order")
+	run := b.start(t)
+	waitForIDs(t, b.kafka.Brokers, topic, b.insert(t, msg("a", 0)), 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	snapshot, err := srv.CopyData(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.db.Pool.Reset() // its connections died with the server
+	run = b.start(t)
+	// The progress of the next rows ends well past the copy's WAL.
+	b.fillWAL(t, b.currentLSN(t)+64<<10)
+	var later []outbox.Message
+	for i := range 50 {
+		later = append(later, msg("later", i))
+	}
+	waitForIDs(t, b.kafka.Brokers, topic, b.insert(t, later...), 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	progressEnd := b.currentLSN(t)
+
+	if err := srv.RestoreData(ctx, snapshot); err != nil {
+		t.Fatal(err)
+	}
+	b.db.Pool.Reset()
+	var restored []outbox.Message
+	for i := range 50 {
+		restored = append(restored, msg("restored", i))
+	}
+	ids := b.insert(t, restored...)
+	b.fillWAL(t, progressEnd)
+	// A row past the old progress: once it is in Kafka, every row
+	// committed before it is too, or was skipped.
+	last := b.insert(t, msg("last", 0))
+	st, err := relay.Status(ctx, b.cfg)
+	if err != nil || st.Progress == nil || st.Progress.Trusted || !strings.Contains(st.Progress.Trust, "not trusted (beyond-state)") {
+		t.Fatalf("Status: %+v, %v; want the progress not trusted, beyond-state", st.Progress, err)
+	}
+	b.start(t)
+	recs := waitForIDs(t, b.kafka.Brokers, topic, last, 60*time.Second)
+	if missing := testenv.MissingIDs(recs, ids); missing != 0 {
+		t.Fatalf("%d of %d rows committed on the restored server missing", missing, len(ids))
+	}
+	if n := testenv.MetricValue(t, b.reg, "pgoutbox_relay_progress_ignored_total", "reason", "beyond-state"); n < 1 {
+		t.Fatalf("progress_ignored_total{reason=beyond-state} = %v, want ≥ 1", n)
+	}
+}

@@ -117,13 +117,14 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 // fence opens the sink's transactional producer for an exactly-once
 // session on the slot st describes, which fences the older relays of the
 // slot and aborts what they left open, and returns the progress they
-// committed for this history of the slot, up to the server's WAL.
+// committed for this history of the slot, up to the server's WAL and the
+// state row's ceiling.
 func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelayState) (sink.Progress, error) {
 	_, walEnd, err := slotstate.IdentifyAt(ctx, r.stage.slot)
 	if err != nil {
 		return sink.Progress{}, err
 	}
-	committed, err := sk.OpenExactlyOnce(ctx, sink.History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN}, walEnd)
+	committed, err := sk.OpenExactlyOnce(ctx, sink.History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN}, walEnd, st.Ceiling)
 	if err != nil {
 		sk.Close()
 		return sink.Progress{}, err

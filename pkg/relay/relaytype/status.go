@@ -128,6 +128,13 @@ type ProgressStatus struct {
 	// to Kafka; CommitTime is its commit time in Postgres.
 	CommittedLSN string     `json:"committed_lsn,omitempty"`
 	CommitTime   *time.Time `json:"commit_time,omitempty"`
+	// Trusted is whether a session starting now would skip the WAL the
+	// progress covers: a relay wrote it for the slot's history, and it is
+	// past neither the server's WAL nor the state row's ceiling (what
+	// the database recorded before the Kafka commit). Trust says why, or
+	// why not.
+	Trusted bool   `json:"trusted"`
+	Trust   string `json:"trust,omitempty"`
 	// Error says why the progress could not be read; empty when it was.
 	Error string `json:"error,omitempty"`
 }

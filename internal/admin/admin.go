@@ -225,6 +225,6 @@ func progressStatus(ctx context.Context, conn *pgx.Conn, c *Config) *relaytype.P
 	case rs == nil:
 		return fail(fmt.Errorf("slot %s has no state row: no progress is trusted without one", c.Slot))
 	}
-	h := sink.History{SystemID: rs.SystemID, Timeline: rs.Timeline, SlotCreatedLSN: rs.CreatedLSN}
+	h := sink.History{SystemID: rs.SystemID, Timeline: rs.Timeline, SlotCreatedLSN: rs.CreatedLSN, Incarnation: rs.Incarnation}
 	return sink.ReadProgressStatus(ctx, &c.Sink, h, walEnd, rs.Ceiling)
 }

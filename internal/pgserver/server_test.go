@@ -147,7 +147,8 @@ func countT(ctx context.Context, t *testing.T, url string) (n int) {
 
 // RestoreData puts back what CopyData copied, on the same port: the rows
 // written after the copy are gone, the server's identity stays, and the
-// copy can be restored again.
+// copy can be restored again; StartCopy runs a second server from it,
+// beside the first.
 func TestCopyRestoreData(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -171,5 +172,13 @@ func TestCopyRestoreData(t *testing.T) {
 			t.Fatalf("%d rows after the restore, want the copy's 1", n)
 		}
 		execOn(ctx, t, url, `INSERT INTO t VALUES (3)`)
+	}
+	clone := stopAtEnd(t)(s.StartCopy(ctx, copied))
+	if clone.AdminURL == url {
+		t.Fatalf("the copy runs on the original's address %s", url)
+	}
+	execOn(ctx, t, clone.AdminURL, `INSERT INTO t VALUES (4)`)
+	if n, m := countT(ctx, t, clone.AdminURL), countT(ctx, t, url); n != 2 || m != 2 {
+		t.Fatalf("%d rows in the copy, %d in the original; want 2 and 2", n, m)
 	}
 }

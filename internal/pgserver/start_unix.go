@@ -284,6 +284,19 @@ func (s *Server) RestoreData(ctx context.Context, copied string) error {
 	return s.start(ctx, s.proc)
 }
 
+// StartCopy starts a second server from a data directory CopyData made,
+// in a new temporary directory on a free port: a file-level clone of s
+// (same system identifier, timeline, slots and data) running beside it.
+// Stop removes it.
+func (s *Server) StartCopy(ctx context.Context, copied string) (*Server, error) {
+	if s.proc == nil {
+		return nil, fmt.Errorf("pgserver: a copy needs a server started here")
+	}
+	return create(ctx, "pgoutbox-pg-copy-", s.proc.bin, s.proc.private, s.proc.settings, func(data string) *exec.Cmd {
+		return exec.CommandContext(ctx, "cp", "-a", copied, data)
+	})
+}
+
 // copyDir copies the directory src to dst as the server's OS user, keeping
 // modes (the server refuses a data directory others can read).
 func (s *Server) copyDir(ctx context.Context, src, dst string) error {

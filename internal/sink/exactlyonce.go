@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -41,10 +43,19 @@ import (
 // waits, before it commits, until the row's ceiling covers the progress
 // it records (Sink.Recorded): a disk snapshot restored over the server
 // rolls the row back with the WAL, and the progress Kafka kept from after
-// the snapshot is then past it (duplicates, no skip). Progress found
-// untrusted is replaced at once by a committed progress that skips
-// nothing beyond the state row, so that it never turns trusted later (the
-// restored server's ceiling passing it).
+// the snapshot is then past it (duplicates, no skip).
+//
+// The progress key and the transactional ID carry the slot's incarnation,
+// a random identity made with the slot and kept in the state row, so that
+// a re-created slot, or a clone of the database that re-created its own,
+// shares neither with the original. A file-level clone (or a restored
+// snapshot) copies the row, incarnation included: the first session that
+// finds progress under its key past what its database records
+// (ErrForeignProgress) gives its row a new incarnation, so that the two
+// part from then on, and the old progress, never read again, cannot turn
+// trusted later when the server's WAL and ceiling pass it. Progress of
+// another incarnation of the same system and slot seen in the progress
+// topic is logged once, naming both.
 
 // progressFormat is the value of a progress record's HeaderProgress.
 const progressFormat = "2"
@@ -55,6 +66,7 @@ type progress struct {
 	SystemIdentifier string        `json:"system_identifier"`
 	Timeline         int32         `json:"timeline"`
 	SlotCreatedLSN   string        `json:"slot_created_lsn"`
+	Incarnation      string        `json:"incarnation,omitempty"`
 	EndLSN           string        `json:"end_lsn"`
 	CommitTime       time.Time     `json:"commit_time"`
 	Part             *progressPart `json:"part,omitempty"`
@@ -78,22 +90,36 @@ type Progress struct {
 }
 
 // History is the WAL history a slot's progress belongs to, as its state
-// row records it: the server, its timeline and the slot's creation.
+// row records it: the server, its timeline, the slot's creation and its
+// incarnation.
 type History struct {
 	SystemID       string
 	Timeline       int32
 	SlotCreatedLSN pglogrepl.LSN
+	Incarnation    string
 }
 
-// String names the server, the timeline and the slot creation.
+// String names the server, the timeline, the slot creation and the
+// incarnation.
 func (h History) String() string {
-	return fmt.Sprintf("system %s, timeline %d, slot created at %s", h.SystemID, h.Timeline, h.SlotCreatedLSN)
+	return fmt.Sprintf("system %s, timeline %d, slot created at %s, incarnation %s", h.SystemID, h.Timeline, h.SlotCreatedLSN, h.Incarnation)
 }
 
-// ProgressKey is the progress record key, and the transactional ID, of a
-// slot on the server of system identifier systemID: the same for every
-// relay of the slot, across restarts and timelines.
-func ProgressKey(systemID, slot string) string { return "pgoutbox-relay/" + systemID + "/" + slot }
+// ProgressKey is the progress record key, and the transactional ID, of
+// the incarnation of a slot on the server of system identifier systemID:
+// the same for every relay of the slot, across restarts and timelines,
+// until the slot is created anew or the relay finds that another database
+// shares it (see ErrForeignProgress).
+func ProgressKey(systemID, slot, incarnation string) string {
+	return "pgoutbox-relay/" + systemID + "/" + slot + "/" + incarnation
+}
+
+// ErrForeignProgress is OpenExactlyOnce's error when the progress under
+// the session's key is past what its database records (the server's WAL or
+// the state row's ceiling): a clone of the database, or the primary a
+// restored snapshot was taken of, shares the slot's incarnation. The
+// caller gives the state row a new incarnation and opens again.
+var ErrForeignProgress = errors.New("relay: exactly-once: the progress under the slot's key was written for WAL this database does not record")
 
 // eosState is the sink's exactly-once state.
 type eosState struct {
@@ -110,6 +136,9 @@ type eosState struct {
 	lastEnd    uint64
 	lastCommit time.Time
 	part       decode.Position
+	// others are the keys of other incarnations of the system and slot
+	// whose progress was seen (and logged).
+	others map[string]bool
 	// redo remembers, across sessions, records Kafka refused for their
 	// own sake, by WAL position: once refused for good (as at-least-once
 	// mode judges), the session that reads them again dead-letters them
@@ -164,13 +193,13 @@ var errTxnAborted = errors.New("relay: exactly-once: kafka transaction aborted")
 // the slot history h, fencing older relays of the slot, and returns the
 // committed progress that may be trusted (zero when none): written by a
 // relay, for h, not past walEnd, the server's current WAL position, and
-// not past recorded, the state row's ceiling. Progress it does not trust
-// it replaces at once (see trustProgress).
+// not past recorded, the state row's ceiling. Progress past either ends
+// it with ErrForeignProgress.
 func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd, recorded pglogrepl.LSN) (Progress, error) {
 	c := &s.cfg
-	key := ProgressKey(h.SystemID, c.Slot)
+	key := ProgressKey(h.SystemID, c.Slot, h.Incarnation)
 	if s.eos == nil || s.eos.key != key {
-		s.eos = &eosState{key: key, redo: make(map[decode.Position]refusal)}
+		s.eos = &eosState{key: key, redo: make(map[decode.Position]refusal), others: make(map[string]bool)}
 	}
 	e := s.eos
 	e.history = h
@@ -184,15 +213,22 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd, recorded 
 	if err := s.prod.Init(ctx); err != nil {
 		return Progress{}, s.txnError("initialise the transactional producer", err)
 	}
-	p, err := readProgress(ctx, c, s.m.ProgressIgnored, key)
+	p, others, err := readProgress(ctx, c, s.m.ProgressIgnored, key)
 	if err != nil {
 		return Progress{}, err
 	}
-	committed, trusted := trustProgress(c, s.m.ProgressIgnored, p, h, walEnd, recorded)
-	if !trusted {
-		if err := s.replaceProgress(ctx); err != nil {
-			return Progress{}, err
+	for _, k := range others {
+		if !e.others[k] {
+			e.others[k] = true
+			c.Logger.Warn("exactly-once: the progress topic holds progress of another incarnation of this system and slot "+
+				"(a clone of the database, a restored snapshot, a re-created slot, or a relay of before incarnations); "+
+				"it is neither read nor fenced by this one", "progress_topic", c.ProgressTopic, "slot", c.Slot,
+				"incarnation", h.Incarnation, "key", key, "other_incarnation", incarnationOf(k), "other_key", k)
 		}
+	}
+	committed, reason := trustProgress(c, s.m.ProgressIgnored, p, h, walEnd, recorded)
+	if reason == "beyond-wal" || reason == "beyond-state" {
+		return Progress{}, fmt.Errorf("%w (%s, key %s)", ErrForeignProgress, reason, key)
 	}
 	// A part written first in this session (the rest of a transaction
 	// committed in parts) still says where the whole ones end.
@@ -224,11 +260,22 @@ func progressTopicError(c *Config, err error) error {
 		relaytype.ErrConfig, t, err))
 }
 
+// incarnationOf is the incarnation a progress key names, "none" for a key
+// of before incarnations.
+func incarnationOf(key string) string {
+	if strings.Count(key, "/") < 3 {
+		return "none"
+	}
+	return key[strings.LastIndexByte(key, '/')+1:]
+}
+
 // readProgress reads key's last progress record written by a relay
-// (read_committed), zero when there is none. Records of the key without
+// (read_committed), zero when there is none, and the keys of other
+// incarnations of the same system and slot that relays wrote progress
+// under, among the records it read. Records of the key without
 // HeaderProgress are skipped, each logged and counted in ignored (when
 // set), as is an unreadable one.
-func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
+func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, others []string, err error) {
 	count := func(reason string) {
 		if ignored != nil {
 			ignored.WithLabelValues(reason).Inc()
@@ -247,39 +294,52 @@ func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec
 		count("not-relay")
 		return false
 	}
-	v, found, err := producer.ReadLast(ctx, pc, c.ProgressTopic, key, byRelay)
+	prefix := key[:strings.LastIndexByte(key, '/')] // the system and slot
+	seen := func(r *kgo.Record) {
+		k := string(r.Key)
+		if k != prefix && !strings.HasPrefix(k, prefix+"/") || slices.Contains(others, k) {
+			return
+		}
+		for _, h := range r.Headers {
+			if h.Key == contract.HeaderProgress {
+				others = append(others, k)
+				return
+			}
+		}
+	}
+	v, found, err := producer.ReadLastSeeing(ctx, pc, c.ProgressTopic, key, byRelay, seen)
 	if forged > 0 {
 		c.Logger.Warn("exactly-once: ignoring records under the slot's progress key that no relay wrote (no "+contract.HeaderProgress+" header): "+
 			"something else writes the progress topic", "progress_topic", c.ProgressTopic, "key", key, "records", forged, "last_offset", lastForged)
 	}
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return p, nil // no relay of the slot ran exactly-once yet
+		return p, nil, nil // no relay of the slot ran exactly-once yet
 	case err != nil:
-		return p, fmt.Errorf("relay: exactly-once: read the progress topic %s: %w", c.ProgressTopic, err)
+		return p, nil, fmt.Errorf("relay: exactly-once: read the progress topic %s: %w", c.ProgressTopic, err)
 	case !found:
-		return p, nil
+		return p, others, nil
 	}
 	if err := json.Unmarshal(v, &p); err != nil {
 		c.Logger.Warn("exactly-once: ignoring an unreadable progress record", "progress_topic", c.ProgressTopic, "key", key, "error", err)
 		count("unreadable")
-		return progress{}, nil
+		return progress{}, others, nil
 	}
-	return p, nil
+	return p, others, nil
 }
 
 // trustProgress is the part of p a session may skip through (see
-// judgeProgress), and whether p was trusted; an untrusted p is logged and
-// counted in ignored by its reason.
-func trustProgress(c *Config, ignored *prometheus.CounterVec, p progress, h History, walEnd, recorded pglogrepl.LSN) (Progress, bool) {
+// judgeProgress), and why p was not trusted (empty when it was); an
+// untrusted p is logged and counted in ignored by its reason.
+func trustProgress(c *Config, ignored *prometheus.CounterVec, p progress, h History, walEnd, recorded pglogrepl.LSN) (Progress, string) {
 	got, j := judgeProgress(p, h, walEnd, recorded)
 	if j.reason == "" {
-		return got, true
+		return got, ""
 	}
 	c.Logger.Warn("exactly-once: not skipping by the committed progress: "+j.why+"; the session resumes from the state row (duplicates, no loss)",
 		append(j.attrs, "progress_topic", c.ProgressTopic, "slot", c.Slot)...)
 	ignored.WithLabelValues(j.reason).Inc()
-	return Progress{}, false
+	return Progress{}, j.reason
 }
 
 // judgement is why judgeProgress does not trust a progress record: its
@@ -316,29 +376,10 @@ func judgeProgress(p progress, h History, walEnd, recorded pglogrepl.LSN) (Progr
 	return got, judgement{}
 }
 
-// replaceProgress commits, as a Kafka transaction of its own, a progress
-// record that skips nothing beyond the state row, over the untrusted one
-// the session read: the server's WAL and the row's ceiling move on, and a
-// later session must not find that progress within them.
-func (s *Sink) replaceProgress(ctx context.Context) error {
-	if err := s.prod.Begin(); err != nil {
-		return s.txnError("begin a transaction", err)
-	}
-	s.eos.open, s.eos.began = true, time.Now()
-	errs, err := s.prod.Produce(ctx, []*kgo.Record{s.progressRecord(0, time.Time{}, decode.Position{})})
-	if err == nil {
-		err = errors.Join(errs...)
-	}
-	if err != nil {
-		return s.abort(ctx, fmt.Errorf("replace the untrusted progress: %w", err))
-	}
-	return s.commitTxn(ctx)
-}
-
 // history is the slot history p names.
 func (p *progress) history() History {
 	created, _ := pglogrepl.ParseLSN(p.SlotCreatedLSN)
-	return History{SystemID: p.SystemIdentifier, Timeline: p.Timeline, SlotCreatedLSN: created}
+	return History{SystemID: p.SystemIdentifier, Timeline: p.Timeline, SlotCreatedLSN: created, Incarnation: p.Incarnation}
 }
 
 // parse reads p's positions.
@@ -367,7 +408,7 @@ func (p *progress) parse() (Progress, error) {
 func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position) *kgo.Record {
 	h := s.eos.history
 	p := progress{Slot: s.cfg.Slot, SystemIdentifier: h.SystemID, Timeline: h.Timeline, SlotCreatedLSN: h.SlotCreatedLSN.String(),
-		EndLSN: pglogrepl.LSN(end).String(), CommitTime: commit}
+		Incarnation: h.Incarnation, EndLSN: pglogrepl.LSN(end).String(), CommitTime: commit}
 	if part.Seq > 0 {
 		p.Part = &progressPart{FinalLSN: part.Final.String(), Events: part.Seq}
 	}
@@ -381,8 +422,8 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 // the server's WAL, recorded the state row's ceiling); a failure is
 // reported in the result's Error.
 func ReadProgressStatus(ctx context.Context, c *Config, h History, walEnd, recorded pglogrepl.LSN) *relaytype.ProgressStatus {
-	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(h.SystemID, c.Slot)}
-	p, err := readProgress(ctx, c, nil, ps.Key)
+	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(h.SystemID, c.Slot, h.Incarnation)}
+	p, _, err := readProgress(ctx, c, nil, ps.Key)
 	if err != nil {
 		ps.Error = err.Error()
 		return ps
@@ -405,7 +446,10 @@ func ReadProgressStatus(ctx context.Context, c *Config, h History, walEnd, recor
 		for i := 0; i+1 < len(j.attrs); i += 2 {
 			ps.Trust += fmt.Sprintf(", %v %v", j.attrs[i], j.attrs[i+1])
 		}
-		ps.Trust += "; a session replaces it and resumes from the state row (duplicates, no loss)"
+		ps.Trust += "; a session resumes from the state row (duplicates, no loss)"
+		if j.reason == "beyond-wal" || j.reason == "beyond-state" {
+			ps.Trust += ", under a new incarnation of the slot"
+		}
 	}
 	return ps
 }

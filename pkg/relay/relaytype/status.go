@@ -90,6 +90,10 @@ type StateStatus struct {
 	Timeline         int32     `json:"timeline"`
 	SlotCreatedLSN   string    `json:"slot_created_lsn"`
 	SlotCreatedAt    time.Time `json:"slot_created_at"`
+	// Incarnation is the random identity made with the slot, part of the
+	// exactly-once progress key and transactional ID; empty in a row of
+	// before incarnations (the relay gives it one at its next start).
+	Incarnation string `json:"incarnation,omitempty"`
 	// ConfirmedLSN and ConfirmedCommitTime are the last transaction the
 	// relay recorded as published (they trail the slot a little).
 	ConfirmedLSN        string     `json:"confirmed_lsn"`

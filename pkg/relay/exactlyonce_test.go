@@ -421,6 +421,25 @@ func TestExactlyOnceFailoverOldProgressSkipsNothing(t *testing.T) {
 	}
 }
 
+// copiedAfterOneRow is an exactly-once bundle on a server of its own, and
+// a copy of the server's data directory (pgserver's CopyData) taken after
+// the relay published one row and stopped.
+func copiedAfterOneRow(t *testing.T) (*bundle, *testenv.Server, string) {
+	t.Helper()
+	b, srv := ownServerOn(t, testenv.NewBroker(t), func(c *relay.Config) { c.ExactlyOnce = true })
+	run := b.start(t)
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), b.insert(t, msg("a", 0)), 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	copied, err := srv.CopyData(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.db.Pool.Reset() // its connections died with the server
+	return b, srv, copied
+}
+
 // fillWAL writes rows of a table outside the publication until the
 // server's WAL is past lsn.
 func (b *bundle) fillWAL(t *testing.T, lsn pglogrepl.LSN) {
@@ -450,19 +469,9 @@ func (b *bundle) fillWAL(t *testing.T, lsn pglogrepl.LSN) {
 func TestExactlyOnceRestoredSnapshotSkipsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, srv := ownServerOn(t, testenv.NewBroker(t), func(c *relay.Config) { c.ExactlyOnce = true })
+	b, srv, snapshot := copiedAfterOneRow(t)
 	topic := b.topic("outbox.order")
 	run := b.start(t)
-	waitForIDs(t, b.kafka.Brokers, topic, b.insert(t, msg("a", 0)), 60*time.Second)
-	if err := run.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	snapshot, err := srv.CopyData(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.db.Pool.Reset() // its connections died with the server
-	run = b.start(t)
 	// The progress of the next rows ends well past the copy's WAL.
 	b.fillWAL(t, b.currentLSN(t)+64<<10)
 	var later []outbox.Message
@@ -514,23 +523,13 @@ func TestExactlyOnceRestoredSnapshotSkipsNothing(t *testing.T) {
 func TestExactlyOnceCloneSharesNoProgress(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, srv := ownServerOn(t, testenv.NewBroker(t), func(c *relay.Config) { c.ExactlyOnce = true })
+	b, srv, copied := copiedAfterOneRow(t)
 	topic := b.topic("outbox.order")
-	run := b.start(t)
-	waitForIDs(t, b.kafka.Brokers, topic, b.insert(t, msg("a", 0)), 60*time.Second)
-	if err := run.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	copied, err := srv.CopyData(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clone, err := srv.StartCopy(ctx, copied)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(clone.Stop)
-	b.db.Pool.Reset()
 	key, _, _, _, incarnation := progressIn(t, b.db.Pool, b.cfg.Slot)
 
 	// The original relays on: its progress passes the clone's state row.

@@ -2,8 +2,10 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -168,6 +170,39 @@ func TestRunTransactional(t *testing.T) {
 	ps := ReadProgressStatus(ctx, &st.cfg, h, 1<<40, 1<<40)
 	if !ps.Found || ps.CommittedLSN != pglogrepl.LSN(200).String() || ps.Error != "" || !ps.Trusted {
 		t.Errorf("progress %+v, want found at %s", ps, pglogrepl.LSN(200))
+	}
+}
+
+// Each exactly-once commit first asks the state row to record the progress
+// it commits (Recorded, with the transaction's end); when the row cannot,
+// the transaction is aborted: nothing of it is acknowledged or visible.
+func TestTransactionalCommitWaitsForTheStateRow(t *testing.T) {
+	t.Parallel()
+	st := newSinkTest(t, nil)
+	ctx := context.Background()
+	if _, err := st.OpenExactlyOnce(ctx, History{SystemID: "9", Timeline: 1, SlotCreatedLSN: 1}, 1<<40, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	var asked []pglogrepl.LSN
+	st.Recorded = func(_ context.Context, pos pglogrepl.LSN) error {
+		asked = append(asked, pos)
+		return errors.New("the state row cannot be written")
+	}
+	topic := st.k.Topic("recorded")
+	st.tx(t, topic, 2, 100, true)
+	st.tx(t, topic, 1, 200, true)
+	st.q.Close()
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := st.Run(runCtx, st.q, st.tr)
+	if !errors.Is(err, errTxnAborted) || !slices.Equal(asked, []pglogrepl.LSN{200}) {
+		t.Fatalf("Run: %v, Recorded asked %v; want the transaction to 0/C8 aborted", err, asked)
+	}
+	if got := st.tr.Confirmed(); got != 0 {
+		t.Errorf("confirmed %d, want 0: the transaction never committed", got)
+	}
+	if ps := ReadProgressStatus(ctx, &st.cfg, History{SystemID: "9", Timeline: 1, SlotCreatedLSN: 1}, 1<<40, 1<<40); ps.Found {
+		t.Errorf("progress %+v committed, want none", ps)
 	}
 }
 

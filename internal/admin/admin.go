@@ -183,7 +183,7 @@ func Status(ctx context.Context, cfg *Config) (*relaytype.SlotStatus, error) {
 		return nil, err
 	}
 	if c.ExactlyOnce {
-		st.Progress = progressStatus(ctx, &c)
+		st.Progress = progressStatus(ctx, conn, &c)
 		if st.Progress.Error != "" {
 			st.Problems = append(st.Problems, "exactly-once progress: "+st.Progress.Error)
 		}
@@ -270,14 +270,26 @@ func openAdmin(ctx context.Context, cfg *Config) (Config, *pgx.Conn, error) {
 	return *cfg, conn, err
 }
 
-// progressStatus reads the exactly-once progress of c's slot from Kafka.
-func progressStatus(ctx context.Context, c *Config) *relaytype.ProgressStatus {
-	if c.KafkaErr != nil {
-		return &relaytype.ProgressStatus{Topic: c.Sink.ProgressTopic, Error: c.KafkaErr.Error()}
-	}
-	id, err := slotstate.Identify(ctx, &c.Config)
-	if err != nil {
+// progressStatus reads the exactly-once progress of c's slot from Kafka,
+// judged against its state row and the server's WAL.
+func progressStatus(ctx context.Context, conn *pgx.Conn, c *Config) *relaytype.ProgressStatus {
+	fail := func(err error) *relaytype.ProgressStatus {
 		return &relaytype.ProgressStatus{Topic: c.Sink.ProgressTopic, Error: err.Error()}
 	}
-	return sink.ReadProgressStatus(ctx, &c.Sink, id.SystemID)
+	if c.KafkaErr != nil {
+		return fail(c.KafkaErr)
+	}
+	_, walEnd, err := slotstate.IdentifyAt(ctx, &c.Config)
+	if err != nil {
+		return fail(err)
+	}
+	rs, err := slotstate.ReadState(ctx, conn, &c.Config)
+	switch {
+	case err != nil:
+		return fail(err)
+	case rs == nil:
+		return fail(fmt.Errorf("slot %s has no state row: no progress is trusted without one", c.Slot))
+	}
+	h := sink.History{SystemID: rs.SystemID, Timeline: rs.Timeline, SlotCreatedLSN: rs.CreatedLSN, Incarnation: rs.Incarnation}
+	return sink.ReadProgressStatus(ctx, &c.Sink, h, walEnd, rs.Ceiling)
 }

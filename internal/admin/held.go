@@ -20,10 +20,14 @@ import (
 // A recovery publishes only the rows Kafka does not hold. Before it
 // publishes, it reads the topics the rows of its range route to (and the
 // dead-letter topic), read_committed, from the range's start minus
-// heldSkew, and collects the message IDs found there, as relay verify
-// matches rows to records. A failover with relay recover then republishes
-// only what the old primary's relay had not published, not the whole
-// margin.
+// heldSkew, and collects the message IDs found there with where each was
+// found, as relay verify matches rows to records. A row is held only when
+// its ID is on the topic it routes to now, or in the dead-letter topic as
+// its dead letter (a dlq-reason, and the row's topic as original-topic):
+// an ID on the topic of an older routing, or a dead letter from then, is
+// published again where the row goes now. A failover with relay recover
+// then republishes only what the old primary's relay had not published,
+// not the whole margin.
 
 // heldSkew is how far before the range's start the topics are read: a
 // record's timestamp is its transaction's commit time (never before the
@@ -36,10 +40,18 @@ const heldSkew = verify.DefaultMargin
 // holds them or not (duplicates, which consumers deduplicate).
 const maxHeldIDs = 1_000_000
 
-// heldIDs are the message IDs Kafka holds; a nil *heldIDs holds none.
+// heldIDs are the message IDs Kafka holds, by where; a nil *heldIDs holds
+// none.
 type heldIDs struct {
-	ids     map[string]struct{}
-	skipped int // rows has found held
+	ids        map[heldAt]struct{}
+	deadLetter string // the dead-letter topic
+	skipped    int    // rows has found held
+}
+
+// heldAt is a message ID on a topic; for a dead letter, the topic is the
+// dead-letter topic and origin its original-topic header.
+type heldAt struct {
+	id, topic, origin string
 }
 
 // heldInKafka reads which rows of opts's range Kafka already holds.
@@ -56,7 +68,7 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.Backf
 	if err != nil || rows == 0 {
 		return nil, err
 	}
-	h := &heldIDs{ids: make(map[string]struct{})}
+	h := &heldIDs{ids: make(map[heldAt]struct{}), deadLetter: c.DeadLetters.Topic}
 	kopts := producer.ClientOpts(c.Sink.Producer)
 	full := false
 	_, err = verify.ScanTopics(ctx, kopts, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), c.Logger, func(r *kgo.Record) error {
@@ -64,11 +76,8 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.Backf
 			full = true
 			return nil
 		}
-		for _, hd := range r.Headers {
-			if hd.Key == contract.HeaderMessageID {
-				h.ids[string(hd.Value)] = struct{}{}
-				break
-			}
+		if at, ok := h.at(r); ok {
+			h.ids[at] = struct{}{}
 		}
 		return nil
 	})
@@ -82,21 +91,51 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.Backf
 	return h, nil
 }
 
-// has reports whether Kafka holds ev (by its message ID), counting it.
-// A row without a UUID message ID is never held: its records carry none
-// that matches it.
+// at is where the record r holds its message ID; false for a record
+// without one, and for a record of the dead-letter topic that is no dead
+// letter (no dlq-reason).
+func (h *heldIDs) at(r *kgo.Record) (heldAt, bool) {
+	at := heldAt{topic: r.Topic}
+	var id, reason bool
+	for _, hd := range r.Headers {
+		switch hd.Key {
+		case contract.HeaderMessageID:
+			at.id, id = string(hd.Value), true
+		case contract.HeaderDLQReason:
+			reason = true
+		case contract.HeaderOriginalTopic:
+			at.origin = string(hd.Value)
+		}
+	}
+	if r.Topic != h.deadLetter {
+		at.origin = ""
+	} else if !reason {
+		return heldAt{}, false
+	}
+	return at, id
+}
+
+// has reports whether Kafka holds ev, counting it: its message ID on the
+// topic ev routes to (a valid row), or in the dead-letter topic as its
+// dead letter (whose original-topic is ev's topic, cut as a dead letter
+// cuts it). A row without a UUID message ID is never held: its records
+// carry none that matches it.
 func (h *heldIDs) has(ev *decode.Event) bool {
 	if h == nil || ev.ID == uuid.Nil {
 		return false
 	}
+	id := ""
 	for _, hd := range ev.Record.Headers {
 		if hd.Key == contract.HeaderMessageID {
-			if _, ok := h.ids[string(hd.Value)]; ok {
-				h.skipped++
-				return true
-			}
-			return false
+			id = string(hd.Value)
+			break
 		}
+	}
+	_, routed := h.ids[heldAt{id: id, topic: ev.Record.Topic}]
+	_, dead := h.ids[heldAt{id: id, topic: h.deadLetter, origin: string(contract.Cut([]byte(ev.Record.Topic), contract.MaxTopicBytes))}]
+	if (routed && ev.Invalid == nil) || dead {
+		h.skipped++
+		return true
 	}
 	return false
 }

@@ -41,6 +41,7 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *Config, st *relaytype.
 	case rs != nil:
 		st.State = &relaytype.StateStatus{
 			SystemIdentifier: rs.SystemID, Timeline: rs.Timeline, SlotCreatedLSN: rs.CreatedLSN.String(), SlotCreatedAt: rs.CreatedAt,
+			Incarnation:  rs.Incarnation,
 			ConfirmedLSN: rs.ConfirmedLSN.String(), ConfirmedCommitTime: rs.ConfirmedAt, CeilingLSN: rs.Ceiling.String(),
 			MessagesSeen: rs.MessagesSeen, PrunedBefore: rs.PrunedBefore, UpdatedAt: rs.UpdatedAt,
 		}

@@ -38,6 +38,8 @@ type Server struct {
 	// proc describes how to start the server process again (Restart,
 	// StartStandby); nil for an external server.
 	proc *proc
+	// copies counts CopyData's copies, which it names after it.
+	copies int
 }
 
 // FindBinDir returns the directory holding initdb and postgres: PATH first,

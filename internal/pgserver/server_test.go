@@ -93,29 +93,8 @@ func TestStandbyPromoteRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := stopAtEnd(t)(Start(ctx))
-	exec := func(url, q string) {
-		t.Helper()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	count := func(url string) (n int) {
-		t.Helper()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	exec := func(url, q string) { t.Helper(); execOn(ctx, t, url, q) }
+	count := func(url string) int { t.Helper(); return countT(ctx, t, url) }
 	exec(p.AdminURL, `CREATE TABLE t (x int); INSERT INTO t VALUES (1)`)
 	s := stopAtEnd(t)(p.StartStandby(ctx))
 	exec(p.AdminURL, `INSERT INTO t VALUES (2)`)
@@ -136,5 +115,70 @@ func TestStandbyPromoteRestart(t *testing.T) {
 	}
 	if n := count(s.AdminURL); n != 3 {
 		t.Fatalf("%d rows after an immediate restart, want 3", n)
+	}
+}
+
+// execOn runs q on the server at url.
+func execOn(ctx context.Context, t *testing.T, url, q string) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// countT counts the rows of table t on the server at url.
+func countT(ctx context.Context, t *testing.T, url string) (n int) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// RestoreData puts back what CopyData copied, on the same port: the rows
+// written after the copy are gone, the server's identity stays, and the
+// copy can be restored again; StartCopy runs a second server from it,
+// beside the first.
+func TestCopyRestoreData(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := stopAtEnd(t)(Start(ctx))
+	url := s.AdminURL
+	execOn(ctx, t, url, `CREATE TABLE t (x int); INSERT INTO t VALUES (1)`)
+	copied, err := s.CopyData(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execOn(ctx, t, url, `INSERT INTO t VALUES (2)`)
+	for range 2 {
+		if err := s.RestoreData(ctx, copied); err != nil {
+			t.Fatal(err)
+		}
+		if s.AdminURL != url {
+			t.Fatalf("restored on %s, want %s", s.AdminURL, url)
+		}
+		if n := countT(ctx, t, url); n != 1 {
+			t.Fatalf("%d rows after the restore, want the copy's 1", n)
+		}
+		execOn(ctx, t, url, `INSERT INTO t VALUES (3)`)
+	}
+	clone := stopAtEnd(t)(s.StartCopy(ctx, copied))
+	if clone.AdminURL == url {
+		t.Fatalf("the copy runs on the original's address %s", url)
+	}
+	execOn(ctx, t, clone.AdminURL, `INSERT INTO t VALUES (4)`)
+	if n, m := countT(ctx, t, clone.AdminURL), countT(ctx, t, url); n != 2 || m != 2 {
+		t.Fatalf("%d rows in the copy, %d in the original; want 2 and 2", n, m)
 	}
 }

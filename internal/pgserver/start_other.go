@@ -31,6 +31,21 @@ func (s *Server) Restart(context.Context, bool) error {
 	return errors.New("pgserver: not supported on this system")
 }
 
+// CopyData is not supported on this system.
+func (s *Server) CopyData(context.Context) (string, error) {
+	return "", errors.New("pgserver: not supported on this system")
+}
+
+// RestoreData is not supported on this system.
+func (s *Server) RestoreData(context.Context, string) error {
+	return errors.New("pgserver: not supported on this system")
+}
+
+// StartCopy is not supported on this system.
+func (s *Server) StartCopy(context.Context, string) (*Server, error) {
+	return nil, errors.New("pgserver: not supported on this system")
+}
+
 // StartStandby is not supported on this system.
 func (s *Server) StartStandby(context.Context) (*Server, error) {
 	return nil, errors.New("pgserver: not supported on this system")

@@ -4,6 +4,7 @@ package pgserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -225,20 +226,86 @@ func (s *Server) Restart(ctx context.Context, immediate bool) error {
 	if s.proc == nil {
 		return fmt.Errorf("pgserver: restart needs a server started here")
 	}
-	if s.cmd != nil {
-		sig := syscall.SIGINT
-		if immediate {
-			sig = syscall.SIGQUIT
-		}
-		_ = s.cmd.Process.Signal(sig)
-		select {
-		case <-s.exited:
-			s.cmd = nil
-		case <-time.After(30 * time.Second):
-			s.kill()
-		}
+	s.halt(immediate)
+	return s.start(ctx, s.proc)
+}
+
+// halt stops the server process (immediate: SIGQUIT; otherwise a fast
+// shutdown), keeping its data directory.
+func (s *Server) halt(immediate bool) {
+	if s.cmd == nil {
+		return
+	}
+	sig := syscall.SIGINT
+	if immediate {
+		sig = syscall.SIGQUIT
+	}
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case <-s.exited:
+		s.cmd = nil
+	case <-time.After(30 * time.Second):
+		s.kill()
+	}
+}
+
+// CopyData stops the server (a fast shutdown), copies its data directory
+// into the server's directory (Stop removes the copy with it) and starts
+// it again. It returns the copy, for RestoreData: what a disk snapshot of
+// the server's volume keeps.
+func (s *Server) CopyData(ctx context.Context) (string, error) {
+	if s.proc == nil {
+		return "", fmt.Errorf("pgserver: copying the data needs a server started here")
+	}
+	s.halt(false)
+	s.copies++
+	dst := filepath.Join(s.Dir, fmt.Sprintf("data-copy-%d", s.copies))
+	if err := s.copyDir(ctx, s.proc.data, dst); err != nil {
+		return "", errors.Join(err, s.start(ctx, s.proc))
+	}
+	return dst, s.start(ctx, s.proc)
+}
+
+// RestoreData stops the server (a fast shutdown), replaces its data
+// directory with a copy made by CopyData (the copy stays, for another
+// restore) and starts it again on the same port: a disk snapshot restored
+// over the server, with the same system identifier, timeline and slots.
+func (s *Server) RestoreData(ctx context.Context, copied string) error {
+	if s.proc == nil {
+		return fmt.Errorf("pgserver: restoring the data needs a server started here")
+	}
+	s.halt(false)
+	if err := os.RemoveAll(s.proc.data); err != nil {
+		return err
+	}
+	if err := s.copyDir(ctx, copied, s.proc.data); err != nil {
+		return err
 	}
 	return s.start(ctx, s.proc)
+}
+
+// StartCopy starts a second server from a data directory CopyData made,
+// in a new temporary directory on a free port: a file-level clone of s
+// (same system identifier, timeline, slots and data) running beside it.
+// Stop removes it.
+func (s *Server) StartCopy(ctx context.Context, copied string) (*Server, error) {
+	if s.proc == nil {
+		return nil, fmt.Errorf("pgserver: a copy needs a server started here")
+	}
+	return create(ctx, "pgoutbox-pg-copy-", s.proc.bin, s.proc.private, s.proc.settings, func(data string) *exec.Cmd {
+		return exec.CommandContext(ctx, "cp", "-a", copied, data)
+	})
+}
+
+// copyDir copies the directory src to dst as the server's OS user, keeping
+// modes (the server refuses a data directory others can read).
+func (s *Server) copyDir(ctx context.Context, src, dst string) error {
+	cmd := exec.CommandContext(ctx, "cp", "-a", src, dst)
+	cmd.SysProcAttr = procAttr(s.proc.cred)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgserver: copy %s to %s: %v: %s", src, dst, err, out)
+	}
+	return nil
 }
 
 // StartStandby makes a physical streaming standby of s: pg_basebackup -R

@@ -148,13 +148,20 @@ func (p *Producer) checkCompacted(ctx context.Context, topic string) error {
 // compacted, so a read from the start would grow with every transaction
 // since the segment rolled.
 func ReadLast(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool) (value []byte, found bool, err error) {
+	return ReadLastSeeing(ctx, cfg, topic, key, accept, nil)
+}
+
+// ReadLastSeeing is ReadLast that also hands seen, when set, every
+// committed record of another key in the offsets it reads (the windows up
+// to the one holding key's last record; all of them when there is none).
+func ReadLastSeeing(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool, seen func(*kgo.Record)) (value []byte, found bool, err error) {
 	end, err := lastStableOffset(ctx, cfg, topic)
 	if err != nil {
 		return nil, false, err
 	}
 	for window := int64(readLastWindow); end > 0; window *= 8 {
 		from := max(0, end-window)
-		if value, found, err = readLastIn(ctx, cfg, topic, key, accept, from, end); err != nil || found {
+		if value, found, err = readLastIn(ctx, cfg, topic, key, accept, seen, from, end); err != nil || found {
 			return value, found, err
 		}
 		end = from
@@ -167,8 +174,8 @@ const readLastWindow = 1024
 
 // readLastIn returns the value of the last committed record of key that
 // accept accepts in partition 0 of topic at offsets from (inclusive) to end
-// (exclusive).
-func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool, from, end int64) (value []byte, found bool, err error) {
+// (exclusive), handing seen (when set) the records of other keys.
+func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool, seen func(*kgo.Record), from, end int64) (value []byte, found bool, err error) {
 	cl, err := kgo.NewClient(ClientOpts(cfg,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -190,7 +197,13 @@ func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			next = max(next, r.Offset+1)
-			if r.Offset < end && !r.Attrs.IsControl() && string(r.Key) == key && accept(r) {
+			switch {
+			case r.Offset >= end || r.Attrs.IsControl():
+			case string(r.Key) != key:
+				if seen != nil {
+					seen(r)
+				}
+			case accept(r):
 				value, found = r.Value, true
 			}
 		})

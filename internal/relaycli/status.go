@@ -1,6 +1,7 @@
 package relaycli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,8 +126,8 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 		row("safe_wal_size", safe)
 	}
 	if s := st.State; s != nil {
-		row("state", fmt.Sprintf("system %s, timeline %d, slot created at %s (%s)", s.SystemIdentifier, s.Timeline,
-			s.SlotCreatedLSN, s.SlotCreatedAt.UTC().Format(time.RFC3339)))
+		row("state", fmt.Sprintf("system %s, timeline %d, slot created at %s (%s), incarnation %s", s.SystemIdentifier, s.Timeline,
+			s.SlotCreatedLSN, s.SlotCreatedAt.UTC().Format(time.RFC3339), cmp.Or(s.Incarnation, "none yet")))
 		confirmed := s.ConfirmedLSN
 		if s.ConfirmedCommitTime != nil {
 			confirmed += ", committed " + s.ConfirmedCommitTime.UTC().Format(time.RFC3339)
@@ -149,6 +150,7 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 				v += ", committed " + p.CommitTime.UTC().Format(time.RFC3339)
 			}
 			row("progress", v+" (topic "+p.Topic+", key "+p.Key+")")
+			row("progress_trust", p.Trust)
 		}
 	}
 	for _, o := range st.OtherSlots {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -266,7 +267,8 @@ func TestStatusLostSlotFails(t *testing.T) {
 
 // In exactly-once mode relay status reads the progress the relay
 // committed to Kafka: none before the relay ran, then the end LSN of the
-// last WAL transaction it published, with its commit time.
+// last WAL transaction it published, with its commit time, trusted (and
+// why).
 func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 	t.Parallel()
 	f, k := setupKafka(t)
@@ -320,11 +322,13 @@ func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 		err := f.db.Pool.QueryRow(context.Background(), `SELECT $1::pg_lsn >= $2::pg_lsn`, p.CommittedLSN, end).Scan(&past)
 		return past, err
 	})
-	if p.CommitTime == nil || time.Since(*p.CommitTime) > time.Hour || p.Error != "" {
-		t.Errorf("progress = %+v, want the commit time of the row's transaction", p)
+	if p.CommitTime == nil || time.Since(*p.CommitTime) > time.Hour || p.Error != "" || !p.Trusted ||
+		!strings.Contains(p.Trust, "within the server's WAL") {
+		t.Errorf("progress = %+v, want the commit time of the row's transaction, trusted", p)
 	}
 	text := f.cli(t, "status", eos...)
-	if !strings.Contains(text.stdout, p.CommittedLSN+", committed ") || !strings.Contains(text.stdout, "key "+p.Key) {
+	if !strings.Contains(text.stdout, p.CommittedLSN+", committed ") || !strings.Contains(text.stdout, "key "+p.Key) ||
+		!regexp.MustCompile(`(?m)^\s*progress_trust\s+written by a relay for this history of the slot`).MatchString(text.stdout) {
 		t.Errorf("status does not show the progress %s:\n%s", p.CommittedLSN, text.stdout)
 	}
 }

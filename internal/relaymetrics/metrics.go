@@ -55,7 +55,7 @@ func NewMetrics(slot string, l Clock) *Metrics {
 		ProgressLSN: gauge("progress_lsn",
 			"Exactly-once mode: end LSN of the last WAL transaction committed to Kafka (the progress record), as a number."),
 		ProgressIgnored: counterVec("progress_ignored_total",
-			"Exactly-once mode: records under the slot's progress key not used to skip WAL at a session start, by reason: not-relay (no pgoutbox-progress header: not written by a relay), unreadable, other-history (another system, timeline or slot creation than the state row's), beyond-wal (past the server's current WAL).", "reason"),
+			"Exactly-once mode: records under the slot's progress key not used to skip WAL at a session start, by reason: not-relay (no pgoutbox-progress header: not written by a relay), unreadable, other-history (another system, timeline, slot creation or incarnation than the state row's), beyond-wal (past the server's current WAL), beyond-state (past the state row's ceiling: a restored snapshot or a clone).", "reason"),
 		InFlight: gauge("in_flight_events",
 			"Events read from the WAL and not yet acknowledged by Kafka."),
 		BufferBytes: gauge("buffer_bytes",

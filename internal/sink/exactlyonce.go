@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -35,8 +37,25 @@ import (
 //
 // Progress is trusted only when a relay wrote it (contract.HeaderProgress,
 // which no row may carry), for this slot's history (the state row's system
-// identifier, timeline and slot creation LSN), and not past the server's
-// WAL: anything else could skip rows Kafka does not hold.
+// identifier, timeline and slot creation LSN), not past the server's WAL,
+// and not past what the state row records (its ceiling): anything else
+// could skip rows Kafka does not hold. The last holds because a commit
+// waits, before it commits, until the row's ceiling covers the progress
+// it records (Sink.Recorded): a disk snapshot restored over the server
+// rolls the row back with the WAL, and the progress Kafka kept from after
+// the snapshot is then past it (duplicates, no skip).
+//
+// The progress key and the transactional ID carry the slot's incarnation,
+// a random identity made with the slot and kept in the state row, so that
+// a re-created slot, or a clone of the database that re-created its own,
+// shares neither with the original. A file-level clone (or a restored
+// snapshot) copies the row, incarnation included: the first session that
+// finds progress under its key past what its database records
+// (ErrForeignProgress) gives its row a new incarnation, so that the two
+// part from then on, and the old progress, never read again, cannot turn
+// trusted later when the server's WAL and ceiling pass it. Progress of
+// another incarnation of the same system and slot seen in the progress
+// topic is logged once, naming both.
 
 // progressFormat is the value of a progress record's HeaderProgress.
 const progressFormat = "2"
@@ -47,6 +66,7 @@ type progress struct {
 	SystemIdentifier string        `json:"system_identifier"`
 	Timeline         int32         `json:"timeline"`
 	SlotCreatedLSN   string        `json:"slot_created_lsn"`
+	Incarnation      string        `json:"incarnation,omitempty"`
 	EndLSN           string        `json:"end_lsn"`
 	CommitTime       time.Time     `json:"commit_time"`
 	Part             *progressPart `json:"part,omitempty"`
@@ -70,22 +90,36 @@ type Progress struct {
 }
 
 // History is the WAL history a slot's progress belongs to, as its state
-// row records it: the server, its timeline and the slot's creation.
+// row records it: the server, its timeline, the slot's creation and its
+// incarnation.
 type History struct {
 	SystemID       string
 	Timeline       int32
 	SlotCreatedLSN pglogrepl.LSN
+	Incarnation    string
 }
 
-// String names the server, the timeline and the slot creation.
+// String names the server, the timeline, the slot creation and the
+// incarnation.
 func (h History) String() string {
-	return fmt.Sprintf("system %s, timeline %d, slot created at %s", h.SystemID, h.Timeline, h.SlotCreatedLSN)
+	return fmt.Sprintf("system %s, timeline %d, slot created at %s, incarnation %s", h.SystemID, h.Timeline, h.SlotCreatedLSN, h.Incarnation)
 }
 
-// ProgressKey is the progress record key, and the transactional ID, of a
-// slot on the server of system identifier systemID: the same for every
-// relay of the slot, across restarts and timelines.
-func ProgressKey(systemID, slot string) string { return "pgoutbox-relay/" + systemID + "/" + slot }
+// ProgressKey is the progress record key, and the transactional ID, of
+// the incarnation of a slot on the server of system identifier systemID:
+// the same for every relay of the slot, across restarts and timelines,
+// until the slot is created anew or the relay finds that another database
+// shares it (see ErrForeignProgress).
+func ProgressKey(systemID, slot, incarnation string) string {
+	return "pgoutbox-relay/" + systemID + "/" + slot + "/" + incarnation
+}
+
+// ErrForeignProgress is OpenExactlyOnce's error when the progress under
+// the session's key is past what its database records (the server's WAL or
+// the state row's ceiling): a clone of the database, or the primary a
+// restored snapshot was taken of, shares the slot's incarnation. The
+// caller gives the state row a new incarnation and opens again.
+var ErrForeignProgress = errors.New("relay: exactly-once: the progress under the slot's key was written for WAL this database does not record")
 
 // eosState is the sink's exactly-once state.
 type eosState struct {
@@ -102,6 +136,9 @@ type eosState struct {
 	lastEnd    uint64
 	lastCommit time.Time
 	part       decode.Position
+	// others are the keys of other incarnations of the system and slot
+	// whose progress was seen (and logged).
+	others map[string]bool
 	// redo remembers, across sessions, records Kafka refused for their
 	// own sake, by WAL position: once refused for good (as at-least-once
 	// mode judges), the session that reads them again dead-letters them
@@ -171,12 +208,14 @@ var errTxnAborted = errors.New("relay: exactly-once: kafka transaction aborted")
 // OpenExactlyOnce gives the sink a transactional producer for a session on
 // the slot history h, fencing older relays of the slot, and returns the
 // committed progress that may be trusted (zero when none): written by a
-// relay, for h, and not past walEnd, the server's current WAL position.
-func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.LSN) (Progress, error) {
+// relay, for h, not past walEnd, the server's current WAL position, and
+// not past recorded, the state row's ceiling. Progress past either ends
+// it with ErrForeignProgress.
+func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd, recorded pglogrepl.LSN) (Progress, error) {
 	c := &s.cfg
-	key := ProgressKey(h.SystemID, c.Slot)
+	key := ProgressKey(h.SystemID, c.Slot, h.Incarnation)
 	if s.eos == nil || s.eos.key != key {
-		s.eos = &eosState{key: key, redo: make(map[decode.Position]refusal)}
+		s.eos = &eosState{key: key, redo: make(map[decode.Position]refusal), others: make(map[string]bool)}
 	}
 	e := s.eos
 	e.history = h
@@ -190,11 +229,23 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd pglogrepl.
 	if err := s.prod.Init(ctx); err != nil {
 		return Progress{}, s.txnError("initialise the transactional producer", err)
 	}
-	p, err := readProgress(ctx, c, s.m.ProgressIgnored, key)
+	p, others, err := readProgress(ctx, c, s.m.ProgressIgnored, key)
 	if err != nil {
 		return Progress{}, err
 	}
-	committed := trustProgress(c, s.m.ProgressIgnored, p, h, walEnd)
+	for _, k := range others {
+		if !e.others[k] {
+			e.others[k] = true
+			c.Logger.Warn("exactly-once: the progress topic holds progress of another incarnation of this system and slot "+
+				"(a clone of the database, a restored snapshot, a re-created slot, or a relay of before incarnations); "+
+				"it is neither read nor fenced by this one", "progress_topic", c.ProgressTopic, "slot", c.Slot,
+				"incarnation", h.Incarnation, "key", key, "other_incarnation", incarnationOf(k), "other_key", k)
+		}
+	}
+	committed, reason := trustProgress(c, s.m.ProgressIgnored, p, h, walEnd, recorded)
+	if reason == "beyond-wal" || reason == "beyond-state" {
+		return Progress{}, fmt.Errorf("%w (%s, key %s)", ErrForeignProgress, reason, key)
+	}
 	// A part written first in this session (the rest of a transaction
 	// committed in parts) still says where the whole ones end.
 	e.lastEnd, e.lastCommit = uint64(committed.EndLSN), committed.CommitTime
@@ -225,11 +276,22 @@ func progressTopicError(c *Config, err error) error {
 		relaytype.ErrConfig, t, err))
 }
 
+// incarnationOf is the incarnation a progress key names, "none" for a key
+// of before incarnations.
+func incarnationOf(key string) string {
+	if strings.Count(key, "/") < 3 {
+		return "none"
+	}
+	return key[strings.LastIndexByte(key, '/')+1:]
+}
+
 // readProgress reads key's last progress record written by a relay
-// (read_committed), zero when there is none. Records of the key without
+// (read_committed), zero when there is none, and the keys of other
+// incarnations of the same system and slot that relays wrote progress
+// under, among the records it read. Records of the key without
 // HeaderProgress are skipped, each logged and counted in ignored (when
 // set), as is an unreadable one.
-func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {
+func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, others []string, err error) {
 	count := func(reason string) {
 		if ignored != nil {
 			ignored.WithLabelValues(reason).Inc()
@@ -248,59 +310,92 @@ func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec
 		count("not-relay")
 		return false
 	}
-	v, found, err := producer.ReadLast(ctx, pc, c.ProgressTopic, key, byRelay)
+	prefix := key[:strings.LastIndexByte(key, '/')] // the system and slot
+	seen := func(r *kgo.Record) {
+		k := string(r.Key)
+		if k != prefix && !strings.HasPrefix(k, prefix+"/") || slices.Contains(others, k) {
+			return
+		}
+		for _, h := range r.Headers {
+			if h.Key == contract.HeaderProgress {
+				others = append(others, k)
+				return
+			}
+		}
+	}
+	v, found, err := producer.ReadLastSeeing(ctx, pc, c.ProgressTopic, key, byRelay, seen)
 	if forged > 0 {
 		c.Logger.Warn("exactly-once: ignoring records under the slot's progress key that no relay wrote (no "+contract.HeaderProgress+" header): "+
 			"something else writes the progress topic", "progress_topic", c.ProgressTopic, "key", key, "records", forged, "last_offset", lastForged)
 	}
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return p, nil // no relay of the slot ran exactly-once yet
+		return p, nil, nil // no relay of the slot ran exactly-once yet
 	case err != nil:
-		return p, fmt.Errorf("relay: exactly-once: read the progress topic %s: %w", c.ProgressTopic, err)
+		return p, nil, fmt.Errorf("relay: exactly-once: read the progress topic %s: %w", c.ProgressTopic, err)
 	case !found:
-		return p, nil
+		return p, others, nil
 	}
 	if err := json.Unmarshal(v, &p); err != nil {
 		c.Logger.Warn("exactly-once: ignoring an unreadable progress record", "progress_topic", c.ProgressTopic, "key", key, "error", err)
 		count("unreadable")
-		return progress{}, nil
+		return progress{}, others, nil
 	}
-	return p, nil
+	return p, others, nil
 }
 
-// trustProgress is the part of p a session may skip through: p when it
-// belongs to history h and is not past walEnd, zero (skip nothing beyond
-// the state row) otherwise, with a warning and a count.
-func trustProgress(c *Config, ignored *prometheus.CounterVec, p progress, h History, walEnd pglogrepl.LSN) Progress {
-	if p.EndLSN == "" {
-		return Progress{}
+// trustProgress is the part of p a session may skip through (see
+// judgeProgress), and why p was not trusted (empty when it was); an
+// untrusted p is logged and counted in ignored by its reason.
+func trustProgress(c *Config, ignored *prometheus.CounterVec, p progress, h History, walEnd, recorded pglogrepl.LSN) (Progress, string) {
+	got, j := judgeProgress(p, h, walEnd, recorded)
+	if j.reason == "" {
+		return got, ""
 	}
-	ignore := func(reason, msg string, attrs ...any) Progress {
-		c.Logger.Warn("exactly-once: not skipping by the committed progress: "+msg+"; the session resumes from the state row (duplicates, no loss)",
-			append(attrs, "progress_topic", c.ProgressTopic, "slot", c.Slot)...)
-		ignored.WithLabelValues(reason).Inc()
-		return Progress{}
+	c.Logger.Warn("exactly-once: not skipping by the committed progress: "+j.why+"; the session resumes from the state row (duplicates, no loss)",
+		append(j.attrs, "progress_topic", c.ProgressTopic, "slot", c.Slot)...)
+	ignored.WithLabelValues(j.reason).Inc()
+	return Progress{}, j.reason
+}
+
+// judgement is why judgeProgress does not trust a progress record: its
+// reason (the progress_ignored_total label, empty when trusted), a
+// sentence and the values that show it.
+type judgement struct {
+	reason, why string
+	attrs       []any
+}
+
+// judgeProgress is the part of p a session may skip through: p when it
+// belongs to history h, is not past walEnd (the server's WAL) and not past
+// recorded (the state row's ceiling: see Sink.Recorded), zero (skip
+// nothing beyond the state row) otherwise, with the judgement. No
+// progress at all is trusted (it skips nothing).
+func judgeProgress(p progress, h History, walEnd, recorded pglogrepl.LSN) (Progress, judgement) {
+	if p.EndLSN == "" {
+		return Progress{}, judgement{}
 	}
 	got, err := p.parse()
-	if err != nil {
-		return ignore("unreadable", "the progress record does not parse", "error", err)
+	switch ph := p.history(); {
+	case err != nil:
+		return Progress{}, judgement{"unreadable", "the progress record does not parse", []any{"error", err}}
+	case ph != h:
+		return Progress{}, judgement{"other-history", "it belongs to another history of the slot (a failover, a restore, a recovery or a re-created slot)",
+			[]any{"progress_history", ph.String(), "state_history", h.String()}}
+	case got.EndLSN > walEnd || got.Part.Final > walEnd:
+		return Progress{}, judgement{"beyond-wal", "it is past the server's current WAL position",
+			[]any{"end_lsn", got.EndLSN.String(), "part_of", got.Part.Final.String(), "server_wal", walEnd.String()}}
+	case got.EndLSN > recorded || got.Part.Final > recorded:
+		return Progress{}, judgement{"beyond-state", "it is past what the state row records (a disk snapshot or backup restored over the server)",
+			[]any{"end_lsn", got.EndLSN.String(), "part_of", got.Part.Final.String(), "state_ceiling", recorded.String()}}
 	}
-	if ph := p.history(); ph != h {
-		return ignore("other-history", "it belongs to another history of the slot (a failover, a restore, a recovery or a re-created slot)",
-			"progress_history", ph.String(), "state_history", h.String())
-	}
-	if got.EndLSN > walEnd || got.Part.Final > walEnd {
-		return ignore("beyond-wal", "it is past the server's current WAL position", "end_lsn", got.EndLSN.String(),
-			"part_of", got.Part.Final.String(), "server_wal", walEnd.String())
-	}
-	return got
+	return got, judgement{}
 }
 
 // history is the slot history p names.
 func (p *progress) history() History {
 	created, _ := pglogrepl.ParseLSN(p.SlotCreatedLSN)
-	return History{SystemID: p.SystemIdentifier, Timeline: p.Timeline, SlotCreatedLSN: created}
+	return History{SystemID: p.SystemIdentifier, Timeline: p.Timeline, SlotCreatedLSN: created, Incarnation: p.Incarnation}
 }
 
 // parse reads p's positions.
@@ -329,7 +424,7 @@ func (p *progress) parse() (Progress, error) {
 func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position) *kgo.Record {
 	h := s.eos.history
 	p := progress{Slot: s.cfg.Slot, SystemIdentifier: h.SystemID, Timeline: h.Timeline, SlotCreatedLSN: h.SlotCreatedLSN.String(),
-		EndLSN: pglogrepl.LSN(end).String(), CommitTime: commit}
+		Incarnation: h.Incarnation, EndLSN: pglogrepl.LSN(end).String(), CommitTime: commit}
 	if part.Seq > 0 {
 		p.Part = &progressPart{FinalLSN: part.Final.String(), Events: part.Seq}
 	}
@@ -338,12 +433,13 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 		Headers: []kgo.RecordHeader{{Key: contract.HeaderProgress, Value: []byte(progressFormat)}}}
 }
 
-// ReadProgressStatus reads the committed progress of c's slot on the
-// server of system identifier systemID, for Status; a failure is reported
-// in the result's Error.
-func ReadProgressStatus(ctx context.Context, c *Config, systemID string) *relaytype.ProgressStatus {
-	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(systemID, c.Slot)}
-	p, err := readProgress(ctx, c, nil, ps.Key)
+// ReadProgressStatus reads the committed progress of c's slot of history
+// h, for Status, and judges it as a session starting now would (walEnd
+// the server's WAL, recorded the state row's ceiling); a failure is
+// reported in the result's Error.
+func ReadProgressStatus(ctx context.Context, c *Config, h History, walEnd, recorded pglogrepl.LSN) *relaytype.ProgressStatus {
+	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(h.SystemID, c.Slot, h.Incarnation)}
+	p, _, err := readProgress(ctx, c, nil, ps.Key)
 	if err != nil {
 		ps.Error = err.Error()
 		return ps
@@ -352,6 +448,24 @@ func ReadProgressStatus(ctx context.Context, c *Config, systemID string) *relayt
 		ps.Found, ps.CommittedLSN = true, got.EndLSN.String()
 		t := p.CommitTime
 		ps.CommitTime = &t
+	}
+	_, j := judgeProgress(p, h, walEnd, recorded)
+	switch {
+	case p.EndLSN == "":
+		ps.Trust = "no progress committed: a session resumes from the state row"
+	case j.reason == "":
+		ps.Trusted = true
+		ps.Trust = fmt.Sprintf("written by a relay for this history of the slot (%s), within the server's WAL (%s) and the state row's ceiling (%s)",
+			h, walEnd, recorded)
+	default:
+		ps.Trust = fmt.Sprintf("not trusted (%s): %s", j.reason, j.why)
+		for i := 0; i+1 < len(j.attrs); i += 2 {
+			ps.Trust += fmt.Sprintf(", %v %v", j.attrs[i], j.attrs[i+1])
+		}
+		ps.Trust += "; a session resumes from the state row (duplicates, no loss)"
+		if j.reason == "beyond-wal" || j.reason == "beyond-state" {
+			ps.Trust += ", under a new incarnation of the slot"
+		}
 	}
 	return ps
 }
@@ -576,13 +690,17 @@ func (e *eosState) hold(batch []decode.Event) {
 	}
 }
 
-// commitTxn commits the open transaction, guarded.
+// commitTxn commits the open transaction, guarded, once the state row
+// records its progress.
 func (s *Sink) commitTxn(ctx context.Context) error {
 	e := s.eos
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
 			return err
 		}
+	}
+	if err := s.recordProgress(ctx); err != nil {
+		return s.abort(ctx, err)
 	}
 	err := s.prod.Commit(ctx)
 	e.open = false
@@ -591,6 +709,25 @@ func (s *Sink) commitTxn(ctx context.Context) error {
 		return s.txnError("commit", err)
 	}
 	s.m.ProgressLSN.Set(float64(e.lastEnd))
+	return nil
+}
+
+// recordProgress waits, at most half the transaction timeout, until the
+// state row records the progress the open transaction is to commit (see
+// Recorded).
+func (s *Sink) recordProgress(ctx context.Context) error {
+	if s.Recorded == nil {
+		return nil
+	}
+	pos := max(pglogrepl.LSN(s.eos.lastEnd), s.eos.part.Final)
+	if d := s.cfg.Producer.TransactionTimeout / 2; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	if err := s.Recorded(ctx, pos); err != nil {
+		return fmt.Errorf("relay: exactly-once: the state row does not record the progress %s: %w", pos, err)
+	}
 	return nil
 }
 

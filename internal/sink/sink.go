@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -34,6 +35,11 @@ type Sink struct {
 	// WriteBy, when set with Guard, is the latest moment a socket write
 	// may start (producer.Config.WriteBy).
 	WriteBy func() time.Time
+	// Recorded, when set, waits until the slot's state row records pos
+	// (its ceiling covers it), or ctx ends; an exactly-once commit
+	// calls it with the progress it is about to commit (see
+	// exactlyonce.go). Nil: progress is trusted without it.
+	Recorded func(ctx context.Context, pos pglogrepl.LSN) error
 	// unavailable holds the topics whose writes fail as
 	// topicUnavailable, since when and why; a write to the topic that
 	// succeeds removes it.

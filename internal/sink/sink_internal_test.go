@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -150,7 +151,7 @@ func TestRunTransactional(t *testing.T) {
 	st := newSinkTest(t, nil)
 	ctx := context.Background()
 	h := History{SystemID: "7", Timeline: 1, SlotCreatedLSN: 1}
-	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40); err != nil {
+	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40, 1<<40); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := st.publisher().(transactional); !ok {
@@ -166,9 +167,42 @@ func TestRunTransactional(t *testing.T) {
 	if got := st.values(t, topic, 5); len(got) != 5 {
 		t.Errorf("records %q, want 5", got)
 	}
-	ps := ReadProgressStatus(ctx, &st.cfg, "7")
-	if !ps.Found || ps.CommittedLSN != pglogrepl.LSN(200).String() || ps.Error != "" {
+	ps := ReadProgressStatus(ctx, &st.cfg, h, 1<<40, 1<<40)
+	if !ps.Found || ps.CommittedLSN != pglogrepl.LSN(200).String() || ps.Error != "" || !ps.Trusted {
 		t.Errorf("progress %+v, want found at %s", ps, pglogrepl.LSN(200))
+	}
+}
+
+// Each exactly-once commit first asks the state row to record the progress
+// it commits (Recorded, with the transaction's end); when the row cannot,
+// the transaction is aborted: nothing of it is acknowledged or visible.
+func TestTransactionalCommitWaitsForTheStateRow(t *testing.T) {
+	t.Parallel()
+	st := newSinkTest(t, nil)
+	ctx := context.Background()
+	if _, err := st.OpenExactlyOnce(ctx, History{SystemID: "9", Timeline: 1, SlotCreatedLSN: 1}, 1<<40, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	var asked []pglogrepl.LSN
+	st.Recorded = func(_ context.Context, pos pglogrepl.LSN) error {
+		asked = append(asked, pos)
+		return errors.New("the state row cannot be written")
+	}
+	topic := st.k.Topic("recorded")
+	st.tx(t, topic, 2, 100, true)
+	st.tx(t, topic, 1, 200, true)
+	st.q.Close()
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := st.Run(runCtx, st.q, st.tr)
+	if !errors.Is(err, errTxnAborted) || !slices.Equal(asked, []pglogrepl.LSN{200}) {
+		t.Fatalf("Run: %v, Recorded asked %v; want the transaction to 0/C8 aborted", err, asked)
+	}
+	if got := st.tr.Confirmed(); got != 0 {
+		t.Errorf("confirmed %d, want 0: the transaction never committed", got)
+	}
+	if ps := ReadProgressStatus(ctx, &st.cfg, History{SystemID: "9", Timeline: 1, SlotCreatedLSN: 1}, 1<<40, 1<<40); ps.Found {
+		t.Errorf("progress %+v committed, want none", ps)
 	}
 }
 
@@ -178,7 +212,7 @@ func TestTransactionalAcknowledgesAtCommit(t *testing.T) {
 	t.Parallel()
 	st := newSinkTest(t, nil)
 	ctx := context.Background()
-	if _, err := st.OpenExactlyOnce(ctx, History{SystemID: "8", Timeline: 1, SlotCreatedLSN: 1}, 1<<40); err != nil {
+	if _, err := st.OpenExactlyOnce(ctx, History{SystemID: "8", Timeline: 1, SlotCreatedLSN: 1}, 1<<40, 1<<40); err != nil {
 		t.Fatal(err)
 	}
 	st.tx(t, st.k.Topic("open"), 2, 100, false)
@@ -202,7 +236,7 @@ func TestTransactionalCommitsPartWhenNoBatchComes(t *testing.T) {
 	st := newSinkTest(t, func(c *Config) { c.Producer.TransactionTimeout = 2 * time.Second })
 	ctx, cancel := context.WithCancel(context.Background())
 	h := History{SystemID: "9", Timeline: 1, SlotCreatedLSN: 1}
-	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40); err != nil {
+	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40, 1<<40); err != nil {
 		t.Fatal(err)
 	}
 	topic := st.k.Topic("gap")
@@ -217,7 +251,7 @@ func TestTransactionalCommitsPartWhenNoBatchComes(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("records %q visible to read_committed, want 3", got)
 	}
-	p, err := readProgress(context.Background(), &st.cfg, nil, ProgressKey(h.SystemID, st.cfg.Slot))
+	p, _, err := readProgress(context.Background(), &st.cfg, nil, ProgressKey(h.SystemID, st.cfg.Slot, h.Incarnation))
 	if err != nil {
 		t.Fatal(err)
 	}

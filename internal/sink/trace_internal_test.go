@@ -25,7 +25,7 @@ func TestTraceWritten(t *testing.T) {
 			defer cancel()
 			var err error
 			if eos {
-				_, err = st.OpenExactlyOnce(ctx, History{SystemID: "7", Timeline: 1, SlotCreatedLSN: 1}, 1<<40)
+				_, err = st.OpenExactlyOnce(ctx, History{SystemID: "7", Timeline: 1, SlotCreatedLSN: 1}, 1<<40, 1<<40)
 			} else {
 				err = st.Open()
 			}

@@ -56,8 +56,10 @@
 // It keeps one row per slot in the state table (StateTableName, in the
 // outbox's schema, created by Setup or outbox.Migrate): the server's system
 // identifier and timeline at slot creation, the slot's creation point, the
-// last confirmed LSN and commit time, a ceiling, and prune's high-water
-// mark. Being in the database, the row reaches physical standbys by
+// last confirmed LSN and commit time, a ceiling, prune's high-water mark,
+// and the slot's incarnation (a random identity made with the slot, part
+// of the exactly-once progress key and transactional ID; see
+// Reincarnate). Being in the database, the row reaches physical standbys by
 // replication. At every start and reconnect, standbys included, the relay
 // compares the slot and the server with the row. Each of these is a gap: a
 // slot missing while the row exists, an invalidated slot (wal_status lost),

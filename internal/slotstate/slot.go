@@ -83,6 +83,12 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, c *Config, setup bool) (pgl
 			if adopted {
 				continue
 			}
+			if st != nil && st.Incarnation == "" {
+				// A row of before incarnations (an upgrade).
+				if err := setIncarnation(ctx, conn, c, st, ""); err != nil {
+					return 0, nil, err
+				}
+			}
 			return lsn, st, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {

@@ -1,9 +1,12 @@
 package slotstate
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +49,11 @@ type RelayState struct {
 	ConfirmedLSN pglogrepl.LSN
 	ConfirmedAt  *time.Time // commit time of the last confirmed transaction; nil before the first
 	Ceiling      pglogrepl.LSN
+	// Incarnation is the random identity made with the slot (see
+	// Reincarnate): part of the exactly-once progress key and
+	// transactional ID. Empty only in a row of before incarnations, to
+	// which EnsureSlot gives one.
+	Incarnation  string
 	MessagesSeen bool
 	PrunedBefore *time.Time
 	UpdatedAt    time.Time
@@ -78,10 +86,13 @@ func ReadState(ctx context.Context, conn *pgx.Conn, c *Config) (*RelayState, err
 		createdAt, updatedAt        time.Time
 		messagesSeen                bool
 	)
+	// The incarnation through to_jsonb: a table of before migration 004
+	// has no such column (status reads it as it is).
 	err := conn.QueryRow(ctx, `SELECT system_identifier, timeline, slot_created_lsn::text, slot_created_at,
-		confirmed_lsn::text, confirmed_commit_time, ceiling_lsn::text, messages_seen, pruned_before, updated_at
-		FROM `+StateTable(c).Sanitize()+` WHERE slot_name = $1`, c.Slot).
-		Scan(&systemID, &timeline, &created, &createdAt, &confirmed, &confirmedAt, &ceiling, &messagesSeen, &prunedBefore, &updatedAt)
+		confirmed_lsn::text, confirmed_commit_time, ceiling_lsn::text, coalesce(to_jsonb(s) ->> 'incarnation', ''),
+		messages_seen, pruned_before, updated_at
+		FROM `+StateTable(c).Sanitize()+` AS s WHERE slot_name = $1`, c.Slot).
+		Scan(&systemID, &timeline, &created, &createdAt, &confirmed, &confirmedAt, &ceiling, &st.Incarnation, &messagesSeen, &prunedBefore, &updatedAt)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -105,17 +116,21 @@ func ReadState(ctx context.Context, conn *pgx.Conn, c *Config) (*RelayState, err
 }
 
 // ensureStateTable creates the state table by migrating the outbox when it
-// is missing and creation is allowed (an outbox set up before migration
-// 002).
+// is missing, or lacks the incarnation column, and creation is allowed (an
+// outbox set up before migration 002, or 004).
 func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, StateTable(c).Sanitize()).Scan(&exists); err != nil {
+	var exists, current bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL,
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'incarnation' AND NOT attisdropped)`,
+		StateTable(c).Sanitize()).Scan(&exists, &current); err != nil {
 		return fmt.Errorf("relay: look up %s: %w", StateTable(c), err)
 	}
-	if exists {
+	switch {
+	case current:
 		return nil
-	}
-	if c.NoCreate {
+	case exists && c.NoCreate:
+		return fmt.Errorf("%w: %s has no incarnation column (run relay setup, or outbox.Migrate)", relaytype.ErrStateMissing, StateTable(c))
+	case c.NoCreate:
 		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", relaytype.ErrStateMissing, StateTable(c))
 	}
 	var err error
@@ -127,24 +142,55 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 	if err != nil {
 		return fmt.Errorf("relay: create %s: %w", StateTable(c), err)
 	}
-	c.Logger.Info("created the relay state table", "table", StateTable(c).String())
+	if exists {
+		c.Logger.Info("added the incarnation column to the relay state table", "table", StateTable(c).String())
+	} else {
+		c.Logger.Info("created the relay state table", "table", StateTable(c).String())
+	}
 	return nil
 }
 
 // WriteNewState records a slot just created (by setup, a first start or a
-// recovery), replacing any older row of the slot. The ceiling starts at
-// the slot's consistent point, which is its confirmed position.
+// recovery), replacing any older row of the slot, with a new incarnation.
+// The ceiling starts at the slot's consistent point, which is its
+// confirmed position.
 func WriteNewState(ctx context.Context, conn *pgx.Conn, c *Config, ns NewSlot, confirmedAt *time.Time) error {
 	_, err := conn.Exec(ctx, `INSERT INTO `+StateTable(c).Sanitize()+` AS s
-		(slot_name, system_identifier, timeline, slot_created_lsn, slot_created_at, confirmed_lsn, confirmed_commit_time, ceiling_lsn)
-		VALUES ($1, $2, $3, $4::pg_lsn, $5, $4::pg_lsn, $6, $4::pg_lsn)
+		(slot_name, system_identifier, timeline, slot_created_lsn, slot_created_at, confirmed_lsn, confirmed_commit_time, ceiling_lsn, incarnation)
+		VALUES ($1, $2, $3, $4::pg_lsn, $5, $4::pg_lsn, $6, $4::pg_lsn, $7)
 		ON CONFLICT (slot_name) DO UPDATE SET system_identifier = $2, timeline = $3, slot_created_lsn = $4::pg_lsn,
 			slot_created_at = $5, confirmed_lsn = $4::pg_lsn, confirmed_commit_time = $6, ceiling_lsn = $4::pg_lsn,
-			messages_seen = false, updated_at = now()`,
-		c.Slot, ns.id.SystemID, ns.id.Timeline, ns.Consistent.String(), ns.At, confirmedAt)
+			incarnation = $7, messages_seen = false, updated_at = now()`,
+		c.Slot, ns.id.SystemID, ns.id.Timeline, ns.Consistent.String(), ns.At, confirmedAt, rand.Text())
 	if err != nil {
 		return fmt.Errorf("relay: record state of slot %s: %w", c.Slot, err)
 	}
+	return nil
+}
+
+// Reincarnate gives the slot's state row st a new incarnation, replacing
+// st.Incarnation (the row is left alone when another process changed it
+// meanwhile: st then takes the row's). An exactly-once session calls it
+// when it finds progress under its key that this database never recorded:
+// another database with the same system identifier, slot and incarnation
+// (a clone, or the primary a restored snapshot was taken of) wrote it,
+// and the two must share neither progress nor fencing from now on.
+func Reincarnate(ctx context.Context, conn *pgx.Conn, c *Config, st *RelayState) error {
+	return setIncarnation(ctx, conn, c, st, st.Incarnation)
+}
+
+// setIncarnation sets a new incarnation in the slot's row while it holds
+// old (NULL for ""), and reads the row's into st.
+func setIncarnation(ctx context.Context, conn *pgx.Conn, c *Config, st *RelayState, old string) error {
+	var got string
+	err := conn.QueryRow(ctx, `UPDATE `+StateTable(c).Sanitize()+` SET
+			incarnation = CASE WHEN coalesce(incarnation, '') = $2 THEN $3 ELSE incarnation END, updated_at = now()
+		WHERE slot_name = $1 RETURNING incarnation`, c.Slot, old, rand.Text()).Scan(&got)
+	if err != nil {
+		return fmt.Errorf("relay: record a new incarnation of slot %s: %w", c.Slot, err)
+	}
+	c.Logger.Info("the slot's state row has a new incarnation", "slot", c.Slot, "from_incarnation", cmp.Or(old, "none"), "to_incarnation", got)
+	st.Incarnation = got
 	return nil
 }
 
@@ -220,6 +266,10 @@ const (
 	// replaySkip): about this much traffic, or what a relay catching up
 	// publishes in this time.
 	stateRefresh = 200 * time.Millisecond
+	// coverMinGap spaces the writes an exactly-once commit waits for
+	// (see Keeper.Cover): it waits about this long at most, on top of the
+	// write itself, and the writes stay under a hundred a second.
+	coverMinGap = 10 * time.Millisecond
 	// StateSettle bounds how long a graceful stop waits for the ceiling to
 	// cover its final confirmation (see Keeper.Settle).
 	StateSettle = 3 * time.Second
@@ -257,8 +307,15 @@ type Keeper struct {
 	// while the row still describes the slot it started streaming.
 	systemID   atomic.Pointer[string]
 	createdLSN atomic.Uint64
+	// covering counts the Cover calls waiting; raised is closed when the
+	// ceiling rises (nil until a Cover call waits).
+	covering atomic.Int32
+	mu       sync.Mutex
+	raised   chan struct{}
 }
 
+// NewKeeper returns a keeper; Start arms it for a session, Keep runs its
+// writer.
 func NewKeeper() *Keeper { return &Keeper{kick: make(chan struct{}, 1)} }
 
 // Start arms the keeper for a session on the slot described by st.
@@ -267,6 +324,51 @@ func (k *Keeper) Start(st *RelayState) {
 	k.createdLSN.Store(uint64(st.CreatedLSN))
 	k.ceiling.Store(uint64(st.Ceiling))
 	k.want.Store(0)
+	k.wake()
+}
+
+// Cover waits until the state row's ceiling covers pos, asking for the
+// write at once (within coverMinGap of the last one): an exactly-once
+// session calls it before each Kafka commit with the progress that commit
+// records, so that the database holds, before Kafka does, what the
+// progress may claim. A session trusts no progress past the row's ceiling
+// (see sink.OpenExactlyOnce): a disk snapshot restored over the server
+// rolls the row back with the WAL, and the progress Kafka kept from after
+// the snapshot is then past it. Cover returns ctx's error when it ends
+// first. A nil keeper does not wait.
+func (k *Keeper) Cover(ctx context.Context, pos pglogrepl.LSN) error {
+	if k == nil {
+		return nil
+	}
+	k.covering.Add(1)
+	defer k.covering.Add(-1)
+	for {
+		k.mu.Lock()
+		if k.raised == nil {
+			k.raised = make(chan struct{})
+		}
+		raised := k.raised
+		k.mu.Unlock()
+		if uint64(pos) <= k.ceiling.Load() {
+			return nil
+		}
+		k.Read(pos, false)
+		select {
+		case <-raised:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// wake tells the Cover calls waiting that the ceiling may have risen.
+func (k *Keeper) wake() {
+	k.mu.Lock()
+	if k.raised != nil {
+		close(k.raised)
+		k.raised = nil
+	}
+	k.mu.Unlock()
 }
 
 // Read records that the stream read a transaction ending at end; with
@@ -335,7 +437,11 @@ func (k *Keeper) Keep(ctx context.Context, c *Config, l *pgconnect.Live) {
 		if _, _, _, due := w.due(); !due {
 			continue
 		}
-		if wait := stateMinGap - time.Since(w.lastWrite); wait > 0 && !backoff.Sleep(ctx, wait) {
+		gap := stateMinGap
+		if k.covering.Load() > 0 {
+			gap = coverMinGap // a Kafka commit waits for this write
+		}
+		if wait := gap - time.Since(w.lastWrite); wait > 0 && !backoff.Sleep(ctx, wait) {
 			continue // the select writes the final state
 		}
 		// Read after the wait: the confirmed position the row records
@@ -490,6 +596,7 @@ func (w *stateWriter) writeState(ctx context.Context, conn *pgx.Conn, confirmed 
 		return err
 	}
 	raise(&k.ceiling, uint64(lsn))
+	k.wake()
 	return nil
 }
 

@@ -415,8 +415,8 @@ func TestMigrateIdempotentAndCustomTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		applied, err := b.d.migrate(ctx, db, cfg.Table)
-		if err != nil || fmt.Sprint(applied) != "[1 2 3]" {
-			t.Fatalf("first Migrate: %v %v, want [1 2 3]", applied, err)
+		if err != nil || fmt.Sprint(applied) != "[1 2 3 4]" {
+			t.Fatalf("first Migrate: %v %v, want [1 2 3 4]", applied, err)
 		}
 		// The ID default and the bookkeeping live in the table's schema.
 		var fn, book, public bool
@@ -427,10 +427,12 @@ func TestMigrateIdempotentAndCustomTable(t *testing.T) {
 		if !fn || !book || public {
 			t.Fatalf("app.pgoutbox_uuidv7 %v, app.pgoutbox_migration %v, public.pgoutbox_migration %v", fn, book, public)
 		}
-		// Migration 002: the relay's state table, in the outbox's schema.
+		// Migrations 002 and 004: the relay's state table, in the
+		// outbox's schema, with its incarnation column.
 		var state bool
-		if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('app.pgoutbox_relay_state') IS NOT NULL`).Scan(&state); err != nil || !state {
-			t.Fatalf("app.pgoutbox_relay_state exists: %v (%v)", state, err)
+		if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+			WHERE attrelid = to_regclass('app.pgoutbox_relay_state') AND attname = 'incarnation')`).Scan(&state); err != nil || !state {
+			t.Fatalf("app.pgoutbox_relay_state.incarnation exists: %v (%v)", state, err)
 		}
 		applied, err = b.d.migrate(ctx, db, cfg.Table)
 		if err != nil || len(applied) != 0 {
@@ -517,7 +519,7 @@ func TestMigrateInCallersTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if applied, err := outbox.Migrate(ctx, outbox.Pgx(tx), ""); err != nil || len(applied) != 3 {
+	if applied, err := outbox.Migrate(ctx, outbox.Pgx(tx), ""); err != nil || len(applied) != 4 {
 		t.Fatalf("Migrate in tx: %v, %v", applied, err)
 	}
 	var in, out bool

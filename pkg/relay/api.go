@@ -179,11 +179,13 @@ func IsPermanent(err error) bool {
 	return relayerr.IsPermanent(err)
 }
 
-// ProgressKey is the progress record key, and the transactional ID, of a
-// slot on the server of system identifier systemID: the same for every
-// relay of the slot, across restarts.
-func ProgressKey(systemID string, slot string) string {
-	return sink.ProgressKey(systemID, slot)
+// ProgressKey is the progress record key, and the transactional ID, of
+// the incarnation of a slot (its state row's, shown by Status) on the
+// server of system identifier systemID: the same for every relay of the
+// slot, across restarts, until the slot is created anew or a clone of the
+// database is found to share it.
+func ProgressKey(systemID, slot, incarnation string) string {
+	return sink.ProgressKey(systemID, slot, incarnation)
 }
 
 // TableFormat names the column layout of the outbox table: which column

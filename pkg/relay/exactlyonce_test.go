@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -80,12 +81,20 @@ func TestExactlyOnceOutlivesOutage(t *testing.T) {
 // progress key.
 func (b *bundle) progressOf(t *testing.T) (key, systemID string, timeline int32, created string) {
 	t.Helper()
-	err := b.db.Pool.QueryRow(context.Background(), `SELECT system_identifier, timeline, slot_created_lsn::text
-		FROM public.pgoutbox_relay_state WHERE slot_name = $1`, b.cfg.Slot).Scan(&systemID, &timeline, &created)
+	key, systemID, timeline, created, _ = progressIn(t, b.db.Pool, b.cfg.Slot)
+	return key, systemID, timeline, created
+}
+
+// progressIn is the history of slot as the state row in pool's database
+// records it, and its progress key.
+func progressIn(t *testing.T, pool *pgxpool.Pool, slot string) (key, systemID string, timeline int32, created, incarnation string) {
+	t.Helper()
+	err := pool.QueryRow(context.Background(), `SELECT system_identifier, timeline, slot_created_lsn::text, coalesce(incarnation, '')
+		FROM public.pgoutbox_relay_state WHERE slot_name = $1`, slot).Scan(&systemID, &timeline, &created, &incarnation)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "pgoutbox-relay/" + systemID + "/" + b.cfg.Slot, systemID, timeline, created
+	return "pgoutbox-relay/" + systemID + "/" + slot + "/" + incarnation, systemID, timeline, created, incarnation
 }
 
 // kafkaClient is a plain client of b's broker, closed when t ends, and a
@@ -127,7 +136,7 @@ func TestExactlyOnceProgressCannotBeForged(t *testing.T) {
 	t.Parallel()
 	b := setupAny(t, func(c *relay.Config) { c.ExactlyOnce = true })
 	run := b.start(t)
-	key, systemID, timeline, created := b.progressOf(t)
+	key, systemID, timeline, created, incarnation := progressIn(t, b.db.Pool, b.cfg.Slot)
 	ids := b.insert(t, msg("agg-0", 0))
 	forged := fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"end_lsn":"FFFFFFFF/FFFFFF00"}`, b.cfg.Slot, systemID)
 	var rowID string
@@ -156,12 +165,12 @@ func TestExactlyOnceProgressCannotBeForged(t *testing.T) {
 				b.cfg.Slot, systemID, timeline, created, end))
 		}},
 		{"another history", "other-history", func(end string) {
-			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":"0/1","end_lsn":%q}`,
-				b.cfg.Slot, systemID, timeline, end), mark)
+			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":"0/1","incarnation":%q,"end_lsn":%q}`,
+				b.cfg.Slot, systemID, timeline, incarnation, end), mark)
 		}},
 		{"past the WAL", "beyond-wal", func(string) {
-			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":%q,"end_lsn":"FFFFFFFF/FFFFFF00"}`,
-				b.cfg.Slot, systemID, timeline, created), mark)
+			b.forgeProgress(t, fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":%q,"incarnation":%q,"end_lsn":"FFFFFFFF/FFFFFF00"}`,
+				b.cfg.Slot, systemID, timeline, created, incarnation), mark)
 		}},
 	} {
 		var more []outbox.Message
@@ -405,5 +414,215 @@ func TestExactlyOnceFailoverOldProgressSkipsNothing(t *testing.T) {
 	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), newIDs, 60*time.Second)
 	if missing := testenv.MissingIDs(recs, newIDs); missing != 0 {
 		t.Fatalf("%d of %d rows of the new primary missing", missing, len(newIDs))
+	}
+}
+
+// copiedAfterOneRow is an exactly-once bundle on a server of its own, and
+// a copy of the server's data directory (pgserver's CopyData) taken after
+// the relay published one row and stopped.
+func copiedAfterOneRow(t *testing.T) (*bundle, *testenv.Server, string) {
+	t.Helper()
+	b, srv := ownServerOn(t, testenv.NewBroker(t), func(c *relay.Config) { c.ExactlyOnce = true })
+	run := b.start(t)
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), b.insert(t, msg("a", 0)), 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	copied, err := srv.CopyData(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.db.Pool.Reset() // its connections died with the server
+	return b, srv, copied
+}
+
+// fillWAL writes rows of a table outside the publication until the
+// server's WAL is past lsn.
+func (b *bundle) fillWAL(t *testing.T, lsn pglogrepl.LSN) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS wal_filler (x text)`); err != nil {
+		t.Fatal(err)
+	}
+	for b.currentLSN(t) <= lsn {
+		if _, err := b.db.Pool.Exec(ctx, `INSERT INTO wal_filler SELECT repeat('x', 1000) FROM generate_series(1, 100)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A disk snapshot restored over the primary costs duplicates, never a
+// skip. The server's data directory is copied (with the slot and its state
+// row) after the relay published one row; the relay publishes 50 more,
+// then the copy is put back: same system identifier, timeline and slot,
+// while Kafka's progress names WAL the restored server never had. Once
+// the restored server's WAL passes that progress, the 50 rows committed
+// on it are all published, and the progress is counted as ignored
+// (beyond-state: past what the state row records), as relay status says
+// before the relay starts. Before the fix the relay trusted the progress
+// and skipped every one of them (50 of 50 missing, nothing logged or
+// counted).
+func TestExactlyOnceRestoredSnapshotSkipsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, srv, snapshot := copiedAfterOneRow(t)
+	topic := b.topic("outbox.order")
+	run := b.start(t)
+	// The progress of the next rows ends well past the copy's WAL.
+	b.fillWAL(t, b.currentLSN(t)+64<<10)
+	var later []outbox.Message
+	for i := range 50 {
+		later = append(later, msg("later", i))
+	}
+	waitForIDs(t, b.kafka.Brokers, topic, b.insert(t, later...), 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	progressEnd := b.currentLSN(t)
+
+	if err := srv.RestoreData(ctx, snapshot); err != nil {
+		t.Fatal(err)
+	}
+	b.db.Pool.Reset()
+	var restored []outbox.Message
+	for i := range 50 {
+		restored = append(restored, msg("restored", i))
+	}
+	ids := b.insert(t, restored...)
+	b.fillWAL(t, progressEnd)
+	// A row past the old progress: once it is in Kafka, every row
+	// committed before it is too, or was skipped.
+	last := b.insert(t, msg("last", 0))
+	st, err := relay.Status(ctx, b.cfg)
+	if err != nil || st.Progress == nil || st.Progress.Trusted || !strings.Contains(st.Progress.Trust, "not trusted (beyond-state)") {
+		t.Fatalf("Status: %+v, %v; want the progress not trusted, beyond-state", st.Progress, err)
+	}
+	b.start(t)
+	recs := waitForIDs(t, b.kafka.Brokers, topic, last, 60*time.Second)
+	if missing := testenv.MissingIDs(recs, ids); missing != 0 {
+		t.Fatalf("%d of %d rows committed on the restored server missing", missing, len(ids))
+	}
+	if n := testenv.MetricValue(t, b.reg, "pgoutbox_relay_progress_ignored_total", "reason", "beyond-state"); n < 1 {
+		t.Fatalf("progress_ignored_total{reason=beyond-state} = %v, want ≥ 1", n)
+	}
+}
+
+// A file-level clone of the database (same system identifier, timeline,
+// slot and state row, incarnation included) relaying to the same Kafka
+// under the same slot name shares neither progress nor the transactional
+// ID with the original once its relay starts: the clone's relay finds the
+// original's later progress past what its database records, gives its
+// state row a new incarnation, publishes every row of the clone, and logs
+// the other incarnation once, naming both; the original relays on under
+// its own. Before incarnations both used one key: the clone's relay trusted
+// the original's progress or fenced the original on every start.
+func TestExactlyOnceCloneSharesNoProgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, srv, copied := copiedAfterOneRow(t)
+	topic := b.topic("outbox.order")
+	clone, err := srv.StartCopy(ctx, copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(clone.Stop)
+	key, _, _, _, incarnation := progressIn(t, b.db.Pool, b.cfg.Slot)
+
+	// The original relays on: its progress passes the clone's state row.
+	b.start(t)
+	var orig []outbox.Message
+	for i := range 10 {
+		orig = append(orig, msg("orig", i))
+	}
+	origIDs := waitForIDs(t, b.kafka.Brokers, topic, b.insert(t, orig...), 60*time.Second)
+
+	pool, err := pgxpool.New(ctx, clone.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var logs testenv.SyncBuffer
+	cloneCfg := *b.cfg
+	cloneCfg.DatabaseURL = clone.AdminURL
+	cloneCfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cb := &bundle{db: &testenv.DB{Name: "postgres", URL: clone.AdminURL, Pool: pool, Server: clone}, kafka: b.kafka, cfg: &cloneCfg, writer: b.writer}
+	cb.start(t)
+	var cloned []outbox.Message
+	for i := range 10 {
+		cloned = append(cloned, msg("clone", i))
+	}
+	cloneIDs := cb.insert(t, cloned...)
+	waitForIDs(t, b.kafka.Brokers, topic, cloneIDs, 60*time.Second)
+	cloneKey, _, _, _, cloneIncarnation := progressIn(t, pool, cloneCfg.Slot)
+	if cloneIncarnation == incarnation || cloneKey == key {
+		t.Fatalf("the clone's relay kept the original's incarnation %s (key %s)", incarnation, key)
+	}
+	// The original goes on under its own key (fenced once at most, by the
+	// clone's first start).
+	var more []outbox.Message
+	for i := range 5 {
+		more = append(more, msg("orig", 10+i))
+	}
+	waitForIDs(t, b.kafka.Brokers, topic, append(b.insert(t, more...), cloneIDs...), 60*time.Second)
+	for _, c := range []struct {
+		cfg *relay.Config
+		key string
+	}{{b.cfg, key}, {&cloneCfg, cloneKey}} {
+		st, err := relay.Status(ctx, c.cfg)
+		if err != nil || st.Progress == nil || st.Progress.Key != c.key || !st.Progress.Found || !st.Progress.Trusted {
+			t.Fatalf("Status on %s: %+v, %v; want trusted progress under %s", c.cfg.DatabaseURL, st.Progress, err, c.key)
+		}
+	}
+	out := logs.String()
+	if n := strings.Count(out, "progress of another incarnation of this system and slot"); n != 1 ||
+		!strings.Contains(out, "incarnation="+cloneIncarnation) || !strings.Contains(out, "other_incarnation="+incarnation) {
+		t.Fatalf("%d warnings of another incarnation naming %s and %s, want 1:\n%s", n, cloneIncarnation, incarnation, out)
+	}
+	t.Logf("original %d rows, clone %d rows; incarnations %s and %s", len(origIDs), len(cloneIDs), incarnation, cloneIncarnation)
+}
+
+// A state row of before incarnations (a relay upgraded over it) gets one
+// at the relay's first start, and the progress of the old key is logged as
+// another incarnation's ("none"), not read: the first session resumes from
+// the state row.
+func TestExactlyOnceUpgradeGivesIncarnation(t *testing.T) {
+	t.Parallel()
+	var logs testenv.SyncBuffer
+	b := setupAny(t, func(c *relay.Config) {
+		c.ExactlyOnce = true
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, `UPDATE pgoutbox_relay_state SET incarnation = NULL WHERE slot_name = $1`, b.cfg.Slot); err != nil {
+		t.Fatal(err)
+	}
+	st, err := relay.Status(ctx, b.cfg)
+	if err != nil || st.State == nil || st.State.Incarnation != "" {
+		t.Fatalf("Status: %+v, %v; want a state row without an incarnation", st, err)
+	}
+	_, systemID, timeline, created, _ := progressIn(t, b.db.Pool, b.cfg.Slot)
+	oldKey := "pgoutbox-relay/" + systemID + "/" + b.cfg.Slot
+	ctx2, cl := b.kafkaClient(t)
+	compact := "compact"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx2, 1, 1, map[string]*string{"cleanup.policy": &compact}, b.topic(relay.DefaultProgressTopic)); err != nil {
+		t.Fatal(err)
+	}
+	old := &kgo.Record{Topic: b.topic(relay.DefaultProgressTopic), Key: []byte(oldKey), Headers: []kgo.RecordHeader{{Key: "pgoutbox-progress", Value: []byte("2")}},
+		Value: []byte(fmt.Sprintf(`{"slot":%q,"system_identifier":%q,"timeline":%d,"slot_created_lsn":%q,"end_lsn":"0/1"}`, b.cfg.Slot, systemID, timeline, created))}
+	if err := cl.ProduceSync(ctx2, old).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	ids := b.insert(t, msg("a", 0))
+	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), ids, 60*time.Second)
+	key, _, _, _, incarnation := progressIn(t, b.db.Pool, b.cfg.Slot)
+	if incarnation == "" {
+		t.Fatal("the state row has no incarnation after a start")
+	}
+	if st, err := relay.Status(ctx, b.cfg); err != nil || st.Progress == nil || st.Progress.Key != key || !st.Progress.Found {
+		t.Fatalf("Status: %+v, %v; want progress under %s", st.Progress, err, key)
+	}
+	if out := logs.String(); !strings.Contains(out, "other_incarnation=none") || !strings.Contains(out, "other_key="+oldKey) {
+		t.Fatalf("no warning of the key of before incarnations %s:\n%s", oldKey, out)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -435,4 +436,43 @@ func TestRecoverPublishesOnlyWhatKafkaLacks(t *testing.T) {
 	if dlq := testenv.MustReadTopic(t, b.kafka.Brokers, b.topic("outbox.dlq")); len(dlq) != 1 || header(t, dlq[0], "message-id") != badID {
 		t.Fatalf("dead letters after the recovery: %+v, want the one of %s", dlq, badID)
 	}
+}
+
+// A recovery skips a row only when its message ID is on the topic the row
+// routes to now, or in the dead-letter topic as that row's dead letter:
+// a row whose ID is only on the topic of an older routing, and one whose
+// only dead letter names an older topic, are published to the topic they
+// route to now. Before the fix both counted as held, because their IDs
+// were somewhere in the topics the recovery read (published 0 of 2).
+func TestRecoverRepublishesRowsOnlyOnAnOldTopic(t *testing.T) {
+	t.Parallel()
+	b := setupAny(t, func(c *relay.Config) { c.BackfillMargin = time.Hour })
+	ctx := context.Background()
+	run := b.start(t)
+	old, moved := b.topic("outbox.order"), b.topic("outbox.moved")
+	before := b.insert(t, msg("b", 0), msg("b", 1))
+	waitForIDs(t, b.kafka.Brokers, old, before, 60*time.Second)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	b.dropSlot(t)
+	rows := []outbox.Message{msg("m", 0), msg("m", 1)}
+	for i := range rows {
+		rows[i].Topic = moved
+	}
+	ids := b.insert(t, rows...)
+	// The first row's ID on the topic it routed to before; the second's
+	// dead letter from then (original-topic: the old topic).
+	dead := record(b.topic(relay.DefaultDeadLetterTopic), ids[1], rows[1], time.Now())
+	dead.Headers = append(dead.Headers, kgo.RecordHeader{Key: "dlq-reason", Value: []byte(relay.ReasonTooLarge)},
+		kgo.RecordHeader{Key: "original-topic", Value: []byte(old)})
+	produce(t, b.kafka.Brokers, record(old, ids[0], rows[0], time.Now()), dead)
+	res, err := relay.Recover(ctx, b.cfg)
+	if err != nil || res.Gap == nil {
+		t.Fatalf("Recover: %+v, %v", res, err)
+	}
+	if res.Published != len(ids) || res.InKafka != len(before) {
+		t.Fatalf("Recover published %d rows, %d in Kafka already; want %d and %d", res.Published, res.InKafka, len(ids), len(before))
+	}
+	waitForIDs(t, b.kafka.Brokers, moved, ids, 60*time.Second)
 }

@@ -90,6 +90,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.live.Begin(time.Now(), pgconnect.DefaultLivenessBound)
 	sk.Guard = func() error { return r.live.Stale(time.Now()) }
 	sk.WriteBy = func() time.Time { return r.live.LiveUntil(time.Now()) }
+	// An exactly-once commit waits until the state row records its
+	// progress: no session trusts progress past the row (a restored
+	// snapshot of the database rolls the row back with the WAL).
+	sk.Recorded = r.state.Cover
 
 	g, gctx := errgroup.WithContext(ctx)
 	r.runCtx = gctx

@@ -117,18 +117,40 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 // fence opens the sink's transactional producer for an exactly-once
 // session on the slot st describes, which fences the older relays of the
 // slot and aborts what they left open, and returns the progress they
-// committed for this history of the slot, up to the server's WAL.
+// committed for this history of the slot, up to the server's WAL and the
+// state row's ceiling. Progress past either was written by another
+// database sharing the slot's incarnation (a clone, or the primary a
+// restored snapshot was taken of): the state row then gets a new
+// incarnation, and the sink opens again under it.
 func (r *Relay) fence(ctx context.Context, sk *sink.Sink, st *slotstate.RelayState) (sink.Progress, error) {
 	_, walEnd, err := slotstate.IdentifyAt(ctx, r.stage.slot)
 	if err != nil {
 		return sink.Progress{}, err
 	}
-	committed, err := sk.OpenExactlyOnce(ctx, sink.History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN}, walEnd)
-	if err != nil {
-		sk.Close()
-		return sink.Progress{}, err
+	for attempt := 0; ; attempt++ {
+		h := sink.History{SystemID: st.SystemID, Timeline: st.Timeline, SlotCreatedLSN: st.CreatedLSN, Incarnation: st.Incarnation}
+		committed, err := sk.OpenExactlyOnce(ctx, h, walEnd, st.Ceiling)
+		if errors.Is(err, sink.ErrForeignProgress) && attempt == 0 {
+			if err = r.reincarnate(ctx, st); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			sk.Close()
+			return sink.Progress{}, err
+		}
+		return committed, nil
 	}
-	return committed, nil
+}
+
+// reincarnate gives the slot's state row st a new incarnation.
+func (r *Relay) reincarnate(ctx context.Context, st *slotstate.RelayState) error {
+	conn, err := pgconnect.Connect(ctx, r.cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return slotstate.Reincarnate(ctx, conn, r.stage.slot, st)
 }
 
 // checkConfig is the configuration the session's checks run with: a

@@ -96,6 +96,10 @@ type StateStatus struct {
 	Timeline         int32     `json:"timeline"`
 	SlotCreatedLSN   string    `json:"slot_created_lsn"`
 	SlotCreatedAt    time.Time `json:"slot_created_at"`
+	// Incarnation is the random identity made with the slot, part of the
+	// exactly-once progress key and transactional ID; empty in a row of
+	// before incarnations (the relay gives it one at its next start).
+	Incarnation string `json:"incarnation,omitempty"`
 	// ConfirmedLSN and ConfirmedCommitTime are the last transaction the
 	// relay recorded as published (they trail the slot a little).
 	ConfirmedLSN        string     `json:"confirmed_lsn"`
@@ -134,6 +138,13 @@ type ProgressStatus struct {
 	// to Kafka; CommitTime is its commit time in Postgres.
 	CommittedLSN string     `json:"committed_lsn,omitempty"`
 	CommitTime   *time.Time `json:"commit_time,omitempty"`
+	// Trusted is whether a session starting now would skip the WAL the
+	// progress covers: a relay wrote it for the slot's history, and it is
+	// past neither the server's WAL nor the state row's ceiling (what
+	// the database recorded before the Kafka commit). Trust says why, or
+	// why not.
+	Trusted bool   `json:"trusted"`
+	Trust   string `json:"trust,omitempty"`
 	// Error says why the progress could not be read; empty when it was.
 	Error string `json:"error,omitempty"`
 }

@@ -44,8 +44,8 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *Config, st *relaytype.
 			ConfirmedLSN: rs.ConfirmedLSN.String(), ConfirmedCommitTime: rs.ConfirmedAt, CeilingLSN: rs.Ceiling.String(),
 			MessagesSeen: rs.MessagesSeen, PrunedBefore: rs.PrunedBefore, UpdatedAt: rs.UpdatedAt,
 		}
-		info := slotstate.SlotInfo{Exists: st.SlotExists, WALStatus: st.WALStatus}
-		if st.SlotExists && st.WALStatus != "lost" {
+		info := slotstate.SlotInfo{Exists: st.SlotExists, WALStatus: st.WALStatus, Invalidation: st.InvalidationReason}
+		if st.SlotExists && st.WALStatus != "lost" && st.InvalidationReason == "" {
 			if info.Confirmed, err = pglogrepl.ParseLSN(st.ConfirmedFlushLSN); err != nil {
 				return fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, st.ConfirmedFlushLSN, err)
 			}

@@ -97,6 +97,7 @@ func Status(ctx context.Context, cfg *Config) (*relaytype.SlotStatus, error) {
 	st.WALStatus = slotstate.Deref(row.WALStatus)
 	st.SafeWALSize = row.SafeWALSize
 	st.InvalidationReason = row.Invalidation
+	st.InactiveStandbySlots = row.StandbyWait
 	st.ActiveApplicationName = slotstate.Deref(row.AppName)
 	st.ActiveClientAddr = slotstate.Deref(row.ClientAddr)
 	st.ActiveState = slotstate.Deref(row.State)

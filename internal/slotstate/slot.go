@@ -29,6 +29,11 @@ type SlotRow struct {
 	// Invalidation is invalidation_reason (PG 17+), empty while the slot
 	// is valid.
 	Invalidation string
+	// StandbyWait names the physical slots in synchronized_standby_slots
+	// (PG 17+) that no standby streams (inactive or missing), when the
+	// slot is a failover slot: the primary sends the slot's changes only
+	// once those standbys confirmed them, so the relay stalls.
+	StandbyWait []string
 	// From pg_stat_replication, for the walsender streaming the slot.
 	AppName, ClientAddr, State *string
 	BackendStart, ReplyTime    *time.Time
@@ -44,12 +49,18 @@ func ReadSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotRow, error)
 		       pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
 		       pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint,
 		       s.wal_status, s.safe_wal_size, coalesce(to_jsonb(s) ->> 'invalidation_reason', ''),
+		       coalesce((SELECT array_agg(w.name ORDER BY w.name)
+		                   FROM unnest(string_to_array(coalesce(current_setting('synchronized_standby_slots', true), ''), ',')) AS u(item),
+		                        LATERAL (SELECT btrim(u.item, ' "') AS name) AS w
+		                   LEFT JOIN pg_replication_slots p ON p.slot_name = w.name
+		                  WHERE w.name <> '' AND coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
+		                    AND NOT coalesce(p.active, false)), '{}'),
 		       r.application_name, host(r.client_addr), r.state, r.backend_start, r.reply_time
 		  FROM (SELECT 1) AS one
 		  LEFT JOIN pg_replication_slots s ON s.slot_name = $1
 		  LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid`, slot).
 		Scan(&r.Exists, &r.Active, &r.ActivePID, &r.Confirmed, &r.Restart, &r.CurrentWAL, &r.Lag, &r.Retained,
-			&r.WALStatus, &r.SafeWALSize, &r.Invalidation, &r.AppName, &r.ClientAddr, &r.State, &r.BackendStart, &r.ReplyTime)
+			&r.WALStatus, &r.SafeWALSize, &r.Invalidation, &r.StandbyWait, &r.AppName, &r.ClientAddr, &r.State, &r.BackendStart, &r.ReplyTime)
 	if err != nil {
 		return r, fmt.Errorf("relay: read slot %s: %w", slot, err)
 	}

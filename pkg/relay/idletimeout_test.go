@@ -22,23 +22,10 @@ func TestGapSlotIdleTimeout(t *testing.T) {
 	t.Parallel()
 	b, _ := ownServer(t, func(c *relay.Config) { c.BackfillMargin = time.Second })
 	ctx := context.Background()
-	var version int
-	if err := b.db.Pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	if version < 180000 {
-		t.Skipf("idle_replication_slot_timeout is PostgreSQL 18's; the server is %d (run it with %s=18: make test-pg PG=18)", version, testenv.PostgresVersionEnv)
-	}
-	exec := func(q string) {
-		t.Helper()
-		if _, err := b.db.Pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	version := b.needPostgres(t, 18, "idle_replication_slot_timeout")
 	before := b.streamSome(t, 3)
 	during := b.insert(t, msg("idle", 1), msg("idle", 2))
-	exec(`ALTER SYSTEM SET idle_replication_slot_timeout = '1s'`)
-	exec(`SELECT pg_reload_conf()`)
+	b.exec(t, `ALTER SYSTEM SET idle_replication_slot_timeout = '1s'`, `SELECT pg_reload_conf()`)
 	testenv.WaitFor(t, time.Minute, "a checkpoint to invalidate the idle slot", func() (bool, error) {
 		if _, err := b.db.Pool.Exec(ctx, `CHECKPOINT`); err != nil {
 			return false, err
@@ -49,8 +36,7 @@ func TestGapSlotIdleTimeout(t *testing.T) {
 	})
 	// The slot recovery makes must not go the same way before the relay
 	// streams it.
-	exec(`ALTER SYSTEM RESET idle_replication_slot_timeout`)
-	exec(`SELECT pg_reload_conf()`)
+	b.exec(t, `ALTER SYSTEM RESET idle_replication_slot_timeout`, `SELECT pg_reload_conf()`)
 
 	st, err := relay.Status(ctx, b.cfg)
 	if err != nil {
@@ -71,7 +57,7 @@ func TestGapSlotIdleTimeout(t *testing.T) {
 	if n := missingIDs(recs, during); n != 0 {
 		t.Fatalf("%d rows committed while the relay was down are missing", n)
 	}
-	t.Logf("idle timeout on PostgreSQL %d: %d rows committed while the slot was idle, all in Kafka after the backfill", version/10000, len(during))
+	t.Logf("idle timeout on PostgreSQL %d: %d rows committed while the slot was idle, all in Kafka after the backfill", version, len(during))
 	if err := run.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ GO        ?= go
 BIN       ?= bin
 PKGS      ?= ./...
 TESTFLAGS ?=
-STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
 
@@ -47,22 +46,30 @@ build: ## Build the commands into ./bin.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+# Tools, pinned and built once into bin/ (go install through the Go module
+# proxy; the file name carries the version, so a bump rebuilds and a clean
+# clone builds each once, not at every run).
+STATICCHECK_VERSION ?= v0.8.2
+HELM_VERSION        ?= v3.22.0
+ACTIONLINT_VERSION  ?= v1.7.12
+STATICCHECK ?= $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+HELM        ?= $(BIN)/helm-$(HELM_VERSION)
+ACTIONLINT  ?= $(BIN)/actionlint-$(ACTIONLINT_VERSION)
+CHART       := deploy/helm/pgoutbox-relay
+
 .PHONY: vet
 vet: ## gofmt check and go vet.
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
 .PHONY: lint
-lint: ## staticcheck (default checks).
+lint: $(STATICCHECK) ## staticcheck (default checks).
 	$(STATICCHECK) $(PKGS)
 
-# Deploy-file tools, pinned and built once into bin/ (go install through the
-# Go module proxy; the file name carries the version, so a bump rebuilds).
-HELM_VERSION       ?= v3.22.0
-ACTIONLINT_VERSION ?= v1.7.12
-HELM       ?= $(BIN)/helm-$(HELM_VERSION)
-ACTIONLINT ?= $(BIN)/actionlint-$(ACTIONLINT_VERSION)
-CHART      := deploy/helm/pgoutbox-relay
+$(STATICCHECK):
+	@mkdir -p $(BIN)/.tools
+	GOBIN=$(abspath $(BIN)/.tools) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(BIN)/.tools/staticcheck $@
 
 $(HELM):
 	@mkdir -p $(BIN)/.tools
@@ -83,10 +90,36 @@ check-deploy: $(HELM) $(ACTIONLINT) ## Validate deploy files: alert rules (promt
 	$(ACTIONLINT) .github/workflows/*.yml
 	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -count=1 ./test/deploy
 
+# make test runs every pass of TEST_PASSES, each whatever the one before it
+# did, then prints one line per pass (ok or FAIL, and its seconds) and fails
+# if any failed: a red kfake pass does not hide the Kafka pass. A pass is
+# checks (test-checks), kfake (test-kfake), kafka (test-kafka) or pgN
+# (test-pg PG=N). .ci/run runs make test; TEST_PASSES="kfake" for one.
+TEST_PASSES ?= checks kfake kafka pg17
+
 .PHONY: test
-test: vet lint check-deploy ## Vet, check deploy files, run every test with -race (kfake), then the Kafka-facing suites on Apache Kafka (test-kafka). Needs Postgres server binaries, kcat, promtool, java (and mvn the first time).
+test: ## Every pass, each reported (TEST_PASSES): checks (gofmt, vet, staticcheck, deploy files), every test with -race on PG 15 and kfake, the Kafka-facing suites on Apache Kafka, the Postgres-facing suites on PG 17. Needs Postgres server binaries, kcat, promtool, java and xz (and mvn the first time).
+	@summary=""; failed=""; \
+	for pass in $(TEST_PASSES); do \
+		case $$pass in \
+			pg*) target="test-pg PG=$${pass#pg}" ;; \
+			*) target="test-$$pass" ;; \
+		esac; \
+		echo "=== make test: pass $$pass (make $$target)"; \
+		start=$$(date +%s); \
+		if $(MAKE) --no-print-directory $$target; then result=ok; else result=FAIL; failed="$$failed $$pass"; fi; \
+		summary="$$summary$$(printf '\n  %-8s %-4s %5ss  make %s' $$pass $$result $$(( $$(date +%s) - start )) "$$target")"; \
+	done; \
+	echo "=== make test: passes$$summary"; \
+	if [ -n "$$failed" ]; then echo "=== make test: FAILED:$$failed"; exit 1; fi; \
+	echo "=== make test: all passes ok"
+
+.PHONY: test-checks
+test-checks: vet lint check-deploy ## gofmt, go vet, staticcheck and the deploy-file checks (the first pass of make test).
+
+.PHONY: test-kfake
+test-kfake: $(HELM) ## Every test with -race on Postgres 15 and kfake (the second pass of make test).
 	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
-	@$(MAKE) --no-print-directory test-kafka
 
 # The Kafka-facing suites that run on a real Apache Kafka too (docs/kafka.md):
 # the relay end to end, exactly-once (restart, outage, SIGKILL, SIGSTOP
@@ -100,6 +133,24 @@ KAFKA_RUN  ?= ^(TestApacheKafka|TestMigrateFromRealDebezium|TestEndToEnd|TestEnd
 .PHONY: test-kafka
 test-kafka: ## Run the Kafka-facing suites on a real Apache Kafka 4 node (PGOUTBOX_TEST_KAFKA=kafka; needs java, and mvn to fetch the broker once).
 	PGOUTBOX_TEST_KAFKA=kafka $(GO) test -race -count=1 -timeout 20m -run '$(KAFKA_RUN)' $(TESTFLAGS) $(KAFKA_PKGS)
+
+# The suites that start Postgres and exercise what differs between
+# versions: replication, slots, the state row and gap detection, failover
+# slots, the outbox writer and the inbox's SQL; and of test/e2e the
+# failover, crash and takeover tests (PG_E2E_RUN; the rest of test/e2e
+# checks the CLI and the docs, which no server version changes). On kfake.
+# Both go test runs run; the target fails if either failed. The versions
+# and what each was tested for: docs/requirements.md.
+PG         ?= 17
+PG_PKGS    ?= ./internal/pgserver ./internal/testenv ./internal/slotstate ./internal/wal ./internal/admin ./internal/verify ./pkg/outbox ./pkg/relay ./pkg/inbox
+PG_E2E_RUN ?= ^(TestFailoverSlotSurvivesPromotion|TestFailoverGapAndRecover|TestExactlyOnceFailoverGapAndRecover|TestCrashRestartLosesNothing|TestHalfOpenReplicationConnection|TestStandbyTakesOver|TestRelayToInboxEffectsOnce)$$
+
+.PHONY: test-pg
+test-pg: ## Run the Postgres-facing suites with -race on another Postgres (PG=16|17|18, fetched with Maven once; kfake).
+	@status=0; set -x; \
+	PGOUTBOX_TEST_PG=$(PG) $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PG_PKGS) || status=1; \
+	PGOUTBOX_TEST_PG=$(PG) $(GO) test -race -count=1 -timeout 20m -run '$(PG_E2E_RUN)' $(TESTFLAGS) ./test/e2e || status=1; \
+	exit $$status
 
 .PHONY: bench
 bench: ## Drain a 1M-row outbox backlog through the relay into kfake; print events/s, peak RSS, raw ceiling (BENCHFLAGS="-n 100000").

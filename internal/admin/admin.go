@@ -161,6 +161,8 @@ func Status(ctx context.Context, cfg *Config) (*relaytype.SlotStatus, error) {
 	st.RetainedWALBytes = slotstate.Deref(row.Retained)
 	st.WALStatus = slotstate.Deref(row.WALStatus)
 	st.SafeWALSize = row.SafeWALSize
+	st.InvalidationReason = row.Invalidation
+	st.InactiveStandbySlots = row.StandbyWait
 	st.ActiveApplicationName = slotstate.Deref(row.AppName)
 	st.ActiveClientAddr = slotstate.Deref(row.ClientAddr)
 	st.ActiveState = slotstate.Deref(row.State)

@@ -127,8 +127,9 @@ func RecoverGap(ctx context.Context, c *Config, m *relaymetrics.Metrics, sk *sin
 // process streaming it (nil when none).
 func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotstate.SlotInfo, active *int32, err error) {
 	var confirmed, walStatus *string
-	err = conn.QueryRow(ctx, `SELECT active_pid, confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = $1`, slot).
-		Scan(&active, &confirmed, &walStatus)
+	err = conn.QueryRow(ctx, `SELECT active_pid, confirmed_flush_lsn::text, wal_status, coalesce(to_jsonb(s) ->> 'invalidation_reason', '')
+		FROM pg_replication_slots s WHERE slot_name = $1`, slot).
+		Scan(&active, &confirmed, &walStatus, &info.Invalidation)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return slotstate.SlotInfo{}, nil, nil
@@ -136,7 +137,7 @@ func readGapSlot(ctx context.Context, conn *pgx.Conn, slot string) (info slotsta
 		return slotstate.SlotInfo{}, nil, fmt.Errorf("relay: read slot %s: %w", slot, err)
 	}
 	info.Exists, info.WALStatus = true, slotstate.Deref(walStatus)
-	if confirmed != nil {
+	if confirmed != nil && info.Invalidation == "" {
 		if info.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
 			return slotstate.SlotInfo{}, nil, err
 		}

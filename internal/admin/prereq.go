@@ -78,6 +78,7 @@ type prereqFacts struct {
 	slotPlugin, slotDatabase          string // "" for a physical slot
 	stateExists, stateWrite           bool
 	tableSelect, tableDelete          bool
+	inRecovery                        bool // a standby
 }
 
 func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table) (prereqFacts, error) {
@@ -110,7 +111,8 @@ func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *Config, table pgnam
 			st.oid IS NOT NULL,
 			st.oid IS NOT NULL AND has_table_privilege(st.oid, 'SELECT, INSERT, UPDATE'),
 			t.oid IS NOT NULL AND has_table_privilege(t.oid, 'SELECT'),
-			t.oid IS NOT NULL AND has_table_privilege(t.oid, 'DELETE')
+			t.oid IS NOT NULL AND has_table_privilege(t.oid, 'DELETE'),
+			pg_is_in_recovery()
 		FROM pg_roles r
 		LEFT JOIN pg_namespace n ON n.nspname = $1
 		LEFT JOIN pg_class t ON t.relnamespace = n.oid AND t.relname = $2
@@ -121,7 +123,7 @@ func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *Config, table pgnam
 		&s.user, &s.database, &s.super, &s.replication, &s.rdsRepl, &s.plat,
 		&s.schemaExists, &s.schemaCreate, &s.tableExists, &s.tableOwner, &s.dbCreate,
 		&s.bookkeeping, &s.slotExists, &s.slotActive, &s.pubExists, &s.slotPlugin, &s.slotDatabase,
-		&s.stateExists, &s.stateWrite, &s.tableSelect, &s.tableDelete)
+		&s.stateExists, &s.stateWrite, &s.tableSelect, &s.tableDelete, &s.inRecovery)
 	return s, err
 }
 
@@ -144,6 +146,14 @@ func (p *prereqCheck) add(check, detail, fix string) {
 // checkServer checks the settings: wal_level, free slots, free WAL senders.
 func (p *prereqCheck) checkServer() {
 	s := p.f
+	if s.inRecovery {
+		// PG 16 decodes on a standby, but the relay writes its state row
+		// (and creates the slot's history) where it reads: not yet.
+		p.add("primary", "the server is a standby (in recovery): the relay reads and writes its state on the primary; "+
+			"reading from a standby (PostgreSQL 16+ logical decoding on a standby) is not supported yet",
+			"point --database-url at the primary, or list every host with target_session_attrs=read-write "+
+				"(postgres://relay@a:5432,b:5432/app?target_session_attrs=read-write)")
+	}
 	if s.walLevel != "logical" {
 		p.add("wal_level", fmt.Sprintf("wal_level is %s; logical decoding needs logical", s.walLevel), walLevelFix(p.plat))
 	}

@@ -51,6 +51,7 @@ func TestPrerequisiteChecks(t *testing.T) {
 		{"role rds", func(f *prereqFacts) { f.replication = false }, rds, "replication role", "GRANT rds_replication", true},
 		{"slot of another database", func(f *prereqFacts) { f.slotExists, f.slotPlugin, f.slotDatabase = true, "pgoutput", "other" }, selfManaged, "slot name", "--slot", true},
 		{"physical slot", func(f *prereqFacts) { f.slotExists = true }, selfManaged, "slot name", "pg_drop_replication_slot", true},
+		{"standby", func(f *prereqFacts) { f.inRecovery = true }, selfManaged, "primary", "target_session_attrs=read-write", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := healthy()

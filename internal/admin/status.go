@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -45,8 +46,8 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *Config, st *relaytype.
 			ConfirmedLSN: rs.ConfirmedLSN.String(), ConfirmedCommitTime: rs.ConfirmedAt, CeilingLSN: rs.Ceiling.String(),
 			MessagesSeen: rs.MessagesSeen, PrunedBefore: rs.PrunedBefore, UpdatedAt: rs.UpdatedAt,
 		}
-		info := slotstate.SlotInfo{Exists: st.SlotExists, WALStatus: st.WALStatus}
-		if st.SlotExists && st.WALStatus != "lost" {
+		info := slotstate.SlotInfo{Exists: st.SlotExists, WALStatus: st.WALStatus, Invalidation: st.InvalidationReason}
+		if st.SlotExists && st.WALStatus != "lost" && st.InvalidationReason == "" {
 			if info.Confirmed, err = pglogrepl.ParseLSN(st.ConfirmedFlushLSN); err != nil {
 				return fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, st.ConfirmedFlushLSN, err)
 			}
@@ -76,6 +77,11 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *Config, st *relaytype.
 		case st.WALStatus == "lost":
 			problem("slot %q has wal_status lost: the WAL it needs was removed; it cannot be resumed", st.Slot)
 		}
+	}
+	if len(st.InactiveStandbySlots) > 0 {
+		problem("the failover slot %q waits for standby slot %s named in synchronized_standby_slots, which no standby streams: "+
+			"the primary sends the relay nothing new until that standby confirms it (bring the standby back, or remove it from synchronized_standby_slots and reload)",
+			st.Slot, strings.Join(st.InactiveStandbySlots, ", "))
 	}
 	if st.SlotExists && !st.Active && st.WALStatus != "lost" && st.Gap == nil {
 		problem("no relay streams slot %q (it is not active)", st.Slot)

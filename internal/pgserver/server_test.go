@@ -85,18 +85,35 @@ func TestFindBinDirMissing(t *testing.T) {
 	}
 }
 
-// A standby made by StartStandby replays the primary's writes; after the
-// primary is killed, Promote makes it accept writes on a new timeline.
-// Restart (immediate) brings a server back with its data.
+// A standby made by StartStandby replays the primary's writes (and copies
+// none of its slots); after the primary is killed, Promote makes it accept
+// writes on a new timeline. Restart (immediate) brings a server back with
+// its data. Both ways to make a standby: pg_basebackup, and the copy
+// between pg_backup_start and pg_backup_stop that the Maven bundles get
+// (no pg_basebackup there), here from Debian's server so every run checks
+// it.
 func TestStandbyPromoteRestart(t *testing.T) {
 	t.Parallel()
+	for name, standby := range map[string]func(*Server, context.Context) (*Server, error){
+		"pg_basebackup": (*Server).StartStandby,
+		"copy":          (*Server).startStandbyCopy,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testStandbyPromoteRestart(t, standby)
+		})
+	}
+}
+
+func testStandbyPromoteRestart(t *testing.T, standby func(*Server, context.Context) (*Server, error)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := stopAtEnd(t)(Start(ctx))
 	exec := func(url, q string) { t.Helper(); execOn(ctx, t, url, q) }
 	count := func(url string) int { t.Helper(); return countT(ctx, t, url) }
 	exec(p.AdminURL, `CREATE TABLE t (x int); INSERT INTO t VALUES (1)`)
-	s := stopAtEnd(t)(p.StartStandby(ctx))
+	exec(p.AdminURL, `SELECT pg_create_logical_replication_slot('not_copied', 'pgoutput')`)
+	s := stopAtEnd(t)(standby(p, ctx))
 	exec(p.AdminURL, `INSERT INTO t VALUES (2)`)
 	deadline := time.Now().Add(time.Minute)
 	for count(s.AdminURL) != 2 {
@@ -105,6 +122,7 @@ func TestStandbyPromoteRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	exec(s.AdminURL, `DO $$ BEGIN IF (SELECT count(*) FROM pg_replication_slots) > 0 THEN RAISE 'the standby has a copy of a slot'; END IF; END $$`)
 	p.Kill()
 	if err := s.Promote(ctx); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,11 @@ func Start(ctx context.Context, settings ...string) (*Server, error) {
 	return nil, errors.New("pgserver: starting a throwaway PostgreSQL server needs Linux or macOS; use an existing server")
 }
 
+// StartIn is not supported on this system.
+func StartIn(ctx context.Context, bin string, settings ...string) (*Server, error) {
+	return Start(ctx, settings...)
+}
+
 // StartPrivate is not supported on this system.
 func StartPrivate(ctx context.Context, settings ...string) (*Server, error) {
 	return Start(ctx, settings...)

@@ -35,22 +35,47 @@ func StartPrivate(ctx context.Context, settings ...string) (*Server, error) {
 	return start(ctx, true, settings)
 }
 
+// StartIn is Start with the server binaries in bin (initdb, postgres and
+// pg_ctl; another version's, say), not the ones FindBinDir finds.
+func StartIn(ctx context.Context, bin string, settings ...string) (*Server, error) {
+	return startIn(ctx, bin, false, settings)
+}
+
 func start(ctx context.Context, private bool, settings []string) (*Server, error) {
 	bin, err := FindBinDir()
 	if err != nil {
 		return nil, err
 	}
-	return create(ctx, "pgoutbox-pg-", bin, private, settings, func(data string) *exec.Cmd {
-		return exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
-			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	return startIn(ctx, bin, private, settings)
+}
+
+// startIn is start with the server binaries in bin.
+func startIn(ctx context.Context, bin string, private bool, settings []string) (*Server, error) {
+	return create(ctx, "pgoutbox-pg-", bin, private, settings, func(data string, cred *syscall.Credential) error {
+		return run(ctx, cred, exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
+			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"))
 	})
 }
 
+// run runs cmd as cred (nil: as we are) in its own process group, so that
+// a terminal's Ctrl-C reaches us and we decide; its output is in the error.
+func run(ctx context.Context, cred *syscall.Credential, cmd *exec.Cmd) error {
+	cmd.SysProcAttr = procAttr(cred)
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%s: %v: %s", filepath.Base(cmd.Path), err, out)
+	}
+	return nil
+}
+
 // create makes a server in a new temporary directory named after prefix:
-// fill, run as the server's OS user, writes its data directory (initdb,
-// pg_basebackup), then the server starts on a free loopback port. On error
-// nothing is left behind.
-func create(ctx context.Context, prefix, bin string, private bool, settings []string, fill func(data string) *exec.Cmd) (*Server, error) {
+// fill writes its data directory (initdb, pg_basebackup or a copy) with
+// the server's OS user as owner, then the server starts on a free loopback
+// port. On error nothing is left behind.
+func create(ctx context.Context, prefix, bin string, private bool, settings []string, fill func(data string, cred *syscall.Credential) error) (*Server, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
@@ -62,16 +87,9 @@ func create(ctx context.Context, prefix, bin string, private bool, settings []st
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	cmd := fill(data)
-	// Own process group: a terminal's Ctrl-C reaches us, and we decide.
-	cmd.SysProcAttr = procAttr(cred)
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if err := fill(data, cred); err != nil {
 		s.Stop()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%s: %v: %s", filepath.Base(cmd.Path), err, out)
+		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		port, err := freePort()
@@ -309,18 +327,24 @@ func (s *Server) copyDir(ctx context.Context, src, dst string) error {
 }
 
 // StartStandby makes a physical streaming standby of s: pg_basebackup -R
-// into a new temporary directory, started on a free port. Stop removes it.
+// into a new temporary directory, started on a free port; where no
+// pg_basebackup of the server's major version is found (the Maven
+// bundles), a copy of the data directory between pg_backup_start and
+// pg_backup_stop (standbycopy.go). Stop removes it.
 func (s *Server) StartStandby(ctx context.Context) (*Server, error) {
 	if s.proc == nil {
 		return nil, fmt.Errorf("pgserver: a standby needs a primary started here")
+	}
+	if !s.hasBaseBackup() {
+		return s.startStandbyCopy(ctx)
 	}
 	host := "127.0.0.1"
 	if s.proc.private {
 		host = s.Dir
 	}
-	return create(ctx, "pgoutbox-pg-standby-", s.proc.bin, s.proc.private, s.proc.settings, func(data string) *exec.Cmd {
-		return exec.CommandContext(ctx, tool(s.proc.bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream",
-			"-c", "fast", "-h", host, "-p", strconv.Itoa(s.proc.port), "-U", "postgres")
+	return create(ctx, "pgoutbox-pg-standby-", s.proc.bin, s.proc.private, s.proc.settings, func(data string, cred *syscall.Credential) error {
+		return run(ctx, cred, exec.CommandContext(ctx, tool(s.proc.bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream",
+			"-c", "fast", "-h", host, "-p", strconv.Itoa(s.proc.port), "-U", "postgres"))
 	})
 }
 

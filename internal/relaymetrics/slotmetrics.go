@@ -17,6 +17,9 @@ type SlotReading struct {
 	Exists, Active             bool
 	Lag, Retained, SafeWALSize *int64
 	WALStatus                  string
+	// StandbyWait counts the standby slots in synchronized_standby_slots
+	// that no standby streams, for a failover slot.
+	StandbyWait int
 }
 
 // walStatuses are the values of pg_replication_slots.wal_status.
@@ -31,6 +34,7 @@ type SlotMetrics struct {
 	walStatus    *prometheus.GaugeVec
 	safeWALSize  *prometheus.GaugeVec
 	active       *prometheus.GaugeVec
+	standbyWait  *prometheus.GaugeVec
 	lagSeconds   prometheus.GaugeFunc
 	sinceLastAck prometheus.GaugeFunc
 	sinceServer  prometheus.GaugeFunc
@@ -59,6 +63,8 @@ func newSlotMetrics(slot string, l Clock) *SlotMetrics {
 			"WAL that can still be written before the slot is at risk of losing WAL (pg_replication_slots.safe_wal_size; absent when max_slot_wal_keep_size is unlimited)."),
 		active: vec("slot_active",
 			"1 while some process (this relay or another) streams the slot (polled)."),
+		standbyWait: vec("slot_standby_slots_inactive",
+			"For a failover slot (PG 17+): the physical slots named in synchronized_standby_slots that no standby streams. Above 0 the primary sends the relay nothing new: it waits for those standbys (polled)."),
 		lagSeconds: fn("lag_seconds",
 			"Now minus the commit time of the oldest committed transaction this relay read and has not confirmed; 0 when caught up or standby.",
 			l.LagSeconds),
@@ -79,7 +85,7 @@ func newSlotMetrics(slot string, l Clock) *SlotMetrics {
 }
 
 func (m *SlotMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lagBytes, m.retained, m.walStatus, m.safeWALSize, m.active, m.lagSeconds,
+	return []prometheus.Collector{m.lagBytes, m.retained, m.walStatus, m.safeWALSize, m.active, m.standbyWait, m.lagSeconds,
 		m.sinceLastAck, m.sinceServer, m.leader}
 }
 
@@ -87,7 +93,7 @@ func (m *SlotMetrics) collectors() []prometheus.Collector {
 func (m *SlotMetrics) Set(r SlotReading) {
 	if !r.Exists {
 		// No figures for a slot that is not there.
-		for _, v := range []*prometheus.GaugeVec{m.lagBytes, m.retained, m.walStatus, m.safeWALSize} {
+		for _, v := range []*prometheus.GaugeVec{m.lagBytes, m.retained, m.walStatus, m.safeWALSize, m.standbyWait} {
 			v.Reset()
 		}
 		m.active.WithLabelValues(m.slot).Set(0)
@@ -115,4 +121,5 @@ func (m *SlotMetrics) Set(r SlotReading) {
 		active = 1
 	}
 	m.active.WithLabelValues(m.slot).Set(active)
+	m.standbyWait.WithLabelValues(m.slot).Set(float64(r.StandbyWait))
 }

@@ -21,6 +21,10 @@ type SlotInfo struct {
 	// Failover is pg_replication_slots.failover (PG 17+): a slot kept in
 	// sync on standbys, which survives a promotion.
 	Failover bool
+	// Invalidation is pg_replication_slots.invalidation_reason (PG 17+):
+	// why the server invalidated the slot (wal_removed, idle_timeout...);
+	// empty while it is valid, and before PG 17.
+	Invalidation string
 }
 
 // CheckGap compares the slot and the server with the state row. It returns
@@ -54,8 +58,8 @@ func checkServer(ctx context.Context, c *Config, st *RelayState, slot SlotInfo) 
 		if moved != "" {
 			gap.Detail += ": " + moved
 		}
-	case slot.WALStatus == "lost":
-		gap.Reason, gap.Detail = relaytype.GapSlotLost, "the slot is invalidated (wal_status lost): the server removed WAL it still needed"
+	case slot.WALStatus == "lost" || slot.Invalidation != "":
+		gap.Reason, gap.Detail = relaytype.GapSlotLost, invalidated(slot.Invalidation)
 	case slot.Confirmed > st.Ceiling:
 		gap.Reason = relaytype.GapSlotRecreated
 		gap.Detail = fmt.Sprintf("the slot's confirmed position %s is past the highest position this relay may confirm (%s): it was re-created or moved by something else",
@@ -110,4 +114,22 @@ func publicationRecreated(ctx context.Context, c *Config) bool {
 		'proto_version', '1', 'publication_names', $2)`, c.Slot, pub)
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42704" // undefined_object: publication does not exist
+}
+
+// invalidated says in words why the server invalidated a slot, from
+// pg_replication_slots.invalidation_reason (empty before PG 17).
+func invalidated(reason string) string {
+	switch reason {
+	case "idle_timeout":
+		return "the slot is invalidated (idle_timeout): no relay streamed it for longer than the server's idle_replication_slot_timeout " +
+			"(PG 18; set it above the relay's longest outage, or 0)"
+	case "rows_removed":
+		return "the slot is invalidated (rows_removed): the server removed catalog rows it still needed"
+	case "wal_level_insufficient":
+		return "the slot is invalidated (wal_level_insufficient): wal_level was lowered below logical"
+	case "", "wal_removed":
+		return "the slot is invalidated (wal_status lost): the server removed WAL it still needed"
+	default:
+		return fmt.Sprintf("the slot is invalidated (%s)", reason)
+	}
 }

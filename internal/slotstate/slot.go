@@ -26,6 +26,14 @@ type SlotRow struct {
 	Lag, Retained      *int64
 	WALStatus          *string
 	SafeWALSize        *int64
+	// Invalidation is invalidation_reason (PG 17+), empty while the slot
+	// is valid.
+	Invalidation string
+	// StandbyWait names the physical slots in synchronized_standby_slots
+	// (PG 17+) that no standby streams (inactive or missing), when the
+	// slot is a failover slot: the primary sends the slot's changes only
+	// once those standbys confirmed them, so the relay stalls.
+	StandbyWait []string
 	// From pg_stat_replication, for the walsender streaming the slot.
 	AppName, ClientAddr, State *string
 	BackendStart, ReplyTime    *time.Time
@@ -40,13 +48,19 @@ func ReadSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotRow, error)
 		       s.confirmed_flush_lsn::text, s.restart_lsn::text, pg_current_wal_lsn()::text,
 		       pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
 		       pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint,
-		       s.wal_status, s.safe_wal_size,
+		       s.wal_status, s.safe_wal_size, coalesce(to_jsonb(s) ->> 'invalidation_reason', ''),
+		       coalesce((SELECT array_agg(w.name ORDER BY w.name)
+		                   FROM unnest(string_to_array(coalesce(current_setting('synchronized_standby_slots', true), ''), ',')) AS u(item),
+		                        LATERAL (SELECT btrim(u.item, ' "') AS name) AS w
+		                   LEFT JOIN pg_replication_slots p ON p.slot_name = w.name
+		                  WHERE w.name <> '' AND coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
+		                    AND NOT coalesce(p.active, false)), '{}'),
 		       r.application_name, host(r.client_addr), r.state, r.backend_start, r.reply_time
 		  FROM (SELECT 1) AS one
 		  LEFT JOIN pg_replication_slots s ON s.slot_name = $1
 		  LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid`, slot).
 		Scan(&r.Exists, &r.Active, &r.ActivePID, &r.Confirmed, &r.Restart, &r.CurrentWAL, &r.Lag, &r.Retained,
-			&r.WALStatus, &r.SafeWALSize, &r.AppName, &r.ClientAddr, &r.State, &r.BackendStart, &r.ReplyTime)
+			&r.WALStatus, &r.SafeWALSize, &r.Invalidation, &r.StandbyWait, &r.AppName, &r.ClientAddr, &r.State, &r.BackendStart, &r.ReplyTime)
 	if err != nil {
 		return r, fmt.Errorf("relay: read slot %s: %w", slot, err)
 	}
@@ -105,6 +119,7 @@ type slotCheck struct {
 	plugin, database, walStatus *string
 	sameDB, failover            bool
 	confirmed                   *string
+	invalidation                string // invalidation_reason, PG 17+
 }
 
 // readSlotCheck reads the slot for EnsureSlot; pgx.ErrNoRows when there is
@@ -112,8 +127,8 @@ type slotCheck struct {
 func readSlotCheck(ctx context.Context, conn *pgx.Conn, slot string) (slotCheck, error) {
 	var s slotCheck
 	err := conn.QueryRow(ctx, `SELECT plugin, database, database = current_database(), wal_status, confirmed_flush_lsn::text,
-		coalesce((to_jsonb(s) ->> 'failover')::boolean, false)
-		FROM pg_replication_slots s WHERE slot_name = $1`, slot).Scan(&s.plugin, &s.database, &s.sameDB, &s.walStatus, &s.confirmed, &s.failover)
+		coalesce((to_jsonb(s) ->> 'failover')::boolean, false), coalesce(to_jsonb(s) ->> 'invalidation_reason', '')
+		FROM pg_replication_slots s WHERE slot_name = $1`, slot).Scan(&s.plugin, &s.database, &s.sameDB, &s.walStatus, &s.confirmed, &s.failover, &s.invalidation)
 	return s, err
 }
 
@@ -128,17 +143,19 @@ func resumeSlot(ctx context.Context, conn *pgx.Conn, c *Config, row slotCheck, s
 			relaytype.ErrSlotMismatch, c.Slot, Deref(row.plugin), Deref(row.database))
 	}
 	walStatus := Deref(row.walStatus)
+	lost := walStatus == "lost" || row.invalidation != ""
 	lsn, err = pglogrepl.ParseLSN(Deref(row.confirmed))
-	if err != nil && walStatus != "lost" {
+	if err != nil && !lost {
 		return 0, false, fmt.Errorf("relay: slot %s confirmed_flush_lsn %q: %w", c.Slot, Deref(row.confirmed), err)
 	}
 	if st == nil {
-		if walStatus == "lost" {
-			return 0, false, fmt.Errorf("%w: slot %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup", relaytype.ErrSlotInvalidated, c.Slot)
+		if lost {
+			return 0, false, fmt.Errorf("%w: slot %s: %s; events committed while it was behind may be lost; recreate it with relay teardown and relay setup",
+				relaytype.ErrSlotInvalidated, c.Slot, invalidated(row.invalidation))
 		}
 		return 0, true, adoptSlot(ctx, conn, c, lsn)
 	}
-	id, gap, err := checkServer(ctx, c, st, SlotInfo{Exists: true, Confirmed: lsn, WALStatus: walStatus, Failover: row.failover})
+	id, gap, err := checkServer(ctx, c, st, SlotInfo{Exists: true, Confirmed: lsn, WALStatus: walStatus, Failover: row.failover, Invalidation: row.invalidation})
 	if err != nil {
 		return 0, false, err
 	}

@@ -290,6 +290,13 @@ func kafkaLibs(ctx context.Context) (string, error) {
 // they are not there. Concurrent test binaries take a file lock, so one
 // fetches and the others wait.
 func mavenLibs(ctx context.Context, name, versionProp string) (string, error) {
+	return mavenLibsOf(ctx, name, versionProp, "")
+}
+
+// mavenLibsOf is mavenLibs for a pom that pins several versions: with
+// selectProp set, Maven runs with -D<selectProp>=<the version versionProp
+// pins>, so the dependencies name that one (test/postgres/pom.xml).
+func mavenLibsOf(ctx context.Context, name, versionProp, selectProp string) (string, error) {
 	pom, err := modulePOM(name)
 	if err != nil {
 		return "", err
@@ -330,11 +337,18 @@ func mavenLibs(ctx context.Context, name, versionProp string) (string, error) {
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		return "", fmt.Errorf("%s %s is not in %s yet and mvn is not on PATH to fetch it: install Maven (Debian: maven), or run the tests on kfake (%s=kfake)", name, version, dir, KafkaModeEnv)
+		instead := fmt.Sprintf("run the tests on kfake (%s=kfake)", KafkaModeEnv)
+		if selectProp != "" {
+			instead = "run the tests on the default version"
+		}
+		return "", fmt.Errorf("%s %s is not in %s yet and mvn is not on PATH to fetch it: install Maven (Debian: maven), or %s", name, version, dir, instead)
 	}
 	_ = os.RemoveAll(libs)
-	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-f", pom, "dependency:copy-dependencies",
-		"-DincludeScope=runtime", "-DoutputDirectory="+libs)
+	args := []string{"-q", "-B", "-f", pom, "dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory=" + libs}
+	if selectProp != "" {
+		args = append(args, "-D"+selectProp+"="+version)
+	}
+	cmd := exec.CommandContext(ctx, mvn, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("fetch %s %s with Maven (%s): %v: %s", name, version, pom, err, bytes.TrimSpace(out))
 	}

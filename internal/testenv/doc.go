@@ -19,6 +19,16 @@
 // /usr/lib/postgresql/*/bin; when running as root the server runs as the
 // postgres OS user, because initdb refuses to run as root.
 //
+// # Postgres version
+//
+// PGOUTBOX_TEST_PG picks the major version of the servers the tests start
+// (PostgresVersion): 15, the default, is Debian's; 16, 17 and 18 are the
+// zonky embedded-postgres bundles pinned in test/postgres/pom.xml, fetched
+// with Maven into the cache once (as the Kafka jars are) and unpacked there,
+// or, as root, under the temporary directory, where the postgres OS user can
+// run them. The bundles have no pg_basebackup: Server.StartStandby copies
+// the data directory between pg_backup_start and pg_backup_stop instead.
+//
 // # Real Kafka
 //
 // Tests that call NewBroker (those written for any Kafka broker) run on

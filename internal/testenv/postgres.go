@@ -72,14 +72,22 @@ func FindBinDir() (string, error) {
 	return dir, nil
 }
 
-// StartServer starts a standalone throwaway server (see pgserver.Start),
-// with extra "name=value" settings over the defaults (wal_level=replica, for
-// example). Stop removes it all.
+// StartServer starts a standalone throwaway server (see pgserver.Start) of
+// the version PostgresVersionEnv names, with extra "name=value" settings
+// over the defaults (wal_level=replica, for example). Stop removes it all.
 func StartServer(settings ...string) (*Server, error) {
+	ctx := context.Background()
+	bin, err := postgresBinDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if bin != "" {
+		return pgserver.StartIn(ctx, bin, settings...)
+	}
 	if _, err := FindBinDir(); err != nil {
 		return nil, err
 	}
-	return pgserver.Start(context.Background(), settings...)
+	return pgserver.Start(ctx, settings...)
 }
 
 // NewServer starts a standalone throwaway server for t, as StartServer

@@ -17,6 +17,14 @@ const (
 	// target rate: 32 MiB holds 18 million rows; a larger window's filter
 	// lets more records of no row through, never drops one of a row).
 	maxRowIDFilterBytes = 32 << 20
+	// minRowIDFilterRows is the fewest rows the filter is sized for
+	// (about 115 KiB). A filter sized for a handful of rows is a few dozen
+	// bits, whose rate is well above the target (5 rows: 72 bits, about
+	// 0.3%): a short window over a busy topic then stored records of no
+	// row by the thousand, and 5 of 400 often enough to spill
+	// (TestRecordsOfNoRowAreNotStored, 1 run in 40). Sized for 65,536 rows
+	// and holding 5, it lets through about 1 ID in 10^40.
+	minRowIDFilterRows = 1 << 16
 )
 
 // rowIDs answers whether a message ID may be a row's: never false for a
@@ -26,7 +34,7 @@ type rowIDs struct{ f *bloom.BloomFilter }
 // newRowIDs builds the filter of the rows in s (n of them), reading them
 // without consuming the sort.
 func newRowIDs(s *sorter[rowEntry], n int64) (*rowIDs, error) {
-	m, k := bloom.EstimateParameters(uint(max(n, 1)), rowIDFalsePositives)
+	m, k := bloom.EstimateParameters(uint(max(n, minRowIDFilterRows)), rowIDFalsePositives)
 	if m > maxRowIDFilterBytes*8 {
 		m = maxRowIDFilterBytes * 8
 		k = uint(max(1, math.Round(float64(m)/float64(n)*math.Ln2)))

@@ -254,7 +254,7 @@ type PrerequisitesError = relaytype.PrerequisitesError
 // CheckPrerequisites checks, without changing anything, that the server
 // and the role of cfg.DatabaseURL can do what `relay setup` (and `relay
 // run`, which creates a missing publication or slot unless cfg.NoCreate)
-// needs: wal_level=logical; a free replication slot when the slot must be
+// needs: a primary, not a standby; wal_level=logical; a free replication slot when the slot must be
 // created; a free WAL sender; the REPLICATION attribute (or rds_replication
 // on RDS); CREATE on the table's schema when the table or the migration
 // bookkeeping must be created, and on the database for a new publication;

@@ -91,6 +91,10 @@
 //	pgoutbox_relay_slot_safe_wal_size_bytes{slot}   safe_wal_size; absent while it is NULL
 //	                                                (max_slot_wal_keep_size unlimited)
 //	pgoutbox_relay_slot_active{slot}                1 while some process streams the slot
+//	pgoutbox_relay_slot_standby_slots_inactive{slot}
+//	                                                for a failover slot (PG 17+): the slots named in
+//	                                                synchronized_standby_slots that no standby streams;
+//	                                                above 0 the primary sends the relay nothing new
 //
 // While the slot does not exist, the slot gauges other than slot_active
 // are absent; while the database cannot be read they keep their last

@@ -19,7 +19,7 @@ func (r *Relay) pollSlot(ctx context.Context) {
 			row, err := slotstate.ReadSlot(ctx, conn, r.cfg.Slot)
 			if err == nil {
 				r.m.Slot.Set(relaymetrics.SlotReading{Exists: row.Exists, Active: row.Active, Lag: row.Lag, Retained: row.Retained,
-					SafeWALSize: row.SafeWALSize, WALStatus: slotstate.Deref(row.WALStatus)})
+					SafeWALSize: row.SafeWALSize, WALStatus: slotstate.Deref(row.WALStatus), StandbyWait: len(row.StandbyWait)})
 			}
 			return err
 		},

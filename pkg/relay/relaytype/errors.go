@@ -113,8 +113,10 @@ const (
 	// such slot (a failover to a physical standby before PG 17, a
 	// pg_upgrade that did not carry it, a DBA dropping it).
 	GapSlotMissing = "slot-missing"
-	// GapSlotLost: the server removed WAL the slot still needed
-	// (wal_status lost, max_slot_wal_keep_size exceeded).
+	// GapSlotLost: the server invalidated the slot (wal_status lost):
+	// it removed WAL the slot still needed (max_slot_wal_keep_size
+	// exceeded), or, on PG 18, no one streamed the slot for longer than
+	// idle_replication_slot_timeout; the Detail says which.
 	GapSlotLost = "slot-lost"
 	// GapSlotRecreated: the slot's confirmed position is past anything
 	// this relay could have confirmed: it was re-created, or moved by

@@ -42,6 +42,15 @@ type SlotStatus struct {
 	// SafeWALSize is pg_replication_slots.safe_wal_size; nil when
 	// max_slot_wal_keep_size is unlimited.
 	SafeWALSize *int64 `json:"safe_wal_size"`
+	// InvalidationReason is pg_replication_slots.invalidation_reason (PG
+	// 17+): why the server invalidated the slot (wal_removed, or PG 18's
+	// idle_timeout, ...); empty while it is valid.
+	InvalidationReason string `json:"invalidation_reason,omitempty"`
+	// InactiveStandbySlots names, for a failover slot (PG 17+), the
+	// physical slots in the primary's synchronized_standby_slots that no
+	// standby streams: the primary sends the relay nothing new until
+	// those standbys confirm it, so the relay stalls. Empty otherwise.
+	InactiveStandbySlots []string `json:"inactive_standby_slots,omitempty"`
 
 	// The process streaming the slot, from pg_stat_replication; empty or
 	// nil while the slot is not active. ActiveApplicationName is

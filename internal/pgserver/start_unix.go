@@ -310,8 +310,8 @@ func (s *Server) StartCopy(ctx context.Context, copied string) (*Server, error) 
 	if s.proc == nil {
 		return nil, fmt.Errorf("pgserver: a copy needs a server started here")
 	}
-	return create(ctx, "pgoutbox-pg-copy-", s.proc.bin, s.proc.private, s.proc.settings, func(data string) *exec.Cmd {
-		return exec.CommandContext(ctx, "cp", "-a", copied, data)
+	return create(ctx, "pgoutbox-pg-copy-", s.proc.bin, s.proc.private, s.proc.settings, func(data string, cred *syscall.Credential) error {
+		return run(ctx, cred, exec.CommandContext(ctx, "cp", "-a", copied, data))
 	})
 }
 

@@ -30,7 +30,7 @@ const tracerName = "github.com/pgoutbox/pgoutbox/pkg/outbox"
 // hold the caller's context as before.
 func (w *Writer[TTx]) create(ctx context.Context, m *Message) (end func(err error)) {
 	if _, ok := m.Headers[contract.HeaderTraceparent]; ok {
-		return func(error) {}
+		return endNothing
 	}
 	name := "create"
 	if m.Topic != "" {
@@ -66,16 +66,20 @@ func (w *Writer[TTx]) create(ctx context.Context, m *Message) (end func(err erro
 		}
 		m.Headers = headers
 	}
+	if !span.IsRecording() {
+		return endNothing // a no-op span: nothing to end, no closure to allocate
+	}
 	return func(err error) {
-		if span.IsRecording() {
-			if m.ID != uuid.Nil {
-				span.SetAttributes(attribute.String("messaging.message.id", m.ID.String()))
-			}
-			if err != nil {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
+		if m.ID != uuid.Nil {
+			span.SetAttributes(attribute.String("messaging.message.id", m.ID.String()))
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
 	}
 }
+
+// endNothing is the end of a message without a recording create span.
+func endNothing(error) {}

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -230,20 +232,23 @@ func fleetConflicts(c *cli.Context) error {
 	keys := sourceKeys()
 	var set []string
 	for k := range keys {
+		if slices.Contains(secretFlags, k) {
+			continue // below, with its *_FILE variable
+		}
 		if c.IsSet(k) {
 			set = append(set, "--"+k+" or "+envName(k))
 		}
 	}
 	for _, s := range secretFlags {
-		if e := envName(s); os.Getenv(e) != "" || os.Getenv(e+cliutil.FileSuffix) != "" {
-			set = append(set, e+" or "+e+cliutil.FileSuffix)
+		if e := envName(s); c.IsSet(s) || os.Getenv(e) != "" || os.Getenv(e+cliutil.FileSuffix) != "" {
+			set = append(set, "--"+s+", "+e+" or "+e+cliutil.FileSuffix)
 		}
 	}
 	if len(set) == 0 {
 		return nil
 	}
 	sort.Strings(set)
-	return usagef("--%s: the file configures every source; move %v into it (under defaults: for all sources)", flagConfig, set)
+	return usagef("--%s: the file configures every source; move %s into it (under defaults: for all sources)", flagConfig, strings.Join(set, "; "))
 }
 
 // fleet is the sources a fleet process runs: those of the file, or with

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -22,11 +21,11 @@ func TestTLSHintOnAPlaintextPort(t *testing.T) {
 		err  error
 		hint bool
 	}{
-		{withTLS, fmt.Errorf("ping: %w", context.DeadlineExceeded), true},
-		{withTLS, fmt.Errorf("ping: %w", io.EOF), true},
+		{withTLS, errors.Join(errors.New("ping"), context.DeadlineExceeded), true},
+		{withTLS, errors.Join(errors.New("ping"), io.EOF), true},
 		{withTLS, tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, true},
 		{withTLS, errors.New("SASL authentication failed"), false},
-		{plain, fmt.Errorf("ping: %w", context.DeadlineExceeded), false},
+		{plain, errors.Join(errors.New("ping"), context.DeadlineExceeded), false},
 	} {
 		if got := tlsHint(tc.cfg, tc.err); (got != "") != tc.hint || tc.hint && !strings.Contains(got, "--kafka-tls") {
 			t.Errorf("TLS %v, %v: hint %q, want one: %v", tc.cfg.TLS != nil, tc.err, got, tc.hint)

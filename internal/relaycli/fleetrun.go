@@ -25,6 +25,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -80,7 +81,8 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		budget: budget, shared: relay.NewSharedBuffer(int(budget))}
 	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
-	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f.running = relaymetrics.NewFleetSourceRunning()
+	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), f.running)
 	statusAddr := c.String(flagStatusAddr)
 	if addr := c.String(flagMetricsAddr); addr != "" {
 		paths := "/metrics /healthz /readyz"
@@ -256,8 +258,11 @@ func fleetConflicts(c *cli.Context) error {
 type fleet struct {
 	ctx    context.Context
 	logger *slog.Logger
-	// process holds the process's own collectors (Go runtime, process).
+	// process holds the process's own collectors (Go runtime, process,
+	// running).
 	process *prometheus.Registry
+	// running is pgoutbox_fleet_source_running, set at each scrape.
+	running *prometheus.GaugeVec
 	// scrub removes known secrets from the errors /status shows.
 	scrub func(string) string
 	// instanceID is --instance-id, the process's: every source's records
@@ -569,8 +574,19 @@ func databaseName(url string) string {
 	return fmt.Sprintf("%s:%d/%s", pg.Host, pg.Port, pg.Database)
 }
 
-// Gather gathers the process's collectors and every source's metrics.
+// Gather gathers the process's collectors and every source's metrics,
+// after setting which sources of the file run here.
 func (f *fleet) Gather() ([]*dto.MetricFamily, error) {
+	if f.running != nil {
+		f.running.Reset()
+		for _, st := range f.statuses() {
+			v := 1.0
+			if st.State == stateElsewhere || st.State == stateStopped {
+				v = 0
+			}
+			f.running.WithLabelValues(st.Name).Set(v)
+		}
+	}
 	f.mu.Lock()
 	gs := prometheus.Gatherers{f.process}
 	for _, s := range f.sources {

@@ -302,6 +302,7 @@ sources:
     allowed-topics: [a.]
   - name: b
     database-url: postgres://u@db:5432/b
+    slot: b
     dlq-topic: b.dlq
     progress-topic: b.progress
 `)

@@ -99,6 +99,10 @@ func TestAdminCommands(t *testing.T) {
 	if out := mustRun(t, url, "list", "--consumer", "billing"); !regexp.MustCompile(`m-ext .* req-ext-1 `).MatchString(out) {
 		t.Fatalf("list shows no request reference: %s", out)
 	}
+	// No rows: an empty list, not null.
+	if out := mustRun(t, url, "list", "--consumer", "nobody", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("list --json without rows: %q, want []", out)
+	}
 	// --json keys are snake_case, like relay status --json.
 	if out := mustRun(t, url, "list", "--status", "failed_final", "--json"); !strings.Contains(out, `"message_id": "m-bad"`) ||
 		!strings.Contains(out, `"dead_lettered_at": `) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"text/tabwriter"
 	"time"
 
@@ -203,9 +204,13 @@ func reviveCommand() *cli.Command {
 }
 
 // writeTable prints v as JSON with --json, else a table: header, then the
-// tab-separated lines rows writes.
+// tab-separated lines rows writes. A nil slice prints as [] (no rows), not
+// null.
 func writeTable(c *cli.Context, v any, header string, rows func(tw io.Writer)) error {
 	if c.Bool("json") {
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+			v = reflect.MakeSlice(rv.Type(), 0, 0).Interface()
+		}
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)

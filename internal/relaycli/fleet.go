@@ -133,7 +133,7 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&file); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fleetError(path, "", fmt.Errorf("%v (the file holds %s:, %s: and %s:)", err, fleetKeyDefaults, fleetKeySources, fleetKeySpread))
+		return nil, fleetError(path, "", topLevelError(err))
 	}
 	if len(file.Sources) == 0 {
 		return nil, fleetError(path, "", fmt.Errorf("no %s: list the sources to relay under the key %s", fleetKeySources, fleetKeySources))
@@ -204,6 +204,24 @@ func loadFleet(path string, sc *scrubber) (*fleetConfig, error) {
 		fc.secrets = append(fc.secrets, r.path)
 	}
 	return fc, nil
+}
+
+// topLevelField is the YAML decoder's message for an unknown top-level key.
+var topLevelField = regexp.MustCompile(`line (\d+): field (\S+) not found in type`)
+
+// topLevelError says what is wrong at the top of a fleet file: an unknown
+// key with the nearest one (default: for defaults:), rather than the YAML
+// decoder's message, which names a Go type.
+func topLevelError(err error) error {
+	const holds = "the file holds " + fleetKeyDefaults + ":, " + fleetKeySources + ": and " + fleetKeySpread + ":"
+	if m := topLevelField.FindStringSubmatch(err.Error()); m != nil {
+		top := map[string]bool{fleetKeyDefaults: true, fleetKeySources: true, fleetKeySpread: true}
+		if near := nearest(m[2], top); near != "" {
+			return fmt.Errorf("line %s: %s: not a key of the file (did you mean %s?; %s)", m[1], m[2], near, holds)
+		}
+		return fmt.Errorf("line %s: %s: not a key of the file (%s)", m[1], m[2], holds)
+	}
+	return fmt.Errorf("%v (%s)", err, holds)
 }
 
 // checkKeys refuses a key that is not a per-source setting, naming the

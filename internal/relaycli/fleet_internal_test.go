@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -98,7 +99,8 @@ func TestLoadFleetErrorsNameSourceAndKey(t *testing.T) {
 		{"bad duration", "sources:\n  - name: a\n" + ok + "    batch-timeout: soon\n", []string{"sources[0] (a)", "batch-timeout"}},
 		{"no brokers", "sources:\n  - name: a\n    database-url: postgres://u@db:5432/a\n", []string{"sources[0] (a)", "brokers"}},
 		{"no sources", "defaults:\n  slot: x\n", []string{"no sources"}},
-		{"top-level typo", "source:\n  - name: a\n", []string{"source", "defaults:, sources: and spread:"}},
+		{"top-level typo", "source:\n  - name: a\n", []string{"line 1: source: not a key of the file (did you mean sources?", "defaults:, sources: and spread:"}},
+		{"default for defaults", "default:\n  brokers: [k:9092]\nsources:\n  - name: a\n" + ok, []string{"line 1: default: not a key of the file (did you mean defaults?"}},
 		{"spread without group", "spread:\n  session-timeout: 5s\nsources:\n  - name: a\n" + ok, []string{"spread", "group: required"}},
 		{"spread bad timeout", "spread:\n  group: g\n  session-timeout: 1s\nsources:\n  - name: a\n" + ok, []string{"spread", "session-timeout", "at least 6s"}},
 		{"missing secret file", "sources:\n  - name: a\n    database-url-file: /nonexistent/url\n    brokers: [k:9092]\n", []string{"sources[0] (a)", "database-url-file", "/nonexistent/url"}},
@@ -300,6 +302,7 @@ sources:
     allowed-topics: [a.]
   - name: b
     database-url: postgres://u@db:5432/b
+    slot: b
     dlq-topic: b.dlq
     progress-topic: b.progress
 `)
@@ -366,5 +369,36 @@ func TestFleetStatusCanLeaveTheMetricsAddress(t *testing.T) {
 	f.serveStatus(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"sources"`) {
 		t.Errorf("/status on its own address: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// Every replica reports every source of the file in
+// pgoutbox_fleet_source_running: 0 for one led elsewhere, so a source that
+// is 0 on every replica (a foreign member of the group took it) raises
+// PgoutboxFleetSourceNotRun.
+func TestFleetReportsWhichSourcesRunHere(t *testing.T) {
+	path := writeFleet(t, "defaults:\n  brokers: [k:9092]\nsources:\n  - name: a\n    database-url: postgres://u@db:5432/a\n  - name: b\n    database-url: postgres://u@db:5432/b\n    slot: b\n")
+	fc, err := loadFleet(path, &scrubber{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{sources: map[string]*source{}, shared: relay.NewSharedBuffer(1 << 20), process: prometheus.NewRegistry(), spread: true, desired: fc.Sources}
+	f.running = relaymetrics.NewFleetSourceRunning()
+	f.process.MustRegister(f.running)
+	mfs, err := f.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "pgoutbox_fleet_source_running" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if len(got) != 2 || got["a"] != 0 || got["b"] != 0 {
+		t.Errorf("pgoutbox_fleet_source_running %v, want a and b at 0 (led elsewhere)", got)
 	}
 }

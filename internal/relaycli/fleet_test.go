@@ -169,6 +169,15 @@ func TestFleetRefusesSourceFlags(t *testing.T) {
 	r := cli(t, "run", "--config", path, "--slot", "x")
 	wantCode(t, r, relaycli.ExitUsage)
 	wantOneErrorLine(t, r.stderr, "--config", "--slot", "move")
+	// A secret's variable is named once, with its flag and its file
+	// variant (RELAY_DATABASE_URL was named twice).
+	t.Setenv("RELAY_DATABASE_URL", "postgres://u@db/a")
+	r = cli(t, "run", "--config", path)
+	wantCode(t, r, relaycli.ExitUsage)
+	wantOneErrorLine(t, r.stderr, "move --database-url, RELAY_DATABASE_URL or RELAY_DATABASE_URL_FILE into it")
+	if n := strings.Count(r.stderr, "RELAY_DATABASE_URL "); n != 1 {
+		t.Errorf("RELAY_DATABASE_URL named %d times: %s", n, r.stderr)
+	}
 }
 
 // --fleet-buffer-bytes is a fleet's: a single relay refuses it, and a

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -78,7 +81,8 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		budget: budget, shared: relay.NewSharedBuffer(int(budget))}
 	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
-	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f.running = relaymetrics.NewFleetSourceRunning()
+	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), f.running)
 	statusAddr := c.String(flagStatusAddr)
 	if addr := c.String(flagMetricsAddr); addr != "" {
 		paths := "/metrics /healthz /readyz"
@@ -230,20 +234,23 @@ func fleetConflicts(c *cli.Context) error {
 	keys := sourceKeys()
 	var set []string
 	for k := range keys {
+		if slices.Contains(secretFlags, k) {
+			continue // below, with its *_FILE variable
+		}
 		if c.IsSet(k) {
 			set = append(set, "--"+k+" or "+envName(k))
 		}
 	}
 	for _, s := range secretFlags {
-		if e := envName(s); os.Getenv(e) != "" || os.Getenv(e+cliutil.FileSuffix) != "" {
-			set = append(set, e+" or "+e+cliutil.FileSuffix)
+		if e := envName(s); c.IsSet(s) || os.Getenv(e) != "" || os.Getenv(e+cliutil.FileSuffix) != "" {
+			set = append(set, "--"+s+", "+e+" or "+e+cliutil.FileSuffix)
 		}
 	}
 	if len(set) == 0 {
 		return nil
 	}
 	sort.Strings(set)
-	return usagef("--%s: the file configures every source; move %v into it (under defaults: for all sources)", flagConfig, set)
+	return usagef("--%s: the file configures every source; move %s into it (under defaults: for all sources)", flagConfig, strings.Join(set, "; "))
 }
 
 // fleet is the sources a fleet process runs: those of the file, or with
@@ -251,8 +258,11 @@ func fleetConflicts(c *cli.Context) error {
 type fleet struct {
 	ctx    context.Context
 	logger *slog.Logger
-	// process holds the process's own collectors (Go runtime, process).
+	// process holds the process's own collectors (Go runtime, process,
+	// running).
 	process *prometheus.Registry
+	// running is pgoutbox_fleet_source_running, set at each scrape.
+	running *prometheus.GaugeVec
 	// scrub removes known secrets from the errors /status shows.
 	scrub func(string) string
 	// instanceID is --instance-id, the process's: every source's records
@@ -564,8 +574,19 @@ func databaseName(url string) string {
 	return fmt.Sprintf("%s:%d/%s", pg.Host, pg.Port, pg.Database)
 }
 
-// Gather gathers the process's collectors and every source's metrics.
+// Gather gathers the process's collectors and every source's metrics,
+// after setting which sources of the file run here.
 func (f *fleet) Gather() ([]*dto.MetricFamily, error) {
+	if f.running != nil {
+		f.running.Reset()
+		for _, st := range f.statuses() {
+			v := 1.0
+			if st.State == stateElsewhere || st.State == stateStopped {
+				v = 0
+			}
+			f.running.WithLabelValues(st.Name).Set(v)
+		}
+	}
 	f.mu.Lock()
 	gs := prometheus.Gatherers{f.process}
 	for _, s := range f.sources {

@@ -2,8 +2,12 @@ package relaycli
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,7 +52,20 @@ func pingBrokers(ctx context.Context, cfg *relay.Config) error {
 	defer cancel()
 	err := relay.PingBrokers(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("kafka unreachable (%s): %w", strings.Join(cfg.Brokers, ","), err)
+		return fmt.Errorf("kafka unreachable (%s): %w%s", strings.Join(cfg.Brokers, ","), err, tlsHint(cfg, err))
 	}
 	return nil
+}
+
+// tlsHint says, when TLS is on and the brokers never completed a
+// handshake (a timeout, a closed or reset connection, an answer that is
+// not TLS), that the port may be a plaintext listener: the error alone
+// said only "context deadline exceeded".
+func tlsHint(cfg *relay.Config, err error) string {
+	var rec tls.RecordHeaderError
+	if cfg.TLS == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &rec)) {
+		return ""
+	}
+	return " (TLS is on, --kafka-tls: a broker port without TLS never completes the handshake; check that the port is the brokers' TLS listener, or turn --kafka-tls off for a plaintext one)"
 }

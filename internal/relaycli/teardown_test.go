@@ -200,7 +200,7 @@ func TestRecoverRecreatedPublication(t *testing.T) {
 	wantCode(t, r, 1)
 	wantErrorLine(t, r.stderr, "gap on slot "+f.slot+" "+named, "relay recover")
 
-	vars := map[string]string{"DATABASE_URL": f.db.URL, "RELAY_BROKERS": kafka.Brokers[0]}
+	vars := map[string]string{"DATABASE_URL": f.db.URL, "KAFKA_BROKERS": kafka.Brokers[0]}
 	cmds := docCommands(t, "failover.md", "### A publication dropped and created again", vars)
 	if len(cmds) != 3 || cmds[0][0] != "setup" || cmds[1][0] != "recover" || cmds[2][0] != "run" {
 		t.Fatalf("docs/failover.md recovery: %q, want setup, recover, run", cmds)

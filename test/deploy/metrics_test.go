@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
@@ -75,10 +76,10 @@ var queried = regexp.MustCompile(`pgoutbox_[a-z0-9_]+`)
 
 func TestDeployFilesQueryRegisteredMetrics(t *testing.T) {
 	names := registered(t)
-	// relay verify's gauges may be queried too (its alerts); they are not
-	// required on a panel.
+	// relay verify's gauges and relay run --config's fleet gauge may be
+	// queried too (their alerts); they are not required on a panel.
 	rec := &recorder{}
-	rec.MustRegister(verify.NewMetrics("public.outbox"))
+	rec.MustRegister(verify.NewMetrics("public.outbox"), relaymetrics.NewFleetSourceRunning())
 	verifyNames := rec.names(t)
 	files := []string{
 		"../../deploy/grafana/pgoutbox.json",

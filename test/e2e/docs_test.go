@@ -79,7 +79,11 @@ func TestDocsShellBlocks(t *testing.T) {
 		if !strings.HasPrefix(run, "relay run ") {
 			t.Fatalf("the recipe ends with %q, want relay run", run)
 		}
-		runScript(t, script, root, env)
+		// The recipe draws no note from relay setup (an outbox other than
+		// the default one on the default slot name drew one).
+		if out := runScript(t, script, root, env); strings.Contains(out, "note:") {
+			t.Errorf("the recipe draws a note:\n%s", out)
+		}
 		// relay run, after the recipe's export.
 		exports := runScript(t, script[strings.Index(script, "export "):strings.Index(script, "\nrelay setup")]+"\nenv | grep ^RELAY_", root, env)
 		env = append(env, strings.Fields(exports)...)

@@ -200,7 +200,9 @@ func TestFleetTwentySourcesThreeReplicas(t *testing.T) {
 		}
 		newer := map[place]bool{} // a record of the takeover seen
 		for _, rec := range mustReadTopic(t, kafka, "outbox."+typ) {
-			inst, _ := rec.Header("relay-instance")
+			// relay-instance is REPLICA/SOURCE in a fleet.
+			header, _ := rec.Header("relay-instance")
+			inst, _, _ := strings.Cut(header, "/")
 			source, _, _ := strings.Cut(string(rec.Key), "-")
 			at := place{rec.Partition, source}
 			switch {

@@ -224,7 +224,7 @@ func TestReadmeInstall(t *testing.T) {
 
 // The README's quick start program compiles against this module as written.
 func TestReadmeQuickStartCompiles(t *testing.T) {
-	_, code, _ := readmeQuickStart(t)
+	_, code := readmeQuickStart(t)
 	if !strings.Contains(code, "package main") || !strings.Contains(code, `os.Getenv("DATABASE_URL")`) {
 		t.Fatalf("quick start is not a complete program:\n%s", code)
 	}
@@ -250,7 +250,7 @@ func TestReadmeQuickStartCompiles(t *testing.T) {
 // readmeQuickStart returns the Quick start's console lines (without the
 // prompt and the trailing comment), its Go program and the replace line
 // its note gives for the unpublished module.
-func readmeQuickStart(t *testing.T) (lines []string, program, replace string) {
+func readmeQuickStart(t *testing.T) (lines []string, program string) {
 	t.Helper()
 	const readme, heading = "../../README.md", "## Quick start"
 	comment := regexp.MustCompile(`\s+# .*$`)
@@ -259,11 +259,7 @@ func readmeQuickStart(t *testing.T) (lines []string, program, replace string) {
 			lines = append(lines, comment.ReplaceAllString(l, ""))
 		}
 	}
-	m := regexp.MustCompile("`(go mod edit -replace[^`]*)`").FindStringSubmatch(strings.Join(strings.Fields(testenv.MarkdownFrom(t, readme, heading)), " "))
-	if m == nil {
-		t.Fatal("README's Quick start gives no go mod edit -replace line")
-	}
-	return lines, testenv.MarkdownBlock(t, readme, heading, "go"), m[1]
+	return lines, testenv.MarkdownBlock(t, readme, heading, "go")
 }
 
 // startLine starts one command line through sh in dir, in a process group
@@ -307,15 +303,15 @@ func startLine(t *testing.T, line, dir string, env []string) (*testenv.SyncBuffe
 
 // The Quick start runs as written, terminal by terminal: the embedded
 // broker alone, the relay, the program (in a new module next to a clone,
-// with the README's replace line), and kcat, which sees order 42. The
+// with the block's replace line, as pasted), and kcat, which sees order 42. The
 // program ships order 42 once; run again, it writes a second event for the
 // order, which its consumer answers as a duplicate and does not ship;
 // nothing else (no demo) is on outbox.order.
 // Only the port (19092 may be taken) and the database URL differ.
 func TestReadmeQuickStart(t *testing.T) {
-	lines, program, replace := readmeQuickStart(t)
+	lines, program := readmeQuickStart(t)
 	if len(lines) != 8 {
-		t.Fatalf("Quick start has %d command lines, want 8 (broker, export, relay, module, go get, go run twice, kcat):\n%s", len(lines), strings.Join(lines, "\n"))
+		t.Fatalf("Quick start has %d command lines, want 8 (broker, export, relay, module, replace, go run twice, kcat):\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	// On a real broker (PGOUTBOX_TEST_KAFKA=kafka) the broker's port
 	// stands in for 19092 and terminal 1 stays idle. This test alone uses
@@ -389,10 +385,10 @@ func TestReadmeQuickStart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(qs, "main.go"), []byte(program), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(lines[4], "go get github.com/pgoutbox/pgoutbox@latest && ") {
-		t.Fatalf("the fifth line is %q, want go get of the module", lines[4])
+	if !strings.HasPrefix(lines[4], "go mod edit -replace github.com/pgoutbox/pgoutbox=../pgoutbox && ") {
+		t.Fatalf("the fifth line is %q, want the replace line (the module is not published yet)", lines[4])
 	}
-	run(replace, qs) // the module is not published yet
+	run(lines[4], qs)
 	progOut, stopProg := startLine(t, lines[5], qs, env)
 	testenv.WaitFor(t, 5*time.Minute, "the program to ship order 42", func() (bool, error) {
 		if strings.Contains(relayOut.String(), "level=ERROR") {

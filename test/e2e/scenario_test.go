@@ -85,17 +85,18 @@ func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxp
 	}
 }
 
-// writeFence records the current WAL position, after every writer
-// transaction ended, then commits one more outbox row (recorded in l) so
-// that a relay confirms past that position once everything before it is
-// published. It returns the position.
+// writeFence commits one more outbox row (recorded in l), after every
+// writer transaction ended, and returns the WAL position after its commit:
+// a slot confirmed there has published the row. A position read before
+// the row is not enough: a relay with nothing in flight confirms the WAL
+// end of the server's keepalives, which passes that position once the
+// server has read WAL past it (the row's insert, or another database's
+// WAL: a fleet test's sources share one server) before it decodes the
+// row's commit. The next fence, in another source, was then published
+// before this one.
 func writeFence(t *testing.T, pool *pgxpool.Pool, l *ledger) string {
 	t.Helper()
 	ctx := context.Background()
-	var endLSN string
-	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
-		t.Fatal(err)
-	}
 	fence := []outbox.Message{{AggregateType: crashAggregateTypes[0], AggregateID: "fence", EventType: "e2e.fence", BusinessKey: "fence", Payload: []byte(`{}`)}}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		w, _ := outbox.NewWriter(outbox.Pgx(nil), nil)
@@ -106,6 +107,10 @@ func writeFence(t *testing.T, pool *pgxpool.Pool, l *ledger) string {
 		return err
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	var endLSN string
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
 		t.Fatal(err)
 	}
 	return endLSN

@@ -131,7 +131,7 @@ func writer(ctx context.Context, pool interface {
 func TestCrashRestartLosesNothing(t *testing.T) {
 	t.Parallel()
 	const kills = 6
-	l, kafka, _, _ := crashScenario(t, "pub_crash", kills, nil)
+	l, kafka, _, _ := crashScenario(t, "pub_crash", kills, nil, false)
 	records, duplicates := checkDelivered(t, kafka, l)
 	t.Logf("%d kills; %d committed messages, %d rolled back; Kafka holds %d records: %d duplicates (%.2f%%), %.0f duplicates per kill",
 		kills, l.count, len(l.rolledBack), records, duplicates, 100*float64(duplicates)/float64(l.count), float64(duplicates)/kills)
@@ -141,9 +141,11 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 // with extra flags while writers commit, SIGKILLs it kills times at
 // random moments (restarting it each time), and finally lets one relay
 // confirm every committed message and stop with SIGTERM. beside, when
-// set, runs before the kills, and what it returns after them. It returns
-// the writers' ledger and the broker.
-func crashScenario(t *testing.T, publication string, kills int, beside func(*testenv.Kafka) func(), extra ...string) (*ledger, *testenv.Kafka, string, string) {
+// set, runs before the kills, and what it returns after them; with
+// atCommit, each kill comes as a relay commits its progress (exactly-once
+// mode). It returns the writers' ledger, the broker, the slot and the
+// relay log.
+func crashScenario(t *testing.T, publication string, kills int, beside func(*testenv.Kafka) func(), atCommit bool, extra ...string) (*ledger, *testenv.Kafka, string, string) {
 	t.Helper()
 	bin, db, kafka, logPath := binaryEnv(t)
 	slot := db.Name
@@ -159,7 +161,11 @@ func crashScenario(t *testing.T, publication string, kills int, beside func(*tes
 	if beside != nil {
 		release = beside(kafka)
 	}
-	killRepeatedly(t, bin, logPath, runArgs, db.Pool, slot, kills, l)
+	var commits <-chan struct{}
+	if atCommit {
+		commits = progressCommits(t, kafka, slot)
+	}
+	killRepeatedly(t, bin, logPath, runArgs, db.Pool, slot, kills, l, commits)
 	release()
 	stopWriters()
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
@@ -20,7 +21,8 @@ import (
 const readCommitted = "isolation.level=read_committed"
 
 // TestExactlyOnceSurvivesKills is TestCrashRestartLosesNothing in
-// exactly-once mode, with 4 kills: a read_committed reader (kcat) sees
+// exactly-once mode, with 4 kills, each as the relay commits its progress
+// (before the state row can record it): a read_committed reader (kcat) sees
 // every committed message exactly once, in commit order per aggregate.
 // Each restarted relay fences the killed one's transactional ID (aborting
 // the Kafka transaction it left open) and skips the WAL its committed
@@ -37,7 +39,7 @@ const readCommitted = "isolation.level=read_committed"
 func TestExactlyOnceSurvivesKills(t *testing.T) {
 	t.Parallel()
 	const kills = 4
-	l, kafka, slot, logPath := crashScenario(t, "pub_eos_crash", kills, openNeighbourTxn(t), "--exactly-once")
+	l, kafka, slot, logPath := crashScenario(t, "pub_eos_crash", kills, openNeighbourTxn(t), true, "--exactly-once")
 	keepRelayLog(t, logPath)
 	records, duplicates := checkDelivered(t, kafka, l, readCommitted)
 	t.Logf("%d kills; %d committed messages, %d rolled back; Kafka holds %d records (read_committed): %d duplicates",
@@ -122,4 +124,44 @@ func TestExactlyOncePausedLeaderFenced(t *testing.T) {
 	if duplicates := pr.finish(t, running...); duplicates != 0 {
 		t.Fatalf("%d duplicates for a read_committed reader in exactly-once mode, want 0", duplicates)
 	}
+}
+
+// progressCommits watches the default progress topic from its end and
+// sends on the channel it returns (without blocking) as each transaction
+// holding a progress record of slot commits: at its commit marker.
+func progressCommits(t *testing.T, kafka *testenv.Kafka, slot string) <-chan struct{} {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...), kgo.ConsumeTopics(relay.DefaultProgressTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := make(chan struct{}, 1)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	go func() {
+		defer close(done)
+		ours := make(map[int64]bool) // producer IDs with a record of slot in their open transaction
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				var k kmsg.ControlRecordKey
+				switch {
+				case !r.Attrs.IsControl():
+					if strings.HasSuffix(string(r.Key), "/"+slot) {
+						ours[r.ProducerID] = true
+					}
+				case ours[r.ProducerID] && k.ReadFrom(r.Key) == nil:
+					delete(ours, r.ProducerID)
+					if k.Type == kmsg.ControlRecordKeyTypeCommit {
+						select {
+						case c <- struct{}{}:
+						default:
+						}
+					}
+				}
+			})
+		}
+	}()
+	return c
 }

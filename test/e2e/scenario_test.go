@@ -55,8 +55,10 @@ func slotActive(ctx context.Context, pool *pgxpool.Pool, slot string) (active bo
 
 // killRepeatedly starts the relay binary with args kills times and SIGKILLs
 // it at a random moment after it began streaming slot, waiting each time for
-// the walsender to release the slot.
-func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxpool.Pool, slot string, kills int, l *ledger) {
+// the walsender to release the slot. With commits set, the kill comes
+// instead at the first value commits sends after the random moment (see
+// progressCommits).
+func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxpool.Pool, slot string, kills int, l *ledger, commits <-chan struct{}) {
 	t.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
@@ -74,14 +76,37 @@ func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxp
 		case <-p.done:
 			t.Fatalf("relay exited on its own: %v", p.err)
 		}
+		at := "after " + delay.String()
+		if commits != nil {
+			drain(commits)
+			select {
+			case <-commits:
+				at += ", at a commit"
+			case <-p.done:
+				t.Fatalf("relay exited on its own: %v", p.err)
+			case <-time.After(time.Minute):
+				t.Fatal("no commit of the relay within a minute")
+			}
+		}
 		p.kill()
 		testenv.WaitFor(t, time.Minute, "walsender releasing the slot", func() (bool, error) {
 			active, err := slotActive(ctx, pool, slot)
 			return !active, err
 		})
 		l.mu.Lock()
-		t.Logf("kill %d after %v: %d messages committed so far", i+1, delay, l.count)
+		t.Logf("kill %d %s: %d messages committed so far", i+1, at, l.count)
 		l.mu.Unlock()
+	}
+}
+
+// drain empties c of what it holds.
+func drain(c <-chan struct{}) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
 	}
 }
 

@@ -225,8 +225,10 @@ func progressTopicError(c *Config, err error) error {
 		relaytype.ErrConfig, t, err))
 }
 
-// readProgress reads key's last progress record written by a relay
-// (read_committed), zero when there is none. Records of the key without
+// readProgress reads key's last committed progress record written by a
+// relay, zero when there is none. It is not a read_committed read, which
+// would stop at the oldest transaction open on the progress topic, which
+// every slot shares (see producer.ReadLast). Records of the key without
 // HeaderProgress are skipped, each logged and counted in ignored (when
 // set), as is an unreadable one.
 func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, err error) {

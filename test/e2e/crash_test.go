@@ -142,8 +142,8 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 // random moments (restarting it each time), and finally lets one relay
 // confirm every committed message and stop with SIGTERM. beside, when
 // set, runs before the kills, and what it returns after them; with
-// atCommit, each kill comes as a relay commits its progress (exactly-once
-// mode). It returns the writers' ledger, the broker, the slot and the
+// atCommit, each kill comes as a relay writes its progress, just before
+// its commit (exactly-once mode: see progressWrites). It returns the writers' ledger, the broker, the slot and the
 // relay log.
 func crashScenario(t *testing.T, publication string, kills int, beside func(*testenv.Kafka) func(), atCommit bool, extra ...string) (*ledger, *testenv.Kafka, string, string) {
 	t.Helper()
@@ -163,7 +163,7 @@ func crashScenario(t *testing.T, publication string, kills int, beside func(*tes
 	}
 	var commits <-chan struct{}
 	if atCommit {
-		commits = progressCommits(t, kafka, slot)
+		commits = progressWrites(t, kafka, slot)
 	}
 	killRepeatedly(t, bin, logPath, runArgs, db.Pool, slot, kills, l, commits)
 	release()

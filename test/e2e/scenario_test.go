@@ -57,7 +57,7 @@ func slotActive(ctx context.Context, pool *pgxpool.Pool, slot string) (active bo
 // it at a random moment after it began streaming slot, waiting each time for
 // the walsender to release the slot. With commits set, the kill comes
 // instead at the first value commits sends after the random moment (see
-// progressCommits).
+// progressWrites).
 func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxpool.Pool, slot string, kills int, l *ledger, commits <-chan struct{}) {
 	t.Helper()
 	ctx := context.Background()
@@ -81,7 +81,7 @@ func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxp
 			drain(commits)
 			select {
 			case <-commits:
-				at += ", at a commit"
+				at += ", at a progress write"
 			case <-p.done:
 				t.Fatalf("relay exited on its own: %v", p.err)
 			case <-time.After(time.Minute):

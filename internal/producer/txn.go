@@ -137,16 +137,29 @@ func (p *Producer) checkCompacted(ctx context.Context, topic string) error {
 	return nil
 }
 
-// ReadLast returns the value of the last committed record of key in
-// partition 0 of topic that accept accepts, reading at read_committed
-// below the partition's last stable offset; found is false when there is
-// none.
+// ReadLast returns the value of the last record of key in partition 0 of
+// topic that accept accepts, among the records written outside a
+// transaction or in a transaction that committed; found is false when
+// there is none. accept sees only those records.
+//
+// It reads read_uncommitted, up to the partition's high watermark, and
+// decides each transactional record by the next marker of its producer in
+// the partition. A read_committed read stops at the last stable offset,
+// the first offset of the oldest transaction still open: on a topic that
+// other producers write too (every slot's relay writes the progress
+// topic), a transaction one of them left open (a relay that died inside a
+// commit, until its successor fences it or the brokers time it out) would
+// hide every commit after it, and a session would resume from older
+// progress. A record whose transaction is not decided below the high
+// watermark is not read: the caller decides its own transactions first
+// (Init waits for the last one's markers).
 //
 // It reads backwards, in windows growing from readLastWindow records: the
 // key's last record is usually near the end (a relay writes one per
 // transaction), and the active segment of a compacted topic is never
 // compacted, so a read from the start would grow with every transaction
-// since the segment rolled.
+// since the segment rolled. Each window is read up to the high watermark,
+// where the markers of its transactions are.
 func ReadLast(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool) (value []byte, found bool, err error) {
 	return ReadLastSeeing(ctx, cfg, topic, key, accept, nil)
 }
@@ -155,16 +168,16 @@ func ReadLast(ctx context.Context, cfg Config, topic, key string, accept func(*k
 // committed record of another key in the offsets it reads (the windows up
 // to the one holding key's last record; all of them when there is none).
 func ReadLastSeeing(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool, seen func(*kgo.Record)) (value []byte, found bool, err error) {
-	end, err := lastStableOffset(ctx, cfg, topic)
+	end, err := highWatermark(ctx, cfg, topic)
 	if err != nil {
 		return nil, false, err
 	}
-	for window := int64(readLastWindow); end > 0; window *= 8 {
+	for window, below := int64(readLastWindow), end; below > 0; window *= 8 {
 		from := max(0, end-window)
-		if value, found, err = readLastIn(ctx, cfg, topic, key, accept, seen, from, end); err != nil || found {
+		if value, found, err = readLastIn(ctx, cfg, topic, key, accept, seen, from, below, end); err != nil || found {
 			return value, found, err
 		}
-		end = from
+		below = from
 	}
 	return nil, false, nil
 }
@@ -172,19 +185,37 @@ func ReadLastSeeing(ctx context.Context, cfg Config, topic, key string, accept f
 // readLastWindow is the size of ReadLast's first window, in offsets.
 const readLastWindow = 1024
 
-// readLastIn returns the value of the last committed record of key that
-// accept accepts in partition 0 of topic at offsets from (inclusive) to end
-// (exclusive), handing seen (when set) the records of other keys.
-func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool, seen func(*kgo.Record), from, end int64) (value []byte, found bool, err error) {
+// readLastIn returns the value of the last record of key that accept
+// accepts at offsets from (inclusive) to below (exclusive) in partition 0
+// of topic, written outside a transaction or in one whose commit marker
+// is below end, handing seen (when set) the records of other keys so
+// written at those offsets; it reads from from to end.
+func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(*kgo.Record) bool, seen func(*kgo.Record), from, below, end int64) (value []byte, found bool, err error) {
 	cl, err := kgo.NewClient(ClientOpts(cfg,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return nil, false, err
 	}
 	defer cl.Close()
+	var (
+		undecided = make(map[int64][]*kgo.Record) // by producer ID: records in a transaction not decided yet
+		last      int64                           // the offset of value
+	)
+	// take judges a record written outside a transaction or in a
+	// committed one.
+	take := func(r *kgo.Record) {
+		switch {
+		case string(r.Key) != key:
+			if seen != nil {
+				seen(r)
+			}
+		case (!found || r.Offset > last) && accept(r):
+			value, found, last = r.Value, true, r.Offset
+		}
+	}
 	for next := from; next < end; {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -198,29 +229,37 @@ func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(
 		fs.EachRecord(func(r *kgo.Record) {
 			next = max(next, r.Offset+1)
 			switch {
-			case r.Offset >= end || r.Attrs.IsControl():
-			case string(r.Key) != key:
-				if seen != nil {
-					seen(r)
+			case r.Offset >= end:
+			case r.Attrs.IsControl():
+				recs := undecided[r.ProducerID]
+				delete(undecided, r.ProducerID)
+				var k kmsg.ControlRecordKey
+				if k.ReadFrom(r.Key) == nil && k.Type == kmsg.ControlRecordKeyTypeCommit {
+					for _, c := range recs {
+						take(c)
+					}
 				}
-			case accept(r):
-				value, found = r.Value, true
+			case r.Offset >= below:
+			case r.Attrs.IsTransactional():
+				undecided[r.ProducerID] = append(undecided[r.ProducerID], r)
+			default:
+				take(r)
 			}
 		})
 	}
 	return value, found, nil
 }
 
-// lastStableOffset is partition 0 of topic's last stable offset: the end
-// of what read_committed readers may read.
-func lastStableOffset(ctx context.Context, cfg Config, topic string) (int64, error) {
+// highWatermark is partition 0 of topic's high watermark: the end of what
+// read_uncommitted readers may read.
+func highWatermark(ctx context.Context, cfg Config, topic string) (int64, error) {
 	cl, err := kgo.NewClient(ClientOpts(cfg)...)
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
 	req := kmsg.NewPtrListOffsetsRequest()
-	req.IsolationLevel = 1 // read_committed
+	req.IsolationLevel = 0 // read_uncommitted
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()

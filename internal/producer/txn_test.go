@@ -208,3 +208,55 @@ func TestEnsureCompactedTopicRefusesOtherLayouts(t *testing.T) {
 		t.Fatalf("the topic it created: %v", err)
 	}
 }
+
+// ReadLast finds a key's last committed record while a transaction of
+// another producer, begun before it, is still open on the partition: the
+// progress topic is shared by every slot, and a relay that died inside a
+// commit leaves its transaction open until its successor fences it or the
+// brokers time it out. The open transaction's record is not read, nor is
+// an aborted one's.
+func TestReadLastPastAnOpenTransaction(t *testing.T) {
+	t.Parallel()
+	ctx, k, _ := progressTopic(t)
+	cfg := producer.Config{Brokers: k.Brokers}
+	txn := func(id string) *producer.Producer {
+		p := newProducer(t, k, func(c *producer.Config) { c.TransactionalID = id })
+		if err := p.Init(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write := func(p *producer.Producer, key, value string) {
+		t.Helper()
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if errs, err := p.Produce(ctx, []*kgo.Record{{Topic: "progress", Key: []byte(key), Value: []byte(value)}}); err != nil || errs[0] != nil {
+			t.Fatalf("produce: %v %v", err, errs)
+		}
+	}
+	ours := txn("slot")
+	write(ours, "slot", "1")
+	if err := ours.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := txn("other-slot")
+	write(other, "other", "open") // left open
+	write(ours, "slot", "2")
+	if err := ours.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write(ours, "slot", "aborted")
+	if err := ours.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The next session of the slot initialises its transactional ID, which
+	// waits until the slot's last transaction is decided, then reads.
+	txn("slot")
+	if v, found, err := producer.ReadLast(ctx, cfg, "progress", "slot", acceptAll); err != nil || !found || string(v) != "2" {
+		t.Fatalf("ReadLast(slot) with another producer's transaction open: %q %v %v; want 2", v, found, err)
+	}
+	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "other", acceptAll); err != nil || found {
+		t.Fatalf("ReadLast(other), its only record in an open transaction: found %v, %v; want none", found, err)
+	}
+}

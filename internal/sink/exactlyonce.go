@@ -285,10 +285,12 @@ func incarnationOf(key string) string {
 	return key[strings.LastIndexByte(key, '/')+1:]
 }
 
-// readProgress reads key's last progress record written by a relay
-// (read_committed), zero when there is none, and the keys of other
-// incarnations of the same system and slot that relays wrote progress
-// under, among the records it read. Records of the key without
+// readProgress reads key's last committed progress record written by a
+// relay, zero when there is none, and the keys of other incarnations of
+// the same system and slot that relays wrote progress under, among the
+// records it read. It is not a read_committed read, which would stop at
+// the oldest transaction open on the progress topic, which every slot
+// shares (see producer.ReadLast). Records of the key without
 // HeaderProgress are skipped, each logged and counted in ignored (when
 // set), as is an unreadable one.
 func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, others []string, err error) {

@@ -2,16 +2,19 @@ package sink
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 )
 
@@ -69,5 +72,48 @@ func TestTrustProgress(t *testing.T) {
 		if tc.reason != "" && testutil.ToFloat64(m.ProgressIgnored.WithLabelValues(tc.reason)) != 1 {
 			t.Errorf("%s: not counted as %s", tc.name, tc.reason)
 		}
+	}
+}
+
+// A session reads the progress its slot's last session committed although
+// a relay of another slot, dead inside a commit, left a transaction open
+// on the progress topic before it. The topic is shared by every slot, and
+// a read_committed read stops at the oldest open transaction: the session
+// resumed from older progress and published again what Kafka held (1,286
+// duplicates for a read_committed reader in a busy run of the suite).
+func TestOpenExactlyOnceReadsPastAnotherSlotsOpenTransaction(t *testing.T) {
+	t.Parallel()
+	st := newSinkTest(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := History{SystemID: "7", Timeline: 1, SlotCreatedLSN: 1, Incarnation: "i1"}
+	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40, 1<<40); err != nil { // creates the progress topic
+		t.Fatal(err)
+	}
+	other, err := producer.New(producerConfig(&st.cfg, nil, ProgressKey(h.SystemID, "other", h.Incarnation)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	if err := other.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := other.Produce(ctx, []*kgo.Record{{Topic: st.cfg.ProgressTopic, Key: []byte(ProgressKey(h.SystemID, "other", h.Incarnation)), Value: []byte(`{}`)}}); err != nil || errs[0] != nil {
+		t.Fatalf("the other slot's write: %v %v", err, errs)
+	}
+	st.tx(t, st.k.Topic("eos"), 2, 100, true)
+	st.run(t)
+
+	next := NewSink(st.cfg, relaymetrics.NewMetrics(st.cfg.Slot, &pgconnect.Live{}))
+	t.Cleanup(next.Close)
+	got, err := next.OpenExactlyOnce(ctx, h, 1<<40, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.EndLSN != 100 {
+		t.Fatalf("the next session's progress ends at %s, want %s (the last commit)", got.EndLSN, pglogrepl.LSN(100))
 	}
 }

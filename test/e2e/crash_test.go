@@ -131,7 +131,7 @@ func writer(ctx context.Context, pool interface {
 func TestCrashRestartLosesNothing(t *testing.T) {
 	t.Parallel()
 	const kills = 6
-	l, kafka := crashScenario(t, "pub_crash", kills)
+	l, kafka, _, _ := crashScenario(t, "pub_crash", kills, nil, false)
 	records, duplicates := checkDelivered(t, kafka, l)
 	t.Logf("%d kills; %d committed messages, %d rolled back; Kafka holds %d records: %d duplicates (%.2f%%), %.0f duplicates per kill",
 		kills, l.count, len(l.rolledBack), records, duplicates, 100*float64(duplicates)/float64(l.count), float64(duplicates)/kills)
@@ -140,9 +140,12 @@ func TestCrashRestartLosesNothing(t *testing.T) {
 // crashScenario runs relay setup for publication, then the relay binary
 // with extra flags while writers commit, SIGKILLs it kills times at
 // random moments (restarting it each time), and finally lets one relay
-// confirm every committed message and stop with SIGTERM. It returns the
-// writers' ledger and the broker.
-func crashScenario(t *testing.T, publication string, kills int, extra ...string) (*ledger, *testenv.Kafka) {
+// confirm every committed message and stop with SIGTERM. beside, when
+// set, runs before the kills, and what it returns after them; with
+// atCommit, each kill comes as a relay writes its progress, just before
+// its commit (exactly-once mode: see progressWrites). It returns the writers' ledger, the broker, the slot and the
+// relay log.
+func crashScenario(t *testing.T, publication string, kills int, beside func(*testenv.Kafka) func(), atCommit bool, extra ...string) (*ledger, *testenv.Kafka, string, string) {
 	t.Helper()
 	bin, db, kafka, logPath := binaryEnv(t)
 	slot := db.Name
@@ -154,7 +157,16 @@ func crashScenario(t *testing.T, publication string, kills int, extra ...string)
 
 	l := newLedger()
 	stopWriters := startWriters(t, db.Pool, l)
-	killRepeatedly(t, bin, logPath, runArgs, db.Pool, slot, kills, l)
+	release := func() {}
+	if beside != nil {
+		release = beside(kafka)
+	}
+	var commits <-chan struct{}
+	if atCommit {
+		commits = progressWrites(t, kafka, slot)
+	}
+	killRepeatedly(t, bin, logPath, runArgs, db.Pool, slot, kills, l, commits)
+	release()
 	stopWriters()
 
 	endLSN := writeFence(t, db.Pool, l)
@@ -163,7 +175,7 @@ func crashScenario(t *testing.T, publication string, kills int, extra ...string)
 	if code := last.stop(time.Minute); code != 0 {
 		t.Fatalf("relay after SIGTERM: exit code %d, want 0", code)
 	}
-	return l, kafka
+	return l, kafka, slot, logPath
 }
 
 // checkDelivered reads the writers' topics as kcat sees them (with the

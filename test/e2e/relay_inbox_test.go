@@ -103,7 +103,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	l := newLedger()
 	stopWriters := startWriters(t, producerDB.Pool, l)
 	second := startRelay(t, bin, logPath, args("run", slots[1])...)
-	killRepeatedly(t, bin, logPath, args("run", slots[0]), producerDB.Pool, slots[0], kills, l)
+	killRepeatedly(t, bin, logPath, args("run", slots[0]), producerDB.Pool, slots[0], kills, l, nil)
 	stopWriters()
 
 	// Drain: both slots confirmed past the last commit.

@@ -55,8 +55,10 @@ func slotActive(ctx context.Context, pool *pgxpool.Pool, slot string) (active bo
 
 // killRepeatedly starts the relay binary with args kills times and SIGKILLs
 // it at a random moment after it began streaming slot, waiting each time for
-// the walsender to release the slot.
-func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxpool.Pool, slot string, kills int, l *ledger) {
+// the walsender to release the slot. With commits set, the kill comes
+// instead at the first value commits sends after the random moment (see
+// progressWrites).
+func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxpool.Pool, slot string, kills int, l *ledger, commits <-chan struct{}) {
 	t.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
@@ -74,28 +76,52 @@ func killRepeatedly(t *testing.T, bin, logPath string, args []string, pool *pgxp
 		case <-p.done:
 			t.Fatalf("relay exited on its own: %v", p.err)
 		}
+		at := "after " + delay.String()
+		if commits != nil {
+			drain(commits)
+			select {
+			case <-commits:
+				at += ", at a progress write"
+			case <-p.done:
+				t.Fatalf("relay exited on its own: %v", p.err)
+			case <-time.After(time.Minute):
+				t.Fatal("no commit of the relay within a minute")
+			}
+		}
 		p.kill()
 		testenv.WaitFor(t, time.Minute, "walsender releasing the slot", func() (bool, error) {
 			active, err := slotActive(ctx, pool, slot)
 			return !active, err
 		})
 		l.mu.Lock()
-		t.Logf("kill %d after %v: %d messages committed so far", i+1, delay, l.count)
+		t.Logf("kill %d %s: %d messages committed so far", i+1, at, l.count)
 		l.mu.Unlock()
 	}
 }
 
-// writeFence records the current WAL position, after every writer
-// transaction ended, then commits one more outbox row (recorded in l) so
-// that a relay confirms past that position once everything before it is
-// published. It returns the position.
+// drain empties c of what it holds.
+func drain(c <-chan struct{}) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+// writeFence commits one more outbox row (recorded in l), after every
+// writer transaction ended, and returns the WAL position after its commit:
+// a slot confirmed there has published the row. A position read before
+// the row is not enough: a relay with nothing in flight confirms the WAL
+// end of the server's keepalives, which passes that position once the
+// server has read WAL past it (the row's insert, or another database's
+// WAL: a fleet test's sources share one server) before it decodes the
+// row's commit. The next fence, in another source, was then published
+// before this one.
 func writeFence(t *testing.T, pool *pgxpool.Pool, l *ledger) string {
 	t.Helper()
 	ctx := context.Background()
-	var endLSN string
-	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
-		t.Fatal(err)
-	}
 	fence := []outbox.Message{{AggregateType: crashAggregateTypes[0], AggregateID: "fence", EventType: "e2e.fence", BusinessKey: "fence", Payload: []byte(`{}`)}}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		w, _ := outbox.NewWriter(outbox.Pgx(nil), nil)
@@ -106,6 +132,10 @@ func writeFence(t *testing.T, pool *pgxpool.Pool, l *ledger) string {
 		return err
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	var endLSN string
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endLSN); err != nil {
 		t.Fatal(err)
 	}
 	return endLSN

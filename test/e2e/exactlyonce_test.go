@@ -146,7 +146,8 @@ func progressWrites(t *testing.T, kafka *testenv.Kafka, slot string) <-chan stru
 		defer close(done)
 		for ctx.Err() == nil {
 			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-				if strings.HasSuffix(string(r.Key), "/"+slot) {
+				// pgoutbox-relay/<system>/<slot>/<incarnation>
+				if strings.Contains(string(r.Key), "/"+slot+"/") {
 					select {
 					case c <- struct{}{}:
 					default:

@@ -25,6 +25,8 @@ type result struct {
 	orderBreaks   int // per key, a record after one of a row committed later
 	stale         int // records of a relay after a record of its successor, per partition
 	openTxns      int // partitions whose last stable offset stayed below the high watermark
+	markers       int // transaction markers read (commit and abort)
+	epochs        int // distinct (producer ID, epoch) pairs of transactional records: with transaction.version 2 the epoch moves every transaction
 }
 
 // partKey is one partition of one topic.
@@ -63,8 +65,13 @@ func check(t *testing.T, brokers []string, topics []string, l *ledger, committed
 	aborted := make(offsetSet)
 	lastCommitted := make(map[partKey]int64)
 	pending := make(map[partKey]map[int64][]int64) // producer ID -> offsets in its open transaction
+	epochs := make(map[[2]int64]bool)
 	consume(ctx, t, brokers, hwm, false, func(r *kgo.Record) {
 		k := partKey{r.Topic, r.Partition}
+		if r.Attrs.IsTransactional() && !epochs[[2]int64{r.ProducerID, int64(r.ProducerEpoch)}] {
+			epochs[[2]int64{r.ProducerID, int64(r.ProducerEpoch)}] = true
+			res.epochs++
+		}
 		if pending[k] == nil {
 			pending[k] = make(map[int64][]int64)
 		}
@@ -74,6 +81,7 @@ func check(t *testing.T, brokers []string, topics []string, l *ledger, committed
 				t.Errorf("%s/%d@%d: control record key: %v", r.Topic, r.Partition, r.Offset, err)
 				return
 			}
+			res.markers++
 			for _, o := range pending[k][r.ProducerID] {
 				if key.Type == kmsg.ControlRecordKeyTypeAbort {
 					aborted.add(k, o)
@@ -320,6 +328,6 @@ func header(r *kgo.Record, key string) string {
 
 // String is one line of a run's result, for the log.
 func (r result) String() string {
-	return fmt.Sprintf("committed %d, lost %d, duplicated %d, aborted reads %d, torn %d, order breaks %d, stale %d (aborted Kafka records %d, open transactions %d)",
-		r.committed, r.lost, r.duplicated, r.abortedReads, r.torn, r.orderBreaks, r.stale, r.abortedInKafk, r.openTxns)
+	return fmt.Sprintf("committed %d, lost %d, duplicated %d, aborted reads %d, torn %d, order breaks %d, stale %d (aborted Kafka records %d, open transactions %d, markers %d, producer epochs %d)",
+		r.committed, r.lost, r.duplicated, r.abortedReads, r.torn, r.orderBreaks, r.stale, r.abortedInKafk, r.openTxns, r.markers, r.epochs)
 }

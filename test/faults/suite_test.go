@@ -89,7 +89,12 @@ func (s *suite) setTransactionVersion(t *testing.T, level int16) {
 	}
 	defer cl.Close()
 	if cur := transactionVersion(ctx, t, cl); cur != level {
-		res, err := kadm.NewClient(cl).UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: level, UpgradeType: 2})
+		upgrade := int8(1) // upgrade; 2 is a safe downgrade
+		if level < cur {
+			upgrade = 2
+		}
+		t.Logf("transaction.version %d -> %d", cur, level)
+		res, err := kadm.NewClient(cl).UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: level, UpgradeType: upgrade})
 		if err == nil {
 			err = res.Error()
 		}

@@ -54,6 +54,7 @@ func (tb *table) add(kind string, tv int16, faults, restarts int, res result, fa
 	row.orderBreaks += res.orderBreaks
 	row.stale += res.stale
 	row.openTxns += res.openTxns
+	row.epochs += res.epochs
 }
 
 // markdown is the table in Markdown.
@@ -61,12 +62,12 @@ func (tb *table) markdown() string {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	var b strings.Builder
-	b.WriteString("| fault | TV | runs | faults | rows committed | lost | duplicated | aborted reads | torn | order breaks | stale records | open txns | aborted Kafka records (read_uncommitted) | relay restarts | failed runs |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | TV | runs | faults | rows committed | lost | duplicated | aborted reads | torn | order breaks | stale records | open txns | aborted Kafka records (read_uncommitted) | producer epochs | relay restarts | failed runs |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range tb.rows {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n",
 			r.kind, r.tv, r.runs, r.faults, r.committed, r.lost, r.duplicated, r.abortedReads, r.torn, r.orderBreaks, r.stale,
-			r.openTxns, r.abortedInKafk, r.restarts, r.failed)
+			r.openTxns, r.abortedInKafk, r.epochs, r.restarts, r.failed)
 	}
 	return b.String()
 }

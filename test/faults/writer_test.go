@@ -78,7 +78,7 @@ func writer(ctx context.Context, pool *pgxpool.Pool, n int, l *ledger) {
 		for i := range msgs {
 			k := rng.IntN(16)
 			msgs[i] = outbox.Message{
-				ID:            uuid.New(),
+				ID:            uuid.Must(uuid.NewV7()), // as the writer makes them: recovery orders a transaction's rows by ID
 				AggregateType: aggregateTypes[k%len(aggregateTypes)],
 				AggregateID:   fmt.Sprintf("w%d-%d", n, k),
 				EventType:     "fault.test",
@@ -122,7 +122,7 @@ func writer(ctx context.Context, pool *pgxpool.Pool, n int, l *ledger) {
 			continue
 		}
 		l.acked.Add(int64(size))
-		pause(ctx, time.Duration(1+rng.IntN(3))*time.Millisecond) // pacing, not synchronisation
+		pause(ctx, time.Duration(5+rng.IntN(10))*time.Millisecond) // pacing (a modest volume on a shared machine), not synchronisation
 	}
 }
 

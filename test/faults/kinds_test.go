@@ -17,10 +17,11 @@ var faultKinds = []faultKind{
 	{"sigkill", "SIGKILL of the leading relay at a random moment while it streams, 3 times a run; a new relay starts each time", injectKills},
 	{"sigstop", "SIGSTOP of the leader, a standby relay takes the slot over; SIGCONT once the pause outlasted the transaction timeout and the successor committed", injectPause},
 	{"endtxn-cut", "the TCP connection between relay and broker cut right after an EndTxn request reached the broker (its answer never reaches the relay), 3 times a run", injectEndTxnCuts},
+	{"endtxn-delayed", "an EndTxn request held back by the proxy (the relay's connection cut without it), then delivered to the broker once the relay retried it and wrote records of a later transaction (the stale EndTxn of Jepsen's analysis), 2 times a run", injectDelayedEndTxn},
 	{"broker-kill", "kill -9 of the Kafka broker while the relay streams, restarted on its data after the writers committed 200 more rows", injectBrokerKill},
 	{"pg-restart", "Postgres restarted twice a run (immediate, then fast shutdown) while the relay streams", injectPostgresRestarts},
 	{"slot-invalidated", "the slot invalidated (max_slot_wal_keep_size) while the relay is down: the next relay must exit on the gap, relay status must report it; relay recover, then a relay again", injectSlotLost},
-	{"cpu-starvation", "stress-ng --cpu 2 beside the run, with one SIGKILL of the relay under load", injectStarvation},
+	{"cpu-starvation", "stress-ng --cpu 2 beside the run, with the leading relay SIGKILLed at a random moment 3 times under load", injectStarvation},
 }
 
 // killLeader SIGKILLs the leading relay at a random moment (not a
@@ -86,6 +87,22 @@ func injectEndTxnCuts(t *testing.T, r *run) int {
 	}
 	r.waitProgress(t, 150)
 	return cuts
+}
+
+func injectDelayedEndTxn(t *testing.T, r *run) int {
+	const delays = 2
+	for range delays {
+		r.waitProgress(t, 100)
+		before := r.s.proxy.delivered.Load()
+		r.s.proxy.armHold()
+		testenv.WaitFor(t, 2*time.Minute, "a held EndTxn delivered late", func() (bool, error) {
+			r.ensureRelay(t)
+			return r.s.proxy.delivered.Load() > before, nil
+		})
+		t.Logf("the broker answered the late EndTxn: %s", r.s.proxy.lastVerdict())
+	}
+	r.waitProgress(t, 150)
+	return delays
 }
 
 func injectBrokerKill(t *testing.T, r *run) int {
@@ -196,11 +213,14 @@ func injectStarvation(t *testing.T, r *run) int {
 	}
 	defer stopStress()
 	rng := rand.New(rand.NewPCG(3, uint64(time.Now().UnixNano())))
-	r.waitProgress(t, 300)
-	killLeader(t, r, rng)
-	r.waitProgress(t, 300)
+	const kills = 3
+	for range kills {
+		r.waitProgress(t, 150)
+		killLeader(t, r, rng)
+	}
+	r.waitProgress(t, 150)
 	stopStress()
-	return 1
+	return kills
 }
 
 // lastLine is the last non-empty line of a log.

@@ -2,12 +2,14 @@ package faults
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,10 +28,20 @@ type cutProxy struct {
 	armed atomic.Bool
 	cuts  atomic.Int64
 
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	// The delayed variant: holdArmed holds the next EndTxn back instead
+	// (the relay's connection is cut without it), and delivers it on a
+	// connection of its own once the relay retried it and wrote records
+	// of a later transaction.
+	holdArmed atomic.Bool
+	held      atomic.Pointer[[]byte]
+	retried   atomic.Bool // an EndTxn passed since the hold
+	delivered atomic.Int64
+
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	closed   bool
+	verdicts []string // the broker's answers to EndTxn requests delivered late
 }
 
 // newCutProxy listens on a free loopback port; start forwards to target.
@@ -121,14 +133,81 @@ func (p *cutProxy) forwardRequests(dst, src net.Conn) {
 		if _, err := io.ReadFull(src, frame[4:]); err != nil {
 			return
 		}
-		if _, err := dst.Write(frame); err != nil {
-			return
+		key := int16(-1)
+		if n >= 2 {
+			key = int16(binary.BigEndian.Uint16(frame[4:6]))
 		}
-		if n >= 2 && int16(binary.BigEndian.Uint16(frame[4:6])) == kmsg.EndTxn.Int16() && p.armed.CompareAndSwap(true, false) {
+		if key == kmsg.EndTxn.Int16() && p.holdArmed.CompareAndSwap(true, false) {
+			p.retried.Store(false)
+			p.held.Store(&frame)
 			p.cuts.Add(1)
 			return
 		}
+		if _, err := dst.Write(frame); err != nil {
+			return
+		}
+		switch {
+		case key == kmsg.EndTxn.Int16() && p.armed.CompareAndSwap(true, false):
+			p.cuts.Add(1)
+			return
+		case key == kmsg.EndTxn.Int16() && p.held.Load() != nil:
+			p.retried.Store(true)
+		case key == kmsg.Produce.Int16() && p.retried.Load():
+			if held := p.held.Swap(nil); held != nil {
+				p.deliver(*held)
+			}
+		}
 	}
+}
+
+// armHold holds the next EndTxn back and delivers it late (see holdArmed).
+func (p *cutProxy) armHold() { p.holdArmed.Store(true) }
+
+// deliver sends a held request frame to the broker on a connection of its
+// own and waits for the answer, which nobody reads.
+func (p *cutProxy) deliver(frame []byte) {
+	c, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	if _, err := c.Write(frame); err != nil {
+		return
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		return
+	}
+	// The broker's verdict on the stale request, for the log: the
+	// correlation ID, the header's tag buffer when flexible, the body.
+	resp := kmsg.NewPtrEndTxnResponse()
+	resp.SetVersion(int16(binary.BigEndian.Uint16(frame[6:8])))
+	skip := 4
+	if resp.IsFlexible() {
+		skip++ // an empty tag buffer
+	}
+	answer := "unreadable answer"
+	if len(body) >= skip && resp.ReadFrom(body[skip:]) == nil {
+		answer = fmt.Sprintf("error code %d (%v)", resp.ErrorCode, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	p.mu.Lock()
+	p.verdicts = append(p.verdicts, answer)
+	p.mu.Unlock()
+	p.delivered.Add(1)
+}
+
+// lastVerdict is the broker's answer to the last EndTxn delivered late.
+func (p *cutProxy) lastVerdict() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.verdicts) == 0 {
+		return ""
+	}
+	return p.verdicts[len(p.verdicts)-1]
 }
 
 // close stops the proxy and every connection, and waits for them.

@@ -15,7 +15,7 @@ import (
 // faultKinds are the faults of the suite, in the order they run.
 var faultKinds = []faultKind{
 	{"sigkill", "SIGKILL of the leading relay at a random moment while it streams, 3 times a run; a new relay starts each time", injectKills},
-	{"sigstop", "SIGSTOP of the leader, a standby relay takes the slot over; SIGCONT once the pause outlasted the transaction timeout and the successor committed", injectPause},
+	{"sigstop", "SIGSTOP of the leader (every other run as it sends EndTxn, which the proxy drops: its Kafka transaction stays open), a standby relay takes the slot over; SIGCONT once the pause outlasted the transaction timeout and the successor committed", injectPause},
 	{"endtxn-cut", "the TCP connection between relay and broker cut right after an EndTxn request reached the broker (its answer never reaches the relay), 3 times a run", injectEndTxnCuts},
 	{"endtxn-delayed", "an EndTxn request held back by the proxy (the relay's connection cut without it), then delivered to the broker once the relay retried it and wrote records of a later transaction (the stale EndTxn of Jepsen's analysis), 2 times a run", injectDelayedEndTxn},
 	{"broker-kill", "kill -9 of the Kafka broker while the relay streams, restarted on its data after the writers committed 200 more rows", injectBrokerKill},
@@ -57,7 +57,22 @@ func injectPause(t *testing.T, r *run) int {
 	testenv.WaitFor(t, time.Minute, "the second relay waiting as a standby", func() (bool, error) {
 		return strings.Contains(b.logged(), "waiting as a standby"), nil
 	})
-	a.signal(syscall.SIGSTOP)
+	if r.s.seq%2 == 1 {
+		// Frozen as it commits: the EndTxn is dropped, so its Kafka
+		// transaction stays open with its records written.
+		frozen := make(chan struct{})
+		freeze := func() { a.signal(syscall.SIGSTOP); close(frozen) }
+		r.s.proxy.freeze.Store(&freeze)
+		defer r.s.proxy.freeze.Store(nil)
+		select {
+		case <-frozen:
+			t.Log("leader frozen as it sent EndTxn")
+		case <-time.After(2 * time.Minute):
+			t.Fatal("no EndTxn from the leader in 2 minutes")
+		}
+	} else {
+		a.signal(syscall.SIGSTOP)
+	}
 	stopped := time.Now()
 	defer a.signal(syscall.SIGCONT)
 	testenv.WaitFor(t, 2*time.Minute, "the standby taking over, past the transaction timeout", func() (bool, error) {

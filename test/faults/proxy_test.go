@@ -37,6 +37,10 @@ type cutProxy struct {
 	retried   atomic.Bool // an EndTxn passed since the hold
 	delivered atomic.Int64
 
+	// freeze, when set, is called at the next EndTxn instead of
+	// forwarding it (the relay's connection is cut without it).
+	freeze atomic.Pointer[func()]
+
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
@@ -136,6 +140,11 @@ func (p *cutProxy) forwardRequests(dst, src net.Conn) {
 		key := int16(-1)
 		if n >= 2 {
 			key = int16(binary.BigEndian.Uint16(frame[4:6]))
+		}
+		if f := p.freeze.Load(); key == kmsg.EndTxn.Int16() && f != nil && p.freeze.CompareAndSwap(f, nil) {
+			(*f)()
+			p.cuts.Add(1)
+			return
 		}
 		if key == kmsg.EndTxn.Int16() && p.holdArmed.CompareAndSwap(true, false) {
 			p.retried.Store(false)

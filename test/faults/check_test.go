@@ -16,17 +16,17 @@ import (
 
 // result is what the checker found in one run.
 type result struct {
-	committed     int // rows in the outbox table
-	lost          int // committed rows no read_committed record holds
-	duplicated    int // read_committed records beyond the first of a row
-	abortedReads  int // read_committed records of a rolled-back row or of an aborted Kafka transaction
-	abortedInKafk int // records of aborted Kafka transactions (read_uncommitted only: expected)
-	torn          int // committed DB transactions only partly visible
-	orderBreaks   int // per key, a record after one of a row committed later
-	stale         int // records of a relay after a record of its successor, per partition
-	openTxns      int // partitions whose last stable offset stayed below the high watermark
-	markers       int // transaction markers read (commit and abort)
-	epochs        int // distinct (producer ID, epoch) pairs of transactional records: with transaction.version 2 the epoch moves every transaction
+	committed      int // rows in the outbox table
+	lost           int // committed rows no read_committed record holds
+	duplicated     int // read_committed records beyond the first of a row
+	abortedReads   int // read_committed records of a rolled-back row or of an aborted Kafka transaction
+	abortedInKafka int // records of aborted Kafka transactions (read_uncommitted only: expected)
+	torn           int // committed DB transactions only partly visible
+	orderBreaks    int // per key, a record after one of a row committed later
+	stale          int // records of a relay after a record of its successor, per partition
+	openTxns       int // partitions whose last stable offset stayed below the high watermark
+	markers        int // transaction markers read (commit and abort)
+	epochs         int // distinct (producer ID, epoch) pairs of transactional records: with transaction.version 2 the epoch moves every transaction
 }
 
 // partKey is one partition of one topic.
@@ -66,7 +66,7 @@ func check(t *testing.T, brokers []string, topics []string, l *ledger, committed
 	lastCommitted := make(map[partKey]int64)
 	pending := make(map[partKey]map[int64][]int64) // producer ID -> offsets in its open transaction
 	epochs := make(map[[2]int64]bool)
-	consume(ctx, t, brokers, hwm, false, func(r *kgo.Record) {
+	consumeAll(ctx, t, brokers, hwm, func(r *kgo.Record) {
 		k := partKey{r.Topic, r.Partition}
 		if r.Attrs.IsTransactional() && !epochs[[2]int64{r.ProducerID, int64(r.ProducerEpoch)}] {
 			epochs[[2]int64{r.ProducerID, int64(r.ProducerEpoch)}] = true
@@ -85,7 +85,7 @@ func check(t *testing.T, brokers []string, topics []string, l *ledger, committed
 			for _, o := range pending[k][r.ProducerID] {
 				if key.Type == kmsg.ControlRecordKeyTypeAbort {
 					aborted.add(k, o)
-					res.abortedInKafk++
+					res.abortedInKafka++
 				} else {
 					lastCommitted[k] = max(lastCommitted[k], o)
 				}
@@ -234,10 +234,10 @@ func waitStable(ctx context.Context, t *testing.T, adm *kadm.Client, topics []st
 	}
 }
 
-// consume reads every partition of ends from the start up to its end
-// offset, read_uncommitted with the transaction markers (committed false)
-// or read_committed, handing each record to f.
-func consume(ctx context.Context, t *testing.T, brokers []string, ends map[partKey]int64, committed bool, f func(*kgo.Record)) {
+// consumeAll reads every partition of ends from the start up to its end
+// offset, read_uncommitted with the transaction markers, handing each
+// record to f.
+func consumeAll(ctx context.Context, t *testing.T, brokers []string, ends map[partKey]int64, f func(*kgo.Record)) {
 	t.Helper()
 	want := make(map[partKey]int64)
 	for k, end := range ends {
@@ -245,11 +245,7 @@ func consume(ctx context.Context, t *testing.T, brokers []string, ends map[partK
 			want[k] = end - 1
 		}
 	}
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
-	}
-	read(ctx, t, brokers, want, []kgo.Opt{kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords()}, f)
+	read(ctx, t, brokers, want, []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords()}, f)
 }
 
 // consumeUntil reads read_committed until each partition of want returned
@@ -329,5 +325,5 @@ func header(r *kgo.Record, key string) string {
 // String is one line of a run's result, for the log.
 func (r result) String() string {
 	return fmt.Sprintf("committed %d, lost %d, duplicated %d, aborted reads %d, torn %d, order breaks %d, stale %d (aborted Kafka records %d, open transactions %d, markers %d, producer epochs %d)",
-		r.committed, r.lost, r.duplicated, r.abortedReads, r.torn, r.orderBreaks, r.stale, r.abortedInKafk, r.openTxns, r.markers, r.epochs)
+		r.committed, r.lost, r.duplicated, r.abortedReads, r.torn, r.orderBreaks, r.stale, r.abortedInKafka, r.openTxns, r.markers, r.epochs)
 }

@@ -151,7 +151,6 @@ func injectPostgresRestarts(t *testing.T, r *run) int {
 }
 
 func injectSlotLost(t *testing.T, r *run) int {
-	ctx := context.Background()
 	r.waitProgress(t, 150)
 	r.leader().kill()
 	r.waitSlotReleased(t)
@@ -170,7 +169,6 @@ func injectSlotLost(t *testing.T, r *run) int {
 	if !strings.Contains(status, "slot-lost") {
 		t.Errorf("relay status on an invalidated slot does not say slot-lost:\n%s", status)
 	}
-	_, _ = r.db.Pool.Exec(ctx, `SELECT 1`)
 	r.gens[""] = len(r.procs) // relay recover's records: after the old relays, before the next
 	r.relayCmd(t, 0, append([]string{"recover", "--database-url", r.db.URL, "--slot", r.slot, "--publication", "pub_faults",
 		"--backfill-margin", "1m"}, r.publishFlags()...)...)
@@ -186,28 +184,28 @@ func injectSlotLost(t *testing.T, r *run) int {
 func invalidateSlot(t *testing.T, r *run) {
 	t.Helper()
 	ctx := context.Background()
-	exec := func(sql string) {
+	must := func(sql string) {
 		if _, err := r.db.Pool.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	exec(`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`)
+	must(`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`)
 	t.Cleanup(func() {
 		_, _ = r.db.Pool.Exec(ctx, `ALTER SYSTEM RESET max_slot_wal_keep_size`)
 		_, _ = r.db.Pool.Exec(ctx, `SELECT pg_reload_conf()`)
 	})
-	exec(`SELECT pg_reload_conf()`)
-	exec(`CREATE TABLE IF NOT EXISTS faults_filler (x int)`)
+	must(`SELECT pg_reload_conf()`)
+	must(`CREATE TABLE IF NOT EXISTS faults_filler (x int)`)
 	testenv.WaitFor(t, 2*time.Minute, "the slot invalidated (wal_status lost)", func() (bool, error) {
-		exec(`INSERT INTO faults_filler SELECT generate_series(1, 1000)`)
-		exec(`SELECT pg_switch_wal()`)
-		exec(`CHECKPOINT`)
+		must(`INSERT INTO faults_filler SELECT generate_series(1, 1000)`)
+		must(`SELECT pg_switch_wal()`)
+		must(`CHECKPOINT`)
 		var status string
 		err := r.db.Pool.QueryRow(ctx, `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, r.slot).Scan(&status)
 		return err == nil && status == "lost", err
 	})
-	exec(`ALTER SYSTEM RESET max_slot_wal_keep_size`)
-	exec(`SELECT pg_reload_conf()`)
+	must(`ALTER SYSTEM RESET max_slot_wal_keep_size`)
+	must(`SELECT pg_reload_conf()`)
 }
 
 func injectStarvation(t *testing.T, r *run) int {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +143,7 @@ func TestFaults(t *testing.T) {
 	t.Cleanup(func() { tab.report(t) })
 	for _, kind := range faultKinds {
 		t.Run(kind.name, func(t *testing.T) {
+			t.Log(kind.doc)
 			for _, tv := range []int16{1, 2} {
 				t.Run(fmt.Sprintf("tv%d", tv), func(t *testing.T) {
 					s.setTransactionVersion(t, tv)
@@ -184,9 +184,4 @@ func newRunDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// safeName is a topic-safe form of a test name.
-func safeName(name string) string {
-	return strings.NewReplacer("/", ".", " ", "_").Replace(name)
 }

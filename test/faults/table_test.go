@@ -49,7 +49,7 @@ func (tb *table) add(kind string, tv int16, faults, restarts int, res result, fa
 	row.lost += res.lost
 	row.duplicated += res.duplicated
 	row.abortedReads += res.abortedReads
-	row.abortedInKafk += res.abortedInKafk
+	row.abortedInKafka += res.abortedInKafka
 	row.torn += res.torn
 	row.orderBreaks += res.orderBreaks
 	row.stale += res.stale
@@ -67,7 +67,7 @@ func (tb *table) markdown() string {
 	for _, r := range tb.rows {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n",
 			r.kind, r.tv, r.runs, r.faults, r.committed, r.lost, r.duplicated, r.abortedReads, r.torn, r.orderBreaks, r.stale,
-			r.openTxns, r.abortedInKafk, r.epochs, r.restarts, r.failed)
+			r.openTxns, r.abortedInKafka, r.epochs, r.restarts, r.failed)
 	}
 	return b.String()
 }

@@ -204,3 +204,17 @@ release: ## Cross-compile relay and inbox for linux/darwin x amd64/arm64 into di
 .PHONY: clean
 clean: ## Remove build output.
 	rm -rf $(BIN) $(DIST)
+
+# The fault suite of exactly-once mode on Apache Kafka (test/faults,
+# docs/semantics.md#fault-suite): every fault kind under
+# transaction.version 1 and 2, FAULT_RUNS runs of each; the results table
+# goes to FAULT_TABLE. FAULT_RUN picks kinds (a -run pattern).
+FAULT_RUNS  ?= 2
+FAULT_TABLE ?= $(abspath $(BIN))/faults.md
+FAULT_RUN   ?= ^TestFaults$$
+
+.PHONY: test-faults
+test-faults: ## Run the exactly-once fault suite on a real Apache Kafka 4 node (SIGKILL, SIGSTOP, EndTxn cut, broker kill, Postgres restart, lost slot, CPU starvation; TV 1 and 2); table in FAULT_TABLE.
+	@mkdir -p $(BIN)
+	PGOUTBOX_TEST_FAULTS=1 PGOUTBOX_FAULTS_RUNS=$(FAULT_RUNS) PGOUTBOX_FAULTS_TABLE=$(FAULT_TABLE) \
+		$(GO) test -count=1 -timeout 180m -v -run '$(FAULT_RUN)' $(TESTFLAGS) ./test/faults

@@ -59,6 +59,11 @@ type ApacheKafka struct {
 // directory and starts the broker, returning once it answers metadata.
 // Stop ends it and removes its directory; on error nothing is left behind.
 func StartApacheKafka(ctx context.Context) (*ApacheKafka, error) {
+	return StartApacheKafkaWith(ctx, ApacheKafkaOptions{})
+}
+
+// StartApacheKafkaWith is StartApacheKafka with opts.
+func StartApacheKafkaWith(ctx context.Context, opts ApacheKafkaOptions) (*ApacheKafka, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
 		return nil, fmt.Errorf("apache kafka: java not found on PATH: install a JDK 17 or newer (Debian: default-jdk-headless), or run the tests on kfake (%s=kfake)", KafkaModeEnv)
@@ -73,7 +78,7 @@ func StartApacheKafka(ctx context.Context) (*ApacheKafka, error) {
 	}
 	k := &ApacheKafka{Dir: dir, done: make(chan struct{})}
 	for attempt := 0; ; attempt++ {
-		err = k.start(ctx, java, libs)
+		err = k.start(ctx, java, libs, opts)
 		if err == nil || attempt == 2 || ctx.Err() != nil {
 			break
 		}
@@ -92,30 +97,53 @@ func StartApacheKafka(ctx context.Context) (*ApacheKafka, error) {
 }
 
 // start formats k.Dir and runs the broker in it.
-func (k *ApacheKafka) start(ctx context.Context, java, libs string) error {
+func (k *ApacheKafka) start(ctx context.Context, java, libs string, opts ApacheKafkaOptions) error {
 	ports, err := FreePorts(2)
 	if err != nil {
 		return err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	props := filepath.Join(k.Dir, "server.properties")
-	if err := os.WriteFile(props, []byte(serverProperties(ports[0], ports[1], filepath.Join(k.Dir, "data"))), 0o644); err != nil {
+	conf := serverProperties(ports[0], ports[1], filepath.Join(k.Dir, "data"))
+	if opts.Listener != nil {
+		conf = opts.Listener.properties(conf)
+	}
+	if err := os.WriteFile(props, []byte(conf), 0o644); err != nil {
 		return err
 	}
 	logConf := filepath.Join(k.Dir, "log4j2.properties")
 	if err := os.WriteFile(logConf, []byte(log4jProperties(filepath.Join(k.Dir, "kafka.log"))), 0o644); err != nil {
 		return err
 	}
-	cp := filepath.Join(libs, "*") // the java launcher expands it
-	jvm := []string{"-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
-		"-Djava.awt.headless=true", "-Dlog4j2.configurationFile=" + logConf, "-cp", cp}
+	jvm := jvmArgs(libs, logConf)
 	format := exec.CommandContext(ctx, java, append(jvm, "kafka.tools.StorageTool", "format",
 		"--cluster-id", clusterID(), "--config", props, "--ignore-formatted")...)
 	format.SysProcAttr = kafkaProcAttr()
 	if out, err := format.CombinedOutput(); err != nil {
 		return fmt.Errorf("format log directory: %v: %s", err, bytes.TrimSpace(out))
 	}
-	out, err := os.Create(filepath.Join(k.Dir, "kafka.out"))
+	if err := k.run(java, jvm, props); err != nil {
+		return err
+	}
+	if err := k.waitReady(ctx, addr); err != nil {
+		return err
+	}
+	k.Brokers = []string{addr}
+	return nil
+}
+
+// jvmArgs are the JVM's arguments before the main class: a small heap,
+// the log configuration logConf and the jars in libs.
+func jvmArgs(libs, logConf string) []string {
+	cp := filepath.Join(libs, "*") // the java launcher expands it
+	return []string{"-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
+		"-Djava.awt.headless=true", "-Dlog4j2.configurationFile=" + logConf, "-cp", cp}
+}
+
+// run starts the broker's JVM on the formatted directory k.Dir, its output
+// appended to kafka.out; k.done closes when it exits.
+func (k *ApacheKafka) run(java string, jvm []string, props string) error {
+	out, err := os.OpenFile(filepath.Join(k.Dir, "kafka.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -126,14 +154,11 @@ func (k *ApacheKafka) start(ctx context.Context, java, libs string) error {
 	if err := k.cmd.Start(); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	done := k.done
 	go func() {
 		k.err = k.cmd.Wait()
-		close(k.done)
+		close(done)
 	}()
-	if err := k.waitReady(ctx, addr); err != nil {
-		return err
-	}
-	k.Brokers = []string{addr}
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -67,15 +66,7 @@ func checkExistingPublication(ctx context.Context, conn *pgx.Conn, c *Config) er
 		}
 		return nil
 	}
-	// Read only: no creation, no fix, and its warnings are the real
-	// call's to give.
-	check := c.Config
-	check.NoCreate = true
-	check.Logger = slog.New(slog.DiscardHandler)
-	if err := slotstate.EnsurePublication(ctx, conn, &check, false); err != nil && !errors.Is(err, relaytype.ErrPublicationMissing) {
-		return err
-	}
-	return nil
+	return slotstate.CheckPublicationForSetup(ctx, conn, &c.Config)
 }
 
 // foreignSlot says whose the existing slot named slot is when it is not a

@@ -229,12 +229,46 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, c *Config, fix bool)
 	}
 }
 
+// CheckPublicationForSetup reads the publication c names, when it exists
+// (and the outbox table does), and reports a mismatch relay setup could
+// not fix; it changes nothing and logs nothing: what setup checks before
+// it creates anything.
+func CheckPublicationForSetup(ctx context.Context, conn *pgx.Conn, c *Config) error {
+	table, _ := pgname.Parse(c.Table, "public")
+	oid, err := TableOID(ctx, conn, table)
+	if err != nil || oid == 0 {
+		return err
+	}
+	version, err := serverVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	st, err := scanPublication(conn.QueryRow(ctx, publicationQuery(version), c.Publication, oid), c, table)
+	if err != nil || !st.Exists {
+		return err
+	}
+	if viaRootFixable(st, version) {
+		st.viaRoot = true // setup turns it on
+	}
+	if p := st.problem(c, table); p != "" {
+		return fmt.Errorf("%w: %s", relaytype.ErrPublicationMismatch, p)
+	}
+	return nil
+}
+
+// viaRootFixable says whether setup turns publish_via_partition_root on
+// for st: it is off, the server has it (13+), and the publication is
+// otherwise the outbox's.
+func viaRootFixable(st PublicationState, version int) bool {
+	return !st.viaRoot && version >= 130000 && st.Mismatch == "" && !st.allTables && len(st.foreign) == 0
+}
+
 // checkPublication checks an existing publication: with fix it first turns
 // publish_via_partition_root on where it can; a mismatch is an error,
 // publish_via_partition_root off and more than the outbox inserts are
 // warnings.
 func checkPublication(ctx context.Context, conn *pgx.Conn, c *Config, table pgname.Table, version int, st PublicationState, fix bool) error {
-	if fix && !st.viaRoot && version >= 130000 && st.Mismatch == "" && !st.allTables && len(st.foreign) == 0 {
+	if fix && viaRootFixable(st, version) {
 		if _, err := conn.Exec(ctx, viaRootFix(c)); err != nil {
 			return fmt.Errorf("relay: set publish_via_partition_root on publication %s: %w", c.Publication, err)
 		}

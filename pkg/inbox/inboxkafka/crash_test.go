@@ -492,19 +492,7 @@ func TestCrashLoopBehindUncommittedMessages(t *testing.T) {
 		if !refuse.Load() || req.Group != crashGroup(l.Topic) {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		resp.Version = req.Version
-		for _, rt := range req.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OffsetMetadataTooLarge.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refusedCommit(req, kerr.OffsetMetadataTooLarge.Code), nil, true
 	})
 	var recs []inboxtest.Rec
 	var keys []string
@@ -531,4 +519,21 @@ func TestCrashLoopBehindUncommittedMessages(t *testing.T) {
 	}
 	inboxtest.WantEffectOnce(t, l.DB, keys...)
 	inboxtest.DeadLetters(t, l.Brokers(), crashDeadLetters(l.Topic), 1)
+}
+
+// refusedCommit answers req with code for every partition.
+func refusedCommit(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	resp.Version = req.Version
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

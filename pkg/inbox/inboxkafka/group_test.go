@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -176,29 +177,14 @@ func TestConsumerCommitsNothingOnLostPartition(t *testing.T) {
 	}
 	var (
 		mu       sync.Mutex
-		loseNext bool
-		lostGen  int32 = -1
 		commits  []commit
 		outcomes []string
 	)
-	lost := make(chan struct{})
-	fake.ControlKey(int16(kmsg.Heartbeat), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		fake.KeepControl()
-		req := r.(*kmsg.HeartbeatRequest)
-		mu.Lock()
-		defer mu.Unlock()
-		if !loseNext || req.Group != l.Group {
-			return nil, nil, false
-		}
-		loseNext, lostGen = false, req.Generation
-		close(lost)
-		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-		return resp, nil, true
-	})
+	loss := loseOnHeartbeat(fake, l.Group)
 	fake.ControlKey(int16(kmsg.OffsetCommit), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		fake.KeepControl()
 		req := r.(*kmsg.OffsetCommitRequest)
+		lostGen := loss.generation()
 		mu.Lock()
 		defer mu.Unlock()
 		for _, rt := range req.Topics {
@@ -234,14 +220,7 @@ func TestConsumerCommitsNothingOnLostPartition(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("m-2 never reached its handler")
 	}
-	mu.Lock()
-	loseNext = true
-	mu.Unlock()
-	select {
-	case <-lost:
-	case <-time.After(time.Minute):
-		t.Fatal("no heartbeat within a minute")
-	}
+	loss.arm(t)
 	// OnPartitionsLost waits for the worker: let the handler end a moment
 	// after the loss, settling m-2 in the database.
 	time.Sleep(300 * time.Millisecond)
@@ -249,6 +228,7 @@ func TestConsumerCommitsNothingOnLostPartition(t *testing.T) {
 	rc.WaitOffsets(t, map[int]int64{0: 3})
 	rc.Stop(t)
 
+	lostGen := loss.generation()
 	mu.Lock()
 	defer mu.Unlock()
 	for _, c := range commits {
@@ -268,6 +248,122 @@ func TestConsumerCommitsNothingOnLostPartition(t *testing.T) {
 		t.Errorf("m-2: %+v, want COMPLETED", r)
 	}
 	t.Logf("outcomes %q; commits %s", outcomes, fmt.Sprint(commits))
+}
+
+// A member that loses its partition while it writes the dead letter of a
+// record no inbox row deduplicates (a key the database cannot store) has
+// the record redelivered after it rejoins, and dead-letters it again: two
+// dead letters, the same record, one per delivery. The loss (a heartbeat
+// answered UNKNOWN_MEMBER_ID, as when a starved process misses its session)
+// comes while the first dead letter's write is held; the lost generation's
+// offset commits are refused, as the broker refuses a member it dropped.
+// The records behind it take effect once.
+func TestConsumerDeadLettersAgainAfterLostPartition(t *testing.T) {
+	t.Parallel()
+	l := inboxtest.NewLoop(t, "lostdlq", 1, nil)
+	fake := l.Kafka.Fake(t, "holds a dead-letter write while a heartbeat answers UNKNOWN_MEMBER_ID")
+	dlq := l.Kafka.Topic("lostdlq.dlq")
+	l.Produce(t,
+		inboxtest.Rec{ID: "bad-nul", Key: "k-\x00-nul", Value: `{"v":"nul"}`},
+		inboxtest.Rec{ID: "ok-1", Key: "k-1", Value: `{"v":1}`},
+	)
+
+	var (
+		mu   sync.Mutex
+		held bool
+	)
+	writing, release := make(chan struct{}), make(chan struct{})
+	fake.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		if !slices.ContainsFunc(req.Topics, func(rt kmsg.ProduceRequestTopic) bool { return rt.Topic == dlq }) {
+			return nil, nil, false
+		}
+		mu.Lock()
+		first := !held
+		held = true
+		mu.Unlock()
+		if first {
+			close(writing)
+			fake.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	loss := loseOnHeartbeat(fake, l.Group)
+	fake.ControlKey(int16(kmsg.OffsetCommit), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := r.(*kmsg.OffsetCommitRequest)
+		if req.Group != l.Group || req.Generation != loss.generation() {
+			return nil, nil, false
+		}
+		return refusedCommit(req, kerr.UnknownMemberID.Code), nil, true
+	})
+
+	cfg := l.Config()
+	cfg.DeadLetterTopic, cfg.MetricsInterval = dlq, -1
+	results := resultsByOffset(cfg)
+	rc := inboxtest.StartConsumer(t, cfg)
+	select {
+	case <-writing:
+	case <-time.After(time.Minute):
+		t.Fatal("no dead-letter write within a minute")
+	}
+	loss.arm(t)
+	close(release)
+	rc.WaitOffsets(t, map[int]int64{0: 2})
+	rc.Stop(t)
+
+	wantDeadLetteredAgain(t, l, dlq, results())
+}
+
+// heartbeatLoss answers one heartbeat of a group UNKNOWN_MEMBER_ID once
+// armed: the broker dropped the member (its session expired), so the
+// member loses its partitions and rejoins.
+type heartbeatLoss struct {
+	mu    sync.Mutex
+	armed bool
+	gen   int32 // the lost generation; -1 before the loss
+	lost  chan struct{}
+}
+
+// loseOnHeartbeat installs a heartbeatLoss for group on fake.
+func loseOnHeartbeat(fake *kfake.Cluster, group string) *heartbeatLoss {
+	h := &heartbeatLoss{gen: -1, lost: make(chan struct{})}
+	fake.ControlKey(int16(kmsg.Heartbeat), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := r.(*kmsg.HeartbeatRequest)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.armed || req.Group != group {
+			return nil, nil, false
+		}
+		h.armed, h.gen = false, req.Generation
+		close(h.lost)
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	return h
+}
+
+// arm makes the group's next heartbeat lose the member and waits for it.
+func (h *heartbeatLoss) arm(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	h.armed = true
+	h.mu.Unlock()
+	select {
+	case <-h.lost:
+	case <-time.After(time.Minute):
+		t.Fatal("no heartbeat within a minute")
+	}
+}
+
+// generation is the generation whose member was lost, or -1.
+func (h *heartbeatLoss) generation() int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen
 }
 
 // countPrefix counts the strings of ss that start with prefix.

@@ -3,8 +3,10 @@ package inboxkafka_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -83,10 +85,7 @@ func TestConsumerTakesCloudEvents(t *testing.T) {
 	}
 	byOffset := resultsByOffset(cfg)
 	inboxtest.RunConsumer(t, cfg, map[int]int64{0: 4})
-	var results []inbox.Result // in offset order
-	for off := range int64(4) {
-		results = append(results, byOffset()[off]...)
-	}
+	results := byOffset()
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -94,14 +93,23 @@ func TestConsumerTakesCloudEvents(t *testing.T) {
 		outcome inbox.Outcome
 		reason  string
 	}{{inbox.Processed, ""}, {inbox.Duplicate, ""}, {inbox.Processed, ""}, {inbox.DeadLettered, inbox.ReasonRepeatedHeader}}
-	if len(results) != len(want) {
-		t.Fatalf("results %+v, want %d", results, len(want))
-	}
 	for i, w := range want {
-		if results[i].Outcome != w.outcome || results[i].Reason != w.reason {
-			t.Errorf("record %d: %v (%s), want %v (%s)", i, results[i].Outcome, results[i].Reason, w.outcome, w.reason)
+		rs := results[int64(i)]
+		if len(rs) == 0 {
+			t.Fatalf("record %d: no result, want %v (%s)", i, w.outcome, w.reason)
+		}
+		if rs[0].Outcome != w.outcome || rs[0].Reason != w.reason {
+			t.Errorf("record %d: %v (%s), want %v (%s)", i, rs[0].Outcome, rs[0].Reason, w.outcome, w.reason)
+		}
+		// A redelivery (the partition lost before the offset commit) of
+		// a record the inbox holds is a Duplicate.
+		for _, r := range rs[1:] {
+			if w.reason == "" && r.Outcome != inbox.Duplicate {
+				t.Errorf("record %d: redelivered as %v, want Duplicate (results %+v)", i, r.Outcome, rs)
+			}
 		}
 	}
+	deliveries := deadLetteredEveryDelivery(t, results, inbox.ReasonRepeatedHeader, 3)
 	if len(seen) != 2 {
 		t.Fatalf("the handler ran %d times, want 2 (two events, one redelivery)", len(seen))
 	}
@@ -143,8 +151,8 @@ func TestConsumerTakesCloudEvents(t *testing.T) {
 		t.Errorf("inbox rows %q, want %q", got, wantRows)
 	}
 	inboxtest.WantEffectOnce(t, l.DB, "order-7-create", "7c1e-0002")
-	recs := inboxtest.DeadLetters(t, l.Brokers(), dlq, 1)
-	if v, _ := recs[0].Header("dlq-reason"); v != inbox.ReasonRepeatedHeader {
+	recs := noRowDeadLetters(t, l.Brokers(), dlq, deliveries)
+	if v, _ := recs[3].Header("dlq-reason"); v != inbox.ReasonRepeatedHeader {
 		t.Errorf("dead letter reason %q, want %s", v, inbox.ReasonRepeatedHeader)
 	}
 }
@@ -169,15 +177,10 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 	cfg.DeadLetterTopic = dlq
 	results := resultsByOffset(cfg)
 	inboxtest.RunConsumer(t, cfg, map[int]int64{0: 6})
-	for _, off := range []int64{0, 2, 4} { // bad-long, bad-utf8, bad-nul
-		if rs := results()[off]; len(rs) != 1 || rs[0].Outcome != inbox.DeadLettered || rs[0].Reason != inbox.ReasonInvalidKey {
-			t.Fatalf("offset %d: results %+v, want one DeadLettered (invalid-key)", off, rs)
-		}
-	}
+	deliveries := deadLetteredEveryDelivery(t, results(), inbox.ReasonInvalidKey, 0, 2, 4) // bad-long, bad-utf8, bad-nul
 	inboxtest.WantEffectOnce(t, l.DB, "k-1", "k-2", "k-3")
-	recs := inboxtest.DeadLetters(t, l.Brokers(), dlq, 3)
 	wantErr := map[string]string{"bad-long": "3000 bytes long", "bad-utf8": "not valid UTF-8", "bad-nul": "NUL byte"}
-	for _, r := range recs {
+	for _, r := range noRowDeadLetters(t, l.Brokers(), dlq, deliveries) {
 		id, _ := r.Header("message-id")
 		reason, _ := r.Header("dlq-reason")
 		text, _ := r.Header("dlq-detail")
@@ -185,8 +188,59 @@ func TestConsumerDeadLettersInvalidKeys(t *testing.T) {
 			t.Fatalf("dead letter %s: reason %q, error %q", id, reason, text)
 		}
 	}
-	if v := testenv.MetricValue(t, l.Reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonInvalidKey); v != 3 {
-		t.Fatalf("invalid-key metric %v", v)
+	if v := testenv.MetricValue(t, l.Reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonInvalidKey); v != float64(sum(deliveries)) {
+		t.Fatalf("invalid-key metric %v, want %d (one per delivery)", v, sum(deliveries))
+	}
+}
+
+// A record that no inbox row deduplicates (a key the database cannot
+// store) is dead-lettered on every delivery, and every dead letter is the
+// same record: Kafka delivers at least once (a member that loses its
+// partition before the offset commit, its session expired on a busy
+// machine, has it redelivered), and nothing holds the first dead-lettering.
+// A record the inbox holds answers Duplicate instead. Here a second group
+// of the same inbox consumer reads the topic again: the redelivery.
+func TestConsumerDeadLettersRecordWithoutRowOnEveryDelivery(t *testing.T) {
+	t.Parallel()
+	l := inboxtest.NewLoop(t, "again", 1, nil)
+	dlq := l.Kafka.Topic("again.dlq")
+	l.Produce(t,
+		inboxtest.Rec{ID: "bad-nul", Key: "k-\x00-nul", Value: `{"v":"nul"}`},
+		inboxtest.Rec{ID: "ok-1", Key: "k-1", Value: `{"v":1}`},
+	)
+	first := l.Config()
+	results := resultsByOffset(first)
+	for _, group := range []string{l.Group, l.Kafka.Topic("again-redelivery-group")} {
+		cfg := l.Config()
+		cfg.GroupID, cfg.DeadLetterTopic, cfg.OnResult = group, dlq, first.OnResult
+		inboxtest.RunConsumer(t, cfg, map[int]int64{0: 2})
+	}
+	// At least one delivery per group (a group may have had more).
+	wantDeadLetteredAgain(t, l, dlq, results())
+	if rs := results()[1]; len(rs) < 2 || rs[0].Outcome != inbox.Processed ||
+		slices.ContainsFunc(rs[1:], func(r inbox.Result) bool { return r.Outcome != inbox.Duplicate }) {
+		t.Fatalf("ok-1: results %+v, want Processed, then Duplicate on every redelivery", rs)
+	}
+}
+
+// wantDeadLetteredAgain checks a run of bad-nul (an invalid key, offset 0)
+// and ok-1 (k-1, behind it) that delivered bad-nul twice at least: it was
+// dead-lettered on every delivery, with as many alike dead letters (two at
+// least; a write cut short by a loss may be missing) and metric counts,
+// and ok-1 took effect once.
+func wantDeadLetteredAgain(t *testing.T, l *inboxtest.Loop, dlq string, results map[int64][]inbox.Result) {
+	t.Helper()
+	deliveries := deadLetteredEveryDelivery(t, results, inbox.ReasonInvalidKey, 0)
+	if deliveries[0] < 2 {
+		t.Fatalf("bad-nul dead-lettered on %d deliveries, want 2 at least", deliveries[0])
+	}
+	inboxtest.WantEffectOnce(t, l.DB, "k-1")
+	noRowDeadLetters(t, l.Brokers(), dlq, deliveries)
+	if recs := testenv.MustReadTopic(t, l.Brokers(), dlq); len(recs) < 2 {
+		t.Fatalf("%d dead letters, want 2 at least", len(recs))
+	}
+	if v := testenv.MetricValue(t, l.Reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonInvalidKey); v != float64(deliveries[0]) {
+		t.Fatalf("invalid-key metric %v, want %d (one per delivery)", v, deliveries[0])
 	}
 }
 
@@ -206,14 +260,32 @@ func TestConsumerDeadLettersRecordTheDatabaseRefuses(t *testing.T) {
 	cfg.DeadLetterTopic = dlq
 	results := resultsByOffset(cfg)
 	inboxtest.RunConsumer(t, cfg, map[int]int64{0: 2})
-	if tries := results()[0]; len(tries) != 3 || tries[0].Outcome != inbox.Retry || tries[1].Outcome != inbox.Retry ||
-		tries[2].Outcome != inbox.DeadLettered || tries[2].Reason != inbox.ReasonMaxAttempts || tries[2].Attempts != 3 {
-		t.Fatalf("deliveries of the refused record: %+v", tries)
+	// Each delivery counts its attempts from 1 (in memory, no row holds
+	// them) and dead-letters the record at the third; a delivery to a
+	// member that lost the partition may end before.
+	tries, next, dead := results()[0], 1, 0
+	for _, r := range tries {
+		if r.Attempts == 1 {
+			next = 1
+		}
+		switch {
+		case r.Attempts != next:
+		case next < 3 && r.Outcome == inbox.Retry:
+			next++
+			continue
+		case next == 3 && r.Outcome == inbox.DeadLettered && r.Reason == inbox.ReasonMaxAttempts:
+			next, dead = 1, dead+1
+			continue
+		}
+		t.Fatalf("deliveries of the refused record: %+v, want Retry, Retry, DeadLettered (max-attempts) each", tries)
+	}
+	if next != 1 || dead == 0 {
+		t.Fatalf("deliveries of the refused record: %+v, the last one not dead-lettered", tries)
 	}
 	if n := inboxtest.Effects(t, l.DB, "k-1"); n != 1 {
 		t.Fatalf("effect of the record behind it happened %d times", n)
 	}
-	recs := inboxtest.DeadLetters(t, l.Brokers(), dlq, 1)
+	recs := noRowDeadLetters(t, l.Brokers(), dlq, map[int64]int{0: dead})
 	if text, _ := recs[0].Header("dlq-detail"); !strings.Contains(text, "22023") {
 		t.Fatalf("dead letters %+v", recs)
 	}
@@ -241,11 +313,7 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 	cfg.DeadLetterTopic = dlq
 	results := resultsByOffset(cfg)
 	inboxtest.RunConsumer(t, cfg, map[int]int64{0: 6})
-	for _, off := range []int64{0, 2, 4} {
-		if rs := results()[off]; len(rs) != 1 || rs[0].Outcome != inbox.DeadLettered || rs[0].Reason != inbox.ReasonRepeatedHeader {
-			t.Fatalf("offset %d: results %+v, want one DeadLettered (repeated-header)", off, rs)
-		}
-	}
+	deliveries := deadLetteredEveryDelivery(t, results(), inbox.ReasonRepeatedHeader, 0, 2, 4)
 	inboxtest.WantEffectOnce(t, l.DB, "k-1", "k-2", "k-3")
 	for _, key := range []string{"k-a", "k-b", "k-c", "k-forged"} {
 		if n := inboxtest.Effects(t, l.DB, key); n != 0 {
@@ -257,7 +325,7 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 		t.Fatalf("inbox holds %d rows (%v), want the 3 valid ones", rows, err)
 	}
 	wantErr := map[string]string{"m-a": "header message-id repeated", "m-b": "header business-key repeated", "m-c": "header event-type repeated"}
-	for _, r := range inboxtest.DeadLetters(t, l.Brokers(), dlq, 3) {
+	for _, r := range noRowDeadLetters(t, l.Brokers(), dlq, deliveries) {
 		id, _ := r.Header("message-id") // the first copy
 		reason, _ := r.Header("dlq-reason")
 		text, _ := r.Header("dlq-detail")
@@ -265,8 +333,8 @@ func TestConsumerDeadLettersRepeatedContractHeaders(t *testing.T) {
 			t.Fatalf("dead letter %s: reason %q, error %q", id, reason, text)
 		}
 	}
-	if v := testenv.MetricValue(t, l.Reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonRepeatedHeader); v != 3 {
-		t.Fatalf("repeated-header metric %v", v)
+	if v := testenv.MetricValue(t, l.Reg, "pgoutbox_inbox_dead_lettered_total", "reason", inbox.ReasonRepeatedHeader); v != float64(sum(deliveries)) {
+		t.Fatalf("repeated-header metric %v, want %d (one per delivery)", v, sum(deliveries))
 	}
 }
 
@@ -287,4 +355,80 @@ func resultsByOffset(cfg *inboxkafka.Config[pgx.Tx]) func() map[int64][]inbox.Re
 		defer mu.Unlock()
 		return maps.Clone(results)
 	}
+}
+
+// deadLetteredEveryDelivery checks the results of the records at offsets,
+// which no inbox row deduplicates: each was delivered at least once and
+// dead-lettered with reason on every delivery, alike each time. A record is
+// delivered again when the member lost its partition before the offset
+// commit (a session that expired on a busy machine): at least once, not
+// exactly once, is what Kafka promises. It returns the deliveries by
+// offset.
+func deadLetteredEveryDelivery(t *testing.T, results map[int64][]inbox.Result, reason string, offsets ...int64) map[int64]int {
+	t.Helper()
+	deliveries := map[int64]int{}
+	for _, off := range offsets {
+		rs := results[off]
+		if len(rs) == 0 {
+			t.Fatalf("offset %d: no result, want DeadLettered (%s)", off, reason)
+		}
+		for _, r := range rs {
+			if r.Outcome != inbox.DeadLettered || r.Reason != reason || r.Attempts != rs[0].Attempts || fmt.Sprint(r.Err) != fmt.Sprint(rs[0].Err) {
+				t.Fatalf("offset %d: results %+v, want DeadLettered (%s) on every delivery, alike", off, rs, reason)
+			}
+		}
+		deliveries[off] = len(rs)
+	}
+	return deliveries
+}
+
+// noRowDeadLetters reads the dead letters in dlq of records that no inbox
+// row deduplicates (deliveries: the records' offsets, all in one
+// partition, to their deliveries that answered DeadLettered) and returns
+// the first of each by the record's offset. Each such record has at least
+// one dead letter and at most one per delivery, and every copy is the same
+// record (key, value, headers, timestamp): a redelivery writes the dead
+// letter again, identical.
+func noRowDeadLetters(t *testing.T, brokers []string, dlq string, deliveries map[int64]int) map[int64]testenv.Record {
+	t.Helper()
+	byOffset := map[int64][]testenv.Record{}
+	for _, r := range testenv.WaitForRecords(t, brokers, dlq, len(deliveries), time.Minute) {
+		v, _ := r.Header("dlq-original-offset")
+		off, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || deliveries[off] == 0 {
+			t.Fatalf("dead letter of offset %q, want only those of %v", v, slices.Sorted(maps.Keys(deliveries)))
+		}
+		byOffset[off] = append(byOffset[off], r)
+	}
+	first := map[int64]testenv.Record{}
+	for off, n := range deliveries {
+		copies := byOffset[off]
+		if len(copies) == 0 || len(copies) > n {
+			t.Fatalf("offset %d: %d dead letters after %d deliveries, want 1 to %d", off, len(copies), n, n)
+		}
+		wantAlike(t, fmt.Sprintf("offset %d", off), copies)
+		first[off] = copies[0]
+	}
+	return first
+}
+
+// wantAlike fails t unless the dead letters copies of one record are the
+// same record: key, value, headers and timestamp.
+func wantAlike(t *testing.T, what string, copies []testenv.Record) {
+	t.Helper()
+	for _, c := range copies[1:] {
+		if !bytes.Equal(c.Key, copies[0].Key) || !bytes.Equal(c.Value, copies[0].Value) ||
+			!slices.Equal(c.Headers, copies[0].Headers) || !c.Timestamp.Equal(copies[0].Timestamp) {
+			t.Fatalf("%s: dead letters differ:\n%+v\n%+v", what, copies[0], c)
+		}
+	}
+}
+
+// sum is the sum of m's values.
+func sum(m map[int64]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

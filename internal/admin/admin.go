@@ -1,10 +1,12 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -272,10 +274,6 @@ func progressStatus(ctx context.Context, conn *pgx.Conn, c *Config) *relaytype.P
 	if c.KafkaErr != nil {
 		return fail(c.KafkaErr)
 	}
-	_, walEnd, err := slotstate.IdentifyAt(ctx, &c.Config)
-	if err != nil {
-		return fail(err)
-	}
 	rs, err := slotstate.ReadState(ctx, conn, &c.Config)
 	switch {
 	case err != nil:
@@ -284,5 +282,16 @@ func progressStatus(ctx context.Context, conn *pgx.Conn, c *Config) *relaytype.P
 		return fail(fmt.Errorf("slot %s has no state row: no progress is trusted without one", c.Slot))
 	}
 	h := sink.History{SystemID: rs.SystemID, Timeline: rs.Timeline, SlotCreatedLSN: rs.CreatedLSN, Incarnation: rs.Incarnation}
-	return sink.ReadProgressStatus(ctx, &c.Sink, h, walEnd, rs.Ceiling)
+	// The bounds are read after the progress (see ReadProgressStatus).
+	return sink.ReadProgressStatus(ctx, &c.Sink, h, func() (pglogrepl.LSN, pglogrepl.LSN, error) {
+		_, walEnd, err := slotstate.IdentifyAt(ctx, &c.Config)
+		if err != nil {
+			return 0, 0, err
+		}
+		after, err := slotstate.ReadState(ctx, conn, &c.Config)
+		if err != nil || after == nil {
+			return 0, 0, cmp.Or(err, fmt.Errorf("slot %s lost its state row", c.Slot))
+		}
+		return walEnd, after.Ceiling, nil
+	})
 }

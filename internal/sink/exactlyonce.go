@@ -436,12 +436,20 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 }
 
 // ReadProgressStatus reads the committed progress of c's slot of history
-// h, for Status, and judges it as a session starting now would (walEnd
-// the server's WAL, recorded the state row's ceiling); a failure is
-// reported in the result's Error.
-func ReadProgressStatus(ctx context.Context, c *Config, h History, walEnd, recorded pglogrepl.LSN) *relaytype.ProgressStatus {
+// h, for Status, and judges it as a session starting now would, against
+// the server's WAL and the state row's ceiling that bounds reads after the
+// progress: a running relay raises the ceiling before each commit, so
+// bounds read before the progress could be passed by a commit in between
+// and make good progress look untrusted. A failure is reported in the
+// result's Error.
+func ReadProgressStatus(ctx context.Context, c *Config, h History, bounds func() (walEnd, recorded pglogrepl.LSN, err error)) *relaytype.ProgressStatus {
 	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(h.SystemID, c.Slot, h.Incarnation)}
 	p, _, err := readProgress(ctx, c, nil, ps.Key)
+	if err != nil {
+		ps.Error = err.Error()
+		return ps
+	}
+	walEnd, recorded, err := bounds()
 	if err != nil {
 		ps.Error = err.Error()
 		return ps

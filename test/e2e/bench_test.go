@@ -20,12 +20,7 @@ import (
 // builds' medians and their ratio. The figures mean nothing at that size;
 // the command, the order and the report are what is checked.
 func TestBenchmarkDocDrainRounds(t *testing.T) {
-	bin := buildBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "github.com/pgoutbox/pgoutbox/test/bench/relaybench").CombinedOutput(); err != nil {
-		t.Fatalf("go build relaybench: %v\n%s", err, out)
-	}
+	bin := buildBenchBinaries(t)
 	var line string
 	for l := range strings.SplitSeq(docBlock(t, "benchmarks.md", "### The Kafka client on franz-go", "sh"), "\n") {
 		if strings.HasPrefix(l, "relaybench ") && strings.Contains(l, " -rounds ") {
@@ -63,6 +58,19 @@ func TestBenchmarkDocDrainRounds(t *testing.T) {
 	}
 }
 
+// buildBenchBinaries builds the relay, the inbox and relaybench into a
+// directory of the test's and returns it.
+func buildBenchBinaries(t *testing.T) string {
+	t.Helper()
+	bin := buildBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "github.com/pgoutbox/pgoutbox/test/bench/relaybench").CombinedOutput(); err != nil {
+		t.Fatalf("go build relaybench: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // The peer latency command of docs/benchmarks.md runs as written, with a
 // runner of the documented contract (the relay of this tree, set up on the
 // slot it is given, stands in for the peer), shorter and slower: each side
@@ -70,12 +78,7 @@ func TestBenchmarkDocDrainRounds(t *testing.T) {
 // sides' median p99 per rate. The figures mean nothing here.
 func TestBenchmarkDocPeerLatency(t *testing.T) {
 	t.Parallel()
-	bin := buildBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "github.com/pgoutbox/pgoutbox/test/bench/relaybench").CombinedOutput(); err != nil {
-		t.Fatalf("go build relaybench: %v\n%s", err, out)
-	}
+	bin := buildBenchBinaries(t)
 	var line string
 	for l := range strings.SplitSeq(docBlock(t, "benchmarks.md", "## A peer beside the relay, latency", "sh"), "\n") {
 		if strings.Contains(l, "-peer-bin ") {

@@ -71,7 +71,7 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, sk *sink.Sink, opts 
 	}
 	h := &heldIDs{ids: make(map[heldAt]struct{}), deadLetter: c.DeadLetters.Topic}
 	full := false
-	_, err = sk.Read(ctx, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), func(r *publish.Record) error {
+	_, err = sk.Read(ctx, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), func(r *publish.Record, _ publish.Place) error {
 		if len(h.ids) >= maxHeldIDs {
 			full = true
 			return nil

@@ -13,8 +13,9 @@
 // first offset whose timestamp is at or after From minus Margin
 // (ListOffsets by time; the relay stamps a record with its transaction's
 // commit time, which is never before the row's created_at) up to each
-// partition's last stable offset when the read starts, read_committed.
-// Later records are not read: a row the relay publishes meanwhile is
+// partition's last stable offset when the read starts, read_committed,
+// through the sink's read side (Config.Reader, a publish.Reader: Kafka's is
+// internal/publish/kafkapub's ScanTopics). Later records are not read: a row the relay publishes meanwhile is
 // pending when it is newer than Grace, missing otherwise.
 //
 // # How it matches

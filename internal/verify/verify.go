@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -49,9 +49,10 @@ type Config struct {
 	// DeadLetterTopic is read too: a row found there was dead-lettered
 	// by the relay, not lost. Empty: not read.
 	DeadLetterTopic string
-	// Kafka are the client options that reach the brokers (seed brokers,
-	// TLS, SASL). Required.
-	Kafka []kgo.Opt
+	// Reader reads what the routed topics and the dead-letter topic hold:
+	// the sink's read side (publish.Reader; Kafka's reads read_committed
+	// from the offsets whose timestamps cover the window). Required.
+	Reader publish.Reader
 
 	// VerifyOptions are the window (From, To; required, From before To)
 	// and the resources (relay.VerifyOptions, declared once in
@@ -109,8 +110,8 @@ func (c *Config) withDefaults() (Config, error) {
 		cc.Now = time.Now
 	}
 	switch {
-	case cc.Conn == nil || cc.Route == nil || len(cc.Kafka) == 0:
-		return cc, fmt.Errorf("%w: a connection, a route and Kafka options are required", ErrUsage)
+	case cc.Conn == nil || cc.Route == nil || cc.Reader == nil:
+		return cc, fmt.Errorf("%w: a connection, a route and a reader are required", ErrUsage)
 	case cc.From.IsZero() || cc.To.IsZero():
 		return cc, fmt.Errorf("%w: the window needs a start and an end", ErrUsage)
 	case !cc.To.After(cc.From):

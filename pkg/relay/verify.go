@@ -12,6 +12,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
@@ -87,7 +88,10 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		prunedBefore = st.PrunedBefore
 	}
 	table, _ := pgname.Parse(c.Table, "public")
-	kopts := KafkaClientOpts(&c)
+	rd, err := sinkReader(&c)
+	if err != nil {
+		return nil, err
+	}
 	dec := decode.NewDecoder(decodeConfig(&c), nil)
 	rep, err := verify.Run(ctx, &verify.Config{
 		VerifyOptions:   opts,
@@ -96,7 +100,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		Format:          c.TableFormat,
 		Route:           dec.Route,
 		DeadLetterTopic: c.DeadLetterTopic,
-		Kafka:           kopts,
+		Reader:          rd,
 		PrunedBefore:    prunedBefore,
 		Logger:          c.Logger,
 	})
@@ -104,6 +108,23 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		return nil, fmt.Errorf("%w: %w", relaytype.ErrConfig, err)
 	}
 	return (*VerifyReport)(rep), err
+}
+
+// sinkReader is the read side of c's sink: what its topics hold.
+func sinkReader(c *Config) (publish.Reader, error) {
+	pc, err := kafkaConn(c)
+	if err != nil {
+		return nil, err
+	}
+	p, err := publish.New(c.Sink, publish.Config{Slot: c.Slot, Settings: sinkConfig(c, pc, nil).Settings, Logger: c.Logger})
+	if err != nil {
+		return nil, err
+	}
+	rd, ok := p.(publish.Reader)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s sink cannot read back what it holds", relaytype.ErrConfig, c.Sink)
+	}
+	return rd, nil
 }
 
 // Defaults of the VerifyOptions fields.

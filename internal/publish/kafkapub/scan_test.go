@@ -1,4 +1,4 @@
-package verify_test
+package kafkapub_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pgoutbox/pgoutbox/internal/publish/kafkapub"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/internal/verify"
 )
 
 // ScanTopics ends at the last stable offset whatever the tail of a
@@ -40,7 +40,7 @@ func TestScanTopicsAbortedTail(t *testing.T) {
 		}
 	}
 	var got int
-	scan, err := verify.ScanTopics(ctx, []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, []string{"t"}, time.Now().Add(-time.Hour), slog.Default(),
+	scan, err := kafkapub.ScanTopics(ctx, []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, []string{"t"}, time.Now().Add(-time.Hour), slog.Default(),
 		func(*kgo.Record) error { got++; return nil })
 	if err != nil || len(scan.Missing) != 0 || got != 1 {
 		t.Fatalf("ScanTopics: %d records, missing %v, %v; want the committed one", got, scan.Missing, err)
@@ -89,7 +89,7 @@ func TestScanTopicsSkipsUnreadable(t *testing.T) {
 		return nil, nil, false
 	})
 	var got int
-	scan, err := verify.ScanTopics(ctx, []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, []string{"readable", "secret", "absent"}, time.Now().Add(-time.Hour), slog.Default(),
+	scan, err := kafkapub.ScanTopics(ctx, []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, []string{"readable", "secret", "absent"}, time.Now().Add(-time.Hour), slog.Default(),
 		func(*kgo.Record) error { got++; return nil })
 	if err != nil {
 		t.Fatalf("ScanTopics: %v", err)

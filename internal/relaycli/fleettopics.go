@@ -26,7 +26,7 @@ func (r *reservedTopics) set(sources []fleetSource) {
 	m := make(map[string]bool, 2*len(sources))
 	for _, s := range sources {
 		m[orDefault(s.Config.DeadLetterTopic, relay.DefaultDeadLetterTopic)] = true
-		m[orDefault(s.Config.ProgressTopic, relay.DefaultProgressTopic)] = true
+		m[orDefault(s.Config.Kafka.ProgressTopic, relay.DefaultProgressTopic)] = true
 	}
 	r.topics.Store(&m)
 }

@@ -77,7 +77,7 @@ func statusKafkaConfig(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 		return err
 	}
 	var err error
-	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return err
 	}
 	return kafkaSecurity(c, sc, cfg)

@@ -95,7 +95,7 @@ func TestStatusMissingSlotFails(t *testing.T) {
 func TestStatusShowsStreamingRelay(t *testing.T) {
 	t.Parallel()
 	f, k := setupKafka(t)
-	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Brokers: k.Brokers, Slot: f.slot, Publication: "pub_" + f.slot,
+	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Slot: f.slot, Publication: "pub_" + f.slot,
 		NoCreate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -290,8 +290,8 @@ func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 		t.Errorf("status without --exactly-once shows a progress:\n%s", st.stdout)
 	}
 
-	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Brokers: k.Brokers, Slot: f.slot, Publication: "pub_" + f.slot,
-		NoCreate: true, ExactlyOnce: true, ProgressTopic: topic, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers, ProgressTopic: topic}, Slot: f.slot, Publication: "pub_" + f.slot,
+		NoCreate: true, ExactlyOnce: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,14 +138,14 @@ func verifySourceConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return nil, err
 	}
 	if err := topicTemplate(c, cfg); err != nil {
 		return nil, err
 	}
 	cfg.DeadLetterTopic = c.String(flagDLQTopic)
-	cfg.ProgressTopic = c.String(flagProgressTopic)
+	cfg.Kafka.ProgressTopic = c.String(flagProgressTopic)
 	cfg.AllowedTopics = allowedTopics(c)
 	if err := kafkaSecurity(c, sc, cfg); err != nil {
 		return nil, err

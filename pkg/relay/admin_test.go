@@ -195,7 +195,7 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	err := relay.Setup(context.Background(), &relay.Config{Slot: "Bad-Slot", OnInvalid: "ignore", Compression: "brotli", BufferBytes: -1})
+	err := relay.Setup(context.Background(), &relay.Config{Slot: "Bad-Slot", OnInvalid: "ignore", Kafka: relay.KafkaConfig{Compression: "brotli"}, BufferBytes: -1})
 	if !errors.Is(err, relay.ErrConfig) {
 		t.Fatalf("got %v, want ErrConfig", err)
 	}

@@ -11,8 +11,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 )
 
-// Config configures a Relay. DatabaseURL and Brokers are required; every
-// other field has a default.
+// Config configures a Relay. DatabaseURL and Kafka.Brokers are required;
+// every other field has a default. The settings of the Kafka client are
+// grouped in Kafka; the others are the database's and the relay's own.
 type Config struct {
 	// DatabaseURL is a libpq URL or keyword/value string for the service
 	// database. The relay adds replication=database for its replication
@@ -23,8 +24,6 @@ type Config struct {
 	// but sslmode=verify-ca or verify-full). Without it, New logs a warning
 	// naming such hosts. Unix sockets and loopback addresses are exempt.
 	RequireTLS bool
-	// Brokers are Kafka bootstrap addresses ("host:port"). Required.
-	Brokers []string
 
 	// Table is the outbox table, "table" or "schema.table". Defaults to
 	// "public.outbox".
@@ -104,19 +103,6 @@ type Config struct {
 	// batching: a batch is sent as soon as the previous write is done,
 	// with every event queued meanwhile.
 	BatchTimeout time.Duration
-	// Compression is the Kafka compression codec: "none", "gzip", "snappy",
-	// "lz4" or "zstd". Defaults to "none".
-	Compression string
-	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
-	TLS *tls.Config
-	// SASL authenticates to the brokers when non-nil (every mechanism of
-	// package kafkasasl, AWS_MSK_IAM included). Defaults to none.
-	SASL *kafkasasl.Config
-	// WriteTimeout is how long a broker may wait for the in-sync replicas
-	// before it answers a produce request (the producer waits that long
-	// plus 10s for the answer, then retries on a new connection).
-	// Defaults to 10s.
-	WriteTimeout time.Duration
 	// RetryBackoff is the first wait after a failed Kafka write or a lost
 	// replication connection; it doubles up to MaxRetryBackoff. Defaults to
 	// 100ms.
@@ -134,12 +120,6 @@ type Config struct {
 	// is still unavailable after TopicUnavailableGrace. Defaults to
 	// UnavailableDeadLetter (reason topic-unavailable).
 	OnUnavailableTopic UnavailablePolicy
-	// NoAutoCreateTopics stops the relay from asking the brokers to create
-	// a topic that does not exist (Metadata's AllowAutoTopicCreation): a
-	// record for it is then topic-unavailable. Defaults to false: topics
-	// are created where the cluster allows it (auto.create.topics.enable),
-	// as `relay dev` and the Quick start rely on.
-	NoAutoCreateTopics bool
 
 	// ExactlyOnce writes each flush as one Kafka transaction with a
 	// progress record on ProgressTopic, so that a read_committed consumer
@@ -147,17 +127,6 @@ type Config struct {
 	// takeovers (see docs/semantics.md). Defaults to false:
 	// at-least-once, with the idempotent producer.
 	ExactlyOnce bool
-	// ProgressTopic is the compacted topic of exactly-once progress
-	// records, created (one partition, cleanup.policy=compact) when
-	// missing. Defaults to "pgoutbox.progress".
-	ProgressTopic string
-	// TransactionTimeout is how long the brokers keep an exactly-once
-	// relay's Kafka transaction open before they abort it (a relay that
-	// died holding one; a new relay of the slot aborts it at once). The
-	// relay commits a transaction open for half of it, inside a WAL
-	// transaction if need be, whether or not more events came.
-	// Defaults to 40s.
-	TransactionTimeout time.Duration
 
 	// StatusInterval is the longest time between two standby status
 	// updates to the server; a third of the liveness bound when that is
@@ -226,6 +195,10 @@ type Config struct {
 	// Defaults to "": no header.
 	InstanceID string
 
+	// Kafka configures the Kafka client: the brokers, their TLS and SASL,
+	// and the producer's settings. Kafka.Brokers is required.
+	Kafka KafkaConfig
+
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the relay's metrics (see package relay's doc). nil
@@ -234,7 +207,50 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Compressions lists the values of Config.Compression.
+// KafkaConfig is the part of Config that only the Kafka client reads:
+// where the brokers are, how to reach and authenticate to them, and how
+// the producer writes (compression, timeouts, topic auto-creation, the
+// exactly-once progress topic and transactions). The relay's own
+// settings (batching, the topics rows go to, the policies) stay in
+// Config.
+type KafkaConfig struct {
+	// Brokers are Kafka bootstrap addresses ("host:port"). Required.
+	Brokers []string
+
+	// Compression is the Kafka compression codec: "none", "gzip", "snappy",
+	// "lz4" or "zstd". Defaults to "none".
+	Compression string
+	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
+	TLS *tls.Config
+	// SASL authenticates to the brokers when non-nil (every mechanism of
+	// package kafkasasl, AWS_MSK_IAM included). Defaults to none.
+	SASL *kafkasasl.Config
+	// WriteTimeout is how long a broker may wait for the in-sync replicas
+	// before it answers a produce request (the producer waits that long
+	// plus 10s for the answer, then retries on a new connection).
+	// Defaults to 10s.
+	WriteTimeout time.Duration
+	// NoAutoCreateTopics stops the relay from asking the brokers to create
+	// a topic that does not exist (Metadata's AllowAutoTopicCreation): a
+	// record for it is then topic-unavailable. Defaults to false: topics
+	// are created where the cluster allows it (auto.create.topics.enable),
+	// as `relay dev` and the Quick start rely on.
+	NoAutoCreateTopics bool
+
+	// ProgressTopic is the compacted topic of exactly-once progress
+	// records (Config.ExactlyOnce), created (one partition, cleanup.policy=compact) when
+	// missing. Defaults to "pgoutbox.progress".
+	ProgressTopic string
+	// TransactionTimeout is how long the brokers keep an exactly-once
+	// (Config.ExactlyOnce) relay's Kafka transaction open before they abort it (a relay that
+	// died holding one; a new relay of the slot aborts it at once). The
+	// relay commits a transaction open for half of it, inside a WAL
+	// transaction if need be, whether or not more events came.
+	// Defaults to 40s.
+	TransactionTimeout time.Duration
+}
+
+// Compressions lists the values of KafkaConfig.Compression.
 var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 
 // Defaults of the Config fields.
@@ -259,7 +275,7 @@ const (
 	DefaultBackfillMargin                      = 5 * time.Minute
 	DefaultLagPollInterval                     = 10 * time.Second
 	DefaultStandbyRetryInterval                = time.Second
-	// DefaultProgressTopic is the default Config.ProgressTopic.
+	// DefaultProgressTopic is the default KafkaConfig.ProgressTopic.
 	DefaultProgressTopic = contract.DefaultProgressTopic
 	// FleetTopicPrefix begins the topic of a spread fleet's group
 	// (pgoutbox.fleet.GROUP), which only relays use.

@@ -45,7 +45,7 @@ func (cfg *Config) WithDefaults() (Config, error) {
 // CheckBrokers is the extra check of the configurations that talk to
 // Kafka: Brokers is required.
 func (c *Config) CheckBrokers() error {
-	if len(c.Brokers) == 0 {
+	if len(c.Kafka.Brokers) == 0 {
 		return fmt.Errorf("%w: brokers are required", ErrConfig)
 	}
 	return nil
@@ -63,18 +63,14 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.DeadLetterTopic, DefaultDeadLetterTopic)
 	setDefault(&c.OnInvalid, InvalidDeadLetter)
-	setDefault(&c.Compression, "none")
 	setDefault(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	setDefault(&c.BatchSize, DefaultBatchSize)
 	setDefault(&c.BufferBytes, DefaultBufferBytes)
-	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
 	setDefault(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
 	setDefault(&c.TopicUnavailableGrace, DefaultTopicUnavailableGrace)
 	setDefault(&c.OnUnavailableTopic, UnavailableDeadLetter)
 	setDefault(&c.StatusInterval, DefaultStatusInterval)
-	setDefault(&c.ProgressTopic, DefaultProgressTopic)
-	setDefault(&c.TransactionTimeout, DefaultTransactionTimeout)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
 	setDefault(&c.PruneBatchSize, DefaultPruneBatchSize)
@@ -82,12 +78,22 @@ func (c *Config) setDefaults() {
 	setDefault(&c.BackfillMargin, DefaultBackfillMargin)
 	setDefault(&c.LagPollInterval, DefaultLagPollInterval)
 	setDefault(&c.StandbyRetryInterval, DefaultStandbyRetryInterval)
+	c.Kafka.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.MaxRetryBackoff < c.RetryBackoff {
 		c.MaxRetryBackoff = c.RetryBackoff
 	}
+}
+
+// setDefaults sets every zero field of the Kafka group that has a
+// default.
+func (k *KafkaConfig) setDefaults() {
+	setDefault(&k.Compression, "none")
+	setDefault(&k.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&k.ProgressTopic, DefaultProgressTopic)
+	setDefault(&k.TransactionTimeout, DefaultTransactionTimeout)
 }
 
 // checkNames checks the database URL and the names: table, format, slot,
@@ -135,20 +141,21 @@ func (c *Config) checkPolicies(bad func(string, ...any)) {
 	}
 }
 
-// checkKafka checks the compression, the progress topic and SASL.
+// checkKafka checks the Kafka group: the compression, the progress topic
+// and SASL.
 func (c *Config) checkKafka(bad func(string, ...any)) {
-	if !slices.Contains(Compressions, strings.ToLower(c.Compression)) {
-		bad("compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
+	if !slices.Contains(Compressions, strings.ToLower(c.Kafka.Compression)) {
+		bad("compression %q: want none, gzip, snappy, lz4 or zstd", c.Kafka.Compression)
 	}
 	if c.ExactlyOnce {
-		if err := contract.CheckTopic([]byte(c.ProgressTopic)); err != nil {
+		if err := contract.CheckTopic([]byte(c.Kafka.ProgressTopic)); err != nil {
 			bad("progress topic: %v", err)
-		} else if c.ProgressTopic == c.DeadLetterTopic {
-			bad("progress topic %s is the dead-letter topic: give each its own", c.ProgressTopic)
+		} else if c.Kafka.ProgressTopic == c.DeadLetterTopic {
+			bad("progress topic %s is the dead-letter topic: give each its own", c.Kafka.ProgressTopic)
 		}
 	}
-	if c.SASL != nil {
-		if err := c.SASL.Check(); err != nil {
+	if c.Kafka.SASL != nil {
+		if err := c.Kafka.SASL.Check(); err != nil {
 			bad("%v", err)
 		}
 	}
@@ -159,12 +166,12 @@ func (c *Config) checkBounds(bad func(string, ...any)) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.WriteTimeout}, {"retry backoff", c.RetryBackoff},
+	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.Kafka.WriteTimeout}, {"retry backoff", c.RetryBackoff},
 		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
 		{"prune after", c.PruneAfter}, {"lag poll interval", c.LagPollInterval},
 		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval},
 		{"topic unavailable grace", c.TopicUnavailableGrace}, {"backfill margin", c.BackfillMargin},
-		{"transaction timeout", c.TransactionTimeout}} {
+		{"transaction timeout", c.Kafka.TransactionTimeout}} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)
 		}

@@ -7,7 +7,7 @@
 // reads the table itself, so rows may be deleted once published (see
 // Pruning).
 //
-//	cfg := &relay.Config{DatabaseURL: url, Brokers: []string{"kafka:9092"}}
+//	cfg := &relay.Config{DatabaseURL: url, Kafka: relay.KafkaConfig{Brokers: []string{"kafka:9092"}}}
 //	if err := relay.Setup(ctx, cfg); err != nil { ... } // table, publication, slot
 //	r, err := relay.New(cfg)
 //	...

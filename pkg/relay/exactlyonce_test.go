@@ -281,7 +281,7 @@ func TestExactlyOnceTextIDDeadLetterRefused(t *testing.T) {
 	}, `CREATE TABLE textid (id text PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL,
 		business_key text NOT NULL, payload jsonb NOT NULL, headers jsonb, topic text, created_at timestamptz NOT NULL DEFAULT now())`)
 	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	b.start(t)
 	insert := func(id, headers string) {
 		t.Helper()

@@ -381,7 +381,7 @@ func TestBrokerRejectsTooLarge(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	k := testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
-	b.cfg.Brokers = k.Brokers
+	b.cfg.Kafka.Brokers = k.Brokers
 	b.kafka = k
 	b.start(t)
 	big := msg("a", 2)
@@ -450,7 +450,7 @@ func TestBrokerRejectsTooLargeStops(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.OnInvalid = relay.InvalidStop })
 	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	run := b.start(t)
 	big := msg("a", 1)
 	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)

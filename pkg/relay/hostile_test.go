@@ -113,7 +113,7 @@ func TestDeadLetterRefusedSendsMinimal(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	b.start(t)
 	big := msg("a", 2)
 	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)
@@ -138,7 +138,7 @@ func TestExactlyOnceDeadLetterRefusedSendsMinimal(t *testing.T) {
 		c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
 	})
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "policy")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	var dlqRefused atomic.Bool
 	answerProduce(b.kafka, func(topic string) int16 {
 		switch {
@@ -174,7 +174,7 @@ func TestMinimalDeadLetterRefusedStops(t *testing.T) {
 				c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
 			})
 			b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
-			b.cfg.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
 			answerProduce(b.kafka, func(topic string) int16 {
 				if topic == "outbox.order" || topic == "outbox.dlq" {
 					return 44 // POLICY_VIOLATION
@@ -243,7 +243,7 @@ func TestTopicUnavailableDeadLettered(t *testing.T) {
 		c.MaxRetryBackoff = 200 * time.Millisecond
 	})
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	run := b.start(t)
 	ids := b.insert(t, toTopics("", "missing", "")...)
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 60*time.Second)
@@ -276,12 +276,12 @@ func TestTopicUnavailableDeadLettered(t *testing.T) {
 func TestNoAutoCreateTopics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) {
-		c.NoAutoCreateTopics = true
+		c.Kafka.NoAutoCreateTopics = true
 		c.TopicUnavailableGrace = time.Second
 		c.MaxRetryBackoff = 200 * time.Millisecond
 	})
 	b.kafka = testenv.NewKafka(t, kfake.SeedTopics(int32(testenv.DefaultPartitions), "outbox.order", "outbox.dlq")) // auto-creation allowed
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	b.start(t)
 	fresh := msg("a", 1)
 	fresh.Topic = "fresh.topic"

@@ -160,7 +160,7 @@ func TestPartitionedOutboxPublicationViaRoot(t *testing.T) {
 		}
 	}
 	k := testenv.NewKafka(t)
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: "s_leaves", Publication: "p_leaves", Logger: testLogger(t)}
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Slot: "s_leaves", Publication: "p_leaves", Logger: testLogger(t)}
 	r, err := relay.New(cfg)
 	if err != nil {
 		t.Fatal(err)

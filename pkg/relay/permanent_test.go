@@ -40,7 +40,7 @@ func TestRunNoCreate(t *testing.T) {
 	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: "s_nocreate", Publication: "p_nocreate",
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Slot: "s_nocreate", Publication: "p_nocreate",
 		NoCreate: true, Logger: testLogger(t)}
 	err := runOnce(t, cfg)
 	if !errors.Is(err, relay.ErrPublicationMissing) || err.Error() != "relay: publication does not exist: p_nocreate (run relay setup, or allow creation)" {
@@ -64,7 +64,7 @@ func TestRunRejectsTableColumns(t *testing.T) {
 		event_type text, payload jsonb, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Table: "odd", Slot: "s_odd", Publication: "p_odd", Logger: testLogger(t)}
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Table: "odd", Slot: "s_odd", Publication: "p_odd", Logger: testLogger(t)}
 	err := runOnce(t, cfg)
 	want := "relay: outbox table columns unusable: public.odd: column aggregate_id is integer, want text or varchar; missing column business_key"
 	if !errors.Is(err, relay.ErrTableColumns) || err.Error() != want {

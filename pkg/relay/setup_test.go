@@ -58,7 +58,7 @@ func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.
 	n := slotSeq.Add(1)
 	cfg := &relay.Config{
 		DatabaseURL:    db.URL,
-		Brokers:        k.Brokers,
+		Kafka:          relay.KafkaConfig{Brokers: k.Brokers},
 		Slot:           fmt.Sprintf("s_%d", n),
 		Publication:    fmt.Sprintf("p_%d", n),
 		StatusInterval: 200 * time.Millisecond,
@@ -68,7 +68,7 @@ func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.
 	if k.TopicPrefix != "" { // a shared broker
 		cfg.TopicTemplate = k.Topic(relay.DefaultTopicTemplate)
 		cfg.DeadLetterTopic = k.Topic(relay.DefaultDeadLetterTopic)
-		cfg.ProgressTopic = k.Topic(relay.DefaultProgressTopic)
+		cfg.Kafka.ProgressTopic = k.Topic(relay.DefaultProgressTopic)
 	}
 	if modify != nil {
 		modify(cfg)

@@ -219,7 +219,7 @@ func TestKafkaRejectedRecords(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 500 * time.Millisecond })
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "policy")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	answerProduce(b.kafka, func(topic string) int16 {
 		if topic == "policy" {
 			return 44 // POLICY_VIOLATION
@@ -254,7 +254,7 @@ func TestTopicUnavailableRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 200 * time.Millisecond })
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "locked")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	var locked atomic.Bool
 	locked.Store(true)
 	answerProduce(b.kafka, func(topic string) int16 {
@@ -317,7 +317,7 @@ func TestTopicUnavailableStops(t *testing.T) {
 		c.OnUnavailableTopic = relay.UnavailableStop
 	})
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	id, err := b.stopsOnRow(t, "missing")
 	if !errors.Is(err, relay.ErrTopicUnavailable) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), "missing") ||
 		!strings.Contains(err.Error(), id) {
@@ -345,7 +345,7 @@ func TestKafkaRejectedStops(t *testing.T) {
 			t.Parallel()
 			b := setup(t, func(c *relay.Config) { c.OnInvalid, c.TopicUnavailableGrace = tc.policy, 2*time.Second })
 			b.kafka = noAutoCreate(t, "outbox.order", "policy")
-			b.cfg.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
 			answerProduce(b.kafka, func(topic string) int16 {
 				if topic == "policy" {
 					return 44 // POLICY_VIOLATION
@@ -417,7 +417,7 @@ func TestLargeRecordsInOrder(t *testing.T) {
 			t.Parallel()
 			b := setup(t, nil)
 			b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "1048588"}))
-			b.cfg.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
 			const rows = 300
 			order := largeRecords(t, b, rows, 10, 20, size)
 			b.start(t)
@@ -471,7 +471,7 @@ func TestBatchesFitTheTopicLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "300000"}))
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	order := largeRecords(t, b, 60, 10, 3, 50_000)
 	b.start(t)
 	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 60, 60*time.Second)

@@ -24,8 +24,8 @@ type GapStatus = relaytype.GapStatus
 type ProgressStatus = relaytype.ProgressStatus
 
 // Status reads the slot and publication state from the database and, with
-// cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Brokers and
-// cfg.ProgressTopic).
+// cfg.ExactlyOnce, the progress committed to Kafka (from cfg.Kafka.Brokers
+// and cfg.Kafka.ProgressTopic).
 func Status(ctx context.Context, cfg *Config) (*SlotStatus, error) {
 	ac, err := adminConfig(cfg)
 	if err != nil {

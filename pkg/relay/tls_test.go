@@ -41,7 +41,7 @@ func TestDatabaseTLSWarningAndRequireTLS(t *testing.T) {
 		{"host=/var/run/postgresql user=app", ""},
 	} {
 		var logs testenv.SyncBuffer
-		cfg := &relay.Config{DatabaseURL: tc.url, Brokers: []string{"127.0.0.1:9092"},
+		cfg := &relay.Config{DatabaseURL: tc.url, Kafka: relay.KafkaConfig{Brokers: []string{"127.0.0.1:9092"}},
 			Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		if _, err := relay.New(cfg); err != nil {
 			t.Fatalf("New(%q): %v", tc.url, err)
@@ -112,9 +112,9 @@ func TestKafkaOverTLS(t *testing.T) {
 			if !trusted {
 				cfg = &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
 			}
-			b := setup(t, func(c *relay.Config) { c.TLS = cfg })
+			b := setup(t, func(c *relay.Config) { c.Kafka.TLS = cfg })
 			b.kafka = testenv.NewKafka(t, kfake.TLS(server))
-			b.cfg.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
 			seen := watchProduce(b.kafka, "outbox.order")
 			b.start(t)
 			var msgs []outbox.Message

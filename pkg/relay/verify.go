@@ -147,7 +147,7 @@ func (v *VerifyMetrics) Collect(ch chan<- prometheus.Metric) { v.m.Collect(ch) }
 // grouping label itself).
 func (v *VerifyMetrics) Unlabelled() prometheus.Collector { return v.m.Unlabelled() }
 
-// PingBrokers checks that cfg.Brokers answer, with cfg's TLS and SASL: a
+// PingBrokers checks that cfg.Kafka.Brokers answer, with its TLS and SASL: a
 // metadata request on a client of its own, within ctx.
 func PingBrokers(ctx context.Context, cfg *Config) error {
 	pc, err := kafkaConn(cfg)

@@ -244,7 +244,7 @@ func TestVerifyOrderBreak(t *testing.T) {
 	}
 }
 
-// Verify reaches brokers that require SASL with Config.SASL (SCRAM: a
+// Verify reaches brokers that require SASL with Config.Kafka.SASL (SCRAM: a
 // multi-step exchange), and fails on a wrong password.
 func TestVerifySASL(t *testing.T) {
 	t.Parallel()
@@ -254,8 +254,8 @@ func TestVerifySASL(t *testing.T) {
 	id := b.insert(t, msg("a", 1))[0]
 	for _, pw := range []string{"right-pw", "wrong-pw"} {
 		cfg := *b.cfg
-		cfg.Brokers = k.Brokers
-		cfg.SASL = &kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA256, Username: "relay", Password: pw}
+		cfg.Kafka.Brokers = k.Brokers
+		cfg.Kafka.SASL = &kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA256, Username: "relay", Password: pw}
 		// kgo may retry a refused authentication until the deadline: an
 		// error either way.
 		timeout := time.Minute
@@ -296,7 +296,7 @@ func TestVerifyDebeziumTable(t *testing.T) {
 	}
 	k := testenv.NewKafka(t)
 	n := slotSeq.Add(1)
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Table: "outboxevent", TableFormat: relay.TableFormatDebezium,
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Table: "outboxevent", TableFormat: relay.TableFormatDebezium,
 		Slot: fmt.Sprintf("s_%d", n), Publication: fmt.Sprintf("p_%d", n), StatusInterval: 200 * time.Millisecond, Logger: testLogger(t)}
 	if err := relay.Setup(ctx, cfg); err != nil {
 		t.Fatal(err)

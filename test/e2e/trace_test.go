@@ -37,7 +37,7 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	k := testenv.NewBroker(t)
 	ctx := context.Background()
 
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: db.Name + "_trace", Publication: "pub_trace",
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Slot: db.Name + "_trace", Publication: "pub_trace",
 		TopicTemplate:  k.Topic(relay.DefaultTopicTemplate),
 		StatusInterval: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {

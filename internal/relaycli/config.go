@@ -15,6 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // databaseConfig validates the shared flags and returns a Config holding
@@ -52,8 +53,8 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if _, err := pgname.Parse(cfg.Table, "public"); err != nil {
 		return nil, usagef("--%s: %v", flagTable, err)
 	}
-	switch f := relay.TableFormat(c.String(flagTableFormat)); f {
-	case relay.TableFormatPgoutbox, relay.TableFormatDebezium:
+	switch f := relaytype.TableFormat(c.String(flagTableFormat)); f {
+	case relaytype.TableFormatPgoutbox, relaytype.TableFormatDebezium:
 		cfg.TableFormat = f
 	default:
 		return nil, usagef("--%s: %q is not one of pgoutbox, debezium", flagTableFormat, f)
@@ -191,8 +192,8 @@ func kafkaSecurity(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 // default of cfg.TableFormat.
 func topicTemplate(c *cli.Context, cfg *relay.Config) error {
 	cfg.TopicTemplate = c.String(flagTopicTemplate)
-	if !c.IsSet(flagTopicTemplate) && cfg.TableFormat == relay.TableFormatDebezium {
-		cfg.TopicTemplate = relay.DefaultDebeziumTopicTemplate // the router's route.topic.replacement
+	if !c.IsSet(flagTopicTemplate) && cfg.TableFormat == relaytype.TableFormatDebezium {
+		cfg.TopicTemplate = relaytype.DefaultDebeziumTopicTemplate // the router's route.topic.replacement
 	}
 	if strings.TrimSpace(cfg.TopicTemplate) == "" {
 		return usagef("--%s must not be empty", flagTopicTemplate)

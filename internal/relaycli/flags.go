@@ -7,9 +7,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Flag names. Each flag also reads the environment variable envVar(name).
@@ -110,7 +112,7 @@ func databaseFlags() []cli.Flag {
 		stringFlag(flagDatabaseURL, catDatabase, "",
 			"Postgres URL or key=value string of the service database (required; its password is never printed). Prefer RELAY_DATABASE_URL or RELAY_DATABASE_URL_FILE (a file holding it): a flag is visible in ps"),
 		stringFlag(flagTable, catDatabase, relay.DefaultTable, "outbox table, table or schema.table"),
-		stringFlag(flagTableFormat, catDatabase, string(relay.TableFormatPgoutbox),
+		stringFlag(flagTableFormat, catDatabase, string(relaytype.TableFormatPgoutbox),
 			"column layout of the outbox table: pgoutbox, or debezium for a table of Debezium's Outbox Event Router (id, aggregatetype, aggregateid, type, payload; relay setup then checks it and creates only the state table)"),
 		stringFlag(flagSlot, catDatabase, relay.DefaultSlot, "logical replication slot"),
 		stringFlag(flagPublication, catDatabase, relay.DefaultPublication, "publication the slot decodes"),
@@ -132,8 +134,8 @@ func runFlags() []cli.Flag {
 func publishFlags() []cli.Flag {
 	return append([]cli.Flag{
 		brokersFlag("Kafka bootstrap brokers, host:port, comma separated (required)"),
-		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: relay.DefaultTopicTemplate,
-			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced (default with --table-format debezium: " + relay.DefaultDebeziumTopicTemplate + ")"},
+		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: relaytype.DefaultTopicTemplate,
+			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced (default with --table-format debezium: " + relaytype.DefaultDebeziumTopicTemplate + ")"},
 		stringFlag(flagDLQTopic, catKafka, relay.DefaultDeadLetterTopic,
 			"dead-letter topic for rows that cannot be published (reason in headers)"),
 		&cli.StringSliceFlag{Name: flagAllowedTopics, Category: catKafka, EnvVars: envVar(flagAllowedTopics),
@@ -174,7 +176,7 @@ func exactlyOnceFlags() []cli.Flag {
 	return []cli.Flag{
 		boolFlag(flagExactlyOnce, catKafka,
 			"write each batch as one Kafka transaction with a progress record: a read_committed consumer sees every row once across relay crashes and takeovers (default: at-least-once, idempotent producer)"),
-		stringFlag(flagProgressTopic, catKafka, relay.DefaultProgressTopic,
+		stringFlag(flagProgressTopic, catKafka, contract.DefaultProgressTopic,
 			"--exactly-once: compacted topic of the progress records (created with one partition when missing)"),
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
@@ -311,7 +312,7 @@ sources:
 		t.Fatal(err)
 	}
 	a := fc.Sources[0].Config
-	for _, topic := range []string{"b.dlq", "b.progress", "outbox.dlq", relay.DefaultProgressTopic} {
+	for _, topic := range []string{"b.dlq", "b.progress", "outbox.dlq", contract.DefaultProgressTopic} {
 		if a.ReservedTopic == nil || !a.ReservedTopic(topic) {
 			t.Errorf("source a may publish to %s, a topic the relay of source b writes", topic)
 		}

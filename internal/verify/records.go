@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // readRecords reads the routed topics (and the dead-letter topic) from the
@@ -321,7 +322,7 @@ func (v *verifier) addRecord(r *kgo.Record) error {
 	// a record of a Debezium table published before the switch to the
 	// relay. Its business key is the message ID, as the relay's header
 	// says for such a table.
-	if id, err := uuid.ParseBytes(debeziumID); !idOK && v.c.Format == tableformat.TableFormatDebezium && err == nil {
+	if id, err := uuid.ParseBytes(debeziumID); !idOK && v.c.Format == relaytype.TableFormatDebezium && err == nil {
 		e.id, idOK, e.debezium = id, true, true
 		if !e.hasBK {
 			bk, e.hasBK = []byte(id.String()), true

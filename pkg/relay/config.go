@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Config configures a Relay. DatabaseURL and Kafka.Brokers are required;
@@ -33,11 +33,11 @@ type Config struct {
 	// Publication is the publication the slot decodes. Defaults to
 	// "pgoutbox".
 	Publication string
-	// TableFormat is the column layout of Table: relay.TableFormatPgoutbox, or
-	// relay.TableFormatDebezium for a table in the shape of Debezium's Outbox
-	// Event Router. Setup creates a table of the pgoutbox format only; it
-	// checks an existing table of either. Defaults to relay.TableFormatPgoutbox.
-	TableFormat TableFormat
+	// TableFormat is the column layout of Table:
+	// relaytype.TableFormatPgoutbox, or relaytype.TableFormatDebezium for a
+	// table in the shape of Debezium's Outbox Event Router. Setup creates a table of the pgoutbox format only; it
+	// checks an existing table of either. Defaults to relaytype.TableFormatPgoutbox.
+	TableFormat relaytype.TableFormat
 	// NoCreate stops Run from creating a missing slot or publication; Run
 	// then fails with an error naming what is missing. Defaults to false
 	// (create when missing).
@@ -45,9 +45,9 @@ type Config struct {
 
 	// TopicTemplate names the topic of a row without an explicit topic;
 	// "{aggregate_type}" and "{event_type}" are replaced. Defaults to
-	// "outbox.{aggregate_type}" (DefaultTopicTemplate), and to
-	// "outbox.event.{aggregate_type}" (DefaultDebeziumTopicTemplate, the
-	// router's route.topic.replacement) for TableFormatDebezium.
+	// "outbox.{aggregate_type}" (relaytype.DefaultTopicTemplate), and to
+	// "outbox.event.{aggregate_type}" (relaytype.DefaultDebeziumTopicTemplate, the
+	// router's route.topic.replacement) for relaytype.TableFormatDebezium.
 	TopicTemplate string
 	// DeadLetterTopic receives rows that cannot be published. Defaults to
 	// "outbox.dlq".
@@ -64,8 +64,10 @@ type Config struct {
 	// dead-lettered with reason bad-topic, as for DeadLetterTopic. relay
 	// run --config reserves every source's dead-letter and progress
 	// topics for all the sources of the file. It is called for each row
-	// and must be safe for concurrent use. Topics under FleetTopicPrefix
-	// and DeadLetterTopic are reserved whether or not it is set.
+	// and must be safe for concurrent use. Topics under "pgoutbox.fleet."
+	// (a spread fleet's group, pgoutbox.fleet.GROUP, which only relays
+	// use), the default progress topic "pgoutbox.progress" and
+	// DeadLetterTopic are reserved whether or not it is set.
 	// Defaults to nil: none besides those.
 	ReservedTopic func(topic string) bool
 	// OnInvalid is the policy for rows that cannot be published. Defaults
@@ -97,7 +99,7 @@ type Config struct {
 	// of its own, so the process's memory is bounded by the budget, not by
 	// BufferBytes per relay. Defaults to nil: a buffer of BufferBytes of
 	// its own.
-	SharedBuffer SharedBuffer
+	SharedBuffer relaytype.SharedBuffer
 	// BatchTimeout is how long a partial batch waits for more events before
 	// it is sent, once the queue is empty. Zero (the default) is adaptive
 	// batching: a batch is sent as soon as the previous write is done,
@@ -189,8 +191,8 @@ type Config struct {
 	// Table.
 	CloudEventsSource string
 
-	// InstanceID, when set, is sent in a "relay-instance" header
-	// (InstanceHeader) of every record, so a reader can tell which relay
+	// InstanceID, when set, is sent in a "relay-instance" header of
+	// every record, so a reader can tell which relay
 	// process wrote it (for example hostname and PID, or the pod name).
 	// Defaults to "": no header.
 	InstanceID string
@@ -238,8 +240,10 @@ type KafkaConfig struct {
 	NoAutoCreateTopics bool
 
 	// ProgressTopic is the compacted topic of exactly-once progress
-	// records (Config.ExactlyOnce), created (one partition, cleanup.policy=compact) when
-	// missing. Defaults to "pgoutbox.progress".
+	// records (Config.ExactlyOnce), created (one partition,
+	// cleanup.policy=compact) when missing. Defaults to
+	// "pgoutbox.progress"; no row may publish to that topic, whatever
+	// this is set to.
 	ProgressTopic string
 	// TransactionTimeout is how long the brokers keep an exactly-once
 	// (Config.ExactlyOnce) relay's Kafka transaction open before they abort it (a relay that
@@ -275,15 +279,7 @@ const (
 	DefaultBackfillMargin                      = 5 * time.Minute
 	DefaultLagPollInterval                     = 10 * time.Second
 	DefaultStandbyRetryInterval                = time.Second
-	// DefaultProgressTopic is the default KafkaConfig.ProgressTopic.
-	DefaultProgressTopic = contract.DefaultProgressTopic
-	// FleetTopicPrefix begins the topic of a spread fleet's group
-	// (pgoutbox.fleet.GROUP), which only relays use.
-	FleetTopicPrefix = contract.FleetTopicPrefix
 )
-
-// InstanceHeader is the record header that carries Config.InstanceID.
-const InstanceHeader = contract.HeaderRelayInstance
 
 // InvalidPolicy says what the relay does with a row it cannot publish
 // (value over the size limit, NULL in a required column, unsupported type).
@@ -312,16 +308,16 @@ const (
 	// unavailable. The default: a producer naming a topic that does not
 	// exist cannot stop the relay.
 	UnavailableDeadLetter UnavailablePolicy = "dead-letter"
-	// UnavailableStop ("stop") ends Run with ErrTopicUnavailable, the
+	// UnavailableStop ("stop") ends Run with relaytype.ErrTopicUnavailable, the
 	// record not confirmed (so a restart after the fix publishes it).
 	UnavailableStop UnavailablePolicy = "stop"
 )
 
-// GapPolicy says what Run does when it finds a gap (see GapError).
+// GapPolicy says what Run does when it finds a gap (see relaytype.GapError).
 type GapPolicy string
 
 const (
-	// GapStop ("stop") ends Run with the *GapError, streaming nothing.
+	// GapStop ("stop") ends Run with the *relaytype.GapError, streaming nothing.
 	// The default.
 	GapStop GapPolicy = "stop"
 	// GapBackfill ("backfill") recovers the gap as Recover does, then streams.

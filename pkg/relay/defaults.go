@@ -13,13 +13,14 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // slotNamePattern is what Postgres accepts as a replication slot name.
 var slotNamePattern = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // WithDefaults returns a copy of cfg (nil: the zero Config) with every zero field set to its
-// default, and validates it: the error wraps ErrConfig and names every
+// default, and validates it: the error wraps relaytype.ErrConfig and names every
 // problem at once. Brokers are not required here (Setup, Status and
 // Teardown do without them); see CheckBrokers. New and every function of
 // package relay call it; a caller may, to see the effective
@@ -37,7 +38,7 @@ func (cfg *Config) WithDefaults() (Config, error) {
 	c.checkKafka(bad)
 	c.checkBounds(bad)
 	if len(errs) > 0 {
-		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+		return c, fmt.Errorf("%w: %w", relaytype.ErrConfig, errors.Join(errs...))
 	}
 	return c, nil
 }
@@ -46,7 +47,7 @@ func (cfg *Config) WithDefaults() (Config, error) {
 // Kafka: Brokers is required.
 func (c *Config) CheckBrokers() error {
 	if len(c.Kafka.Brokers) == 0 {
-		return fmt.Errorf("%w: brokers are required", ErrConfig)
+		return fmt.Errorf("%w: brokers are required", relaytype.ErrConfig)
 	}
 	return nil
 }
@@ -56,7 +57,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.Table, DefaultTable)
 	setDefault(&c.Slot, DefaultSlot)
 	setDefault(&c.Publication, DefaultPublication)
-	setDefault(&c.TableFormat, tableformat.TableFormatPgoutbox)
+	setDefault(&c.TableFormat, relaytype.TableFormatPgoutbox)
 	setDefault(&c.TopicTemplate, tableformat.Shape(c.TableFormat).TopicTemplate)
 	if c.CloudEvents && c.CloudEventsSource == "" {
 		c.CloudEventsSource = tableformat.DefaultCloudEventsSource(c.DatabaseURL, c.Table)
@@ -92,7 +93,7 @@ func (c *Config) setDefaults() {
 func (k *KafkaConfig) setDefaults() {
 	setDefault(&k.Compression, "none")
 	setDefault(&k.WriteTimeout, DefaultWriteTimeout)
-	setDefault(&k.ProgressTopic, DefaultProgressTopic)
+	setDefault(&k.ProgressTopic, contract.DefaultProgressTopic)
 	setDefault(&k.TransactionTimeout, DefaultTransactionTimeout)
 }
 
@@ -110,7 +111,7 @@ func (c *Config) checkNames(bad func(string, ...any)) {
 		bad("table: %v", err)
 	}
 	if _, ok := tableformat.TableShapes[c.TableFormat]; !ok {
-		bad("table format %q: want %q or %q", c.TableFormat, tableformat.TableFormatPgoutbox, tableformat.TableFormatDebezium)
+		bad("table format %q: want %q or %q", c.TableFormat, relaytype.TableFormatPgoutbox, relaytype.TableFormatDebezium)
 	}
 	if !slotNamePattern.MatchString(c.Slot) {
 		bad("slot %q: want 1 to 63 characters of a-z, 0-9 and _", c.Slot)

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 func TestWithDefaultsFillsZeroFields(t *testing.T) {
@@ -27,7 +29,7 @@ func TestWithDefaultsFillsZeroFields(t *testing.T) {
 		"compression":   c.Kafka.Compression == "none",
 		"batch":         c.BatchSize == relay.DefaultBatchSize,
 		"buffer":        c.BufferBytes == relay.DefaultBufferBytes,
-		"progress":      c.Kafka.ProgressTopic == relay.DefaultProgressTopic,
+		"progress":      c.Kafka.ProgressTopic == contract.DefaultProgressTopic,
 		"logger":        c.Logger != nil,
 	} {
 		if !ok {
@@ -72,7 +74,7 @@ func TestWithDefaultsRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.cfg.WithDefaults()
-			if !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, relaytype.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrConfig naming %q", err, tc.want)
 			}
 		})
@@ -89,7 +91,7 @@ func TestWithDefaultsNamesEveryProblem(t *testing.T) {
 }
 
 func TestCheckBrokers(t *testing.T) {
-	if err := (&relay.Config{}).CheckBrokers(); !errors.Is(err, relay.ErrConfig) {
+	if err := (&relay.Config{}).CheckBrokers(); !errors.Is(err, relaytype.ErrConfig) {
 		t.Errorf("no brokers: %v", err)
 	}
 	if err := (&relay.Config{Kafka: relay.KafkaConfig{Brokers: []string{"k:9092"}}}).CheckBrokers(); err != nil {
@@ -99,7 +101,7 @@ func TestCheckBrokers(t *testing.T) {
 
 func TestNilConfig(t *testing.T) {
 	var c *relay.Config
-	if _, err := c.WithDefaults(); !errors.Is(err, relay.ErrConfig) {
+	if _, err := c.WithDefaults(); !errors.Is(err, relaytype.ErrConfig) {
 		t.Errorf("nil config: %v", err)
 	}
 }

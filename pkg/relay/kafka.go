@@ -10,6 +10,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	// The relay speaks AWS_MSK_IAM: Config.Kafka.SASL may name it.
 	_ "github.com/pgoutbox/pgoutbox/pkg/kafkasasl/awsmsk"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // KafkaClientOpts are the options of a franz-go client of cfg.Kafka's
@@ -28,13 +29,13 @@ func KafkaClientOpts(cfg *Config, more ...kgo.Opt) []kgo.Opt {
 
 // kafkaConn is the producer configuration of cfg.Kafka's brokers, TLS
 // and SASL: what every Kafka client of the relay connects with. Its error,
-// a SASL configuration that does not build, wraps ErrConfig.
+// a SASL configuration that does not build, wraps relaytype.ErrConfig.
 func kafkaConn(cfg *Config) (producer.Config, error) {
 	pc := producer.Config{Brokers: cfg.Kafka.Brokers, TLS: cfg.Kafka.TLS}
 	if cfg.Kafka.SASL != nil {
 		m, err := cfg.Kafka.SASL.KafkaMechanism()
 		if err != nil {
-			return pc, fmt.Errorf("%w: %w", ErrConfig, err)
+			return pc, fmt.Errorf("%w: %w", relaytype.ErrConfig, err)
 		}
 		pc.SASL = m
 	}

@@ -14,9 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // bundle is what a relay test works with.
@@ -66,9 +68,9 @@ func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.
 		Logger:         testLogger(t),
 	}
 	if k.TopicPrefix != "" { // a shared broker
-		cfg.TopicTemplate = k.Topic(relay.DefaultTopicTemplate)
+		cfg.TopicTemplate = k.Topic(relaytype.DefaultTopicTemplate)
 		cfg.DeadLetterTopic = k.Topic(relay.DefaultDeadLetterTopic)
-		cfg.Kafka.ProgressTopic = k.Topic(relay.DefaultProgressTopic)
+		cfg.Kafka.ProgressTopic = k.Topic(contract.DefaultProgressTopic)
 	}
 	if modify != nil {
 		modify(cfg)

@@ -22,6 +22,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A database URL that may reach a remote host without verified TLS is
@@ -60,7 +61,7 @@ func TestDatabaseTLSWarningAndRequireTLS(t *testing.T) {
 		if tc.warn == "" && err != nil {
 			t.Errorf("New(%q) with RequireTLS: %v", tc.url, err)
 		}
-		if tc.warn != "" && (!errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), "verify-full")) {
+		if tc.warn != "" && (!errors.Is(err, relaytype.ErrConfig) || !strings.Contains(err.Error(), "verify-full")) {
 			t.Errorf("New(%q) with RequireTLS: %v, want a configuration error naming verify-full", tc.url, err)
 		}
 	}

@@ -475,7 +475,7 @@ func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
 			fail(ReasonBadHeaders, "headers: %v", err)
 		}
 	}
-	if l.Shape.DebeziumHeaders {
+	if l.Shape.RouterHeaders {
 		d.debezium(&ev, &f, vals[tableformat.ColTracing])
 	}
 	f.contentType = l.contentType

@@ -134,7 +134,7 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", relaytype.ErrStateMissing, StateTable(c))
 	}
 	var err error
-	if c.TableFormat == tableformat.TableFormatPgoutbox {
+	if tableformat.Shape(c.TableFormat).CreatesTable {
 		_, err = migrate.Outbox(ctx, dbdriver.PgxDB(conn), c.Table)
 	} else {
 		err = migrate.RelayState(ctx, dbdriver.PgxDB(conn), c.Table)

@@ -305,7 +305,8 @@ func (v *verifier) addRecord(r *kgo.Record) error {
 	v.rep.RecordsRead++
 	e := recordEntry{recordPlace: recordPlace{topic: v.topics.index[r.Topic], partition: r.Partition, offset: r.Offset, timestamp: r.Timestamp.UnixMilli()}}
 	var idOK bool
-	var debeziumID, bk []byte
+	var routerID, bk []byte
+	idHeader := tableformat.Shape(v.c.Format).IDHeader
 	for _, h := range r.Headers {
 		switch h.Key {
 		case contract.HeaderMessageID:
@@ -313,15 +314,15 @@ func (v *verifier) addRecord(r *kgo.Record) error {
 			e.id, idOK = id, err == nil
 		case contract.HeaderBusinessKey:
 			bk, e.hasBK = h.Value, true
-		case tableformat.DebeziumHeaderID:
-			debeziumID = h.Value
+		case idHeader:
+			routerID = h.Value
 		}
 	}
 	// Debezium's Outbox Event Router names the row in its id header only:
 	// a record of a Debezium table published before the switch to the
 	// relay. Its business key is the message ID, as the relay's header
 	// says for such a table.
-	if id, err := uuid.ParseBytes(debeziumID); !idOK && v.c.Format == tableformat.TableFormatDebezium && err == nil {
+	if id, err := uuid.ParseBytes(routerID); !idOK && idHeader != "" && err == nil {
 		e.id, idOK, e.debezium = id, true, true
 		if !e.hasBK {
 			bk, e.hasBK = []byte(id.String()), true

@@ -211,6 +211,15 @@ const (
 // TableFormats lists the formats, the default first.
 var TableFormats = tableformat.TableFormats
 
+// TopicTemplateOf is the default Config.TopicTemplate of table format f:
+// DefaultTopicTemplate, or DefaultDebeziumTopicTemplate for
+// TableFormatDebezium.
+func TopicTemplateOf(f TableFormat) string { return tableformat.Shape(f).TopicTemplate }
+
+// TableFormatList is the table formats as a user types them, the default
+// first ("pgoutbox, debezium"), for usage texts and errors.
+func TableFormatList() string { return tableformat.FormatList() }
+
 // Default topic templates of the table formats.
 const (
 	DefaultTopicTemplate         = tableformat.DefaultTopicTemplate

@@ -104,7 +104,7 @@ func (c *Config) checkNames(bad func(string, ...any)) {
 		bad("table: %v", err)
 	}
 	if _, ok := tableformat.TableShapes[c.TableFormat]; !ok {
-		bad("table format %q: want %q or %q", c.TableFormat, tableformat.TableFormatPgoutbox, tableformat.TableFormatDebezium)
+		bad("table format %q: want one of %s", c.TableFormat, tableformat.FormatList())
 	}
 	if !slotNamePattern.MatchString(c.Slot) {
 		bad("slot %q: want 1 to 63 characters of a-z, 0-9 and _", c.Slot)
@@ -138,7 +138,7 @@ func (c *Config) checkPolicies(bad func(string, ...any)) {
 // checkKafka checks the compression, the progress topic and SASL.
 func (c *Config) checkKafka(bad func(string, ...any)) {
 	if !slices.Contains(Compressions, strings.ToLower(c.Compression)) {
-		bad("compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
+		bad("compression %q: want one of %s", c.Compression, strings.Join(Compressions, ", "))
 	}
 	if c.ExactlyOnce {
 		if err := contract.CheckTopic([]byte(c.ProgressTopic)); err != nil {

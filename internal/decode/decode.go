@@ -153,13 +153,17 @@ const (
 )
 
 // WALItem is what Decode made of one pgoutput message: its kind, the
-// transaction's commit time (WALBegin), its end (WALCommit), or the event
-// (WALEvent).
+// transaction's commit time and final LSN (WALBegin), its end
+// (WALCommit), or the event (WALEvent).
 type WALItem struct {
 	Kind       WALKind
 	CommitTime time.Time
-	EndLSN     pglogrepl.LSN
-	Event      Event
+	// FinalLSN is a WALBegin's: where the transaction's commit record
+	// starts.
+	FinalLSN pglogrepl.LSN
+	// EndLSN is a WALCommit's: where the transaction ends.
+	EndLSN pglogrepl.LSN
+	Event  Event
 }
 
 // relation is a cached relation message: the outbox (or a partition of
@@ -305,7 +309,7 @@ func (d *Decoder) Decode(data []byte) (WALItem, error) {
 		return WALItem{}, nil
 	case *pglogrepl.BeginMessage:
 		d.CommitTime = m.CommitTime
-		return WALItem{Kind: WALBegin, CommitTime: m.CommitTime}, nil
+		return WALItem{Kind: WALBegin, CommitTime: m.CommitTime, FinalLSN: m.FinalLSN}, nil
 	case *pglogrepl.CommitMessage:
 		return WALItem{Kind: WALCommit, CommitTime: m.CommitTime, EndLSN: m.TransactionEndLSN}, nil
 	case *pglogrepl.LogicalDecodingMessage:

@@ -75,9 +75,11 @@ type Config struct {
 // Producer writes records to Kafka through one kgo client.
 type Producer struct {
 	cl      *kgo.Client
+	opts    []kgo.Opt // cl's, for a client anew (reinit)
 	cfg     Config
 	limits  *topicLimits
 	pending sync.WaitGroup // records whose outcome is not known yet
+	ends    endTxnHook     // the EndTxn requests written and answered
 }
 
 // New returns a Producer. It does not connect: the client dials the
@@ -142,21 +144,21 @@ func New(cfg Config) (*Producer, error) {
 			opts = append(opts, kgo.TransactionTimeout(cfg.TransactionTimeout))
 		}
 	}
-	hooks := cfg.Hooks
+	hooks := append(cfg.Hooks[:len(cfg.Hooks):len(cfg.Hooks)], &p.ends)
 	if cfg.OnError != nil {
-		hooks = append(hooks[:len(hooks):len(hooks)], errorHook{cfg.OnError})
+		hooks = append(hooks, errorHook{cfg.OnError})
 	}
-	if len(hooks) > 0 {
-		opts = append(opts, kgo.WithHooks(hooks...))
-	}
-	if p.cl, err = kgo.NewClient(opts...); err != nil {
+	p.opts = append(opts, kgo.WithHooks(hooks...))
+	if p.cl, err = kgo.NewClient(p.opts...); err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
 	}
 	return p, nil
 }
 
 // Client is the producer's kgo client, for requests of the caller's own
-// (the progress topic's administration and reads).
+// (the progress topic's administration and reads). A transactional
+// producer replaces its client when it re-initialises (see Commit): ask
+// again after each Commit or Abort.
 func (p *Producer) Client() *kgo.Client { return p.cl }
 
 // Close closes the client: records still in flight fail with

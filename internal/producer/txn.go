@@ -35,20 +35,65 @@ func (p *Producer) Init(ctx context.Context) error {
 func (p *Producer) Begin() error { return fenced(p.cl.BeginTransaction()) }
 
 // Commit commits the open transaction once every record produced in it is
-// acknowledged.
+// acknowledged. When an EndTxn request of the commit went unanswered, the
+// producer re-initialises before it returns (see end).
 func (p *Producer) Commit(ctx context.Context) error {
 	if err := p.cl.Flush(ctx); err != nil {
 		return err
 	}
-	return fenced(p.cl.EndTransaction(ctx, kgo.TryCommit))
+	return p.end(ctx, kgo.TryCommit)
 }
 
-// Abort aborts the open transaction, failing what it still buffers.
+// Abort aborts the open transaction, failing what it still buffers; it
+// re-initialises as Commit does.
 func (p *Producer) Abort(ctx context.Context) error {
 	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
 		return err
 	}
-	return fenced(p.cl.EndTransaction(ctx, kgo.TryAbort))
+	return p.end(ctx, kgo.TryAbort)
+}
+
+// end ends the open transaction. An EndTxn request the client wrote and
+// got no answer to (its connection cut or timed out) is an indefinite
+// outcome: the client retries it, and the first may still reach the
+// coordinator after the retry ended the transaction. Under
+// transaction.version 1 the producer epoch does not move between
+// transactions, so that late request would end whichever transaction is
+// open then, at whatever point its writes are (Jepsen's analysis of
+// Kafka's transaction protocol): a commit with part of its records, or an
+// abort of records the producer saw acknowledged while the rest commit.
+// After an end with an unanswered EndTxn, the producer therefore closes
+// its client and initialises a new one (InitProducerID bumps the epoch),
+// so the late request is fenced. When the end itself fails, the client
+// bumps the epoch at its next transaction, and the caller starts anew.
+func (p *Producer) end(ctx context.Context, try kgo.TransactionEndTry) error {
+	before := p.ends.unanswered()
+	if err := fenced(p.cl.EndTransaction(ctx, try)); err != nil {
+		return err
+	}
+	if p.ends.unanswered() == before {
+		return nil
+	}
+	p.cfg.Logger.Warn("kafka transaction ended, but an EndTxn request of it went unanswered and was retried; "+
+		"re-initialising the transactional producer so that the first, if it still arrives, cannot end a later transaction",
+		"transactional_id", p.cfg.TransactionalID, "commit", bool(try))
+	if err := p.reinit(ctx); err != nil {
+		return fmt.Errorf("producer: re-initialise after an unanswered EndTxn (the transaction did end): %w", err)
+	}
+	return nil
+}
+
+// reinit replaces the client with a new one of the same options and
+// initialises its producer ID, which fences every request of the old
+// one's epoch. No transaction may be open.
+func (p *Producer) reinit(ctx context.Context) error {
+	cl, err := kgo.NewClient(p.opts...)
+	if err != nil {
+		return err
+	}
+	p.cl.Close()
+	p.cl = cl
+	return p.Init(ctx)
 }
 
 // fenced wraps err with ErrFenced when a newer producer fenced this one.

@@ -10,8 +10,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -258,5 +260,64 @@ func TestReadLastPastAnOpenTransaction(t *testing.T) {
 	}
 	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "other", acceptAll); err != nil || found {
 		t.Fatalf("ReadLast(other), its only record in an open transaction: found %v, %v; want none", found, err)
+	}
+}
+
+// An EndTxn whose first attempt went unanswered (the connection cut) and
+// that the client retried cannot end a later transaction: the first
+// attempt, delivered late at the same producer epoch, would commit the
+// transaction open then under transaction.version 1 (the stale EndTxn of
+// Jepsen's Kafka analysis), with only the records written so far. The
+// producer re-initialises after such a commit, and the late request is
+// fenced. kfake speaks EndTxn below v5, as transaction.version 1 does.
+func TestStaleEndTxnCannotEndALaterTransaction(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t, kfake.MaxVersions(kversion.V3_9_0()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := k.Fake(t, "holds an EndTxn back")
+	var held *kmsg.EndTxnRequest
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		held = req.(*kmsg.EndTxnRequest)
+		return nil, errors.New("connection cut"), true // closes the connection unanswered
+	})
+	p := newProducer(t, k, func(c *producer.Config) { c.TransactionalID = "stale-endtxn" })
+	write := func(value string) {
+		t.Helper()
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if errs, err := p.Produce(ctx, []*kgo.Record{{Topic: "progress", Key: []byte("slot"), Value: []byte(value)}}); err != nil || errs[0] != nil {
+			t.Fatalf("produce %s: %v %v", value, err, errs)
+		}
+	}
+	if err := p.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write("1")
+	if err := p.Commit(ctx); err != nil {
+		t.Fatalf("commit, its EndTxn retried: %v", err)
+	}
+	if held == nil {
+		t.Fatal("no EndTxn was held back")
+	}
+	write("2")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := held.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Abort(ctx); err != nil {
+		t.Fatalf("abort the second transaction: %v (the late EndTxn answered %v)", err, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if v, found, err := producer.ReadLast(ctx, producer.Config{Brokers: k.Brokers}, "progress", "slot", acceptAll); err != nil || !found || string(v) != "1" {
+		t.Fatalf("ReadLast after the abort: %q %v %v; want 1 (the late EndTxn answered %v)", v, found, err, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.ProducerFenced) && !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.InvalidProducerEpoch) {
+		t.Fatalf("the late EndTxn answered %v, want an epoch error", kerr.ErrorForCode(resp.ErrorCode))
 	}
 }

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -59,6 +60,13 @@ type Config struct {
 	// TransactionalID, when set, makes the producer transactional (see
 	// Txn): every record is written in a transaction.
 	TransactionalID string
+	// FenceID, when set and TransactionalID is not, makes each Produce
+	// call a transaction of this transactional ID (see Fenced): a
+	// producer of the same ID initialised later fences this one, so no
+	// record of this one can commit after the newer one's first record.
+	// Readers must read read_committed to be spared this one's stale
+	// records (those of read_uncommitted see them, aborted).
+	FenceID string
 	// TransactionTimeout bounds a transaction the producer leaves open
 	// (the broker aborts it after that long).
 	TransactionTimeout time.Duration
@@ -138,8 +146,8 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.AutoCreateTopics {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
 	}
-	if cfg.TransactionalID != "" {
-		opts = append(opts, kgo.TransactionalID(cfg.TransactionalID))
+	if txnID := cmp.Or(cfg.TransactionalID, cfg.FenceID); txnID != "" {
+		opts = append(opts, kgo.TransactionalID(txnID))
 		if cfg.TransactionTimeout > 0 {
 			opts = append(opts, kgo.TransactionTimeout(cfg.TransactionTimeout))
 		}
@@ -164,7 +172,15 @@ func (p *Producer) Client() *kgo.Client { return p.cl }
 // Close closes the client: records still in flight fail with
 // kgo.ErrClientClosed. It returns once every record's outcome is known,
 // so the caller may reuse the records of a Produce that returned early.
+// A fenced producer (Config.FenceID) first aborts the transaction of a
+// Produce that returned early, rather than leave read_committed readers
+// of its partitions waiting until the brokers time it out.
 func (p *Producer) Close() {
+	if p.cfg.FenceID != "" && p.cfg.TransactionalID == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.Abort(ctx) // nothing when no transaction is open
+		cancel()
+	}
 	p.cl.Close()
 	p.pending.Wait()
 }
@@ -176,6 +192,14 @@ func (p *Producer) Close() {
 // errs. When ctx ends first, Produce returns ctx's error: records may be
 // in flight still, and recs must not be reused before Close returns.
 func (p *Producer) Produce(ctx context.Context, recs []*kgo.Record) ([]error, error) {
+	if p.cfg.FenceID != "" && p.cfg.TransactionalID == "" && len(recs) > 0 {
+		return p.produceFenced(ctx, recs)
+	}
+	return p.produce(ctx, recs)
+}
+
+// produce is Produce outside a transaction of its own.
+func (p *Producer) produce(ctx context.Context, recs []*kgo.Record) ([]error, error) {
 	// The promises write errs, this call's own: they may run after an
 	// early return.
 	errs := make([]error, len(recs))

@@ -104,6 +104,73 @@ func fenced(err error) error {
 	return err
 }
 
+// Fenced writes (Config.FenceID): every Produce call of an at-least-once
+// producer is a transaction of the writer's fence ID, which every writer
+// that may take over from it shares (the relays of one slot). A successor
+// initialises the ID before its first write (Init), which aborts what the
+// old writer has open and bumps the epoch: a write the old one had
+// already started (a request in a socket buffer or in the client's queue
+// when the process froze, sent when it resumes) is refused or aborted,
+// never committed after the successor's records. Without it nothing at
+// the broker fences an idempotent producer.
+
+// ErrAbortedWithCall is the error of a record that was written, but in a
+// fenced Produce call whose transaction was aborted because another of its
+// records failed: the record is not visible to read_committed readers and
+// must be written again.
+var ErrAbortedWithCall = errors.New("producer: the record's transaction was aborted with a failed record of the same call")
+
+// produceFenced is Produce as one transaction of the fence ID: committed
+// when every record is acknowledged; aborted otherwise, every record then
+// failed (those acknowledged with ErrAbortedWithCall). An epoch error of
+// the end, or of a record, is the call's error, wrapping ErrFenced. A
+// commit whose outcome is unknown fails every record with its error.
+func (p *Producer) produceFenced(ctx context.Context, recs []*kgo.Record) ([]error, error) {
+	if err := p.Begin(); err != nil {
+		return nil, err
+	}
+	errs, err := p.produce(ctx, recs)
+	if err != nil {
+		return nil, err // Close aborts what is open
+	}
+	failed := false
+	for _, e := range errs {
+		if e == nil {
+			continue
+		}
+		if e = fenced(e); errors.Is(e, ErrFenced) {
+			_ = p.Abort(ctx)
+			return nil, e
+		}
+		failed = true
+	}
+	if failed {
+		if err := p.Abort(ctx); err != nil {
+			return nil, err
+		}
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = ErrAbortedWithCall
+			}
+		}
+		return errs, nil
+	}
+	if err := p.Commit(ctx); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return nil, err
+		}
+		// The outcome is unknown: the client's documented abort re-runs
+		// InitProducerID, which ends it either way.
+		if aerr := p.Abort(ctx); aerr != nil {
+			return nil, errors.Join(err, aerr)
+		}
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs, nil
+}
+
 // ErrTopicLayout means a topic exists with a layout the caller cannot use
 // (EnsureCompactedTopic: not one partition, or not compacted).
 var ErrTopicLayout = errors.New("producer: topic layout")

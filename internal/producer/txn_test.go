@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -320,4 +322,97 @@ func TestStaleEndTxnCannotEndALaterTransaction(t *testing.T) {
 	if !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.ProducerFenced) && !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.InvalidProducerEpoch) {
 		t.Fatalf("the late EndTxn answered %v, want an epoch error", kerr.ErrorForCode(resp.ErrorCode))
 	}
+}
+
+// A fenced writer (Config.FenceID) replaced by another of the same fence
+// ID cannot land a record after the newer one's: a produce request it had
+// already sent (held here by the broker, as a socket buffer or a frozen
+// process holds one) is refused once the newer writer initialised, and
+// read_committed readers see the old writer's earlier record, then the
+// new one's. Without a fence ID (plain idempotent producers, as at-least-
+// once mode had) the held record lands after the newer writer's.
+func TestFencedWriterCannotLandAfterItsSuccessor(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string][]kfake.Opt{"tv2": nil, "tv1": {kfake.MaxVersions(kversion.V3_9_0())}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			k := testenv.NewKafka(t, opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			c := k.Fake(t, "holds a produce request back")
+			var hold atomic.Bool
+			release := make(chan struct{})
+			c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if hold.CompareAndSwap(true, false) {
+					c.SleepControl(func() { <-release })
+				}
+				return nil, nil, false
+			})
+			fence := func(c *producer.Config) { c.FenceID = "slot-fence" }
+			write := func(p *producer.Producer, value string) error {
+				errs, err := p.Produce(ctx, []*kgo.Record{{Topic: "t", Key: []byte("k"), Value: []byte(value)}})
+				if err == nil {
+					err = errs[0]
+				}
+				return err
+			}
+			old := newProducer(t, k, fence)
+			if err := write(old, "old-1"); err != nil {
+				t.Fatal(err)
+			}
+			hold.Store(true)
+			stale := make(chan error, 1)
+			go func() { stale <- write(old, "old-2") }()
+			testenv.WaitFor(t, 30*time.Second, "the old writer's request held", func() (bool, error) { return !hold.Load(), nil })
+			successor := newProducer(t, k, fence)
+			if err := successor.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := write(successor, "new-1"); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			if err := <-stale; !errors.Is(err, producer.ErrFenced) {
+				t.Errorf("the old writer's held write: %v, want ErrFenced", err)
+			}
+			got := readCommitted(ctx, t, k, "t")
+			if !slices.Equal(got, []string{"old-1", "new-1"}) {
+				t.Fatalf("read_committed: %q, want old-1 then new-1", got)
+			}
+		})
+	}
+}
+
+// readCommitted is every committed record value of partition 0 of topic.
+func readCommitted(ctx context.Context, t *testing.T, k *testenv.Kafka, topic string) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	var got []string
+	for read := int64(0); read < end.Offset; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if read = r.Offset + 1; !r.Attrs.IsControl() {
+				got = append(got, string(r.Value))
+			}
+		})
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+	}
+	return got
 }

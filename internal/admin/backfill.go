@@ -250,7 +250,7 @@ func eachRow(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.BackfillO
 // backfillColumns reads the table's column names, in the table's order,
 // and the decoder's layout for them. A table without the format's creation
 // time column (Debezium's optional timestamp) cannot be backfilled.
-func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f tableformat.TableFormat) ([]string, decode.Layout, error) {
+func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f relaytype.TableFormat) ([]string, decode.Layout, error) {
 	names, types, err := slotstate.ReadColumns(ctx, tx, table)
 	if err != nil {
 		return nil, decode.Layout{}, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)

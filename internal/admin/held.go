@@ -34,7 +34,7 @@ import (
 // record's timestamp is its transaction's commit time (never before the
 // row's created_at) on the database's clock, or the broker's clock for
 // topics with LogAppendTime.
-const heldSkew = verify.DefaultMargin
+const heldSkew = relaytype.DefaultVerifyMargin
 
 // maxHeldIDs bounds the message IDs a recovery keeps (about 100 bytes
 // each): past it, it stops collecting and publishes the rest whether Kafka

@@ -8,9 +8,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Flag names. Each flag also reads the environment variable envVar(name).
@@ -111,7 +113,7 @@ func databaseFlags() []cli.Flag {
 		stringFlag(flagDatabaseURL, catDatabase, "",
 			"Postgres URL or key=value string of the service database (required; its password is never printed). Prefer RELAY_DATABASE_URL or RELAY_DATABASE_URL_FILE (a file holding it): a flag is visible in ps"),
 		stringFlag(flagTable, catDatabase, relay.DefaultTable, "outbox table, table or schema.table"),
-		stringFlag(flagTableFormat, catDatabase, string(relay.TableFormats[0]),
+		stringFlag(flagTableFormat, catDatabase, string(relaytype.TableFormats[0]),
 			"column layout of the outbox table, one of "+relay.TableFormatList()+": debezium is a table of Debezium's Outbox Event Router (id, aggregatetype, aggregateid, type, payload; relay setup then checks it and creates only the state table)"),
 		stringFlag(flagSlot, catDatabase, relay.DefaultSlot, "logical replication slot"),
 		stringFlag(flagPublication, catDatabase, relay.DefaultPublication, "publication the slot decodes"),
@@ -175,7 +177,7 @@ func exactlyOnceFlags() []cli.Flag {
 	return []cli.Flag{
 		boolFlag(flagExactlyOnce, catKafka,
 			"write each batch as one Kafka transaction with a progress record: a read_committed consumer sees every row once across relay crashes and takeovers (default: at-least-once, idempotent producer)"),
-		stringFlag(flagProgressTopic, catKafka, relay.DefaultProgressTopic,
+		stringFlag(flagProgressTopic, catKafka, contract.DefaultProgressTopic,
 			"--exactly-once: compacted topic of the progress records (created with one partition when missing)"),
 	}
 }
@@ -218,7 +220,7 @@ func envName(flag string) string { return envVar(flag)[0] }
 // --topic-template's usage.
 func formatTemplates() string {
 	var b strings.Builder
-	for i, f := range relay.TableFormats {
+	for i, f := range relaytype.TableFormats {
 		if i > 0 {
 			b.WriteString(", ")
 		}

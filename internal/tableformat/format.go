@@ -8,30 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
-
-// TableFormat names the column layout of the outbox table: which column
-// holds each field of an event. The decoder is the same for every format;
-// only this mapping differs.
-type TableFormat string
-
-const (
-	// TableFormatPgoutbox is pgoutbox's own table (sql/outbox): id,
-	// aggregate_type, aggregate_id, event_type, business_key, payload,
-	// headers, topic, created_at. The default.
-	TableFormatPgoutbox TableFormat = "pgoutbox"
-	// TableFormatDebezium is the table of Debezium's Outbox Event Router in
-	// its default configuration: id, aggregatetype, aggregateid, type,
-	// payload (nullable), and optionally timestamp and tracingspancontext.
-	// It has no business key: the message ID serves as one. Records carry
-	// the headers the router writes ("id", and "type" as
-	// table.fields.additional.placement=type:header does) besides the
-	// contract headers, and go by default to "outbox.event.{aggregate_type}".
-	TableFormatDebezium TableFormat = "debezium"
-)
-
-// TableFormats lists the formats, the default first.
-var TableFormats = []TableFormat{TableFormatPgoutbox, TableFormatDebezium}
 
 // Debezium's record header names (its EventRouter: the event ID under
 // "id"; the type column under its own name when placed as a header).
@@ -96,8 +74,8 @@ func (s *TableShape) IDIsBusinessKey() bool { return s.Columns[ColBusinessKey].N
 // FormatList is the formats as a user types them, the default first:
 // "pgoutbox, debezium".
 func FormatList() string {
-	names := make([]string, len(TableFormats))
-	for i, f := range TableFormats {
+	names := make([]string, len(relaytype.TableFormats))
+	for i, f := range relaytype.TableFormats {
 		names[i] = string(f)
 	}
 	return strings.Join(names, ", ")
@@ -111,8 +89,8 @@ var (
 
 // TableShapes maps each TableFormat to its columns: the one table of which
 // column means what.
-var TableShapes = map[TableFormat]*TableShape{
-	TableFormatPgoutbox: {
+var TableShapes = map[relaytype.TableFormat]*TableShape{
+	relaytype.TableFormatPgoutbox: {
 		Columns: [NumColumns]Column{
 			ColID:            {"id", true, idTypes},
 			ColAggregateType: {"aggregate_type", true, textTypes},
@@ -125,10 +103,10 @@ var TableShapes = map[TableFormat]*TableShape{
 		},
 		CreatedAt:         "created_at",
 		createdAtRequired: true,
-		TopicTemplate:     DefaultTopicTemplate,
+		TopicTemplate:     relaytype.DefaultTopicTemplate,
 		CreatesTable:      true,
 	},
-	TableFormatDebezium: {
+	relaytype.TableFormatDebezium: {
 		Columns: [NumColumns]Column{
 			ColID:            {"id", true, idTypes},
 			ColAggregateType: {"aggregatetype", true, textTypes},
@@ -140,18 +118,18 @@ var TableShapes = map[TableFormat]*TableShape{
 			ColTracing: {"tracingspancontext", false, textTypes},
 		},
 		CreatedAt:     "timestamp",
-		TopicTemplate: DefaultDebeziumTopicTemplate,
+		TopicTemplate: relaytype.DefaultDebeziumTopicTemplate,
 		RouterHeaders: true,
 		IDHeader:      DebeziumHeaderID,
 	},
 }
 
 // Shape is the TableShape of f; the default's for "".
-func Shape(f TableFormat) *TableShape {
+func Shape(f relaytype.TableFormat) *TableShape {
 	if s, ok := TableShapes[f]; ok {
 		return s
 	}
-	return TableShapes[TableFormatPgoutbox]
+	return TableShapes[relaytype.TableFormatPgoutbox]
 }
 
 // HasColumn reports whether names holds name.
@@ -167,8 +145,8 @@ func HasColumn(names []string, name string) bool {
 // CheckShape names the table's format when its columns are those of
 // another format than f, for the error of a table of the wrong shape ("" if
 // none fits better).
-func CheckShape(f TableFormat, names []string) string {
-	for _, other := range TableFormats {
+func CheckShape(f relaytype.TableFormat, names []string) string {
+	for _, other := range relaytype.TableFormats {
 		if other == f {
 			continue
 		}
@@ -215,12 +193,6 @@ const (
 	OIDVarchar = 1043
 	OIDUUID    = 2950
 	OIDJSONB   = 3802
-)
-
-// Default topic templates of the table formats.
-const (
-	DefaultTopicTemplate         = "outbox.{aggregate_type}"
-	DefaultDebeziumTopicTemplate = "outbox.event.{aggregate_type}"
 )
 
 // DefaultCloudEventsSource is Config.CloudEventsSource's default:

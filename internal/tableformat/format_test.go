@@ -1,6 +1,7 @@
 package tableformat
 
 import (
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 	"strings"
 	"testing"
 )
@@ -50,13 +51,13 @@ func TestTopicTemplateCheck(t *testing.T) {
 
 func TestShapesAndColumns(t *testing.T) {
 	t.Parallel()
-	for _, f := range TableFormats {
+	for _, f := range relaytype.TableFormats {
 		if Shape(f) == nil || Shape(f).TopicTemplate == "" {
 			t.Errorf("format %s: no shape or topic template", f)
 		}
 	}
-	if Shape(TableFormatDebezium).TopicTemplate != DefaultDebeziumTopicTemplate {
-		t.Errorf("debezium template %q", Shape(TableFormatDebezium).TopicTemplate)
+	if Shape(relaytype.TableFormatDebezium).TopicTemplate != relaytype.DefaultDebeziumTopicTemplate {
+		t.Errorf("debezium template %q", Shape(relaytype.TableFormatDebezium).TopicTemplate)
 	}
 	if !HasColumn([]string{"id", "payload"}, "payload") || HasColumn([]string{"id"}, "payload") {
 		t.Error("HasColumn")
@@ -89,7 +90,7 @@ func TestDefaultCloudEventsSource(t *testing.T) {
 
 // The behaviours that differ between formats are fields of the shape.
 func TestShapesSayWhatDiffers(t *testing.T) {
-	pg, dbz := Shape(TableFormatPgoutbox), Shape(TableFormatDebezium)
+	pg, dbz := Shape(relaytype.TableFormatPgoutbox), Shape(relaytype.TableFormatDebezium)
 	if !pg.CreatesTable || dbz.CreatesTable {
 		t.Errorf("CreatesTable: pgoutbox %v, debezium %v; want true, false", pg.CreatesTable, dbz.CreatesTable)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // wantNothingCreated fails unless schema holds neither the relay's state
@@ -82,7 +83,7 @@ func TestSetupStatusTeardown(t *testing.T) {
 	if err != nil || !st.Active || st.ActivePID == nil {
 		t.Fatalf("while streaming: %+v %v", st, err)
 	}
-	if err := relay.Teardown(ctx, cfg); !errors.Is(err, relay.ErrSlotActive) {
+	if err := relay.Teardown(ctx, cfg); !errors.Is(err, relaytype.ErrSlotActive) {
 		t.Fatalf("teardown of an active slot: %v, want ErrSlotActive", err)
 	}
 	_ = rc.Close(ctx)
@@ -91,7 +92,7 @@ func TestSetupStatusTeardown(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err = relay.Teardown(ctx, cfg)
-		if !errors.Is(err, relay.ErrSlotActive) || time.Now().After(deadline) {
+		if !errors.Is(err, relaytype.ErrSlotActive) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -125,8 +126,8 @@ func TestSetupDebeziumAllTablesCreatesNothing(t *testing.T) {
 		CREATE PUBLICATION p_all FOR ALL TABLES`); err != nil {
 		t.Fatal(err)
 	}
-	err := relay.Setup(ctx, &relay.Config{DatabaseURL: db.URL, Table: "outboxevent", TableFormat: relay.TableFormatDebezium, Slot: "s_all", Publication: "p_all"})
-	if !errors.Is(err, relay.ErrPublicationMismatch) || !strings.Contains(err.Error(), "publishes all tables") {
+	err := relay.Setup(ctx, &relay.Config{DatabaseURL: db.URL, Table: "outboxevent", TableFormat: relaytype.TableFormatDebezium, Slot: "s_all", Publication: "p_all"})
+	if !errors.Is(err, relaytype.ErrPublicationMismatch) || !strings.Contains(err.Error(), "publishes all tables") {
 		t.Fatalf("got %v, want ErrPublicationMismatch for a FOR ALL TABLES publication", err)
 	}
 	wantNothingCreated(t, db, "public")
@@ -141,7 +142,7 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := relay.Setup(ctx, &relay.Config{DatabaseURL: db.URL, Slot: "s_foreign", Publication: "p_foreign"})
-	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.IsPermanent(err) {
+	if !errors.Is(err, relaytype.ErrPublicationMismatch) || !relay.IsPermanent(err) {
 		t.Fatalf("got %v, want ErrPublicationMismatch", err)
 	}
 	if !strings.Contains(err.Error(), "publication p_foreign exists, and table public.outbox does not") {
@@ -168,7 +169,7 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 	}
 	cfg := &relay.Config{DatabaseURL: db.URL, Slot: "s_foreign", Publication: "p_foreign"}
 	const foreign = `publication p_foreign also publishes public.other, which is not the outbox: ALTER PUBLICATION "p_foreign" DROP TABLE public.other`
-	if err := relay.Setup(ctx, cfg); !errors.Is(err, relay.ErrPublicationMismatch) || !strings.HasSuffix(err.Error(), ": "+foreign) {
+	if err := relay.Setup(ctx, cfg); !errors.Is(err, relaytype.ErrPublicationMismatch) || !strings.HasSuffix(err.Error(), ": "+foreign) {
 		t.Fatalf("setup with another table: %v", err)
 	}
 	if st, err := relay.Status(ctx, cfg); err != nil || st.PublicationMismatch != foreign {
@@ -195,19 +196,19 @@ func TestSetupRejectsForeignPublication(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	err := relay.Setup(context.Background(), &relay.Config{Slot: "Bad-Slot", OnInvalid: "ignore", Compression: "brotli", BufferBytes: -1})
-	if !errors.Is(err, relay.ErrConfig) {
+	err := relay.Setup(context.Background(), &relay.Config{Slot: "Bad-Slot", OnInvalid: "ignore", Kafka: relay.KafkaConfig{Compression: "brotli"}, BufferBytes: -1})
+	if !errors.Is(err, relaytype.ErrConfig) {
 		t.Fatalf("got %v, want ErrConfig", err)
 	}
 	want := "relay: invalid configuration: database URL is required\n" +
 		"slot \"Bad-Slot\": want 1 to 63 characters of a-z, 0-9 and _\n" +
 		"on-invalid \"ignore\": want \"dead-letter\" or \"stop\"\n" +
-		"compression \"brotli\": want none, gzip, snappy, lz4 or zstd\n" +
+		"compression \"brotli\": want one of none, gzip, snappy, lz4, zstd\n" +
 		"buffer bytes -1 is negative"
 	if err.Error() != want {
 		t.Fatalf("got %q\nwant %q", err, want)
 	}
-	if _, err := relay.New(&relay.Config{DatabaseURL: "postgres://x"}); !errors.Is(err, relay.ErrConfig) {
+	if _, err := relay.New(&relay.Config{DatabaseURL: "postgres://x"}); !errors.Is(err, relaytype.ErrConfig) {
 		t.Fatalf("New without brokers: %v", err)
 	}
 }

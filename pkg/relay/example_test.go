@@ -34,7 +34,7 @@ func ExampleRelay_Run() {
 
 	cfg := &relay.Config{
 		DatabaseURL: os.Getenv("DATABASE_URL"),
-		Brokers:     kafka.ListenAddrs(),
+		Kafka:       relay.KafkaConfig{Brokers: kafka.ListenAddrs()},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if err := relay.Setup(ctx, cfg); err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Verify counts a row present only for a committed record: one whose only
@@ -51,7 +51,7 @@ func TestVerifyCountsOnlyCommittedRecords(t *testing.T) {
 	inTxn("aborting", record(topic, abortedID, aborted, at), &abort)
 	inTxn("left-open", record(topic, "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", aborted, at), nil)
 	inTxn("committing", record(topic, committedID, committed, at), &commit)
-	rep := verifyWindow(t, b, from, relay.VerifyOptions{})
+	rep := verifyWindow(t, b, from, relaytype.VerifyOptions{})
 	if rep.Rows != 2 || rep.Found != 1 || rep.Missing != 1 || len(rep.MissingRows) != 1 || rep.MissingRows[0].ID != abortedID {
 		t.Fatalf("report %+v: want 2 rows, %s found, %s missing", rep, committedID, abortedID)
 	}

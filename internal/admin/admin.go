@@ -16,6 +16,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -105,7 +106,7 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 			return err
 		}
 	}
-	if c.TableFormat == relaytype.TableFormatPgoutbox {
+	if tableformat.Shape(c.TableFormat).CreatesTable {
 		if _, err := migrate.Outbox(ctx, dbdriver.PgxDB(conn), c.Table); err != nil {
 			return fmt.Errorf("relay: create table %s: %w", c.Table, err)
 		}

@@ -19,7 +19,8 @@ import (
 
 // A recovery publishes only the rows Kafka does not hold. Before it
 // publishes, it reads the topics the rows of its range route to (and the
-// dead-letter topic), read_committed, from the range's start minus
+// dead-letter topic), committed records only (verify.ScanTopics: records
+// of an aborted or open transaction are not held), from the range's start minus
 // heldSkew, and collects the message IDs found there with where each was
 // found, as relay verify matches rows to records. A row is held only when
 // its ID is on the topic it routes to now, or in the dead-letter topic as

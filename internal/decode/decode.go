@@ -136,13 +136,17 @@ const (
 )
 
 // WALItem is what Decode made of one pgoutput message: its kind, the
-// transaction's commit time (WALBegin), its end (WALCommit), or the event
-// (WALEvent).
+// transaction's commit time and final LSN (WALBegin), its end
+// (WALCommit), or the event (WALEvent).
 type WALItem struct {
 	Kind       WALKind
 	CommitTime time.Time
-	EndLSN     pglogrepl.LSN
-	Event      Event
+	// FinalLSN is a WALBegin's: where the transaction's commit record
+	// starts.
+	FinalLSN pglogrepl.LSN
+	// EndLSN is a WALCommit's: where the transaction ends.
+	EndLSN pglogrepl.LSN
+	Event  Event
 }
 
 // relation is a cached relation message: the outbox (or a partition of
@@ -288,7 +292,7 @@ func (d *Decoder) Decode(data []byte) (WALItem, error) {
 		return WALItem{}, nil
 	case *pglogrepl.BeginMessage:
 		d.CommitTime = m.CommitTime
-		return WALItem{Kind: WALBegin, CommitTime: m.CommitTime}, nil
+		return WALItem{Kind: WALBegin, CommitTime: m.CommitTime, FinalLSN: m.FinalLSN}, nil
 	case *pglogrepl.CommitMessage:
 		return WALItem{Kind: WALCommit, CommitTime: m.CommitTime, EndLSN: m.TransactionEndLSN}, nil
 	case *pglogrepl.LogicalDecodingMessage:
@@ -458,7 +462,7 @@ func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
 			fail(relaytype.ReasonBadHeaders, "headers: %v", err)
 		}
 	}
-	if l.Shape.DebeziumHeaders {
+	if l.Shape.RouterHeaders {
 		d.debezium(&ev, &f, vals[tableformat.ColTracing])
 	}
 	f.contentType = l.contentType

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,11 +54,9 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if _, err := pgname.Parse(cfg.Table, "public"); err != nil {
 		return nil, usagef("--%s: %v", flagTable, err)
 	}
-	switch f := relaytype.TableFormat(c.String(flagTableFormat)); f {
-	case relaytype.TableFormatPgoutbox, relaytype.TableFormatDebezium:
-		cfg.TableFormat = f
-	default:
-		return nil, usagef("--%s: %q is not one of pgoutbox, debezium", flagTableFormat, f)
+	cfg.TableFormat = relaytype.TableFormat(c.String(flagTableFormat))
+	if !slices.Contains(relaytype.TableFormats, cfg.TableFormat) {
+		return nil, usagef("--%s: %q is not one of %s", flagTableFormat, cfg.TableFormat, relay.TableFormatList())
 	}
 	if err := checkSlotName(cfg.Slot); err != nil {
 		return nil, usagef("--%s: %v", flagSlot, err)
@@ -188,15 +187,12 @@ func kafkaSecurity(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 	return nil
 }
 
-// topicTemplate reads --topic-template into cfg: when it is not set, the
+// topicTemplate reads --topic-template into cfg: when it is empty, the
 // default of cfg.TableFormat.
 func topicTemplate(c *cli.Context, cfg *relay.Config) error {
-	cfg.TopicTemplate = c.String(flagTopicTemplate)
-	if !c.IsSet(flagTopicTemplate) && cfg.TableFormat == relaytype.TableFormatDebezium {
-		cfg.TopicTemplate = relaytype.DefaultDebeziumTopicTemplate // the router's route.topic.replacement
-	}
-	if strings.TrimSpace(cfg.TopicTemplate) == "" {
-		return usagef("--%s must not be empty", flagTopicTemplate)
+	cfg.TopicTemplate = strings.TrimSpace(c.String(flagTopicTemplate))
+	if cfg.TopicTemplate == "" {
+		cfg.TopicTemplate = relay.TopicTemplateOf(cfg.TableFormat)
 	}
 	return nil
 }
@@ -248,11 +244,9 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	default:
 		return usagef("--%s: %q is not one of %s, %s", flagOnInvalid, p, relay.InvalidDeadLetter, relay.InvalidStop)
 	}
-	switch comp := c.String(flagCompression); comp {
-	case "none", "gzip", "snappy", "lz4", "zstd":
-		cfg.Kafka.Compression = comp
-	default:
-		return usagef("--%s: %q is not one of none, gzip, snappy, lz4, zstd", flagCompression, comp)
+	cfg.Kafka.Compression = c.String(flagCompression)
+	if !slices.Contains(relay.Compressions, cfg.Kafka.Compression) {
+		return usagef("--%s: %q is not one of %s", flagCompression, cfg.Kafka.Compression, strings.Join(relay.Compressions, ", "))
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -127,7 +128,7 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", relaytype.ErrStateMissing, StateTable(c))
 	}
 	var err error
-	if c.TableFormat == relaytype.TableFormatPgoutbox {
+	if tableformat.Shape(c.TableFormat).CreatesTable {
 		_, err = migrate.Outbox(ctx, dbdriver.PgxDB(conn), c.Table)
 	} else {
 		err = migrate.RelayState(ctx, dbdriver.PgxDB(conn), c.Table)

@@ -54,8 +54,31 @@ type TableShape struct {
 	createdAtRequired bool
 	// TopicTemplate is the default Config.TopicTemplate.
 	TopicTemplate string
-	// DebeziumHeaders adds the headers Debezium's router writes.
-	DebeziumHeaders bool
+	// CreatesTable: relay setup creates the outbox table (with its state
+	// table); otherwise the table must exist, setup checks its shape and
+	// creates only the state table.
+	CreatesTable bool
+	// RouterHeaders adds the headers Debezium's router writes (IDHeader,
+	// and the event type under DebeziumHeaderType).
+	RouterHeaders bool
+	// IDHeader is the header in which the format's former publisher (a
+	// Debezium router) names the row, for verify to match records
+	// published before the switch to the relay; "" when none.
+	IDHeader string
+}
+
+// IDIsBusinessKey reports whether the message ID doubles as the business
+// key: the format has no business-key column.
+func (s *TableShape) IDIsBusinessKey() bool { return s.Columns[ColBusinessKey].Name == "" }
+
+// FormatList is the formats as a user types them, the default first:
+// "pgoutbox, debezium".
+func FormatList() string {
+	names := make([]string, len(relaytype.TableFormats))
+	for i, f := range relaytype.TableFormats {
+		names[i] = string(f)
+	}
+	return strings.Join(names, ", ")
 }
 
 var (
@@ -81,6 +104,7 @@ var TableShapes = map[relaytype.TableFormat]*TableShape{
 		CreatedAt:         "created_at",
 		createdAtRequired: true,
 		TopicTemplate:     relaytype.DefaultTopicTemplate,
+		CreatesTable:      true,
 	},
 	relaytype.TableFormatDebezium: {
 		Columns: [NumColumns]Column{
@@ -93,9 +117,10 @@ var TableShapes = map[relaytype.TableFormat]*TableShape{
 			ColPayload: {"payload", false, payloadTypes},
 			ColTracing: {"tracingspancontext", false, textTypes},
 		},
-		CreatedAt:       "timestamp",
-		TopicTemplate:   relaytype.DefaultDebeziumTopicTemplate,
-		DebeziumHeaders: true,
+		CreatedAt:     "timestamp",
+		TopicTemplate: relaytype.DefaultDebeziumTopicTemplate,
+		RouterHeaders: true,
+		IDHeader:      DebeziumHeaderID,
 	},
 }
 

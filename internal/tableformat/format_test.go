@@ -87,3 +87,20 @@ func TestDefaultCloudEventsSource(t *testing.T) {
 		}
 	}
 }
+
+// The behaviours that differ between formats are fields of the shape.
+func TestShapesSayWhatDiffers(t *testing.T) {
+	pg, dbz := Shape(relaytype.TableFormatPgoutbox), Shape(relaytype.TableFormatDebezium)
+	if !pg.CreatesTable || dbz.CreatesTable {
+		t.Errorf("CreatesTable: pgoutbox %v, debezium %v; want true, false", pg.CreatesTable, dbz.CreatesTable)
+	}
+	if pg.IDIsBusinessKey() || !dbz.IDIsBusinessKey() {
+		t.Errorf("IDIsBusinessKey: pgoutbox %v, debezium %v; want false, true", pg.IDIsBusinessKey(), dbz.IDIsBusinessKey())
+	}
+	if pg.RouterHeaders || pg.IDHeader != "" || !dbz.RouterHeaders || dbz.IDHeader != DebeziumHeaderID {
+		t.Errorf("router headers: pgoutbox %v %q, debezium %v %q", pg.RouterHeaders, pg.IDHeader, dbz.RouterHeaders, dbz.IDHeader)
+	}
+	if got := FormatList(); got != "pgoutbox, debezium" {
+		t.Errorf("FormatList() = %q", got)
+	}
+}

@@ -101,7 +101,7 @@ func TestConfigValidation(t *testing.T) {
 	want := "relay: invalid configuration: database URL is required\n" +
 		"slot \"Bad-Slot\": want 1 to 63 characters of a-z, 0-9 and _\n" +
 		"on-invalid \"ignore\": want \"dead-letter\" or \"stop\"\n" +
-		"compression \"brotli\": want none, gzip, snappy, lz4 or zstd\n" +
+		"compression \"brotli\": want one of none, gzip, snappy, lz4, zstd\n" +
 		"buffer bytes -1 is negative"
 	if err.Error() != want {
 		t.Fatalf("got %q\nwant %q", err, want)

@@ -6,6 +6,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/admin"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
+	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -107,6 +108,15 @@ func IsPermanent(err error) bool {
 func ProgressKey(systemID, slot, incarnation string) string {
 	return sink.ProgressKey(systemID, slot, incarnation)
 }
+
+// TopicTemplateOf is the default Config.TopicTemplate of table format f:
+// relaytype.DefaultTopicTemplate, or relaytype.DefaultDebeziumTopicTemplate
+// for relaytype.TableFormatDebezium.
+func TopicTemplateOf(f relaytype.TableFormat) string { return tableformat.Shape(f).TopicTemplate }
+
+// TableFormatList is the table formats as a user types them, the default
+// first ("pgoutbox, debezium"), for usage texts and errors.
+func TableFormatList() string { return tableformat.FormatList() }
 
 // CheckPrerequisites checks, without changing anything, that the server
 // and the role of cfg.DatabaseURL can do what `relay setup` (and `relay

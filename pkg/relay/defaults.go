@@ -111,7 +111,7 @@ func (c *Config) checkNames(bad func(string, ...any)) {
 		bad("table: %v", err)
 	}
 	if _, ok := tableformat.TableShapes[c.TableFormat]; !ok {
-		bad("table format %q: want %q or %q", c.TableFormat, relaytype.TableFormatPgoutbox, relaytype.TableFormatDebezium)
+		bad("table format %q: want one of %s", c.TableFormat, tableformat.FormatList())
 	}
 	if !slotNamePattern.MatchString(c.Slot) {
 		bad("slot %q: want 1 to 63 characters of a-z, 0-9 and _", c.Slot)
@@ -146,7 +146,7 @@ func (c *Config) checkPolicies(bad func(string, ...any)) {
 // and SASL.
 func (c *Config) checkKafka(bad func(string, ...any)) {
 	if !slices.Contains(Compressions, strings.ToLower(c.Kafka.Compression)) {
-		bad("compression %q: want none, gzip, snappy, lz4 or zstd", c.Kafka.Compression)
+		bad("compression %q: want one of %s", c.Kafka.Compression, strings.Join(Compressions, ", "))
 	}
 	if c.ExactlyOnce {
 		if err := contract.CheckTopic([]byte(c.Kafka.ProgressTopic)); err != nil {

@@ -253,10 +253,11 @@ func ownServer(t *testing.T, modify func(*relay.Config)) (*bundle, *testenv.Serv
 	return ownServerOn(t, testenv.NewKafka(t), modify)
 }
 
-// ownServerOn is ownServer on the broker k.
-func ownServerOn(t *testing.T, k *testenv.Kafka, modify func(*relay.Config)) (*bundle, *testenv.Server) {
+// ownServerOn is ownServer on the broker k, the server started with
+// settings.
+func ownServerOn(t *testing.T, k *testenv.Kafka, modify func(*relay.Config), settings ...string) (*bundle, *testenv.Server) {
 	t.Helper()
-	srv := testenv.NewServer(t)
+	srv := testenv.NewServer(t, settings...)
 	pool, err := pgxpool.New(context.Background(), srv.AdminURL)
 	if err != nil {
 		t.Fatal(err)

@@ -130,5 +130,5 @@ func ExampleConfig_WithDefaults() {
 	fmt.Println(errors.Is(err, relaytype.ErrConfig), err)
 	// Output:
 	// [kafka:9092] zstd pgoutbox.progress 40s 500 pgoutbox
-	// true relay: invalid configuration: compression "brotli": want none, gzip, snappy, lz4 or zstd
+	// true relay: invalid configuration: compression "brotli": want one of none, gzip, snappy, lz4, zstd
 }

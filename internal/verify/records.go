@@ -14,8 +14,10 @@ import (
 // readRecords reads the routed topics (and the dead-letter topic) from the
 // first offset whose timestamp is at or after From minus Margin (the record
 // timestamp is the commit time, never before the row's created_at) up to
-// the last stable offset listed when the read begins, read_committed, and
-// sorts what it keeps of each record by message ID.
+// the high watermark listed when the read begins, keeping the records a
+// read_committed reader sees (through Config.Reader: Kafka's is
+// kafkapub.ScanTopics), and sorts what it keeps of each record by message
+// ID.
 func (v *verifier) readRecords(ctx context.Context) error {
 	c := v.c
 	v.dlq = -1
@@ -64,7 +66,8 @@ func (v *verifier) addRecord(r *publish.Record, at publish.Place) error {
 	v.rep.RecordsRead++
 	e := recordEntry{recordPlace: recordPlace{topic: v.topics.index[r.Topic], partition: at.Partition, offset: at.Offset, timestamp: r.Timestamp.UnixMilli()}}
 	var idOK bool
-	var debeziumID, bk []byte
+	var routerID, bk []byte
+	idHeader := tableformat.Shape(v.c.Format).IDHeader
 	for _, h := range r.Headers {
 		switch h.Key {
 		case contract.HeaderMessageID:
@@ -72,15 +75,15 @@ func (v *verifier) addRecord(r *publish.Record, at publish.Place) error {
 			e.id, idOK = id, err == nil
 		case contract.HeaderBusinessKey:
 			bk, e.hasBK = h.Value, true
-		case tableformat.DebeziumHeaderID:
-			debeziumID = h.Value
+		case idHeader:
+			routerID = h.Value
 		}
 	}
 	// Debezium's Outbox Event Router names the row in its id header only:
 	// a record of a Debezium table published before the switch to the
 	// relay. Its business key is the message ID, as the relay's header
 	// says for such a table.
-	if id, err := uuid.ParseBytes(debeziumID); !idOK && v.c.Format == tableformat.TableFormatDebezium && err == nil {
+	if id, err := uuid.ParseBytes(routerID); !idOK && idHeader != "" && err == nil {
 		e.id, idOK, e.debezium = id, true, true
 		if !e.hasBK {
 			bk, e.hasBK = []byte(id.String()), true

@@ -18,35 +18,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// VerifyOptions selects the window Verify audits and bounds its resources
-// (relaytype.VerifyOptions documents the fields).
-type VerifyOptions = relaytype.VerifyOptions
-
-// The report of Verify and the entries of its lists, declared in
-// relaytype (which documents their fields and JSON names).
-type (
-	// VerifyReport is what Verify found; VerifyReport.OK says whether
-	// every row is accounted for.
-	VerifyReport = relaytype.VerifyReport
-	// VerifyUnreadableTopic is a routed topic verify may not read, and why.
-	VerifyUnreadableTopic = relaytype.VerifyUnreadableTopic
-	// VerifyTopicRange is a topic read and its partitions.
-	VerifyTopicRange = relaytype.VerifyTopicRange
-	// VerifyPartitionRange is the offsets read from a partition.
-	VerifyPartitionRange = relaytype.VerifyPartitionRange
-	// VerifyMissingRow is a row found in no topic.
-	VerifyMissingRow = relaytype.VerifyMissingRow
-	// VerifyDuplicate is a row with more than one record.
-	VerifyDuplicate = relaytype.VerifyDuplicate
-	// VerifyOffset is where a record is.
-	VerifyOffset = relaytype.VerifyOffset
-	// VerifyMismatch is a record that disagrees with its row.
-	VerifyMismatch = relaytype.VerifyMismatch
-	// VerifyOrderBreak is a first delivery committed before one that
-	// precedes it in its aggregate's partition.
-	VerifyOrderBreak = relaytype.VerifyOrderBreak
-)
-
 // Verify audits the outbox against Kafka: it reads the outbox rows created
 // in the window, reads the topics they route to (as the relay routes them)
 // and the dead-letter topic, read_committed, from the offsets whose
@@ -62,7 +33,7 @@ type (
 // opts.MaxInMemory; see internal/verify for the method and its limits.
 // It needs cfg's database, table, topic template, dead-letter topic and
 // Kafka settings; it writes nothing.
-func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport, error) {
+func Verify(ctx context.Context, cfg *Config, opts relaytype.VerifyOptions) (*relaytype.VerifyReport, error) {
 	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
@@ -107,7 +78,7 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 	if errors.Is(err, verify.ErrUsage) {
 		return nil, fmt.Errorf("%w: %w", relaytype.ErrConfig, err)
 	}
-	return (*VerifyReport)(rep), err
+	return (*relaytype.VerifyReport)(rep), err
 }
 
 // sinkReader is the read side of c's sink: what its topics hold.
@@ -127,17 +98,6 @@ func sinkReader(c *Config) (publish.Reader, error) {
 	return rd, nil
 }
 
-// Defaults of the VerifyOptions fields.
-const (
-	DefaultVerifyList          = verify.DefaultList
-	DefaultVerifyMargin        = verify.DefaultMargin
-	DefaultVerifyGrace         = verify.DefaultGrace
-	DefaultVerifyMaxInMemory   = verify.DefaultMaxInMemory
-	DefaultVerifyMaxSpillBytes = verify.DefaultMaxSpillBytes
-	DefaultVerifyMaxTopics     = verify.DefaultMaxTopics
-	DefaultVerifyMaxTopicBytes = verify.DefaultMaxTopicBytes
-)
-
 // VerifyMetrics is a prometheus.Collector of the pgoutbox_verify_* gauges,
 // describing the last run Set was given: what a cron job writes to a
 // node_exporter textfile or pushes to a Pushgateway, or what `relay verify
@@ -155,7 +115,7 @@ func NewVerifyMetrics(table string, allowEmpty bool) *VerifyMetrics {
 
 // Set records the outcome of a run: its report, or the error that stopped
 // it before a verdict.
-func (v *VerifyMetrics) Set(rep *VerifyReport, err error) { v.m.Set(rep, err) }
+func (v *VerifyMetrics) Set(rep *relaytype.VerifyReport, err error) { v.m.Set(rep, err) }
 
 // Describe is prometheus.Collector's.
 func (v *VerifyMetrics) Describe(ch chan<- *prometheus.Desc) { v.m.Describe(ch) }
@@ -168,7 +128,7 @@ func (v *VerifyMetrics) Collect(ch chan<- prometheus.Metric) { v.m.Collect(ch) }
 // grouping label itself).
 func (v *VerifyMetrics) Unlabelled() prometheus.Collector { return v.m.Unlabelled() }
 
-// PingBrokers checks that cfg.Brokers answer, with cfg's TLS and SASL: a
+// PingBrokers checks that cfg.Kafka.Brokers answer, with its TLS and SASL: a
 // metadata request on a client of its own, within ctx.
 func PingBrokers(ctx context.Context, cfg *Config) error {
 	pc, err := kafkaConn(cfg)

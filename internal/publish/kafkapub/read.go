@@ -10,10 +10,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 )
 
-// Read reads the topics dests read_committed, from the first offset of
-// each partition whose timestamp is at or after since up to the last
-// stable offset when the read begins (ScanTopics), with the producer's
-// connection settings; it needs no open session.
+// Read reads the topics dests from the first offset of each partition
+// whose timestamp is at or after since up to the high watermark when the
+// read begins, keeping what a read_committed reader sees (ScanTopics),
+// with the producer's connection settings; it needs no open session.
 func (p *Publisher) Read(ctx context.Context, dests []string, since time.Time, each func(*publish.Record, publish.Place) error) (publish.Holdings, error) {
 	var rec publish.Record
 	var hs []publish.Header

@@ -5,25 +5,37 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
-	"maps"
 )
 
 // scanner is ScanTopics' read in progress: what it read so far.
 type scanner struct{ publish.Holdings }
 
-// ScanTopics reads topics, read_committed, from the first offset of each
-// partition whose timestamp is at or after since up to the last stable
-// offset listed when the read begins, calling each for every record
-// (control records not); an error of each ends the scan. A topic that does
+// ScanTopics reads topics from the first offset of each partition whose
+// timestamp is at or after since up to the high watermark listed when the
+// read begins, calling each for every record written outside a
+// transaction or in one whose commit marker it read (control records
+// not); an error of each ends the scan. Records of an aborted transaction
+// and of one still open at the end of the read are not present.
+//
+// It reads read_uncommitted and judges each transactional record by its
+// producer's next marker, as producer.ReadLast does: a read_committed
+// read stops at the last stable offset, the first offset of the oldest
+// transaction still open, so one transaction left open on a topic that
+// several relays write (a relay that died inside a commit, until its
+// successor fences it or the brokers time it out) hid every record after
+// it: verify reported their rows missing, and recovery published them
+// again. A topic that does
 // not exist, or that the brokers do not let it describe or read, is named
 // in the result and skipped; the others are read. kafka are the client
 // options that reach the brokers.
@@ -33,9 +45,8 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 		return scan.Holdings, nil
 	}
 	opts := append(slices.Clone(kafka),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// The commit marker at the end of a transaction is how a
-		// read_committed reader sees that it reached the end offset.
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		// The markers decide each transaction's records (committedOnly).
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// One fetch of at most 4 MiB at a time: what kgo buffers is
@@ -59,8 +70,46 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 		return scan.Holdings, err
 	}
 	cl.AddConsumePartitions(consume)
-	err = scan.consume(ctx, cl, left, log, each)
+	err = scan.consume(ctx, cl, left, log, committedOnly(each))
 	return scan.Holdings, err
+}
+
+// producerPartition is one producer's records in one partition.
+type producerPartition struct {
+	topic     string
+	partition int32
+	producer  int64
+}
+
+// committedOnly wraps each for a read_uncommitted read: it is called at
+// once for a record written outside a transaction, at the commit marker
+// for the records of a transaction, never for those of an aborted one (or
+// of one whose marker is not read). A control record is passed only to
+// decide its producer's records.
+func committedOnly(each func(*kgo.Record) error) func(*kgo.Record) error {
+	undecided := make(map[producerPartition][]*kgo.Record)
+	return func(r *kgo.Record) error {
+		k := producerPartition{r.Topic, r.Partition, r.ProducerID}
+		switch {
+		case r.Attrs.IsControl():
+			recs := undecided[k]
+			delete(undecided, k)
+			var key kmsg.ControlRecordKey
+			if key.ReadFrom(r.Key) != nil || key.Type != kmsg.ControlRecordKeyTypeCommit {
+				return nil
+			}
+			for _, c := range recs {
+				if err := each(c); err != nil {
+					return err
+				}
+			}
+		case r.Attrs.IsTransactional():
+			undecided[k] = append(undecided[k], r)
+		default:
+			return each(r)
+		}
+		return nil
+	}
 }
 
 // unreadable names a topic the brokers do not let the client read.
@@ -137,7 +186,7 @@ func (scan *scanner) plan(ctx context.Context, adm *kadm.Client, since time.Time
 }
 
 // consume polls until every partition in left is read to its end offset,
-// calling each for every record before it (control records not).
+// calling each for every record before it, control records included.
 func (scan *scanner) consume(ctx context.Context, cl *kgo.Client, left map[string]map[int32]int64, log *slog.Logger, each func(*kgo.Record) error) error {
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
@@ -175,9 +224,7 @@ func (scan *scanner) consume(ctx context.Context, cl *kgo.Client, left map[strin
 				if r.Offset >= end || eachErr != nil {
 					break
 				}
-				if !r.Attrs.IsControl() {
-					eachErr = each(r)
-				}
+				eachErr = each(r)
 				if r.Offset >= end-1 {
 					done(cl, left, fp.Topic, fp.Partition)
 					break
@@ -206,7 +253,7 @@ func listRanges(ctx context.Context, adm *kadm.Client, since time.Time, topics [
 		if err != nil {
 			return fmt.Errorf("kafka: list offsets by time: %w", err)
 		}
-		e, err := adm.ListCommittedOffsets(ctx, topics...)
+		e, err := adm.ListEndOffsets(ctx, topics...)
 		if err != nil {
 			return fmt.Errorf("kafka: list end offsets: %w", err)
 		}

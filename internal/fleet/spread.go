@@ -1,4 +1,4 @@
-package relaycli
+package fleet
 
 import (
 	"context"
@@ -69,7 +69,7 @@ func (s *spread) topic() string { return spreadTopicPrefix + s.group }
 // assignment maps the group's partitions to sources: partition i is the
 // i-th source of the file. Every replica running the same file computes
 // the same map; a source appended to the file moves no other.
-func assignment(sources []fleetSource) map[int32]string {
+func assignment(sources []Source) map[int32]string {
 	m := make(map[int32]string, len(sources))
 	for i, s := range sources {
 		m[int32(i)] = s.Name
@@ -91,7 +91,7 @@ type member struct {
 // Kafka settings of the first source: onChange receives the partitions
 // this replica owns after every assignment, revocation or loss, and must
 // have stopped the sources it no longer owns when it returns.
-func join(ctx context.Context, sp *spread, sources []fleetSource, logger *slog.Logger, onChange func(owned []int32)) (*member, error) {
+func join(ctx context.Context, sp *spread, sources []Source, logger *slog.Logger, onChange func(owned []int32)) (*member, error) {
 	first := sources[0].Config
 	admin, err := kgo.NewClient(relay.KafkaClientOpts(first)...)
 	if err != nil {

@@ -120,6 +120,10 @@ func Load(path string, p *Parser) (*File, error) {
 	if err != nil {
 		return nil, fleetError(path, fleetKeySpread, err)
 	}
+	var reads []fileRead
+	if sp != nil && sp.secretFile != "" {
+		reads = append(reads, fileRead{path: sp.secretFile, value: sp.secret})
+	}
 	if err := p.checkKeys(file.Defaults); err != nil {
 		return nil, fleetError(path, fleetKeyDefaults, err)
 	}
@@ -130,7 +134,6 @@ func Load(path string, p *Parser) (*File, error) {
 	sources := make([]Source, 0, len(file.Sources))
 	names := map[string]int{}
 	slots := map[string]string{}
-	var reads []fileRead
 	for i, raw := range file.Sources {
 		where := fmt.Sprintf("%s[%d]", fleetKeySources, i)
 		name, _ := raw[fleetKeyName].(string)

@@ -136,6 +136,7 @@ func Run(ctx context.Context, o Options) error {
 	defer signal.Stop(hup)
 
 	logger.Info("relay fleet starting", "config", path, "sources", len(fc.Sources), "spread", fc.Spread != nil)
+	fc.Spread.warnWithoutSecret(logger)
 	f.setDesired(fc.Sources)
 	if fc.Spread != nil {
 		m, err := join(ctx, fc.Spread, fc.Sources, logger, f.setOwned)
@@ -143,7 +144,9 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		defer m.close()
+		f.mu.Lock()
 		f.member = m
+		f.mu.Unlock()
 	}
 	watch := &fileWatch{path: path}
 	watch.loaded(fc)
@@ -199,8 +202,11 @@ func (f *fleet) tryReload(path string, parser *Parser, running *File) (next *Fil
 	if (next.Spread == nil) != (running.Spread == nil) || next.Spread != nil && *next.Spread != *running.Spread {
 		return nil, fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
 	}
-	if f.member != nil {
-		if err := f.member.ensurePartitions(f.ctx, len(next.Sources)); err != nil {
+	f.mu.Lock()
+	m := f.member
+	f.mu.Unlock()
+	if m != nil {
+		if err := m.ensurePartitions(f.ctx, len(next.Sources)); err != nil {
 			return nil, err
 		}
 	}
@@ -587,13 +593,35 @@ func (f *fleet) serveStatus(w http.ResponseWriter, _ *http.Request) {
 	}{f.statuses(), bufferStatus{Bytes: f.shared.Size(), Used: f.shared.Used()}})
 }
 
+// orphaned is the sources of the file that no relay of the fleet has held
+// for longer than the grace (with spread; see heldWatch): a client of the
+// group that is not a relay holds them, or nobody does.
+func (f *fleet) orphaned(now time.Time) map[string]bool {
+	f.mu.Lock()
+	m := f.member
+	byPartition := assignment(f.desired)
+	f.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, p := range m.unheld(now) {
+		if name, ok := byPartition[p]; ok {
+			out[name] = true
+		}
+	}
+	return out
+}
+
 // handler serves /metrics, /healthz (200 while the process runs), /status
 // (every source as JSON; withStatus, else --status-addr serves it or
 // nothing does) and /readyz: 200 while every source this replica
 // leads streams here (with spread: once the group assigned it its share);
 // with ?standby=ok also while one waits as a standby; with ?source=NAME for
 // that source only (503 while led elsewhere, 404 for a source not in the
-// file).
+// file). With spread, a source that no relay of the fleet has held for
+// three session timeouts (a client of the group that is not a relay took
+// it) fails /readyz on every replica.
 func (f *fleet) handler(withStatus bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(f, promhttp.HandlerOpts{}))
@@ -613,11 +641,16 @@ func (f *fleet) handler(withStatus bool) http.Handler {
 			http.Error(w, "not ready: joining the spread group", http.StatusServiceUnavailable)
 			return
 		}
+		orphaned := f.orphaned(time.Now())
 		for _, st := range f.statuses() {
 			if want != "" && st.Name != want {
 				continue
 			}
 			found = true
+			if st.State == stateElsewhere && orphaned[st.Name] {
+				waiting = append(waiting, st.Name+" elsewhere on every replica (no relay of the fleet holds it)")
+				continue
+			}
 			if st.State == stateElsewhere && want == "" {
 				continue // another replica's to lead
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -23,6 +24,10 @@ type spreadConfig struct {
 	// SessionTimeout is how long a replica may be silent before its
 	// sources move to the others.
 	SessionTimeout string `yaml:"session-timeout"`
+	// SecretFile is the path of the fleet secret, the same on every
+	// replica: a member proves with it that it is a relay of this fleet,
+	// and a leader that its assignment is (see provingBalancer).
+	SecretFile string `yaml:"secret-file"`
 }
 
 // Defaults of spread:.
@@ -39,6 +44,9 @@ const (
 type spread struct {
 	group          string
 	sessionTimeout time.Duration
+	// secretFile and secret are the fleet secret's file and what it
+	// held; empty without one.
+	secretFile, secret string
 }
 
 // parse validates s.
@@ -60,7 +68,25 @@ func (s *spreadConfig) parse() (*spread, error) {
 		}
 		sp.sessionTimeout = d
 	}
+	if s.SecretFile != "" {
+		secret, err := cliutil.ReadSecretFile(s.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("secret-file: %v", err)
+		}
+		if len(secret) < minSecret {
+			return nil, fmt.Errorf("secret-file: %s holds %d bytes: the fleet secret needs at least %d (openssl rand -hex 32 makes one)", s.SecretFile, len(secret), minSecret)
+		}
+		sp.secretFile, sp.secret = s.SecretFile, secret
+	}
 	return sp, nil
+}
+
+// warnWithoutSecret warns, at start, that a spread group without a fleet
+// secret lets any Kafka client that may join it take sources.
+func (s *spread) warnWithoutSecret(logger *slog.Logger) {
+	if s != nil && s.secret == "" {
+		logger.Warn("spread: no secret-file: any Kafka client that may join the group " + s.group + " can take sources from the fleet; give every replica the same spread: secret-file: (see docs/security.md)")
+	}
 }
 
 // topic is the group's topic.
@@ -85,19 +111,26 @@ type member struct {
 	logger *slog.Logger
 	cl     *kgo.Client
 	adm    *kadm.Client
+	// proving is the balancer with proofs, nil without a fleet secret.
+	proving *provingBalancer
+	// held watches which sources a relay of the fleet holds.
+	held heldWatch
 }
 
 // join creates the group's topic if missing, and joins the group with the
 // Kafka settings of the first source: onChange receives the partitions
 // this replica owns after every assignment, revocation or loss, and must
 // have stopped the sources it no longer owns when it returns.
-func join(ctx context.Context, sp *spread, sources []Source, logger *slog.Logger, onChange func(owned []int32)) (*member, error) {
+func join(ctx context.Context, sp *spread, sources []Source, logger *slog.Logger, onChange func(owned []int32), opts ...func(*member)) (*member, error) {
 	first := sources[0].Config
 	admin, err := kgo.NewClient(relay.KafkaClientOpts(first)...)
 	if err != nil {
 		return nil, err
 	}
 	m := &member{sp: sp, logger: logger, adm: kadm.NewClient(admin)}
+	for _, o := range opts {
+		o(m)
+	}
 	if err := m.ensurePartitions(ctx, len(sources)); err != nil {
 		admin.Close()
 		return nil, err
@@ -114,10 +147,17 @@ func join(ctx context.Context, sp *spread, sources []Source, logger *slog.Logger
 		slices.Sort(owned)
 		onChange(slices.Clone(owned))
 	}
+	balancer := kgo.CooperativeStickyBalancer()
+	var proving *provingBalancer
+	if sp.secret != "" {
+		proving = newProvingBalancer(sp.secret, sp.group, logger)
+		balancer = proving
+	}
 	m.cl, err = kgo.NewClient(relay.KafkaClientOpts(first,
+		kgo.ClientID(groupClientID),
 		kgo.ConsumerGroup(sp.group),
 		kgo.ConsumeTopics(topic),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(balancer),
 		kgo.SessionTimeout(sp.sessionTimeout),
 		kgo.HeartbeatInterval(sp.sessionTimeout/5),
 		kgo.DisableAutoCommit(),
@@ -144,7 +184,12 @@ func join(ctx context.Context, sp *spread, sources []Source, logger *slog.Logger
 		admin.Close()
 		return nil, err
 	}
+	if proving != nil {
+		proving.setClient(m.cl)
+	}
+	m.proving = proving
 	go m.poll(ctx)
+	go m.watchHeld(ctx, admin)
 	return m, nil
 }
 
@@ -152,6 +197,7 @@ func join(ctx context.Context, sp *spread, sources []Source, logger *slog.Logger
 // partitions until it has n. It never removes any: a partition without a
 // source is owned by a replica that leads nothing for it.
 func (m *member) ensurePartitions(ctx context.Context, n int) error {
+	m.held.sources.Store(int32(n))
 	topic := m.sp.topic()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

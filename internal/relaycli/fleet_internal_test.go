@@ -136,6 +136,7 @@ func TestFleetDocExample(t *testing.T) {
 		}
 		example = strings.ReplaceAll(example, "/etc/pgoutbox/"+name+".url", path)
 	}
+	example = strings.ReplaceAll(example, "/etc/pgoutbox/fleet.secret", testenv.TempFile(t, "fleet.secret", "0123456789abcdef0123456789abcdef\n"))
 	fc, err := loadFleet(writeFleet(t, example), &scrubber{})
 	if err != nil {
 		t.Fatalf("docs/fleet.md's example: %v", err)

@@ -323,12 +323,43 @@ func settingValues(key string, v any) ([]string, error) {
 // slot names are per server, whatever the database. Two sources on one
 // database with the same identity would take turns as each other's
 // standby; on two databases, one would find the other's slot and fail.
-// (Two names of one host, an address and a DNS name, are not told apart.)
+// (Two names of one host, an address and a DNS name, are not told apart
+// here, without a connection: SameServerSlots tells them apart once the
+// sources' status is read.)
 func slotIdentity(cfg *relay.Config) string {
 	if pg, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
 		return fmt.Sprintf("%s:%d\x00%s", pg.Host, pg.Port, cfg.Slot)
 	}
 	return cfg.DatabaseURL + "\x00" + cfg.Slot
+}
+
+// SameServerSlots adds a problem to the status of each source whose slot
+// is also another source's slot on the same server, told by the server's
+// system identifier in the slot's state row: two names of one host (an
+// address and a DNS name) that the file's check by host and port lets
+// through. statuses[i] is sources[i]'s, nil when it could not be read.
+// It returns the problems added, each after its source's name.
+func SameServerSlots(sources []Source, statuses []*relay.SlotStatus) []string {
+	var added []string
+	first := map[string]int{}
+	for i, st := range statuses {
+		if st == nil || st.State == nil || st.ForeignSlot != "" {
+			continue
+		}
+		key := st.State.SystemIdentifier + "\x00" + st.Slot
+		j, dup := first[key]
+		if !dup {
+			first[key] = i
+			continue
+		}
+		for _, pair := range [][2]int{{i, j}, {j, i}} {
+			problem := fmt.Sprintf("slot %q is also the slot of source %s on the same server (system identifier %s; two names of one host?): give each source a slot name of its own",
+				st.Slot, sources[pair[1]].Name, st.State.SystemIdentifier)
+			statuses[pair[0]].Problems = append(statuses[pair[0]].Problems, problem)
+			added = append(added, sources[pair[0]].Name+" ("+problem+")")
+		}
+	}
+	return added
 }
 
 // sortedKeys returns m's keys in order.

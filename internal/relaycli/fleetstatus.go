@@ -102,6 +102,11 @@ func statusFleet(c *cli.Context, sc *scrubber) error {
 		})
 	}
 	wg.Wait()
+	statuses := make([]*relay.SlotStatus, len(reports))
+	for i, r := range reports {
+		statuses[i] = r.Status
+	}
+	fleet.SameServerSlots(sources, statuses)
 
 	if c.Bool(flagJSON) {
 		enc := json.NewEncoder(c.App.Writer)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -203,6 +204,19 @@ func TestSpreadSecretFile(t *testing.T) {
 	}
 	if fc.Spread.secret != "0123456789abcdef0123" || !slices.Contains(fc.secrets, good) {
 		t.Errorf("secret %q, watched %v", fc.Spread.secret, fc.secrets)
+	}
+	// A new secret is a change of spread:, which needs a restart: the
+	// running replica keeps its sources and its secret.
+	path := writeFleet(t, "spread:\n  group: g\n  secret-file: "+good+"\n"+sources)
+	running, err := Load(path, testParser())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(good, []byte("fedcba9876543210fedcba\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&fleet{}).tryReload(path, testParser(), running); err == nil || !strings.Contains(err.Error(), "spread: changes need a restart") {
+		t.Errorf("a reload with a new fleet secret: %v", err)
 	}
 	for _, tc := range []struct{ file, want string }{
 		{short, "needs at least 16"},

@@ -11,6 +11,17 @@
 // docs/fleet.md is the user's guide, docs/security.md says what the fleet
 // trusts.
 //
+// # Only relays take the sources
+//
+// With spread:, the group's assignment of the topic pgoutbox.fleet.GROUP
+// is the assignment of the sources, so any Kafka client that joins the
+// group could take sources. Kafka ACLs are the control. Behind them, with
+// spread: secret-file:, the members and the leader prove the fleet secret
+// with HMACs (proof.go): a member without proof is given no source, and an
+// assignment without proof is refused. Every replica describes the group
+// (held.go) and fails /readyz when no relay of the fleet has held a source
+// for three session timeouts.
+//
 // # Errors
 //
 // An error in the file is a cliutil.UsageError (exit 2); an error of the

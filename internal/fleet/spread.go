@@ -190,6 +190,11 @@ func join(ctx context.Context, sp *spread, sources []Source, logger *slog.Logger
 	m.proving = proving
 	go m.poll(ctx)
 	go m.watchHeld(ctx, admin)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		m.checkACLs(ctx, admin, principal(first.SASL))
+	}()
 	return m, nil
 }
 

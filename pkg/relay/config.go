@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 )
 
 // Config configures a Relay. DatabaseURL and Brokers are required; every
@@ -232,6 +233,12 @@ type Config struct {
 	// means the metrics are not registered anywhere. One Relay per
 	// registry: New fails when the metrics are registered already.
 	Registerer prometheus.Registerer
+
+	// Hooks are called at each stage of the relay's data path (see
+	// package relayhook): each value implements one or more of its Hook*
+	// interfaces, for example a relayotel.Tracer. Defaults to none: no
+	// call, nothing allocated for them.
+	Hooks []relayhook.Hook
 }
 
 // Compressions lists the values of Config.Compression.

@@ -46,6 +46,7 @@ const (
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
 	flagInstanceID      = "instance-id"
+	flagTracing         = "tracing"
 	flagExactlyOnce     = "exactly-once"
 	flagProgressTopic   = "progress-topic"
 	flagTxnTimeout      = "transaction-timeout"
@@ -164,6 +165,9 @@ func publishFlags() []cli.Flag {
 			"the ce_source attribute with --cloudevents (default /pgoutbox/DATABASE/SCHEMA.TABLE)"),
 		stringFlag(flagInstanceID, catOps, "",
 			"when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"),
+		boolFlag(flagTracing, catOps,
+			"record an OpenTelemetry send span per Kafka write, linked to each row's creation context, exported over OTLP/HTTP as the standard "+
+				"OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout), OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES variables say (see docs/tracing.md); off: no cost"),
 	}, kafkaflags.Flags(envName, catKafka)...)
 }
 

@@ -37,7 +37,7 @@ const (
 // processFlags are relay run's flags that belong to the process, not to a
 // source: with --config they stay on the command line (or in the
 // environment) and may not appear in the file.
-var processFlags = []string{flagMetricsAddr, flagLogLevel, flagLogFormat, flagConfig, flagInstanceID}
+var processFlags = []string{flagMetricsAddr, flagLogLevel, flagLogFormat, flagConfig, flagInstanceID, flagTracing}
 
 // secretFlags are the per-source flags whose value a fleet file may also
 // give as KEY-file: the path of a file holding it, as RELAY_KEY_FILE does

@@ -27,6 +27,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 )
 
 // A source whose relay stopped with an error is started again after
@@ -76,8 +77,13 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		return usagef("--%s %d: want a positive size", flagFleetBuffer, budget)
 	}
 
+	hooks, stopTracing, err := startTracing(c, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	ctx := c.Context
-	f := &fleet{ctx: ctx, logger: logger, scrub: sc.String, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID),
+	f := &fleet{ctx: ctx, hooks: hooks, logger: logger, scrub: sc.String, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID),
 		budget: budget, shared: relay.NewSharedBuffer(int(budget))}
 	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
@@ -258,6 +264,7 @@ func fleetConflicts(c *cli.Context) error {
 type fleet struct {
 	ctx    context.Context
 	logger *slog.Logger
+	hooks  []relayhook.Hook // every source's relay hooks (--tracing)
 	// process holds the process's own collectors (Go runtime, process,
 	// running).
 	process *prometheus.Registry
@@ -432,6 +439,7 @@ func (f *fleet) newSource(n fleetSource) (*source, error) {
 	cfg.InstanceID = instanceOf(f.instanceID, n.Name)
 	cfg.ReservedTopic = f.reserved.has
 	cfg.SharedBuffer = f.shared
+	cfg.Hooks = f.hooks
 	r, err := relay.New(&cfg)
 	if err != nil {
 		return nil, err

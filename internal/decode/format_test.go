@@ -69,6 +69,15 @@ func TestDecodeDebeziumRow(t *testing.T) {
 		t.Fatalf("headers %v, want %v", got, want)
 	}
 
+	// As Java's Properties.store writes it (Debezium's outbox extensions):
+	// a date comment, CRLF on Windows, '=' escaped in tracestate.
+	ev = decodeRow(t, &c, debeziumCols, debeziumTypes, time.Unix(1700000000, 0),
+		[]byte(id), []byte("Order"), []byte("1"), []byte("OrderCreated"), []byte(`{"id": 1}`), []byte("2024-01-01 00:00:00+00"),
+		[]byte("#Sun Dec 06 05:09:44 UTC 2026\r\ntracestate=rojo\\=00f067aa0ba902b7\r\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n"))
+	if got := headers(&ev.Record); ev.Invalid != nil || got["traceparent"] != want["traceparent"] || got["tracestate"] != "rojo=00f067aa0ba902b7" {
+		t.Fatalf("Java-stored trace context: headers %v, invalid %+v", got, ev.Invalid)
+	}
+
 	ev = decodeRow(t, &c, debeziumCols[:5], debeziumTypes[:5], time.Unix(1700000000, 0),
 		[]byte(id), []byte("Order"), []byte("1"), []byte("OrderDeleted"), nil)
 	if ev.Invalid != nil || ev.Record.Value != nil {

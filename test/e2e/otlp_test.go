@@ -322,6 +322,8 @@ func waterfall(spans []otlpSpan) string {
 	scale := float64(width) / float64(max(tEnd-t0, 1))
 	depth := map[string]int{}
 	var b strings.Builder
+	fmt.Fprintf(&b, "%-15s %-52s %9s %9s  %s\n", "service", "span", "start", "duration",
+		"timeline ("+time.Duration(tEnd-t0).Round(100*time.Microsecond).String()+")")
 	for _, s := range spans {
 		d := 0
 		if p, ok := depth[string(s.ParentSpanId)]; ok {

@@ -55,11 +55,11 @@ type Record interface {
 	Header(name string) ([]byte, bool)
 	// Headers yields each header's name and value, in order.
 	Headers() iter.Seq2[string, []byte]
-	// Partition is the partition Kafka acknowledged the record in; -1
-	// before it was written, or when its write failed.
+	// Partition is the partition Kafka acknowledged the record in: -1 in
+	// HookRecordBuilt, meaningless for a record whose write failed.
 	Partition() int32
-	// Offset is the record's offset in its partition; -1 before it was
-	// written, or when its write failed.
+	// Offset is the record's offset in its partition: -1 in
+	// HookRecordBuilt, meaningless for a record whose write failed.
 	Offset() int64
 	// Commit is the commit time of the row's transaction (the record's
 	// timestamp).

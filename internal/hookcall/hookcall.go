@@ -13,6 +13,7 @@ import (
 // with New. RecordBuilt is called from the reader's goroutine only, the
 // other methods from the sink's only: each keeps scratch space of its own.
 type Hooks struct {
+	all       []relayhook.Hook // as New got them, those that implement some
 	built     []relayhook.HookRecordBuilt
 	read      []relayhook.HookBatchRead
 	written   []relayhook.HookBatchWritten
@@ -34,6 +35,7 @@ type Hooks struct {
 func New(hooks []relayhook.Hook) *Hooks {
 	h := &Hooks{}
 	for _, x := range hooks {
+		n := len(h.built) + len(h.read) + len(h.written) + len(h.committed) + len(h.dead)
 		if v, ok := x.(relayhook.HookRecordBuilt); ok {
 			h.built = append(h.built, v)
 		}
@@ -49,8 +51,29 @@ func New(hooks []relayhook.Hook) *Hooks {
 		if v, ok := x.(relayhook.HookDeadLettered); ok {
 			h.dead = append(h.dead, v)
 		}
+		if len(h.built)+len(h.read)+len(h.written)+len(h.committed)+len(h.dead) > n {
+			h.all = append(h.all, x)
+		}
 	}
-	if len(h.built)+len(h.read)+len(h.written)+len(h.committed)+len(h.dead) == 0 {
+	if len(h.all) == 0 {
+		return nil
+	}
+	return h
+}
+
+// Hooks returns the hooks h was built of (those that implement an
+// interface); none for a nil h.
+func (h *Hooks) Hooks() []relayhook.Hook {
+	if h == nil {
+		return nil
+	}
+	return h.all
+}
+
+// ForReader returns h when it has HookRecordBuilt hooks, else nil: the
+// reader then skips the call (and the copy of the event) altogether.
+func (h *Hooks) ForReader() *Hooks {
+	if h == nil || len(h.built) == 0 {
 		return nil
 	}
 	return h

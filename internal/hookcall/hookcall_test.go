@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/hookcall"
+	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 )
 
@@ -33,8 +34,9 @@ func TestNoHooks(t *testing.T) {
 	}
 }
 
-// Without hooks (the default) the stages' calls allocate nothing; with
-// hooks, nothing per record either once the sink's slices have grown, and
+// Without hooks the stages' calls allocate nothing; with hooks (the
+// relay's messaging metrics among them), nothing per record either once
+// the sink's slices have grown, and
 // the progress record (index -1) is not shown. Not parallel: AllocsPerRun
 // counts the process's allocations.
 func TestCallsAllocateNothing(t *testing.T) {
@@ -47,7 +49,8 @@ func TestCallsAllocateNothing(t *testing.T) {
 	idx[len(batch)] = -1
 	now := time.Now()
 	c := &countHook{}
-	for _, h := range []*hookcall.Hooks{nil, hookcall.New([]relayhook.Hook{c})} {
+	// The messaging metrics are a hook of every relay.
+	for _, h := range []*hookcall.Hooks{nil, hookcall.New([]relayhook.Hook{c, relaymetrics.NewMessaging()})} {
 		allocs := testing.AllocsPerRun(10, func() {
 			h.RecordBuilt(batch[0], now)
 			h.BatchRead(len(batch))

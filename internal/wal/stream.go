@@ -45,7 +45,8 @@ type Stream struct {
 	skip    *replaySkip       // drops replayed transactions Kafka already has; nil drops nothing
 
 	stop context.Context // Run's context: ends the stream
-	// hooks are the relay hooks of Run's context, or nil.
+	// hooks are the relay hooks of Run's context when some take built
+	// records (HookRecordBuilt), else nil.
 	hooks *hookcall.Hooks
 	// staged holds the events of the current transaction not yet queued:
 	// they go to the sink together at its commit (or when BatchSize of
@@ -169,7 +170,7 @@ func StartReplication(ctx context.Context, conn *pgconn.PgConn, slot, publicatio
 // it to now.
 func (s *Stream) Run(ctx context.Context) error {
 	s.stop = ctx
-	s.hooks = hookcall.FromContext(ctx)
+	s.hooks = hookcall.FromContext(ctx).ForReader()
 	defer s.skip.done()
 	nc := s.conn.Conn()
 	var (

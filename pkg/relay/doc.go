@@ -80,6 +80,15 @@
 //	pgoutbox_relay_replay_skipped_total           counter: replayed transactions not published again
 //	                                              because Kafka already had them (see Acknowledgement in internal/wal)
 //
+// OpenTelemetry's messaging client metrics of the Kafka writes, in
+// Prometheus form (labels messaging_system="kafka",
+// messaging_operation_name="send"; error_type empty when acknowledged):
+//
+//	messaging_client_sent_messages_total{messaging_destination_name,error_type}
+//	                                              counter: records written (topics capped as above)
+//	messaging_client_operation_duration_seconds{error_type}
+//	                                              histogram: one Kafka write
+//
 // Slot gauges, read from pg_replication_slots and pg_current_wal_lsn()
 // every LagPollInterval on a regular connection, by the active relay and
 // by standbys alike:

@@ -85,7 +85,8 @@ func (h *recordingHooks) OnDeadLettered(d relayhook.DeadLettered) {
 // time, no partition yet), the batches read, each record written with the
 // partition and offset Kafka holds it at, the row that cannot be
 // published dead-lettered with its reason and where its dead letter
-// landed, and, in exactly-once mode, the Kafka transactions committed.
+// landed, and, in exactly-once mode, the Kafka transactions committed. The
+// messaging metrics, a hook of every relay, count the same writes.
 func TestHooksFireOnARelayRun(t *testing.T) {
 	t.Parallel()
 	for _, eos := range []bool{false, true} {
@@ -170,6 +171,13 @@ func TestHooksFireOnARelayRun(t *testing.T) {
 					t.Errorf("commit %+v", c)
 				}
 				held += c.Records
+			}
+			// The messaging metrics count the same writes.
+			if n := testenv.MetricValue(t, b.reg, "messaging_client_sent_messages_total", "messaging_destination_name", "outbox.order"); n != 3 {
+				t.Errorf("messaging_client_sent_messages_total{messaging_destination_name=outbox.order} = %v, want 3", n)
+			}
+			if n := testenv.MetricValue(t, b.reg, "messaging_client_operation_duration_seconds", "messaging_operation_name", "send"); n != float64(len(h.writes)) {
+				t.Errorf("messaging_client_operation_duration_seconds counts %v writes, the hook saw %d", n, len(h.writes))
 			}
 			if !eos && len(h.committed) > 0 || eos && held != 4 {
 				t.Errorf("transactions committed %+v (%d records held), want %v", h.committed, held, map[bool]string{true: "4 records", false: "none"}[eos])

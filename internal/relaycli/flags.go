@@ -160,7 +160,7 @@ func publishFlags() []cli.Flag {
 			"how long a partial batch waits for more events once the queue is empty (0: adaptive, send as soon as the previous write is done)"),
 
 		boolFlag(flagCloudEvents, catKafka,
-			"add CloudEvents headers (Kafka binding, binary content mode): ce_specversion, ce_id, ce_source, ce_type, ce_time, ce_subject, content-type"),
+			"add CloudEvents headers (Kafka binding, binary content mode): ce_specversion, ce_id, ce_source, ce_type, ce_time, ce_subject, content-type, and ce_traceparent/ce_tracestate from the row's trace context"),
 		stringFlag(flagCESource, catKafka, "",
 			"the ce_source attribute with --cloudevents (default /pgoutbox/DATABASE/SCHEMA.TABLE)"),
 		stringFlag(flagInstanceID, catOps, "",

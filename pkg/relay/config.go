@@ -213,8 +213,10 @@ type Config struct {
 	// ("1.0"), ce_id (the message ID), ce_source (CloudEventsSource),
 	// ce_type (the event type), ce_time (the commit time, RFC 3339 in UTC
 	// to the millisecond), ce_subject (the aggregate ID) and content-type
-	// (application/json for a json or jsonb payload). A row's headers
-	// may then not name ce_* or content-type. Defaults to false.
+	// (application/json for a json or jsonb payload), and the row's
+	// traceparent and tracestate as ce_traceparent and ce_tracestate. A
+	// row's headers may then not name ce_* or content-type. Defaults to
+	// false.
 	CloudEvents bool
 	// CloudEventsSource is the ce_source attribute. Defaults to
 	// "/pgoutbox/DATABASE/SCHEMA.TABLE", the database of DatabaseURL and

@@ -52,7 +52,8 @@
 // router's "id" and "type" headers besides the contract's). Both go through
 // the same decoder. Config.CloudEvents adds the attributes of the
 // CloudEvents Kafka binding's binary content mode (ce_specversion, ce_id,
-// ce_source, ce_type, ce_time, ce_subject, content-type) to every record.
+// ce_source, ce_type, ce_time, ce_subject, content-type, and
+// ce_traceparent/ce_tracestate from the row's trace context) to every record.
 //
 // # Metrics
 //

@@ -22,9 +22,10 @@
 //
 // # Cost
 //
-// With no hook set the relay makes no call, builds no view and allocates
-// nothing for them: one nil check per event on the reader, one per write on
-// the sink. A hook runs on the relay's hot path, on the reader's goroutine
+// A hook costs nothing where it is not set: without a HookRecordBuilt the
+// reader makes no call per event (one nil check), and the sink's calls
+// build no view and allocate nothing per record (the relay's own
+// messaging metrics are such a hook, one call per write). A hook runs on the relay's hot path, on the reader's goroutine
 // (HookRecordBuilt) or the sink's (the others), at once: it must be quick
 // and safe for concurrent use. The values it gets (a [Record], the slices of
 // [BatchWritten]) are valid only during the call; copy what you keep.

@@ -116,7 +116,7 @@ func (t *Tracer) OnBatchWritten(w relayhook.BatchWritten) {
 			continue // no creation context
 		}
 		la := []attribute.KeyValue{attribute.String("messaging.message.id", r.MessageID())}
-		if i >= len(w.Errs) || w.Errs[i] == nil {
+		if acknowledged := w.Err == nil || i < len(w.Errs) && w.Errs[i] == nil; acknowledged {
 			la = append(la, attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition()))),
 				attribute.Int64("messaging.kafka.offset", r.Offset()))
 		}

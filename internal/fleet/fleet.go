@@ -25,6 +25,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -83,6 +84,9 @@ type Options struct {
 	// PollInterval is how often the file and its secret files are read
 	// for a change. Defaults to 30s.
 	PollInterval time.Duration
+	// Hooks are every source's relay hooks (--tracing, a process
+	// setting): each source's relay.Config.Hooks.
+	Hooks []relayhook.Hook
 }
 
 // defaultPollInterval is Options.PollInterval's default.
@@ -106,7 +110,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	budget := o.Budget
 	f := &fleet{ctx: ctx, logger: logger, scrub: o.Scrub, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: o.InstanceID,
-		budget: budget, shared: relay.NewSharedBuffer(int(budget)), memoryLimit: o.MemoryLimit, logAttrs: o.LogAttrs}
+		budget: budget, shared: relay.NewSharedBuffer(int(budget)), memoryLimit: o.MemoryLimit, logAttrs: o.LogAttrs, hooks: o.Hooks}
 	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
 	f.running = relaymetrics.NewFleetSourceRunning()
@@ -236,6 +240,7 @@ func (f *fleet) sizeBuffer(sources []Source) {
 type fleet struct {
 	ctx    context.Context
 	logger *slog.Logger
+	hooks  []relayhook.Hook // every source's relay hooks (--tracing)
 	// process holds the process's own collectors (Go runtime, process,
 	// running).
 	process *prometheus.Registry
@@ -415,6 +420,7 @@ func (f *fleet) newSource(n Source) (*source, error) {
 	cfg.InstanceID = instanceOf(f.instanceID, n.Name)
 	cfg.ReservedTopic = f.reserved.has
 	cfg.SharedBuffer = f.shared
+	cfg.Hooks = f.hooks
 	r, err := relay.New(&cfg)
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ const flagConfig = "config"
 // processFlags are relay run's flags that belong to the process, not to a
 // source: with --config they stay on the command line (or in the
 // environment) and may not appear in the file.
-var processFlags = []string{flagMetricsAddr, flagLogLevel, flagLogFormat, flagConfig, flagInstanceID}
+var processFlags = []string{flagMetricsAddr, flagLogLevel, flagLogFormat, flagConfig, flagInstanceID, flagTracing}
 
 // secretFlags are the per-source flags whose value a fleet file may also
 // give as KEY-file: the path of a file holding it, as RELAY_KEY_FILE does
@@ -128,6 +128,11 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	if budget <= 0 {
 		return usagef("--%s %d: want a positive size", flagFleetBuffer, budget)
 	}
+	hooks, stopTracing, err := startTracing(c, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	var memLimit int64
 	err = fleet.Run(c.Context, fleet.Options{
 		Path: c.String(flagConfig), Parser: sourceParser(sc), Logger: logger, Scrub: sc.String,
@@ -139,6 +144,7 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		},
 		LogAttrs:     logAttrs,
 		PollInterval: configPollInterval,
+		Hooks:        hooks,
 	})
 	if err != nil && !cliutil.IsUsage(err) {
 		return fail(err)

@@ -17,8 +17,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/hookcall"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -669,7 +671,7 @@ func (s *Sink) produceTxn(ctx context.Context, batch []decode.Event, tb *txnBatc
 	if err != nil {
 		return err
 	}
-	traceWritten(ctx, tb.recs, start, end, failed)
+	hookcall.FromContext(ctx).Written(batch, tb.idx, errs, start, end, failed, true)
 	if failed != nil {
 		return s.abort(ctx, failed)
 	}
@@ -700,6 +702,15 @@ func (e *eosState) hold(batch []decode.Event) {
 	}
 }
 
+// held is the number of outbox records the open transaction holds.
+func (e *eosState) held() int {
+	n := 0
+	for _, a := range e.acks {
+		n += a.n
+	}
+	return n
+}
+
 // commitTxn commits the open transaction, guarded, once the state row
 // records its progress.
 func (s *Sink) commitTxn(ctx context.Context) error {
@@ -712,8 +723,12 @@ func (s *Sink) commitTxn(ctx context.Context) error {
 	if err := s.recordProgress(ctx); err != nil {
 		return s.abort(ctx, err)
 	}
+	start := time.Now()
 	err := s.prod.Commit(ctx)
 	e.open = false
+	if h := hookcall.FromContext(ctx); h != nil {
+		h.TxnCommitted(relayhook.TxnCommitted{Records: e.held(), Began: e.began, Start: start, End: time.Now(), ProgressLSN: e.lastEnd, Err: err})
+	}
 	if err != nil {
 		e.acks = e.acks[:0]
 		return s.txnError("commit", err)

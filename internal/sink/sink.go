@@ -13,11 +13,11 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/hookcall"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
-	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -174,6 +174,7 @@ func (s *Sink) publisher() publisher {
 // transaction open for half the transaction timeout is committed).
 func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
 	pub := s.publisher()
+	hooks := hookcall.FromContext(ctx)
 	col := newCollector(q, s.cfg.BatchSize, s.cfg.BatchTimeout)
 	defer col.stop()
 	for {
@@ -188,6 +189,7 @@ func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) er
 		case err != nil || batch == nil:
 			return err
 		}
+		hooks.BatchRead(len(batch))
 		if err := pub.publish(ctx, batch); err != nil {
 			return err
 		}
@@ -700,7 +702,7 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]e
 			failed = e
 		}
 	}
-	traceWritten(ctx, recs, start, end, failed)
+	hookcall.FromContext(ctx).Written(batch, call, errs, start, end, failed, false)
 	if failed != nil {
 		s.m.PublishErrors.Inc()
 	}
@@ -709,13 +711,6 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]e
 	}
 	s.countPublished(recs, errs)
 	return errs, nil
-}
-
-// traceWritten calls the relaytrace Written hook ctx carries, if any.
-func traceWritten(ctx context.Context, recs []*kgo.Record, start, end time.Time, err error) {
-	if h := relaytrace.FromContext(ctx); h != nil && h.Written != nil {
-		h.Written(recs, start, end, err)
-	}
 }
 
 // countPublished counts the records of recs that did not fail.

@@ -89,8 +89,8 @@ func notRelay(p string) bool {
 
 // TestImportLayers fails when a package imports one of its own layer or a
 // higher one (a lower stage importing a higher one), when a relay package
-// is missing from the table, and when relaycli goes around pkg/relay to
-// the engine.
+// is missing from the table, and when relaycli or the fleet goes around
+// pkg/relay to the engine.
 func TestImportLayers(t *testing.T) {
 	layer := layers(t)
 	for p, imps := range imports(t) {
@@ -108,8 +108,8 @@ func TestImportLayers(t *testing.T) {
 				continue // not a relay package (pkg/outbox, pkg/inbox, the test environment)
 			case li >= lp:
 				t.Errorf("%s (layer %d) imports %s (layer %d): a package imports only lower layers", p, lp, i, li)
-			case p == "internal/relaycli" && li >= 3 && li <= 7:
-				t.Errorf("relaycli imports %s (layer %d): it reaches the engine through pkg/relay only", i, li)
+			case (p == "internal/relaycli" || p == "internal/fleet") && li >= 3 && li <= 7:
+				t.Errorf("%s imports %s (layer %d): it reaches the engine through pkg/relay only", p, i, li)
 			}
 		}
 	}

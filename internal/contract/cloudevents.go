@@ -16,6 +16,10 @@ const (
 	HeaderCETime        = "ce_time"
 	HeaderCESubject     = "ce_subject"
 	HeaderCEBusinessKey = "ce_businesskey"
+	// HeaderCETraceparent and HeaderCETracestate are the distributed
+	// tracing extension's attributes: the row's W3C trace context.
+	HeaderCETraceparent = "ce_traceparent"
+	HeaderCETracestate  = "ce_tracestate"
 	// HeaderContentType is the binding's datacontenttype: the
 	// content-type header, no "ce_" prefix.
 	HeaderContentType = "content-type"

@@ -6,8 +6,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
-// numCloudEventsHeaders is how many headers appendCloudEvents adds.
-const numCloudEventsHeaders = 7
+// numCloudEventsHeaders is how many headers appendCloudEvents adds at
+// most.
+const numCloudEventsHeaders = 9
 
 // ceTimeLayout is ce_time's form: RFC 3339 in UTC to the millisecond, the
 // precision of the record's timestamp (both are the commit time).
@@ -35,14 +36,15 @@ func contentType(t uint32) []byte {
 // appendCloudEvents appends the attributes of the binary content mode of
 // the CloudEvents Kafka protocol binding to h: specversion 1.0, id (the
 // message ID), source, type (the event type), time (the commit time),
-// subject (the aggregate ID) and content-type. h[0] is the message-id
-// header.
+// subject (the aggregate ID) and content-type; and, when the row carries
+// a W3C trace context, the distributed tracing extension's traceparent
+// and tracestate, byte for byte. h[0] is the message-id header.
 func (d *Decoder) appendCloudEvents(h []publish.Header, f *fields) []publish.Header {
 	ct := f.contentType
 	if ct == nil {
 		ct = ceBytes
 	}
-	return append(h,
+	h = append(h,
 		publish.Header{Key: contract.HeaderCESpecVersion, Value: ceSpecVersion},
 		publish.Header{Key: contract.HeaderCEID, Value: h[0].Value},
 		publish.Header{Key: contract.HeaderCESource, Value: d.ceSource},
@@ -51,4 +53,11 @@ func (d *Decoder) appendCloudEvents(h []publish.Header, f *fields) []publish.Hea
 		publish.Header{Key: contract.HeaderCESubject, Value: nonNil(f.aggregateID)},
 		publish.Header{Key: contract.HeaderContentType, Value: ct},
 	)
+	if v, ok := f.headers[contract.HeaderTraceparent]; ok {
+		h = append(h, publish.Header{Key: contract.HeaderCETraceparent, Value: []byte(v)})
+	}
+	if v, ok := f.headers[contract.HeaderTracestate]; ok {
+		h = append(h, publish.Header{Key: contract.HeaderCETracestate, Value: []byte(v)})
+	}
+	return h
 }

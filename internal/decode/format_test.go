@@ -69,6 +69,15 @@ func TestDecodeDebeziumRow(t *testing.T) {
 		t.Fatalf("headers %v, want %v", got, want)
 	}
 
+	// As Java's Properties.store writes it (Debezium's outbox extensions):
+	// a date comment, CRLF on Windows, '=' escaped in tracestate.
+	ev = decodeRow(t, &c, debeziumCols, debeziumTypes, time.Unix(1700000000, 0),
+		[]byte(id), []byte("Order"), []byte("1"), []byte("OrderCreated"), []byte(`{"id": 1}`), []byte("2024-01-01 00:00:00+00"),
+		[]byte("#Sun Dec 06 05:09:44 UTC 2026\r\ntracestate=rojo\\=00f067aa0ba902b7\r\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n"))
+	if got := headers(&ev.Record); ev.Invalid != nil || got["traceparent"] != want["traceparent"] || got["tracestate"] != "rojo=00f067aa0ba902b7" {
+		t.Fatalf("Java-stored trace context: headers %v, invalid %+v", got, ev.Invalid)
+	}
+
 	ev = decodeRow(t, &c, debeziumCols[:5], debeziumTypes[:5], time.Unix(1700000000, 0),
 		[]byte(id), []byte("Order"), []byte("1"), []byte("OrderDeleted"), nil)
 	if ev.Invalid != nil || ev.Record.Value != nil {
@@ -103,7 +112,8 @@ func TestCheckColumnsNamesTheOtherFormat(t *testing.T) {
 
 // With CloudEvents on, a record carries the binding's attributes: the
 // configured source, the commit time in UTC to the millisecond, the
-// payload's content type by column type; a row header naming one of them is
+// payload's content type by column type, the row's trace context as the
+// distributed tracing extension; a row header naming one of them is
 // bad-headers.
 func TestCloudEventsHeaders(t *testing.T) {
 	t.Parallel()
@@ -123,6 +133,13 @@ func TestCloudEventsHeaders(t *testing.T) {
 		"ce_time": "2026-03-04T04:06:07.891Z", "ce_subject": "o-1", "content-type": "application/json"}
 	if got := headers(&ev.Record); ev.Invalid != nil || !maps.Equal(got, want) {
 		t.Fatalf("headers %v (invalid %+v), want %v", got, ev.Invalid, want)
+	}
+	// The row's trace context is also CloudEvents' distributed tracing
+	// extension (ce_traceparent, ce_tracestate), byte for byte.
+	const tp, ts = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "rojo=00f067aa0ba902b7, congo=t61rcWkgMzE"
+	ev = row(tableformat.OIDJSONB, `{"traceparent":"`+tp+`","tracestate":"`+ts+`"}`)
+	if got := headers(&ev.Record); ev.Invalid != nil || got["traceparent"] != tp || got["ce_traceparent"] != tp || got["ce_tracestate"] != ts || len(got) != 16 {
+		t.Fatalf("trace context: headers %v (invalid %+v), want traceparent and ce_traceparent %s, ce_tracestate %s", got, ev.Invalid, tp, ts)
 	}
 	for typ, ct := range map[uint32]string{tableformat.OIDText: "text/plain; charset=utf-8", tableformat.OIDBytea: "application/octet-stream"} {
 		payload := `{"a":1}`

@@ -49,6 +49,7 @@ const (
 	flagStandbyRetry    = "standby-retry-interval"
 	flagHeartbeat       = "heartbeat-interval"
 	flagInstanceID      = "instance-id"
+	flagTracing         = "tracing"
 	flagExactlyOnce     = "exactly-once"
 	flagProgressTopic   = "progress-topic"
 	flagTxnTimeout      = "transaction-timeout"
@@ -162,11 +163,14 @@ func publishFlags() []cli.Flag {
 			"how long a partial batch waits for more events once the queue is empty (0: adaptive, send as soon as the previous write is done)"),
 
 		boolFlag(flagCloudEvents, catKafka,
-			"add CloudEvents headers (Kafka binding, binary content mode): ce_specversion, ce_id, ce_source, ce_type, ce_time, ce_subject, content-type"),
+			"add CloudEvents headers (Kafka binding, binary content mode): ce_specversion, ce_id, ce_source, ce_type, ce_time, ce_subject, content-type, and ce_traceparent/ce_tracestate from the row's trace context"),
 		stringFlag(flagCESource, catKafka, "",
 			"the ce_source attribute with --cloudevents (default /pgoutbox/DATABASE/SCHEMA.TABLE)"),
 		stringFlag(flagInstanceID, catOps, "",
 			"when set, sent in a relay-instance header of every record, to tell which relay process wrote it (e.g. the pod name)"),
+		boolFlag(flagTracing, catOps,
+			"record an OpenTelemetry send span per Kafka write, linked to each row's creation context, exported over OTLP/HTTP as the standard "+
+				"OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout), OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES variables say (see docs/tracing.md); off: no cost"),
 	}, kafkaflags.Flags(envName, catKafka)...)
 }
 

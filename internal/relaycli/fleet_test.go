@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/internal/relaycli"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -344,6 +347,53 @@ func TestFleetStatus(t *testing.T) {
 	wantCode(t, cli(t, "status", "--config", path, "--source", "gamma"), relaycli.ExitUsage)
 	wantCode(t, cli(t, "status", "--source", "beta"), relaycli.ExitUsage)
 	rep.stop(t)
+}
+
+// Two sources that reach one server by two names (an address and a DNS
+// name, or a socket directory spelled two ways) pass the file's check by
+// host and port; relay status --config and relay setup --config tell them
+// apart by the server's system identifier, and name the slot both use.
+func TestFleetStatusFindsOneSlotUnderTwoHostNames(t *testing.T) {
+	f := setupDone(t)
+	pg, err := pgconn.ParseConfig(f.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias := map[string]string{"127.0.0.1": "localhost", "localhost": "127.0.0.1"}[pg.Host]
+	if strings.HasPrefix(pg.Host, "/") {
+		alias = pg.Host + "/" // the same socket directory
+	}
+	if alias == "" {
+		t.Skipf("no second name for host %s", pg.Host)
+	}
+	u, err := url.Parse(f.db.URL)
+	if err != nil || u.Host == "" && !strings.HasPrefix(pg.Host, "/") {
+		t.Skipf("database URL not in URL form: %v", err)
+	}
+	other := strings.Replace(f.db.URL, pg.Host, alias, 1)
+	if strings.HasPrefix(pg.Host, "/") {
+		q := u.Query()
+		q.Set("host", alias)
+		u.RawQuery = q.Encode()
+		other = u.String()
+	}
+	entry := func(name, url string) string {
+		return fmt.Sprintf("  - name: %s\n    database-url: %s\n    slot: %s\n    publication: pub_%s\n", name, url, f.slot, f.slot)
+	}
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	file := "defaults:\n  brokers: [k:9092]\nsources:\n" + entry("one", f.db.URL) + entry("two", other)
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"status", "setup"} {
+		r := cli(t, cmd, "--config", path)
+		wantCode(t, r, 1)
+		for _, want := range []string{"slot \"" + f.slot + "\" is also the slot of source two on the same server", "also the slot of source one"} {
+			if !strings.Contains(r.stdout+r.stderr, want) {
+				t.Errorf("relay %s --config does not say %q:\n%s\n%s", cmd, want, r.stdout, r.stderr)
+			}
+		}
+	}
 }
 
 // bufferBytes reads the shared buffer's size in /status.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/fleet"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -40,7 +41,7 @@ type sourceReport struct {
 // setup, status, verify): no arguments, no per-source flag beside
 // --config, the logger, and the file, validated: its sources, or with
 // --source the one of that name.
-func fleetCommand(c *cli.Context, sc *scrubber) (*slog.Logger, []fleetSource, error) {
+func fleetCommand(c *cli.Context, sc *scrubber) (*slog.Logger, []fleet.Source, error) {
 	if err := noArgs(c); err != nil {
 		return nil, nil, err
 	}
@@ -64,14 +65,14 @@ func fleetCommand(c *cli.Context, sc *scrubber) (*slog.Logger, []fleetSource, er
 
 // pickSources is the file's sources, or with --source the one of that
 // name (a usage error when the file has none).
-func pickSources(c *cli.Context, fc *fleetConfig) ([]fleetSource, error) {
+func pickSources(c *cli.Context, fc *fleet.File) ([]fleet.Source, error) {
 	want := c.String(flagSource)
 	if want == "" {
 		return fc.Sources, nil
 	}
 	for _, s := range fc.Sources {
 		if s.Name == want {
-			return []fleetSource{s}, nil
+			return []fleet.Source{s}, nil
 		}
 	}
 	return nil, usagef("--%s: the fleet file has no source %q", flagSource, want)
@@ -102,6 +103,11 @@ func statusFleet(c *cli.Context, sc *scrubber) error {
 		})
 	}
 	wg.Wait()
+	statuses := make([]*relaytype.SlotStatus, len(reports))
+	for i, r := range reports {
+		statuses[i] = r.Status
+	}
+	fleet.SameServerSlots(sources, statuses)
 
 	if c.Bool(flagJSON) {
 		enc := json.NewEncoder(c.App.Writer)

@@ -50,6 +50,12 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	cfg.Registerer = reg
+	hooks, stopTracing, err := startTracing(c, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	cfg.Hooks = append(cfg.Hooks, hooks...)
 	r, err := relay.New(cfg)
 	if err != nil {
 		// New only validates; it does not connect.

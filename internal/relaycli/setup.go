@@ -11,7 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/fleet"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // adminTimeout bounds setup, status and teardown (setup: after --wait).
@@ -53,33 +55,35 @@ func setupCommand(sc *scrubber) *cli.Command {
 			if note := defaultNamesNote(c, cfg); note != "" {
 				fmt.Fprintln(c.App.ErrWriter, note)
 			}
-			return fail(setupOne(ctx, c, sc, cfg))
+			_, err := setupOne(ctx, c, sc, cfg)
+			return fail(err)
 		})),
 	})
 }
 
 // setupOne is relay setup of cfg: after waiting for the database, the
-// table, the publication and the slot, each said created or found.
-func setupOne(ctx context.Context, c *cli.Context, sc *scrubber, cfg *relay.Config) error {
+// table, the publication and the slot, each said created or found. It
+// returns the slot's status after.
+func setupOne(ctx context.Context, c *cli.Context, sc *scrubber, cfg *relay.Config) (*relaytype.SlotStatus, error) {
 	if err := waitForDatabase(ctx, c, sc, cfg.DatabaseURL, c.Duration(flagWait)); err != nil {
-		return err
+		return nil, err
 	}
 	before, err := readObjects(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := relay.Setup(ctx, cfg); err != nil {
-		return err
+		return nil, err
 	}
 	st, err := relay.Status(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "table %s: %s\n", cfg.Table, createdOrFound(before.Table))
 	fmt.Fprintf(w, "publication %s: %s\n", cfg.Publication, createdOrFound(before.Publication))
 	fmt.Fprintf(w, "slot %s: %s (confirmed_flush_lsn %s)\n", cfg.Slot, createdOrFound(before.Slot), st.ConfirmedFlushLSN)
-	return nil
+	return st, nil
 }
 
 // setupFleet is relay setup --config: every source of the file (or
@@ -91,6 +95,7 @@ func setupFleet(c *cli.Context, sc *scrubber) error {
 		return err
 	}
 	var bad []string
+	statuses := make([]*relaytype.SlotStatus, len(sources))
 	for i, s := range sources {
 		if i > 0 {
 			fmt.Fprintln(c.App.Writer)
@@ -99,14 +104,18 @@ func setupFleet(c *cli.Context, sc *scrubber) error {
 		cfg := *s.Config
 		cfg.Logger = logger.With("source", s.Name)
 		ctx, cancel := context.WithTimeout(c.Context, adminTimeout+c.Duration(flagWait))
-		err := setupOne(ctx, c, sc, &cfg)
+		st, err := setupOne(ctx, c, sc, &cfg)
 		cancel()
+		statuses[i] = st
 		if err != nil {
 			msg := sc.String(err.Error())
 			fmt.Fprintf(c.App.Writer, "error  %s\n", msg)
 			bad = append(bad, s.Name+" ("+msg+")")
 		}
 	}
+	// Two names of one server pass the file's check: the system
+	// identifier tells them apart.
+	bad = append(bad, fleet.SameServerSlots(sources, statuses)...)
 	if len(bad) > 0 {
 		return fail(errors.New("sources not set up: " + strings.Join(bad, "; ")))
 	}

@@ -28,6 +28,7 @@ type Metrics struct {
 	Gap              *prometheus.GaugeVec
 	ReplaySkipped    prometheus.Counter
 	Slot             *SlotMetrics
+	Messaging        *Messaging
 
 	mu      sync.Mutex
 	byTopic map[string]prometheus.Counter
@@ -73,14 +74,15 @@ func NewMetrics(slot string, l Clock) *Metrics {
 			"1 when the relay found a gap (the slot cannot resume where it left off) and does not stream, by reason; see relay recover.", "slot", "reason"),
 		ReplaySkipped: counter("replay_skipped_total",
 			"Replayed WAL transactions not published again at a session start because Kafka already had them (they end at or before the relay state's acknowledged position)."),
-		Slot:    newSlotMetrics(slot, l),
-		byTopic: make(map[string]prometheus.Counter),
+		Slot:      newSlotMetrics(slot, l),
+		Messaging: NewMessaging(),
+		byTopic:   make(map[string]prometheus.Counter),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.Published, m.PublishErrors, m.BatchSize, m.PublishDuration, m.CommitToAck,
-		m.ConfirmedLSN, m.ProgressLSN, m.ProgressIgnored, m.InFlight, m.BufferBytes, m.Invalid, m.TopicUnavailable, m.Reconnects, m.Pruned, m.Gap, m.ReplaySkipped}, m.Slot.collectors()...)
+		m.ConfirmedLSN, m.ProgressLSN, m.ProgressIgnored, m.InFlight, m.BufferBytes, m.Invalid, m.TopicUnavailable, m.Reconnects, m.Pruned, m.Gap, m.ReplaySkipped}, append(m.Slot.collectors(), m.Messaging.collectors()...)...)
 }
 
 func (m *Metrics) Register(reg prometheus.Registerer) error {

@@ -12,8 +12,10 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/hookcall"
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -586,7 +588,7 @@ func (s *Sink) produceTxn(ctx context.Context, batch []decode.Event, tb *txnBatc
 	if err != nil {
 		return err
 	}
-	traceWritten(ctx, tb.recs, start, end, failed)
+	hookcall.FromContext(ctx).Written(batch, tb.idx, out, start, end, failed, true)
 	if failed != nil {
 		return s.abort(ctx, failed)
 	}
@@ -613,6 +615,15 @@ func (e *eosState) hold(batch []decode.Event) {
 	}
 }
 
+// held is the number of outbox records the open transaction holds.
+func (e *eosState) held() int {
+	n := 0
+	for _, a := range e.acks {
+		n += a.n
+	}
+	return n
+}
+
 // commitTxn commits the open transaction with progress, guarded, once the
 // state row records the position it names.
 func (s *Sink) commitTxn(ctx context.Context, progress []byte) error {
@@ -625,8 +636,12 @@ func (s *Sink) commitTxn(ctx context.Context, progress []byte) error {
 	if err := s.recordProgress(ctx); err != nil {
 		return s.abort(ctx, err)
 	}
+	start := time.Now()
 	err := s.txn().Commit(ctx, progress)
 	e.open = false
+	if h := hookcall.FromContext(ctx); h != nil {
+		h.TxnCommitted(relayhook.TxnCommitted{Records: e.held(), Began: e.began, Start: start, End: time.Now(), ProgressLSN: e.lastEnd, Err: err})
+	}
 	if err != nil {
 		e.acks = e.acks[:0]
 		return s.txnError("commit", err)

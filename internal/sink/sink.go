@@ -11,11 +11,11 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/hookcall"
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
-	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -175,6 +175,7 @@ func (s *Sink) mode() mode {
 // transaction open for half the transaction timeout is committed).
 func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
 	pub := s.mode()
+	hooks := hookcall.FromContext(ctx)
 	col := newCollector(q, s.cfg.BatchSize, s.cfg.BatchTimeout)
 	defer col.stop()
 	for {
@@ -189,6 +190,7 @@ func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) er
 		case err != nil || batch == nil:
 			return err
 		}
+		hooks.BatchRead(len(batch))
 		if err := pub.publish(ctx, batch); err != nil {
 			return err
 		}
@@ -704,7 +706,11 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]p
 	if err == nil {
 		failed = firstFailure(out)
 	}
-	traceWritten(ctx, recs, start, end, failed)
+	var outs []publish.Outcome // none when the call's outcome is unknown
+	if err == nil {
+		outs = out
+	}
+	hookcall.FromContext(ctx).Written(batch, call, outs, start, end, failed, false)
 	if failed != nil {
 		s.m.PublishErrors.Inc()
 	}
@@ -724,13 +730,6 @@ func firstFailure(out []publish.Outcome) error {
 		}
 	}
 	return nil
-}
-
-// traceWritten calls the relaytrace Written hook ctx carries, if any.
-func traceWritten(ctx context.Context, recs []*publish.Record, start, end time.Time, err error) {
-	if h := relaytrace.FromContext(ctx); h != nil && h.Written != nil {
-		h.Written(recs, start, end, err)
-	}
 }
 
 // countPublished counts the records of recs that the broker confirmed.

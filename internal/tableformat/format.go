@@ -1,7 +1,6 @@
 package tableformat
 
 import (
-	"bytes"
 	"fmt"
 	"net/url"
 	"strings"
@@ -161,28 +160,6 @@ func CheckShape(f relaytype.TableFormat, names []string) string {
 		}
 	}
 	return ""
-}
-
-// TraceHeaders reads the W3C trace context out of a Debezium
-// tracingspancontext value: the span context serialized as
-// java.util.Properties text ("traceparent=00-…" lines, "#" comments).
-// Other keys are left out.
-func TraceHeaders(text []byte) map[string]string {
-	var out map[string]string
-	for _, line := range bytes.Split(text, []byte("\n")) {
-		k, v, ok := strings.Cut(strings.TrimSpace(string(line)), "=")
-		if !ok || strings.HasPrefix(k, "#") || strings.HasPrefix(k, "!") {
-			continue
-		}
-		k = strings.TrimSpace(k)
-		if k == "traceparent" || k == "tracestate" {
-			if out == nil {
-				out = make(map[string]string, 2)
-			}
-			out[k] = strings.TrimSpace(v)
-		}
-	}
-	return out
 }
 
 // Column type OIDs the relay reads.

@@ -17,12 +17,12 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/hookcall"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
-	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -45,8 +45,9 @@ type Stream struct {
 	skip    *replaySkip       // drops replayed transactions Kafka already has; nil drops nothing
 
 	stop context.Context // Run's context: ends the stream
-	// traceRead is the relaytrace Read hook of Run's context, or nil.
-	traceRead func(msg publish.Record, commit, read time.Time)
+	// hooks are the relay hooks of Run's context when some take built
+	// records (HookRecordBuilt), else nil.
+	hooks *hookcall.Hooks
 	// staged holds the events of the current transaction not yet queued:
 	// they go to the sink together at its commit (or when BatchSize of
 	// them are staged, or once the first has waited Config.StageFor), so
@@ -169,9 +170,7 @@ func StartReplication(ctx context.Context, conn *pgconn.PgConn, slot, publicatio
 // it to now.
 func (s *Stream) Run(ctx context.Context) error {
 	s.stop = ctx
-	if h := relaytrace.FromContext(ctx); h != nil {
-		s.traceRead = h.Read
-	}
+	s.hooks = hookcall.FromContext(ctx).ForReader()
 	defer s.skip.done()
 	nc := s.conn.Conn()
 	var (
@@ -388,8 +387,8 @@ func (s *Stream) handle(data []byte) error {
 			s.cfg.DeadLetters.Shape(&ev)
 		}
 		ev.Tx, ev.Commit = s.tx, s.commit
-		if s.traceRead != nil {
-			s.traceRead(ev.Record, s.commit, s.readAt)
+		if s.hooks != nil {
+			s.hooks.RecordBuilt(ev, s.readAt)
 		}
 		s.tracker.Add(s.tx, 1)
 		s.queued = true

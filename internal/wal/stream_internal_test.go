@@ -13,9 +13,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
-	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/internal/hookcall"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
-	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -47,7 +47,7 @@ func outboxStream(t *testing.T) (s *Stream, insert []byte, batchSize int) {
 }
 
 // The reader allocates nothing per event beyond the decoder's two (the
-// row's values, its headers), with a relaytrace Read hook or without: an
+// row's values, its headers), with a record-built hook or without: an
 // event moved to the heap on its way to the sink (a closure capturing it,
 // a hook taking its address) would add one for every event. The hook sees
 // each event's record, its commit time and when it was read. Not
@@ -57,12 +57,14 @@ func TestStreamAllocationsPerEvent(t *testing.T) {
 		s, insert, batchSize := outboxStream(t)
 		var reads int
 		if traced {
-			h := &relaytrace.Hooks{Read: func(msg publish.Record, commit, read time.Time) {
-				if string(msg.Key) == "agg-42" && commit.Equal(time.Date(2000, 1, 1, 0, 0, 0, 1000_000, time.UTC)) && read.Equal(s.readAt) {
+			h := builtHook(func(b relayhook.RecordBuilt) {
+				r := b.Record
+				if string(r.Key()) == "agg-42" && r.Commit().Equal(time.Date(2000, 1, 1, 0, 0, 0, 1000_000, time.UTC)) && b.Read.Equal(s.readAt) &&
+					r.CommitLSN() == 100 && r.Partition() == -1 && r.Offset() == -1 && !r.DeadLetter() {
 					reads++
 				}
-			}}
-			s.traceRead = relaytrace.FromContext(relaytrace.WithHooks(context.Background(), h)).Read // as Run does
+			})
+			s.hooks = hookcall.FromContext(hookcall.WithHooks(context.Background(), hookcall.New([]relayhook.Hook{h}))) // as Run does
 		}
 		// Fewer than BatchSize events: all stay staged in the transaction.
 		runs := batchSize / 2
@@ -82,6 +84,11 @@ func TestStreamAllocationsPerEvent(t *testing.T) {
 		}
 	}
 }
+
+// builtHook is a relayhook.HookRecordBuilt of a function.
+type builtHook func(relayhook.RecordBuilt)
+
+func (f builtHook) OnRecordBuilt(b relayhook.RecordBuilt) { f(b) }
 
 // Events staged for the rest of their transaction are due to be queued
 // once the first has waited StageFor (a long decode gap inside the

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -183,8 +184,10 @@ type Config struct {
 	// ("1.0"), ce_id (the message ID), ce_source (CloudEventsSource),
 	// ce_type (the event type), ce_time (the commit time, RFC 3339 in UTC
 	// to the millisecond), ce_subject (the aggregate ID) and content-type
-	// (application/json for a json or jsonb payload). A row's headers
-	// may then not name ce_* or content-type. Defaults to false.
+	// (application/json for a json or jsonb payload), and the row's
+	// traceparent and tracestate as ce_traceparent and ce_tracestate. A
+	// row's headers may then not name ce_* or content-type. Defaults to
+	// false.
 	CloudEvents bool
 	// CloudEventsSource is the ce_source attribute. Defaults to
 	// "/pgoutbox/DATABASE/SCHEMA.TABLE", the database of DatabaseURL and
@@ -214,6 +217,12 @@ type Config struct {
 	// means the metrics are not registered anywhere. One Relay per
 	// registry: New fails when the metrics are registered already.
 	Registerer prometheus.Registerer
+
+	// Hooks are called at each stage of the relay's data path (see
+	// package relayhook): each value implements one or more of its Hook*
+	// interfaces, for example a relayotel.Tracer. Defaults to none: no
+	// call, nothing allocated for them.
+	Hooks []relayhook.Hook
 }
 
 // KafkaConfig is the part of Config that only the Kafka client reads:

@@ -57,7 +57,8 @@
 // router's "id" and "type" headers besides the contract's). Both go through
 // the same decoder. Config.CloudEvents adds the attributes of the
 // CloudEvents Kafka binding's binary content mode (ce_specversion, ce_id,
-// ce_source, ce_type, ce_time, ce_subject, content-type) to every record.
+// ce_source, ce_type, ce_time, ce_subject, content-type, and
+// ce_traceparent/ce_tracestate from the row's trace context) to every record.
 //
 // # Metrics
 //
@@ -84,6 +85,15 @@
 //	pgoutbox_relay_gap{slot,reason}               gauge: 1 when Run found a gap (see Gaps in internal/slotstate) and stopped
 //	pgoutbox_relay_replay_skipped_total           counter: replayed transactions not published again
 //	                                              because Kafka already had them (see Acknowledgement in internal/wal)
+//
+// OpenTelemetry's messaging client metrics of the Kafka writes, in
+// Prometheus form (labels messaging_system="kafka",
+// messaging_operation_name="send"; error_type empty when acknowledged):
+//
+//	messaging_client_sent_messages_total{messaging_destination_name,error_type}
+//	                                              counter: records written (topics capped as above)
+//	messaging_client_operation_duration_seconds{error_type}
+//	                                              histogram: one Kafka write
 //
 // Slot gauges, read from pg_replication_slots and pg_current_wal_lsn()
 // every LagPollInterval on a regular connection, by the active relay and

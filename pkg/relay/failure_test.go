@@ -342,18 +342,27 @@ func TestReconnect(t *testing.T) {
 }
 
 // Cancelling Run flushes what is in flight, confirms it and returns nil:
-// nothing is left to replay, and a restart resumes where it stopped.
+// no transaction whose commit the relay read is left to replay, and a
+// restart resumes where it stopped.
 func TestGracefulStop(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	run := b.start(t)
+	// Two rows in one transaction, then one in a second. The reader may
+	// queue a transaction's rows before it reads the commit (they wait
+	// at most a second for it), and a starved relay can publish a
+	// transaction whose commit it has not read when the stop comes: that
+	// one is read again. The first transaction's commit comes before the
+	// second's row in the WAL, so once the second's record is in Kafka the
+	// first is complete and acknowledged, and the stop confirms it.
 	ids := b.insert(t, msg("a", 1), msg("b", 2))
-	testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 2, 30*time.Second)
+	ids = append(ids, b.insert(t, msg("c", 3))...)
+	testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 3, 30*time.Second)
 	if err := run.stop(t); err != nil {
 		t.Fatalf("Run: %v, want nil", err)
 	}
-	if n := b.pendingInserts(t); n != 0 {
-		t.Fatalf("%d inserts left to replay after a graceful stop, want 0", n)
+	if n := b.pendingInserts(t); n > 1 {
+		t.Fatalf("%d inserts left to replay after a graceful stop, want at most the last transaction's 1", n)
 	}
 
 	// Stop while a stream of inserts is in flight: a restart delivers the rest.

@@ -79,6 +79,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("relay: Run is already running")
 	}
 	defer r.running.Store(false)
+	ctx = r.withHooks(ctx)
 	sk := sink.NewSink(r.stage.sink, r.m)
 	// A relay without a recent sign of life from its walsender writes
 	// nothing more to Kafka: the server may have given the slot to

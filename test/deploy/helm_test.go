@@ -266,7 +266,7 @@ func TestHelmChart(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{
-		"RELAY_BROKERS": "kafka-0.kafka:9092,kafka-1.kafka:9092", "RELAY_TABLE": "billing.outbox",
+		"RELAY_BROKERS": "kafka-0.kafka:9093,kafka-1.kafka:9093", "RELAY_TABLE": "billing.outbox",
 		"RELAY_SLOT": "billing_outbox", "RELAY_PUBLICATION": "billing_outbox", "RELAY_ON_GAP": "backfill",
 		"RELAY_NO_CREATE": "true", "RELAY_KAFKA_SASL_MECHANISM": "scram-sha-512", "RELAY_KAFKA_TLS": "true",
 	} {
@@ -490,6 +490,20 @@ func TestHelmChartFleet(t *testing.T) {
 		if v.Name == "fleet" && (v.Secret == nil || v.Secret.SecretName != "relay-fleet") {
 			t.Errorf("fleet volume %+v, want Secret relay-fleet", v)
 		}
+	}
+	// fleet.secretKey mounts the fleet secret (spread: secret-file:) beside
+	// the file.
+	withSecret := render(t, "--set", "fleet.existingSecret=relay-fleet", "--set", "fleet.secretKey=fleet.secret", "--set", "networkPolicy.kafka.ports={9093}")
+	var keys []string
+	for _, v := range withSecret["Deployment"].Spec.Template.Spec.Volumes {
+		if v.Name == "fleet" && v.Secret != nil {
+			for _, it := range v.Secret.Items {
+				keys = append(keys, it.Key+"="+it.Path)
+			}
+		}
+	}
+	if strings.Join(keys, " ") != "fleet.yaml=fleet.yaml fleet.secret=fleet.secret" {
+		t.Errorf("fleet volume items %v, want the file and the fleet secret", keys)
 	}
 	for _, tc := range []struct {
 		args []string

@@ -72,7 +72,7 @@ func registered(t *testing.T) map[string]bool {
 	return names
 }
 
-var queried = regexp.MustCompile(`pgoutbox_[a-z0-9_]+`)
+var queried = regexp.MustCompile(`(pgoutbox|messaging_client)_[a-z0-9_]+`) // the relay's own and the OpenTelemetry messaging metrics
 
 func TestDeployFilesQueryRegisteredMetrics(t *testing.T) {
 	names := registered(t)

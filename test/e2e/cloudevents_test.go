@@ -16,8 +16,8 @@ import (
 // content mode: kcat reads, byte for byte, ce_specversion 1.0, ce_id (the
 // message ID), ce_source (by default /pgoutbox/DATABASE/SCHEMA.TABLE),
 // ce_type (the event type), ce_time (the commit time, RFC 3339 in UTC to
-// the millisecond: the record's timestamp), ce_subject (the aggregate ID)
-// and content-type, besides the contract headers and the row's own. A row
+// the millisecond: the record's timestamp), ce_subject (the aggregate ID),
+// content-type and ce_traceparent (the row's traceparent), besides the contract headers and the row's own. A row
 // whose headers name a CloudEvents attribute is dead-lettered (bad-headers),
 // not published with two ce_type headers. The expected values are built
 // here from the rows, the database name and kcat's timestamp, not by the
@@ -62,6 +62,7 @@ func TestCloudEventsHeadersByteForByte(t *testing.T) {
 		"ce_time":        rec.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z"),
 		"ce_subject":     "pay-42",
 		"content-type":   "application/json",
+		"ce_traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 	}
 	if got := headerMap(t, rec); !maps.Equal(got, want) {
 		t.Errorf("headers\n%v\nwant\n%v", sorted(got), sorted(want))

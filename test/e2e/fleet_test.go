@@ -64,7 +64,7 @@ func fleetLeaders(addrs []string) map[string][]int {
 }
 
 // TestFleetReplicaKilledLosesNothing runs one fleet file of three sources
-// on two relay processes that spread them, SIGKILLs the one leading more
+// on two relay processes that spread them (with a fleet secret), SIGKILLs the one leading more
 // while writers commit into every source, and checks that the other takes
 // every source over and Kafka finally holds every committed message in
 // commit order per aggregate.
@@ -73,8 +73,10 @@ func TestFleetReplicaKilledLosesNothing(t *testing.T) {
 	bin := buildRelay(t)
 	kafka := testenv.NewBroker(t)
 	const sources = 3
-	head := fmt.Sprintf("spread:\n  group: %s\n  session-timeout: 6s\ndefaults:\n  brokers: [%s]\n  topic-template: %s\n  standby-retry-interval: 200ms\nsources:\n",
-		kafka.Topic(fmt.Sprintf("fleet-e2e-%d", os.Getpid())), kafka.Brokers[0], kafka.Topic(topicTemplate))
+	// The replicas prove to each other that they run this fleet.
+	secret := testenv.TempFile(t, "fleet.secret", "e2e-fleet-secret-0123456789\n")
+	head := fmt.Sprintf("spread:\n  group: %s\n  session-timeout: 6s\n  secret-file: %s\ndefaults:\n  brokers: [%s]\n  topic-template: %s\n  standby-retry-interval: 200ms\nsources:\n",
+		kafka.Topic(fmt.Sprintf("fleet-e2e-%d", os.Getpid())), secret, kafka.Brokers[0], kafka.Topic(topicTemplate))
 	path, dbs := writeFleetFile(t, bin, head, sources, nil)
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	procs := make([]*relayProc, len(addrs))

@@ -48,7 +48,7 @@
 // ran on a CPU and waited for one.
 //
 // -trace times each record's legs inside the relay (which then runs inside
-// this binary, through the hooks of internal/relaytrace): in the latency
+// this binary, through the relay hooks of pkg/relay/relayhook): in the latency
 // mode, the percentiles of commit → WAL read → Kafka write → acknowledged
 // → received; in the drain mode, the relay's Kafka writes and their
 // records.

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/internal/publish"
-	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
+	"github.com/pgoutbox/pgoutbox/internal/hookcall"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 )
 
 // envTrace names the file a relaybench process started as the relay
@@ -27,49 +27,23 @@ type traceRow struct {
 	commit, read, start, end time.Time
 }
 
-// installTrace returns ctx carrying relaytrace hooks that record every
-// event of a relay run under it in memory, and a function that writes the
-// records to path (at the relay's exit, so the file's writing costs the
-// relay nothing while it runs).
+// installTrace returns ctx carrying relay hooks (package relayhook) that
+// record every event of a relay run under it in memory, and a function
+// that writes the records to path (at the relay's exit, so the file's
+// writing costs the relay nothing while it runs). The relay takes hooks
+// from relay.Config.Hooks; the relay CLI builds that config itself, so
+// the hooks come in the run's context instead, as Config.Hooks would.
 func installTrace(ctx context.Context, path string) (context.Context, func() error) {
-	type rec struct {
-		write bool
-		seq   int
-		a, b  int64
-	}
-	var (
-		mu   sync.Mutex
-		recs = make([]rec, 0, 1<<20)
-	)
-	var h relaytrace.Hooks
-	h.Read = func(msg publish.Record, commit, read time.Time) {
-		if seq, ok := traceSeq(&msg); ok {
-			mu.Lock()
-			recs = append(recs, rec{false, seq, commit.UnixNano(), read.UnixNano()})
-			mu.Unlock()
-		}
-	}
-	h.Written = func(msgs []*publish.Record, start, end time.Time, err error) {
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		for i := range msgs {
-			if seq, ok := traceSeq(msgs[i]); ok {
-				recs = append(recs, rec{true, seq, start.UnixNano(), end.UnixNano()})
-			}
-		}
-		mu.Unlock()
-	}
-	return relaytrace.WithHooks(ctx, &h), func() error {
-		mu.Lock()
-		defer mu.Unlock()
+	t := &benchTrace{recs: make([]traceRec, 0, 1<<20)}
+	return hookcall.WithHooks(ctx, hookcall.New([]relayhook.Hook{t})), func() error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
 		f, err := os.Create(path)
 		if err != nil {
 			return err
 		}
 		w := bufio.NewWriter(f)
-		for _, r := range recs {
+		for _, r := range t.recs {
 			kind := "R"
 			if r.write {
 				kind = "W"
@@ -84,12 +58,45 @@ func installTrace(ctx context.Context, path string) (context.Context, func() err
 	}
 }
 
-// traceSeq is the sequence number of msg's business key, "bk-N".
-func traceSeq(msg *publish.Record) (int, bool) {
-	for _, h := range msg.Headers {
-		if h.Key == "business-key" {
-			return businessKeySeq(h.Value)
+// traceRec is one line of the trace: an event read (commit and read
+// time) or written (the write's start and end), by its sequence number.
+type traceRec struct {
+	write bool
+	seq   int
+	a, b  int64
+}
+
+// benchTrace is the relay hook that records the trace.
+type benchTrace struct {
+	mu   sync.Mutex
+	recs []traceRec
+}
+
+func (t *benchTrace) OnRecordBuilt(b relayhook.RecordBuilt) {
+	if seq, ok := traceSeq(b.Record); ok {
+		t.mu.Lock()
+		t.recs = append(t.recs, traceRec{false, seq, b.Record.Commit().UnixNano(), b.Read.UnixNano()})
+		t.mu.Unlock()
+	}
+}
+
+func (t *benchTrace) OnBatchWritten(w relayhook.BatchWritten) {
+	if w.Err != nil {
+		return
+	}
+	t.mu.Lock()
+	for _, r := range w.Records {
+		if seq, ok := traceSeq(r); ok {
+			t.recs = append(t.recs, traceRec{true, seq, w.Start.UnixNano(), w.End.UnixNano()})
 		}
+	}
+	t.mu.Unlock()
+}
+
+// traceSeq is the sequence number of r's business key, "bk-N".
+func traceSeq(r relayhook.Record) (int, bool) {
+	if v, ok := r.Header("business-key"); ok {
+		return businessKeySeq(v)
 	}
 	return 0, false
 }

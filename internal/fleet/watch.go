@@ -1,4 +1,4 @@
-package relaycli
+package fleet
 
 import (
 	"crypto/sha256"
@@ -59,7 +59,7 @@ type fileWatch struct {
 }
 
 // loaded records what the last load read.
-func (w *fileWatch) loaded(fc *fleetConfig) {
+func (w *fileWatch) loaded(fc *File) {
 	w.secrets, w.seen, w.pending = fc.secrets, fc.digest, nil
 }
 

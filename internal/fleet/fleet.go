@@ -1,6 +1,7 @@
-package relaycli
+package fleet
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,12 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -50,58 +49,90 @@ const (
 	stateElsewhere = "elsewhere" // with spread: another replica leads it
 )
 
-// fleetAction is relay run --config: one relay per source of the file, in
-// one process, until ctx ends; SIGHUP reloads the file.
-func fleetAction(c *cli.Context, sc *scrubber) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	path := c.String(flagConfig)
-	if err := fleetConflicts(c); err != nil {
-		return err
-	}
-	logger, err := newLogger(c.App.ErrWriter, c.String(flagLogLevel), c.String(flagLogFormat), sc)
+// Options configure Run.
+type Options struct {
+	// Path is the fleet file (--config).
+	Path string
+	// Parser reads a source's settings.
+	Parser *Parser
+	// Logger is the process's logger; each source's is Logger.With("source", NAME).
+	Logger *slog.Logger
+	// Scrub removes known secrets from the errors /status shows.
+	Scrub func(string) string
+	// InstanceID is --instance-id, the process's: every source's records
+	// carry it, with the source's name.
+	InstanceID string
+	// Budget is --fleet-buffer-bytes: the most record bytes all the
+	// sources hold together.
+	Budget int64
+	// StrictTopics refuses a fleet of several sources where one has no
+	// allowed-topics; without it, a warning.
+	StrictTopics bool
+	// MetricsAddr serves /metrics, /healthz, /readyz (and /status unless
+	// StatusAddr is set); empty: none.
+	MetricsAddr string
+	// StatusAddr serves /status on an address of its own; StatusOff: not
+	// at all; empty: on MetricsAddr.
+	StatusAddr string
+	// MemoryLimit sets the process's soft memory limit for a shared
+	// buffer of bufferBytes and that many sources, at start and at each
+	// reload, and returns it (0: not set, GOMEMLIMIT's).
+	MemoryLimit func(bufferBytes int64, sources int) int64
+	// LogAttrs describes a source's configuration, without secrets, for
+	// its start-up log line.
+	LogAttrs func(*relay.Config) []any
+	// PollInterval is how often the file and its secret files are read
+	// for a change. Defaults to 30s.
+	PollInterval time.Duration
+	// Hooks are every source's relay hooks (--tracing, a process
+	// setting): each source's relay.Config.Hooks.
+	Hooks []relayhook.Hook
+}
+
+// defaultPollInterval is Options.PollInterval's default.
+const defaultPollInterval = 30 * time.Second
+
+// StatusOff is Options.StatusAddr for no /status at all.
+const StatusOff = "off"
+
+// Run is relay run --config: one relay per source of the file, in one
+// process, until ctx ends; SIGHUP reloads the file, and so does a
+// settled change of the file or of its secret files.
+func Run(ctx context.Context, o Options) error {
+	logger, path, parser := o.Logger, o.Path, o.Parser
+	fc, err := Load(path, parser)
 	if err != nil {
 		return err
 	}
-	fc, err := loadFleet(path, sc)
-	if err != nil {
-		return err
-	}
-	strict := c.Bool(flagStrictTopics)
+	strict := o.StrictTopics
 	if err := checkTopicBounds(fc.Sources, strict, logger); err != nil {
 		return err
 	}
-	budget := cliutil.SizeFlagValue(c, flagFleetBuffer)
-	if budget <= 0 {
-		return usagef("--%s %d: want a positive size", flagFleetBuffer, budget)
-	}
-
-	ctx := c.Context
-	f := &fleet{ctx: ctx, logger: logger, scrub: sc.String, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: c.String(flagInstanceID),
-		budget: budget, shared: relay.NewSharedBuffer(int(budget))}
+	budget := o.Budget
+	f := &fleet{ctx: ctx, logger: logger, scrub: o.Scrub, sources: map[string]*source{}, spread: fc.Spread != nil, instanceID: o.InstanceID,
+		budget: budget, shared: relay.NewSharedBuffer(int(budget)), memoryLimit: o.MemoryLimit, logAttrs: o.LogAttrs, hooks: o.Hooks}
 	f.sizeBuffer(fc.Sources)
 	f.process = prometheus.NewRegistry()
 	f.running = relaymetrics.NewFleetSourceRunning()
 	f.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), f.running)
-	statusAddr := c.String(flagStatusAddr)
-	if addr := c.String(flagMetricsAddr); addr != "" {
+	statusAddr := o.StatusAddr
+	if addr := o.MetricsAddr; addr != "" {
 		paths := "/metrics /healthz /readyz"
 		if statusAddr == "" {
 			paths += " /status"
 		}
 		ms, err := cliutil.Serve(addr, f.handler(statusAddr == ""), paths, logger)
 		if err != nil {
-			return fail(errors.Join(errors.New("--"+flagMetricsAddr), err))
+			return errors.Join(errors.New("--metrics-addr"), err)
 		}
 		defer ms.Close()
 	}
-	if statusAddr != "" && statusAddr != statusOff {
+	if statusAddr != "" && statusAddr != StatusOff {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/status", f.serveStatus)
 		ss, err := cliutil.Serve(statusAddr, mux, "/status", logger)
 		if err != nil {
-			return fail(errors.Join(errors.New("--"+flagStatusAddr), err))
+			return errors.Join(errors.New("--status-addr"), err)
 		}
 		defer ss.Close()
 	}
@@ -110,19 +141,22 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 	defer signal.Stop(hup)
 
 	logger.Info("relay fleet starting", "config", path, "sources", len(fc.Sources), "spread", fc.Spread != nil)
+	fc.Spread.warnWithoutSecret(logger)
 	f.setDesired(fc.Sources)
 	if fc.Spread != nil {
 		m, err := join(ctx, fc.Spread, fc.Sources, logger, f.setOwned)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		defer m.close()
+		f.mu.Lock()
 		f.member = m
+		f.mu.Unlock()
 	}
 	watch := &fileWatch{path: path}
 	watch.loaded(fc)
 	reload := func(why string) {
-		next, err := f.tryReload(path, sc, fc)
+		next, err := f.tryReload(path, parser, fc)
 		if err == nil {
 			err = checkTopicBounds(next.Sources, strict, logger)
 		}
@@ -135,7 +169,7 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		f.sizeBuffer(next.Sources)
 		f.setDesired(next.Sources)
 	}
-	poll := time.NewTicker(configPollInterval)
+	poll := time.NewTicker(cmp.Or(o.PollInterval, defaultPollInterval))
 	defer poll.Stop()
 	for {
 		select {
@@ -160,98 +194,45 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 // running fleet (spread: unchanged, the group's topic grown to the
 // sources). Anything wrong, a panic included, refuses the reload as a
 // whole: the running sources are left as they are.
-func (f *fleet) tryReload(path string, sc *scrubber, running *fleetConfig) (next *fleetConfig, err error) {
+func (f *fleet) tryReload(path string, parser *Parser, running *File) (next *File, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			next, err = nil, fmt.Errorf("--%s %s: loading the file failed: %v", flagConfig, path, r)
 		}
 	}()
-	next, err = loadFleet(path, sc)
+	next, err = Load(path, parser)
 	if err != nil {
 		return nil, err
 	}
 	if (next.Spread == nil) != (running.Spread == nil) || next.Spread != nil && *next.Spread != *running.Spread {
 		return nil, fmt.Errorf("--%s %s: %s: changes need a restart", flagConfig, path, fleetKeySpread)
 	}
-	if f.member != nil {
-		if err := f.member.ensurePartitions(f.ctx, len(next.Sources)); err != nil {
+	f.mu.Lock()
+	m := f.member
+	f.mu.Unlock()
+	if m != nil {
+		if err := m.ensurePartitions(f.ctx, len(next.Sources)); err != nil {
 			return nil, err
 		}
 	}
 	return next, nil
 }
 
-// flagStatusAddr is relay run --config's address of /status: empty for
-// --metrics-addr's, statusOff for none.
-const (
-	flagStatusAddr = "status-addr"
-	statusOff      = "off"
-)
-
-// statusAddrFlag is relay run's --status-addr.
-func statusAddrFlag() cli.Flag {
-	return stringFlag(flagStatusAddr, catOps, "",
-		"with --config: serve /status (each source's state, database host, port and name, table, slot and last error) on this address of its own, "+
-			"such as 127.0.0.1:9741; empty: on --metrics-addr; off: not at all (see docs/security.md)")
-}
-
-// flagFleetBuffer is relay run --config's budget of record bytes for all
-// the sources; defaultFleetBuffer its default.
-const (
-	flagFleetBuffer    = "fleet-buffer-bytes"
-	defaultFleetBuffer = 64 << 20
-)
-
-// fleetBufferFlag is relay run's --fleet-buffer-bytes.
-func fleetBufferFlag() cli.Flag {
-	return sizeFlag(flagFleetBuffer, catBatching, defaultFleetBuffer,
-		"with --config: most record bytes all the sources hold together between the WAL readers and Kafka, each at most its --buffer-bytes; "+
-			"each streaming source keeps a floor of this / (2 x sources), the rest goes to whichever needs it. The soft memory limit follows from it (see docs/fleet.md)")
-}
-
 // sizeBuffer sizes the sources' shared buffer for sources, at start and
 // at each reload: --fleet-buffer-bytes, or the sum of their --buffer-bytes
 // when that is less (each holds at most its own), and the process's soft
 // memory limit from it (unless GOMEMLIMIT set one).
-func (f *fleet) sizeBuffer(sources []fleetSource) {
+func (f *fleet) sizeBuffer(sources []Source) {
 	var sum int64
 	for _, s := range sources {
 		sum += int64(s.Config.BufferBytes)
 	}
 	size := min(f.budget, max(sum, 1))
 	f.shared.Resize(size)
-	f.memLimit = updateMemoryLimit(f.memLimit, fleetMemoryLimit(size, len(sources)), "--"+flagFleetBuffer, f.logger)
+	if f.memoryLimit != nil {
+		f.memLimit = f.memoryLimit(size, len(sources))
+	}
 	f.logger.Debug("shared buffer sized", "buffer_bytes", size, "sources", len(sources), "memory_limit_bytes", f.memLimit)
-}
-
-// configPollInterval is how often relay run --config looks for a changed
-// fleet file.
-var configPollInterval = 30 * time.Second
-
-// fleetConflicts refuses per-source settings given to relay run beside
-// --config (flags or RELAY_* variables): in a fleet, they belong in the
-// file, under defaults or a source.
-func fleetConflicts(c *cli.Context) error {
-	keys := sourceKeys()
-	var set []string
-	for k := range keys {
-		if slices.Contains(secretFlags, k) {
-			continue // below, with its *_FILE variable
-		}
-		if c.IsSet(k) {
-			set = append(set, "--"+k+" or "+envName(k))
-		}
-	}
-	for _, s := range secretFlags {
-		if e := envName(s); c.IsSet(s) || os.Getenv(e) != "" || os.Getenv(e+cliutil.FileSuffix) != "" {
-			set = append(set, "--"+s+", "+e+" or "+e+cliutil.FileSuffix)
-		}
-	}
-	if len(set) == 0 {
-		return nil
-	}
-	sort.Strings(set)
-	return usagef("--%s: the file configures every source; move %s into it (under defaults: for all sources)", flagConfig, strings.Join(set, "; "))
 }
 
 // fleet is the sources a fleet process runs: those of the file, or with
@@ -259,6 +240,7 @@ func fleetConflicts(c *cli.Context) error {
 type fleet struct {
 	ctx    context.Context
 	logger *slog.Logger
+	hooks  []relayhook.Hook // every source's relay hooks (--tracing)
 	// process holds the process's own collectors (Go runtime, process,
 	// running).
 	process *prometheus.Registry
@@ -275,10 +257,13 @@ type fleet struct {
 	member *member
 	// budget is --fleet-buffer-bytes; shared the buffer the sources
 	// share, at most budget; memLimit the soft memory limit set from it
-	// (0 when GOMEMLIMIT set one).
-	budget   int64
-	shared   relaytype.SharedBuffer
-	memLimit int64
+	// (0 when GOMEMLIMIT set one) by memoryLimit.
+	budget      int64
+	shared      relaytype.SharedBuffer
+	memLimit    int64
+	memoryLimit func(bufferBytes int64, sources int) int64
+	// logAttrs describes a source for its start-up log line.
+	logAttrs func(*relay.Config) []any
 
 	// reserved are the topics the relays of the fleet write, which no
 	// source's row may publish to.
@@ -286,7 +271,7 @@ type fleet struct {
 
 	// rmu serializes reconciliations: a reload, a rebalance, the stop.
 	rmu     sync.Mutex
-	desired []fleetSource
+	desired []Source
 	owned   []int32 // with spread: the partitions assigned here
 	joined  bool    // with spread: an assignment arrived
 	stopped bool
@@ -296,7 +281,7 @@ type fleet struct {
 }
 
 // setDesired makes sources the file's sources.
-func (f *fleet) setDesired(sources []fleetSource) {
+func (f *fleet) setDesired(sources []Source) {
 	f.rmu.Lock()
 	defer f.rmu.Unlock()
 	f.reserved.set(sources)
@@ -336,14 +321,14 @@ func (f *fleet) reconcile() {
 
 // led is the desired sources this replica leads: all of them, or with
 // spread those mapped to the partitions it owns.
-func (f *fleet) led() []fleetSource {
+func (f *fleet) led() []Source {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.spread {
 		return f.desired
 	}
 	byPartition := assignment(f.desired)
-	var out []fleetSource
+	var out []Source
 	for _, p := range f.owned {
 		for _, s := range f.desired {
 			if s.Name == byPartition[p] {
@@ -356,12 +341,14 @@ func (f *fleet) led() []fleetSource {
 
 // source is one running source: its relay, its metrics and its state.
 type source struct {
-	fleetSource
+	Source
 	relay  *relay.Relay
 	reg    *prometheus.Registry
 	logger *slog.Logger
 	cancel context.CancelFunc
 	done   chan struct{}
+	// logAttrs describes the source for its start-up log line.
+	logAttrs func(*relay.Config) []any
 
 	mu       sync.Mutex
 	state    string
@@ -374,7 +361,7 @@ type source struct {
 // that are gone or whose settings changed (all at once, waiting for each
 // to flush and confirm), then starts the new and changed ones. An
 // unchanged source keeps running untouched.
-func (f *fleet) apply(ctx context.Context, next []fleetSource) {
+func (f *fleet) apply(ctx context.Context, next []Source) {
 	keep := map[string]bool{}
 	for _, n := range next {
 		if s, ok := f.get(n.Name); ok && s.settings == n.settings {
@@ -425,20 +412,22 @@ func (f *fleet) get(name string) (*source, bool) {
 // newSource builds a source's relay, its metrics labelled source=NAME in
 // a registry of its own (dropped with the source on a reload) and its
 // logger.
-func (f *fleet) newSource(n fleetSource) (*source, error) {
+func (f *fleet) newSource(n Source) (*source, error) {
 	cfg := *n.Config
-	s := &source{fleetSource: n, reg: prometheus.NewRegistry(), logger: f.logger.With("source", n.Name), done: make(chan struct{}), state: stateStarting, since: time.Now()}
+	s := &source{Source: n, reg: prometheus.NewRegistry(), logger: f.logger.With("source", n.Name), done: make(chan struct{}), state: stateStarting, since: time.Now()}
 	cfg.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"source": n.Name}, s.reg)
 	cfg.Logger = s.logger
 	cfg.InstanceID = instanceOf(f.instanceID, n.Name)
 	cfg.ReservedTopic = f.reserved.has
 	cfg.SharedBuffer = f.shared
+	cfg.Hooks = f.hooks
 	r, err := relay.New(&cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.relay = r
 	s.Config = &cfg
+	s.logAttrs = f.logAttrs
 	return s, nil
 }
 
@@ -459,7 +448,11 @@ func instanceOf(instanceID, source string) string {
 func (s *source) supervise(ctx context.Context) {
 	defer close(s.done)
 	wait := backoff.New(restartBackoff, maxRestartBackoff)
-	s.logger.Info("source starting", logAttrs(s.Config)...)
+	var attrs []any
+	if s.logAttrs != nil {
+		attrs = s.logAttrs(s.Config)
+	}
+	s.logger.Info("source starting", attrs...)
 	for {
 		s.set(stateStarting, nil)
 		began := time.Now()
@@ -607,13 +600,35 @@ func (f *fleet) serveStatus(w http.ResponseWriter, _ *http.Request) {
 	}{f.statuses(), bufferStatus{Bytes: f.shared.Size(), Used: f.shared.Used()}})
 }
 
+// orphaned is the sources of the file that no relay of the fleet has held
+// for longer than the grace (with spread; see heldWatch): a client of the
+// group that is not a relay holds them, or nobody does.
+func (f *fleet) orphaned(now time.Time) map[string]bool {
+	f.mu.Lock()
+	m := f.member
+	byPartition := assignment(f.desired)
+	f.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, p := range m.unheld(now) {
+		if name, ok := byPartition[p]; ok {
+			out[name] = true
+		}
+	}
+	return out
+}
+
 // handler serves /metrics, /healthz (200 while the process runs), /status
 // (every source as JSON; withStatus, else --status-addr serves it or
 // nothing does) and /readyz: 200 while every source this replica
 // leads streams here (with spread: once the group assigned it its share);
 // with ?standby=ok also while one waits as a standby; with ?source=NAME for
 // that source only (503 while led elsewhere, 404 for a source not in the
-// file).
+// file). With spread, a source that no relay of the fleet has held for
+// three session timeouts (a client of the group that is not a relay took
+// it) fails /readyz on every replica.
 func (f *fleet) handler(withStatus bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(f, promhttp.HandlerOpts{}))
@@ -633,11 +648,16 @@ func (f *fleet) handler(withStatus bool) http.Handler {
 			http.Error(w, "not ready: joining the spread group", http.StatusServiceUnavailable)
 			return
 		}
+		orphaned := f.orphaned(time.Now())
 		for _, st := range f.statuses() {
 			if want != "" && st.Name != want {
 				continue
 			}
 			found = true
+			if st.State == stateElsewhere && orphaned[st.Name] {
+				waiting = append(waiting, st.Name+" elsewhere on every replica (no relay of the fleet holds it)")
+				continue
+			}
 			if st.State == stateElsewhere && want == "" {
 				continue // another replica's to lead
 			}

@@ -1,4 +1,4 @@
-package relaycli
+package fleet
 
 import (
 	"fmt"
@@ -6,8 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/urfave/cli/v2"
-
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -23,7 +22,7 @@ type reservedTopics struct {
 }
 
 // set makes the topics of sources the reserved ones.
-func (r *reservedTopics) set(sources []fleetSource) {
+func (r *reservedTopics) set(sources []Source) {
 	m := make(map[string]bool, 2*len(sources))
 	for _, s := range sources {
 		m[orDefault(s.Config.DeadLetterTopic, relay.DefaultDeadLetterTopic)] = true
@@ -47,20 +46,14 @@ func orDefault(v, def string) string {
 }
 
 // flagStrictTopics is relay run --config's refusal of a fleet whose
-// sources may publish anywhere.
+// sources may publish anywhere, which a warning names.
 const flagStrictTopics = "strict-topics"
-
-// strictTopicsFlag is relay run's --strict-topics.
-func strictTopicsFlag() cli.Flag {
-	return boolFlag(flagStrictTopics, catOps,
-		"with --config: refuse a fleet of several sources where one has no allowed-topics (each source's rows may then publish to any topic, another tenant's included); without it, a warning")
-}
 
 // checkTopicBounds warns (or with strict refuses) when a fleet of several
 // sources has a source without allowed-topics: its producers may write to
 // any topic but the reserved ones, another source's business topics
 // included.
-func checkTopicBounds(sources []fleetSource, strict bool, logger *slog.Logger) error {
+func checkTopicBounds(sources []Source, strict bool, logger *slog.Logger) error {
 	if len(sources) < 2 {
 		return nil
 	}
@@ -75,7 +68,7 @@ func checkTopicBounds(sources []fleetSource, strict bool, logger *slog.Logger) e
 	}
 	const why = "without allowed-topics, a source's rows may publish to any topic, another source's included; give each source the prefixes of its own topics"
 	if strict {
-		return usagef("--%s: sources without allowed-topics: %s (%s)", flagStrictTopics, strings.Join(open, ", "), why)
+		return cliutil.Usagef("--%s: sources without allowed-topics: %s (%s)", flagStrictTopics, strings.Join(open, ", "), why)
 	}
 	logger.Warn(fmt.Sprintf("sources without allowed-topics: %s", strings.Join(open, ", ")), "why", why, "refuse", "--"+flagStrictTopics)
 	return nil

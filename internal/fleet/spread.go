@@ -1,4 +1,4 @@
-package relaycli
+package fleet
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
@@ -24,6 +25,10 @@ type spreadConfig struct {
 	// SessionTimeout is how long a replica may be silent before its
 	// sources move to the others.
 	SessionTimeout string `yaml:"session-timeout"`
+	// SecretFile is the path of the fleet secret, the same on every
+	// replica: a member proves with it that it is a relay of this fleet,
+	// and a leader that its assignment is (see provingBalancer).
+	SecretFile string `yaml:"secret-file"`
 }
 
 // Defaults of spread:.
@@ -40,6 +45,9 @@ const (
 type spread struct {
 	group          string
 	sessionTimeout time.Duration
+	// secretFile and secret are the fleet secret's file and what it
+	// held; empty without one.
+	secretFile, secret string
 }
 
 // parse validates s.
@@ -61,7 +69,25 @@ func (s *spreadConfig) parse() (*spread, error) {
 		}
 		sp.sessionTimeout = d
 	}
+	if s.SecretFile != "" {
+		secret, err := cliutil.ReadSecretFile(s.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("secret-file: %v", err)
+		}
+		if len(secret) < minSecret {
+			return nil, fmt.Errorf("secret-file: %s holds %d bytes: the fleet secret needs at least %d (openssl rand -hex 32 makes one)", s.SecretFile, len(secret), minSecret)
+		}
+		sp.secretFile, sp.secret = s.SecretFile, secret
+	}
 	return sp, nil
+}
+
+// warnWithoutSecret warns, at start, that a spread group without a fleet
+// secret lets any Kafka client that may join it take sources.
+func (s *spread) warnWithoutSecret(logger *slog.Logger) {
+	if s != nil && s.secret == "" {
+		logger.Warn("spread: no secret-file: any Kafka client that may join the group " + s.group + " can take sources from the fleet; give every replica the same spread: secret-file: (see docs/security.md)")
+	}
 }
 
 // topic is the group's topic.
@@ -70,7 +96,7 @@ func (s *spread) topic() string { return spreadTopicPrefix + s.group }
 // assignment maps the group's partitions to sources: partition i is the
 // i-th source of the file. Every replica running the same file computes
 // the same map; a source appended to the file moves no other.
-func assignment(sources []fleetSource) map[int32]string {
+func assignment(sources []Source) map[int32]string {
 	m := make(map[int32]string, len(sources))
 	for i, s := range sources {
 		m[int32(i)] = s.Name
@@ -86,19 +112,26 @@ type member struct {
 	logger *slog.Logger
 	cl     *kgo.Client
 	adm    *kadm.Client
+	// proving is the balancer with proofs, nil without a fleet secret.
+	proving *provingBalancer
+	// held watches which sources a relay of the fleet holds.
+	held heldWatch
 }
 
 // join creates the group's topic if missing, and joins the group with the
 // Kafka settings of the first source: onChange receives the partitions
 // this replica owns after every assignment, revocation or loss, and must
 // have stopped the sources it no longer owns when it returns.
-func join(ctx context.Context, sp *spread, sources []fleetSource, logger *slog.Logger, onChange func(owned []int32)) (*member, error) {
+func join(ctx context.Context, sp *spread, sources []Source, logger *slog.Logger, onChange func(owned []int32), opts ...func(*member)) (*member, error) {
 	first := sources[0].Config
 	admin, err := kgo.NewClient(relay.KafkaClientOpts(first)...)
 	if err != nil {
 		return nil, err
 	}
 	m := &member{sp: sp, logger: logger, adm: kadm.NewClient(admin)}
+	for _, o := range opts {
+		o(m)
+	}
 	if err := m.ensurePartitions(ctx, len(sources)); err != nil {
 		admin.Close()
 		return nil, err
@@ -115,10 +148,17 @@ func join(ctx context.Context, sp *spread, sources []fleetSource, logger *slog.L
 		slices.Sort(owned)
 		onChange(slices.Clone(owned))
 	}
+	balancer := kgo.CooperativeStickyBalancer()
+	var proving *provingBalancer
+	if sp.secret != "" {
+		proving = newProvingBalancer(sp.secret, sp.group, logger)
+		balancer = proving
+	}
 	m.cl, err = kgo.NewClient(relay.KafkaClientOpts(first,
+		kgo.ClientID(groupClientID),
 		kgo.ConsumerGroup(sp.group),
 		kgo.ConsumeTopics(topic),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(balancer),
 		kgo.SessionTimeout(sp.sessionTimeout),
 		kgo.HeartbeatInterval(sp.sessionTimeout/5),
 		kgo.DisableAutoCommit(),
@@ -145,7 +185,17 @@ func join(ctx context.Context, sp *spread, sources []fleetSource, logger *slog.L
 		admin.Close()
 		return nil, err
 	}
+	if proving != nil {
+		proving.setClient(m.cl)
+	}
+	m.proving = proving
 	go m.poll(ctx)
+	go m.watchHeld(ctx, admin)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		m.checkACLs(ctx, admin, principal(first.Kafka.SASL))
+	}()
 	return m, nil
 }
 
@@ -153,6 +203,7 @@ func join(ctx context.Context, sp *spread, sources []fleetSource, logger *slog.L
 // partitions until it has n. It never removes any: a partition without a
 // source is owned by a replica that leads nothing for it.
 func (m *member) ensurePartitions(ctx context.Context, n int) error {
+	m.held.sources.Store(int32(n))
 	topic := m.sp.topic()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -81,6 +81,35 @@ func NewSink(c Config, m *relaymetrics.Metrics) *Sink {
 // them in order.
 func (s *Sink) Open() error { return s.openWith("") }
 
+// OpenFenced is Open for fenced at-least-once writes: the session's
+// producer writes each call as a transaction of key, which the slot's
+// relays share (producer.Config.FenceID), and initialises now, fencing
+// the older relays of the slot and aborting what they left open.
+func (s *Sink) OpenFenced(ctx context.Context, key string) error {
+	s.Close()
+	pc := producerConfig(&s.cfg, s, "")
+	pc.FenceID = key
+	p, err := producer.New(pc)
+	if err != nil {
+		return relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrConfig, err))
+	}
+	s.prod = p
+	if err := p.Init(ctx); err != nil {
+		return fencedWrite("initialise the fenced producer", err)
+	}
+	return nil
+}
+
+// fencedWrite is the session's error for a fenced write call (or its
+// producer's initialisation) that failed: relaytype.ErrFenced when a
+// newer relay of the slot fenced it, which ends the session.
+func fencedWrite(what string, err error) error {
+	if errors.Is(err, producer.ErrFenced) {
+		return fmt.Errorf("%w: %s: %w", relaytype.ErrFenced, what, err)
+	}
+	return fmt.Errorf("relay: %s: %w", what, err)
+}
+
 // openWith opens a producer, transactional under txnID when set.
 func (s *Sink) openWith(txnID string) error {
 	s.Close()
@@ -424,7 +453,7 @@ calls:
 			if ctx.Err() != nil {
 				return 0, nil, ctx.Err()
 			}
-			if relayerr.IsPermanent(callErr) {
+			if relayerr.IsPermanent(callErr) || errors.Is(callErr, relaytype.ErrFenced) {
 				return 0, nil, callErr
 			}
 			retryErr = callErr
@@ -703,6 +732,9 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]e
 	traceWritten(ctx, recs, start, end, failed)
 	if failed != nil {
 		s.m.PublishErrors.Inc()
+	}
+	if errors.Is(err, producer.ErrFenced) {
+		return nil, fencedWrite("write", err)
 	}
 	if err != nil {
 		return nil, err

@@ -66,6 +66,15 @@ type Session struct {
 	// the transactional ID) and keys the progress (ReadProgress). Empty:
 	// at-least-once.
 	Identity string
+	// Fence, when set and Identity is not (at-least-once), is the
+	// session's fencing identity, the same for every relay of a slot's
+	// incarnation: Open fences every older session of it, and each Write
+	// becomes visible as a whole or not at all (Kafka: a transaction of
+	// this transactional ID per Write), so no write an older session had
+	// started can become visible after one of this session's. A refused
+	// write's error wraps ErrFenced. A publisher that cannot fence refuses
+	// Open with an error wrapping relayerr.Permanent.
+	Fence string
 	// Guard, when set, is asked before every network write of the
 	// session; its error refuses the write (the relay may have lost its
 	// slot: see docs/liveness.md). The sink asks it before each Write

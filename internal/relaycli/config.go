@@ -121,6 +121,7 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 // into cfg.
 func streamingConfig(c *cli.Context, cfg *relay.Config) error {
 	cfg.NoCreate = c.Bool(flagNoCreate)
+	cfg.FenceWrites = c.Bool(flagFenceWrites)
 	cfg.PruneBatchSize = c.Int(flagPruneBatchSize)
 	if cfg.PruneBatchSize < 1 {
 		return usagef("--%s: must be at least 1, got %d", flagPruneBatchSize, cfg.PruneBatchSize)

@@ -51,6 +51,7 @@ const (
 	flagInstanceID      = "instance-id"
 	flagTracing         = "tracing"
 	flagExactlyOnce     = "exactly-once"
+	flagFenceWrites     = "fence-writes"
 	flagProgressTopic   = "progress-topic"
 	flagTxnTimeout      = "transaction-timeout"
 	flagTableFormat     = "table-format"
@@ -197,6 +198,8 @@ func brokersFlag(usage string) cli.Flag {
 func streamingFlags() []cli.Flag {
 	return append(exactlyOnceFlags(), []cli.Flag{
 		boolFlag(flagNoCreate, catDatabase, "do not create a missing slot or publication; fail naming what is missing"),
+		boolFlag(flagFenceWrites, catKafka,
+			"at-least-once: write each batch as a Kafka transaction of an ID the slot's relays share, so that a relay that lost the slot (frozen, then resumed) cannot land a record after its successor's; needs Write on that transactional ID, and consumers reading read_committed"),
 		durationFlag(flagStatusInterval, catBatching, relay.DefaultStatusInterval,
 			"longest time between two standby status updates (acknowledgements) to Postgres"),
 		durationFlag(flagShutdownTimeout, catBatching, relay.DefaultShutdownTimeout,

@@ -369,7 +369,7 @@ func TestHelpAndEnvironment(t *testing.T) {
 		"kafka-tls-insecure-skip-verify", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "kafka-sasl-token-file",
 		"kafka-allow-insecure-sasl", "require-tls", "lag-poll-interval", "standby-retry-interval", "heartbeat-interval", "topic-unavailable-grace",
 		"instance-id", "allowed-topics", "on-unavailable-topic", "no-auto-create-topics",
-		"exactly-once", "progress-topic", "transaction-timeout",
+		"exactly-once", "progress-topic", "transaction-timeout", "fence-writes",
 	}
 	for _, f := range flags {
 		env := "$RELAY_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_")) + "]"

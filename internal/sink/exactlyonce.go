@@ -219,7 +219,7 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd, recorded 
 	e := s.eos
 	e.history = h
 	e.open, e.acks, e.lastEnd, e.part = false, e.acks[:0], 0, publish.Position{}
-	if err := s.openWith(ctx, key); err != nil {
+	if err := s.openWith(ctx, publish.Session{Identity: key}); err != nil {
 		if errors.Is(err, publish.ErrFenced) {
 			return Progress{}, s.txnError("open", err)
 		}

@@ -94,15 +94,30 @@ func newPublisher(c *Config, m *relaymetrics.Metrics) (publish.Publisher, error)
 // closed when its sink stops (Close): records the publisher still retries
 // must not reach the broker after the session, whose successor replays
 // them in order.
-func (s *Sink) Open(ctx context.Context) error { return s.openWith(ctx, "") }
+func (s *Sink) Open(ctx context.Context) error { return s.openWith(ctx, publish.Session{}) }
 
-// openWith opens a session, exactly-once under identity when set.
-func (s *Sink) openWith(ctx context.Context, identity string) error {
+// OpenFenced is Open for fenced at-least-once writes: the session's writes
+// are fenced under key, which the slot's relays share (ProgressKey), and
+// opening fences the older relays of the slot and aborts what they left
+// open (publish.Session.Fence). A newer relay's fencing ends the session
+// with relaytype.ErrFenced.
+func (s *Sink) OpenFenced(ctx context.Context, key string) error {
+	err := s.openWith(ctx, publish.Session{Fence: key})
+	if errors.Is(err, publish.ErrFenced) {
+		return fmt.Errorf("%w: %w", relaytype.ErrFenced, err)
+	}
+	return err
+}
+
+// openWith opens a session of s's kind (exactly-once under s.Identity
+// when set), with the sink's guard.
+func (s *Sink) openWith(ctx context.Context, ss publish.Session) error {
 	s.Close()
 	if s.pubErr != nil {
 		return s.pubErr
 	}
-	if err := s.pub.Open(ctx, publish.Session{Identity: identity, Guard: s.Guard, WriteBy: s.WriteBy}); err != nil {
+	ss.Guard, ss.WriteBy = s.Guard, s.WriteBy
+	if err := s.pub.Open(ctx, ss); err != nil {
 		return err
 	}
 	s.open = true
@@ -427,7 +442,7 @@ calls:
 			if ctx.Err() != nil {
 				return 0, nil, ctx.Err()
 			}
-			if relayerr.IsPermanent(callErr) {
+			if relayerr.IsPermanent(callErr) || errors.Is(callErr, relaytype.ErrFenced) {
 				return 0, nil, callErr
 			}
 			retryErr = callErr
@@ -713,6 +728,9 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]p
 	hookcall.FromContext(ctx).Written(batch, call, outs, start, end, failed, false)
 	if failed != nil {
 		s.m.PublishErrors.Inc()
+	}
+	if errors.Is(err, publish.ErrFenced) {
+		return nil, fmt.Errorf("%w: write: %w", relaytype.ErrFenced, err)
 	}
 	if err != nil {
 		return nil, err

@@ -130,6 +130,17 @@ type Config struct {
 	// takeovers (see docs/semantics.md). Defaults to false:
 	// at-least-once, with the idempotent producer.
 	ExactlyOnce bool
+	// FenceWrites, in at-least-once mode, writes each Kafka write call as
+	// a Kafka transaction of a transactional ID the slot's relays share
+	// (the exactly-once progress key), initialised when a relay takes
+	// the slot: a write a relay that lost the slot had already started
+	// (frozen, then resumed) is refused or aborted, never committed after
+	// its successor's records. The brokers must grant the relay Write on
+	// that transactional ID, and consumers must read read_committed to be
+	// spared the aborted records. Exactly-once mode is fenced this way
+	// already. Defaults to false: the idempotent producer, which nothing
+	// at the brokers fences (see docs/liveness.md).
+	FenceWrites bool
 
 	// StatusInterval is the longest time between two standby status
 	// updates to the server; a third of the liveness bound when that is

@@ -38,17 +38,26 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 		return err
 	}
 	var committed sink.Progress
-	if c.ExactlyOnce {
+	fenceWrites := c.FenceWrites && !c.ExactlyOnce
+	if c.ExactlyOnce || fenceWrites {
 		// The Kafka dials below are guarded by the liveness clock: start
 		// it with this connection, not the last session's silence (after
 		// an outage longer than the bound, every dial was refused).
 		r.live.Begin(time.Now(), lv.Bound)
+	}
+	switch {
+	case c.ExactlyOnce:
 		// Holding the slot (a standby never gets here): fence the relays
 		// of the slot before us and read what they committed.
-		if committed, err = r.fence(ctx, sk, state); err != nil {
-			conn.Close(context.WithoutCancel(ctx))
-			return err
-		}
+		committed, err = r.fence(ctx, sk, state)
+	case fenceWrites:
+		// Holding the slot: fence the relays of the slot before us, so
+		// that no write of theirs lands after ours.
+		err = sk.OpenFenced(ctx, sink.ProgressKey(state.SystemID, c.Slot, state.Incarnation))
+	}
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return err
 	}
 	through, part := r.publishedThrough(state, committed)
 	defer conn.Close(context.WithoutCancel(ctx))
@@ -71,7 +80,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	defer q.Budget.Leave()
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
-	if !c.ExactlyOnce {
+	if !c.ExactlyOnce && !fenceWrites {
 		if err := sk.Open(ctx); err != nil {
 			return err
 		}

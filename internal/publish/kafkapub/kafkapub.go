@@ -78,6 +78,9 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	p.Close()
 	pc := p.cfg.Producer
 	pc.TransactionalID = s.Identity
+	if s.Identity == "" {
+		pc.FenceID = s.Fence
+	}
 	pc.Guard, pc.WriteBy = s.Guard, s.WriteBy
 	if p.m != nil {
 		pc.OnError = p.m.PublishErrors.Inc
@@ -88,6 +91,14 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	}
 	p.prod, p.txn, p.identity = prod, s.Identity != "", s.Identity
 	if !p.txn {
+		if pc.FenceID == "" {
+			return nil
+		}
+		// Fence the older sessions now, and abort what they left open.
+		if err := p.prod.Init(ctx); err != nil {
+			p.Close()
+			return fmt.Errorf("initialise the fenced producer: %w", fencedWrites(err))
+		}
 		return nil
 	}
 	if err := p.prod.EnsureCompactedTopic(ctx, p.cfg.ProgressTopic); err != nil {
@@ -130,7 +141,7 @@ func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []pub
 		// Records may still be in flight: none of this write's memory is
 		// reused.
 		p.recs, p.ptrs, p.hdrs = nil, nil, nil
-		return err
+		return fencedWrites(err)
 	}
 	for i, e := range errs {
 		out[i] = p.outcome(e)
@@ -211,6 +222,15 @@ func isFenced(err error) bool {
 }
 
 // fenced is err, wrapping publish.ErrFenced when it is an epoch error.
+// fencedWrites is err of a fenced at-least-once session (Session.Fence):
+// wrapping publish.ErrFenced when a newer session fenced this one.
+func fencedWrites(err error) error {
+	if errors.Is(err, producer.ErrFenced) {
+		return fmt.Errorf("%w: %w", publish.ErrFenced, err)
+	}
+	return err
+}
+
 func fenced(err error) error {
 	if err != nil && isFenced(err) {
 		return fmt.Errorf("%w: %w", publish.ErrFenced, err)

@@ -2,6 +2,7 @@ package memorypub
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -80,11 +81,13 @@ func New(c publish.Config) (publish.Publisher, error) {
 // drops what they left uncommitted.
 func (p *Publisher) Open(_ context.Context, s publish.Session) error {
 	p.Close()
-	p.sess, p.open, p.identity = s, true, s.Identity
-	if s.Identity != "" {
+	// A fenced at-least-once session (s.Fence) fences as an exactly-once
+	// one does; its fenced write fails as a whole.
+	p.sess, p.open, p.identity = s, true, cmp.Or(s.Identity, s.Fence)
+	if p.identity != "" {
 		p.store.mu.Lock()
-		p.store.epochs[s.Identity]++
-		p.epoch = p.store.epochs[s.Identity]
+		p.store.epochs[p.identity]++
+		p.epoch = p.store.epochs[p.identity]
 		p.store.mu.Unlock()
 	}
 	return nil
@@ -105,6 +108,9 @@ func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []pub
 	st.mu.Lock()
 	if p.fenced() {
 		st.mu.Unlock()
+		if p.sess.Identity == "" {
+			return publish.ErrFenced
+		}
 		for i := range out {
 			out[i] = publish.Outcome{Verdict: publish.Fenced, Err: publish.ErrFenced}
 		}

@@ -20,6 +20,7 @@ func Main(m *testing.M, ignore ...goleak.Option) {
 func exit(code int, ignore []goleak.Option) {
 	stopServer()
 	stopApacheKafka()
+	stopRabbitMQ()
 	if code == 0 {
 		if err := goleak.Find(append(LeakOptions(), ignore...)...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
@@ -65,16 +66,8 @@ func (v *verifier) listMissingTopics(missing []string) {
 	}
 }
 
-// Scan is what ScanTopics read.
-type Scan struct {
-	// Ranges are the topics read and the offsets read of each partition.
-	Ranges []TopicRange
-	// Missing are the topics that do not exist.
-	Missing []string
-	// Unreadable are the topics the brokers do not let the client read
-	// (or describe), with the error.
-	Unreadable []UnreadableTopic
-}
+// scanner is ScanTopics' read in progress: what it read so far.
+type scanner struct{ publish.Holdings }
 
 // ScanTopics reads topics, read_committed, from the first offset of each
 // partition whose timestamp is at or after since up to the last stable
@@ -83,10 +76,10 @@ type Scan struct {
 // not exist, or that the brokers do not let it describe or read, is named
 // in the result and skipped; the others are read. kafka are the client
 // options that reach the brokers.
-func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since time.Time, log *slog.Logger, each func(*kgo.Record) error) (Scan, error) {
-	var scan Scan
+func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since time.Time, log *slog.Logger, each func(*kgo.Record) error) (publish.Holdings, error) {
+	var scan scanner
 	if len(topics) == 0 {
-		return scan, nil
+		return scan.Holdings, nil
 	}
 	opts := append(slices.Clone(kafka),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -102,31 +95,31 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return scan, fmt.Errorf("verify: kafka client: %w", err)
+		return scan.Holdings, fmt.Errorf("verify: kafka client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	readable, err := scan.lookUp(ctx, adm, topics)
 	if err != nil {
-		return scan, err
+		return scan.Holdings, err
 	}
 	consume, left, err := scan.plan(ctx, adm, since, readable)
 	if err != nil || len(consume) == 0 {
-		return scan, err
+		return scan.Holdings, err
 	}
 	cl.AddConsumePartitions(consume)
 	err = scan.consume(ctx, cl, left, log, each)
-	return scan, err
+	return scan.Holdings, err
 }
 
 // unreadable names a topic the brokers do not let the client read.
-func (scan *Scan) unreadable(topic string, err error) {
+func (scan *scanner) unreadable(topic string, err error) {
 	scan.Unreadable = append(scan.Unreadable, UnreadableTopic{Topic: topic, Error: err.Error()})
 }
 
 // lookUp describes topics: those that do not exist are Missing, those the
 // brokers refuse to describe Unreadable, and the others returned.
-func (scan *Scan) lookUp(ctx context.Context, adm *kadm.Client, topics []string) ([]string, error) {
+func (scan *scanner) lookUp(ctx context.Context, adm *kadm.Client, topics []string) ([]string, error) {
 	tds, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("verify: look up topics: %w", err)
@@ -148,7 +141,7 @@ func (scan *Scan) lookUp(ctx context.Context, adm *kadm.Client, topics []string)
 // plan lists the offset range of every partition of readable into
 // scan.Ranges, and returns where to start consuming each partition with
 // records in its range and, in left, its end offset.
-func (scan *Scan) plan(ctx context.Context, adm *kadm.Client, since time.Time, readable []string) (map[string]map[int32]kgo.Offset, map[string]map[int32]int64, error) {
+func (scan *scanner) plan(ctx context.Context, adm *kadm.Client, since time.Time, readable []string) (map[string]map[int32]kgo.Offset, map[string]map[int32]int64, error) {
 	starts, ends, err := listRanges(ctx, adm, since, readable, scan.unreadable)
 	if err != nil {
 		return nil, nil, err
@@ -194,7 +187,7 @@ func (scan *Scan) plan(ctx context.Context, adm *kadm.Client, since time.Time, r
 
 // consume polls until every partition in left is read to its end offset,
 // calling each for every record before it (control records not).
-func (scan *Scan) consume(ctx context.Context, cl *kgo.Client, left map[string]map[int32]int64, log *slog.Logger, each func(*kgo.Record) error) error {
+func (scan *scanner) consume(ctx context.Context, cl *kgo.Client, left map[string]map[int32]int64, log *slog.Logger, each func(*kgo.Record) error) error {
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // NATS is an embedded nats-server with JetStream, its store on disk in a
@@ -108,4 +110,20 @@ func (n *NATS) Stop() {
 		}
 		_ = os.RemoveAll(n.Dir)
 	})
+}
+
+// JetStream connects an independent client to the server for t (closed
+// when t ends), reconnecting across restarts.
+func (n *NATS) JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(n.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("nats: %v", err)
+	}
+	return js
 }

@@ -13,6 +13,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 )
 
 // RabbitMQServerEnv names the environment variable that points at the
@@ -268,4 +272,65 @@ func stopRabbitMQ() {
 	if rabbit != nil {
 		rabbit.Stop()
 	}
+}
+
+// Environment connects an independent stream client to the node for t,
+// closed when t ends.
+func (r *RabbitMQ) Environment(t testing.TB) *stream.Environment {
+	t.Helper()
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(r.StreamURI))
+	if err != nil {
+		t.Fatalf("rabbitmq: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
+// ReadStream reads stream name from its start with an independent client,
+// up to a sentinel message it appends first, so that every message
+// written before the call is read (and no other).
+func (r *RabbitMQ) ReadStream(t testing.TB, name string) []*amqp.Message {
+	t.Helper()
+	env := r.Environment(t)
+	pr, err := env.NewProducer(name, nil)
+	if err != nil {
+		t.Fatalf("rabbitmq: %v", err)
+	}
+	sentinel := amqp.NewMessage([]byte("pgoutbox-testenv-sentinel"))
+	err = pr.BatchSend([]message.StreamMessage{sentinel})
+	_ = pr.Close()
+	if err != nil {
+		t.Fatalf("rabbitmq: %v", err)
+	}
+	var (
+		mu   sync.Mutex
+		got  []*amqp.Message
+		done = make(chan struct{})
+	)
+	c, err := env.NewConsumer(name, func(_ stream.ConsumerContext, m *amqp.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if bytes.Equal(bytes.Join(m.Data, nil), []byte("pgoutbox-testenv-sentinel")) {
+			close(done)
+			return
+		}
+		got = append(got, m)
+	}, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
+	if err != nil {
+		t.Fatalf("rabbitmq: %v", err)
+	}
+	defer c.Close()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("rabbitmq: no sentinel in %s within 30s", name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got
 }

@@ -12,11 +12,7 @@ import (
 func TestRabbitMQStreams(t *testing.T) {
 	t.Parallel()
 	r := testenv.SharedRabbitMQ(t)
-	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(r.StreamURI))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	env := r.Environment(t)
 	if err := env.DeclareStream("testenv-rabbitmq", &stream.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}

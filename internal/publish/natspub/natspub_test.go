@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
@@ -20,15 +19,7 @@ import (
 func setup(t *testing.T) (*testenv.NATS, jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
 	n := testenv.NewNATS(t)
-	nc, err := nats.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := n.JetStream(t)
 	s, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.>"}, Duplicates: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,10 @@ package rabbitmqpub_test
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
-	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
@@ -22,11 +19,7 @@ import (
 func setup(t *testing.T) (*testenv.RabbitMQ, *stream.Environment, string) {
 	t.Helper()
 	r := testenv.SharedRabbitMQ(t)
-	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(r.StreamURI))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Close() })
+	env := r.Environment(t)
 	name := "outbox." + strings.ReplaceAll(t.Name(), "/", ".")
 	if err := env.DeclareStream(name, &stream.StreamOptions{}); err != nil {
 		t.Fatal(err)
@@ -74,65 +67,20 @@ func write(t *testing.T, p publish.Publisher, recs []*publish.Record) {
 	}
 }
 
-// readAll reads the stream from its start up to a sentinel message it
-// appends first, so every message written before is counted.
-func readAll(t *testing.T, env *stream.Environment, name string) []*amqp.Message {
-	t.Helper()
-	pr, err := env.NewProducer(name, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sentinel := amqp.NewMessage([]byte("sentinel"))
-	if err := pr.BatchSend([]message.StreamMessage{sentinel}); err != nil {
-		t.Fatal(err)
-	}
-	_ = pr.Close()
-	var (
-		mu   sync.Mutex
-		got  []*amqp.Message
-		done = make(chan struct{})
-	)
-	c, err := env.NewConsumer(name, func(_ stream.ConsumerContext, m *amqp.Message) {
-		mu.Lock()
-		defer mu.Unlock()
-		if string(m.GetData()) == "sentinel" {
-			select {
-			case <-done:
-			default:
-				close(done)
-			}
-			return
-		}
-		got = append(got, m)
-	}, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no sentinel within 30s")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return got
-}
-
 // Records are confirmed once the stream has them, in order, with the
 // contract's headers as application properties; the same records written
 // again by a new session of the same incarnation (a replay after a crash)
 // are dropped by the stream: one copy each.
 func TestWriteConfirmReplay(t *testing.T) {
 	t.Parallel()
-	r, env, name := setup(t)
+	r, _, name := setup(t)
 	recs := records(name, 40, 0x1_0000_0000)
 	p := open(t, r.StreamURI, "inc1")
 	write(t, p, recs[:30])
 	p.Close()
 	p = open(t, r.StreamURI, "inc1")
 	write(t, p, recs) // replays the first 30, adds 10
-	got := readAll(t, env, name)
+	got := r.ReadStream(t, name)
 	if len(got) != 40 {
 		t.Fatalf("stream holds %d messages, want 40", len(got))
 	}
@@ -149,11 +97,11 @@ func TestWriteConfirmReplay(t *testing.T) {
 // records are stored even at positions the first one published.
 func TestNewIncarnationIsNotDropped(t *testing.T) {
 	t.Parallel()
-	r, env, name := setup(t)
+	r, _, name := setup(t)
 	recs := records(name, 10, 0x2000)
 	write(t, open(t, r.StreamURI, "inc1"), recs)
 	write(t, open(t, r.StreamURI, "inc2"), records(name, 10, 0x1000))
-	if got := readAll(t, env, name); len(got) != 20 {
+	if got := r.ReadStream(t, name); len(got) != 20 {
 		t.Fatalf("stream holds %d messages, want 20", len(got))
 	}
 }
@@ -163,14 +111,14 @@ func TestNewIncarnationIsNotDropped(t *testing.T) {
 // deduplication), in order around the deduplicated ones.
 func TestWithoutDeduplication(t *testing.T) {
 	t.Parallel()
-	r, env, name := setup(t)
+	r, _, name := setup(t)
 	recs := records(name, 6, 0x3000)
 	recs[2].Pos, recs[3].Pos = publish.Position{}, publish.Position{}
 	p := open(t, r.StreamURI, "inc1")
 	write(t, p, recs)
 	write(t, p, recs)
 	write(t, open(t, r.StreamURI, ""), recs[:2])
-	got := readAll(t, env, name)
+	got := r.ReadStream(t, name)
 	var order []string
 	for _, m := range got {
 		order = append(order, m.ApplicationProperties["message-id"].(string))

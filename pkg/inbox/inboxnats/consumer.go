@@ -17,7 +17,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loopcore"
-	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loophook"
 )
 
 // DefaultDeadLetterSubject is Config.DeadLetterSubject's default.
@@ -57,32 +56,28 @@ type Config[TTx any] struct {
 	// Buffer is how many messages the client fetches ahead. Defaults to
 	// 100.
 	Buffer int
-	// MetricsInterval is how often the loop calls Inbox.RefreshMetrics.
-	// Defaults to 30s; negative disables it.
-	MetricsInterval time.Duration
-	// Retention, when positive, purges this consumer's COMPLETED rows older
-	// than it every PurgeInterval (see inboxkafka.Config.Retention).
-	// Defaults to 0: off.
-	Retention time.Duration
-	// PurgeInterval is how often the loop purges when Retention is set.
-	// Defaults to 1h.
-	PurgeInterval time.Duration
-	// OnResult, when set, is called after the database commit and before
-	// the acknowledgement of every delivery attempt. For diagnosis.
+	// MetricsInterval (default 30s; negative: off), Retention (default
+	// 0: off) and PurgeInterval (default 1h) are inboxkafka.Config's: how
+	// often the loop refreshes the inbox's gauges, and its purge of
+	// COMPLETED rows.
+	MetricsInterval, Retention, PurgeInterval time.Duration
+	// OnResult, when set, sees every delivery attempt after its database
+	// commit, before the acknowledgement. For diagnosis.
 	OnResult func(msg inbox.Message, res inbox.Result)
 }
 
 // Consumer is the JetStream consumer loop of an Inbox.
 type Consumer[TTx any] struct {
-	cfg  Config[TTx]
-	core loopcore.Internals[TTx]
-	log  *slog.Logger
+	cfg    Config[TTx]
+	shared loopcore.Shared[TTx]
+	core   loopcore.Internals[TTx]
+	log    *slog.Logger
 }
 
 // New validates cfg and returns a Consumer.
 func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 	if cfg == nil {
-		return nil, errors.New("inboxnats: config is nil")
+		return nil, loopcore.NilConfig("inboxnats")
 	}
 	c := *cfg
 	switch {
@@ -92,19 +87,12 @@ func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 		return nil, errors.New("inboxnats: Config.Stream is required")
 	case c.Durable == "":
 		return nil, errors.New("inboxnats: Config.Durable is required")
-	case c.Inbox == nil:
-		return nil, errors.New("inboxnats: Config.Inbox is required")
-	case (c.Handler == nil) == (c.ExternalHandler == nil):
-		return nil, errors.New("inboxnats: set exactly one of Config.Handler and ExternalHandler")
-	case c.Retention < 0:
-		return nil, fmt.Errorf("inboxnats: Config.Retention %v is negative", c.Retention)
 	}
-	core, ok := loophook.Internals(c.Inbox).(loopcore.Internals[TTx])
-	if !ok {
-		return nil, errors.New("inboxnats: Config.Inbox is not an inbox made by inbox.New")
-	}
-	if c.Retention > 0 && !core.CanPurge() {
-		return nil, errors.New("inboxnats: Config.Retention needs a driver handle that can also run statements (a *pgxpool.Pool or *sql.DB)")
+	shared := loopcore.Shared[TTx]{Inbox: c.Inbox, Handler: c.Handler, External: c.ExternalHandler,
+		MetricsInterval: c.MetricsInterval, Retention: c.Retention, PurgeInterval: c.PurgeInterval, OnResult: c.OnResult}
+	core, err := shared.Check("inboxnats")
+	if err != nil {
+		return nil, err
 	}
 	if c.DeadLetterSubject == "" {
 		c.DeadLetterSubject = DefaultDeadLetterSubject
@@ -115,13 +103,7 @@ func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 	if c.Buffer <= 0 {
 		c.Buffer = 100
 	}
-	if c.MetricsInterval == 0 {
-		c.MetricsInterval = 30 * time.Second
-	}
-	if c.PurgeInterval <= 0 {
-		c.PurgeInterval = time.Hour
-	}
-	return &Consumer[TTx]{cfg: c, core: core, log: core.Log().With("stream", c.Stream, "durable", c.Durable)}, nil
+	return &Consumer[TTx]{cfg: c, shared: shared, core: core, log: core.Log().With("stream", c.Stream, "durable", c.Durable)}, nil
 }
 
 // Run consumes until ctx ends, then stops gracefully: the message in hand
@@ -166,19 +148,14 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	hk := loopcore.Housekeeping[TTx]{Core: c.core, In: c.cfg.Inbox, Log: c.log, MetricsInterval: c.cfg.MetricsInterval,
-		Retention: c.cfg.Retention, PurgeInterval: c.cfg.PurgeInterval}
-	hk.Start(runCtx, &wg)
 	wg.Go(func() {
 		<-runCtx.Done()
 		it.Stop() // ends Next; the buffered messages are handed back
 	})
-	d := &loopcore.Deliverer[TTx]{Core: c.core, In: c.cfg.Inbox, Log: c.log, Group: c.cfg.Durable,
-		Handler: c.cfg.Handler, External: c.cfg.ExternalHandler, OnResult: c.cfg.OnResult,
-		DeadLetter: func(ctx context.Context, km inbox.KafkaRecord, res inbox.Result) error {
+	d := c.shared.Start(runCtx, &wg, c.core, c.log, c.cfg.Durable, c.cfg.DeadLetterSubject,
+		func(ctx context.Context, km inbox.KafkaRecord, res inbox.Result) error {
 			return c.deadLetter(ctx, js, km, res)
-		},
-		DeadLetterDest: c.cfg.DeadLetterSubject}
+		})
 	err = c.consume(runCtx, it, d)
 	stop()
 	wg.Wait()

@@ -2,9 +2,7 @@ package inboxnats_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,15 +27,7 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	n := testenv.NewNATS(t)
-	nc, err := nats.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := n.JetStream(t)
 	for name, subject := range map[string]string{"OUTBOX": "outbox.>", "DLQ": inboxnats.DefaultDeadLetterSubject} {
 		if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: name, Subjects: []string{subject}}); err != nil {
 			t.Fatal(err)
@@ -114,21 +104,7 @@ func TestEffectsOnceWhenDeliveredManyTimes(t *testing.T) {
 		f.publish(t, k, 3)
 	}
 	f.publish(t, "", 1)
-	var (
-		mu     sync.Mutex
-		failed bool
-	)
-	handler := func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-		mu.Lock()
-		fail := msg.BusinessKey == "k5" && !failed
-		failed = failed || fail
-		mu.Unlock()
-		if fail {
-			return "", errors.New("transient")
-		}
-		return inboxtest.InsertEffect(ctx, tx, msg)
-	}
-	f.run(t, handler)
+	f.run(t, inboxtest.FailOnce("k5"))
 	inboxtest.WantEffectOnce(t, f.DB, ks...)
 	if row := inboxtest.ReadRow(t, f.DB, inboxtest.Consumer, "id-k5"); row.Status != "COMPLETED" || row.Attempts != 2 {
 		t.Errorf("k5 row: %+v", row)
@@ -169,12 +145,7 @@ func TestDeadLettersAtAttemptLimit(t *testing.T) {
 	f := setup(t)
 	f.publish(t, "poison", 1)
 	f.publish(t, "fine", 1)
-	f.run(t, func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-		if msg.BusinessKey == "poison" {
-			return "", errors.New("always")
-		}
-		return inboxtest.InsertEffect(ctx, tx, msg)
-	})
+	f.run(t, inboxtest.FailAlways("poison"))
 	inboxtest.WantEffectOnce(t, f.DB, "fine")
 	if row := inboxtest.ReadRow(t, f.DB, inboxtest.Consumer, "id-poison"); row.Status != "FAILED_FINAL" {
 		t.Errorf("poison row: %+v", row)

@@ -172,7 +172,7 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *Config, m *relaymet
 	opts := relaytype.BackfillOptions{Since: res.Since, Progress: func(n int, at time.Time) {
 		c.Logger.Info("recovering: published outbox rows", "slot", c.Slot, "rows", n, "created_at", at)
 	}}
-	held, err := heldInKafka(ctx, tx, c, opts)
+	held, err := heldInKafka(ctx, tx, c, sk, opts)
 	if err != nil {
 		return slotstate.NewSlot{}, err
 	}

@@ -8,11 +8,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -54,8 +54,9 @@ type heldAt struct {
 	id, topic, origin string
 }
 
-// heldInKafka reads which rows of opts's range Kafka already holds.
-func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.BackfillOptions) (*heldIDs, error) {
+// heldInKafka reads which rows of opts's range the broker already holds,
+// through sk's publisher.
+func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, sk *sink.Sink, opts relaytype.BackfillOptions) (*heldIDs, error) {
 	topics := map[string]struct{}{c.DeadLetters.Topic: {}}
 	rows := 0
 	err := eachRow(ctx, tx, c, opts, func(ev decode.Event, _ time.Time) error {
@@ -69,9 +70,8 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.Backf
 		return nil, err
 	}
 	h := &heldIDs{ids: make(map[heldAt]struct{}), deadLetter: c.DeadLetters.Topic}
-	kopts := producer.ClientOpts(c.Sink.Producer)
 	full := false
-	_, err = verify.ScanTopics(ctx, kopts, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), c.Logger, func(r *kgo.Record) error {
+	_, err = sk.Read(ctx, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), func(r *publish.Record) error {
 		if len(h.ids) >= maxHeldIDs {
 			full = true
 			return nil
@@ -94,7 +94,7 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.Backf
 // at is where the record r holds its message ID; false for a record
 // without one, and for a record of the dead-letter topic that is no dead
 // letter (no dlq-reason).
-func (h *heldIDs) at(r *kgo.Record) (heldAt, bool) {
+func (h *heldIDs) at(r *publish.Record) (heldAt, bool) {
 	at := heldAt{topic: r.Topic}
 	var id, reason bool
 	for _, hd := range r.Headers {

@@ -1,9 +1,8 @@
 package decode
 
 import (
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
@@ -38,18 +37,18 @@ func contentType(t uint32) []byte {
 // message ID), source, type (the event type), time (the commit time),
 // subject (the aggregate ID) and content-type. h[0] is the message-id
 // header.
-func (d *Decoder) appendCloudEvents(h []kgo.RecordHeader, f *fields) []kgo.RecordHeader {
+func (d *Decoder) appendCloudEvents(h []publish.Header, f *fields) []publish.Header {
 	ct := f.contentType
 	if ct == nil {
 		ct = ceBytes
 	}
 	return append(h,
-		kgo.RecordHeader{Key: contract.HeaderCESpecVersion, Value: ceSpecVersion},
-		kgo.RecordHeader{Key: contract.HeaderCEID, Value: h[0].Value},
-		kgo.RecordHeader{Key: contract.HeaderCESource, Value: d.ceSource},
-		kgo.RecordHeader{Key: contract.HeaderCEType, Value: nonNil(f.eventType)},
-		kgo.RecordHeader{Key: contract.HeaderCETime, Value: d.CommitTime.UTC().AppendFormat(nil, ceTimeLayout)},
-		kgo.RecordHeader{Key: contract.HeaderCESubject, Value: nonNil(f.aggregateID)},
-		kgo.RecordHeader{Key: contract.HeaderContentType, Value: ct},
+		publish.Header{Key: contract.HeaderCESpecVersion, Value: ceSpecVersion},
+		publish.Header{Key: contract.HeaderCEID, Value: h[0].Value},
+		publish.Header{Key: contract.HeaderCESource, Value: d.ceSource},
+		publish.Header{Key: contract.HeaderCEType, Value: nonNil(f.eventType)},
+		publish.Header{Key: contract.HeaderCETime, Value: d.CommitTime.UTC().AppendFormat(nil, ceTimeLayout)},
+		publish.Header{Key: contract.HeaderCESubject, Value: nonNil(f.aggregateID)},
+		publish.Header{Key: contract.HeaderContentType, Value: ct},
 	)
 }

@@ -5,11 +5,10 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 )
 
 // Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
@@ -59,10 +58,10 @@ func (c *DeadLetters) Shape(ev *Event) {
 	inv := ev.Invalid
 	orig := ev.Record
 	var cut truncation
-	hs := make([]kgo.RecordHeader, 0, len(orig.Headers)+5)
+	hs := make([]publish.Header, 0, len(orig.Headers)+5)
 	hs = append(hs,
-		kgo.RecordHeader{Key: contract.HeaderDLQReason, Value: []byte(inv.Reason)},
-		kgo.RecordHeader{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(inv.Detail), MaxDetailBytes)},
+		publish.Header{Key: contract.HeaderDLQReason, Value: []byte(inv.Reason)},
+		publish.Header{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(inv.Detail), MaxDetailBytes)},
 	)
 	origTopic := orig.Topic
 	if origTopic != "" {
@@ -70,7 +69,7 @@ func (c *DeadLetters) Shape(ev *Event) {
 			origTopic = string(contract.Cut([]byte(origTopic), contract.MaxTopicBytes))
 			cut.add(contract.HeaderOriginalTopic)
 		}
-		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderOriginalTopic, Value: []byte(origTopic)})
+		hs = append(hs, publish.Header{Key: contract.HeaderOriginalTopic, Value: []byte(origTopic)})
 	}
 	hasID := false
 	for _, h := range orig.Headers {
@@ -86,14 +85,14 @@ func (c *DeadLetters) Shape(ev *Event) {
 		hs = append(hs, h)
 	}
 	if !hasID {
-		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderMessageID, Value: []byte(ev.MessageID())})
+		hs = append(hs, publish.Header{Key: contract.HeaderMessageID, Value: []byte(ev.MessageID())})
 	}
 	value := orig.Value
 	if inv.Reason == ReasonTooLarge && value != nil {
 		value = nil
 		cut.add("value")
 	}
-	ev.Record = kgo.Record{Topic: c.Topic, Key: orig.Key, Value: value, Headers: hs, Timestamp: orig.Timestamp}
+	ev.Record = publish.Record{Topic: c.Topic, Key: orig.Key, Value: value, Headers: hs, Timestamp: orig.Timestamp, Pos: orig.Pos}
 	limit := deadLetterLimit(c)
 	size := func() int {
 		return RecordSize(&ev.Record) + len(contract.HeaderDLQTruncated) + maxTruncatedBytes
@@ -109,7 +108,7 @@ func (c *DeadLetters) Shape(ev *Event) {
 	if size() > limit {
 		MinimalDeadLetter(ev, fmt.Sprintf("the dead-letter record was over max message bytes (%d) even without key and value", c.MaxMessageBytes))
 	} else if v := cut.value(); v != nil {
-		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: v})
+		ev.Record.Headers = append(ev.Record.Headers, publish.Header{Key: contract.HeaderDLQTruncated, Value: v})
 	}
 	if c.Invalid != nil {
 		c.Invalid.WithLabelValues(inv.Reason).Inc()
@@ -148,16 +147,16 @@ func MinimalDeadLetter(ev *Event, why string) {
 		id = []byte(ev.MessageID())
 	}
 	detail := why + "; it holds only message-id, dlq-reason, dlq-detail and original-topic. The event's problem: " + ev.Invalid.Detail
-	hs := []kgo.RecordHeader{
+	hs := []publish.Header{
 		{Key: contract.HeaderDLQReason, Value: []byte(ev.Invalid.Reason)},
 		{Key: contract.HeaderDLQDetail, Value: contract.Cut([]byte(detail), MaxDetailBytes)},
 	}
 	if topic != nil {
-		hs = append(hs, kgo.RecordHeader{Key: contract.HeaderOriginalTopic, Value: contract.Cut(topic, contract.MaxTopicBytes)})
+		hs = append(hs, publish.Header{Key: contract.HeaderOriginalTopic, Value: contract.Cut(topic, contract.MaxTopicBytes)})
 	}
 	hs = append(hs,
-		kgo.RecordHeader{Key: contract.HeaderMessageID, Value: contract.Cut(id, 64)},
-		kgo.RecordHeader{Key: contract.HeaderDLQTruncated, Value: []byte("key,value,headers")},
+		publish.Header{Key: contract.HeaderMessageID, Value: contract.Cut(id, 64)},
+		publish.Header{Key: contract.HeaderDLQTruncated, Value: []byte("key,value,headers")},
 	)
 	ev.Record.Key, ev.Record.Value, ev.Record.Headers = nil, nil, hs
 	ev.Minimal = true

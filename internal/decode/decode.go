@@ -14,11 +14,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -108,8 +108,10 @@ func CheckColumns(table string, f tableformat.TableFormat, names []string, types
 // Event is one record to publish: a valid record for its topic, or an
 // invalid row (Invalid != nil) that becomes a dead-letter record.
 type Event struct {
-	// Record is the Kafka record, as the decoder built it.
-	Record kgo.Record
+	// Record is the record, as the decoder built it; its Pos is set by
+	// the reader: where the event is in the WAL, the same in every session
+	// that reads it (exactly-once progress and refusals are kept by it).
+	Record publish.Record
 	// ID is the message ID; uuid.Nil when the row has none that parses.
 	ID      uuid.UUID
 	Invalid *relaytype.InvalidEventError
@@ -120,10 +122,6 @@ type Event struct {
 	// its commit time.
 	Tx     acktrack.TxID
 	Commit time.Time
-	// Pos is set by the reader too: where the event is in the WAL, the
-	// same in every session that reads it (exactly-once progress and
-	// refusals are kept by it).
-	Pos Position
 	// Cost is what the event took from the buffer budget; the sink gives
 	// it back once Kafka acknowledged the event.
 	Cost int64
@@ -131,15 +129,6 @@ type Event struct {
 	// ends transaction Tx, at EndLSN (see internal/sink's exactlyonce.go).
 	Marker bool
 	EndLSN uint64
-}
-
-// Position is the place of an event in the WAL: the Seq-th event (from 0)
-// of the transaction whose commit record starts at Final (its BEGIN's
-// final LSN). Every session that decodes the transaction gives its events
-// the same positions.
-type Position struct {
-	Final pglogrepl.LSN
-	Seq   int
 }
 
 // WALKind says what one pgoutput message meant to the relay.
@@ -525,7 +514,7 @@ func (d *Decoder) foreignEvent(r *relation, cols []TupleColumn) Event {
 	}
 	b.WriteByte('}')
 	return Event{
-		Record: kgo.Record{Value: []byte(b.String()), Timestamp: d.CommitTime},
+		Record: publish.Record{Value: []byte(b.String()), Timestamp: d.CommitTime},
 		Invalid: &relaytype.InvalidEventError{Reason: ReasonNotOutbox, Detail: fmt.Sprintf(
 			"a row of table %s, which the publication publishes but is not the outbox table %s (the value holds its columns as JSON)",
 			r.foreign, d.table)},
@@ -537,7 +526,7 @@ func (d *Decoder) messageEvent(content []byte) Event {
 	m, err := contract.DecodeLogicalMessage(content)
 	if err != nil {
 		ev := Event{ID: m.ID, Invalid: &relaytype.InvalidEventError{MessageID: m.ID, Reason: ReasonBadMessage, Detail: err.Error()}}
-		ev.Record = kgo.Record{Value: content}
+		ev.Record = publish.Record{Value: content}
 		if m.AggregateID != "" {
 			ev.Record.Key = []byte(m.AggregateID)
 		}
@@ -576,17 +565,17 @@ func (d *Decoder) finish(ev Event, f *fields, problem *relaytype.InvalidEventErr
 	if d.cloudEvents {
 		room += numCloudEventsHeaders
 	}
-	ev.Record = kgo.Record{
+	ev.Record = publish.Record{
 		Topic:     topic,
 		Value:     f.payload,
 		Timestamp: d.CommitTime,
-		Headers:   make([]kgo.RecordHeader, 5, room),
+		Headers:   make([]publish.Header, 5, room),
 	}
-	ev.Record.Headers[0] = kgo.RecordHeader{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.ID, f.idText)}
-	ev.Record.Headers[1] = kgo.RecordHeader{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
-	ev.Record.Headers[2] = kgo.RecordHeader{Key: contract.HeaderEventType, Value: nonNil(f.eventType)}
-	ev.Record.Headers[3] = kgo.RecordHeader{Key: contract.HeaderAggregateType, Value: nonNil(f.aggregateType)}
-	ev.Record.Headers[4] = kgo.RecordHeader{Key: contract.HeaderAggregateID, Value: nonNil(f.aggregateID)}
+	ev.Record.Headers[0] = publish.Header{Key: contract.HeaderMessageID, Value: canonicalUUID(ev.ID, f.idText)}
+	ev.Record.Headers[1] = publish.Header{Key: contract.HeaderBusinessKey, Value: nonNil(f.businessKey)}
+	ev.Record.Headers[2] = publish.Header{Key: contract.HeaderEventType, Value: nonNil(f.eventType)}
+	ev.Record.Headers[3] = publish.Header{Key: contract.HeaderAggregateType, Value: nonNil(f.aggregateType)}
+	ev.Record.Headers[4] = publish.Header{Key: contract.HeaderAggregateID, Value: nonNil(f.aggregateID)}
 	if len(f.aggregateID) > 0 {
 		ev.Record.Key = f.aggregateID
 	}
@@ -608,7 +597,7 @@ func (d *Decoder) finish(ev Event, f *fields, problem *relaytype.InvalidEventErr
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: k, Value: []byte(f.headers[k])})
+			ev.Record.Headers = append(ev.Record.Headers, publish.Header{Key: k, Value: []byte(f.headers[k])})
 		}
 	}
 	if problem == nil {
@@ -807,7 +796,7 @@ func (c *topicCache) size() (names, bytes int) {
 
 // RecordSize is the size a record counts against the limit: key, value
 // and headers.
-func RecordSize(m *kgo.Record) int {
+func RecordSize(m *publish.Record) int {
 	n := len(m.Key) + len(m.Value)
 	for _, h := range m.Headers {
 		n += len(h.Key) + len(h.Value)

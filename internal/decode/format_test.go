@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 var (
@@ -36,7 +36,7 @@ func decodeRow(t *testing.T, c *Config, cols []string, types []uint32, commit ti
 	return it.Event
 }
 
-func headers(m *kgo.Record) map[string]string {
+func headers(m *publish.Record) map[string]string {
 	out := make(map[string]string, len(m.Headers))
 	for _, h := range m.Headers {
 		out[h.Key] = string(h.Value)

@@ -25,7 +25,8 @@ type Publisher interface {
 	// after one of this session, and their open transaction is aborted.
 	// An error that no retry can fix wraps relayerr.Permanent (a bad
 	// setting, refused credentials); any other ends the session, and the
-	// relay opens again after a backoff.
+	// relay opens again after a backoff. When Open fails, nothing of the
+	// session stays open.
 	Open(ctx context.Context, s Session) error
 	// Write writes recs, in order, and returns when the broker answered
 	// for every record: out[i] (len(out) == len(recs)) is the outcome of

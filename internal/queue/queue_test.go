@@ -7,9 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 )
 
 // An event costs its record size, at least 1 and at most the whole budget,
@@ -18,12 +18,12 @@ func TestBudgetCost(t *testing.T) {
 	t.Parallel()
 	q := NewQueue(10, 100, prometheus.NewGauge(prometheus.GaugeOpts{Name: "b"}))
 	for _, tc := range []struct {
-		rec  kgo.Record
+		rec  publish.Record
 		want int64
 	}{
-		{kgo.Record{}, 1},
-		{kgo.Record{Key: []byte("k"), Value: []byte("vv")}, int64(decode.RecordSize(&kgo.Record{Key: []byte("k"), Value: []byte("vv")}))},
-		{kgo.Record{Value: make([]byte, 1000)}, 100},
+		{publish.Record{}, 1},
+		{publish.Record{Key: []byte("k"), Value: []byte("vv")}, int64(decode.RecordSize(&publish.Record{Key: []byte("k"), Value: []byte("vv")}))},
+		{publish.Record{Value: make([]byte, 1000)}, 100},
 	} {
 		ev := decode.Event{Record: tc.rec}
 		if got := q.Budget.Cost(&ev); got != tc.want {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 )
 
 // Hooks are called from the relay's reader and sink goroutines. Either
@@ -16,11 +16,11 @@ type Hooks struct {
 	// WAL message holding it was read from the connection. The record
 	// comes by value: a pointer to it would move every event of the
 	// reader to the heap, hook set or not.
-	Read func(msg kgo.Record, commit, read time.Time)
+	Read func(msg publish.Record, commit, read time.Time)
 	// Written is called after each Kafka write the sink makes: its
 	// records, when the write started and when it returned, and its
 	// error.
-	Written func(msgs []*kgo.Record, start, end time.Time, err error)
+	Written func(msgs []*publish.Record, start, end time.Time, err error)
 }
 
 type hooksKey struct{}

@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
 
@@ -32,13 +31,13 @@ func TestHooksTravelInContext(t *testing.T) {
 		werr   error
 	)
 	h := &relaytrace.Hooks{
-		Read: func(msg kgo.Record, commit, read time.Time) {
+		Read: func(msg publish.Record, commit, read time.Time) {
 			if read.Before(commit) {
 				t.Errorf("read %v before commit %v", read, commit)
 			}
 			reads = append(reads, string(msg.Key))
 		},
-		Written: func(msgs []*kgo.Record, start, end time.Time, err error) {
+		Written: func(msgs []*publish.Record, start, end time.Time, err error) {
 			writes = append(writes, len(msgs))
 			werr = err
 		},
@@ -51,10 +50,10 @@ func TestHooksTravelInContext(t *testing.T) {
 		t.Fatalf("FromContext(child) = %p, want %p", got, h)
 	}
 	now := time.Now()
-	got.Read(kgo.Record{Key: []byte("k1")}, now, now.Add(time.Millisecond))
-	got.Read(kgo.Record{Key: []byte("k2")}, now, now)
+	got.Read(publish.Record{Key: []byte("k1")}, now, now.Add(time.Millisecond))
+	got.Read(publish.Record{Key: []byte("k2")}, now, now)
 	boom := errors.New("boom")
-	got.Written([]*kgo.Record{{}, {}}, now, now, boom)
+	got.Written([]*publish.Record{{}, {}}, now, now, boom)
 	if len(reads) != 2 || reads[0] != "k1" || reads[1] != "k2" {
 		t.Errorf("reads = %q, want [k1 k2]", reads)
 	}

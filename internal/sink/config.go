@@ -5,15 +5,17 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/producer"
 )
 
 // Config is what the sink takes of relay.Config (whose fields document
 // each); package relay derives it.
 type Config struct {
-	// Producer configures each session's producer; the sink sets its
-	// Guard, OnError and TransactionalID.
-	Producer producer.Config
+	// Publisher names the broker's publisher (publish.New): empty is
+	// publish.Default, Kafka.
+	Publisher string
+	// Settings are the publisher's own settings (kafkapub.Config for
+	// Kafka); the sink's session gives it the liveness guard.
+	Settings any
 	// Slot names the slot in the exactly-once progress.
 	Slot string
 	// BatchSize and BatchTimeout shape the batches.
@@ -28,11 +30,15 @@ type Config struct {
 	// dead-lettered.
 	TopicUnavailableGrace time.Duration
 	StopOnUnavailable     bool
-	// StopOnInvalid stops the relay on a record Kafka refuses for good,
-	// rather than dead-letter it with DeadLetters.
+	// StopOnInvalid stops the relay on a record the broker refuses for
+	// good, rather than dead-letter it with DeadLetters.
 	StopOnInvalid bool
 	DeadLetters   *decode.DeadLetters
-	// ProgressTopic is the exactly-once progress topic.
+	// TransactionTimeout bounds an exactly-once transaction: the sink
+	// commits one open for half of it.
+	TransactionTimeout time.Duration
+	// ProgressTopic is where the exactly-once progress is kept, named in
+	// logs and status (the Kafka publisher's settings hold it too).
 	ProgressTopic string
 	// Logger receives the sink's logs.
 	Logger *slog.Logger

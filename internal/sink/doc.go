@@ -1,15 +1,20 @@
-// Package sink is the relay's Kafka stage: it takes events from the queue in
-// batches, writes them through the franz-go producer (internal/producer),
-// tells the ack tracker what Kafka acknowledged, and dead-letters the
-// records that cannot be published.
+// Package sink is the relay's broker-neutral sink stage: it takes events
+// from the queue in batches, writes them through a broker's publisher
+// (publish.Publisher, chosen by name: internal/publish/kafkapub for Kafka,
+// the default), tells the ack tracker what the broker confirmed, and
+// decides which records are dead-lettered. The broker's client, its error
+// table, fencing and where progress is kept are the publisher's (see
+// docs/layout.md, The sink boundary).
 //
 // Sink.Run reads collect → publish → ack: a collector gathers a batch from
-// the queue, and the session's publisher, one of two halves, writes it and
-// says what to acknowledge. atLeastOnce (sink.go) writes with the
-// idempotent producer, retrying failed records in place, and acknowledges
-// the whole batch; transactional (exactlyonce.go) writes the batch into
-// a Kafka transaction with a progress record and acknowledges only what a
-// commit made visible.
+// the queue, and the session's mode, one of two halves, writes it and says
+// what to acknowledge. atLeastOnce (sink.go) writes through the publisher,
+// retrying failed records in place, and acknowledges the whole batch;
+// transactional (exactlyonce.go) writes the batch into a transaction of a
+// publish.Transactional, committed with its progress, and acknowledges only
+// what a commit made visible. What follows names Kafka's behaviour, the
+// default publisher's; another broker's publisher maps its own answers to
+// the same verdicts.
 //
 // # Ordering
 //

@@ -5,26 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
-	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Exactly-once mode (Config.ExactlyOnce): each flush of the sink is one
-// Kafka transaction holding its records and a progress record, the slot's
-// identity → how far the relay got, on a compacted progress topic. A Kafka
+// transaction of a publish.Transactional (Kafka's: internal/publish/kafkapub)
+// holding its records and the progress, the slot's identity → how far the
+// relay got, which the publisher stores where no row can write it (Kafka:
+// a record on a compacted progress topic). The loop decides what a
+// transaction covers and the progress it commits; the publisher commits. A Kafka
 // transaction ends with a WAL transaction, or, inside a WAL transaction
 // that takes longer to publish than half the transaction timeout, after a
 // batch: its progress then also names the position inside that
@@ -57,9 +55,6 @@ import (
 // another incarnation of the same system and slot seen in the progress
 // topic is logged once, naming both.
 
-// progressFormat is the value of a progress record's HeaderProgress.
-const progressFormat = "2"
-
 // progress is the value of a progress record.
 type progress struct {
 	Slot             string        `json:"slot"`
@@ -79,13 +74,13 @@ type progressPart struct {
 	Events   int    `json:"events"`
 }
 
-// Progress is what the exactly-once relays of a slot committed to Kafka:
+// Progress is what the exactly-once relays of a slot committed:
 // every WAL transaction that ends at or before EndLSN and, when Part.Seq
 // is above 0, the events before Part.Seq of the transaction whose commit
 // record starts at Part.Final.
 type Progress struct {
 	EndLSN     pglogrepl.LSN
-	Part       decode.Position
+	Part       publish.Position
 	CommitTime time.Time
 }
 
@@ -135,33 +130,30 @@ type eosState struct {
 	// following one was written (Seq 0: none).
 	lastEnd    uint64
 	lastCommit time.Time
-	part       decode.Position
-	// others are the keys of other incarnations of the system and slot
-	// whose progress was seen (and logged).
-	others map[string]bool
+	part       publish.Position
 	// redo remembers, across sessions, records Kafka refused for their
 	// own sake, by WAL position: once refused for good (as at-least-once
 	// mode judges), the session that reads them again dead-letters them
 	// (or stops) before writing; a dead letter refused for good in turn
 	// becomes the minimal one, and a minimal one refused stops the relay
 	// (see refusal.shaped).
-	redo map[decode.Position]refusal
+	redo map[publish.Position]refusal
 }
 
 // refusal is what a session learnt of a record Kafka refused: the
-// refusals of its current form (err the latest), and the errors its
+// refusals of its current form (out the latest), and the outcomes its
 // earlier forms were refused for good with.
 type refusal struct {
-	err      error
+	out      publish.Outcome
 	attempts int
 	since    time.Time // the first refusal of the current form
 	final    bool      // refused for good at once (OwnFault, an expired topic)
-	// shaped holds, in order, the errors each earlier form of the record
+	// shaped holds, in order, the outcomes each earlier form of the record
 	// was refused for good with: the session that reads the row again
-	// rejects it once per error (Sink.reject: the row becomes its dead
+	// rejects it once per outcome (Sink.reject: the row becomes its dead
 	// letter, the dead letter the minimal one, the minimal one stops the
 	// relay), as at-least-once mode does within one write.
-	shaped []error
+	shaped []publish.Outcome
 }
 
 // due reports whether the record is to be dead-lettered in place: refused
@@ -177,21 +169,21 @@ const maxRefusals = 10_000
 // escalated is r once its current form is rejected in place: the next
 // form's refusals start from none.
 func (r refusal) escalated() refusal {
-	return refusal{shaped: append(r.shaped[:len(r.shaped):len(r.shaped)], r.err)}
+	return refusal{shaped: append(r.shaped[:len(r.shaped):len(r.shaped)], r.out)}
 }
 
-// refuse records that Kafka refused ev with err; final when for good.
-func (e *eosState) refuse(ev *decode.Event, err error, final bool) {
-	r, ok := e.redo[ev.Pos]
+// refuse records that the broker refused ev with o; final when for good.
+func (e *eosState) refuse(ev *decode.Event, o publish.Outcome, final bool) {
+	r, ok := e.redo[ev.Record.Pos]
 	if !ok && len(e.redo) >= maxRefusals {
 		clear(e.redo)
 	}
 	if r.attempts == 0 {
 		r.since = time.Now()
 	}
-	r.err, r.final = err, r.final || final
+	r.out, r.final = o, r.final || final
 	r.attempts++
-	e.redo[ev.Pos] = r
+	e.redo[ev.Record.Pos] = r
 }
 
 // pendingAck is one transaction's events in an open Kafka transaction.
@@ -205,8 +197,8 @@ type pendingAck struct {
 // next session reads the committed progress and writes from there.
 var errTxnAborted = errors.New("relay: exactly-once: kafka transaction aborted")
 
-// OpenExactlyOnce gives the sink a transactional producer for a session on
-// the slot history h, fencing older relays of the slot, and returns the
+// OpenExactlyOnce opens a transactional session of the publisher for the
+// slot history h, fencing older relays of the slot, and returns the
 // committed progress that may be trusted (zero when none): written by a
 // relay, for h, not past walEnd, the server's current WAL position, and
 // not past recorded, the state row's ceiling. Progress past either ends
@@ -214,33 +206,26 @@ var errTxnAborted = errors.New("relay: exactly-once: kafka transaction aborted")
 func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd, recorded pglogrepl.LSN) (Progress, error) {
 	c := &s.cfg
 	key := ProgressKey(h.SystemID, c.Slot, h.Incarnation)
+	if s.pubErr == nil {
+		if _, ok := s.pub.(publish.Transactional); !ok {
+			return Progress{}, relayerr.Permanent(fmt.Errorf("%w: exactly-once: the %s sink has no transactions", relaytype.ErrConfig, c.Publisher))
+		}
+	}
 	if s.eos == nil || s.eos.key != key {
-		s.eos = &eosState{key: key, redo: make(map[decode.Position]refusal), others: make(map[string]bool)}
+		s.eos = &eosState{key: key, redo: make(map[publish.Position]refusal)}
 	}
 	e := s.eos
 	e.history = h
-	e.open, e.acks, e.lastEnd, e.part = false, e.acks[:0], 0, decode.Position{}
-	if err := s.openWith(key); err != nil {
+	e.open, e.acks, e.lastEnd, e.part = false, e.acks[:0], 0, publish.Position{}
+	if err := s.openWith(ctx, key); err != nil {
+		if errors.Is(err, publish.ErrFenced) {
+			return Progress{}, s.txnError("open", err)
+		}
 		return Progress{}, err
 	}
-	if err := s.prod.EnsureCompactedTopic(ctx, c.ProgressTopic); err != nil {
-		return Progress{}, progressTopicError(c, err)
-	}
-	if err := s.prod.Init(ctx); err != nil {
-		return Progress{}, s.txnError("initialise the transactional producer", err)
-	}
-	p, others, err := readProgress(ctx, c, s.m.ProgressIgnored, key)
+	p, err := readProgress(ctx, c, s.txn(), s.m.ProgressIgnored, key)
 	if err != nil {
 		return Progress{}, err
-	}
-	for _, k := range others {
-		if !e.others[k] {
-			e.others[k] = true
-			c.Logger.Warn("exactly-once: the progress topic holds progress of another incarnation of this system and slot "+
-				"(a clone of the database, a restored snapshot, a re-created slot, or a relay of before incarnations); "+
-				"it is neither read nor fenced by this one", "progress_topic", c.ProgressTopic, "slot", c.Slot,
-				"incarnation", h.Incarnation, "key", key, "other_incarnation", incarnationOf(k), "other_key", k)
-		}
 	}
 	committed, reason := trustProgress(c, s.m.ProgressIgnored, p, h, walEnd, recorded)
 	if reason == "beyond-wal" || reason == "beyond-state" {
@@ -255,95 +240,29 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd, recorded 
 	return committed, nil
 }
 
-// progressTopicError is the session's error for a progress topic that
-// could not be looked up, created or used (EnsureCompactedTopic's err).
-func progressTopicError(c *Config, err error) error {
-	t := c.ProgressTopic
-	var ke *kerr.Error
-	switch {
-	case errors.Is(err, producer.ErrTopicLayout):
-		return relayerr.Permanent(fmt.Errorf("%w: exactly-once: the progress topic %s cannot hold progress: %w; "+
-			"it needs one partition and cleanup.policy=compact: set the policy with "+
-			"kafka-configs.sh --bootstrap-server BROKER --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact; "+
-			"partitions cannot be removed: give --progress-topic a new name (the relay creates it), or delete the topic "+
-			"(kafka-topics.sh --bootstrap-server BROKER --delete --topic %s) and let the relay create it "+
-			"(each slot's next start then republishes what its state row does not record: duplicates, no loss)",
-			relaytype.ErrConfig, t, err, t, t))
-	case !errors.As(err, &ke):
-		return fmt.Errorf("relay: exactly-once: look up the progress topic %s: %w", t, err)
-	}
-	return relayerr.Permanent(fmt.Errorf("%w: exactly-once: cannot create the progress topic %s (create it with one partition and cleanup.policy=compact, or grant the relay CreateTopics on it): %w",
-		relaytype.ErrConfig, t, err))
-}
+// txn is the publisher as the transactional one it is in exactly-once
+// mode.
+func (s *Sink) txn() publish.Transactional { return s.pub.(publish.Transactional) }
 
-// incarnationOf is the incarnation a progress key names, "none" for a key
-// of before incarnations.
-func incarnationOf(key string) string {
-	if strings.Count(key, "/") < 3 {
-		return "none"
-	}
-	return key[strings.LastIndexByte(key, '/')+1:]
-}
-
-// readProgress reads key's last committed progress record written by a
-// relay, zero when there is none, and the keys of other incarnations of
-// the same system and slot that relays wrote progress under, among the
-// records it read. It is not a read_committed read, which would stop at
-// the oldest transaction open on the progress topic, which every slot
-// shares (see producer.ReadLast). Records of the key without
-// HeaderProgress are skipped, each logged and counted in ignored (when
-// set), as is an unreadable one.
-func readProgress(ctx context.Context, c *Config, ignored *prometheus.CounterVec, key string) (p progress, others []string, err error) {
-	count := func(reason string) {
-		if ignored != nil {
-			ignored.WithLabelValues(reason).Inc()
-		}
-	}
-	pc := producerConfig(c, nil, "")
-	pc.AutoCreateTopics = false  // reading creates nothing
-	var forged, lastForged int64 // records no relay wrote, and the offset of the last one
-	byRelay := func(r *kgo.Record) bool {
-		for _, h := range r.Headers {
-			if h.Key == contract.HeaderProgress {
-				return true
-			}
-		}
-		forged, lastForged = forged+1, r.Offset
-		count("not-relay")
-		return false
-	}
-	prefix := key[:strings.LastIndexByte(key, '/')] // the system and slot
-	seen := func(r *kgo.Record) {
-		k := string(r.Key)
-		if k != prefix && !strings.HasPrefix(k, prefix+"/") || slices.Contains(others, k) {
-			return
-		}
-		for _, h := range r.Headers {
-			if h.Key == contract.HeaderProgress {
-				others = append(others, k)
-				return
-			}
-		}
-	}
-	v, found, err := producer.ReadLastSeeing(ctx, pc, c.ProgressTopic, key, byRelay, seen)
-	if forged > 0 {
-		c.Logger.Warn("exactly-once: ignoring records under the slot's progress key that no relay wrote (no "+contract.HeaderProgress+" header): "+
-			"something else writes the progress topic", "progress_topic", c.ProgressTopic, "key", key, "records", forged, "last_offset", lastForged)
-	}
+// readProgress reads key's last committed progress through the
+// publisher, zero when there is none; an unreadable one is logged and
+// counted in ignored (when set) and read as none.
+func readProgress(ctx context.Context, c *Config, txn publish.Transactional, ignored *prometheus.CounterVec, key string) (p progress, err error) {
+	v, found, err := txn.ReadProgress(ctx, key)
 	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return p, nil, nil // no relay of the slot ran exactly-once yet
 	case err != nil:
-		return p, nil, fmt.Errorf("relay: exactly-once: read the progress topic %s: %w", c.ProgressTopic, err)
+		return p, fmt.Errorf("relay: exactly-once: %w", err)
 	case !found:
-		return p, others, nil
+		return p, nil
 	}
 	if err := json.Unmarshal(v, &p); err != nil {
 		c.Logger.Warn("exactly-once: ignoring an unreadable progress record", "progress_topic", c.ProgressTopic, "key", key, "error", err)
-		count("unreadable")
-		return progress{}, others, nil
+		if ignored != nil {
+			ignored.WithLabelValues("unreadable").Inc()
+		}
+		return progress{}, nil
 	}
-	return p, others, nil
+	return p, nil
 }
 
 // trustProgress is the part of p a session may skip through (see
@@ -415,15 +334,15 @@ func (p *progress) parse() (Progress, error) {
 		if err != nil || p.Part.Events < 0 {
 			return Progress{}, fmt.Errorf("part: final_lsn %q, events %d", p.Part.FinalLSN, p.Part.Events)
 		}
-		got.Part = decode.Position{Final: final, Seq: p.Part.Events}
+		got.Part = publish.Position{Final: final, Seq: p.Part.Events}
 	}
 	return got, nil
 }
 
-// progressRecord is the progress record of a Kafka transaction holding the
-// WAL transactions through end (the last committed at commit), and the
-// events before part.Seq of the transaction at part.Final.
-func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position) *kgo.Record {
+// progressValue is the progress of a transaction holding the WAL
+// transactions through end (the last committed at commit), and the events
+// before part.Seq of the transaction at part.Final.
+func (s *Sink) progressValue(end uint64, commit time.Time, part publish.Position) []byte {
 	h := s.eos.history
 	p := progress{Slot: s.cfg.Slot, SystemIdentifier: h.SystemID, Timeline: h.Timeline, SlotCreatedLSN: h.SlotCreatedLSN.String(),
 		Incarnation: h.Incarnation, EndLSN: pglogrepl.LSN(end).String(), CommitTime: commit}
@@ -431,8 +350,7 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 		p.Part = &progressPart{FinalLSN: part.Final.String(), Events: part.Seq}
 	}
 	v, _ := json.Marshal(p)
-	return &kgo.Record{Topic: s.cfg.ProgressTopic, Key: []byte(s.eos.key), Value: v,
-		Headers: []kgo.RecordHeader{{Key: contract.HeaderProgress, Value: []byte(progressFormat)}}}
+	return v
 }
 
 // ReadProgressStatus reads the committed progress of c's slot of history
@@ -444,7 +362,16 @@ func (s *Sink) progressRecord(end uint64, commit time.Time, part decode.Position
 // result's Error.
 func ReadProgressStatus(ctx context.Context, c *Config, h History, bounds func() (walEnd, recorded pglogrepl.LSN, err error)) *relaytype.ProgressStatus {
 	ps := &relaytype.ProgressStatus{Topic: c.ProgressTopic, Key: ProgressKey(h.SystemID, c.Slot, h.Incarnation)}
-	p, _, err := readProgress(ctx, c, nil, ps.Key)
+	pub, err := newPublisher(c, nil)
+	txn, ok := pub.(publish.Transactional)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: the %s sink has no transactions", relaytype.ErrConfig, c.Publisher)
+	}
+	if err != nil {
+		ps.Error = err.Error()
+		return ps
+	}
+	p, err := readProgress(ctx, c, txn, nil, ps.Key)
 	if err != nil {
 		ps.Error = err.Error()
 		return ps
@@ -490,17 +417,10 @@ func ReadProgressStatus(ctx context.Context, c *Config, h History, bounds func()
 // (both answer with an epoch error). The slot, not the epoch, tells which:
 // only the relay streaming the slot can commit.
 func (s *Sink) txnError(what string, err error) error {
-	if isFenced(err) {
-		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relaytype.ErrFenced, what, s.cfg.Producer.TransactionTimeout, err)
+	if errors.Is(err, publish.ErrFenced) {
+		return fmt.Errorf("%w: %s (transaction timeout %v): %w", relaytype.ErrFenced, what, s.cfg.TransactionTimeout, err)
 	}
 	return fmt.Errorf("%w: %s: %w", errTxnAborted, what, err)
-}
-
-// isFenced reports whether err is an epoch error: a newer producer of the
-// transactional ID fenced ours, or the brokers aborted its transaction.
-func isFenced(err error) bool {
-	return errors.Is(err, producer.ErrFenced) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.TransactionAbortable)
 }
 
 // transactional is the exactly-once publisher: publishTxn, then what a
@@ -527,7 +447,7 @@ func (p transactional) due() time.Time {
 	if !p.eos.open {
 		return time.Time{}
 	}
-	return p.eos.began.Add(p.cfg.Producer.TransactionTimeout / 2)
+	return p.eos.began.Add(p.cfg.TransactionTimeout / 2)
 }
 
 // flush commits the open transaction with the part of the WAL
@@ -538,27 +458,26 @@ func (p transactional) flush(ctx context.Context) error {
 	return err
 }
 
-// txnBatch is a batch as one produce call of a transaction: its records,
-// the batch index of each (-1 for the progress record), and where the
-// transaction stands after it.
+// txnBatch is a batch as one write of a transaction: its records, the
+// batch index of each, and where the transaction stands after it.
 type txnBatch struct {
-	recs       []*kgo.Record
+	recs       []*publish.Record
 	idx        []int
 	lastEnd    uint64
 	lastCommit time.Time
-	part       decode.Position
+	part       publish.Position
 	// ends is set when the batch ends at the end of a WAL transaction,
-	// split when the Kafka transaction is to be committed inside one; either
-	// way the progress record is the last record.
+	// split when the transaction is to be committed inside one; either
+	// way progress is the progress to commit with it.
 	ends, split bool
+	progress    []byte
 }
 
 // publishTxn writes batch into the open Kafka transaction (beginning one
 // when none is), and commits it when batch ends at the end of a WAL
 // transaction, or when the transaction has been open for half the
 // transaction timeout (a large WAL transaction is committed in parts),
-// with the progress record in the same produce call as the batch's
-// records. It reports whether it committed. A record that fails aborts
+// with the progress. It reports whether it committed. A record that fails aborts
 // the transaction and ends the session (a record Kafka refused for its own
 // sake is remembered by its WAL position, for a later session to
 // dead-letter in its place once refused for good); nothing of the
@@ -567,7 +486,7 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 	s.m.BatchSize.Observe(float64(len(batch)))
 	e := s.eos
 	if !e.open {
-		if err := s.prod.Begin(); err != nil {
+		if err := s.txn().Begin(ctx); err != nil {
 			return false, s.txnError("begin a transaction", err)
 		}
 		e.open, e.began = true, time.Now()
@@ -585,7 +504,7 @@ func (s *Sink) publishTxn(ctx context.Context, batch []decode.Event) (committed 
 	if !tb.ends && !tb.split {
 		return false, nil // a WAL transaction goes on in the next batch
 	}
-	if err := s.commitTxn(ctx); err != nil {
+	if err := s.commitTxn(ctx, tb.progress); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -599,73 +518,71 @@ func (s *Sink) commitPart(ctx context.Context) (committed bool, err error) {
 	if !e.open {
 		return false, nil
 	}
-	tb := txnBatch{recs: append(s.recs[:0], s.progressRecord(e.lastEnd, e.lastCommit, e.part)), idx: []int{-1},
-		lastEnd: e.lastEnd, lastCommit: e.lastCommit, part: e.part, split: true}
-	defer func() { clear(tb.recs); s.recs = tb.recs[:0] }()
-	if err := s.produceTxn(ctx, nil, &tb); err != nil {
-		return false, err
-	}
-	if err := s.commitTxn(ctx); err != nil {
+	if err := s.commitTxn(ctx, s.progressValue(e.lastEnd, e.lastCommit, e.part)); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// txnRecords lays batch out as one produce call: its records in order
+// txnRecords lays batch out as one write: its records in order
 // (dead-lettering in place those a former session saw refused for good),
-// and the progress record when the Kafka transaction is to be committed.
+// and the progress when the transaction is to be committed.
 func (s *Sink) txnRecords(batch []decode.Event) (txnBatch, error) {
 	e := s.eos
 	tb := txnBatch{recs: s.recs[:0], idx: make([]int, 0, len(batch)+1), lastEnd: e.lastEnd, lastCommit: e.lastCommit, part: e.part}
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Marker {
-			tb.lastEnd, tb.lastCommit, tb.part = ev.EndLSN, ev.Commit, decode.Position{}
+			tb.lastEnd, tb.lastCommit, tb.part = ev.EndLSN, ev.Commit, publish.Position{}
 			continue
 		}
-		if r, ok := e.redo[ev.Pos]; ok {
+		if r, ok := e.redo[ev.Record.Pos]; ok {
 			if r.due() {
 				r = r.escalated()
-				e.redo[ev.Pos] = r
+				e.redo[ev.Record.Pos] = r
 			}
-			for _, rerr := range r.shaped {
-				if err := s.reject(ev, &recordState{}, rerr); err != nil {
+			for _, ro := range r.shaped {
+				if err := s.reject(ev, &recordState{}, ro); err != nil {
 					return tb, err
 				}
 			}
 		}
-		tb.part = decode.Position{Final: ev.Pos.Final, Seq: ev.Pos.Seq + 1}
+		tb.part = publish.Position{Final: ev.Record.Pos.Final, Seq: ev.Record.Pos.Seq + 1}
 		tb.recs = append(tb.recs, &ev.Record)
 		tb.idx = append(tb.idx, i)
 	}
 	tb.ends = len(batch) > 0 && batch[len(batch)-1].Marker
-	// Commit inside a WAL transaction before the brokers time the Kafka
-	// transaction out (they abort it at TransactionTimeout).
-	tb.split = !tb.ends && time.Since(e.began) >= s.cfg.Producer.TransactionTimeout/2
+	// Commit inside a WAL transaction before the brokers time the
+	// transaction out (Kafka's abort it at TransactionTimeout).
+	tb.split = !tb.ends && time.Since(e.began) >= s.cfg.TransactionTimeout/2
 	if tb.ends || tb.split {
-		tb.recs = append(tb.recs, s.progressRecord(tb.lastEnd, tb.lastCommit, tb.part))
-		tb.idx = append(tb.idx, -1)
+		tb.progress = s.progressValue(tb.lastEnd, tb.lastCommit, tb.part)
 	}
 	return tb, nil
 }
 
-// produceTxn writes tb's records in one produce call, guarded, and judges
-// them: a failed record aborts the transaction (the error ends the
-// session). It counts the outbox records published.
+// produceTxn writes tb's records in one write, guarded, and judges them:
+// a failed record aborts the transaction (the error ends the session). It
+// counts the outbox records published.
 func (s *Sink) produceTxn(ctx context.Context, batch []decode.Event, tb *txnBatch) error {
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
 			return err // the session ends; close aborts the transaction
 		}
 	}
+	if cap(s.outs) < len(tb.recs) {
+		s.outs = make([]publish.Outcome, len(tb.recs))
+	}
+	out := s.outs[:len(tb.recs)]
+	defer clear(out)
 	start := time.Now()
-	errs, err := s.prod.Produce(ctx, tb.recs)
+	err := s.pub.Write(ctx, tb.recs, out)
 	end := time.Now()
 	s.m.PublishDuration.Observe(end.Sub(start).Seconds())
 	if err != nil {
 		return err
 	}
-	failed, err := s.txnRecordsFailed(batch, tb.idx, errs)
+	failed, err := s.txnRecordsFailed(batch, tb.idx, out)
 	if err != nil {
 		return err
 	}
@@ -673,11 +590,7 @@ func (s *Sink) produceTxn(ctx context.Context, batch []decode.Event, tb *txnBatc
 	if failed != nil {
 		return s.abort(ctx, failed)
 	}
-	recs := tb.recs
-	if tb.ends || tb.split {
-		recs, errs = recs[:len(recs)-1], errs[:len(errs)-1] // not an outbox row's
-	}
-	s.countPublished(recs, errs)
+	s.countPublished(tb.recs, out)
 	return nil
 }
 
@@ -690,7 +603,7 @@ func (e *eosState) hold(batch []decode.Event) {
 			continue
 		}
 		if len(e.redo) > 0 {
-			delete(e.redo, ev.Pos) // written at last
+			delete(e.redo, ev.Record.Pos) // written at last
 		}
 		if n := len(e.acks); n > 0 && e.acks[n-1].tx == ev.Tx {
 			e.acks[n-1].n++
@@ -700,9 +613,9 @@ func (e *eosState) hold(batch []decode.Event) {
 	}
 }
 
-// commitTxn commits the open transaction, guarded, once the state row
-// records its progress.
-func (s *Sink) commitTxn(ctx context.Context) error {
+// commitTxn commits the open transaction with progress, guarded, once the
+// state row records the position it names.
+func (s *Sink) commitTxn(ctx context.Context, progress []byte) error {
 	e := s.eos
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
@@ -712,7 +625,7 @@ func (s *Sink) commitTxn(ctx context.Context) error {
 	if err := s.recordProgress(ctx); err != nil {
 		return s.abort(ctx, err)
 	}
-	err := s.prod.Commit(ctx)
+	err := s.txn().Commit(ctx, progress)
 	e.open = false
 	if err != nil {
 		e.acks = e.acks[:0]
@@ -730,7 +643,7 @@ func (s *Sink) recordProgress(ctx context.Context) error {
 		return nil
 	}
 	pos := max(pglogrepl.LSN(s.eos.lastEnd), s.eos.part.Final)
-	if d := s.cfg.Producer.TransactionTimeout / 2; d > 0 {
+	if d := s.cfg.TransactionTimeout / 2; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
@@ -741,40 +654,36 @@ func (s *Sink) recordProgress(ctx context.Context) error {
 	return nil
 }
 
-// txnRecordsFailed judges the per-record errors errs of a transactional
-// write of batch (idx maps each record to its batch index, -1 for the
-// progress record). It returns the first record error (the transaction
-// is then aborted), having remembered each record Kafka refused for its
-// own sake, or an error that ends the session at once.
-func (s *Sink) txnRecordsFailed(batch []decode.Event, idx []int, errs []error) (failed, err error) {
-	for n, rerr := range errs {
-		if rerr == nil {
+// txnRecordsFailed judges the outcomes out of a transactional write of
+// batch (idx maps each record to its batch index). It returns the first
+// record error (the transaction is then aborted), having remembered each
+// record the broker refused for its own sake, or an error that ends the
+// session at once.
+func (s *Sink) txnRecordsFailed(batch []decode.Event, idx []int, out []publish.Outcome) (failed, err error) {
+	for n, o := range out {
+		if o.Verdict == publish.Confirmed {
 			continue
 		}
 		if failed == nil {
-			failed = rerr
+			failed = o.Err
 			s.m.PublishErrors.Inc()
 		}
-		switch {
-		case isFenced(rerr):
-			return nil, s.txnError("produce", rerr)
-		case idx[n] < 0:
-			continue
-		}
 		ev := &batch[idx[n]]
-		switch v := relayerr.Classify(rerr); v {
-		case relayerr.Fatal:
-			return nil, relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrKafkaAuth, rerr))
-		case relayerr.TopicUnavailable:
-			expired, err := s.topicUnavailable(ev, rerr)
+		switch o.Verdict {
+		case publish.Fenced:
+			return nil, s.txnError("produce", fmt.Errorf("%w: %w", publish.ErrFenced, o.Err))
+		case publish.Fatal:
+			return nil, relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrKafkaAuth, o.Err))
+		case publish.TopicUnavailable:
+			expired, err := s.topicUnavailable(ev, o)
 			if err != nil {
 				return nil, err
 			}
 			if expired {
-				s.eos.refuse(ev, rerr, true)
+				s.eos.refuse(ev, o, true)
 			}
-		case relayerr.OwnFault, relayerr.OwnFaultUnlessTransient:
-			s.eos.refuse(ev, rerr, v == relayerr.OwnFault)
+		case publish.Refused, publish.RefusedUnlessTransient:
+			s.eos.refuse(ev, o, o.Verdict == publish.Refused)
 		}
 	}
 	return failed, nil
@@ -784,7 +693,7 @@ func (s *Sink) txnRecordsFailed(batch []decode.Event, idx []int, errs []error) (
 // ends the session.
 func (s *Sink) abort(ctx context.Context, cause error) error {
 	s.eos.open, s.eos.acks = false, s.eos.acks[:0]
-	if err := s.prod.Abort(ctx); err != nil && isFenced(err) {
+	if err := s.txn().Abort(ctx); err != nil && errors.Is(err, publish.ErrFenced) {
 		return s.txnError("abort", err)
 	}
 	s.cfg.Logger.Warn("exactly-once: kafka transaction aborted; resuming from the committed progress", "error", cause)

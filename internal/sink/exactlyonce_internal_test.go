@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/internal/contract"
-	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/internal/publish/kafkapub"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 )
 
@@ -28,12 +28,12 @@ func TestTrustProgress(t *testing.T) {
 	h := History{SystemID: "7", Timeline: 2, SlotCreatedLSN: 0x100, Incarnation: "i1"}
 	s := &Sink{cfg: testConfig(nil), eos: &eosState{key: ProgressKey(h.SystemID, "s", h.Incarnation), history: h}}
 	commit := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
-	rec := s.progressRecord(0x500, commit, decode.Position{Final: 0x600, Seq: 3})
-	if len(rec.Headers) != 1 || rec.Headers[0].Key != contract.HeaderProgress || string(rec.Key) != "pgoutbox-relay/7/s/i1" {
-		t.Fatalf("progress record %+v", rec)
+	v := s.progressValue(0x500, commit, publish.Position{Final: 0x600, Seq: 3})
+	if s.eos.key != "pgoutbox-relay/7/s/i1" {
+		t.Fatalf("progress key %s", s.eos.key)
 	}
 	var p progress
-	if err := json.Unmarshal(rec.Value, &p); err != nil {
+	if err := json.Unmarshal(v, &p); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -46,7 +46,7 @@ func TestTrustProgress(t *testing.T) {
 		// recorded is the state row's ceiling; 0: walEnd.
 		recorded uint64
 	}{
-		{"its own", nil, h, 0x1000, Progress{EndLSN: 0x500, Part: decode.Position{Final: 0x600, Seq: 3}, CommitTime: commit}, "", 0},
+		{"its own", nil, h, 0x1000, Progress{EndLSN: 0x500, Part: publish.Position{Final: 0x600, Seq: 3}, CommitTime: commit}, "", 0},
 		{"another system", nil, History{SystemID: "8", Timeline: 2, SlotCreatedLSN: 0x100, Incarnation: "i1"}, 0x1000, Progress{}, "other-history", 0},
 		{"another timeline", nil, History{SystemID: "7", Timeline: 3, SlotCreatedLSN: 0x100, Incarnation: "i1"}, 0x1000, Progress{}, "other-history", 0},
 		{"a re-created slot", nil, History{SystemID: "7", Timeline: 2, SlotCreatedLSN: 0x200, Incarnation: "i1"}, 0x1000, Progress{}, "other-history", 0},
@@ -55,7 +55,7 @@ func TestTrustProgress(t *testing.T) {
 		{"a part past the WAL", nil, h, 0x5f0, Progress{}, "beyond-wal", 0},
 		{"unparsable", func(p *progress) { p.EndLSN = "x" }, h, 0x1000, Progress{}, "unreadable", 0},
 		{"none", func(p *progress) { *p = progress{} }, h, 0x1000, Progress{}, "", 0},
-		{"within the state row", nil, h, 0x1000, Progress{EndLSN: 0x500, Part: decode.Position{Final: 0x600, Seq: 3}, CommitTime: commit}, "", 0x600},
+		{"within the state row", nil, h, 0x1000, Progress{EndLSN: 0x500, Part: publish.Position{Final: 0x600, Seq: 3}, CommitTime: commit}, "", 0x600},
 		{"past the state row", nil, h, 0x1000, Progress{}, "beyond-state", 0x4ff},
 		{"a part past the state row", nil, h, 0x1000, Progress{}, "beyond-state", 0x5ff},
 	} {
@@ -90,7 +90,9 @@ func TestOpenExactlyOnceReadsPastAnotherSlotsOpenTransaction(t *testing.T) {
 	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40, 1<<40); err != nil { // creates the progress topic
 		t.Fatal(err)
 	}
-	other, err := producer.New(producerConfig(&st.cfg, nil, ProgressKey(h.SystemID, "other", h.Incarnation)))
+	pc := st.cfg.Settings.(kafkapub.Config).Producer
+	pc.TransactionalID = ProgressKey(h.SystemID, "other", h.Incarnation)
+	other, err := producer.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

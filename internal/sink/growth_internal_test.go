@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
@@ -30,7 +30,7 @@ func TestSinkPerTopicStateBounded(t *testing.T) {
 	reg.MustRegister(m.Published)
 	c.DeadLetters.Invalid = m.Invalid
 	s := NewSink(c, m)
-	if err := s.Open(); err != nil {
+	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
@@ -40,7 +40,7 @@ func TestSinkPerTopicStateBounded(t *testing.T) {
 	for n := 0; n < growthTopics; n += perBatch {
 		batch := make([]decode.Event, perBatch)
 		for i := range batch {
-			batch[i].Record = kgo.Record{Topic: fmt.Sprintf("grow.%04d", n+i), Key: []byte("k"), Value: []byte("v")}
+			batch[i].Record = publish.Record{Topic: fmt.Sprintf("grow.%04d", n+i), Key: []byte("k"), Value: []byte("v")}
 		}
 		if err := s.Publish(ctx, batch); err != nil {
 			t.Fatal(err)

@@ -7,13 +7,11 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/backoff"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
-	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
@@ -21,19 +19,23 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// Sink batches events and writes them to Kafka, one write in flight, then
-// acknowledges them in the tracker. It lives as long as Run; its producer
-// as long as a session (see Open).
+// Sink batches events and writes them through its publisher, one write in
+// flight, then acknowledges them in the tracker. It lives as long as Run;
+// its publisher's session as long as a relay session (see Open).
 type Sink struct {
-	cfg  Config
-	m    *relaymetrics.Metrics
-	prod *producer.Producer
-	// Guard, when set, is asked before every Kafka write, and by the
-	// producer's connections before every socket write; an error refuses
+	cfg Config
+	m   *relaymetrics.Metrics
+	// pub is the broker's publisher (pubErr why there is none); open is
+	// set while it has a session.
+	pub    publish.Publisher
+	pubErr error
+	open   bool
+	// Guard, when set, is asked before every write, and by the
+	// publisher's connections before every socket write; an error refuses
 	// the write (see Liveness in the package doc).
 	Guard func() error
 	// WriteBy, when set with Guard, is the latest moment a socket write
-	// may start (producer.Config.WriteBy).
+	// may start (publish.Session.WriteBy).
 	WriteBy func() time.Time
 	// Recorded, when set, waits until the slot's state row records pos
 	// (its ceiling covers it), or ctx ends; an exactly-once commit
@@ -46,7 +48,8 @@ type Sink struct {
 	unavailable map[string]unavailableTopic
 	// recs is write's slice of records, kept between writes; states and
 	// order are Publish's, kept between batches.
-	recs   []*kgo.Record
+	recs   []*publish.Record
+	outs   []publish.Outcome
 	states []recordState
 	order  []int
 	// eos is the exactly-once state, nil in at-least-once mode.
@@ -68,66 +71,64 @@ type unavailableTopic struct {
 // not exist. When full, the entry whose last failure is oldest goes.
 const maxUnavailableTopics = 1024
 
-// NewSink returns a sink writing with c's settings and counting in m; Open
-// (or OpenExactlyOnce) gives it its producer.
+// NewSink returns a sink writing with c's settings through the publisher
+// c names, and counting in m; Open (or OpenExactlyOnce) opens its session.
+// A publisher that cannot be made fails Open.
 func NewSink(c Config, m *relaymetrics.Metrics) *Sink {
 	m.PublishedTo(c.DeadLetters.Topic) // a series of its own, whatever the topics rows name
-	return &Sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
+	s := &Sink{cfg: c, m: m, unavailable: make(map[string]unavailableTopic)}
+	s.pub, s.pubErr = newPublisher(&c, m)
+	return s
 }
 
-// Open gives the sink a new producer for a session. A session's producer
-// is closed when its sink stops (close): records the producer still
-// retries must not reach Kafka after the session, whose successor replays
-// them in order.
-func (s *Sink) Open() error { return s.openWith("") }
-
-// openWith opens a producer, transactional under txnID when set.
-func (s *Sink) openWith(txnID string) error {
-	s.Close()
-	p, err := producer.New(producerConfig(&s.cfg, s, txnID))
+// newPublisher makes the publisher c names, counting in m (when set).
+func newPublisher(c *Config, m *relaymetrics.Metrics) (publish.Publisher, error) {
+	p, err := publish.New(c.Publisher, publish.Config{Slot: c.Slot, Settings: c.Settings, Metrics: m, Logger: c.Logger})
 	if err != nil {
-		return relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrConfig, err))
+		return nil, relayerr.Permanent(err)
 	}
-	s.prod = p
+	return p, nil
+}
+
+// Open opens the publisher's session for a relay session. A session is
+// closed when its sink stops (Close): records the publisher still retries
+// must not reach the broker after the session, whose successor replays
+// them in order.
+func (s *Sink) Open(ctx context.Context) error { return s.openWith(ctx, "") }
+
+// openWith opens a session, exactly-once under identity when set.
+func (s *Sink) openWith(ctx context.Context, identity string) error {
+	s.Close()
+	if s.pubErr != nil {
+		return s.pubErr
+	}
+	if err := s.pub.Open(ctx, publish.Session{Identity: identity, Guard: s.Guard, WriteBy: s.WriteBy}); err != nil {
+		return err
+	}
+	s.open = true
 	return nil
 }
 
-// producerConfig is c's producer configuration; sk, when set, gives the
-// liveness guard and the error counter; txnID, the transactional ID.
-func producerConfig(c *Config, sk *Sink, txnID string) producer.Config {
-	pc := c.Producer
-	pc.TransactionalID = txnID
-	if sk != nil {
-		pc.Guard, pc.WriteBy, pc.OnError = sk.Guard, sk.WriteBy, sk.m.PublishErrors.Inc
-	}
-	return pc
-}
-
-// Close closes the session's producer, once every record's outcome is
-// known.
+// Close ends the publisher's session, aborting an open exactly-once
+// transaction, once every record's outcome is known.
 func (s *Sink) Close() {
-	if s.eos != nil && s.eos.open && s.prod != nil {
-		// Abort now rather than let the transaction block read_committed
-		// readers until it times out.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = s.prod.Abort(ctx)
-		cancel()
+	if s.eos != nil {
 		s.eos.open, s.eos.acks = false, s.eos.acks[:0]
 	}
-	if s.prod != nil {
-		s.prod.Close()
-		s.prod = nil
+	if s.pub != nil {
+		s.pub.Close() // also what a failed Open left
 	}
+	s.open = false
 }
 
-// publisher is one half of the sink: how a batch goes to Kafka and when
-// its events are acknowledged. atLeastOnce writes each batch with the
+// mode is one half of the sink: how a batch goes to the broker and
+// when its events are acknowledged. atLeastOnce writes each batch with the
 // idempotent producer and acknowledges it when Kafka did; transactional
 // writes it into a Kafka transaction and acknowledges what a commit made
 // visible (see exactlyonce.go).
-type publisher interface {
-	// publish writes batch; it returns only when the batch is in Kafka's
-	// hands, on ctx's end or on an error that ends the session.
+type mode interface {
+	// publish writes batch; it returns only when the batch is in the
+	// broker's hands, on ctx's end or on an error that ends the session.
 	publish(ctx context.Context, batch []decode.Event) error
 	// ack records in tr what the last publish (or flush) made safe to
 	// confirm.
@@ -154,9 +155,9 @@ func (atLeastOnce) due() time.Time { return time.Time{} }
 
 func (atLeastOnce) flush(context.Context) error { return nil }
 
-// publisher is the session's half: transactional once OpenExactlyOnce
-// ran, at-least-once otherwise.
-func (s *Sink) publisher() publisher {
+// mode is the session's half: transactional once OpenExactlyOnce ran,
+// at-least-once otherwise.
+func (s *Sink) mode() mode {
 	if s.eos != nil {
 		return transactional{s}
 	}
@@ -173,7 +174,7 @@ func (s *Sink) publisher() publisher {
 // what the publisher holds is flushed when it is due (an exactly-once
 // transaction open for half the transaction timeout is committed).
 func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
-	pub := s.publisher()
+	pub := s.mode()
 	col := newCollector(q, s.cfg.BatchSize, s.cfg.BatchTimeout)
 	defer col.stop()
 	for {
@@ -418,7 +419,7 @@ calls:
 	for written < len(order) {
 		call := nextCall(st, order[written:])
 		written += len(call)
-		errs, callErr := s.write(ctx, batch, call)
+		out, callErr := s.write(ctx, batch, call)
 		if callErr != nil {
 			// Nothing of the call is known to be in Kafka.
 			if ctx.Err() != nil {
@@ -434,7 +435,7 @@ calls:
 			break calls
 		}
 		var stop bool
-		if stop, retryErr, err = s.recordsFailed(batch, st, call, errs, failed); err != nil {
+		if stop, retryErr, err = s.recordsFailed(batch, st, call, out, failed); err != nil {
 			return 0, nil, err
 		}
 		if stop {
@@ -474,30 +475,30 @@ func nextCall(st []recordState, order []int) []int {
 	return order[:j]
 }
 
-// recordsFailed records the outcome of a call, errs being each record's
-// error: a record acknowledged is done; a failed one is noted in failed
+// recordsFailed records the outcome of a call, out being each record's
+// outcome: a record confirmed is done; a failed one is noted in failed
 // and handled by its error's verdict. It reports whether a record failed
 // (the attempt then ends after this call), the error to wait out before
 // the next attempt (nil when it may start at once), or an error that ends
 // Publish.
-func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int, errs []error, failed map[group]int) (stop bool, retryErr, err error) {
+func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int, out []publish.Outcome, failed map[group]int) (stop bool, retryErr, err error) {
 	for n, i := range call {
-		e := errs[n]
-		if e == nil {
+		o := out[n]
+		if o.Verdict == publish.Confirmed {
 			st[i].done = true
 			continue
 		}
 		stop = true
 		noteFailure(failed, batch, i)
-		v := relayerr.Classify(e)
+		e, v := o.Err, o.Verdict
 		switch {
-		case v == relayerr.Fatal:
+		case v == publish.Fatal || v == publish.Fenced:
 			return stop, nil, relayerr.Permanent(fmt.Errorf("%w: %w", relaytype.ErrKafkaAuth, e))
-		case v == relayerr.Retryable:
+		case v == publish.Retry:
 			retryErr = e
 			continue
-		case v == relayerr.TopicUnavailable:
-			expired, err := s.topicUnavailable(&batch[i], e)
+		case v == publish.TopicUnavailable:
+			expired, err := s.topicUnavailable(&batch[i], o)
 			if err != nil {
 				return stop, nil, err
 			}
@@ -512,7 +513,7 @@ func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int,
 		case len(call) > 1:
 			st[i].alone = true
 			continue
-		case v == relayerr.OwnFaultUnlessTransient:
+		case v == publish.RefusedUnlessTransient:
 			if st[i].rejects == 0 {
 				st[i].since = time.Now()
 			}
@@ -522,7 +523,7 @@ func (s *Sink) recordsFailed(batch []decode.Event, st []recordState, call []int,
 				continue
 			}
 		}
-		if err := s.reject(&batch[i], &st[i], e); err != nil {
+		if err := s.reject(&batch[i], &st[i], o); err != nil {
 			return stop, nil, err
 		}
 	}
@@ -552,8 +553,8 @@ func rewriteAfterFailures(batch []decode.Event, st []recordState, written []int,
 	}
 }
 
-// topicUnavailable records that a write of ev failed with e, a
-// topicUnavailable error, and reports whether ev's topic has been failing
+// topicUnavailable records that a write of ev failed with o, a
+// TopicUnavailable outcome, and reports whether ev's topic has been failing
 // for longer than TopicUnavailableGrace: ev is then to be dead-lettered
 // (reason topic-unavailable). It returns a permanent error instead when
 // OnUnavailableTopic is UnavailableStop, or when ev is a dead-letter record
@@ -561,11 +562,11 @@ func rewriteAfterFailures(batch []decode.Event, st []recordState, written []int,
 // spell ends when a write to the topic succeeds, or when its last failure
 // is older than twice the grace period, and a minute (the next failure
 // starts a new one).
-func (s *Sink) topicUnavailable(ev *decode.Event, e error) (expired bool, err error) {
-	topic := ev.Record.Topic
-	reason := "unknown-topic"
-	if errors.Is(e, kerr.TopicAuthorizationFailed) {
-		reason = "not-authorized"
+func (s *Sink) topicUnavailable(ev *decode.Event, o publish.Outcome) (expired bool, err error) {
+	topic, e := ev.Record.Topic, o.Err
+	reason := o.Reason
+	if reason == "" {
+		reason = publish.ReasonUnknownTopic
 	}
 	now := time.Now()
 	u, ok := s.unavailable[topic]
@@ -638,12 +639,13 @@ func (s *Sink) makeRoomUnavailable() {
 	s.forgetUnavailable(oldest)
 }
 
-// reject handles a record the broker will never accept, with error e: a
+// reject handles a record the broker will never accept, with outcome o: a
 // normal record is dead-lettered in place (or, under InvalidStop, stops
 // the relay); a dead-letter record becomes the minimal one, and only the
 // minimal one refused stops the relay.
-func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
+func (s *Sink) reject(ev *decode.Event, st *recordState, o publish.Outcome) error {
 	*st = recordState{alone: true}
+	e := o.Err
 	if ev.Invalid != nil { // a dead-letter record
 		if !ev.Minimal {
 			s.cfg.Logger.Warn("kafka rejected a dead-letter record; sending the minimal one (message ID, reason, detail, original topic)",
@@ -656,9 +658,9 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 	}
 	inv := &relaytype.InvalidEventError{MessageID: ev.ID, Reason: decode.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
 	switch {
-	case errors.Is(e, kerr.MessageTooLarge) || errors.Is(e, kerr.RecordListTooLarge):
+	case o.Reason == publish.ReasonTooLarge:
 		inv.Reason, inv.Detail = decode.ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
-	case relayerr.Classify(e) == relayerr.TopicUnavailable:
+	case o.Verdict == publish.TopicUnavailable:
 		inv.Reason, inv.Detail = decode.ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
 			ev.Record.Topic, s.cfg.TopicUnavailableGrace, e)
 	}
@@ -671,17 +673,17 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, e error) error {
 	return nil
 }
 
-// write sends the records call of batch in one producer call. It returns
-// each record's error (nil: acknowledged), or an error of the whole call
-// when nothing of it was sent (the liveness guard refused, or ctx ended).
-func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]error, error) {
+// write sends the records call of batch in one publisher write. It
+// returns each record's outcome, or an error of the whole call when its
+// outcome is unknown (the liveness guard refused, or ctx ended).
+func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]publish.Outcome, error) {
 	if s.Guard != nil {
 		if err := s.Guard(); err != nil {
 			return nil, err
 		}
 	}
-	if s.prod == nil { // a backfill's sink: opened at its first write
-		if err := s.Open(); err != nil {
+	if !s.open { // a backfill's sink: opened at its first write
+		if err := s.Open(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -690,15 +692,17 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]e
 		recs = append(recs, &batch[i].Record)
 	}
 	defer func() { clear(recs); s.recs = recs[:0] }()
+	if cap(s.outs) < len(recs) {
+		s.outs = make([]publish.Outcome, len(recs))
+	}
+	out := s.outs[:len(recs)] // valid until the next write
 	start := time.Now()
-	errs, err := s.prod.Produce(ctx, recs)
+	err := s.pub.Write(ctx, recs, out)
 	end := time.Now()
 	s.m.PublishDuration.Observe(end.Sub(start).Seconds())
 	failed := err
-	for _, e := range errs {
-		if failed == nil && e != nil {
-			failed = e
-		}
+	if err == nil {
+		failed = firstFailure(out)
 	}
 	traceWritten(ctx, recs, start, end, failed)
 	if failed != nil {
@@ -707,19 +711,30 @@ func (s *Sink) write(ctx context.Context, batch []decode.Event, call []int) ([]e
 	if err != nil {
 		return nil, err
 	}
-	s.countPublished(recs, errs)
-	return errs, nil
+	s.countPublished(recs, out)
+	return out, nil
+}
+
+// firstFailure is the error of the first record of out not confirmed, nil
+// when all are.
+func firstFailure(out []publish.Outcome) error {
+	for _, o := range out {
+		if o.Verdict != publish.Confirmed {
+			return o.Err
+		}
+	}
+	return nil
 }
 
 // traceWritten calls the relaytrace Written hook ctx carries, if any.
-func traceWritten(ctx context.Context, recs []*kgo.Record, start, end time.Time, err error) {
+func traceWritten(ctx context.Context, recs []*publish.Record, start, end time.Time, err error) {
 	if h := relaytrace.FromContext(ctx); h != nil && h.Written != nil {
 		h.Written(recs, start, end, err)
 	}
 }
 
-// countPublished counts the records of recs that did not fail.
-func (s *Sink) countPublished(recs []*kgo.Record, errs []error) {
+// countPublished counts the records of recs that the broker confirmed.
+func (s *Sink) countPublished(recs []*publish.Record, out []publish.Outcome) {
 	var topic string
 	n := 0
 	flush := func() {
@@ -728,7 +743,7 @@ func (s *Sink) countPublished(recs []*kgo.Record, errs []error) {
 		}
 	}
 	for k, r := range recs {
-		if errs[k] != nil {
+		if out[k].Verdict != publish.Confirmed {
 			continue
 		}
 		if r.Topic != topic {
@@ -736,7 +751,7 @@ func (s *Sink) countPublished(recs []*kgo.Record, errs []error) {
 			topic, n = r.Topic, 0
 			if u, ok := s.unavailable[topic]; ok {
 				s.forgetUnavailable(topic)
-				s.cfg.Logger.Info("kafka topic available again", "topic", topic, "after", time.Since(u.since).Round(time.Millisecond))
+				s.cfg.Logger.Info("topic available again", "topic", topic, "after", time.Since(u.since).Round(time.Millisecond))
 			}
 		}
 		n++

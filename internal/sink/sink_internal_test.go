@@ -18,6 +18,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/internal/publish/kafkapub"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -37,9 +39,11 @@ type sinkTest struct {
 func testConfig(brokers []string) Config {
 	log := slog.New(slog.DiscardHandler)
 	return Config{
-		Producer: producer.Config{Brokers: brokers, Compression: "none", MaxBufferedBytes: 16<<20 + 1000000 + 1<<20, MaxMessageBytes: 1000000,
-			RequestTimeout: 10 * time.Second, AutoCreateTopics: true, TransactionTimeout: 40 * time.Second, Logger: log},
-		Slot: "s", BatchSize: 1000, RetryBackoff: 100 * time.Millisecond, MaxRetryBackoff: 10 * time.Second,
+		Settings: kafkapub.Config{ProgressTopic: contract.DefaultProgressTopic, Producer: producer.Config{Brokers: brokers, Compression: "none",
+			MaxBufferedBytes: 16<<20 + 1000000 + 1<<20, MaxMessageBytes: 1000000, RequestTimeout: 10 * time.Second, AutoCreateTopics: true,
+			TransactionTimeout: 40 * time.Second, Logger: log}},
+		TransactionTimeout: 40 * time.Second,
+		Slot:               "s", BatchSize: 1000, RetryBackoff: 100 * time.Millisecond, MaxRetryBackoff: 10 * time.Second,
 		TopicUnavailableGrace: 5 * time.Minute, DeadLetters: &decode.DeadLetters{Topic: "outbox.dlq", MaxMessageBytes: 1000000, Logger: log},
 		ProgressTopic: contract.DefaultProgressTopic, Logger: log,
 	}
@@ -73,8 +77,8 @@ func (st *sinkTest) tx(t *testing.T, topic string, n int, end uint64, marker boo
 	st.tr.Commit(id, end)
 	evs := make([]decode.Event, 0, n+1)
 	for i := range n {
-		ev := decode.Event{Tx: id, Commit: time.Now(), Pos: decode.Position{Final: pglogrepl.LSN(end), Seq: i},
-			Record: kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte(fmt.Sprintf("%d/%d", end, i))}}
+		ev := decode.Event{Tx: id, Commit: time.Now(), Record: publish.Record{Topic: topic, Key: []byte("k"), Value: []byte(fmt.Sprintf("%d/%d", end, i)),
+			Pos: publish.Position{Final: pglogrepl.LSN(end), Seq: i}}}
 		ev.Cost = st.q.Budget.Cost(&ev)
 		if !st.q.Budget.TryTake(ev.Cost) {
 			t.Fatal("budget full")
@@ -126,7 +130,7 @@ func (st *sinkTest) values(t *testing.T, topic string, want int) []string {
 func TestRunAtLeastOnce(t *testing.T) {
 	t.Parallel()
 	st := newSinkTest(t, func(c *Config) { c.BatchSize = 3 })
-	if err := st.Open(); err != nil {
+	if err := st.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	topic := st.k.Topic("alo")
@@ -154,8 +158,8 @@ func TestRunTransactional(t *testing.T) {
 	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40, 1<<40); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.publisher().(transactional); !ok {
-		t.Fatalf("publisher %T after OpenExactlyOnce, want transactional", st.publisher())
+	if _, ok := st.mode().(transactional); !ok {
+		t.Fatalf("mode %T after OpenExactlyOnce, want transactional", st.mode())
 	}
 	topic := st.k.Topic("eos")
 	st.tx(t, topic, 2, 100, true)
@@ -233,7 +237,12 @@ func TestTransactionalAcknowledgesAtCommit(t *testing.T) {
 // open, and the broker aborted it at the timeout.
 func TestTransactionalCommitsPartWhenNoBatchComes(t *testing.T) {
 	t.Parallel()
-	st := newSinkTest(t, func(c *Config) { c.Producer.TransactionTimeout = 2 * time.Second })
+	st := newSinkTest(t, func(c *Config) {
+		c.TransactionTimeout = 2 * time.Second
+		kc := c.Settings.(kafkapub.Config)
+		kc.Producer.TransactionTimeout = c.TransactionTimeout
+		c.Settings = kc
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	h := History{SystemID: "9", Timeline: 1, SlotCreatedLSN: 1}
 	if _, err := st.OpenExactlyOnce(ctx, h, 1<<40, 1<<40); err != nil {
@@ -251,7 +260,7 @@ func TestTransactionalCommitsPartWhenNoBatchComes(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("records %q visible to read_committed, want 3", got)
 	}
-	p, _, err := readProgress(context.Background(), &st.cfg, nil, ProgressKey(h.SystemID, st.cfg.Slot, h.Incarnation))
+	p, err := readProgress(context.Background(), &st.cfg, st.txn(), nil, ProgressKey(h.SystemID, st.cfg.Slot, h.Incarnation))
 	if err != nil {
 		t.Fatal(err)
 	}

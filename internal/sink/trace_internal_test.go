@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
 
@@ -27,7 +26,7 @@ func TestTraceWritten(t *testing.T) {
 			if eos {
 				_, err = st.OpenExactlyOnce(ctx, History{SystemID: "7", Timeline: 1, SlotCreatedLSN: 1}, 1<<40, 1<<40)
 			} else {
-				err = st.Open()
+				err = st.Open(ctx)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -42,7 +41,7 @@ func TestTraceWritten(t *testing.T) {
 				seen   = map[string]int{}
 				writes int
 			)
-			h := &relaytrace.Hooks{Written: func(msgs []*kgo.Record, start, end time.Time, err error) {
+			h := &relaytrace.Hooks{Written: func(msgs []*publish.Record, start, end time.Time, err error) {
 				mu.Lock()
 				defer mu.Unlock()
 				writes++

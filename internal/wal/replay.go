@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 )
 
 // replaySkip drops, in one session, the replayed transactions that Kafka
@@ -45,7 +45,7 @@ import (
 // A nil *replaySkip skips nothing.
 type replaySkip struct {
 	through pglogrepl.LSN
-	part    decode.Position // Kafka holds the events before part.Seq of the transaction at part.Final
+	part    publish.Position // Kafka holds the events before part.Seq of the transaction at part.Final
 	log     *slog.Logger
 	skipped prometheus.Counter // pgoutbox_relay_replay_skipped_total
 
@@ -64,9 +64,9 @@ var errSkipOvershoot = errors.New("relay: a replayed transaction judged already 
 // newReplaySkip returns the skip of a session that starts streaming at
 // start, or nil when neither through nor part is past start (nothing to
 // skip).
-func newReplaySkip(through pglogrepl.LSN, part decode.Position, start pglogrepl.LSN, log *slog.Logger, skipped prometheus.Counter) *replaySkip {
+func newReplaySkip(through pglogrepl.LSN, part publish.Position, start pglogrepl.LSN, log *slog.Logger, skipped prometheus.Counter) *replaySkip {
 	if part.Seq <= 0 || part.Final < through || part.Final < start {
-		part = decode.Position{}
+		part = publish.Position{}
 	}
 	if through <= start && part.Seq == 0 {
 		return nil

@@ -13,18 +13,19 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 )
 
 // skipStream is a stream over the fuzz seeds' outbox that starts at start
 // and skips through through, logging to log.
 func skipStream(t *testing.T, start, through pglogrepl.LSN, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
 	t.Helper()
-	return skipPartStream(t, start, through, decode.Position{}, log)
+	return skipPartStream(t, start, through, publish.Position{}, log)
 }
 
 // skipPartStream is skipStream that also skips the part of one
 // transaction that part names.
-func skipPartStream(t *testing.T, start, through pglogrepl.LSN, part decode.Position, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
+func skipPartStream(t *testing.T, start, through pglogrepl.LSN, part publish.Position, log *bytes.Buffer) (*skipTest, prometheus.Counter) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_replay_skipped_total"})
@@ -126,7 +127,7 @@ func TestReplaySkipEnds(t *testing.T) {
 	if !s.skip.over || !strings.Contains(log.String(), "transactions=1") {
 		t.Fatalf("a keepalive at the skip position did not end the skipping; log:\n%s", log.String())
 	}
-	if newReplaySkip(100, decode.Position{}, 100, slog.Default(), nil) != nil || newReplaySkip(0, decode.Position{}, 100, slog.Default(), nil) != nil {
+	if newReplaySkip(100, publish.Position{}, 100, slog.Default(), nil) != nil || newReplaySkip(0, publish.Position{}, 100, slog.Default(), nil) != nil {
 		t.Fatal("a skip position not past the start skips")
 	}
 	var none *replaySkip // a nil skip skips nothing
@@ -159,7 +160,7 @@ func TestReplaySkipOvershoot(t *testing.T) {
 func TestReplaySkipPart(t *testing.T) {
 	t.Parallel()
 	var log bytes.Buffer
-	s, skipped := skipPartStream(t, 100, 200, decode.Position{Final: 250, Seq: 3}, &log)
+	s, skipped := skipPartStream(t, 100, 200, publish.Position{Final: 250, Seq: 3}, &log)
 	if err := s.feed(150, 200, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestReplaySkipPart(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := s.queuedEvents()
-	if len(evs) != 2 || evs[0].Pos != (decode.Position{Final: 250, Seq: 3}) || evs[1].Pos.Seq != 4 {
+	if len(evs) != 2 || evs[0].Record.Pos != (publish.Position{Final: 250, Seq: 3}) || evs[1].Record.Pos.Seq != 4 {
 		t.Fatalf("queued %d events (%+v), want the events 3 and 4 of the transaction at 250", len(evs), evs)
 	}
 	if !s.skip.over || testutil.ToFloat64(skipped) != 2 || !strings.Contains(log.String(), "part_events=3") {
@@ -184,11 +185,11 @@ func TestReplaySkipPart(t *testing.T) {
 		t.Fatalf("the transaction after the part: %v", err)
 	}
 
-	short, _ := skipPartStream(t, 100, 200, decode.Position{Final: 250, Seq: 3}, &log)
+	short, _ := skipPartStream(t, 100, 200, publish.Position{Final: 250, Seq: 3}, &log)
 	if err := short.feed(250, 300, 2); !errors.Is(err, errSkipOvershoot) || !short.skip.overshot || short.tracker.Confirmed() != 100 {
 		t.Fatalf("a transaction shorter than its part: %v, overshot %v, confirmed %d", err, short.skip.overshot, short.tracker.Confirmed())
 	}
-	if newReplaySkip(300, decode.Position{Final: 250, Seq: 3}, 100, slog.Default(), nil).part.Seq != 0 {
+	if newReplaySkip(300, publish.Position{Final: 250, Seq: 3}, 100, slog.Default(), nil).part.Seq != 0 {
 		t.Fatal("a part before the skip position was kept")
 	}
 }

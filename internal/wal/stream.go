@@ -13,12 +13,12 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
@@ -46,7 +46,7 @@ type Stream struct {
 
 	stop context.Context // Run's context: ends the stream
 	// traceRead is the relaytrace Read hook of Run's context, or nil.
-	traceRead func(msg kgo.Record, commit, read time.Time)
+	traceRead func(msg publish.Record, commit, read time.Time)
 	// staged holds the events of the current transaction not yet queued:
 	// they go to the sink together at its commit (or when BatchSize of
 	// them are staged, or once the first has waited Config.StageFor), so
@@ -61,11 +61,11 @@ type Stream struct {
 	queued bool
 	tx     acktrack.TxID
 	commit time.Time
-	pos    decode.Position // of the current transaction's next event
-	sent   pglogrepl.LSN   // last position sent to the server
-	nextSS time.Time       // when the next periodic status update is due
-	lastSS time.Time       // when the last status update was sent
-	readAt time.Time       // when the WAL message being handled was read
+	pos    publish.Position // of the current transaction's next event
+	sent   pglogrepl.LSN    // last position sent to the server
+	nextSS time.Time        // when the next periodic status update is due
+	lastSS time.Time        // when the last status update was sent
+	readAt time.Time        // when the WAL message being handled was read
 }
 
 // Config is what the WAL reader takes of relay.Config (whose fields
@@ -119,7 +119,7 @@ type StreamConfig struct {
 	// SkipPart, when its Seq is above 0, is a transaction past SkipThrough
 	// that Kafka holds in part (an exactly-once relay committed it in
 	// parts): its events before SkipPart.Seq are not published again.
-	SkipPart decode.Position
+	SkipPart publish.Position
 }
 
 // NewStream returns the stream of one session.
@@ -350,7 +350,7 @@ func (s *Stream) handle(data []byte) error {
 			return fmt.Errorf("%w: begin inside a transaction", decode.ErrProtocol)
 		}
 		s.inTx, s.queued, s.tx, s.commit = true, false, s.tracker.BeginAt(it.CommitTime), it.CommitTime
-		s.pos = decode.Position{Final: beginFinalLSN(data)}
+		s.pos = publish.Position{Final: beginFinalLSN(data)}
 		// A skipped transaction stays registered, without events: it
 		// completes in commit order and confirmation passes it.
 		s.skip.begin(s.pos.Final)
@@ -379,7 +379,7 @@ func (s *Stream) handle(data []byte) error {
 			return nil // Kafka has it (dead-lettered if it was invalid)
 		}
 		ev := it.Event
-		ev.Pos = pos
+		ev.Record.Pos = pos
 		if ev.Invalid != nil {
 			if s.cfg.StopOnInvalid {
 				s.metrics.Invalid.WithLabelValues(ev.Invalid.Reason).Inc()
@@ -405,7 +405,7 @@ func (s *Stream) handle(data []byte) error {
 // server does not time the connection out while Kafka is slow.
 func (s *Stream) stage(ev decode.Event) error {
 	if s.cfg.InstanceID != "" {
-		ev.Record.Headers = append(ev.Record.Headers, kgo.RecordHeader{Key: contract.HeaderRelayInstance, Value: []byte(s.cfg.InstanceID)})
+		ev.Record.Headers = append(ev.Record.Headers, publish.Header{Key: contract.HeaderRelayInstance, Value: []byte(s.cfg.InstanceID)})
 	}
 	ev.Cost = s.queue.Budget.Cost(&ev)
 	if !s.queue.Budget.TryTake(ev.Cost) {

@@ -8,12 +8,12 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/decode/pgoutputtest"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
@@ -57,7 +57,7 @@ func TestStreamAllocationsPerEvent(t *testing.T) {
 		s, insert, batchSize := outboxStream(t)
 		var reads int
 		if traced {
-			h := &relaytrace.Hooks{Read: func(msg kgo.Record, commit, read time.Time) {
+			h := &relaytrace.Hooks{Read: func(msg publish.Record, commit, read time.Time) {
 				if string(msg.Key) == "agg-42" && commit.Equal(time.Date(2000, 1, 1, 0, 0, 0, 1000_000, time.UTC)) && read.Equal(s.readAt) {
 					reads++
 				}

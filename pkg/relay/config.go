@@ -226,6 +226,12 @@ type Config struct {
 	// Defaults to "": no header.
 	InstanceID string
 
+	// Sink names the broker the relay publishes to: the publisher
+	// registered under that name, which reads its own settings of this
+	// Config. "kafka" is Kafka (Brokers, TLS, SASL...). Defaults to
+	// "kafka".
+	Sink string
+
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the relay's metrics (see package relay's doc). nil

@@ -12,6 +12,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/pgtls"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/internal/publish/kafkapub"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 )
 
@@ -43,9 +45,9 @@ func (cfg *Config) WithDefaults() (Config, error) {
 }
 
 // CheckBrokers is the extra check of the configurations that talk to
-// Kafka: Brokers is required.
+// Kafka: Brokers is required (unless Sink names another broker).
 func (c *Config) CheckBrokers() error {
-	if len(c.Brokers) == 0 {
+	if len(c.Brokers) == 0 && (c.Sink == "" || c.Sink == kafkapub.Name) {
 		return fmt.Errorf("%w: brokers are required", ErrConfig)
 	}
 	return nil
@@ -93,6 +95,9 @@ func (c *Config) setDefaults() {
 // checkNames checks the database URL and the names: table, format, slot,
 // topics, topic template.
 func (c *Config) checkNames(bad func(string, ...any)) {
+	if c.Sink != "" && !slices.Contains(publish.Names(), c.Sink) {
+		bad("sink %q: no such sink (registered: %s)", c.Sink, strings.Join(publish.Names(), ", "))
+	}
 	if c.DatabaseURL == "" {
 		bad("database URL is required")
 	} else if c.RequireTLS {

@@ -49,6 +49,7 @@ func TestWithDefaultsRefuses(t *testing.T) {
 		want string // in the error
 	}{
 		{"no database", relay.Config{}, "database URL is required"},
+		{"sink", relay.Config{DatabaseURL: "x", Sink: "carrier-pigeon"}, `sink "carrier-pigeon": no such sink (registered: kafka`},
 		{"require tls", relay.Config{DatabaseURL: "postgres://db.example.com/x?sslmode=require", RequireTLS: true}, "require TLS"},
 		{"table", relay.Config{DatabaseURL: "x", Table: "a.b.c"}, "table:"},
 		{"format", relay.Config{DatabaseURL: "x", TableFormat: "kafka-connect"}, "table format"},

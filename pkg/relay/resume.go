@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/internal/admin"
-	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
@@ -69,12 +69,12 @@ func (r *Relay) onGap(ctx context.Context, err error) error {
 // system or timeline (a PG 17 failover slot after a promotion: the old
 // primary's WAL past the promotion point is not the new one's), it skips
 // nothing. Once a skip overshot in this run (skipOff), it skips nothing.
-func (r *Relay) publishedThrough(st *slotstate.RelayState, committed sink.Progress) (pglogrepl.LSN, decode.Position) {
+func (r *Relay) publishedThrough(st *slotstate.RelayState, committed sink.Progress) (pglogrepl.LSN, publish.Position) {
 	if st == nil || !st.Resumable || r.skipOff.Load() {
-		return 0, decode.Position{}
+		return 0, publish.Position{}
 	}
 	if r.cfg.ExactlyOnce {
 		return max(st.ConfirmedLSN, committed.EndLSN), committed.Part
 	}
-	return st.ConfirmedLSN, decode.Position{}
+	return st.ConfirmedLSN, publish.Position{}
 }

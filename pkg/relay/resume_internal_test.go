@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/pgoutbox/pgoutbox/internal/decode"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 )
@@ -32,8 +32,8 @@ func TestPublishedThrough(t *testing.T) {
 	if got := through(st, 0); got != 500 {
 		t.Fatalf("resumable row: %s, want its confirmed LSN 500", got)
 	}
-	part := decode.Position{Final: 800, Seq: 3}
-	if got, p := r.publishedThrough(st, sink.Progress{EndLSN: 700, Part: part}); got != 500 || p != (decode.Position{}) {
+	part := publish.Position{Final: 800, Seq: 3}
+	if got, p := r.publishedThrough(st, sink.Progress{EndLSN: 700, Part: part}); got != 500 || p != (publish.Position{}) {
 		t.Fatalf("at-least-once with a committed progress: %s %+v, want the row's 500 and no part", got, p)
 	}
 	// Exactly-once: the later of the row and the committed progress.

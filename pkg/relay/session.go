@@ -72,7 +72,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
 	if !c.ExactlyOnce {
-		if err := sk.Open(); err != nil {
+		if err := sk.Open(ctx); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/migrate"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish/kafkapub"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
@@ -99,7 +100,8 @@ func sinkConfig(c *Config, pc producer.Config, dl *decode.DeadLetters) sink.Conf
 	pc.TransactionTimeout = c.TransactionTimeout
 	pc.Logger = c.Logger
 	return sink.Config{
-		Producer:              pc,
+		Publisher:             c.Sink,
+		Settings:              kafkapub.Config{Producer: pc, ProgressTopic: c.ProgressTopic},
 		Slot:                  c.Slot,
 		BatchSize:             c.BatchSize,
 		BatchTimeout:          c.BatchTimeout,
@@ -109,6 +111,7 @@ func sinkConfig(c *Config, pc producer.Config, dl *decode.DeadLetters) sink.Conf
 		StopOnUnavailable:     c.OnUnavailableTopic == UnavailableStop,
 		StopOnInvalid:         c.OnInvalid == InvalidStop,
 		DeadLetters:           dl,
+		TransactionTimeout:    c.TransactionTimeout,
 		ProgressTopic:         c.ProgressTopic,
 		Logger:                c.Logger,
 	}

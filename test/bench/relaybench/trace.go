@@ -11,8 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
 )
 
@@ -43,14 +42,14 @@ func installTrace(ctx context.Context, path string) (context.Context, func() err
 		recs = make([]rec, 0, 1<<20)
 	)
 	var h relaytrace.Hooks
-	h.Read = func(msg kgo.Record, commit, read time.Time) {
+	h.Read = func(msg publish.Record, commit, read time.Time) {
 		if seq, ok := traceSeq(&msg); ok {
 			mu.Lock()
 			recs = append(recs, rec{false, seq, commit.UnixNano(), read.UnixNano()})
 			mu.Unlock()
 		}
 	}
-	h.Written = func(msgs []*kgo.Record, start, end time.Time, err error) {
+	h.Written = func(msgs []*publish.Record, start, end time.Time, err error) {
 		if err != nil {
 			return
 		}
@@ -86,7 +85,7 @@ func installTrace(ctx context.Context, path string) (context.Context, func() err
 }
 
 // traceSeq is the sequence number of msg's business key, "bk-N".
-func traceSeq(msg *kgo.Record) (int, bool) {
+func traceSeq(msg *publish.Record) (int, bool) {
 	for _, h := range msg.Headers {
 		if h.Key == "business-key" {
 			return businessKeySeq(h.Value)

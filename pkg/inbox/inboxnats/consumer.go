@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -68,10 +67,8 @@ type Config[TTx any] struct {
 
 // Consumer is the JetStream consumer loop of an Inbox.
 type Consumer[TTx any] struct {
-	cfg    Config[TTx]
-	shared loopcore.Shared[TTx]
-	core   loopcore.Internals[TTx]
-	log    *slog.Logger
+	cfg  Config[TTx]
+	loop loopcore.Loop[TTx]
 }
 
 // New validates cfg and returns a Consumer.
@@ -90,7 +87,7 @@ func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 	}
 	shared := loopcore.Shared[TTx]{Inbox: c.Inbox, Handler: c.Handler, External: c.ExternalHandler,
 		MetricsInterval: c.MetricsInterval, Retention: c.Retention, PurgeInterval: c.PurgeInterval, OnResult: c.OnResult}
-	core, err := shared.Check("inboxnats")
+	loop, err := loopcore.NewLoop("inboxnats", shared, "stream", c.Stream, "durable", c.Durable)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +100,7 @@ func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 	if c.Buffer <= 0 {
 		c.Buffer = 100
 	}
-	return &Consumer[TTx]{cfg: c, shared: shared, core: core, log: core.Log().With("stream", c.Stream, "durable", c.Durable)}, nil
+	return &Consumer[TTx]{cfg: c, loop: loop}, nil
 }
 
 // Run consumes until ctx ends, then stops gracefully: the message in hand
@@ -152,7 +149,7 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 		<-runCtx.Done()
 		it.Stop() // ends Next; the buffered messages are handed back
 	})
-	d := c.shared.Start(runCtx, &wg, c.core, c.log, c.cfg.Durable, c.cfg.DeadLetterSubject,
+	d := c.loop.Start(runCtx, &wg, c.cfg.Durable, c.cfg.DeadLetterSubject,
 		func(ctx context.Context, km inbox.KafkaRecord, res inbox.Result) error {
 			return c.deadLetter(ctx, js, km, res)
 		})
@@ -178,8 +175,8 @@ func (c *Consumer[TTx]) consume(ctx context.Context, it jetstream.MessagesContex
 			return nil
 		case err != nil:
 			fails++
-			c.core.FetchFailed()
-			c.log.Warn("inbox: nats fetch failed; retrying", "err", err, "in_a_row", fails)
+			c.loop.Core.FetchFailed()
+			c.loop.Log.Warn("inbox: nats fetch failed; retrying", "err", err, "in_a_row", fails)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -199,7 +196,7 @@ func (c *Consumer[TTx]) handle(ctx context.Context, d *loopcore.Deliverer[TTx], 
 	meta, err := msg.Metadata()
 	if err != nil {
 		// Not a JetStream message: nothing to settle or acknowledge.
-		c.log.Warn("inbox: nats message without metadata", "subject", msg.Subject(), "err", err)
+		c.loop.Log.Warn("inbox: nats message without metadata", "subject", msg.Subject(), "err", err)
 		return nil
 	}
 	km := record(msg, meta)
@@ -215,7 +212,7 @@ func (c *Consumer[TTx]) handle(ctx context.Context, d *loopcore.Deliverer[TTx], 
 	case settled:
 		if err := msg.Ack(); err != nil {
 			// Redelivered later, and then a Duplicate.
-			c.log.Warn("inbox: nats ack failed", "subject", km.Topic, "sequence", km.Offset, "err", err)
+			c.loop.Log.Warn("inbox: nats ack failed", "subject", km.Topic, "sequence", km.Offset, "err", err)
 		}
 	default:
 		_ = msg.Nak() // stopped while retrying: hand it back at once
@@ -267,7 +264,7 @@ func record(msg jetstream.Msg, meta *jetstream.MsgMetadata) inbox.KafkaRecord {
 // waits for the stream's acknowledgement.
 func (c *Consumer[TTx]) deadLetter(ctx context.Context, js jetstream.JetStream, km inbox.KafkaRecord, res inbox.Result) error {
 	m := &nats.Msg{Subject: c.cfg.DeadLetterSubject, Data: km.Value, Header: nats.Header{}}
-	for _, h := range c.core.DeadLetterHeaders(km, res) {
+	for _, h := range c.loop.Core.DeadLetterHeaders(km, res) {
 		m.Header[h.Key] = append(m.Header[h.Key], string(h.Value))
 	}
 	_, err := js.PublishMsg(ctx, m)

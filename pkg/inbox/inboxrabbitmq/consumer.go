@@ -68,10 +68,8 @@ type Config[TTx any] struct {
 
 // Consumer is the RabbitMQ streams consumer loop of an Inbox.
 type Consumer[TTx any] struct {
-	cfg    Config[TTx]
-	shared loopcore.Shared[TTx]
-	core   loopcore.Internals[TTx]
-	log    *slog.Logger
+	cfg  Config[TTx]
+	loop loopcore.Loop[TTx]
 }
 
 // New validates cfg and returns a Consumer.
@@ -90,7 +88,7 @@ func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 	}
 	shared := loopcore.Shared[TTx]{Inbox: c.Inbox, Handler: c.Handler, External: c.ExternalHandler,
 		MetricsInterval: c.MetricsInterval, Retention: c.Retention, PurgeInterval: c.PurgeInterval, OnResult: c.OnResult}
-	core, err := shared.Check("inboxrabbitmq")
+	loop, err := loopcore.NewLoop("inboxrabbitmq", shared, "stream", c.Stream, "name", c.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +101,7 @@ func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 	if c.Buffer <= 0 {
 		c.Buffer = 100
 	}
-	return &Consumer[TTx]{cfg: c, shared: shared, core: core, log: core.Log().With("stream", c.Stream, "name", c.Name)}, nil
+	return &Consumer[TTx]{cfg: c, loop: loop}, nil
 }
 
 // delivery is one message handed from the client to the loop.
@@ -152,11 +150,11 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 	defer dlq.close()
 
 	var wg sync.WaitGroup
-	d := c.shared.Start(runCtx, &wg, c.core, c.log, c.cfg.Name, c.cfg.DeadLetterStream,
+	d := c.loop.Start(runCtx, &wg, c.cfg.Name, c.cfg.DeadLetterStream,
 		func(ctx context.Context, km inbox.KafkaRecord, res inbox.Result) error {
-			return dlq.write(ctx, km, c.core.DeadLetterHeaders(km, res))
+			return dlq.write(ctx, km, c.loop.Core.DeadLetterHeaders(km, res))
 		})
-	s := &offsets{cons: cons, log: c.log}
+	s := &offsets{cons: cons, log: c.loop.Log}
 	err = c.consume(runCtx, in, d, s)
 	stop()
 	s.store() // the last settled offset, at a stop too

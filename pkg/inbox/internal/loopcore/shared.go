@@ -52,16 +52,34 @@ func (s *Shared[TTx]) Check(loop string) (Internals[TTx], error) {
 	return core, nil
 }
 
+// Loop is what a loop keeps beside its broker's settings: the shared
+// settings, checked, the Inbox's internals and the loop's logger.
+type Loop[TTx any] struct {
+	Shared[TTx]
+	Core Internals[TTx]
+	Log  *slog.Logger
+}
+
+// NewLoop checks s for the loop named loop (Shared.Check) and returns the
+// Loop, logging with attrs.
+func NewLoop[TTx any](loop string, s Shared[TTx], attrs ...any) (Loop[TTx], error) {
+	core, err := s.Check(loop)
+	if err != nil {
+		return Loop[TTx]{}, err
+	}
+	return Loop[TTx]{Shared: s, Core: core, Log: core.Log().With(attrs...)}, nil
+}
+
 // Start starts the housekeeping on wg until ctx ends, and returns the
 // Deliverer of the consumer group that writes dead letters with
 // deadLetter to dest.
-func (s *Shared[TTx]) Start(ctx context.Context, wg *sync.WaitGroup, core Internals[TTx], log *slog.Logger, group, dest string,
+func (l *Loop[TTx]) Start(ctx context.Context, wg *sync.WaitGroup, group, dest string,
 	deadLetter func(context.Context, inbox.KafkaRecord, inbox.Result) error) *Deliverer[TTx] {
-	hk := Housekeeping[TTx]{Core: core, In: s.Inbox, Log: log, MetricsInterval: s.MetricsInterval,
-		Retention: s.Retention, PurgeInterval: s.PurgeInterval}
+	hk := Housekeeping[TTx]{Core: l.Core, In: l.Inbox, Log: l.Log, MetricsInterval: l.MetricsInterval,
+		Retention: l.Retention, PurgeInterval: l.PurgeInterval}
 	hk.Start(ctx, wg)
-	return &Deliverer[TTx]{Core: core, In: s.Inbox, Log: log, Group: group, Handler: s.Handler, External: s.External,
-		OnResult: s.OnResult, DeadLetter: deadLetter, DeadLetterDest: dest}
+	return &Deliverer[TTx]{Core: l.Core, In: l.Inbox, Log: l.Log, Group: group, Handler: l.Handler, External: l.External,
+		OnResult: l.OnResult, DeadLetter: deadLetter, DeadLetterDest: dest}
 }
 
 // errNoConfig is New's error for a nil config.

@@ -231,6 +231,12 @@ type Config struct {
 	// Config. "kafka" is Kafka (Brokers, TLS, SASL...). Defaults to
 	// "kafka".
 	Sink string
+	// SinkURL is the address of the broker Sink names when it is not
+	// Kafka: "nats://host:4222" (several separated by commas) for "nats",
+	// "rabbitmq-stream://user:password@host:5552/vhost" for "rabbitmq"
+	// (docs/sinks.md). It may carry a password and is never logged.
+	// Required for those sinks.
+	SinkURL string
 
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger

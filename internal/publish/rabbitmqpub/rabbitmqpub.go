@@ -57,12 +57,19 @@ type producerKey struct {
 	named  bool
 }
 
-// New makes a RabbitMQ publisher from c (c.Settings a *Config); it
+// New makes a RabbitMQ publisher from c (c.Settings a Config or
+// *Config); it
 // connects to nothing (Open does).
 func New(c publish.Config) (publish.Publisher, error) {
-	cfg, ok := c.Settings.(*Config)
-	if !ok || cfg == nil {
-		return nil, fmt.Errorf("%w: rabbitmq sink: settings %T, want *rabbitmqpub.Config", relaytype.ErrConfig, c.Settings)
+	var cfg *Config
+	switch s := c.Settings.(type) {
+	case Config:
+		cfg = &s
+	case *Config:
+		cfg = s
+	}
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: rabbitmq sink: settings %T, want rabbitmqpub.Config", relaytype.ErrConfig, c.Settings)
 	}
 	if cfg.URI == "" {
 		return nil, fmt.Errorf("%w: rabbitmq sink: a stream URI is required", relaytype.ErrConfig)

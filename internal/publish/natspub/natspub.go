@@ -53,20 +53,14 @@ type Publisher struct {
 	guard func() error
 }
 
-// New makes a NATS publisher from c (c.Settings a Config or *Config); it connects
+// New makes a NATS publisher from c (c.Settings a Config); it connects
 // to nothing (Open does).
 func New(c publish.Config) (publish.Publisher, error) {
-	var cfg *Config
-	switch s := c.Settings.(type) {
-	case Config:
-		cfg = &s
-	case *Config:
-		cfg = s
-	}
-	if cfg == nil {
+	cfg, ok := c.Settings.(Config)
+	if !ok {
 		return nil, fmt.Errorf("%w: nats sink: settings %T, want natspub.Config", relaytype.ErrConfig, c.Settings)
 	}
-	p := &Publisher{cfg: *cfg, log: c.Logger}
+	p := &Publisher{cfg: cfg, log: c.Logger}
 	if p.log == nil {
 		p.log = slog.Default()
 	}

@@ -29,7 +29,7 @@ func setup(t *testing.T) (*testenv.NATS, jetstream.JetStream, jetstream.Stream) 
 
 func open(t *testing.T, url string) publish.Publisher {
 	t.Helper()
-	p, err := publish.New(natspub.Name, publish.Config{Slot: "s", Settings: &natspub.Config{URL: url, Buckets: 4}})
+	p, err := publish.New(natspub.Name, publish.Config{Slot: "s", Settings: natspub.Config{URL: url, Buckets: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}

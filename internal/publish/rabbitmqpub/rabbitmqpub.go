@@ -57,24 +57,17 @@ type producerKey struct {
 	named  bool
 }
 
-// New makes a RabbitMQ publisher from c (c.Settings a Config or
-// *Config); it
+// New makes a RabbitMQ publisher from c (c.Settings a Config); it
 // connects to nothing (Open does).
 func New(c publish.Config) (publish.Publisher, error) {
-	var cfg *Config
-	switch s := c.Settings.(type) {
-	case Config:
-		cfg = &s
-	case *Config:
-		cfg = s
-	}
-	if cfg == nil {
+	cfg, ok := c.Settings.(Config)
+	if !ok {
 		return nil, fmt.Errorf("%w: rabbitmq sink: settings %T, want rabbitmqpub.Config", relaytype.ErrConfig, c.Settings)
 	}
 	if cfg.URI == "" {
 		return nil, fmt.Errorf("%w: rabbitmq sink: a stream URI is required", relaytype.ErrConfig)
 	}
-	p := &Publisher{cfg: *cfg, slot: c.Slot, log: c.Logger}
+	p := &Publisher{cfg: cfg, slot: c.Slot, log: c.Logger}
 	if p.log == nil {
 		p.log = slog.Default()
 	}

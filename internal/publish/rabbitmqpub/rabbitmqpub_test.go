@@ -29,7 +29,7 @@ func setup(t *testing.T) (*testenv.RabbitMQ, *stream.Environment, string) {
 
 func open(t *testing.T, uri, incarnation string) publish.Publisher {
 	t.Helper()
-	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "slot1", Settings: &rabbitmqpub.Config{URI: uri, Incarnation: incarnation}})
+	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "slot1", Settings: rabbitmqpub.Config{URI: uri, Incarnation: incarnation}})
 	if err != nil {
 		t.Fatal(err)
 	}

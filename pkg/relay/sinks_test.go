@@ -32,13 +32,7 @@ func sinkRows(t *testing.T, b *bundle) []string {
 // and Nats-Msg-Id; the slot is confirmed past them.
 func TestNATSSink(t *testing.T) {
 	t.Parallel()
-	n := testenv.NewNATS(t)
-	js := n.JetStream(t)
-	s, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := setupOn(t, testenv.NewDB(t), &testenv.Kafka{}, func(c *relay.Config) { c.Sink, c.SinkURL = "nats", n.URL })
+	_, s, b := natsSinkSetup(t, nil)
 	run := b.start(t)
 	ids := sinkRows(t, b)
 	testenv.WaitFor(t, 60*time.Second, "every row in the stream", func() (bool, error) {
@@ -134,5 +128,102 @@ func TestSinkURLRequired(t *testing.T) {
 		if err := c.CheckBrokers(); err != nil {
 			t.Errorf("%s: %v", sink, err)
 		}
+	}
+}
+
+// natsSinkSetup is a NATS server with a stream capturing outbox.> and a
+// relay bundle publishing to it.
+func natsSinkSetup(t *testing.T, modify func(*relay.Config)) (*testenv.NATS, jetstream.Stream, *bundle) {
+	t.Helper()
+	n := testenv.NewNATS(t)
+	s, err := n.JetStream(t).CreateStream(t.Context(), jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setupOn(t, testenv.NewDB(t), &testenv.Kafka{}, func(c *relay.Config) {
+		c.Sink, c.SinkURL = "nats", n.URL
+		if modify != nil {
+			modify(c)
+		}
+	})
+	return n, s, b
+}
+
+// natsIDs reads the stream's messages of subjects starting with prefix:
+// their message IDs in order, and the messages.
+func natsIDs(t *testing.T, s jetstream.Stream, prefix string) ([]string, []*jetstream.RawStreamMsg) {
+	t.Helper()
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		ids  []string
+		msgs []*jetstream.RawStreamMsg
+	)
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(t.Context(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(m.Subject, prefix) {
+			ids, msgs = append(ids, m.Header.Get("message-id")), append(msgs, m)
+		}
+	}
+	return ids, msgs
+}
+
+// A NATS server restarted while the relay streams loses nothing: the rows
+// committed before, during and after the restart are all in the stream,
+// each once (Nats-Msg-Id covers what the relay writes again).
+func TestNATSSinkServerRestart(t *testing.T) {
+	t.Parallel()
+	n, s, b := natsSinkSetup(t, nil)
+	run := b.start(t)
+	ids := sinkRows(t, b)
+	testenv.WaitFor(t, 60*time.Second, "the first rows in the stream", func() (bool, error) {
+		got, _ := natsIDs(t, s, "outbox.order.")
+		return len(got) >= len(ids), nil
+	})
+	if err := n.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, sinkRows(t, b)...)
+	testenv.WaitFor(t, 90*time.Second, "every row in the stream", func() (bool, error) {
+		got, _ := natsIDs(t, s, "outbox.order.")
+		return len(got) >= len(ids), nil
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	got, _ := natsIDs(t, s, "outbox.order.")
+	if strings.Join(got, " ") != strings.Join(ids, " ") {
+		t.Fatalf("stream holds %d IDs %v, want the %d committed, once each, in order", len(got), got, len(ids))
+	}
+}
+
+// A row the relay cannot publish (over MaxMessageBytes) is dead-lettered
+// through the NATS sink, on the dead-letter topic's subjects with its
+// reason, and the rows after it are published.
+func TestNATSSinkDeadLetters(t *testing.T) {
+	t.Parallel()
+	_, s, b := natsSinkSetup(t, func(c *relay.Config) { c.MaxMessageBytes = 10_000 })
+	run := b.start(t)
+	big := msg("a", 0)
+	big.Payload = []byte(`{"pad": "` + strings.Repeat("x", 20_000) + `"}`)
+	bad := b.insert(t, big)
+	good := b.insert(t, msg("a", 1))
+	testenv.WaitFor(t, 60*time.Second, "the good row and the dead letter", func() (bool, error) {
+		g, _ := natsIDs(t, s, "outbox.order.")
+		d, _ := natsIDs(t, s, relay.DefaultDeadLetterTopic+".")
+		return len(g) >= 1 && len(d) >= 1, nil
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	g, _ := natsIDs(t, s, "outbox.order.")
+	d, dm := natsIDs(t, s, relay.DefaultDeadLetterTopic+".")
+	if len(g) != 1 || g[0] != good[0] || len(d) != 1 || d[0] != bad[0] || dm[0].Header.Get("dlq-reason") != relay.ReasonTooLarge {
+		t.Fatalf("published %v, dead-lettered %v (%v); want %v and %v (too-large)", g, d, dm, good, bad)
 	}
 }

@@ -46,16 +46,29 @@ build: ## Build the commands into ./bin.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# Tools, pinned and built once into bin/ (go install through the Go module
-# proxy; the file name carries the version, so a bump rebuilds and a clean
-# clone builds each once, not at every run).
+# Tools, pinned and built once per machine (go install through the Go
+# module proxy) into TOOLS, outside the clone: the file name carries the
+# version, so a bump builds the new one, and a fresh clone, another
+# worktree or a CI run with that directory cached builds none. Each build
+# goes to a directory of its own and is renamed into place, so two makes
+# at once never see half a binary.
+TOOLS               ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pgoutbox/tools
 STATICCHECK_VERSION ?= v0.8.2
 HELM_VERSION        ?= v3.22.0
 ACTIONLINT_VERSION  ?= v1.7.12
-STATICCHECK ?= $(BIN)/staticcheck-$(STATICCHECK_VERSION)
-HELM        ?= $(BIN)/helm-$(HELM_VERSION)
-ACTIONLINT  ?= $(BIN)/actionlint-$(ACTIONLINT_VERSION)
+STATICCHECK ?= $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
+HELM        ?= $(TOOLS)/helm-$(HELM_VERSION)
+ACTIONLINT  ?= $(TOOLS)/actionlint-$(ACTIONLINT_VERSION)
 CHART       := deploy/helm/pgoutbox-relay
+
+# go-tool builds the binary of package@version $(1) as the target.
+define go-tool
+@mkdir -p $(TOOLS)
+@tmp=$$(mktemp -d "$(TOOLS)/.build-XXXXXX") && \
+	echo "go install $(1) -> $@" && \
+	GOBIN="$$tmp" $(GO) install $(1) && mv "$$tmp"/* $@; \
+	status=$$?; rm -rf "$$tmp"; exit $$status
+endef
 
 .PHONY: vet
 vet: ## gofmt check and go vet.
@@ -67,19 +80,13 @@ lint: $(STATICCHECK) ## staticcheck (default checks).
 	$(STATICCHECK) $(PKGS)
 
 $(STATICCHECK):
-	@mkdir -p $(BIN)/.tools
-	GOBIN=$(abspath $(BIN)/.tools) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
-	mv $(BIN)/.tools/staticcheck $@
+	$(call go-tool,honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION))
 
 $(HELM):
-	@mkdir -p $(BIN)/.tools
-	GOBIN=$(abspath $(BIN)/.tools) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
-	mv $(BIN)/.tools/helm $@
+	$(call go-tool,helm.sh/helm/v3/cmd/helm@$(HELM_VERSION))
 
 $(ACTIONLINT):
-	@mkdir -p $(BIN)/.tools
-	GOBIN=$(abspath $(BIN)/.tools) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
-	mv $(BIN)/.tools/actionlint $@
+	$(call go-tool,github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION))
 
 .PHONY: check-deploy
 check-deploy: $(HELM) $(ACTIONLINT) ## Validate deploy files: alert rules (promtool), the Helm chart (helm lint, helm template), the CI workflows (actionlint), and go test ./test/deploy.

@@ -31,7 +31,7 @@ func TestOrdersReachKafka(t *testing.T) {
 
 	// The slot must exist before the first order: it streams what commits
 	// after its creation.
-	rcfg := &relay.Config{DatabaseURL: db.URL, Brokers: kafka.Brokers, Slot: "producer_" + db.Name, Logger: slog.New(slog.DiscardHandler)}
+	rcfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: kafka.Brokers}, Slot: "producer_" + db.Name, Logger: slog.New(slog.DiscardHandler)}
 	if err := relay.Setup(ctx, rcfg); err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func setupTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 			return err
 		}
 	}
-	if c.TableFormat == tableformat.TableFormatPgoutbox {
+	if tableformat.Shape(c.TableFormat).CreatesTable {
 		if _, err := migrate.Outbox(ctx, dbdriver.PgxDB(conn), c.Table); err != nil {
 			return fmt.Errorf("relay: create table %s: %w", c.Table, err)
 		}

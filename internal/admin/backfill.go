@@ -211,15 +211,19 @@ func backfillTx(ctx context.Context, tx pgx.Tx, c *Config, m *relaymetrics.Metri
 }
 
 // eachRow calls fn with the event of each row opts selects, read in tx, in
-// created_at, id order, as the relay builds it from the WAL (an invalid
-// row's event carries Invalid and is not yet a dead letter).
+// the order of backfillQuery, as the relay builds it from the WAL (an
+// invalid row's event carries Invalid and is not yet a dead letter).
 func eachRow(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.BackfillOptions, fn func(ev decode.Event, createdAt time.Time) error) error {
 	table, _ := pgname.Parse(c.Table, "public")
 	names, l, err := backfillColumns(ctx, tx, table, c.TableFormat)
 	if err != nil {
 		return err
 	}
-	q, args := backfillQuery(table, &l, names, opts)
+	var commitTS string
+	if err := tx.QueryRow(ctx, `SELECT current_setting('track_commit_timestamp')`).Scan(&commitTS); err != nil {
+		return fmt.Errorf("relay: backfill: read track_commit_timestamp: %w", err)
+	}
+	q, args := backfillQuery(table, &l, names, opts, commitTS == "on")
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("relay: backfill: read %s: %w", table, err)
@@ -246,7 +250,7 @@ func eachRow(ctx context.Context, tx pgx.Tx, c *Config, opts relaytype.BackfillO
 // backfillColumns reads the table's column names, in the table's order,
 // and the decoder's layout for them. A table without the format's creation
 // time column (Debezium's optional timestamp) cannot be backfilled.
-func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f tableformat.TableFormat) ([]string, decode.Layout, error) {
+func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f relaytype.TableFormat) ([]string, decode.Layout, error) {
 	names, types, err := slotstate.ReadColumns(ctx, tx, table)
 	if err != nil {
 		return nil, decode.Layout{}, fmt.Errorf("relay: backfill: read columns of %s: %w", table, err)
@@ -263,14 +267,26 @@ func backfillColumns(ctx context.Context, tx pgx.Tx, table pgname.Table, f table
 
 // backfillQuery selects the creation time and then every column as text,
 // in the table's order, so that the decoder's layout applies as it does to
-// a pgoutput tuple; ordered by creation time then id.
-func backfillQuery(table pgname.Table, l *decode.Layout, names []string, opts relaytype.BackfillOptions) (string, []any) {
+// a pgoutput tuple.
+//
+// The rows come in the order the WAL has them as nearly as the table can
+// tell, so that each aggregate's records keep their order: by commit time
+// when commitTS (track_commit_timestamp is on: every row's transaction,
+// savepoints included, has its commit's time), then by creation time
+// (the default, now(), is the transaction's start: one value for all its
+// rows), then by the command that inserted the row within its
+// transaction (cmin: statement order, across savepoints too), then by
+// its place in the table (ctid: the order of a statement's rows, unless
+// the statement filled a page and reused free space of an earlier one).
+// The message ID is no order: callers may supply random (version 4) IDs.
+// Without commitTS, transactions of one aggregate that committed in
+// another order than they started come in their start order.
+func backfillQuery(table pgname.Table, l *decode.Layout, names []string, opts relaytype.BackfillOptions, commitTS bool) (string, []any) {
 	cols := make([]string, len(names))
 	for i, n := range names {
 		cols[i] = "o." + pgx.Identifier{n}.Sanitize() + "::text"
 	}
 	createdAt := "o." + pgx.Identifier{l.Shape.CreatedAt}.Sanitize()
-	id := "o." + pgx.Identifier{l.Shape.Columns[tableformat.ColID].Name}.Sanitize()
 	q := `SELECT ` + createdAt + `, ` + strings.Join(cols, ", ") + ` FROM ` + table.Sanitize() + ` AS o WHERE ` + createdAt + ` >= $1`
 	args := []any{opts.Since}
 	if !opts.Until.IsZero() {
@@ -281,7 +297,11 @@ func backfillQuery(table pgname.Table, l *decode.Layout, names []string, opts re
 		args = append(args, opts.AggregateType)
 		q += fmt.Sprintf(` AND o.%s = $%d`, pgx.Identifier{l.Shape.Columns[tableformat.ColAggregateType].Name}.Sanitize(), len(args))
 	}
-	return q + ` ORDER BY ` + createdAt + `, ` + id, args
+	order := createdAt + `, o.cmin::text::bigint, o.ctid`
+	if commitTS {
+		order = `pg_xact_commit_timestamp(o.xmin) NULLS FIRST, ` + order
+	}
+	return q + ` ORDER BY ` + order, args
 }
 
 // textRow is the scan target of one backfillQuery row.

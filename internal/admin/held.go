@@ -13,14 +13,14 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/sink"
-	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A recovery publishes only the rows Kafka does not hold. Before it
 // publishes, it reads the topics the rows of its range route to (and the
-// dead-letter topic), read_committed, from the range's start minus
-// heldSkew, and collects the message IDs found there with where each was
+// dead-letter topic) through the sink (Sink.Read), committed records only
+// (Kafka: kafkapub.ScanTopics; records of an aborted or open transaction
+// are not held), from the range's start minus heldSkew, and collects the message IDs found there with where each was
 // found, as relay verify matches rows to records. A row is held only when
 // its ID is on the topic it routes to now, or in the dead-letter topic as
 // its dead letter (a dlq-reason, and the row's topic as original-topic):
@@ -33,7 +33,7 @@ import (
 // record's timestamp is its transaction's commit time (never before the
 // row's created_at) on the database's clock, or the broker's clock for
 // topics with LogAppendTime.
-const heldSkew = verify.DefaultMargin
+const heldSkew = relaytype.DefaultVerifyMargin
 
 // maxHeldIDs bounds the message IDs a recovery keeps (about 100 bytes
 // each): past it, it stops collecting and publishes the rest whether Kafka
@@ -71,7 +71,7 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, sk *sink.Sink, opts 
 	}
 	h := &heldIDs{ids: make(map[heldAt]struct{}), deadLetter: c.DeadLetters.Topic}
 	full := false
-	_, err = sk.Read(ctx, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), func(r *publish.Record) error {
+	_, err = sk.Read(ctx, slices.Sorted(maps.Keys(topics)), opts.Since.Add(-heldSkew), func(r *publish.Record, _ publish.Place) error {
 		if len(h.ids) >= maxHeldIDs {
 			full = true
 			return nil

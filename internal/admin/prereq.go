@@ -118,7 +118,7 @@ func readPrereqFacts(ctx context.Context, conn *pgx.Conn, c *Config, table pgnam
 		LEFT JOIN pg_class t ON t.relnamespace = n.oid AND t.relname = $2
 		LEFT JOIN pg_class st ON st.relnamespace = n.oid AND st.relname = $5
 		WHERE r.rolname = current_user`,
-		table.Schema, table.Name, c.Slot, c.Publication, slotstate.StateTableName).Scan(
+		table.Schema, table.Name, c.Slot, c.Publication, relaytype.StateTableName).Scan(
 		&s.walLevel, &s.maxSlots, &s.usedSlots, &s.maxSenders, &s.usedSenders,
 		&s.user, &s.database, &s.super, &s.replication, &s.rdsRepl, &s.plat,
 		&s.schemaExists, &s.schemaCreate, &s.tableExists, &s.tableOwner, &s.dbCreate,

@@ -22,7 +22,7 @@ func statusHealth(ctx context.Context, conn *pgx.Conn, c *Config, st *relaytype.
 	}
 	switch {
 	case st.TableExists:
-	case c.TableFormat == tableformat.TableFormatPgoutbox:
+	case tableformat.Shape(c.TableFormat).CreatesTable:
 		problem("table %q does not exist (relay setup creates it)", st.Table)
 	default: // Setup creates only tables of the pgoutbox format
 		problem("table %q does not exist (relay setup creates tables of the pgoutbox format only: create the %s outbox table, then run relay setup --table-format %s)",

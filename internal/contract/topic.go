@@ -10,7 +10,7 @@ import (
 const MaxTopicBytes = 249
 
 // DefaultProgressTopic is the default progress topic of exactly-once relays
-// (relay.Config.ProgressTopic). Only a relay writes it: a row routed to it
+// (relay.KafkaConfig.ProgressTopic). Only a relay writes it: a row routed to it
 // is dead-lettered (bad-topic), and outbox.Writer refuses a message that
 // names it.
 const DefaultProgressTopic = "pgoutbox.progress"

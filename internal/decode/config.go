@@ -4,7 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Config is what the decoder takes of relay.Config (whose fields document
@@ -14,7 +14,7 @@ type Config struct {
 	// Table is "schema.table", the outbox table.
 	Table string
 	// TableFormat is the outbox table's column layout.
-	TableFormat tableformat.TableFormat
+	TableFormat relaytype.TableFormat
 	// TopicTemplate names the topic of a row without a topic.
 	TopicTemplate string
 	// DeadLetterTopic, ProgressTopic and AllowedTopics bound the topics a

@@ -9,25 +9,11 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// Bounds of a dead-letter record (docs/kafka.md lists them). A row's values
-// are untrusted: whatever they hold, its dead-letter record fits, so no row
-// can stop the relay.
-const (
-	// MaxDeadLetterHeaderBytes bounds the value of every header a
-	// dead-letter record carries over from its event (business-key,
-	// aggregate-id, the row's own headers...): a longer value is cut to it
-	// and named in dlq-truncated. original-topic is cut to Kafka's longest
-	// topic name (249 bytes), dlq-detail to 1,024 bytes.
-	MaxDeadLetterHeaderBytes = 4096
-	// MaxDeadLetterHeaderNameBytes bounds the name of a header a
-	// dead-letter record carries over: a header with a longer name is left
-	// out ("headers" in dlq-truncated).
-	MaxDeadLetterHeaderNameBytes = 256
-	// maxTruncatedBytes bounds dlq-truncated.
-	maxTruncatedBytes = 1024
-)
+// maxTruncatedBytes bounds dlq-truncated.
+const maxTruncatedBytes = 1024
 
 // DeadLetters shapes the dead-letter records of invalid events: the WAL
 // reader and backfill call it for an event the decoder found invalid, the
@@ -73,13 +59,13 @@ func (c *DeadLetters) Shape(ev *Event) {
 	}
 	hasID := false
 	for _, h := range orig.Headers {
-		if len(h.Key) > MaxDeadLetterHeaderNameBytes {
+		if len(h.Key) > relaytype.MaxDeadLetterHeaderNameBytes {
 			cut.add("headers")
 			continue
 		}
 		hasID = hasID || h.Key == contract.HeaderMessageID
-		if len(h.Value) > MaxDeadLetterHeaderBytes {
-			h.Value = contract.Cut(h.Value, MaxDeadLetterHeaderBytes)
+		if len(h.Value) > relaytype.MaxDeadLetterHeaderBytes {
+			h.Value = contract.Cut(h.Value, relaytype.MaxDeadLetterHeaderBytes)
 			cut.add(h.Key)
 		}
 		hs = append(hs, h)
@@ -88,7 +74,7 @@ func (c *DeadLetters) Shape(ev *Event) {
 		hs = append(hs, publish.Header{Key: contract.HeaderMessageID, Value: []byte(ev.MessageID())})
 	}
 	value := orig.Value
-	if inv.Reason == ReasonTooLarge && value != nil {
+	if inv.Reason == relaytype.ReasonTooLarge && value != nil {
 		value = nil
 		cut.add("value")
 	}

@@ -23,23 +23,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// Reasons of invalid events: the dlq-reason header and the reason label of
-// pgoutbox_relay_invalid_events_total.
-const (
-	ReasonNullColumn       = "null-column"       // NULL in a required column
-	ReasonBadValue         = "bad-value"         // a value that does not parse (message ID, bytea)
-	ReasonTooLarge         = "too-large"         // record over MaxMessageBytes or the broker's limit
-	ReasonUnsupportedType  = "unsupported-type"  // a column value in a form the relay cannot read
-	ReasonBadHeaders       = "bad-headers"       // headers not a JSON object, or naming a header the relay writes
-	ReasonBadTopic         = "bad-topic"         // not a legal Kafka topic name, the dead-letter topic, or not allowed
-	ReasonBadMessage       = "bad-message"       // a pgoutbox logical message that does not parse
-	ReasonKafkaRejected    = "kafka-rejected"    // a record the brokers refuse for good (policy, invalid record...)
-	ReasonBadColumns       = "bad-columns"       // a row of a table layout (relation message) the relay cannot read
-	ReasonNotOutbox        = "not-outbox"        // a row of a table the publication publishes that is not the outbox
-	ReasonInvalidKey       = "invalid-key"       // a business key that breaks the key rules (internal/contract)
-	ReasonTopicUnavailable = "topic-unavailable" // a topic missing or not writable past TopicUnavailableGrace
-)
-
 // Layout maps the fields of a table format to positions in a tuple; -1 is
 // absent.
 type Layout struct {
@@ -61,7 +44,7 @@ var typeNames = map[uint32]string{tableformat.OIDBytea: "bytea", tableformat.OID
 // CheckColumns builds the layout of a table of format f given its column
 // names and type OIDs, or an error wrapping ErrTableColumns naming every
 // problem.
-func CheckColumns(table string, f tableformat.TableFormat, names []string, types []uint32) (Layout, error) {
+func CheckColumns(table string, f relaytype.TableFormat, names []string, types []uint32) (Layout, error) {
 	l := Layout{Shape: tableformat.Shape(f)}
 	var problems []string
 	for i, want := range l.Shape.Columns {
@@ -142,13 +125,17 @@ const (
 )
 
 // WALItem is what Decode made of one pgoutput message: its kind, the
-// transaction's commit time (WALBegin), its end (WALCommit), or the event
-// (WALEvent).
+// transaction's commit time and final LSN (WALBegin), its end
+// (WALCommit), or the event (WALEvent).
 type WALItem struct {
 	Kind       WALKind
 	CommitTime time.Time
-	EndLSN     pglogrepl.LSN
-	Event      Event
+	// FinalLSN is a WALBegin's: where the transaction's commit record
+	// starts.
+	FinalLSN pglogrepl.LSN
+	// EndLSN is a WALCommit's: where the transaction ends.
+	EndLSN pglogrepl.LSN
+	Event  Event
 }
 
 // relation is a cached relation message: the outbox (or a partition of
@@ -203,7 +190,7 @@ type Decoder struct {
 	reservedTopic   func(string) bool
 	relayTables     []pgname.Table
 	// format is Config.TableFormat.
-	format tableformat.TableFormat
+	format relaytype.TableFormat
 	// cloudEvents adds the CloudEvents headers, with ceSource as the
 	// source attribute (Config.CloudEvents, CloudEventsSource).
 	cloudEvents bool
@@ -294,7 +281,7 @@ func (d *Decoder) Decode(data []byte) (WALItem, error) {
 		return WALItem{}, nil
 	case *pglogrepl.BeginMessage:
 		d.CommitTime = m.CommitTime
-		return WALItem{Kind: WALBegin, CommitTime: m.CommitTime}, nil
+		return WALItem{Kind: WALBegin, CommitTime: m.CommitTime, FinalLSN: m.FinalLSN}, nil
 	case *pglogrepl.CommitMessage:
 		return WALItem{Kind: WALCommit, CommitTime: m.CommitTime, EndLSN: m.TransactionEndLSN}, nil
 	case *pglogrepl.LogicalDecodingMessage:
@@ -409,7 +396,7 @@ func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
 		}
 	}
 	if l.problem != "" {
-		fail(ReasonBadColumns, "%s", l.problem)
+		fail(relaytype.ReasonBadColumns, "%s", l.problem)
 	}
 	size := 0
 	for i, pos := range l.pos {
@@ -417,19 +404,19 @@ func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
 			continue
 		}
 		if pos >= len(cols) {
-			fail(ReasonUnsupportedType, "column %s missing from the row", l.Shape.Columns[i].Name)
+			fail(relaytype.ReasonUnsupportedType, "column %s missing from the row", l.Shape.Columns[i].Name)
 			continue
 		}
 		switch c := cols[pos]; c.Kind {
 		case pglogrepl.TupleDataTypeNull:
 			if l.Shape.Columns[i].Required {
-				fail(ReasonNullColumn, "column %s is NULL", l.Shape.Columns[i].Name)
+				fail(relaytype.ReasonNullColumn, "column %s is NULL", l.Shape.Columns[i].Name)
 			}
 		case pglogrepl.TupleDataTypeText:
 			vals[i], present[i] = c.Data, true
 			size += len(c.Data)
 		default:
-			fail(ReasonUnsupportedType, "column %s sent as %q, want text", l.Shape.Columns[i].Name, c.Kind)
+			fail(relaytype.ReasonUnsupportedType, "column %s sent as %q, want text", l.Shape.Columns[i].Name, c.Kind)
 		}
 	}
 	// One copy of the values the record keeps; its key, value and
@@ -446,7 +433,7 @@ func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
 	if present[tableformat.ColID] {
 		id, err := uuid.ParseBytes(vals[tableformat.ColID])
 		if err != nil {
-			fail(ReasonBadValue, "message ID %q is not a UUID", truncate(vals[tableformat.ColID]))
+			fail(relaytype.ReasonBadValue, "message ID %q is not a UUID", truncate(vals[tableformat.ColID]))
 		}
 		ev.ID = id
 		f.idText = vals[tableformat.ColID]
@@ -454,17 +441,17 @@ func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
 	if present[tableformat.ColPayload] && l.byteaPayload {
 		raw, err := decodeBytea(f.payload)
 		if err != nil {
-			fail(ReasonBadValue, "payload: %v", err)
+			fail(relaytype.ReasonBadValue, "payload: %v", err)
 		}
 		f.payload = raw
 	}
 	if present[tableformat.ColHeaders] {
 		var err error
 		if f.headers, err = parseHeaders(vals[tableformat.ColHeaders]); err != nil {
-			fail(ReasonBadHeaders, "headers: %v", err)
+			fail(relaytype.ReasonBadHeaders, "headers: %v", err)
 		}
 	}
-	if l.Shape.DebeziumHeaders {
+	if l.Shape.RouterHeaders {
 		d.debezium(&ev, &f, vals[tableformat.ColTracing])
 	}
 	f.contentType = l.contentType
@@ -515,7 +502,7 @@ func (d *Decoder) foreignEvent(r *relation, cols []TupleColumn) Event {
 	b.WriteByte('}')
 	return Event{
 		Record: publish.Record{Value: []byte(b.String()), Timestamp: d.CommitTime},
-		Invalid: &relaytype.InvalidEventError{Reason: ReasonNotOutbox, Detail: fmt.Sprintf(
+		Invalid: &relaytype.InvalidEventError{Reason: relaytype.ReasonNotOutbox, Detail: fmt.Sprintf(
 			"a row of table %s, which the publication publishes but is not the outbox table %s (the value holds its columns as JSON)",
 			r.foreign, d.table)},
 	}
@@ -525,7 +512,7 @@ func (d *Decoder) foreignEvent(r *relation, cols []TupleColumn) Event {
 func (d *Decoder) messageEvent(content []byte) Event {
 	m, err := contract.DecodeLogicalMessage(content)
 	if err != nil {
-		ev := Event{ID: m.ID, Invalid: &relaytype.InvalidEventError{MessageID: m.ID, Reason: ReasonBadMessage, Detail: err.Error()}}
+		ev := Event{ID: m.ID, Invalid: &relaytype.InvalidEventError{MessageID: m.ID, Reason: relaytype.ReasonBadMessage, Detail: err.Error()}}
 		ev.Record = publish.Record{Value: content}
 		if m.AggregateID != "" {
 			ev.Record.Key = []byte(m.AggregateID)
@@ -602,16 +589,16 @@ func (d *Decoder) finish(ev Event, f *fields, problem *relaytype.InvalidEventErr
 	}
 	if problem == nil {
 		if err := contract.CheckKey("business key", string(f.businessKey)); err != nil {
-			problem = &relaytype.InvalidEventError{Reason: ReasonInvalidKey, Detail: err.Error()}
+			problem = &relaytype.InvalidEventError{Reason: relaytype.ReasonInvalidKey, Detail: err.Error()}
 		} else if topicErr != nil {
-			problem = &relaytype.InvalidEventError{Reason: ReasonBadTopic, Detail: topicErr.Error()}
+			problem = &relaytype.InvalidEventError{Reason: relaytype.ReasonBadTopic, Detail: topicErr.Error()}
 		} else if len(reserved) > 0 {
 			sort.Strings(reserved)
-			problem = &relaytype.InvalidEventError{Reason: ReasonBadHeaders, Detail: fmt.Sprintf(
+			problem = &relaytype.InvalidEventError{Reason: relaytype.ReasonBadHeaders, Detail: fmt.Sprintf(
 				"headers name %s, which the relay writes itself (reserved: message-id, business-key, event-type, aggregate-type, aggregate-id, original-topic, relay-instance, pgoutbox-progress, dlq-*)",
 				contract.Excerpt([]byte(strings.Join(reserved, ",")), 128))}
 		} else if n := RecordSize(&ev.Record); n > d.maxMessageBytes {
-			problem = &relaytype.InvalidEventError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}
+			problem = &relaytype.InvalidEventError{Reason: relaytype.ReasonTooLarge, Detail: fmt.Sprintf("record of %d bytes exceeds the limit of %d", n, d.maxMessageBytes)}
 		}
 	}
 	if problem != nil {

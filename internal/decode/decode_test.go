@@ -18,7 +18,7 @@ import (
 // testConfig is the decoder's part of a relay configuration with its
 // defaults (relay.Config), edited by edit when set.
 func testConfig(edit func(*Config)) Config {
-	c := Config{Table: "public.outbox", TableFormat: tableformat.TableFormatPgoutbox, TopicTemplate: "outbox.{aggregate_type}",
+	c := Config{Table: "public.outbox", TableFormat: relaytype.TableFormatPgoutbox, TopicTemplate: "outbox.{aggregate_type}",
 		DeadLetterTopic: "outbox.dlq", ProgressTopic: contract.DefaultProgressTopic, MaxMessageBytes: 1000000,
 		Logger: slog.New(slog.DiscardHandler)}
 	if edit != nil {
@@ -84,13 +84,13 @@ func TestDecodeSeeds(t *testing.T) {
 		t.Fatalf("record %+v", m)
 	}
 
-	if r := run(seeds[1]); len(r.reasons) != 1 || r.reasons[0] != ReasonNullColumn {
+	if r := run(seeds[1]); len(r.reasons) != 1 || r.reasons[0] != relaytype.ReasonNullColumn {
 		t.Fatalf("bad row: %+v", r)
 	}
 	if r := run(seeds[2]); len(r.reasons) != 1 || r.reasons[0] != "" {
 		t.Fatalf("bytea row: %+v", r)
 	}
-	if r := run(seeds[3]); len(r.reasons) != 2 || r.reasons[0] != "" || r.reasons[1] != ReasonBadMessage {
+	if r := run(seeds[3]); len(r.reasons) != 2 || r.reasons[0] != "" || r.reasons[1] != relaytype.ReasonBadMessage {
 		t.Fatalf("logical messages: %+v (other prefixes must be ignored)", r)
 	}
 	// A relation with missing columns stops the relay under InvalidStop;
@@ -113,7 +113,7 @@ func TestDecodeSeeds(t *testing.T) {
 		}
 	}
 	// A row of a table that is not the outbox is invalid, never skipped.
-	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != ReasonNotOutbox {
+	if r := run(seeds[5]); r.errs != 0 || len(r.reasons) != 1 || r.reasons[0] != relaytype.ReasonNotOutbox {
 		t.Fatalf("other table: %+v", r)
 	}
 	d = NewDecoder(c, pgoutputtest.Outbox)
@@ -248,7 +248,7 @@ func TestRelayTablesAreSkipped(t *testing.T) {
 		if it.Kind != tc.want {
 			t.Errorf("a row of %s.%s: kind %v, want %v", tc.schema, tc.name, it.Kind, tc.want)
 		}
-		if it.Kind == WALEvent && (it.Event.Invalid == nil || it.Event.Invalid.Reason != ReasonNotOutbox) {
+		if it.Kind == WALEvent && (it.Event.Invalid == nil || it.Event.Invalid.Reason != relaytype.ReasonNotOutbox) {
 			t.Errorf("a row of %s.%s: %+v, want reason not-outbox", tc.schema, tc.name, it.Event.Invalid)
 		}
 	}

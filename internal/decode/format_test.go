@@ -50,7 +50,7 @@ func headers(m *publish.Record) map[string]string {
 func TestDecodeDebeziumRow(t *testing.T) {
 	t.Parallel()
 	c := testConfig(func(c *Config) {
-		c.TableFormat = tableformat.TableFormatDebezium
+		c.TableFormat = relaytype.TableFormatDebezium
 		c.TopicTemplate = tableformat.Shape(c.TableFormat).TopicTemplate
 	})
 	id := "4d47e190-0402-4048-bc2c-89dd54343cdc"
@@ -77,7 +77,7 @@ func TestDecodeDebeziumRow(t *testing.T) {
 	// Under the pgoutbox format a NULL payload stays invalid.
 	ev = decodeRow(t, new(testConfig(nil)), pgoutputtest.Cols, pgoutputtest.Types, time.Unix(1700000000, 0),
 		[]byte(id), []byte("order"), []byte("1"), []byte("t"), []byte("k"), nil, nil, nil, []byte("2024-01-01 00:00:00+00"))
-	if ev.Invalid == nil || ev.Invalid.Reason != ReasonNullColumn {
+	if ev.Invalid == nil || ev.Invalid.Reason != relaytype.ReasonNullColumn {
 		t.Fatalf("pgoutbox NULL payload: %+v", ev.Invalid)
 	}
 }
@@ -85,18 +85,18 @@ func TestDecodeDebeziumRow(t *testing.T) {
 // CheckColumns names the format a table of the other shape fits.
 func TestCheckColumnsNamesTheOtherFormat(t *testing.T) {
 	t.Parallel()
-	_, err := CheckColumns("public.outboxevent", tableformat.TableFormatPgoutbox, debeziumCols, debeziumTypes)
+	_, err := CheckColumns("public.outboxevent", relaytype.TableFormatPgoutbox, debeziumCols, debeziumTypes)
 	const want = "relay: outbox table columns unusable: public.outboxevent: missing column aggregate_type; missing column aggregate_id; " +
 		"missing column event_type; missing column business_key (its columns are those of table format debezium: pass --table-format debezium)"
 	if !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != want {
 		t.Fatalf("pgoutbox format on a Debezium table: %v\nwant %s", err, want)
 	}
-	_, err = CheckColumns("public.outbox", tableformat.TableFormatDebezium, pgoutputtest.Cols, pgoutputtest.Types)
+	_, err = CheckColumns("public.outbox", relaytype.TableFormatDebezium, pgoutputtest.Cols, pgoutputtest.Types)
 	if !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != "relay: outbox table columns unusable: public.outbox: missing column aggregatetype; "+
 		"missing column aggregateid; missing column type (its columns are those of table format pgoutbox: pass --table-format pgoutbox)" {
 		t.Fatalf("Debezium format on a pgoutbox table: %v", err)
 	}
-	if _, err := CheckColumns("public.outboxevent", tableformat.TableFormatDebezium, debeziumCols[:5], debeziumTypes[:5]); err != nil {
+	if _, err := CheckColumns("public.outboxevent", relaytype.TableFormatDebezium, debeziumCols[:5], debeziumTypes[:5]); err != nil {
 		t.Fatalf("Debezium table without the optional columns: %v", err)
 	}
 }
@@ -138,7 +138,7 @@ func TestCloudEventsHeaders(t *testing.T) {
 		}
 	}
 	for _, h := range []string{`{"ce_type":"other"}`, `{"CE_ID":"x"}`, `{"Content-Type":"text/xml"}`} {
-		if ev := row(tableformat.OIDJSONB, h); ev.Invalid == nil || ev.Invalid.Reason != ReasonBadHeaders {
+		if ev := row(tableformat.OIDJSONB, h); ev.Invalid == nil || ev.Invalid.Reason != relaytype.ReasonBadHeaders {
 			t.Errorf("row headers %s with CloudEvents on: invalid %+v, want bad-headers", h, ev.Invalid)
 		}
 	}

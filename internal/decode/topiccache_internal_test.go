@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // cacheTopics is how many distinct topics rows name in the test.
@@ -17,7 +18,7 @@ const cacheTopics = 2000
 func TestTopicCacheBounded(t *testing.T) {
 	t.Parallel()
 	var c topicCache
-	tmpl := tableformat.ParseTopicTemplate(tableformat.DefaultTopicTemplate)
+	tmpl := tableformat.ParseTopicTemplate(relaytype.DefaultTopicTemplate)
 	huge := []byte(strings.Repeat("x", 300_000))
 	for i := range cacheTopics {
 		copy(huge, fmt.Sprintf("%08d", i))

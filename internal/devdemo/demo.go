@@ -18,6 +18,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // demo is the producer and consumer side of `relay dev`.
@@ -43,7 +44,7 @@ const recentCap = 1000
 // leftover of an earlier run against the same server is dropped first.
 func (d *demo) prepare(ctx context.Context) error {
 	if err := relay.Teardown(ctx, d.relayCfg); err != nil {
-		if errors.Is(err, relay.ErrSlotActive) {
+		if errors.Is(err, relaytype.ErrSlotActive) {
 			return fmt.Errorf("slot %s is in use: is another relay dev running on this server?", slot)
 		}
 		return err

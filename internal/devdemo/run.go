@@ -208,7 +208,7 @@ func newDemo(pool *pgxpool.Pool, o Options, url string, brokers []string) *demo 
 	reg := prometheus.NewRegistry()
 	return &demo{pool: pool, opts: o, log: o.Logger, reg: reg, relayCfg: &relay.Config{
 		DatabaseURL:     url,
-		Brokers:         brokers,
+		Kafka:           relay.KafkaConfig{Brokers: brokers},
 		Table:           Schema + ".outbox",
 		TopicTemplate:   topicTemplate,
 		DeadLetterTopic: relayDLQ,

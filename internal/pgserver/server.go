@@ -2,6 +2,7 @@ package pgserver
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -60,6 +61,26 @@ func FindBinDir() (string, error) {
 		}
 	}
 	return "", ErrNotFound
+}
+
+// FindBinDirOf returns the directory of the server binaries of one major
+// version under binGlobs (Debian's /usr/lib/postgresql/15/bin, Homebrew's
+// postgresql@15), whatever PATH holds: a machine with several versions
+// installed (a CI runner's preinstalled one beside the one a test asks
+// for) runs the one asked for. The error wraps ErrNotFound.
+func FindBinDirOf(major int) (string, error) {
+	for _, g := range binGlobs {
+		m, _ := filepath.Glob(g)
+		for _, d := range m {
+			if pgVersion(d) != major {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+				return d, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("PostgreSQL %d: %w", major, ErrNotFound)
 }
 
 // pgVersion reads the major version from ".../15/bin" or

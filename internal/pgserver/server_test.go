@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -82,6 +83,34 @@ func TestFindBinDirMissing(t *testing.T) {
 	}
 	if _, err := Start(context.Background()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Start = %v, want ErrNotFound", err)
+	}
+}
+
+// FindBinDirOf picks the version asked for, not the one PATH or "newest"
+// would (a CI runner has another version preinstalled).
+func TestFindBinDirOf(t *testing.T) {
+	root := t.TempDir()
+	for _, v := range []string{"15", "16"} {
+		bin := filepath.Join(root, v, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "initdb"), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", filepath.Join(root, "16", "bin"))
+	old := binGlobs
+	binGlobs = []string{filepath.Join(root, "*", "bin")}
+	defer func() { binGlobs = old }()
+	if dir, err := FindBinDirOf(15); err != nil || dir != filepath.Join(root, "15", "bin") {
+		t.Fatalf("FindBinDirOf(15) = %q, %v", dir, err)
+	}
+	if dir, err := FindBinDir(); err != nil || dir != filepath.Join(root, "16", "bin") {
+		t.Fatalf("FindBinDir = %q, %v (PATH first)", dir, err)
+	}
+	if _, err := FindBinDirOf(17); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("FindBinDirOf(17) = %v, want ErrNotFound", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,3 +37,31 @@ func (h errorHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ tim
 		h.fn()
 	}
 }
+
+// endTxnHook counts the EndTxn requests the client wrote (in whole or in
+// part) and those it read an answer to: a request written and never
+// answered (its connection cut or timed out) may still reach the
+// coordinator, later than the retry the client made of it.
+type endTxnHook struct {
+	written, answered atomic.Int64
+}
+
+var (
+	_ kgo.HookBrokerWrite = (*endTxnHook)(nil)
+	_ kgo.HookBrokerRead  = (*endTxnHook)(nil)
+)
+
+func (h *endTxnHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, _ error) {
+	if key == int16(kmsg.EndTxn) && n > 0 {
+		h.written.Add(1)
+	}
+}
+
+func (h *endTxnHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.EndTxn) && err == nil {
+		h.answered.Add(1)
+	}
+}
+
+// unanswered is how many EndTxn requests written so far went unanswered.
+func (h *endTxnHook) unanswered() int64 { return h.written.Load() - h.answered.Load() }

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -59,6 +60,13 @@ type Config struct {
 	// TransactionalID, when set, makes the producer transactional (see
 	// Txn): every record is written in a transaction.
 	TransactionalID string
+	// FenceID, when set and TransactionalID is not, makes each Produce
+	// call a transaction of this transactional ID (see Fenced): a
+	// producer of the same ID initialised later fences this one, so no
+	// record of this one can commit after the newer one's first record.
+	// Readers must read read_committed to be spared this one's stale
+	// records (those of read_uncommitted see them, aborted).
+	FenceID string
 	// TransactionTimeout bounds a transaction the producer leaves open
 	// (the broker aborts it after that long).
 	TransactionTimeout time.Duration
@@ -75,9 +83,11 @@ type Config struct {
 // Producer writes records to Kafka through one kgo client.
 type Producer struct {
 	cl      *kgo.Client
+	opts    []kgo.Opt // cl's, for a client anew (reinit)
 	cfg     Config
 	limits  *topicLimits
 	pending sync.WaitGroup // records whose outcome is not known yet
+	ends    endTxnHook     // the EndTxn requests written and answered
 }
 
 // New returns a Producer. It does not connect: the client dials the
@@ -136,33 +146,41 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.AutoCreateTopics {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
 	}
-	if cfg.TransactionalID != "" {
-		opts = append(opts, kgo.TransactionalID(cfg.TransactionalID))
+	if txnID := cmp.Or(cfg.TransactionalID, cfg.FenceID); txnID != "" {
+		opts = append(opts, kgo.TransactionalID(txnID))
 		if cfg.TransactionTimeout > 0 {
 			opts = append(opts, kgo.TransactionTimeout(cfg.TransactionTimeout))
 		}
 	}
-	hooks := cfg.Hooks
+	hooks := append(cfg.Hooks[:len(cfg.Hooks):len(cfg.Hooks)], &p.ends)
 	if cfg.OnError != nil {
-		hooks = append(hooks[:len(hooks):len(hooks)], errorHook{cfg.OnError})
+		hooks = append(hooks, errorHook{cfg.OnError})
 	}
-	if len(hooks) > 0 {
-		opts = append(opts, kgo.WithHooks(hooks...))
-	}
-	if p.cl, err = kgo.NewClient(opts...); err != nil {
+	p.opts = append(opts, kgo.WithHooks(hooks...))
+	if p.cl, err = kgo.NewClient(p.opts...); err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
 	}
 	return p, nil
 }
 
 // Client is the producer's kgo client, for requests of the caller's own
-// (the progress topic's administration and reads).
+// (the progress topic's administration and reads). A transactional
+// producer replaces its client when it re-initialises (see Commit): ask
+// again after each Commit or Abort.
 func (p *Producer) Client() *kgo.Client { return p.cl }
 
 // Close closes the client: records still in flight fail with
 // kgo.ErrClientClosed. It returns once every record's outcome is known,
 // so the caller may reuse the records of a Produce that returned early.
+// A fenced producer (Config.FenceID) first aborts the transaction of a
+// Produce that returned early, rather than leave read_committed readers
+// of its partitions waiting until the brokers time it out.
 func (p *Producer) Close() {
+	if p.cfg.FenceID != "" && p.cfg.TransactionalID == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.Abort(ctx) // nothing when no transaction is open
+		cancel()
+	}
 	p.cl.Close()
 	p.pending.Wait()
 }
@@ -174,6 +192,14 @@ func (p *Producer) Close() {
 // errs. When ctx ends first, Produce returns ctx's error: records may be
 // in flight still, and recs must not be reused before Close returns.
 func (p *Producer) Produce(ctx context.Context, recs []*kgo.Record) ([]error, error) {
+	if p.cfg.FenceID != "" && p.cfg.TransactionalID == "" && len(recs) > 0 {
+		return p.produceFenced(ctx, recs)
+	}
+	return p.produce(ctx, recs)
+}
+
+// produce is Produce outside a transaction of its own.
+func (p *Producer) produce(ctx context.Context, recs []*kgo.Record) ([]error, error) {
 	// The promises write errs, this call's own: they may run after an
 	// early return.
 	errs := make([]error, len(recs))

@@ -35,20 +35,65 @@ func (p *Producer) Init(ctx context.Context) error {
 func (p *Producer) Begin() error { return fenced(p.cl.BeginTransaction()) }
 
 // Commit commits the open transaction once every record produced in it is
-// acknowledged.
+// acknowledged. When an EndTxn request of the commit went unanswered, the
+// producer re-initialises before it returns (see end).
 func (p *Producer) Commit(ctx context.Context) error {
 	if err := p.cl.Flush(ctx); err != nil {
 		return err
 	}
-	return fenced(p.cl.EndTransaction(ctx, kgo.TryCommit))
+	return p.end(ctx, kgo.TryCommit)
 }
 
-// Abort aborts the open transaction, failing what it still buffers.
+// Abort aborts the open transaction, failing what it still buffers; it
+// re-initialises as Commit does.
 func (p *Producer) Abort(ctx context.Context) error {
 	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
 		return err
 	}
-	return fenced(p.cl.EndTransaction(ctx, kgo.TryAbort))
+	return p.end(ctx, kgo.TryAbort)
+}
+
+// end ends the open transaction. An EndTxn request the client wrote and
+// got no answer to (its connection cut or timed out) is an indefinite
+// outcome: the client retries it, and the first may still reach the
+// coordinator after the retry ended the transaction. Under
+// transaction.version 1 the producer epoch does not move between
+// transactions, so that late request would end whichever transaction is
+// open then, at whatever point its writes are (Jepsen's analysis of
+// Kafka's transaction protocol): a commit with part of its records, or an
+// abort of records the producer saw acknowledged while the rest commit.
+// After an end with an unanswered EndTxn, the producer therefore closes
+// its client and initialises a new one (InitProducerID bumps the epoch),
+// so the late request is fenced. When the end itself fails, the client
+// bumps the epoch at its next transaction, and the caller starts anew.
+func (p *Producer) end(ctx context.Context, try kgo.TransactionEndTry) error {
+	before := p.ends.unanswered()
+	if err := fenced(p.cl.EndTransaction(ctx, try)); err != nil {
+		return err
+	}
+	if p.ends.unanswered() == before {
+		return nil
+	}
+	p.cfg.Logger.Warn("kafka transaction ended, but an EndTxn request of it went unanswered and was retried; "+
+		"re-initialising the transactional producer so that the first, if it still arrives, cannot end a later transaction",
+		"transactional_id", p.cfg.TransactionalID, "commit", bool(try))
+	if err := p.reinit(ctx); err != nil {
+		return fmt.Errorf("producer: re-initialise after an unanswered EndTxn (the transaction did end): %w", err)
+	}
+	return nil
+}
+
+// reinit replaces the client with a new one of the same options and
+// initialises its producer ID, which fences every request of the old
+// one's epoch. No transaction may be open.
+func (p *Producer) reinit(ctx context.Context) error {
+	cl, err := kgo.NewClient(p.opts...)
+	if err != nil {
+		return err
+	}
+	p.cl.Close()
+	p.cl = cl
+	return p.Init(ctx)
 }
 
 // fenced wraps err with ErrFenced when a newer producer fenced this one.
@@ -57,6 +102,73 @@ func fenced(err error) error {
 		return fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	return err
+}
+
+// Fenced writes (Config.FenceID): every Produce call of an at-least-once
+// producer is a transaction of the writer's fence ID, which every writer
+// that may take over from it shares (the relays of one slot). A successor
+// initialises the ID before its first write (Init), which aborts what the
+// old writer has open and bumps the epoch: a write the old one had
+// already started (a request in a socket buffer or in the client's queue
+// when the process froze, sent when it resumes) is refused or aborted,
+// never committed after the successor's records. Without it nothing at
+// the broker fences an idempotent producer.
+
+// ErrAbortedWithCall is the error of a record that was written, but in a
+// fenced Produce call whose transaction was aborted because another of its
+// records failed: the record is not visible to read_committed readers and
+// must be written again.
+var ErrAbortedWithCall = errors.New("producer: the record's transaction was aborted with a failed record of the same call")
+
+// produceFenced is Produce as one transaction of the fence ID: committed
+// when every record is acknowledged; aborted otherwise, every record then
+// failed (those acknowledged with ErrAbortedWithCall). An epoch error of
+// the end, or of a record, is the call's error, wrapping ErrFenced. A
+// commit whose outcome is unknown fails every record with its error.
+func (p *Producer) produceFenced(ctx context.Context, recs []*kgo.Record) ([]error, error) {
+	if err := p.Begin(); err != nil {
+		return nil, err
+	}
+	errs, err := p.produce(ctx, recs)
+	if err != nil {
+		return nil, err // Close aborts what is open
+	}
+	failed := false
+	for _, e := range errs {
+		if e == nil {
+			continue
+		}
+		if e = fenced(e); errors.Is(e, ErrFenced) {
+			_ = p.Abort(ctx)
+			return nil, e
+		}
+		failed = true
+	}
+	if failed {
+		if err := p.Abort(ctx); err != nil {
+			return nil, err
+		}
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = ErrAbortedWithCall
+			}
+		}
+		return errs, nil
+	}
+	if err := p.Commit(ctx); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return nil, err
+		}
+		// The outcome is unknown: the client's documented abort re-runs
+		// InitProducerID, which ends it either way.
+		if aerr := p.Abort(ctx); aerr != nil {
+			return nil, errors.Join(err, aerr)
+		}
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs, nil
 }
 
 // ErrTopicLayout means a topic exists with a layout the caller cannot use

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -259,4 +263,156 @@ func TestReadLastPastAnOpenTransaction(t *testing.T) {
 	if _, found, err := producer.ReadLast(ctx, cfg, "progress", "other", acceptAll); err != nil || found {
 		t.Fatalf("ReadLast(other), its only record in an open transaction: found %v, %v; want none", found, err)
 	}
+}
+
+// An EndTxn whose first attempt went unanswered (the connection cut) and
+// that the client retried cannot end a later transaction: the first
+// attempt, delivered late at the same producer epoch, would commit the
+// transaction open then under transaction.version 1 (the stale EndTxn of
+// Jepsen's Kafka analysis), with only the records written so far. The
+// producer re-initialises after such a commit, and the late request is
+// fenced. kfake speaks EndTxn below v5, as transaction.version 1 does.
+func TestStaleEndTxnCannotEndALaterTransaction(t *testing.T) {
+	t.Parallel()
+	k := testenv.NewKafka(t, kfake.MaxVersions(kversion.V3_9_0()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := k.Fake(t, "holds an EndTxn back")
+	var held *kmsg.EndTxnRequest
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		held = req.(*kmsg.EndTxnRequest)
+		return nil, errors.New("connection cut"), true // closes the connection unanswered
+	})
+	p := newProducer(t, k, func(c *producer.Config) { c.TransactionalID = "stale-endtxn" })
+	write := func(value string) {
+		t.Helper()
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if errs, err := p.Produce(ctx, []*kgo.Record{{Topic: "progress", Key: []byte("slot"), Value: []byte(value)}}); err != nil || errs[0] != nil {
+			t.Fatalf("produce %s: %v %v", value, err, errs)
+		}
+	}
+	if err := p.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write("1")
+	if err := p.Commit(ctx); err != nil {
+		t.Fatalf("commit, its EndTxn retried: %v", err)
+	}
+	if held == nil {
+		t.Fatal("no EndTxn was held back")
+	}
+	write("2")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := held.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Abort(ctx); err != nil {
+		t.Fatalf("abort the second transaction: %v (the late EndTxn answered %v)", err, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if v, found, err := producer.ReadLast(ctx, producer.Config{Brokers: k.Brokers}, "progress", "slot", acceptAll); err != nil || !found || string(v) != "1" {
+		t.Fatalf("ReadLast after the abort: %q %v %v; want 1 (the late EndTxn answered %v)", v, found, err, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.ProducerFenced) && !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.InvalidProducerEpoch) {
+		t.Fatalf("the late EndTxn answered %v, want an epoch error", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
+
+// A fenced writer (Config.FenceID) replaced by another of the same fence
+// ID cannot land a record after the newer one's: a produce request it had
+// already sent (held here by the broker, as a socket buffer or a frozen
+// process holds one) is refused once the newer writer initialised, and
+// read_committed readers see the old writer's earlier record, then the
+// new one's. Without a fence ID (plain idempotent producers, as at-least-
+// once mode had) the held record lands after the newer writer's.
+func TestFencedWriterCannotLandAfterItsSuccessor(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string][]kfake.Opt{"tv2": nil, "tv1": {kfake.MaxVersions(kversion.V3_9_0())}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			k := testenv.NewKafka(t, opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			c := k.Fake(t, "holds a produce request back")
+			var hold atomic.Bool
+			release := make(chan struct{})
+			c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if hold.CompareAndSwap(true, false) {
+					c.SleepControl(func() { <-release })
+				}
+				return nil, nil, false
+			})
+			fence := func(c *producer.Config) { c.FenceID = "slot-fence" }
+			write := func(p *producer.Producer, value string) error {
+				errs, err := p.Produce(ctx, []*kgo.Record{{Topic: "t", Key: []byte("k"), Value: []byte(value)}})
+				if err == nil {
+					err = errs[0]
+				}
+				return err
+			}
+			old := newProducer(t, k, fence)
+			if err := write(old, "old-1"); err != nil {
+				t.Fatal(err)
+			}
+			hold.Store(true)
+			stale := make(chan error, 1)
+			go func() { stale <- write(old, "old-2") }()
+			testenv.WaitFor(t, 30*time.Second, "the old writer's request held", func() (bool, error) { return !hold.Load(), nil })
+			successor := newProducer(t, k, fence)
+			if err := successor.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := write(successor, "new-1"); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			if err := <-stale; !errors.Is(err, producer.ErrFenced) {
+				t.Errorf("the old writer's held write: %v, want ErrFenced", err)
+			}
+			got := readCommitted(ctx, t, k, "t")
+			if !slices.Equal(got, []string{"old-1", "new-1"}) {
+				t.Fatalf("read_committed: %q, want old-1 then new-1", got)
+			}
+		})
+	}
+}
+
+// readCommitted is every committed record value of partition 0 of topic.
+func readCommitted(ctx context.Context, t *testing.T, k *testenv.Kafka, topic string) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	var got []string
+	for read := int64(0); read < end.Offset; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if read = r.Offset + 1; !r.Attrs.IsControl() {
+				got = append(got, string(r.Value))
+			}
+		})
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+	}
+	return got
 }

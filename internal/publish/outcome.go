@@ -53,8 +53,13 @@ type Outcome struct {
 	// Err is the broker's error, for logs and dead-letter details; nil
 	// when Confirmed.
 	Err error
-	// Partition and Offset are where the broker stored a confirmed record,
-	// for tracing, when it numbers them so (Kafka); zero otherwise.
+	// Place is where the broker stored a confirmed record, for tracing.
+	Place
+}
+
+// Place is where a broker stored a record, for the brokers that number
+// them so (Kafka: a partition and an offset in it); zero otherwise.
+type Place struct {
 	Partition int32
 	Offset    int64
 }

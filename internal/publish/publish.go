@@ -122,9 +122,10 @@ type Reader interface {
 	// when the read began; records of a transaction not committed are
 	// not read. A destination that does not exist is listed in
 	// Holdings.Missing, one the relay may not read in Unreadable; the
-	// others are read. An error of each ends the read with that error.
-	// each's record is valid only during the call.
-	Read(ctx context.Context, dests []string, since time.Time, each func(*Record) error) (Holdings, error)
+	// others are read. each is given every record with where the broker
+	// stored it; its record is valid only during the call. An error of
+	// each ends the read with that error.
+	Read(ctx context.Context, dests []string, since time.Time, each func(r *Record, at Place) error) (Holdings, error)
 }
 
 // Holdings is what a Reader read.

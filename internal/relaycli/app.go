@@ -9,7 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Exit codes returned by Run.
@@ -44,7 +44,7 @@ func usagef(format string, args ...any) error {
 // exitCode maps an error of a command to the exit code.
 func exitCode(err error) int {
 	var f failure
-	if errors.As(err, &f) && !errors.Is(err, relay.ErrConfig) {
+	if errors.As(err, &f) && !errors.Is(err, relaytype.ErrConfig) {
 		return ExitFailure
 	}
 	return ExitUsage

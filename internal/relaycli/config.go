@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/redact"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // databaseConfig validates the shared flags and returns a Config holding
@@ -52,11 +54,9 @@ func databaseConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if _, err := pgname.Parse(cfg.Table, "public"); err != nil {
 		return nil, usagef("--%s: %v", flagTable, err)
 	}
-	switch f := relay.TableFormat(c.String(flagTableFormat)); f {
-	case relay.TableFormatPgoutbox, relay.TableFormatDebezium:
-		cfg.TableFormat = f
-	default:
-		return nil, usagef("--%s: %q is not one of pgoutbox, debezium", flagTableFormat, f)
+	cfg.TableFormat = relaytype.TableFormat(c.String(flagTableFormat))
+	if !slices.Contains(relaytype.TableFormats, cfg.TableFormat) {
+		return nil, usagef("--%s: %q is not one of %s", flagTableFormat, cfg.TableFormat, relay.TableFormatList())
 	}
 	if err := checkSlotName(cfg.Slot); err != nil {
 		return nil, usagef("--%s: %v", flagSlot, err)
@@ -138,9 +138,9 @@ func streamingConfig(c *cli.Context, cfg *relay.Config) error {
 	if err := exactlyOnceConfig(c, cfg); err != nil {
 		return err
 	}
-	cfg.TransactionTimeout = c.Duration(flagTxnTimeout)
+	cfg.Kafka.TransactionTimeout = c.Duration(flagTxnTimeout)
 	for flag, d := range map[string]time.Duration{
-		flagTxnTimeout:      cfg.TransactionTimeout,
+		flagTxnTimeout:      cfg.Kafka.TransactionTimeout,
 		flagStatusInterval:  cfg.StatusInterval,
 		flagPruneInterval:   cfg.PruneInterval,
 		flagShutdownTimeout: cfg.ShutdownTimeout,
@@ -168,8 +168,8 @@ func streamingConfig(c *cli.Context, cfg *relay.Config) error {
 // exactlyOnceConfig validates the exactlyOnceFlags into cfg.
 func exactlyOnceConfig(c *cli.Context, cfg *relay.Config) error {
 	cfg.ExactlyOnce = c.Bool(flagExactlyOnce)
-	cfg.ProgressTopic = c.String(flagProgressTopic)
-	if strings.TrimSpace(cfg.ProgressTopic) == "" {
+	cfg.Kafka.ProgressTopic = c.String(flagProgressTopic)
+	if strings.TrimSpace(cfg.Kafka.ProgressTopic) == "" {
 		return usagef("--%s must not be empty", flagProgressTopic)
 	}
 	return nil
@@ -186,19 +186,16 @@ func kafkaSecurity(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 	if sec.PasswordOnCommandLine {
 		sc.exposed = append(sc.exposed, kafkaflags.FlagSASLPassword)
 	}
-	cfg.TLS, cfg.SASL = sec.TLS, sec.SASL
+	cfg.Kafka.TLS, cfg.Kafka.SASL = sec.TLS, sec.SASL
 	return nil
 }
 
-// topicTemplate reads --topic-template into cfg: when it is not set, the
+// topicTemplate reads --topic-template into cfg: when it is empty, the
 // default of cfg.TableFormat.
 func topicTemplate(c *cli.Context, cfg *relay.Config) error {
-	cfg.TopicTemplate = c.String(flagTopicTemplate)
-	if !c.IsSet(flagTopicTemplate) && cfg.TableFormat == relay.TableFormatDebezium {
-		cfg.TopicTemplate = relay.DefaultDebeziumTopicTemplate // the router's route.topic.replacement
-	}
-	if strings.TrimSpace(cfg.TopicTemplate) == "" {
-		return usagef("--%s must not be empty", flagTopicTemplate)
+	cfg.TopicTemplate = strings.TrimSpace(c.String(flagTopicTemplate))
+	if cfg.TopicTemplate == "" {
+		cfg.TopicTemplate = relay.TopicTemplateOf(cfg.TableFormat)
 	}
 	return nil
 }
@@ -221,7 +218,7 @@ func allowedTopics(c *cli.Context) []string {
 
 func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	var err error
-	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil && (isKafkaSink(c) || len(c.StringSlice(flagBrokers)) > 0) {
+	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil && (isKafkaSink(c) || len(c.StringSlice(flagBrokers)) > 0) {
 		return err
 	}
 	if err := topicTemplate(c, cfg); err != nil {
@@ -237,7 +234,7 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 		return usagef("--%s must not be empty", flagDLQTopic)
 	}
 	cfg.AllowedTopics = allowedTopics(c)
-	cfg.NoAutoCreateTopics = c.Bool(flagNoAutoCreate)
+	cfg.Kafka.NoAutoCreateTopics = c.Bool(flagNoAutoCreate)
 	switch p := relay.UnavailablePolicy(c.String(flagOnUnavailable)); p {
 	case relay.UnavailableDeadLetter, relay.UnavailableStop:
 		cfg.OnUnavailableTopic = p
@@ -250,11 +247,9 @@ func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	default:
 		return usagef("--%s: %q is not one of %s, %s", flagOnInvalid, p, relay.InvalidDeadLetter, relay.InvalidStop)
 	}
-	switch comp := c.String(flagCompression); comp {
-	case "none", "gzip", "snappy", "lz4", "zstd":
-		cfg.Compression = comp
-	default:
-		return usagef("--%s: %q is not one of none, gzip, snappy, lz4, zstd", flagCompression, comp)
+	cfg.Kafka.Compression = c.String(flagCompression)
+	if !slices.Contains(relay.Compressions, cfg.Kafka.Compression) {
+		return usagef("--%s: %q is not one of %s", flagCompression, cfg.Kafka.Compression, strings.Join(relay.Compressions, ", "))
 	}
 	return nil
 }
@@ -278,14 +273,14 @@ func limitsConfig(c *cli.Context, cfg *relay.Config) error {
 		}
 	}
 	cfg.BatchTimeout = c.Duration(flagBatchTimeout)
-	cfg.WriteTimeout = c.Duration(flagWriteTimeout)
+	cfg.Kafka.WriteTimeout = c.Duration(flagWriteTimeout)
 	if cfg.BatchTimeout < 0 {
 		return usagef("--%s: must not be negative", flagBatchTimeout)
 	}
 	cfg.TopicUnavailableGrace = c.Duration(flagTopicGrace)
 	cfg.InstanceID = c.String(flagInstanceID)
 	for flag, d := range map[string]time.Duration{
-		flagWriteTimeout: cfg.WriteTimeout,
+		flagWriteTimeout: cfg.Kafka.WriteTimeout,
 		flagTopicGrace:   cfg.TopicUnavailableGrace,
 	} {
 		if d <= 0 {
@@ -321,7 +316,7 @@ func brokers(values []string) ([]string, error) {
 func logAttrs(cfg *relay.Config) []any {
 	return []any{
 		slog.String("database", redact.URL(cfg.DatabaseURL)),
-		slog.String("brokers", strings.Join(cfg.Brokers, ",")),
+		slog.String("brokers", strings.Join(cfg.Kafka.Brokers, ",")),
 		slog.String("table", cfg.Table),
 		slog.String("slot", cfg.Slot),
 		slog.String("publication", cfg.Publication),
@@ -331,8 +326,8 @@ func logAttrs(cfg *relay.Config) []any {
 		slog.String("allowed_topics", strings.Join(cfg.AllowedTopics, ",")),
 		slog.String("on_invalid", string(cfg.OnInvalid)),
 		slog.String("on_unavailable_topic", string(cfg.OnUnavailableTopic)),
-		slog.Bool("auto_create_topics", !cfg.NoAutoCreateTopics),
-		slog.Bool("tls", cfg.TLS != nil),
-		slog.Bool("sasl", cfg.SASL != nil),
+		slog.Bool("auto_create_topics", !cfg.Kafka.NoAutoCreateTopics),
+		slog.Bool("tls", cfg.Kafka.TLS != nil),
+		slog.Bool("sasl", cfg.Kafka.SASL != nil),
 	}
 }

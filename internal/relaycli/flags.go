@@ -1,15 +1,18 @@
 package relaycli
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Flag names. Each flag also reads the environment variable envVar(name).
@@ -110,8 +113,8 @@ func databaseFlags() []cli.Flag {
 		stringFlag(flagDatabaseURL, catDatabase, "",
 			"Postgres URL or key=value string of the service database (required; its password is never printed). Prefer RELAY_DATABASE_URL or RELAY_DATABASE_URL_FILE (a file holding it): a flag is visible in ps"),
 		stringFlag(flagTable, catDatabase, relay.DefaultTable, "outbox table, table or schema.table"),
-		stringFlag(flagTableFormat, catDatabase, string(relay.TableFormatPgoutbox),
-			"column layout of the outbox table: pgoutbox, or debezium for a table of Debezium's Outbox Event Router (id, aggregatetype, aggregateid, type, payload; relay setup then checks it and creates only the state table)"),
+		stringFlag(flagTableFormat, catDatabase, string(relaytype.TableFormats[0]),
+			"column layout of the outbox table, one of "+relay.TableFormatList()+": debezium is a table of Debezium's Outbox Event Router (id, aggregatetype, aggregateid, type, payload; relay setup then checks it and creates only the state table)"),
 		stringFlag(flagSlot, catDatabase, relay.DefaultSlot, "logical replication slot"),
 		stringFlag(flagPublication, catDatabase, relay.DefaultPublication, "publication the slot decodes"),
 		boolFlag(flagRequireTLS, catDatabase,
@@ -132,8 +135,8 @@ func runFlags() []cli.Flag {
 func publishFlags() []cli.Flag {
 	return append([]cli.Flag{
 		brokersFlag("Kafka bootstrap brokers, host:port, comma separated (required)"),
-		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate), Value: relay.DefaultTopicTemplate,
-			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced (default with --table-format debezium: " + relay.DefaultDebeziumTopicTemplate + ")"},
+		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate),
+			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced (default: the table format's own, " + formatTemplates() + ")"},
 		stringFlag(flagDLQTopic, catKafka, relay.DefaultDeadLetterTopic,
 			"dead-letter topic for rows that cannot be published (reason in headers)"),
 		&cli.StringSliceFlag{Name: flagAllowedTopics, Category: catKafka, EnvVars: envVar(flagAllowedTopics),
@@ -142,7 +145,7 @@ func publishFlags() []cli.Flag {
 			"what to do with a row that cannot be published: dead-letter (dead-letter it and go on) or stop (exit with an error, nothing acknowledged past it)"),
 		sizeFlag(flagMaxMessageBytes, catKafka, relay.DefaultMaxMessageBytes,
 			"largest record value sent; larger rows are invalid (keep it at or below the broker's message.max.bytes)"),
-		stringFlag(flagCompression, catKafka, "none", "compression codec: none, gzip, snappy, lz4 or zstd"),
+		stringFlag(flagCompression, catKafka, relay.Compressions[0], "compression codec, one of "+strings.Join(relay.Compressions, ", ")),
 		durationFlag(flagWriteTimeout, catKafka, relay.DefaultWriteTimeout,
 			"how long a broker may wait for the in-sync replicas before answering a produce request"),
 		durationFlag(flagTopicGrace, catKafka, relay.DefaultTopicUnavailableGrace,
@@ -174,7 +177,7 @@ func exactlyOnceFlags() []cli.Flag {
 	return []cli.Flag{
 		boolFlag(flagExactlyOnce, catKafka,
 			"write each batch as one Kafka transaction with a progress record: a read_committed consumer sees every row once across relay crashes and takeovers (default: at-least-once, idempotent producer)"),
-		stringFlag(flagProgressTopic, catKafka, relay.DefaultProgressTopic,
+		stringFlag(flagProgressTopic, catKafka, contract.DefaultProgressTopic,
 			"--exactly-once: compacted topic of the progress records (created with one partition when missing)"),
 	}
 }
@@ -212,3 +215,16 @@ func streamingFlags() []cli.Flag {
 
 // envName is envVar's single name, as kafkaflags wants it.
 func envName(flag string) string { return envVar(flag)[0] }
+
+// formatTemplates lists each table format's default topic template, for
+// --topic-template's usage.
+func formatTemplates() string {
+	var b strings.Builder
+	for i, f := range relaytype.TableFormats {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %s", f, relay.TopicTemplateOf(f))
+	}
+	return b.String()
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
@@ -61,7 +62,7 @@ sources:
 		t.Fatalf("sources %+v", sources)
 	}
 	a, b := sources[0].Config, sources[1].Config
-	if strings.Join(a.Brokers, ",") != "k1:9092,k2:9092" || a.BatchTimeout != 5*time.Millisecond || !a.ExactlyOnce || a.Slot != "orders" {
+	if strings.Join(a.Kafka.Brokers, ",") != "k1:9092,k2:9092" || a.BatchTimeout != 5*time.Millisecond || !a.ExactlyOnce || a.Slot != "orders" {
 		t.Errorf("orders: defaults not applied: %+v", a)
 	}
 	if b.ExactlyOnce || b.Table != "billing.outbox" || b.DatabaseURL != "postgres://u:FleetPw1@db-b:5432/b" || strings.Join(b.AllowedTopics, ",") != "billing.,audit." {
@@ -134,8 +135,8 @@ func TestSourceFlagsReadNoEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := fc.Sources[0].Config; c.Slot == "from_env" || strings.Join(c.Brokers, ",") != "k:9092" {
-		t.Errorf("a source read the environment: slot %q brokers %v", c.Slot, c.Brokers)
+	if c := fc.Sources[0].Config; c.Slot == "from_env" || strings.Join(c.Kafka.Brokers, ",") != "k:9092" {
+		t.Errorf("a source read the environment: slot %q brokers %v", c.Slot, c.Kafka.Brokers)
 	}
 }
 
@@ -311,7 +312,7 @@ sources:
 		t.Fatal(err)
 	}
 	a := fc.Sources[0].Config
-	for _, topic := range []string{"b.dlq", "b.progress", "outbox.dlq", relay.DefaultProgressTopic} {
+	for _, topic := range []string{"b.dlq", "b.progress", "outbox.dlq", contract.DefaultProgressTopic} {
 		if a.ReservedTopic == nil || !a.ReservedTopic(topic) {
 			t.Errorf("source a may publish to %s, a topic the relay of source b writes", topic)
 		}

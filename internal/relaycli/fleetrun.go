@@ -27,6 +27,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A source whose relay stopped with an error is started again after
@@ -276,7 +277,7 @@ type fleet struct {
 	// share, at most budget; memLimit the soft memory limit set from it
 	// (0 when GOMEMLIMIT set one).
 	budget   int64
-	shared   relay.SharedBuffer
+	shared   relaytype.SharedBuffer
 	memLimit int64
 
 	// reserved are the topics the relays of the fleet write, which no

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -32,7 +33,7 @@ const (
 	// spreadTopicPrefix names the group's topic: one partition per source,
 	// never written; the group's assignment of its partitions is the
 	// assignment of the sources.
-	spreadTopicPrefix = relay.FleetTopicPrefix
+	spreadTopicPrefix = contract.FleetTopicPrefix
 )
 
 // spread is a validated spread: section.

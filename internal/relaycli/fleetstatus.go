@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // flagSource picks one source of the fleet file.
@@ -30,9 +31,9 @@ func fleetFileFlags(what string) []cli.Flag {
 
 // sourceReport is one source in relay status --config.
 type sourceReport struct {
-	Name   string            `json:"name"`
-	Status *relay.SlotStatus `json:"status,omitempty"`
-	Error  string            `json:"error,omitempty"`
+	Name   string                `json:"name"`
+	Status *relaytype.SlotStatus `json:"status,omitempty"`
+	Error  string                `json:"error,omitempty"`
 }
 
 // fleetCommand is the prologue of a command run across a fleet file (relay

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -26,7 +27,7 @@ func (r *reservedTopics) set(sources []fleetSource) {
 	m := make(map[string]bool, 2*len(sources))
 	for _, s := range sources {
 		m[orDefault(s.Config.DeadLetterTopic, relay.DefaultDeadLetterTopic)] = true
-		m[orDefault(s.Config.ProgressTopic, relay.DefaultProgressTopic)] = true
+		m[orDefault(s.Config.Kafka.ProgressTopic, contract.DefaultProgressTopic)] = true
 	}
 	r.topics.Store(&m)
 }

@@ -55,7 +55,7 @@ func pingBrokers(ctx context.Context, cfg *relay.Config) error {
 	defer cancel()
 	err := relay.PingBrokers(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("kafka unreachable (%s): %w%s", strings.Join(cfg.Brokers, ","), err, tlsHint(cfg, err))
+		return fmt.Errorf("kafka unreachable (%s): %w%s", strings.Join(cfg.Kafka.Brokers, ","), err, tlsHint(cfg, err))
 	}
 	return nil
 }
@@ -66,7 +66,7 @@ func pingBrokers(ctx context.Context, cfg *relay.Config) error {
 // said only "context deadline exceeded".
 func tlsHint(cfg *relay.Config, err error) string {
 	var rec tls.RecordHeaderError
-	if cfg.TLS == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	if cfg.Kafka.TLS == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &rec)) {
 		return ""
 	}

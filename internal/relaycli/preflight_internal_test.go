@@ -15,7 +15,7 @@ import (
 // against a plaintext kafka-0.kafka:9092) gets a hint naming --kafka-tls;
 // other errors, and the same errors without TLS, get none.
 func TestTLSHintOnAPlaintextPort(t *testing.T) {
-	withTLS, plain := &relay.Config{TLS: &tls.Config{}}, &relay.Config{}
+	withTLS, plain := &relay.Config{Kafka: relay.KafkaConfig{TLS: &tls.Config{}}}, &relay.Config{}
 	for _, tc := range []struct {
 		cfg  *relay.Config
 		err  error
@@ -28,7 +28,7 @@ func TestTLSHintOnAPlaintextPort(t *testing.T) {
 		{plain, errors.Join(errors.New("ping"), context.DeadlineExceeded), false},
 	} {
 		if got := tlsHint(tc.cfg, tc.err); (got != "") != tc.hint || tc.hint && !strings.Contains(got, "--kafka-tls") {
-			t.Errorf("TLS %v, %v: hint %q, want one: %v", tc.cfg.TLS != nil, tc.err, got, tc.hint)
+			t.Errorf("TLS %v, %v: hint %q, want one: %v", tc.cfg.Kafka.TLS != nil, tc.err, got, tc.hint)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 const (
@@ -125,7 +126,7 @@ func backfillAction(c *cli.Context, sc *scrubber) error {
 		return err
 	}
 	now := time.Now()
-	opts := relay.BackfillOptions{AggregateType: c.String(flagAggregateType)}
+	opts := relaytype.BackfillOptions{AggregateType: c.String(flagAggregateType)}
 	if c.String(flagSince) == "" {
 		return usagef("--%s is required", flagSince)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 const flagJSON = "json"
@@ -47,7 +48,7 @@ func statusCommand(sc *scrubber) *cli.Command {
 			err = unhealthy(st)
 			if err != nil && (!st.SlotExists || !st.PublicationExists) {
 				// Say why setup could not create them either.
-				var pe *relay.PrerequisitesError
+				var pe *relaytype.PrerequisitesError
 				if perr := relay.CheckPrerequisites(ctx, cfg); errors.As(perr, &pe) {
 					err = fmt.Errorf("%w; and relay setup cannot create them: %w", err, perr)
 				}
@@ -77,21 +78,21 @@ func statusKafkaConfig(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 		return err
 	}
 	var err error
-	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return err
 	}
 	return kafkaSecurity(c, sc, cfg)
 }
 
 // unhealthy returns the status's problems as one error, or nil.
-func unhealthy(st *relay.SlotStatus) error {
+func unhealthy(st *relaytype.SlotStatus) error {
 	if len(st.Problems) == 0 {
 		return nil
 	}
 	return errors.New(strings.Join(st.Problems, "; "))
 }
 
-func printStatus(w io.Writer, st *relay.SlotStatus) error {
+func printStatus(w io.Writer, st *relaytype.SlotStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	if st.ForeignSlot != "" {
@@ -167,7 +168,7 @@ func printStatus(w io.Writer, st *relay.SlotStatus) error {
 
 // activeProcess describes the process streaming the slot, from
 // pg_stat_replication.
-func activeProcess(st *relay.SlotStatus) string {
+func activeProcess(st *relaytype.SlotStatus) string {
 	p := st.ActiveApplicationName
 	if p == "" {
 		p = "(no application_name)"

@@ -17,6 +17,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 func TestStatusMatchesReplicationSlots(t *testing.T) {
@@ -45,7 +46,7 @@ func TestStatusMatchesReplicationSlots(t *testing.T) {
 
 	js := f.cli(t, "status", "--json")
 	wantCode(t, js, 1)
-	var st relay.SlotStatus
+	var st relaytype.SlotStatus
 	if err := json.Unmarshal([]byte(js.stdout), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, js.stdout)
 	}
@@ -95,7 +96,7 @@ func TestStatusMissingSlotFails(t *testing.T) {
 func TestStatusShowsStreamingRelay(t *testing.T) {
 	t.Parallel()
 	f, k := setupKafka(t)
-	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Brokers: k.Brokers, Slot: f.slot, Publication: "pub_" + f.slot,
+	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Slot: f.slot, Publication: "pub_" + f.slot,
 		NoCreate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestStatusShowsStreamingRelay(t *testing.T) {
 	// server's WAL end, and the walsender goes from catchup to streaming;
 	// compare while neither moves.
 	var before, after walsender
-	var st relay.SlotStatus
+	var st relaytype.SlotStatus
 	var out result
 	for attempt := 0; ; attempt++ {
 		if before, err = read(); err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -227,7 +228,7 @@ func TestStatusLostSlotFails(t *testing.T) {
 	r := cli(t, append([]string{"status", "--json"}, args...)...)
 	wantCode(t, r, 1) // no relay streams the slot
 	lo := safe()
-	var st relay.SlotStatus
+	var st relaytype.SlotStatus
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.SafeWALSize == nil || *st.SafeWALSize < lo || *st.SafeWALSize > hi {
 		t.Fatalf("status --json safe_wal_size %v (%v), database %d..%d", st.SafeWALSize, err, lo, hi)
 	}
@@ -257,7 +258,7 @@ func TestStatusLostSlotFails(t *testing.T) {
 		// The state records the slot: a lost slot is a gap.
 		wantOneErrorLine(t, r.stderr, `gap on slot lost_slot (slot-lost)`, "wal_status lost", "relay recover")
 		if extra != nil {
-			var st relay.SlotStatus
+			var st relaytype.SlotStatus
 			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.WALStatus != "lost" || !st.SlotExists {
 				t.Errorf("status --json = %+v (%v), want an existing slot with wal_status lost", st, err)
 			}
@@ -274,10 +275,10 @@ func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 	f, k := setupKafka(t)
 	const topic = "pgoutbox.progress.status"
 	eos := []string{"--exactly-once", "--brokers", k.Brokers[0], "--progress-topic", topic}
-	status := func() relay.SlotStatus {
+	status := func() relaytype.SlotStatus {
 		t.Helper()
 		out := f.cli(t, "status", append(eos, "--json")...)
-		var st relay.SlotStatus
+		var st relaytype.SlotStatus
 		if err := json.Unmarshal([]byte(out.stdout), &st); err != nil {
 			t.Fatalf("status --json: %v\n%s%s", err, out.stdout, out.stderr)
 		}
@@ -290,8 +291,8 @@ func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 		t.Errorf("status without --exactly-once shows a progress:\n%s", st.stdout)
 	}
 
-	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Brokers: k.Brokers, Slot: f.slot, Publication: "pub_" + f.slot,
-		NoCreate: true, ExactlyOnce: true, ProgressTopic: topic, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := relay.New(&relay.Config{DatabaseURL: f.db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers, ProgressTopic: topic}, Slot: f.slot, Publication: "pub_" + f.slot,
+		NoCreate: true, ExactlyOnce: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func TestStatusShowsExactlyOnceProgress(t *testing.T) {
 	if err := f.db.Pool.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
 		t.Fatal(err)
 	}
-	var p *relay.ProgressStatus
+	var p *relaytype.ProgressStatus
 	testenv.WaitFor(t, time.Minute, "the relay's progress in relay status", func() (bool, error) {
 		p = status().Progress
 		if p == nil || !p.Found {

@@ -16,6 +16,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 const (
@@ -75,22 +76,22 @@ func verifyFlags() []cli.Flag {
 		str(flagFrom, "window start, RFC 3339 time or a duration meaning that long ago (instead of --since)"),
 		str(flagTo, "window end, RFC 3339 time or a duration meaning that long ago (default: now)"),
 		boolFlag(flagJSON, catVerify, "print the report as JSON"),
-		intFlag(flagList, catVerify, relay.DefaultVerifyList,
+		intFlag(flagList, catVerify, relaytype.DefaultVerifyList,
 			"how many missing rows, duplicates, mismatches and order breaks to name (each); 0 for none"),
-		dur(flagMargin, relay.DefaultVerifyMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
-		dur(flagGrace, relay.DefaultVerifyGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
+		dur(flagMargin, relaytype.DefaultVerifyMargin, "read the topics from this long before the window's start (by record timestamp: clock skew, a failover); 0 for none"),
+		dur(flagGrace, relaytype.DefaultVerifyGrace, "a row created less than this before the run and not yet in Kafka is pending, not missing; 0 for none"),
 		boolFlag(flagFullKeys, catVerify,
 			"list keys, business keys and aggregate IDs whole (default: a prefix, the length and a hash: they are often personal data)"),
 		boolFlag(flagAllowEmpty, catVerify,
 			"a window without outbox rows is a clean run (exit 0); by default it exits 1: an audit that checks nothing passes nothing"),
-		intFlag(flagMaxInMemory, catVerify, relay.DefaultVerifyMaxInMemory,
+		intFlag(flagMaxInMemory, catVerify, relaytype.DefaultVerifyMaxInMemory,
 			"most entries (rows, records) each sort holds in memory (~100 bytes plus keys each); beyond it sorted runs spill to --spill-dir"),
 		str(flagSpillDir, "directory of the spill files, removed at the end (default: the system temp directory)"),
-		sizeFlag(flagMaxSpill, catVerify, relay.DefaultVerifyMaxSpillBytes,
+		sizeFlag(flagMaxSpill, catVerify, relaytype.DefaultVerifyMaxSpillBytes,
 			"most bytes a run writes to its spill files; past it the run fails (exit 1) rather than fill the disk"),
-		intFlag(flagMaxTopics, catVerify, relay.DefaultVerifyMaxTopics,
+		intFlag(flagMaxTopics, catVerify, relaytype.DefaultVerifyMaxTopics,
 			"most distinct topics the window's rows may route to (each is kept in memory and read); past it the run fails (exit 1)"),
-		sizeFlag(flagMaxTopicB, catVerify, relay.DefaultVerifyMaxTopicBytes,
+		sizeFlag(flagMaxTopicB, catVerify, relaytype.DefaultVerifyMaxTopicBytes,
 			"most bytes of the names of the distinct topics the window's rows route to; past it the run fails (exit 1)"),
 		str(flagMetricsFile, "write the pgoutbox_verify_* gauges to this file (atomically), for node_exporter's textfile collector"),
 		str(flagPushgateway, "push the pgoutbox_verify_* gauges to this Prometheus Pushgateway URL (https://HOST:PORT) after each run, grouped by job and table; a failed push fails the run"),
@@ -107,7 +108,7 @@ func verifyFlags() []cli.Flag {
 type verifyRun struct {
 	cfg        *relay.Config
 	source     string // its name in a fleet file; empty for one relay
-	opts       relay.VerifyOptions
+	opts       relaytype.VerifyOptions
 	since      time.Duration // the sliding window's length; 0 for a fixed window
 	every      time.Duration
 	allowEmpty bool
@@ -138,14 +139,14 @@ func verifySourceConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
 		return nil, err
 	}
 	if err := topicTemplate(c, cfg); err != nil {
 		return nil, err
 	}
 	cfg.DeadLetterTopic = c.String(flagDLQTopic)
-	cfg.ProgressTopic = c.String(flagProgressTopic)
+	cfg.Kafka.ProgressTopic = c.String(flagProgressTopic)
 	cfg.AllowedTopics = allowedTopics(c)
 	if err := kafkaSecurity(c, sc, cfg); err != nil {
 		return nil, err
@@ -301,7 +302,7 @@ func (alwaysReady) Standby() bool { return false }
 // accounted for.
 func (v *verifyRun) once(c *cli.Context, m *relay.VerifyMetrics, reg *prometheus.Registry) error {
 	rep, err := relay.Verify(c.Context, v.cfg, v.opts)
-	if errors.Is(err, relay.ErrConfig) {
+	if errors.Is(err, relaytype.ErrConfig) {
 		return usagef("%v", err)
 	}
 	m.Set(rep, err)
@@ -315,8 +316,8 @@ func (v *verifyRun) once(c *cli.Context, m *relay.VerifyMetrics, reg *prometheus
 	switch {
 	case c.Bool(flagJSON) && v.source != "":
 		if err := json.NewEncoder(w).Encode(struct {
-			Source string              `json:"source"`
-			Report *relay.VerifyReport `json:"report"`
+			Source string                  `json:"source"`
+			Report *relaytype.VerifyReport `json:"report"`
 		}{v.source, rep}); err != nil {
 			return fail(err)
 		}
@@ -363,7 +364,7 @@ func (v *verifyRun) export(c *cli.Context, reg *prometheus.Registry) error {
 }
 
 // verdict says in one line what is wrong.
-func verdict(r *relay.VerifyReport) string {
+func verdict(r *relaytype.VerifyReport) string {
 	var parts []string
 	for _, p := range []struct {
 		n    int64
@@ -382,9 +383,9 @@ func verdict(r *relay.VerifyReport) string {
 	return strings.Join(parts, ", ")
 }
 
-func printVerify(w io.Writer, table string, r *relay.VerifyReport) {
+func printVerify(w io.Writer, table string, r *relaytype.VerifyReport) {
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-	off := func(o relay.VerifyOffset) string { return fmt.Sprintf("%s[%d]@%d", o.Topic, o.Partition, o.Offset) }
+	off := func(o relaytype.VerifyOffset) string { return fmt.Sprintf("%s[%d]@%d", o.Topic, o.Partition, o.Offset) }
 	fmt.Fprintf(w, "window:        %s .. %s (%s)\n", ts(r.From), ts(r.To), table)
 	fmt.Fprintf(w, "rows:          %d\n", r.Rows)
 	fmt.Fprintf(w, "found:         %d\n", r.Found)

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/internal/promopts"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Metrics are the relay's Prometheus collectors; the package doc lists them.
@@ -102,11 +103,6 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // count under OtherTopicLabel.
 const maxTopicSeries = 1000
 
-// OtherTopicLabel is the topic label of pgoutbox_relay_events_published_total
-// that counts the records of every topic past the first 1,000 the relay
-// published to. It cannot be a topic's name: Kafka refuses parentheses.
-const OtherTopicLabel = "(other)"
-
 // PublishedTo returns the counter of topic, caching the child; past
 // maxTopicSeries topics, the OtherTopicLabel one.
 func (m *Metrics) PublishedTo(topic string) prometheus.Counter {
@@ -115,7 +111,7 @@ func (m *Metrics) PublishedTo(topic string) prometheus.Counter {
 	c, ok := m.byTopic[topic]
 	if !ok {
 		if len(m.byTopic) >= maxTopicSeries {
-			topic = OtherTopicLabel
+			topic = relaytype.OtherTopicLabel
 			if c, ok = m.byTopic[topic]; ok {
 				return c
 			}

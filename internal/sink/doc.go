@@ -101,7 +101,7 @@
 // sessions, so it escalates the same way, a session per step.
 //
 // A topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION: auto-creation
-// off on the brokers, or Config.NoAutoCreateTopics) or that the relay may
+// off on the brokers, or relay.KafkaConfig.NoAutoCreateTopics) or that the relay may
 // not write (TOPIC_AUTHORIZATION_FAILED) is first the operator's to fix: a
 // topic provisioned late, a missing ACL. The relay retries with backoff,
 // sets pgoutbox_relay_topic_unavailable{topic,reason} to 1 and logs a

@@ -13,6 +13,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relaymetrics"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // growthTopics is how many distinct topics rows name in the growth tests.
@@ -61,7 +62,7 @@ func TestSinkPerTopicStateBounded(t *testing.T) {
 		for _, mt := range mf.GetMetric() {
 			series++
 			sum += mt.GetCounter().GetValue()
-			if mt.GetLabel()[0].GetValue() == relaymetrics.OtherTopicLabel {
+			if mt.GetLabel()[0].GetValue() == relaytype.OtherTopicLabel {
 				other = mt.GetCounter().GetValue()
 			}
 		}
@@ -69,7 +70,7 @@ func TestSinkPerTopicStateBounded(t *testing.T) {
 	// The dead-letter topic's series comes first, then 999 topics, then
 	// (other).
 	if series != maxSeries+1 || sum != growthTopics || other != growthTopics-(maxSeries-1) {
-		t.Errorf("%d published series summing to %v, %v under %s; want %d, %d, %d", series, sum, other, relaymetrics.OtherTopicLabel,
+		t.Errorf("%d published series summing to %v, %v under %s; want %d, %d, %d", series, sum, other, relaytype.OtherTopicLabel,
 			maxSeries+1, growthTopics, growthTopics-(maxSeries-1))
 	}
 	t.Logf("after %d topics: %d published series", growthTopics, series)

@@ -13,7 +13,7 @@ import (
 // Read reads what the broker holds in dests through the publisher's read
 // side (publish.Reader): recovery's "already there". A publisher without
 // one fails it.
-func (s *Sink) Read(ctx context.Context, dests []string, since time.Time, each func(*publish.Record) error) (publish.Holdings, error) {
+func (s *Sink) Read(ctx context.Context, dests []string, since time.Time, each func(*publish.Record, publish.Place) error) (publish.Holdings, error) {
 	if s.pubErr != nil {
 		return publish.Holdings{}, s.pubErr
 	}

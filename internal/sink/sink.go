@@ -656,12 +656,12 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, o publish.Outcome) erro
 		return relayerr.Permanent(fmt.Errorf("%w: the dead-letter topic %s refused even the minimal record (message ID, reason, detail) of message %s (reason %s), so the row cannot be dead-lettered: %w",
 			relaytype.ErrDeadLetter, ev.Record.Topic, ev.Invalid.MessageID, ev.Invalid.Reason, e))
 	}
-	inv := &relaytype.InvalidEventError{MessageID: ev.ID, Reason: decode.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
+	inv := &relaytype.InvalidEventError{MessageID: ev.ID, Reason: relaytype.ReasonKafkaRejected, Detail: "kafka rejected the record: " + e.Error()}
 	switch {
 	case o.Reason == publish.ReasonTooLarge:
-		inv.Reason, inv.Detail = decode.ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
+		inv.Reason, inv.Detail = relaytype.ReasonTooLarge, "the broker rejected the record as too large: "+e.Error()
 	case o.Verdict == publish.TopicUnavailable:
-		inv.Reason, inv.Detail = decode.ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
+		inv.Reason, inv.Detail = relaytype.ReasonTopicUnavailable, fmt.Sprintf("writes to topic %s failed for longer than the topic unavailable grace (%v): %v",
 			ev.Record.Topic, s.cfg.TopicUnavailableGrace, e)
 	}
 	if s.cfg.StopOnInvalid {

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
-	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // BenchmarkCatalogCheck measures one catalog check of a streaming session
@@ -43,7 +43,7 @@ func BenchmarkCatalogCheck(b *testing.B) {
 				}
 			}
 			c := &Config{DatabaseURL: db.URL, Slot: "pgoutbox", Publication: "p_bench", Table: "public.outbox",
-				TableFormat: tableformat.TableFormatPgoutbox, Logger: slog.New(slog.DiscardHandler)}
+				TableFormat: relaytype.TableFormatPgoutbox, Logger: slog.New(slog.DiscardHandler)}
 			if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 				b.Fatal(err)
 			}

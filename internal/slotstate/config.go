@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Config is what the slot, publication and state code takes of
@@ -17,7 +17,7 @@ type Config struct {
 	Publication string
 	// Table and TableFormat are the outbox table and its layout.
 	Table       string
-	TableFormat tableformat.TableFormat
+	TableFormat relaytype.TableFormat
 	// NoCreate stops the creation of a missing slot, publication or
 	// state table.
 	NoCreate bool

@@ -1,7 +1,9 @@
 // Package slotstate holds what tells the relay whether its slot can be
 // trusted: the slot and the publication (checked and created), the catalog
 // fence that keeps confirmation behind the last passed publication check,
-// and the relay's state row with the gap detection it allows.
+// and the relay's state row with the gap detection it allows. Pruning's
+// SQL is here too (Prune), since its cutoff is read from and recorded in
+// the state row.
 //
 // # Partitioned tables and renames
 //
@@ -93,4 +95,14 @@
 // and later the slot is created with FAILOVER true, so that with
 // synchronized_standby_slots it survives a promotion; that path is not
 // tested here (PG 15). See docs/failover.md.
+//
+// # Pruning
+//
+// Prune deletes the outbox rows created before a cutoff, in small
+// statements (by tableoid and ctid, so a partitioned outbox loses only
+// its old rows). The cutoff is PruneAfter ago, never later than the state
+// row's confirmed commit time minus BackfillMargin, and it is recorded in
+// the row (pruned_before, which only rises) before anything is deleted:
+// Recover then knows which rows may be gone and refuses rather than
+// publish part of a range.
 package slotstate

@@ -23,16 +23,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// StateTableName is the name of the relay's state table, created by
-// outbox.Migrate (migration 002) in the outbox table's schema: one row per
-// slot holding what a new primary needs to know to tell a gap from a
-// replay (see Gaps in the package doc).
-const StateTableName = "pgoutbox_relay_state"
-
 // StateTable is the state table of c's outbox.
 func StateTable(c *Config) pgname.Table {
 	t, _ := pgname.Parse(c.Table, "public")
-	return pgname.Table{Schema: t.Schema, Name: StateTableName}
+	return pgname.Table{Schema: t.Schema, Name: relaytype.StateTableName}
 }
 
 // ServerIdentity is the server as IDENTIFY_SYSTEM describes it.
@@ -134,7 +128,7 @@ func ensureStateTable(ctx context.Context, conn *pgx.Conn, c *Config) error {
 		return fmt.Errorf("%w: %s (run relay setup, or outbox.Migrate)", relaytype.ErrStateMissing, StateTable(c))
 	}
 	var err error
-	if c.TableFormat == tableformat.TableFormatPgoutbox {
+	if tableformat.Shape(c.TableFormat).CreatesTable {
 		_, err = migrate.Outbox(ctx, dbdriver.PgxDB(conn), c.Table)
 	} else {
 		err = migrate.RelayState(ctx, dbdriver.PgxDB(conn), c.Table)

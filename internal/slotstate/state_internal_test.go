@@ -11,9 +11,9 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/acktrack"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
-	"github.com/pgoutbox/pgoutbox/internal/tableformat"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Cover returns once the state row's ceiling covers the position it was
@@ -25,7 +25,7 @@ func TestKeeperCoverAndIncarnation(t *testing.T) {
 	db := testenv.NewDB(t)
 	ctx := context.Background()
 	c := &Config{DatabaseURL: db.URL, Slot: "cover", Publication: "p_cover", Table: "public.outbox",
-		TableFormat: tableformat.TableFormatPgoutbox, Logger: slog.New(slog.DiscardHandler)}
+		TableFormat: relaytype.TableFormatPgoutbox, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}

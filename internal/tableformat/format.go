@@ -8,30 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
-
-// TableFormat names the column layout of the outbox table: which column
-// holds each field of an event. The decoder is the same for every format;
-// only this mapping differs.
-type TableFormat string
-
-const (
-	// TableFormatPgoutbox is pgoutbox's own table (sql/outbox): id,
-	// aggregate_type, aggregate_id, event_type, business_key, payload,
-	// headers, topic, created_at. The default.
-	TableFormatPgoutbox TableFormat = "pgoutbox"
-	// TableFormatDebezium is the table of Debezium's Outbox Event Router in
-	// its default configuration: id, aggregatetype, aggregateid, type,
-	// payload (nullable), and optionally timestamp and tracingspancontext.
-	// It has no business key: the message ID serves as one. Records carry
-	// the headers the router writes ("id", and "type" as
-	// table.fields.additional.placement=type:header does) besides the
-	// contract headers, and go by default to "outbox.event.{aggregate_type}".
-	TableFormatDebezium TableFormat = "debezium"
-)
-
-// TableFormats lists the formats, the default first.
-var TableFormats = []TableFormat{TableFormatPgoutbox, TableFormatDebezium}
 
 // Debezium's record header names (its EventRouter: the event ID under
 // "id"; the type column under its own name when placed as a header).
@@ -76,8 +54,31 @@ type TableShape struct {
 	createdAtRequired bool
 	// TopicTemplate is the default Config.TopicTemplate.
 	TopicTemplate string
-	// DebeziumHeaders adds the headers Debezium's router writes.
-	DebeziumHeaders bool
+	// CreatesTable: relay setup creates the outbox table (with its state
+	// table); otherwise the table must exist, setup checks its shape and
+	// creates only the state table.
+	CreatesTable bool
+	// RouterHeaders adds the headers Debezium's router writes (IDHeader,
+	// and the event type under DebeziumHeaderType).
+	RouterHeaders bool
+	// IDHeader is the header in which the format's former publisher (a
+	// Debezium router) names the row, for verify to match records
+	// published before the switch to the relay; "" when none.
+	IDHeader string
+}
+
+// IDIsBusinessKey reports whether the message ID doubles as the business
+// key: the format has no business-key column.
+func (s *TableShape) IDIsBusinessKey() bool { return s.Columns[ColBusinessKey].Name == "" }
+
+// FormatList is the formats as a user types them, the default first:
+// "pgoutbox, debezium".
+func FormatList() string {
+	names := make([]string, len(relaytype.TableFormats))
+	for i, f := range relaytype.TableFormats {
+		names[i] = string(f)
+	}
+	return strings.Join(names, ", ")
 }
 
 var (
@@ -88,8 +89,8 @@ var (
 
 // TableShapes maps each TableFormat to its columns: the one table of which
 // column means what.
-var TableShapes = map[TableFormat]*TableShape{
-	TableFormatPgoutbox: {
+var TableShapes = map[relaytype.TableFormat]*TableShape{
+	relaytype.TableFormatPgoutbox: {
 		Columns: [NumColumns]Column{
 			ColID:            {"id", true, idTypes},
 			ColAggregateType: {"aggregate_type", true, textTypes},
@@ -102,9 +103,10 @@ var TableShapes = map[TableFormat]*TableShape{
 		},
 		CreatedAt:         "created_at",
 		createdAtRequired: true,
-		TopicTemplate:     DefaultTopicTemplate,
+		TopicTemplate:     relaytype.DefaultTopicTemplate,
+		CreatesTable:      true,
 	},
-	TableFormatDebezium: {
+	relaytype.TableFormatDebezium: {
 		Columns: [NumColumns]Column{
 			ColID:            {"id", true, idTypes},
 			ColAggregateType: {"aggregatetype", true, textTypes},
@@ -115,18 +117,19 @@ var TableShapes = map[TableFormat]*TableShape{
 			ColPayload: {"payload", false, payloadTypes},
 			ColTracing: {"tracingspancontext", false, textTypes},
 		},
-		CreatedAt:       "timestamp",
-		TopicTemplate:   DefaultDebeziumTopicTemplate,
-		DebeziumHeaders: true,
+		CreatedAt:     "timestamp",
+		TopicTemplate: relaytype.DefaultDebeziumTopicTemplate,
+		RouterHeaders: true,
+		IDHeader:      DebeziumHeaderID,
 	},
 }
 
 // Shape is the TableShape of f; the default's for "".
-func Shape(f TableFormat) *TableShape {
+func Shape(f relaytype.TableFormat) *TableShape {
 	if s, ok := TableShapes[f]; ok {
 		return s
 	}
-	return TableShapes[TableFormatPgoutbox]
+	return TableShapes[relaytype.TableFormatPgoutbox]
 }
 
 // HasColumn reports whether names holds name.
@@ -142,8 +145,8 @@ func HasColumn(names []string, name string) bool {
 // CheckShape names the table's format when its columns are those of
 // another format than f, for the error of a table of the wrong shape ("" if
 // none fits better).
-func CheckShape(f TableFormat, names []string) string {
-	for _, other := range TableFormats {
+func CheckShape(f relaytype.TableFormat, names []string) string {
+	for _, other := range relaytype.TableFormats {
 		if other == f {
 			continue
 		}
@@ -190,12 +193,6 @@ const (
 	OIDVarchar = 1043
 	OIDUUID    = 2950
 	OIDJSONB   = 3802
-)
-
-// Default topic templates of the table formats.
-const (
-	DefaultTopicTemplate         = "outbox.{aggregate_type}"
-	DefaultDebeziumTopicTemplate = "outbox.event.{aggregate_type}"
 )
 
 // DefaultCloudEventsSource is Config.CloudEventsSource's default:

@@ -1,6 +1,7 @@
 package tableformat
 
 import (
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 	"strings"
 	"testing"
 )
@@ -50,13 +51,13 @@ func TestTopicTemplateCheck(t *testing.T) {
 
 func TestShapesAndColumns(t *testing.T) {
 	t.Parallel()
-	for _, f := range TableFormats {
+	for _, f := range relaytype.TableFormats {
 		if Shape(f) == nil || Shape(f).TopicTemplate == "" {
 			t.Errorf("format %s: no shape or topic template", f)
 		}
 	}
-	if Shape(TableFormatDebezium).TopicTemplate != DefaultDebeziumTopicTemplate {
-		t.Errorf("debezium template %q", Shape(TableFormatDebezium).TopicTemplate)
+	if Shape(relaytype.TableFormatDebezium).TopicTemplate != relaytype.DefaultDebeziumTopicTemplate {
+		t.Errorf("debezium template %q", Shape(relaytype.TableFormatDebezium).TopicTemplate)
 	}
 	if !HasColumn([]string{"id", "payload"}, "payload") || HasColumn([]string{"id"}, "payload") {
 		t.Error("HasColumn")
@@ -84,5 +85,22 @@ func TestDefaultCloudEventsSource(t *testing.T) {
 		if got != tc.want || strings.Contains(got, "secret") {
 			t.Errorf("DefaultCloudEventsSource(%q, %q) = %q, want %q", tc.url, tc.table, got, tc.want)
 		}
+	}
+}
+
+// The behaviours that differ between formats are fields of the shape.
+func TestShapesSayWhatDiffers(t *testing.T) {
+	pg, dbz := Shape(relaytype.TableFormatPgoutbox), Shape(relaytype.TableFormatDebezium)
+	if !pg.CreatesTable || dbz.CreatesTable {
+		t.Errorf("CreatesTable: pgoutbox %v, debezium %v; want true, false", pg.CreatesTable, dbz.CreatesTable)
+	}
+	if pg.IDIsBusinessKey() || !dbz.IDIsBusinessKey() {
+		t.Errorf("IDIsBusinessKey: pgoutbox %v, debezium %v; want false, true", pg.IDIsBusinessKey(), dbz.IDIsBusinessKey())
+	}
+	if pg.RouterHeaders || pg.IDHeader != "" || !dbz.RouterHeaders || dbz.IDHeader != DebeziumHeaderID {
+		t.Errorf("router headers: pgoutbox %v %q, debezium %v %q", pg.RouterHeaders, pg.IDHeader, dbz.RouterHeaders, dbz.IDHeader)
+	}
+	if got := FormatList(); got != "pgoutbox, debezium" {
+		t.Errorf("FormatList() = %q", got)
 	}
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -18,6 +19,13 @@ func Main(m *testing.M, ignore ...goleak.Option) {
 // exit stops the shared Postgres server and Kafka broker and exits with code, or 1 when
 // code is 0 but goroutines leaked.
 func exit(code int, ignore []goleak.Option) {
+	atExit.Lock()
+	fs := atExit.fs
+	atExit.fs = nil
+	atExit.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
 	stopServer()
 	stopApacheKafka()
 	stopRabbitMQ()
@@ -57,3 +65,19 @@ func MainWithDatabase(m *testing.M, ignore ...goleak.Option) {
 // process-wide goroutines (kafka-go, in the inbox's kafka-go adapter)
 // passes its own ignore rule to Main or MainWithDatabase.
 func LeakOptions() []goleak.Option { return nil }
+
+// atExit holds what AtExit registered.
+var atExit struct {
+	sync.Mutex
+	fs []func()
+}
+
+// AtExit registers f to run when Main or MainWithDatabase ends the test
+// binary, after every test and before the shared servers stop, the last
+// registered first: the cleanup of what the binary's tests share (binaries
+// built once for all of them, say), which no one test's Cleanup may own.
+func AtExit(f func()) {
+	atExit.Lock()
+	defer atExit.Unlock()
+	atExit.fs = append(atExit.fs, f)
+}

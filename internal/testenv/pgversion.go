@@ -9,11 +9,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/pgoutbox/pgoutbox/internal/pgserver"
 )
 
 // PostgresVersionEnv names the environment variable that picks the major
 // version of the Postgres servers the tests start: 15, the default
-// (Debian's server binaries, found as pgserver.FindBinDir finds them), or
+// (Debian's server binaries: /usr/lib/postgresql/15/bin or Homebrew's
+// postgresql@15 when installed, whatever PATH holds, else the ones
+// pgserver.FindBinDir finds), or
 // 16, 17 or 18 (the binaries pinned in test/postgres/pom.xml, fetched with
 // Maven into the cache once and unpacked there, as the Kafka jars are).
 const PostgresVersionEnv = "PGOUTBOX_TEST_PG"
@@ -38,14 +42,21 @@ func PostgresVersion() (int, error) {
 }
 
 // postgresBinDir returns the directory of the server binaries of the
-// version PostgresVersionEnv names: "" for the default (pgserver finds
-// Debian's), else the unpacked bundle's bin, fetched and unpacked first if
-// need be. Concurrent test binaries take a file lock, so one unpacks and
-// the others wait.
+// version PostgresVersionEnv names: for the default, Debian's 15 when
+// installed, else "" (pgserver.FindBinDir finds a server, and
+// TestPostgresVersionAsked says if it is another version); else the
+// unpacked bundle's bin, fetched and unpacked first if need be. Concurrent
+// test binaries take a file lock, so one unpacks and the others wait.
 func postgresBinDir(ctx context.Context) (string, error) {
 	v, err := PostgresVersion()
-	if err != nil || v == DefaultPostgresVersion {
+	if err != nil {
 		return "", err
+	}
+	if v == DefaultPostgresVersion {
+		if dir, err := pgserver.FindBinDirOf(v); err == nil {
+			return dir, nil
+		}
+		return "", nil
 	}
 	libs, err := mavenLibsOf(ctx, "postgres", fmt.Sprintf("postgres%d.version", v), "postgres.version")
 	if err != nil {

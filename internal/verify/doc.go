@@ -13,8 +13,11 @@
 // first offset whose timestamp is at or after From minus Margin
 // (ListOffsets by time; the relay stamps a record with its transaction's
 // commit time, which is never before the row's created_at) up to each
-// partition's last stable offset when the read starts, read_committed.
-// Later records are not read: a row the relay publishes meanwhile is
+// partition's high watermark when the read starts, keeping what a
+// read_committed reader sees (each transaction's records judged by its
+// marker, so a transaction left open does not hide the records after it),
+// through the sink's read side (Config.Reader, a publish.Reader: Kafka's is
+// internal/publish/kafkapub's ScanTopics). Later records are not read: a row the relay publishes meanwhile is
 // pending when it is newer than Grace, missing otherwise.
 //
 // # How it matches

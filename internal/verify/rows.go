@@ -115,7 +115,7 @@ func (v *verifier) windowQuery(ctx context.Context) (q string, idAsKey bool, err
 	q = `SELECT ` + col(tableformat.ColID) + `, ` + col(tableformat.ColAggregateType) + `, ` + col(tableformat.ColEventType) + `, ` +
 		col(tableformat.ColAggregateID) + `, ` + col(tableformat.ColBusinessKey) + `, ` + topicCol + `, ` + created + `::timestamptz, ` + commitCol +
 		` FROM ` + c.Table.Sanitize() + ` AS o WHERE ` + created + ` >= $1 AND ` + created + ` < $2`
-	return q, shape.Columns[tableformat.ColBusinessKey].Name == "", nil
+	return q, shape.IDIsBusinessKey(), nil
 }
 
 // createdAtName names the creation-time column shape selects rows by, for

@@ -13,6 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
+	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/internal/publish/kafkapub"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
@@ -76,8 +79,8 @@ func TestRecordsOfNoRowAreNotStored(t *testing.T) {
 	for _, full := range []bool{true, false} {
 		rep, err := verify.Run(ctx, &verify.Config{
 			Conn: conn, Table: pgname.Table{Schema: "public", Name: "outbox"},
-			Route: func(_, _, _ []byte) string { return topic },
-			Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)},
+			Route:  func(_, _, _ []byte) string { return topic },
+			Reader: kafkaReader(t, k.Brokers),
 			VerifyOptions: relaytype.VerifyOptions{
 				From: from, To: time.Now().Add(time.Second), Grace: -1,
 				FullKeys: full, MaxInMemory: 10, MaxSpillBytes: 64 << 10, SpillDir: t.TempDir(),
@@ -130,8 +133,8 @@ func TestVerifyBoundsDistinctTopics(t *testing.T) {
 		opts.From, opts.To, opts.Grace, opts.SpillDir = from, time.Now().Add(time.Second), -1, t.TempDir()
 		return verify.Run(ctx, &verify.Config{
 			Conn: conn, Table: pgname.Table{Schema: "public", Name: "outbox"},
-			Route: func(_, _, topic []byte) string { return string(topic) },
-			Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, VerifyOptions: opts,
+			Route:  func(_, _, topic []byte) string { return string(topic) },
+			Reader: kafkaReader(t, k.Brokers), VerifyOptions: opts,
 		})
 	}
 
@@ -159,4 +162,14 @@ func TestVerifyBoundsDistinctTopics(t *testing.T) {
 	if rep.MissingTopicCount != rows || len(rep.MissingTopics) != 3 {
 		t.Errorf("missing topics: %d counted, %d listed; want %d counted, 3 listed (--list)", rep.MissingTopicCount, len(rep.MissingTopics), rows)
 	}
+}
+
+// kafkaReader is the Kafka publisher's read side on brokers.
+func kafkaReader(t *testing.T, brokers []string) publish.Reader {
+	t.Helper()
+	p, err := kafkapub.New(publish.Config{Settings: kafkapub.Config{Producer: producer.Config{Brokers: brokers}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.(publish.Reader)
 }

@@ -9,25 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
-	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
-)
-
-// Defaults of the Config fields.
-const (
-	DefaultMargin = time.Minute
-	// DefaultMaxSpillBytes is the default Config.MaxSpillBytes.
-	DefaultMaxSpillBytes = 10 << 30
-	DefaultGrace         = time.Minute
-	DefaultList          = 20
-	DefaultMaxInMemory   = 200_000
-	// DefaultMaxTopics and DefaultMaxTopicBytes are the defaults of
-	// Config.MaxTopics and MaxTopicBytes.
-	DefaultMaxTopics     = 10_000
-	DefaultMaxTopicBytes = 1 << 20
 )
 
 // ErrUsage marks a Config or window that cannot be verified as given.
@@ -40,8 +25,8 @@ type Config struct {
 	// Table is the outbox table. Required.
 	Table pgname.Table
 	// Format is the table's column layout. Defaults to
-	// tableformat.TableFormatPgoutbox.
-	Format tableformat.TableFormat
+	// relaytype.TableFormatPgoutbox.
+	Format relaytype.TableFormat
 	// Route is the relay's routing: the topic of a row with these
 	// aggregate type, event type and topic column (empty when NULL or
 	// absent). Required.
@@ -49,12 +34,14 @@ type Config struct {
 	// DeadLetterTopic is read too: a row found there was dead-lettered
 	// by the relay, not lost. Empty: not read.
 	DeadLetterTopic string
-	// Kafka are the client options that reach the brokers (seed brokers,
-	// TLS, SASL). Required.
-	Kafka []kgo.Opt
+	// Reader reads what the routed topics and the dead-letter topic hold:
+	// the sink's read side (publish.Reader; Kafka's reads what a
+	// read_committed reader sees, from the offsets whose timestamps cover
+	// the window). Required.
+	Reader publish.Reader
 
 	// VerifyOptions are the window (From, To; required, From before To)
-	// and the resources (relay.VerifyOptions, declared once in
+	// and the resources (relaytype.VerifyOptions, declared once in
 	// relaytype, documents them; the defaults are DefaultMargin,
 	// DefaultGrace, DefaultList, DefaultMaxInMemory, DefaultMaxSpillBytes,
 	// DefaultMaxTopics and DefaultMaxTopicBytes).
@@ -73,7 +60,7 @@ func (c *Config) withDefaults() (Config, error) {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&cc.Margin, DefaultMargin}, {&cc.Grace, DefaultGrace}} {
+	}{{&cc.Margin, relaytype.DefaultVerifyMargin}, {&cc.Grace, relaytype.DefaultVerifyGrace}} {
 		switch {
 		case *d.v == 0:
 			*d.v = d.def
@@ -82,23 +69,23 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 	}
 	if cc.List == 0 {
-		cc.List = DefaultList
+		cc.List = relaytype.DefaultVerifyList
 	}
 	if cc.List < 0 {
 		cc.List = 0
 	}
 	if cc.MaxInMemory == 0 {
-		cc.MaxInMemory = DefaultMaxInMemory
+		cc.MaxInMemory = relaytype.DefaultVerifyMaxInMemory
 	}
 	if cc.MaxTopics == 0 {
-		cc.MaxTopics = DefaultMaxTopics
+		cc.MaxTopics = relaytype.DefaultVerifyMaxTopics
 	}
 	if cc.MaxTopicBytes == 0 {
-		cc.MaxTopicBytes = DefaultMaxTopicBytes
+		cc.MaxTopicBytes = relaytype.DefaultVerifyMaxTopicBytes
 	}
 	switch {
 	case cc.MaxSpillBytes == 0:
-		cc.MaxSpillBytes = DefaultMaxSpillBytes
+		cc.MaxSpillBytes = relaytype.DefaultVerifyMaxSpillBytes
 	case cc.MaxSpillBytes < 0:
 		cc.MaxSpillBytes = 0
 	}
@@ -109,8 +96,8 @@ func (c *Config) withDefaults() (Config, error) {
 		cc.Now = time.Now
 	}
 	switch {
-	case cc.Conn == nil || cc.Route == nil || len(cc.Kafka) == 0:
-		return cc, fmt.Errorf("%w: a connection, a route and Kafka options are required", ErrUsage)
+	case cc.Conn == nil || cc.Route == nil || cc.Reader == nil:
+		return cc, fmt.Errorf("%w: a connection, a route and a reader are required", ErrUsage)
 	case cc.From.IsZero() || cc.To.IsZero():
 		return cc, fmt.Errorf("%w: the window needs a start and an end", ErrUsage)
 	case !cc.To.After(cc.From):

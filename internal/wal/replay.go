@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -163,11 +162,4 @@ func (k *replaySkip) done() {
 		attrs = append(attrs, "part_of", k.part.Final.String(), "part_events", k.part.Seq)
 	}
 	k.log.Info("skipped replayed transactions that Kafka already had", attrs...)
-}
-
-// beginFinalLSN returns the final LSN of a pgoutput Begin message (where
-// the transaction's commit record starts): Byte1('B'), Int64 final LSN,
-// Int64 commit time, Int32 xid. The decoder has already parsed it.
-func beginFinalLSN(data []byte) pglogrepl.LSN {
-	return pglogrepl.LSN(binary.BigEndian.Uint64(data[1:9]))
 }

@@ -350,7 +350,7 @@ func (s *Stream) handle(data []byte) error {
 			return fmt.Errorf("%w: begin inside a transaction", decode.ErrProtocol)
 		}
 		s.inTx, s.queued, s.tx, s.commit = true, false, s.tracker.BeginAt(it.CommitTime), it.CommitTime
-		s.pos = publish.Position{Final: beginFinalLSN(data)}
+		s.pos = publish.Position{Final: it.FinalLSN}
 		// A skipped transaction stays registered, without events: it
 		// completes in commit order and confirmation passes it.
 		s.skip.begin(s.pos.Final)

@@ -16,7 +16,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/queue"
 	"github.com/pgoutbox/pgoutbox/internal/relaytrace"
-	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // newTestStream is a stream of a relay configuration with its defaults
@@ -24,7 +24,7 @@ import (
 // tracker starts at start.
 func newTestStream(log *slog.Logger, start pglogrepl.LSN) *Stream {
 	dl := &decode.DeadLetters{Topic: "outbox.dlq", MaxMessageBytes: 1000000, Logger: log}
-	dc := decode.Config{Table: "public.outbox", TableFormat: tableformat.TableFormatPgoutbox, TopicTemplate: "outbox.{aggregate_type}",
+	dc := decode.Config{Table: "public.outbox", TableFormat: relaytype.TableFormatPgoutbox, TopicTemplate: "outbox.{aggregate_type}",
 		DeadLetterTopic: dl.Topic, ProgressTopic: contract.DefaultProgressTopic, MaxMessageBytes: dl.MaxMessageBytes, Logger: log}
 	return &Stream{cfg: Config{BatchSize: 1000, DeadLetters: dl, Logger: log}, dec: decode.NewDecoder(dc, pgoutputtest.Outbox),
 		tracker: acktrack.New(uint64(start)), queue: queue.NewQueue(1000, 16<<20, prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_buffer_bytes"}))}

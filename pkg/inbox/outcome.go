@@ -54,7 +54,7 @@ func (o Outcome) Acked() bool {
 
 // Dead-letter reasons: the dlq-reason header and the reason label of
 // pgoutbox_inbox_dead_lettered_total. They are spelled with hyphens, like
-// the relay's (relay.ReasonInvalidKey is "invalid-key" at both hops).
+// the relay's (relaytype.ReasonInvalidKey is "invalid-key" at both hops).
 const (
 	ReasonMaxAttempts    = "max-attempts"
 	ReasonPermanent      = "permanent"

@@ -2,10 +2,17 @@ package inbox
 
 import "strings"
 
-// onTable is text with {T} replaced by table (sanitized): the one way the
-// inbox's SQL names its table, for the queries built once in New and for
-// Store's.
-func onTable(table, text string) string { return strings.ReplaceAll(text, "{T}", table) }
+// onTable is text with {T} replaced by table (sanitized), and each
+// placeholder of columns (pairs of "{NAME}" and a column of the inbox
+// table, never a caller's value) by its column: the one way the inbox's
+// SQL names its table and picks a column, for the queries built once in
+// New and for Store's. No statement is built by concatenation.
+func onTable(table, text string, columns ...string) string {
+	if len(columns) == 0 {
+		return strings.ReplaceAll(text, "{T}", table)
+	}
+	return strings.NewReplacer(append([]string{"{T}", table}, columns...)...).Replace(text)
+}
 
 // queries holds the SQL text for one table, built once in New.
 type queries struct {

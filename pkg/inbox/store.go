@@ -202,8 +202,8 @@ func (s *Store) purge(ctx context.Context, q dbdriver.Querier, p PurgeParams) (i
 		n, err := q.Exec(ctx, onTable(s.table, `DELETE FROM {T} WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM {T}
 			WHERE status = $1 AND ($2 = '' OR consumer = $2)
-			  AND `+age+` < now() - $3::bigint * interval '1 microsecond'
-			LIMIT $4 FOR UPDATE SKIP LOCKED))`),
+			  AND {AGE} < now() - $3::bigint * interval '1 microsecond'
+			LIMIT $4 FOR UPDATE SKIP LOCKED))`, "{AGE}", age),
 			string(p.Status), p.Consumer, p.OlderThan.Microseconds(), p.BatchSize)
 		if err != nil {
 			return total, fmt.Errorf("inbox: purge: %w", err)

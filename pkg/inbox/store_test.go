@@ -87,6 +87,17 @@ func migrateAndStore[TTx any](t *testing.T, db *testenv.DB, driver *inbox.Driver
 	if counts, err := s.Counts(ctx, "c"); err != nil || len(counts) != 1 || counts[0].Status != inbox.StatusFailedRetryable {
 		t.Fatalf("Counts after revive and purge: %+v, %v", counts, err)
 	}
+	// Rows of other statuses age from their last update.
+	retryable := inbox.PurgeParams{Status: inbox.StatusFailedRetryable, OlderThan: 24 * time.Hour}
+	if n, err := s.Purge(ctx, retryable); err != nil || n != 0 {
+		t.Fatalf("Purge of a row updated now: %d, %v; want 0", n, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE ops.box SET updated_at = now() - interval '2 days'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Purge(ctx, retryable); err != nil || n != 1 {
+		t.Fatalf("Purge of a row updated 2 days ago: %d, %v; want 1", n, err)
+	}
 }
 
 // The Store refuses a handle it cannot run single statements on, and the

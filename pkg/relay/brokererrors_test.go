@@ -118,8 +118,8 @@ func TestSASLEndToEnd(t *testing.T) {
 			t.Parallel()
 			b := setup(t, nil)
 			b.kafka = testenv.NewKafka(t, kfake.EnableSASL(), kfake.Superuser(mech, "relay", "s3cret-pw"))
-			b.cfg.Brokers = b.kafka.Brokers
-			b.cfg.SASL = &kafkasasl.Config{Mechanism: mech, Username: "relay", Password: "s3cret-pw"}
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.SASL = &kafkasasl.Config{Mechanism: mech, Username: "relay", Password: "s3cret-pw"}
 			b.start(t)
 			ids := b.insert(t, msg("a", 1), msg("b", 2))
 			ids = append(ids, b.insert(t, msg("a", 3))...)

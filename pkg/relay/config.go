@@ -7,12 +7,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// Config configures a Relay. DatabaseURL and Brokers are required; every
-// other field has a default.
+// Config configures a Relay. DatabaseURL and Kafka.Brokers are required;
+// every other field has a default. The settings of the Kafka client are
+// grouped in Kafka; the others are the database's and the relay's own.
 type Config struct {
 	// DatabaseURL is a libpq URL or keyword/value string for the service
 	// database. The relay adds replication=database for its replication
@@ -23,8 +24,6 @@ type Config struct {
 	// but sslmode=verify-ca or verify-full). Without it, New logs a warning
 	// naming such hosts. Unix sockets and loopback addresses are exempt.
 	RequireTLS bool
-	// Brokers are Kafka bootstrap addresses ("host:port"). Required.
-	Brokers []string
 
 	// Table is the outbox table, "table" or "schema.table". Defaults to
 	// "public.outbox".
@@ -34,11 +33,11 @@ type Config struct {
 	// Publication is the publication the slot decodes. Defaults to
 	// "pgoutbox".
 	Publication string
-	// TableFormat is the column layout of Table: relay.TableFormatPgoutbox, or
-	// relay.TableFormatDebezium for a table in the shape of Debezium's Outbox
-	// Event Router. Setup creates a table of the pgoutbox format only; it
-	// checks an existing table of either. Defaults to relay.TableFormatPgoutbox.
-	TableFormat TableFormat
+	// TableFormat is the column layout of Table:
+	// relaytype.TableFormatPgoutbox, or relaytype.TableFormatDebezium for a
+	// table in the shape of Debezium's Outbox Event Router. Setup creates a table of the pgoutbox format only; it
+	// checks an existing table of either. Defaults to relaytype.TableFormatPgoutbox.
+	TableFormat relaytype.TableFormat
 	// NoCreate stops Run from creating a missing slot or publication; Run
 	// then fails with an error naming what is missing. Defaults to false
 	// (create when missing).
@@ -46,9 +45,9 @@ type Config struct {
 
 	// TopicTemplate names the topic of a row without an explicit topic;
 	// "{aggregate_type}" and "{event_type}" are replaced. Defaults to
-	// "outbox.{aggregate_type}" (DefaultTopicTemplate), and to
-	// "outbox.event.{aggregate_type}" (DefaultDebeziumTopicTemplate, the
-	// router's route.topic.replacement) for TableFormatDebezium.
+	// "outbox.{aggregate_type}" (relaytype.DefaultTopicTemplate), and to
+	// "outbox.event.{aggregate_type}" (relaytype.DefaultDebeziumTopicTemplate, the
+	// router's route.topic.replacement) for relaytype.TableFormatDebezium.
 	TopicTemplate string
 	// DeadLetterTopic receives rows that cannot be published. Defaults to
 	// "outbox.dlq".
@@ -65,8 +64,10 @@ type Config struct {
 	// dead-lettered with reason bad-topic, as for DeadLetterTopic. relay
 	// run --config reserves every source's dead-letter and progress
 	// topics for all the sources of the file. It is called for each row
-	// and must be safe for concurrent use. Topics under FleetTopicPrefix
-	// and DeadLetterTopic are reserved whether or not it is set.
+	// and must be safe for concurrent use. Topics under "pgoutbox.fleet."
+	// (a spread fleet's group, pgoutbox.fleet.GROUP, which only relays
+	// use), the default progress topic "pgoutbox.progress" and
+	// DeadLetterTopic are reserved whether or not it is set.
 	// Defaults to nil: none besides those.
 	ReservedTopic func(topic string) bool
 	// OnInvalid is the policy for rows that cannot be published. Defaults
@@ -98,25 +99,12 @@ type Config struct {
 	// of its own, so the process's memory is bounded by the budget, not by
 	// BufferBytes per relay. Defaults to nil: a buffer of BufferBytes of
 	// its own.
-	SharedBuffer SharedBuffer
+	SharedBuffer relaytype.SharedBuffer
 	// BatchTimeout is how long a partial batch waits for more events before
 	// it is sent, once the queue is empty. Zero (the default) is adaptive
 	// batching: a batch is sent as soon as the previous write is done,
 	// with every event queued meanwhile.
 	BatchTimeout time.Duration
-	// Compression is the Kafka compression codec: "none", "gzip", "snappy",
-	// "lz4" or "zstd". Defaults to "none".
-	Compression string
-	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
-	TLS *tls.Config
-	// SASL authenticates to the brokers when non-nil (every mechanism of
-	// package kafkasasl, AWS_MSK_IAM included). Defaults to none.
-	SASL *kafkasasl.Config
-	// WriteTimeout is how long a broker may wait for the in-sync replicas
-	// before it answers a produce request (the producer waits that long
-	// plus 10s for the answer, then retries on a new connection).
-	// Defaults to 10s.
-	WriteTimeout time.Duration
 	// RetryBackoff is the first wait after a failed Kafka write or a lost
 	// replication connection; it doubles up to MaxRetryBackoff. Defaults to
 	// 100ms.
@@ -134,12 +122,6 @@ type Config struct {
 	// is still unavailable after TopicUnavailableGrace. Defaults to
 	// UnavailableDeadLetter (reason topic-unavailable).
 	OnUnavailableTopic UnavailablePolicy
-	// NoAutoCreateTopics stops the relay from asking the brokers to create
-	// a topic that does not exist (Metadata's AllowAutoTopicCreation): a
-	// record for it is then topic-unavailable. Defaults to false: topics
-	// are created where the cluster allows it (auto.create.topics.enable),
-	// as `relay dev` and the Quick start rely on.
-	NoAutoCreateTopics bool
 
 	// ExactlyOnce writes each flush as one Kafka transaction with a
 	// progress record on ProgressTopic, so that a read_committed consumer
@@ -147,17 +129,6 @@ type Config struct {
 	// takeovers (see docs/semantics.md). Defaults to false:
 	// at-least-once, with the idempotent producer.
 	ExactlyOnce bool
-	// ProgressTopic is the compacted topic of exactly-once progress
-	// records, created (one partition, cleanup.policy=compact) when
-	// missing. Defaults to "pgoutbox.progress".
-	ProgressTopic string
-	// TransactionTimeout is how long the brokers keep an exactly-once
-	// relay's Kafka transaction open before they abort it (a relay that
-	// died holding one; a new relay of the slot aborts it at once). The
-	// relay commits a transaction open for half of it, inside a WAL
-	// transaction if need be, whether or not more events came.
-	// Defaults to 40s.
-	TransactionTimeout time.Duration
 
 	// StatusInterval is the longest time between two standby status
 	// updates to the server; a third of the liveness bound when that is
@@ -220,15 +191,15 @@ type Config struct {
 	// Table.
 	CloudEventsSource string
 
-	// InstanceID, when set, is sent in a "relay-instance" header
-	// (InstanceHeader) of every record, so a reader can tell which relay
+	// InstanceID, when set, is sent in a "relay-instance" header of
+	// every record, so a reader can tell which relay
 	// process wrote it (for example hostname and PID, or the pod name).
 	// Defaults to "": no header.
 	InstanceID string
 
 	// Sink names the broker the relay publishes to: the publisher
-	// registered under that name, which reads its own settings of this
-	// Config. "kafka" is Kafka (Brokers, TLS, SASL...). Defaults to
+	// registered under that name, which reads its own group of settings
+	// of this Config. "kafka" is Kafka (the Kafka group). Defaults to
 	// "kafka".
 	Sink string
 	// SinkURL is the address of the broker Sink names when it is not
@@ -238,6 +209,11 @@ type Config struct {
 	// Required for those sinks.
 	SinkURL string
 
+	// Kafka configures the Kafka client: the brokers, their TLS and SASL,
+	// and the producer's settings. Kafka.Brokers is required (with the
+	// Kafka sink).
+	Kafka KafkaConfig
+
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the relay's metrics (see package relay's doc). nil
@@ -246,7 +222,52 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Compressions lists the values of Config.Compression.
+// KafkaConfig is the part of Config that only the Kafka client reads:
+// where the brokers are, how to reach and authenticate to them, and how
+// the producer writes (compression, timeouts, topic auto-creation, the
+// exactly-once progress topic and transactions). The relay's own
+// settings (batching, the topics rows go to, the policies) stay in
+// Config.
+type KafkaConfig struct {
+	// Brokers are Kafka bootstrap addresses ("host:port"). Required.
+	Brokers []string
+
+	// Compression is the Kafka compression codec: "none", "gzip", "snappy",
+	// "lz4" or "zstd". Defaults to "none".
+	Compression string
+	// TLS enables TLS to the brokers when non-nil. Defaults to plaintext.
+	TLS *tls.Config
+	// SASL authenticates to the brokers when non-nil (every mechanism of
+	// package kafkasasl, AWS_MSK_IAM included). Defaults to none.
+	SASL *kafkasasl.Config
+	// WriteTimeout is how long a broker may wait for the in-sync replicas
+	// before it answers a produce request (the producer waits that long
+	// plus 10s for the answer, then retries on a new connection).
+	// Defaults to 10s.
+	WriteTimeout time.Duration
+	// NoAutoCreateTopics stops the relay from asking the brokers to create
+	// a topic that does not exist (Metadata's AllowAutoTopicCreation): a
+	// record for it is then topic-unavailable. Defaults to false: topics
+	// are created where the cluster allows it (auto.create.topics.enable),
+	// as `relay dev` and the Quick start rely on.
+	NoAutoCreateTopics bool
+
+	// ProgressTopic is the compacted topic of exactly-once progress
+	// records (Config.ExactlyOnce), created (one partition,
+	// cleanup.policy=compact) when missing. Defaults to
+	// "pgoutbox.progress"; no row may publish to that topic, whatever
+	// this is set to.
+	ProgressTopic string
+	// TransactionTimeout is how long the brokers keep an exactly-once
+	// (Config.ExactlyOnce) relay's Kafka transaction open before they abort it (a relay that
+	// died holding one; a new relay of the slot aborts it at once). The
+	// relay commits a transaction open for half of it, inside a WAL
+	// transaction if need be, whether or not more events came.
+	// Defaults to 40s.
+	TransactionTimeout time.Duration
+}
+
+// Compressions lists the values of KafkaConfig.Compression.
 var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 
 // Defaults of the Config fields.
@@ -271,15 +292,7 @@ const (
 	DefaultBackfillMargin                      = 5 * time.Minute
 	DefaultLagPollInterval                     = 10 * time.Second
 	DefaultStandbyRetryInterval                = time.Second
-	// DefaultProgressTopic is the default Config.ProgressTopic.
-	DefaultProgressTopic = contract.DefaultProgressTopic
-	// FleetTopicPrefix begins the topic of a spread fleet's group
-	// (pgoutbox.fleet.GROUP), which only relays use.
-	FleetTopicPrefix = contract.FleetTopicPrefix
 )
-
-// InstanceHeader is the record header that carries Config.InstanceID.
-const InstanceHeader = contract.HeaderRelayInstance
 
 // InvalidPolicy says what the relay does with a row it cannot publish
 // (value over the size limit, NULL in a required column, unsupported type).
@@ -308,16 +321,16 @@ const (
 	// unavailable. The default: a producer naming a topic that does not
 	// exist cannot stop the relay.
 	UnavailableDeadLetter UnavailablePolicy = "dead-letter"
-	// UnavailableStop ("stop") ends Run with ErrTopicUnavailable, the
+	// UnavailableStop ("stop") ends Run with relaytype.ErrTopicUnavailable, the
 	// record not confirmed (so a restart after the fix publishes it).
 	UnavailableStop UnavailablePolicy = "stop"
 )
 
-// GapPolicy says what Run does when it finds a gap (see GapError).
+// GapPolicy says what Run does when it finds a gap (see relaytype.GapError).
 type GapPolicy string
 
 const (
-	// GapStop ("stop") ends Run with the *GapError, streaming nothing.
+	// GapStop ("stop") ends Run with the *relaytype.GapError, streaming nothing.
 	// The default.
 	GapStop GapPolicy = "stop"
 	// GapBackfill ("backfill") recovers the gap as Recover does, then streams.

@@ -15,13 +15,14 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/publish/kafkapub"
 	"github.com/pgoutbox/pgoutbox/internal/tableformat"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // slotNamePattern is what Postgres accepts as a replication slot name.
 var slotNamePattern = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // WithDefaults returns a copy of cfg (nil: the zero Config) with every zero field set to its
-// default, and validates it: the error wraps ErrConfig and names every
+// default, and validates it: the error wraps relaytype.ErrConfig and names every
 // problem at once. Brokers are not required here (Setup, Status and
 // Teardown do without them); see CheckBrokers. New and every function of
 // package relay call it; a caller may, to see the effective
@@ -39,7 +40,7 @@ func (cfg *Config) WithDefaults() (Config, error) {
 	c.checkKafka(bad)
 	c.checkBounds(bad)
 	if len(errs) > 0 {
-		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+		return c, fmt.Errorf("%w: %w", relaytype.ErrConfig, errors.Join(errs...))
 	}
 	return c, nil
 }
@@ -47,8 +48,8 @@ func (cfg *Config) WithDefaults() (Config, error) {
 // CheckBrokers is the extra check of the configurations that talk to
 // Kafka: Brokers is required (unless Sink names another broker).
 func (c *Config) CheckBrokers() error {
-	if len(c.Brokers) == 0 && (c.Sink == "" || c.Sink == kafkapub.Name) {
-		return fmt.Errorf("%w: brokers are required", ErrConfig)
+	if len(c.Kafka.Brokers) == 0 && (c.Sink == "" || c.Sink == kafkapub.Name) {
+		return fmt.Errorf("%w: brokers are required", relaytype.ErrConfig)
 	}
 	return nil
 }
@@ -58,25 +59,21 @@ func (c *Config) setDefaults() {
 	setDefault(&c.Table, DefaultTable)
 	setDefault(&c.Slot, DefaultSlot)
 	setDefault(&c.Publication, DefaultPublication)
-	setDefault(&c.TableFormat, tableformat.TableFormatPgoutbox)
+	setDefault(&c.TableFormat, relaytype.TableFormatPgoutbox)
 	setDefault(&c.TopicTemplate, tableformat.Shape(c.TableFormat).TopicTemplate)
 	if c.CloudEvents && c.CloudEventsSource == "" {
 		c.CloudEventsSource = tableformat.DefaultCloudEventsSource(c.DatabaseURL, c.Table)
 	}
 	setDefault(&c.DeadLetterTopic, DefaultDeadLetterTopic)
 	setDefault(&c.OnInvalid, InvalidDeadLetter)
-	setDefault(&c.Compression, "none")
 	setDefault(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	setDefault(&c.BatchSize, DefaultBatchSize)
 	setDefault(&c.BufferBytes, DefaultBufferBytes)
-	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
 	setDefault(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
 	setDefault(&c.TopicUnavailableGrace, DefaultTopicUnavailableGrace)
 	setDefault(&c.OnUnavailableTopic, UnavailableDeadLetter)
 	setDefault(&c.StatusInterval, DefaultStatusInterval)
-	setDefault(&c.ProgressTopic, DefaultProgressTopic)
-	setDefault(&c.TransactionTimeout, DefaultTransactionTimeout)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.PruneInterval, DefaultPruneInterval)
 	setDefault(&c.PruneBatchSize, DefaultPruneBatchSize)
@@ -84,12 +81,22 @@ func (c *Config) setDefaults() {
 	setDefault(&c.BackfillMargin, DefaultBackfillMargin)
 	setDefault(&c.LagPollInterval, DefaultLagPollInterval)
 	setDefault(&c.StandbyRetryInterval, DefaultStandbyRetryInterval)
+	c.Kafka.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.MaxRetryBackoff < c.RetryBackoff {
 		c.MaxRetryBackoff = c.RetryBackoff
 	}
+}
+
+// setDefaults sets every zero field of the Kafka group that has a
+// default.
+func (k *KafkaConfig) setDefaults() {
+	setDefault(&k.Compression, "none")
+	setDefault(&k.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&k.ProgressTopic, contract.DefaultProgressTopic)
+	setDefault(&k.TransactionTimeout, DefaultTransactionTimeout)
 }
 
 // checkNames checks the database URL and the names: table, format, slot,
@@ -110,7 +117,7 @@ func (c *Config) checkNames(bad func(string, ...any)) {
 		bad("table: %v", err)
 	}
 	if _, ok := tableformat.TableShapes[c.TableFormat]; !ok {
-		bad("table format %q: want %q or %q", c.TableFormat, tableformat.TableFormatPgoutbox, tableformat.TableFormatDebezium)
+		bad("table format %q: want one of %s", c.TableFormat, tableformat.FormatList())
 	}
 	if !slotNamePattern.MatchString(c.Slot) {
 		bad("slot %q: want 1 to 63 characters of a-z, 0-9 and _", c.Slot)
@@ -141,20 +148,21 @@ func (c *Config) checkPolicies(bad func(string, ...any)) {
 	}
 }
 
-// checkKafka checks the compression, the progress topic and SASL.
+// checkKafka checks the Kafka group: the compression, the progress topic
+// and SASL.
 func (c *Config) checkKafka(bad func(string, ...any)) {
-	if !slices.Contains(Compressions, strings.ToLower(c.Compression)) {
-		bad("compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
+	if !slices.Contains(Compressions, strings.ToLower(c.Kafka.Compression)) {
+		bad("compression %q: want one of %s", c.Kafka.Compression, strings.Join(Compressions, ", "))
 	}
 	if c.ExactlyOnce {
-		if err := contract.CheckTopic([]byte(c.ProgressTopic)); err != nil {
+		if err := contract.CheckTopic([]byte(c.Kafka.ProgressTopic)); err != nil {
 			bad("progress topic: %v", err)
-		} else if c.ProgressTopic == c.DeadLetterTopic {
-			bad("progress topic %s is the dead-letter topic: give each its own", c.ProgressTopic)
+		} else if c.Kafka.ProgressTopic == c.DeadLetterTopic {
+			bad("progress topic %s is the dead-letter topic: give each its own", c.Kafka.ProgressTopic)
 		}
 	}
-	if c.SASL != nil {
-		if err := c.SASL.Check(); err != nil {
+	if c.Kafka.SASL != nil {
+		if err := c.Kafka.SASL.Check(); err != nil {
 			bad("%v", err)
 		}
 	}
@@ -165,12 +173,12 @@ func (c *Config) checkBounds(bad func(string, ...any)) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.WriteTimeout}, {"retry backoff", c.RetryBackoff},
+	}{{"batch timeout", c.BatchTimeout}, {"write timeout", c.Kafka.WriteTimeout}, {"retry backoff", c.RetryBackoff},
 		{"status interval", c.StatusInterval}, {"shutdown timeout", c.ShutdownTimeout}, {"prune interval", c.PruneInterval},
 		{"prune after", c.PruneAfter}, {"lag poll interval", c.LagPollInterval},
 		{"standby retry interval", c.StandbyRetryInterval}, {"heartbeat interval", c.HeartbeatInterval},
 		{"topic unavailable grace", c.TopicUnavailableGrace}, {"backfill margin", c.BackfillMargin},
-		{"transaction timeout", c.TransactionTimeout}} {
+		{"transaction timeout", c.Kafka.TransactionTimeout}} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)
 		}

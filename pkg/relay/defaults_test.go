@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 func TestWithDefaultsFillsZeroFields(t *testing.T) {
@@ -24,10 +26,10 @@ func TestWithDefaultsFillsZeroFields(t *testing.T) {
 		"oninvalid":     c.OnInvalid == relay.InvalidDeadLetter,
 		"ongap":         c.OnGap == relay.GapStop,
 		"unavailable":   c.OnUnavailableTopic == relay.UnavailableDeadLetter,
-		"compression":   c.Compression == "none",
+		"compression":   c.Kafka.Compression == "none",
 		"batch":         c.BatchSize == relay.DefaultBatchSize,
 		"buffer":        c.BufferBytes == relay.DefaultBufferBytes,
-		"progress":      c.ProgressTopic == relay.DefaultProgressTopic,
+		"progress":      c.Kafka.ProgressTopic == contract.DefaultProgressTopic,
 		"logger":        c.Logger != nil,
 	} {
 		if !ok {
@@ -60,20 +62,20 @@ func TestWithDefaultsRefuses(t *testing.T) {
 		{"on-invalid", relay.Config{DatabaseURL: "x", OnInvalid: "skip"}, "on-invalid"},
 		{"on-unavailable", relay.Config{DatabaseURL: "x", OnUnavailableTopic: "skip"}, "on-unavailable-topic"},
 		{"on-gap", relay.Config{DatabaseURL: "x", OnGap: "ignore"}, "on-gap"},
-		{"compression", relay.Config{DatabaseURL: "x", Compression: "brotli"}, "compression \"brotli\""},
-		{"progress is dlq", relay.Config{DatabaseURL: "x", ExactlyOnce: true, ProgressTopic: "d", DeadLetterTopic: "d"}, "is the dead-letter topic"},
-		{"progress topic", relay.Config{DatabaseURL: "x", ExactlyOnce: true, ProgressTopic: "a b"}, "progress topic"},
-		{"sasl mechanism", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: "GSSAPI"}}, "SASL mechanism \"GSSAPI\""},
-		{"sasl user", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA256}}, "needs a username"},
-		{"sasl token", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: kafkasasl.OAuthBearer}}, "needs a token file"},
-		{"aws key without secret", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: kafkasasl.AWSMSKIAM, Username: "AKIAEXAMPLE"}}, "needs the password"},
-		{"aws secret without key", relay.Config{DatabaseURL: "x", SASL: &kafkasasl.Config{Mechanism: kafkasasl.AWSMSKIAM, SessionToken: "t"}}, "needs the username"},
+		{"compression", relay.Config{DatabaseURL: "x", Kafka: relay.KafkaConfig{Compression: "brotli"}}, "compression \"brotli\""},
+		{"progress is dlq", relay.Config{DatabaseURL: "x", ExactlyOnce: true, Kafka: relay.KafkaConfig{ProgressTopic: "d"}, DeadLetterTopic: "d"}, "is the dead-letter topic"},
+		{"progress topic", relay.Config{DatabaseURL: "x", ExactlyOnce: true, Kafka: relay.KafkaConfig{ProgressTopic: "a b"}}, "progress topic"},
+		{"sasl mechanism", relay.Config{DatabaseURL: "x", Kafka: relay.KafkaConfig{SASL: &kafkasasl.Config{Mechanism: "GSSAPI"}}}, "SASL mechanism \"GSSAPI\""},
+		{"sasl user", relay.Config{DatabaseURL: "x", Kafka: relay.KafkaConfig{SASL: &kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA256}}}, "needs a username"},
+		{"sasl token", relay.Config{DatabaseURL: "x", Kafka: relay.KafkaConfig{SASL: &kafkasasl.Config{Mechanism: kafkasasl.OAuthBearer}}}, "needs a token file"},
+		{"aws key without secret", relay.Config{DatabaseURL: "x", Kafka: relay.KafkaConfig{SASL: &kafkasasl.Config{Mechanism: kafkasasl.AWSMSKIAM, Username: "AKIAEXAMPLE"}}}, "needs the password"},
+		{"aws secret without key", relay.Config{DatabaseURL: "x", Kafka: relay.KafkaConfig{SASL: &kafkasasl.Config{Mechanism: kafkasasl.AWSMSKIAM, SessionToken: "t"}}}, "needs the username"},
 		{"negative duration", relay.Config{DatabaseURL: "x", PruneAfter: -time.Second}, "prune after -1s is negative"},
 		{"negative size", relay.Config{DatabaseURL: "x", BatchSize: -1}, "batch size -1 is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.cfg.WithDefaults()
-			if !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, relaytype.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrConfig naming %q", err, tc.want)
 			}
 		})
@@ -90,17 +92,17 @@ func TestWithDefaultsNamesEveryProblem(t *testing.T) {
 }
 
 func TestCheckBrokers(t *testing.T) {
-	if err := (&relay.Config{}).CheckBrokers(); !errors.Is(err, relay.ErrConfig) {
+	if err := (&relay.Config{}).CheckBrokers(); !errors.Is(err, relaytype.ErrConfig) {
 		t.Errorf("no brokers: %v", err)
 	}
-	if err := (&relay.Config{Brokers: []string{"k:9092"}}).CheckBrokers(); err != nil {
+	if err := (&relay.Config{Kafka: relay.KafkaConfig{Brokers: []string{"k:9092"}}}).CheckBrokers(); err != nil {
 		t.Errorf("brokers: %v", err)
 	}
 }
 
 func TestNilConfig(t *testing.T) {
 	var c *relay.Config
-	if _, err := c.WithDefaults(); !errors.Is(err, relay.ErrConfig) {
+	if _, err := c.WithDefaults(); !errors.Is(err, relaytype.ErrConfig) {
 		t.Errorf("nil config: %v", err)
 	}
 }

@@ -7,7 +7,7 @@
 // reads the table itself, so rows may be deleted once published (see
 // Pruning).
 //
-//	cfg := &relay.Config{DatabaseURL: url, Brokers: []string{"kafka:9092"}}
+//	cfg := &relay.Config{DatabaseURL: url, Kafka: relay.KafkaConfig{Brokers: []string{"kafka:9092"}}}
 //	if err := relay.Setup(ctx, cfg); err != nil { ... } // table, publication, slot
 //	r, err := relay.New(cfg)
 //	...
@@ -37,17 +37,22 @@
 // SASL configuration, which the inbox shares, in the leaf package
 // kafkasasl):
 // New derives from Config the small config each stage declares (stages.go).
-// The types both sides name (SlotStatus, RecoverResult, the errors...) are
-// declared once, with their documentation, in package relaytype, which the
-// engine imports too; the names here are aliases of them, so errors.As
-// finds what the engine returns. What a user relies on is summed up in docs/semantics.md (acknowledgement, ordering, gaps),
+// The types and values both sides name are declared once, with their
+// documentation, in package relaytype, which the engine imports too, and
+// this package's functions name them from there (as river's API names
+// rivertype.JobRow): Status returns a *relaytype.SlotStatus, Run's errors
+// wrap relaytype.ErrGap and the others (errors.Is, errors.As), and
+// Config.TableFormat takes relaytype.TableFormatDebezium; the dead-letter
+// reasons (relaytype.ReasonTooLarge...) and the Verify types are there too.
+// What a user relies on is summed up in docs/semantics.md (acknowledgement,
+// ordering, gaps),
 // docs/kafka.md (records, invalid rows, dead letters) and docs/liveness.md.
 //
 // # Table formats and CloudEvents
 //
-// Config.TableFormat maps the columns: TableFormatPgoutbox (the table
-// above) or TableFormatDebezium, the table of Debezium's Outbox Event
-// Router (id, aggregatetype, aggregateid, type, payload; the message ID
+// Config.TableFormat maps the columns: relaytype.TableFormatPgoutbox (the
+// table above) or relaytype.TableFormatDebezium, the table of Debezium's
+// Outbox Event Router (id, aggregatetype, aggregateid, type, payload; the message ID
 // serves as business key; topic "outbox.event.{aggregate_type}"; the
 // router's "id" and "type" headers besides the contract's). Both go through
 // the same decoder. Config.CloudEvents adds the attributes of the
@@ -60,7 +65,7 @@
 //
 //	pgoutbox_relay_events_published_total{topic}  counter: records acknowledged by Kafka; the first 1,000
 //	                                              topics have their own series, later ones count under
-//	                                              OtherTopicLabel ("(other)")
+//	                                              relaytype.OtherTopicLabel ("(other)")
 //	pgoutbox_relay_publish_errors_total           counter: failed Kafka write attempts
 //	pgoutbox_relay_batch_size                     histogram: events per batch
 //	pgoutbox_relay_publish_duration_seconds       histogram: one Kafka write

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A committed outbox row arrives in Kafka with its headers.
@@ -34,7 +36,7 @@ func ExampleRelay_Run() {
 
 	cfg := &relay.Config{
 		DatabaseURL: os.Getenv("DATABASE_URL"),
-		Brokers:     kafka.ListenAddrs(),
+		Kafka:       relay.KafkaConfig{Brokers: kafka.ListenAddrs()},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if err := relay.Setup(ctx, cfg); err != nil {
@@ -105,4 +107,28 @@ func ExampleStatus() {
 	}
 	fmt.Println(st.Slot, st.SlotExists, st.PublicationExists, st.Active, st.WALStatus)
 	// Output: orders true true false reserved
+}
+
+// The Kafka client's settings are grouped in Config.Kafka; WithDefaults
+// returns the effective configuration, or an error wrapping
+// relaytype.ErrConfig that names every problem.
+func ExampleConfig_WithDefaults() {
+	cfg := &relay.Config{
+		DatabaseURL: os.Getenv("DATABASE_URL"),
+		Kafka:       relay.KafkaConfig{Brokers: []string{"kafka:9092"}, Compression: "zstd"},
+		BatchSize:   500,
+	}
+	c, err := cfg.WithDefaults()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.Kafka.Brokers, c.Kafka.Compression, c.Kafka.ProgressTopic, c.Kafka.TransactionTimeout, c.BatchSize, c.TableFormat)
+
+	bad := *cfg
+	bad.Kafka.Compression = "brotli"
+	_, err = bad.WithDefaults()
+	fmt.Println(errors.Is(err, relaytype.ErrConfig), err)
+	// Output:
+	// [kafka:9092] zstd pgoutbox.progress 40s 500 pgoutbox
+	// true relay: invalid configuration: compression "brotli": want one of none, gzip, snappy, lz4, zstd
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Broker outage modes for refuseProduce.
@@ -127,12 +128,21 @@ func TestIdleOutboxAdvances(t *testing.T) {
 	}
 }
 
-// One transaction of 200,000 rows flows through.
+// One transaction far larger than every bound on its way flows through:
+// Postgres spills it to disk while decoding (logical_decoding_work_mem, set
+// to its 64 kB minimum for the test's database, which the walsender reads
+// at connection), and the relay's buffer (BufferBytes 256 KiB) fills and
+// drains many times. 20,000 rows cross both by far; 200,000 at the
+// defaults (64 MB, 16 MiB) did the same at ten times the CPU.
 func TestLargeTransaction(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	b := setup(t, func(c *relay.Config) { c.BufferBytes = 256 << 10 })
+	if _, err := b.db.Pool.Exec(context.Background(), fmt.Sprintf(`ALTER DATABASE %s SET logical_decoding_work_mem = '64kB'`,
+		pgx.Identifier{b.db.Name}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
 	b.start(t)
-	const n = 200_000
+	const n = 20_000
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
 		msgs[i] = outbox.Message{AggregateType: "bulk", AggregateID: fmt.Sprint("a", i%1000), EventType: "bulk.loaded",
@@ -142,15 +152,30 @@ func TestLargeTransaction(t *testing.T) {
 	ids := b.insert(t, msgs...)
 	committed := time.Now()
 	msgs = nil
-	testenv.WaitFor(t, 3*time.Minute, "200,000 events acknowledged by Kafka", func() (bool, error) {
+	testenv.WaitFor(t, 3*time.Minute, "20,000 events acknowledged by Kafka", func() (bool, error) {
 		return b.metric(t, "pgoutbox_relay_events_published_total") >= n, nil
 	})
 	published := time.Since(committed)
-	// Measured before kcat's output is parsed in this process.
+	// Measured before the records are read back in this process.
 	peak := vmHWM()
-	waitForIDs(t, b.kafka.Brokers, "outbox.bulk", ids, 3*time.Minute) // kcat parses 200,000 JSON records: slow on a loaded machine
-	t.Logf("200,000-row transaction: insert %v, commit to all acknowledged by Kafka %v; peak RSS of the test process (relay, test data, kfake; race detector if on) %s",
-		committed.Sub(start).Round(time.Millisecond), published.Round(time.Millisecond), peak)
+	recs := waitForIDs(t, b.kafka.Brokers, "outbox.bulk", ids, 3*time.Minute)
+	var bytes int
+	for _, r := range recs {
+		bytes += len(r.Key) + len(r.Value)
+		for _, h := range r.Headers {
+			bytes += len(h.Key) + len(h.Value)
+		}
+	}
+	if bytes < 4*int(b.cfg.BufferBytes) {
+		t.Fatalf("the transaction's records hold %d bytes: under 4 times the relay's buffer (%d)", bytes, b.cfg.BufferBytes)
+	}
+	var spilled int64
+	testenv.WaitFor(t, time.Minute, "the slot's spill statistics", func() (bool, error) {
+		err := b.db.Pool.QueryRow(context.Background(), `SELECT spill_txns FROM pg_stat_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&spilled)
+		return spilled > 0, err
+	})
+	t.Logf("20,000-row transaction (%d bytes of records, spilled by Postgres): insert %v, commit to all acknowledged by Kafka %v; peak RSS of the test process (relay, test data, kfake; race detector if on) %s",
+		bytes, committed.Sub(start).Round(time.Millisecond), published.Round(time.Millisecond), peak)
 }
 
 func vmHWM() string {
@@ -181,10 +206,10 @@ func TestBadRowsDeadLettered(t *testing.T) {
 	const ins = `INSERT INTO loose (id, aggregate_type, aggregate_id, event_type, business_key, payload, headers, topic)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 	bad := map[string]string{ // message ID -> reason
-		"00000000-0000-7000-8000-000000000001": relay.ReasonTooLarge,
-		"00000000-0000-7000-8000-000000000002": relay.ReasonNullColumn,
-		"00000000-0000-7000-8000-000000000003": relay.ReasonBadHeaders,
-		"00000000-0000-7000-8000-000000000004": relay.ReasonBadTopic,
+		"00000000-0000-7000-8000-000000000001": relaytype.ReasonTooLarge,
+		"00000000-0000-7000-8000-000000000002": relaytype.ReasonNullColumn,
+		"00000000-0000-7000-8000-000000000003": relaytype.ReasonBadHeaders,
+		"00000000-0000-7000-8000-000000000004": relaytype.ReasonBadTopic,
 	}
 	err := pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
 		for _, args := range [][]any{
@@ -231,11 +256,11 @@ func TestBadRowsDeadLettered(t *testing.T) {
 			t.Fatalf("dead letter %s: key %q", id, r.Key)
 		}
 		switch bad[id] {
-		case relay.ReasonTooLarge:
+		case relaytype.ReasonTooLarge:
 			if r.Value != nil || header(t, r, "original-topic") != "outbox.order" {
 				t.Fatalf("too-large dead letter: value of %d bytes, original topic %q", len(r.Value), header(t, r, "original-topic"))
 			}
-		case relay.ReasonNullColumn:
+		case relaytype.ReasonNullColumn:
 			if string(r.Value) != `{}` || header(t, r, "dlq-detail") != "column business_key is NULL" {
 				t.Fatalf("null-column dead letter: value %q detail %q", r.Value, header(t, r, "dlq-detail"))
 			}
@@ -270,8 +295,8 @@ func TestBadRowStops(t *testing.T) {
 	}
 	badEnd := b.currentLSN(t)
 	err2 := run.wait(t, 30*time.Second)
-	var inv *relay.InvalidEventError
-	if !errors.As(err2, &inv) || !errors.Is(err2, relay.ErrInvalidEvent) || !relay.IsPermanent(err2) {
+	var inv *relaytype.InvalidEventError
+	if !errors.As(err2, &inv) || !errors.Is(err2, relaytype.ErrInvalidEvent) || !relay.IsPermanent(err2) {
 		t.Fatalf("Run: %v, want an InvalidEventError", err2)
 	}
 	if want := "relay: invalid outbox event 00000000-0000-7000-8000-0000000000aa (null-column): column payload is NULL"; err2.Error() != want {
@@ -381,7 +406,7 @@ func TestBrokerRejectsTooLarge(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	k := testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
-	b.cfg.Brokers = k.Brokers
+	b.cfg.Kafka.Brokers = k.Brokers
 	b.kafka = k
 	b.start(t)
 	big := msg("a", 2)
@@ -389,7 +414,7 @@ func TestBrokerRejectsTooLarge(t *testing.T) {
 	ids := b.insert(t, msg("a", 1), big, msg("a", 3))
 	waitForIDs(t, k.Brokers, "outbox.order", []string{ids[0], ids[2]}, 30*time.Second)
 	dlq := testenv.WaitForRecords(t, k.Brokers, "outbox.dlq", 1, 30*time.Second)
-	if len(dlq) != 1 || header(t, dlq[0], "message-id") != ids[1] || header(t, dlq[0], "dlq-reason") != relay.ReasonTooLarge || dlq[0].Value != nil {
+	if len(dlq) != 1 || header(t, dlq[0], "message-id") != ids[1] || header(t, dlq[0], "dlq-reason") != relaytype.ReasonTooLarge || dlq[0].Value != nil {
 		t.Fatalf("dead letters: %+v", dlq)
 	}
 }
@@ -450,14 +475,14 @@ func TestBrokerRejectsTooLargeStops(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.OnInvalid = relay.InvalidStop })
 	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	run := b.start(t)
 	big := msg("a", 1)
 	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)
 	id := b.insert(t, big)[0]
 	err := run.wait(t, 60*time.Second)
-	var inv *relay.InvalidEventError
-	if !errors.As(err, &inv) || inv.Reason != relay.ReasonTooLarge || inv.MessageID.String() != id || !relay.IsPermanent(err) {
+	var inv *relaytype.InvalidEventError
+	if !errors.As(err, &inv) || inv.Reason != relaytype.ReasonTooLarge || inv.MessageID.String() != id || !relay.IsPermanent(err) {
 		t.Fatalf("Run: %v, want an InvalidEventError (too-large) naming %s", err, id)
 	}
 }

@@ -17,18 +17,19 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // runGap runs a relay on b.cfg and returns the gap it stops with, failing
 // t when it does not stop on one.
-func (b *bundle) runGap(t *testing.T) *relay.GapError {
+func (b *bundle) runGap(t *testing.T) *relaytype.GapError {
 	t.Helper()
 	r := b.newRelay(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := r.Run(ctx)
-	var gap *relay.GapError
-	if !errors.As(err, &gap) || !errors.Is(err, relay.ErrGap) || !relay.IsPermanent(err) {
+	var gap *relaytype.GapError
+	if !errors.As(err, &gap) || !errors.Is(err, relaytype.ErrGap) || !relay.IsPermanent(err) {
 		t.Fatalf("Run: %v, want a permanent *GapError", err)
 	}
 	if v := b.metric(t, "pgoutbox_relay_gap"); v != 1 {
@@ -105,8 +106,8 @@ func TestGapSlotDropped(t *testing.T) {
 	}
 
 	gap := b.runGap(t)
-	if gap.Reason != relay.GapSlotMissing || gap.Slot != b.cfg.Slot || gap.Since.IsZero() {
-		t.Fatalf("gap %+v, want reason %s on slot %s with a since time", gap, relay.GapSlotMissing, b.cfg.Slot)
+	if gap.Reason != relaytype.GapSlotMissing || gap.Slot != b.cfg.Slot || gap.Since.IsZero() {
+		t.Fatalf("gap %+v, want reason %s on slot %s with a since time", gap, relaytype.GapSlotMissing, b.cfg.Slot)
 	}
 	text := gap.Error()
 	if strings.Contains(text, "\n") || !strings.Contains(text, b.cfg.Slot) || !strings.Contains(text, "relay recover") {
@@ -115,7 +116,7 @@ func TestGapSlotDropped(t *testing.T) {
 	if b.slotExists(t) {
 		t.Fatal("Run re-created the dropped slot")
 	}
-	if err := relay.Setup(ctx, b.cfg); !errors.Is(err, relay.ErrGap) {
+	if err := relay.Setup(ctx, b.cfg); !errors.Is(err, relaytype.ErrGap) {
 		t.Fatalf("Setup over a gap: %v, want ErrGap", err)
 	}
 	if b.slotExists(t) {
@@ -125,7 +126,7 @@ func TestGapSlotDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Gap == nil || st.Gap.Reason != relay.GapSlotMissing || len(st.Problems) == 0 {
+	if st.Gap == nil || st.Gap.Reason != relaytype.GapSlotMissing || len(st.Problems) == 0 {
 		t.Fatalf("status gap %+v, problems %q; want the gap", st.Gap, st.Problems)
 	}
 
@@ -180,8 +181,8 @@ func TestGapSlotRecreatedBackfillOnRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	gap := b.runGap(t)
-	if gap.Reason != relay.GapSlotRecreated {
-		t.Fatalf("gap %v, want %s", gap, relay.GapSlotRecreated)
+	if gap.Reason != relaytype.GapSlotRecreated {
+		t.Fatalf("gap %v, want %s", gap, relaytype.GapSlotRecreated)
 	}
 	b.cfg.OnGap = relay.GapBackfill
 	run := b.start(t)
@@ -233,8 +234,8 @@ func TestRecoverRefusesPrunedRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := relay.Recover(ctx, b.cfg)
-	var pe *relay.BackfillPrunedError
-	if !errors.As(err, &pe) || !errors.Is(err, relay.ErrBackfillPruned) {
+	var pe *relaytype.BackfillPrunedError
+	if !errors.As(err, &pe) || !errors.Is(err, relaytype.ErrBackfillPruned) {
 		t.Fatalf("Recover: %v, want a BackfillPrunedError", err)
 	}
 	if !pe.To.Equal(mark) || !pe.From.Before(mark) || !strings.Contains(err.Error(), mark.UTC().Format(time.RFC3339)) {
@@ -252,10 +253,11 @@ func ownServer(t *testing.T, modify func(*relay.Config)) (*bundle, *testenv.Serv
 	return ownServerOn(t, testenv.NewKafka(t), modify)
 }
 
-// ownServerOn is ownServer on the broker k.
-func ownServerOn(t *testing.T, k *testenv.Kafka, modify func(*relay.Config)) (*bundle, *testenv.Server) {
+// ownServerOn is ownServer on the broker k, the server started with
+// settings.
+func ownServerOn(t *testing.T, k *testenv.Kafka, modify func(*relay.Config), settings ...string) (*bundle, *testenv.Server) {
 	t.Helper()
-	srv := testenv.NewServer(t)
+	srv := testenv.NewServer(t, settings...)
 	pool, err := pgxpool.New(context.Background(), srv.AdminURL)
 	if err != nil {
 		t.Fatal(err)
@@ -344,8 +346,8 @@ func TestGapSlotLost(t *testing.T) {
 		}
 	}
 	gap := b.runGap(t)
-	if gap.Reason != relay.GapSlotLost || !errors.Is(gap, relay.ErrSlotInvalidated) {
-		t.Fatalf("gap %v, want %s wrapping ErrSlotInvalidated", gap, relay.GapSlotLost)
+	if gap.Reason != relaytype.GapSlotLost || !errors.Is(gap, relaytype.ErrSlotInvalidated) {
+		t.Fatalf("gap %v, want %s wrapping ErrSlotInvalidated", gap, relaytype.GapSlotLost)
 	}
 	res, err := relay.Recover(ctx, b.cfg)
 	if err != nil {
@@ -464,7 +466,7 @@ func TestRecoverRepublishesRowsOnlyOnAnOldTopic(t *testing.T) {
 	// The first row's ID on the topic it routed to before; the second's
 	// dead letter from then (original-topic: the old topic).
 	dead := record(b.topic(relay.DefaultDeadLetterTopic), ids[1], rows[1], time.Now())
-	dead.Headers = append(dead.Headers, kgo.RecordHeader{Key: "dlq-reason", Value: []byte(relay.ReasonTooLarge)},
+	dead.Headers = append(dead.Headers, kgo.RecordHeader{Key: "dlq-reason", Value: []byte(relaytype.ReasonTooLarge)},
 		kgo.RecordHeader{Key: "original-topic", Value: []byte(old)})
 	produce(t, b.kafka.Brokers, record(old, ids[0], rows[0], time.Now()), dead)
 	res, err := relay.Recover(ctx, b.cfg)

@@ -17,6 +17,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Rows written to stop the relay or to pose as dead letters (issue 22) are
@@ -33,12 +34,12 @@ func TestHostileRowsDeadLettered(t *testing.T) {
 		reason, origTopic    string
 		topicCut             bool
 	}{
-		{"huge-topic", "", hugeTopic, relay.ReasonBadTopic, hugeTopic[:249], true},
-		{"huge-original-topic-header", `{"original-topic": "` + strings.Repeat("p", 2_000_000) + `"}`, "", relay.ReasonBadHeaders, "outbox.order", false},
-		{"dead-letter-forgery", `{"original-topic": "payments.commands", "dlq-reason": "too-large"}`, "outbox.dlq", relay.ReasonBadTopic, "outbox.dlq", false},
-		{"dlq-header", `{"dlq-reason": "too-large"}`, "", relay.ReasonBadHeaders, "outbox.order", false},
-		{"message-id-header", `{"Message-ID": "00000000-0000-7000-8000-0000000000ff"}`, "", relay.ReasonBadHeaders, "outbox.order", false},
-		{"relay-instance-header", `{"relay-instance": "the real relay"}`, "", relay.ReasonBadHeaders, "outbox.order", false},
+		{"huge-topic", "", hugeTopic, relaytype.ReasonBadTopic, hugeTopic[:249], true},
+		{"huge-original-topic-header", `{"original-topic": "` + strings.Repeat("p", 2_000_000) + `"}`, "", relaytype.ReasonBadHeaders, "outbox.order", false},
+		{"dead-letter-forgery", `{"original-topic": "payments.commands", "dlq-reason": "too-large"}`, "outbox.dlq", relaytype.ReasonBadTopic, "outbox.dlq", false},
+		{"dlq-header", `{"dlq-reason": "too-large"}`, "", relaytype.ReasonBadHeaders, "outbox.order", false},
+		{"message-id-header", `{"Message-ID": "00000000-0000-7000-8000-0000000000ff"}`, "", relaytype.ReasonBadHeaders, "outbox.order", false},
+		{"relay-instance-header", `{"relay-instance": "the real relay"}`, "", relaytype.ReasonBadHeaders, "outbox.order", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -113,7 +114,7 @@ func TestDeadLetterRefusedSendsMinimal(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}))
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	b.start(t)
 	big := msg("a", 2)
 	big.Payload = []byte(`{"blob": "` + strings.Repeat("y", 5000) + `"}`)
@@ -121,7 +122,7 @@ func TestDeadLetterRefusedSendsMinimal(t *testing.T) {
 	ids := b.insert(t, msg("a", 1), big, msg("a", 3))
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 30*time.Second)
 	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
-	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != ids[1] || header(t, r, "dlq-reason") != relay.ReasonTooLarge ||
+	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != ids[1] || header(t, r, "dlq-reason") != relaytype.ReasonTooLarge ||
 		header(t, r, "dlq-truncated") != "key,value,headers" || r.Key != nil || r.Value != nil || len(r.Headers) != 5 ||
 		!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the dead-letter record") {
 		t.Fatalf("dead letters: %+v", dlq)
@@ -138,7 +139,7 @@ func TestExactlyOnceDeadLetterRefusedSendsMinimal(t *testing.T) {
 		c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
 	})
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "policy")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	var dlqRefused atomic.Bool
 	answerProduce(b.kafka, func(topic string) int16 {
 		switch {
@@ -151,7 +152,7 @@ func TestExactlyOnceDeadLetterRefusedSendsMinimal(t *testing.T) {
 	ids := b.insert(t, toTopics("", "policy", "")...)
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 60*time.Second)
 	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
-	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != ids[1] || header(t, r, "dlq-reason") != relay.ReasonKafkaRejected ||
+	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != ids[1] || header(t, r, "dlq-reason") != relaytype.ReasonKafkaRejected ||
 		header(t, r, "dlq-truncated") != "key,value,headers" || r.Key != nil || r.Value != nil ||
 		!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the dead-letter record") {
 		t.Fatalf("dead letters: %+v, want the minimal one of %s", dlq, ids[1])
@@ -174,7 +175,7 @@ func TestMinimalDeadLetterRefusedStops(t *testing.T) {
 				c.RetryBackoff, c.MaxRetryBackoff = 10*time.Millisecond, 100*time.Millisecond
 			})
 			b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
-			b.cfg.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
 			answerProduce(b.kafka, func(topic string) int16 {
 				if topic == "outbox.order" || topic == "outbox.dlq" {
 					return 44 // POLICY_VIOLATION
@@ -182,7 +183,7 @@ func TestMinimalDeadLetterRefusedStops(t *testing.T) {
 				return 0
 			})
 			id, err := b.stopsOnRow(t, "")
-			if !errors.Is(err, relay.ErrDeadLetter) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) ||
+			if !errors.Is(err, relaytype.ErrDeadLetter) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) ||
 				!strings.Contains(err.Error(), "refused even the minimal record") {
 				t.Fatalf("Run: %v, want a permanent ErrDeadLetter naming %s and the minimal record", err, id)
 			}
@@ -196,7 +197,7 @@ func TestConfigValidationTopics(t *testing.T) {
 	t.Parallel()
 	err := relay.Setup(context.Background(), &relay.Config{DatabaseURL: "postgres://x", DeadLetterTopic: "dead letters",
 		AllowedTopics: []string{"ok.", "not ok"}, TopicTemplate: "events/{aggregate_type}"})
-	if !errors.Is(err, relay.ErrConfig) {
+	if !errors.Is(err, relaytype.ErrConfig) {
 		t.Fatalf("got %v, want ErrConfig", err)
 	}
 	for _, want := range []string{`dead-letter topic: invalid topic: topic "dead letters"`, `allowed topic prefix: invalid topic: topic "not ok"`,
@@ -220,7 +221,7 @@ func TestAllowedTopics(t *testing.T) {
 	waitForIDs(t, b.kafka.Brokers, "outbox.orders", ids[4:5], 30*time.Second)
 	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", []string{ids[1], ids[3]}, 30*time.Second)
 	for _, r := range dlq {
-		if header(t, r, "dlq-reason") != relay.ReasonBadTopic || !strings.Contains(header(t, r, "dlq-detail"), "allowed topic prefixes") {
+		if header(t, r, "dlq-reason") != relaytype.ReasonBadTopic || !strings.Contains(header(t, r, "dlq-detail"), "allowed topic prefixes") {
 			t.Fatalf("dead letter %s: reason %q, detail %q", header(t, r, "message-id"), header(t, r, "dlq-reason"), header(t, r, "dlq-detail"))
 		}
 	}
@@ -243,7 +244,7 @@ func TestTopicUnavailableDeadLettered(t *testing.T) {
 		c.MaxRetryBackoff = 200 * time.Millisecond
 	})
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	run := b.start(t)
 	ids := b.insert(t, toTopics("", "missing", "")...)
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", []string{ids[0], ids[2]}, 60*time.Second)
@@ -253,7 +254,7 @@ func TestTopicUnavailableDeadLettered(t *testing.T) {
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids[4:5], 60*time.Second)
 	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", []string{ids[1], ids[3]}, 30*time.Second)
 	for _, r := range dlq {
-		if header(t, r, "dlq-reason") != relay.ReasonTopicUnavailable || header(t, r, "original-topic") != "missing" ||
+		if header(t, r, "dlq-reason") != relaytype.ReasonTopicUnavailable || header(t, r, "original-topic") != "missing" ||
 			!strings.Contains(header(t, r, "dlq-detail"), "topic unavailable grace") || r.Value == nil {
 			t.Fatalf("dead letter %s: reason %q, original topic %q, detail %q, value %q", header(t, r, "message-id"),
 				header(t, r, "dlq-reason"), header(t, r, "original-topic"), header(t, r, "dlq-detail"), r.Value)
@@ -276,20 +277,20 @@ func TestTopicUnavailableDeadLettered(t *testing.T) {
 func TestNoAutoCreateTopics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) {
-		c.NoAutoCreateTopics = true
+		c.Kafka.NoAutoCreateTopics = true
 		c.TopicUnavailableGrace = time.Second
 		c.MaxRetryBackoff = 200 * time.Millisecond
 	})
 	b.kafka = testenv.NewKafka(t, kfake.SeedTopics(int32(testenv.DefaultPartitions), "outbox.order", "outbox.dlq")) // auto-creation allowed
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	b.start(t)
 	fresh := msg("a", 1)
 	fresh.Topic = "fresh.topic"
 	ids := b.insert(t, fresh, msg("a", 2))
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids[1:], 60*time.Second)
 	dlq := waitForIDs(t, b.kafka.Brokers, "outbox.dlq", ids[:1], 30*time.Second)
-	if header(t, dlq[0], "dlq-reason") != relay.ReasonTopicUnavailable {
-		t.Fatalf("dead letter: reason %q, want %s", header(t, dlq[0], "dlq-reason"), relay.ReasonTopicUnavailable)
+	if header(t, dlq[0], "dlq-reason") != relaytype.ReasonTopicUnavailable {
+		t.Fatalf("dead letter: reason %q, want %s", header(t, dlq[0], "dlq-reason"), relaytype.ReasonTopicUnavailable)
 	}
 	if b.kafka.TopicExists(t, "fresh.topic") {
 		t.Fatal("topic fresh.topic was created")
@@ -316,7 +317,7 @@ func TestManyAggregateTypesBounded(t *testing.T) {
 	}
 	b.insert(t, msgs...)
 	testenv.WaitFor(t, 5*time.Minute, "2,000 events dead-lettered", func() (bool, error) {
-		return testenv.MetricValue(t, b.reg, "pgoutbox_relay_invalid_events_total", "reason", relay.ReasonBadTopic) >= types, nil
+		return testenv.MetricValue(t, b.reg, "pgoutbox_relay_invalid_events_total", "reason", relaytype.ReasonBadTopic) >= types, nil
 	})
 	series := 0
 	mfs, err := b.reg.Gather()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // PostgreSQL 18 invalidates, at a checkpoint, a slot that no one streamed
@@ -42,13 +43,13 @@ func TestGapSlotIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Gap == nil || st.Gap.Reason != relay.GapSlotLost || !strings.Contains(st.Gap.Detail, "idle_replication_slot_timeout") ||
+	if st.Gap == nil || st.Gap.Reason != relaytype.GapSlotLost || !strings.Contains(st.Gap.Detail, "idle_replication_slot_timeout") ||
 		st.InvalidationReason != "idle_timeout" {
 		t.Fatalf("relay status: gap %+v, invalidation reason %q; want slot-lost naming idle_replication_slot_timeout, idle_timeout", st.Gap, st.InvalidationReason)
 	}
 	gap := b.runGap(t)
-	if gap.Reason != relay.GapSlotLost || !errors.Is(gap, relay.ErrSlotInvalidated) || !strings.Contains(gap.Error(), "idle_replication_slot_timeout") {
-		t.Fatalf("Run's gap: %v; want %s wrapping ErrSlotInvalidated, naming idle_replication_slot_timeout", gap, relay.GapSlotLost)
+	if gap.Reason != relaytype.GapSlotLost || !errors.Is(gap, relaytype.ErrSlotInvalidated) || !strings.Contains(gap.Error(), "idle_replication_slot_timeout") {
+		t.Fatalf("Run's gap: %v; want %s wrapping ErrSlotInvalidated, naming idle_replication_slot_timeout", gap, relaytype.GapSlotLost)
 	}
 	b.cfg.OnGap = relay.GapBackfill
 	run := b.start(t)

@@ -11,7 +11,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A row inserted with plain SQL whose business key breaks the key rules
@@ -78,8 +78,8 @@ func TestInvalidBusinessKeyDeadLettered(t *testing.T) {
 		if !ok {
 			t.Fatalf("unexpected dead letter %s", id)
 		}
-		if reason := header(t, r, "dlq-reason"); reason != relay.ReasonInvalidKey {
-			t.Fatalf("dead letter %s: reason %q, want %q (detail %q)", id, reason, relay.ReasonInvalidKey, header(t, r, "dlq-detail"))
+		if reason := header(t, r, "dlq-reason"); reason != relaytype.ReasonInvalidKey {
+			t.Fatalf("dead letter %s: reason %q, want %q (detail %q)", id, reason, relaytype.ReasonInvalidKey, header(t, r, "dlq-detail"))
 		}
 		if detail := header(t, r, "dlq-detail"); !strings.Contains(detail, "business key") {
 			t.Fatalf("dead letter %s: detail %q does not name the business key", id, detail)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // gauge returns the value of the gauge name whose labels include want, and
@@ -201,7 +202,7 @@ func TestHeartbeatAdvancesIdleSlot(t *testing.T) {
 			case strings.Contains(data, "prefix: "+relay.HeartbeatPrefix+","):
 				beat = lsn
 			case strings.HasPrefix(data, "BEGIN"), strings.HasPrefix(data, "COMMIT"):
-			case strings.HasPrefix(data, "table public."+relay.StateTableName+": ") &&
+			case strings.HasPrefix(data, "table public."+relaytype.StateTableName+": ") &&
 				strings.Contains(data, "slot_name[text]:'"+b.cfg.Slot+"' "):
 				// The relay records its slot's confirmed position, which
 				// the heartbeats advance.

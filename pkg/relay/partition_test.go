@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // partitionedOutbox is a time-partitioned outbox table: range on
@@ -160,7 +161,7 @@ func TestPartitionedOutboxPublicationViaRoot(t *testing.T) {
 		}
 	}
 	k := testenv.NewKafka(t)
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: "s_leaves", Publication: "p_leaves", Logger: testLogger(t)}
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Slot: "s_leaves", Publication: "p_leaves", Logger: testLogger(t)}
 	r, err := relay.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestPartitionedOutboxPublicationViaRoot(t *testing.T) {
 	const fix = `publication p_leaves publishes the partitions of public.outbox under their own names: ` +
 		`ALTER PUBLICATION "p_leaves" SET (publish_via_partition_root = true) (or run relay setup)`
 	err = r.Run(ctx)
-	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.IsPermanent(err) || !strings.HasSuffix(err.Error(), ": "+fix) {
+	if !errors.Is(err, relaytype.ErrPublicationMismatch) || !relay.IsPermanent(err) || !strings.HasSuffix(err.Error(), ": "+fix) {
 		t.Fatalf("run: %v", err)
 	}
 	if st, err := relay.Status(ctx, cfg); err != nil || st.PublicationMismatch != fix {
@@ -212,7 +213,7 @@ func TestOutboxRenameWhileStreaming(t *testing.T) {
 	if st, err := relay.Status(ctx, b.cfg); err != nil || st.PublicationMismatch != "table public.outbox does not exist (run relay setup)" {
 		t.Fatalf("status on the old name: %+v %v", st, err)
 	}
-	if err := b.refused(t); !errors.Is(err, relay.ErrTableMissing) || !relay.IsPermanent(err) {
+	if err := b.refused(t); !errors.Is(err, relaytype.ErrTableMissing) || !relay.IsPermanent(err) {
 		t.Fatalf("restart on the old name: %v", err)
 	}
 	b.cfg.Table = "outbox_renamed"
@@ -404,7 +405,7 @@ func TestMigrateToPartitionedRefused(t *testing.T) {
 	after := insertRows(t, b.db.Pool, "outbox", newRows(20, 81, 5, nil))
 	err := run.wait(t, 60*time.Second)
 	const want = "publication " + "%s does not include table public.outbox (the outbox table changed while the relay streamed it"
-	if !errors.Is(err, relay.ErrPublicationMismatch) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), fmt.Sprintf(want, b.cfg.Publication)) {
+	if !errors.Is(err, relaytype.ErrPublicationMismatch) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), fmt.Sprintf(want, b.cfg.Publication)) {
 		t.Fatalf("run: %v", err)
 	}
 	if confirmed := b.confirmedFlush(t); confirmed > migrated {
@@ -415,7 +416,7 @@ func TestMigrateToPartitionedRefused(t *testing.T) {
 		err, missingIDs(recs, after), len(after), b.confirmedFlush(t), migrated)
 
 	// A restart refuses too, with the same reason.
-	if err := b.refused(t); !errors.Is(err, relay.ErrPublicationMismatch) {
+	if err := b.refused(t); !errors.Is(err, relaytype.ErrPublicationMismatch) {
 		t.Fatalf("restart: %v", err)
 	}
 
@@ -465,8 +466,8 @@ func TestForeignTableInPublication(t *testing.T) {
 			lsn = b.currentLSN(t)
 			if policy == relay.InvalidStop {
 				err := run.wait(t, 60*time.Second)
-				var inv *relay.InvalidEventError
-				if !errors.As(err, &inv) || inv.Reason != relay.ReasonNotOutbox {
+				var inv *relaytype.InvalidEventError
+				if !errors.As(err, &inv) || inv.Reason != relaytype.ReasonNotOutbox {
 					t.Fatalf("run: %v", err)
 				}
 				if c := b.confirmedFlush(t); c >= lsn {
@@ -481,14 +482,14 @@ func TestForeignTableInPublication(t *testing.T) {
 			got := []string{string(dlq[0].Value), string(dlq[1].Value)}
 			slices.Sort(got)
 			for i, want := range []string{`{"id":"1","note":"x"}`, `{"id":"2","note":null}`} {
-				if header(t, dlq[i], "dlq-reason") != relay.ReasonNotOutbox || got[i] != want {
+				if header(t, dlq[i], "dlq-reason") != relaytype.ReasonNotOutbox || got[i] != want {
 					t.Fatalf("dead letters %q %v", got, dlq[i].Headers)
 				}
 			}
 			if err := run.stop(t); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.refused(t); !errors.Is(err, relay.ErrPublicationMismatch) || !strings.Contains(err.Error(), "DROP TABLE public.other") {
+			if err := b.refused(t); !errors.Is(err, relaytype.ErrPublicationMismatch) || !strings.Contains(err.Error(), "DROP TABLE public.other") {
 				t.Fatalf("restart: %v", err)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // runOnce runs a relay on cfg and returns Run's error (it must end by
@@ -40,16 +41,16 @@ func TestRunNoCreate(t *testing.T) {
 	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: "s_nocreate", Publication: "p_nocreate",
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Slot: "s_nocreate", Publication: "p_nocreate",
 		NoCreate: true, Logger: testLogger(t)}
 	err := runOnce(t, cfg)
-	if !errors.Is(err, relay.ErrPublicationMissing) || err.Error() != "relay: publication does not exist: p_nocreate (run relay setup, or allow creation)" {
+	if !errors.Is(err, relaytype.ErrPublicationMissing) || err.Error() != "relay: publication does not exist: p_nocreate (run relay setup, or allow creation)" {
 		t.Fatalf("Run: %v, want ErrPublicationMissing", err)
 	}
 	if _, err := db.Pool.Exec(ctx, `CREATE PUBLICATION p_nocreate FOR TABLE outbox WITH (publish = 'insert')`); err != nil {
 		t.Fatal(err)
 	}
-	if err := runOnce(t, cfg); !errors.Is(err, relay.ErrSlotMissing) {
+	if err := runOnce(t, cfg); !errors.Is(err, relaytype.ErrSlotMissing) {
 		t.Fatalf("Run: %v, want ErrSlotMissing", err)
 	}
 }
@@ -64,10 +65,10 @@ func TestRunRejectsTableColumns(t *testing.T) {
 		event_type text, payload jsonb, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Table: "odd", Slot: "s_odd", Publication: "p_odd", Logger: testLogger(t)}
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Table: "odd", Slot: "s_odd", Publication: "p_odd", Logger: testLogger(t)}
 	err := runOnce(t, cfg)
 	want := "relay: outbox table columns unusable: public.odd: column aggregate_id is integer, want text or varchar; missing column business_key"
-	if !errors.Is(err, relay.ErrTableColumns) || err.Error() != want {
+	if !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != want {
 		t.Fatalf("Run: %v\nwant %s", err, want)
 	}
 }
@@ -92,7 +93,7 @@ func TestTableChangedWhileStreaming(t *testing.T) {
 	}
 	err := run.wait(t, 30*time.Second)
 	const want = "relay: outbox table columns unusable: public.outbox: missing column business_key"
-	if !errors.Is(err, relay.ErrTableColumns) || err.Error() != want {
+	if !errors.Is(err, relaytype.ErrTableColumns) || err.Error() != want {
 		t.Fatalf("Run: %v\nwant %s", err, want)
 	}
 
@@ -104,7 +105,7 @@ func TestTableChangedWhileStreaming(t *testing.T) {
 	b.start(t)
 	waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), good, 30*time.Second)
 	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, b.topic("outbox.dlq"), 1, 30*time.Second)
-	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != badID || header(t, r, "dlq-reason") != relay.ReasonBadColumns ||
+	if r := dlq[0]; len(dlq) != 1 || header(t, r, "message-id") != badID || header(t, r, "dlq-reason") != relaytype.ReasonBadColumns ||
 		header(t, r, "dlq-detail") != want {
 		t.Fatalf("dead letters: %+v", dlq)
 	}

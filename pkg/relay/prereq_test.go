@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // asRole returns db's URL with another user (the test server trusts every
@@ -51,13 +52,13 @@ func createRole(t *testing.T, db *testenv.DB, name, attrs string, grants ...stri
 }
 
 // problems runs Setup and returns the checks that failed.
-func setupProblems(t *testing.T, cfg *relay.Config) []relay.Problem {
+func setupProblems(t *testing.T, cfg *relay.Config) []relaytype.Problem {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := relay.Setup(ctx, cfg)
-	var pe *relay.PrerequisitesError
-	if !errors.As(err, &pe) || !errors.Is(err, relay.ErrPrerequisites) {
+	var pe *relaytype.PrerequisitesError
+	if !errors.As(err, &pe) || !errors.Is(err, relaytype.ErrPrerequisites) {
 		t.Fatalf("Setup: %v, want a PrerequisitesError", err)
 	}
 	for _, p := range pe.Problems {
@@ -68,7 +69,7 @@ func setupProblems(t *testing.T, cfg *relay.Config) []relay.Problem {
 	return pe.Problems
 }
 
-func checks(ps []relay.Problem) string {
+func checks(ps []relaytype.Problem) string {
 	var names []string
 	for _, p := range ps {
 		names = append(names, p.Check)
@@ -215,7 +216,7 @@ func TestCheckPrerequisitesRunRights(t *testing.T) {
 	cfg.OnGap = relay.GapBackfill
 	cfg.PruneAfter = time.Hour
 	err := relay.CheckPrerequisites(ctx, &cfg)
-	var pe *relay.PrerequisitesError
+	var pe *relaytype.PrerequisitesError
 	if !errors.As(err, &pe) {
 		t.Fatalf("CheckPrerequisites: %v, want a PrerequisitesError", err)
 	}

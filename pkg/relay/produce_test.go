@@ -66,7 +66,7 @@ func TestLeadersMoveMidStream(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 200 * time.Millisecond })
 	b.kafka = testenv.NewKafka(t, kfake.NumBrokers(3), kfake.SeedTopics(6, "outbox.order"))
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	for p := range int32(6) { // two partitions led by each broker
 		if err := b.kafka.Cluster.MoveTopicPartition("outbox.order", p, p%3); err != nil {
 			t.Fatal(err)
@@ -129,7 +129,7 @@ func TestCompressedBatches(t *testing.T) {
 	for codec, name := range map[int8]string{1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, func(c *relay.Config) { c.Compression = name })
+			b := setup(t, func(c *relay.Config) { c.Kafka.Compression = name })
 			seen := watchProduce(b.kafka, "outbox.order")
 			b.start(t)
 			var msgs []outbox.Message

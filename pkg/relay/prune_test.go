@@ -10,7 +10,9 @@ import (
 )
 
 // Pruning deletes rows older than PruneAfter in small batches and keeps
-// the rest; deletes are not published.
+// the rest; deletes are not published. The cutoff, the margin kept for a
+// recovery and partitioned tables are tested in internal/slotstate
+// (prune_internal_test.go).
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) {
@@ -38,37 +40,4 @@ func TestPrune(t *testing.T) {
 		return b.metric(t, "pgoutbox_relay_pruned_rows_total") == 5, nil
 	})
 	waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 30*time.Second)
-}
-
-// Pruning a partitioned outbox deletes the old rows of one partition and
-// never the rows at the same physical position (ctid) of another.
-func TestPrunePartitionedOutbox(t *testing.T) {
-	t.Parallel()
-	ddl := append(append([]string{}, partitionedOutbox...), `CREATE TABLE outbox_default PARTITION OF outbox DEFAULT`)
-	b := setup(t, func(c *relay.Config) {
-		c.PruneAfter = time.Hour
-		c.PruneInterval = 50 * time.Millisecond
-		c.PruneBatchSize = 2
-	}, ddl...)
-	ctx := context.Background()
-	old := insertRows(t, b.db.Pool, "outbox", newRows(0, 4, 2, func(i int) time.Time {
-		return time.Date(2026, 1, 15, 0, 0, i, 0, time.UTC)
-	}))
-	young := insertRows(t, b.db.Pool, "outbox", newRows(4, 6, 2, func(int) time.Time { return time.Now() }))
-	b.start(t)
-	testenv.WaitFor(t, 30*time.Second, "old rows pruned", func() (bool, error) {
-		var n int
-		err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE id = ANY($1::uuid[])`, old).Scan(&n)
-		return n == 0, err
-	})
-	testenv.WaitFor(t, 10*time.Second, "pruned_rows_total", func() (bool, error) {
-		return b.metric(t, "pgoutbox_relay_pruned_rows_total") >= 4, nil
-	})
-	var left int
-	if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE id = ANY($1::uuid[])`, young).Scan(&left); err != nil || left != len(young) {
-		t.Fatalf("young rows left: %d (%v), want %d", left, err, len(young))
-	}
-	if n := b.metric(t, "pgoutbox_relay_pruned_rows_total"); n != 4 {
-		t.Fatalf("pruned %v rows, want 4", n)
-	}
 }

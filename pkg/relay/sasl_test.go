@@ -19,7 +19,7 @@ import (
 func TestClientOptsFailClosedOnBadSASL(t *testing.T) {
 	t.Parallel()
 	k := testenv.NewKafka(t)
-	cl, err := kgo.NewClient(relay.KafkaClientOpts(&relay.Config{Brokers: k.Brokers, SASL: &kafkasasl.Config{Mechanism: "PLAIN"}})...)
+	cl, err := kgo.NewClient(relay.KafkaClientOpts(&relay.Config{Kafka: relay.KafkaConfig{Brokers: k.Brokers, SASL: &kafkasasl.Config{Mechanism: "PLAIN"}}})...)
 	if err != nil {
 		t.Fatal(err)
 	}

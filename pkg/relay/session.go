@@ -265,7 +265,7 @@ const (
 	endStopped
 	// endInvalid: an invalid event stopped the relay under InvalidStop.
 	// The sink drains what came before it, that is confirmed, and Run
-	// returns the *InvalidEventError.
+	// returns the *relaytype.InvalidEventError.
 	endInvalid
 )
 

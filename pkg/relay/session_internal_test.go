@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/pgoutbox/pgoutbox/internal/decode"
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -17,7 +16,7 @@ import (
 // (stop the sink at once, replay in the next session).
 func TestSessionEnd(t *testing.T) {
 	t.Parallel()
-	invalid := fmt.Errorf("relay: stream: %w", &relaytype.InvalidEventError{Reason: decode.ReasonNullColumn})
+	invalid := fmt.Errorf("relay: stream: %w", &relaytype.InvalidEventError{Reason: relaytype.ReasonNullColumn})
 	sinkFailed := fmt.Errorf("%w: %w", errSinkFailed, errors.New("kafka: broker down"))
 	signal := errors.New("interrupt") // signal.NotifyContext's cause
 	for _, tc := range []struct {

@@ -14,9 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // bundle is what a relay test works with.
@@ -58,7 +60,7 @@ func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.
 	n := slotSeq.Add(1)
 	cfg := &relay.Config{
 		DatabaseURL:    db.URL,
-		Brokers:        k.Brokers,
+		Kafka:          relay.KafkaConfig{Brokers: k.Brokers},
 		Slot:           fmt.Sprintf("s_%d", n),
 		Publication:    fmt.Sprintf("p_%d", n),
 		StatusInterval: 200 * time.Millisecond,
@@ -66,9 +68,9 @@ func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.
 		Logger:         testLogger(t),
 	}
 	if k.TopicPrefix != "" { // a shared broker
-		cfg.TopicTemplate = k.Topic(relay.DefaultTopicTemplate)
+		cfg.TopicTemplate = k.Topic(relaytype.DefaultTopicTemplate)
 		cfg.DeadLetterTopic = k.Topic(relay.DefaultDeadLetterTopic)
-		cfg.ProgressTopic = k.Topic(relay.DefaultProgressTopic)
+		cfg.Kafka.ProgressTopic = k.Topic(contract.DefaultProgressTopic)
 	}
 	if modify != nil {
 		modify(cfg)

@@ -17,6 +17,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // answerProduce makes the broker answer the produce requests for whose
@@ -141,7 +142,7 @@ func TestDeadLetterKeepsOrder(t *testing.T) {
 	recs := waitForIDs(t, b.kafka.Brokers, "outbox.order", ids, 30*time.Second)
 	assertLastCopiesInOrder(t, recs, ids)
 	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", 1, 30*time.Second)
-	if r := dlq[0]; header(t, r, "dlq-reason") != relay.ReasonBadHeaders || string(r.Key) != "a" || r.Value != nil ||
+	if r := dlq[0]; header(t, r, "dlq-reason") != relaytype.ReasonBadHeaders || string(r.Key) != "a" || r.Value != nil ||
 		header(t, r, "dlq-truncated") != "value" {
 		t.Fatalf("dead letter: reason %q, key %q, value %d bytes, dlq-truncated %q; want a bad-headers record without its value",
 			header(t, r, "dlq-reason"), r.Key, len(r.Value), header(t, r, "dlq-truncated"))
@@ -184,13 +185,13 @@ func TestDeadLetterAlwaysFits(t *testing.T) {
 		var keys []string
 		for _, h := range r.Headers {
 			keys = append(keys, h.Key)
-			if len(h.Value) > relay.MaxDeadLetterHeaderBytes {
+			if len(h.Value) > relaytype.MaxDeadLetterHeaderBytes {
 				t.Fatalf("dead letter %s: header %s of %d bytes", id, h.Key, len(h.Value))
 			}
 		}
 		w := want[id]
 		if got := strings.Join(keys, ","); got != w.headers || string(r.Key) != w.key || r.Value != nil ||
-			header(t, r, "dlq-reason") != relay.ReasonTooLarge || header(t, r, "original-topic") != "outbox.order" ||
+			header(t, r, "dlq-reason") != relaytype.ReasonTooLarge || header(t, r, "original-topic") != "outbox.order" ||
 			header(t, r, "dlq-truncated") != w.truncated {
 			t.Fatalf("dead letter %s: headers %s, key of %d bytes, value of %d bytes, dlq-truncated %q; want headers %s, key %q, dlq-truncated %q",
 				id, got, len(r.Key), len(r.Value), header(t, r, "dlq-truncated"), w.headers, w.key, w.truncated)
@@ -219,7 +220,7 @@ func TestKafkaRejectedRecords(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 500 * time.Millisecond })
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "policy")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	answerProduce(b.kafka, func(topic string) int16 {
 		if topic == "policy" {
 			return 44 // POLICY_VIOLATION
@@ -235,7 +236,7 @@ func TestKafkaRejectedRecords(t *testing.T) {
 	dlq := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.dlq", len(bad), 30*time.Second)
 	for _, r := range dlq {
 		id := header(t, r, "message-id")
-		if header(t, r, "dlq-reason") != relay.ReasonKafkaRejected || header(t, r, "original-topic") != bad[id] ||
+		if header(t, r, "dlq-reason") != relaytype.ReasonKafkaRejected || header(t, r, "original-topic") != bad[id] ||
 			!strings.HasPrefix(header(t, r, "dlq-detail"), "kafka rejected the record: ") {
 			t.Fatalf("dead letter %s: reason %q, original topic %q (want %q), detail %q", id, header(t, r, "dlq-reason"),
 				header(t, r, "original-topic"), bad[id], header(t, r, "dlq-detail"))
@@ -254,7 +255,7 @@ func TestTopicUnavailableRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *relay.Config) { c.MaxRetryBackoff = 200 * time.Millisecond })
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq", "locked")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	var locked atomic.Bool
 	locked.Store(true)
 	answerProduce(b.kafka, func(topic string) int16 {
@@ -317,9 +318,9 @@ func TestTopicUnavailableStops(t *testing.T) {
 		c.OnUnavailableTopic = relay.UnavailableStop
 	})
 	b.kafka = noAutoCreate(t, "outbox.order", "outbox.dlq")
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	id, err := b.stopsOnRow(t, "missing")
-	if !errors.Is(err, relay.ErrTopicUnavailable) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), "missing") ||
+	if !errors.Is(err, relaytype.ErrTopicUnavailable) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), "missing") ||
 		!strings.Contains(err.Error(), id) {
 		t.Fatalf("Run: %v, want a permanent ErrTopicUnavailable naming topic missing and message %s", err, id)
 	}
@@ -338,14 +339,14 @@ func TestKafkaRejectedStops(t *testing.T) {
 		policy relay.InvalidPolicy
 		want   error
 	}{
-		{"stop", relay.InvalidStop, relay.ErrInvalidEvent},
-		{"no-dead-letter-topic", relay.InvalidDeadLetter, relay.ErrTopicUnavailable},
+		{"stop", relay.InvalidStop, relaytype.ErrInvalidEvent},
+		{"no-dead-letter-topic", relay.InvalidDeadLetter, relaytype.ErrTopicUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, func(c *relay.Config) { c.OnInvalid, c.TopicUnavailableGrace = tc.policy, 2*time.Second })
 			b.kafka = noAutoCreate(t, "outbox.order", "policy")
-			b.cfg.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
 			answerProduce(b.kafka, func(topic string) int16 {
 				if topic == "policy" {
 					return 44 // POLICY_VIOLATION
@@ -356,9 +357,9 @@ func TestKafkaRejectedStops(t *testing.T) {
 			if !errors.Is(err, tc.want) || !relay.IsPermanent(err) || !strings.Contains(err.Error(), id) {
 				t.Fatalf("Run: %v, want a permanent error wrapping %v naming %s", err, tc.want, id)
 			}
-			var inv *relay.InvalidEventError
-			if tc.policy == relay.InvalidStop && (!errors.As(err, &inv) || inv.Reason != relay.ReasonKafkaRejected) {
-				t.Fatalf("Run: %v, want an InvalidEventError with reason %s", err, relay.ReasonKafkaRejected)
+			var inv *relaytype.InvalidEventError
+			if tc.policy == relay.InvalidStop && (!errors.As(err, &inv) || inv.Reason != relaytype.ReasonKafkaRejected) {
+				t.Fatalf("Run: %v, want an InvalidEventError with reason %s", err, relaytype.ReasonKafkaRejected)
 			}
 		})
 	}
@@ -417,7 +418,7 @@ func TestLargeRecordsInOrder(t *testing.T) {
 			t.Parallel()
 			b := setup(t, nil)
 			b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "1048588"}))
-			b.cfg.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
 			const rows = 300
 			order := largeRecords(t, b, rows, 10, 20, size)
 			b.start(t)
@@ -471,7 +472,7 @@ func TestBatchesFitTheTopicLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	b.kafka = testenv.NewKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "300000"}))
-	b.cfg.Brokers = b.kafka.Brokers
+	b.cfg.Kafka.Brokers = b.kafka.Brokers
 	order := largeRecords(t, b, 60, 10, 3, 50_000)
 	b.start(t)
 	recs := testenv.WaitForRecords(t, b.kafka.Brokers, "outbox.order", 60, 60*time.Second)

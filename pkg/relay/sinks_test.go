@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // sinkRows inserts five two-row transactions of aggregates a and b and
@@ -118,7 +119,7 @@ func TestRabbitMQSink(t *testing.T) {
 func TestSinkURLRequired(t *testing.T) {
 	for _, sink := range []string{"nats", "rabbitmq"} {
 		_, err := (&relay.Config{DatabaseURL: "x", Sink: sink}).WithDefaults()
-		if !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), "sink "+sink+": a sink URL is required") {
+		if !errors.Is(err, relaytype.ErrConfig) || !strings.Contains(err.Error(), "sink "+sink+": a sink URL is required") {
 			t.Errorf("%s without URL: err = %v", sink, err)
 		}
 		c := &relay.Config{DatabaseURL: "x", Sink: sink, SinkURL: "u"}
@@ -223,7 +224,7 @@ func TestNATSSinkDeadLetters(t *testing.T) {
 	}
 	g, _ := natsIDs(t, s, "outbox.order.")
 	d, dm := natsIDs(t, s, relay.DefaultDeadLetterTopic+".")
-	if len(g) != 1 || g[0] != good[0] || len(d) != 1 || d[0] != bad[0] || dm[0].Header.Get("dlq-reason") != relay.ReasonTooLarge {
+	if len(g) != 1 || g[0] != good[0] || len(d) != 1 || d[0] != bad[0] || dm[0].Header.Get("dlq-reason") != relaytype.ReasonTooLarge {
 		t.Fatalf("published %v, dead-lettered %v (%v); want %v and %v (too-large)", g, d, dm, good, bad)
 	}
 }

@@ -50,7 +50,7 @@ func decodeConfig(c *Config) decode.Config {
 		TableFormat:       c.TableFormat,
 		TopicTemplate:     c.TopicTemplate,
 		DeadLetterTopic:   c.DeadLetterTopic,
-		ProgressTopic:     c.ProgressTopic,
+		ProgressTopic:     c.Kafka.ProgressTopic,
 		AllowedTopics:     c.AllowedTopics,
 		ReservedTopic:     c.ReservedTopic,
 		RelayTables:       migrate.RelayTables(table),
@@ -83,8 +83,8 @@ const maxStageFor = time.Second
 // the transaction timeout, so they join the Kafka transaction the sink
 // commits at half of it (see sink.Sink.Run).
 func stageFor(c *Config) time.Duration {
-	if c.ExactlyOnce && c.TransactionTimeout > 0 {
-		return min(maxStageFor, c.TransactionTimeout/4)
+	if c.ExactlyOnce && c.Kafka.TransactionTimeout > 0 {
+		return min(maxStageFor, c.Kafka.TransactionTimeout/4)
 	}
 	return maxStageFor
 }
@@ -92,16 +92,16 @@ func stageFor(c *Config) time.Duration {
 // sinkConfig is the sink's part of c, connecting as pc says (kafkaConn);
 // dl shapes its dead letters.
 func sinkConfig(c *Config, pc producer.Config, dl *decode.DeadLetters) sink.Config {
-	pc.Compression = c.Compression
+	pc.Compression = c.Kafka.Compression
 	pc.MaxBufferedBytes = c.BufferBytes + c.MaxMessageBytes + 1<<20 // the budget bounds it first
 	pc.MaxMessageBytes = c.MaxMessageBytes
-	pc.RequestTimeout = c.WriteTimeout
-	pc.AutoCreateTopics = !c.NoAutoCreateTopics
-	pc.TransactionTimeout = c.TransactionTimeout
+	pc.RequestTimeout = c.Kafka.WriteTimeout
+	pc.AutoCreateTopics = !c.Kafka.NoAutoCreateTopics
+	pc.TransactionTimeout = c.Kafka.TransactionTimeout
 	pc.Logger = c.Logger
 	return sink.Config{
 		Publisher:             c.Sink,
-		Settings:              sinkSettings(c, kafkapub.Config{Producer: pc, ProgressTopic: c.ProgressTopic}),
+		Settings:              sinkSettings(c, kafkapub.Config{Producer: pc, ProgressTopic: c.Kafka.ProgressTopic}),
 		Slot:                  c.Slot,
 		BatchSize:             c.BatchSize,
 		BatchTimeout:          c.BatchTimeout,
@@ -111,8 +111,8 @@ func sinkConfig(c *Config, pc producer.Config, dl *decode.DeadLetters) sink.Conf
 		StopOnUnavailable:     c.OnUnavailableTopic == UnavailableStop,
 		StopOnInvalid:         c.OnInvalid == InvalidStop,
 		DeadLetters:           dl,
-		TransactionTimeout:    c.TransactionTimeout,
-		ProgressTopic:         c.ProgressTopic,
+		TransactionTimeout:    c.Kafka.TransactionTimeout,
+		ProgressTopic:         c.Kafka.ProgressTopic,
 		Logger:                c.Logger,
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // Reading from a physical standby is refused before anything is made,
@@ -31,7 +32,7 @@ func TestRefusesAStandby(t *testing.T) {
 		"Setup":              relay.Setup,
 	} {
 		err := call(ctx, cfg)
-		var pe *relay.PrerequisitesError
+		var pe *relaytype.PrerequisitesError
 		if !errors.As(err, &pe) || checks(pe.Problems) != "primary" || !strings.Contains(pe.Problems[0].Fix, "target_session_attrs=read-write") {
 			t.Errorf("%s on a standby: %v, want one problem, primary, naming target_session_attrs=read-write", name, err)
 		}

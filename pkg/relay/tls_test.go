@@ -22,6 +22,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // A database URL that may reach a remote host without verified TLS is
@@ -41,7 +42,7 @@ func TestDatabaseTLSWarningAndRequireTLS(t *testing.T) {
 		{"host=/var/run/postgresql user=app", ""},
 	} {
 		var logs testenv.SyncBuffer
-		cfg := &relay.Config{DatabaseURL: tc.url, Brokers: []string{"127.0.0.1:9092"},
+		cfg := &relay.Config{DatabaseURL: tc.url, Kafka: relay.KafkaConfig{Brokers: []string{"127.0.0.1:9092"}},
 			Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		if _, err := relay.New(cfg); err != nil {
 			t.Fatalf("New(%q): %v", tc.url, err)
@@ -60,7 +61,7 @@ func TestDatabaseTLSWarningAndRequireTLS(t *testing.T) {
 		if tc.warn == "" && err != nil {
 			t.Errorf("New(%q) with RequireTLS: %v", tc.url, err)
 		}
-		if tc.warn != "" && (!errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), "verify-full")) {
+		if tc.warn != "" && (!errors.Is(err, relaytype.ErrConfig) || !strings.Contains(err.Error(), "verify-full")) {
 			t.Errorf("New(%q) with RequireTLS: %v, want a configuration error naming verify-full", tc.url, err)
 		}
 	}
@@ -112,9 +113,9 @@ func TestKafkaOverTLS(t *testing.T) {
 			if !trusted {
 				cfg = &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
 			}
-			b := setup(t, func(c *relay.Config) { c.TLS = cfg })
+			b := setup(t, func(c *relay.Config) { c.Kafka.TLS = cfg })
 			b.kafka = testenv.NewKafka(t, kfake.TLS(server))
-			b.cfg.Brokers = b.kafka.Brokers
+			b.cfg.Kafka.Brokers = b.kafka.Brokers
 			seen := watchProduce(b.kafka, "outbox.order")
 			b.start(t)
 			var msgs []outbox.Message

@@ -17,7 +17,7 @@ import (
 func shortTxnTimeout(batchSize int) func(*relay.Config) {
 	return func(c *relay.Config) {
 		c.ExactlyOnce = true
-		c.TransactionTimeout = 2 * time.Second
+		c.Kafka.TransactionTimeout = 2 * time.Second
 		c.BatchSize = batchSize
 	}
 }

@@ -12,38 +12,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/pgconnect"
 	"github.com/pgoutbox/pgoutbox/internal/pgname"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
+	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/slotstate"
 	"github.com/pgoutbox/pgoutbox/internal/verify"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
-)
-
-// VerifyOptions selects the window Verify audits and bounds its resources
-// (relaytype.VerifyOptions documents the fields).
-type VerifyOptions = relaytype.VerifyOptions
-
-// The report of Verify and the entries of its lists, declared in
-// relaytype (which documents their fields and JSON names).
-type (
-	// VerifyReport is what Verify found; VerifyReport.OK says whether
-	// every row is accounted for.
-	VerifyReport = relaytype.VerifyReport
-	// VerifyUnreadableTopic is a routed topic verify may not read, and why.
-	VerifyUnreadableTopic = relaytype.VerifyUnreadableTopic
-	// VerifyTopicRange is a topic read and its partitions.
-	VerifyTopicRange = relaytype.VerifyTopicRange
-	// VerifyPartitionRange is the offsets read from a partition.
-	VerifyPartitionRange = relaytype.VerifyPartitionRange
-	// VerifyMissingRow is a row found in no topic.
-	VerifyMissingRow = relaytype.VerifyMissingRow
-	// VerifyDuplicate is a row with more than one record.
-	VerifyDuplicate = relaytype.VerifyDuplicate
-	// VerifyOffset is where a record is.
-	VerifyOffset = relaytype.VerifyOffset
-	// VerifyMismatch is a record that disagrees with its row.
-	VerifyMismatch = relaytype.VerifyMismatch
-	// VerifyOrderBreak is a first delivery committed before one that
-	// precedes it in its aggregate's partition.
-	VerifyOrderBreak = relaytype.VerifyOrderBreak
 )
 
 // Verify audits the outbox against Kafka: it reads the outbox rows created
@@ -61,7 +33,7 @@ type (
 // opts.MaxInMemory; see internal/verify for the method and its limits.
 // It needs cfg's database, table, topic template, dead-letter topic and
 // Kafka settings; it writes nothing.
-func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport, error) {
+func Verify(ctx context.Context, cfg *Config, opts relaytype.VerifyOptions) (*relaytype.VerifyReport, error) {
 	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
@@ -87,7 +59,10 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		prunedBefore = st.PrunedBefore
 	}
 	table, _ := pgname.Parse(c.Table, "public")
-	kopts := KafkaClientOpts(&c)
+	rd, err := sinkReader(&c)
+	if err != nil {
+		return nil, err
+	}
 	dec := decode.NewDecoder(decodeConfig(&c), nil)
 	rep, err := verify.Run(ctx, &verify.Config{
 		VerifyOptions:   opts,
@@ -96,26 +71,32 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*VerifyReport
 		Format:          c.TableFormat,
 		Route:           dec.Route,
 		DeadLetterTopic: c.DeadLetterTopic,
-		Kafka:           kopts,
+		Reader:          rd,
 		PrunedBefore:    prunedBefore,
 		Logger:          c.Logger,
 	})
 	if errors.Is(err, verify.ErrUsage) {
 		return nil, fmt.Errorf("%w: %w", relaytype.ErrConfig, err)
 	}
-	return (*VerifyReport)(rep), err
+	return (*relaytype.VerifyReport)(rep), err
 }
 
-// Defaults of the VerifyOptions fields.
-const (
-	DefaultVerifyList          = verify.DefaultList
-	DefaultVerifyMargin        = verify.DefaultMargin
-	DefaultVerifyGrace         = verify.DefaultGrace
-	DefaultVerifyMaxInMemory   = verify.DefaultMaxInMemory
-	DefaultVerifyMaxSpillBytes = verify.DefaultMaxSpillBytes
-	DefaultVerifyMaxTopics     = verify.DefaultMaxTopics
-	DefaultVerifyMaxTopicBytes = verify.DefaultMaxTopicBytes
-)
+// sinkReader is the read side of c's sink: what its topics hold.
+func sinkReader(c *Config) (publish.Reader, error) {
+	pc, err := kafkaConn(c)
+	if err != nil {
+		return nil, err
+	}
+	p, err := publish.New(c.Sink, publish.Config{Slot: c.Slot, Settings: sinkConfig(c, pc, nil).Settings, Logger: c.Logger})
+	if err != nil {
+		return nil, err
+	}
+	rd, ok := p.(publish.Reader)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s sink cannot read back what it holds", relaytype.ErrConfig, c.Sink)
+	}
+	return rd, nil
+}
 
 // VerifyMetrics is a prometheus.Collector of the pgoutbox_verify_* gauges,
 // describing the last run Set was given: what a cron job writes to a
@@ -134,7 +115,7 @@ func NewVerifyMetrics(table string, allowEmpty bool) *VerifyMetrics {
 
 // Set records the outcome of a run: its report, or the error that stopped
 // it before a verdict.
-func (v *VerifyMetrics) Set(rep *VerifyReport, err error) { v.m.Set(rep, err) }
+func (v *VerifyMetrics) Set(rep *relaytype.VerifyReport, err error) { v.m.Set(rep, err) }
 
 // Describe is prometheus.Collector's.
 func (v *VerifyMetrics) Describe(ch chan<- *prometheus.Desc) { v.m.Describe(ch) }
@@ -147,7 +128,7 @@ func (v *VerifyMetrics) Collect(ch chan<- prometheus.Metric) { v.m.Collect(ch) }
 // grouping label itself).
 func (v *VerifyMetrics) Unlabelled() prometheus.Collector { return v.m.Unlabelled() }
 
-// PingBrokers checks that cfg.Brokers answer, with cfg's TLS and SASL: a
+// PingBrokers checks that cfg.Kafka.Brokers answer, with its TLS and SASL: a
 // metadata request on a client of its own, within ctx.
 func PingBrokers(ctx context.Context, cfg *Config) error {
 	pc, err := kafkaConn(cfg)

@@ -18,6 +18,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // produce writes recs to the cluster with kgo (acks=all, keys hashed as
@@ -48,7 +49,7 @@ func record(topic, id string, m outbox.Message, at time.Time) *kgo.Record {
 	}}
 }
 
-func verifyWindow(t *testing.T, b *bundle, from time.Time, opts relay.VerifyOptions) *relay.VerifyReport {
+func verifyWindow(t *testing.T, b *bundle, from time.Time, opts relaytype.VerifyOptions) *relaytype.VerifyReport {
 	t.Helper()
 	opts.From, opts.To = from, time.Now().Add(time.Second)
 	if opts.Grace == 0 {
@@ -89,14 +90,14 @@ func TestVerify(t *testing.T) {
 		msgs[got[0]] = m
 	}
 	testenv.WaitFor(t, time.Minute, "every row in Kafka", func() (bool, error) {
-		rep, err := relay.Verify(ctx, b.cfg, relay.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
+		rep, err := relay.Verify(ctx, b.cfg, relaytype.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
 		return err == nil && rep.Found == int64(len(ids)), err
 	})
 	if err := run.stop(t); err != nil {
 		t.Fatal(err)
 	}
 
-	rep := verifyWindow(t, b, from, relay.VerifyOptions{})
+	rep := verifyWindow(t, b, from, relaytype.VerifyOptions{})
 	if rep.Rows != 40 || rep.Found != 40 || rep.Missing != 0 || rep.Duplicates != 0 || rep.Mismatched != 0 || rep.OrderBreaks != 0 || !rep.OK() {
 		t.Fatalf("clean window: %+v", rep)
 	}
@@ -137,7 +138,7 @@ func TestVerify(t *testing.T) {
 			invoices = append(invoices, id)
 		}
 	}
-	n, err := relay.Backfill(ctx, b.cfg, relay.BackfillOptions{Since: from, AggregateType: "invoice"})
+	n, err := relay.Backfill(ctx, b.cfg, relaytype.BackfillOptions{Since: from, AggregateType: "invoice"})
 	if err != nil || n != len(invoices) {
 		t.Fatalf("backfill: %d, %v; want %d", n, err, len(invoices))
 	}
@@ -154,7 +155,7 @@ func TestVerify(t *testing.T) {
 	bad.Key = []byte("wrong-key")
 	produce(t, b.kafka.Brokers, bad)
 
-	check := func(rep *relay.VerifyReport) {
+	check := func(rep *relaytype.VerifyReport) {
 		t.Helper()
 		var missing []string
 		for _, m := range rep.MissingRows {
@@ -191,12 +192,12 @@ func TestVerify(t *testing.T) {
 			t.Errorf("order breaks %d, OK %v; want 0, false", rep.OrderBreaks, rep.OK())
 		}
 	}
-	rep = verifyWindow(t, b, from, relay.VerifyOptions{FullKeys: true})
+	rep = verifyWindow(t, b, from, relaytype.VerifyOptions{FullKeys: true})
 	check(rep)
 	if rep.SpillFiles != 0 {
 		t.Errorf("spill files %d for 40 rows, want 0", rep.SpillFiles)
 	}
-	spilled := verifyWindow(t, b, from, relay.VerifyOptions{MaxInMemory: 3, SpillDir: t.TempDir(), FullKeys: true})
+	spilled := verifyWindow(t, b, from, relaytype.VerifyOptions{MaxInMemory: 3, SpillDir: t.TempDir(), FullKeys: true})
 	check(spilled)
 	if spilled.SpillFiles < 3 {
 		t.Errorf("spill files %d with 3 entries in memory, want several", spilled.SpillFiles)
@@ -229,7 +230,7 @@ func TestVerifyOrderBreak(t *testing.T) {
 		record(b.topic("outbox.order"), id1, m1, at.Add(-time.Second)),
 		record(b.topic("outbox.order"), "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", m1, at),
 	)
-	rep := verifyWindow(t, b, from, relay.VerifyOptions{})
+	rep := verifyWindow(t, b, from, relaytype.VerifyOptions{})
 	if rep.Rows != 2 || rep.Found != 2 || rep.Missing != 0 || rep.OrderBreaks != 1 || rep.Unmatched != 1 || rep.OK() {
 		t.Fatalf("report %+v: want 2 rows found, 1 order break, 1 unmatched", rep)
 	}
@@ -239,12 +240,12 @@ func TestVerifyOrderBreak(t *testing.T) {
 	if ob.ID != id1 || ob.AfterID != id2 || ob.AggregateID != redact.Key("ledger-1") || strings.Contains(ob.AggregateID, "ledger-1") {
 		t.Errorf("order break %+v: want %s after %s, the aggregate ID shortened", ob, id1, id2)
 	}
-	if full := verifyWindow(t, b, from, relay.VerifyOptions{FullKeys: true}); full.OrderBreakList[0].AggregateID != "ledger-1" {
+	if full := verifyWindow(t, b, from, relaytype.VerifyOptions{FullKeys: true}); full.OrderBreakList[0].AggregateID != "ledger-1" {
 		t.Errorf("FullKeys: order break %+v, want aggregate ledger-1", full.OrderBreakList[0])
 	}
 }
 
-// Verify reaches brokers that require SASL with Config.SASL (SCRAM: a
+// Verify reaches brokers that require SASL with Config.Kafka.SASL (SCRAM: a
 // multi-step exchange), and fails on a wrong password.
 func TestVerifySASL(t *testing.T) {
 	t.Parallel()
@@ -254,8 +255,8 @@ func TestVerifySASL(t *testing.T) {
 	id := b.insert(t, msg("a", 1))[0]
 	for _, pw := range []string{"right-pw", "wrong-pw"} {
 		cfg := *b.cfg
-		cfg.Brokers = k.Brokers
-		cfg.SASL = &kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA256, Username: "relay", Password: pw}
+		cfg.Kafka.Brokers = k.Brokers
+		cfg.Kafka.SASL = &kafkasasl.Config{Mechanism: kafkasasl.SCRAMSHA256, Username: "relay", Password: pw}
 		// kgo may retry a refused authentication until the deadline: an
 		// error either way.
 		timeout := time.Minute
@@ -263,7 +264,7 @@ func TestVerifySASL(t *testing.T) {
 			timeout = 10 * time.Second
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		rep, err := relay.Verify(ctx, &cfg, relay.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
+		rep, err := relay.Verify(ctx, &cfg, relaytype.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
 		cancel()
 		switch {
 		case pw == "right-pw" && (err != nil || rep.Missing != 1 || rep.MissingRows[0].ID != id):
@@ -296,7 +297,7 @@ func TestVerifyDebeziumTable(t *testing.T) {
 	}
 	k := testenv.NewKafka(t)
 	n := slotSeq.Add(1)
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Table: "outboxevent", TableFormat: relay.TableFormatDebezium,
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Table: "outboxevent", TableFormat: relaytype.TableFormatDebezium,
 		Slot: fmt.Sprintf("s_%d", n), Publication: fmt.Sprintf("p_%d", n), StatusInterval: 200 * time.Millisecond, Logger: testLogger(t)}
 	if err := relay.Setup(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -319,7 +320,7 @@ func TestVerifyDebeziumTable(t *testing.T) {
 		insert(i)
 	}
 	testenv.WaitFor(t, time.Minute, "every row in Kafka", func() (bool, error) {
-		rep, err := relay.Verify(ctx, cfg, relay.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
+		rep, err := relay.Verify(ctx, cfg, relaytype.VerifyOptions{From: from, To: time.Now().Add(time.Second), Grace: time.Nanosecond})
 		return err == nil && rep.Found == 10, err
 	})
 	if err := run.stop(t); err != nil {
@@ -327,7 +328,7 @@ func TestVerifyDebeziumTable(t *testing.T) {
 	}
 	missing := insert(10) // the relay is stopped: never published
 
-	rep := verifyWindow(t, b, from, relay.VerifyOptions{})
+	rep := verifyWindow(t, b, from, relaytype.VerifyOptions{})
 	if rep.Rows != 11 || rep.Found != 10 || rep.Missing != 1 || rep.Mismatched != 0 || rep.Duplicates != 0 || rep.OrderBreaks != 0 || rep.OK() {
 		t.Fatalf("report: %+v", rep)
 	}
@@ -343,15 +344,15 @@ func TestVerifyDebeziumTable(t *testing.T) {
 	}
 	produce(t, k.Brokers, &kgo.Record{Topic: "outbox.event.order", Key: []byte(agg), Value: []byte(`{}`), Timestamp: time.Now(),
 		Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(missing)}, {Key: "type", Value: []byte("order.created")}}})
-	rep = verifyWindow(t, b, from, relay.VerifyOptions{})
+	rep = verifyWindow(t, b, from, relaytype.VerifyOptions{})
 	if rep.Rows != 11 || rep.Found != 11 || rep.Missing != 0 || rep.Mismatched != 0 || rep.RecordsWithoutID != 0 || !rep.OK() {
 		t.Fatalf("report with a record of Debezium's: %+v", rep)
 	}
 
 	bare := *cfg
 	bare.Table = "notimestamp"
-	_, err := relay.Verify(ctx, &bare, relay.VerifyOptions{From: from, To: time.Now()})
-	if !errors.Is(err, relay.ErrConfig) || !strings.Contains(err.Error(), `has no "timestamp" column`) {
+	_, err := relay.Verify(ctx, &bare, relaytype.VerifyOptions{From: from, To: time.Now()})
+	if !errors.Is(err, relaytype.ErrConfig) || !strings.Contains(err.Error(), `has no "timestamp" column`) {
 		t.Fatalf("verify of a Debezium table without timestamp: %v, want ErrConfig naming the column", err)
 	}
 }

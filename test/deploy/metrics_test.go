@@ -59,7 +59,7 @@ func (r *recorder) names(t *testing.T) map[string]bool {
 func registered(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recorder{}
-	if _, err := relay.New(&relay.Config{DatabaseURL: "postgres://localhost/db", Brokers: []string{"localhost:9092"}, Registerer: rec}); err != nil {
+	if _, err := relay.New(&relay.Config{DatabaseURL: "postgres://localhost/db", Kafka: relay.KafkaConfig{Brokers: []string{"localhost:9092"}}, Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := inbox.New(inbox.SQL(&sql.DB{}), &inbox.Config{Consumer: "deploy-test", Registerer: rec}); err != nil {

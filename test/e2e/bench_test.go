@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
@@ -56,19 +53,6 @@ func TestBenchmarkDocDrainRounds(t *testing.T) {
 			t.Errorf("relaybench printed no %q\n%s", want, out)
 		}
 	}
-}
-
-// buildBenchBinaries builds the relay, the inbox and relaybench into a
-// directory of the test's and returns it.
-func buildBenchBinaries(t *testing.T) string {
-	t.Helper()
-	bin := buildBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "github.com/pgoutbox/pgoutbox/test/bench/relaybench").CombinedOutput(); err != nil {
-		t.Fatalf("go build relaybench: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // The peer latency command of docs/benchmarks.md runs as written, with a

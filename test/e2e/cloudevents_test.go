@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // relay run --cloudevents writes the CloudEvents Kafka binding's binary
@@ -30,7 +30,7 @@ func TestCloudEventsHeadersByteForByte(t *testing.T) {
 	mustRunRelay(t, bin, append([]string{"setup"}, base...)...)
 	dlq := kafka.Topic("ce.dlq")
 	run := append(append([]string{"run", "--cloudevents"}, base...), "--brokers", kafka.Brokers[0], "--metrics-addr", "",
-		"--status-interval", "500ms", "--topic-template", kafka.Topic(relay.DefaultTopicTemplate), "--dlq-topic", dlq)
+		"--status-interval", "500ms", "--topic-template", kafka.Topic(relaytype.DefaultTopicTemplate), "--dlq-topic", dlq)
 	proc := startRelay(t, bin, logPath, run...)
 
 	good, clash := uuid.New(), uuid.New()
@@ -82,7 +82,7 @@ func TestCloudEventsHeadersByteForByte(t *testing.T) {
 	if id, _ := dead[0].Header("message-id"); id != clash.String() {
 		t.Errorf("dead letter of message %s, want %s", id, clash)
 	}
-	if reason, _ := dead[0].Header("dlq-reason"); reason != relay.ReasonBadHeaders {
-		t.Errorf("dead letter reason %q, want %s", reason, relay.ReasonBadHeaders)
+	if reason, _ := dead[0].Header("dlq-reason"); reason != relaytype.ReasonBadHeaders {
+		t.Errorf("dead letter reason %q, want %s", reason, relaytype.ReasonBadHeaders)
 	}
 }

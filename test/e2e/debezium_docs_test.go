@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // docBlocks returns every fenced block of kind (sh, sql) between heading
@@ -82,7 +82,7 @@ func TestMigrateFromDebeziumDocs(t *testing.T) {
 		e := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"DATABASE_URL="+db.URL, "KAFKA_BROKERS="+strings.Join(k.Brokers, ","), "RELAY_METRICS_ADDR=127.0.0.1:0")
 		if k.TopicPrefix != "" { // an external broker: the default routing under the test's prefix
-			e = append(e, "RELAY_TOPIC_TEMPLATE="+k.Topic(relay.DefaultDebeziumTopicTemplate))
+			e = append(e, "RELAY_TOPIC_TEMPLATE="+k.Topic(relaytype.DefaultDebeziumTopicTemplate))
 		}
 		return e
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // debeziumRow is a row of testenv.DebeziumOutboxDDL.
@@ -123,7 +123,7 @@ func TestDebeziumOutboxThroughRelayAndInbox(t *testing.T) {
 	run := append([]string{"run"}, dbz...)
 	run = append(run, "--brokers", kafka.Brokers[0], "--metrics-addr", "", "--status-interval", "500ms")
 	if kafka.TopicPrefix != "" { // an external broker: the default routing under the test's prefix
-		run = append(run, "--topic-template", kafka.Topic(relay.DefaultDebeziumTopicTemplate))
+		run = append(run, "--topic-template", kafka.Topic(relaytype.DefaultDebeziumTopicTemplate))
 	}
 	proc := startRelay(t, bin, logPath, run...)
 

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // keepRelayLog copies the relay log at logPath into the directory
@@ -76,7 +76,7 @@ func dumpDuplicates(t *testing.T, kafka *testenv.Kafka, topics []string, slot st
 	}
 	for _, committed := range []bool{true, false} {
 		fmt.Fprintf(&out, "progress records of the slot (read_committed %v):\n", committed)
-		for _, r := range readAll(ctx, t, kafka, relay.DefaultProgressTopic, committed) {
+		for _, r := range readAll(ctx, t, kafka, contract.DefaultProgressTopic, committed) {
 			if strings.Contains(string(r.Key), "/"+slot+"/") { // pgoutbox-relay/<system>/<slot>/<incarnation>
 				fmt.Fprintf(&out, "  @%d producer %d epoch %d %s %s\n", r.Offset, r.ProducerID, r.ProducerEpoch, r.Timestamp.Format("15:04:05.000"), r.Value)
 			}

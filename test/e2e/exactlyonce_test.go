@@ -12,7 +12,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
 // readCommitted is the kcat property of a consumer of an exactly-once
@@ -63,7 +62,7 @@ func openNeighbourTxn(t *testing.T) func(*testenv.Kafka) func() {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.EnsureCompactedTopic(ctx, relay.DefaultProgressTopic); err != nil {
+		if err := p.EnsureCompactedTopic(ctx, contract.DefaultProgressTopic); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Init(ctx); err != nil {
@@ -72,7 +71,7 @@ func openNeighbourTxn(t *testing.T) func(*testenv.Kafka) func() {
 		if err := p.Begin(); err != nil {
 			t.Fatal(err)
 		}
-		errs, err := p.Produce(ctx, []*kgo.Record{{Topic: relay.DefaultProgressTopic, Key: []byte(key), Value: []byte(`{}`),
+		errs, err := p.Produce(ctx, []*kgo.Record{{Topic: contract.DefaultProgressTopic, Key: []byte(key), Value: []byte(`{}`),
 			Headers: []kgo.RecordHeader{{Key: contract.HeaderProgress, Value: []byte("2")}}}})
 		if err == nil {
 			err = errs[0]
@@ -133,7 +132,7 @@ func TestExactlyOncePausedLeaderFenced(t *testing.T) {
 // aborted by the next relay, and the slot not yet confirmed past it.
 func progressWrites(t *testing.T, kafka *testenv.Kafka, slot string) <-chan struct{} {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...), kgo.ConsumeTopics(relay.DefaultProgressTopic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...), kgo.ConsumeTopics(contract.DefaultProgressTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
 	if err != nil {
 		t.Fatal(err)

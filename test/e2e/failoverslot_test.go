@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
-	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // TestFailoverSlotSurvivesPromotion is TestFailoverGapAndRecover on PG 17
@@ -114,7 +114,7 @@ func TestFailoverSlotSurvivesPromotion(t *testing.T) {
 		t.Fatalf("the relay exited: %v", proc.err)
 	}
 	code, out := runRelay(t, bin, append([]string{"status", "--json"}, failoverArgs(standby.AdminURL)...)...)
-	var status relay.SlotStatus
+	var status relaytype.SlotStatus
 	if err := json.Unmarshal([]byte(out), &status); err != nil {
 		t.Fatalf("relay status --json: exit %d, %v:\n%s", code, err, out)
 	}
@@ -136,7 +136,7 @@ func TestFailoverSlotSurvivesPromotion(t *testing.T) {
 
 // topicTemplate is the relay's default topic template, which tests put
 // under their broker's topic prefix (testenv.Kafka.Topic).
-const topicTemplate = relay.DefaultTopicTemplate
+const topicTemplate = relaytype.DefaultTopicTemplate
 
 // queryRow runs q once on a new connection to url and scans its row.
 func queryRow(ctx context.Context, url, q string, dest ...any) error {

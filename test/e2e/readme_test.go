@@ -50,19 +50,6 @@ func readmeCommands(t *testing.T) []string {
 	return lines
 }
 
-// buildBinaries builds cmd/relay and cmd/inbox into one directory.
-func buildBinaries(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "github.com/pgoutbox/pgoutbox/cmd/relay", "github.com/pgoutbox/pgoutbox/cmd/inbox")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
-}
-
 // Every relay and inbox command line of the README runs as written (through
 // sh, with the binaries on PATH and $DATABASE_URL and $KAFKA_BROKERS set)
 // and exits 0, so the documentation cannot drift from the CLIs. The long

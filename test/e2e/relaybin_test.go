@@ -15,20 +15,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
-// buildRelay builds cmd/relay into a temporary directory and returns the
-// binary's path.
-func buildRelay(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "relay")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/pgoutbox/pgoutbox/cmd/relay")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/relay: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // runRelay runs the binary to completion and returns its exit code and
 // combined output.
 func runRelay(t testing.TB, bin string, args ...string) (int, string) {

@@ -18,6 +18,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/inboxkafka"
 	"github.com/pgoutbox/pgoutbox/pkg/outbox"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // One trace from the producer to the effect: the outbox writer records a
@@ -37,8 +38,8 @@ func TestTraceFromProducerToInbox(t *testing.T) {
 	k := testenv.NewBroker(t)
 	ctx := context.Background()
 
-	cfg := &relay.Config{DatabaseURL: db.URL, Brokers: k.Brokers, Slot: db.Name + "_trace", Publication: "pub_trace",
-		TopicTemplate:  k.Topic(relay.DefaultTopicTemplate),
+	cfg := &relay.Config{DatabaseURL: db.URL, Kafka: relay.KafkaConfig{Brokers: k.Brokers}, Slot: db.Name + "_trace", Publication: "pub_trace",
+		TopicTemplate:  k.Topic(relaytype.DefaultTopicTemplate),
 		StatusInterval: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := outbox.Migrate(ctx, outbox.Pgx(db.Pool), ""); err != nil {
 		t.Fatal(err)

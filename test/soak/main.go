@@ -153,7 +153,7 @@ func run(ctx context.Context, o *options) (int, error) {
 	defer s.kafka.Close()
 	s.failProduce()
 	addrs := strings.Join(s.kafka.ListenAddrs(), ",")
-	cfg := &relay.Config{DatabaseURL: pg.AdminURL, Brokers: s.kafka.ListenAddrs(), Slot: slot}
+	cfg := &relay.Config{DatabaseURL: pg.AdminURL, Kafka: relay.KafkaConfig{Brokers: s.kafka.ListenAddrs()}, Slot: slot}
 	if err := relay.Setup(ctx, cfg); err != nil {
 		return 0, err
 	}

@@ -34,9 +34,10 @@ type Config struct {
 
 // Publisher writes records to Kafka, a producer per session.
 type Publisher struct {
-	cfg Config
-	m   *relaymetrics.Metrics
-	log *slog.Logger
+	cfg  Config
+	slot string
+	m    *relaymetrics.Metrics
+	log  *slog.Logger
 	// prod is the session's producer, nil between sessions.
 	prod *producer.Producer
 	// txn is set while the session is transactional, inTxn while a
@@ -63,7 +64,7 @@ func New(c publish.Config) (publish.Publisher, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Publisher{cfg: kc, m: c.Metrics, log: log, others: make(map[string]bool)}, nil
+	return &Publisher{cfg: kc, slot: c.Slot, m: c.Metrics, log: log, others: make(map[string]bool)}, nil
 }
 
 // Open gives the publisher a new producer for a session, transactional

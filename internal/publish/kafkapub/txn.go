@@ -121,7 +121,7 @@ func (p *Publisher) logOthers(identity string, others []string) {
 		p.others[k] = true
 		p.log.Warn("exactly-once: the progress topic holds progress of another incarnation of this system and slot "+
 			"(a clone of the database, a restored snapshot, a re-created slot, or a relay of before incarnations); "+
-			"it is neither read nor fenced by this one", "progress_topic", p.cfg.ProgressTopic,
+			"it is neither read nor fenced by this one", "progress_topic", p.cfg.ProgressTopic, "slot", p.slot,
 			"incarnation", incarnationOf(identity), "key", identity, "other_incarnation", incarnationOf(k), "other_key", k)
 	}
 }

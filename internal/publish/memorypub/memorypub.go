@@ -117,7 +117,7 @@ func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []pub
 		} else {
 			st.records = append(st.records, c)
 		}
-		out[i] = publish.Outcome{Offset: int64(len(st.records) + len(p.pending) - 1)}
+		out[i] = publish.Outcome{Place: publish.Place{Offset: int64(len(st.records) + len(p.pending) - 1)}}
 	}
 	freeze := st.freeze
 	st.freeze = nil
@@ -195,7 +195,7 @@ func (p *Publisher) ReadProgress(_ context.Context, identity string) ([]byte, bo
 
 // Read calls each for the visible records of dests stamped at or after
 // since; a destination never written is Missing.
-func (p *Publisher) Read(_ context.Context, dests []string, since time.Time, each func(*publish.Record) error) (publish.Holdings, error) {
+func (p *Publisher) Read(_ context.Context, dests []string, since time.Time, each func(*publish.Record, publish.Place) error) (publish.Holdings, error) {
 	recs := p.store.Records()
 	var h publish.Holdings
 	for _, d := range dests {
@@ -208,7 +208,7 @@ func (p *Publisher) Read(_ context.Context, dests []string, since time.Time, eac
 			if recs[i].Timestamp.Before(since) {
 				continue
 			}
-			if err := each(&recs[i]); err != nil {
+			if err := each(&recs[i], publish.Place{Offset: int64(n - 1)}); err != nil {
 				return h, err
 			}
 		}

@@ -91,7 +91,7 @@ var ErrPrerequisites = errors.New("relay: prerequisites not met")
 type InvalidEventError struct {
 	// MessageID is the event's message ID, or uuid.Nil when it has none.
 	MessageID uuid.UUID
-	// Reason is one of the relay's Reason* constants (the
+	// Reason is one of the Reason* constants of this package (the
 	// invalid_events_total reason), for example "null-column".
 	Reason string
 	// Detail says what exactly is wrong.

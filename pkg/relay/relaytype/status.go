@@ -6,6 +6,12 @@ import (
 	"github.com/jackc/pglogrepl"
 )
 
+// StateTableName is the name of the relay's state table, created by
+// outbox.Migrate (migration 002) in the outbox table's schema: one row per
+// slot holding what a new primary needs to know to tell a gap from a
+// replay (see docs/failover.md).
+const StateTableName = "pgoutbox_relay_state"
+
 // SlotStatus describes the relay's slot and publication as the database
 // sees them. It can be read while no relay runs.
 type SlotStatus struct {

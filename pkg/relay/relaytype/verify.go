@@ -2,6 +2,20 @@ package relaytype
 
 import "time"
 
+// Defaults of the VerifyOptions fields.
+const (
+	DefaultVerifyMargin = time.Minute
+	// DefaultVerifyMaxSpillBytes is the default VerifyOptions.MaxSpillBytes.
+	DefaultVerifyMaxSpillBytes = 10 << 30
+	DefaultVerifyGrace         = time.Minute
+	DefaultVerifyList          = 20
+	DefaultVerifyMaxInMemory   = 200_000
+	// DefaultVerifyMaxTopics and DefaultVerifyMaxTopicBytes are the
+	// defaults of VerifyOptions.MaxTopics and MaxTopicBytes.
+	DefaultVerifyMaxTopics     = 10_000
+	DefaultVerifyMaxTopicBytes = 1 << 20
+)
+
 // VerifyOptions selects the window Verify audits and bounds its resources.
 type VerifyOptions struct {
 	// From and To bound the window: outbox rows created at or after From

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // The Debezium mode's table, publication and the Outbox Event Router's
@@ -85,7 +86,7 @@ func debeziumBench(ctx context.Context, bin string, o *options, tmp string) erro
 	for _, d := range drains {
 		if d.label == "relay" {
 			err = relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: d.slot, Publication: dbzPublication,
-				Table: dbzTable, TableFormat: relay.TableFormatDebezium})
+				Table: dbzTable, TableFormat: relaytype.TableFormatDebezium})
 		} else {
 			_, err = pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, d.slot)
 		}

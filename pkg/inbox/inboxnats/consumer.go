@@ -49,8 +49,11 @@ type Config[TTx any] struct {
 	// capture it. Defaults to "inbox.dlq".
 	DeadLetterSubject string
 	// AckWait is how long the server waits for an acknowledgement before
-	// it redelivers; the loop renews it while a message is in hand.
-	// Defaults to 30s.
+	// it redelivers; the loop renews it while a message is in hand. A
+	// message fetched ahead (Buffer) waits for those before it with no
+	// renewal: keep AckWait above Buffer times the usual handling time, or
+	// such messages are delivered again (each then a Duplicate). Defaults
+	// to 30s.
 	AckWait time.Duration
 	// Buffer is how many messages the client fetches ahead. Defaults to
 	// 100.

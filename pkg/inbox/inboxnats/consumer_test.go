@@ -57,7 +57,7 @@ func (f *fixture) publish(t *testing.T, key string, copies int) {
 func (f *fixture) run(t *testing.T, handler inbox.TxHandler[pgx.Tx]) {
 	t.Helper()
 	c, err := inboxnats.New(&inboxnats.Config[pgx.Tx]{URL: f.nats.URL, Stream: "OUTBOX", Durable: "billing", Inbox: f.In,
-		Handler: handler, AckWait: 3 * time.Second, MetricsInterval: -1})
+		Handler: handler, MetricsInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,14 +116,15 @@ func TestImportLayers(t *testing.T) {
 }
 
 // TestInboxLinksNoRelayEngine fails when what an inbox consumer imports
-// (pkg/inbox and its Kafka loops, tests left out) links a relay package
+// (pkg/inbox and its loops, tests left out) links a relay package
 // above layer 1 (the shared leaves: the message contract, names, drivers,
 // migrations), the replication client or the AWS SDK: a consumer links
 // only what it calls. AWS_MSK_IAM is the consumer's own import of
 // pkg/kafkasasl/awsmsk.
 func TestInboxLinksNoRelayEngine(t *testing.T) {
 	layer := layers(t)
-	cmd := exec.Command("go", "list", "-deps", "../pkg/inbox", "../pkg/inbox/inboxkafka", "../pkg/inbox/inboxkafkago")
+	cmd := exec.Command("go", "list", "-deps", "../pkg/inbox", "../pkg/inbox/inboxkafka", "../pkg/inbox/inboxkafkago",
+		"../pkg/inbox/inboxnats", "../pkg/inbox/inboxrabbitmq")
 	b, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

@@ -105,6 +105,9 @@ func runConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := sinkConfig(c, sc, cfg); err != nil {
+		return nil, err
+	}
 	if err := kafkaConfig(c, cfg); err != nil {
 		return nil, err
 	}
@@ -216,7 +219,7 @@ func allowedTopics(c *cli.Context) []string {
 
 func kafkaConfig(c *cli.Context, cfg *relay.Config) error {
 	var err error
-	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil && (isKafkaSink(c) || len(c.StringSlice(flagBrokers)) > 0) {
 		return err
 	}
 	if err := topicTemplate(c, cfg); err != nil {

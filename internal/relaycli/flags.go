@@ -129,7 +129,7 @@ func databaseFlags() []cli.Flag {
 // runFlags are the flags of `relay run` besides databaseFlags: the
 // publishing ones and those of a streaming relay only.
 func runFlags() []cli.Flag {
-	return append(publishFlags(), streamingFlags()...)
+	return append(append(sinkFlags(), publishFlags()...), streamingFlags()...)
 }
 
 // publishFlags are the flags of every command that publishes outbox rows

@@ -40,4 +40,13 @@
 // broker topic and group names are prefixed per test (Kafka.TopicPrefix).
 // Tests that shape or break the broker (NewKafka with options,
 // Cluster.Control) keep kfake, or skip on a real broker (Kafka.Fake).
+//
+// # NATS and RabbitMQ
+//
+// NewNATS starts an embedded nats-server per test (JetStream on disk in a
+// temporary directory, every write synced: sync_interval always).
+// SharedRabbitMQ starts one rabbitmq-server node per test binary (Debian's
+// package, the stream plugin enabled, its own node name, ports, Erlang port
+// mapper and cookie under a temporary directory), and skips the test with
+// a message saying how to install it when rabbitmq-server is missing.
 package testenv

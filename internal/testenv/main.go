@@ -28,6 +28,7 @@ func exit(code int, ignore []goleak.Option) {
 	}
 	stopServer()
 	stopApacheKafka()
+	stopRabbitMQ()
 	if code == 0 {
 		if err := goleak.Find(append(LeakOptions(), ignore...)...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -69,39 +69,51 @@ func newDeadLetterWriter(brokers []string, tlsCfg *tls.Config, sasl *kafkasasl.C
 }
 
 func (d *deadLetterWriter) write(ctx context.Context, km KafkaRecord, res Result) error {
-	headers := make([]kgo.RecordHeader, 0, len(km.Headers)+12)
+	hs := deadLetterHeaders(km, res, d.consumer, d.errText, d.logKey)
+	headers := make([]kgo.RecordHeader, len(hs))
+	for i, h := range hs {
+		headers[i] = kgo.RecordHeader(h)
+	}
+	r := &kgo.Record{Topic: d.topic, Key: km.Key, Value: km.Value, Headers: headers, Timestamp: km.Time}
+	return d.cl.ProduceSync(ctx, r).FirstErr()
+}
+
+// deadLetterHeaders are the headers of km's dead letter for res, on any
+// broker: km's own but its dlq-* ones, then the outcome's dlq-* headers
+// (consumer names the inbox consumer; errText and logKey are the inbox's
+// Inbox.errText and Inbox.logKey).
+func deadLetterHeaders(km KafkaRecord, res Result, consumer string, errText func(error) string, logKey func(string) string) []KafkaHeader {
+	headers := make([]KafkaHeader, 0, len(km.Headers)+12)
 	// Every dlq-* header of the record, in any case, is dropped: a record
 	// dead-lettered twice keeps only the latest, and no producer's header
 	// poses as the writer's.
 	for _, h := range km.Headers {
 		if !contract.DeadLetterHeader(h.Key) {
-			headers = append(headers, kgo.RecordHeader(h))
+			headers = append(headers, h)
 		}
 	}
-	errText := d.errText(res.Err)
 	headers = append(headers,
-		kgo.RecordHeader{Key: HeaderDLQReason, Value: []byte(res.Reason)},
-		kgo.RecordHeader{Key: HeaderDLQDetail, Value: []byte(errText)},
-		kgo.RecordHeader{Key: HeaderDLQConsumer, Value: []byte(d.consumer)},
-		kgo.RecordHeader{Key: HeaderDLQAttempts, Value: []byte(strconv.Itoa(res.Attempts))},
-		kgo.RecordHeader{Key: HeaderDLQOriginalTopic, Value: []byte(km.Topic)},
-		kgo.RecordHeader{Key: HeaderDLQOriginalPartition, Value: []byte(strconv.Itoa(km.Partition))},
-		kgo.RecordHeader{Key: HeaderDLQOriginalOffset, Value: []byte(strconv.FormatInt(km.Offset, 10))},
+		KafkaHeader{Key: HeaderDLQReason, Value: []byte(res.Reason)},
+		KafkaHeader{Key: HeaderDLQDetail, Value: []byte(errText(res.Err))},
+		KafkaHeader{Key: HeaderDLQConsumer, Value: []byte(consumer)},
+		KafkaHeader{Key: HeaderDLQAttempts, Value: []byte(strconv.Itoa(res.Attempts))},
+		KafkaHeader{Key: HeaderDLQOriginalTopic, Value: []byte(km.Topic)},
+		KafkaHeader{Key: HeaderDLQOriginalPartition, Value: []byte(strconv.Itoa(km.Partition))},
+		KafkaHeader{Key: HeaderDLQOriginalOffset, Value: []byte(strconv.FormatInt(km.Offset, 10))},
 	)
 	var cerr *ConflictError
 	if errors.As(res.Err, &cerr) {
 		headers = append(headers,
-			kgo.RecordHeader{Key: HeaderDLQConflictReason, Value: []byte(cerr.Reason)},
-			kgo.RecordHeader{Key: HeaderDLQConflictStoredMessageID, Value: []byte(cerr.StoredMessageID)},
+			KafkaHeader{Key: HeaderDLQConflictReason, Value: []byte(cerr.Reason)},
+			KafkaHeader{Key: HeaderDLQConflictStoredMessageID, Value: []byte(cerr.StoredMessageID)},
 			// Another message's key, often personal data: shortened as
 			// the logs show it (whole with Config.LogFullKeys).
-			kgo.RecordHeader{Key: HeaderDLQConflictStoredBusinessKey, Value: []byte(d.logKey(cerr.StoredBusinessKey))},
-			kgo.RecordHeader{Key: HeaderDLQConflictStoredPayloadHash, Value: []byte(hex.EncodeToString(cerr.StoredPayloadHash))},
-			kgo.RecordHeader{Key: HeaderDLQConflictPayloadHash, Value: []byte(hex.EncodeToString(cerr.PayloadHash))},
+			KafkaHeader{Key: HeaderDLQConflictStoredBusinessKey, Value: []byte(logKey(cerr.StoredBusinessKey))},
+			KafkaHeader{Key: HeaderDLQConflictStoredPayloadHash, Value: []byte(hex.EncodeToString(cerr.StoredPayloadHash))},
+			KafkaHeader{Key: HeaderDLQConflictPayloadHash, Value: []byte(hex.EncodeToString(cerr.PayloadHash))},
 		)
 	}
-	r := &kgo.Record{Topic: d.topic, Key: km.Key, Value: km.Value, Headers: headers, Timestamp: km.Time}
-	return d.cl.ProduceSync(ctx, r).FirstErr()
+	return headers
 }
 
 // Close closes the writer's client.

@@ -99,6 +99,13 @@ func (l *loopCore[TTx]) WriteDeadLetter(ctx context.Context, d *DeadLetterWriter
 	return d.w.write(ctx, km, res)
 }
 
+// DeadLetterHeaders are the headers of km's dead letter for res, for a
+// loop that writes dead letters to a broker of its own (see
+// deadLetterHeaders).
+func (l *loopCore[TTx]) DeadLetterHeaders(km KafkaRecord, res Result) []KafkaHeader {
+	return deadLetterHeaders(km, res, l.in.cfg.Consumer, l.in.errText, l.in.logKey)
+}
+
 // IsRecordError reports whether err is a database error caused by the
 // record's content (see isRecordError).
 func (l *loopCore[TTx]) IsRecordError(err error) bool { return isRecordError(err) }

@@ -216,6 +216,12 @@ type Config struct {
 	// of this Config. "kafka" is Kafka (the Kafka group). Defaults to
 	// "kafka".
 	Sink string
+	// SinkURL is the address of the broker Sink names when it is not
+	// Kafka: "nats://host:4222" (several separated by commas) for "nats",
+	// "rabbitmq-stream://user:password@host:5552/vhost" for "rabbitmq"
+	// (docs/sinks.md). It may carry a password and is never logged.
+	// Required for those sinks.
+	SinkURL string
 
 	// Kafka configures the Kafka client: the brokers, their TLS and SASL,
 	// and the producer's settings. Kafka.Brokers is required (with the

@@ -105,6 +105,7 @@ func (c *Config) checkNames(bad func(string, ...any)) {
 	if c.Sink != "" && !slices.Contains(publish.Names(), c.Sink) {
 		bad("sink %q: no such sink (registered: %s)", c.Sink, strings.Join(publish.Names(), ", "))
 	}
+	c.checkSinkURL(bad)
 	if c.DatabaseURL == "" {
 		bad("database URL is required")
 	} else if c.RequireTLS {

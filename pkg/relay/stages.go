@@ -101,7 +101,7 @@ func sinkConfig(c *Config, pc producer.Config, dl *decode.DeadLetters) sink.Conf
 	pc.Logger = c.Logger
 	return sink.Config{
 		Publisher:             c.Sink,
-		Settings:              kafkapub.Config{Producer: pc, ProgressTopic: c.Kafka.ProgressTopic},
+		Settings:              sinkSettings(c, kafkapub.Config{Producer: pc, ProgressTopic: c.Kafka.ProgressTopic}),
 		Slot:                  c.Slot,
 		BatchSize:             c.BatchSize,
 		BatchTimeout:          c.BatchTimeout,

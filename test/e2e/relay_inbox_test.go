@@ -46,7 +46,6 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	consumerDB := testenv.NewDB(t)
 	kafka := testenv.NewBroker(t) // also Apache Kafka and Redpanda on CI
 	ctx := context.Background()
-	logPath := relayLog(t)
 
 	slots := []string{producerDB.Name + "_a", producerDB.Name + "_b"}
 	args := func(cmd, slot string) []string {
@@ -63,16 +62,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 
 	// The consumer: its effect lands in its own database, in the inbox's
 	// transaction.
-	if _, err := inbox.Migrate(ctx, inbox.Pgx(consumerDB.Pool), ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := consumerDB.Pool.Exec(ctx, `CREATE TABLE effect (message_id text NOT NULL, business_key text NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	in, err := inbox.New(inbox.Pgx(consumerDB.Pool), &inbox.Config{Consumer: "e2e"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, handler := effectInbox(t, consumerDB)
 	outcomes := &outcomeCounter{n: make(map[inbox.Outcome]int)}
 	var topics []string
 	for _, typ := range crashAggregateTypes {
@@ -85,14 +75,11 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 		kafka.CreateTopics(t, testenv.DefaultPartitions, topics...)
 	}
 	consumer, err := inboxkafka.New(&inboxkafka.Config[pgx.Tx]{
-		Brokers: kafka.Brokers,
-		GroupID: kafka.Topic("e2e"),
-		Topics:  topics,
-		Inbox:   in,
-		Handler: func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
-			_, err := tx.Exec(ctx, `INSERT INTO effect (message_id, business_key) VALUES ($1, $2)`, msg.ID, msg.BusinessKey)
-			return "", err
-		},
+		Brokers:  kafka.Brokers,
+		GroupID:  kafka.Topic("e2e"),
+		Topics:   topics,
+		Inbox:    in,
+		Handler:  handler,
 		OnResult: outcomes.add,
 	})
 	if err != nil {
@@ -101,17 +88,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	stopConsumer := testenv.Go(ctx, t, consumer.Run)
 
 	l := newLedger()
-	stopWriters := startWriters(t, producerDB.Pool, l)
-	second := startRelay(t, bin, logPath, args("run", slots[1])...)
-	killRepeatedly(t, bin, logPath, args("run", slots[0]), producerDB.Pool, slots[0], kills, l, nil)
-	stopWriters()
-
-	// Drain: both slots confirmed past the last commit.
-	endLSN := writeFence(t, producerDB.Pool, l)
-	last := startRelay(t, bin, logPath, args("run", slots[0])...)
-	for _, slot := range slots {
-		waitConfirmed(t, producerDB.Pool, slot, endLSN, last, second)
-	}
+	publishTwiceWithKills(t, bin, producerDB.Pool, slots, kills, l, args)
 
 	// Every record in Kafka (kcat's count) must have been delivered to the
 	// inbox as Processed or Duplicate.
@@ -127,43 +104,7 @@ func TestRelayToInboxEffectsOnce(t *testing.T) {
 	}
 
 	// Exactly one effect per committed message, none for rolled-back ones.
-	rows, err := consumerDB.Pool.Query(ctx, `SELECT message_id, count(*) FROM effect GROUP BY message_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	effects := make(map[string]int)
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		effects[id] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	missing := 0
-	for _, ids := range l.committed {
-		for _, id := range ids {
-			switch n := effects[id.String()]; {
-			case n == 0:
-				if missing++; missing <= 10 {
-					t.Errorf("committed message %s has no effect", id)
-				}
-			case n > 1:
-				t.Errorf("message %s took effect %d times", id, n)
-			}
-		}
-	}
-	if len(effects) != l.count {
-		t.Errorf("%d messages took effect, %d were committed", len(effects), l.count)
-	}
-	for id := range l.rolledBack {
-		if effects[id.String()] > 0 {
-			t.Errorf("rolled-back message %s took effect", id)
-		}
-	}
+	effects, _ := checkEffectsOnce(t, consumerDB, l)
 	processed, duplicates := outcomes.get(inbox.Processed), outcomes.get(inbox.Duplicate)
 	if processed != l.count {
 		t.Errorf("%d Processed outcomes, want one per committed message (%d)", processed, l.count)

@@ -15,6 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/kgolog"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/kafkaclient"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loopcore"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loophook"
 	"github.com/pgoutbox/pgoutbox/pkg/kafkasasl"
 )
@@ -165,7 +166,7 @@ type Config[TTx any] struct {
 type Consumer[TTx any] struct {
 	cfg   Config[TTx]
 	in    *inbox.Inbox[TTx]
-	core  internals[TTx]
+	core  loopcore.Internals[TTx]
 	log   *slog.Logger
 	queue *queueBytes
 }
@@ -188,7 +189,7 @@ func New[TTx any](cfg *Config[TTx]) (*Consumer[TTx], error) {
 	case (c.Handler == nil) == (c.ExternalHandler == nil):
 		return nil, errors.New("inboxkafka: set exactly one of Config.Handler and ExternalHandler")
 	}
-	core, ok := loophook.Internals(c.Inbox).(internals[TTx])
+	core, ok := loophook.Internals(c.Inbox).(loopcore.Internals[TTx])
 	if !ok {
 		return nil, errors.New("inboxkafka: Config.Inbox is not an inbox made by inbox.New")
 	}
@@ -275,20 +276,9 @@ func (c *Consumer[TTx]) Run(ctx context.Context) error {
 	g.cl = cl
 
 	var wg sync.WaitGroup
-	if c.cfg.MetricsInterval > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.metricsLoop(runCtx)
-		}()
-	}
-	if c.cfg.Retention > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.purgeLoop(runCtx)
-		}()
-	}
+	hk := loopcore.Housekeeping[TTx]{Core: c.core, In: c.in, Log: c.log, MetricsInterval: c.cfg.MetricsInterval,
+		Retention: c.cfg.Retention, PurgeInterval: c.cfg.PurgeInterval}
+	hk.Start(runCtx, &wg)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -413,39 +403,5 @@ func (c *Consumer[TTx]) fetchFailed(ctx context.Context, fe *fetchErrors, topic 
 		return false
 	case <-t.C:
 		return true
-	}
-}
-
-// metricsLoop calls RefreshMetrics every MetricsInterval. A failure is
-// logged; the next round tries again.
-func (c *Consumer[TTx]) metricsLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.MetricsInterval)
-	defer t.Stop()
-	for {
-		if err := c.in.RefreshMetrics(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("inbox: refresh metrics", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// purgeLoop deletes the consumer's COMPLETED rows older than Retention every
-// PurgeInterval. A failure is logged; the next round tries again.
-func (c *Consumer[TTx]) purgeLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.PurgeInterval)
-	defer t.Stop()
-	for {
-		if _, err := c.core.Purge(ctx, c.cfg.Retention); err != nil && ctx.Err() == nil {
-			c.log.Warn("inbox: purge", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
 }

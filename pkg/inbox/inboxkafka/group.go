@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
+	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loopcore"
 )
 
 // topicPartition names one partition of a topic.
@@ -24,11 +25,13 @@ type topicPartition struct {
 // run between two polls only, so every record polled before a revoke is
 // queued for its worker before the revoke stops it.
 type group[TTx any] struct {
-	c    *Consumer[TTx]
-	ctx  context.Context // the run's: ends on a stop
-	dlq  *inbox.DeadLetterWriter
-	stop context.CancelCauseFunc
-	cl   *kgo.Client
+	c   *Consumer[TTx]
+	ctx context.Context // the run's: ends on a stop
+	dlq *inbox.DeadLetterWriter
+	// deliver settles each record (the loops' shared logic).
+	deliver *loopcore.Deliverer[TTx]
+	stop    context.CancelCauseFunc
+	cl      *kgo.Client
 
 	mu      sync.Mutex
 	workers map[topicPartition]*worker[TTx]
@@ -38,9 +41,19 @@ type group[TTx any] struct {
 	commit chan struct{}
 }
 
+// commitTimeout bounds an offset commit.
+const commitTimeout = 30 * time.Second
+
 func newGroup[TTx any](c *Consumer[TTx], ctx context.Context, dlq *inbox.DeadLetterWriter, stop context.CancelCauseFunc) *group[TTx] {
-	return &group[TTx]{c: c, ctx: ctx, dlq: dlq, stop: stop, workers: make(map[topicPartition]*worker[TTx]),
+	g := &group[TTx]{c: c, ctx: ctx, dlq: dlq, stop: stop, workers: make(map[topicPartition]*worker[TTx]),
 		commit: make(chan struct{}, 1)}
+	g.deliver = &loopcore.Deliverer[TTx]{Core: c.core, In: c.in, Log: c.log, Group: c.cfg.GroupID,
+		Handler: c.cfg.Handler, External: c.cfg.ExternalHandler, OnResult: c.cfg.OnResult,
+		DeadLetter: func(ctx context.Context, km inbox.KafkaRecord, res inbox.Result) error {
+			return c.core.WriteDeadLetter(ctx, dlq, km, res)
+		},
+		DeadLetterDest: c.cfg.DeadLetterTopic}
+	return g
 }
 
 // poll takes records from the client and queues each for its partition's

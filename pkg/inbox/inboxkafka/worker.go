@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -205,112 +204,22 @@ func (w *worker[TTx]) handleBatch(ctx context.Context, batch []*kgo.Record) bool
 // handled one message at a time (each then gets a span of its own).
 var errBatchRolledBack = errors.New("inbox: batch rolled back; handled one message at a time")
 
-// commitTimeout bounds an offset commit and a dead-letter write.
-const commitTimeout = 30 * time.Second
-
-// handle settles one message: it returns once the offset is marked for
-// commit, when ctx ends during a retry wait, or after stopping the run on a
-// fatal error. The current attempt itself always finishes, even when ctx
-// ends. settledBefore reports that an earlier delivery had settled the
-// message (a Duplicate, or a FAILED_FINAL message whose dead letter was
-// written).
+// handle settles one message (loopcore.Deliverer.Handle): it returns once
+// the offset is marked for commit, when ctx ends during a retry wait, or
+// after stopping the run on a conflict under ConflictPolicyStop. The
+// current attempt itself always finishes, even when ctx ends.
+// settledBefore reports that an earlier delivery had settled the message
+// (a Duplicate, or a FAILED_FINAL message whose dead letter was written).
 func (w *worker[TTx]) handle(ctx context.Context, r *kgo.Record, mark bool) (settledBefore bool) {
-	c := w.c
 	km := kafkaRecordOf(r)
-	msg, bad := c.core.MessageFromKafka(km)
-	work := context.WithoutCancel(ctx)
-	// rejected counts the attempts the database refused for the record's
-	// content before any inbox row could hold the count; it lives as long
-	// as this (partition, offset) is being handled.
-	rejected := 0
-	for wait := 1; ; wait++ {
-		var (
-			res inbox.Result
-			err error
-		)
-		sctx, end := c.core.StartDelivery(work, c.cfg.GroupID, &msg)
-		if bad != nil {
-			res = c.core.DeadLetterUnprocessable(&msg, *bad)
-		} else {
-			res, err = w.process(sctx, msg, mark)
-		}
-		end(res, err)
-		if errors.Is(err, inbox.ErrConflict) {
-			// ConflictPolicyStop: never ack a conflict silently.
-			w.g.stop(fmt.Errorf("inbox: stopped at record %s/%d@%d: %w", km.Topic, km.Partition, km.Offset, err))
-			return
-		}
-		if err != nil && res.Outcome == 0 {
-			if c.core.IsRecordError(err) {
-				rejected++
-				if rejected >= c.core.MaxAttempts() {
-					bad = &inbox.Result{Outcome: inbox.DeadLettered, Reason: inbox.ReasonMaxAttempts, Attempts: rejected, Err: err}
-					res = c.core.DeadLetterUnprocessable(&msg, *bad)
-				}
-			}
-			if res.Outcome == 0 {
-				res = inbox.Result{Outcome: inbox.Retry, Attempts: rejected, Err: err} // database unavailable: try again
-			}
-		}
-		if c.cfg.OnResult != nil {
-			c.cfg.OnResult(msg, res)
-		}
-		if res.Outcome.Acked() {
-			if res.Outcome == inbox.DeadLettered && !c.core.DeadLetterSent(res) {
-				if !w.sendDeadLetter(ctx, km, &msg, res) {
-					return
-				}
-				if bad == nil && res.Reason != inbox.ReasonConflict {
-					c.core.MarkDeadLettered(work, &msg)
-				}
-			}
-			w.settled(r)
-			return res.Outcome == inbox.Duplicate || res.Reason == inbox.ReasonFailedFinal
-		}
-		// inbox.Retry or Busy: hold the partition and try again after a backoff.
-		if wait == 1 {
-			w.setRetrying(true)
-			defer w.setRetrying(false)
-		}
-		t := time.NewTimer(c.core.Backoff(max(res.Attempts, wait)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	settled, before, stop := w.g.deliver.Handle(ctx, km, mark, w.setRetrying)
+	switch {
+	case stop != nil:
+		w.g.stop(fmt.Errorf("inbox: stopped at record %s/%d@%d: %w", km.Topic, km.Partition, km.Offset, stop))
+	case settled:
+		w.settled(r)
 	}
-}
-
-func (w *worker[TTx]) process(ctx context.Context, msg inbox.Message, mark bool) (inbox.Result, error) {
-	c := w.c
-	if c.cfg.Handler == nil {
-		return c.in.ProcessExternal(ctx, msg, c.cfg.ExternalHandler)
-	}
-	return c.core.Process(ctx, msg, c.cfg.Handler, mark)
-}
-
-// sendDeadLetter writes the message to the dead-letter topic, retrying until
-// it succeeds or ctx ends (then the offset stays uncommitted and the
-// redelivery answers inbox.DeadLettered again).
-func (w *worker[TTx]) sendDeadLetter(ctx context.Context, km inbox.KafkaRecord, msg *inbox.Message, res inbox.Result) bool {
-	for attempt := 1; ; attempt++ {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-		err := w.c.core.WriteDeadLetter(wctx, w.g.dlq, km, res)
-		cancel()
-		if err == nil {
-			return true
-		}
-		w.c.log.Warn("inbox: dead-letter write failed", "message_id", w.c.core.LogKey(msg.ID), "business_key", w.c.core.LogKey(msg.BusinessKey),
-			"topic", w.c.cfg.DeadLetterTopic, "attempt", attempt, "err", err)
-		t := time.NewTimer(min(time.Duration(attempt)*100*time.Millisecond, 5*time.Second))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
-	}
+	return before
 }
 
 // settled marks r's offset for commit once the inbox settled it (after

@@ -3,8 +3,10 @@ package inboxtest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -158,4 +160,33 @@ func ReadRow(t *testing.T, db *testenv.DB, consumer, id string) Row {
 		t.Fatalf("read inbox row %s: %v", id, err)
 	}
 	return r
+}
+
+// FailOnce is InsertEffect but for the first run for businessKey, which
+// fails (a transient error: the message is retried).
+func FailOnce(businessKey string) inbox.TxHandler[pgx.Tx] {
+	var (
+		mu     sync.Mutex
+		failed bool
+	)
+	return func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+		mu.Lock()
+		fail := msg.BusinessKey == businessKey && !failed
+		failed = failed || fail
+		mu.Unlock()
+		if fail {
+			return "", errors.New("transient")
+		}
+		return InsertEffect(ctx, tx, msg)
+	}
+}
+
+// FailAlways is InsertEffect but for businessKey, whose every run fails.
+func FailAlways(businessKey string) inbox.TxHandler[pgx.Tx] {
+	return func(ctx context.Context, tx pgx.Tx, msg inbox.Message) (string, error) {
+		if msg.BusinessKey == businessKey {
+			return "", errors.New("always")
+		}
+		return InsertEffect(ctx, tx, msg)
+	}
 }

@@ -1,4 +1,4 @@
-package inboxkafka
+package loopcore
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 )
 
-// internals is what the loop needs of an Inbox beyond its exported API;
+// Internals is what a loop needs of an Inbox beyond its exported API;
 // package inbox provides it through loophook (see inbox's loop.go).
-type internals[TTx any] interface {
+type Internals[TTx any] interface {
 	Log() *slog.Logger
 	LogKey(s string) string
 	MaxAttempts() int
@@ -26,6 +26,9 @@ type internals[TTx any] interface {
 	MarkDeadLettered(ctx context.Context, msg *inbox.Message)
 	DeadLetterSent(res inbox.Result) bool
 	WriteDeadLetter(ctx context.Context, d *inbox.DeadLetterWriter, km inbox.KafkaRecord, res inbox.Result) error
+	// DeadLetterHeaders are the headers of km's dead letter for res: km's
+	// own but any dlq-* header, then the dlq-* headers of the outcome.
+	DeadLetterHeaders(km inbox.KafkaRecord, res inbox.Result) []inbox.KafkaHeader
 	IsRecordError(err error) bool
 	StartDelivery(ctx context.Context, group string, msg *inbox.Message) (context.Context, func(inbox.Result, error))
 	StartSettle(ctx context.Context, group string, topics []string, partitions int) (context.Context, func(error))

@@ -1,0 +1,256 @@
+package rabbitmqpub
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+
+	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+)
+
+// Name is the publisher's name in the registry (relay run --sink rabbitmq).
+const Name = "rabbitmq"
+
+func init() { publish.Register(Name, New) }
+
+// Config is the RabbitMQ publisher's settings (publish.Config.Settings).
+type Config struct {
+	// URI is the stream protocol's address
+	// ("rabbitmq-stream://user:password@host:5552/vhost"). Required. It is
+	// never logged.
+	URI string
+	// TLS enables TLS when non-nil. Defaults to plaintext.
+	TLS *tls.Config
+	// Incarnation is the identity of the slot's WAL history (the state
+	// row's incarnation): with it, the producer is named and the stream
+	// drops replayed records. Defaults to none: no deduplication.
+	Incarnation string
+	// ConfirmTimeout bounds the wait for a publish confirmation. Defaults
+	// to 30s.
+	ConfirmTimeout time.Duration
+}
+
+// Publisher writes records to RabbitMQ streams.
+type Publisher struct {
+	cfg  Config
+	slot string
+	log  *slog.Logger
+
+	env       *stream.Environment
+	guard     func() error
+	producers map[producerKey]*producer
+	// unnamedSeq numbers the messages of the producers without a name.
+	unnamedSeq int64
+}
+
+// producerKey picks a stream's producer: named (deduplicating) or not.
+type producerKey struct {
+	stream string
+	named  bool
+}
+
+// New makes a RabbitMQ publisher from c (c.Settings a Config); it
+// connects to nothing (Open does).
+func New(c publish.Config) (publish.Publisher, error) {
+	cfg, ok := c.Settings.(Config)
+	if !ok {
+		return nil, fmt.Errorf("%w: rabbitmq sink: settings %T, want rabbitmqpub.Config", relaytype.ErrConfig, c.Settings)
+	}
+	if cfg.URI == "" {
+		return nil, fmt.Errorf("%w: rabbitmq sink: a stream URI is required", relaytype.ErrConfig)
+	}
+	p := &Publisher{cfg: cfg, slot: c.Slot, log: c.Logger}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if p.cfg.ConfirmTimeout <= 0 {
+		p.cfg.ConfirmTimeout = 30 * time.Second
+	}
+	return p, nil
+}
+
+// ProducerName is the producer name of a slot's incarnation.
+func ProducerName(slot, incarnation string) string {
+	return "pgoutbox." + slot + "." + incarnation
+}
+
+// Open connects. The publisher has no exactly-once mode: a session with an
+// Identity is refused.
+func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
+	p.Close()
+	if s.Identity != "" {
+		return relayerr.Permanent(errors.New("rabbitmq sink: exactly-once mode is not supported; streams deduplicate on the producer's publishing ID instead"))
+	}
+	opts := stream.NewEnvironmentOptions().SetUri(p.cfg.URI).SetMaxProducersPerClient(50)
+	if p.cfg.TLS != nil {
+		opts = opts.IsTLS(true).SetTLSConfig(p.cfg.TLS)
+	}
+	env, err := stream.NewEnvironment(opts)
+	if err != nil {
+		if errors.Is(err, stream.AuthenticationFailure) || errors.Is(err, stream.AuthenticationFailureLoopbackError) ||
+			errors.Is(err, stream.VirtualHostAccessFailure) {
+			return relayerr.Permanent(fmt.Errorf("rabbitmq sink: %w", err))
+		}
+		return fmt.Errorf("rabbitmq sink: connect: %w", err)
+	}
+	p.env, p.guard, p.producers = env, s.Guard, map[producerKey]*producer{}
+	return nil
+}
+
+// Close ends the session: records still awaiting a confirmation fail.
+func (p *Publisher) Close() {
+	for _, pr := range p.producers {
+		pr.close()
+	}
+	if p.env != nil {
+		_ = p.env.Close()
+	}
+	p.env, p.guard, p.producers = nil, nil, nil
+}
+
+// producer returns the producer of key, declaring it on first use.
+func (p *Publisher) producer(key producerKey) (*producer, error) {
+	if pr, ok := p.producers[key]; ok && !pr.isClosed() {
+		return pr, nil
+	}
+	opts := stream.NewProducerOptions().SetClientProvidedName("pgoutbox-relay").
+		SetConfirmationTimeOut(p.cfg.ConfirmTimeout)
+	if key.named {
+		opts = opts.SetProducerName(ProducerName(p.slot, p.cfg.Incarnation))
+	}
+	sp, err := p.env.NewProducer(key.stream, opts)
+	if err != nil {
+		return nil, err
+	}
+	pr := newProducer(sp)
+	p.producers[key] = pr
+	return pr, nil
+}
+
+// PublishingID is the publishing ID of the record at pos, false when pos
+// is none (a backfill's record) or out of the ID's range: the commit
+// LSN's lower 47 bits, then 16 bits of the record's index in its
+// transaction.
+func PublishingID(pos publish.Position) (int64, bool) {
+	if pos.Final == 0 || pos.Final >= 1<<47 || pos.Seq < 0 || pos.Seq >= 1<<16 {
+		return 0, false
+	}
+	return int64(pos.Final)<<16 | int64(pos.Seq), true
+}
+
+// message is rec as an AMQP 1.0 message with the publishing ID id.
+func message(rec *publish.Record, id int64) *amqp.AMQP10 {
+	m := amqp.NewMessage(rec.Value)
+	m.SetPublishingId(id)
+	m.Properties = &amqp.MessageProperties{CreationTime: rec.Timestamp}
+	if len(rec.Headers) > 0 {
+		m.ApplicationProperties = make(map[string]any, len(rec.Headers))
+		for _, h := range rec.Headers {
+			m.ApplicationProperties[h.Key] = string(h.Value)
+		}
+	}
+	return m
+}
+
+// Write sends recs in order and waits for every confirmation (see
+// publish.Publisher.Write).
+func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []publish.Outcome) error {
+	if p.env == nil {
+		return errors.New("rabbitmq sink: no session open")
+	}
+	for i := range out {
+		out[i] = publish.Outcome{}
+	}
+	used := map[*producer]bool{}
+	mode := map[string]bool{} // the producer kind each stream last took
+	for i, rec := range recs {
+		if p.guard != nil {
+			if err := p.guard(); err != nil {
+				return err
+			}
+		}
+		id, named := PublishingID(rec.Pos)
+		named = named && p.cfg.Incarnation != ""
+		if last, seen := mode[rec.Topic]; seen && last != named {
+			// A switch of producer: what the other one sent first must be
+			// stored first.
+			if err := waitAll(ctx, used); err != nil {
+				return err
+			}
+		}
+		mode[rec.Topic] = named
+		pr, err := p.producer(producerKey{stream: rec.Topic, named: named})
+		if err != nil {
+			out[i] = classify(err)
+			continue
+		}
+		if !named {
+			p.unnamedSeq++
+			id = p.unnamedSeq
+		}
+		used[pr] = true
+		pr.expect(id, &out[i])
+		if err := pr.sp.Send(message(rec, id)); err != nil {
+			pr.forget(id)
+			out[i] = classify(err)
+		}
+	}
+	if err := waitAll(ctx, used); err != nil {
+		return err
+	}
+	failLater(recs, out)
+	return nil
+}
+
+// failLater makes every record after a failed one of the same stream fail
+// too (Retry), so the retry writes them again in order: the stream drops
+// the copies it holds, and never holds a later record without an earlier
+// one that a retry could not add any more (its ID below the stream's
+// last). Refused records are not retried, so they do not count.
+func failLater(recs []*publish.Record, out []publish.Outcome) {
+	failed := map[string]error{}
+	for i, rec := range recs {
+		if err, ok := failed[rec.Topic]; ok && out[i].Verdict == publish.Confirmed {
+			out[i] = publish.Outcome{Verdict: publish.Retry, Err: fmt.Errorf("rabbitmq sink: an earlier record of stream %s failed: %w", rec.Topic, err)}
+			continue
+		}
+		if v := out[i].Verdict; v == publish.Retry || v == publish.TopicUnavailable {
+			if _, ok := failed[rec.Topic]; !ok {
+				failed[rec.Topic] = out[i].Err
+			}
+		}
+	}
+}
+
+// waitAll waits until the producers used have every confirmation they
+// expect, or ctx ends.
+func waitAll(ctx context.Context, used map[*producer]bool) error {
+	for pr := range used {
+		if err := pr.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// classify is the one table from a stream error to the sink's verdict.
+func classify(err error) publish.Outcome {
+	o := publish.Outcome{Verdict: publish.Retry, Err: err}
+	switch {
+	case errors.Is(err, stream.FrameTooLarge):
+		o.Verdict, o.Reason = publish.Refused, publish.ReasonTooLarge
+	case errors.Is(err, stream.StreamDoesNotExist):
+		o.Verdict, o.Reason = publish.TopicUnavailable, publish.ReasonUnknownTopic
+	case errors.Is(err, stream.CodeAccessRefused):
+		o.Verdict, o.Reason = publish.TopicUnavailable, publish.ReasonNotAuthorized
+	}
+	return o
+}

@@ -1,0 +1,336 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+)
+
+// RabbitMQServerEnv names the environment variable that points at the
+// rabbitmq-server start script. Defaults to Debian's
+// /usr/lib/rabbitmq/bin/rabbitmq-server, else rabbitmq-server on PATH.
+const RabbitMQServerEnv = "PGOUTBOX_TEST_RABBITMQ_SERVER"
+
+// RabbitMQ is a running rabbitmq-server node with the stream plugin, on
+// free loopback ports, with its own node name, Erlang port mapper, cookie
+// and data in a temporary directory: it shares nothing with a system
+// RabbitMQ.
+type RabbitMQ struct {
+	// StreamURI is the stream protocol's address
+	// ("rabbitmq-stream://guest:guest@127.0.0.1:port/").
+	StreamURI string
+	// AMQPURI is the AMQP 0-9-1 address ("amqp://guest:guest@127.0.0.1:port/").
+	AMQPURI string
+	// Dir holds the configuration, the node's data and its logs.
+	Dir string
+
+	node                           string
+	amqpPort, streamPort, distPort int
+	epmdPort                       int
+	epmd, cmd                      *exec.Cmd
+	epmdDone, done                 chan struct{}
+	once                           sync.Once
+}
+
+// RabbitMQInstalled reports the rabbitmq-server start script, or an error
+// saying how to install it.
+func RabbitMQInstalled() (string, error) {
+	if p := os.Getenv(RabbitMQServerEnv); p != "" {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/lib/rabbitmq/bin/rabbitmq-server"); err == nil {
+		return "/usr/lib/rabbitmq/bin/rabbitmq-server", nil
+	}
+	if p, err := exec.LookPath("rabbitmq-server"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("rabbitmq-server is not installed (Debian: apt-get install rabbitmq-server; or set %s)", RabbitMQServerEnv)
+}
+
+// StartRabbitMQ starts a rabbitmq-server node with the rabbitmq_stream
+// plugin enabled and returns once its stream port accepts a client. Stop
+// kills it and removes Dir; on error nothing is left behind.
+func StartRabbitMQ(ctx context.Context) (*RabbitMQ, error) {
+	script, err := RabbitMQInstalled()
+	if err != nil {
+		return nil, err
+	}
+	epmd, err := exec.LookPath("epmd")
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: epmd not found on PATH (Debian: erlang-base): %w", err)
+	}
+	var last error
+	for range 3 {
+		r, err := startRabbitMQ(ctx, script, epmd)
+		if err == nil {
+			return r, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+		// A port taken between FreePorts and the node's bind: fresh ports.
+	}
+	return nil, fmt.Errorf("rabbitmq: %w", last)
+}
+
+func startRabbitMQ(ctx context.Context, script, epmd string) (*RabbitMQ, error) {
+	dir, err := os.MkdirTemp("", "pgoutbox-rabbitmq-")
+	if err != nil {
+		return nil, err
+	}
+	ports, err := FreePorts(4)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	r := &RabbitMQ{Dir: dir, node: fmt.Sprintf("pgoutbox%d@localhost", ports[0]),
+		amqpPort: ports[0], streamPort: ports[1], distPort: ports[2], epmdPort: ports[3]}
+	r.StreamURI = fmt.Sprintf("rabbitmq-stream://guest:guest@127.0.0.1:%d/", r.streamPort)
+	r.AMQPURI = fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", r.amqpPort)
+	if err := r.start(ctx, script, epmd); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// start writes the configuration, starts a private epmd and the node, and
+// waits for the stream port.
+func (r *RabbitMQ) start(ctx context.Context, script, epmd string) error {
+	conf := fmt.Sprintf(`listeners.tcp.default = 127.0.0.1:%[1]d
+stream.listeners.tcp.1 = 127.0.0.1:%[2]d
+stream.advertised_host = 127.0.0.1
+stream.advertised_port = %[2]d
+log.console = false
+log.file.level = warning
+`, r.amqpPort, r.streamPort)
+	if err := os.WriteFile(filepath.Join(r.Dir, "rabbitmq.conf"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(filepath.Join(r.Dir, "rabbitmq.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close() // the children hold their own descriptors
+	// A port mapper of our own, in the foreground: killed with the node,
+	// where the one Erlang starts by itself daemonises and outlives it.
+	r.epmd = exec.Command(epmd, "-port", fmt.Sprint(r.epmdPort))
+	r.epmd.Stdout, r.epmd.Stderr = out, out
+	r.epmd.SysProcAttr = kafkaProcAttr()
+	if err := r.epmd.Start(); err != nil {
+		return fmt.Errorf("start epmd: %w", err)
+	}
+	r.epmdDone = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.epmd, r.epmdDone)
+	if err := waitPort(ctx, r.epmdPort, r.epmdDone, 10*time.Second); err != nil {
+		return fmt.Errorf("epmd: %w", err)
+	}
+	r.cmd = exec.Command(script)
+	r.cmd.Env = append(os.Environ(),
+		"HOME="+r.Dir, // the Erlang cookie goes here, not in root's home
+		fmt.Sprintf("ERL_EPMD_PORT=%d", r.epmdPort),
+		"RABBITMQ_NODENAME="+r.node,
+		fmt.Sprintf("RABBITMQ_DIST_PORT=%d", r.distPort),
+		"RABBITMQ_BASE="+r.Dir,
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(r.Dir, "mnesia"),
+		"RABBITMQ_LOG_BASE="+filepath.Join(r.Dir, "log"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(r.Dir, "rabbitmq.conf"),
+		"RABBITMQ_ENABLED_PLUGINS=rabbitmq_stream",
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(r.Dir, "enabled_plugins"),
+		"RABBITMQ_PLUGINS_EXPAND_DIR="+filepath.Join(r.Dir, "plugins"),
+	)
+	r.cmd.Stdout, r.cmd.Stderr = out, out
+	r.cmd.SysProcAttr = kafkaProcAttr()
+	if err := r.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", r.cmd.Path, err)
+	}
+	r.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
+	if err := waitPort(ctx, r.streamPort, r.done, 120*time.Second); err != nil {
+		return fmt.Errorf("node %s: %w%s", r.node, err, r.logTail())
+	}
+	return nil
+}
+
+// waitPort waits until 127.0.0.1:port accepts a connection, the process
+// behind done exits, or timeout passes.
+func waitPort(ctx context.Context, port int, done <-chan struct{}, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-done:
+			return errors.New("exited before listening")
+		case <-ctx.Done():
+			return fmt.Errorf("%s not listening: %w", addr, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// logTail is the end of the node's output and log, for an error.
+func (r *RabbitMQ) logTail() string {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(r.Dir, "log", "*.log"))
+	for _, name := range append([]string{filepath.Join(r.Dir, "rabbitmq.out")}, logs...) {
+		data, _ := os.ReadFile(name)
+		if len(data) > 3000 {
+			data = data[len(data)-3000:]
+		}
+		if len(bytes.TrimSpace(data)) > 0 {
+			fmt.Fprintf(&b, "\n%s:\n%s", filepath.Base(name), bytes.TrimSpace(data))
+		}
+	}
+	return b.String()
+}
+
+// kill ends the node and its port mapper (their process groups) and
+// waits for them.
+func (r *RabbitMQ) kill() {
+	for _, p := range []struct {
+		cmd  *exec.Cmd
+		done chan struct{}
+	}{{r.cmd, r.done}, {r.epmd, r.epmdDone}} {
+		if p.cmd != nil && p.cmd.Process != nil && p.done != nil {
+			killGroup(p.cmd.Process)
+			<-p.done
+		}
+	}
+}
+
+// Restart kills the node (SIGKILL: a crash, not an orderly stop) and
+// starts it again on the same ports over the same data directory, as a
+// broker restart mid-stream does.
+func (r *RabbitMQ) Restart(ctx context.Context) error {
+	script, err := RabbitMQInstalled()
+	if err != nil {
+		return err
+	}
+	epmd, err := exec.LookPath("epmd")
+	if err != nil {
+		return err
+	}
+	r.kill()
+	return r.start(ctx, script, epmd)
+}
+
+// Stop kills the node, waits for it and removes Dir. It is idempotent.
+// The data is thrown away, so there is no orderly shutdown to wait for.
+func (r *RabbitMQ) Stop() {
+	r.once.Do(func() {
+		r.kill()
+		_ = os.RemoveAll(r.Dir)
+	})
+}
+
+var (
+	rabbitOnce sync.Once
+	rabbit     *RabbitMQ
+	rabbitErr  error
+)
+
+// SharedRabbitMQ returns the RabbitMQ node of this test binary, starting it
+// on first use (seconds); Main stops it. A test that needs it and finds
+// rabbitmq-server missing is skipped with a message saying how to install
+// it; any other failure to start fails the test.
+func SharedRabbitMQ(t testing.TB) *RabbitMQ {
+	t.Helper()
+	if _, err := RabbitMQInstalled(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	rabbitOnce.Do(func() {
+		rabbit, rabbitErr = StartRabbitMQ(context.Background())
+	})
+	if rabbitErr != nil {
+		t.Fatalf("%v", rabbitErr)
+	}
+	return rabbit
+}
+
+// stopRabbitMQ stops the shared node, if one was started.
+func stopRabbitMQ() {
+	if rabbit != nil {
+		rabbit.Stop()
+	}
+}
+
+// Environment connects an independent stream client to the node for t,
+// closed when t ends.
+func (r *RabbitMQ) Environment(t testing.TB) *stream.Environment {
+	t.Helper()
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(r.StreamURI))
+	if err != nil {
+		t.Fatalf("rabbitmq: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
+// ReadStream reads stream name from its start with an independent client,
+// up to a sentinel message it appends first, so that every message
+// written before the call is read (and no other).
+func (r *RabbitMQ) ReadStream(t testing.TB, name string) []*amqp.Message {
+	t.Helper()
+	env := r.Environment(t)
+	pr, err := env.NewProducer(name, nil)
+	if err != nil {
+		t.Fatalf("rabbitmq: %v", err)
+	}
+	sentinel := amqp.NewMessage([]byte("pgoutbox-testenv-sentinel"))
+	err = pr.BatchSend([]message.StreamMessage{sentinel})
+	_ = pr.Close()
+	if err != nil {
+		t.Fatalf("rabbitmq: %v", err)
+	}
+	var (
+		mu   sync.Mutex
+		got  []*amqp.Message
+		done = make(chan struct{})
+	)
+	c, err := env.NewConsumer(name, func(_ stream.ConsumerContext, m *amqp.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if bytes.Equal(bytes.Join(m.Data, nil), []byte("pgoutbox-testenv-sentinel")) {
+			close(done)
+			return
+		}
+		got = append(got, m)
+	}, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
+	if err != nil {
+		t.Fatalf("rabbitmq: %v", err)
+	}
+	defer c.Close()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("rabbitmq: no sentinel in %s within 30s", name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got
+}

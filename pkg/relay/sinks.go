@@ -1,0 +1,27 @@
+package relay
+
+import (
+	"github.com/pgoutbox/pgoutbox/internal/publish/natspub"
+	"github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub"
+)
+
+// sinkSettings are the settings of the publisher c.Sink names: kafka's
+// (given) for Kafka, or those of another broker derived from c.
+func sinkSettings(c *Config, kafka any) any {
+	switch c.Sink {
+	case natspub.Name:
+		return natspub.Config{URL: c.SinkURL}
+	case rabbitmqpub.Name:
+		// The slot's incarnation is not known here: the stream does not
+		// deduplicate the relay's records yet (docs/sinks.md).
+		return rabbitmqpub.Config{URI: c.SinkURL}
+	}
+	return kafka
+}
+
+// checkSinkURL reports a sink other than Kafka without its address.
+func (c *Config) checkSinkURL(bad func(string, ...any)) {
+	if (c.Sink == natspub.Name || c.Sink == rabbitmqpub.Name) && c.SinkURL == "" {
+		bad("sink %s: a sink URL is required", c.Sink)
+	}
+}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
-	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relayhook"
+	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
 // hookRecord is what a relay hook saw of one record.

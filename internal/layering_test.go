@@ -91,12 +91,14 @@ func notRelay(p string) bool {
 // through pkg/relay only.
 var throughRelay = map[string]bool{
 	"internal/relaycli": true, "internal/fleet": true, "internal/report": true, "internal/preflight": true,
+	"internal/otlptracing": true, "internal/memlimit": true, "internal/stopsignal": true,
 }
 
 // TestImportLayers fails when a package imports one of its own layer or a
 // higher one (a lower stage importing a higher one), when a relay package
-// is missing from the table, and when relaycli, the fleet, report or
-// preflight goes around pkg/relay to the engine.
+// is missing from the table, and when a package of the command line
+// (relaycli, the fleet, and what relaycli calls apart from its flags)
+// goes around pkg/relay to the engine.
 func TestImportLayers(t *testing.T) {
 	layer := layers(t)
 	for p, imps := range imports(t) {

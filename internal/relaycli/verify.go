@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
+	"github.com/pgoutbox/pgoutbox/internal/memlimit"
 	"github.com/pgoutbox/pgoutbox/internal/report"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
@@ -352,6 +353,6 @@ func (v *verifyRun) export(c *cli.Context, reg *prometheus.Registry) error {
 // keys they hold.
 func setVerifyMemoryLimit(c *cli.Context, logger *slog.Logger) {
 	if !c.Bool(flagFullKeys) {
-		setMemoryLimit(verifyMemoryLimit(c.Int(flagMaxInMemory)), "--max-in-memory", logger)
+		memlimit.Set(memlimit.ForVerify(c.Int(flagMaxInMemory)), "--max-in-memory", logger)
 	}
 }

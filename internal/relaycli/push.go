@@ -70,6 +70,6 @@ func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table, sour
 		return nil, usagef("a --%s needs --%s", flagPushPassword, flagPushUser)
 	}
 	// The grouping adds the table label.
-	return report.NewPusher(report.Pusher{URL: u.String(), Job: c.String(flagPushJob), Table: table, Source: source, User: user, Password: pw.Value},
+	return report.NewPusher(report.PushTarget{URL: u.String(), Job: c.String(flagPushJob), Table: table, Source: source, User: user, Password: pw.Value},
 		m.Unlabelled()), nil
 }

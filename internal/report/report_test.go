@@ -139,7 +139,7 @@ func TestPusher(t *testing.T) {
 	}))
 	defer srv.Close()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgoutbox_verify_test"})
-	p := report.NewPusher(report.Pusher{URL: srv.URL, Job: "j", Table: "public.outbox", Source: "alpha", User: "u", Password: "pw"}, g)
+	p := report.NewPusher(report.PushTarget{URL: srv.URL, Job: "j", Table: "public.outbox", Source: "alpha", User: "u", Password: "pw"}, g)
 	err := p.Push(context.Background())
 	if err == nil {
 		t.Fatal("a push answered 500 succeeded")

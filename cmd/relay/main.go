@@ -6,12 +6,13 @@ import (
 	"os"
 
 	"github.com/pgoutbox/pgoutbox/internal/relaycli"
+	"github.com/pgoutbox/pgoutbox/internal/stopsignal"
 )
 
 func main() {
 	// The first SIGINT/SIGTERM cancels ctx: `relay run` flushes, confirms
-	// and exits 0. A second Ctrl-C exits at once (see NotifyStop).
-	ctx, stop := relaycli.NotifyStop(context.Background(), os.Stderr, func() {
+	// and exits 0. A second Ctrl-C exits at once (see stopsignal.Notify).
+	ctx, stop := stopsignal.Notify(context.Background(), os.Stderr, func() {
 		fmt.Fprintln(os.Stderr, "relay: second signal: exiting without a graceful stop")
 		os.Exit(relaycli.ExitFailure)
 	})

@@ -8,7 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
-
+	"github.com/pgoutbox/pgoutbox/internal/preflight"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
@@ -28,12 +28,12 @@ func (f failure) Error() string { return f.err.Error() }
 func (f failure) Unwrap() error { return f.err }
 
 // fail wraps err as a runtime failure, a failed connection worded by
-// connectError; nil stays nil.
+// preflight.ConnectError; nil stays nil.
 func fail(err error) error {
 	if err == nil {
 		return nil
 	}
-	return failure{connectError(err)}
+	return failure{preflight.ConnectError(err)}
 }
 
 // usagef returns a usage error (exit 2).

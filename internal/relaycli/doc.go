@@ -1,9 +1,14 @@
 // Package relaycli is the command line of the relay: `relay run`, `setup`,
 // `status`, `teardown`, `recover` and `backfill`, and `relay dev`, whose
 // demo lives in internal/devdemo (a build with -tags nodev leaves it out).
-// cmd/relay only wires signals and the process exit code; everything else
-// lives here, so tests run the CLI with an argument list and read what it
-// prints.
+// cmd/relay only wires signals (internal/stopsignal) and the process exit
+// code; the command line lives here, so tests run the CLI with an argument
+// list and read what it prints. This package holds the flags, the wiring
+// of each command and its exit code; what the commands print and check
+// apart from their flags lives in the packages it calls: internal/report
+// (status's and verify's reports, the Pushgateway push),
+// internal/preflight (the start-up checks), internal/otlptracing,
+// internal/memlimit, and internal/fleet (the fleet of relay run --config).
 //
 // # Exit codes
 //

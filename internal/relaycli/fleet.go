@@ -14,6 +14,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/fleet"
 	"github.com/pgoutbox/pgoutbox/internal/kafkaflags"
+	"github.com/pgoutbox/pgoutbox/internal/memlimit"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -139,7 +140,7 @@ func fleetAction(c *cli.Context, sc *scrubber) error {
 		InstanceID: c.String(flagInstanceID), Budget: budget, StrictTopics: c.Bool(flagStrictTopics),
 		MetricsAddr: c.String(flagMetricsAddr), StatusAddr: c.String(flagStatusAddr),
 		MemoryLimit: func(size int64, sources int) int64 {
-			memLimit = updateMemoryLimit(memLimit, fleetMemoryLimit(size, sources), "--"+flagFleetBuffer, logger)
+			memLimit = memlimit.Update(memLimit, memlimit.ForFleet(size, sources), "--"+flagFleetBuffer, logger)
 			return memLimit
 		},
 		LogAttrs:     logAttrs,

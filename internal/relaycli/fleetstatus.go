@@ -2,9 +2,7 @@ package relaycli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/fleet"
+	"github.com/pgoutbox/pgoutbox/internal/report"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -28,13 +27,6 @@ func fleetFileFlags(what string) []cli.Flag {
 			Usage: "fleet file (see relay run --config): " + what},
 		stringFlag(flagSource, catOps, "", "with --config: only this source"),
 	}
-}
-
-// sourceReport is one source in relay status --config.
-type sourceReport struct {
-	Name   string                `json:"name"`
-	Status *relaytype.SlotStatus `json:"status,omitempty"`
-	Error  string                `json:"error,omitempty"`
 }
 
 // fleetCommand is the prologue of a command run across a fleet file (relay
@@ -87,7 +79,7 @@ func statusFleet(c *cli.Context, sc *scrubber) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 	defer cancel()
-	reports := make([]sourceReport, len(sources))
+	reports := make([]report.Source, len(sources))
 	var wg sync.WaitGroup
 	for i, s := range sources {
 		cfg := *s.Config
@@ -109,39 +101,9 @@ func statusFleet(c *cli.Context, sc *scrubber) error {
 	}
 	fleet.SameServerSlots(sources, statuses)
 
-	if c.Bool(flagJSON) {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Sources []sourceReport `json:"sources"`
-		}{reports}); err != nil {
-			return fail(err)
-		}
-	}
-	var bad []string
-	for i, r := range reports {
-		if !c.Bool(flagJSON) {
-			if i > 0 {
-				fmt.Fprintln(c.App.Writer)
-			}
-			fmt.Fprintf(c.App.Writer, "source %s\n", r.Name)
-		}
-		switch {
-		case r.Error != "":
-			bad = append(bad, r.Name+" ("+r.Error+")")
-			if !c.Bool(flagJSON) {
-				fmt.Fprintf(c.App.Writer, "error  %s\n", r.Error)
-			}
-		default:
-			if !c.Bool(flagJSON) {
-				if err := printStatus(c.App.Writer, r.Status); err != nil {
-					return fail(err)
-				}
-			}
-			if err := unhealthy(r.Status); err != nil {
-				bad = append(bad, r.Name+" ("+err.Error()+")")
-			}
-		}
+	bad, err := report.Sources(c.App.Writer, c.Bool(flagJSON), reports)
+	if err != nil {
+		return fail(err)
 	}
 	if len(bad) > 0 {
 		return fail(errors.New("unhealthy sources: " + strings.Join(bad, "; ")))

@@ -1,20 +1,13 @@
 package relaycli
 
 import (
-	"context"
 	"encoding/base64"
-	"fmt"
-	"io"
-	"net/http"
 	"net/url"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/push"
-	"github.com/prometheus/common/expfmt"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/report"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -39,22 +32,10 @@ func pushFlags() []cli.Flag {
 	}
 }
 
-// pushMaxBody bounds what of a Pushgateway's answer reaches an error
-// message.
-const pushMaxBody = 512
-
-// pusher pushes the verify gauges.
-type pusher struct {
-	url, job, table string
-	source          string // a fleet's source: grouped by it too
-	user, password  string
-	reg             *prometheus.Registry
-}
-
 // newPusher reads the Pushgateway flags; nil when --pushgateway is not
 // set. The URL must name its scheme, https unless --pushgateway-insecure,
 // and hold no credentials.
-func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table, source string) (*pusher, error) {
+func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table, source string) (*report.Pusher, error) {
 	raw := c.String(flagPushgateway)
 	if raw == "" {
 		return nil, nil
@@ -84,42 +65,11 @@ func newPusher(c *cli.Context, sc *scrubber, m *relay.VerifyMetrics, table, sour
 		// error quoting the request would show.
 		sc.add(base64.StdEncoding.EncodeToString([]byte(user + ":" + pw.Value)))
 	}
-	p := &pusher{url: u.String(), job: c.String(flagPushJob), table: table, source: source, user: c.String(flagPushUser), password: pw.Value,
-		reg: prometheus.NewRegistry()}
-	if p.password != "" && p.user == "" {
+	user := c.String(flagPushUser)
+	if pw.Value != "" && user == "" {
 		return nil, usagef("a --%s needs --%s", flagPushPassword, flagPushUser)
 	}
-	p.reg.MustRegister(m.Unlabelled()) // the grouping adds the table label
-	return p, nil
-}
-
-// push sends the gauges, replacing the group's last push.
-func (p *pusher) push(ctx context.Context) error {
-	client := &http.Client{Timeout: 30 * time.Second, Transport: cutBodies{http.DefaultTransport}}
-	pu := push.New(p.url, p.job).Gatherer(p.reg).Grouping("table", p.table).Client(client).Format(expfmt.NewFormat(expfmt.TypeTextPlain))
-	if p.source != "" {
-		pu = pu.Grouping("source", p.source)
-	}
-	if p.user != "" {
-		pu = pu.BasicAuth(p.user, p.password)
-	}
-	if err := pu.PushContext(ctx); err != nil {
-		return fmt.Errorf("--%s: %w", flagPushgateway, err)
-	}
-	return nil
-}
-
-// cutBodies cuts every response body to pushMaxBody bytes: client_golang
-// quotes a failed push's answer in its error.
-type cutBodies struct{ next http.RoundTripper }
-
-func (t cutBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err == nil {
-		resp.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.LimitReader(resp.Body, pushMaxBody), resp.Body}
-	}
-	return resp, err
+	// The grouping adds the table label.
+	return report.NewPusher(report.PushTarget{URL: u.String(), Job: c.String(flagPushJob), Table: table, Source: source, User: user, Password: pw.Value},
+		m.Unlabelled()), nil
 }

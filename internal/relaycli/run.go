@@ -9,6 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/memlimit"
+	"github.com/pgoutbox/pgoutbox/internal/preflight"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -61,9 +63,9 @@ func runAction(c *cli.Context, sc *scrubber) error {
 		// New only validates; it does not connect.
 		return err
 	}
-	setMemoryLimit(memoryLimit(cfg.BufferBytes), "--buffer-bytes", logger)
+	memlimit.Set(memlimit.ForBuffer(cfg.BufferBytes), "--buffer-bytes", logger)
 	ctx := c.Context
-	if err := preflight(ctx, cfg); err != nil {
+	if err := preflight.Check(ctx, cfg, cfg.Sink == "" || cfg.Sink == sinkKafka); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it started
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
 	"github.com/pgoutbox/pgoutbox/internal/fleet"
+	"github.com/pgoutbox/pgoutbox/internal/preflight"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -28,7 +29,7 @@ func waitForDatabase(ctx context.Context, c *cli.Context, sc *scrubber, url stri
 	deadline := time.Now().Add(wait)
 	said := false
 	for {
-		err := pingDatabase(ctx, url)
+		err := preflight.PingDatabase(ctx, url)
 		var pgErr *pgconn.PgError
 		if err == nil || time.Now().After(deadline) || (errors.As(err, &pgErr) && pgErr.Code != "57P03") {
 			return err
@@ -68,7 +69,7 @@ func setupOne(ctx context.Context, c *cli.Context, sc *scrubber, cfg *relay.Conf
 	if err := waitForDatabase(ctx, c, sc, cfg.DatabaseURL, c.Duration(flagWait)); err != nil {
 		return nil, err
 	}
-	before, err := readObjects(ctx, cfg)
+	before, err := preflight.ReadObjects(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

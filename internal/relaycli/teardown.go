@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
+	"github.com/pgoutbox/pgoutbox/internal/preflight"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 )
 
@@ -29,7 +30,7 @@ func teardownCommand(sc *scrubber) *cli.Command {
 				}
 				return usagef("teardown drops slot %q and publication %q and loses the slot's position; pass --%s to confirm", cfg.Slot, cfg.Publication, flagYes)
 			}
-			before, err := readObjects(ctx, cfg)
+			before, err := preflight.ReadObjects(ctx, cfg)
 			if err != nil {
 				return fail(err)
 			}

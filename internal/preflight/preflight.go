@@ -1,4 +1,4 @@
-package relaycli
+package preflight
 
 import (
 	"context"
@@ -18,30 +18,32 @@ import (
 // preflightTimeout bounds each start-up check.
 const preflightTimeout = 15 * time.Second
 
-// preflight checks that the database answers, that the server and role meet
-// the prerequisites (relay.CheckPrerequisites) and that at least one broker
-// answers, so a wrong address, credential or server setting fails `relay
+// Check checks that the database answers, that the server and role meet
+// the prerequisites (relay.CheckPrerequisites) and, with brokers (the sink
+// is Kafka), that at least one broker answers, so a wrong address, credential or server setting fails `relay
 // run` at once with one line naming it (and its fix) instead of entering the
 // engine's reconnect loop.
-func preflight(ctx context.Context, cfg *relay.Config) error {
-	if err := pingDatabase(ctx, cfg.DatabaseURL); err != nil {
+func Check(ctx context.Context, cfg *relay.Config, brokers bool) error {
+	if err := PingDatabase(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
 	if err := relay.CheckPrerequisites(ctx, cfg); err != nil {
 		return err
 	}
-	if cfg.Sink != "" && cfg.Sink != sinkKafka {
+	if !brokers {
 		return nil // the publisher's session reports an unreachable broker, and retries it
 	}
-	return pingBrokers(ctx, cfg)
+	return PingBrokers(ctx, cfg)
 }
 
-func pingDatabase(ctx context.Context, url string) error {
+// PingDatabase connects to the database of url and pings it, within
+// preflightTimeout; a failure says "database unreachable" (Unreachable).
+func PingDatabase(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return unreachable(err)
+		return Unreachable(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := conn.Ping(ctx); err != nil {
@@ -50,7 +52,10 @@ func pingDatabase(ctx context.Context, url string) error {
 	return nil
 }
 
-func pingBrokers(ctx context.Context, cfg *relay.Config) error {
+// PingBrokers checks that a Kafka broker of cfg answers, within
+// preflightTimeout; a failure names the brokers, with a hint when TLS is
+// on and the port may be a plaintext listener.
+func PingBrokers(ctx context.Context, cfg *relay.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	err := relay.PingBrokers(ctx, cfg)

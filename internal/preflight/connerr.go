@@ -1,4 +1,4 @@
-package relaycli
+package preflight
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// connectError words a failed connection for the one line on stderr; err
+// ConnectError words a failed connection for the one line on stderr; err
 // comes back as it is when it holds no *pgconn.ConnectError. When the
 // server answered (a missing database, a bad password), its answer is the
 // error: under sslmode=prefer pgconn also reports the TLS attempt the
@@ -16,7 +16,7 @@ import (
 // every attempt failed to dial with the same error (sslmode=prefer dials
 // twice), the dial error is said once, and it names the address. Anything
 // else (several hosts failing differently) keeps pgconn's whole error.
-func connectError(err error) error {
+func ConnectError(err error) error {
 	var ce *pgconn.ConnectError
 	if !errors.As(err, &ce) {
 		return err
@@ -41,10 +41,10 @@ func connectError(err error) error {
 	return fmt.Errorf("database unreachable (%s): %w", who, dial)
 }
 
-// unreachable is connectError for an error of connecting, which says
+// Unreachable is ConnectError for an error of connecting, which says
 // "database unreachable" even when pgconn did not return a ConnectError.
-func unreachable(err error) error {
-	if e := connectError(err); e != err {
+func Unreachable(err error) error {
+	if e := ConnectError(err); e != err {
 		return e
 	}
 	return fmt.Errorf("database unreachable: %w", err)

@@ -1,4 +1,4 @@
-package relaycli
+package memlimit
 
 import (
 	"log/slog"
@@ -7,7 +7,7 @@ import (
 	"runtime/debug"
 )
 
-// memoryLimit is the soft memory limit `relay run` gives the Go runtime
+// ForBuffer is the soft memory limit `relay run` gives the Go runtime
 // for a buffer of bufferBytes: the buffer (the records queued or being
 // written) and a quarter as much again for the garbage of those already
 // written, plus 16 MiB for the runtime, the decoder and the Kafka client's
@@ -16,48 +16,48 @@ import (
 // default 16 MiB; docs/benchmarks.md has the figures). Without it the heap grows to about twice its live size between
 // two collections, which with large records is most of the process's
 // memory.
-func memoryLimit(bufferBytes int) int64 {
+func ForBuffer(bufferBytes int) int64 {
 	return int64(bufferBytes)*5/4 + 16<<20
 }
 
-// verifyMemoryLimit is the soft memory limit `relay verify` gives the Go
+// ForVerify is the soft memory limit `relay verify` gives the Go
 // runtime for sorts of at most maxInMemory entries: 512 bytes an entry
 // (two sorts, rows and records, of ~100-byte entries and the prefixes of
 // their keys, and their garbage) plus 64 MiB for the runtime, the rows and
 // fetches in flight. Entries are of fixed size whatever the keys hold
 // (unless --full-keys), so without a limit most of verify's peak is
 // garbage of large rows and records the collector has not reached yet.
-func verifyMemoryLimit(maxInMemory int) int64 {
+func ForVerify(maxInMemory int) int64 {
 	return int64(maxInMemory)*512 + 64<<20
 }
 
-// perSourceMemory is what a fleet's source adds to the process beside its
+// perSource is what a fleet's source adds to the process beside its
 // share of the buffer: its replication and Kafka connections, goroutines,
 // decoder and metrics (a source adds about 0.5 MiB of RSS idle, 0.8 MiB
 // under load; see docs/fleet.md), with room for the garbage of a busy one.
-const perSourceMemory = 2 << 20
+const perSource = 2 << 20
 
-// fleetMemoryLimit is the soft memory limit of `relay run --config` for a
+// ForFleet is the soft memory limit of `relay run --config` for a
 // shared buffer of budget bytes and that many sources: a lone relay's
-// limit for the budget, plus perSourceMemory a source, so that the limit
+// limit for the budget, plus perSource a source, so that the limit
 // never falls under what idle sources hold (the collector would then run
 // without pause).
-func fleetMemoryLimit(budget int64, sources int) int64 {
-	return memoryLimit(int(budget)) + int64(sources)*perSourceMemory
+func ForFleet(budget int64, sources int) int64 {
+	return ForBuffer(int(budget)) + int64(sources)*perSource
 }
 
-// setMemoryLimit applies limit as the runtime's soft memory limit unless
+// Set applies limit as the runtime's soft memory limit unless
 // GOMEMLIMIT (or an earlier call) set one; from names what it was derived
 // from, for the debug log.
-func setMemoryLimit(limit int64, from string, logger *slog.Logger) {
-	updateMemoryLimit(0, limit, from, logger)
+func Set(limit int64, from string, logger *slog.Logger) {
+	Update(0, limit, from, logger)
 }
 
-// updateMemoryLimit applies limit as the runtime's soft memory limit if
+// Update applies limit as the runtime's soft memory limit if
 // the runtime's is still prev, the one set by the caller before (0: none,
-// as setMemoryLimit), and not GOMEMLIMIT's. It returns the limit the
+// as Set), and not GOMEMLIMIT's. It returns the limit the
 // caller now owns: limit, or 0 when GOMEMLIMIT or another caller set it.
-func updateMemoryLimit(prev, limit int64, from string, logger *slog.Logger) int64 {
+func Update(prev, limit int64, from string, logger *slog.Logger) int64 {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package relaycli
+package preflight
 
 import (
 	"context"

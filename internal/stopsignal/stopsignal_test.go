@@ -1,4 +1,4 @@
-package relaycli_test
+package stopsignal_test
 
 import (
 	"context"
@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/internal/relaycli"
+	"github.com/pgoutbox/pgoutbox/internal/stopsignal"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // The first SIGTERM stops gracefully, a repeated SIGTERM (GNU timeout
 // signals the process and then its group) is the same stop, and a Ctrl-C
 // after it forces the exit.
-func TestNotifyStop(t *testing.T) {
+func TestNotify(t *testing.T) {
 	var out testenv.SyncBuffer
 	forced := make(chan struct{})
-	ctx, stop := relaycli.NotifyStop(context.Background(), &out, func() { close(forced) })
+	ctx, stop := stopsignal.Notify(context.Background(), &out, func() { close(forced) })
 	defer stop()
 	kill := func(sig syscall.Signal) {
 		t.Helper()

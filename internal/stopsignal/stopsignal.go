@@ -1,4 +1,4 @@
-package relaycli
+package stopsignal
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 	"syscall"
 )
 
-// NotifyStop returns a context that the first SIGINT or SIGTERM cancels:
+// Notify returns a context that the first SIGINT or SIGTERM cancels:
 // relay run then flushes, confirms and exits 0. A later SIGINT (a second
 // Ctrl-C), or any signal after a first SIGINT, calls force (exit at once).
 // A repeated SIGTERM does not: GNU timeout, and supervisors like it,
 // signal the process and then its process group, so one stop arrives as
 // two SIGTERMs; a supervisor escalates with SIGKILL. The first signal is
 // announced on w. stop releases the signals and waits for the watcher.
-func NotifyStop(parent context.Context, w io.Writer, force func()) (ctx context.Context, stop func()) {
+func Notify(parent context.Context, w io.Writer, force func()) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(parent)
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,7 +77,7 @@ func (p *Producer) end(ctx context.Context, try kgo.TransactionEndTry) error {
 	}
 	p.cfg.Logger.Warn("kafka transaction ended, but an EndTxn request of it went unanswered and was retried; "+
 		"re-initialising the transactional producer so that the first, if it still arrives, cannot end a later transaction",
-		"transactional_id", p.cfg.TransactionalID, "commit", bool(try))
+		"transactional_id", cmp.Or(p.cfg.TransactionalID, p.cfg.FenceID), "commit", bool(try))
 	if err := p.reinit(ctx); err != nil {
 		return fmt.Errorf("producer: re-initialise after an unanswered EndTxn (the transaction did end): %w", err)
 	}

@@ -63,14 +63,15 @@ var (
 	// ErrKafkaAuth means the brokers refused the relay's credentials or
 	// permissions.
 	ErrKafkaAuth = errors.New("relay: kafka refused authentication or authorization")
-	// ErrFenced means, in exactly-once mode, that the brokers refused the
-	// relay's transactional producer for its epoch: a newer relay of the
-	// slot initialised the slot's transactional ID, or the brokers aborted
-	// the relay's open transaction (it outlasted the transaction
-	// timeout). Nothing of that transaction is confirmed; the session ends
-	// and the next one initialises the producer again, or waits as a
-	// standby when another relay holds the slot. It is not permanent.
-	ErrFenced = errors.New("relay: exactly-once: kafka transaction fenced (a newer relay of the slot, or a transaction timeout)")
+	// ErrFenced means, in exactly-once mode or with FenceWrites, that the
+	// brokers refused the relay's transactional producer for its epoch: a
+	// newer relay of the slot initialised the slot's transactional ID, or
+	// the brokers aborted the relay's open transaction (it outlasted the
+	// transaction timeout). Nothing of that transaction is confirmed; the
+	// session ends and the next one initialises the producer again, or
+	// waits as a standby when another relay holds the slot. It is not
+	// permanent.
+	ErrFenced = errors.New("relay: kafka transaction fenced (a newer relay of the slot, or a transaction timeout)")
 	// ErrTopicUnavailable means writes to a topic failed because it does
 	// not exist or the relay may not write it, for longer than
 	// Config.TopicUnavailableGrace.

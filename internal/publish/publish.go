@@ -75,6 +75,16 @@ type Session struct {
 	// write's error wraps ErrFenced. A publisher that cannot fence refuses
 	// Open with an error wrapping relayerr.Permanent.
 	Fence string
+	// Slot, when set, is the identity of the slot's WAL history the
+	// session publishes (sink.ProgressKey: the database's system
+	// identifier, the slot and its incarnation), given in every mode: the
+	// same for every relay of a slot's incarnation, across restarts, and
+	// a new one after a failover or a restored backup. A publisher whose
+	// broker deduplicates per writer names that writer from it (RabbitMQ
+	// streams: the producer name), so a replay of the same WAL is dropped
+	// while new WAL of another history is not. Empty: records without a
+	// WAL history (a backfill's), or a caller that does not know it.
+	Slot string
 	// Guard, when set, is asked before every network write of the
 	// session; its error refuses the write (the relay may have lost its
 	// slot: see docs/liveness.md). The sink asks it before each Write

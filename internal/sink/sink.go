@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,6 +97,14 @@ func newPublisher(c *Config, m *relaymetrics.Metrics) (publish.Publisher, error)
 // them in order.
 func (s *Sink) Open(ctx context.Context) error { return s.openWith(ctx, publish.Session{}) }
 
+// OpenSlot is Open for a relay session of the slot whose WAL history key
+// names (ProgressKey): the publisher's session carries it
+// (publish.Session.Slot), so a broker that deduplicates per writer drops
+// what a replay of the slot writes again.
+func (s *Sink) OpenSlot(ctx context.Context, key string) error {
+	return s.openWith(ctx, publish.Session{Slot: key})
+}
+
 // OpenFenced is Open for fenced at-least-once writes: the session's writes
 // are fenced under key, which the slot's relays share (ProgressKey), and
 // opening fences the older relays of the slot and aborts what they left
@@ -110,13 +119,17 @@ func (s *Sink) OpenFenced(ctx context.Context, key string) error {
 }
 
 // openWith opens a session of s's kind (exactly-once under s.Identity
-// when set), with the sink's guard.
+// when set), with the sink's guard. The exactly-once and fencing keys are
+// the slot's key too (publish.Session.Slot).
 func (s *Sink) openWith(ctx context.Context, ss publish.Session) error {
 	s.Close()
 	if s.pubErr != nil {
 		return s.pubErr
 	}
 	ss.Guard, ss.WriteBy = s.Guard, s.WriteBy
+	if ss.Slot == "" {
+		ss.Slot = cmp.Or(ss.Identity, ss.Fence)
+	}
 	if err := s.pub.Open(ctx, ss); err != nil {
 		return err
 	}

@@ -49,15 +49,7 @@ func TestRelayRabbitMQNoDuplicatesAcrossKills(t *testing.T) {
 			stored++
 		}
 	}
-	var missing, duplicates int
-	for _, id := range committedIDs(l) {
-		switch n := held[id.String()]; {
-		case n == 0:
-			missing++
-		case n > 1:
-			duplicates += n - 1
-		}
-	}
+	missing, duplicates := heldOnce(l, held)
 	t.Logf("RabbitMQ, one slot, %d kills: %d committed, %d stored, %d missing, %d duplicates",
 		kills, l.count, stored, missing, duplicates)
 	if missing != 0 || duplicates != 0 || stored != l.count {
@@ -98,4 +90,19 @@ func rabbitMQRelayArgs(dbURL, uri, prefix string) func(cmd, slot string) []strin
 		}
 		return a
 	}
+}
+
+// heldOnce compares the committed messages of l with held, the copies a
+// broker holds by message ID: how many are missing, and how many copies
+// beyond the first it holds.
+func heldOnce(l *ledger, held map[string]int) (missing, duplicates int) {
+	for _, id := range committedIDs(l) {
+		switch n := held[id.String()]; {
+		case n == 0:
+			missing++
+		case n > 1:
+			duplicates += n - 1
+		}
+	}
+	return missing, duplicates
 }

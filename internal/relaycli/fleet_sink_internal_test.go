@@ -68,3 +68,16 @@ sources:
 		})
 	}
 }
+
+// A sink URL's password, or a NATS token, is learned by the scrubber, for
+// each URL of a comma separated list.
+func TestAddSinkURL(t *testing.T) {
+	sc := &scrubber{}
+	addSinkURL(sc, "nats://relay:NatsPw12@a:4222, nats://TokenAbc123@b:4222,rabbitmq-stream://u:RabbitPw9@mq:5552/vh")
+	out := sc.String("NatsPw12 TokenAbc123 RabbitPw9")
+	for _, s := range []string{"NatsPw12", "TokenAbc123", "RabbitPw9"} {
+		if strings.Contains(out, s) {
+			t.Errorf("%q still in %q", s, out)
+		}
+	}
+}

@@ -76,10 +76,11 @@ type Session struct {
 	// Open with an error wrapping relayerr.Permanent.
 	Fence string
 	// Slot, when set, is the identity of the slot's WAL history the
-	// session publishes (sink.ProgressKey: the database's system
-	// identifier, the slot and its incarnation), given in every mode: the
-	// same for every relay of a slot's incarnation, across restarts, and
-	// a new one after a failover or a restored backup. A publisher whose
+	// session publishes (sink.WriterKey: the database's system
+	// identifier, the slot, its incarnation and the server's timeline),
+	// given in every mode: the same for every relay of the slot across
+	// restarts, and a new one after a promotion, a re-created slot or a
+	// detected clone. A publisher whose
 	// broker deduplicates per writer names that writer from it (RabbitMQ
 	// streams: the producer name), so a replay of the same WAL is dropped
 	// while new WAL of another history is not. Empty: records without a

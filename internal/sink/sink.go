@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,21 +96,21 @@ func newPublisher(c *Config, m *relaymetrics.Metrics) (publish.Publisher, error)
 // them in order.
 func (s *Sink) Open(ctx context.Context) error { return s.openWith(ctx, publish.Session{}) }
 
-// OpenSlot is Open for a relay session of the slot whose WAL history key
-// names (ProgressKey): the publisher's session carries it
+// OpenSlot is Open for a relay session of the slot whose WAL history
+// writer names (WriterKey): the publisher's session carries it
 // (publish.Session.Slot), so a broker that deduplicates per writer drops
 // what a replay of the slot writes again.
-func (s *Sink) OpenSlot(ctx context.Context, key string) error {
-	return s.openWith(ctx, publish.Session{Slot: key})
+func (s *Sink) OpenSlot(ctx context.Context, writer string) error {
+	return s.openWith(ctx, publish.Session{Slot: writer})
 }
 
 // OpenFenced is Open for fenced at-least-once writes: the session's writes
 // are fenced under key, which the slot's relays share (ProgressKey), and
 // opening fences the older relays of the slot and aborts what they left
 // open (publish.Session.Fence). A newer relay's fencing ends the session
-// with relaytype.ErrFenced.
-func (s *Sink) OpenFenced(ctx context.Context, key string) error {
-	err := s.openWith(ctx, publish.Session{Fence: key})
+// with relaytype.ErrFenced. writer is OpenSlot's.
+func (s *Sink) OpenFenced(ctx context.Context, key, writer string) error {
+	err := s.openWith(ctx, publish.Session{Fence: key, Slot: writer})
 	if errors.Is(err, publish.ErrFenced) {
 		return fmt.Errorf("%w: %w", relaytype.ErrFenced, err)
 	}
@@ -119,17 +118,13 @@ func (s *Sink) OpenFenced(ctx context.Context, key string) error {
 }
 
 // openWith opens a session of s's kind (exactly-once under s.Identity
-// when set), with the sink's guard. The exactly-once and fencing keys are
-// the slot's key too (publish.Session.Slot).
+// when set), with the sink's guard.
 func (s *Sink) openWith(ctx context.Context, ss publish.Session) error {
 	s.Close()
 	if s.pubErr != nil {
 		return s.pubErr
 	}
 	ss.Guard, ss.WriteBy = s.Guard, s.WriteBy
-	if ss.Slot == "" {
-		ss.Slot = cmp.Or(ss.Identity, ss.Fence)
-	}
 	if err := s.pub.Open(ctx, ss); err != nil {
 		return err
 	}

@@ -87,12 +87,15 @@ func ProducerName(slot, incarnation string) string {
 	return "pgoutbox." + slot + "." + incarnation
 }
 
-// Open connects. The publisher has no exactly-once mode: a session with an
-// Identity is refused.
+// Open connects. The publisher has no exactly-once mode and cannot fence:
+// a session with an Identity or a Fence is refused.
 func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	p.Close()
 	if s.Identity != "" {
 		return relayerr.Permanent(errors.New("rabbitmq sink: exactly-once mode is not supported; streams deduplicate on the producer's publishing ID instead"))
+	}
+	if s.Fence != "" {
+		return relayerr.Permanent(errors.New("rabbitmq sink: fenced writes (--fence-writes) are not supported"))
 	}
 	opts := stream.NewEnvironmentOptions().SetUri(p.cfg.URI).SetMaxProducersPerClient(50)
 	if p.cfg.TLS != nil {

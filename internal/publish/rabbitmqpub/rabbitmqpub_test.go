@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
@@ -170,5 +171,19 @@ func TestMissingStream(t *testing.T) {
 	}
 	if out[1].Verdict != publish.Confirmed {
 		t.Errorf("existing stream: %+v", out[1])
+	}
+}
+
+// The publisher neither has an exactly-once mode nor fences: Open refuses
+// both for good, before it connects.
+func TestOpenRefusesIdentityAndFence(t *testing.T) {
+	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "s", Settings: rabbitmqpub.Config{URI: "rabbitmq-stream://127.0.0.1:1/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []publish.Session{{Identity: "k"}, {Fence: "k"}} {
+		if err := p.Open(t.Context(), s); !relayerr.IsPermanent(err) {
+			t.Errorf("Open(%+v) = %v, want a permanent error", s, err)
+		}
 	}
 }

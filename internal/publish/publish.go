@@ -75,6 +75,17 @@ type Session struct {
 	// write's error wraps ErrFenced. A publisher that cannot fence refuses
 	// Open with an error wrapping relayerr.Permanent.
 	Fence string
+	// Slot, when set, is the identity of the slot's WAL history the
+	// session publishes (sink.WriterKey: the database's system
+	// identifier, the slot, its incarnation and the server's timeline),
+	// given in every mode: the same for every relay of the slot across
+	// restarts, and a new one after a promotion, a re-created slot or a
+	// detected clone. A publisher whose
+	// broker deduplicates per writer names that writer from it (RabbitMQ
+	// streams: the producer name), so a replay of the same WAL is dropped
+	// while new WAL of another history is not. Empty: records without a
+	// WAL history (a backfill's), or a caller that does not know it.
+	Slot string
 	// Guard, when set, is asked before every network write of the
 	// session; its error refuses the write (the relay may have lost its
 	// slot: see docs/liveness.md). The sink asks it before each Write

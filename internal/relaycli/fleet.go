@@ -29,7 +29,7 @@ var processFlags = []string{flagMetricsAddr, flagLogLevel, flagLogFormat, flagCo
 // secretFlags are the per-source flags whose value a fleet file may also
 // give as KEY-file: the path of a file holding it, as RELAY_KEY_FILE does
 // for a single source.
-var secretFlags = []string{flagDatabaseURL, kafkaflags.FlagSASLPassword}
+var secretFlags = []string{flagDatabaseURL, kafkaflags.FlagSASLPassword, flagSinkURL}
 
 // sourceFlags are the flags a source of a fleet file is parsed with:
 // relay run's, without --metrics-addr and without their environment

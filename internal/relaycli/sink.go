@@ -1,6 +1,9 @@
 package relaycli
 
 import (
+	"net/url"
+	"strings"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgoutbox/pgoutbox/internal/cliutil"
@@ -46,7 +49,7 @@ func sinkConfig(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 		return err
 	}
 	if secret.Value != "" {
-		sc.addURL(secret.Value)
+		addSinkURL(sc, secret.Value)
 		if cliutil.URLExposed(secret) {
 			sc.exposed = append(sc.exposed, flagSinkURL)
 		}
@@ -65,4 +68,21 @@ func sinkConfig(c *cli.Context, sc *scrubber, cfg *relay.Config) error {
 		return usagef("--%s: %q is not one of %s, %s, %s", flagSink, s, sinkKafka, sinkNATS, sinkRabbitMQ)
 	}
 	return nil
+}
+
+// addSinkURL teaches sc the secrets of a sink URL (several, comma
+// separated, for NATS): each one's password, or its user when it has no
+// password (a NATS token: nats://token@host).
+func addSinkURL(sc *scrubber, urls string) {
+	for _, one := range strings.Split(urls, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if pw, ok := u.User.Password(); ok {
+			sc.add(pw)
+		} else {
+			sc.add(u.User.Username())
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -109,6 +110,15 @@ func (h History) String() string {
 // shares it (see ErrForeignProgress).
 func ProgressKey(systemID, slot, incarnation string) string {
 	return "pgoutbox-relay/" + systemID + "/" + slot + "/" + incarnation
+}
+
+// WriterKey names the WAL history h of slot for a broker that
+// deduplicates per writer (publish.Session.Slot): the progress key and
+// the timeline, since a promoted standby can write new WAL at positions
+// the old timeline already published (the state row, and so the
+// incarnation, came over with the standby).
+func WriterKey(slot string, h History) string {
+	return ProgressKey(h.SystemID, slot, h.Incarnation) + "/" + strconv.Itoa(int(h.Timeline))
 }
 
 // ErrForeignProgress is OpenExactlyOnce's error when the progress under
@@ -219,7 +229,7 @@ func (s *Sink) OpenExactlyOnce(ctx context.Context, h History, walEnd, recorded 
 	e := s.eos
 	e.history = h
 	e.open, e.acks, e.lastEnd, e.part = false, e.acks[:0], 0, publish.Position{}
-	if err := s.openWith(ctx, publish.Session{Identity: key}); err != nil {
+	if err := s.openWith(ctx, publish.Session{Identity: key, Slot: WriterKey(c.Slot, h)}); err != nil {
 		if errors.Is(err, publish.ErrFenced) {
 			return Progress{}, s.txnError("open", err)
 		}

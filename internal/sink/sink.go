@@ -96,13 +96,21 @@ func newPublisher(c *Config, m *relaymetrics.Metrics) (publish.Publisher, error)
 // them in order.
 func (s *Sink) Open(ctx context.Context) error { return s.openWith(ctx, publish.Session{}) }
 
+// OpenSlot is Open for a relay session of the slot whose WAL history
+// writer names (WriterKey): the publisher's session carries it
+// (publish.Session.Slot), so a broker that deduplicates per writer drops
+// what a replay of the slot writes again.
+func (s *Sink) OpenSlot(ctx context.Context, writer string) error {
+	return s.openWith(ctx, publish.Session{Slot: writer})
+}
+
 // OpenFenced is Open for fenced at-least-once writes: the session's writes
 // are fenced under key, which the slot's relays share (ProgressKey), and
 // opening fences the older relays of the slot and aborts what they left
 // open (publish.Session.Fence). A newer relay's fencing ends the session
-// with relaytype.ErrFenced.
-func (s *Sink) OpenFenced(ctx context.Context, key string) error {
-	err := s.openWith(ctx, publish.Session{Fence: key})
+// with relaytype.ErrFenced. writer is OpenSlot's.
+func (s *Sink) OpenFenced(ctx context.Context, key, writer string) error {
+	err := s.openWith(ctx, publish.Session{Fence: key, Slot: writer})
 	if errors.Is(err, publish.ErrFenced) {
 		return fmt.Errorf("%w: %w", relaytype.ErrFenced, err)
 	}

@@ -38,6 +38,9 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 		return err
 	}
 	var committed sink.Progress
+	// The slot's WAL history names the session's writer at a broker that
+	// deduplicates per writer (RabbitMQ streams' producer name).
+	writer := sink.WriterKey(c.Slot, sink.History{SystemID: state.SystemID, Timeline: state.Timeline, Incarnation: state.Incarnation})
 	fenceWrites := c.FenceWrites && !c.ExactlyOnce
 	if c.ExactlyOnce || fenceWrites {
 		// The Kafka dials below are guarded by the liveness clock: start
@@ -53,7 +56,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	case fenceWrites:
 		// Holding the slot: fence the relays of the slot before us, so
 		// that no write of theirs lands after ours.
-		err = sk.OpenFenced(ctx, sink.ProgressKey(state.SystemID, c.Slot, state.Incarnation))
+		err = sk.OpenFenced(ctx, sink.ProgressKey(state.SystemID, c.Slot, state.Incarnation), writer)
 	}
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
@@ -81,7 +84,7 @@ func (r *Relay) session(ctx context.Context, sk *sink.Sink) error {
 	readCtx, stopRead := context.WithCancelCause(ctx)
 	defer stopRead(nil)
 	if !c.ExactlyOnce && !fenceWrites {
-		if err := sk.Open(ctx); err != nil {
+		if err := sk.OpenSlot(ctx, writer); err != nil {
 			return err
 		}
 	}

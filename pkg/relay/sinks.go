@@ -12,8 +12,8 @@ func sinkSettings(c *Config, kafka any) any {
 	case natspub.Name:
 		return natspub.Config{URL: c.SinkURL}
 	case rabbitmqpub.Name:
-		// The slot's incarnation is not known here: the stream does not
-		// deduplicate the relay's records yet (docs/sinks.md).
+		// The producer is named from the session's slot identity, which
+		// holds the slot's incarnation (publish.Session.Slot).
 		return rabbitmqpub.Config{URI: c.SinkURL}
 	}
 	return kafka

@@ -228,3 +228,30 @@ func TestNATSSinkDeadLetters(t *testing.T) {
 		t.Fatalf("published %v, dead-lettered %v (%v); want %v and %v (too-large)", g, d, dm, good, bad)
 	}
 }
+
+// Every at-least-once session gives the publisher the slot's WAL history
+// (publish.Session.Slot): the progress key of the state row's incarnation
+// and the timeline, the same across a restart, so a broker that
+// deduplicates per writer (RabbitMQ streams) drops the replays.
+func TestSessionCarriesTheSlotsHistory(t *testing.T) {
+	t.Parallel()
+	b, st := setupMemory(t, nil)
+	for range 2 {
+		run := b.start(t)
+		waitForMemory(t, st, "outbox.order", b.insert(t, msg("a", 0)), 60*time.Second)
+		if err := run.stop(t); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	key, _, timeline, _, _ := progressIn(t, b.db.Pool, b.cfg.Slot)
+	want := fmt.Sprintf("%s/%d", key, timeline)
+	slots := st.Slots()
+	if len(slots) < 2 {
+		t.Fatalf("%d sessions opened, want at least 2", len(slots))
+	}
+	for i, s := range slots {
+		if s != want {
+			t.Fatalf("session %d opened with slot %q, want %q (all: %v)", i, s, want, slots)
+		}
+	}
+}

@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
@@ -17,39 +15,21 @@ import (
 // TestRelayToInboxOverRabbitMQ is TestRelayToInboxEffectsOnce on RabbitMQ
 // streams (relay run --sink rabbitmq): the relay binary publishes while
 // SIGKILLed four times and a second relay on a second slot publishes every
-// row once more. The relay does not name its producer yet (no
-// incarnation: docs/sinks.md), so the streams hold the duplicates; one
-// inboxrabbitmq loop per stream applies each message's effect exactly
-// once.
+// row once more. The relay names its producer after its slot, so the
+// stream drops a slot's replays, but the second slot's copies come from
+// another producer and are stored; one inboxrabbitmq loop per stream
+// applies each message's effect exactly once.
 func TestRelayToInboxOverRabbitMQ(t *testing.T) {
 	t.Parallel()
 	const kills = 4
 	bin := buildRelay(t)
 	producerDB := testenv.NewDB(t)
 	consumerDB := testenv.NewDB(t)
-	r := testenv.SharedRabbitMQ(t)
-	env := r.Environment(t)
 	ctx := context.Background()
-	prefix := fmt.Sprintf("e2e%d", time.Now().UnixNano())
-	var streams []string
-	for _, typ := range append(crashAggregateTypes, "dlq") {
-		s := prefix + "." + typ
-		if err := env.DeclareStream(s, &stream.StreamOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.DeleteStream(s) })
-		streams = append(streams, s)
-	}
+	r, prefix, streams := rabbitMQStreams(t, "e2e")
 
 	slots := []string{producerDB.Name + "_a", producerDB.Name + "_b"}
-	args := func(cmd, slot string) []string {
-		a := []string{cmd, "--database-url", producerDB.URL, "--slot", slot, "--publication", "pub_e2e"}
-		if cmd == "run" {
-			a = append(a, "--sink", "rabbitmq", "--sink-url", r.StreamURI, "--topic-template", prefix+".{aggregate_type}",
-				"--metrics-addr", "", "--log-format", "json", "--status-interval", "500ms")
-		}
-		return a
-	}
+	args := rabbitMQRelayArgs(producerDB.URL, r.StreamURI, prefix)
 	for _, slot := range slots {
 		mustRunRelay(t, bin, args("setup", slot)...)
 	}

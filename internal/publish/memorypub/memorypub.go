@@ -27,6 +27,9 @@ type Store struct {
 	records  []publish.Record
 	progress map[string][]byte
 	epochs   map[string]int
+	// slots are the slot identities (publish.Session.Slot) of the
+	// sessions opened, in order.
+	slots []string
 	// freeze, when set, is closed by the next write, which then never
 	// answers (Freeze).
 	freeze chan struct{}
@@ -45,6 +48,14 @@ func (s *Store) Records() []publish.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.records)
+}
+
+// Slots are the slot identities (publish.Session.Slot) the store's
+// sessions were opened with, in order.
+func (s *Store) Slots() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.slots)
 }
 
 // Freeze makes the next write keep its records (visible at once, or at
@@ -84,11 +95,12 @@ func (p *Publisher) Open(_ context.Context, s publish.Session) error {
 	// A fenced at-least-once session (s.Fence) fences as an exactly-once
 	// one does; its fenced write fails as a whole.
 	p.sess, p.open, p.identity = s, true, cmp.Or(s.Identity, s.Fence)
+	p.store.mu.Lock()
+	defer p.store.mu.Unlock()
+	p.store.slots = append(p.store.slots, s.Slot)
 	if p.identity != "" {
-		p.store.mu.Lock()
 		p.store.epochs[p.identity]++
 		p.epoch = p.store.epochs[p.identity]
-		p.store.mu.Unlock()
 	}
 	return nil
 }

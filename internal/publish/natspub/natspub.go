@@ -78,12 +78,15 @@ func New(c publish.Config) (publish.Publisher, error) {
 	return p, nil
 }
 
-// Open connects. The publisher has no exactly-once mode: a session with
-// an Identity is refused.
+// Open connects. The publisher has no exactly-once mode and cannot
+// fence: a session with an Identity or a Fence is refused.
 func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	p.Close()
 	if s.Identity != "" {
 		return relayerr.Permanent(errors.New("nats sink: exactly-once mode is not supported; JetStream deduplicates on Nats-Msg-Id instead"))
+	}
+	if s.Fence != "" {
+		return relayerr.Permanent(errors.New("nats sink: fenced writes (--fence-writes) are not supported"))
 	}
 	opts := []nats.Option{nats.Name("pgoutbox-relay"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
 	if p.cfg.TLS != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/publish/natspub"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
@@ -156,5 +157,19 @@ func TestWriteAcrossServerRestart(t *testing.T) {
 	}
 	if info.State.Msgs != 2 {
 		t.Fatalf("stream holds %d messages, want 2", info.State.Msgs)
+	}
+}
+
+// The publisher neither has an exactly-once mode nor fences: Open refuses
+// both for good, before it connects.
+func TestOpenRefusesIdentityAndFence(t *testing.T) {
+	p, err := publish.New(natspub.Name, publish.Config{Slot: "s", Settings: natspub.Config{URL: "nats://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []publish.Session{{Identity: "k"}, {Fence: "k"}} {
+		if err := p.Open(t.Context(), s); !relayerr.IsPermanent(err) {
+			t.Errorf("Open(%+v) = %v, want a permanent error", s, err)
+		}
 	}
 }

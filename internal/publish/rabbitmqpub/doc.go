@@ -19,9 +19,12 @@
 // on the WAL history it came from: after a failover to a standby, or a
 // restored backup, new transactions can reuse positions the old history
 // already published, and under the old name the stream would drop them
-// as duplicates. Without Config.Incarnation the publisher uses no producer
-// name, so the stream deduplicates nothing (at-least-once; the inbox
-// covers it). Records without a WAL position (a backfill's), of a
+// as duplicates. Without Config.Incarnation the producer is named after
+// the session's slot identity (publish.Session.Slot, which the relay
+// gives in every mode: "pgoutbox-relay/<system id>/<slot>/<incarnation>/<timeline>"),
+// which holds the incarnation and the timeline too; without either the publisher uses no
+// producer name, so the stream deduplicates nothing (at-least-once; the
+// inbox covers it). Records without a WAL position (a backfill's), of a
 // transaction past 65,535 records, or past 128 TiB of WAL, go without
 // deduplication too, in order (the publisher waits for the confirmations
 // in flight before it switches producers).

@@ -31,7 +31,9 @@ type Config struct {
 	TLS *tls.Config
 	// Incarnation is the identity of the slot's WAL history (the state
 	// row's incarnation): with it, the producer is named and the stream
-	// drops replayed records. Defaults to none: no deduplication.
+	// drops replayed records. Defaults to none: the producer is named
+	// from the session's slot identity (publish.Session.Slot, which the
+	// relay gives), and without either there is no deduplication.
 	Incarnation string
 	// ConfirmTimeout bounds the wait for a publish confirmation. Defaults
 	// to 30s.
@@ -44,8 +46,11 @@ type Publisher struct {
 	slot string
 	log  *slog.Logger
 
-	env       *stream.Environment
-	guard     func() error
+	env   *stream.Environment
+	guard func() error
+	// name is the session's producer name, empty when it deduplicates
+	// nothing (no incarnation known).
+	name      string
 	producers map[producerKey]*producer
 	// unnamedSeq numbers the messages of the producers without a name.
 	unnamedSeq int64
@@ -82,12 +87,15 @@ func ProducerName(slot, incarnation string) string {
 	return "pgoutbox." + slot + "." + incarnation
 }
 
-// Open connects. The publisher has no exactly-once mode: a session with an
-// Identity is refused.
+// Open connects. The publisher has no exactly-once mode and cannot fence:
+// a session with an Identity or a Fence is refused.
 func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	p.Close()
 	if s.Identity != "" {
 		return relayerr.Permanent(errors.New("rabbitmq sink: exactly-once mode is not supported; streams deduplicate on the producer's publishing ID instead"))
+	}
+	if s.Fence != "" {
+		return relayerr.Permanent(errors.New("rabbitmq sink: fenced writes (--fence-writes) are not supported"))
 	}
 	opts := stream.NewEnvironmentOptions().SetUri(p.cfg.URI).SetMaxProducersPerClient(50)
 	if p.cfg.TLS != nil {
@@ -102,6 +110,7 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 		return fmt.Errorf("rabbitmq sink: connect: %w", err)
 	}
 	p.env, p.guard, p.producers = env, s.Guard, map[producerKey]*producer{}
+	p.name = p.producerName(s)
 	return nil
 }
 
@@ -113,7 +122,20 @@ func (p *Publisher) Close() {
 	if p.env != nil {
 		_ = p.env.Close()
 	}
-	p.env, p.guard, p.producers = nil, nil, nil
+	p.env, p.guard, p.producers, p.name = nil, nil, nil, ""
+}
+
+// producerName is the name of s's deduplicating producer: of the
+// configured incarnation, else the session's slot identity; empty when
+// neither is known.
+func (p *Publisher) producerName(s publish.Session) string {
+	switch {
+	case p.cfg.Incarnation != "":
+		return ProducerName(p.slot, p.cfg.Incarnation)
+	case s.Slot != "":
+		return s.Slot
+	}
+	return ""
 }
 
 // producer returns the producer of key, declaring it on first use.
@@ -124,7 +146,7 @@ func (p *Publisher) producer(key producerKey) (*producer, error) {
 	opts := stream.NewProducerOptions().SetClientProvidedName("pgoutbox-relay").
 		SetConfirmationTimeOut(p.cfg.ConfirmTimeout)
 	if key.named {
-		opts = opts.SetProducerName(ProducerName(p.slot, p.cfg.Incarnation))
+		opts = opts.SetProducerName(p.name)
 	}
 	sp, err := p.env.NewProducer(key.stream, opts)
 	if err != nil {
@@ -178,7 +200,7 @@ func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []pub
 			}
 		}
 		id, named := PublishingID(rec.Pos)
-		named = named && p.cfg.Incarnation != ""
+		named = named && p.name != ""
 		if last, seen := mode[rec.Topic]; seen && last != named {
 			// A switch of producer: what the other one sent first must be
 			// stored first.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub"
+	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
@@ -29,11 +30,17 @@ func setup(t *testing.T) (*testenv.RabbitMQ, *stream.Environment, string) {
 
 func open(t *testing.T, uri, incarnation string) publish.Publisher {
 	t.Helper()
+	return openSession(t, uri, incarnation, publish.Session{})
+}
+
+// openSession is open with the session s.
+func openSession(t *testing.T, uri, incarnation string, s publish.Session) publish.Publisher {
+	t.Helper()
 	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "slot1", Settings: rabbitmqpub.Config{URI: uri, Incarnation: incarnation}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Open(t.Context(), publish.Session{}); err != nil {
+	if err := p.Open(t.Context(), s); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
@@ -106,6 +113,24 @@ func TestNewIncarnationIsNotDropped(t *testing.T) {
 	}
 }
 
+// Without Config.Incarnation the producer is named from the session's
+// slot identity (what the relay gives): a new session of the same slot
+// identity drops the replay, one of another identity (a new WAL history)
+// stores its records.
+func TestSessionSlotNamesProducer(t *testing.T) {
+	t.Parallel()
+	r, _, name := setup(t)
+	recs := records(name, 20, 0x1_0000_0000)
+	p := openSession(t, r.StreamURI, "", publish.Session{Slot: "pgoutbox-relay/1/slot1/inc1"})
+	write(t, p, recs[:10])
+	p.Close()
+	write(t, openSession(t, r.StreamURI, "", publish.Session{Slot: "pgoutbox-relay/1/slot1/inc1"}), recs) // replays 10, adds 10
+	write(t, openSession(t, r.StreamURI, "", publish.Session{Slot: "pgoutbox-relay/1/slot1/inc2"}), records(name, 5, 0x1000))
+	if got := r.ReadStream(t, name); len(got) != 25 { // 35 if the replay were stored, 20 if inc2's were dropped
+		t.Fatalf("stream holds %d messages, want 25", len(got))
+	}
+}
+
 // Records without a WAL position (a backfill's), and every record without
 // an incarnation, are stored each time they are written (no
 // deduplication), in order around the deduplicated ones.
@@ -146,5 +171,19 @@ func TestMissingStream(t *testing.T) {
 	}
 	if out[1].Verdict != publish.Confirmed {
 		t.Errorf("existing stream: %+v", out[1])
+	}
+}
+
+// The publisher neither has an exactly-once mode nor fences: Open refuses
+// both for good, before it connects.
+func TestOpenRefusesIdentityAndFence(t *testing.T) {
+	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "s", Settings: rabbitmqpub.Config{URI: "rabbitmq-stream://127.0.0.1:1/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []publish.Session{{Identity: "k"}, {Fence: "k"}} {
+		if err := p.Open(t.Context(), s); !relayerr.IsPermanent(err) {
+			t.Errorf("Open(%+v) = %v, want a permanent error", s, err)
+		}
 	}
 }

@@ -313,10 +313,7 @@ func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(
 		return nil, false, err
 	}
 	defer cl.Close()
-	var (
-		undecided = make(map[int64][]*kgo.Record) // by producer ID: records in a transaction not decided yet
-		last      int64                           // the offset of value
-	)
+	var last int64 // the offset of value
 	// take judges a record written outside a transaction or in a
 	// committed one.
 	take := func(r *kgo.Record) {
@@ -329,6 +326,7 @@ func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(
 			value, found, last = r.Value, true, r.Offset
 		}
 	}
+	decide := CommittedOnly(func(r *kgo.Record) error { take(r); return nil })
 	for next := from; next < end; {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -341,22 +339,10 @@ func readLastIn(ctx context.Context, cfg Config, topic, key string, accept func(
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			next = max(next, r.Offset+1)
-			switch {
-			case r.Offset >= end:
-			case r.Attrs.IsControl():
-				recs := undecided[r.ProducerID]
-				delete(undecided, r.ProducerID)
-				var k kmsg.ControlRecordKey
-				if k.ReadFrom(r.Key) == nil && k.Type == kmsg.ControlRecordKeyTypeCommit {
-					for _, c := range recs {
-						take(c)
-					}
-				}
-			case r.Offset >= below:
-			case r.Attrs.IsTransactional():
-				undecided[r.ProducerID] = append(undecided[r.ProducerID], r)
-			default:
-				take(r)
+			// A marker below end decides its records; a record at or past
+			// below is not read.
+			if r.Offset < end && (r.Attrs.IsControl() || r.Offset < below) {
+				_ = decide(r)
 			}
 		})
 	}
@@ -391,4 +377,43 @@ func highWatermark(ctx context.Context, cfg Config, topic string) (int64, error)
 		return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
 	return p.Offset, nil
+}
+
+// producerPartition is one producer's records in one partition.
+type producerPartition struct {
+	topic     string
+	partition int32
+	producer  int64
+}
+
+// CommittedOnly wraps each for a read_uncommitted read (with
+// kgo.KeepControlRecords): it is called at once for a record written
+// outside a transaction, at the commit marker for the records of a
+// transaction, never for those of an aborted one (or
+// of one whose marker is not read). A control record is passed only to
+// decide its producer's records.
+func CommittedOnly(each func(*kgo.Record) error) func(*kgo.Record) error {
+	undecided := make(map[producerPartition][]*kgo.Record)
+	return func(r *kgo.Record) error {
+		k := producerPartition{r.Topic, r.Partition, r.ProducerID}
+		switch {
+		case r.Attrs.IsControl():
+			recs := undecided[k]
+			delete(undecided, k)
+			var key kmsg.ControlRecordKey
+			if key.ReadFrom(r.Key) != nil || key.Type != kmsg.ControlRecordKeyTypeCommit {
+				return nil
+			}
+			for _, c := range recs {
+				if err := each(c); err != nil {
+					return err
+				}
+			}
+		case r.Attrs.IsTransactional():
+			undecided[k] = append(undecided[k], r)
+		default:
+			return each(r)
+		}
+		return nil
+	}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pgoutbox/pgoutbox/internal/producer"
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
@@ -70,46 +70,8 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 		return scan.Holdings, err
 	}
 	cl.AddConsumePartitions(consume)
-	err = scan.consume(ctx, cl, left, log, committedOnly(each))
+	err = scan.consume(ctx, cl, left, log, producer.CommittedOnly(each))
 	return scan.Holdings, err
-}
-
-// producerPartition is one producer's records in one partition.
-type producerPartition struct {
-	topic     string
-	partition int32
-	producer  int64
-}
-
-// committedOnly wraps each for a read_uncommitted read: it is called at
-// once for a record written outside a transaction, at the commit marker
-// for the records of a transaction, never for those of an aborted one (or
-// of one whose marker is not read). A control record is passed only to
-// decide its producer's records.
-func committedOnly(each func(*kgo.Record) error) func(*kgo.Record) error {
-	undecided := make(map[producerPartition][]*kgo.Record)
-	return func(r *kgo.Record) error {
-		k := producerPartition{r.Topic, r.Partition, r.ProducerID}
-		switch {
-		case r.Attrs.IsControl():
-			recs := undecided[k]
-			delete(undecided, k)
-			var key kmsg.ControlRecordKey
-			if key.ReadFrom(r.Key) != nil || key.Type != kmsg.ControlRecordKeyTypeCommit {
-				return nil
-			}
-			for _, c := range recs {
-				if err := each(c); err != nil {
-					return err
-				}
-			}
-		case r.Attrs.IsTransactional():
-			undecided[k] = append(undecided[k], r)
-		default:
-			return each(r)
-		}
-		return nil
-	}
 }
 
 // unreadable names a topic the brokers do not let the client read.

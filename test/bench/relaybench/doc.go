@@ -45,7 +45,10 @@
 // this machine's two cores), the kfake broker and a franz-go consumer
 // (read_committed) run in processes of their own, and the consumer measures commit → receive.
 // Per rate it also prints how long the relay, the walsender and the broker
-// ran on a CPU and waited for one.
+// ran on a CPU and waited for one, and a tail line: the records slower
+// than 5 ms from the writer's commit return, grouped into stalls (slow
+// records less than 20 ms apart), with the largest stalls' offsets into
+// the rate, so one long pause tells itself apart from steady queueing.
 //
 // -trace times each record's legs inside the relay (which then runs inside
 // this binary, through the relay hooks of pkg/relay/relayhook): in the latency

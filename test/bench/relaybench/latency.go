@@ -344,6 +344,7 @@ func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Durat
 		base := r.received.Load()
 		ranges[i][0] = int(r.seq.Load()) + 1
 		use := startUsage(r.relay.Process.Pid, r.walsender, r.bk.cmd.Process.Pid)
+		started := time.Now()
 		committed, err := paced(ctx, rate, duration, r.o.conns, func() error { return r.insert(ctx, int(r.seq.Add(1))) })
 		if err != nil {
 			return nil, nil, nil, err
@@ -380,6 +381,9 @@ func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Durat
 			return fmt.Sprintf("%.1fms", float64(ls[min(len(ls)-1, int(f*float64(len(ls))))].Microseconds())/1000)
 		}
 		fmt.Printf("%-9d %9d %9d %8s %8s %8s %8s %d\n", rate, committed, r.received.Load()-base, q(0.5), q(0.9), q(0.99), q(1), backlog)
+		r.mu.Lock()
+		fmt.Printf("%-9s tail: %s\n", "", describeStalls(r.samples[ranges[i][0]:ranges[i][1]], started, stallThreshold))
+		r.mu.Unlock()
 	}
 	return ranges, cpuLines, p99, nil
 }

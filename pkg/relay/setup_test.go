@@ -3,9 +3,11 @@ package relay_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,11 +91,53 @@ func setupOn(t *testing.T, db *testenv.DB, k *testenv.Kafka, modify func(*relay.
 	return &bundle{db: db, kafka: k, cfg: cfg, reg: reg, writer: w}
 }
 
+// testLogger is the relay's logger in a test: with RELAY_TEST_LOG set,
+// every line at debug level on stderr; otherwise the last lines at info
+// level, printed only when the test failed (a failure under load is
+// rarely reproduced on its own, so its log must come with it).
 func testLogger(t *testing.T) *slog.Logger {
 	if os.Getenv("RELAY_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	tail := &logTail{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the relay's last %d log lines:\n%s", tail.size(), tail.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(tail, nil))
+}
+
+// logTailLines is how many lines a logTail keeps.
+const logTailLines = 200
+
+// logTail keeps the last logTailLines lines written to it.
+type logTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// Write keeps p, one log line (slog writes a record in one call).
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == logTailLines {
+		l.lines = slices.Delete(l.lines, 0, 1)
+	}
+	l.lines = append(l.lines, string(p))
+	return len(p), nil
+}
+
+func (l *logTail) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.lines)
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "")
 }
 
 // topic is name on b's broker (testenv.Kafka.Topic).

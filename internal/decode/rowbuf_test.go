@@ -55,7 +55,11 @@ func TestLargeRowsReuseRecycledMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := NewDecoder(testConfig(nil), pgoutputtest.Outbox)
-	payload := func(i int) []byte { return bytes.Repeat([]byte{'a' + byte(i%26)}, 100_000) }
+	var payloads [26][]byte
+	for i := range payloads {
+		payloads[i] = bytes.Repeat([]byte{'a' + byte(i)}, 100_000)
+	}
+	payload := func(i int) []byte { return payloads[i%len(payloads)] }
 
 	small := d.RowEvent(&l, rowCols(0, []byte(`{"small":true}`)))
 	if small.pooled != nil {
@@ -84,10 +88,10 @@ func TestLargeRowsReuseRecycledMemory(t *testing.T) {
 		}
 	}
 	runtime.ReadMemStats(&after)
-	// payload(i) itself allocates 100 KB a row (twice): count only the
-	// decoder's part.
-	perRow := (int(after.TotalAlloc-before.TotalAlloc) - 2*rows*100_000) / rows
-	t.Logf("%d bytes allocated a row beside the test's own payloads", perRow)
+	// Under the race detector sync.Pool drops a quarter of what it is
+	// given: ~27 KB a row.
+	perRow := int(after.TotalAlloc-before.TotalAlloc) / rows
+	t.Logf("%d bytes allocated a row", perRow)
 	if perRow > 100_000/2 {
 		t.Errorf("%d bytes allocated a row of 100 KB: its copy is not reused", perRow)
 	}

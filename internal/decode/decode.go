@@ -112,6 +112,9 @@ type Event struct {
 	// ends transaction Tx, at EndLSN (see internal/sink's exactlyonce.go).
 	Marker bool
 	EndLSN uint64
+	// pooled, when set, is the pooled buffer Record's bytes are slices of
+	// (see Recycle).
+	pooled *[]byte
 }
 
 // WALKind says what one pgoutput message meant to the relay.
@@ -420,8 +423,14 @@ func (d *Decoder) RowEvent(l *Layout, cols []TupleColumn) Event {
 		}
 	}
 	// One copy of the values the record keeps; its key, value and
-	// headers are slices of it.
-	own := make([]byte, 0, size)
+	// headers are slices of it. A large row's comes from the pools (see
+	// rowbuf.go).
+	var own []byte
+	if ev.pooled = rowBuffer(size); ev.pooled != nil {
+		own = *ev.pooled
+	} else {
+		own = make([]byte, 0, size)
+	}
 	for i := range vals {
 		if present[i] {
 			own = append(own, vals[i]...)

@@ -3,7 +3,8 @@
 // TopicTemplate, with a bounded cache of names), builds its key, value and
 // headers, and makes a row it cannot publish an invalid event with a
 // reason (see Invalid rows in internal/sink). It measures a record's size
-// (RecordSize) for every other stage.
+// (RecordSize) for every other stage. A large row's copy comes from pools
+// the sink gives it back to once the record is written (Recycle).
 //
 // Logical decoding messages with prefix "pgoutbox" (written by
 // outbox.Writer.EmitTx inside a transaction) are published exactly like

@@ -44,6 +44,9 @@ type Publisher interface {
 	// record may be written twice (at-least-once): the loop replays from
 	// the confirmed position.
 	//
+	// Once Write returns nil, the publisher holds nothing of recs: the
+	// caller reuses their memory (the sink recycles a large row's).
+	//
 	// Write returns an error, and leaves out undefined, when it cannot
 	// tell each record's outcome: ctx ended, or the session's guard
 	// refused the write. Nothing of the call is then confirmed, yet

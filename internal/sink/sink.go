@@ -189,11 +189,12 @@ func (s *Sink) mode() mode {
 
 // Run publishes the events of q in batches until q is closed (it returns
 // nil) or ctx ends (it returns ctx.Err()): it collects a batch, publishes
-// it, gives its cost back to q's budget (the records are in Kafka's
-// hands) and acknowledges what the publisher made safe. A batch is sent
-// as soon as the sink is free (after BatchTimeout, when set): what is
-// queued while a write is in flight goes in the next one. Kafka errors
-// are retried; only a permanent one ends Run early. While no batch comes,
+// it, recycles its records' memory and gives their cost back to q's
+// budget (the records are in Kafka's hands) and acknowledges what the
+// publisher made safe. A batch is sent as soon as the sink is free
+// (after BatchTimeout, when set): what is queued while a write is in
+// flight goes in the next one. Kafka errors are retried; only a
+// permanent one ends Run early. While no batch comes,
 // what the publisher holds is flushed when it is due (an exactly-once
 // transaction open for half the transaction timeout is committed).
 func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) error {
@@ -217,6 +218,10 @@ func (s *Sink) Run(ctx context.Context, q *queue.Queue, tr *acktrack.Tracker) er
 		if err := pub.publish(ctx, batch); err != nil {
 			return err
 		}
+		// The publisher holds nothing of the batch's records any more:
+		// their memory goes back to the decoder's pools, before the
+		// reader, woken by the room given back, decodes more.
+		decode.Recycle(batch)
 		q.Budget.Give(batchCost(batch))
 		pub.ack(batch, tr)
 		if closed {

@@ -74,6 +74,9 @@ func ScanTopics(ctx context.Context, kafka []kgo.Opt, topics []string, since tim
 	return scan.Holdings, err
 }
 
+// lookUpChunk is how many topics one metadata request of lookUp names.
+const lookUpChunk = 1000
+
 // unreadable names a topic the brokers do not let the client read.
 func (scan *scanner) unreadable(topic string, err error) {
 	scan.Unreadable = append(scan.Unreadable, relaytype.VerifyUnreadableTopic{Topic: topic, Error: err.Error()})
@@ -81,20 +84,25 @@ func (scan *scanner) unreadable(topic string, err error) {
 
 // lookUp describes topics: those that do not exist are Missing, those the
 // brokers refuse to describe Unreadable, and the others returned.
+// The topics are described lookUpChunk at a time: one metadata request
+// for every topic of a verify that routes to 100,000 distinct names is
+// 25 MB, and a loaded broker answers it after the client's read timeout.
 func (scan *scanner) lookUp(ctx context.Context, adm *kadm.Client, topics []string) ([]string, error) {
-	tds, err := adm.ListTopics(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: look up topics: %w", err)
-	}
 	var readable []string
-	for _, name := range topics {
-		switch td, ok := tds[name]; {
-		case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
-			scan.Missing = append(scan.Missing, name)
-		case td.Err != nil:
-			scan.unreadable(name, td.Err)
-		default:
-			readable = append(readable, name)
+	for chunk := range slices.Chunk(topics, lookUpChunk) {
+		tds, err := adm.ListTopics(ctx, chunk...)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: look up topics: %w", err)
+		}
+		for _, name := range chunk {
+			switch td, ok := tds[name]; {
+			case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+				scan.Missing = append(scan.Missing, name)
+			case td.Err != nil:
+				scan.unreadable(name, td.Err)
+			default:
+				readable = append(readable, name)
+			}
 		}
 	}
 	return readable, nil

@@ -29,6 +29,10 @@ const errCodeAtomicDisabled jetstream.ErrorCode = 10174
 type streams struct {
 	ofSubject map[string]string
 	atomic    map[string]bool
+	// unanswered is set, for the rest of a Write, once a lookup failed
+	// other than "no such stream" (the server is away): no more lookups
+	// wait for their timeout; the Write's other records go one by one.
+	unanswered bool
 }
 
 // streamOf is the stream that captures subject when it takes atomic
@@ -36,17 +40,23 @@ type streams struct {
 // did not say.
 func (p *Publisher) streamOf(ctx context.Context, subject string) string {
 	name, ok := p.streams.ofSubject[subject]
-	if !ok {
-		name, _ = p.js.StreamNameBySubject(ctx, subject) // "" on an error
-		p.streams.ofSubject[subject] = name
+	if !ok && !p.streams.unanswered {
+		var err error
+		name, err = p.js.StreamNameBySubject(ctx, subject)
+		p.streams.unanswered = err != nil && !errors.Is(err, jetstream.ErrStreamNotFound)
+		p.streams.ofSubject[subject] = name // "" on an error
 	}
 	if name == "" {
 		return ""
 	}
 	atomic, ok := p.streams.atomic[name]
 	if !ok {
+		if p.streams.unanswered {
+			return ""
+		}
 		s, err := p.js.Stream(ctx, name)
 		if err != nil {
+			p.streams.unanswered = true
 			return ""
 		}
 		atomic = s.CachedInfo().Config.AllowAtomicPublish
@@ -73,6 +83,7 @@ func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []pub
 		return errors.New("nats sink: no session open")
 	}
 	maps.DeleteFunc(p.streams.ofSubject, func(_, name string) bool { return name == "" })
+	p.streams.unanswered = false
 	msgs := make([]*nats.Msg, len(recs))
 	byStream := map[string][]int{}
 	var single []int

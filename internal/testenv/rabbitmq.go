@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,9 +287,17 @@ func (r *RabbitMQ) Environment(t testing.TB) *stream.Environment {
 	return env
 }
 
+// sentinelPrefix begins the body of every ReadStream sentinel.
+const sentinelPrefix = "pgoutbox-testenv-sentinel-"
+
+// sentinelSeq numbers ReadStream's sentinels.
+var sentinelSeq atomic.Int64
+
 // ReadStream reads stream name from its start with an independent client,
 // up to a sentinel message it appends first, so that every message
-// written before the call is read (and no other).
+// written before the call is read (and no other). Each call's sentinel is
+// its own, and the sentinels of earlier calls are skipped, so a stream
+// can be read again and again.
 func (r *RabbitMQ) ReadStream(t testing.TB, name string) []*amqp.Message {
 	t.Helper()
 	env := r.Environment(t)
@@ -296,7 +305,8 @@ func (r *RabbitMQ) ReadStream(t testing.TB, name string) []*amqp.Message {
 	if err != nil {
 		t.Fatalf("rabbitmq: %v", err)
 	}
-	sentinel := amqp.NewMessage([]byte("pgoutbox-testenv-sentinel"))
+	mine := []byte(fmt.Sprintf("%s%d-%d", sentinelPrefix, os.Getpid(), sentinelSeq.Add(1)))
+	sentinel := amqp.NewMessage(mine)
 	err = pr.BatchSend([]message.StreamMessage{sentinel})
 	_ = pr.Close()
 	if err != nil {
@@ -315,9 +325,12 @@ func (r *RabbitMQ) ReadStream(t testing.TB, name string) []*amqp.Message {
 			return
 		default:
 		}
-		if bytes.Equal(bytes.Join(m.Data, nil), []byte("pgoutbox-testenv-sentinel")) {
+		switch data := bytes.Join(m.Data, nil); {
+		case bytes.Equal(data, mine):
 			close(done)
 			return
+		case bytes.HasPrefix(data, []byte(sentinelPrefix)):
+			return // an earlier call's
 		}
 		got = append(got, m)
 	}, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))

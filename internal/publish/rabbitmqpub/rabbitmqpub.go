@@ -97,6 +97,19 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	if s.Fence != "" {
 		return relayerr.Permanent(errors.New("rabbitmq sink: fenced writes (--fence-writes) are not supported"))
 	}
+	env, err := p.connect()
+	if err != nil {
+		return err
+	}
+	p.env, p.guard, p.producers = env, s.Guard, map[producerKey]*producer{}
+	p.name = p.producerName(s)
+	return nil
+}
+
+// connect opens a stream client environment to the configured node: an
+// error that no retry fixes (refused credentials, an unknown virtual host)
+// wraps relayerr.Permanent.
+func (p *Publisher) connect() (*stream.Environment, error) {
 	opts := stream.NewEnvironmentOptions().SetUri(p.cfg.URI).SetMaxProducersPerClient(50)
 	if p.cfg.TLS != nil {
 		opts = opts.IsTLS(true).SetTLSConfig(p.cfg.TLS)
@@ -105,13 +118,11 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	if err != nil {
 		if errors.Is(err, stream.AuthenticationFailure) || errors.Is(err, stream.AuthenticationFailureLoopbackError) ||
 			errors.Is(err, stream.VirtualHostAccessFailure) {
-			return relayerr.Permanent(fmt.Errorf("rabbitmq sink: %w", err))
+			return nil, relayerr.Permanent(fmt.Errorf("rabbitmq sink: %w", err))
 		}
-		return fmt.Errorf("rabbitmq sink: connect: %w", err)
+		return nil, fmt.Errorf("rabbitmq sink: connect: %w", err)
 	}
-	p.env, p.guard, p.producers = env, s.Guard, map[producerKey]*producer{}
-	p.name = p.producerName(s)
-	return nil
+	return env, nil
 }
 
 // Close ends the session: records still awaiting a confirmation fail.

@@ -23,10 +23,16 @@ type rabbitSink struct {
 	topic, dlq string
 }
 
-// rabbitSinkSetup declares the streams and sets the relay up on them.
+// rabbitSinkSetup declares the streams on the shared node and sets the
+// relay up on them.
 func rabbitSinkSetup(t *testing.T, modify func(*relay.Config)) *rabbitSink {
 	t.Helper()
-	r := testenv.SharedRabbitMQ(t)
+	return rabbitSinkOn(t, testenv.SharedRabbitMQ(t), modify)
+}
+
+// rabbitSinkOn declares the streams on r and sets the relay up on them.
+func rabbitSinkOn(t *testing.T, r *testenv.RabbitMQ, modify func(*relay.Config)) *rabbitSink {
+	t.Helper()
 	env := r.Environment(t)
 	prefix := fmt.Sprintf("outbox%d.", time.Now().UnixNano())
 	s := &rabbitSink{r: r, topic: prefix + "order", dlq: prefix + "dlq"}

@@ -91,22 +91,48 @@ func Read(c *cli.Context, env EnvFunc) (Security, error) {
 	return s, nil
 }
 
+// TLSNames name the flags of one connection's TLS: the Kafka brokers'
+// (FlagTLS and the FlagTLS* files) or another broker's. An empty name is
+// a flag the command does not have.
+type TLSNames struct {
+	// On enables TLS with the system's roots; any file implies it.
+	On string
+	// CAFile, CertFile and KeyFile are the PEM CA bundle, and the client
+	// certificate and key for mutual TLS.
+	CAFile, CertFile, KeyFile string
+	// Insecure skips the verification of the server's certificate.
+	Insecure string
+}
+
+// kafkaTLS are the Kafka brokers' TLS flags.
+var kafkaTLS = TLSNames{On: FlagTLS, CAFile: FlagTLSCAFile, CertFile: FlagTLSCertFile, KeyFile: FlagTLSKeyFile, Insecure: FlagTLSInsecure}
+
 // tlsConfig builds the broker TLS configuration; nil means plaintext.
-func tlsConfig(c *cli.Context) (*tls.Config, error) {
-	caFile, certFile, keyFile := c.String(FlagTLSCAFile), c.String(FlagTLSCertFile), c.String(FlagTLSKeyFile)
-	insecure := c.Bool(FlagTLSInsecure)
-	if !c.Bool(FlagTLS) && caFile == "" && certFile == "" && keyFile == "" && !insecure {
+func tlsConfig(c *cli.Context) (*tls.Config, error) { return ReadTLS(c, kafkaTLS) }
+
+// ReadTLS builds the TLS configuration the flags n name set; nil means
+// plaintext. Every error is a cliutil.UsageError naming the flag.
+func ReadTLS(c *cli.Context, n TLSNames) (*tls.Config, error) {
+	flag := func(name string) string {
+		if name == "" {
+			return ""
+		}
+		return c.String(name)
+	}
+	caFile, certFile, keyFile := flag(n.CAFile), flag(n.CertFile), flag(n.KeyFile)
+	insecure := n.Insecure != "" && c.Bool(n.Insecure)
+	if !(n.On != "" && c.Bool(n.On)) && caFile == "" && certFile == "" && keyFile == "" && !insecure {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} // #nosec G402 -- opt-in flag
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, cliutil.Usagef("--%s: %v", FlagTLSCAFile, err)
+			return nil, cliutil.Usagef("--%s: %v", n.CAFile, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, cliutil.Usagef("--%s: %s holds no PEM certificate", FlagTLSCAFile, caFile)
+			return nil, cliutil.Usagef("--%s: %s holds no PEM certificate", n.CAFile, caFile)
 		}
 		cfg.RootCAs = pool
 	}
@@ -114,13 +140,13 @@ func tlsConfig(c *cli.Context) (*tls.Config, error) {
 	case certFile != "" && keyFile != "":
 		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, cliutil.Usagef("--%s/--%s: %v", FlagTLSCertFile, FlagTLSKeyFile, err)
+			return nil, cliutil.Usagef("--%s/--%s: %v", n.CertFile, n.KeyFile, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	case certFile != "":
-		return nil, cliutil.Usagef("--%s needs --%s", FlagTLSCertFile, FlagTLSKeyFile)
+		return nil, cliutil.Usagef("--%s needs --%s", n.CertFile, n.KeyFile)
 	case keyFile != "":
-		return nil, cliutil.Usagef("--%s needs --%s", FlagTLSKeyFile, FlagTLSCertFile)
+		return nil, cliutil.Usagef("--%s needs --%s", n.KeyFile, n.CertFile)
 	}
 	return cfg, nil
 }

@@ -116,7 +116,14 @@ func (n *NATS) Stop() {
 // when t ends), reconnecting across restarts.
 func (n *NATS) JetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(n.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	return connectJetStream(t, n.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+}
+
+// connectJetStream connects a client to url with opts for t (closed when
+// t ends).
+func connectJetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatalf("nats: %v", err)
 	}

@@ -222,6 +222,10 @@ type Config struct {
 	// (docs/sinks.md). It may carry a password and is never logged.
 	// Required for those sinks.
 	SinkURL string
+	// SinkTLS is the TLS and the credentials of the connection to the
+	// broker Sink names when it is not Kafka (Kafka's are in Kafka).
+	// Defaults to none: plaintext unless SinkURL asks for TLS.
+	SinkTLS SinkTLS
 
 	// Kafka configures the Kafka client: the brokers, their TLS and SASL,
 	// and the producer's settings. Kafka.Brokers is required (with the
@@ -240,6 +244,23 @@ type Config struct {
 	// interfaces, for example a relayotel.Tracer. Defaults to none: no
 	// call, nothing allocated for them.
 	Hooks []relayhook.Hook
+}
+
+// SinkTLS secures the connection to a sink other than Kafka: NATS
+// ("nats") or RabbitMQ ("rabbitmq"). Both brokers read Config; only NATS
+// reads CredentialsFile.
+type SinkTLS struct {
+	// Config enables TLS to the broker when non-nil: its RootCAs verify
+	// the broker's certificate (nil: the system's roots), its
+	// Certificates are the client's for mutual TLS. Defaults to nil:
+	// plaintext, unless the sink URL asks for TLS (tls:// for NATS,
+	// rabbitmq-stream+tls:// for RabbitMQ), then TLS with the system's
+	// roots.
+	Config *tls.Config
+	// CredentialsFile is a NATS credentials file (.creds: a user JWT and
+	// its NKey seed), read at every connection; its content is never
+	// logged. NATS only. Defaults to "": none.
+	CredentialsFile string
 }
 
 // KafkaConfig is the part of Config that only the Kafka client reads:

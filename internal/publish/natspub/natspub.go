@@ -88,6 +88,23 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	if s.Fence != "" {
 		return relayerr.Permanent(errors.New("nats sink: fenced writes (--fence-writes) are not supported"))
 	}
+	nc, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxInFlight),
+		jetstream.WithPublishAsyncTimeout(p.cfg.AckTimeout))
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("nats sink: %w", err)
+	}
+	p.nc, p.js, p.guard = nc, js, s.Guard
+	return nil
+}
+
+// connect connects to the servers with the publisher's TLS and
+// credentials; a refused authentication is permanent.
+func (p *Publisher) connect(ctx context.Context) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("pgoutbox-relay"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
 	if p.cfg.TLS != nil {
 		opts = append(opts, nats.Secure(p.cfg.TLS))
@@ -101,18 +118,11 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	nc, err := nats.Connect(p.cfg.URL, opts...)
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
-			return relayerr.Permanent(fmt.Errorf("nats sink: %w", err))
+			return nil, relayerr.Permanent(fmt.Errorf("nats sink: %w", err))
 		}
-		return fmt.Errorf("nats sink: connect: %w", err)
+		return nil, fmt.Errorf("nats sink: connect: %w", err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxInFlight),
-		jetstream.WithPublishAsyncTimeout(p.cfg.AckTimeout))
-	if err != nil {
-		nc.Close()
-		return fmt.Errorf("nats sink: %w", err)
-	}
-	p.nc, p.js, p.guard = nc, js, s.Guard
-	return nil
+	return nc, nil
 }
 
 // Subject is the subject of a record of topic with key: the topic, a dot

@@ -37,10 +37,18 @@ type RabbitMQ struct {
 	AMQPURI string
 	// Dir holds the configuration, the node's data and its logs.
 	Dir string
+	// TLSStreamURI is the stream protocol's TLS address
+	// ("rabbitmq-stream+tls://guest:guest@127.0.0.1:port/") of a node
+	// started by NewRabbitMQTLS, which requires a client certificate of
+	// PKI; empty otherwise.
+	TLSStreamURI string
+	// PKI is the CA, the server's and the client's certificates of a node
+	// started by NewRabbitMQTLS; nil otherwise.
+	PKI *PKI
 
 	node                           string
 	amqpPort, streamPort, distPort int
-	epmdPort                       int
+	epmdPort, tlsPort              int
 	epmd, cmd                      *exec.Cmd
 	epmdDone, done                 chan struct{}
 	once                           sync.Once
@@ -65,6 +73,29 @@ func RabbitMQInstalled() (string, error) {
 // plugin enabled and returns once its stream port accepts a client. Stop
 // kills it and removes Dir; on error nothing is left behind.
 func StartRabbitMQ(ctx context.Context) (*RabbitMQ, error) {
+	return startRabbitMQTries(ctx, nil)
+}
+
+// NewRabbitMQTLS starts a node of t's own (stopped when t ends) that also
+// listens for the stream protocol over TLS (TLSStreamURI), with a server
+// certificate of a throwaway CA (PKI), and requires a client certificate
+// of that CA there. A test that finds rabbitmq-server missing is skipped.
+func NewRabbitMQTLS(t testing.TB) *RabbitMQ {
+	t.Helper()
+	if _, err := RabbitMQInstalled(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	r, err := startRabbitMQTries(t.Context(), NewPKI(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// startRabbitMQTries starts a node, over TLS too when pki is set, trying
+// fresh ports up to three times.
+func startRabbitMQTries(ctx context.Context, pki *PKI) (*RabbitMQ, error) {
 	script, err := RabbitMQInstalled()
 	if err != nil {
 		return nil, err
@@ -75,7 +106,7 @@ func StartRabbitMQ(ctx context.Context) (*RabbitMQ, error) {
 	}
 	var last error
 	for range 3 {
-		r, err := startRabbitMQ(ctx, script, epmd)
+		r, err := startRabbitMQ(ctx, script, epmd, pki)
 		if err == nil {
 			return r, nil
 		}
@@ -88,20 +119,24 @@ func StartRabbitMQ(ctx context.Context) (*RabbitMQ, error) {
 	return nil, fmt.Errorf("rabbitmq: %w", last)
 }
 
-func startRabbitMQ(ctx context.Context, script, epmd string) (*RabbitMQ, error) {
+func startRabbitMQ(ctx context.Context, script, epmd string, pki *PKI) (*RabbitMQ, error) {
 	dir, err := os.MkdirTemp("", "pgoutbox-rabbitmq-")
 	if err != nil {
 		return nil, err
 	}
-	ports, err := FreePorts(4)
+	ports, err := FreePorts(5)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	r := &RabbitMQ{Dir: dir, node: fmt.Sprintf("pgoutbox%d@localhost", ports[0]),
-		amqpPort: ports[0], streamPort: ports[1], distPort: ports[2], epmdPort: ports[3]}
+		amqpPort: ports[0], streamPort: ports[1], distPort: ports[2], epmdPort: ports[3], PKI: pki}
 	r.StreamURI = fmt.Sprintf("rabbitmq-stream://guest:guest@127.0.0.1:%d/", r.streamPort)
 	r.AMQPURI = fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", r.amqpPort)
+	if pki != nil {
+		r.tlsPort = ports[4]
+		r.TLSStreamURI = fmt.Sprintf("rabbitmq-stream+tls://guest:guest@127.0.0.1:%d/", r.tlsPort)
+	}
 	if err := r.start(ctx, script, epmd); err != nil {
 		r.Stop()
 		return nil, err
@@ -119,6 +154,17 @@ stream.advertised_port = %[2]d
 log.console = false
 log.file.level = warning
 `, r.amqpPort, r.streamPort)
+	if r.PKI != nil {
+		// The guest user may connect from the loopback interface only,
+		// which the TLS listener is on too.
+		conf += fmt.Sprintf(`stream.listeners.ssl.1 = 127.0.0.1:%d
+ssl_options.cacertfile = %s
+ssl_options.certfile = %s
+ssl_options.keyfile = %s
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
+`, r.tlsPort, r.PKI.CAFile, r.PKI.ServerCertFile, r.PKI.ServerKeyFile)
+	}
 	if err := os.WriteFile(filepath.Join(r.Dir, "rabbitmq.conf"), []byte(conf), 0o644); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
@@ -27,7 +28,10 @@ type Config struct {
 	// ("rabbitmq-stream://user:password@host:5552/vhost"). Required. It is
 	// never logged.
 	URI string
-	// TLS enables TLS when non-nil. Defaults to plaintext.
+	// TLS enables TLS when non-nil (its RootCAs verify the server, its
+	// Certificates are the client's for a server that requires one; an
+	// empty ServerName is the URI's host). Defaults to plaintext, or TLS
+	// with the system's roots for a rabbitmq-stream+tls:// URI.
 	TLS *tls.Config
 	// Incarnation is the identity of the slot's WAL history (the state
 	// row's incarnation): with it, the producer is named and the stream
@@ -112,8 +116,10 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 // wraps relayerr.Permanent.
 func (p *Publisher) connect() (*stream.Environment, error) {
 	opts := stream.NewEnvironmentOptions().SetUri(p.cfg.URI).SetMaxProducersPerClient(50)
-	if p.cfg.TLS != nil {
-		opts = opts.IsTLS(true).SetTLSConfig(p.cfg.TLS)
+	if conf, err := p.tlsConfig(); err != nil {
+		return nil, err
+	} else if conf != nil {
+		opts = opts.IsTLS(true).SetTLSConfig(conf)
 	}
 	env, err := stream.NewEnvironment(opts)
 	if err != nil {
@@ -135,6 +141,29 @@ func (p *Publisher) Close() {
 		_ = p.env.Close()
 	}
 	p.env, p.guard, p.producers, p.name = nil, nil, nil, ""
+}
+
+// tlsConfig is the TLS configuration of the connections: Config.TLS, or
+// TLS with the system's roots for a rabbitmq-stream+tls:// URI; nil for
+// plaintext. Its ServerName defaults to the URI's host (the stream client
+// dials without one, which a handshake that verifies the server refuses).
+func (p *Publisher) tlsConfig() (*tls.Config, error) {
+	u, err := url.Parse(p.cfg.URI)
+	if err != nil {
+		// Never echo the URI: it holds the password.
+		return nil, relayerr.Permanent(fmt.Errorf("%w: rabbitmq sink: the stream URI does not parse", relaytype.ErrConfig))
+	}
+	if p.cfg.TLS == nil && u.Scheme != "rabbitmq-stream+tls" {
+		return nil, nil
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if p.cfg.TLS != nil {
+		conf = p.cfg.TLS.Clone()
+	}
+	if conf.ServerName == "" {
+		conf.ServerName = u.Hostname()
+	}
+	return conf, nil
 }
 
 // producerName is the name of s's deduplicating producer: of the

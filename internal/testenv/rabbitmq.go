@@ -48,7 +48,7 @@ type RabbitMQ struct {
 
 	node                           string
 	amqpPort, streamPort, distPort int
-	epmdPort, tlsPort              int
+	epmdPort, tlsPort, mgmtPort    int
 	epmd, cmd                      *exec.Cmd
 	epmdDone, done                 chan struct{}
 	once                           sync.Once
@@ -124,13 +124,13 @@ func startRabbitMQ(ctx context.Context, script, epmd string, pki *PKI) (*RabbitM
 	if err != nil {
 		return nil, err
 	}
-	ports, err := FreePorts(5)
+	ports, err := FreePorts(6)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	r := &RabbitMQ{Dir: dir, node: fmt.Sprintf("pgoutbox%d@localhost", ports[0]),
-		amqpPort: ports[0], streamPort: ports[1], distPort: ports[2], epmdPort: ports[3], PKI: pki}
+		amqpPort: ports[0], streamPort: ports[1], distPort: ports[2], epmdPort: ports[3], mgmtPort: ports[5], PKI: pki}
 	r.StreamURI = fmt.Sprintf("rabbitmq-stream://guest:guest@127.0.0.1:%d/", r.streamPort)
 	r.AMQPURI = fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", r.amqpPort)
 	if pki != nil {
@@ -153,7 +153,9 @@ stream.advertised_host = 127.0.0.1
 stream.advertised_port = %[2]d
 log.console = false
 log.file.level = warning
-`, r.amqpPort, r.streamPort)
+management.tcp.ip = 127.0.0.1
+management.tcp.port = %[3]d
+`, r.amqpPort, r.streamPort, r.mgmtPort)
 	if r.PKI != nil {
 		// The guest user may connect from the loopback interface only,
 		// which the TLS listener is on too.
@@ -186,20 +188,14 @@ ssl_options.fail_if_no_peer_cert = true
 	if err := waitPort(ctx, r.epmdPort, r.epmdDone, 10*time.Second); err != nil {
 		return fmt.Errorf("epmd: %w", err)
 	}
+	plugins := filepath.Join(r.Dir, "enabled_plugins")
+	if _, err := os.Stat(plugins); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(plugins, []byte("[rabbitmq_stream].\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	r.cmd = exec.Command(script)
-	r.cmd.Env = append(os.Environ(),
-		"HOME="+r.Dir, // the Erlang cookie goes here, not in root's home
-		fmt.Sprintf("ERL_EPMD_PORT=%d", r.epmdPort),
-		"RABBITMQ_NODENAME="+r.node,
-		fmt.Sprintf("RABBITMQ_DIST_PORT=%d", r.distPort),
-		"RABBITMQ_BASE="+r.Dir,
-		"RABBITMQ_MNESIA_BASE="+filepath.Join(r.Dir, "mnesia"),
-		"RABBITMQ_LOG_BASE="+filepath.Join(r.Dir, "log"),
-		"RABBITMQ_CONFIG_FILE="+filepath.Join(r.Dir, "rabbitmq.conf"),
-		"RABBITMQ_ENABLED_PLUGINS=rabbitmq_stream",
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(r.Dir, "enabled_plugins"),
-		"RABBITMQ_PLUGINS_EXPAND_DIR="+filepath.Join(r.Dir, "plugins"),
-	)
+	r.cmd.Env = r.CommandEnv()
 	r.cmd.Stdout, r.cmd.Stderr = out, out
 	r.cmd.SysProcAttr = kafkaProcAttr()
 	if err := r.cmd.Start(); err != nil {
@@ -211,6 +207,33 @@ ssl_options.fail_if_no_peer_cert = true
 		return fmt.Errorf("node %s: %w%s", r.node, err, r.logTail())
 	}
 	return nil
+}
+
+// CommandEnv is the environment under which the node runs, and under
+// which RabbitMQ's command line tools (rabbitmqctl, rabbitmq-plugins,
+// from /usr/lib/rabbitmq/bin: the /usr/sbin wrappers switch to the
+// rabbitmq user) and rabbitmqadmin reach it: its node name, Erlang port
+// mapper and cookie (HOME is Dir), its files, and a rabbitmqadmin.conf
+// in HOME naming its management port (once the rabbitmq_management
+// plugin is enabled) and the guest user. The node starts with the
+// plugins of Dir/enabled_plugins (rabbitmq_stream at first), which
+// rabbitmq-plugins edits.
+func (r *RabbitMQ) CommandEnv() []string {
+	admin := fmt.Sprintf("[default]\nhostname = 127.0.0.1\nport = %d\nusername = guest\npassword = guest\n", r.mgmtPort)
+	_ = os.WriteFile(filepath.Join(r.Dir, ".rabbitmqadmin.conf"), []byte(admin), 0o600)
+	return append(os.Environ(),
+		"HOME="+r.Dir, // the Erlang cookie goes here, not in root's home
+		fmt.Sprintf("ERL_EPMD_PORT=%d", r.epmdPort),
+		"RABBITMQ_NODENAME="+r.node,
+		fmt.Sprintf("RABBITMQ_DIST_PORT=%d", r.distPort),
+		"RABBITMQ_BASE="+r.Dir,
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(r.Dir, "mnesia"),
+		"RABBITMQ_LOG_BASE="+filepath.Join(r.Dir, "log"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(r.Dir, "rabbitmq.conf"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(r.Dir, "enabled_plugins"),
+		"RABBITMQ_PLUGINS_EXPAND_DIR="+filepath.Join(r.Dir, "plugins"),
+		"PATH=/usr/lib/rabbitmq/bin"+string(os.PathListSeparator)+os.Getenv("PATH"),
+	)
 }
 
 // waitPort waits until 127.0.0.1:port accepts a connection, the process

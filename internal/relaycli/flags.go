@@ -129,13 +129,14 @@ func databaseFlags() []cli.Flag {
 // runFlags are the flags of `relay run` besides databaseFlags: the
 // publishing ones and those of a streaming relay only.
 func runFlags() []cli.Flag {
-	return append(append(sinkFlags(), publishFlags()...), streamingFlags()...)
+	return append(publishFlags(), streamingFlags()...)
 }
 
 // publishFlags are the flags of every command that publishes outbox rows
-// (run, recover, backfill): Kafka, topics, invalid rows and batching.
+// (run, recover, backfill): the sink, Kafka, topics, invalid rows and
+// batching.
 func publishFlags() []cli.Flag {
-	return append([]cli.Flag{
+	return append(sinkFlags(), append([]cli.Flag{
 		brokersFlag("Kafka bootstrap brokers, host:port, comma separated (required)"),
 		&cli.StringFlag{Name: flagTopicTemplate, Category: catKafka, EnvVars: envVar(flagTopicTemplate),
 			Usage: "topic of a row without a topic column value; {aggregate_type} and {event_type} are replaced (default: the table format's own, " + formatTemplates() + ")"},
@@ -172,7 +173,7 @@ func publishFlags() []cli.Flag {
 		boolFlag(flagTracing, catOps,
 			"record an OpenTelemetry send span per Kafka write, linked to each row's creation context, exported over OTLP/HTTP as the standard "+
 				"OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout), OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES variables say (see docs/tracing.md); off: no cost"),
-	}, kafkaflags.Flags(envName, catKafka)...)
+	}, kafkaflags.Flags(envName, catKafka)...)...)
 }
 
 // exactlyOnceFlags are the flags that say whether and where the relays of

@@ -1,12 +1,8 @@
 package relaycli_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
@@ -19,23 +15,9 @@ func TestRunSinkNATSOverTLSWithCredentials(t *testing.T) {
 	t.Parallel()
 	f := setupDone(t)
 	n := testenv.NewSecureNATS(t)
-	s, err := n.JetStream(t).CreateStream(t.Context(), jetstream.StreamConfig{Name: "OUTBOX", Subjects: []string{"outbox.>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := start(t, append([]string{"run", "--sink", "nats", "--sink-url", n.URL,
+	_, r := relayToNATS(t, f, n.JetStream(t), 4, "--sink", "nats", "--sink-url", n.URL,
 		"--sink-tls-ca-file", n.CAFile, "--sink-tls-cert-file", n.CertFile, "--sink-tls-key-file", n.KeyFile,
-		"--sink-credentials-file", n.CredsFile,
-		"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}, f.args...)...)
-	for i := range 4 {
-		f.exec(t, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, business_key, payload) VALUES ('order', $1, 'created', $2, '{}')`,
-			fmt.Sprintf("a%d", i%2), fmt.Sprintf("bk-%d", i))
-	}
-	testenv.WaitFor(t, 60*time.Second, "four messages in the stream", func() (bool, error) {
-		info, err := s.Info(t.Context())
-		return err == nil && info.State.Msgs >= 4, nil
-	})
-	r.stop(t)
+		"--sink-credentials-file", n.CredsFile, "--log-level", "debug")
 	for _, secret := range n.Secrets {
 		if strings.Contains(r.stderr.String(), secret) {
 			t.Fatalf("the logs hold a secret of the credentials file:\n%s", r.stderr.String())

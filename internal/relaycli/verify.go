@@ -55,6 +55,9 @@ func verifyFlags() []cli.Flag {
 	// Routing as the relay routes (a row it dead-letters is looked for in
 	// the dead-letter topic), and every flag that reaches Kafka.
 	want := []string{flagBrokers, flagTopicTemplate, flagDLQTopic, flagAllowedTopics, flagProgressTopic}
+	for _, f := range sinkFlags() {
+		want = append(want, f.Names()[0])
+	}
 	for _, f := range kafkaflags.Flags(func(string) string { return "" }, "") {
 		want = append(want, f.Names()[0])
 	}
@@ -132,13 +135,16 @@ func verifyConfig(c *cli.Context, sc *scrubber) (*verifyRun, error) {
 }
 
 // verifySourceConfig reads what verify needs to know of the relay it
-// audits: the database flags and the Kafka and routing flags.
+// audits: the database flags, the sink, Kafka and routing flags.
 func verifySourceConfig(c *cli.Context, sc *scrubber) (*relay.Config, error) {
 	cfg, err := databaseConfig(c, sc)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil {
+	if err := sinkConfig(c, sc, cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Kafka.Brokers, err = brokers(c.StringSlice(flagBrokers)); err != nil && (isKafkaSink(c) || len(c.StringSlice(flagBrokers)) > 0) {
 		return nil, err
 	}
 	if err := topicTemplate(c, cfg); err != nil {

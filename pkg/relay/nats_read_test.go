@@ -7,18 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 	"github.com/pgoutbox/pgoutbox/pkg/relay"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// relay verify over a NATS sink reads the stream: after a drain every row
-// is found; the messages deleted from the stream and the rows committed
-// while no relay ran are reported missing, by ID, and nothing else is.
-func TestNATSSinkVerify(t *testing.T) {
-	t.Parallel()
-	_, s, b := natsSinkSetup(t, nil)
-	from := time.Now().Add(-time.Second)
+// natsSinkRows runs the relay while sinkRows commits, until the stream s
+// holds as many messages of outbox.order as rows, and returns the rows'
+// IDs.
+func natsSinkRows(t *testing.T, b *bundle, s jetstream.Stream) []string {
+	t.Helper()
 	run := b.start(t)
 	ids := sinkRows(t, b)
 	testenv.WaitFor(t, 60*time.Second, "every row in the stream", func() (bool, error) {
@@ -28,6 +28,17 @@ func TestNATSSinkVerify(t *testing.T) {
 	if err := run.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	return ids
+}
+
+// relay verify over a NATS sink reads the stream: after a drain every row
+// is found; the messages deleted from the stream and the rows committed
+// while no relay ran are reported missing, by ID, and nothing else is.
+func TestNATSSinkVerify(t *testing.T) {
+	t.Parallel()
+	_, s, b := natsSinkSetup(t, nil)
+	from := time.Now().Add(-time.Second)
+	ids := natsSinkRows(t, b, s)
 	rep := verifyWindow(t, b, from, relaytype.VerifyOptions{})
 	if rep.Rows != int64(len(ids)) || rep.Found != int64(len(ids)) || rep.Missing != 0 || rep.Duplicates != 0 ||
 		rep.Mismatched != 0 || rep.OrderBreaks != 0 || rep.MissingTopicCount != 0 || !rep.OK() {

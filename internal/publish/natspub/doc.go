@@ -29,10 +29,25 @@
 // event-type, aggregate-type, aggregate-id, trace context, then the row's
 // own) become NATS headers under the same names, byte for byte.
 //
-// # Confirmation
+// # Confirmation and atomic batches
 //
-// Write publishes asynchronously, in order, and returns once every record
-// has its PubAck: the stream stored it (on a replicated stream, a quorum
-// did). Run the server with sync_interval: always for an
-// acknowledgement that survives a power loss (docs/sinks.md).
+// Write returns once the stream stored every record (on a replicated
+// stream, a quorum did). To a stream that takes atomic batches
+// (AllowAtomicPublish, nats-server 2.12 and later) the records of a Write
+// go as atomic batches of at most 1,000 (orbit.go's jetstreamext, the
+// maintained client of the batch protocol): the stream stores a batch
+// whole or not at all and confirms it with one acknowledgement; the
+// session's guard is asked before each batch. A batch the server refuses
+// (one holding a message ID within the duplicate window: a replay; a
+// record it refuses) is written again record by record, so each record
+// still has its own outcome. To any other stream the records go one by
+// one, asynchronously and in order, each confirmed by its PubAck. Run
+// the server with sync_interval: always for an acknowledgement that
+// survives a power loss (docs/sinks.md).
+//
+// # Reading back
+//
+// Read (publish.Reader) reads a topic's subjects from the streams that
+// capture them through an ephemeral consumer, up to what they held when
+// the read began: relay verify and recovery's "already there" check.
 package natspub

@@ -51,6 +51,8 @@ type Publisher struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	guard func() error
+	// streams is what the session learned of the streams.
+	streams streams
 }
 
 // New makes a NATS publisher from c (c.Settings a Config); it connects
@@ -99,6 +101,7 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 		return fmt.Errorf("nats sink: %w", err)
 	}
 	p.nc, p.js, p.guard = nc, js, s.Guard
+	p.streams = streams{ofSubject: map[string]string{}, atomic: map[string]bool{}}
 	return nil
 }
 
@@ -148,39 +151,24 @@ func (p *Publisher) message(rec *publish.Record) *nats.Msg {
 	return m
 }
 
-// Write publishes recs in order and waits for every PubAck (see
-// publish.Publisher.Write). A repeated message ID within the stream's
-// duplicate window is confirmed without a second copy.
-func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []publish.Outcome) error {
-	if p.js == nil {
-		return errors.New("nats sink: no session open")
-	}
-	for start := 0; start < len(recs); start += maxInFlight {
-		end := min(start+maxInFlight, len(recs))
-		if err := p.writeChunk(ctx, recs[start:end], out[start:end]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeChunk publishes at most maxInFlight records and waits for them.
-func (p *Publisher) writeChunk(ctx context.Context, recs []*publish.Record, out []publish.Outcome) error {
-	futures := make([]jetstream.PubAckFuture, len(recs))
-	for i, rec := range recs {
+// writeChunk publishes msgs[idx] (at most maxInFlight) asynchronously, in
+// order, and waits for their PubAcks.
+func (p *Publisher) writeChunk(ctx context.Context, msgs []*nats.Msg, idx []int, out []publish.Outcome) error {
+	futures := make([]jetstream.PubAckFuture, len(idx))
+	for j, i := range idx {
 		if p.guard != nil {
 			if err := p.guard(); err != nil {
 				return err
 			}
 		}
-		f, err := p.js.PublishMsgAsync(p.message(rec))
+		f, err := p.js.PublishMsgAsync(msgs[i])
 		if err != nil {
 			out[i] = classify(err)
 			continue
 		}
-		futures[i] = f
+		futures[j] = f
 	}
-	for i, f := range futures {
+	for j, f := range futures {
 		if f == nil {
 			continue
 		}
@@ -188,9 +176,9 @@ func (p *Publisher) writeChunk(ctx context.Context, recs []*publish.Record, out 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-f.Ok():
-			out[i] = publish.Outcome{Verdict: publish.Confirmed}
+			out[idx[j]] = publish.Outcome{Verdict: publish.Confirmed}
 		case err := <-f.Err():
-			out[i] = classify(err)
+			out[idx[j]] = classify(err)
 		}
 	}
 	return nil

@@ -304,6 +304,29 @@ func (r *RabbitMQ) Restart(ctx context.Context) error {
 	return r.start(ctx, script, epmd)
 }
 
+// StopStart stops the broker in an orderly way and starts it again
+// (rabbitmqctl stop_app, then start_app: the Erlang node stays up, the
+// broker closes every connection with the protocol's close), and returns
+// once its stream port accepts a client again.
+func (r *RabbitMQ) StopStart(ctx context.Context) error {
+	for _, cmd := range []string{"stop_app", "start_app"} {
+		if err := r.ctl(ctx, cmd); err != nil {
+			return err
+		}
+	}
+	return waitPort(ctx, r.streamPort, r.done, 120*time.Second)
+}
+
+// ctl runs rabbitmqctl args against the node.
+func (r *RabbitMQ) ctl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, "/usr/lib/rabbitmq/bin/rabbitmqctl", args...)
+	cmd.Env = r.CommandEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("rabbitmqctl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
 // Stop kills the node, waits for it and removes Dir. It is idempotent.
 // The data is thrown away, so there is no orderly shutdown to wait for.
 func (r *RabbitMQ) Stop() {

@@ -17,16 +17,34 @@ import (
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 )
 
-// A RabbitMQ node killed and started again while writers commit rows
-// loses nothing, and the relay rides it out: every committed row is in
-// the stream (counted by message ID), each aggregate's rows in commit
-// order, and no row twice (the named producer's publishing IDs drop what
-// the relay writes again after the restart).
+// A RabbitMQ broker restarted while writers commit rows loses nothing,
+// and the relay rides it out: every committed row is in the stream
+// (counted by message ID), each aggregate's rows in commit order, and no
+// row twice (the named producer's publishing IDs drop what the relay
+// writes again after the restart). The node is killed (SIGKILL) and
+// started again, or stopped and started in an orderly way (rabbitmqctl
+// stop_app, start_app: the broker closes the connections itself).
 func TestRabbitMQSinkBrokerRestart(t *testing.T) {
 	t.Parallel()
 	if _, err := testenv.RabbitMQInstalled(); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
+	for _, tc := range []struct {
+		name    string
+		restart func(*testenv.RabbitMQ) error
+	}{
+		{"kill", func(r *testenv.RabbitMQ) error { return r.Restart(context.Background()) }},
+		{"stop_app", func(r *testenv.RabbitMQ) error { return r.StopStart(context.Background()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			brokerRestart(t, tc.restart)
+		})
+	}
+}
+
+// brokerRestart is TestRabbitMQSinkBrokerRestart with restart.
+func brokerRestart(t *testing.T, restart func(*testenv.RabbitMQ) error) {
 	r, err := testenv.StartRabbitMQ(t.Context()) // its own node: the restart must not touch other tests'
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +89,7 @@ func TestRabbitMQSinkBrokerRestart(t *testing.T) {
 		}()
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if err := r.Restart(context.Background()); err != nil {
+	if err := restart(r); err != nil {
 		stop()
 		wg.Wait()
 		t.Fatalf("restart: %v", err)

@@ -305,8 +305,11 @@ func waitAll(ctx context.Context, used map[*producer]bool) error {
 }
 
 // classify is the one table from a stream error to the sink's verdict.
+// The outcome's error is err without the call stack the client's errors
+// (github.com/pkg/errors) print under %+v, which log/slog's text handler
+// uses: a confirmation timeout logged 20 lines of the client's init.
 func classify(err error) publish.Outcome {
-	o := publish.Outcome{Verdict: publish.Retry, Err: err}
+	o := publish.Outcome{Verdict: publish.Retry, Err: plainError{err}}
 	switch {
 	case errors.Is(err, stream.FrameTooLarge):
 		o.Verdict, o.Reason = publish.Refused, publish.ReasonTooLarge
@@ -317,3 +320,13 @@ func classify(err error) publish.Outcome {
 	}
 	return o
 }
+
+// plainError is an error printed by its message alone, whatever the verb:
+// it wraps err (errors.Is and As see it) without its fmt.Formatter.
+type plainError struct{ err error }
+
+// Error is err's message.
+func (e plainError) Error() string { return e.err.Error() }
+
+// Unwrap is err.
+func (e plainError) Unwrap() error { return e.err }

@@ -49,4 +49,8 @@
 // package, the stream plugin enabled, its own node name, ports, Erlang port
 // mapper and cookie under a temporary directory), and skips the test with
 // a message saying how to install it when rabbitmq-server is missing.
+// StartRabbitMQ starts a node of the caller's own (for a restart, or a
+// change of its plugins), NewRabbitMQTLS one with a stream TLS listener
+// (NewPKI makes its throwaway CA and certificates), and CommandEnv is the
+// environment RabbitMQ's command line tools reach a node with.
 package testenv

@@ -6,10 +6,8 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -99,35 +97,9 @@ func (n *SecureNATS) JetStream(t testing.TB) jetstream.JetStream {
 // same CA, and a client certificate of it required.
 func (n *SecureNATS) writePKI(t testing.TB, dir string) *tls.Config {
 	t.Helper()
-	caKey, caDER := issue(t, &x509.Certificate{
-		Subject: pkix.Name{CommonName: "pgoutbox test CA"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}, nil, nil)
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvKey, srvDER := issue(t, &x509.Certificate{
-		Subject: pkix.Name{CommonName: "127.0.0.1"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, ca, caKey)
-	cliKey, cliDER := issue(t, &x509.Certificate{
-		Subject:  pkix.Name{CommonName: "pgoutbox-relay"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, ca, caKey)
-	n.CAFile = writePEM(t, dir, "ca.pem", "CERTIFICATE", caDER)
-	n.CertFile = writePEM(t, dir, "client.pem", "CERTIFICATE", cliDER)
-	keyDER, err := x509.MarshalECPrivateKey(cliKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.KeyFile = writePEM(t, dir, "client-key.pem", "EC PRIVATE KEY", keyDER)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}},
-		ClientCAs:    pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
-	}
+	p := NewPKI(t, dir)
+	n.CAFile, n.CertFile, n.KeyFile = p.CAFile, p.CertFile, p.KeyFile
+	return p.ServerTLS
 }
 
 // issue makes a key and a certificate of tmpl for it, signed by parent's

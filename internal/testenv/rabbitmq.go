@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,10 +37,18 @@ type RabbitMQ struct {
 	AMQPURI string
 	// Dir holds the configuration, the node's data and its logs.
 	Dir string
+	// TLSStreamURI is the stream protocol's TLS address
+	// ("rabbitmq-stream+tls://guest:guest@127.0.0.1:port/") of a node
+	// started by NewRabbitMQTLS, which requires a client certificate of
+	// PKI; empty otherwise.
+	TLSStreamURI string
+	// PKI is the CA, the server's and the client's certificates of a node
+	// started by NewRabbitMQTLS; nil otherwise.
+	PKI *PKI
 
 	node                           string
 	amqpPort, streamPort, distPort int
-	epmdPort                       int
+	epmdPort, tlsPort, mgmtPort    int
 	epmd, cmd                      *exec.Cmd
 	epmdDone, done                 chan struct{}
 	once                           sync.Once
@@ -64,6 +73,29 @@ func RabbitMQInstalled() (string, error) {
 // plugin enabled and returns once its stream port accepts a client. Stop
 // kills it and removes Dir; on error nothing is left behind.
 func StartRabbitMQ(ctx context.Context) (*RabbitMQ, error) {
+	return startRabbitMQTries(ctx, nil)
+}
+
+// NewRabbitMQTLS starts a node of t's own (stopped when t ends) that also
+// listens for the stream protocol over TLS (TLSStreamURI), with a server
+// certificate of a throwaway CA (PKI), and requires a client certificate
+// of that CA there. A test that finds rabbitmq-server missing is skipped.
+func NewRabbitMQTLS(t testing.TB) *RabbitMQ {
+	t.Helper()
+	if _, err := RabbitMQInstalled(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	r, err := startRabbitMQTries(t.Context(), NewPKI(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// startRabbitMQTries starts a node, over TLS too when pki is set, trying
+// fresh ports up to three times.
+func startRabbitMQTries(ctx context.Context, pki *PKI) (*RabbitMQ, error) {
 	script, err := RabbitMQInstalled()
 	if err != nil {
 		return nil, err
@@ -74,7 +106,7 @@ func StartRabbitMQ(ctx context.Context) (*RabbitMQ, error) {
 	}
 	var last error
 	for range 3 {
-		r, err := startRabbitMQ(ctx, script, epmd)
+		r, err := startRabbitMQ(ctx, script, epmd, pki)
 		if err == nil {
 			return r, nil
 		}
@@ -87,20 +119,24 @@ func StartRabbitMQ(ctx context.Context) (*RabbitMQ, error) {
 	return nil, fmt.Errorf("rabbitmq: %w", last)
 }
 
-func startRabbitMQ(ctx context.Context, script, epmd string) (*RabbitMQ, error) {
+func startRabbitMQ(ctx context.Context, script, epmd string, pki *PKI) (*RabbitMQ, error) {
 	dir, err := os.MkdirTemp("", "pgoutbox-rabbitmq-")
 	if err != nil {
 		return nil, err
 	}
-	ports, err := FreePorts(4)
+	ports, err := FreePorts(6)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	r := &RabbitMQ{Dir: dir, node: fmt.Sprintf("pgoutbox%d@localhost", ports[0]),
-		amqpPort: ports[0], streamPort: ports[1], distPort: ports[2], epmdPort: ports[3]}
+		amqpPort: ports[0], streamPort: ports[1], distPort: ports[2], epmdPort: ports[3], mgmtPort: ports[5], PKI: pki}
 	r.StreamURI = fmt.Sprintf("rabbitmq-stream://guest:guest@127.0.0.1:%d/", r.streamPort)
 	r.AMQPURI = fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", r.amqpPort)
+	if pki != nil {
+		r.tlsPort = ports[4]
+		r.TLSStreamURI = fmt.Sprintf("rabbitmq-stream+tls://guest:guest@127.0.0.1:%d/", r.tlsPort)
+	}
 	if err := r.start(ctx, script, epmd); err != nil {
 		r.Stop()
 		return nil, err
@@ -117,7 +153,20 @@ stream.advertised_host = 127.0.0.1
 stream.advertised_port = %[2]d
 log.console = false
 log.file.level = warning
-`, r.amqpPort, r.streamPort)
+management.tcp.ip = 127.0.0.1
+management.tcp.port = %[3]d
+`, r.amqpPort, r.streamPort, r.mgmtPort)
+	if r.PKI != nil {
+		// The guest user may connect from the loopback interface only,
+		// which the TLS listener is on too.
+		conf += fmt.Sprintf(`stream.listeners.ssl.1 = 127.0.0.1:%d
+ssl_options.cacertfile = %s
+ssl_options.certfile = %s
+ssl_options.keyfile = %s
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
+`, r.tlsPort, r.PKI.CAFile, r.PKI.ServerCertFile, r.PKI.ServerKeyFile)
+	}
 	if err := os.WriteFile(filepath.Join(r.Dir, "rabbitmq.conf"), []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -139,20 +188,14 @@ log.file.level = warning
 	if err := waitPort(ctx, r.epmdPort, r.epmdDone, 10*time.Second); err != nil {
 		return fmt.Errorf("epmd: %w", err)
 	}
+	plugins := filepath.Join(r.Dir, "enabled_plugins")
+	if _, err := os.Stat(plugins); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(plugins, []byte("[rabbitmq_stream].\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	r.cmd = exec.Command(script)
-	r.cmd.Env = append(os.Environ(),
-		"HOME="+r.Dir, // the Erlang cookie goes here, not in root's home
-		fmt.Sprintf("ERL_EPMD_PORT=%d", r.epmdPort),
-		"RABBITMQ_NODENAME="+r.node,
-		fmt.Sprintf("RABBITMQ_DIST_PORT=%d", r.distPort),
-		"RABBITMQ_BASE="+r.Dir,
-		"RABBITMQ_MNESIA_BASE="+filepath.Join(r.Dir, "mnesia"),
-		"RABBITMQ_LOG_BASE="+filepath.Join(r.Dir, "log"),
-		"RABBITMQ_CONFIG_FILE="+filepath.Join(r.Dir, "rabbitmq.conf"),
-		"RABBITMQ_ENABLED_PLUGINS=rabbitmq_stream",
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(r.Dir, "enabled_plugins"),
-		"RABBITMQ_PLUGINS_EXPAND_DIR="+filepath.Join(r.Dir, "plugins"),
-	)
+	r.cmd.Env = r.CommandEnv()
 	r.cmd.Stdout, r.cmd.Stderr = out, out
 	r.cmd.SysProcAttr = kafkaProcAttr()
 	if err := r.cmd.Start(); err != nil {
@@ -164,6 +207,33 @@ log.file.level = warning
 		return fmt.Errorf("node %s: %w%s", r.node, err, r.logTail())
 	}
 	return nil
+}
+
+// CommandEnv is the environment under which the node runs, and under
+// which RabbitMQ's command line tools (rabbitmqctl, rabbitmq-plugins,
+// from /usr/lib/rabbitmq/bin: the /usr/sbin wrappers switch to the
+// rabbitmq user) and rabbitmqadmin reach it: its node name, Erlang port
+// mapper and cookie (HOME is Dir), its files, and a rabbitmqadmin.conf
+// in HOME naming its management port (once the rabbitmq_management
+// plugin is enabled) and the guest user. The node starts with the
+// plugins of Dir/enabled_plugins (rabbitmq_stream at first), which
+// rabbitmq-plugins edits.
+func (r *RabbitMQ) CommandEnv() []string {
+	admin := fmt.Sprintf("[default]\nhostname = 127.0.0.1\nport = %d\nusername = guest\npassword = guest\n", r.mgmtPort)
+	_ = os.WriteFile(filepath.Join(r.Dir, ".rabbitmqadmin.conf"), []byte(admin), 0o600)
+	return append(os.Environ(),
+		"HOME="+r.Dir, // the Erlang cookie goes here, not in root's home
+		fmt.Sprintf("ERL_EPMD_PORT=%d", r.epmdPort),
+		"RABBITMQ_NODENAME="+r.node,
+		fmt.Sprintf("RABBITMQ_DIST_PORT=%d", r.distPort),
+		"RABBITMQ_BASE="+r.Dir,
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(r.Dir, "mnesia"),
+		"RABBITMQ_LOG_BASE="+filepath.Join(r.Dir, "log"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(r.Dir, "rabbitmq.conf"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(r.Dir, "enabled_plugins"),
+		"RABBITMQ_PLUGINS_EXPAND_DIR="+filepath.Join(r.Dir, "plugins"),
+		"PATH=/usr/lib/rabbitmq/bin"+string(os.PathListSeparator)+os.Getenv("PATH"),
+	)
 }
 
 // waitPort waits until 127.0.0.1:port accepts a connection, the process
@@ -234,6 +304,29 @@ func (r *RabbitMQ) Restart(ctx context.Context) error {
 	return r.start(ctx, script, epmd)
 }
 
+// StopStart stops the broker in an orderly way and starts it again
+// (rabbitmqctl stop_app, then start_app: the Erlang node stays up, the
+// broker closes every connection with the protocol's close), and returns
+// once its stream port accepts a client again.
+func (r *RabbitMQ) StopStart(ctx context.Context) error {
+	for _, cmd := range []string{"stop_app", "start_app"} {
+		if err := r.ctl(ctx, cmd); err != nil {
+			return err
+		}
+	}
+	return waitPort(ctx, r.streamPort, r.done, 120*time.Second)
+}
+
+// ctl runs rabbitmqctl args against the node.
+func (r *RabbitMQ) ctl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, "/usr/lib/rabbitmq/bin/rabbitmqctl", args...)
+	cmd.Env = r.CommandEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("rabbitmqctl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
 // Stop kills the node, waits for it and removes Dir. It is idempotent.
 // The data is thrown away, so there is no orderly shutdown to wait for.
 func (r *RabbitMQ) Stop() {
@@ -286,9 +379,17 @@ func (r *RabbitMQ) Environment(t testing.TB) *stream.Environment {
 	return env
 }
 
+// sentinelPrefix begins the body of every ReadStream sentinel.
+const sentinelPrefix = "pgoutbox-testenv-sentinel-"
+
+// sentinelSeq numbers ReadStream's sentinels.
+var sentinelSeq atomic.Int64
+
 // ReadStream reads stream name from its start with an independent client,
 // up to a sentinel message it appends first, so that every message
-// written before the call is read (and no other).
+// written before the call is read (and no other). Each call's sentinel is
+// its own, and the sentinels of earlier calls are skipped, so a stream
+// can be read again and again.
 func (r *RabbitMQ) ReadStream(t testing.TB, name string) []*amqp.Message {
 	t.Helper()
 	env := r.Environment(t)
@@ -296,7 +397,8 @@ func (r *RabbitMQ) ReadStream(t testing.TB, name string) []*amqp.Message {
 	if err != nil {
 		t.Fatalf("rabbitmq: %v", err)
 	}
-	sentinel := amqp.NewMessage([]byte("pgoutbox-testenv-sentinel"))
+	mine := []byte(fmt.Sprintf("%s%d-%d", sentinelPrefix, os.Getpid(), sentinelSeq.Add(1)))
+	sentinel := amqp.NewMessage(mine)
 	err = pr.BatchSend([]message.StreamMessage{sentinel})
 	_ = pr.Close()
 	if err != nil {
@@ -315,9 +417,12 @@ func (r *RabbitMQ) ReadStream(t testing.TB, name string) []*amqp.Message {
 			return
 		default:
 		}
-		if bytes.Equal(bytes.Join(m.Data, nil), []byte("pgoutbox-testenv-sentinel")) {
+		switch data := bytes.Join(m.Data, nil); {
+		case bytes.Equal(data, mine):
 			close(done)
 			return
+		case bytes.HasPrefix(data, []byte(sentinelPrefix)):
+			return // an earlier call's
 		}
 		got = append(got, m)
 	}, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))

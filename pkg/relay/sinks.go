@@ -14,7 +14,7 @@ func sinkSettings(c *Config, kafka any) any {
 	case rabbitmqpub.Name:
 		// The producer is named from the session's slot identity, which
 		// holds the slot's incarnation (publish.Session.Slot).
-		return rabbitmqpub.Config{URI: c.SinkURL}
+		return rabbitmqpub.Config{URI: c.SinkURL, TLS: c.SinkTLS.Config}
 	}
 	return kafka
 }

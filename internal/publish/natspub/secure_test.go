@@ -3,8 +3,6 @@ package natspub_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"os"
 	"testing"
 	"time"
 
@@ -20,21 +18,7 @@ import (
 // certificate when withCert.
 func clientTLS(t *testing.T, n *testenv.SecureNATS, withCert bool) *tls.Config {
 	t.Helper()
-	ca, err := os.ReadFile(n.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	c := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	if withCert {
-		pair, err := tls.LoadX509KeyPair(n.CertFile, n.KeyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Certificates = []tls.Certificate{pair}
-	}
-	return c
+	return (&testenv.PKI{CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile}).ClientTLS(t, withCert)
 }
 
 // Over TLS with a client certificate and a credentials file the publisher

@@ -46,4 +46,17 @@
 // fails makes every later record of its stream in the same Write fail
 // too, so a retry writes them again in order, and the stream drops those
 // it already holds.
+//
+// # Reading back
+//
+// Read (publish.Reader) reads the streams for relay verify and recovery's
+// "already there" check, with a client of its own (read.go).
+//
+// # Logging
+//
+// The stream client's logger (one per process) goes to log/slog's default
+// logger from the first New on: its errors and warnings at those levels,
+// except the lines its own Close provokes on the connection it is closing
+// ("use of closed network connection", a broken pipe), which go to debug
+// level with its information lines (clientlog.go says why they happen).
 package rabbitmqpub

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
@@ -27,7 +28,10 @@ type Config struct {
 	// ("rabbitmq-stream://user:password@host:5552/vhost"). Required. It is
 	// never logged.
 	URI string
-	// TLS enables TLS when non-nil. Defaults to plaintext.
+	// TLS enables TLS when non-nil (its RootCAs verify the server, its
+	// Certificates are the client's for a server that requires one; an
+	// empty ServerName is the URI's host). Defaults to plaintext, or TLS
+	// with the system's roots for a rabbitmq-stream+tls:// URI.
 	TLS *tls.Config
 	// Incarnation is the identity of the slot's WAL history (the state
 	// row's incarnation): with it, the producer is named and the stream
@@ -72,6 +76,7 @@ func New(c publish.Config) (publish.Publisher, error) {
 	if cfg.URI == "" {
 		return nil, fmt.Errorf("%w: rabbitmq sink: a stream URI is required", relaytype.ErrConfig)
 	}
+	useClientLogger()
 	p := &Publisher{cfg: cfg, slot: c.Slot, log: c.Logger}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -97,21 +102,34 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	if s.Fence != "" {
 		return relayerr.Permanent(errors.New("rabbitmq sink: fenced writes (--fence-writes) are not supported"))
 	}
+	env, err := p.connect()
+	if err != nil {
+		return err
+	}
+	p.env, p.guard, p.producers = env, s.Guard, map[producerKey]*producer{}
+	p.name = p.producerName(s)
+	return nil
+}
+
+// connect opens a stream client environment to the configured node: an
+// error that no retry fixes (refused credentials, an unknown virtual host)
+// wraps relayerr.Permanent.
+func (p *Publisher) connect() (*stream.Environment, error) {
 	opts := stream.NewEnvironmentOptions().SetUri(p.cfg.URI).SetMaxProducersPerClient(50)
-	if p.cfg.TLS != nil {
-		opts = opts.IsTLS(true).SetTLSConfig(p.cfg.TLS)
+	if conf, err := p.tlsConfig(); err != nil {
+		return nil, err
+	} else if conf != nil {
+		opts = opts.IsTLS(true).SetTLSConfig(conf)
 	}
 	env, err := stream.NewEnvironment(opts)
 	if err != nil {
 		if errors.Is(err, stream.AuthenticationFailure) || errors.Is(err, stream.AuthenticationFailureLoopbackError) ||
 			errors.Is(err, stream.VirtualHostAccessFailure) {
-			return relayerr.Permanent(fmt.Errorf("rabbitmq sink: %w", err))
+			return nil, relayerr.Permanent(fmt.Errorf("rabbitmq sink: %w", err))
 		}
-		return fmt.Errorf("rabbitmq sink: connect: %w", err)
+		return nil, fmt.Errorf("rabbitmq sink: connect: %w", err)
 	}
-	p.env, p.guard, p.producers = env, s.Guard, map[producerKey]*producer{}
-	p.name = p.producerName(s)
-	return nil
+	return env, nil
 }
 
 // Close ends the session: records still awaiting a confirmation fail.
@@ -123,6 +141,29 @@ func (p *Publisher) Close() {
 		_ = p.env.Close()
 	}
 	p.env, p.guard, p.producers, p.name = nil, nil, nil, ""
+}
+
+// tlsConfig is the TLS configuration of the connections: Config.TLS, or
+// TLS with the system's roots for a rabbitmq-stream+tls:// URI; nil for
+// plaintext. Its ServerName defaults to the URI's host (the stream client
+// dials without one, which a handshake that verifies the server refuses).
+func (p *Publisher) tlsConfig() (*tls.Config, error) {
+	u, err := url.Parse(p.cfg.URI)
+	if err != nil {
+		// Never echo the URI: it holds the password.
+		return nil, relayerr.Permanent(fmt.Errorf("%w: rabbitmq sink: the stream URI does not parse", relaytype.ErrConfig))
+	}
+	if p.cfg.TLS == nil && u.Scheme != "rabbitmq-stream+tls" {
+		return nil, nil
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if p.cfg.TLS != nil {
+		conf = p.cfg.TLS.Clone()
+	}
+	if conf.ServerName == "" {
+		conf.ServerName = u.Hostname()
+	}
+	return conf, nil
 }
 
 // producerName is the name of s's deduplicating producer: of the
@@ -264,8 +305,11 @@ func waitAll(ctx context.Context, used map[*producer]bool) error {
 }
 
 // classify is the one table from a stream error to the sink's verdict.
+// The outcome's error is err without the call stack the client's errors
+// (github.com/pkg/errors) print under %+v, which log/slog's text handler
+// uses: a confirmation timeout logged 20 lines of the client's init.
 func classify(err error) publish.Outcome {
-	o := publish.Outcome{Verdict: publish.Retry, Err: err}
+	o := publish.Outcome{Verdict: publish.Retry, Err: plainError{err}}
 	switch {
 	case errors.Is(err, stream.FrameTooLarge):
 		o.Verdict, o.Reason = publish.Refused, publish.ReasonTooLarge
@@ -276,3 +320,13 @@ func classify(err error) publish.Outcome {
 	}
 	return o
 }
+
+// plainError is an error printed by its message alone, whatever the verb:
+// it wraps err (errors.Is and As see it) without its fmt.Formatter.
+type plainError struct{ err error }
+
+// Error is err's message.
+func (e plainError) Error() string { return e.err.Error() }
+
+// Unwrap is err.
+func (e plainError) Unwrap() error { return e.err }

@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
+	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loopcore"
 )
@@ -234,18 +233,8 @@ func record(name string, dl delivery) inbox.KafkaRecord {
 	if p := dl.msg.Properties; p != nil {
 		km.Time = p.CreationTime
 	}
-	props := dl.msg.ApplicationProperties
-	for _, k := range slices.Sorted(maps.Keys(props)) {
-		var v []byte
-		switch x := props[k].(type) {
-		case string:
-			v = []byte(x)
-		case []byte:
-			v = x
-		default:
-			v = fmt.Append(nil, x)
-		}
+	contract.EachProperty(dl.msg.ApplicationProperties, func(k string, v []byte) {
 		km.Headers = append(km.Headers, inbox.KafkaHeader{Key: k, Value: v})
-	}
+	})
 	return km
 }

@@ -73,7 +73,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	}
 	defer logf.Close()
 	// The consumer, in a process of its own: one reader per partition.
-	cons, err := startConsumer(bk.addrs, partitions, r.receive)
+	cons, err := startConsumer(kafkaConsumerSpec(bk.addrs, partitions), r.receive)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ const (
 func latencyOrder(bin, dbURL string, brokers []string, o *options) []latencyRunner {
 	relayRun := func(slot string) latencyRunner {
 		return latencyRunner{label: "relay", bin: bin, slot: slot, cmd: func(logf *os.File) *exec.Cmd {
-			return relayCommand(bin, slot, dbURL, brokers, o.relayArgs, logf)
+			return relayCommand(bin, slot, dbURL, kafkaArgs(brokers), o.relayArgs, logf)
 		}}
 	}
 	if o.peerBin == "" {

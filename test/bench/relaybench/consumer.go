@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -152,6 +153,7 @@ func consumeNATS(ctx context.Context, url string, out *receipts) error {
 
 // consumeRabbitMQ reads the stream topic from its first message.
 func consumeRabbitMQ(ctx context.Context, uri string, out *receipts) error {
+	logs.SetLogger(quietStreamLog{})
 	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(uri))
 	if err != nil {
 		return err

@@ -54,6 +54,9 @@ func main() {
 	if code, ok := runAsBroker(); ok {
 		os.Exit(code)
 	}
+	if code, ok := runAsNATS(); ok {
+		os.Exit(code)
+	}
 	if code, ok := runAsConsumer(); ok {
 		os.Exit(code)
 	}

@@ -14,11 +14,11 @@ import (
 // startSinkBrokers starts the broker of each sink for the drain mode:
 // kfake and nats-server in this process, rabbitmq-server in its own. Stop
 // them with stopBrokers.
-func startSinkBrokers(ctx context.Context, sinks []string) (map[string]sinkBroker, error) {
-	brokers := map[string]sinkBroker{}
+func startSinkBrokers(ctx context.Context, sinks []string) (map[string]drainBroker, error) {
+	brokers := map[string]drainBroker{}
 	for _, s := range sinks {
 		var (
-			b   sinkBroker
+			b   drainBroker
 			err error
 		)
 		switch s {
@@ -49,7 +49,7 @@ func startNATSBroker() (*natsBroker, error) {
 }
 
 // stopBrokers stops every broker of brokers.
-func stopBrokers(brokers map[string]sinkBroker) {
+func stopBrokers(brokers map[string]drainBroker) {
 	for _, b := range brokers {
 		b.stop()
 	}
@@ -69,6 +69,7 @@ func sinksDrain(ctx context.Context, bin string, o *options, tmp string) error {
 	for _, s := range o.sinkList {
 		fmt.Printf("%s: %s\n", s, brokers[s].describe())
 	}
+	fmt.Printf("each drain starts on an empty destination: a new kfake cluster, the NATS and RabbitMQ streams deleted and created again\n")
 	srv, dbURL, pool, err := startDatabasePool(ctx)
 	if err != nil {
 		return err
@@ -118,7 +119,7 @@ func sinksDrain(ctx context.Context, bin string, o *options, tmp string) error {
 
 // sinkDrain runs the relay binary on slot into the broker b of sink until
 // b holds o.rows rows.
-func sinkDrain(ctx context.Context, bin, sink, slot, dbURL string, b sinkBroker, o *options, logPath string) (drainFigures, error) {
+func sinkDrain(ctx context.Context, bin, sink, slot, dbURL string, b drainBroker, o *options, logPath string) (drainFigures, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return drainFigures{}, err

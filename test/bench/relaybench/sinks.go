@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -72,8 +73,7 @@ func sinkOrder(sinks []string, rounds int) []string {
 }
 
 // sinkBroker is the broker of one sink in the sinks mode: how relay run
-// reaches it, a fresh destination for each run, and how many records the
-// destination holds, read from the broker itself.
+// reaches it and a fresh destination for a run.
 type sinkBroker interface {
 	// describe says what the broker is and how it stores, for the output.
 	describe() string
@@ -81,14 +81,19 @@ type sinkBroker interface {
 	fresh(ctx context.Context) error
 	// relayArgs are relay run's arguments that point it at the broker.
 	relayArgs() []string
-	// count is how many records the destination holds.
-	count(ctx context.Context) (int64, error)
 	// pid is the broker's process (0 when it is this one).
 	pid() int
 	// consumerSpec is the latency mode's consumer process's address of
 	// the destination (see runAsConsumer).
 	consumerSpec() string
 	stop()
+}
+
+// drainBroker is a sinkBroker of the drain mode, which also says how many
+// records the destination holds, read from the broker itself.
+type drainBroker interface {
+	sinkBroker
+	count(ctx context.Context) (int64, error)
 }
 
 // kafkaDrainBroker is an in-process kfake broker, a new cluster for each
@@ -172,7 +177,7 @@ func newNATSBroker(url string, proc int, done func()) (*natsBroker, error) {
 
 func (b *natsBroker) describe() string {
 	return fmt.Sprintf("embedded nats-server %s, JetStream file store in a temporary directory with sync_interval: always (fsync before every PubAck), "+
-		"stream %s (subjects %s.>, one replica, the default 2m duplicate window on Nats-Msg-Id) created anew per run", server.VERSION, natsStream, strings.Split(topic, ".")[0])
+		"stream %s (subjects %s.>, file storage, one replica, the default 2m duplicate window on Nats-Msg-Id)", server.VERSION, natsStream, strings.Split(topic, ".")[0])
 }
 
 func (b *natsBroker) fresh(ctx context.Context) error {
@@ -220,6 +225,7 @@ type rabbitMQBroker struct {
 
 // startRabbitMQBroker starts the node (seconds) and connects to it.
 func startRabbitMQBroker(ctx context.Context) (*rabbitMQBroker, error) {
+	logs.SetLogger(quietStreamLog{})
 	node, err := testenv.StartRabbitMQ(ctx)
 	if err != nil {
 		return nil, err
@@ -238,7 +244,7 @@ func startRabbitMQBroker(ctx context.Context) (*rabbitMQBroker, error) {
 
 func (b *rabbitMQBroker) describe() string {
 	return "rabbitmq-server " + rabbitMQVersion() + " (this machine's) with the rabbitmq_stream plugin, stream " + topic +
-		" (one member; the relay's producer named after the slot, publishing IDs from the WAL) declared anew per run"
+		" (one member; the relay's producer named after the slot, publishing IDs from the WAL)"
 }
 
 func (b *rabbitMQBroker) fresh(context.Context) error {
@@ -340,4 +346,25 @@ func listeningPID(port int) int {
 		}
 	}
 	return 0
+}
+
+// quietStreamLog is the RabbitMQ stream client's logger in this process:
+// it drops the lines of a consumer closed while its last chunk is still
+// arriving (count closes one every poll) and logs the rest.
+type quietStreamLog struct{}
+
+func (quietStreamLog) Info(string, ...any) {}
+
+func (quietStreamLog) Debug(string, ...any) {}
+
+func (quietStreamLog) Error(m string, v ...any) { quietStreamLog{}.print("error", m, v...) }
+
+func (quietStreamLog) Warn(m string, v ...any) { quietStreamLog{}.print("warn", m, v...) }
+
+func (quietStreamLog) print(level, m string, v ...any) {
+	line := fmt.Sprintf(m, v...)
+	if strings.Contains(line, "use of closed network connection") || strings.Contains(line, "broken pipe") {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "rabbitmq stream client: %s: %s\n", level, line)
 }

@@ -105,7 +105,7 @@ type kafkaDrainBroker struct {
 }
 
 func (b *kafkaDrainBroker) describe() string {
-	return "kfake in this process (records in memory, nothing on disk), a new cluster per drain, topic " + topic + " with 4 partitions created before the drain"
+	return "kfake in this process (records in memory, nothing on disk), topic " + topic + " with 4 partitions created before the drain"
 }
 
 func (b *kafkaDrainBroker) fresh(context.Context) error {
@@ -267,6 +267,28 @@ func (b *rabbitMQBroker) relayArgs() []string {
 // publishes no sub-entry batches: an entry is a message). The stream
 // stats command that would say it directly came with RabbitMQ 3.11.
 func (b *rabbitMQBroker) count(context.Context) (int64, error) {
+	type answer struct {
+		n   int64
+		err error
+	}
+	// The subscription is the client's: a node that does not answer
+	// would hold the poll for ever, so the poll waits 10s at most (and
+	// leaves the subscription to end by itself).
+	ch := make(chan answer, 1)
+	go func() {
+		n, err := b.lastChunkEnd()
+		ch <- answer{n, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.n, a.err
+	case <-time.After(10 * time.Second):
+		return 0, fmt.Errorf("rabbitmq: no answer to a subscription to %s within 10s", topic)
+	}
+}
+
+// lastChunkEnd subscribes to the stream's last chunk and returns its end.
+func (b *rabbitMQBroker) lastChunkEnd() (int64, error) {
 	var (
 		once sync.Once
 		n    = make(chan int64, 1)

@@ -134,7 +134,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	}
 	switch {
 	case o.peerBin != "":
-		reportLatencies(rates, stats, []string{"relay", "peer"}, "peer")
+		reportPeer(rates, stats)
 	case o.sinkList != nil:
 		reportLatencies(rates, stats, o.sinkList, sinkKafka)
 	}
@@ -254,19 +254,33 @@ func dropSlot(ctx context.Context, pool *pgxpool.Pool, slot string) error {
 // latencyStats are one rate's percentiles of commit → receive.
 type latencyStats struct{ p50, p99, max time.Duration }
 
+// reportPeer prints, per rate, each side's median p99 over its runs (with
+// the range) and the ratio relay/peer.
+func reportPeer(rates []int, stats map[string][][]latencyStats) {
+	fmt.Printf("\n%-9s %-32s %-32s %s\n", "rate/s", "relay p99 median (range)", "peer p99 median (range)", "relay/peer")
+	for i, rate := range rates {
+		var cells []string
+		var meds []float64
+		for _, label := range []string{"relay", "peer"} {
+			xs := runsMs(stats[label], i, func(s latencyStats) time.Duration { return s.p99 })
+			meds = append(meds, median(xs))
+			cells = append(cells, fmt.Sprintf("%.2fms (%.2f-%.2f) of %d", median(xs), slices.Min(xs), slices.Max(xs), len(xs)))
+		}
+		fmt.Printf("%-9d %-32s %-32s %.2f\n", rate, cells[0], cells[1], meds[0]/meds[1])
+	}
+}
+
 // reportLatencies prints, per rate, each label's median p50, p99 and max
 // over its runs (the p99's range too) and, for every other label, the
 // ratio of its median p99 to ref's.
 func reportLatencies(rates []int, stats map[string][][]latencyStats, labels []string, ref string) {
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	fmt.Printf("\n%-9s %-9s %-10s %-32s %-10s %s\n", "rate/s", "", "p50", "p99 median (range) of runs", "max", "p99 ratio")
 	for i, rate := range rates {
 		p99 := map[string]float64{}
 		for _, label := range labels {
-			var p50s, p99s, maxs []float64
-			for _, run := range stats[label] {
-				p50s, p99s, maxs = append(p50s, ms(run[i].p50)), append(p99s, ms(run[i].p99)), append(maxs, ms(run[i].max))
-			}
+			p50s := runsMs(stats[label], i, func(s latencyStats) time.Duration { return s.p50 })
+			p99s := runsMs(stats[label], i, func(s latencyStats) time.Duration { return s.p99 })
+			maxs := runsMs(stats[label], i, func(s latencyStats) time.Duration { return s.max })
 			if len(p99s) == 0 {
 				continue
 			}
@@ -279,6 +293,15 @@ func reportLatencies(rates []int, stats map[string][][]latencyStats, labels []st
 			fmt.Println()
 		}
 	}
+}
+
+// runsMs is one figure (pick) of rate i in each run, in milliseconds.
+func runsMs(runs [][]latencyStats, i int, pick func(latencyStats) time.Duration) []float64 {
+	var xs []float64
+	for _, run := range runs {
+		xs = append(xs, float64(pick(run[i]).Microseconds())/1000)
+	}
+	return xs
 }
 
 // latencySamples is how many records a latency run writes at most: one

@@ -338,15 +338,16 @@ func reportSideBySide(results []drainFigures, labels []string, ref string) {
 	for _, r := range results {
 		f := by[r.label]
 		f.rate = append(f.rate, float64(r.rows)/r.elapsed.Seconds())
-		f.fromFirst = append(f.fromFirst, float64(r.rows)/(r.elapsed-r.first).Seconds())
+		if r.fromFirst() != "-" {
+			f.fromFirst = append(f.fromFirst, float64(r.rows)/(r.elapsed-r.first).Seconds())
+		}
 		f.cpu = append(f.cpu, r.cpu.Seconds()/float64(r.rows)*1000)
 		f.rss = append(f.rss, float64(r.rssKiB)/1024)
 	}
 	for _, label := range labels {
 		f := by[label]
-		fmt.Printf("%-8s medians of %d drains: %.0f rows/s (%.0f-%.0f), from the first row %.0f rows/s (%.0f-%.0f), CPU %.4f s per 1k rows (%.4f-%.4f), peak RSS %.1f MiB (%.1f-%.1f)\n",
-			label, len(f.rate), median(f.rate), slices.Min(f.rate), slices.Max(f.rate),
-			median(f.fromFirst), slices.Min(f.fromFirst), slices.Max(f.fromFirst),
+		fmt.Printf("%-8s medians of %d drains: %.0f rows/s (%.0f-%.0f), from the first row %s rows/s, CPU %.4f s per 1k rows (%.4f-%.4f), peak RSS %.1f MiB (%.1f-%.1f)\n",
+			label, len(f.rate), median(f.rate), slices.Min(f.rate), slices.Max(f.rate), medianRange(f.fromFirst),
 			median(f.cpu), slices.Min(f.cpu), slices.Max(f.cpu), median(f.rss), slices.Min(f.rss), slices.Max(f.rss))
 	}
 	b := by[ref]
@@ -355,9 +356,22 @@ func reportSideBySide(results []drainFigures, labels []string, ref string) {
 			continue
 		}
 		a := by[label]
-		fmt.Printf("%s/%s: drain rate %.2fx (from the first row %.2fx), CPU per row %.3fx, peak RSS %.3fx\n", label, ref,
-			median(a.rate)/median(b.rate), median(a.fromFirst)/median(b.fromFirst), median(a.cpu)/median(b.cpu), median(a.rss)/median(b.rss))
+		fromFirst := "-"
+		if len(a.fromFirst) > 0 && len(b.fromFirst) > 0 {
+			fromFirst = fmt.Sprintf("%.2fx", median(a.fromFirst)/median(b.fromFirst))
+		}
+		fmt.Printf("%s/%s: drain rate %.2fx (from the first row %s), CPU per row %.3fx, peak RSS %.3fx\n", label, ref,
+			median(a.rate)/median(b.rate), fromFirst, median(a.cpu)/median(b.cpu), median(a.rss)/median(b.rss))
 	}
+}
+
+// medianRange is the median of xs with its range, "-" when xs is empty
+// (every drain shorter than the poll's period).
+func medianRange(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", median(xs), slices.Min(xs), slices.Max(xs))
 }
 
 // topicCount counts the records of topic (its end offsets).

@@ -288,12 +288,20 @@ func (b *rabbitMQBroker) count(context.Context) (int64, error) {
 }
 
 // lastChunkEnd subscribes to the stream's last chunk and returns its end.
+// Each call connects anew: subscriptions opened and closed twenty times a
+// second on one connection stopped delivering after a while (the stream
+// held every row, the count stayed 0).
 func (b *rabbitMQBroker) lastChunkEnd() (int64, error) {
 	var (
 		once sync.Once
 		n    = make(chan int64, 1)
 	)
-	c, err := b.env.NewConsumer(topic, func(cc stream.ConsumerContext, _ *amqp.Message) {
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(b.node.StreamURI))
+	if err != nil {
+		return 0, fmt.Errorf("rabbitmq: %w", err)
+	}
+	defer env.Close()
+	c, err := env.NewConsumer(topic, func(cc stream.ConsumerContext, _ *amqp.Message) {
 		once.Do(func() { n <- cc.Consumer.GetOffset() + int64(cc.GetEntriesCount()) })
 	}, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.Last()))
 	if err != nil {

@@ -28,7 +28,7 @@ func startSinkBrokers(ctx context.Context, sinks []string) (map[string]drainBrok
 			b, err = startNATSBroker()
 		case sinkRabbitMQ:
 			fmt.Printf("starting rabbitmq-server...\n")
-			b, err = startRabbitMQBroker(ctx)
+			b, err = startRabbitMQBroker(ctx, true)
 		}
 		if err != nil {
 			stopBrokers(brokers)

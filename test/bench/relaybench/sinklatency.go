@@ -56,7 +56,7 @@ func sinksLatency(ctx context.Context, bin, dbURL string, o *options, record fun
 			b, err = startNATSChild()
 		case sinkRabbitMQ:
 			fmt.Printf("starting rabbitmq-server...\n")
-			b, err = startRabbitMQBroker(ctx)
+			b, err = startRabbitMQBroker(ctx, false)
 		}
 		if err == nil {
 			stops = append(stops, b.stop)

@@ -269,7 +269,7 @@ func drainProcess(ctx context.Context, label string, cmd *exec.Cmd, count func(c
 
 // awaitRows polls count (a topic's end offsets, a stream's length) every
 // 50 ms until it says rows, and reads the process pid's CPU time and peak
-// RSS then. It fails after ten minutes, or when the process is gone.
+// RSS then; the times are those of the polls' starts. It fails after ten minutes, or when the process is gone.
 func awaitRows(ctx context.Context, label string, pid int, start time.Time, count func(context.Context) (int64, error), rows int64) (drainFigures, error) {
 	res := drainFigures{label: label}
 	deadline := time.Now().Add(10 * time.Minute)
@@ -277,15 +277,18 @@ func awaitRows(ctx context.Context, label string, pid int, start time.Time, coun
 	defer tick.Stop()
 	lastShow := time.Now()
 	for {
+		// The poll's start is the time of its answer: a slow answer
+		// (rabbitmqctl's) does not lengthen the drain.
+		asked := time.Since(start)
 		n, err := count(ctx)
 		if err != nil {
 			return res, err
 		}
 		if n > 0 && res.first == 0 {
-			res.first = time.Since(start)
+			res.first = asked
 		}
 		if n >= rows {
-			res.rows, res.elapsed = n, time.Since(start)
+			res.rows, res.elapsed = n, asked
 			break
 		}
 		if time.Now().After(deadline) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -226,6 +227,8 @@ type rabbitMQBroker struct {
 	counting bool
 	counter  *stream.Consumer
 	received atomic.Int64
+	// acked, when set, says the relay acknowledged the whole backlog.
+	acked func(context.Context) (bool, error)
 }
 
 // startRabbitMQBroker starts the node (seconds) and connects to it;
@@ -270,8 +273,11 @@ func (b *rabbitMQBroker) fresh(context.Context) error {
 	// The drain's count: a consumer that reads the stream as the relay
 	// writes it, in this process.
 	b.received.Store(0)
+	// The relay's chunks can be single messages: with the client's
+	// default 10 credits (a chunk each) the count trailed the stream by
+	// a credit's round trip per chunk.
 	c, err := b.env.NewConsumer(topic, func(stream.ConsumerContext, *amqp.Message) { b.received.Add(1) },
-		stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
+		stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()).SetInitialCredits(1000))
 	if err != nil {
 		return fmt.Errorf("rabbitmq: consume %s: %w", topic, err)
 	}
@@ -283,13 +289,59 @@ func (b *rabbitMQBroker) relayArgs() []string {
 	return []string{"--sink", sinkRabbitMQ, "--sink-url", b.node.StreamURI}
 }
 
-// count is how many messages the bench's consumer of the stream has
-// received. A subscription at the offset "last" each poll would cost less
-// (the stream statistics command came with RabbitMQ 3.11), but it
-// delivered nothing, for minutes, in some drains whose stream held every
-// row.
-func (b *rabbitMQBroker) count(context.Context) (int64, error) {
-	return b.received.Load(), nil
+// count is how many messages the stream holds, as far as the bench
+// knows: what its consumer of the stream received, or, once acked says
+// the relay acknowledged the whole backlog (which it does only past the
+// stream's publish confirmations), the stream's length as the node
+// itself reports it (rabbitmqctl list_queues). The consumer alone is not
+// enough here: it read the relay's streams at about 150 messages a
+// second on this machine, far behind the relay; and a subscription at the
+// offset "last" each poll (the stream statistics command came with
+// RabbitMQ 3.11) delivered nothing, for minutes, in some drains whose
+// stream held every row.
+func (b *rabbitMQBroker) count(ctx context.Context) (int64, error) {
+	n := b.received.Load()
+	if b.acked == nil {
+		return n, nil
+	}
+	done, err := b.acked(ctx)
+	if err != nil || !done {
+		return n, err
+	}
+	return b.length(ctx)
+}
+
+// length asks the node how many messages the stream topic holds, with
+// rabbitmqctl and the node's name, cookie and port mapper read from its
+// process's environment.
+func (b *rabbitMQBroker) length(ctx context.Context) (int64, error) {
+	script, err := testenv.RabbitMQInstalled()
+	if err != nil {
+		return 0, err
+	}
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(b.proc) + "/environ")
+	if err != nil {
+		return 0, fmt.Errorf("rabbitmq: the node's environment: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(script), "rabbitmqctl"), "-q", "list_queues", "name", "messages")
+	for _, kv := range strings.Split(string(env), "\x00") {
+		for _, key := range []string{"HOME=", "ERL_EPMD_PORT=", "RABBITMQ_NODENAME="} {
+			if strings.HasPrefix(kv, key) {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+	}
+	cmd.Env = append(cmd.Env, "PATH="+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("rabbitmqctl list_queues: %w: %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == topic {
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("rabbitmqctl list_queues: no stream %s in %q", topic, out)
 }
 
 func (b *rabbitMQBroker) pid() int { return b.proc }

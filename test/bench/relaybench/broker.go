@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // envAsBroker, when set (to a partition count), makes a relaybench process
@@ -103,4 +105,45 @@ func startChild(env string) (*child, error) {
 		return nil, err
 	}
 	return &child{cmd: cmd, stdin: stdin, stdout: stdout}, nil
+}
+
+// envAsNATS, when set, makes a relaybench process the nats-server of the
+// latency mode (see runAsNATS).
+const envAsNATS = "RELAYBENCH_AS_NATS"
+
+// runAsNATS runs an embedded nats-server (testenv's: JetStream on disk,
+// sync_interval: always) when this process was started as it: it prints
+// the client URL on a line of stdout and serves until stdin ends. It
+// reports whether it was the server; code is its exit code.
+func runAsNATS() (code int, ok bool) {
+	if os.Getenv(envAsNATS) == "" {
+		return 0, false
+	}
+	n, err := testenv.StartNATS()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relaybench: %v\n", err)
+		return 1, true
+	}
+	defer n.Stop()
+	fmt.Println(n.URL)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0, true
+}
+
+// startNATSChild starts the nats-server process of the latency mode.
+func startNATSChild() (*natsBroker, error) {
+	c, err := startChild(envAsNATS + "=1")
+	if err != nil {
+		return nil, err
+	}
+	stop := func() {
+		c.stdin.Close()
+		_ = c.cmd.Wait()
+	}
+	line, err := bufio.NewReader(c.stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("nats-server process: %w", err)
+	}
+	return newNATSBroker(strings.TrimSpace(line), c.cmd.Process.Pid, stop)
 }

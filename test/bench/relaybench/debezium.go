@@ -38,7 +38,7 @@ const (
 const dbzJVM = "-Xmx1g"
 
 // dbzResult is one drain of the Debezium mode.
-type dbzResult struct {
+type drainFigures struct {
 	label   string
 	rows    int64
 	elapsed time.Duration // process start → every row in Kafka
@@ -107,13 +107,13 @@ func debeziumBench(ctx context.Context, bin string, o *options, tmp string) erro
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	var results []dbzResult
+	var results []drainFigures
 	for i, d := range drains {
 		topic := fmt.Sprintf("%s_%d.order", d.label, i)
 		if _, err := adm.CreateTopic(ctx, dbzPartitions, 1, nil, topic); err != nil {
 			return fmt.Errorf("create topic %s: %w", topic, err)
 		}
-		var res dbzResult
+		var res drainFigures
 		if d.label == "relay" {
 			res, err = relayDebeziumDrain(ctx, bin, d.slot, dbURL, kafka.Brokers, adm, topic, o, filepath.Join(tmp, d.slot+".log"))
 		} else {
@@ -122,13 +122,10 @@ func debeziumBench(ctx context.Context, bin string, o *options, tmp string) erro
 		if err != nil {
 			return fmt.Errorf("%s drain on %s: %w", d.label, d.slot, err)
 		}
-		fmt.Printf("%-8s %d rows in Kafka after %v = %.0f rows/s (first row after %v; %.0f rows/s from it), CPU %v = %.4f s per 1k rows, peak RSS %.1f MiB\n",
-			res.label, res.rows, res.elapsed.Round(time.Millisecond), float64(res.rows)/res.elapsed.Seconds(),
-			res.first.Round(time.Millisecond), float64(res.rows)/(res.elapsed-res.first).Seconds(),
-			res.cpu.Round(10*time.Millisecond), res.cpu.Seconds()/float64(res.rows)*1000, float64(res.rssKiB)/1024)
+		res.print("Kafka")
 		results = append(results, res)
 	}
-	reportDebezium(results)
+	reportSideBySide(results, []string{"relay", "debezium"}, "debezium")
 	return nil
 }
 
@@ -181,16 +178,16 @@ func insertDebeziumBacklog(ctx context.Context, pool *pgxpool.Pool, o *options) 
 
 // relayDebeziumDrain runs the relay binary on slot with --table-format
 // debezium until topic holds o.rows rows.
-func relayDebeziumDrain(ctx context.Context, bin, slot, dbURL string, brokers []string, adm *kadm.Client, topic string, o *options, logPath string) (dbzResult, error) {
+func relayDebeziumDrain(ctx context.Context, bin, slot, dbURL string, brokers []string, adm *kadm.Client, topic string, o *options, logPath string) (drainFigures, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return dbzResult{}, err
+		return drainFigures{}, err
 	}
 	defer logf.Close()
 	args := strings.TrimSpace(o.relayArgs + " --table " + dbzTable + " --table-format debezium" +
 		" --topic-template " + strings.TrimSuffix(topic, ".order") + ".{aggregate_type}")
-	cmd := relayCommand(bin, slot, dbURL, brokers, args, logf)
-	res, err := drainProcess(ctx, "relay", cmd, adm, topic, int64(o.rows))
+	cmd := relayCommand(bin, slot, dbURL, kafkaArgs(brokers), args, logf)
+	res, err := drainProcess(ctx, "relay", cmd, topicCount(adm, topic), int64(o.rows))
 	if err != nil {
 		b, _ := os.ReadFile(logPath)
 		return res, fmt.Errorf("%w\nrelay log:\n%s", err, strings.TrimSpace(string(b)))
@@ -200,13 +197,13 @@ func relayDebeziumDrain(ctx context.Context, bin, slot, dbURL string, brokers []
 
 // debeziumDrain runs Debezium's embedded engine on slot (snapshot
 // no_data: it streams from the slot) until topic holds o.rows rows.
-func debeziumDrain(ctx context.Context, slot, dbURL string, brokers []string, adm *kadm.Client, topic string, o *options, dir string) (dbzResult, error) {
+func debeziumDrain(ctx context.Context, slot, dbURL string, brokers []string, adm *kadm.Client, topic string, o *options, dir string) (drainFigures, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return dbzResult{}, err
+		return drainFigures{}, err
 	}
 	u, err := url.Parse(dbURL)
 	if err != nil {
-		return dbzResult{}, err
+		return drainFigures{}, err
 	}
 	pw, _ := u.User.Password()
 	props := map[string]string{
@@ -239,22 +236,22 @@ func debeziumDrain(ctx context.Context, slot, dbURL string, brokers []string, ad
 	start := time.Now()
 	d, err := testenv.RunDebezium(ctx, props, brokers, dir, strings.Fields(o.dbzJVM)...)
 	if err != nil {
-		return dbzResult{}, err
+		return drainFigures{}, err
 	}
 	defer d.Kill()
-	res, err := awaitRows(ctx, "debezium", d.PID(), start, adm, topic, int64(o.rows))
+	res, err := awaitRows(ctx, "debezium", d.PID(), start, topicCount(adm, topic), int64(o.rows))
 	if err != nil {
 		return res, fmt.Errorf("%w\nDebezium output:\n%s", err, d.Out.String())
 	}
 	return res, nil
 }
 
-// drainProcess starts cmd and measures it until topic holds rows rows,
-// then stops it with SIGTERM.
-func drainProcess(ctx context.Context, label string, cmd *exec.Cmd, adm *kadm.Client, topic string, rows int64) (dbzResult, error) {
+// drainProcess starts cmd and measures it until count says the
+// destination holds rows rows, then stops it with SIGTERM.
+func drainProcess(ctx context.Context, label string, cmd *exec.Cmd, count func(context.Context) (int64, error), rows int64) (drainFigures, error) {
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return dbzResult{}, err
+		return drainFigures{}, err
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -267,34 +264,42 @@ func drainProcess(ctx context.Context, label string, cmd *exec.Cmd, adm *kadm.Cl
 			<-done
 		}
 	}()
-	return awaitRows(ctx, label, cmd.Process.Pid, start, adm, topic, rows)
+	return awaitRows(ctx, label, cmd.Process.Pid, start, count, rows)
 }
 
-// awaitRows polls topic's end offsets every 50 ms until they hold rows
-// rows, and reads the process pid's CPU time and peak RSS then. It fails
-// after ten minutes, or when the process is gone.
-func awaitRows(ctx context.Context, label string, pid int, start time.Time, adm *kadm.Client, topic string, rows int64) (dbzResult, error) {
-	res := dbzResult{label: label}
+// awaitRows polls count (a topic's end offsets, a stream's length) every
+// 50 ms until it says rows, and reads the process pid's CPU time and peak
+// RSS then; the times are those of the polls' starts. It fails after ten minutes, or when the process is gone.
+func awaitRows(ctx context.Context, label string, pid int, start time.Time, count func(context.Context) (int64, error), rows int64) (drainFigures, error) {
+	res := drainFigures{label: label}
 	deadline := time.Now().Add(10 * time.Minute)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	lastShow := time.Now()
 	for {
-		n, err := topicEvents(ctx, adm, topic)
+		// The poll's start is the time of its answer: a slow answer
+		// (rabbitmqctl's) does not lengthen the drain.
+		asked := time.Since(start)
+		n, err := count(ctx)
 		if err != nil {
 			return res, err
 		}
 		if n > 0 && res.first == 0 {
-			res.first = time.Since(start)
+			res.first = asked
 		}
 		if n >= rows {
-			res.rows, res.elapsed = n, time.Since(start)
+			res.rows, res.elapsed = n, asked
 			break
 		}
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("%d of %d rows in %s after ten minutes", n, rows, topic)
+			return res, fmt.Errorf("%d of %d rows after ten minutes", n, rows)
 		}
 		if err := syscall.Kill(pid, 0); err != nil {
-			return res, fmt.Errorf("the process exited with %d of %d rows in %s", n, rows, topic)
+			return res, fmt.Errorf("the process exited with %d of %d rows in the broker", n, rows)
+		}
+		if time.Since(lastShow) > 5*time.Second {
+			lastShow = time.Now()
+			fmt.Printf("  ... %d rows after %v\n", n, time.Since(start).Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():
@@ -308,24 +313,71 @@ func awaitRows(ctx context.Context, label string, pid int, start time.Time, adm 
 	return res, errors.Join(err1, err2)
 }
 
-// reportDebezium prints each side's medians (with their range) and the
-// ratios relay/Debezium.
-func reportDebezium(results []dbzResult) {
-	type figs struct{ rate, cpu, rss []float64 }
-	by := map[string]*figs{"relay": {}, "debezium": {}}
+// print prints one drain's figures; where is the broker ("Kafka").
+func (res drainFigures) print(where string) {
+	fmt.Printf("%-8s %d rows in %s after %v = %.0f rows/s (first row after %v; %s rows/s from it), CPU %v = %.4f s per 1k rows, peak RSS %.1f MiB\n",
+		res.label, res.rows, where, res.elapsed.Round(time.Millisecond), float64(res.rows)/res.elapsed.Seconds(),
+		res.first.Round(time.Millisecond), res.fromFirst(),
+		res.cpu.Round(10*time.Millisecond), res.cpu.Seconds()/float64(res.rows)*1000, float64(res.rssKiB)/1024)
+}
+
+// fromFirst is the rate from the first row on, or "-" when the first and
+// the last poll were one (the drain took less than the poll's period).
+func (res drainFigures) fromFirst() string {
+	if res.elapsed-res.first < 50*time.Millisecond {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(res.rows)/(res.elapsed-res.first).Seconds())
+}
+
+// reportSideBySide prints each label's medians (with their range) over
+// its drains, then for every other label the ratios label/ref.
+func reportSideBySide(results []drainFigures, labels []string, ref string) {
+	type figs struct{ rate, fromFirst, cpu, rss []float64 }
+	by := map[string]*figs{}
+	for _, l := range labels {
+		by[l] = &figs{}
+	}
 	for _, r := range results {
 		f := by[r.label]
 		f.rate = append(f.rate, float64(r.rows)/r.elapsed.Seconds())
+		if r.fromFirst() != "-" {
+			f.fromFirst = append(f.fromFirst, float64(r.rows)/(r.elapsed-r.first).Seconds())
+		}
 		f.cpu = append(f.cpu, r.cpu.Seconds()/float64(r.rows)*1000)
 		f.rss = append(f.rss, float64(r.rssKiB)/1024)
 	}
-	for _, label := range []string{"relay", "debezium"} {
+	for _, label := range labels {
 		f := by[label]
-		fmt.Printf("%-8s medians of %d drains: %.0f rows/s (%.0f-%.0f), CPU %.4f s per 1k rows (%.4f-%.4f), peak RSS %.1f MiB (%.1f-%.1f)\n",
-			label, len(f.rate), median(f.rate), slices.Min(f.rate), slices.Max(f.rate),
+		fmt.Printf("%-8s medians of %d drains: %.0f rows/s (%.0f-%.0f), from the first row %s rows/s, CPU %.4f s per 1k rows (%.4f-%.4f), peak RSS %.1f MiB (%.1f-%.1f)\n",
+			label, len(f.rate), median(f.rate), slices.Min(f.rate), slices.Max(f.rate), medianRange(f.fromFirst),
 			median(f.cpu), slices.Min(f.cpu), slices.Max(f.cpu), median(f.rss), slices.Min(f.rss), slices.Max(f.rss))
 	}
-	a, b := by["relay"], by["debezium"]
-	fmt.Printf("relay/debezium: drain rate %.2fx, CPU per row %.3fx, peak RSS %.3fx\n",
-		median(a.rate)/median(b.rate), median(a.cpu)/median(b.cpu), median(a.rss)/median(b.rss))
+	b := by[ref]
+	for _, label := range labels {
+		if label == ref {
+			continue
+		}
+		a := by[label]
+		fromFirst := "-"
+		if len(a.fromFirst) > 0 && len(b.fromFirst) > 0 {
+			fromFirst = fmt.Sprintf("%.2fx", median(a.fromFirst)/median(b.fromFirst))
+		}
+		fmt.Printf("%s/%s: drain rate %.2fx (from the first row %s), CPU per row %.3fx, peak RSS %.3fx\n", label, ref,
+			median(a.rate)/median(b.rate), fromFirst, median(a.cpu)/median(b.cpu), median(a.rss)/median(b.rss))
+	}
+}
+
+// medianRange is the median of xs with its range, "-" when xs is empty
+// (every drain shorter than the poll's period).
+func medianRange(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", median(xs), slices.Min(xs), slices.Max(xs))
+}
+
+// topicCount counts the records of topic (its end offsets).
+func topicCount(adm *kadm.Client, topic string) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) { return topicEvents(ctx, adm, topic) }
 }

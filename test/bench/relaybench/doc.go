@@ -84,4 +84,25 @@
 // peak RSS, then the medians and the ratios (make bench-debezium).
 //
 //	go run ./test/bench/relaybench -debezium -n 200000 -rounds 2
+//
+// -sinks puts the relay's NATS JetStream and RabbitMQ sinks beside its
+// Kafka sink (relay run --sink nats|rabbitmq): kfake, an embedded
+// nats-server (internal/testenv's: JetStream on disk, sync_interval:
+// always) and this machine's rabbitmq-server with the stream plugin
+// (testenv's starter). In the drain mode it inserts one backlog and
+// drains it -rounds times through each sink in the order ABC CBA ABC...,
+// each drain on a slot of its own and into an empty topic or stream; a
+// drain ends when the broker holds every row (kfake's end offsets, the
+// JetStream stream's message count, the RabbitMQ stream's last offset).
+// It prints each drain's rows/s (from the process start and from the
+// first row), CPU per 1k rows and peak RSS, each sink's medians and the
+// ratios to the Kafka sink. With -latency each sink's broker and a
+// consumer of it (franz-go, a JetStream ordered consumer, a stream
+// consumer) run in processes of their own, and each run measures the
+// writer's commit return → the consumer's receipt; it prints each run's
+// table, then per rate each sink's median p50, p99 and max and the p99
+// ratio to Kafka.
+//
+//	go run ./test/bench/relaybench -sinks kafka,nats,rabbitmq -n 500000 -rounds 3
+//	go run ./test/bench/relaybench -sinks kafka,nats,rabbitmq -latency 1000 -conns 1 -duration 20s -rounds 3
 package main

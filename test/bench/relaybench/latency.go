@@ -54,15 +54,24 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	}
 	defer pool.Close()
 
-	const partitions = 3
-	bk, err := startBroker(partitions)
+	r := &latencyRun{o: o, pool: pool, logPath: filepath.Join(tmp, "relay.log"), fromReturn: o.peerBin != "" || o.sinkList != nil}
+	// The brokers and their consumers, each in a process of its own.
+	setup := kafkaLatency
+	if o.sinkList != nil {
+		setup = sinksLatency
+	}
+	runs, stopConsumers, err := setup(ctx, bin, dbURL, o, r.receive)
 	if err != nil {
 		return err
 	}
-	defer bk.stop()
-
-	r := &latencyRun{o: o, pool: pool, bk: bk, logPath: filepath.Join(tmp, "relay.log"), fromReturn: o.peerBin != ""}
-	runs := latencyOrder(bin, dbURL, bk.addrs, o)
+	defer stopConsumers()
+	if o.sinkList != nil {
+		// Each sink's runs have slots of their own: startDatabase's would
+		// keep WAL for nothing.
+		if err := dropSlot(ctx, pool, relaySlot); err != nil {
+			return err
+		}
+	}
 	r.samples = make([]sample, len(runs)*(latencySamples(rates, duration)+30)) // warmUp writes up to 30 rows a run
 	if r.w, err = outbox.NewWriter(outbox.Pgx(nil), nil); err != nil {
 		return err
@@ -72,17 +81,13 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		return err
 	}
 	defer logf.Close()
-	// The consumer, in a process of its own: one reader per partition.
-	cons, err := startConsumer(bk.addrs, partitions, r.receive)
-	if err != nil {
-		return err
-	}
-	stopConsumer := sync.OnceFunc(cons.stop)
-	defer stopConsumer()
-	if r.fromReturn {
+	switch {
+	case o.sinkList != nil:
+		fmt.Printf("latency is the writer's commit return → receive, for every sink (NATS and RabbitMQ messages carry no commit time)\n")
+	case r.fromReturn:
 		fmt.Printf("latency is the writer's commit return → receive (the peer's record timestamps may not be commit times), for both sides\n")
 	}
-	p99s := map[string][][]time.Duration{} // label → run → rate
+	stats := map[string][][]latencyStats{} // label → run → rate
 	var cpuLines []string
 	var ranges [][2]int
 	stopLast := func() {}
@@ -90,6 +95,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		if len(runs) > 1 {
 			fmt.Printf("\n%s (%s):\n", run.label, filepath.Base(run.bin))
 		}
+		r.brokerPid = run.brokerPid
 		if err := prepareSlot(ctx, dbURL, run); err != nil {
 			return fmt.Errorf("%s: %w", run.label, err)
 		}
@@ -106,7 +112,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		if err := r.warmUp(ctx, run.slot); err != nil {
 			return fmt.Errorf("%s: %w", run.label, err)
 		}
-		rg, lines, p99, err := r.rates(ctx, rates, duration)
+		rg, lines, st, err := r.rates(ctx, rates, duration)
 		if err != nil {
 			return err
 		}
@@ -114,7 +120,7 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 		for _, l := range lines {
 			cpuLines = append(cpuLines, run.label+" "+l)
 		}
-		p99s[run.label] = append(p99s[run.label], p99)
+		stats[run.label] = append(stats[run.label], st)
 		if len(runs) > 1 {
 			stopRelay()
 			if err := dropSlot(ctx, pool, run.slot); err != nil {
@@ -126,13 +132,16 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 	for _, l := range cpuLines {
 		fmt.Println(l)
 	}
-	if o.peerBin != "" {
-		reportPeer(rates, p99s)
+	switch {
+	case o.peerBin != "":
+		reportPeer(rates, stats)
+	case o.sinkList != nil:
+		reportLatencies(rates, stats, o.sinkList, sinkKafka)
 	}
 	if tracePath == "" {
 		return nil
 	}
-	stopConsumer()
+	stopConsumers()
 	stopLast()
 	return r.printTrace(tracePath, rates, ranges)
 }
@@ -142,6 +151,10 @@ func latencyBench(ctx context.Context, bin string, o *options, rates []int, dura
 type latencyRunner struct {
 	label, bin, slot string
 	cmd              func(logf *os.File) *exec.Cmd
+	// brokerPid is the process of the broker it writes to.
+	brokerPid int
+	// setup says the bench sets up the slot (relay.Setup) before the run.
+	setup bool
 }
 
 // peerSlot is the slot the peer is told to use.
@@ -157,6 +170,27 @@ const (
 	envPeerTopic       = "PGOUTBOX_PEER_TOPIC"
 )
 
+// kafkaLatency starts the latency mode's kfake broker and its consumer
+// (one reader per partition), and lists the runs (latencyOrder); the
+// function returned stops them.
+func kafkaLatency(_ context.Context, bin, dbURL string, o *options, record func(seq int, recv, commit time.Time)) ([]latencyRunner, func(), error) {
+	const partitions = 3
+	bk, err := startBroker(partitions)
+	if err != nil {
+		return nil, nil, err
+	}
+	cons, err := startConsumer(kafkaConsumerSpec(bk.addrs, partitions), record)
+	if err != nil {
+		bk.stop()
+		return nil, nil, err
+	}
+	runs := latencyOrder(bin, dbURL, bk.addrs, o)
+	for i := range runs {
+		runs[i].brokerPid = bk.cmd.Process.Pid
+	}
+	return runs, sync.OnceFunc(func() { cons.stop(); bk.stop() }), nil
+}
+
 // latencyOrder lists the runs of the latency mode: the relay alone, or
 // with -peer-bin o.rounds runs of each in the order ABBA ABBA..., each on
 // a slot of its own (a slot kept from an earlier run would start with the
@@ -165,8 +199,8 @@ const (
 // makes its own.
 func latencyOrder(bin, dbURL string, brokers []string, o *options) []latencyRunner {
 	relayRun := func(slot string) latencyRunner {
-		return latencyRunner{label: "relay", bin: bin, slot: slot, cmd: func(logf *os.File) *exec.Cmd {
-			return relayCommand(bin, slot, dbURL, brokers, o.relayArgs, logf)
+		return latencyRunner{label: "relay", bin: bin, slot: slot, setup: slot != relaySlot, cmd: func(logf *os.File) *exec.Cmd {
+			return relayCommand(bin, slot, dbURL, kafkaArgs(brokers), o.relayArgs, logf)
 		}}
 	}
 	if o.peerBin == "" {
@@ -186,8 +220,7 @@ func latencyOrder(bin, dbURL string, brokers []string, o *options) []latencyRunn
 	for i := range o.rounds {
 		a, b := relayRun(relaySlot), peerRun(fmt.Sprintf("%s_%d", peerSlot, i+1))
 		if i > 0 {
-			a.slot = fmt.Sprintf("%s_%d", relaySlot, i+1)
-			a = relayRun(a.slot)
+			a = relayRun(fmt.Sprintf("%s_%d", relaySlot, i+1))
 		}
 		if i%2 == 1 {
 			a, b = b, a
@@ -199,7 +232,7 @@ func latencyOrder(bin, dbURL string, brokers []string, o *options) []latencyRunn
 
 // prepareSlot sets up the slot of a relay run that startDatabase did not.
 func prepareSlot(ctx context.Context, dbURL string, run latencyRunner) error {
-	if run.label != "relay" || run.slot == relaySlot {
+	if !run.setup {
 		return nil
 	}
 	return relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: run.slot, Publication: publication})
@@ -218,24 +251,57 @@ func dropSlot(ctx context.Context, pool *pgxpool.Pool, slot string) error {
 	}
 }
 
+// latencyStats are one rate's percentiles of commit → receive.
+type latencyStats struct{ p50, p99, max time.Duration }
+
 // reportPeer prints, per rate, each side's median p99 over its runs (with
 // the range) and the ratio relay/peer.
-func reportPeer(rates []int, p99s map[string][][]time.Duration) {
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func reportPeer(rates []int, stats map[string][][]latencyStats) {
 	fmt.Printf("\n%-9s %-32s %-32s %s\n", "rate/s", "relay p99 median (range)", "peer p99 median (range)", "relay/peer")
 	for i, rate := range rates {
 		var cells []string
 		var meds []float64
 		for _, label := range []string{"relay", "peer"} {
-			var xs []float64
-			for _, run := range p99s[label] {
-				xs = append(xs, ms(run[i]))
-			}
+			xs := runsMs(stats[label], i, func(s latencyStats) time.Duration { return s.p99 })
 			meds = append(meds, median(xs))
 			cells = append(cells, fmt.Sprintf("%.2fms (%.2f-%.2f) of %d", median(xs), slices.Min(xs), slices.Max(xs), len(xs)))
 		}
 		fmt.Printf("%-9d %-32s %-32s %.2f\n", rate, cells[0], cells[1], meds[0]/meds[1])
 	}
+}
+
+// reportLatencies prints, per rate, each label's median p50, p99 and max
+// over its runs (the p99's range too) and, for every other label, the
+// ratio of its median p99 to ref's.
+func reportLatencies(rates []int, stats map[string][][]latencyStats, labels []string, ref string) {
+	fmt.Printf("\n%-9s %-9s %-10s %-32s %-10s %s\n", "rate/s", "", "p50", "p99 median (range) of runs", "max", "p99 ratio")
+	for i, rate := range rates {
+		p99 := map[string]float64{}
+		for _, label := range labels {
+			p50s := runsMs(stats[label], i, func(s latencyStats) time.Duration { return s.p50 })
+			p99s := runsMs(stats[label], i, func(s latencyStats) time.Duration { return s.p99 })
+			maxs := runsMs(stats[label], i, func(s latencyStats) time.Duration { return s.max })
+			if len(p99s) == 0 {
+				continue
+			}
+			p99[label] = median(p99s)
+			fmt.Printf("%-9d %-9s %-10s %-32s %-10s", rate, label, fmt.Sprintf("%.2fms", median(p50s)),
+				fmt.Sprintf("%.2fms (%.2f-%.2f) of %d", median(p99s), slices.Min(p99s), slices.Max(p99s), len(p99s)), fmt.Sprintf("%.2fms", median(maxs)))
+			if label != ref {
+				fmt.Printf(" %s/%s %.2f", label, ref, p99[label]/p99[ref])
+			}
+			fmt.Println()
+		}
+	}
+}
+
+// runsMs is one figure (pick) of rate i in each run, in milliseconds.
+func runsMs(runs [][]latencyStats, i int, pick func(latencyStats) time.Duration) []float64 {
+	var xs []float64
+	for _, run := range runs {
+		xs = append(xs, float64(pick(run[i]).Microseconds())/1000)
+	}
+	return xs
 }
 
 // latencySamples is how many records a latency run writes at most: one
@@ -256,7 +322,7 @@ type latencyRun struct {
 	o         *options
 	pool      *pgxpool.Pool
 	w         *outbox.Writer[pgx.Tx]
-	bk        *broker
+	brokerPid int       // the process of the broker the running relay writes to
 	relay     *exec.Cmd // the running relay (or peer)
 	logPath   string
 	walsender int // the relay's walsender's pid
@@ -333,8 +399,8 @@ func (r *latencyRun) warmUp(ctx context.Context, slot string) error {
 
 // rates writes at each rate for duration and prints a line of latencies
 // each; it returns the sequence numbers each rate wrote, each rate's CPU
-// line and its p99.
-func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Duration) (ranges [][2]int, cpuLines []string, p99 []time.Duration, err error) {
+// line and its percentiles.
+func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Duration) (ranges [][2]int, cpuLines []string, stats []latencyStats, err error) {
 	fmt.Printf("%-9s %9s %9s %8s %8s %8s %8s %s\n", "rate/s", "committed", "received", "p50", "p90", "p99", "max", "backlog at end")
 	ranges = make([][2]int, len(rates))
 	for i, rate := range rates {
@@ -343,7 +409,7 @@ func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Durat
 		r.mu.Unlock()
 		base := r.received.Load()
 		ranges[i][0] = int(r.seq.Load()) + 1
-		use := startUsage(r.relay.Process.Pid, r.walsender, r.bk.cmd.Process.Pid)
+		use := startUsage(r.relay.Process.Pid, r.walsender, r.brokerPid)
 		started := time.Now()
 		committed, err := paced(ctx, rate, duration, r.o.conns, func() error { return r.insert(ctx, int(r.seq.Add(1))) })
 		if err != nil {
@@ -369,23 +435,25 @@ func (r *latencyRun) rates(ctx context.Context, rates []int, duration time.Durat
 		}
 		r.mu.Unlock()
 		slices.Sort(ls)
-		if len(ls) > 0 {
-			p99 = append(p99, ls[min(len(ls)-1, int(0.99*float64(len(ls))))])
-		} else {
-			p99 = append(p99, 0)
+		at := func(f float64) time.Duration {
+			if len(ls) == 0 {
+				return 0
+			}
+			return ls[min(len(ls)-1, int(f*float64(len(ls))))]
 		}
+		stats = append(stats, latencyStats{p50: at(0.5), p99: at(0.99), max: at(1)})
 		q := func(f float64) string {
 			if len(ls) == 0 {
 				return "-"
 			}
-			return fmt.Sprintf("%.1fms", float64(ls[min(len(ls)-1, int(f*float64(len(ls))))].Microseconds())/1000)
+			return fmt.Sprintf("%.1fms", float64(at(f).Microseconds())/1000)
 		}
 		fmt.Printf("%-9d %9d %9d %8s %8s %8s %8s %d\n", rate, committed, r.received.Load()-base, q(0.5), q(0.9), q(0.99), q(1), backlog)
 		r.mu.Lock()
 		fmt.Printf("%-9s tail: %s\n", "", describeStalls(r.samples[ranges[i][0]:ranges[i][1]], started, stallThreshold))
 		r.mu.Unlock()
 	}
-	return ranges, cpuLines, p99, nil
+	return ranges, cpuLines, stats, nil
 }
 
 // printTrace prints each leg of commit → receive per rate from the

@@ -46,10 +46,15 @@ type options struct {
 	debezium                                 bool
 	dbzJVM                                   string
 	dbzBatch                                 int
+	sinks                                    string
+	sinkList                                 []string // sinks, parsed
 }
 
 func main() {
 	if code, ok := runAsBroker(); ok {
+		os.Exit(code)
+	}
+	if code, ok := runAsNATS(); ok {
 		os.Exit(code)
 	}
 	if code, ok := runAsConsumer(); ok {
@@ -80,6 +85,9 @@ func main() {
 	flag.BoolVar(&o.debezium, "debezium", false, "Debezium mode (make bench-debezium): drain one backlog of Debezium-layout rows through Debezium's embedded engine (Postgres connector, Outbox Event Router, Java producer) and through the relay (--table-format debezium), on Apache Kafka, -rounds of each in the order ABBA; needs java (and mvn the first time)")
 	flag.StringVar(&o.dbzJVM, "debezium-jvm", dbzJVM, "Debezium mode: the JVM's flags, space separated (default: the default JIT and a 1 GB heap)")
 	flag.IntVar(&o.dbzBatch, "debezium-batch", 0, "Debezium mode: the connector's max.batch.size (max.queue.size 4x it); 0 keeps Debezium's defaults (2048, 8192)")
+	flag.StringVar(&o.sinks, "sinks", "", "sinks mode: drain one backlog (or, with -latency, measure commit return → receipt) through relay run into each of these brokers, "+
+		"comma separated among kafka (kfake), nats (embedded nats-server, JetStream on disk, sync_interval: always) and rabbitmq (this machine's rabbitmq-server, streams), "+
+		"-rounds runs of each in the order ABC CBA..., each on a slot of its own, and print the ratios to kafka")
 	flag.Parse()
 	if o.exactlyOnce {
 		o.relayArgs = strings.TrimSpace(o.relayArgs + " --exactly-once")
@@ -97,6 +105,12 @@ func main() {
 func run(ctx context.Context, o *options) error {
 	if err := o.check(); err != nil {
 		return err
+	}
+	if o.sinks != "" {
+		var err error
+		if o.sinkList, err = parseSinks(o.sinks); err != nil {
+			return err
+		}
 	}
 	tmp, err := os.MkdirTemp("", "relaybench-")
 	if err != nil {
@@ -125,6 +139,9 @@ func run(ctx context.Context, o *options) error {
 	if o.debezium {
 		return debeziumBench(ctx, bin, o, tmp)
 	}
+	if o.sinkList != nil {
+		return sinksDrain(ctx, bin, o, tmp)
+	}
 	return drainBench(ctx, bin, o, tmp, tracePath)
 }
 
@@ -133,8 +150,10 @@ func (o *options) check() error {
 	switch {
 	case o.rows <= 0 || o.txRows <= 0 || o.conns <= 0 || o.aggregates <= 0 || o.rounds <= 0:
 		return fmt.Errorf("-n, -tx, -conns, -aggregates and -rounds must be positive")
-	case o.rounds > 1 && o.compareBin == "" && !o.debezium && o.peerBin == "":
-		return fmt.Errorf("-rounds needs -compare-bin, -peer-bin or -debezium")
+	case o.rounds > 1 && o.compareBin == "" && !o.debezium && o.peerBin == "" && o.sinks == "":
+		return fmt.Errorf("-rounds needs -compare-bin, -peer-bin, -debezium or -sinks")
+	case o.sinks != "" && (o.compareBin != "" || o.peerBin != "" || o.debezium || o.trace || o.exactlyOnce):
+		return fmt.Errorf("-sinks excludes -compare-bin, -peer-bin, -debezium, -trace and -exactly-once (the NATS and RabbitMQ sinks have no exactly-once mode)")
 	case o.peerBin != "" && (o.latency == "" || o.trace):
 		return fmt.Errorf("-peer-bin needs -latency and excludes -trace")
 	case o.debezium && (o.latency != "" || o.compareBin != "" || o.trace):
@@ -181,15 +200,11 @@ func relayBinary(ctx context.Context, o *options, tmp, tracePath string) (string
 func drainBench(ctx context.Context, bin string, o *options, tmp, tracePath string) error {
 	// Table, publication and the relay's slot, then the raw reader's slot:
 	// both exist before the first insert, so both see the whole backlog.
-	srv, dbURL, err := startDatabase(ctx)
+	srv, dbURL, pool, err := startDatabasePool(ctx)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return err
-	}
 	defer pool.Close()
 	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, rawSlot); err != nil {
 		return fmt.Errorf("create slot %s: %w", rawSlot, err)
@@ -201,13 +216,9 @@ func drainBench(ctx context.Context, bin string, o *options, tmp, tracePath stri
 		}
 	}
 
-	start := time.Now()
-	if err := insertBacklog(ctx, pool, o); err != nil {
+	if err := insertReported(ctx, pool, o); err != nil {
 		return err
 	}
-	insertTime := time.Since(start)
-	fmt.Printf("backlog: %d rows (~%d B payload) in %d-row transactions inserted in %v (%.0f rows/s)\n",
-		o.rows, o.payload, o.txRows, insertTime.Round(time.Millisecond), float64(o.rows)/insertTime.Seconds())
 
 	raw, err := rawDrain(ctx, dbURL, o.rows)
 	if err != nil {
@@ -356,6 +367,33 @@ func startDatabase(ctx context.Context) (*testenv.Server, string, error) {
 		return nil, "", err
 	}
 	return srv, dbURL, nil
+}
+
+// startDatabasePool is startDatabase with a pool on the database.
+func startDatabasePool(ctx context.Context) (*testenv.Server, string, *pgxpool.Pool, error) {
+	srv, dbURL, err := startDatabase(ctx)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		srv.Stop()
+		return nil, "", nil, err
+	}
+	return srv, dbURL, pool, nil
+}
+
+// insertReported inserts the backlog (insertBacklog) and says how long it
+// took.
+func insertReported(ctx context.Context, pool *pgxpool.Pool, o *options) error {
+	start := time.Now()
+	if err := insertBacklog(ctx, pool, o); err != nil {
+		return err
+	}
+	took := time.Since(start)
+	fmt.Printf("backlog: %d rows (~%d B payload) in %d-row transactions inserted in %v (%.0f rows/s)\n",
+		o.rows, o.payload, o.txRows, took.Round(time.Millisecond), float64(o.rows)/took.Seconds())
+	return nil
 }
 
 // createDatabase creates name on the server and returns its URL.

@@ -50,12 +50,12 @@ func buildRelay(ctx context.Context, bin string) error {
 	return nil
 }
 
-// relayCommand is `relay run` of bin on slot, with extra arguments
+// relayCommand is `relay run` of bin on slot, publishing where sinkArgs
+// say (kafkaArgs, or --sink and --sink-url), with extra arguments
 // relayArgs, logging to logf, killed if this process dies.
-func relayCommand(bin, slot, dbURL string, brokers []string, relayArgs string, logf *os.File) *exec.Cmd {
-	args := []string{"run", "--database-url", dbURL, "--brokers", strings.Join(brokers, ","),
-		"--slot", slot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
-	args = append(args, strings.Fields(relayArgs)...)
+func relayCommand(bin, slot, dbURL string, sinkArgs []string, relayArgs string, logf *os.File) *exec.Cmd {
+	args := []string{"run", "--database-url", dbURL, "--slot", slot, "--publication", publication, "--metrics-addr", "", "--log-level", "warn"}
+	args = append(append(args, sinkArgs...), strings.Fields(relayArgs)...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -91,7 +91,7 @@ func relayDrain(ctx context.Context, bin, slot, dbURL, endLSN string, o *options
 		return relayResult{}, err
 	}
 	defer logf.Close()
-	cmd := relayCommand(bin, slot, dbURL, brokers, o.relayArgs, logf)
+	cmd := relayCommand(bin, slot, dbURL, kafkaArgs(brokers), o.relayArgs, logf)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return relayResult{}, err

@@ -85,6 +85,7 @@ func main() {
 	flag.BoolVar(&o.debezium, "debezium", false, "Debezium mode (make bench-debezium): drain one backlog of Debezium-layout rows through Debezium's embedded engine (Postgres connector, Outbox Event Router, Java producer) and through the relay (--table-format debezium), on Apache Kafka, -rounds of each in the order ABBA; needs java (and mvn the first time)")
 	flag.StringVar(&o.dbzJVM, "debezium-jvm", dbzJVM, "Debezium mode: the JVM's flags, space separated (default: the default JIT and a 1 GB heap)")
 	flag.IntVar(&o.dbzBatch, "debezium-batch", 0, "Debezium mode: the connector's max.batch.size (max.queue.size 4x it); 0 keeps Debezium's defaults (2048, 8192)")
+	flag.BoolVar(&natsAtomic, "nats-atomic", false, "sinks mode: create the NATS stream with atomic publish allowed, so the relay writes atomic batches of up to 1,000 messages (one store per batch) instead of a publish per record")
 	flag.StringVar(&o.sinks, "sinks", "", "sinks mode: drain one backlog (or, with -latency, measure commit return → receipt) through relay run into each of these brokers, "+
 		"comma separated among kafka (kfake), nats (embedded nats-server, JetStream on disk, sync_interval: always) and rabbitmq (this machine's rabbitmq-server, streams), "+
 		"-rounds runs of each in the order ABC CBA..., each on a slot of its own, and print the ratios to kafka")

@@ -34,6 +34,9 @@ const (
 	sinkRabbitMQ = "rabbitmq"
 )
 
+// natsAtomic is -nats-atomic.
+var natsAtomic bool
+
 // natsStream is the JetStream stream that captures the bench's subjects
 // (topic.bucket: outbox.bench.0 .. outbox.bench.15).
 const natsStream = "OUTBOX"
@@ -157,6 +160,9 @@ type natsBroker struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	done func()
+	// atomic creates the stream with atomic publish allowed
+	// (-nats-atomic): the relay then writes atomic batches.
+	atomic bool
 }
 
 // newNATSBroker connects to the nats-server at url, whose process is
@@ -173,12 +179,12 @@ func newNATSBroker(url string, proc int, done func()) (*natsBroker, error) {
 		done()
 		return nil, fmt.Errorf("nats: %w", err)
 	}
-	return &natsBroker{url: url, proc: proc, nc: nc, js: js, done: done}, nil
+	return &natsBroker{url: url, proc: proc, nc: nc, js: js, done: done, atomic: natsAtomic}, nil
 }
 
 func (b *natsBroker) describe() string {
 	return fmt.Sprintf("embedded nats-server %s, JetStream file store in a temporary directory with sync_interval: always (fsync before every PubAck), "+
-		"stream %s (subjects %s.>, file storage, one replica, the default 2m duplicate window on Nats-Msg-Id)", server.VERSION, natsStream, strings.Split(topic, ".")[0])
+		"stream %s (subjects %s.>, file storage, one replica, the default 2m duplicate window on Nats-Msg-Id, atomic publish %v)", server.VERSION, natsStream, strings.Split(topic, ".")[0], b.atomic)
 }
 
 func (b *natsBroker) fresh(ctx context.Context) error {
@@ -186,7 +192,7 @@ func (b *natsBroker) fresh(ctx context.Context) error {
 		return fmt.Errorf("nats: delete stream %s: %w", natsStream, err)
 	}
 	_, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: natsStream, Subjects: []string{strings.Split(topic, ".")[0] + ".>"},
-		Storage: jetstream.FileStorage})
+		Storage: jetstream.FileStorage, AllowAtomicPublish: b.atomic})
 	if err != nil {
 		return fmt.Errorf("nats: create stream %s: %w", natsStream, err)
 	}

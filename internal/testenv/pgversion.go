@@ -66,22 +66,13 @@ func postgresBinDir(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("postgres %d: %w", v, err)
 	}
-	bin := filepath.Join(root, "bin")
-	if _, err := os.Stat(filepath.Join(root, "complete")); err == nil {
-		return bin, nil
-	}
-	unlock, err := lockFile(filepath.Join(filepath.Dir(libs), "lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if _, err := os.Stat(filepath.Join(root, "complete")); err == nil {
-		return bin, nil // another test binary unpacked it while we waited
-	}
-	if err := unpackBundle(ctx, libs, root); err != nil {
-		return "", fmt.Errorf("postgres %d: unpack the bundle in %s: %w", v, libs, err)
-	}
-	return bin, nil
+	err = makeOnce(filepath.Dir(libs), filepath.Join(root, "complete"), func() error {
+		if err := unpackBundle(ctx, libs, root); err != nil {
+			return fmt.Errorf("postgres %d: unpack the bundle in %s: %w", v, libs, err)
+		}
+		return nil
+	})
+	return filepath.Join(root, "bin"), err
 }
 
 // unpackRoot is where the bundle fetched into cacheDir is unpacked:

@@ -75,10 +75,11 @@ func postgresBinDir(ctx context.Context) (string, error) {
 	return filepath.Join(root, "bin"), err
 }
 
-// unpackRoot is where the bundle fetched into cacheDir is unpacked:
-// cacheDir/pg, or, as root, a directory under the system's temporary
-// directory. As root the servers run as the postgres OS user, which must
-// reach the binaries, and a home directory (/root) is closed to it.
+// unpackRoot is where what the servers read of cacheDir lives (the bundle
+// fetched into it, unpacked; a data-directory template): cacheDir/pg, or,
+// as root, a directory under the system's temporary directory. As root
+// the servers run as the postgres OS user, which must reach it, and a
+// home directory (/root) is closed to it.
 func unpackRoot(cacheDir string) (string, error) {
 	if os.Geteuid() != 0 {
 		return filepath.Join(cacheDir, "pg"), nil

@@ -124,9 +124,19 @@ test: ## Every pass, each reported (TEST_PASSES): checks (gofmt, vet, staticchec
 .PHONY: test-checks
 test-checks: vet lint check-deploy ## gofmt, go vet, staticcheck and the deploy-file checks (the first pass of make test).
 
+# The test passes run TEST_P test binaries at once (go test -p; its
+# default is the number of CPUs). Most of a test binary's time is waiting
+# on Postgres, a broker or a timer: at 2 on 2 cores the CPU idled a third
+# of a run, with every slot held (docs/ci.md, "Where the time goes").
+# go test starts the binaries in the order of its package list, so the
+# longest go first (LONG_PKGS, in make test-kfake when PKGS is ./...);
+# last, they ended the pass alone.
+TEST_P    ?= 4
+LONG_PKGS ?= ./test/e2e ./pkg/relay ./internal/relaycli ./pkg/inbox/inboxkafka ./pkg/inbox/inboxrabbitmq ./examples/payment-consumer ./pkg/inbox/inboxnats ./pkg/inbox
+
 .PHONY: test-kfake
 test-kfake: $(HELM) ## Every test with -race on Postgres 15 and kfake (the second pass of make test).
-	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+	PGOUTBOX_TEST_HELM=$(abspath $(HELM)) $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m $(TESTFLAGS) $(if $(filter ./...,$(PKGS)),$(LONG_PKGS)) $(PKGS)
 
 # The Kafka-facing suites that run on a real Apache Kafka too (docs/kafka.md):
 # the relay end to end, exactly-once (restart, outage, SIGKILL, SIGSTOP
@@ -134,29 +144,33 @@ test-kfake: $(HELM) ## Every test with -race on Postgres 15 and kfake (the secon
 # Quick start, the inbox consumer loop (crash, rebalance, read_committed,
 # dead letters), inbox tail, the payment-consumer example. One broker per test binary; tests that need kfake's hooks
 # stay on kfake. The pins are in test/kafka/pom.xml.
-KAFKA_PKGS ?= ./internal/testenv ./pkg/relay ./internal/relaycli ./test/e2e ./pkg/inbox ./pkg/inbox/inboxkafka ./internal/inboxcli ./examples/payment-consumer
+KAFKA_PKGS ?= ./test/e2e ./pkg/relay ./pkg/inbox/inboxkafka ./examples/payment-consumer ./pkg/inbox ./internal/inboxcli ./internal/relaycli ./internal/testenv
 KAFKA_RUN  ?= ^(TestApacheKafka|TestMigrateFromRealDebezium|TestEndToEnd|TestEndToEndByteaPayload|TestExactlyOnce.*|TestFenceWrites.*|TestVerifyCountsOnlyCommittedRecords|TestRecoverKeepsOrderWithRandomIDs|TestOTLPTraceFromWriterThroughRelayToInbox|TestHooksFireOnARelayRun|TestVerify|TestVerifyOrderBreak|TestVerifyExitCodes|TestHostileRowsDeadLettered|TestInvalidBusinessKeyDeadLettered|TestTableChangedWhileStreaming|TestCrashRestartLosesNothing|TestStandbyTakesOver|TestPausedLeaderPublishesNothingAfterTakeover|TestRelayToInboxEffectsOnce|TestTraceFromProducerToInbox|TestCloudEventsHeadersByteForByte|TestFailoverGapAndRecover|TestRecoverPublishesOnlyWhatKafkaLacks|TestHalfOpenReplicationConnection|TestDebeziumOutboxThroughRelayAndInbox|TestMigrateFromDebeziumDocs|TestReadmeQuickStart|TestConsumer(BatchesBacklog|DeadLetters.*|Loop|PurgesOnSchedule|QueueBoundedByBytes|ReachesADistantBroker|SkipsAbortedTransactions|StopsOnConflict|TakesCloudEvents|JoinsBeforeItsTopicExists)|TestCrash(BetweenDBCommitAndOffsetCommit|LoopEndsInDeadLetter|MidStreamEffectsOnce)|TestExternalTakeoverReconcilesWithoutSecondCharge|TestKeysAndErrorsRedacted|TestProcessRefusesRepeatedContractHeader|TestDeliver(SettlesConcurrentRedeliveries|DeadLetters|Stops)|TestRebalanceWithSlowHandler|TestSQLConsumerExternal|TestStuckPartitionPausedAlone|TestTail|TestTailReadsCommitted|TestChargedOncePerBusinessKey|TestKilledAfterChargeChargesOnce|TestReadme|TestFleetReplicaKilledLosesNothing|TestFleetTwentySourcesThreeReplicas|TestFleetVerify|TestBenchmarkDocDebezium|TestRecoverRepublishesRowsOnlyOnAnOldTopic)$$
 
 .PHONY: test-kafka
 test-kafka: ## Run the Kafka-facing suites on a real Apache Kafka 4 node (PGOUTBOX_TEST_KAFKA=kafka; needs java, and mvn to fetch the broker once).
-	PGOUTBOX_TEST_KAFKA=kafka $(GO) test -race -count=1 -timeout 20m -run '$(KAFKA_RUN)' $(TESTFLAGS) $(KAFKA_PKGS)
+	PGOUTBOX_TEST_KAFKA=kafka $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m -run '$(KAFKA_RUN)' $(TESTFLAGS) $(KAFKA_PKGS)
 
 # The suites that start Postgres and exercise what differs between
 # versions: replication, slots, the state row and gap detection, failover
 # slots, the outbox writer and the inbox's SQL; and of test/e2e the
 # failover, crash and takeover tests (PG_E2E_RUN; the rest of test/e2e
 # checks the CLI and the docs, which no server version changes). On kfake.
-# Both go test runs run; the target fails if either failed. The versions
-# and what each was tested for: docs/requirements.md.
+# The two go test runs run side by side (test/e2e's output is printed
+# when the other is done; pkg/relay, the longest, goes first); the target
+# fails if either failed. The versions and what each was tested for:
+# docs/requirements.md.
 PG         ?= 17
-PG_PKGS    ?= ./internal/pgserver ./internal/testenv ./internal/slotstate ./internal/wal ./internal/admin ./internal/verify ./pkg/outbox ./pkg/relay ./pkg/inbox
+PG_PKGS    ?= ./pkg/relay ./pkg/inbox ./internal/pgserver ./internal/testenv ./internal/verify ./pkg/outbox ./internal/slotstate ./internal/admin ./internal/wal
 PG_E2E_RUN ?= ^(TestFailoverSlotSurvivesPromotion|TestFailoverGapAndRecover|TestExactlyOnceFailoverGapAndRecover|TestCrashRestartLosesNothing|TestHalfOpenReplicationConnection|TestStandbyTakesOver|TestRelayToInboxEffectsOnce)$$
 
 .PHONY: test-pg
 test-pg: ## Run the Postgres-facing suites with -race on another Postgres (PG=16|17|18, fetched with Maven once; kfake).
-	@status=0; set -x; \
-	PGOUTBOX_TEST_PG=$(PG) $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PG_PKGS) || status=1; \
-	PGOUTBOX_TEST_PG=$(PG) $(GO) test -race -count=1 -timeout 20m -run '$(PG_E2E_RUN)' $(TESTFLAGS) ./test/e2e || status=1; \
+	@status=0; e2e=$$(mktemp); set -x; \
+	{ PGOUTBOX_TEST_PG=$(PG) $(GO) test -race -count=1 -timeout 20m -run '$(PG_E2E_RUN)' $(TESTFLAGS) ./test/e2e >$$e2e 2>&1; } & pid=$$!; \
+	PGOUTBOX_TEST_PG=$(PG) $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m $(TESTFLAGS) $(PG_PKGS) || status=1; \
+	wait $$pid || status=1; \
+	{ set +x; } 2>/dev/null; cat $$e2e; rm -f $$e2e; \
 	exit $$status
 
 .PHONY: bench

@@ -278,6 +278,10 @@ type fleet struct {
 
 	mu      sync.Mutex
 	sources map[string]*source
+	// loaded: setDesired has run once. Until then /readyz fails: the
+	// metrics address serves before the sources start, and a fleet with
+	// no source yet has none that is not streaming.
+	loaded bool
 }
 
 // setDesired makes sources the file's sources.
@@ -289,6 +293,9 @@ func (f *fleet) setDesired(sources []Source) {
 	f.desired = sources
 	f.mu.Unlock()
 	f.reconcile()
+	f.mu.Lock()
+	f.loaded = true
+	f.mu.Unlock()
 }
 
 // setOwned makes owned the partitions assigned here; it returns once the
@@ -622,7 +629,8 @@ func (f *fleet) orphaned(now time.Time) map[string]bool {
 
 // handler serves /metrics, /healthz (200 while the process runs), /status
 // (every source as JSON; withStatus, else --status-addr serves it or
-// nothing does) and /readyz: 200 while every source this replica
+// nothing does) and /readyz: 503 until the sources of the file have
+// started (the address serves before), then 200 while every source this replica
 // leads streams here (with spread: once the group assigned it its share);
 // with ?standby=ok also while one waits as a standby; with ?source=NAME for
 // that source only (503 while led elsewhere, 404 for a source not in the
@@ -642,8 +650,12 @@ func (f *fleet) handler(withStatus bool) http.Handler {
 		found := false
 		var waiting []string
 		f.mu.Lock()
-		joining := f.spread && !f.joined
+		loaded, joining := f.loaded, f.spread && !f.joined
 		f.mu.Unlock()
+		if !loaded {
+			http.Error(w, "not ready: starting the sources", http.StatusServiceUnavailable)
+			return
+		}
 		if joining {
 			http.Error(w, "not ready: joining the spread group", http.StatusServiceUnavailable)
 			return

@@ -226,6 +226,21 @@ func TestFleetStatusCanLeaveTheMetricsAddress(t *testing.T) {
 	}
 }
 
+// /readyz fails until the fleet has set up the sources of its file: the
+// metrics address serves first, and a fleet with no source yet had none
+// that was not streaming, so /readyz said ready while no relay streamed
+// (relay status --config then found every slot inactive, under load).
+func TestReadyzFailsBeforeTheSourcesStart(t *testing.T) {
+	for _, spread := range []bool{false, true} {
+		f := &fleet{sources: map[string]*source{}, shared: relay.NewSharedBuffer(1 << 20), process: prometheus.NewRegistry(), spread: spread, joined: spread}
+		rec := httptest.NewRecorder()
+		f.handler(false).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "starting the sources") {
+			t.Errorf("spread %v: /readyz before the sources started: %d %q, want 503 starting the sources", spread, rec.Code, rec.Body)
+		}
+	}
+}
+
 // Every replica reports every source of the file in
 // pgoutbox_fleet_source_running: 0 for one led elsewhere, so a source that
 // is 0 on every replica (a foreign member of the group took it) raises

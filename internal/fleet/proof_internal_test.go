@@ -272,7 +272,7 @@ func TestReadyzFailsWhenNoRelayHoldsASource(t *testing.T) {
 			// The replica runs no source here (no database): what it owns
 			// is elsewhere to /status, as the others' sources are.
 			f := &fleet{sources: map[string]*source{}, shared: relay.NewSharedBuffer(1 << 20), process: prometheus.NewRegistry(),
-				spread: true, joined: true, desired: sf.sources, member: m}
+				spread: true, joined: true, loaded: true, desired: sf.sources, member: m}
 			if !tc.leader {
 				testenv.WaitFor(t, time.Minute, "the replica owns the four sources", func() (bool, error) { return len(r.get()) == 4, nil })
 				if code, body := readyz(f); code != http.StatusOK {

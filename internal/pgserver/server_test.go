@@ -229,3 +229,61 @@ func TestCopyRestoreData(t *testing.T) {
 		t.Fatalf("%d rows in the copy, %d in the original; want 2 and 2", n, m)
 	}
 }
+
+// A server started from a template is a copy of the template's cluster:
+// the template's system identifier, logical replication on, its writes its
+// own (the template and a second copy do not see them).
+func TestStartFromTemplate(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin, err := FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As root the servers run as the postgres OS user, which must reach
+	// the template: not under t.TempDir (0700).
+	parent, err := os.MkdirTemp("", "pgoutbox-template-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := filepath.Join(parent, "template")
+	if err := InitTemplate(ctx, bin, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	a := stopAtEnd(t)(StartFromTemplate(ctx, bin, tmpl))
+	execOn(ctx, t, a.AdminURL, `CREATE TABLE t (x int); INSERT INTO t VALUES (1)`)
+	b := stopAtEnd(t)(StartFromTemplate(ctx, bin, tmpl))
+	c := stopAtEnd(t)(Start(ctx))
+	sysid := func(s *Server) (id, level string, tables int) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, s.AdminURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if err := conn.QueryRow(ctx, `SELECT system_identifier::text, current_setting('wal_level'), (SELECT count(*) FROM pg_tables WHERE tablename = 't') FROM pg_control_system()`).Scan(&id, &level, &tables); err != nil {
+			t.Fatal(err)
+		}
+		return id, level, tables
+	}
+	aid, alevel, _ := sysid(a)
+	bid, blevel, btables := sysid(b)
+	cid, _, _ := sysid(c)
+	if aid != bid || alevel != "logical" || blevel != "logical" {
+		t.Errorf("copies of one template: system identifiers %s and %s, wal_level %s and %s; want one identifier, logical", aid, bid, alevel, blevel)
+	}
+	if btables != 0 {
+		t.Error("a second copy of the template sees a table the first created")
+	}
+	if cid == aid {
+		t.Errorf("a server of its own (initdb) has the template's system identifier %s", cid)
+	}
+	if _, err := os.Stat(filepath.Join(TemplateData(tmpl), "postmaster.pid")); err == nil {
+		t.Error("a server runs on the template itself")
+	}
+}

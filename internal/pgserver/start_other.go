@@ -17,6 +17,20 @@ func StartIn(ctx context.Context, bin string, settings ...string) (*Server, erro
 	return Start(ctx, settings...)
 }
 
+// InitTemplate is not supported on this system.
+func InitTemplate(ctx context.Context, bin, dir string) error {
+	_, err := Start(ctx)
+	return err
+}
+
+// TemplateData is the data directory InitTemplate would write into dir.
+func TemplateData(dir string) string { return dir + "/data" }
+
+// StartFromTemplate is not supported on this system.
+func StartFromTemplate(ctx context.Context, bin, template string, settings ...string) (*Server, error) {
+	return Start(ctx, settings...)
+}
+
 // StartPrivate is not supported on this system.
 func StartPrivate(ctx context.Context, settings ...string) (*Server, error) {
 	return Start(ctx, settings...)

@@ -52,8 +52,44 @@ func start(ctx context.Context, private bool, settings []string) (*Server, error
 // startIn is start with the server binaries in bin.
 func startIn(ctx context.Context, bin string, private bool, settings []string) (*Server, error) {
 	return create(ctx, "pgoutbox-pg-", bin, private, settings, func(data string, cred *syscall.Credential) error {
-		return run(ctx, cred, exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
-			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"))
+		return initdb(ctx, bin, data, cred)
+	})
+}
+
+// initdb writes a new cluster into data as cred (nil: as we are).
+func initdb(ctx context.Context, bin, data string, cred *syscall.Credential) error {
+	return run(ctx, cred, exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
+		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"))
+}
+
+// InitTemplate writes what Start's initdb writes, with the server binaries
+// in bin, into dir/data (TemplateData), for StartFromTemplate: dir must
+// not exist; it is created and, as root, handed to the server's OS user.
+// Nothing may start a server on the template itself.
+func InitTemplate(ctx context.Context, bin, dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	cred, err := serverCredential(dir)
+	if err == nil {
+		err = initdb(ctx, bin, TemplateData(dir), cred)
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+	}
+	return err
+}
+
+// TemplateData is the data directory InitTemplate writes into dir.
+func TemplateData(dir string) string { return filepath.Join(dir, "data") }
+
+// StartFromTemplate is StartIn with a copy (cp -a) of the data directory
+// InitTemplate wrote into template, in place of an initdb of its own:
+// the same cluster, for a fraction of the work. Every server started from
+// one template has the template's system identifier.
+func StartFromTemplate(ctx context.Context, bin, template string, settings ...string) (*Server, error) {
+	return create(ctx, "pgoutbox-pg-", bin, false, settings, func(data string, cred *syscall.Credential) error {
+		return run(ctx, cred, exec.CommandContext(ctx, "cp", "-a", TemplateData(template), data))
 	})
 }
 

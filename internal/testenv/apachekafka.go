@@ -321,6 +321,19 @@ func mavenLibs(ctx context.Context, name, versionProp string) (string, error) {
 // mavenLibsOf is mavenLibs for a pom that pins several versions: with
 // selectProp set, Maven runs with -D<selectProp>=<the version versionProp
 // pins>, so the dependencies name that one (test/postgres/pom.xml).
+// cacheBase is where what the tests fetch or make once is kept between
+// runs: KafkaCacheEnv, else $XDG_CACHE_HOME/pgoutbox (or ~/.cache/pgoutbox).
+func cacheBase() (string, error) {
+	if cache := os.Getenv(KafkaCacheEnv); cache != "" {
+		return cache, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory (set %s): %w", KafkaCacheEnv, err)
+	}
+	return filepath.Join(base, "pgoutbox"), nil
+}
+
 func mavenLibsOf(ctx context.Context, name, versionProp, selectProp string) (string, error) {
 	pom, err := modulePOM(name)
 	if err != nil {
@@ -335,52 +348,56 @@ func mavenLibsOf(ctx context.Context, name, versionProp, selectProp string) (str
 		version = string(m[1])
 	}
 	sum := sha256.Sum256(data)
-	cache := os.Getenv(KafkaCacheEnv)
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("no cache directory (set %s): %w", KafkaCacheEnv, err)
-		}
-		cache = filepath.Join(base, "pgoutbox")
+	cache, err := cacheBase()
+	if err != nil {
+		return "", err
 	}
 	// The pom's hash in the name: any change to the pins fetches anew.
 	dir := filepath.Join(cache, fmt.Sprintf("%s-%s-%s", name, version, hex.EncodeToString(sum[:4])))
 	libs := filepath.Join(dir, "libs")
-	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
-		return libs, nil
+	complete := filepath.Join(dir, "complete")
+	return libs, makeOnce(dir, complete, func() error {
+		mvn, err := exec.LookPath("mvn")
+		if err != nil {
+			instead := fmt.Sprintf("run the tests on kfake (%s=kfake)", KafkaModeEnv)
+			if selectProp != "" {
+				instead = "run the tests on the default version"
+			}
+			return fmt.Errorf("%s %s is not in %s yet and mvn is not on PATH to fetch it: install Maven (Debian: maven), or %s", name, version, dir, instead)
+		}
+		_ = os.RemoveAll(libs)
+		args := []string{"-q", "-B", "-f", pom, "dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory=" + libs}
+		if selectProp != "" {
+			args = append(args, "-D"+selectProp+"="+version)
+		}
+		cmd := exec.CommandContext(ctx, mvn, args...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("fetch %s %s with Maven (%s): %v: %s", name, version, pom, err, bytes.TrimSpace(out))
+		}
+		return os.WriteFile(complete, []byte(version+"\n"), 0o644)
+	})
+}
+
+// makeOnce runs build unless the file complete exists, under a file lock in
+// dir (created if need be): of test binaries that start together, one
+// builds it (fetches, unpacks, writes) and the others wait and find it built.
+// build writes complete last.
+func makeOnce(dir, complete string, build func() error) error {
+	if _, err := os.Stat(complete); err == nil {
+		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return err
 	}
 	unlock, err := lockFile(filepath.Join(dir, "lock"))
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer unlock()
-	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
-		return libs, nil // another test binary fetched it while we waited
+	if _, err := os.Stat(complete); err == nil {
+		return nil // another test binary built it while we waited
 	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		instead := fmt.Sprintf("run the tests on kfake (%s=kfake)", KafkaModeEnv)
-		if selectProp != "" {
-			instead = "run the tests on the default version"
-		}
-		return "", fmt.Errorf("%s %s is not in %s yet and mvn is not on PATH to fetch it: install Maven (Debian: maven), or %s", name, version, dir, instead)
-	}
-	_ = os.RemoveAll(libs)
-	args := []string{"-q", "-B", "-f", pom, "dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory=" + libs}
-	if selectProp != "" {
-		args = append(args, "-D"+selectProp+"="+version)
-	}
-	cmd := exec.CommandContext(ctx, mvn, args...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("fetch %s %s with Maven (%s): %v: %s", name, version, pom, err, bytes.TrimSpace(out))
-	}
-	if err := os.WriteFile(filepath.Join(dir, "complete"), []byte(version+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return libs, nil
+	return build()
 }
 
 // modulePOM finds test/<name>/pom.xml in the module that holds the working

@@ -66,28 +66,20 @@ func postgresBinDir(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("postgres %d: %w", v, err)
 	}
-	bin := filepath.Join(root, "bin")
-	if _, err := os.Stat(filepath.Join(root, "complete")); err == nil {
-		return bin, nil
-	}
-	unlock, err := lockFile(filepath.Join(filepath.Dir(libs), "lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if _, err := os.Stat(filepath.Join(root, "complete")); err == nil {
-		return bin, nil // another test binary unpacked it while we waited
-	}
-	if err := unpackBundle(ctx, libs, root); err != nil {
-		return "", fmt.Errorf("postgres %d: unpack the bundle in %s: %w", v, libs, err)
-	}
-	return bin, nil
+	err = makeOnce(filepath.Dir(libs), filepath.Join(root, "complete"), func() error {
+		if err := unpackBundle(ctx, libs, root); err != nil {
+			return fmt.Errorf("postgres %d: unpack the bundle in %s: %w", v, libs, err)
+		}
+		return nil
+	})
+	return filepath.Join(root, "bin"), err
 }
 
-// unpackRoot is where the bundle fetched into cacheDir is unpacked:
-// cacheDir/pg, or, as root, a directory under the system's temporary
-// directory. As root the servers run as the postgres OS user, which must
-// reach the binaries, and a home directory (/root) is closed to it.
+// unpackRoot is where what the servers read of cacheDir lives (the bundle
+// fetched into it, unpacked; a data-directory template): cacheDir/pg, or,
+// as root, a directory under the system's temporary directory. As root
+// the servers run as the postgres OS user, which must reach it, and a
+// home directory (/root) is closed to it.
 func unpackRoot(cacheDir string) (string, error) {
 	if os.Geteuid() != 0 {
 		return filepath.Join(cacheDir, "pg"), nil

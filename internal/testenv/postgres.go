@@ -51,7 +51,7 @@ func sharedServer() (*Server, error) {
 			shared = &Server{AdminURL: url}
 			return
 		}
-		shared, sharedErr = StartServer()
+		shared, sharedErr = startShared()
 	})
 	return shared, sharedErr
 }
@@ -75,19 +75,40 @@ func FindBinDir() (string, error) {
 // StartServer starts a standalone throwaway server (see pgserver.Start) of
 // the version PostgresVersionEnv names, with extra "name=value" settings
 // over the defaults (wal_level=replica, for example). Stop removes it all.
+// It runs initdb: the server has a system identifier of its own.
 func StartServer(settings ...string) (*Server, error) {
 	ctx := context.Background()
-	bin, err := postgresBinDir(ctx)
+	bin, err := serverBinDir(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if bin != "" {
-		return pgserver.StartIn(ctx, bin, settings...)
-	}
-	if _, err := FindBinDir(); err != nil {
+	return pgserver.StartIn(ctx, bin, settings...)
+}
+
+// startShared starts the test binary's shared server from a copy of the
+// data-directory template of its server binaries (dataTemplate), not an
+// initdb of its own: every test binary starts one.
+func startShared() (*Server, error) {
+	ctx := context.Background()
+	bin, err := serverBinDir(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return pgserver.Start(ctx, settings...)
+	tmpl, err := dataTemplate(ctx, bin)
+	if err != nil {
+		return nil, err
+	}
+	return pgserver.StartFromTemplate(ctx, bin, tmpl)
+}
+
+// serverBinDir is the directory of the server binaries of the version
+// PostgresVersionEnv names (postgresBinDir), else FindBinDir's.
+func serverBinDir(ctx context.Context) (string, error) {
+	bin, err := postgresBinDir(ctx)
+	if err != nil || bin != "" {
+		return bin, err
+	}
+	return FindBinDir()
 }
 
 // NewServer starts a standalone throwaway server for t, as StartServer

@@ -300,3 +300,42 @@ func TestCollector(t *testing.T) {
 
 // farBounds are bounds of ReadProgressStatus far past any test progress.
 func farBounds() (walEnd, recorded pglogrepl.LSN, err error) { return 1 << 40, 1 << 40, nil }
+
+// Without a batch timeout a batch goes at once, unless hotEvents events
+// were already queued when it began (they came during the last write):
+// then it waits, up to its linger, for more once the queue is empty.
+func TestCollectorLingersOnlyWhenHot(t *testing.T) {
+	t.Parallel()
+	const size = 50
+	q := queue.NewQueue(100, 1<<20, prometheus.NewGauge(prometheus.GaugeOpts{Name: "b"}))
+	send := func(n int) {
+		if !q.Room.TryAcquire(int64(n)) {
+			panic("room")
+		}
+		q.Events <- make([]decode.Event, n)
+	}
+	c := newCollector(q, size, 0)
+	c.linger = time.Hour // a linger would hang the cold collect
+	ctx := context.Background()
+
+	// Fewer than hotEvents queued: the batch goes at once.
+	for range hotEvents - 1 {
+		send(1)
+	}
+	if b, _, err := c.collect(ctx, time.Time{}); err != nil || len(b) != hotEvents-1 {
+		t.Fatalf("cold batch: %d events, %v; want %d", len(b), err, hotEvents-1)
+	}
+
+	// hotEvents queued: the batch waits for what comes later, here until
+	// it is full.
+	for range hotEvents {
+		send(1)
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		send(size - hotEvents)
+	}()
+	if b, _, err := c.collect(ctx, time.Time{}); err != nil || len(b) != size {
+		t.Fatalf("hot batch: %d events, %v; want %d (the later ones with them)", len(b), err, size)
+	}
+}

@@ -85,9 +85,9 @@ func heldInKafka(ctx context.Context, tx pgx.Tx, c *Config, sk *sink.Sink, opts 
 		return nil, err
 	}
 	if full {
-		c.Logger.Warn("recovering: too many records to remember which rows Kafka holds; publishing the rest anyway (duplicates)", "slot", c.Slot, "kept", maxHeldIDs)
+		c.Logger.Warn("recovering: too many records to remember which rows the broker holds; publishing the rest anyway (duplicates)", "slot", c.Slot, "kept", maxHeldIDs)
 	}
-	c.Logger.Info("recovering: read which rows Kafka holds", "slot", c.Slot, "rows", rows, "topics", len(topics), "message_ids", len(h.ids))
+	c.Logger.Info("recovering: read which rows the broker holds", "slot", c.Slot, "rows", rows, "topics", len(topics), "message_ids", len(h.ids))
 	return h, nil
 }
 

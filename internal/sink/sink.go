@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -277,6 +278,9 @@ const hotLinger = 500 * time.Microsecond
 // half a millisecond finds one or none.
 const hotEvents = 3
 
+// broker names the sink's broker in log lines: the publisher's name.
+func (s *Sink) broker() string { return cmp.Or(s.cfg.Publisher, publish.Default) }
+
 // errDue ends a collect whose due time passed before a batch came.
 var errDue = errors.New("relay: sink: due before a batch came")
 
@@ -466,7 +470,7 @@ func (s *Sink) Publish(ctx context.Context, batch []decode.Event) error {
 			continue
 		}
 		d := wait.Next()
-		s.cfg.Logger.Warn("kafka write failed; retrying", "attempt", attempt, "records", pending, "backoff", d, "error", retryErr)
+		s.cfg.Logger.Warn("write failed; retrying", "sink", s.broker(), "attempt", attempt, "records", pending, "backoff", d, "error", retryErr)
 		if !backoff.Sleep(ctx, d) {
 			return ctx.Err()
 		}
@@ -660,7 +664,7 @@ func (s *Sink) topicUnavailable(ev *decode.Event, o publish.Outcome) (expired bo
 		if s.cfg.StopOnUnavailable {
 			policy = "stop"
 		}
-		s.cfg.Logger.Warn("kafka topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts",
+		s.cfg.Logger.Warn("topic unavailable; retrying, then dead-lettering its events (or stopping) if it lasts", "sink", s.broker(),
 			"topic", topic, "reason", reason, "grace", s.cfg.TopicUnavailableGrace, "on_unavailable_topic", policy, "error", e)
 	}
 	u.last = now
@@ -677,7 +681,7 @@ func (s *Sink) topicUnavailable(ev *decode.Event, o publish.Outcome) (expired bo
 		u.expired = true
 		s.unavailable[topic] = u
 		s.m.TopicUnavailable.DeleteLabelValues(topic, u.reason)
-		s.cfg.Logger.Warn("kafka topic unavailable past the grace period; dead-lettering its events (reason topic-unavailable)",
+		s.cfg.Logger.Warn("topic unavailable past the grace period; dead-lettering its events (reason topic-unavailable)", "sink", s.broker(),
 			"topic", topic, "reason", reason, "for", d.Round(time.Second))
 	}
 	return true, nil
@@ -719,7 +723,7 @@ func (s *Sink) reject(ev *decode.Event, st *recordState, o publish.Outcome) erro
 	e := o.Err
 	if ev.Invalid != nil { // a dead-letter record
 		if !ev.Minimal {
-			s.cfg.Logger.Warn("kafka rejected a dead-letter record; sending the minimal one (message ID, reason, detail, original topic)",
+			s.cfg.Logger.Warn("the broker rejected a dead-letter record; sending the minimal one (message ID, reason, detail, original topic)", "sink", s.broker(),
 				"message_id", ev.Invalid.MessageID.String(), "error", e)
 			decode.MinimalDeadLetter(ev, "kafka rejected the dead-letter record ("+e.Error()+")")
 			return nil

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
@@ -29,15 +28,14 @@ const (
 	closeRequestFormat = "error during Send client close %s"
 )
 
-var installLogger sync.Once
-
-// useClientLogger makes the stream client log through log/slog's default
-// logger (the client's logger is one per process): its errors and
-// warnings at those levels, its information and debugging lines at debug
-// level, and the lines a clean Close provokes at debug level.
-func useClientLogger() {
-	installLogger.Do(func() { logs.SetLogger(clientLogger{}) })
-}
+// The stream client logs through log/slog's default logger in every
+// process that links this package: its errors and warnings at those
+// levels, its information and debugging lines at debug level, and the
+// lines a clean Close provokes at debug level. The client's logger is a
+// plain variable, one per process, that its connections' goroutines read
+// as they log; it is set at init, before any of them runs (set from New,
+// it raced with the connections a process had opened before).
+func init() { logs.SetLogger(clientLogger{}) }
 
 // clientLogger is the stream client's logs.Logger on log/slog.
 type clientLogger struct{}

@@ -87,7 +87,6 @@ func TestClientErrorsStayErrors(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(c))
 	t.Cleanup(func() { slog.SetDefault(old) })
-	useClientLogger()
 	logs.LogError("Error during the checkSum, expected %d, checksum %d. Tcp connection will be closed", 1, 2)
 	logs.LogError(closeAnswerFormat, errors.New("timeout"), closeAnswerDetails)
 	logs.LogWarn(closeRequestFormat, fmt.Errorf("write: %w", syscall.ECONNREFUSED))

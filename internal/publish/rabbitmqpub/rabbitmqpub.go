@@ -76,7 +76,6 @@ func New(c publish.Config) (publish.Publisher, error) {
 	if cfg.URI == "" {
 		return nil, fmt.Errorf("%w: rabbitmq sink: a stream URI is required", relaytype.ErrConfig)
 	}
-	useClientLogger()
 	p := &Publisher{cfg: cfg, slot: c.Slot, log: c.Logger}
 	if p.log == nil {
 		p.log = slog.Default()

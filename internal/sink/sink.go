@@ -193,8 +193,9 @@ func (s *Sink) mode() mode {
 // it, recycles its records' memory and gives their cost back to q's
 // budget (the records are in Kafka's hands) and acknowledges what the
 // publisher made safe. A batch is sent as soon as the sink is free
-// (after BatchTimeout, when set): what is queued while a write is in
-// flight goes in the next one. Kafka errors are retried; only a
+// (after BatchTimeout, when set; without one, after up to hotLinger when
+// hotEvents were queued during the last write): what is queued while a
+// write is in flight goes in the next one. Kafka errors are retried; only a
 // permanent one ends Run early. While no batch comes,
 // what the publisher holds is flushed when it is due (an exactly-once
 // transaction open for half the transaction timeout is committed).

@@ -3,7 +3,9 @@ package rabbitmqpub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
@@ -29,8 +31,33 @@ type producer struct {
 func newProducer(sp *stream.Producer) *producer {
 	pr := &producer{sp: sp, waiting: map[int64]*publish.Outcome{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	confirms := sp.NotifyPublishConfirmation()
+	closes := sp.NotifyClose()
 	go pr.drain(confirms)
+	go func() {
+		// The client announces a producer closed under it (the broker
+		// closed it, or the connection went) on this channel, and may not
+		// close the confirmation channel for a while, or at all: the
+		// producer is done, and what it never confirmed fails (Retry)
+		// rather than wait; the next Write declares a new one.
+		select {
+		case <-closes:
+			pr.mu.Lock()
+			pr.closed = true
+			pr.failWaiting()
+			pr.mu.Unlock()
+		case <-pr.done:
+		}
+	}()
 	return pr
+}
+
+// failWaiting fails every outcome still awaited (Retry); pr.mu is held.
+func (pr *producer) failWaiting() {
+	for id, o := range pr.waiting {
+		*o = publish.Outcome{Verdict: publish.Retry, Err: errProducerClosed}
+		delete(pr.waiting, id)
+	}
+	pr.signal()
 }
 
 // drain settles the outcomes the stream confirms until the producer
@@ -56,11 +83,7 @@ func (pr *producer) drain(confirms stream.ChannelPublishConfirm) {
 	}
 	pr.mu.Lock()
 	pr.closed = true
-	for id, o := range pr.waiting {
-		*o = publish.Outcome{Verdict: publish.Retry, Err: errProducerClosed}
-		delete(pr.waiting, id)
-	}
-	pr.signal()
+	pr.failWaiting()
 	pr.mu.Unlock()
 }
 
@@ -89,8 +112,18 @@ func (pr *producer) forget(id int64) {
 	pr.mu.Unlock()
 }
 
-// wait returns once no confirmation is awaited, or with ctx's error.
-func (pr *producer) wait(ctx context.Context) error {
+// errNoConfirmation ends a Write whose records the broker neither
+// confirmed nor failed in time: the client's own confirmation timeout did
+// not fire either (its producer or connection is gone without closing
+// the confirmation channel, as after a broker's stop_app), so only a new
+// session can tell.
+var errNoConfirmation = errors.New("rabbitmq sink: no confirmation or failure from the stream client in time; the connection is presumed gone")
+
+// wait returns once no confirmation is awaited, with ctx's error, or with
+// errNoConfirmation at deadline.
+func (pr *producer) wait(ctx context.Context, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	for {
 		pr.mu.Lock()
 		n := len(pr.waiting)
@@ -101,6 +134,8 @@ func (pr *producer) wait(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-timer.C:
+			return fmt.Errorf("%w (%d awaited)", errNoConfirmation, n)
 		case <-pr.wake:
 		}
 	}
@@ -113,8 +148,17 @@ func (pr *producer) isClosed() bool {
 	return pr.closed
 }
 
-// close closes the producer and waits for its drain goroutine.
+// closeWait bounds how long close waits for the drain goroutine: a
+// producer whose connection is gone may never close its confirmation
+// channel (the goroutine then ends with the environment's Close).
+const closeWait = 5 * time.Second
+
+// close closes the producer and waits, at most closeWait, for its drain
+// goroutine.
 func (pr *producer) close() {
 	_ = pr.sp.Close()
-	<-pr.done
+	select {
+	case <-pr.done:
+	case <-time.After(closeWait):
+	}
 }

@@ -188,13 +188,58 @@ func (p *Publisher) producer(key producerKey) (*producer, error) {
 	if key.named {
 		opts = opts.SetProducerName(p.name)
 	}
-	sp, err := p.env.NewProducer(key.stream, opts)
+	sp, err := declare(p.env, key.stream, opts, p.cfg.ConfirmTimeout)
 	if err != nil {
 		return nil, err
 	}
 	pr := newProducer(sp)
 	p.producers[key] = pr
 	return pr, nil
+}
+
+// errDeclareTimeout ends a Write whose producer the stream client could
+// not declare in time: with the broker away the client retries its
+// locator connection without end, so only a new session (a new
+// environment, connected again with the relay's backoff) gets on.
+var errDeclareTimeout = errors.New("rabbitmq sink: declaring a producer took too long; the broker is presumed away")
+
+// declare declares a producer of stream on env, giving up after timeout
+// (errDeclareTimeout; the declaration goes on, and a producer it still
+// makes is closed).
+func declare(env *stream.Environment, name string, opts *stream.ProducerOptions, timeout time.Duration) (*stream.Producer, error) {
+	type result struct {
+		sp  *stream.Producer
+		err error
+	}
+	done := make(chan result, 1)
+	abandoned := make(chan struct{})
+	go func() {
+		sp, err := env.NewProducer(name, opts)
+		select {
+		case done <- result{sp, err}:
+		case <-abandoned:
+			if err == nil {
+				_ = sp.Close()
+			}
+		}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.sp, r.err
+	case <-timer.C:
+		close(abandoned)
+		// The goroutine may have sent just before: close what it made.
+		select {
+		case r := <-done:
+			if r.err == nil {
+				_ = r.sp.Close()
+			}
+		default:
+		}
+		return nil, fmt.Errorf("%w (%v)", errDeclareTimeout, timeout)
+	}
 }
 
 // PublishingID is the publishing ID of the record at pos, false when pos
@@ -233,6 +278,9 @@ func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []pub
 	}
 	used := map[*producer]bool{}
 	mode := map[string]bool{} // the producer kind each stream last took
+	// The client fails a record it has not confirmed within
+	// ConfirmTimeout; past that and a grace, it will not say.
+	deadline := time.Now().Add(p.cfg.ConfirmTimeout + confirmGrace)
 	for i, rec := range recs {
 		if p.guard != nil {
 			if err := p.guard(); err != nil {
@@ -244,12 +292,15 @@ func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []pub
 		if last, seen := mode[rec.Topic]; seen && last != named {
 			// A switch of producer: what the other one sent first must be
 			// stored first.
-			if err := waitAll(ctx, used); err != nil {
+			if err := waitAll(ctx, used, deadline); err != nil {
 				return err
 			}
 		}
 		mode[rec.Topic] = named
 		pr, err := p.producer(producerKey{stream: rec.Topic, named: named})
+		if errors.Is(err, errDeclareTimeout) {
+			return err
+		}
 		if err != nil {
 			out[i] = classify(err)
 			continue
@@ -265,7 +316,7 @@ func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []pub
 			out[i] = classify(err)
 		}
 	}
-	if err := waitAll(ctx, used); err != nil {
+	if err := waitAll(ctx, used, deadline); err != nil {
 		return err
 	}
 	failLater(recs, out)
@@ -292,11 +343,15 @@ func failLater(recs []*publish.Record, out []publish.Outcome) {
 	}
 }
 
+// confirmGrace is how long past the client's confirmation timeout a
+// Write waits for its outcomes before it gives the session up.
+const confirmGrace = 10 * time.Second
+
 // waitAll waits until the producers used have every confirmation they
-// expect, or ctx ends.
-func waitAll(ctx context.Context, used map[*producer]bool) error {
+// expect, ctx ends, or deadline passes (errNoConfirmation).
+func waitAll(ctx context.Context, used map[*producer]bool, deadline time.Time) error {
 	for pr := range used {
-		if err := pr.wait(ctx); err != nil {
+		if err := pr.wait(ctx, deadline); err != nil {
 			return err
 		}
 	}

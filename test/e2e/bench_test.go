@@ -131,3 +131,45 @@ func TestBenchmarkDocDebezium(t *testing.T) {
 		}
 	}
 }
+
+// The sinks commands of docs/benchmarks.md run as written, smaller and
+// shorter (-n 2000 for 500000, -duration 3s for 20s, -rounds 1 for 3):
+// one backlog drained through the Kafka, NATS and RabbitMQ sinks, then
+// commit → receipt through each, and the ratios to the Kafka sink. The
+// figures mean nothing at that size; the commands and the report are what
+// is checked.
+func TestBenchmarkDocSinks(t *testing.T) {
+	t.Parallel()
+	if _, err := testenv.RabbitMQInstalled(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	bin := buildBenchBinaries(t)
+	var lines []string
+	for l := range strings.SplitSeq(docBlock(t, "benchmarks.md", "## The NATS and RabbitMQ sinks beside Kafka's", "sh"), "\n") {
+		if strings.Contains(l, "-sinks kafka,nats,rabbitmq") {
+			l, _, _ = strings.Cut(l, "#")
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "-n 500000 -rounds 3") || !strings.Contains(lines[1], "-latency 1000 -conns 1 -duration 20s -rounds 3") {
+		t.Fatalf("the sinks commands %q changed: update this test", lines)
+	}
+	small := strings.NewReplacer("go run ./test/bench/relaybench", "relaybench -relay-bin "+filepath.Join(bin, "relay"),
+		"-n 500000", "-n 2000", "-duration 20s", "-duration 3s", "-rounds 3", "-rounds 1")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for i, want := range [][]string{
+		{"kafka    2000 rows in kafka", "nats     2000 rows in nats", "rabbitmq 2000 rows in rabbitmq", "nats/kafka: drain rate", "rabbitmq/kafka: drain rate"},
+		{"nats/kafka ", "rabbitmq/kafka "},
+	} {
+		out := runScript(t, small.Replace(lines[i]), root, env)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s printed no %q\n%s", lines[i], w, out)
+			}
+		}
+	}
+}

@@ -61,9 +61,16 @@ func (f *fixture) run(t *testing.T, handler inbox.TxHandler[pgx.Tx]) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stream, err := f.js.Stream(t.Context(), "OUTBOX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := stream.CachedInfo().State.LastSeq
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
+	// The ack floor, not the pending counts alone: a consumer's counts
+	// can read zero before its first pull.
 	testenv.WaitFor(t, 60*time.Second, "every message acknowledged", func() (bool, error) {
 		select {
 		case err := <-done:
@@ -75,7 +82,7 @@ func (f *fixture) run(t *testing.T, handler inbox.TxHandler[pgx.Tx]) {
 			return false, nil
 		}
 		info, err := cons.Info(t.Context())
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0, nil
+		return err == nil && info.AckFloor.Stream >= last && info.NumPending == 0 && info.NumAckPending == 0, nil
 	})
 	cancel()
 	if err := <-done; err != nil {

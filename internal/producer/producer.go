@@ -206,9 +206,17 @@ func (p *Producer) produce(ctx context.Context, recs []*kgo.Record) ([]error, er
 	if len(recs) == 0 {
 		return errs, nil
 	}
+	var fresh map[string]bool // topics this client writes for the first time
 	for _, r := range recs {
-		if err := p.limits.learn(ctx, p.cl, r.Topic, p.cfg.AutoCreateTopics, p.cfg.Logger); err != nil {
+		first, err := p.limits.learn(ctx, p.cl, r.Topic, p.cfg.AutoCreateTopics, p.cfg.Logger)
+		if err != nil {
 			return nil, err
+		}
+		if first && p.transactional() {
+			if fresh == nil {
+				fresh = make(map[string]bool)
+			}
+			fresh[r.Topic] = true
 		}
 	}
 	// One promise serves the whole call (a closure per record was an
@@ -246,6 +254,11 @@ func (p *Producer) produce(ctx context.Context, recs []*kgo.Record) ([]error, er
 	if failed != nil {
 		for i, r := range recs {
 			errs[i] = failed[r]
+		}
+	}
+	if fresh != nil {
+		if err := p.awaitPartitionsStored(ctx, recs, errs, fresh); err != nil {
+			return nil, err
 		}
 	}
 	return errs, nil

@@ -1,10 +1,13 @@
 package producer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +30,13 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func newProducer(t *testing.T, k *testenv.Kafka, edit func(*producer.Config)) *producer.Producer {
 	t.Helper()
 	cfg := producer.Config{Brokers: k.Brokers, MaxMessageBytes: 1 << 20, AutoCreateTopics: true, RequestTimeout: 5 * time.Second}
+	var buf syncBuf
+	cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(buf.String())
+		}
+	})
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -323,3 +333,11 @@ func TestBadConfig(t *testing.T) {
 		t.Error("compression brotli: no error")
 	}
 }
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

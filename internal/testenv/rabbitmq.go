@@ -203,10 +203,39 @@ ssl_options.fail_if_no_peer_cert = true
 	}
 	r.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
-	if err := waitPort(ctx, r.streamPort, r.done, 120*time.Second); err != nil {
+	if err := r.waitStreamClient(ctx, 120*time.Second); err != nil {
 		return fmt.Errorf("node %s: %w%s", r.node, err, r.logTail())
 	}
 	return nil
+}
+
+// waitStreamClient waits until a stream client completes its handshake
+// with the node (peer properties, authentication, open). An open port is
+// not enough: the node accepts connections on it before it answers them
+// (a client's first request then timed out under load), and a killed
+// node's socket can accept for moments after the kill returned.
+func (r *RabbitMQ) waitStreamClient(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if err := waitPort(ctx, r.streamPort, r.done, timeout); err != nil {
+			return err
+		}
+		env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(r.StreamURI))
+		if err == nil {
+			_ = env.Close()
+			return nil
+		}
+		last = err
+		select {
+		case <-r.done:
+			return errors.New("exited before serving stream clients")
+		case <-ctx.Done():
+			return fmt.Errorf("no stream client connected: %w (last: %v)", ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // CommandEnv is the environment under which the node runs, and under
@@ -286,6 +315,19 @@ func (r *RabbitMQ) kill() {
 			<-p.done
 		}
 	}
+	// The Erlang VM, the script's child in its group, can outlive the
+	// script for moments, its ports still open: a node started now
+	// could not bind them, and a check of the port would find the old
+	// node's. Wait until the stream port refuses.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.streamPort), time.Second)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Restart kills the node (SIGKILL: a crash, not an orderly stop) and
@@ -314,7 +356,7 @@ func (r *RabbitMQ) StopStart(ctx context.Context) error {
 			return err
 		}
 	}
-	return waitPort(ctx, r.streamPort, r.done, 120*time.Second)
+	return r.waitStreamClient(ctx, 120*time.Second)
 }
 
 // ctl runs rabbitmqctl args against the node.

@@ -2,17 +2,13 @@ package rabbitmqpub
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
@@ -77,27 +73,5 @@ func TestCleanCloseIsQuiet(t *testing.T) {
 		if strings.Contains(l, "closed network connection") || strings.Contains(l, "broken pipe") {
 			t.Fatalf("a clean Close logged %q (all: %q)", l, c.lines())
 		}
-	}
-}
-
-// The client's other errors and warnings keep their level, and so do the
-// close lines when their error is not the closed connection's.
-func TestClientErrorsStayErrors(t *testing.T) {
-	c := &captured{}
-	old := slog.Default()
-	slog.SetDefault(slog.New(c))
-	t.Cleanup(func() { slog.SetDefault(old) })
-	logs.LogError("Error during the checkSum, expected %d, checksum %d. Tcp connection will be closed", 1, 2)
-	logs.LogError(closeAnswerFormat, errors.New("timeout"), closeAnswerDetails)
-	logs.LogWarn(closeRequestFormat, fmt.Errorf("write: %w", syscall.ECONNREFUSED))
-	logs.LogError(closeAnswerFormat, fmt.Errorf("write: %w", syscall.EPIPE), closeAnswerDetails) // quiet
-	logs.LogInfo("wait inflight messages - unconfirmed len: %d - retry: %d", 1, 0)               // debug
-	want := []string{
-		"ERROR rabbitmq stream client: Error during the checkSum, expected 1, checksum 2. Tcp connection will be closed",
-		"ERROR rabbitmq stream client: Error handling command response: timeout - details: Socket write buffer closeFrameHandler",
-		"WARN rabbitmq stream client: error during Send client close write: connection refused",
-	}
-	if got := c.lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -54,10 +54,6 @@
 //
 // # Logging
 //
-// The stream client's logger (one per process) goes to log/slog's default
-// logger in every process that links this package (it is set at init,
-// before any connection logs): its errors and warnings at those levels,
-// except the lines its own Close provokes on the connection it is closing
-// ("use of closed network connection", a broken pipe), which go to debug
-// level with its information lines (clientlog.go says why they happen).
+// The stream client's log lines go to log/slog's default logger, as
+// internal/streamlog (imported for that) sets at init.
 package rabbitmqpub

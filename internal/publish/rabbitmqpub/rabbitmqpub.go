@@ -15,6 +15,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
+
+	_ "github.com/pgoutbox/pgoutbox/internal/streamlog" // the stream client logs through log/slog
 )
 
 // Name is the publisher's name in the registry (relay run --sink rabbitmq).

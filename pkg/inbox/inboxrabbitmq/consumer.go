@@ -16,6 +16,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/internal/contract"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loopcore"
+
+	_ "github.com/pgoutbox/pgoutbox/internal/streamlog" // the stream client logs through log/slog
 )
 
 // DefaultDeadLetterStream is Config.DeadLetterStream's default.

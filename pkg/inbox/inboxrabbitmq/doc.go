@@ -47,4 +47,10 @@
 // dead letters as application properties (dlq-reason, dlq-detail,
 // dlq-consumer, dlq-attempts, dlq-original-topic: the stream,
 // dlq-original-partition: 0, dlq-original-offset: the stream offset).
+//
+// # Logging
+//
+// The stream client's own log lines go to log/slog's default logger
+// (its errors and warnings at those levels, the rest at debug level),
+// in every process that links this package.
 package inboxrabbitmq

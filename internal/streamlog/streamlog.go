@@ -1,4 +1,4 @@
-package rabbitmqpub
+package streamlog
 
 import (
 	"context"
@@ -29,7 +29,8 @@ const (
 )
 
 // The stream client logs through log/slog's default logger in every
-// process that links this package: its errors and warnings at those
+// process that links this package (the relay's RabbitMQ sink and the
+// inbox's RabbitMQ loop import it): its errors and warnings at those
 // levels, its information and debugging lines at debug level, and the
 // lines a clean Close provokes at debug level. The client's logger is a
 // plain variable, one per process, that its connections' goroutines read

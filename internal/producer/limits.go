@@ -70,16 +70,16 @@ func (l *topicLimits) writeMax() int32 {
 // max.message.bytes and its first partition leader's message.max.bytes.
 // It never fails for want of an answer (the limit stays the default); only
 // ctx's end is an error.
-func (l *topicLimits) learn(ctx context.Context, cl *kgo.Client, topic string, autoCreate bool, log *slog.Logger) (fresh bool, err error) {
+func (l *topicLimits) learn(ctx context.Context, cl *kgo.Client, topic string, autoCreate bool, log *slog.Logger) error {
 	l.mu.Lock()
 	_, known := l.topics[topic]
 	l.mu.Unlock()
 	if known {
-		return false, nil
+		return nil
 	}
 	limit := readLimit(ctx, cl, topic, autoCreate)
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -92,7 +92,7 @@ func (l *topicLimits) learn(ctx context.Context, cl *kgo.Client, topic string, a
 		l.topics[topic] = 0
 		log.Debug("cannot read the topic's max.message.bytes; record batches stay near max message bytes", "topic", topic, "batch_bytes", l.def)
 	}
-	return true, nil
+	return nil
 }
 
 // readLimit reads topic's limit, 0 when it cannot. The metadata request

@@ -88,6 +88,7 @@ type Producer struct {
 	limits  *topicLimits
 	pending sync.WaitGroup // records whose outcome is not known yet
 	ends    endTxnHook     // the EndTxn requests written and answered
+	stored  storedTopics   // transactional: topics whose partitions cl holds
 }
 
 // New returns a Producer. It does not connect: the client dials the
@@ -206,18 +207,14 @@ func (p *Producer) produce(ctx context.Context, recs []*kgo.Record) ([]error, er
 	if len(recs) == 0 {
 		return errs, nil
 	}
-	var fresh map[string]bool // topics this client writes for the first time
 	for _, r := range recs {
-		first, err := p.limits.learn(ctx, p.cl, r.Topic, p.cfg.AutoCreateTopics, p.cfg.Logger)
-		if err != nil {
+		if err := p.limits.learn(ctx, p.cl, r.Topic, p.cfg.AutoCreateTopics, p.cfg.Logger); err != nil {
 			return nil, err
 		}
-		if first && p.transactional() {
-			if fresh == nil {
-				fresh = make(map[string]bool)
-			}
-			fresh[r.Topic] = true
-		}
+	}
+	var fresh map[string]bool // topics whose partitions the client may not hold yet
+	if p.transactional() {
+		fresh = p.stored.fresh(recs)
 	}
 	// One promise serves the whole call (a closure per record was an
 	// allocation per record). Failures are rare: they are kept by record

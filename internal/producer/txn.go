@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -95,6 +96,7 @@ func (p *Producer) reinit(ctx context.Context) error {
 	}
 	p.cl.Close()
 	p.cl = cl
+	p.stored.reset()
 	return p.Init(ctx)
 }
 
@@ -128,8 +130,8 @@ func (p *Producer) transactional() bool {
 }
 
 // awaitPartitionsStored waits until the client holds the partitions of
-// each fresh topic (one this client wrote to for the first time) that a
-// record of recs reached, errs being their outcomes.
+// each fresh topic (one it was not yet seen to hold) that a record of recs
+// reached, errs being their outcomes.
 //
 // The client learns a new topic's partitions in a metadata update that
 // hands the records it buffered meanwhile to their partitions first and
@@ -150,7 +152,8 @@ func (p *Producer) awaitPartitionsStored(ctx context.Context, recs []*kgo.Record
 		}
 		delete(fresh, r.Topic)
 		for {
-			if leader, _, err := p.cl.PartitionLeader(r.Topic, r.Partition); leader >= 0 || err != nil {
+			if leader, _, _ := p.cl.PartitionLeader(r.Topic, r.Partition); leader >= 0 {
+				p.stored.add(r.Topic)
 				break
 			}
 			select {
@@ -165,6 +168,46 @@ func (p *Producer) awaitPartitionsStored(ctx context.Context, recs []*kgo.Record
 
 // partitionsStoredWait bounds awaitPartitionsStored.
 const partitionsStoredWait = 10 * time.Second
+
+// storedTopics are the topics whose partitions a transactional producer's
+// client holds, as awaitPartitionsStored saw; a new client holds none.
+type storedTopics struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// fresh returns the topics of recs not seen stored, nil if none.
+func (s *storedTopics) fresh(recs []*kgo.Record) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var fresh map[string]bool
+	for _, r := range recs {
+		if !s.m[r.Topic] {
+			if fresh == nil {
+				fresh = make(map[string]bool)
+			}
+			fresh[r.Topic] = true
+		}
+	}
+	return fresh
+}
+
+// add notes topic stored.
+func (s *storedTopics) add(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= maxTopics {
+		s.m = make(map[string]bool)
+	}
+	s.m[topic] = true
+}
+
+// reset forgets every topic: for a new client.
+func (s *storedTopics) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m = nil
+}
 
 // produceFenced is Produce as one transaction of the fence ID: committed
 // when every record is acknowledged; aborted otherwise, every record then

@@ -97,7 +97,10 @@
 // stream statistics, the slot's confirmed position past the backlog, the
 // stream's length then checked with rabbitmqctl). -nats-atomic creates
 // the JetStream stream with atomic publish allowed, so the relay writes
-// atomic batches instead of a publish per record.
+// atomic batches instead of a publish per record. -sinks-kafka apache
+// drains the Kafka sink into Apache Kafka (testenv's, a JVM of its own,
+// the log on disk) instead of kfake (in the bench's process, records in
+// memory), a broker that stores as the others do.
 // It prints each drain's rows/s (from the process start and from the
 // first row), CPU per 1k rows and peak RSS, each sink's medians and the
 // ratios to the Kafka sink. With -latency each sink's broker and a
@@ -109,5 +112,6 @@
 //
 //	go run ./test/bench/relaybench -sinks kafka,nats,rabbitmq -n 500000 -rounds 3
 //	go run ./test/bench/relaybench -sinks kafka,nats -nats-atomic -n 500000 -rounds 3
+//	go run ./test/bench/relaybench -sinks kafka,nats,rabbitmq -sinks-kafka apache -n 500000 -rounds 3
 //	go run ./test/bench/relaybench -sinks kafka,nats,rabbitmq -latency 1000 -conns 1 -duration 20s -rounds 3
 package main

@@ -86,6 +86,8 @@ func main() {
 	flag.StringVar(&o.dbzJVM, "debezium-jvm", dbzJVM, "Debezium mode: the JVM's flags, space separated (default: the default JIT and a 1 GB heap)")
 	flag.IntVar(&o.dbzBatch, "debezium-batch", 0, "Debezium mode: the connector's max.batch.size (max.queue.size 4x it); 0 keeps Debezium's defaults (2048, 8192)")
 	flag.BoolVar(&natsAtomic, "nats-atomic", false, "sinks mode: create the NATS stream with atomic publish allowed, so the relay writes atomic batches of up to 1,000 messages (one store per batch) instead of a publish per record")
+	flag.StringVar(&sinksKafka, "sinks-kafka", sinksKafkaFake, "sinks mode, drains: the Kafka sink's broker, "+sinksKafkaFake+" (in this process, records in memory) or "+sinksKafkaApache+
+		" (Apache Kafka in a JVM of its own, the log on disk: needs java, and mvn the first time)")
 	flag.StringVar(&o.sinks, "sinks", "", "sinks mode: drain one backlog (or, with -latency, measure commit return → receipt) through relay run into each of these brokers, "+
 		"comma separated among kafka (kfake), nats (embedded nats-server, JetStream on disk, sync_interval: always) and rabbitmq (this machine's rabbitmq-server, streams), "+
 		"-rounds runs of each in the order ABC CBA..., each on a slot of its own, and print the ratios to kafka")
@@ -155,6 +157,10 @@ func (o *options) check() error {
 		return fmt.Errorf("-rounds needs -compare-bin, -peer-bin, -debezium or -sinks")
 	case o.sinks != "" && (o.compareBin != "" || o.peerBin != "" || o.debezium || o.trace || o.exactlyOnce):
 		return fmt.Errorf("-sinks excludes -compare-bin, -peer-bin, -debezium, -trace and -exactly-once (the NATS and RabbitMQ sinks have no exactly-once mode)")
+	case sinksKafka != sinksKafkaFake && sinksKafka != sinksKafkaApache:
+		return fmt.Errorf("-sinks-kafka: %q is neither %s nor %s", sinksKafka, sinksKafkaFake, sinksKafkaApache)
+	case sinksKafka == sinksKafkaApache && (o.sinks == "" || o.latency != ""):
+		return fmt.Errorf("-sinks-kafka %s is for the sinks mode's drains (-sinks without -latency)", sinksKafkaApache)
 	case o.peerBin != "" && (o.latency == "" || o.trace):
 		return fmt.Errorf("-peer-bin needs -latency and excludes -trace")
 	case o.debezium && (o.latency != "" || o.compareBin != "" || o.trace):

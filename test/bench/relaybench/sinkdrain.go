@@ -14,7 +14,8 @@ import (
 )
 
 // startSinkBrokers starts the broker of each sink for the drain mode:
-// kfake and nats-server in this process, rabbitmq-server in its own. Stop
+// kfake (or, with -sinks-kafka apache, Apache Kafka in a JVM of its own)
+// and nats-server in this process, rabbitmq-server in its own. Stop
 // them with stopBrokers.
 func startSinkBrokers(ctx context.Context, sinks []string) (map[string]drainBroker, error) {
 	brokers := map[string]drainBroker{}
@@ -25,7 +26,12 @@ func startSinkBrokers(ctx context.Context, sinks []string) (map[string]drainBrok
 		)
 		switch s {
 		case sinkKafka:
-			b = &kafkaDrainBroker{}
+			if sinksKafka == sinksKafkaApache {
+				fmt.Printf("starting Apache Kafka...\n")
+				b, err = startApacheKafkaDrainBroker(ctx)
+			} else {
+				b = &kafkaDrainBroker{}
+			}
 		case sinkNATS:
 			b, err = startNATSBroker()
 		case sinkRabbitMQ:
@@ -71,7 +77,7 @@ func sinksDrain(ctx context.Context, bin string, o *options, tmp string) error {
 	for _, s := range o.sinkList {
 		fmt.Printf("%s: %s\n", s, brokers[s].describe())
 	}
-	fmt.Printf("each drain starts on an empty destination: a new kfake cluster, the NATS and RabbitMQ streams deleted and created again\n")
+	fmt.Printf("each drain starts on an empty destination: a new kfake cluster or the Apache Kafka topic created again, the NATS and RabbitMQ streams deleted and created again\n")
 	srv, dbURL, pool, err := startDatabasePool(ctx)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -36,6 +37,16 @@ const (
 
 // natsAtomic is -nats-atomic.
 var natsAtomic bool
+
+// The Kafka brokers of the sinks mode's drains (-sinks-kafka).
+const (
+	sinksKafkaFake   = "kfake"
+	sinksKafkaApache = "apache"
+)
+
+// sinksKafka is -sinks-kafka: the broker of the Kafka sink in the sinks
+// mode's drains.
+var sinksKafka = sinksKafkaFake
 
 // natsStream is the JetStream stream that captures the bench's subjects
 // (topic.bucket: outbox.bench.0 .. outbox.bench.15).
@@ -143,6 +154,77 @@ func (b *kafkaDrainBroker) stop() {
 		b.cluster.Close()
 		b.cl, b.cluster, b.adm = nil, nil, nil
 	}
+}
+
+// apacheKafkaDrainBroker is an Apache Kafka broker in a JVM of its own
+// (testenv's, the version pinned in test/kafka/pom.xml), with the topic
+// deleted and created again before each run (-sinks-kafka apache).
+type apacheKafkaDrainBroker struct {
+	k   *testenv.ApacheKafka
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// startApacheKafkaDrainBroker starts the broker (and fetches it with
+// Maven the first time).
+func startApacheKafkaDrainBroker(ctx context.Context) (*apacheKafkaDrainBroker, error) {
+	k, err := testenv.StartApacheKafka(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		k.Stop()
+		return nil, err
+	}
+	return &apacheKafkaDrainBroker{k: k, cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+func (b *apacheKafkaDrainBroker) describe() string {
+	return "Apache Kafka in a JVM of its own (one broker, the log on disk and flushed by the OS: Kafka's defaults), topic " + topic +
+		" with 4 partitions deleted and created again before each drain"
+}
+
+// fresh deletes the topic and creates it again; the broker deletes a
+// topic asynchronously, so the creation is retried until it is gone.
+func (b *apacheKafkaDrainBroker) fresh(ctx context.Context) error {
+	if _, err := b.adm.DeleteTopic(ctx, topic); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("kafka: delete topic %s: %w", topic, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		resp, err := b.adm.CreateTopic(ctx, 4, 1, nil, topic)
+		if err == nil && resp.Err == nil {
+			return nil
+		}
+		if err == nil {
+			err = resp.Err
+		}
+		if !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: topic %s still there after its deletion: %w", topic, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (b *apacheKafkaDrainBroker) relayArgs() []string { return kafkaArgs(b.k.Brokers) }
+
+func (b *apacheKafkaDrainBroker) count(ctx context.Context) (int64, error) {
+	return topicEvents(ctx, b.adm, topic)
+}
+
+func (b *apacheKafkaDrainBroker) pid() int { return b.k.PID() }
+
+func (b *apacheKafkaDrainBroker) consumerSpec() string { return "" }
+
+func (b *apacheKafkaDrainBroker) stop() {
+	b.cl.Close()
+	b.k.Stop()
 }
 
 // kafkaArgs points relay run at Kafka brokers.

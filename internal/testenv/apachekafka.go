@@ -52,6 +52,9 @@ type ApacheKafka struct {
 	done chan struct{} // closed when the JVM exited
 	err  error         // the JVM's exit, once done is closed
 	once sync.Once
+
+	mu       sync.Mutex
+	stopping bool // Stop was called: the JVM's end is expected
 }
 
 // StartApacheKafka fetches the Apache Kafka pinned in test/kafka/pom.xml
@@ -237,6 +240,9 @@ func (k *ApacheKafka) logTail() string {
 // to wait for.
 func (k *ApacheKafka) Stop() {
 	k.once.Do(func() {
+		k.mu.Lock()
+		k.stopping = true
+		k.mu.Unlock()
 		if k.cmd != nil && k.cmd.Process != nil {
 			killGroup(k.cmd.Process)
 			<-k.done
@@ -434,8 +440,24 @@ var (
 func sharedApacheKafka() (*ApacheKafka, error) {
 	apacheOnce.Do(func() {
 		apache, apacheErr = StartApacheKafka(context.Background())
+		if apacheErr == nil {
+			go apache.reportExit()
+		}
 	})
 	return apache, apacheErr
+}
+
+// reportExit prints to stderr why the shared broker's JVM ended, if it
+// ends before Stop: every later test of the binary then fails with a
+// refused connection, and its log directory goes with the binary's exit.
+func (k *ApacheKafka) reportExit() {
+	<-k.done
+	k.mu.Lock()
+	stopping := k.stopping
+	k.mu.Unlock()
+	if !stopping {
+		fmt.Fprintf(os.Stderr, "testenv: the shared Apache Kafka broker (pid %d) exited before the tests ended: %v%s\n", k.PID(), k.err, k.logTail())
+	}
 }
 
 func stopApacheKafka() {

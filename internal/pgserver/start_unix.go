@@ -240,9 +240,16 @@ func (s *Server) Stop() {
 	}
 }
 
-// kill ends the server's process group at once and waits for it.
+// kill ends the server's process group at once and waits for it. A
+// server already reaped is not signalled: its process group's ID may be
+// another process's by now (IDs wrap at pid_max, 32768 here), and a
+// signal to it killed another test's broker or server.
 func (s *Server) kill() {
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-s.exited:
+	default:
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	}
 	<-s.exited
 	s.cmd = nil
 }

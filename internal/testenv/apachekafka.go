@@ -244,7 +244,7 @@ func (k *ApacheKafka) Stop() {
 		k.stopping = true
 		k.mu.Unlock()
 		if k.cmd != nil && k.cmd.Process != nil {
-			killGroup(k.cmd.Process)
+			killGroup(k.cmd.Process, k.done)
 			<-k.done
 		}
 		_ = os.RemoveAll(k.Dir)

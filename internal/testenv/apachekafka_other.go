@@ -12,7 +12,7 @@ import (
 func kafkaProcAttr() *syscall.SysProcAttr { return nil }
 
 // killGroup kills p alone: there are no process groups to kill.
-func killGroup(p *os.Process) { _ = p.Kill() }
+func killGroup(p *os.Process, _ <-chan struct{}) { _ = p.Kill() }
 
 // lockFile fails: the real broker is supported on Unix only.
 func lockFile(string) (func(), error) {

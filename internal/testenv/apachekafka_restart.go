@@ -50,7 +50,7 @@ func (l *ProxiedListener) properties(conf string) string {
 // and data. Stop still removes everything.
 func (k *ApacheKafka) Kill() {
 	if k.cmd != nil && k.cmd.Process != nil {
-		killGroup(k.cmd.Process)
+		killGroup(k.cmd.Process, k.done)
 		<-k.done
 	}
 }

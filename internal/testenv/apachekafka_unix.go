@@ -17,9 +17,16 @@ func kafkaProcAttr() *syscall.SysProcAttr {
 	return attr
 }
 
-// killGroup sends SIGKILL to p's process group.
-func killGroup(p *os.Process) {
-	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+// killGroup sends SIGKILL to p's process group, unless done (closed once
+// p was waited for) is closed: a reaped leader's process group ID may be
+// another process's by now (IDs wrap at pid_max, 32768 on a default
+// Linux), and the signal would kill another test's broker or server.
+func killGroup(p *os.Process, done <-chan struct{}) {
+	select {
+	case <-done:
+	default:
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	}
 }
 
 // lockFile takes an exclusive lock on path, creating it; the returned

@@ -123,7 +123,7 @@ func (d *Debezium) PID() int { return d.cmd.Process.Pid }
 
 // Kill kills the JVM (and its process group) and waits for it to exit.
 func (d *Debezium) Kill() {
-	killGroup(d.cmd.Process)
+	killGroup(d.cmd.Process, d.done)
 	<-d.done
 }
 

@@ -311,7 +311,7 @@ func (r *RabbitMQ) kill() {
 		done chan struct{}
 	}{{r.cmd, r.done}, {r.epmd, r.epmdDone}} {
 		if p.cmd != nil && p.cmd.Process != nil && p.done != nil {
-			killGroup(p.cmd.Process)
+			killGroup(p.cmd.Process, p.done)
 			<-p.done
 		}
 	}

@@ -270,18 +270,28 @@ func startLine(t *testing.T, line, dir string, env []string) (*testenv.SyncBuffe
 			return
 		}
 		stopped = true
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		// The process may have ended on its own: its group, reaped, is
+		// not signalled (its ID may be another process's by now, IDs
+		// wrapping at pid_max, and the signal would stop another test's
+		// broker or server).
+		var err error
 		select {
-		case err := <-done:
-			var exit *exec.ExitError
-			interrupted := errors.As(err, &exit) && (exit.ExitCode() == 130 ||
-				exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT)
-			if err != nil && !interrupted {
-				t.Errorf("%s: %v\n%s", line, err, out.String())
+		case err = <-done:
+		default:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				t.Errorf("%s did not stop on SIGINT:\n%s", line, out.String())
+				return
 			}
-		case <-time.After(time.Minute):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			t.Errorf("%s did not stop on SIGINT:\n%s", line, out.String())
+		}
+		var exit *exec.ExitError
+		interrupted := errors.As(err, &exit) && (exit.ExitCode() == 130 ||
+			exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT)
+		if err != nil && !interrupted {
+			t.Errorf("%s: %v\n%s", line, err, out.String())
 		}
 	}
 	t.Cleanup(stop)

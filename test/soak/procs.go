@@ -80,10 +80,15 @@ func (p *proc) pid() int {
 	return p.cmd.Process.Pid
 }
 
-// signal sends sig to the running process.
+// signal sends sig to the running process. Through os.Process, which
+// sends nothing to a process already waited for: its PID may be another
+// process's by now.
 func (p *proc) signal(sig syscall.Signal) {
-	if pid := p.pid(); pid > 0 {
-		_ = syscall.Kill(pid, sig)
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Signal(sig)
 	}
 }
 

@@ -181,7 +181,10 @@ func (s *storedTopics) fresh(recs []*kgo.Record) map[string]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var fresh map[string]bool
-	for _, r := range recs {
+	for i, r := range recs {
+		if i > 0 && r.Topic == recs[i-1].Topic {
+			continue // runs of one topic are the rule: one lookup each
+		}
 		if !s.m[r.Topic] {
 			if fresh == nil {
 				fresh = make(map[string]bool)

@@ -77,17 +77,8 @@ func RunDebezium(ctx context.Context, props map[string]string, brokers []string,
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var conf strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&conf, "%s=%s\n", k, strings.ReplaceAll(props[k], `\`, `\\`))
-	}
 	confPath := filepath.Join(dir, "engine.properties")
-	if err := os.WriteFile(confPath, []byte(conf.String()), 0o644); err != nil {
+	if err := writeProperties(confPath, props); err != nil {
 		return nil, err
 	}
 	d := &Debezium{Out: &SyncBuffer{}, done: make(chan struct{})}
@@ -116,6 +107,22 @@ func RunDebezium(ctx context.Context, props map[string]string, brokers []string,
 		}
 	}
 	return d, nil
+}
+
+// writeProperties writes props to path as a Java properties file, the
+// keys sorted; only the owner may read it (it holds the database's
+// password).
+func writeProperties(path string, props map[string]string) error {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var conf strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&conf, "%s=%s\n", k, strings.ReplaceAll(props[k], `\`, `\\`))
+	}
+	return os.WriteFile(path, []byte(conf.String()), 0o600)
 }
 
 // PID is the JVM's process ID.

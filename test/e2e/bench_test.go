@@ -146,13 +146,7 @@ func TestBenchmarkDocSinks(t *testing.T) {
 		t.Skipf("skipping: %v", err)
 	}
 	bin := buildBenchBinaries(t)
-	var lines []string
-	for l := range strings.SplitSeq(docBlock(t, "benchmarks.md", "## The NATS and RabbitMQ sinks beside Kafka's", "sh"), "\n") {
-		if strings.Contains(l, "-sinks kafka,nats,rabbitmq") {
-			l, _, _ = strings.Cut(l, "#")
-			lines = append(lines, strings.TrimSpace(l))
-		}
-	}
+	lines := docCommands(t, "## The NATS and RabbitMQ sinks beside Kafka's", "-sinks kafka,nats,rabbitmq")
 	if len(lines) != 3 || !strings.Contains(lines[0], "-n 500000 -rounds 3") || !strings.Contains(lines[1], "-latency 1000 -conns 1 -duration 20s -rounds 3") ||
 		!strings.Contains(lines[2], "-sinks-kafka apache -n 500000 -rounds 3") {
 		t.Fatalf("the sinks commands %q changed: update this test", lines)
@@ -183,4 +177,69 @@ func TestBenchmarkDocSinks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The Debezium Server commands of docs/benchmarks.md run as written, on a
+// backlog small enough for CI (-n 2000 for 200000, -rounds 1 for 2): one
+// drain through Debezium Server's sink and one through the relay's, into
+// the same NATS or RabbitMQ stream, each reported, then the medians and
+// the ratios. The figures mean nothing at that size. It runs in the
+// real-Kafka pass, with the other JVMs (the distribution is fetched with
+// Maven once).
+func TestBenchmarkDocDebeziumServer(t *testing.T) {
+	if !testenv.RealKafka() {
+		t.Skipf("runs Debezium Server's JVM, in the pass that runs the JVMs: %s=kafka", testenv.KafkaModeEnv)
+	}
+	t.Parallel()
+	if _, err := testenv.RabbitMQInstalled(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	if _, err := testenv.DebeziumServerJava(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	bin := buildBenchBinaries(t)
+	lines := docCommands(t, "### Debezium Server's NATS and RabbitMQ sinks", "-debezium-sink ")
+	if len(lines) != 2 || !strings.Contains(lines[0], "-debezium-sink nats -nats-atomic -n 200000 -rounds 2") ||
+		!strings.Contains(lines[1], "-debezium-sink rabbitmq -n 200000 -rounds 2") {
+		t.Fatalf("the Debezium Server commands %q changed: update this test", lines)
+	}
+	small := strings.NewReplacer("go run ./test/bench/relaybench", "relaybench -relay-bin "+filepath.Join(bin, "relay"),
+		"-n 200000", "-n 2000", "-rounds 2", "-rounds 1")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for _, line := range lines {
+		sink := "nats"
+		if strings.Contains(line, "rabbitmq") {
+			sink = "rabbitmq"
+		}
+		out := runScript(t, small.Replace(line), root, env)
+		for _, re := range []string{
+			`(?m)^relay +2000 rows in ` + sink + ` after `,
+			`(?m)^debezium 2000 rows in ` + sink + ` after `,
+			`(?m)^relay +medians of 1 drains: `,
+			`(?m)^debezium medians of 1 drains: `,
+			`(?m)^relay/debezium: drain rate `,
+		} {
+			if !regexp.MustCompile(re).MatchString(out) {
+				t.Errorf("%s printed no line matching %s:\n%s", line, re, out)
+			}
+		}
+	}
+}
+
+// docCommands are the commands of the sh block under heading in
+// docs/benchmarks.md that hold marker, their comments cut.
+func docCommands(t *testing.T, heading, marker string) []string {
+	t.Helper()
+	var lines []string
+	for l := range strings.SplitSeq(docBlock(t, "benchmarks.md", heading, "sh"), "\n") {
+		if strings.Contains(l, marker) {
+			l, _, _ = strings.Cut(l, "#")
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	return lines
 }

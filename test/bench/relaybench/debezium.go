@@ -55,6 +55,9 @@ type drainFigures struct {
 // on a slot and a topic of its own; it prints rows/s, CPU per 1k rows and
 // peak RSS of each drain and the medians.
 func debeziumBench(ctx context.Context, bin string, o *options, tmp string) error {
+	if o.dbzSink != sinkKafka {
+		return debeziumSinkBench(ctx, bin, o, tmp)
+	}
 	fmt.Printf("starting Postgres (wal_level=logical) and Apache Kafka...\n")
 	srv, err := testenv.StartServer()
 	if err != nil {
@@ -75,31 +78,10 @@ func debeziumBench(ctx context.Context, bin string, o *options, tmp string) erro
 		return err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, testenv.DebeziumOutboxDDL); err != nil {
-		return err
-	}
-	// Every slot exists before the first insert, so each sees the whole
-	// backlog. relay setup makes the publication, the state table and
-	// the relay's slots; Debezium's are plain pgoutput slots, as its
-	// connector creates them.
 	drains := dbzOrder(o.rounds)
-	for _, d := range drains {
-		if d.label == "relay" {
-			err = relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: d.slot, Publication: dbzPublication,
-				Table: dbzTable, TableFormat: relaytype.TableFormatDebezium})
-		} else {
-			_, err = pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, d.slot)
-		}
-		if err != nil {
-			return fmt.Errorf("slot %s: %w", d.slot, err)
-		}
-	}
-	start := time.Now()
-	if err := insertDebeziumBacklog(ctx, pool, o); err != nil {
+	if err := debeziumBacklog(ctx, pool, dbURL, drains, o); err != nil {
 		return err
 	}
-	fmt.Printf("backlog: %d Debezium-layout rows (~%d B payload) in %d-row transactions inserted in %v\n",
-		o.rows, o.payload, o.txRows, time.Since(start).Round(time.Millisecond))
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...))
 	if err != nil {
@@ -126,6 +108,36 @@ func debeziumBench(ctx context.Context, bin string, o *options, tmp string) erro
 		results = append(results, res)
 	}
 	reportSideBySide(results, []string{"relay", "debezium"}, "debezium")
+	return nil
+}
+
+// debeziumBacklog creates the Debezium outbox table and a slot for each
+// of drains, then inserts the backlog: every slot exists before the first
+// insert, so each sees the whole backlog. relay setup makes the
+// publication, the state table and the relay's slots; Debezium's are
+// plain pgoutput slots, as its connector creates them.
+func debeziumBacklog(ctx context.Context, pool *pgxpool.Pool, dbURL string, drains []drain, o *options) error {
+	if _, err := pool.Exec(ctx, testenv.DebeziumOutboxDDL); err != nil {
+		return err
+	}
+	for _, d := range drains {
+		var err error
+		if d.label == "relay" {
+			err = relay.Setup(ctx, &relay.Config{DatabaseURL: dbURL, Slot: d.slot, Publication: dbzPublication,
+				Table: dbzTable, TableFormat: relaytype.TableFormatDebezium})
+		} else {
+			_, err = pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, d.slot)
+		}
+		if err != nil {
+			return fmt.Errorf("slot %s: %w", d.slot, err)
+		}
+	}
+	start := time.Now()
+	if err := insertDebeziumBacklog(ctx, pool, o); err != nil {
+		return err
+	}
+	fmt.Printf("backlog: %d Debezium-layout rows (~%d B payload) in %d-row transactions inserted in %v\n",
+		o.rows, o.payload, o.txRows, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -201,38 +213,13 @@ func debeziumDrain(ctx context.Context, slot, dbURL string, brokers []string, ad
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return drainFigures{}, err
 	}
-	u, err := url.Parse(dbURL)
+	props, err := dbzConnectorProps(slot, dbURL, dir, strings.TrimSuffix(topic, ".order")+".${routedByValue}", o)
 	if err != nil {
 		return drainFigures{}, err
 	}
-	pw, _ := u.User.Password()
-	props := map[string]string{
-		"name":                         "outbox-connector",
-		"connector.class":              "io.debezium.connector.postgresql.PostgresConnector",
-		"offset.storage":               "org.apache.kafka.connect.storage.FileOffsetBackingStore",
-		"offset.storage.file.filename": filepath.Join(dir, "offsets.dat"),
-		"offset.flush.interval.ms":     "1000",
-		"database.hostname":            u.Hostname(),
-		"database.port":                u.Port(),
-		"database.user":                u.User.Username(),
-		"database.password":            pw,
-		"database.dbname":              strings.TrimPrefix(u.Path, "/"),
-		"topic.prefix":                 "dbz",
-		"plugin.name":                  "pgoutput",
-		"slot.name":                    slot,
-		"publication.name":             dbzPublication,
-		"publication.autocreate.mode":  "disabled",
-		"table.include.list":           "public." + dbzTable,
-		"snapshot.mode":                "no_data",
-		"transforms":                   "outbox",
-		"transforms.outbox.type":       "io.debezium.transforms.outbox.EventRouter",
-		"transforms.outbox.route.topic.replacement":           strings.TrimSuffix(topic, ".order") + ".${routedByValue}",
-		"transforms.outbox.table.fields.additional.placement": "type:header",
-	}
-	if v := o.dbzBatch; v > 0 {
-		props["max.batch.size"] = fmt.Sprint(v)
-		props["max.queue.size"] = fmt.Sprint(4 * v)
-	}
+	props["name"] = "outbox-connector"
+	props["offset.storage"] = "org.apache.kafka.connect.storage.FileOffsetBackingStore"
+	props["offset.flush.interval.ms"] = "1000"
 	start := time.Now()
 	d, err := testenv.RunDebezium(ctx, props, brokers, dir, strings.Fields(o.dbzJVM)...)
 	if err != nil {
@@ -244,6 +231,44 @@ func debeziumDrain(ctx context.Context, slot, dbURL string, brokers []string, ad
 		return res, fmt.Errorf("%w\nDebezium output:\n%s", err, d.Out.String())
 	}
 	return res, nil
+}
+
+// dbzConnectorProps are the Postgres connector's and the Outbox Event
+// Router's properties of a Debezium drain on slot (snapshot no_data: it
+// streams from the slot), its offsets in dir, every record routed to
+// route (the router's route.topic.replacement); -debezium-batch sets
+// max.batch.size (and max.queue.size 4x it).
+func dbzConnectorProps(slot, dbURL, dir, route string, o *options) (map[string]string, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	pw, _ := u.User.Password()
+	props := map[string]string{
+		"connector.class":                           "io.debezium.connector.postgresql.PostgresConnector",
+		"offset.storage.file.filename":              filepath.Join(dir, "offsets.dat"),
+		"database.hostname":                         u.Hostname(),
+		"database.port":                             u.Port(),
+		"database.user":                             u.User.Username(),
+		"database.password":                         pw,
+		"database.dbname":                           strings.TrimPrefix(u.Path, "/"),
+		"topic.prefix":                              "dbz",
+		"plugin.name":                               "pgoutput",
+		"slot.name":                                 slot,
+		"publication.name":                          dbzPublication,
+		"publication.autocreate.mode":               "disabled",
+		"table.include.list":                        "public." + dbzTable,
+		"snapshot.mode":                             "no_data",
+		"transforms":                                "outbox",
+		"transforms.outbox.type":                    "io.debezium.transforms.outbox.EventRouter",
+		"transforms.outbox.route.topic.replacement": route,
+		"transforms.outbox.table.fields.additional.placement": "type:header",
+	}
+	if v := o.dbzBatch; v > 0 {
+		props["max.batch.size"] = fmt.Sprint(v)
+		props["max.queue.size"] = fmt.Sprint(4 * v)
+	}
+	return props, nil
 }
 
 // drainProcess starts cmd and measures it until count says the

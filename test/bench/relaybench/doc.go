@@ -85,6 +85,15 @@
 //
 //	go run ./test/bench/relaybench -debezium -n 200000 -rounds 2
 //
+// -debezium-sink nats or rabbitmq puts Debezium Server (the distribution
+// pinned in test/debezium-server/pom.xml, fetched with Maven and unpacked
+// once; Java 21 or newer, from JAVA_HOME, PATH or /usr/lib/jvm) with its
+// nats-jetstream or rabbitmqstream sink beside the relay's sink of that
+// broker, the brokers of -sinks, both routing every row to one stream:
+//
+//	go run ./test/bench/relaybench -debezium -debezium-sink nats -nats-atomic -n 200000 -rounds 2
+//	go run ./test/bench/relaybench -debezium -debezium-sink rabbitmq -n 200000 -rounds 2
+//
 // -sinks puts the relay's NATS JetStream and RabbitMQ sinks beside its
 // Kafka sink (relay run --sink nats|rabbitmq): kfake, an embedded
 // nats-server (internal/testenv's: JetStream on disk, sync_interval:

@@ -46,6 +46,7 @@ type options struct {
 	debezium                                 bool
 	dbzJVM                                   string
 	dbzBatch                                 int
+	dbzSink                                  string
 	sinks                                    string
 	sinkList                                 []string // sinks, parsed
 }
@@ -85,7 +86,9 @@ func main() {
 	flag.BoolVar(&o.debezium, "debezium", false, "Debezium mode (make bench-debezium): drain one backlog of Debezium-layout rows through Debezium's embedded engine (Postgres connector, Outbox Event Router, Java producer) and through the relay (--table-format debezium), on Apache Kafka, -rounds of each in the order ABBA; needs java (and mvn the first time)")
 	flag.StringVar(&o.dbzJVM, "debezium-jvm", dbzJVM, "Debezium mode: the JVM's flags, space separated (default: the default JIT and a 1 GB heap)")
 	flag.IntVar(&o.dbzBatch, "debezium-batch", 0, "Debezium mode: the connector's max.batch.size (max.queue.size 4x it); 0 keeps Debezium's defaults (2048, 8192)")
-	flag.BoolVar(&natsAtomic, "nats-atomic", false, "sinks mode: create the NATS stream with atomic publish allowed, so the relay writes atomic batches of up to 1,000 messages (one store per batch) instead of a publish per record")
+	flag.StringVar(&o.dbzSink, "debezium-sink", sinkKafka, "Debezium mode: the broker, "+sinkKafka+" (Apache Kafka, through the embedded engine of test/debezium), "+sinkNATS+
+		" or "+sinkRabbitMQ+" (the sinks mode's brokers, through Debezium Server's nats-jetstream or rabbitmqstream sink: the distribution of test/debezium-server, about 780 MB fetched with mvn the first time)")
+	flag.BoolVar(&natsAtomic, "nats-atomic", false, "sinks mode and -debezium-sink nats: create the NATS stream with atomic publish allowed, so the relay writes atomic batches of up to 1,000 messages (one store per batch) instead of a publish per record")
 	flag.StringVar(&sinksKafka, "sinks-kafka", sinksKafkaFake, "sinks mode, drains: the Kafka sink's broker, "+sinksKafkaFake+" (in this process, records in memory) or "+sinksKafkaApache+
 		" (Apache Kafka in a JVM of its own, the log on disk: needs java, and mvn the first time)")
 	flag.StringVar(&o.sinks, "sinks", "", "sinks mode: drain one backlog (or, with -latency, measure commit return → receipt) through relay run into each of these brokers, "+
@@ -163,6 +166,12 @@ func (o *options) check() error {
 		return fmt.Errorf("-sinks-kafka %s is for the sinks mode's drains (-sinks without -latency)", sinksKafkaApache)
 	case o.peerBin != "" && (o.latency == "" || o.trace):
 		return fmt.Errorf("-peer-bin needs -latency and excludes -trace")
+	case o.dbzSink != sinkKafka && o.dbzSink != sinkNATS && o.dbzSink != sinkRabbitMQ:
+		return fmt.Errorf("-debezium-sink: %q is not one of %s, %s, %s", o.dbzSink, sinkKafka, sinkNATS, sinkRabbitMQ)
+	case o.dbzSink != sinkKafka && !o.debezium:
+		return fmt.Errorf("-debezium-sink needs -debezium")
+	case natsAtomic && o.sinks == "" && o.dbzSink != sinkNATS:
+		return fmt.Errorf("-nats-atomic needs -sinks or -debezium-sink %s", sinkNATS)
 	case o.debezium && (o.latency != "" || o.compareBin != "" || o.trace):
 		return fmt.Errorf("-debezium excludes -latency, -compare-bin and -trace")
 	case o.writer != writerInsert && o.writer != writerTx:

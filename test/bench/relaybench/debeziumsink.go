@@ -68,16 +68,12 @@ func debeziumSinkBench(ctx context.Context, bin string, o *options, tmp string) 
 			return err
 		}
 		if r, ok := b.(*rabbitMQBroker); ok {
-			// The relay's drain ends on its slot's position, as in the
-			// sinks mode. Debezium confirms no position past its last
-			// event (its heartbeats, which would, are records of their
-			// own in the stream), so its drain asks the node for the
-			// stream's length at every poll: its end is blurred by a
-			// rabbitmqctl call (about a second here) instead of 50 ms.
-			r.acked = slotPast(pool, d.slot, end)
-			if d.label != "relay" {
-				r.acked = func(context.Context) (bool, error) { return true, nil }
-			}
+			// Both drains end on their slot's position past the backlog,
+			// as in the sinks mode: Debezium, with heartbeats every
+			// 100 ms, confirms the server's WAL end as the relay does
+			// when idle (the heartbeats are a few records of their own
+			// in the stream).
+			r.acked, r.want = slotPast(pool, d.slot, end), int64(o.rows)
 		}
 		var res drainFigures
 		if d.label == "relay" {
@@ -104,8 +100,9 @@ func debeziumSinkBench(ctx context.Context, bin string, o *options, tmp string) 
 // debeziumServerDrain runs Debezium Server on slot (snapshot no_data: it
 // streams from the slot) into the broker b until b holds o.rows rows. Its
 // offsets are flushed, and so the slot's position confirmed, every
-// 100 ms, as the relay of this mode reports its own (the RabbitMQ drain
-// ends on the slot's position).
+// 100 ms, as the relay of this mode reports its own; into RabbitMQ it
+// sends heartbeats every 100 ms, which confirm the WAL past its last
+// event (the RabbitMQ drain ends on the slot's position).
 func debeziumServerDrain(ctx context.Context, dist, slot, dbURL string, b drainBroker, o *options, dir string) (drainFigures, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return drainFigures{}, err
@@ -141,6 +138,7 @@ func debeziumServerDrain(ctx context.Context, dist, slot, dbURL string, b drainB
 		props["debezium.sink.rabbitmqstream.username"] = su.User.Username()
 		props["debezium.sink.rabbitmqstream.password"] = spw
 		props["debezium.sink.rabbitmqstream.stream"] = topic
+		props["debezium.source.heartbeat.interval.ms"] = "100"
 	default:
 		return drainFigures{}, fmt.Errorf("debezium server: no sink for %T", b)
 	}

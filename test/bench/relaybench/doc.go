@@ -104,7 +104,8 @@
 // drain ends when the broker holds every row (kfake's end offsets, the
 // JetStream stream's message count; for RabbitMQ 3.10, which has no
 // stream statistics, the slot's confirmed position past the backlog, the
-// stream's length then checked with rabbitmqctl). -nats-atomic creates
+// stream's length then checked with rabbitmqctl once the node's
+// statistics caught up). -nats-atomic creates
 // the JetStream stream with atomic publish allowed, so the relay writes
 // atomic batches instead of a publish per record. -sinks-kafka apache
 // drains the Kafka sink into Apache Kafka (testenv's, a JVM of its own,

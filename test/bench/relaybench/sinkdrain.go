@@ -116,7 +116,7 @@ func sinksDrain(ctx context.Context, bin string, o *options, tmp string) error {
 			return err
 		}
 		if r, ok := b.(*rabbitMQBroker); ok {
-			r.acked = slotPast(pool, slots[i], end)
+			r.acked, r.want = slotPast(pool, slots[i], end), int64(o.rows)
 		}
 		res, err := sinkDrain(ctx, bin, s, slots[i], dbURL, b, o, filepath.Join(tmp, slots[i]+".log"))
 		if err != nil {

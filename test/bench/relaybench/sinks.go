@@ -315,8 +315,10 @@ type rabbitMQBroker struct {
 	counting bool
 	counter  *stream.Consumer
 	received atomic.Int64
-	// acked, when set, says the relay acknowledged the whole backlog.
+	// acked, when set, says the relay acknowledged the whole backlog of
+	// want rows.
 	acked func(context.Context) (bool, error)
+	want  int64
 }
 
 // startRabbitMQBroker starts the node (seconds) and connects to it;
@@ -396,7 +398,22 @@ func (b *rabbitMQBroker) count(ctx context.Context) (int64, error) {
 	if err != nil || !done {
 		return n, err
 	}
-	return b.length(ctx)
+	// The node counts a stream's messages in its statistics, every few
+	// seconds (a drain read 0 for two seconds after the relay confirmed
+	// every row): the drain ended at this poll, and the length, once the
+	// statistics caught up, checks it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l, err := b.length(ctx)
+		if err != nil || l >= b.want || time.Now().After(deadline) {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return l, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // length asks the node how many messages the stream topic holds, with

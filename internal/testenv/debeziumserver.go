@@ -33,7 +33,9 @@ func DebeziumServerDir(ctx context.Context) (string, error) {
 	err = makeOnce(filepath.Dir(libs), filepath.Join(root, "complete"), func() error {
 		dists, _ := filepath.Glob(filepath.Join(libs, "debezium-server-dist-*.tar.gz"))
 		if len(dists) != 1 {
-			return fmt.Errorf("debezium server: want one distribution in %s, found %d", libs, len(dists))
+			// The archive is removed once unpacked: a cache whose
+			// unpacked copy is gone must be fetched again.
+			return fmt.Errorf("debezium server: want one distribution in %s, found %d: remove %s to fetch it again", libs, len(dists), filepath.Dir(libs))
 		}
 		_ = os.RemoveAll(root)
 		tmp := root + ".tmp"

@@ -59,29 +59,18 @@ func debeziumBench(ctx context.Context, bin string, o *options, tmp string) erro
 		return debeziumSinkBench(ctx, bin, o, tmp)
 	}
 	fmt.Printf("starting Postgres (wal_level=logical) and Apache Kafka...\n")
-	srv, err := testenv.StartServer()
+	drains := dbzOrder(o.rounds)
+	srv, dbURL, pool, err := debeziumBacklogDB(ctx, drains, o)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	dbURL, err := createDatabase(ctx, srv.AdminURL, "dbzbench")
-	if err != nil {
-		return err
-	}
+	defer pool.Close()
 	kafka, err := testenv.StartApacheKafka(ctx)
 	if err != nil {
 		return err
 	}
 	defer kafka.Stop()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	drains := dbzOrder(o.rounds)
-	if err := debeziumBacklog(ctx, pool, dbURL, drains, o); err != nil {
-		return err
-	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.Brokers...))
 	if err != nil {
@@ -109,6 +98,30 @@ func debeziumBench(ctx context.Context, bin string, o *options, tmp string) erro
 	}
 	reportSideBySide(results, []string{"relay", "debezium"}, "debezium")
 	return nil
+}
+
+// debeziumBacklogDB starts Postgres, creates the bench's database and
+// inserts the backlog there (debeziumBacklog), with a slot for each of
+// drains. The caller stops the server and closes the pool.
+func debeziumBacklogDB(ctx context.Context, drains []drain, o *options) (srv *testenv.Server, dbURL string, pool *pgxpool.Pool, err error) {
+	if srv, err = testenv.StartServer(); err != nil {
+		return nil, "", nil, err
+	}
+	defer func() {
+		if err != nil {
+			if pool != nil {
+				pool.Close()
+			}
+			srv.Stop()
+		}
+	}()
+	if dbURL, err = createDatabase(ctx, srv.AdminURL, "dbzbench"); err != nil {
+		return srv, "", nil, err
+	}
+	if pool, err = pgxpool.New(ctx, dbURL); err != nil {
+		return srv, "", nil, err
+	}
+	return srv, dbURL, pool, debeziumBacklog(ctx, pool, dbURL, drains, o)
 }
 
 // debeziumBacklog creates the Debezium outbox table and a slot for each

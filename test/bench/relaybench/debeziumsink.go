@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
@@ -38,24 +36,13 @@ func debeziumSinkBench(ctx context.Context, bin string, o *options, tmp string) 
 	b := brokers[o.dbzSink]
 	fmt.Printf("%s: %s\n", o.dbzSink, b.describe())
 	fmt.Printf("starting Postgres (wal_level=logical)...\n")
-	srv, err := testenv.StartServer()
+	drains := dbzOrder(o.rounds)
+	srv, dbURL, pool, err := debeziumBacklogDB(ctx, drains, o)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	dbURL, err := createDatabase(ctx, srv.AdminURL, "dbzbench")
-	if err != nil {
-		return err
-	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return err
-	}
 	defer pool.Close()
-	drains := dbzOrder(o.rounds)
-	if err := debeziumBacklog(ctx, pool, dbURL, drains, o); err != nil {
-		return err
-	}
 	// Past the backlog's end, a slot's confirmed position means the
 	// broker confirmed every row (the RabbitMQ drain's end: see count).
 	var end string

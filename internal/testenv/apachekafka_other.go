@@ -18,3 +18,8 @@ func killGroup(p *os.Process, _ <-chan struct{}) { _ = p.Kill() }
 func lockFile(string) (func(), error) {
 	return nil, errors.New("the Apache Kafka test broker needs a Unix system")
 }
+
+// pauseGroup fails: pausing a process group needs a Unix system.
+func pauseGroup(*os.Process, bool) error {
+	return errors.New("pausing a process group needs a Unix system")
+}

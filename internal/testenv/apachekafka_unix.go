@@ -45,3 +45,13 @@ func lockFile(path string) (func(), error) {
 		f.Close()
 	}, nil
 }
+
+// pauseGroup stops p's process group (SIGSTOP), or lets it go on
+// (SIGCONT) when pause is false.
+func pauseGroup(p *os.Process, pause bool) error {
+	sig := syscall.SIGCONT
+	if pause {
+		sig = syscall.SIGSTOP
+	}
+	return syscall.Kill(-p.Pid, sig)
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -346,6 +347,14 @@ func (r *RabbitMQ) Restart(ctx context.Context) error {
 	return r.start(ctx, script, epmd)
 }
 
+// Pause stops the node's processes (SIGSTOP): its connections stay open
+// and take nothing, as a node blocked by a resource alarm or stalled does.
+// Resume lets it go on.
+func (r *RabbitMQ) Pause() error { return pauseGroup(r.cmd.Process, true) }
+
+// Resume lets a paused node go on (SIGCONT).
+func (r *RabbitMQ) Resume() error { return pauseGroup(r.cmd.Process, false) }
+
 // StopStart stops the broker in an orderly way and starts it again
 // (rabbitmqctl stop_app, then start_app: the Erlang node stays up, the
 // broker closes every connection with the protocol's close), and returns
@@ -361,12 +370,50 @@ func (r *RabbitMQ) StopStart(ctx context.Context) error {
 
 // ctl runs rabbitmqctl args against the node.
 func (r *RabbitMQ) ctl(ctx context.Context, args ...string) error {
+	_, err := r.ctlOutput(ctx, args...)
+	return err
+}
+
+// ctlOutput runs rabbitmqctl args against the node and returns its output.
+func (r *RabbitMQ) ctlOutput(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "/usr/lib/rabbitmq/bin/rabbitmqctl", args...)
 	cmd.Env = r.CommandEnv()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("rabbitmqctl %s: %w\n%s", strings.Join(args, " "), err, out)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmqctl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return nil
+	return out, nil
+}
+
+// WaitStreamLength waits until the node counts want messages in stream
+// name (rabbitmqctl list_queues), or timeout passes, and returns the last
+// count. The node updates the count in its statistics every few seconds;
+// reading a long stream with a consumer is slower still (a few hundred
+// messages a second here).
+func (r *RabbitMQ) WaitStreamLength(ctx context.Context, name string, want int64, timeout time.Duration) (int64, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := r.ctlOutput(ctx, "-q", "list_queues", "name", "messages")
+		if err != nil {
+			return 0, err
+		}
+		var n int64
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+				if n, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+					return 0, fmt.Errorf("rabbitmqctl list_queues: %q: %w", line, err)
+				}
+			}
+		}
+		if n == want || time.Now().After(deadline) {
+			return n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // Stop kills the node, waits for it and removes Dir. It is idempotent.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
@@ -52,14 +53,19 @@ type Publisher struct {
 	slot string
 	log  *slog.Logger
 
-	env   *stream.Environment
+	// open says a session is open (Open ran, Close did not), with its
+	// guard and its producer name (empty when it deduplicates nothing:
+	// no incarnation known).
+	open  bool
 	guard func() error
-	// name is the session's producer name, empty when it deduplicates
-	// nothing (no incarnation known).
-	name      string
-	producers map[producerKey]*producer
-	// unnamedSeq numbers the messages of the producers without a name.
-	unnamedSeq int64
+	name  string
+	// conn is the session's connection; nil once one was given up (see
+	// Write), until the next Write connects again.
+	conn *conn
+	// spare is the outcomes of the last Write that ended cleanly, for the
+	// next one (an outcome of a Write given up may still be set by the
+	// client's confirmations).
+	spare []publish.Outcome
 }
 
 // producerKey picks a stream's producer: named (deduplicating) or not.
@@ -103,19 +109,29 @@ func (p *Publisher) Open(ctx context.Context, s publish.Session) error {
 	if s.Fence != "" {
 		return relayerr.Permanent(errors.New("rabbitmq sink: fenced writes (--fence-writes) are not supported"))
 	}
-	env, err := p.connect()
+	p.guard, p.name = s.Guard, p.producerName(s)
+	c, err := p.connect()
 	if err != nil {
+		p.guard, p.name = nil, ""
 		return err
 	}
-	p.env, p.guard, p.producers = env, s.Guard, map[producerKey]*producer{}
-	p.name = p.producerName(s)
+	p.conn, p.open = c, true
 	return nil
 }
 
-// connect opens a stream client environment to the configured node: an
-// error that no retry fixes (refused credentials, an unknown virtual host)
-// wraps relayerr.Permanent.
-func (p *Publisher) connect() (*stream.Environment, error) {
+// connect opens a connection of the session (environment).
+func (p *Publisher) connect() (*conn, error) {
+	env, err := p.environment()
+	if err != nil {
+		return nil, err
+	}
+	return &conn{env: env, guard: p.guard, name: p.name, confirmTimeout: p.cfg.ConfirmTimeout, producers: map[producerKey]*producer{}}, nil
+}
+
+// environment opens a stream client environment to the configured node:
+// an error that no retry fixes (refused credentials, an unknown virtual
+// host) wraps relayerr.Permanent.
+func (p *Publisher) environment() (*stream.Environment, error) {
 	opts := stream.NewEnvironmentOptions().SetUri(p.cfg.URI).SetMaxProducersPerClient(50)
 	if conf, err := p.tlsConfig(); err != nil {
 		return nil, err
@@ -135,13 +151,18 @@ func (p *Publisher) connect() (*stream.Environment, error) {
 
 // Close ends the session: records still awaiting a confirmation fail.
 func (p *Publisher) Close() {
-	for _, pr := range p.producers {
-		pr.close()
+	p.dropConn()
+	p.open, p.guard, p.name = false, nil, ""
+}
+
+// dropConn closes the session's connection, waiting for that at most
+// closeWait (the client's calls may not return: see Write); the next
+// Write connects again.
+func (p *Publisher) dropConn() {
+	if p.conn != nil {
+		p.conn.close(closeWait)
+		p.conn = nil
 	}
-	if p.env != nil {
-		_ = p.env.Close()
-	}
-	p.env, p.guard, p.producers, p.name = nil, nil, nil, ""
 }
 
 // tlsConfig is the TLS configuration of the connections: Config.TLS, or
@@ -178,25 +199,6 @@ func (p *Publisher) producerName(s publish.Session) string {
 		return s.Slot
 	}
 	return ""
-}
-
-// producer returns the producer of key, declaring it on first use.
-func (p *Publisher) producer(key producerKey) (*producer, error) {
-	if pr, ok := p.producers[key]; ok && !pr.isClosed() {
-		return pr, nil
-	}
-	opts := stream.NewProducerOptions().SetClientProvidedName("pgoutbox-relay").
-		SetConfirmationTimeOut(p.cfg.ConfirmTimeout)
-	if key.named {
-		opts = opts.SetProducerName(p.name)
-	}
-	sp, err := declare(p.env, key.stream, opts, p.cfg.ConfirmTimeout)
-	if err != nil {
-		return nil, err
-	}
-	pr := newProducer(sp)
-	p.producers[key] = pr
-	return pr, nil
 }
 
 // errDeclareTimeout ends a Write whose producer the stream client could
@@ -271,58 +273,239 @@ func message(rec *publish.Record, id int64) *amqp.AMQP10 {
 
 // Write sends recs in order and waits for every confirmation (see
 // publish.Publisher.Write).
+//
+// The stream client's calls can block without end: Send once the
+// client's queue is full and its connection takes nothing (a node that
+// stopped reading: a resource alarm, a paused or half-dead node). The
+// records are sent on a goroutine of their own, and a Write that has not
+// ended by its deadline (the confirmation timeout and a grace), or when
+// ctx ends, gives that goroutine up: it returns errStuck (or ctx's
+// error), leaves the connection to it, and the next Write connects anew.
+// So does a Write that ended in errNoConfirmation or errDeclareTimeout.
 func (p *Publisher) Write(ctx context.Context, recs []*publish.Record, out []publish.Outcome) error {
-	if p.env == nil {
+	if !p.open {
 		return errors.New("rabbitmq sink: no session open")
 	}
 	for i := range out {
 		out[i] = publish.Outcome{}
 	}
-	used := map[*producer]bool{}
-	mode := map[string]bool{} // the producer kind each stream last took
+	if p.conn == nil {
+		c, err := p.connect()
+		if err != nil {
+			return err
+		}
+		p.conn = c
+	}
+	w := &write{recs: recs, out: p.outcomes(len(recs))}
 	// The client fails a record it has not confirmed within
 	// ConfirmTimeout; past that and a grace, it will not say.
 	deadline := time.Now().Add(p.cfg.ConfirmTimeout + confirmGrace)
-	for i, rec := range recs {
-		if p.guard != nil {
-			if err := p.guard(); err != nil {
+	done := make(chan error, 1)
+	c := p.conn
+	go func() { done <- c.send(ctx, w, deadline) }()
+	timer := time.NewTimer(time.Until(deadline) + stuckGrace)
+	defer timer.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		w.abandon()
+		p.dropConn()
+		return err
+	case <-timer.C:
+		w.abandon()
+		p.dropConn()
+		return errStuck
+	}
+	if errors.Is(err, errNoConfirmation) || errors.Is(err, errDeclareTimeout) {
+		p.dropConn()
+	}
+	if err != nil {
+		return err
+	}
+	copy(out, w.out)
+	p.spare = w.out
+	return nil
+}
+
+// outcomes is a slice of n outcomes, zero, for a Write.
+func (p *Publisher) outcomes(n int) []publish.Outcome {
+	out := p.spare
+	p.spare = nil
+	if cap(out) < n {
+		return make([]publish.Outcome, n)
+	}
+	out = out[:n]
+	clear(out)
+	return out
+}
+
+// errStuck ends a Write whose records the stream client did not take in
+// time (see Write).
+var errStuck = errors.New("rabbitmq sink: the stream client took no more records in time (the node reads nothing from the connection); connecting again")
+
+// stuckGrace is how long past its deadline a Write waits for the
+// goroutine sending its records before it gives that goroutine up.
+const stuckGrace = time.Second
+
+// write is one Write's records and their outcomes, shared with the
+// goroutine that sends them. Once the Write gave up (abandoned), the
+// records are the caller's again: the goroutine reads them only under mu
+// and while not abandoned.
+type write struct {
+	mu        sync.Mutex
+	abandoned bool
+	recs      []*publish.Record
+	out       []publish.Outcome
+}
+
+// abandon takes the records back from the sending goroutine.
+func (w *write) abandon() {
+	w.mu.Lock()
+	w.abandoned = true
+	w.mu.Unlock()
+}
+
+// conn is one connection of a session: its stream environment and the
+// producers declared on it, and what a Write's goroutine needs of the
+// session (a Write given up leaves its goroutine the connection, which
+// may outlive the session).
+type conn struct {
+	env            *stream.Environment
+	guard          func() error
+	name           string
+	confirmTimeout time.Duration
+
+	mu        sync.Mutex // guards producers and closed
+	producers map[producerKey]*producer
+	closed    bool
+	// unnamedSeq numbers the messages of the producers without a name
+	// (only the goroutine sending uses it).
+	unnamedSeq int64
+}
+
+// errConnClosed fails a record whose Write was given up: its connection
+// was closed under it.
+var errConnClosed = errors.New("rabbitmq sink: connection closed")
+
+// send sends w's records in order and waits for every confirmation, until
+// deadline (errNoConfirmation); it returns errConnClosed once w was
+// abandoned.
+func (c *conn) send(ctx context.Context, w *write, deadline time.Time) error {
+	used := map[*producer]bool{}
+	mode := map[string]bool{} // the producer kind each stream last took
+	for i := range w.recs {
+		w.mu.Lock()
+		if w.abandoned {
+			w.mu.Unlock()
+			return errConnClosed
+		}
+		if c.guard != nil {
+			if err := c.guard(); err != nil {
+				w.mu.Unlock()
 				return err
 			}
 		}
+		rec := w.recs[i]
+		topic := rec.Topic
 		id, named := PublishingID(rec.Pos)
-		named = named && p.name != ""
-		if last, seen := mode[rec.Topic]; seen && last != named {
+		named = named && c.name != ""
+		if !named {
+			c.unnamedSeq++
+			id = c.unnamedSeq
+		}
+		msg := message(rec, id)
+		w.mu.Unlock()
+		if last, seen := mode[topic]; seen && last != named {
 			// A switch of producer: what the other one sent first must be
 			// stored first.
 			if err := waitAll(ctx, used, deadline); err != nil {
 				return err
 			}
 		}
-		mode[rec.Topic] = named
-		pr, err := p.producer(producerKey{stream: rec.Topic, named: named})
+		mode[topic] = named
+		pr, err := c.producer(producerKey{stream: topic, named: named})
 		if errors.Is(err, errDeclareTimeout) {
 			return err
 		}
 		if err != nil {
-			out[i] = classify(err)
+			w.out[i] = classify(err)
 			continue
 		}
-		if !named {
-			p.unnamedSeq++
-			id = p.unnamedSeq
-		}
 		used[pr] = true
-		pr.expect(id, &out[i])
-		if err := pr.sp.Send(message(rec, id)); err != nil {
+		pr.expect(id, &w.out[i])
+		if err := pr.sp.Send(msg); err != nil {
 			pr.forget(id)
-			out[i] = classify(err)
+			w.out[i] = classify(err)
 		}
 	}
 	if err := waitAll(ctx, used, deadline); err != nil {
 		return err
 	}
-	failLater(recs, out)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.abandoned {
+		return errConnClosed
+	}
+	failLater(w.recs, w.out)
 	return nil
+}
+
+// producer returns the producer of key, declaring it on first use.
+func (c *conn) producer(key producerKey) (*producer, error) {
+	c.mu.Lock()
+	pr, ok := c.producers[key]
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, errConnClosed
+	}
+	if ok && !pr.isClosed() {
+		return pr, nil
+	}
+	opts := stream.NewProducerOptions().SetClientProvidedName("pgoutbox-relay").
+		SetConfirmationTimeOut(c.confirmTimeout)
+	if key.named {
+		opts = opts.SetProducerName(c.name)
+	}
+	sp, err := declare(c.env, key.stream, opts, c.confirmTimeout)
+	if err != nil {
+		return nil, err
+	}
+	pr = newProducer(sp)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		go pr.close()
+		return nil, errConnClosed
+	}
+	c.producers[key] = pr
+	return pr, nil
+}
+
+// close closes the producers and the environment, waiting for that at
+// most wait: a call into a client stuck on its connection may not return.
+func (c *conn) close(wait time.Duration) {
+	c.mu.Lock()
+	c.closed = true
+	prs := make([]*producer, 0, len(c.producers))
+	for _, pr := range c.producers {
+		prs = append(prs, pr)
+	}
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, pr := range prs {
+			pr.close()
+		}
+		_ = c.env.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+	}
 }
 
 // failLater makes every record after a failed one of the same stream fail

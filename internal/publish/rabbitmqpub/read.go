@@ -52,7 +52,7 @@ func (p *Publisher) Read(ctx context.Context, dests []string, since time.Time, e
 	if len(dests) == 0 {
 		return h, nil
 	}
-	env, err := p.connect()
+	env, err := p.environment()
 	if err != nil {
 		return h, err
 	}

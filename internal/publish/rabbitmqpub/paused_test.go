@@ -1,0 +1,125 @@
+package rabbitmqpub_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+
+	"github.com/pgoutbox/pgoutbox/internal/publish"
+	"github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// A node that reads nothing from its connections (paused here; a memory
+// or disk alarm blocks publishers the same way) fills the stream client's
+// socket and then its queue, and the client's Send blocks until the node
+// reads again. A Write gives up all the same, within its confirmation
+// timeout and a grace; once the node reads again, the next Write
+// connects anew, and the stream holds every record once, in order.
+//
+// The Write used to block for as long as the node did (a relay writing
+// nothing for minutes after a broker restart under load, once in CI).
+func TestWriteGivesUpOnPausedNode(t *testing.T) {
+	t.Parallel()
+	r, err := testenv.StartRabbitMQ(t.Context()) // its own node: a paused one stalls every client
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	name := "outbox.paused"
+	if err := r.Environment(t).DeclareStream(name, &stream.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const confirmTimeout = 2 * time.Second
+	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "slot1",
+		Settings: rabbitmqpub.Config{URI: r.StreamURI, Incarnation: "inc1", ConfirmTimeout: confirmTimeout}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Open(t.Context(), publish.Session{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	first := records(name, 10, 0x1_0000_0000)
+	write(t, p, first)
+
+	// 40 MB: more than loopback's socket buffers and the client's queue
+	// hold. (Records of 1 KB: the test's reader stalls on the chunks of
+	// 500 KB and more that larger ones make, with a node paused or not.)
+	big := records(name, 40_000, 0x2_0000_0000)
+	for i, rec := range big {
+		rec.Value = bytes.Repeat([]byte{byte('a' + i%26)}, 1<<10)
+	}
+	if err := r.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := r.Resume(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- p.Write(t.Context(), big, make([]publish.Outcome, len(big))) }()
+	// The confirmation timeout, the grace of 10 s, and the second past it.
+	const bound = confirmTimeout + 10*time.Second + time.Second
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		if err == nil {
+			t.Fatal("a Write to a paused node succeeded")
+		}
+		t.Logf("Write to the paused node: %v after %v", err, took.Round(time.Millisecond))
+		if took > bound+10*time.Second {
+			t.Fatalf("the Write took %v, want about %v", took, bound)
+		}
+	case <-time.After(2*bound + 20*time.Second):
+		resume()
+		t.Fatalf("a Write to a paused node still blocks after %v", time.Since(start).Round(time.Second))
+	}
+	resume()
+
+	// The relay writes the records again until they are confirmed.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out := make([]publish.Outcome, len(big))
+		err := p.Write(t.Context(), big, out)
+		if err == nil && firstUnconfirmed(out) < 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Write confirmed every record within 2 minutes after the node resumed: %v, record %d unconfirmed", err, firstUnconfirmed(out))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Every record once: the stream drops a record whose publishing ID is
+	// not above the last it stored, so a count of exactly every record is
+	// every record once, in order. (The count, not a read: a consumer reads
+	// 40,000 messages here in minutes.)
+	want := int64(len(first) + len(big))
+	n, err := r.WaitStreamLength(t.Context(), name, want, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Fatalf("the stream holds %d messages, want %d (each record once)", n, want)
+	}
+}
+
+// firstUnconfirmed is the index of the first outcome not confirmed, -1
+// when all are.
+func firstUnconfirmed(out []publish.Outcome) int {
+	for i, o := range out {
+		if o.Verdict != publish.Confirmed {
+			return i
+		}
+	}
+	return -1
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -147,11 +146,11 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(spill)
+	defer spill.remove()
 	disk := &spillBudget{max: c.MaxSpillBytes}
-	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, spill, disk)
-	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, spill, disk)
-	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, spill, disk)
+	v.rows = newSorter(compareRows, codec[rowEntry](rowCodec{}), c.MaxInMemory, spill.path, disk)
+	v.records = newSorter(compareRecords, codec[recordEntry](recordCodec{}), c.MaxInMemory, spill.path, disk)
+	v.deliveries = newSorter(compareDeliveries, codec[deliveryEntry](deliveryCodec{}), c.MaxInMemory, spill.path, disk)
 	defer v.rows.close()
 	defer v.records.close()
 	defer v.deliveries.close()

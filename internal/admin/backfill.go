@@ -179,7 +179,8 @@ func backfillNewSlot(ctx context.Context, conn *pgx.Conn, c *Config, m *relaymet
 	if res.Published, err = backfillTx(ctx, tx, c, m, sk, opts, held); err != nil {
 		return slotstate.NewSlot{}, err
 	}
-	res.InKafka = held.skipped
+	//lint:ignore SA1019 the deprecated field stays filled for its users
+	res.AlreadyHeld, res.InKafka = held.skipped, held.skipped
 	if err := tx.Rollback(ctx); err != nil {
 		return slotstate.NewSlot{}, fmt.Errorf("relay: recover: %w", err)
 	}

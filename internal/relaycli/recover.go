@@ -96,8 +96,8 @@ func recoverAction(c *cli.Context, sc *scrubber) error {
 		fmt.Fprintf(w, "slot %s: no gap, nothing to recover\n", cfg.Slot)
 		return nil
 	}
-	fmt.Fprintf(w, "slot %s: recovered a gap (%s): published %d outbox rows created since %s (%d more were in Kafka already); relay run streams from %s\n",
-		cfg.Slot, res.Gap.Reason, res.Published, res.Since.UTC().Format(time.RFC3339), res.InKafka, res.SlotLSN)
+	fmt.Fprintf(w, "slot %s: recovered a gap (%s): published %d outbox rows created since %s (%d more were in %s already); relay run streams from %s\n",
+		cfg.Slot, res.Gap.Reason, res.Published, res.Since.UTC().Format(time.RFC3339), res.AlreadyHeld, brokerName(cfg.Sink), res.SlotLSN)
 	if res.Gap.MessagesSeen {
 		fmt.Fprintf(w, "slot %s: events written as logical messages (EmitTx) after %s were not recovered\n",
 			cfg.Slot, res.Gap.Since.UTC().Format(time.RFC3339))
@@ -163,4 +163,17 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration (90m)", s)
+}
+
+// brokerName is the name of the broker sink names, for a message.
+func brokerName(sink string) string {
+	switch sink {
+	case "", sinkKafka:
+		return "Kafka"
+	case sinkNATS:
+		return "NATS"
+	case sinkRabbitMQ:
+		return "RabbitMQ"
+	}
+	return sink
 }

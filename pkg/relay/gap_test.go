@@ -428,8 +428,8 @@ func TestRecoverPublishesOnlyWhatKafkaLacks(t *testing.T) {
 	if err != nil || res.Gap == nil {
 		t.Fatalf("Recover: %+v, %v", res, err)
 	}
-	if res.Published != len(during) || res.InKafka != len(before)+1 {
-		t.Fatalf("Recover published %d rows, %d in Kafka already; want %d and %d", res.Published, res.InKafka, len(during), len(before)+1)
+	if res.Published != len(during) || res.AlreadyHeld != len(before)+1 {
+		t.Fatalf("Recover published %d rows, %d in Kafka already; want %d and %d", res.Published, res.AlreadyHeld, len(during), len(before)+1)
 	}
 	recs := waitForIDs(t, b.kafka.Brokers, b.topic("outbox.order"), append(before, during...), 60*time.Second)
 	if distinct, dups := distinctIDs(recs); distinct != len(before)+len(during) || dups != 0 {
@@ -473,8 +473,8 @@ func TestRecoverRepublishesRowsOnlyOnAnOldTopic(t *testing.T) {
 	if err != nil || res.Gap == nil {
 		t.Fatalf("Recover: %+v, %v", res, err)
 	}
-	if res.Published != len(ids) || res.InKafka != len(before) {
-		t.Fatalf("Recover published %d rows, %d in Kafka already; want %d and %d", res.Published, res.InKafka, len(ids), len(before))
+	if res.Published != len(ids) || res.AlreadyHeld != len(before) {
+		t.Fatalf("Recover published %d rows, %d in Kafka already; want %d and %d", res.Published, res.AlreadyHeld, len(ids), len(before))
 	}
 	waitForIDs(t, b.kafka.Brokers, moved, ids, 60*time.Second)
 }

@@ -101,8 +101,8 @@ func TestNATSSinkRecoverPublishesOnlyWhatTheStreamLacks(t *testing.T) {
 	if err != nil || res.Gap == nil {
 		t.Fatalf("Recover: %+v, %v", res, err)
 	}
-	if res.Published != len(during) || res.InKafka != len(before) {
-		t.Fatalf("Recover published %d rows, %d held already; want %d and %d", res.Published, res.InKafka, len(during), len(before))
+	if res.Published != len(during) || res.AlreadyHeld != len(before) {
+		t.Fatalf("Recover published %d rows, %d held already; want %d and %d", res.Published, res.AlreadyHeld, len(during), len(before))
 	}
 	got, _ := natsIDs(t, s, "outbox.order.")
 	if want := append(before, during...); strings.Join(got, " ") != strings.Join(want, " ") {

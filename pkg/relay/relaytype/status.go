@@ -188,9 +188,14 @@ type RecoverResult struct {
 	// Published is the number of rows published (dead-lettered rows
 	// included).
 	Published int
-	// InKafka is the number of rows of the range not published because
-	// Kafka already held a record of their message ID (in their topic or
-	// the dead-letter topic, read read_committed).
+	// AlreadyHeld is the number of rows of the range not published
+	// because the broker already held a record of their message ID (in
+	// their topic or the dead-letter topic; Kafka's read read_committed).
+	AlreadyHeld int
+	// InKafka is AlreadyHeld, whichever the broker.
+	//
+	// Deprecated: use AlreadyHeld; the relay publishes to NATS and
+	// RabbitMQ too.
 	InKafka int
 	// SlotLSN is the new slot's consistent point: streaming resumes there.
 	SlotLSN pglogrepl.LSN

@@ -19,6 +19,8 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+
+	"github.com/pgoutbox/pgoutbox/internal/streamconn"
 )
 
 // RabbitMQServerEnv names the environment variable that points at the
@@ -223,7 +225,7 @@ func (r *RabbitMQ) waitStreamClient(ctx context.Context, timeout time.Duration) 
 		if err := waitPort(ctx, r.streamPort, r.done, timeout); err != nil {
 			return err
 		}
-		env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(r.StreamURI))
+		env, err := stream.NewEnvironment(streamconn.Options(r.StreamURI))
 		if err == nil {
 			_ = env.Close()
 			return nil
@@ -460,7 +462,7 @@ func stopRabbitMQ() {
 // closed when t ends.
 func (r *RabbitMQ) Environment(t testing.TB) *stream.Environment {
 	t.Helper()
-	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(r.StreamURI))
+	env, err := stream.NewEnvironment(streamconn.Options(r.StreamURI))
 	if err != nil {
 		t.Fatalf("rabbitmq: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/relayerr"
+	"github.com/pgoutbox/pgoutbox/internal/streamconn"
 	"github.com/pgoutbox/pgoutbox/pkg/relay/relaytype"
 
 	_ "github.com/pgoutbox/pgoutbox/internal/streamlog" // the stream client logs through log/slog
@@ -132,7 +133,7 @@ func (p *Publisher) connect() (*conn, error) {
 // an error that no retry fixes (refused credentials, an unknown virtual
 // host) wraps relayerr.Permanent.
 func (p *Publisher) environment() (*stream.Environment, error) {
-	opts := stream.NewEnvironmentOptions().SetUri(p.cfg.URI).SetMaxProducersPerClient(50)
+	opts := streamconn.Options(p.cfg.URI).SetMaxProducersPerClient(50)
 	if conf, err := p.tlsConfig(); err != nil {
 		return nil, err
 	} else if conf != nil {

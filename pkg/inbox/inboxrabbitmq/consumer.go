@@ -14,6 +14,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/pgoutbox/pgoutbox/internal/contract"
+	"github.com/pgoutbox/pgoutbox/internal/streamconn"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox"
 	"github.com/pgoutbox/pgoutbox/pkg/inbox/internal/loopcore"
 
@@ -117,7 +118,7 @@ type delivery struct {
 // that stopped it: a connection that failed at the start, or a conflict
 // under ConflictPolicyStop (wrapping inbox.ErrConflict).
 func (c *Consumer[TTx]) Run(ctx context.Context) error {
-	opts := stream.NewEnvironmentOptions().SetUri(c.cfg.URI)
+	opts := streamconn.Options(c.cfg.URI)
 	if c.cfg.TLS != nil {
 		opts = opts.IsTLS(true).SetTLSConfig(c.cfg.TLS)
 	}

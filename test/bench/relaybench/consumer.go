@@ -17,6 +17,8 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/internal/streamconn"
 )
 
 // envAsConsumer, when set, makes a relaybench process the consumer of the
@@ -154,7 +156,7 @@ func consumeNATS(ctx context.Context, url string, out *receipts) error {
 // consumeRabbitMQ reads the stream topic from its first message.
 func consumeRabbitMQ(ctx context.Context, uri string, out *receipts) error {
 	logs.SetLogger(quietStreamLog{})
-	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(uri))
+	env, err := stream.NewEnvironment(streamconn.Options(uri))
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/internal/streamconn"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
@@ -329,7 +330,7 @@ func startRabbitMQBroker(ctx context.Context, counting bool) (*rabbitMQBroker, e
 	if err != nil {
 		return nil, err
 	}
-	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(node.StreamURI))
+	env, err := stream.NewEnvironment(streamconn.Options(node.StreamURI))
 	if err != nil {
 		node.Stop()
 		return nil, fmt.Errorf("rabbitmq: %w", err)

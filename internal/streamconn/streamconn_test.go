@@ -1,0 +1,71 @@
+package streamconn_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+
+	"github.com/pgoutbox/pgoutbox/internal/streamconn"
+	_ "github.com/pgoutbox/pgoutbox/internal/streamlog" // the client's lines through log/slog
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
+)
+
+// A consumer on Options reads a stream's backlog at the speed of the node
+// and the client, not of an 8 KiB receive window: 20,000 messages of 300
+// bytes took about 100 s with the client's default buffers here (about
+// 200 a second, the sender waiting on the window all the time) and a
+// tenth of a second with Options. The bound, a minute, fails only the
+// window's pace.
+func TestConsumerReadsBacklogUnthrottled(t *testing.T) {
+	t.Parallel()
+	if _, err := testenv.RabbitMQInstalled(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	r := testenv.SharedRabbitMQ(t)
+	env, err := stream.NewEnvironment(streamconn.Options(r.StreamURI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	const name, n = "streamconn.backlog", 20_000
+	if err := env.DeclareStream(name, &stream.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := env.NewProducer(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]message.StreamMessage, 0, 1000)
+	for i := range n {
+		batch = append(batch, amqp.NewMessage(make([]byte, 300)))
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := prod.BatchSend(batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := prod.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got atomic.Int64
+	start := time.Now()
+	c, err := env.NewConsumer(name, func(stream.ConsumerContext, *amqp.Message) { got.Add(1) },
+		stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for got.Load() < n && time.Since(start) < time.Minute {
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	if got.Load() < n {
+		t.Fatalf("the consumer read %d of %d messages in %v", got.Load(), n, took.Round(time.Millisecond))
+	}
+	t.Logf("read %d messages in %v", n, took.Round(time.Millisecond))
+}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -372,50 +371,12 @@ func (r *RabbitMQ) StopStart(ctx context.Context) error {
 
 // ctl runs rabbitmqctl args against the node.
 func (r *RabbitMQ) ctl(ctx context.Context, args ...string) error {
-	_, err := r.ctlOutput(ctx, args...)
-	return err
-}
-
-// ctlOutput runs rabbitmqctl args against the node and returns its output.
-func (r *RabbitMQ) ctlOutput(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "/usr/lib/rabbitmq/bin/rabbitmqctl", args...)
 	cmd.Env = r.CommandEnv()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("rabbitmqctl %s: %w\n%s", strings.Join(args, " "), err, out)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("rabbitmqctl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return out, nil
-}
-
-// WaitStreamLength waits until the node counts want messages in stream
-// name (rabbitmqctl list_queues), or timeout passes, and returns the last
-// count. The node updates the count in its statistics every few seconds;
-// reading a long stream with a consumer is slower still (a few hundred
-// messages a second here).
-func (r *RabbitMQ) WaitStreamLength(ctx context.Context, name string, want int64, timeout time.Duration) (int64, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		out, err := r.ctlOutput(ctx, "-q", "list_queues", "name", "messages")
-		if err != nil {
-			return 0, err
-		}
-		var n int64
-		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == name {
-				if n, err = strconv.ParseInt(f[1], 10, 64); err != nil {
-					return 0, fmt.Errorf("rabbitmqctl list_queues: %q: %w", line, err)
-				}
-			}
-		}
-		if n == want || time.Now().After(deadline) {
-			return n, nil
-		}
-		select {
-		case <-ctx.Done():
-			return n, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // Stop kills the node, waits for it and removes Dir. It is idempotent.

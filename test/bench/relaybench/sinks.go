@@ -384,9 +384,11 @@ func (b *rabbitMQBroker) relayArgs() []string {
 // knows: what its consumer of the stream received, or, once acked says
 // the relay acknowledged the whole backlog (which it does only past the
 // stream's publish confirmations), the stream's length as the node
-// itself reports it (rabbitmqctl list_queues). The consumer alone is not
+// itself reports it (rabbitmqctl list_queues). The consumer alone was not
 // enough here: it read the relay's streams at about 150 messages a
-// second on this machine, far behind the relay; and a subscription at the
+// second on this machine, far behind the relay, with the stream client's
+// 8 KiB socket buffers (internal/streamconn leaves them to the kernel
+// now); and a subscription at the
 // offset "last" each poll (the stream statistics command came with
 // RabbitMQ 3.11) delivered nothing, for minutes, in some drains whose
 // stream held every row.

@@ -26,8 +26,10 @@ import (
 // spillPrefix starts the name of a run's spill directory.
 const spillPrefix = "pgoutbox-verify-"
 
-// spillMaking starts the name of a spill directory being made, before its
-// lock is taken: stale-directory removal leaves it alone.
+// spillMaking starts the name of a spill directory being made, until its
+// lock is taken and it is renamed: stale-directory removal leaves it alone
+// while it has no lock file, and removes it unlocked (a run killed in
+// between).
 const spillMaking = "pgoutbox-verifying-"
 
 // spillLock is the lock file in a spill directory.
@@ -104,7 +106,7 @@ func removeStaleSpills(parent string, log *slog.Logger) {
 		return
 	}
 	for _, e := range entries {
-		pid, ok := spillOwner(e.Name())
+		pid, making, ok := spillOwner(e.Name())
 		if !ok || !e.IsDir() {
 			continue
 		}
@@ -114,7 +116,9 @@ func removeStaleSpills(parent string, log *slog.Logger) {
 		case err == nil && lock == nil:
 			continue // its run holds it
 		case errors.Is(err, os.ErrNotExist):
-			if alive(pid) {
+			// Being made (its lock file comes next), or of an earlier
+			// version, which goes by its PID.
+			if making || alive(pid) {
 				continue
 			}
 		case err != nil:
@@ -132,18 +136,21 @@ func removeStaleSpills(parent string, log *slog.Logger) {
 	}
 }
 
-// spillOwner is the PID in a spill directory's name.
-func spillOwner(name string) (int, bool) {
+// spillOwner is the PID in a spill directory's name, and whether the
+// name is of one being made (spillMaking).
+func spillOwner(name string) (pid int, making, ok bool) {
 	rest, ok := strings.CutPrefix(name, spillPrefix)
 	if !ok {
-		return 0, false
+		if rest, making = strings.CutPrefix(name, spillMaking); !making {
+			return 0, false, false
+		}
 	}
-	pid, _, ok := strings.Cut(rest, "-")
+	p, _, ok := strings.Cut(rest, "-")
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
-	n, err := strconv.Atoi(pid)
-	return n, err == nil && n > 0
+	n, err := strconv.Atoi(p)
+	return n, making, err == nil && n > 0
 }
 
 // alive reports whether process pid runs (or exists as another user's),

@@ -28,12 +28,14 @@ func TestSpillDirRemovesStale(t *testing.T) {
 	other := filepath.Join(parent, "pgoutbox-verify-notes")
 	lockedGone := filepath.Join(parent, fmt.Sprintf("%s%d-789", spillPrefix, gone.Process.Pid))
 	unlockedLive := filepath.Join(parent, spillPrefix+"1-999")
-	for _, d := range []string{stale, live, other, lockedGone, unlockedLive} {
+	making := filepath.Join(parent, spillMaking+"1-111")   // no lock file yet
+	madeGone := filepath.Join(parent, spillMaking+"1-222") // locked, then its run died
+	for _, d := range []string{stale, live, other, lockedGone, unlockedLive, making, madeGone} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range []string{lockedGone, unlockedLive} {
+	for _, d := range []string{lockedGone, unlockedLive, madeGone} {
 		if err := os.WriteFile(filepath.Join(d, spillLock), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -57,12 +59,12 @@ func TestSpillDirRemovesStale(t *testing.T) {
 	if l, err := lockSpill(dir.path, false); l != nil || err != nil {
 		t.Fatalf("the run's spill directory is not locked: %v %v", l, err)
 	}
-	for _, d := range []string{stale, unlockedLive} {
+	for _, d := range []string{stale, unlockedLive, madeGone} {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Fatalf("the stale spill directory %s is still there: %v", d, err)
 		}
 	}
-	for _, d := range []string{live, other, lockedGone} {
+	for _, d := range []string{live, other, lockedGone, making} {
 		if _, err := os.Stat(d); err != nil {
 			t.Fatalf("%s removed: %v", d, err)
 		}

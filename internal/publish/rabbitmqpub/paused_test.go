@@ -2,6 +2,7 @@ package rabbitmqpub_test
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,15 +55,11 @@ func TestWriteGivesUpOnPausedNode(t *testing.T) {
 	if err := r.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := r.Resume(); err != nil {
-				t.Error(err)
-			}
+	resume := sync.OnceFunc(func() {
+		if err := r.Resume(); err != nil {
+			t.Error(err)
 		}
-	}
+	})
 	t.Cleanup(resume)
 	done := make(chan error, 1)
 	start := time.Now()

@@ -193,6 +193,10 @@ func startCrashChild(t *testing.T, db *testenv.DB, brokers []string, topic strin
 			_ = c.cmd.Process.Kill()
 			_ = c.cmd.Wait()
 		}
+		// Lines the test did not wait for: the reader ends once Wait
+		// closed the pipe.
+		for range c.lines {
+		}
 	})
 	return c
 }

@@ -60,11 +60,17 @@ func MainWithDatabase(m *testing.M, ignore ...goleak.Option) {
 	exit(code, ignore)
 }
 
-// LeakOptions lists goroutines that outlive a test by design: none in
-// this module's own code. A test binary that links a client keeping
-// process-wide goroutines (kafka-go, in the inbox's kafka-go adapter)
-// passes its own ignore rule to Main or MainWithDatabase.
-func LeakOptions() []goleak.Option { return nil }
+// LeakOptions lists goroutines that outlive a test by design. One is the
+// module's own: a producer declaration the RabbitMQ publisher gave up on
+// while the node was away, which the stream client retries without end
+// until the node is back (TestAbandonedDeclarationEndsWhenNodeReturns);
+// a test that stopped its node for good leaves it. A test binary that
+// links a client keeping process-wide goroutines (kafka-go, in the
+// inbox's kafka-go adapter) passes its own ignore rule to Main or
+// MainWithDatabase.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{goleak.IgnoreAnyFunction("github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub.declare.func1")}
+}
 
 // atExit holds what AtExit registered.
 var atExit struct {

@@ -361,10 +361,22 @@ func (r *RabbitMQ) Resume() error { return pauseGroup(r.cmd.Process, false) }
 // broker closes every connection with the protocol's close), and returns
 // once its stream port accepts a client again.
 func (r *RabbitMQ) StopStart(ctx context.Context) error {
-	for _, cmd := range []string{"stop_app", "start_app"} {
-		if err := r.ctl(ctx, cmd); err != nil {
-			return err
-		}
+	if err := r.StopApp(ctx); err != nil {
+		return err
+	}
+	return r.StartApp(ctx)
+}
+
+// StopApp stops the broker in an orderly way (rabbitmqctl stop_app): it
+// closes every connection with the protocol's close, and its ports refuse
+// connections until StartApp. The Erlang node stays up.
+func (r *RabbitMQ) StopApp(ctx context.Context) error { return r.ctl(ctx, "stop_app") }
+
+// StartApp starts a broker StopApp stopped and returns once its stream
+// port accepts a client again.
+func (r *RabbitMQ) StartApp(ctx context.Context) error {
+	if err := r.ctl(ctx, "start_app"); err != nil {
+		return err
 	}
 	return r.waitStreamClient(ctx, 120*time.Second)
 }

@@ -6,11 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
-
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub"
-	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // A node that reads nothing from its connections (paused here; a memory
@@ -24,25 +21,10 @@ import (
 // nothing for minutes after a broker restart under load, once in CI).
 func TestWriteGivesUpOnPausedNode(t *testing.T) {
 	t.Parallel()
-	r, err := testenv.StartRabbitMQ(t.Context()) // its own node: a paused one stalls every client
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Stop)
 	name := "outbox.paused"
-	if err := r.Environment(t).DeclareStream(name, &stream.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	r := ownNode(t, name) // its own node: a paused one stalls every client
 	const confirmTimeout = 2 * time.Second
-	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "slot1",
-		Settings: rabbitmqpub.Config{URI: r.StreamURI, Incarnation: "inc1", ConfirmTimeout: confirmTimeout}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Open(t.Context(), publish.Session{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := openConfig(t, rabbitmqpub.Config{URI: r.StreamURI, Incarnation: "inc1", ConfirmTimeout: confirmTimeout}, publish.Session{})
 	first := records(name, 10, 0x1_0000_0000)
 	write(t, p, first)
 

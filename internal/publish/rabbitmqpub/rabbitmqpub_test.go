@@ -28,6 +28,24 @@ func setup(t *testing.T) (*testenv.RabbitMQ, *stream.Environment, string) {
 	return r, env, name
 }
 
+// ownNode starts a node of the test's own (one the test stops, pauses or
+// kills) and declares streams on it.
+func ownNode(t *testing.T, streams ...string) *testenv.RabbitMQ {
+	t.Helper()
+	r, err := testenv.StartRabbitMQ(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	env := r.Environment(t)
+	for _, name := range streams {
+		if err := env.DeclareStream(name, &stream.StreamOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
 func open(t *testing.T, uri, incarnation string) publish.Publisher {
 	t.Helper()
 	return openSession(t, uri, incarnation, publish.Session{})
@@ -36,7 +54,13 @@ func open(t *testing.T, uri, incarnation string) publish.Publisher {
 // openSession is open with the session s.
 func openSession(t *testing.T, uri, incarnation string, s publish.Session) publish.Publisher {
 	t.Helper()
-	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "slot1", Settings: rabbitmqpub.Config{URI: uri, Incarnation: incarnation}})
+	return openConfig(t, rabbitmqpub.Config{URI: uri, Incarnation: incarnation}, s)
+}
+
+// openConfig opens a session s of a publisher of slot1 configured by cfg.
+func openConfig(t *testing.T, cfg rabbitmqpub.Config, s publish.Session) publish.Publisher {
+	t.Helper()
+	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "slot1", Settings: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func TestBenchmarkDocSinks(t *testing.T) {
 		!strings.Contains(lines[2], "-sinks-kafka apache -n 500000 -rounds 3") {
 		t.Fatalf("the sinks commands %q changed: update this test", lines)
 	}
-	drain := []string{"kafka    2000 rows in kafka", "nats     2000 rows in nats", "rabbitmq 2000 rows in rabbitmq", "nats/kafka: drain rate", "rabbitmq/kafka: drain rate"}
+	drain := []string{"kafka    2000 rows in kafka", "nats     2000 rows in nats", "rabbitmq 2000 rows in rabbitmq", "nats/kafka: drain rate", "rabbitmq/kafka: drain rate", "rabbitmq beside the relay (medians): walsender"}
 	type run struct {
 		line int      // of lines
 		want []string // in its output

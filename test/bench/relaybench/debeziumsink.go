@@ -65,7 +65,7 @@ func debeziumSinkBench(ctx context.Context, bin string, o *options, tmp string) 
 		var res drainFigures
 		if d.label == "relay" {
 			args := strings.TrimSpace(o.relayArgs + " --table " + dbzTable + " --table-format debezium --topic-template " + topic)
-			res, err = sinkDrain(ctx, bin, d.label, d.slot, dbURL, b, &options{rows: o.rows, relayArgs: args}, filepath.Join(tmp, d.slot+".log"))
+			res, _, err = sinkDrain(ctx, bin, d.label, d.slot, dbURL, pool, b, &options{rows: o.rows, relayArgs: args}, filepath.Join(tmp, d.slot+".log"))
 		} else {
 			res, err = debeziumServerDrain(ctx, dist, d.slot, dbURL, b, o, filepath.Join(tmp, d.slot))
 		}

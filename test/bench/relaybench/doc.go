@@ -113,7 +113,10 @@
 // memory), a broker that stores as the others do.
 // It prints each drain's rows/s (from the process start and from the
 // first row), CPU per 1k rows and peak RSS, each sink's medians and the
-// ratios to the Kafka sink. With -latency each sink's broker and a
+// ratios to the Kafka sink, and what ran beside the relay: its
+// walsender's and the broker's CPU per 1k rows (for kfake and the
+// nats-server, this process's) and how many cores the machine kept busy.
+// With -latency each sink's broker and a
 // consumer of it (franz-go, a JetStream ordered consumer, a stream
 // consumer) run in processes of their own, and each run measures the
 // writer's commit return → the consumer's receipt; it prints each run's

@@ -301,12 +301,10 @@ func TestCollector(t *testing.T) {
 // farBounds are bounds of ReadProgressStatus far past any test progress.
 func farBounds() (walEnd, recorded pglogrepl.LSN, err error) { return 1 << 40, 1 << 40, nil }
 
-// Without a batch timeout a batch goes at once, unless hotEvents events
-// were already queued when it began (they came during the last write):
-// then it waits, up to its linger, for more once the queue is empty.
-func TestCollectorLingersOnlyWhenHot(t *testing.T) {
-	t.Parallel()
-	const size = 50
+// sendingCollector is a collector of batches of at most size events
+// without a batch timeout, on a queue of its own, and a function that
+// queues n events.
+func sendingCollector(size int) (*collector, func(n int)) {
 	q := queue.NewQueue(100, 1<<20, prometheus.NewGauge(prometheus.GaugeOpts{Name: "b"}))
 	send := func(n int) {
 		if !q.Room.TryAcquire(int64(n)) {
@@ -314,7 +312,16 @@ func TestCollectorLingersOnlyWhenHot(t *testing.T) {
 		}
 		q.Events <- make([]decode.Event, n)
 	}
-	c := newCollector(q, size, 0)
+	return newCollector(q, size, 0), send
+}
+
+// Without a batch timeout a batch goes at once, unless hotEvents events
+// were already queued when it began (they came during the last write):
+// then it waits, up to its linger, for more once the queue is empty.
+func TestCollectorLingersOnlyWhenHot(t *testing.T) {
+	t.Parallel()
+	const size = 50
+	c, send := sendingCollector(size)
 	c.linger = time.Hour // a linger would hang the cold collect
 	ctx := context.Background()
 
@@ -338,4 +345,55 @@ func TestCollectorLingersOnlyWhenHot(t *testing.T) {
 	if b, _, err := c.collect(ctx, time.Time{}); err != nil || len(b) != size {
 		t.Fatalf("hot batch: %d events, %v; want %d (the later ones with them)", len(b), err, size)
 	}
+}
+
+// At a steady rate of hotRate events a second or more a batch waits up
+// to its steady linger for more, however few came during the last write;
+// under it, a batch of one event goes at once.
+func TestCollectorLingersAtSteadyRate(t *testing.T) {
+	t.Parallel()
+	const size = 50
+	c, send := sendingCollector(size)
+	c.linger, c.rateLinger = time.Hour, time.Hour // a linger would hang the batches that must go at once
+	clock := time.Unix(1_700_000_000, 0)
+	c.now = func() time.Time { return clock }
+	ctx := context.Background()
+	one := func(what string) {
+		t.Helper()
+		send(1)
+		if b, _, err := c.collect(ctx, time.Time{}); err != nil || len(b) != 1 {
+			t.Fatalf("%s: %d events, %v; want 1 at once", what, len(b), err)
+		}
+	}
+
+	// One event a millisecond (1,000 a second) for two windows: each
+	// batch goes at once.
+	for range 2 * int(rateWindow/time.Millisecond) {
+		clock = clock.Add(time.Millisecond)
+		one("at 1,000 events a second")
+	}
+	// Twice hotRate a second until a window ends: the batches after it
+	// wait.
+	per := int(2 * hotRate * rateWindow.Seconds())
+	for i := 0; ; i++ {
+		if i > 2*per {
+			t.Fatalf("%d events at twice hotRate a second: still not steady", i)
+		}
+		clock = clock.Add(rateWindow / time.Duration(per))
+		if c.measure(); c.steady {
+			break
+		}
+		one("until the window ends")
+	}
+	c.rateLinger = 10 * time.Millisecond
+	send(1)
+	go func() { send(size - 1) }()
+	if b, _, err := c.collect(ctx, time.Time{}); err != nil || len(b) != size {
+		t.Fatalf("at a steady rate: %d events, %v; want %d (the later ones with the first)", len(b), err, size)
+	}
+	// A window at a lower rate ends the lingering.
+	clock = clock.Add(2 * rateWindow)
+	c.rateLinger = time.Hour
+	one("after a quiet window")
+	one("after the rate fell")
 }

@@ -178,7 +178,6 @@ func sinkDrain(ctx context.Context, bin, sink, slot, dbURL string, pool *pgxpool
 // the nats-server, which it embeds, and its polls), and the CPU time of
 // the whole machine, all cores, not idle.
 type beside struct {
-	label                   string
 	walsender, broker, busy time.Duration
 	elapsed                 time.Duration
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Spill files live in a private directory of the run (mode 0700), named
@@ -28,9 +29,14 @@ const spillPrefix = "pgoutbox-verify-"
 
 // spillMaking starts the name of a spill directory being made, until its
 // lock is taken and it is renamed: stale-directory removal leaves it alone
-// while it has no lock file, and removes it unlocked (a run killed in
+// while it has no lock file, for makingGrace (its run was killed between
+// the two steps after that), and removes it unlocked (a run killed in
 // between).
 const spillMaking = "pgoutbox-verifying-"
+
+// makingGrace is how long a spill directory being made may lack its lock
+// file: a run creates it right after the directory.
+const makingGrace = time.Minute
 
 // spillLock is the lock file in a spill directory.
 const spillLock = ".lock"
@@ -110,15 +116,19 @@ func removeStaleSpills(parent string, log *slog.Logger) {
 		if !ok || !e.IsDir() {
 			continue
 		}
+		info, err := e.Info()
+		if err != nil {
+			continue // gone meanwhile
+		}
 		path := filepath.Join(parent, e.Name())
 		lock, err := lockSpill(path, false)
 		switch {
 		case err == nil && lock == nil:
 			continue // its run holds it
 		case errors.Is(err, os.ErrNotExist):
-			// Being made (its lock file comes next), or of an earlier
-			// version, which goes by its PID.
-			if making || alive(pid) {
+			// Being made (its lock file comes next, unless its run was
+			// killed), or of an earlier version, which goes by its PID.
+			if making && time.Since(info.ModTime()) < makingGrace || !making && alive(pid) {
 				continue
 			}
 		case err != nil:

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // A run's spill directory is private (0700) and locked; a run removes the
@@ -15,7 +16,8 @@ import (
 // directory's lock tells, not its PID: a locked one is kept though its PID
 // runs no more here (a run in another PID namespace), an unlocked one is
 // removed though its PID runs (reused); a directory without a lock file
-// (an earlier version's) goes by its PID.
+// (an earlier version's) goes by its PID, one being made without one by
+// its age.
 func TestSpillDirRemovesStale(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
@@ -28,12 +30,17 @@ func TestSpillDirRemovesStale(t *testing.T) {
 	other := filepath.Join(parent, "pgoutbox-verify-notes")
 	lockedGone := filepath.Join(parent, fmt.Sprintf("%s%d-789", spillPrefix, gone.Process.Pid))
 	unlockedLive := filepath.Join(parent, spillPrefix+"1-999")
-	making := filepath.Join(parent, spillMaking+"1-111")   // no lock file yet
-	madeGone := filepath.Join(parent, spillMaking+"1-222") // locked, then its run died
-	for _, d := range []string{stale, live, other, lockedGone, unlockedLive, making, madeGone} {
+	making := filepath.Join(parent, spillMaking+"1-111")     // no lock file yet
+	madeGone := filepath.Join(parent, spillMaking+"1-222")   // locked, then its run died
+	makingGone := filepath.Join(parent, spillMaking+"1-333") // no lock file, long ago: its run died before the lock
+	for _, d := range []string{stale, live, other, lockedGone, unlockedLive, making, madeGone, makingGone} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	long := time.Now().Add(-2 * makingGrace)
+	if err := os.Chtimes(makingGone, long, long); err != nil {
+		t.Fatal(err)
 	}
 	for _, d := range []string{lockedGone, unlockedLive, madeGone} {
 		if err := os.WriteFile(filepath.Join(d, spillLock), nil, 0o600); err != nil {
@@ -59,7 +66,7 @@ func TestSpillDirRemovesStale(t *testing.T) {
 	if l, err := lockSpill(dir.path, false); l != nil || err != nil {
 		t.Fatalf("the run's spill directory is not locked: %v %v", l, err)
 	}
-	for _, d := range []string{stale, unlockedLive, madeGone} {
+	for _, d := range []string{stale, unlockedLive, madeGone, makingGone} {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Fatalf("the stale spill directory %s is still there: %v", d, err)
 		}

@@ -158,6 +158,20 @@ func sinkDrain(ctx context.Context, bin, sink, slot, dbURL string, pool *pgxpool
 	args := append(b.relayArgs(), "--status-interval", "100ms")
 	cmd := relayCommand(bin, slot, dbURL, args, o.relayArgs, logf)
 	m := startBeside(pool, slot, b.pid())
+	if r, ok := b.(*rabbitMQBroker); ok && r.acked != nil {
+		// The drain ends when the slot passed the backlog; the length
+		// check after it (rabbitmqctl, a VM of its own, waiting for the
+		// node's statistics) is not the drain's.
+		acked := r.acked
+		r.acked = func(ctx context.Context) (bool, error) {
+			done, err := acked(ctx)
+			if err == nil && done {
+				m.poll(ctx, true)
+			}
+			return done, err
+		}
+		defer func() { r.acked = acked }()
+	}
 	count := func(ctx context.Context) (int64, error) {
 		n, err := b.count(ctx)
 		if err == nil {

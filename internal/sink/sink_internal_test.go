@@ -385,15 +385,17 @@ func TestCollectorLingersAtSteadyRate(t *testing.T) {
 		}
 		one("until the window ends")
 	}
-	c.rateLinger = 10 * time.Millisecond
+	// The batch waits (here until it is full) for what comes later.
 	send(1)
-	go func() { send(size - 1) }()
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		send(size - 1)
+	}()
 	if b, _, err := c.collect(ctx, time.Time{}); err != nil || len(b) != size {
 		t.Fatalf("at a steady rate: %d events, %v; want %d (the later ones with the first)", len(b), err, size)
 	}
 	// A window at a lower rate ends the lingering.
 	clock = clock.Add(2 * rateWindow)
-	c.rateLinger = time.Hour
 	one("after a quiet window")
 	one("after the rate fell")
 }

@@ -64,19 +64,7 @@ func TestAbandonedDeclarationEndsWhenNodeReturns(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("no declaration waits %v after the node returned", time.Since(back).Round(time.Millisecond))
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
-		out := make([]publish.Outcome, len(during))
-		err := p.Write(t.Context(), during, out)
-		if err == nil && firstUnconfirmed(out) < 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			i := firstUnconfirmed(out)
-			t.Fatalf("no Write confirmed every record after the node returned: %v, record %d: %+v", err, i, out[max(i, 0)])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	writeUntilConfirmed(t, p, during, 2*time.Minute)
 	t.Logf("the records confirmed %v after the node returned", time.Since(back).Round(time.Millisecond))
 	got := r.ReadStream(t, "outbox.during")
 	if len(got) != len(during) {

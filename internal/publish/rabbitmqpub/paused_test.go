@@ -64,19 +64,7 @@ func TestWriteGivesUpOnPausedNode(t *testing.T) {
 	}
 	resume()
 
-	// The relay writes the records again until they are confirmed.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		out := make([]publish.Outcome, len(big))
-		err := p.Write(t.Context(), big, out)
-		if err == nil && firstUnconfirmed(out) < 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Write confirmed every record within 2 minutes after the node resumed: %v, record %d unconfirmed", err, firstUnconfirmed(out))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	writeUntilConfirmed(t, p, big, 2*time.Minute)
 	got := r.ReadStream(t, name)
 	want := append(first, big...)
 	if len(got) != len(want) {
@@ -86,6 +74,26 @@ func TestWriteGivesUpOnPausedNode(t *testing.T) {
 		if !bytes.Equal(m.GetData(), want[i].Value) || m.ApplicationProperties["message-id"] != string(want[i].Headers[0].Value) {
 			t.Fatalf("message %d is not record %d", i, i)
 		}
+	}
+}
+
+// writeUntilConfirmed writes recs again, as the relay does after a failed
+// write, until one Write confirms every record; the test fails after
+// within.
+func writeUntilConfirmed(t *testing.T, p publish.Publisher, recs []*publish.Record, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		out := make([]publish.Outcome, len(recs))
+		err := p.Write(t.Context(), recs, out)
+		i := firstUnconfirmed(out)
+		if err == nil && i < 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Write confirmed every record within %v: %v, record %d: %+v", within, err, i, out[max(i, 0)])
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -69,7 +69,7 @@ func MainWithDatabase(m *testing.M, ignore ...goleak.Option) {
 // inbox's kafka-go adapter) passes its own ignore rule to Main or
 // MainWithDatabase.
 func LeakOptions() []goleak.Option {
-	return []goleak.Option{goleak.IgnoreAnyFunction("github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub.declare.func1")}
+	return []goleak.Option{goleak.IgnoreAnyFunction("github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub.(*conn).declare.func1")}
 }
 
 // atExit holds what AtExit registered.

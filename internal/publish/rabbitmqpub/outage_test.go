@@ -89,5 +89,5 @@ func declarations() int {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-	return bytes.Count(buf, []byte("rabbitmqpub.declare.func1("))
+	return bytes.Count(buf, []byte("rabbitmqpub.(*conn).declare.func1("))
 }

@@ -208,10 +208,19 @@ func (p *Publisher) producerName(s publish.Session) string {
 // environment, connected again with the relay's backoff) gets on.
 var errDeclareTimeout = errors.New("rabbitmq sink: declaring a producer took too long; the broker is presumed away")
 
-// declare declares a producer of stream on env, giving up after timeout
-// (errDeclareTimeout; the declaration goes on, and a producer it still
-// makes is closed).
-func declare(env *stream.Environment, name string, opts *stream.ProducerOptions, timeout time.Duration) (*stream.Producer, error) {
+// declare declares a producer of stream on the connection's environment,
+// giving up after timeout (errDeclareTimeout; the declaration goes on, and
+// a producer it still makes is closed). The environment's Close is not
+// safe beside a declaration in the client (both use its locator), so
+// close leaves it to the last declaration to end.
+func (c *conn) declare(name string, opts *stream.ProducerOptions, timeout time.Duration) (*stream.Producer, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errConnClosed
+	}
+	c.declaring++
+	c.mu.Unlock()
 	type result struct {
 		sp  *stream.Producer
 		err error
@@ -219,13 +228,20 @@ func declare(env *stream.Environment, name string, opts *stream.ProducerOptions,
 	done := make(chan result, 1)
 	abandoned := make(chan struct{})
 	go func() {
-		sp, err := env.NewProducer(name, opts)
+		sp, err := c.env.NewProducer(name, opts)
 		select {
 		case done <- result{sp, err}:
 		case <-abandoned:
 			if err == nil {
 				_ = sp.Close()
 			}
+		}
+		c.mu.Lock()
+		c.declaring--
+		last := c.closed && c.producersClosed && c.declaring == 0
+		c.mu.Unlock()
+		if last {
+			c.closeEnv()
 		}
 	}()
 	timer := time.NewTimer(timeout)
@@ -378,9 +394,15 @@ type conn struct {
 	name           string
 	confirmTimeout time.Duration
 
-	mu        sync.Mutex // guards producers and closed
+	mu        sync.Mutex // guards producers, closed, producersClosed and declaring
 	producers map[producerKey]*producer
 	closed    bool
+	// producersClosed is set once close closed the producers; declaring
+	// counts the declarations in the client. The environment is closed
+	// once both allow it (see declare).
+	producersClosed bool
+	declaring       int
+	envClosed       sync.Once
 	// unnamedSeq numbers the messages of the producers without a name
 	// (only the goroutine sending uses it).
 	unnamedSeq int64
@@ -470,7 +492,7 @@ func (c *conn) producer(key producerKey) (*producer, error) {
 	if key.named {
 		opts = opts.SetProducerName(c.name)
 	}
-	sp, err := declare(c.env, key.stream, opts, c.confirmTimeout)
+	sp, err := c.declare(key.stream, opts, c.confirmTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -485,8 +507,9 @@ func (c *conn) producer(key producerKey) (*producer, error) {
 	return pr, nil
 }
 
-// close closes the producers and the environment, waiting for that at
-// most wait: a call into a client stuck on its connection may not return.
+// close closes the producers and the environment (once no declaration is
+// in the client: see declare), waiting for that at most wait: a call into
+// a client stuck on its connection may not return.
 func (c *conn) close(wait time.Duration) {
 	c.mu.Lock()
 	c.closed = true
@@ -501,13 +524,22 @@ func (c *conn) close(wait time.Duration) {
 		for _, pr := range prs {
 			pr.close()
 		}
-		_ = c.env.Close()
+		c.mu.Lock()
+		c.producersClosed = true
+		last := c.declaring == 0
+		c.mu.Unlock()
+		if last {
+			c.closeEnv()
+		}
 	}()
 	select {
 	case <-done:
 	case <-time.After(wait):
 	}
 }
+
+// closeEnv closes the environment, once.
+func (c *conn) closeEnv() { c.envClosed.Do(func() { _ = c.env.Close() }) }
 
 // failLater makes every record after a failed one of the same stream fail
 // too (Retry), so the retry writes them again in order: the stream drops

@@ -13,7 +13,7 @@ import (
 
 // atomicStream starts a server with a stream capturing outbox.> that
 // takes atomic batches.
-func atomicStream(t *testing.T) (*testenv.NATS, jetstream.Stream) {
+func atomicStream(t testing.TB) (*testenv.NATS, jetstream.Stream) {
 	t.Helper()
 	n := testenv.NewNATS(t)
 	s, err := n.JetStream(t).CreateStream(t.Context(), jetstream.StreamConfig{

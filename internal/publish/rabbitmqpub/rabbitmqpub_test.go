@@ -17,7 +17,7 @@ import (
 
 // setup declares a stream of the test's own on the shared node and
 // returns its name and an independent client.
-func setup(t *testing.T) (*testenv.RabbitMQ, *stream.Environment, string) {
+func setup(t testing.TB) (*testenv.RabbitMQ, *stream.Environment, string) {
 	t.Helper()
 	r := testenv.SharedRabbitMQ(t)
 	env := r.Environment(t)

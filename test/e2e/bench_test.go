@@ -179,6 +179,42 @@ func TestBenchmarkDocSinks(t *testing.T) {
 	}
 }
 
+// The commands of docs/benchmarks.md that measure what the NATS and
+// RabbitMQ brokers take alone run as written, two batches or writes
+// instead of hundreds (-benchtime 2x): each prints messages a second, the
+// NATS one for 1, 2 and 4 batches in flight.
+func TestBenchmarkDocBrokersAlone(t *testing.T) {
+	t.Parallel()
+	if _, err := testenv.RabbitMQInstalled(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	lines := docCommands(t, "**What the brokers take alone.**", "go test -run XXX -bench ")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "./internal/publish/natspub") || !strings.HasSuffix(lines[1], "./internal/publish/rabbitmqpub") {
+		t.Fatalf("the commands %q changed: update this test", lines)
+	}
+	want := [][]string{
+		{"StreamAtomicBatches/depth=1", "StreamAtomicBatches/depth=2", "StreamAtomicBatches/depth=4", "msgs/s"},
+		{"BenchmarkWrite", "msgs/s"},
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := regexp.MustCompile(`-benchtime \d+x`)
+	for i, l := range lines {
+		cmd := short.ReplaceAllString(l, "-benchtime 2x")
+		if cmd == l {
+			t.Fatalf("%s sets no -benchtime: update this test", l)
+		}
+		out := runScript(t, cmd, root, os.Environ())
+		for _, w := range want[i] {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s printed no %q\n%s", cmd, w, out)
+			}
+		}
+	}
+}
+
 // The Debezium Server commands of docs/benchmarks.md run as written, on a
 // backlog small enough for CI (-n 2000 for 200000, -rounds 1 for 2): one
 // drain through Debezium Server's sink and one through the relay's, into

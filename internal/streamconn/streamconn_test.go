@@ -37,9 +37,7 @@ func TestConsumerReadsBacklogUnthrottled(t *testing.T) {
 	}
 	defer env.Close()
 	const name, n = "streamconn.backlog", 20_000
-	if err := env.DeclareStream(name, &stream.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DeclareStream(t, env, name)
 	prod, err := env.NewProducer(name, nil)
 	if err != nil {
 		t.Fatal(err)

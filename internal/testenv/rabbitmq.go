@@ -443,6 +443,20 @@ func (r *RabbitMQ) Environment(t testing.TB) *stream.Environment {
 	return env
 }
 
+// DeclareStream declares the stream name on env afresh: a stream of that
+// name that an earlier run of the test left on the shared node (go test
+// -count=N runs each test again in the same binary) is deleted first, so
+// a test whose stream names are fixed reads only its own records.
+func DeclareStream(t testing.TB, env *stream.Environment, name string) {
+	t.Helper()
+	if err := env.DeleteStream(name); err != nil && !errors.Is(err, stream.StreamDoesNotExist) {
+		t.Fatalf("rabbitmq: delete stream %s: %v", name, err)
+	}
+	if err := env.DeclareStream(name, &stream.StreamOptions{}); err != nil {
+		t.Fatalf("rabbitmq: declare stream %s: %v", name, err)
+	}
+}
+
 // sentinelPrefix begins the body of every ReadStream sentinel.
 const sentinelPrefix = "pgoutbox-testenv-sentinel-"
 

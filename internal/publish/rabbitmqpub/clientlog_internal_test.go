@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/testenv"
@@ -45,9 +44,7 @@ func TestCleanCloseIsQuiet(t *testing.T) {
 	r := testenv.SharedRabbitMQ(t)
 	env := r.Environment(t)
 	name := "outbox.quiet"
-	if err := env.DeclareStream(name, &stream.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DeclareStream(t, env, name)
 	c := &captured{}
 	old := slog.Default()
 	slog.SetDefault(slog.New(c))

@@ -22,9 +22,7 @@ func setup(t testing.TB) (*testenv.RabbitMQ, *stream.Environment, string) {
 	r := testenv.SharedRabbitMQ(t)
 	env := r.Environment(t)
 	name := "outbox." + strings.ReplaceAll(t.Name(), "/", ".")
-	if err := env.DeclareStream(name, &stream.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DeclareStream(t, env, name)
 	return r, env, name
 }
 

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
-
 	"github.com/pgoutbox/pgoutbox/internal/publish"
 	"github.com/pgoutbox/pgoutbox/internal/publish/rabbitmqpub"
+	"github.com/pgoutbox/pgoutbox/internal/testenv"
 )
 
 // read reads dests from since through a publisher that opened no session.
@@ -44,9 +43,7 @@ func TestRead(t *testing.T) {
 	t.Parallel()
 	r, env, name := setup(t)
 	empty := name + ".empty"
-	if err := env.DeclareStream(empty, &stream.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DeclareStream(t, env, empty)
 	recs := records(name, 10, 0x1_0000_0000)
 	for i, rec := range recs {
 		rec.Headers = append(rec.Headers, publish.Header{Key: "aggregate-id", Value: rec.Key})

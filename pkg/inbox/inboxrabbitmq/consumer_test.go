@@ -32,9 +32,7 @@ func setup(t *testing.T) *fixture {
 	r := testenv.SharedRabbitMQ(t)
 	f := &fixture{rabbit: r, env: r.Environment(t), stream: "outbox." + t.Name(), dlq: "dlq." + t.Name()}
 	for _, s := range []string{f.stream, f.dlq} {
-		if err := f.env.DeclareStream(s, &stream.StreamOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		testenv.DeclareStream(t, f.env, s)
 	}
 	f.Bundle = inboxtest.Setup(t, nil)
 	return f

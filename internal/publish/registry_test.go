@@ -3,7 +3,9 @@ package publish_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,16 +23,21 @@ func (nop) Write(_ context.Context, recs []*publish.Record, out []publish.Outcom
 }
 func (nop) Close() {}
 
+// registryRuns numbers TestRegistry's runs: the registry is the
+// process's, and go test -count=N runs the test again in it.
+var registryRuns atomic.Int64
+
 // A registered publisher is made by its name with the config it is
 // given; the empty name is the default, Kafka; an unknown name is a
 // configuration error naming the registered ones; a second registration
 // of a name panics.
 func TestRegistry(t *testing.T) {
-	publish.Register("test-nop", func(c publish.Config) (publish.Publisher, error) { return nop{c}, nil })
-	if !slices.Contains(publish.Names(), "test-nop") {
+	name := fmt.Sprintf("test-nop-%d", registryRuns.Add(1))
+	publish.Register(name, func(c publish.Config) (publish.Publisher, error) { return nop{c}, nil })
+	if !slices.Contains(publish.Names(), name) {
 		t.Fatalf("names %v", publish.Names())
 	}
-	p, err := publish.New("test-nop", publish.Config{Slot: "s"})
+	p, err := publish.New(name, publish.Config{Slot: "s"})
 	if err != nil || p.(nop).cfg.Slot != "s" {
 		t.Fatalf("New: %v, %v", p, err)
 	}
@@ -51,5 +58,5 @@ func TestRegistry(t *testing.T) {
 			t.Fatal("a second Register of a name did not panic")
 		}
 	}()
-	publish.Register("test-nop", func(publish.Config) (publish.Publisher, error) { return nop{}, nil })
+	publish.Register(name, func(publish.Config) (publish.Publisher, error) { return nop{}, nil })
 }

@@ -18,7 +18,7 @@ import (
 // in flight, into a stream of the shared node. It prints messages a
 // second; with -benchmem, the publisher's allocations per write:
 //
-//	go test -run XXX -bench 'BenchmarkWrite$' -benchtime 200x -benchmem ./internal/publish/rabbitmqpub
+//	go test -run XXX -bench 'BenchmarkWrite$' -benchtime 400x -benchmem ./internal/publish/rabbitmqpub
 func BenchmarkWrite(b *testing.B) {
 	r, _, name := setup(b)
 	p, err := publish.New(rabbitmqpub.Name, publish.Config{Slot: "slot1", Settings: rabbitmqpub.Config{URI: r.StreamURI, Incarnation: "inc1"}})
